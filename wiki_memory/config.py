@@ -1,0 +1,110 @@
+"""Settings: the data directory, the bind address and the tunables.
+
+Precedence: command-line flags > environment variables (``WIKI_MEMORY_*``) >
+``<data_dir>/config.toml`` > defaults. Durations are in seconds, sizes in bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+def default_data_dir() -> Path:
+    """Return ``$WIKI_MEMORY_HOME``, else the platform's user data dir (``~/.local/share/wiki-memory``)."""
+    env = os.environ.get("WIKI_MEMORY_HOME")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_data_dir("wiki-memory", appauthor=False))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every tunable of a server, with its default.
+
+    Units: ``*_seconds`` are seconds, ``*_bytes`` are bytes, ``*_tokens`` are BPE tokens
+    (cl100k_base).
+    """
+
+    data_dir: Path = field(default_factory=default_data_dir)
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    auth: bool = True
+    max_body_bytes: int = 1024 * 1024
+    idle_seconds: float = 30 * 60
+    idle_check_seconds: float = 5.0
+    commit_delay_seconds: float = 0.25
+    hand_edit_settle_seconds: float = 1.0
+    spool_keep_seconds: float = 7 * 24 * 3600
+    tool_output_excerpt_bytes: int = 2000
+    default_budget_tokens: int = 1000
+    pack_every_commits: int = 500
+    watch: bool = True
+
+    @property
+    def wiki_dir(self) -> Path:
+        return self.data_dir / "wiki"
+
+    @property
+    def spool_dir(self) -> Path:
+        return self.data_dir / "spool"
+
+    @property
+    def auth_dir(self) -> Path:
+        return self.data_dir / "auth"
+
+    @property
+    def index_path(self) -> Path:
+        return self.data_dir / "index.db"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+
+_ENV_PREFIX = "WIKI_MEMORY_"
+
+
+def _coerce(value: Any, like: Any) -> Any:
+    if isinstance(like, bool):
+        if isinstance(value, bool):
+            return value
+        return str(value).strip().lower() in {"1", "true", "yes", "on"}
+    if isinstance(like, int):
+        return int(value)
+    if isinstance(like, float):
+        return float(value)
+    if isinstance(like, Path):
+        return Path(str(value)).expanduser()
+    return str(value)
+
+
+def load_settings(data_dir: Path | None = None, **overrides: Any) -> Settings:
+    """Build :class:`Settings` from defaults, ``config.toml``, the environment and ``overrides``.
+
+    Raises ValueError when ``config.toml`` is not valid TOML or a value has the wrong type.
+    """
+    base = Settings() if data_dir is None else Settings(data_dir=Path(data_dir))
+    values: dict[str, Any] = {}
+    cfg = base.data_dir / "config.toml"
+    if cfg.exists():
+        try:
+            values.update(tomllib.loads(cfg.read_text(encoding="utf-8")))
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{cfg}: {exc}") from exc
+    for f in fields(Settings):
+        env = os.environ.get(_ENV_PREFIX + f.name.upper())
+        if env is not None and f.name != "data_dir":
+            values[f.name] = env
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    known = {f.name: getattr(base, f.name) for f in fields(Settings)}
+    clean = {k: _coerce(v, known[k]) for k, v in values.items() if k in known}
+    return replace(base, **clean)
