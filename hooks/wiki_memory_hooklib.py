@@ -1,0 +1,1344 @@
+"""The wiki-memory hook: capture one harness event, keep it in the outbox, send it.
+
+Standard library only, and only what each event needs, so that a hook run costs
+little more than the interpreter's own start (run it with ``python -S``).
+
+One run (``main(["--harness", "claude-code"])``, event JSON on stdin):
+
+1. Read stdin to EOF (never the environment; Codex ``notify`` JSON comes as the
+   last argument and stdin is not touched then).
+2. Find the project: ``project =`` in the nearest ``.wiki-memory.toml`` upward
+   from the event's ``cwd``, else the name of the git top-level, else the last
+   component of ``cwd``. Apply that file's ``[capture]`` rules (``enabled``,
+   ``ignore_paths``, ``mode = "allowlist"`` + ``paths``).
+3. Build the observation ``{harness, event, session_id, project, cwd, event_id,
+   ts, payload}``; truncate long strings so that it stays under
+   ``max_event_bytes``; redact secrets with ``wiki_memory.capture.sanitize``
+   when it can be imported.
+4. Write it to the outbox (``<data_dir>/outbox/``, 0700 directory, 0600 files,
+   fsynced) and send it. On a 2xx reply the file is removed; when older events
+   wait in the outbox, a detached drainer sends them all in order instead.
+5. On ``SessionStart`` ask ``POST /v1/brief`` and print exactly one JSON object
+   in the harness's format; on every other event print nothing.
+
+Every error is caught; the run exits 0 within ``deadline_seconds`` (default
+2 s, counted from the start of the process; 1.2 s for ``SessionEnd``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+_T0 = time.monotonic()
+
+VERSION = "1"
+HARNESSES = ("claude-code", "codex", "gemini-cli")
+DEFAULT_URL = "http://127.0.0.1:8765"
+APP_NAME = "wiki-memory"
+REPO_CONFIG = ".wiki-memory.toml"
+
+#: Defaults of the tunables; ``<data_dir>/hook.toml`` and ``WIKI_MEMORY_HOOK_*``
+#: environment variables override them. Seconds, bytes, events, tokens.
+DEFAULTS: dict[str, float | int] = {
+    "deadline_seconds": 2.0,
+    "session_end_deadline_seconds": 1.2,
+    "max_event_bytes": 960 * 1024,
+    "outbox_max_events": 5000,
+    "outbox_max_bytes": 64 * 1024 * 1024,
+    "drain_request_seconds": 5.0,
+    "drain_max_seconds": 120.0,
+    "drain_batch_events": 200,
+    "brief_budget_tokens": 1000,
+    "brief_max_chars": 9000,
+}
+
+#: Replies that say "try again later", not "this event is bad": never dropped.
+RETRY_STATUSES = frozenset({401, 403, 404, 405, 407, 408, 409, 421, 423, 425, 429})
+
+#: What an event is cut to after a 413 from a server with a lower limit than ours.
+SHRUNK_EVENT_BYTES = 256 * 1024
+
+TRUNCATION_MARK = "\n[... truncated by wiki-memory hook: {omitted} of {total} characters left out]"
+
+_EMITTED = False
+_PENDING_OUTPUT = ""
+_IS_DRAINER = False
+
+
+class Config:
+    """Where to send and the tunables (see :data:`DEFAULTS`)."""
+
+    def __init__(self, data_dir: str) -> None:
+        self.data_dir = data_dir
+        self.url = DEFAULT_URL
+        self.token: str | None = None
+        self.token_file = os.path.join(data_dir, "auth", "owner.token")
+        self.values: dict[str, float | int] = dict(DEFAULTS)
+
+    def get(self, name: str) -> float:
+        return float(self.values[name])
+
+    def geti(self, name: str) -> int:
+        return int(self.values[name])
+
+    @property
+    def outbox_dir(self) -> str:
+        return os.path.join(self.data_dir, "outbox")
+
+
+# --------------------------------------------------------------------------- config
+
+
+def default_data_dir(env: dict[str, str] | os._Environ[str] | None = None) -> str:
+    """``$WIKI_MEMORY_HOME``, else the platform's user data dir, as platformdirs has it.
+
+    Linux/BSD: ``$XDG_DATA_HOME/wiki-memory`` or ``~/.local/share/wiki-memory``;
+    macOS: ``~/Library/Application Support/wiki-memory``; Windows:
+    ``%LOCALAPPDATA%\\wiki-memory``.
+    """
+    env = os.environ if env is None else env
+    home = env.get("WIKI_MEMORY_HOME")
+    if home:
+        return os.path.expanduser(home)
+    if sys.platform == "darwin":
+        return os.path.expanduser("~/Library/Application Support/" + APP_NAME)
+    if sys.platform == "win32":
+        base = env.get("LOCALAPPDATA") or os.path.expanduser("~\\AppData\\Local")
+        return os.path.join(base, APP_NAME)
+    xdg = (env.get("XDG_DATA_HOME") or "").strip()
+    base = xdg if xdg else os.path.expanduser("~/.local/share")
+    return os.path.join(base, APP_NAME)
+
+
+def _read_toml(path: str) -> dict:
+    import tomllib
+
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def load_config(
+    data_dir: str | None = None, url: str | None = None, token_file: str | None = None
+) -> Config:
+    """Resolve the server URL, token and tunables.
+
+    Precedence: arguments > ``WIKI_MEMORY_URL`` / ``WIKI_MEMORY_TOKEN_FILE`` /
+    ``WIKI_MEMORY_TOKEN`` / ``WIKI_MEMORY_HOOK_<NAME>`` > ``<data_dir>/hook.toml``
+    (``url``, ``token_file`` and any key of :data:`DEFAULTS`) > ``server.json``'s
+    address > ``http://127.0.0.1:8765``. A bad hook.toml is ignored (with a warning).
+    """
+    cfg = Config(data_dir or default_data_dir())
+    env = os.environ
+    hook_toml = os.path.join(cfg.data_dir, "hook.toml")
+    file_cfg: dict = {}
+    if os.path.exists(hook_toml):
+        try:
+            file_cfg = _read_toml(hook_toml)
+        except Exception as exc:
+            warn(f"ignoring {hook_toml}: {exc}")
+    try:
+        with open(os.path.join(cfg.data_dir, "server.json"), encoding="utf-8") as f:
+            addr = json.load(f).get("address")
+        if isinstance(addr, str) and addr.startswith("http"):
+            cfg.url = addr
+    except (OSError, ValueError, AttributeError):
+        pass
+    if isinstance(file_cfg.get("url"), str):
+        cfg.url = file_cfg["url"]
+    if isinstance(file_cfg.get("token_file"), str):
+        cfg.token_file = os.path.expanduser(file_cfg["token_file"])
+    for name, default in DEFAULTS.items():
+        raw = env.get("WIKI_MEMORY_HOOK_" + name.upper(), file_cfg.get(name))
+        if raw is None or isinstance(raw, bool):
+            continue
+        try:
+            cfg.values[name] = type(default)(raw)
+        except (TypeError, ValueError):
+            warn(f"ignoring {name}={raw!r}: not a number")
+    cfg.url = url or env.get("WIKI_MEMORY_URL") or cfg.url
+    cfg.url = cfg.url.rstrip("/")
+    cfg.token_file = token_file or env.get("WIKI_MEMORY_TOKEN_FILE") or cfg.token_file
+    cfg.token = (
+        env.get("WIKI_MEMORY_TOKEN")
+        if not (token_file or env.get("WIKI_MEMORY_TOKEN_FILE"))
+        else None
+    )
+    if not cfg.token:
+        try:
+            with open(os.path.expanduser(cfg.token_file), encoding="utf-8") as f:
+                cfg.token = f.read().strip() or None
+        except OSError:
+            cfg.token = None
+    return cfg
+
+
+# --------------------------------------------------------------------------- output
+
+
+def warn(msg: str) -> None:
+    """One line on stderr (never stdout: that belongs to the harness)."""
+    try:
+        os.write(
+            2,
+            ("wiki-memory hook: " + msg.replace("\n", " ")[:500] + "\n").encode("utf-8", "replace"),
+        )
+    except OSError:
+        pass
+
+
+def session_start_output(harness: str, text: str) -> str:
+    """The one JSON object a harness accepts as SessionStart context.
+
+    Claude Code and Codex: ``{"hookSpecificOutput": {"hookEventName": "SessionStart",
+    "additionalContext": text}}``; Gemini CLI: ``{"hookSpecificOutput":
+    {"additionalContext": text}}``. ``text`` may be empty.
+    """
+    if harness == "gemini-cli":
+        out = {"hookSpecificOutput": {"additionalContext": text}}
+    else:
+        out = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
+    return json.dumps(out, ensure_ascii=False)
+
+
+def _emit() -> None:
+    """Write the pending stdout once (the whole of stdout), in one write."""
+    global _EMITTED
+    if _EMITTED or _IS_DRAINER:
+        return
+    _EMITTED = True
+    if not _PENDING_OUTPUT:
+        return
+    data = (_PENDING_OUTPUT + "\n").encode("utf-8")
+    try:
+        while data:
+            n = os.write(1, data)
+            data = data[n:]
+    except OSError:
+        pass
+
+
+def _on_deadline(signum: int, frame: object) -> None:
+    if _IS_DRAINER:
+        os._exit(0)
+    warn("deadline reached; the event stays in the outbox")
+    _emit()
+    os._exit(0)
+
+
+def _arm(seconds: float) -> None:
+    try:
+        import signal
+
+        signal.signal(signal.SIGALRM, _on_deadline)
+        signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
+    except (ImportError, AttributeError, ValueError, OSError):
+        pass
+
+
+# --------------------------------------------------------------------------- input
+
+
+def read_stdin(idle_seconds: float, max_seconds: float = 30.0) -> bytes:
+    """All of stdin up to EOF. Gives up after ``idle_seconds`` without a byte or
+    ``max_seconds`` in total (a writer that never closes its end)."""
+    fd = 0
+    chunks: list[bytes] = []
+    try:
+        import select
+    except ImportError:  # pragma: no cover
+        try:
+            return sys.stdin.buffer.read()
+        except (OSError, ValueError, AttributeError):
+            return b""
+    end = time.monotonic() + max_seconds
+    try:
+        if os.isatty(fd):
+            return b""
+        while True:
+            wait = min(idle_seconds, end - time.monotonic())
+            if wait <= 0:
+                warn(f"stdin still open after {max_seconds:.0f} s; reading stopped")
+                break
+            try:
+                ready, _, _ = select.select([fd], [], [], wait)
+            except (OSError, ValueError):
+                ready = [fd]
+            if not ready:
+                warn(f"stdin idle for {idle_seconds:.1f} s before EOF; reading stopped")
+                break
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            chunks.append(b)
+    except OSError:
+        pass
+    return b"".join(chunks)
+
+
+def parse_args(argv: list[str]) -> dict:
+    """``--harness NAME``, ``--event NAME``, ``--data-dir D``, ``--url U``,
+    ``--token-file F``, ``--deadline S``, ``--drain``, ``--notify`` and, for Codex
+    notify, the JSON argument (any argument starting with ``{``)."""
+    opts: dict = {
+        "harness": None,
+        "event": None,
+        "data_dir": None,
+        "url": None,
+        "token_file": None,
+        "deadline": None,
+        "drain": False,
+        "notify_json": None,
+    }
+    i = 0
+    valued = {"--harness", "--event", "--data-dir", "--url", "--token-file", "--deadline"}
+    while i < len(argv):
+        a = argv[i]
+        if a.startswith("{"):
+            opts["notify_json"] = a
+        elif a in valued and i + 1 < len(argv):
+            opts[a[2:].replace("-", "_")] = argv[i + 1]
+            i += 1
+        elif a.startswith("--") and "=" in a and a.split("=", 1)[0] in valued:
+            k, v = a.split("=", 1)
+            opts[k[2:].replace("-", "_")] = v
+        elif a == "--drain":
+            opts["drain"] = True
+        elif a == "--notify":
+            pass
+        i += 1
+    return opts
+
+
+# --------------------------------------------------------------------------- project & rules
+
+
+def find_repo_config(cwd: str) -> tuple[str | None, dict]:
+    """The nearest ``.wiki-memory.toml`` at or above ``cwd``: ``(its directory, parsed)``,
+    or ``(None, {})``. A file that does not parse is reported and treated as
+    ``[capture] enabled = false`` (the safe reading of a privacy setting)."""
+    d = os.path.abspath(cwd)
+    while True:
+        p = os.path.join(d, REPO_CONFIG)
+        if os.path.isfile(p):
+            try:
+                return d, _read_toml(p)
+            except Exception as exc:
+                warn(f"{p} does not parse ({exc}); capture is off for this repository")
+                return d, {"capture": {"enabled": False}}
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None, {}
+        d = parent
+
+
+def git_toplevel(cwd: str) -> str | None:
+    """The nearest directory at or above ``cwd`` holding ``.git`` (a directory, or the
+    file of a worktree or submodule), without running git."""
+    d = os.path.abspath(cwd)
+    while True:
+        if os.path.exists(os.path.join(d, ".git")):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+
+
+def project_for(cwd: str | None, repo_cfg: dict) -> str | None:
+    """``project`` from the repository config, else the git top-level's name, else the
+    last component of ``cwd``; None without a cwd."""
+    name = repo_cfg.get("project")
+    if isinstance(name, str) and name.strip():
+        return name.strip()
+    if not cwd:
+        return None
+    top = git_toplevel(cwd)
+    base = os.path.basename((top or cwd).rstrip("/\\"))
+    return base or None
+
+
+_PATH_KEYS = (
+    "file_path",
+    "filePath",
+    "path",
+    "notebook_path",
+    "absolute_path",
+    "dir_path",
+    "directory",
+    "target_file",
+    "old_path",
+    "new_path",
+    "source",
+    "destination",
+)
+_COMMAND_KEYS = ("command", "cmd")
+
+
+def event_paths(payload: dict) -> list[str]:
+    """File paths an event is about: path fields of ``tool_input``/``tool_response``,
+    ``apply_patch`` file headers and the words of a shell command."""
+    found: list[str] = []
+    for key in ("tool_input", "tool_response"):
+        obj = payload.get(key)
+        if not isinstance(obj, dict):
+            continue
+        for k in _PATH_KEYS:
+            v = obj.get(k)
+            if isinstance(v, str) and v:
+                found.append(v)
+            elif isinstance(v, list):
+                found.extend(x for x in v if isinstance(x, str))
+        for k in _COMMAND_KEYS:
+            v = obj.get(k)
+            if isinstance(v, list):
+                v = " ".join(x for x in v if isinstance(x, str))
+            if isinstance(v, str) and v:
+                found.extend(_command_words(v))
+    return found
+
+
+def _command_words(cmd: str) -> list[str]:
+    words: list[str] = []
+    for line in cmd.splitlines():
+        for marker in ("*** Update File:", "*** Add File:", "*** Delete File:", "*** Move to:"):
+            if line.startswith(marker):
+                words.append(line[len(marker) :].strip())
+    import shlex
+
+    try:
+        toks = shlex.split(cmd, comments=False, posix=True)
+    except ValueError:
+        toks = cmd.split()
+    for t in toks:
+        t = t.lstrip("<>|&;(0123456789").rstrip(";|&)")
+        if t and not t.startswith("-"):
+            words.append(t)
+            if "=" in t:
+                words.append(t.split("=", 1)[1])
+    return words
+
+
+_GLOB_CACHE: dict[str, object] = {}
+
+
+def _glob_regex(pat: str):  # -> re.Pattern[str]
+    import re
+
+    rx = _GLOB_CACHE.get(pat)
+    if rx is not None:
+        return rx
+    out: list[str] = []
+    i = 0
+    while i < len(pat):
+        c = pat[i]
+        if c == "*":
+            if pat.startswith("**", i):
+                if pat.startswith("**/", i):
+                    out.append("(?:.*/)?")
+                    i += 3
+                    continue
+                out.append(".*")
+                i += 2
+                continue
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = pat.find("]", i + 1)
+            if j == -1:
+                out.append(re.escape(c))
+            else:
+                body = pat[i + 1 : j].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append("[" + body + "]")
+                i = j
+        else:
+            out.append(re.escape(c))
+        i += 1
+    rx = re.compile("".join(out) + "(?:/.*)?$", re.DOTALL)
+    _GLOB_CACHE[pat] = rx
+    return rx
+
+
+def path_matches(path: str, patterns: list[str], root: str | None) -> bool:
+    """gitignore-like matching: a pattern without ``/`` matches any path component (and
+    what is below it); one with ``/`` is anchored at the directory of
+    ``.wiki-memory.toml``; ``**`` crosses directories; a match on a directory covers the
+    files under it."""
+    p = path.replace("\\", "/")
+    if root and os.path.isabs(p):
+        r = root.replace("\\", "/").rstrip("/") + "/"
+        if p.startswith(r):
+            p = p[len(r) :]
+    while p.startswith("./"):
+        p = p[2:]
+    comps = [c for c in p.split("/") if c and c != "."]
+    for raw in patterns:
+        if not isinstance(raw, str) or not raw.strip():
+            continue
+        pat = raw.strip()
+        anchored = "/" in pat.rstrip("/")
+        pat = pat.strip("/") if anchored else pat.rstrip("/")
+        rx = _glob_regex(pat)
+        if anchored:
+            if rx.match("/".join(comps)):  # type: ignore[attr-defined]
+                return True
+        else:
+            for k in range(len(comps)):
+                if rx.match("/".join(comps[k:])):  # type: ignore[attr-defined]
+                    return True
+    return False
+
+
+def capture_decision(payload: dict, repo_cfg: dict, root: str | None) -> str | None:
+    """None to capture the event, else the reason it stays on this machine.
+
+    ``[capture] enabled = false`` → nothing; ``ignore_paths`` → events about a matching
+    file are dropped; ``mode = "allowlist"`` → tool events are kept only when they are
+    about a file matching ``paths`` (prompts, replies and session events are kept).
+    """
+    cap = repo_cfg.get("capture")
+    if not isinstance(cap, dict):
+        return None
+    if cap.get("enabled") is False:
+        return "capture disabled"
+    ignore = cap.get("ignore_paths") or []
+    allow_mode = cap.get("mode") == "allowlist"
+    if not ignore and not allow_mode:
+        return None
+    paths = event_paths(payload)
+    if ignore and isinstance(ignore, list):
+        for p in paths:
+            if path_matches(p, ignore, root):
+                return "ignored path"
+    if allow_mode and payload.get("tool_name") is not None:
+        allow = cap.get("paths") or []
+        if not any(path_matches(p, allow, root) for p in paths):
+            return "not in allowlist"
+    return None
+
+
+# --------------------------------------------------------------------------- the observation
+
+
+def _sha(data: bytes) -> str:
+    try:
+        from _sha256 import sha256  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover
+        from hashlib import sha256
+    return sha256(data).hexdigest()
+
+
+def event_id_for(harness: str, event: str, payload: dict, raw: bytes, now: float) -> str:
+    """A stable id per event, the server's dedup key.
+
+    Tool events: ``<event>:<tool_use_id>`` (Pre and Post share the id, the event tells
+    them apart). Codex notify: ``agent-turn-complete:<turn-id>``. Otherwise
+    ``<event>:<24 hex>`` of SHA-256 over harness, event and the raw payload bytes, plus
+    the second when the payload carries no time or turn of its own, so that the same
+    hook installed twice (user and project settings) yields one observation.
+    """
+    tuid = payload.get("tool_use_id")
+    if isinstance(tuid, str) and tuid:
+        return f"{event}:{tuid}"
+    turn = payload.get("turn-id")
+    if event == "agent-turn-complete" and isinstance(turn, str) and turn:
+        return f"{event}:{turn}"
+    salt = b""
+    if not any(payload.get(k) for k in ("timestamp", "turn_id", "prompt_id")):
+        salt = str(int(now)).encode()
+    h = _sha(harness.encode() + b"\0" + event.encode() + b"\0" + salt + b"\0" + raw)
+    return f"{event}:{h[:24]}"
+
+
+def _iso(ts: float) -> str:
+    t = time.gmtime(ts)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", t) + f".{int((ts % 1) * 1000):03d}Z"
+
+
+def _size(obj: object) -> int:
+    return len(json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def _cut(s: str, keep: int) -> str:
+    """``s`` cut to about ``keep`` characters, backing off to a word boundary (at most
+    200 characters) so that no fragment of a token is left at the cut."""
+    if keep >= len(s):
+        return s
+    keep = max(keep, 0)
+    j = keep
+    lo = max(keep - 200, 0)
+    while j > lo and not s[j - 1].isspace():
+        j -= 1
+    if j > lo:
+        keep = j
+    return s[:keep] + TRUNCATION_MARK.format(omitted=len(s) - keep, total=len(s))
+
+
+def _long_strings(o: object, out: list[tuple[int, int, object, object]]) -> None:
+    """Append ``(json bytes, chars, container, key)`` for every string over 256 chars."""
+    items = o.items() if isinstance(o, dict) else enumerate(o) if isinstance(o, list) else ()
+    for k, v in items:
+        if isinstance(v, str):
+            if len(v) > 256:
+                out.append((_size(v), len(v), o, k))
+        elif isinstance(v, dict | list):
+            _long_strings(v, out)
+
+
+def truncate_event(ev: dict, max_bytes: int) -> bool:
+    """Shorten the longest strings of ``ev["payload"]`` in place until ``ev`` serializes
+    to at most ``max_bytes`` UTF-8 bytes; each cut ends with a visible marker.
+    Returns True when anything was cut."""
+    size = _size(ev)
+    if size <= max_bytes:
+        return False
+    payload = ev.get("payload")
+    for _ in range(4):
+        leaves: list[tuple[int, int, object, object]] = []
+        _long_strings(payload, leaves)
+        if not leaves:
+            break
+        excess = size - max_bytes + 200 * len(leaves) + 1024
+        enc = sorted((x[0] for x in leaves), reverse=True)
+        cap = 256.0
+        total = 0
+        for k, e in enumerate(enc, 1):
+            total += e
+            c = (total - excess) / k
+            nxt = enc[k] if k < len(enc) else 0
+            if c >= nxt:
+                cap = max(c, 256.0)
+                break
+        for e, n, cont, key in leaves:
+            if e > cap:
+                keep = int(n * cap / e)
+                cont[key] = _cut(cont[key], keep)  # type: ignore[index]
+        size = _size(ev)
+        if size <= max_bytes:
+            return True
+    if size > max_bytes:  # pathological (huge number of small strings): keep a stub
+        ev["payload"] = {
+            k: v
+            for k, v in (payload or {}).items()
+            if isinstance(v, str | int | float | bool) and _size(v) < 512
+        }
+        ev["payload"]["wiki_memory_truncated"] = f"payload of {size} bytes dropped by the hook"
+    return True
+
+
+_SANITIZE: object = None
+
+
+def _sanitizer():  # -> module | False
+    """``wiki_memory.capture.sanitize`` when importable (from the repository this hook
+    lives in, or an installed wiki-memory), else False."""
+    global _SANITIZE
+    if _SANITIZE is not None:
+        return _SANITIZE
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if root not in sys.path:
+        sys.path.append(root)
+    for attempt in range(2):
+        try:
+            from wiki_memory.capture import sanitize
+
+            _SANITIZE = sanitize
+            return sanitize
+        except Exception:
+            if attempt == 0 and sys.flags.no_site:
+                try:
+                    import site
+
+                    site.main()
+                    continue
+                except Exception:
+                    pass
+            break
+    _SANITIZE = False
+    return False
+
+
+def redact(obj: object) -> tuple[object, int]:
+    """``sanitize.redact_obj(obj)`` when the sanitizer is available, else ``(obj, 0)``
+    (the server redacts again in any case)."""
+    mod = _sanitizer()
+    if not mod:
+        return obj, 0
+    try:
+        res = mod.redact_obj(obj)  # type: ignore[attr-defined]
+        return res[0], int(res[1])
+    except Exception as exc:
+        warn(f"hook-side redaction failed ({type(exc).__name__}); the server redacts again")
+        return obj, 0
+
+
+def build_event(
+    harness: str,
+    event: str,
+    payload: dict,
+    raw: bytes,
+    project: str | None,
+    max_bytes: int,
+    now: float,
+) -> dict:
+    """The observation sent to ``POST /v1/observations`` (truncated, then redacted)."""
+    session_id = payload.get("session_id") or payload.get("thread-id") or payload.get("thread_id")
+    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+    ev = {
+        "harness": harness,
+        "event": event,
+        "session_id": session_id if isinstance(session_id, str) else None,
+        "project": project,
+        "cwd": cwd,
+        "event_id": event_id_for(harness, event, payload, raw, now),
+        "ts": _iso(now),
+        "payload": payload,
+    }
+    if isinstance(payload.get("timestamp"), str):
+        ev["ts"] = payload["timestamp"]
+    truncate_event(ev, max_bytes)
+    clean, _ = redact(ev["payload"])
+    ev["payload"] = clean
+    if ev["cwd"]:
+        ev["cwd"] = redact(ev["cwd"])[0]
+    if _size(ev) > max_bytes:  # a placeholder can be longer than what it replaced
+        truncate_event(ev, max_bytes)
+    return ev
+
+
+# --------------------------------------------------------------------------- outbox
+
+
+class Outbox:
+    """Events not yet accepted by the server: one fsynced JSON file per event.
+
+    Names sort in write order (``<time ns>-<pid>-<rand>.json``); temp files start with
+    ``.tmp-``. Bounded by ``max_events`` and ``max_bytes`` (oldest dropped first);
+    every dropped event is counted as one line of ``dropped.jsonl``.
+    """
+
+    def __init__(self, path: str, max_events: int = 5000, max_bytes: int = 64 << 20) -> None:
+        self.path = path
+        self.max_events = max_events
+        self.max_bytes = max_bytes
+
+    def _ensure(self) -> None:
+        if not os.path.isdir(self.path):
+            os.makedirs(self.path, mode=0o700, exist_ok=True)
+        try:
+            if os.stat(self.path).st_mode & 0o077:
+                os.chmod(self.path, 0o700)
+        except OSError:
+            pass
+
+    def _fsync_dir(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def write(self, ev: dict) -> str:
+        """Store ``ev`` durably; returns its file name. Enforces the bounds after."""
+        self._ensure()
+        name = f"{time.time_ns():020d}-{os.getpid():07d}-{os.urandom(3).hex()}.json"
+        tmp = os.path.join(self.path, ".tmp-" + name)
+        data = json.dumps(ev, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, os.path.join(self.path, name))
+        self._fsync_dir()
+        self.enforce_bounds()
+        return name
+
+    def pending(self) -> list[str]:
+        """File names of waiting events, oldest first."""
+        try:
+            names = os.listdir(self.path)
+        except OSError:
+            return []
+        return sorted(n for n in names if n.endswith(".json") and n[:1].isdigit())
+
+    def read(self, name: str) -> dict | None:
+        try:
+            with open(os.path.join(self.path, name), "rb") as f:
+                obj = json.loads(f.read())
+            return obj if isinstance(obj, dict) else None
+        except (OSError, ValueError):
+            return None
+
+    def remove(self, name: str) -> None:
+        try:
+            os.unlink(os.path.join(self.path, name))
+        except FileNotFoundError:
+            pass
+
+    def rewrite(self, name: str, ev: dict) -> None:
+        tmp = os.path.join(self.path, ".tmp-" + name)
+        data = json.dumps(ev, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, os.path.join(self.path, name))
+
+    def drop(
+        self, name: str, reason: str, status: int | None = None, ev: dict | None = None
+    ) -> None:
+        """Remove ``name`` and count it in ``dropped.jsonl``."""
+        if ev is None:
+            ev = self.read(name) or {}
+        line = (
+            json.dumps(
+                {
+                    "ts": _iso(time.time()),
+                    "reason": reason,
+                    "status": status,
+                    "file": name,
+                    "event": ev.get("event"),
+                    "event_id": ev.get("event_id"),
+                }
+            )
+            + "\n"
+        )
+        try:
+            fd = os.open(
+                os.path.join(self.path, "dropped.jsonl"),
+                os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                0o600,
+            )
+            try:
+                os.write(fd, line.encode())
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+        self.remove(name)
+
+    def dropped_counts(self) -> dict[str, int]:
+        """How many events were dropped, by reason (``overflow``, ``rejected``, ``corrupt``)."""
+        counts: dict[str, int] = {}
+        try:
+            with open(os.path.join(self.path, "dropped.jsonl"), encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        r = json.loads(line).get("reason", "?")
+                    except ValueError:
+                        continue
+                    counts[r] = counts.get(r, 0) + 1
+        except OSError:
+            pass
+        return counts
+
+    def enforce_bounds(self) -> None:
+        names = self.pending()
+        over = len(names) - self.max_events
+        for n in names[: max(over, 0)]:
+            self.drop(n, "overflow")
+        names = names[max(over, 0) :]
+        if len(names) <= 16:
+            return
+        sizes = []
+        for n in names:
+            try:
+                sizes.append(os.stat(os.path.join(self.path, n)).st_size)
+            except OSError:
+                sizes.append(0)
+        total = sum(sizes)
+        i = 0
+        while total > self.max_bytes and i < len(names) - 1:
+            self.drop(names[i], "overflow")
+            total -= sizes[i]
+            i += 1
+
+    def clean_tmp(self, older_than: float = 600.0) -> None:
+        try:
+            names = os.listdir(self.path)
+        except OSError:
+            return
+        now = time.time()
+        for n in names:
+            if n.startswith(".tmp-"):
+                p = os.path.join(self.path, n)
+                try:
+                    if now - os.stat(p).st_mtime > older_than:
+                        os.unlink(p)
+                except OSError:
+                    pass
+
+    def try_lock(self) -> int | None:
+        """Take the drain lock without waiting: an open fd holding ``flock``, or None
+        when another process drains. The lock lives as long as any copy of the fd."""
+        self._ensure()
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - no flock: no concurrent drainers guard
+            return os.open(os.path.join(self.path, ".drain.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(os.path.join(self.path, ".drain.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return None
+        return fd
+
+    def lock(self, timeout: float) -> int | None:
+        """Take the drain lock, waiting up to ``timeout`` seconds."""
+        end = time.monotonic() + timeout
+        while True:
+            fd = self.try_lock()
+            if fd is not None or time.monotonic() >= end:
+                return fd
+            time.sleep(0.05)
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+class HttpError(OSError):
+    """No usable reply: refused, timed out, cut off, or not HTTP."""
+
+
+def http_post(
+    base_url: str, path: str, token: str | None, body: bytes, deadline: float
+) -> tuple[int, bytes]:
+    """POST ``body`` (JSON) to ``base_url + path``; returns ``(status, body)``.
+
+    ``deadline`` is a ``time.monotonic()`` instant bounding connect, send and receive.
+    Plain ``http`` uses a raw socket (a fraction of ``http.client``'s import cost);
+    ``https`` uses ``http.client``. Raises :class:`HttpError` (an OSError) otherwise.
+    """
+    remaining = deadline - time.monotonic()
+    if remaining <= 0.005:
+        raise HttpError("no time left")
+    scheme, sep, rest = base_url.partition("://")
+    if not sep:
+        raise HttpError(f"bad server URL {base_url!r}")
+    hostport, _, prefix = rest.partition("/")
+    full_path = ("/" + prefix.strip("/") if prefix.strip("/") else "") + path
+    headers = {
+        "Content-Type": "application/json",
+        "Content-Length": str(len(body)),
+        "Connection": "close",
+        "User-Agent": "wiki-memory-hook/" + VERSION,
+    }
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    if scheme == "https":
+        import http.client
+
+        try:
+            conn = http.client.HTTPSConnection(hostport, timeout=remaining)
+            conn.request("POST", full_path, body=body, headers=headers)
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+        except (OSError, http.client.HTTPException) as exc:
+            raise HttpError(str(exc)) from exc
+    if scheme != "http":
+        raise HttpError(f"unsupported scheme {scheme!r}")
+    if hostport.startswith("["):
+        host, _, port_s = hostport[1:].partition("]")
+        port_s = port_s.lstrip(":")
+    else:
+        host, _, port_s = hostport.partition(":")
+    port = int(port_s) if port_s else 80
+    import socket
+
+    head = f"POST {full_path} HTTP/1.1\r\nHost: {hostport}\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    try:
+        # An ASCII host as bytes skips the idna codec (2 ms of imports) in getaddrinfo.
+        addr = host.encode("ascii") if host.isascii() else host
+        sock = socket.create_connection((addr, port), timeout=remaining)  # type: ignore[arg-type]
+    except OSError as exc:
+        raise HttpError(f"cannot connect to {base_url}: {exc}") from exc
+    try:
+        sock.settimeout(max(deadline - time.monotonic(), 0.005))
+        sock.sendall(head.encode("latin-1") + body)
+        buf = bytearray()
+        need: int | None = None
+        hdr_end = -1
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise HttpError("timed out waiting for the reply")
+            sock.settimeout(left)
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+            if hdr_end < 0:
+                hdr_end = buf.find(b"\r\n\r\n")
+                if hdr_end >= 0:
+                    for line in bytes(buf[:hdr_end]).split(b"\r\n")[1:]:
+                        k, _, v = line.partition(b":")
+                        if k.strip().lower() == b"content-length":
+                            need = hdr_end + 4 + int(v.strip())
+            if need is not None and len(buf) >= need:
+                break
+    except (OSError, ValueError) as exc:
+        raise HttpError(str(exc) or type(exc).__name__) from exc
+    finally:
+        sock.close()
+    if hdr_end < 0:
+        raise HttpError("connection closed before a reply")
+    status_line = bytes(buf[: buf.find(b"\r\n")]).split(None, 2)
+    try:
+        status = int(status_line[1])
+    except (IndexError, ValueError) as exc:
+        raise HttpError("not an HTTP reply") from exc
+    headers_raw = bytes(buf[:hdr_end]).lower()
+    data = bytes(buf[hdr_end + 4 : need] if need is not None else buf[hdr_end + 4 :])
+    if b"transfer-encoding: chunked" in headers_raw:
+        data = _dechunk(data)
+    return status, data
+
+
+def _dechunk(data: bytes) -> bytes:
+    out = bytearray()
+    i = 0
+    while i < len(data):
+        j = data.find(b"\r\n", i)
+        if j < 0:
+            break
+        size = int(data[i:j].split(b";")[0] or b"0", 16)
+        if size == 0:
+            break
+        out += data[j + 2 : j + 2 + size]
+        i = j + 2 + size + 2
+    return bytes(out)
+
+
+# --------------------------------------------------------------------------- delivery
+
+
+def classify(status: int) -> str:
+    """``ok`` (2xx), ``rejected`` (a 4xx about the event itself: dropped and counted) or
+    ``retry`` (5xx, auth, rate limits, wrong URL: kept for later)."""
+    if 200 <= status < 300:
+        return "ok"
+    if 400 <= status < 500 and status not in RETRY_STATUSES:
+        return "rejected"
+    return "retry"
+
+
+def deliver_one(cfg: Config, ob: Outbox, name: str, ev: dict, deadline: float) -> str:
+    """Send one stored event: ``ok`` and ``rejected`` remove it from the outbox,
+    ``shrunk`` means it was cut smaller after a 413 and waits, ``retry`` keeps it."""
+    body = json.dumps(ev, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    status, _ = http_post(cfg.url, "/v1/observations", cfg.token, body, deadline)
+    verdict = classify(status)
+    if verdict == "ok":
+        ob.remove(name)
+    elif verdict == "rejected":
+        if status == 413 and _size(ev) > SHRUNK_EVENT_BYTES:
+            # The server's limit is lower than ours: shrink once, send again later.
+            small = json.loads(json.dumps(ev))
+            truncate_event(small, SHRUNK_EVENT_BYTES)
+            ob.rewrite(name, small)
+            warn(f"server said 413; {ev.get('event')} cut to {SHRUNK_EVENT_BYTES} bytes")
+            return "shrunk"
+        ob.drop(name, "rejected", status, ev)
+        warn(f"server rejected {ev.get('event')} ({status}); dropped")
+    else:
+        warn(f"server answered {status}; the event stays in the outbox")
+    return verdict
+
+
+def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -> dict[str, int]:
+    """Send every waiting event, oldest first, in batches (``POST`` of a list). The
+    caller holds the drain lock. Stops at the first failure that is not the event's
+    fault. Returns counts: ``sent``, ``duplicates``, ``rejected``, ``corrupt``, ``left``,
+    ``failed`` (1 when it stopped on an unreachable or failing server)."""
+    stats = {"sent": 0, "duplicates": 0, "rejected": 0, "corrupt": 0, "left": 0, "failed": 0}
+    end = time.monotonic() + max_seconds
+    ob.clean_tmp()
+    max_batch = cfg.geti("drain_batch_events")
+    max_bytes = cfg.geti("max_event_bytes")
+    while time.monotonic() < end:
+        names = ob.pending()
+        if not names:
+            break
+        batch: list[tuple[str, dict]] = []
+        size = 2
+        for n in names[:max_batch]:
+            ev = ob.read(n)
+            if ev is None:
+                try:
+                    age = time.time() - os.stat(os.path.join(ob.path, n)).st_mtime
+                except OSError:
+                    continue
+                if age > 60:
+                    ob.drop(n, "corrupt")
+                    stats["corrupt"] += 1
+                continue
+            s = _size(ev) + 1
+            if batch and size + s > max_bytes:
+                break
+            batch.append((n, ev))
+            size += s
+        if not batch:
+            if all(ob.read(n) is None for n in names):
+                break
+            continue
+        deadline = min(time.monotonic() + request_seconds, end)
+        try:
+            if len(batch) == 1:
+                n, ev = batch[0]
+                verdict = deliver_one(cfg, ob, n, ev, deadline)
+                if verdict == "ok":
+                    stats["sent"] += 1
+                elif verdict == "rejected":
+                    stats["rejected"] += 1
+                elif verdict == "shrunk":
+                    continue  # rewritten smaller after a 413: send it again
+                else:
+                    stats["failed"] = 1
+                    break
+                continue
+            body = (
+                "["
+                + ",".join(
+                    json.dumps(ev, ensure_ascii=False, separators=(",", ":")) for _, ev in batch
+                )
+                + "]"
+            ).encode("utf-8")
+            status, reply = http_post(cfg.url, "/v1/observations", cfg.token, body, deadline)
+        except HttpError as exc:
+            warn(f"server unreachable ({exc}); {len(names)} event(s) stay in the outbox")
+            stats["failed"] = 1
+            break
+        verdict = classify(status)
+        if verdict == "ok":
+            try:
+                acc = json.loads(reply).get("accepted") or []
+                stats["duplicates"] += sum(
+                    1 for a in acc if isinstance(a, dict) and a.get("duplicate")
+                )
+            except (ValueError, AttributeError):
+                pass
+            for n, _ in batch:
+                ob.remove(n)
+            stats["sent"] += len(batch)
+        elif verdict == "rejected":
+            # One bad event fails the whole batch: send them one by one.
+            for n, ev in batch:
+                try:
+                    v = deliver_one(cfg, ob, n, ev, min(time.monotonic() + request_seconds, end))
+                except HttpError:
+                    stats["failed"] = 1
+                    break
+                if v == "ok":
+                    stats["sent"] += 1
+                elif v == "rejected":
+                    stats["rejected"] += 1
+                elif v != "shrunk":
+                    stats["failed"] = 1
+                    break
+            if stats["failed"]:
+                break
+        else:
+            warn(f"server answered {status}; {len(names)} event(s) stay in the outbox")
+            stats["failed"] = 1
+            break
+    stats["left"] = len(ob.pending())
+    return stats
+
+
+def spawn_drainer(cfg: Config, ob: Outbox) -> bool:
+    """Start a detached background drainer unless one already runs. The lock is taken
+    here and handed to the child (an ``flock`` lives with the open file), so two
+    drainers never overlap. The child is in its own session with stdio on /dev/null,
+    so the harness waits neither for it nor for its pipes. Returns True if started."""
+    fd = ob.try_lock()
+    if fd is None:
+        return False
+    if not hasattr(os, "fork"):  # pragma: no cover - Windows: a detached process
+        os.close(fd)
+        import subprocess
+
+        here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wiki_memory_hook.py")
+        flags = getattr(subprocess, "DETACHED_PROCESS", 0) | getattr(
+            subprocess, "CREATE_NEW_PROCESS_GROUP", 0
+        )
+        subprocess.Popen(
+            [sys.executable, here, "--drain", "--data-dir", cfg.data_dir, "--url", cfg.url],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            creationflags=flags,
+            close_fds=True,
+        )
+        return True
+    pid = os.fork()
+    if pid:
+        os.close(fd)  # the child's copy keeps the lock
+        return True
+    global _IS_DRAINER
+    _IS_DRAINER = True
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for std in (0, 1, 2):
+            os.dup2(null, std)
+        _arm(cfg.get("drain_max_seconds") + 5)
+        drain(cfg, ob, cfg.get("drain_max_seconds"), cfg.get("drain_request_seconds"))
+    except BaseException:
+        pass
+    finally:
+        os._exit(0)
+
+
+def fetch_brief(
+    cfg: Config, harness: str, project: str | None, session_id: str | None, deadline: float
+) -> str:
+    """``POST /v1/brief`` → its ``text``, cut to ``brief_max_chars``; "" on any failure."""
+    body = json.dumps(
+        {
+            "project": project,
+            "harness": harness,
+            "session_id": session_id,
+            "budget_tokens": cfg.geti("brief_budget_tokens"),
+        }
+    ).encode()
+    try:
+        status, reply = http_post(cfg.url, "/v1/brief", cfg.token, body, deadline)
+    except HttpError as exc:
+        warn(f"no brief ({exc})")
+        return ""
+    if not 200 <= status < 300:
+        if status != 404:
+            warn(f"no brief (server answered {status})")
+        return ""
+    try:
+        text = json.loads(reply).get("text") or ""
+    except (ValueError, AttributeError):
+        return ""
+    if not isinstance(text, str):
+        return ""
+    limit = cfg.geti("brief_max_chars")
+    if len(text) > limit:
+        cut = text.rfind("\n", 0, limit)
+        text = text[: cut if cut > limit // 2 else limit]
+    return text
+
+
+# --------------------------------------------------------------------------- main
+
+
+def run(argv: list[str]) -> None:
+    global _PENDING_OUTPUT
+    opts = parse_args(argv)
+    if opts["drain"]:
+        cfg = load_config(opts["data_dir"], opts["url"], opts["token_file"])
+        ob = Outbox(cfg.outbox_dir, cfg.geti("outbox_max_events"), cfg.geti("outbox_max_bytes"))
+        fd = ob.lock(5.0)
+        if fd is not None:
+            drain(cfg, ob, cfg.get("drain_max_seconds"), cfg.get("drain_request_seconds"))
+        return
+    harness = opts["harness"] or "claude-code"
+    deadline_s = float(
+        opts["deadline"]
+        or os.environ.get("WIKI_MEMORY_HOOK_DEADLINE_SECONDS")
+        or DEFAULTS["deadline_seconds"]
+    )
+    if opts["notify_json"] is not None:
+        raw = opts["notify_json"].encode("utf-8", "surrogatepass")
+    else:
+        raw = read_stdin(idle_seconds=deadline_s)
+    try:
+        payload = json.loads(raw.decode("utf-8", "replace")) if raw.strip() else None
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):
+        if opts["event"] == "SessionStart":
+            _PENDING_OUTPUT = session_start_output(harness, "")
+        warn("no event JSON on stdin; nothing captured")
+        return
+    event = payload.get("hook_event_name") or payload.get("type") or opts["event"] or "unknown"
+    if not isinstance(event, str):
+        event = str(event)
+    is_start = event == "SessionStart"
+    if is_start:
+        _PENDING_OUTPUT = session_start_output(harness, "")
+    # The hard deadline counts from the process start; a slow stdin writer still
+    # leaves a moment to store the event.
+    now_m = time.monotonic()
+    cfg = load_config(opts["data_dir"], opts["url"], opts["token_file"])
+    if opts["deadline"]:
+        deadline_s = float(opts["deadline"])
+    else:
+        deadline_s = cfg.get("deadline_seconds")
+    if event == "SessionEnd":
+        deadline_s = min(deadline_s, cfg.get("session_end_deadline_seconds"))
+    hard = max(_T0 + deadline_s - 0.15, now_m + 0.3)
+    _arm(hard - time.monotonic())
+    net_deadline = hard - 0.1
+    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+    root, repo_cfg = find_repo_config(cwd) if cwd and os.path.isdir(cwd) else (None, {})
+    cap = repo_cfg.get("capture") if isinstance(repo_cfg.get("capture"), dict) else {}
+    if cap.get("enabled") is False:
+        return
+    project = project_for(cwd, repo_cfg)
+    session_id = payload.get("session_id") or payload.get("thread-id")
+    reason = capture_decision(payload, repo_cfg, root)
+    if reason is None:
+        ev = build_event(
+            harness, event, payload, raw, project, cfg.geti("max_event_bytes"), time.time()
+        )
+        ob = Outbox(cfg.outbox_dir, cfg.geti("outbox_max_events"), cfg.geti("outbox_max_bytes"))
+        name = ob.write(ev)
+        names = ob.pending()
+        if names and names[0] < name:
+            # Older events wait: a drainer sends everything in order, this one included.
+            spawn_drainer(cfg, ob)
+        else:
+            send_deadline = net_deadline
+            if is_start:
+                send_deadline = time.monotonic() + (net_deadline - time.monotonic()) * 0.4
+            try:
+                deliver_one(cfg, ob, name, ev, send_deadline)
+            except HttpError as exc:
+                warn(f"server unreachable ({exc}); the event stays in the outbox")
+    if is_start:
+        text = fetch_brief(
+            cfg, harness, project, session_id if isinstance(session_id, str) else None, net_deadline
+        )
+        _PENDING_OUTPUT = session_start_output(harness, text)
+
+
+def main(argv: list[str]) -> int:
+    """Run one hook event; always returns 0 (every error is reported on stderr)."""
+    try:
+        run(argv)
+    except BaseException as exc:  # noqa: BLE001 - a hook never fails the harness
+        if _IS_DRAINER:
+            os._exit(0)
+        warn(f"error ({type(exc).__name__}: {exc}); the agent continues")
+    _emit()
+    try:
+        import signal
+
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    except Exception:
+        pass
+    return 0

@@ -1,0 +1,162 @@
+"""CLI subcommands for harness hooks: ``install-hooks``, ``uninstall-hooks``, ``recover``.
+
+- ``wiki-memory install-hooks --agent claude-code|codex|gemini-cli [--apply]``
+  prints the plan (file, events, command, timeout); ``--apply`` writes it.
+- ``wiki-memory uninstall-hooks --agent ... [--apply]`` removes only our handlers.
+- ``wiki-memory recover`` sends every event waiting in the hook's outbox now.
+
+Exit status: 0 on success (also when there is nothing to do), 1 when a file
+cannot be changed safely or events remain undelivered, 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _data_dir(args: argparse.Namespace) -> Path | None:
+    d = getattr(args, "data_dir", None)
+    return Path(d).expanduser().resolve() if d else None
+
+
+def cmd_install_hooks(args: argparse.Namespace) -> int:
+    """Print (and with ``--apply`` write) the harness configuration with our hook."""
+    from wiki_memory.hooks_install import InstallError, apply, describe, plan_install
+
+    try:
+        plan = plan_install(
+            args.agent,
+            Path(args.settings).expanduser() if args.settings else None,
+            python=args.python,
+            script=Path(args.hook_script).expanduser().resolve() if args.hook_script else None,
+            data_dir=_data_dir(args),
+        )
+    except InstallError as exc:
+        print(f"wiki-memory: {exc}", file=sys.stderr)
+        return 1
+    print(describe(plan))
+    if not args.apply:
+        if plan.changed:
+            print("(dry run: run again with --apply to write it)")
+        return 0
+    try:
+        backup = apply(plan)
+    except InstallError as exc:
+        print(f"wiki-memory: {exc}", file=sys.stderr)
+        return 1
+    if plan.changed:
+        print(f"wrote {plan.path}" + (f" (backup: {backup})" if backup else ""))
+    return 0
+
+
+def cmd_uninstall_hooks(args: argparse.Namespace) -> int:
+    """Print (and with ``--apply`` write) the configuration without our hook."""
+    from wiki_memory.hooks_install import InstallError, apply, describe, plan_uninstall
+
+    try:
+        plan = plan_uninstall(
+            args.agent, Path(args.settings).expanduser() if args.settings else None
+        )
+    except InstallError as exc:
+        print(f"wiki-memory: {exc}", file=sys.stderr)
+        return 1
+    print(describe(plan))
+    if not args.apply:
+        if plan.changed:
+            print("(dry run: run again with --apply to write it)")
+        return 0
+    try:
+        backup = apply(plan)
+    except InstallError as exc:
+        print(f"wiki-memory: {exc}", file=sys.stderr)
+        return 1
+    if plan.changed:
+        print(f"wrote {plan.path}" + (f" (backup: {backup})" if backup else ""))
+    return 0
+
+
+def cmd_recover(args: argparse.Namespace) -> int:
+    """Deliver the hook outbox now; print what happened."""
+    from wiki_memory.outbox import recover
+
+    try:
+        res = recover(
+            _data_dir(args),
+            args.url,
+            args.token_file,
+            wait_seconds=args.wait,
+            request_seconds=args.timeout,
+        )
+    except FileNotFoundError as exc:
+        print(f"wiki-memory: {exc}", file=sys.stderr)
+        return 1
+    if res.busy:
+        print(
+            f"another drainer is still sending from {res.outbox}; "
+            f"{res.left} event(s) waiting (try again shortly)"
+        )
+        return 1
+    if not (res.sent or res.rejected or res.corrupt or res.left or res.failed):
+        print(f"outbox empty ({res.outbox}); nothing to send")
+    else:
+        print(
+            f"sent {res.sent} event(s) to {res.url}"
+            + (f" ({res.duplicates} the server already had)" if res.duplicates else "")
+            + (f", dropped {res.rejected} rejected by the server" if res.rejected else "")
+            + (f", dropped {res.corrupt} unreadable" if res.corrupt else "")
+            + f"; {res.left} left in {res.outbox}"
+        )
+    if res.dropped:
+        counts = ", ".join(f"{k}: {v}" for k, v in sorted(res.dropped.items()))
+        print(f"dropped so far ({res.outbox / 'dropped.jsonl'}): {counts}")
+    if res.failed:
+        print(
+            f"wiki-memory: the server at {res.url} is not taking events; try again later",
+            file=sys.stderr,
+        )
+    return 0 if res.ok else 1
+
+
+def register(sub: Any) -> None:
+    """Add this module's subcommands to the ``wiki-memory`` parser's subparsers."""
+    from wiki_memory.hooks_install import AGENTS
+
+    agents = list(AGENTS)
+    i = sub.add_parser(
+        "install-hooks",
+        help="add the capture hook to Claude Code, Codex or Gemini CLI (prints the plan; --apply writes)",
+    )
+    i.add_argument("--agent", required=True, choices=agents)
+    i.add_argument("--apply", action="store_true", help="write the file (a backup is kept)")
+    i.add_argument(
+        "--settings", help="the configuration file to change (default: the harness's user file)"
+    )
+    i.add_argument("--python", help="interpreter for the hook (default: this one, shims resolved)")
+    i.add_argument("--hook-script", help="hook program (default: hooks/wiki_memory_hook.py)")
+    i.set_defaults(fn=cmd_install_hooks)
+
+    u = sub.add_parser(
+        "uninstall-hooks", help="remove the capture hook (prints the plan; --apply writes)"
+    )
+    u.add_argument("--agent", required=True, choices=agents)
+    u.add_argument("--apply", action="store_true", help="write the file (a backup is kept)")
+    u.add_argument("--settings", help="the configuration file to change")
+    u.set_defaults(fn=cmd_uninstall_hooks)
+
+    r = sub.add_parser("recover", help="send the events waiting in the hook outbox now")
+    r.add_argument("--url", help="server URL (default: as the hook finds it)")
+    r.add_argument("--token-file", help="token file (default: as the hook finds it)")
+    r.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        help="seconds to wait for a background drainer to finish (default 30)",
+    )
+    r.add_argument("--timeout", type=float, default=10.0, help="seconds per request (default 10)")
+    r.set_defaults(fn=cmd_recover)
+
+
+__all__ = ["register", "cmd_install_hooks", "cmd_uninstall_hooks", "cmd_recover"]
