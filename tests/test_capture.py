@@ -1,0 +1,128 @@
+"""Capture: validating hook events and the durable spool with durable dedup."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from wiki_memory.capture.observation import ObservationError, parse_event, project_name
+from wiki_memory.capture.spool import Spool
+
+
+def ev(n: int, **kw):
+    base = {
+        "harness": "claude-code",
+        "event": "UserPromptSubmit",
+        "session_id": "s1",
+        "cwd": "/home/u/proj",
+        "event_id": f"e{n}",
+        "payload": {"prompt": f"prompt {n}"},
+    }
+    base.update(kw)
+    return base
+
+
+def test_missing_fields_are_named():
+    with pytest.raises(ObservationError) as e:
+        parse_event({"event": "Stop", "session_id": "s", "cwd": "/x"}, "u")
+    assert e.value.field == "harness"
+    with pytest.raises(ObservationError) as e:
+        parse_event({"harness": "h", "event": "Stop", "session_id": "s"}, "u")
+    assert e.value.field == "cwd"
+    with pytest.raises(ObservationError) as e:
+        parse_event({"harness": "h", "event": "Stop", "cwd": "/x"}, "u")
+    assert e.value.field == "session_id"
+    with pytest.raises(ObservationError) as e:
+        parse_event(ev(1, ts="yesterday"), "u")
+    assert e.value.field == "ts"
+
+
+def test_fields_fall_back_to_the_payload_and_unknown_events_are_kept():
+    o = parse_event(
+        {
+            "harness": "claude-code",
+            "payload": {"hook_event_name": "WorktreeCreate", "session_id": "abc", "cwd": "/p/x"},
+        },
+        "u",
+    )
+    assert (o.event, o.kind, o.session_id, o.cwd) == ("WorktreeCreate", "other", "abc", "/p/x")
+
+
+def test_project_names_are_one_safe_path_component():
+    assert project_name("/home/u/my proj/") == "my-proj"
+    assert project_name("../../etc") == "etc"
+    with pytest.raises(ObservationError):
+        project_name("/")
+
+
+def test_spool_is_durable_and_dedup_survives_restart_and_cleanup(tmp_path):
+    sp = Spool(tmp_path)
+    acc = sp.append([parse_event(ev(1), "alice"), parse_event(ev(2), "alice")])
+    assert [a.duplicate for a in acc] == [False, False]
+    again = sp.append([parse_event(ev(1), "alice")])
+    assert again[0].duplicate and again[0].obs_id == acc[0].obs_id
+    sp.close()
+
+    sp2 = Spool(tmp_path)
+    key = acc[0].session_key
+    assert [o.payload["prompt"] for o in sp2.observations(key)] == ["prompt 1", "prompt 2"]
+    assert sp2.append([parse_event(ev(2), "alice")])[0].duplicate
+    # the page is committed and the session ended long ago: the spool file goes, dedup stays
+    sp2.write_state(key, {"status": "ended", "committed_count": 2, "ended_at": 0})
+    assert sp2.cleanup(keep_seconds=10, now=1000) == [key]
+    assert not (tmp_path / f"{key}.jsonl").exists()
+    sp2.close()
+    sp3 = Spool(tmp_path)
+    assert sp3.append([parse_event(ev(1), "alice")])[0].duplicate
+    # the same event id from another user is a different event
+    assert not sp3.append([parse_event(ev(1), "bob")])[0].duplicate
+
+
+def test_project_is_fixed_by_the_first_event(tmp_path):
+    sp = Spool(tmp_path)
+    a = sp.append([parse_event(ev(1, project="alpha"), "u")])[0]
+    sp.append([parse_event(ev(2, project="beta", cwd="/x/beta"), "u")])
+    assert sp.sessions[a.session_key].project == "alpha"
+    assert {o.project for o in sp.observations(a.session_key)} == {"alpha"}
+
+
+def test_torn_last_line_is_ignored(tmp_path):
+    sp = Spool(tmp_path)
+    a = sp.append([parse_event(ev(1), "u")])[0]
+    sp.close()
+    with open(tmp_path / f"{a.session_key}.jsonl", "ab") as f:
+        f.write(b'{"obs_id": "half')
+    sp2 = Spool(tmp_path)
+    assert len(sp2.observations(a.session_key)) == 1
+    assert sp2.append([parse_event(ev(3), "u")])[0].obs_id.endswith("-2")
+
+
+def test_concurrent_appends_lose_nothing_and_share_fsyncs(tmp_path, monkeypatch):
+    import os
+
+    calls = {"n": 0}
+    real = os.fsync
+
+    def counting(fd):
+        calls["n"] += 1
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", counting)
+    sp = Spool(tmp_path)
+
+    def worker(t: int) -> None:
+        for i in range(50):
+            sp.append([parse_event(ev(t * 1000 + i, session_id=f"s{t}"), "u")])
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    total = sum(len(sp.observations(k)) for k in sp.sessions)
+    assert total == 400
+    # every append fsyncs before returning, yet concurrent appends share syncs
+    assert calls["n"] < 400 * 2
+    seen = (tmp_path / "seen-events.log").read_text().split()
+    assert len(seen) == 800  # key and observation id per accepted event

@@ -1,0 +1,229 @@
+"""Harness hook payloads → :class:`Observation`.
+
+The body of ``POST /v1/observations`` is one event object or a list of them::
+
+    {"harness": "claude-code", "event": "PostToolUse", "session_id": "...",
+     "project": "...", "cwd": "/home/u/proj", "event_id": "...", "ts": "ISO-8601",
+     "payload": {...the harness's own hook JSON...}}
+
+``cwd`` or ``project`` is required. Unknown fields and unknown events are accepted.
+Event names are mapped to a small set of kinds (:data:`KINDS`) that the compiler
+understands; the raw name is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+#: harness event name → kind. Kinds: session_start, prompt, tool_pre, tool_post,
+#: tool_failure, stop, subagent_stop, compact, session_end, notification, turn, other.
+EVENT_KINDS: dict[str, str] = {
+    "SessionStart": "session_start",
+    "UserPromptSubmit": "prompt",
+    "BeforeAgent": "prompt",
+    "PreToolUse": "tool_pre",
+    "BeforeTool": "tool_pre",
+    "PostToolUse": "tool_post",
+    "AfterTool": "tool_post",
+    "PostToolUseFailure": "tool_failure",
+    "Stop": "stop",
+    "AfterAgent": "stop",
+    "SubagentStop": "subagent_stop",
+    "PreCompact": "compact",
+    "PreCompress": "compact",
+    "PostCompact": "compact",
+    "SessionEnd": "session_end",
+    "Notification": "notification",
+    "agent-turn-complete": "turn",
+    "StopFailure": "tool_failure",
+}
+
+KINDS = frozenset(EVENT_KINDS.values()) | {"other"}
+
+_PROJECT_RE = re.compile(r"[^\w.\-]+", re.UNICODE)
+_SAFE_ID_RE = re.compile(r"^[\w.:@+\-]{1,200}$", re.UNICODE)
+
+
+class ObservationError(ValueError):
+    """A hook event that cannot be accepted; ``field`` names what was wrong."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def project_name(value: str) -> str:
+    """A project name safe as one path component: the last component of a path, cleaned.
+
+    Raises ObservationError when nothing usable is left (``""``, ``..``, ``/``).
+    """
+    last = value.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].strip()
+    clean = _PROJECT_RE.sub("-", last).strip(".-")
+    if not clean:
+        raise ObservationError("project", f"cannot make a project name from {value!r}")
+    return clean[:80]
+
+
+def parse_ts(value: Any) -> float | None:
+    """An ISO-8601 string or epoch number → UTC epoch seconds, or None when unreadable."""
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        v = float(value)
+        return v / 1000.0 if v > 1e11 else v
+    if isinstance(value, str) and value.strip():
+        s = value.strip().replace("Z", "+00:00")
+        try:
+            dt = datetime.fromisoformat(s)
+        except ValueError:
+            return None
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=UTC)
+        return dt.timestamp()
+    return None
+
+
+def iso(ts: float) -> str:
+    """UTC epoch seconds → ``YYYY-MM-DDTHH:MM:SSZ``."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Observation:
+    """One accepted hook event, sanitized. ``ts`` is the event time (UTC epoch seconds)."""
+
+    harness: str
+    event: str
+    kind: str
+    session_id: str
+    project: str | None
+    cwd: str | None
+    event_id: str | None
+    ts: float
+    payload: dict[str, Any]
+    user: str = ""
+    received: float = field(default_factory=time.time)
+    obs_id: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "obs_id": self.obs_id,
+            "harness": self.harness,
+            "event": self.event,
+            "kind": self.kind,
+            "session_id": self.session_id,
+            "project": self.project,
+            "cwd": self.cwd,
+            "event_id": self.event_id,
+            "ts": self.ts,
+            "received": self.received,
+            "user": self.user,
+            "payload": self.payload,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Observation:
+        return cls(
+            harness=d["harness"],
+            event=d["event"],
+            kind=d.get("kind") or EVENT_KINDS.get(d["event"], "other"),
+            session_id=d["session_id"],
+            project=d.get("project"),
+            cwd=d.get("cwd"),
+            event_id=d.get("event_id"),
+            ts=float(d["ts"]),
+            payload=d.get("payload") or {},
+            user=d.get("user", ""),
+            received=float(d.get("received", 0)),
+            obs_id=d.get("obs_id", ""),
+        )
+
+
+def _str_field(d: dict[str, Any], name: str, required: bool) -> str | None:
+    v = d.get(name)
+    if v is None or v == "":
+        if required:
+            raise ObservationError(name, "is required")
+        return None
+    if not isinstance(v, str):
+        raise ObservationError(name, f"must be a string, got {type(v).__name__}")
+    if len(v) > 4096:
+        raise ObservationError(name, "is longer than 4096 characters")
+    return v
+
+
+def parse_event(d: Any, user: str, now: float | None = None) -> Observation:
+    """Validate one event object and build its :class:`Observation` (not yet sanitized).
+
+    Fields fall back to the harness payload (``session_id``, ``cwd``, ``hook_event_name``,
+    Codex notify's ``thread-id`` and ``type``). Raises ObservationError naming the field.
+    """
+    if not isinstance(d, dict):
+        raise ObservationError("body", "each event must be a JSON object")
+    payload = d.get("payload", {})
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, dict):
+        raise ObservationError("payload", "must be a JSON object (the harness's hook JSON)")
+    harness = _str_field(d, "harness", True)
+    event = _str_field(d, "event", False) or payload.get("hook_event_name") or payload.get("type")
+    if not isinstance(event, str) or not event:
+        raise ObservationError("event", "is required")
+    session_id = (
+        _str_field(d, "session_id", False) or payload.get("session_id") or payload.get("thread-id")
+    )
+    if not isinstance(session_id, str) or not session_id:
+        raise ObservationError("session_id", "is required")
+    if not _SAFE_ID_RE.match(session_id):
+        raise ObservationError("session_id", "must be 1-200 letters, digits or ._:@+-")
+    project = _str_field(d, "project", False)
+    cwd = _str_field(d, "cwd", False) or (
+        payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+    )
+    if not project and not cwd:
+        raise ObservationError("cwd", "cwd or project is required")
+    if project:
+        project = project_name(project)
+    event_id = _str_field(d, "event_id", False)
+    if event_id is None:
+        tuid = payload.get("tool_use_id")
+        if isinstance(tuid, str) and tuid:
+            event_id = f"{event}:{tuid}"
+    ts_raw = d.get("ts", payload.get("timestamp"))
+    ts = parse_ts(ts_raw)
+    if ts_raw is not None and ts is None:
+        raise ObservationError("ts", f"not an ISO-8601 time or epoch number: {ts_raw!r}")
+    now = time.time() if now is None else now
+    return Observation(
+        harness=harness or "",
+        event=event,
+        kind=EVENT_KINDS.get(event, "other"),
+        session_id=session_id,
+        project=project,
+        cwd=cwd,
+        event_id=event_id,
+        ts=ts if ts is not None else now,
+        payload=payload,
+        user=user,
+        received=now,
+    )
+
+
+def session_key(user: str, harness: str, session_id: str) -> str:
+    """The spool's key for a session: 24 hex of SHA-1 over user, harness and session id."""
+    h = hashlib.sha1(f"{user}\0{harness}\0{session_id}".encode()).hexdigest()
+    return h[:24]
+
+
+def dedup_key(obs: Observation) -> str | None:
+    """The durable dedup key of an observation with an ``event_id`` (32 hex), else None."""
+    if not obs.event_id:
+        return None
+    raw = f"{obs.user}\0{obs.harness}\0{obs.session_id}\0{obs.event_id}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:32]

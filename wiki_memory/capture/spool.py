@@ -1,0 +1,300 @@
+"""The durable spool: accepted, sanitized observations not yet compiled.
+
+Layout under ``<data_dir>/spool/``::
+
+    <session_key>.jsonl    line 1: the session header; then one observation per line
+    <session_key>.state    compile state (JSON, replaced atomically)
+    seen-events.log        one dedup key per accepted event with an event_id
+
+Appends are flushed and fsynced before :meth:`Spool.append` returns (invariant 3).
+Concurrent appends share fsyncs (group commit): a caller waits for a sync that
+covers its write, and one sync covers every write made before it started.
+Readers tolerate a torn last line left by a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wiki_memory.capture.observation import Observation, dedup_key, session_key
+
+SEEN_LOG = "seen-events.log"
+
+
+@dataclass
+class SessionInfo:
+    """What the spool knows of a session: fixed by its first event."""
+
+    key: str
+    harness: str
+    session_id: str
+    project: str
+    user: str
+    cwd: str | None
+    started: float
+    last_ts: float = 0.0
+    last_received: float = 0.0
+    count: int = 0
+    state: dict[str, Any] = field(default_factory=dict)
+
+    def header(self) -> dict[str, Any]:
+        return {
+            "type": "session",
+            "key": self.key,
+            "harness": self.harness,
+            "session_id": self.session_id,
+            "project": self.project,
+            "user": self.user,
+            "cwd": self.cwd,
+            "started": self.started,
+        }
+
+
+@dataclass
+class Accepted:
+    """The outcome for one event: its observation id and whether it was a duplicate."""
+
+    obs_id: str
+    duplicate: bool
+    session_key: str
+
+
+class Spool:
+    """Append-only per-session JSONL files with durable dedup. Thread-safe."""
+
+    def __init__(self, spool_dir: Path) -> None:
+        self.dir = spool_dir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._sync_lock = threading.Lock()
+        self._fds: dict[str, int] = {}
+        self._dirty: set[int] = set()
+        self._written = 0
+        self._synced = 0
+        self._seen: dict[str, str] = {}
+        self.sessions: dict[str, SessionInfo] = {}
+        self._seen_fd = os.open(self.dir / SEEN_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._load()
+
+    # -- loading -----------------------------------------------------------------------
+    def _load(self) -> None:
+        try:
+            with open(self.dir / SEEN_LOG, encoding="utf-8") as f:
+                for line in f:
+                    parts = line.strip().split(" ", 1)
+                    if len(parts[0]) == 32:
+                        self._seen[parts[0]] = parts[1] if len(parts) > 1 else ""
+        except OSError:
+            pass
+        for p in sorted(self.dir.glob("*.jsonl")):
+            info = self._scan(p)
+            if info is not None:
+                self.sessions[info.key] = info
+
+    def _scan(self, path: Path) -> SessionInfo | None:
+        info: SessionInfo | None = None
+        for rec in _read_lines(path):
+            if rec.get("type") == "session":
+                info = SessionInfo(
+                    key=rec["key"],
+                    harness=rec["harness"],
+                    session_id=rec["session_id"],
+                    project=rec["project"],
+                    user=rec["user"],
+                    cwd=rec.get("cwd"),
+                    started=float(rec["started"]),
+                )
+                continue
+            if info is None:
+                return None
+            info.count += 1
+            info.last_ts = max(info.last_ts, float(rec.get("ts", 0)))
+            info.last_received = max(info.last_received, float(rec.get("received", 0)))
+            dk = rec.get("dedup")
+            if dk and dk not in self._seen:
+                self._seen[dk] = rec.get("obs_id", "")
+        if info is not None:
+            info.state = self.read_state(info.key)
+        return info
+
+    # -- writing -----------------------------------------------------------------------
+    def append(self, observations: list[Observation]) -> list[Accepted]:
+        """Append observations durably; returns one :class:`Accepted` per input, in order.
+
+        Each observation must already be sanitized. The project of a session is fixed by
+        its first event; later events keep it. Raises OSError when the disk write fails
+        (nothing is acknowledged then).
+        """
+        out: list[Accepted] = []
+        with self._lock:
+            for obs in observations:
+                key = session_key(obs.user, obs.harness, obs.session_id)
+                dk = dedup_key(obs)
+                if dk is not None and dk in self._seen:
+                    out.append(Accepted(self._seen[dk], True, key))
+                    continue
+                info = self.sessions.get(key)
+                fd = self._fd(key)
+                if info is None:
+                    project = obs.project or _project_from_cwd(obs.cwd)
+                    info = SessionInfo(
+                        key=key,
+                        harness=obs.harness,
+                        session_id=obs.session_id,
+                        project=project,
+                        user=obs.user,
+                        cwd=obs.cwd,
+                        started=obs.ts,
+                    )
+                    self.sessions[key] = info
+                    _write_all(fd, (json.dumps(info.header(), ensure_ascii=False) + "\n").encode())
+                info.count += 1
+                obs.project = info.project
+                obs.obs_id = f"{key[:12]}-{info.count}"
+                rec = obs.to_json()
+                rec["dedup"] = dk
+                _write_all(fd, (json.dumps(rec, ensure_ascii=False) + "\n").encode())
+                self._dirty.add(fd)
+                if dk is not None:
+                    _write_all(self._seen_fd, f"{dk} {obs.obs_id}\n".encode())
+                    self._dirty.add(self._seen_fd)
+                    self._seen[dk] = obs.obs_id
+                info.last_ts = max(info.last_ts, obs.ts)
+                info.last_received = max(info.last_received, obs.received)
+                out.append(Accepted(obs.obs_id, False, key))
+            self._written += 1
+            target = self._written
+        self._sync(target)
+        return out
+
+    def _fd(self, key: str) -> int:
+        fd = self._fds.get(key)
+        if fd is None:
+            fd = os.open(self.dir / f"{key}.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            self._fds[key] = fd
+        return fd
+
+    def _sync(self, target: int) -> None:
+        with self._sync_lock:
+            if self._synced >= target:
+                return
+            with self._lock:
+                fds = list(self._dirty)
+                self._dirty.clear()
+                upto = self._written
+            for fd in fds:
+                os.fsync(fd)
+            self._synced = upto
+
+    # -- reading -----------------------------------------------------------------------
+    def observations(self, key: str) -> list[Observation]:
+        """Every observation of a session, in arrival order."""
+        return [
+            Observation.from_json(r)
+            for r in _read_lines(self.dir / f"{key}.jsonl")
+            if r.get("type") != "session"
+        ]
+
+    def iter_all(self) -> Iterator[tuple[SessionInfo, Observation]]:
+        """Every spooled observation of every session (for indexing the spool)."""
+        for info in list(self.sessions.values()):
+            for obs in self.observations(info.key):
+                yield info, obs
+
+    def read_state(self, key: str) -> dict[str, Any]:
+        """The compile state of a session (``{}`` before its first compile)."""
+        try:
+            data = json.loads((self.dir / f"{key}.state").read_text(encoding="utf-8"))
+            return data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    def write_state(self, key: str, state: dict[str, Any]) -> None:
+        """Replace a session's compile state atomically (fsynced)."""
+        tmp = self.dir / f".{key}.state.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            _write_all(fd, json.dumps(state).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.dir / f"{key}.state")
+        info = self.sessions.get(key)
+        if info is not None:
+            info.state = dict(state)
+
+    def is_seen(self, obs: Observation) -> bool:
+        dk = dedup_key(obs)
+        return dk is not None and dk in self._seen
+
+    def cleanup(self, keep_seconds: float, now: float | None = None) -> list[str]:
+        """Delete spool files of sessions whose page was committed with every observation
+        and that ended more than ``keep_seconds`` ago. Dedup memory is kept. Returns keys."""
+        now = time.time() if now is None else now
+        gone = []
+        with self._lock:
+            for key, info in list(self.sessions.items()):
+                st = info.state
+                if (
+                    st.get("status") == "ended"
+                    and st.get("committed_count", -1) >= info.count
+                    and now - float(st.get("ended_at", now)) > keep_seconds
+                ):
+                    fd = self._fds.pop(key, None)
+                    if fd is not None:
+                        os.close(fd)
+                        self._dirty.discard(fd)
+                    for suffix in (".jsonl", ".state"):
+                        try:
+                            (self.dir / f"{key}{suffix}").unlink()
+                        except OSError:
+                            pass
+                    del self.sessions[key]
+                    gone.append(key)
+        return gone
+
+    def close(self) -> None:
+        with self._lock:
+            for fd in list(self._fds.values()) + [self._seen_fd]:
+                try:
+                    os.fsync(fd)
+                    os.close(fd)
+                except OSError:
+                    pass
+            self._fds.clear()
+
+
+def _project_from_cwd(cwd: str | None) -> str:
+    from wiki_memory.capture.observation import project_name
+
+    return project_name(cwd or "default")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _read_lines(path: Path) -> Iterator[dict[str, Any]]:
+    try:
+        with open(path, "rb") as f:
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    break  # torn last line after a crash: never acknowledged
+                try:
+                    rec = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict):
+                    yield rec
+    except OSError:
+        return
