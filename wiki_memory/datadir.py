@@ -1,0 +1,95 @@
+"""The data directory: layout on first run and the one-server-per-directory lock.
+
+The lock is an OS file lock (``fcntl.flock`` through ``filelock``) on
+``<data_dir>/server.lock``; the kernel drops it when the process dies, so a
+``kill -9`` needs no clean-up. The lock file also holds the owner's PID and
+address, which only serve to name the other process in the error message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from wiki_memory.config import Settings
+
+
+class DataDirLocked(RuntimeError):
+    """Another server holds the data directory's lock. ``holder`` describes it."""
+
+    def __init__(self, data_dir: Path, holder: str) -> None:
+        super().__init__(f"another wiki-memory server is running on {data_dir}: {holder}")
+        self.holder = holder
+
+
+def ensure_layout(settings: Settings) -> None:
+    """Create ``wiki/``, ``spool/``, ``auth/`` (0700) and ``logs/`` under the data directory."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    for d in (settings.wiki_dir, settings.spool_dir, settings.logs_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    settings.auth_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(settings.auth_dir, 0o700)
+
+
+class ServerLock:
+    """Holds ``<data_dir>/server.lock`` for the life of a server.
+
+    ``acquire()`` raises :class:`DataDirLocked` at once when another live process holds it.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.path = data_dir / "server.lock"
+        self.info_path = data_dir / "server.json"
+        self._lock = FileLock(str(self.path), timeout=0)
+
+    def acquire(self, address: str = "") -> None:
+        try:
+            self._lock.acquire()
+        except Timeout:
+            raise DataDirLocked(self.data_dir, self.holder()) from None
+        info = {"pid": os.getpid(), "address": address}
+        tmp = self.info_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(info), encoding="utf-8")
+        os.replace(tmp, self.info_path)
+
+    def holder(self) -> str:
+        """Describe the process named in ``server.json`` (best effort)."""
+        try:
+            info = json.loads(self.info_path.read_text(encoding="utf-8"))
+            return f"pid {info.get('pid')} serving {info.get('address') or '?'}"
+        except (OSError, ValueError):
+            return "an unknown process"
+
+    def is_held_elsewhere(self) -> bool:
+        """True when a live process other than this one holds the lock."""
+        if self._lock.is_locked:
+            return False
+        probe = FileLock(str(self.path), timeout=0)
+        try:
+            probe.acquire()
+        except Timeout:
+            return True
+        probe.release()
+        return False
+
+    def release(self) -> None:
+        if self._lock.is_locked:
+            try:
+                self.info_path.unlink()
+            except OSError:
+                pass
+            self._lock.release()
+
+
+def server_address(data_dir: Path) -> str | None:
+    """The ``http://host:port`` of the server running on ``data_dir``, if it wrote one."""
+    try:
+        info = json.loads((data_dir / "server.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    addr = info.get("address")
+    return str(addr) if addr else None
