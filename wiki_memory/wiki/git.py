@@ -676,6 +676,26 @@ class GitStore:
             return False
         return not (include_untracked and st.untracked)
 
+    def dirty_paths(self) -> list[str]:
+        """Sorted repo-relative paths whose working-tree state differs from HEAD: modified,
+        deleted, staged, and untracked files not matched by ``.gitignore``. Walks the whole
+        tree (dulwich status): for start-up recovery, not the hot path."""
+        from dulwich import porcelain
+
+        with self._read_lock:
+            st = porcelain.status(self._reader, untracked_files="all", optional_locks=False)
+        out: set[str] = set()
+        for group in st.staged.values():
+            out.update(_decode(p) if isinstance(p, bytes) else str(p) for p in group)
+        out.update(_decode(p) if isinstance(p, bytes) else str(p) for p in st.unstaged)
+        out.update(_decode(p) if isinstance(p, bytes) else str(p) for p in st.untracked)
+        return sorted(p.rstrip("/") for p in out)
+
+    def tracked(self, path: str) -> bool:
+        """True when ``path`` (repo-relative) is a file in HEAD's tree."""
+        with self._read_lock:
+            return self._tracked(self._head_tree(), path.encode("utf-8")) is not None
+
     # ------------------------------------------------------------------ internals
 
     def _commit_of(self, rev: str | bytes) -> Commit:
