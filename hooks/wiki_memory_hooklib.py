@@ -1310,7 +1310,11 @@ def run(argv: list[str]) -> None:
         names = ob.pending()
         if names and names[0] < name:
             # Older events wait: a drainer sends everything in order, this one included.
-            spawn_drainer(cfg, ob)
+            started = spawn_drainer(cfg, ob)
+            warn(
+                f"{len(names)} event(s) waiting in the outbox; "
+                + ("sending them in the background" if started else "a drainer is already sending")
+            )
         else:
             send_deadline = net_deadline
             if is_start:
