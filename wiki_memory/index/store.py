@@ -1,0 +1,1259 @@
+"""The derived search index: an apsw SQLite database with FTS5 beside the wiki.
+
+Everything here can be deleted and rebuilt from ``wiki/`` (and the spool) with
+:meth:`Index.rebuild`. The markdown files are the truth; this module only mirrors
+them (invariant 1).
+
+Concurrency
+    One apsw connection per thread (``threading.local``); WAL journal,
+    ``busy_timeout`` 5000 ms, ``synchronous=NORMAL``. Writers in this process are
+    serialised by a lock and open their transactions with ``BEGIN IMMEDIATE`` so
+    that a busy database waits on the timeout instead of failing on a lock
+    upgrade. Readers never block (WAL) and never see a half-written page: every
+    page change is one transaction. A connection notices when ``index.db`` was
+    deleted or replaced on disk (inode check on each use) and reopens.
+
+Rebuild
+    :meth:`Index.rebuild` builds a complete index into ``index.db.new`` beside the
+    live file, then copies it into the live database with SQLite's online backup
+    API in a single write transaction: readers (other threads, other processes)
+    see the old index until the commit and the new one after, never an empty or
+    partial one. (Renaming a file over a live WAL database is unsafe: the old
+    ``-wal``/``-shm`` files keep the same name and another process's open
+    connection would mix them with the new file, so ``os.replace`` is not used.)
+    Page writes made through this object while the rebuild runs are replayed onto
+    the new index before the copy, and the spool rows are carried over.
+
+Schema (``PRAGMA user_version`` = :data:`SCHEMA_VERSION`; on any other version
+the tables are dropped, recreated empty and :attr:`Index.needs_rebuild` is set)
+    ``pages``     one row per page; ``kind`` from frontmatter ``type`` else
+                  ``"page"``, ``project`` from frontmatter ``project`` else the
+                  path ``projects/<project>/...``, ``id`` from frontmatter ``id``
+                  else the path; ``tags``/``aliases``/``meta``/``diagnostics`` JSON.
+    ``sections``  one row per section (heading or block id) with the original text.
+    ``fts``       FTS5 (contentless, ``contentless_delete=1``) with rowid =
+                  ``sections.rowid``, columns title, aliases, tags, heading, body
+                  holding :func:`wiki_memory.index.text.index_text` of each value.
+    ``links``     outgoing wikilinks as written (``target_key`` = casefolded target).
+    ``names``     casefolded title, file stem, aliases and path (no ``.md``) of each
+                  page, for backlinks.
+    ``spool``/``spool_fts``  uncompiled observations, so a running session is
+                  searchable before its page is written.
+
+Ranking: ``bm25`` with column weights title 10, aliases 8, tags 4, heading 3,
+body 1; scores are returned negated so that higher is better; ties are broken by
+path and section order, so results do not depend on insertion order. Project and kind
+filters are part of the ``WHERE`` clause, so rows outside them never take a
+place in the ranked, limited result (invariant 9). (FTS5's bm25 statistics —
+document count, average lengths, term frequencies — still cover the whole table.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import stat
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import apsw
+from filelock import FileLock
+
+from wiki_memory.index.query import build_match
+from wiki_memory.index.text import index_text
+from wiki_memory.wiki.page import Diagnostic, ParsedPage, Section, parse_page
+
+__all__ = [
+    "Index",
+    "SectionHit",
+    "SpoolHit",
+    "SearchError",
+    "is_indexable",
+    "SCHEMA_VERSION",
+    "BM25_WEIGHTS",
+]
+
+SCHEMA_VERSION = 1
+"""Bump when the schema or what is stored in it changes: old indexes are then rebuilt."""
+
+BM25_WEIGHTS = {"title": 10.0, "aliases": 8.0, "tags": 4.0, "heading": 3.0, "body": 1.0}
+"""bm25 column weights, in FTS column order."""
+
+BUSY_TIMEOUT_MS = 5000
+_BM25 = "bm25(fts, {})".format(", ".join(str(w) for w in BM25_WEIGHTS.values()))
+_UPDATED = "COALESCE(p.updated, p.created, strftime('%Y-%m-%dT%H:%M:%SZ', p.mtime, 'unixepoch'))"
+_WRITE_BATCH = 256
+
+_SCHEMA = """
+CREATE TABLE pages(
+    path TEXT PRIMARY KEY,
+    id TEXT,
+    title TEXT,
+    kind TEXT,
+    project TEXT,
+    tags TEXT,          -- JSON list
+    aliases TEXT,       -- JSON list
+    updated TEXT,       -- frontmatter 'updated' (ISO-8601) or NULL
+    created TEXT,       -- frontmatter 'created' or NULL
+    hash TEXT,          -- sha256 hex of the file's bytes
+    size INTEGER,       -- bytes
+    mtime REAL,         -- seconds since the epoch, as stat() gave it (NULL if unknown)
+    meta TEXT,          -- JSON object: the frontmatter
+    diagnostics TEXT    -- JSON list of {kind, line, message}
+);
+CREATE INDEX pages_project_kind ON pages(project, kind);
+CREATE INDEX pages_kind ON pages(kind);
+CREATE TABLE sections(
+    rowid INTEGER PRIMARY KEY,
+    path TEXT NOT NULL,
+    anchor TEXT,
+    heading TEXT,
+    ord INTEGER,        -- 0-based position in the page
+    line INTEGER,       -- 1-based line in the file
+    hash TEXT,          -- sha256 hex of the section text (UTF-8)
+    text TEXT,          -- original text, for snippets
+    project TEXT,       -- copy of pages.project (filter without a join)
+    kind TEXT           -- copy of pages.kind
+);
+CREATE INDEX sections_path ON sections(path);
+CREATE VIRTUAL TABLE fts USING fts5(
+    title, aliases, tags, heading, body,
+    tokenize = "unicode61 remove_diacritics 2",
+    content = '', contentless_delete = 1
+);
+CREATE TABLE links(
+    src_path TEXT NOT NULL,
+    target TEXT,        -- as written (page part; '' for a same-page reference)
+    fragment TEXT,
+    alias TEXT,
+    embed INTEGER,
+    line INTEGER,
+    target_key TEXT     -- casefolded target
+);
+CREATE INDEX links_src ON links(src_path);
+CREATE INDEX links_target ON links(target_key);
+CREATE TABLE names(
+    key TEXT NOT NULL,  -- casefolded title / stem / alias / path without .md
+    path TEXT NOT NULL,
+    source TEXT         -- 'title' | 'stem' | 'alias' | 'path'
+);
+CREATE INDEX names_key ON names(key);
+CREATE INDEX names_path ON names(path);
+CREATE TABLE spool(
+    rowid INTEGER PRIMARY KEY,
+    session_key TEXT NOT NULL,
+    obs_id TEXT NOT NULL,
+    project TEXT,
+    harness TEXT,
+    session_id TEXT,
+    user TEXT,
+    ts TEXT,
+    text TEXT,
+    UNIQUE(session_key, obs_id)
+);
+CREATE INDEX spool_project ON spool(project);
+CREATE VIRTUAL TABLE spool_fts USING fts5(
+    body,
+    tokenize = "unicode61 remove_diacritics 2",
+    content = '', contentless_delete = 1
+);
+"""
+
+
+class SearchError(Exception):
+    """The search engine failed. Never reported as "no results"."""
+
+
+@dataclass(frozen=True)
+class SectionHit:
+    """One matching section. ``score`` is the negated weighted bm25: higher is better.
+
+    ``updated`` is the page's frontmatter ``updated``, else ``created``, else the
+    file's mtime (ISO-8601 UTC). ``text`` is the section's original text, ``line``
+    its 1-based line in the file.
+    """
+
+    path: str
+    anchor: str
+    heading: str
+    title: str
+    kind: str
+    project: str | None
+    updated: str | None
+    score: float
+    text: str
+    line: int
+
+
+@dataclass(frozen=True)
+class SpoolHit:
+    """One matching uncompiled observation. ``score`` is the negated bm25: higher is better."""
+
+    session_key: str
+    obs_id: str
+    project: str | None
+    session_id: str | None
+    ts: str | None
+    text: str
+    score: float
+    user: str | None = None
+    harness: str | None = None
+
+
+# --- which files are pages -----------------------------------------------------------
+
+_TEMP_NAME = re.compile(
+    r"""^(?:
+        4913                     # vim's write test
+      | .*~                      # backups
+      | .*\.sw[a-p]              # vim swap
+      | .*___jb_(?:tmp|old)___   # JetBrains safe write
+      | \#.*\#                   # emacs auto-save
+      | .*\.wm-tmp.*             # our own atomic-write temp files
+    )$""",
+    re.X,
+)
+
+
+def _ignored_part(name: str) -> bool:
+    return not name or name in (".", "..") or name.startswith(".") or bool(_TEMP_NAME.match(name))
+
+
+def is_indexable(rel_path: str) -> bool:
+    """True when ``rel_path`` (relative to ``wiki/``, ``/``-separated) names a page to index.
+
+    Pages are ``*.md`` files. Excluded: anything under a dot directory (``.git/``,
+    ``.obsidian/``, ``.trash/``), dotfiles (``.#x``, ``.x.swp``, our ``.x.wm-tmp*``
+    files), editor temp files (``4913``, ``*~``, ``*.swp``, ``*___jb_tmp___``,
+    ``*___jb_old___``, ``#x#``), absolute paths and ``..``. Symlinks are checked
+    by :meth:`Index.sync_paths`, which needs the file system.
+    """
+    rel = rel_path.replace("\\", "/")
+    if not rel or rel.startswith("/") or not rel.endswith(".md"):
+        return False
+    return not any(_ignored_part(part) for part in rel.split("/"))
+
+
+def _ignored_dir(rel_dir: str) -> bool:
+    return any(_ignored_part(part) for part in rel_dir.split("/") if rel_dir)
+
+
+# --- page rows -----------------------------------------------------------------------
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _text(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    iso = getattr(value, "isoformat", None)
+    return str(iso()) if callable(iso) else str(value)
+
+
+def _str_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Iterable):
+        return [str(v) for v in value if v is not None and str(v) != ""]
+    return [str(value)]
+
+
+def _parse(raw: bytes, path: str) -> ParsedPage:
+    """parse_page, but a parser bug never stops indexing: the page becomes plain text."""
+    try:
+        return parse_page(raw, path)
+    except Exception as exc:  # noqa: BLE001 - indexing must go on; the problem is recorded
+        text = raw.decode("utf-8", errors="replace")
+        return ParsedPage(
+            metadata={},
+            body=text,
+            body_line=1,
+            title=_stem(path),
+            sections=[Section("", "", 0, text, 1)],
+            diagnostics=[Diagnostic("parse-error", None, f"{type(exc).__name__}: {exc}")],
+        )
+
+
+def _stem(path: str) -> str:
+    return path.rsplit("/", 1)[-1].removesuffix(".md")
+
+
+def _project_from_path(path: str) -> str | None:
+    parts = path.split("/")
+    if len(parts) >= 3 and parts[0] == "projects" and parts[1]:
+        return parts[1]
+    return None
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _check_rel(path: str) -> str:
+    if not path or path.startswith("/") or "\\" in path or ".." in path.split("/"):
+        raise ValueError(f"not a wiki-relative path: {path!r}")
+    return path
+
+
+# --- the index -----------------------------------------------------------------------
+
+_Op = tuple[Literal["upsert"], str, bytes, float | None] | tuple[Literal["delete", "under"], str]
+
+
+class Index:
+    """The search index of one wiki, stored at ``db_path`` (usually ``<data_dir>/index.db``).
+
+    Thread-safe: each thread gets its own connection. Opening creates the file and
+    schema when missing; a file with another schema version is emptied and
+    :attr:`needs_rebuild` is set (the caller then runs :meth:`rebuild`).
+    """
+
+    def __init__(self, db_path: Path | str) -> None:
+        self.db_path = Path(db_path)
+        self.needs_rebuild = False
+        self._local = threading.local()
+        self._conns: weakref.WeakSet[apsw.Connection] = weakref.WeakSet()
+        self._conns_lock = threading.Lock()
+        self._write_lock = threading.RLock()
+        self._rebuild_lock = threading.Lock()
+        self._ops: list[_Op] | None = None  # page writes made during a rebuild
+        self._closed = False
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn()
+        except (apsw.NotADBError, apsw.CorruptError):
+            # Derived data: a damaged file is replaced by an empty one.
+            self.close()
+            self._closed = False
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with suppress(FileNotFoundError):
+                    os.remove(f"{self.db_path}{suffix}")
+            self._conn()
+            self.needs_rebuild = True
+
+    # -- connections --
+
+    def _file_id(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.db_path)
+        except FileNotFoundError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def _conn(self) -> apsw.Connection:
+        """This thread's connection, (re)opened when missing or when the file changed."""
+        if self._closed:
+            raise RuntimeError("index is closed")
+        local = self._local
+        conn: apsw.Connection | None = getattr(local, "conn", None)
+        file_id = self._file_id()
+        if conn is not None:
+            if file_id is not None and file_id == local.file_id:
+                return conn
+            self._forget(conn)
+        conn = apsw.Connection(str(self.db_path))
+        try:
+            conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+            conn.pragma("journal_mode", "wal")
+            conn.pragma("synchronous", "NORMAL")
+            conn.transaction_mode = "IMMEDIATE"
+            self._ensure_schema(conn)
+        except BaseException:
+            conn.close()
+            raise
+        local.conn = conn
+        local.file_id = self._file_id()
+        with self._conns_lock:
+            self._conns.add(conn)
+        return conn
+
+    def _forget(self, conn: apsw.Connection) -> None:
+        with self._conns_lock:
+            self._conns.discard(conn)
+        with suppress(apsw.Error):
+            conn.close()
+        self._local.conn = None
+
+    def _ensure_schema(self, conn: apsw.Connection) -> None:
+        if conn.pragma("user_version") == SCHEMA_VERSION:
+            return
+        with self._write_lock, conn:
+            if conn.pragma("user_version") == SCHEMA_VERSION:
+                return
+            _drop_all(conn)
+            conn.execute(_SCHEMA)
+            conn.pragma("user_version", SCHEMA_VERSION)
+        self.needs_rebuild = True
+
+    def close(self) -> None:
+        """Close every connection this object opened (in all threads)."""
+        self._closed = True
+        with self._conns_lock:
+            conns = list(self._conns)
+            self._conns = weakref.WeakSet()
+        for conn in conns:
+            with suppress(apsw.Error):
+                conn.close()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _writing(self) -> Iterator[apsw.Connection]:
+        """A write transaction on the live database (BEGIN IMMEDIATE), serialised in-process."""
+        with self._write_lock:
+            conn = self._conn()
+            with conn:
+                yield conn
+
+    def _record(self, op: _Op) -> None:
+        if self._ops is not None:
+            self._ops.append(op)
+
+    # -- pages --
+
+    def upsert_page(self, path: str, raw: bytes, mtime: float | None = None) -> bool:
+        """Index the page at wiki-relative ``path`` with file bytes ``raw``.
+
+        ``mtime`` is the file's modification time in seconds (``stat().st_mtime``),
+        or None. Returns False, without re-indexing, when the stored sha256 of the
+        bytes is the same (watcher echoes of the server's own writes are cheap);
+        True when the page was (re)indexed. Raises ValueError for a path that is
+        absolute or contains ``..``. The page's rows change in one transaction.
+        """
+        _check_rel(path)
+        with self._writing() as conn:
+            self._record(("upsert", path, raw, mtime))
+            return _upsert(conn, path, raw, mtime)
+
+    def delete_page(self, path: str) -> bool:
+        """Remove the page at ``path`` from the index. True if it was there."""
+        with self._writing() as conn:
+            self._record(("delete", path))
+            return _delete(conn, path)
+
+    def delete_under(self, prefix_dir: str) -> int:
+        """Remove every page below the directory ``prefix_dir`` (``""`` = all). Returns the count."""
+        with self._writing() as conn:
+            self._record(("under", prefix_dir))
+            return _delete_under(conn, prefix_dir)
+
+    def page_hash(self, path: str) -> str | None:
+        """The stored sha256 hex of the page's bytes, or None when not indexed."""
+        row = self._conn().execute("SELECT hash FROM pages WHERE path = ?", (path,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def paths(self) -> dict[str, str]:
+        """Every indexed page: path → sha256 hex of its bytes."""
+        return {p: h for p, h in self._conn().execute("SELECT path, hash FROM pages")}
+
+    def count_pages(self) -> int:
+        """How many pages are indexed."""
+        return _scalar(self._conn(), "SELECT count(*) FROM pages")
+
+    def rows(self) -> set[tuple[str, str, str]]:
+        """Every section as ``(path, anchor, sha256 of its text)``: equal sets mean equal indexes."""
+        return {
+            (p, a, h) for p, a, h in self._conn().execute("SELECT path, anchor, hash FROM sections")
+        }
+
+    # -- files --
+
+    def sync_paths(self, wiki_dir: Path | str, rel_paths: Iterable[str]) -> int:
+        """Bring the index in line with the files at ``rel_paths`` under ``wiki_dir``.
+
+        Each path (wiki-relative, or absolute inside ``wiki_dir``) is checked with
+        ``lstat``: an indexable ``.md`` file is upserted (hash-compared, so unchanged
+        files cost a read); a missing path is removed, as a page and as a directory
+        (a renamed directory reports only itself); a directory is reconciled: every
+        page below it is upserted (skipped when size and mtime match the index) and
+        index rows below it whose file is gone are removed. Symlinks are never
+        followed and count as missing, as do paths resolving outside ``wiki_dir``.
+        Ignored names (see :func:`is_indexable`) are skipped. Returns how many
+        pages were added, changed or removed.
+        """
+        root = Path(wiki_dir)
+        root_real = os.path.realpath(root)
+        changed = 0
+        for given in rel_paths:
+            rel = _relative(root, given)
+            if rel is None:
+                continue
+            if rel == "":
+                changed += self._reconcile(root, root_real, "")
+                continue
+            if _ignored_dir(rel):
+                continue
+            full = root / rel
+            try:
+                st = os.lstat(full)
+                missing = stat.S_ISLNK(st.st_mode) or not _inside(os.path.realpath(full), root_real)
+            except (FileNotFoundError, NotADirectoryError):
+                missing = True
+            if missing:
+                with self._writing() as conn:
+                    if rel.endswith(".md"):
+                        self._record(("delete", rel))
+                        changed += int(_delete(conn, rel))
+                    self._record(("under", rel))
+                    changed += _delete_under(conn, rel)
+            elif stat.S_ISDIR(st.st_mode):
+                changed += self._reconcile(root, root_real, rel)
+            elif stat.S_ISREG(st.st_mode) and is_indexable(rel):
+                raw = _read(full)
+                if raw is None:
+                    if self.delete_page(rel):
+                        changed += 1
+                elif self.upsert_page(rel, raw, st.st_mtime):
+                    changed += 1
+        return changed
+
+    def _reconcile(self, root: Path, root_real: str, rel_dir: str) -> int:
+        found = dict(_walk(root, root_real, rel_dir))
+        conn = self._conn()
+        if rel_dir:
+            lo, hi = rel_dir + "/", rel_dir + "0"  # '0' sorts right after '/'
+            known = {
+                p: (s, m)
+                for p, s, m in conn.execute(
+                    "SELECT path, size, mtime FROM pages WHERE path >= ? AND path < ?", (lo, hi)
+                )
+            }
+        else:
+            known = {p: (s, m) for p, s, m in conn.execute("SELECT path, size, mtime FROM pages")}
+        changed = 0
+        gone = [p for p in known if p not in found]
+        todo = [
+            (rel, st) for rel, st in found.items() if known.get(rel) != (st.st_size, st.st_mtime)
+        ]
+        for i in range(0, len(gone), _WRITE_BATCH):
+            with self._writing() as conn:
+                for p in gone[i : i + _WRITE_BATCH]:
+                    self._record(("delete", p))
+                    changed += int(_delete(conn, p))
+        for i in range(0, len(todo), _WRITE_BATCH):
+            batch = []
+            for rel, st in todo[i : i + _WRITE_BATCH]:
+                raw = _read(root / rel)
+                if raw is not None:
+                    batch.append((rel, raw, st.st_mtime))
+            with self._writing() as conn:
+                for rel, raw, mtime in batch:
+                    self._record(("upsert", rel, raw, mtime))
+                    changed += int(_upsert(conn, rel, raw, mtime))
+        return changed
+
+    def rebuild(self, wiki_dir: Path | str, progress: bool = False) -> int:
+        """Re-index every page under ``wiki_dir`` from the files; returns the page count.
+
+        Builds ``<db>.new`` from scratch, then copies it over the live database in one
+        transaction with SQLite's backup API, so concurrent readers (threads and
+        other processes) see the complete old index until the switch and the
+        complete new one after. Page writes made through this object during the
+        rebuild are replayed onto the new index first; the spool rows are kept.
+        ``progress=True`` shows a tqdm bar on stderr. Only one rebuild runs at a
+        time (a file lock beside the database). Clears :attr:`needs_rebuild`.
+        """
+        root = Path(wiki_dir)
+        root_real = os.path.realpath(root)
+        new_path = Path(f"{self.db_path}.new")
+        with self._rebuild_lock, FileLock(f"{new_path}.lock"):
+            _remove_db(new_path)
+            with self._write_lock:
+                self._ops = []
+            new = apsw.Connection(str(new_path))
+            try:
+                live = self._conn()
+                new.pragma("page_size", live.pragma("page_size"))
+                new.pragma("journal_mode", "MEMORY")
+                new.pragma("synchronous", "OFF")
+                new.pragma("cache_size", -65536)
+                with new:
+                    new.execute(_SCHEMA)
+                    new.pragma("user_version", SCHEMA_VERSION)
+                files = list(_walk(root, root_real, ""))
+                self._fill(new, root, files, progress)
+                new.execute("INSERT INTO fts(fts) VALUES('optimize')")
+                # Switch: no other write of this process may run from here to the copy.
+                with self._write_lock:
+                    ops, self._ops = self._ops or [], None
+                    with new:
+                        for op in ops:
+                            if op[0] == "upsert":
+                                _upsert(new, op[1], op[2], op[3])
+                            elif op[0] == "delete":
+                                _delete(new, op[1])
+                            else:
+                                _delete_under(new, op[1])
+                        _copy_spool(self._conn(), new)
+                    count = _scalar(new, "SELECT count(*) FROM pages")
+                    _copy_database(new, self._conn())
+                    self.needs_rebuild = False
+            finally:
+                with self._write_lock:
+                    self._ops = None
+                new.close()
+                _remove_db(new_path)
+        return count
+
+    def _fill(
+        self,
+        conn: apsw.Connection,
+        root: Path,
+        files: list[tuple[str, os.stat_result]],
+        progress: bool,
+    ) -> int:
+        from tqdm import tqdm
+
+        count = 0
+        with tqdm(
+            total=len(files), unit="page", desc="reindex", disable=not progress, leave=False
+        ) as bar:
+            for i in range(0, len(files), 1024):
+                with conn:
+                    for rel, st in files[i : i + 1024]:
+                        raw = _read(root / rel)
+                        if raw is not None:
+                            _insert(conn, rel, raw, st.st_mtime)
+                            count += 1
+                bar.update(min(1024, len(files) - i))
+        return count
+
+    # -- search --
+
+    def search(
+        self,
+        match: str,
+        *,
+        project: str | None = None,
+        kinds: Sequence[str] | None = None,
+        exclude_dirs: Sequence[str] = (),
+        limit: int = 50,
+    ) -> list[SectionHit]:
+        """Run an FTS5 ``MATCH`` expression (from :func:`~wiki_memory.index.query.build_match`).
+
+        Returns at most ``limit`` sections, best first, ranked by weighted bm25
+        (:data:`BM25_WEIGHTS`). ``project`` and ``kinds`` (page kinds, e.g.
+        ``["note", "session"]``; an empty list allows none) and ``exclude_dirs``
+        (wiki-relative directories whose pages are left out, e.g. other people's
+        ``people/<user>``) filter inside the SQL, before ranking and the limit. An empty ``match`` gives ``[]``. Raises
+        :class:`SearchError` when SQLite fails (bad expression, I/O): an error is
+        never reported as zero hits.
+        """
+        if not match or not match.strip() or limit <= 0:
+            return []
+        if kinds is not None and not kinds:
+            return []
+        where = ["fts MATCH ?"]
+        args: list[Any] = [match]
+        if project is not None:
+            where.append("s.project = ?")
+            args.append(project)
+        if kinds is not None:
+            where.append("s.kind IN ({})".format(", ".join("?" * len(kinds))))
+            args.extend(kinds)
+        for d in exclude_dirs:
+            d = d.strip("/")
+            if d:
+                where.append("NOT (s.path >= ? AND s.path < ?)")
+                args.extend([d + "/", d + "0"])  # '0' sorts right after '/'
+        args.append(int(limit))
+        # Rank and limit on narrow rows first (filters included), then fetch the text.
+        sql = f"""
+            WITH ranked AS (
+                SELECT fts.rowid AS rid, {_BM25} AS r, s.path AS path, s.ord AS ord
+                FROM fts JOIN sections AS s ON s.rowid = fts.rowid
+                WHERE {" AND ".join(where)}
+                ORDER BY r, path, ord
+                LIMIT ?
+            )
+            SELECT s.path, s.anchor, s.heading, p.title, p.kind, p.project, {_UPDATED},
+                   -ranked.r, s.text, s.line
+            FROM ranked
+            JOIN sections AS s ON s.rowid = ranked.rid
+            JOIN pages AS p ON p.path = s.path
+            ORDER BY ranked.r, ranked.path, ranked.ord
+        """
+        try:
+            rows: list[Any] = self._conn().execute(sql, args).fetchall()
+        except apsw.Error as exc:
+            raise SearchError(f"search failed: {type(exc).__name__}: {exc}") from exc
+        return [
+            SectionHit(
+                path=r[0],
+                anchor=r[1] or "",
+                heading=r[2] or "",
+                title=r[3] or "",
+                kind=r[4] or "page",
+                project=r[5],
+                updated=r[6],
+                score=float(r[7]),
+                text=r[8] or "",
+                line=int(r[9] or 0),
+            )
+            for r in rows
+        ]
+
+    def query(
+        self,
+        text: str,
+        *,
+        project: str | None = None,
+        kinds: Sequence[str] | None = None,
+        exclude_dirs: Sequence[str] = (),
+        limit: int = 50,
+        mode: Literal["auto", "and", "or"] = "auto",
+    ) -> list[SectionHit]:
+        """Search free text safely (see :mod:`wiki_memory.index.query`).
+
+        ``mode="and"``: every word must match; ``"or"``: any word; ``"auto"``
+        (default): AND first, and when that finds fewer than ``max(1, limit // 5)``
+        sections, the OR results are appended (AND hits stay first, no duplicates).
+        Text with nothing searchable (``""``, ``*``, punctuation) gives ``[]``.
+        Filters as in :meth:`search`. Raises :class:`SearchError` when the engine fails.
+        """
+        if mode not in ("auto", "and", "or"):
+            raise ValueError(f"mode must be 'auto', 'and' or 'or', not {mode!r}")
+        first = build_match(text, "or" if mode == "or" else "and")
+        if first is None:
+            return []
+        scope: dict[str, Any] = {"project": project, "kinds": kinds, "exclude_dirs": exclude_dirs}
+        hits = self.search(first, limit=limit, **scope)
+        if mode != "auto" or len(hits) >= max(1, limit // 5):
+            return hits
+        second = build_match(text, "or")
+        if second is None or second == first:
+            return hits
+        seen = {(h.path, h.anchor, h.line) for h in hits}
+        for h in self.search(second, limit=limit, **scope):
+            if len(hits) >= limit:
+                break
+            if (h.path, h.anchor, h.line) not in seen:
+                hits.append(h)
+        return hits
+
+    # -- spool --
+
+    def add_spool(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Add (or replace, by ``(session_key, obs_id)``) uncompiled observations.
+
+        Each row needs ``session_key``, ``obs_id`` and ``text``; ``project``,
+        ``harness``, ``session_id``, ``user`` and ``ts`` (ISO-8601) are optional.
+        Returns how many rows were written. Raises KeyError for a missing key.
+        """
+        n = 0
+        with self._writing() as conn:
+            for row in rows:
+                _add_spool_row(conn, row)
+                n += 1
+        return n
+
+    def delete_spool_session(self, session_key: str) -> int:
+        """Remove every spooled observation of ``session_key`` (after it was compiled)."""
+        with self._writing() as conn:
+            conn.execute(
+                "DELETE FROM spool_fts WHERE rowid IN "
+                "(SELECT rowid FROM spool WHERE session_key = ?)",
+                (session_key,),
+            )
+            conn.execute("DELETE FROM spool WHERE session_key = ?", (session_key,))
+            return int(conn.changes())
+
+    def replace_spool(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Replace the whole spool table with ``rows`` (same keys as :meth:`add_spool`)."""
+        n = 0
+        with self._writing() as conn:
+            conn.execute("DELETE FROM spool_fts")
+            conn.execute("DELETE FROM spool")
+            for row in rows:
+                _add_spool_row(conn, row)
+                n += 1
+        return n
+
+    def search_spool(
+        self,
+        match: str,
+        *,
+        project: str | None = None,
+        user: str | None = None,
+        limit: int = 50,
+    ) -> list[SpoolHit]:
+        """Run an FTS5 ``MATCH`` expression over the spool; filters apply before ranking.
+
+        Returns at most ``limit`` observations, best first. Raises
+        :class:`SearchError` when SQLite fails.
+        """
+        if not match or not match.strip() or limit <= 0:
+            return []
+        where = ["spool_fts MATCH ?"]
+        args: list[Any] = [match]
+        if project is not None:
+            where.append("s.project = ?")
+            args.append(project)
+        if user is not None:
+            where.append("s.user = ?")
+            args.append(user)
+        args.append(int(limit))
+        sql = f"""
+            SELECT s.session_key, s.obs_id, s.project, s.session_id, s.ts, s.text,
+                   -bm25(spool_fts), s.user, s.harness
+            FROM spool_fts JOIN spool AS s ON s.rowid = spool_fts.rowid
+            WHERE {" AND ".join(where)}
+            ORDER BY bm25(spool_fts), s.ts, s.session_key, s.obs_id
+            LIMIT ?
+        """
+        try:
+            rows: list[Any] = self._conn().execute(sql, args).fetchall()
+        except apsw.Error as exc:
+            raise SearchError(f"spool search failed: {type(exc).__name__}: {exc}") from exc
+        return [
+            SpoolHit(
+                session_key=r[0],
+                obs_id=r[1],
+                project=r[2],
+                session_id=r[3],
+                ts=r[4],
+                text=r[5] or "",
+                score=float(r[6]),
+                user=r[7],
+                harness=r[8],
+            )
+            for r in rows
+        ]
+
+    def query_spool(
+        self,
+        text: str,
+        *,
+        project: str | None = None,
+        user: str | None = None,
+        limit: int = 50,
+        mode: Literal["and", "or"] = "and",
+    ) -> list[SpoolHit]:
+        """:meth:`search_spool` for free text (built safely with ``build_match``)."""
+        match = build_match(text, mode)
+        if match is None:
+            return []
+        return self.search_spool(match, project=project, user=user, limit=limit)
+
+    # -- reading pages --
+
+    def page_meta(self, path: str) -> dict[str, Any] | None:
+        """The ``pages`` row of ``path`` as a dict (JSON columns decoded), or None.
+
+        Keys: path, id, title, kind, project, tags, aliases, updated, created, hash,
+        size, mtime, meta, diagnostics.
+        """
+        row = (
+            self._conn()
+            .execute(f"SELECT {', '.join(_PAGE_COLUMNS)} FROM pages WHERE path = ?", (path,))
+            .fetchone()
+        )
+        return None if row is None else _page_dict(row)
+
+    def list_pages(
+        self,
+        project: str | None = None,
+        kind: str | None = None,
+        since: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[dict[str, Any]]:
+        """Pages, most recently updated first (then by path), as :meth:`page_meta` dicts.
+
+        ``since`` is an ISO-8601 string compared with the page's ``updated`` (else
+        ``created``, else mtime), which is returned under ``updated``.
+        """
+        where: list[str] = []
+        args: list[Any] = []
+        if project is not None:
+            where.append("p.project = ?")
+            args.append(project)
+        if kind is not None:
+            where.append("p.kind = ?")
+            args.append(kind)
+        if since is not None:
+            where.append(f"{_UPDATED} >= ?")
+            args.append(since)
+        args.extend([int(limit), int(offset)])
+        sql = f"""
+            SELECT p.path, p.id, p.title, p.kind, p.project, p.tags, p.aliases,
+                   {_UPDATED} AS updated, p.created, p.hash, p.size, p.mtime, p.meta,
+                   p.diagnostics
+            FROM pages AS p {"WHERE " + " AND ".join(where) if where else ""}
+            ORDER BY updated DESC, p.path LIMIT ? OFFSET ?
+        """
+        return [_page_dict(row) for row in self._conn().execute(sql, args)]
+
+    def sections_of(self, path: str) -> list[dict[str, Any]]:
+        """The sections of ``path`` in page order: dicts with anchor, heading, ord, line, hash, text."""
+        cur = self._conn().execute(
+            "SELECT anchor, heading, ord, line, hash, text FROM sections WHERE path = ? ORDER BY ord",
+            (path,),
+        )
+        keys = ("anchor", "heading", "ord", "line", "hash", "text")
+        return [dict(zip(keys, row, strict=True)) for row in cur]
+
+    def links_from(self, path: str) -> list[dict[str, Any]]:
+        """Outgoing links of ``path`` as written: dicts with target, fragment, alias, embed, line."""
+        cur = self._conn().execute(
+            "SELECT target, fragment, alias, embed, line FROM links WHERE src_path = ? "
+            "ORDER BY line, rowid",
+            (path,),
+        )
+        return [
+            {"target": t, "fragment": f, "alias": a, "embed": bool(e), "line": ln}
+            for t, f, a, e, ln in cur
+        ]
+
+    def links_to(self, title_or_stem: str) -> list[dict[str, Any]]:
+        """Backlinks: links whose target equals, ignoring case, a name of the page.
+
+        ``title_or_stem`` may be a page path, title, file stem or alias; when it
+        names an indexed page, all of that page's names count (title, stem,
+        aliases, path without ``.md``). Dicts with src_path, target, fragment,
+        alias, embed, line. Exact names only, never a fuzzy match.
+        """
+        key = title_or_stem.removesuffix(".md").casefold()
+        conn = self._conn()
+        keys = {key}
+        pages = [r[0] for r in conn.execute("SELECT path FROM names WHERE key = ?", (key,))]
+        for page in set(pages):
+            keys.update(r[0] for r in conn.execute("SELECT key FROM names WHERE path = ?", (page,)))
+        marks = ", ".join("?" * len(keys))
+        cur = conn.execute(
+            "SELECT src_path, target, fragment, alias, embed, line FROM links "
+            f"WHERE target_key IN ({marks}) ORDER BY src_path, line",
+            sorted(keys),
+        )
+        return [
+            {"src_path": s, "target": t, "fragment": f, "alias": a, "embed": bool(e), "line": ln}
+            for s, t, f, a, e, ln in cur
+        ]
+
+
+# --- helpers working on a given connection (live or the one being rebuilt) -----------
+
+
+def _scalar(conn: apsw.Connection, sql: str) -> int:
+    row: Any = conn.execute(sql).fetchone()
+    return int(row[0])
+
+
+def _copy_database(src: apsw.Connection, dst: apsw.Connection) -> None:
+    """Replace ``dst``'s content with ``src``'s in one write transaction (backup API).
+
+    Readers of ``dst`` (WAL) keep their snapshot until the copy commits. A busy
+    destination (another process writing) is retried for up to a minute.
+    """
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with dst.backup("main", src, "main") as backup:
+                while not backup.done:
+                    backup.step(-1)
+            break
+        except (apsw.BusyError, apsw.LockedError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    with suppress(apsw.Error):
+        dst.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+
+
+def _drop_all(conn: apsw.Connection) -> None:
+    objects: list[Any] = conn.execute(
+        "SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    ).fetchall()
+    virtual = [n for n, sql in objects if (sql or "").upper().startswith("CREATE VIRTUAL")]
+    for name in virtual:
+        conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+    for name, _ in objects:
+        if name not in virtual:
+            conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+
+
+def _upsert(conn: apsw.Connection, path: str, raw: bytes, mtime: float | None) -> bool:
+    digest = _sha256(raw)
+    row = conn.execute("SELECT hash, mtime FROM pages WHERE path = ?", (path,)).fetchone()
+    if row is not None and row[0] == digest:
+        if mtime is not None and row[1] != mtime:
+            conn.execute("UPDATE pages SET mtime = ? WHERE path = ?", (mtime, path))
+        return False
+    if row is not None:
+        _delete(conn, path)
+    _insert(conn, path, raw, mtime, digest)
+    return True
+
+
+def _insert(
+    conn: apsw.Connection, path: str, raw: bytes, mtime: float | None, digest: str | None = None
+) -> None:
+    parsed = _parse(raw, path)
+    meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
+    stem = _stem(path)
+    title = parsed.title or _text(meta.get("title")) or stem
+    tags = _str_list(parsed.tags)
+    aliases = _str_list(parsed.aliases)
+    project = _text(meta.get("project")) or _project_from_path(path)
+    kind = _text(meta.get("type")) or "page"
+    diagnostics = [_diagnostic(d) for d in parsed.diagnostics]
+    conn.execute(
+        "INSERT INTO pages(path, id, title, kind, project, tags, aliases, updated, created, "
+        "hash, size, mtime, meta, diagnostics) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            path,
+            _text(meta.get("id")) or path,
+            title,
+            kind,
+            project,
+            _json(tags),
+            _json(aliases),
+            _text(meta.get("updated")),
+            _text(meta.get("created")),
+            digest or _sha256(raw),
+            len(raw),
+            mtime,
+            _json(meta),
+            _json(diagnostics),
+        ),
+    )
+    title_f = index_text(title)
+    aliases_f = index_text("\n".join(aliases))
+    tags_f = index_text(" ".join(tags))
+    sections = parsed.sections or [Section("", "", 0, parsed.body, parsed.body_line)]
+    for ordinal, sec in enumerate(sections):
+        text = sec.text or ""
+        conn.execute(
+            "INSERT INTO sections(path, anchor, heading, ord, line, hash, text, project, kind) "
+            "VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                path,
+                sec.anchor or "",
+                sec.heading or "",
+                ordinal,
+                sec.line,
+                _sha256(text.encode("utf-8", "surrogatepass")),
+                text,
+                project,
+                kind,
+            ),
+        )
+        conn.execute(
+            "INSERT INTO fts(rowid, title, aliases, tags, heading, body) VALUES (?,?,?,?,?,?)",
+            (
+                conn.last_insert_rowid(),
+                title_f,
+                aliases_f,
+                tags_f,
+                index_text(sec.heading or ""),
+                index_text(text),
+            ),
+        )
+    for link in parsed.links:
+        conn.execute(
+            "INSERT INTO links(src_path, target, fragment, alias, embed, line, target_key) "
+            "VALUES (?,?,?,?,?,?,?)",
+            (
+                path,
+                link.target,
+                link.fragment,
+                link.alias,
+                int(bool(link.embed)),
+                link.line,
+                (link.target or "").casefold(),
+            ),
+        )
+    names = {(stem.casefold(), "stem"), (path.removesuffix(".md").casefold(), "path")}
+    names.add((title.casefold(), "title"))
+    names.update((a.casefold(), "alias") for a in aliases)
+    conn.executemany(
+        "INSERT INTO names(key, path, source) VALUES (?,?,?)",
+        [(k, path, s) for k, s in sorted(names)],
+    )
+
+
+def _diagnostic(d: Any) -> dict[str, Any]:
+    if dataclasses.is_dataclass(d) and not isinstance(d, type):
+        return dataclasses.asdict(d)
+    return {"kind": str(d), "line": None, "message": str(d)}
+
+
+def _delete(conn: apsw.Connection, path: str) -> bool:
+    conn.execute(
+        "DELETE FROM fts WHERE rowid IN (SELECT rowid FROM sections WHERE path = ?)", (path,)
+    )
+    conn.execute("DELETE FROM sections WHERE path = ?", (path,))
+    conn.execute("DELETE FROM links WHERE src_path = ?", (path,))
+    conn.execute("DELETE FROM names WHERE path = ?", (path,))
+    conn.execute("DELETE FROM pages WHERE path = ?", (path,))
+    return bool(conn.changes())
+
+
+def _delete_under(conn: apsw.Connection, prefix_dir: str) -> int:
+    prefix = prefix_dir.strip("/")
+    if prefix in ("", "."):
+        paths = [r[0] for r in conn.execute("SELECT path FROM pages")]
+    else:
+        paths = [
+            r[0]
+            for r in conn.execute(
+                "SELECT path FROM pages WHERE path >= ? AND path < ?", (prefix + "/", prefix + "0")
+            )
+        ]
+    for p in paths:
+        _delete(conn, p)
+    return len(paths)
+
+
+def _add_spool_row(conn: apsw.Connection, row: Mapping[str, Any]) -> None:
+    key, obs = str(row["session_key"]), str(row["obs_id"])
+    text = str(row["text"] or "")
+    old = conn.execute(
+        "SELECT rowid FROM spool WHERE session_key = ? AND obs_id = ?", (key, obs)
+    ).fetchone()
+    if old is not None:
+        conn.execute("DELETE FROM spool_fts WHERE rowid = ?", (old[0],))
+        conn.execute("DELETE FROM spool WHERE rowid = ?", (old[0],))
+    conn.execute(
+        "INSERT INTO spool(session_key, obs_id, project, harness, session_id, user, ts, text) "
+        "VALUES (?,?,?,?,?,?,?,?)",
+        (
+            key,
+            obs,
+            _text(row.get("project")),
+            _text(row.get("harness")),
+            _text(row.get("session_id")),
+            _text(row.get("user")),
+            _text(row.get("ts")),
+            text,
+        ),
+    )
+    conn.execute(
+        "INSERT INTO spool_fts(rowid, body) VALUES (?, ?)",
+        (conn.last_insert_rowid(), index_text(text)),
+    )
+
+
+def _copy_spool(src: apsw.Connection, dst: apsw.Connection) -> None:
+    cols = ("session_key", "obs_id", "project", "harness", "session_id", "user", "ts", "text")
+    for values in src.execute(f"SELECT {', '.join(cols)} FROM spool ORDER BY rowid").fetchall():
+        _add_spool_row(dst, dict(zip(cols, values, strict=True)))
+
+
+_PAGE_COLUMNS = (
+    "path",
+    "id",
+    "title",
+    "kind",
+    "project",
+    "tags",
+    "aliases",
+    "updated",
+    "created",
+    "hash",
+    "size",
+    "mtime",
+    "meta",
+    "diagnostics",
+)
+
+
+def _page_dict(row: Sequence[Any]) -> dict[str, Any]:
+    out = dict(zip(_PAGE_COLUMNS, row, strict=True))
+    for key, empty in (("tags", []), ("aliases", []), ("meta", {}), ("diagnostics", [])):
+        value = out.get(key)
+        out[key] = json.loads(value) if value else empty
+    return out
+
+
+# --- file system helpers -------------------------------------------------------------
+
+
+def _inside(real: str, root_real: str) -> bool:
+    return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
+
+
+def _relative(root: Path, given: str | os.PathLike[str]) -> str | None:
+    """``given`` as a clean wiki-relative ``/`` path, ``""`` for the root, None if outside."""
+    raw = os.fspath(given)
+    if os.path.isabs(raw):
+        rel = os.path.relpath(raw, root)
+    else:
+        rel = raw
+    rel = rel.replace(os.sep, "/").strip("/")
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        return None
+    return "/".join(parts)
+
+
+_O_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+
+
+def _read(path: Path) -> bytes | None:
+    """The file's bytes, or None when it vanished or is not a regular file (no symlinks)."""
+    try:
+        fd = os.open(path, _O_READ)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb", closefd=True) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _walk(root: Path, root_real: str, rel_dir: str) -> Iterator[tuple[str, os.stat_result]]:
+    """Indexable pages under ``rel_dir`` as (rel path, lstat), never following symlinks."""
+    if _ignored_dir(rel_dir):
+        return
+    start = root / rel_dir if rel_dir else root
+    try:
+        if not _inside(os.path.realpath(start), root_real):
+            return
+    except OSError:
+        return
+    stack = [(str(start), rel_dir)]
+    while stack:
+        dir_path, dir_rel = stack.pop()
+        try:
+            entries = list(os.scandir(dir_path))
+        except OSError:
+            continue
+        for entry in entries:
+            name = entry.name
+            if _ignored_part(name):
+                continue
+            rel = f"{dir_rel}/{name}" if dir_rel else name
+            try:
+                if entry.is_symlink():
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((entry.path, rel))
+                elif name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                    yield rel, entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+
+
+def _remove_db(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with suppress(FileNotFoundError):
+            os.remove(f"{path}{suffix}")
