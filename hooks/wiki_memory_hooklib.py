@@ -45,7 +45,8 @@ REPO_CONFIG = ".wiki-memory.toml"
 DEFAULTS: dict[str, float | int] = {
     "deadline_seconds": 2.0,
     "session_end_deadline_seconds": 1.2,
-    "max_event_bytes": 960 * 1024,
+    "max_event_bytes": 256 * 1024,
+    "max_batch_bytes": 960 * 1024,
     "outbox_max_events": 5000,
     "outbox_max_bytes": 64 * 1024 * 1024,
     "drain_request_seconds": 5.0,
@@ -59,9 +60,11 @@ DEFAULTS: dict[str, float | int] = {
 RETRY_STATUSES = frozenset({401, 403, 404, 405, 407, 408, 409, 421, 423, 425, 429})
 
 #: What an event is cut to after a 413 from a server with a lower limit than ours.
-SHRUNK_EVENT_BYTES = 256 * 1024
+SHRUNK_EVENT_BYTES = 64 * 1024
 
-TRUNCATION_MARK = "\n[... truncated by wiki-memory hook: {omitted} of {total} characters left out]"
+TRUNCATION_MARK = (
+    "\n[... truncated by wiki-memory hook: {omitted} of {total} characters left out ...]\n"
+)
 
 _EMITTED = False
 _PENDING_OUTPUT = ""
@@ -230,10 +233,10 @@ def _on_deadline(signum: int, frame: object) -> None:
 
 def _arm(seconds: float) -> None:
     try:
-        import signal
+        import _signal  # the C module: ``signal`` adds enum wrappers (~1 ms)
 
-        signal.signal(signal.SIGALRM, _on_deadline)
-        signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
+        _signal.signal(_signal.SIGALRM, _on_deadline)
+        _signal.setitimer(_signal.ITIMER_REAL, max(seconds, 0.01))
     except (ImportError, AttributeError, ValueError, OSError):
         pass
 
@@ -565,18 +568,29 @@ def _size(obj: object) -> int:
 
 
 def _cut(s: str, keep: int) -> str:
-    """``s`` cut to about ``keep`` characters, backing off to a word boundary (at most
-    200 characters) so that no fragment of a token is left at the cut."""
+    """``s`` cut to about ``keep`` characters: the first three quarters and the last
+    quarter (where a log's error usually is), joined by a visible marker. Each cut
+    backs off to whitespace (at most 200 characters) so that no fragment of a token
+    is left at either edge."""
     if keep >= len(s):
         return s
     keep = max(keep, 0)
-    j = keep
-    lo = max(keep - 200, 0)
+    head = keep * 3 // 4
+    j = head
+    lo = max(head - 200, 0)
     while j > lo and not s[j - 1].isspace():
         j -= 1
     if j > lo:
-        keep = j
-    return s[:keep] + TRUNCATION_MARK.format(omitted=len(s) - keep, total=len(s))
+        head = j
+    start = len(s) - (keep - keep * 3 // 4)
+    k = start
+    hi = min(start + 200, len(s))
+    while k < hi and not s[k - 1].isspace():
+        k += 1
+    if k < hi:
+        start = k
+    start = max(start, head)
+    return s[:head] + TRUNCATION_MARK.format(omitted=start - head, total=len(s)) + s[start:]
 
 
 def _long_strings(o: object, out: list[tuple[int, int, object, object]]) -> None:
@@ -961,14 +975,10 @@ def http_post(
     else:
         host, _, port_s = hostport.partition(":")
     port = int(port_s) if port_s else 80
-    import socket
-
     head = f"POST {full_path} HTTP/1.1\r\nHost: {hostport}\r\n"
     head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
     try:
-        # An ASCII host as bytes skips the idna codec (2 ms of imports) in getaddrinfo.
-        addr = host.encode("ascii") if host.isascii() else host
-        sock = socket.create_connection((addr, port), timeout=remaining)  # type: ignore[arg-type]
+        sock = _connect(host, port, deadline)
     except OSError as exc:
         raise HttpError(f"cannot connect to {base_url}: {exc}") from exc
     try:
@@ -1011,6 +1021,32 @@ def http_post(
     if b"transfer-encoding: chunked" in headers_raw:
         data = _dechunk(data)
     return status, data
+
+
+def _connect(host: str, port: int, deadline: float):  # -> socket
+    """A connected TCP socket to ``host:port`` before ``deadline``.
+
+    Uses ``_socket`` (the C module): ``socket.py`` costs ~3 ms of imports at every
+    hook start (``selectors``, enums). An ASCII host goes to getaddrinfo as bytes,
+    which skips the idna codec (~2 ms more)."""
+    import _socket
+
+    addr = host.encode("ascii") if host.isascii() else host
+    infos = _socket.getaddrinfo(addr, port, 0, _socket.SOCK_STREAM)
+    err: OSError | None = None
+    for family, type_, proto, _, sa in infos:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        sock = _socket.socket(family, type_, proto)
+        try:
+            sock.settimeout(left)
+            sock.connect(sa)
+            return sock
+        except OSError as exc:
+            err = exc
+            sock.close()
+    raise err or OSError("timed out connecting")
 
 
 def _dechunk(data: bytes) -> bytes:
@@ -1073,7 +1109,7 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
     end = time.monotonic() + max_seconds
     ob.clean_tmp()
     max_batch = cfg.geti("drain_batch_events")
-    max_bytes = cfg.geti("max_event_bytes")
+    max_bytes = cfg.geti("max_batch_bytes")
     while time.monotonic() < end:
         names = ob.pending()
         if not names:
@@ -1144,6 +1180,12 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
             for n, ev in batch:
                 try:
                     v = deliver_one(cfg, ob, n, ev, min(time.monotonic() + request_seconds, end))
+                    if v == "shrunk":  # send the smaller copy now, to keep the order
+                        small = ob.read(n)
+                        if small is not None:
+                            v = deliver_one(
+                                cfg, ob, n, small, min(time.monotonic() + request_seconds, end)
+                            )
                 except HttpError:
                     stats["failed"] = 1
                     break
@@ -1340,9 +1382,9 @@ def main(argv: list[str]) -> int:
         warn(f"error ({type(exc).__name__}: {exc}); the agent continues")
     _emit()
     try:
-        import signal
+        import _signal
 
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
     except Exception:
         pass
     return 0

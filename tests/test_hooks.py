@@ -395,8 +395,9 @@ def test_c37_io_contract(tmp_path: Path) -> None:
     assert code_d == 0 and not broken_d and out_d == b"", err_d
     (big_ev,) = [e for e in srv.stored.values() if e["session_id"] == "sess-0302"]
     size = len(json.dumps(big_ev, ensure_ascii=False, separators=(",", ":")).encode())
-    assert 500_000 < size <= 1024 * 1024
+    assert 200_000 < size <= 256 * 1024  # the hook's default max_event_bytes
     stdout = big_ev["payload"]["tool_response"]["stdout"]
+    assert stdout.rstrip().endswith("log line")  # head and tail kept
     assert "truncated by wiki-memory hook" in stdout
     assert stdout.startswith("log line\nlog line\n")
     assert big_ev["payload"]["tool_input"] == {"command": "make logs"}
@@ -512,6 +513,38 @@ def test_5xx_and_auth_errors_keep_events(tmp_path: Path) -> None:
     with StubServer(mode="500") as srv:
         stats = HOOKS.drain(HOOKS.load_config(str(tmp_path), srv.url), ob, 5, 2)
     assert stats["failed"] == 1 and stats["left"] == 1 and ob.dropped_counts() == {}
+
+
+def test_413_from_a_server_with_a_lower_limit_shrinks_once(tmp_path: Path) -> None:
+    ob = HOOKS.Outbox(str(tmp_path / "outbox"))
+    text = "word " * 40_000
+    ob.write(
+        {
+            "harness": "codex",
+            "event": "PostToolUse",
+            "session_id": "s",
+            "cwd": "/p",
+            "event_id": "big",
+            "payload": {"tool_response": text},
+        }
+    )
+    ob.write(
+        {
+            "harness": "codex",
+            "event": "Stop",
+            "session_id": "s",
+            "cwd": "/p",
+            "event_id": "small",
+            "payload": {},
+        }
+    )
+    with StubServer() as srv:
+        srv.limit_bytes = 100_000
+        stats = HOOKS.drain(HOOKS.load_config(str(tmp_path), srv.url), ob, 10, 2)
+    assert stats["sent"] == 2 and stats["rejected"] == 0 and ob.pending() == []
+    assert list(srv.stored) == ["big", "small"]
+    big = srv.stored["big"]["payload"]["tool_response"]
+    assert "truncated by wiki-memory hook" in big and len(big) < 70_000
 
 
 def test_hook_writes_outbox_before_sending(tmp_path: Path) -> None:

@@ -141,6 +141,7 @@ class StubServer:
         self.mode = mode
         self.brief = brief
         self.slow_seconds = 30.0
+        self.limit_bytes = 0
         self.requests: list[tuple[str, Any]] = []
         self.stored: dict[str, dict[str, Any]] = {}
         self.duplicates = 0
@@ -190,6 +191,8 @@ class StubServer:
             return 404, {"error": "not_found"}
         if self.mode == "500":
             return 500, {"error": "internal"}
+        if self.limit_bytes and len(json.dumps(body).encode()) > self.limit_bytes:
+            return 413, {"error": "too_large"}
         events = body if isinstance(body, list) else [body]
         if self.mode == "reject" and any(
             isinstance(e, dict) and (e.get("payload") or {}).get("reject") for e in events

@@ -1,0 +1,196 @@
+"""Wall time of one hook run, as a harness pays it.
+
+Runs the hook program (``python -S hooks/wiki_memory_hook.py --harness claude-code``,
+event JSON on stdin) against:
+
+- a live ``wiki-memory serve`` on a temporary data directory: PostToolUse payloads
+  of 1 KB, 100 KB and 2 MiB (``--runs`` each, default 200);
+- a refused port and a black-hole port (a socket that accepts and never answers),
+  ``--fail-runs`` each (default 20), with an empty outbox before every run so that
+  each run pays the failed send (the worst case: later runs of a real outage find a
+  backlog and return at once, leaving the send to a background drainer);
+
+beside ``python -c pass`` and ``python -S -c pass`` on the same interpreter in the
+same run. Prints p50/p95 in milliseconds and the ratio to ``python -c pass``.
+
+    python bench/hook.py [--runs 200] [--fail-runs 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HOOK = REPO / "hooks" / "wiki_memory_hook.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def payload(size: int, i: int) -> bytes:
+    base = {
+        "session_id": f"bench-{size}",
+        "transcript_path": "/home/dev/.claude/projects/demo/bench.jsonl",
+        "cwd": "/home/dev/demo",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_use_id": f"toolu_bench_{size}_{i}",
+        "tool_input": {"command": "make test", "description": "run the tests"},
+        "tool_response": {"stdout": "", "stderr": "", "interrupted": False},
+    }
+    pad = size - len(json.dumps(base))
+    line = "test_module.py::test_case PASSED [ 42%]\n"
+    base["tool_response"]["stdout"] = (line * (pad // len(line) + 1))[: max(pad, 0)]
+    return json.dumps(base).encode()
+
+
+def timed(argv: list[str], data: bytes, env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    p = subprocess.run(
+        argv, input=data, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+    )
+    dt = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"{argv} exited {p.returncode}")
+    return dt
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+class Server:
+    def __init__(self, data: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ, WIKI_MEMORY_HOME=str(data))
+        self.log = open(data.parent / "server.stderr", "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "wiki_memory.cli",
+                "--data-dir",
+                str(data),
+                "serve",
+                "--port",
+                str(self.port),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=self.log,
+        )
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            try:
+                with urllib.request.urlopen(self.url + "/v1/health", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.1)
+        raise SystemExit("the server did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+        self.log.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--fail-runs", type=int, default=20)
+    args = ap.parse_args()
+    py = sys.executable
+    tmp = Path(tempfile.mkdtemp(prefix="wm-bench-hook-"))
+    data = tmp / "data"
+    data.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WIKI_MEMORY_")}
+    env["WIKI_MEMORY_HOME"] = str(data)
+    hook = [py, "-S", str(HOOK), "--harness", "claude-code"]
+    rows: list[tuple[str, int, list[float]]] = []
+    try:
+        # Warm the bytecode caches once.
+        timed([py, "-c", "pass"], b"", env)
+        timed(hook, payload(1000, -1), dict(env, WIKI_MEMORY_URL=f"http://127.0.0.1:{free_port()}"))
+        shutil.rmtree(data / "outbox", ignore_errors=True)
+
+        rows.append(
+            (
+                "python -c pass",
+                args.runs,
+                [timed([py, "-c", "pass"], b"", env) for _ in range(args.runs)],
+            )
+        )
+        rows.append(
+            (
+                "python -S -c pass",
+                args.runs,
+                [timed([py, "-S", "-c", "pass"], b"", env) for _ in range(args.runs)],
+            )
+        )
+
+        srv = Server(data)
+        try:
+            live = dict(env, WIKI_MEMORY_URL=srv.url)
+            for size, label in ((1000, "1 KB"), (100_000, "100 KB"), (2 * 1024 * 1024, "2 MiB")):
+                xs = [timed(hook, payload(size, i), live) for i in range(args.runs)]
+                rows.append((f"hook, live server, {label}", args.runs, xs))
+            left = [n for n in os.listdir(data / "outbox") if n.endswith(".json")]
+            if left:
+                print(f"warning: {len(left)} event(s) left in the outbox", file=sys.stderr)
+        finally:
+            srv.stop()
+
+        refused = dict(env, WIKI_MEMORY_URL=f"http://127.0.0.1:{free_port()}")
+        xs = []
+        for i in range(args.fail_runs):
+            shutil.rmtree(data / "outbox", ignore_errors=True)
+            xs.append(timed(hook, payload(1000, 10_000 + i), refused))
+        rows.append(("hook, refused port, 1 KB", args.fail_runs, xs))
+
+        hole = socket.socket()
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(1024)
+        black = dict(
+            env,
+            WIKI_MEMORY_URL=f"http://127.0.0.1:{hole.getsockname()[1]}",
+            WIKI_MEMORY_HOOK_DRAIN_REQUEST_SECONDS="1",
+        )
+        xs = []
+        try:
+            for i in range(args.fail_runs):
+                shutil.rmtree(data / "outbox", ignore_errors=True)
+                xs.append(timed(hook, payload(1000, 20_000 + i), black))
+        finally:
+            hole.close()
+        rows.append(("hook, black-hole port, 1 KB", args.fail_runs, xs))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    floor = pct(rows[0][2], 0.95)
+    print(f"interpreter: {py} (Python {sys.version.split()[0]}), {os.cpu_count()} CPUs")
+    print(f"{'case':<32} {'runs':>5} {'p50 ms':>8} {'p95 ms':>8} {'p95/floor':>10}")
+    for name, n, xs in rows:
+        p50, p95 = pct(xs, 0.5) * 1000, pct(xs, 0.95) * 1000
+        print(f"{name:<32} {n:>5} {p50:>8.1f} {p95:>8.1f} {p95 / (floor * 1000):>9.2f}x")
+    print("floor = p95 of `python -c pass`; target: the live 1 KB p95 within 1.5x of it")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
