@@ -1,0 +1,393 @@
+"""The session-page compiler: a session's observations → one markdown page (zero LLM).
+
+Page: ``projects/<project>/sessions/<YYYY-MM-DD>-<slug>-<short id>.md`` with
+frontmatter (``type: session`` and the keys in :data:`OWNED_KEYS`), an extractive
+``## Summary`` and a verbatim ``## Timeline``. Each timeline entry ends with a
+standalone Obsidian block id line ``^t<N>``; ``N`` is the arrival number of the
+entry's first event, so anchors stay stable when late events are inserted by
+timestamp. Verbatim text (prompts, tool input and output) sits in tilde fences
+longer than any tilde run inside it, so nothing in it is read as markdown.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from wiki_memory.capture.observation import Observation, iso
+
+OWNED_KEYS = (
+    "type",
+    "id",
+    "title",
+    "created",
+    "updated",
+    "project",
+    "harness",
+    "session_id",
+    "user",
+    "started",
+    "ended",
+    "status",
+    "files",
+    "tools",
+    "tags",
+)
+OWNED_SECTIONS = ("Summary", "Timeline")
+
+_SLUG_RE = re.compile(r"[^a-z0-9]+")
+_PATCH_FILE_RE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.M)
+SHELL_TOOLS = {"bash", "run_shell_command", "shell", "exec_command", "local_shell"}
+
+
+def slugify(text: str, max_len: int = 40) -> str:
+    """ASCII slug of ``text`` for file names (``"Fix the login"`` → ``"fix-the-login"``)."""
+    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().lower()
+    slug = _SLUG_RE.sub("-", folded).strip("-")
+    if len(slug) > max_len:
+        slug = slug[:max_len].rsplit("-", 1)[0] or slug[:max_len]
+    return slug or "session"
+
+
+def clip_bytes(text: str, limit: int) -> str:
+    """At most ``limit`` UTF-8 bytes of ``text`` (never splitting a character), with a note
+    of how many bytes were left out."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    cut = data[:limit].decode("utf-8", errors="ignore")
+    return f"{cut}\n… ({len(data) - len(cut.encode('utf-8'))} more bytes)"
+
+
+def fence(text: str, info: str = "text") -> str:
+    """``text`` in a tilde fence longer than any tilde run it contains."""
+    longest = max((len(m) for m in re.findall(r"~{3,}", text)), default=2)
+    f = "~" * max(4, longest + 1)
+    return f"{f}{info}\n{text.rstrip()}\n{f}"
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        parts = []
+        for k in ("stdout", "stderr", "llmContent", "output", "content", "error", "returnDisplay"):
+            v = value.get(k)
+            if isinstance(v, str) and v.strip():
+                parts.append(
+                    v if k in ("stdout", "llmContent", "output", "content") else f"{k}: {v}"
+                )
+        if parts:
+            return "\n".join(parts)
+    return json.dumps(value, ensure_ascii=False, indent=1)
+
+
+def _clock(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S")
+
+
+@dataclass
+class Entry:
+    """One timeline entry (a prompt, a tool call, a reply ...)."""
+
+    n: int
+    ts: float
+    kind: str
+    head: str
+    blocks: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SessionMeta:
+    """What the page header needs about a session."""
+
+    key: str
+    harness: str
+    session_id: str
+    project: str
+    user: str
+    cwd: str | None
+    started: float
+
+
+@dataclass
+class Compiled:
+    """A rendered session page: its path, frontmatter values and body text."""
+
+    path: str
+    metadata: dict[str, Any]
+    body: str
+    summary: str
+    timeline: str
+    count: int
+
+
+def page_path(meta: SessionMeta, observations: list[Observation]) -> str:
+    """``projects/<project>/sessions/<date>-<slug>-<short id>.md`` for a session."""
+    date = datetime.fromtimestamp(meta.started, UTC).strftime("%Y-%m-%d")
+    first_prompt = next((_prompt_text(o) for o in observations if _prompt_text(o)), "")
+    slug = slugify(first_prompt) if first_prompt else "session"
+    return f"projects/{meta.project}/sessions/{date}-{slug}-{meta.key[:8]}.md"
+
+
+def _prompt_text(o: Observation) -> str:
+    p = o.payload
+    if o.kind == "prompt":
+        v = p.get("prompt")
+        return v if isinstance(v, str) else ""
+    if o.kind == "turn":
+        msgs = p.get("input-messages")
+        if isinstance(msgs, list):
+            return "\n\n".join(m for m in msgs if isinstance(m, str))
+    return ""
+
+
+def _reply_text(o: Observation) -> str:
+    p = o.payload
+    for k in ("last_assistant_message", "prompt_response", "last-assistant-message"):
+        v = p.get(k)
+        if isinstance(v, str) and v.strip():
+            return v
+    return ""
+
+
+def _rel(path: str, cwd: str | None) -> str:
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        return path[len(cwd.rstrip("/")) + 1 :]
+    return path
+
+
+def _files_of(o: Observation) -> list[str]:
+    ti = o.payload.get("tool_input")
+    out: list[str] = []
+    if isinstance(ti, dict):
+        for k in ("file_path", "absolute_path", "path", "notebook_path", "filePath"):
+            v = ti.get(k)
+            if isinstance(v, str) and v and "\n" not in v:
+                out.append(v)
+        cmd = ti.get("command") or ti.get("patch") or ti.get("input")
+        if isinstance(cmd, str) and "*** " in cmd:
+            out.extend(m.strip() for m in _PATCH_FILE_RE.findall(cmd))
+    return [_rel(f, o.cwd) for f in out]
+
+
+def _command_of(o: Observation) -> str | None:
+    name = str(o.payload.get("tool_name") or "")
+    ti = o.payload.get("tool_input")
+    if name.lower() in SHELL_TOOLS and isinstance(ti, dict):
+        cmd = ti.get("command")
+        if isinstance(cmd, list):
+            cmd = " ".join(str(c) for c in cmd)
+        if isinstance(cmd, str) and cmd.strip():
+            return cmd.strip()
+    return None
+
+
+def _failure_of(o: Observation) -> str | None:
+    p = o.payload
+    if o.kind == "tool_failure":
+        err = p.get("error")
+        return _as_text(err) if err else "failed"
+    if o.kind == "tool_post":
+        tr = p.get("tool_response")
+        if isinstance(tr, dict):
+            if tr.get("error"):
+                return _as_text(tr.get("error"))
+            if tr.get("is_error") is True or tr.get("success") is False:
+                return _as_text(tr)
+            code = tr.get("exit_code", tr.get("exitCode"))
+            if isinstance(code, int) and code != 0:
+                return _as_text(tr)
+    return None
+
+
+def build_entries(observations: list[Observation], excerpt_bytes: int) -> list[Entry]:
+    """Timeline entries in time order. Pre/Post events of one tool call merge into one."""
+    entries: list[Entry] = []
+    tool_entries: dict[str, Entry] = {}
+    last_reply = None
+    for n, o in enumerate(observations, start=1):
+        p = o.payload
+        kind = o.kind
+        if kind in ("tool_pre", "tool_post", "tool_failure") and p.get("tool_name"):
+            tuid = p.get("tool_use_id")
+            key = str(tuid) if tuid else f"#{n}"
+            e = tool_entries.get(key)
+            if e is None:
+                e = Entry(n, o.ts, "tool", "")
+                tool_entries[key] = e
+                entries.append(e)
+            e.ts = min(e.ts, o.ts)
+            name = str(p.get("tool_name"))
+            ti = p.get("tool_input")
+            cmd = _command_of(o)
+            inp = cmd if cmd else (_as_text(ti) if ti not in (None, {}, "") else "")
+            failure = _failure_of(o)
+            status = {"tool_pre": "called", "tool_post": "ok", "tool_failure": "failed"}[kind]
+            if failure and kind == "tool_post":
+                status = "failed"
+            if kind != "tool_pre" or not e.head:
+                e.head = f"tool **{name}** · {status}"
+                e.kind = "tool-failed" if status == "failed" else "tool"
+            blocks = []
+            if inp:
+                blocks.append("input:\n\n" + fence(clip_bytes(inp, excerpt_bytes * 2)))
+            if kind == "tool_post":
+                out = _as_text(p.get("tool_response"))
+                if out.strip():
+                    blocks.append("output:\n\n" + fence(clip_bytes(out, excerpt_bytes)))
+            if failure:
+                blocks.append("error:\n\n" + fence(clip_bytes(failure, excerpt_bytes)))
+            if kind == "tool_pre" and e.blocks:
+                continue
+            e.blocks = blocks
+            continue
+        if kind in ("prompt", "turn"):
+            text = _prompt_text(o)
+            who = p.get("speaker")
+            head = f"prompt · {who}" if isinstance(who, str) and who else "prompt"
+            dia = p.get("dia_id")
+            if isinstance(dia, str) and dia:
+                head += f" · {dia}"
+            e = Entry(n, o.ts, "prompt", head, [fence(text)] if text else [])
+            entries.append(e)
+            if kind == "turn" and _reply_text(o):
+                entries.append(Entry(n, o.ts, "reply", "reply", [fence(_reply_text(o))]))
+            continue
+        if kind in ("stop", "subagent_stop"):
+            text = _reply_text(o)
+            if not text or (kind == "stop" and text == last_reply):
+                continue
+            if kind == "stop":
+                last_reply = text
+            agent = p.get("agent_type")
+            head = (
+                f"subagent reply · {agent}"
+                if kind == "subagent_stop" and agent
+                else ("subagent reply" if kind == "subagent_stop" else "reply")
+            )
+            entries.append(Entry(n, o.ts, "reply", head, [fence(text)]))
+            continue
+        if kind == "session_start":
+            src = p.get("source")
+            entries.append(Entry(n, o.ts, "start", f"session start{f' · {src}' if src else ''}"))
+            continue
+        if kind == "session_end":
+            reason = p.get("reason")
+            entries.append(Entry(n, o.ts, "end", f"session end{f' · {reason}' if reason else ''}"))
+            continue
+        if kind == "compact":
+            trig = p.get("trigger")
+            entries.append(
+                Entry(n, o.ts, "compact", f"context compaction{f' · {trig}' if trig else ''}")
+            )
+            continue
+        if kind == "notification":
+            msg = p.get("message")
+            entries.append(Entry(n, o.ts, "note", "notification", [fence(str(msg))] if msg else []))
+            continue
+        entries.append(Entry(n, o.ts, "other", f"event `{o.event}`"))
+    entries.sort(key=lambda e: (e.ts, e.n))
+    return entries
+
+
+def compile_session(
+    meta: SessionMeta,
+    observations: list[Observation],
+    *,
+    status: str,
+    ended: float | None,
+    now: float,
+    created: float | None = None,
+    path: str | None = None,
+    excerpt_bytes: int = 2000,
+) -> Compiled:
+    """Render a session page. ``observations`` in arrival order; times are UTC epoch seconds."""
+    prompts = [t for t in (_prompt_text(o) for o in observations) if t]
+    files: list[str] = []
+    tools: list[str] = []
+    commands: list[str] = []
+    failures: list[tuple[str, str]] = []
+    last_reply = ""
+    for o in sorted(observations, key=lambda o: o.ts):
+        for f in _files_of(o):
+            if f not in files:
+                files.append(f)
+        name = o.payload.get("tool_name")
+        if isinstance(name, str) and name and name not in tools:
+            tools.append(name)
+        if o.kind == "tool_pre" or o.kind == "tool_post":
+            cmd = _command_of(o)
+            if cmd and cmd not in commands:
+                commands.append(cmd)
+        fail = _failure_of(o)
+        if fail:
+            failures.append((str(name or o.event), fail))
+        r = _reply_text(o)
+        if r:
+            last_reply = r
+    title_src = prompts[0] if prompts else ""
+    title = " ".join(title_src.split())[:80] or f"Session {meta.session_id[:24]}"
+    path = path or page_path(meta, observations)
+    md: dict[str, Any] = {
+        "type": "session",
+        "id": f"ses_{meta.key[:16]}",
+        "title": title,
+        "created": iso(created if created is not None else now),
+        "updated": iso(now),
+        "project": meta.project,
+        "harness": meta.harness,
+        "session_id": meta.session_id,
+        "user": meta.user,
+        "started": iso(min([meta.started] + [o.ts for o in observations])),
+        "ended": iso(ended) if ended is not None else None,
+        "status": status,
+        "files": files[:200],
+        "tools": tools,
+        "tags": ["session", meta.harness],
+    }
+    lines = []
+    if prompts:
+        lines.append(f"- **Goal:** {_one_line(prompts[0], 300)}")
+    if files:
+        lines.append("- **Files touched:** " + ", ".join(f"`{_code(f)}`" for f in files[:30]))
+    if commands:
+        lines.append(
+            "- **Commands run:** "
+            + ", ".join(f"`{_code(_one_line(c, 120))}`" for c in commands[:15])
+        )
+    for name, err in failures[-5:]:
+        lines.append(f"- **Failed:** {name}: {_code_or_text(_one_line(err, 200))}")
+    if last_reply:
+        lines.append(f"- **Last reply:** {_one_line(last_reply, 400)}")
+    summary = "\n".join(lines) if lines else "- (no prompts or tool calls yet)"
+    blocks = []
+    for e in build_entries(observations, excerpt_bytes):
+        parts = [f"**{_clock(e.ts)}** · {e.head}"] + e.blocks + [f"^t{e.n}"]
+        blocks.append("\n\n".join(parts))
+    timeline = "\n\n".join(blocks) if blocks else "(no events yet)"
+    body = f"# {_escape_heading(title)}\n\n## Summary\n\n{summary}\n\n## Timeline\n\n{timeline}\n"
+    return Compiled(path, md, body, summary, timeline, len(observations))
+
+
+def _one_line(text: str, limit: int) -> str:
+    s = " ".join(text.split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _code(text: str) -> str:
+    return text.replace("`", "'")
+
+
+def _code_or_text(text: str) -> str:
+    return f"`{_code(text)}`"
+
+
+def _escape_heading(title: str) -> str:
+    return title.replace("\n", " ").lstrip("#").strip() or "Session"
