@@ -1,0 +1,186 @@
+"""The one writer (invariant 2): every server change to ``wiki/`` runs on one thread.
+
+Jobs are callables run in order on the writer thread; each returns the repo-relative
+paths it wrote and the author to attribute them to. Written paths wait in a pending
+group per author; the group is committed when the queue has been quiet for
+``commit_delay`` seconds or has waited ``max_delay`` seconds, so a burst of writes
+costs one commit per author. :meth:`Writer.flush` commits everything pending now.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("wiki_memory.writer")
+
+
+@dataclass
+class Author:
+    """A commit author: the user a change is attributed to."""
+
+    name: str
+    email: str
+
+
+@dataclass
+class WriteResult:
+    """What a job wrote: repo-relative paths, the author, and a commit message line."""
+
+    paths: list[str] = field(default_factory=list)
+    author: Author | None = None
+    message: str = ""
+    value: Any = None
+    commit_now: bool = False
+
+
+@dataclass
+class _Group:
+    author: Author
+    paths: set[str] = field(default_factory=set)
+    messages: list[str] = field(default_factory=list)
+    since: float = field(default_factory=time.monotonic)
+    last: float = field(default_factory=time.monotonic)
+    waiters: list[Future] = field(default_factory=list)
+
+
+class Writer:
+    """Serializes jobs and groups their commits per author.
+
+    ``commit_fn(paths, author, message) -> sha | None`` does the git commit;
+    ``after_commit(paths)`` runs after it (indexing, for example).
+    """
+
+    def __init__(
+        self,
+        commit_fn: Callable[[list[str], Author, str], str | None],
+        commit_delay: float = 0.25,
+        max_delay: float = 2.0,
+    ) -> None:
+        self._commit_fn = commit_fn
+        self.commit_delay = commit_delay
+        self.max_delay = max_delay
+        self._q: queue.Queue[tuple[Callable[[], WriteResult], Future] | None] = queue.Queue()
+        self._groups: dict[tuple[str, str], _Group] = {}
+        self._thread = threading.Thread(target=self._run, name="wiki-writer", daemon=True)
+        self._stopped = threading.Event()
+        self.commits = 0
+        self.errors = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, job: Callable[[], WriteResult]) -> Future:
+        """Queue a job; the future resolves to its :class:`WriteResult` once it has run
+        (and, when the result asks ``commit_now``, once its commit is made)."""
+        fut: Future = Future()
+        if self._stopped.is_set():
+            fut.set_exception(RuntimeError("the writer has stopped"))
+            return fut
+        self._q.put((job, fut))
+        return fut
+
+    def call(self, job: Callable[[], WriteResult], timeout: float | None = 60) -> WriteResult:
+        """Run a job on the writer thread and wait for it."""
+        return self.submit(job).result(timeout=timeout)
+
+    def flush(self, timeout: float = 60) -> None:
+        """Commit everything pending now and wait for it."""
+
+        def job() -> WriteResult:
+            return WriteResult(commit_now=True)
+
+        self.call(job, timeout=timeout)
+
+    def stop(self, timeout: float = 60) -> None:
+        """Run what is queued, commit every pending group, and stop the thread."""
+        if not self._thread.is_alive():
+            return
+        try:
+            self.flush(timeout=timeout)
+        finally:
+            self._stopped.set()
+            self._q.put(None)
+            self._thread.join(timeout=timeout)
+
+    @property
+    def on_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def _run(self) -> None:
+        while True:
+            wait = self._next_wait()
+            try:
+                item = self._q.get(timeout=wait)
+            except queue.Empty:
+                self._commit_due(force=False)
+                continue
+            if item is None:
+                self._commit_due(force=True)
+                return
+            job, fut = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                res = job()
+            except BaseException as exc:  # noqa: BLE001 - reported to the caller
+                self.errors += 1
+                fut.set_exception(exc)
+                continue
+            if res.paths and res.author is not None:
+                key = (res.author.name, res.author.email)
+                g = self._groups.get(key)
+                if g is None:
+                    g = self._groups[key] = _Group(res.author)
+                g.paths.update(res.paths)
+                g.last = time.monotonic()
+                if res.message and res.message not in g.messages:
+                    g.messages.append(res.message)
+            if res.commit_now:
+                try:
+                    self._commit_due(force=True)
+                except BaseException as exc:  # noqa: BLE001
+                    fut.set_exception(exc)
+                    continue
+            fut.set_result(res)
+            self._commit_due(force=False)
+
+    def _next_wait(self) -> float | None:
+        if not self._groups:
+            return None
+        due = min(
+            min(g.last + self.commit_delay, g.since + self.max_delay) for g in self._groups.values()
+        )
+        return max(0.0, due - time.monotonic())
+
+    def _commit_due(self, force: bool) -> None:
+        now = time.monotonic()
+        for key, g in list(self._groups.items()):
+            if not force and now < min(g.last + self.commit_delay, g.since + self.max_delay):
+                continue
+            del self._groups[key]
+            msg = _message(g.messages, len(g.paths))
+            try:
+                if self._commit_fn(sorted(g.paths), g.author, msg):
+                    self.commits += 1
+            except Exception:
+                # keep the group: the files are on disk, the next commit retries them
+                self._groups[key] = g
+                log.exception("commit failed; will retry")
+                if force:
+                    raise
+
+
+def _message(messages: list[str], n_paths: int) -> str:
+    if not messages:
+        return f"Update {n_paths} page(s)"
+    if len(messages) == 1:
+        return messages[0]
+    head = f"{messages[0]} (+{len(messages) - 1} more)"
+    return head + "\n\n" + "\n".join(f"- {m}" for m in messages[:50])
