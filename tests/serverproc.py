@@ -1,0 +1,115 @@
+"""Run a real ``wiki-memory serve`` process on 127.0.0.1 and a free port, for tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """A server subprocess over ``data_dir``. ``start()`` waits until /v1/health answers."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.extra_env = env or {}
+        self.args = args or []
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.stderr_path = self.data_dir.parent / f"server-{self.port}.stderr"
+
+    @property
+    def token(self) -> str:
+        return (self.data_dir / "auth" / "owner.token").read_text().strip()
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def start(self, timeout: float = 30) -> ServerProcess:
+        env = dict(os.environ)
+        env.update({"WIKI_MEMORY_HOME": str(self.data_dir), "PYTHONUNBUFFERED": "1"})
+        env.update(self.extra_env)
+        self.stderr_path.parent.mkdir(parents=True, exist_ok=True)
+        self._err = open(self.stderr_path, "ab")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "wiki_memory.cli",
+                "--data-dir",
+                str(self.data_dir),
+                "serve",
+                "--port",
+                str(self.port),
+                *self.args,
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=self._err,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}: {self.stderr()}")
+            try:
+                if httpx.get(self.url + "/v1/health", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"server did not come up: {self.stderr()}")
+
+    def stderr(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._err.close()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def post(self, path: str, body: Any, **kw: Any) -> httpx.Response:
+        return httpx.post(self.url + path, json=body, headers=self.headers, timeout=60, **kw)
+
+    def get(self, path: str, **kw: Any) -> httpx.Response:
+        return httpx.get(self.url + path, headers=self.headers, timeout=60, **kw)
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

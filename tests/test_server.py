@@ -1,0 +1,198 @@
+"""The server process: auth (C26), path safety (C24), the data-directory lock, clean stops."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from dulwich.repo import Repo
+from serverproc import ServerProcess, free_port
+
+pytestmark = pytest.mark.slow
+
+
+def cli(data_dir, *args, timeout=60):
+    return subprocess.run(
+        [sys.executable, "-m", "wiki_memory.cli", "--data-dir", str(data_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "WIKI_MEMORY_HOME": str(data_dir)},
+    )
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory):
+    data = tmp_path_factory.mktemp("srv") / "data"
+    s = ServerProcess(data)
+    s.start()
+    yield s
+    s.stop()
+
+
+def test_c26_auth_rejects_everything_but_a_valid_bearer(srv):
+    t = srv.token
+    url = srv.url
+    near = t[:-1] + ("A" if t[-1] != "A" else "B")
+    r1 = httpx.get(url + "/v1/pages")
+    r2 = httpx.get(url + "/v1/pages", headers={"Authorization": "Bearer wrong-token"})
+    rejected = [
+        r1,
+        r2,
+        httpx.get(url + "/v1/pages", headers={"Authorization": "Bearer"}),
+        httpx.get(url + "/v1/pages", headers={"Authorization": "Basic dXNlcjpwYXNz"}),
+        httpx.get(url + "/v1/pages", params={"token": t}),
+        httpx.get(url + "/v1/pages", params={"access_token": t}),
+        httpx.post(
+            url + "/v1/observations",
+            json={"harness": "h", "event": "Stop", "session_id": "s", "cwd": "/x"},
+        ),
+        httpx.post(
+            url + "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "initialize"},
+            headers={"Authorization": "Bearer wrong-token"},
+        ),
+        httpx.get(url + "/v1/pages", headers={"Authorization": f"Bearer {near}"}),
+    ]
+    for r in rejected:
+        assert r.status_code == 401
+        assert r.headers["www-authenticate"] == "Bearer"
+    assert r1.content == r2.content
+    assert httpx.get(url + "/v1/pages", headers={"Authorization": f"bearer {t}"}).status_code == 200
+    assert httpx.get(url + "/v1/pages", headers={"Authorization": f"Bearer {t}"}).status_code == 200
+    assert httpx.get(url + "/v1/health").status_code == 200
+    # the token never reaches a log, not even from the query string
+    time.sleep(0.3)
+    for f in (srv.data_dir / "logs").iterdir():
+        text = f.read_text(errors="replace")
+        assert t not in text, f.name
+    assert t not in srv.stderr()
+    access = (srv.data_dir / "logs" / "access.log").read_text()
+    assert "token=REDACTED" in access
+
+
+def test_c26_no_unauthenticated_lan_bind(tmp_path):
+    r = cli(tmp_path / "d", "serve", "--host", "0.0.0.0", "--no-auth", "--port", str(free_port()))
+    assert r.returncode != 0
+    assert "refusing" in r.stderr and "0.0.0.0" in r.stderr
+
+
+def test_c24_paths_outside_the_wiki_are_refused(srv, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "marker.txt").write_text("OUTSIDE-MARKER")
+    rel_out = os.path.relpath(outside / "marker.txt", srv.data_dir / "wiki")
+    h = srv.headers
+    raw_paths = [
+        "/v1/pages/..%2F..%2F..%2F" + rel_out.replace("/", "%2F"),
+        "/v1/pages/%2e%2e/%2e%2e/%2e%2e/" + rel_out,
+        "/v1/pages/notes/../../../" + rel_out,
+        "/v1/pages/%2F" + str(outside / "marker.txt").lstrip("/").replace("/", "%2F"),
+        "/v1/pages/notes%5C..%5C..%5C..%5C" + rel_out.replace("/", "%5C"),
+        "/v1/pages/.git/config",
+        "/v1/pages/.git/HEAD",
+        "/v1/pages/notes/%00evil",
+    ]
+    # a symlink inside the wiki that leads outside is refused too
+    os.symlink(outside, srv.data_dir / "wiki" / "escape")
+    raw_paths.append("/v1/pages/escape/marker.txt")
+    with httpx.Client(base_url=srv.url, headers=h) as c:
+        for p in raw_paths:
+            r = c.send(c.build_request("GET", httpx.URL(srv.url + p)))
+            assert r.status_code in (400, 403, 404), (p, r.status_code)
+            assert "OUTSIDE-MARKER" not in r.text
+            assert str(srv.data_dir) not in r.text
+        r = c.post(
+            "/v1/expand", json={"ids": ["../../" + rel_out, ".git/config"], "budget_tokens": 1000}
+        )
+        assert r.status_code == 200 and r.json()["items"] == []
+    os.unlink(srv.data_dir / "wiki" / "escape")
+
+
+def test_second_server_exits_at_once_naming_the_first(srv):
+    t0 = time.monotonic()
+    r = cli(srv.data_dir, "serve", "--port", str(free_port()), timeout=30)
+    assert r.returncode != 0
+    assert time.monotonic() - t0 < 15
+    assert f"pid {srv.proc.pid}" in r.stderr
+
+
+def test_kill_9_then_restart_without_cleanup_and_sigterm_commits_pending(tmp_path):
+    data = tmp_path / "data"
+    s = ServerProcess(data, env={"WIKI_MEMORY_COMMIT_DELAY_SECONDS": "30"}).start()
+    ev = {
+        "harness": "codex",
+        "event": "UserPromptSubmit",
+        "session_id": "k9",
+        "cwd": "/x/proj",
+        "event_id": "k9-1",
+        "payload": {"prompt": "remember the zebra migration"},
+    }
+    assert s.post("/v1/observations", ev).status_code == 202
+    s.kill()
+    s2 = ServerProcess(data, port=s.port).start()
+    # accepted before the kill, still there and still a duplicate
+    r = s2.post("/v1/observations", ev)
+    assert r.status_code == 202 and r.json()["duplicate"] is True
+    # a Stop queues a compile; the commit delay is long, so SIGTERM must write and commit it
+    s2.stop()
+    s3 = ServerProcess(data, env={"WIKI_MEMORY_COMMIT_DELAY_SECONDS": "30"}).start()
+    stop = {
+        "harness": "codex",
+        "event": "Stop",
+        "session_id": "k9",
+        "cwd": "/x/proj",
+        "event_id": "k9-2",
+        "payload": {"last_assistant_message": "done with zebra"},
+    }
+    assert s3.post("/v1/observations", stop).status_code == 202
+    assert s3.stop(signal.SIGTERM) == 0
+    repo = Repo(str(data / "wiki"))
+    head = repo[repo.head()]
+    tree_paths = [e.path.decode() for e in repo.object_store.iter_tree_contents(head.tree)]
+    pages = [p for p in tree_paths if p.startswith("projects/proj/sessions/")]
+    assert len(pages) == 1
+    text = (data / "wiki" / pages[0]).read_text()
+    assert "zebra migration" in text and "done with zebra" in text
+
+
+def test_tokens_for_two_users(tmp_path):
+    data = tmp_path / "data"
+    with ServerProcess(data) as s:
+        r = cli(data, "token", "create", "--user", "alice")
+        assert r.returncode == 0, r.stderr
+        alice = r.stdout.strip().splitlines()[0]
+        assert alice not in (data / "auth" / "tokens.json").read_text()
+        h = {"Authorization": f"Bearer {alice}"}
+        ev = {
+            "harness": "codex",
+            "event": "Stop",
+            "session_id": "a1",
+            "cwd": "/x/team",
+            "payload": {"last_assistant_message": "alice was here"},
+        }
+        assert httpx.post(s.url + "/v1/observations", json=ev, headers=h).status_code == 202
+
+        def authored():
+            repo = Repo(str(data / "wiki"))
+            return any(
+                e.commit.author.startswith(b"alice <") for e in repo.get_walker(max_entries=20)
+            )
+
+        deadline = time.monotonic() + 20
+        while not authored() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert authored()
+        assert cli(data, "token", "revoke", "--user", "alice").returncode == 0
+        assert httpx.get(s.url + "/v1/pages", headers=h).status_code == 401
+        assert cli(data, "token").stdout.strip() == s.token
+        bad = cli(data, "token", "create", "--user", "../evil")
+        assert bad.returncode != 0 and "invalid user name" in bad.stderr
+        assert json.loads((data / "auth" / "tokens.json").read_text())
+        assert oct((data / "auth" / "owner.token").stat().st_mode & 0o777) == "0o600"

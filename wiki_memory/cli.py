@@ -1,0 +1,307 @@
+"""The ``wiki-memory`` command: serve, token, recall, reindex.
+
+Each subcommand is a thin face over the core service or the running server's HTTP API.
+Errors print one line on stderr and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from wiki_memory.config import DEFAULT_HOST, DEFAULT_PORT, Settings, load_settings
+
+
+class CliError(Exception):
+    """A user-facing failure: printed as one line, exit status ``code``."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
+    data_dir = Path(args.data_dir).expanduser() if getattr(args, "data_dir", None) else None
+    try:
+        return load_settings(data_dir, **extra)
+    except ValueError as exc:
+        raise CliError(f"bad configuration: {exc}") from None
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _setup_logging(settings: Settings) -> None:
+    settings.logs_dir.mkdir(parents=True, exist_ok=True)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    fh = logging.FileHandler(settings.logs_dir / "server.log", encoding="utf-8")
+    fh.setFormatter(fmt)
+    root.addHandler(fh)
+    sh = logging.StreamHandler(sys.stderr)
+    sh.setFormatter(fmt)
+    sh.setLevel(logging.WARNING)
+    root.addHandler(sh)
+    acc = logging.getLogger("wiki_memory.access")
+    ah = logging.FileHandler(settings.logs_dir / "access.log", encoding="utf-8")
+    ah.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    acc.addHandler(ah)
+    acc.propagate = False
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the server in the foreground until SIGINT/SIGTERM."""
+    import uvicorn
+
+    from wiki_memory.core import Memory
+    from wiki_memory.datadir import DataDirLocked, ServerLock, ensure_layout
+    from wiki_memory.server.app import create_app
+    from wiki_memory.server.auth import TokenStore
+
+    overrides: dict[str, Any] = {"host": args.host, "port": args.port}
+    if args.no_auth:
+        overrides["auth"] = False
+    settings = _settings(args, **overrides)
+    if not settings.auth and not _is_loopback(settings.host):
+        raise CliError(
+            f"refusing to serve {settings.host} without authentication: "
+            "a non-loopback address needs tokens (drop --no-auth)",
+            2,
+        )
+    ensure_layout(settings)
+    lock = ServerLock(settings.data_dir)
+    address = f"http://{settings.host}:{settings.port}"
+    try:
+        lock.acquire(address)
+    except DataDirLocked as exc:
+        raise CliError(str(exc), 3) from None
+    try:
+        _setup_logging(settings)
+        tokens = TokenStore(settings.auth_dir)
+        token, created = tokens.ensure_owner()
+        if created:
+            # printed once, to a terminal only: a redirected stderr may end up in a log
+            shown = f":\n  {token}\n" if sys.stderr.isatty() else ". "
+            print(
+                f"wiki-memory: created the local owner's token (saved in {tokens.owner_path})"
+                f"{shown}(show it with `wiki-memory token`)",
+                file=sys.stderr,
+            )
+        memory = Memory(settings, owner_user=tokens.owner_name())
+        app = create_app(memory, tokens, manage_memory=True)
+        print(
+            f"wiki-memory {address} serving {settings.data_dir} (Ctrl-C to stop)",
+            file=sys.stderr,
+        )
+        config = uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.port,
+            access_log=False,
+            log_level="warning",
+            lifespan="on",
+        )
+        server = uvicorn.Server(config)
+        # uvicorn stops gracefully on SIGINT/SIGTERM (the lifespan writes and commits
+        # pending pages), then re-raises the signal to the previous handler: make that a
+        # no-op so a clean stop exits 0
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: None)
+        server.run()
+        return 0 if server.started else 1
+    finally:
+        lock.release()
+
+
+def _client(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
+    from wiki_memory.datadir import server_address
+    from wiki_memory.server.auth import TokenStore
+
+    settings = _settings(args)
+    url = getattr(args, "url", None) or os.environ.get("WIKI_MEMORY_URL")
+    url = url or server_address(settings.data_dir) or f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+    token = os.environ.get("WIKI_MEMORY_TOKEN") or TokenStore(settings.auth_dir).owner_token()
+    if not token:
+        raise CliError("no token: run `wiki-memory serve` once, or set WIKI_MEMORY_TOKEN")
+    return url.rstrip("/"), {"Authorization": f"Bearer {token}"}
+
+
+def _post(args: argparse.Namespace, path: str, body: Any, timeout: float = 30) -> Any:
+    import httpx
+
+    url, headers = _client(args)
+    try:
+        r = httpx.post(url + path, json=body, headers=headers, timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise CliError(f"cannot reach the server at {url}: {exc}") from None
+    if r.status_code >= 400:
+        try:
+            msg = r.json().get("message", r.text)
+        except ValueError:
+            msg = r.text
+        raise CliError(f"server said {r.status_code}: {msg}")
+    return r.json()
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    body = {"query": args.query, "budget_tokens": args.budget}
+    if args.project:
+        body["project"] = args.project
+    res = _post(args, "/v1/recall", body)
+    if args.json:
+        print(json.dumps(res, indent=1, ensure_ascii=False))
+        return 0
+    items = res["items"]
+    if not items:
+        print(f"no results ({res['omitted']} left out by the budget)")
+        return 0
+    wide = max(len(i["title"] or "") for i in items)
+    wide = min(max(wide, 5), 50)
+    print(f"{'#':>2}  {'title':<{wide}}  {'kind':<8} {'score':>7}  anchor")
+    for n, it in enumerate(items, 1):
+        title = (it["title"] or "")[:wide]
+        print(f"{n:>2}  {title:<{wide}}  {it['kind']:<8} {it['score']:>7.2f}  {it['anchor']}")
+        print(f"    {it['snippet'][:160]}")
+    print(f"({res['used_tokens']}/{res['budget_tokens']} tokens, {res['omitted']} more left out)")
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    from wiki_memory.datadir import ServerLock, ensure_layout
+
+    settings = _settings(args)
+    ensure_layout(settings)
+    lock = ServerLock(settings.data_dir)
+    if lock.is_held_elsewhere():
+        res = _post(args, "/v1/admin/reindex", {}, timeout=3600)
+        print(f"reindexed {res['pages']} pages (by the running server)")
+        return 0
+    from wiki_memory.index.store import Index
+
+    lock.acquire("reindex")
+    try:
+        idx = Index(settings.index_path)
+        n = idx.rebuild(settings.wiki_dir, progress=not args.quiet)
+        idx.close()
+    finally:
+        lock.release()
+    print(f"reindexed {n} pages")
+    return 0
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    from wiki_memory.datadir import ensure_layout
+    from wiki_memory.server.auth import TokenStore
+
+    settings = _settings(args)
+    ensure_layout(settings)
+    store = TokenStore(settings.auth_dir)
+    action = args.action
+    if action is None:
+        tok, created = store.ensure_owner()
+        print(tok)
+        return 0
+    if action == "create":
+        if not args.user:
+            raise CliError("token create needs --user NAME", 2)
+        try:
+            tok = store.create(args.user)
+        except ValueError as exc:
+            raise CliError(str(exc), 2) from None
+        print(tok)
+        print(f"(token for {args.user}; shown once, only its hash is stored)", file=sys.stderr)
+        return 0
+    if action == "revoke":
+        target = args.user or args.id
+        if not target:
+            raise CliError("token revoke needs --user NAME or --id ID", 2)
+        n = store.revoke(target)
+        if not n:
+            raise CliError(f"no token matched {target!r}")
+        print(f"revoked {n} token(s)")
+        return 0
+    if action == "list":
+        for rec in store.list():
+            print(f"{rec.token_id}  {rec.user}{'  (owner)' if rec.owner else ''}")
+        return 0
+    raise CliError(f"unknown token action {action!r}", 2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="wiki-memory",
+        description="Long-term memory for AI coding agents, kept as a git-versioned markdown wiki.",
+    )
+    p.add_argument(
+        "--data-dir", help="data directory (default: $WIKI_MEMORY_HOME or the user data dir)"
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("serve", help="run the server")
+    s.add_argument(
+        "--host", default=None, help=f"bind address (default {DEFAULT_HOST}; env WIKI_MEMORY_HOST)"
+    )
+    s.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help=f"port (default {DEFAULT_PORT}; env WIKI_MEMORY_PORT)",
+    )
+    s.add_argument("--no-auth", action="store_true", help="no tokens (loopback only)")
+    s.set_defaults(fn=cmd_serve)
+
+    r = sub.add_parser("recall", help="recall pages for a query (from the running server)")
+    r.add_argument("query")
+    r.add_argument("--project")
+    r.add_argument("--budget", type=int, default=1000, help="token budget (default 1000)")
+    r.add_argument("--json", action="store_true", help="print the raw JSON")
+    r.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    r.set_defaults(fn=cmd_recall)
+
+    x = sub.add_parser("reindex", help="rebuild index.db from the files")
+    x.add_argument("--quiet", action="store_true", help="no progress bar")
+    x.add_argument("--url", help="server URL")
+    x.set_defaults(fn=cmd_reindex)
+
+    t = sub.add_parser("token", help="show the owner's token; create or revoke others")
+    t.add_argument("action", nargs="?", choices=["create", "revoke", "list"])
+    t.add_argument("--user")
+    t.add_argument("--id")
+    t.set_defaults(fn=cmd_token)
+
+    from wiki_memory import cli_hooks
+
+    cli_hooks.register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``wiki-memory`` console script. Returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL) if hasattr(signal, "SIGPIPE") else None
+    try:
+        return int(args.fn(args))
+    except CliError as exc:
+        print(f"wiki-memory: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

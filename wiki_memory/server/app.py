@@ -1,0 +1,306 @@
+"""The Starlette app: the ``/v1`` JSON API over the core Memory service.
+
+Every route but ``/v1/health`` needs ``Authorization: Bearer <token>`` (scheme
+case-insensitive); a missing and a wrong token get the same 401 body. Tokens are
+never read from the query string. The access log (``logs/access.log``) records
+method, path, status and time, with every query-string value replaced by ``REDACTED``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from wiki_memory.capture.observation import ObservationError
+from wiki_memory.core import Memory, NotFound
+from wiki_memory.server.auth import TokenStore
+from wiki_memory.wiki.paths import PathRefused
+
+access_log = logging.getLogger("wiki_memory.access")
+
+OPEN_PATHS = {"/v1/health"}
+UNAUTHORIZED = {"error": "unauthorized", "message": "a valid bearer token is required"}
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class ApiError(Exception):
+    """An error answered as JSON ``{"error": code, "message": ...}`` with ``status``."""
+
+    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+
+def error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
+    headers = extra.pop("headers", None)
+    return JSONResponse({"error": code, "message": message, **extra}, status, headers=headers)
+
+
+class AuthMiddleware:
+    """Bearer-token authentication for every HTTP path outside :data:`OPEN_PATHS`.
+
+    On success the token's user is put in ``scope["state"]["user"]``.
+    """
+
+    def __init__(self, app: ASGIApp, tokens: TokenStore, enabled: bool = True) -> None:
+        self.app = app
+        self.tokens = tokens
+        self.enabled = enabled
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        state = scope.setdefault("state", {})
+        if path in OPEN_PATHS or not self.enabled:
+            state["user"] = self.tokens.owner_name()
+            await self.app(scope, receive, send)
+            return
+        user = None
+        for name, value in scope.get("headers", []):
+            if name == b"authorization":
+                scheme, _, tok = value.decode("latin-1").strip().partition(" ")
+                if scheme.lower() == "bearer" and tok.strip():
+                    user = self.tokens.user_for(tok.strip())
+                break
+        if user is None:
+            resp = JSONResponse(UNAUTHORIZED, 401, headers={"WWW-Authenticate": "Bearer"})
+            await resp(scope, receive, send)
+            return
+        state["user"] = user
+        await self.app(scope, receive, send)
+
+
+class AccessLogMiddleware:
+    """Logs one line per request with query values redacted (never a token)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = {"code": 0}
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            qs = scope.get("query_string", b"").decode("latin-1")
+            red = "&".join(f"{k}=REDACTED" for k, _ in parse_qsl(qs, keep_blank_values=True))
+            access_log.info(
+                "%s %s%s %s %.1fms",
+                scope.get("method"),
+                scope.get("path"),
+                f"?{red}" if red else "",
+                status["code"],
+                (time.perf_counter() - start) * 1000,
+            )
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    """The request body as JSON; raises ApiError 413 over ``limit`` bytes, 400 when invalid."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, "too_large", f"request body is over the limit of {limit} bytes")
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, "too_large", f"request body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        raise ApiError(400, "bad_request", "the request body is empty; JSON expected", field="body")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(
+            400, "bad_json", f"the body is not valid JSON: {exc}", field="body"
+        ) from None
+
+
+def _int(d: dict[str, Any], name: str, default: int, lo: int = 0, hi: int = 10**7) -> int:
+    v = d.get(name, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int | str):
+        raise ApiError(400, "bad_request", f"{name} must be an integer", field=name)
+    try:
+        n = int(v)
+    except ValueError:
+        raise ApiError(400, "bad_request", f"{name} must be an integer", field=name) from None
+    if n < lo or n > hi:
+        raise ApiError(400, "bad_request", f"{name} must be between {lo} and {hi}", field=name)
+    return n
+
+
+def _str(d: dict[str, Any], name: str, required: bool = False) -> str | None:
+    v = d.get(name)
+    if v is None or v == "":
+        if required:
+            raise ApiError(400, "bad_request", f"{name} is required", field=name)
+        return None if v is None else ""
+    if not isinstance(v, str):
+        raise ApiError(400, "bad_request", f"{name} must be a string", field=name)
+    return v
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def api(fn: Handler) -> Handler:
+    """Turn ApiError and the core's errors into JSON error responses."""
+
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except ApiError as exc:
+            headers = exc.extra.pop("headers", None)
+            return error(exc.status, exc.code, exc.message, headers=headers, **exc.extra)
+        except ObservationError as exc:
+            return error(400, "bad_request", str(exc), field=exc.field)
+        except PathRefused as exc:
+            return error(400, "bad_path", f"path refused: {exc}")
+        except NotFound as exc:
+            return error(404, "not_found", f"no such page: {exc}")
+        except ValueError as exc:
+            return error(400, "bad_request", str(exc))
+
+    return wrapped
+
+
+def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = False) -> ASGIApp:
+    """The ASGI app for one Memory. With ``manage_memory`` the app's lifespan starts and
+    stops the Memory (the ``serve`` command); tests may manage it themselves."""
+    limit = memory.settings.max_body_bytes
+
+    @api
+    async def health(request: Request) -> Response:
+        return JSONResponse({"ok": True, "version": _version()})
+
+    @api
+    async def observations(request: Request) -> Response:
+        body = await read_json(request, limit)
+        user = request.state.user
+        result = await run_in_threadpool(memory.capture, body, user)
+        if isinstance(body, list):
+            return JSONResponse({"accepted": result}, 202)
+        r = result[0]
+        return JSONResponse({"id": r["id"], "duplicate": r["duplicate"]}, 202)
+
+    @api
+    async def recall(request: Request) -> Response:
+        body = await read_json(request, limit)
+        if not isinstance(body, dict):
+            raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
+        query = _str(body, "query", required=False) or ""
+        budget = _int(body, "budget_tokens", memory.settings.default_budget_tokens)
+        kinds = body.get("kinds") or ([body["kind"]] if isinstance(body.get("kind"), str) else None)
+        res = await run_in_threadpool(
+            memory.recall,
+            query,
+            project=_str(body, "project"),
+            budget_tokens=budget,
+            kinds=kinds,
+        )
+        return JSONResponse(res.to_json())
+
+    @api
+    async def expand(request: Request) -> Response:
+        body = await read_json(request, limit)
+        if not isinstance(body, dict):
+            raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
+        ids = body.get("ids")
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise ApiError(400, "bad_request", "ids must be a list of strings", field="ids")
+        budget = _int(body, "budget_tokens", memory.settings.default_budget_tokens)
+        res = await run_in_threadpool(memory.expand, ids, budget)
+        return JSONResponse(res)
+
+    @api
+    async def pages(request: Request) -> Response:
+        q = request.query_params
+        res = await run_in_threadpool(
+            memory.list_pages,
+            project=q.get("project") or None,
+            kind=q.get("kind") or None,
+            since=q.get("since") or None,
+            limit=_int(dict(q), "limit", 100, 1, 1000),
+            offset=_int(dict(q), "offset", 0),
+        )
+        return JSONResponse({"pages": res})
+
+    @api
+    async def page(request: Request) -> Response:
+        path = request.path_params["path"]
+        q = request.query_params
+        res = await run_in_threadpool(
+            memory.read_page,
+            path,
+            _int(dict(q), "cursor", 0),
+            _int(dict(q), "max_bytes", 64 * 1024, 1, 4 * 1024 * 1024),
+        )
+        return JSONResponse(res)
+
+    @api
+    async def reindex(request: Request) -> Response:
+        n = await run_in_threadpool(memory.reindex)
+        return JSONResponse({"pages": n})
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette):  # type: ignore[no-untyped-def]
+        if manage_memory:
+            await run_in_threadpool(memory.start)
+        try:
+            yield
+        finally:
+            if manage_memory:
+                await run_in_threadpool(memory.stop)
+
+    routes = [
+        Route("/v1/health", health, methods=["GET"]),
+        Route("/v1/observations", observations, methods=["POST"]),
+        Route("/v1/recall", recall, methods=["POST"]),
+        Route("/v1/expand", expand, methods=["POST"]),
+        Route("/v1/pages", pages, methods=["GET"]),
+        Route("/v1/pages/{path:path}", page, methods=["GET"]),
+        Route("/v1/admin/reindex", reindex, methods=["POST"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.memory = memory
+    wrapped: Any = AuthMiddleware(app, tokens, enabled=memory.settings.auth)
+    wrapped = AccessLogMiddleware(wrapped)
+    return wrapped
+
+
+def _version() -> str:
+    from wiki_memory import __version__
+
+    return __version__
