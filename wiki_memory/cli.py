@@ -283,9 +283,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--id")
     t.set_defaults(fn=cmd_token)
 
-    from wiki_memory import cli_hooks
+    from wiki_memory import cli_handoffs, cli_hooks, cli_mcp, cli_wiki
 
-    cli_hooks.register(sub)
+    for module in (cli_hooks, cli_handoffs, cli_mcp, cli_wiki):
+        module.register(sub)
     return p
 
 

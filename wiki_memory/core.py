@@ -12,6 +12,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,6 @@ from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
 from wiki_memory.index.store import Index
 from wiki_memory.recall.pack import pack
-from wiki_memory.recall.tokens import count_tokens
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitStore, author_email_for
 from wiki_memory.wiki.paths import PathRefused, atomic_write, clean_rel, resolve
@@ -41,6 +41,16 @@ END_KINDS = {"session_end"}
 
 class NotFound(LookupError):
     """The named page, section or session does not exist."""
+
+
+class Conflict(Exception):
+    """A compare-and-set failed: the page (or handoff) changed since the caller read it.
+
+    ``current_hash`` is the sha256 hex of the bytes now on disk (None when absent)."""
+
+    def __init__(self, message: str, current_hash: str | None = None) -> None:
+        super().__init__(message)
+        self.current_hash = current_hash
 
 
 @dataclass
@@ -86,6 +96,11 @@ class Memory:
         self.started = False
         #: short recall handle → anchor (see :meth:`_handle`)
         self._handles: dict[str, str] = {}
+        #: called on the writer thread when a session ends (SessionEnd or idle; never on
+        #: a server restart): ``fn(memory, info, observations, page_path)``
+        self.on_session_end: list[
+            Callable[[Memory, SessionInfo, list[Observation], str], None]
+        ] = []
 
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> None:
@@ -269,7 +284,14 @@ class Memory:
         )
         if ended_at:
             state["ended_at"] = ended_at
+        just_ended = status == "ended" and info.state.get("status") != "ended"
         self.spool.write_state(key, state)
+        if just_ended:
+            for hook in self.on_session_end:
+                try:
+                    hook(self, info, obs, comp.path)
+                except Exception:
+                    log.exception("a session-end hook failed for %s", key)
         author = Author(info.user, author_email_for(info.user))
         verb = "End" if status == "ended" else "Update"
         return WriteResult(
@@ -311,6 +333,76 @@ class Memory:
         for name, content in (("Summary", comp.summary), ("Timeline", comp.timeline)):
             text = replace_section(text, name, content)
         return text.encode("utf-8")
+
+    def update_page(
+        self,
+        path: str,
+        fn: Callable[[bytes | None], bytes | None],
+        *,
+        user: str,
+        message: str,
+        commit_now: bool = False,
+        timeout: float = 60,
+    ) -> WriteResult:
+        """Read-modify-write one page on the writer thread (the single writer).
+
+        ``fn(current)`` gets the page's bytes on disk (None when absent) and returns the
+        new bytes, or None to leave the page alone; it may raise (Conflict, ValueError…)
+        to refuse, and the error reaches the caller. The write is atomic, indexed at once,
+        and committed with ``user`` as author in the next group (``commit_now`` waits for
+        that commit). Returns the WriteResult; ``value`` is the sha256 of the new bytes,
+        or None when nothing was written. Raises PathRefused for a path outside ``wiki/``.
+        """
+        rel = clean_rel(path)
+        full = resolve(self.wiki_dir, rel)
+
+        def job() -> WriteResult:
+            try:
+                current: bytes | None = full.read_bytes()
+            except FileNotFoundError:
+                current = None
+            new = fn(current)
+            if new is None or new == current:
+                return WriteResult(value=None, commit_now=commit_now)
+            atomic_write(full, new)
+            digest = sha256(new)
+            self._server_hashes[rel] = digest
+            self.index.upsert_page(rel, new)
+            return WriteResult(
+                paths=[rel],
+                author=Author(user, author_email_for(user)),
+                message=message,
+                value=digest,
+                commit_now=commit_now,
+            )
+
+        return self.writer.call(job, timeout=timeout)
+
+    def write_page(
+        self,
+        path: str,
+        data: bytes,
+        *,
+        user: str,
+        message: str,
+        expected_hash: str | None = None,
+        create_only: bool = False,
+    ) -> WriteResult:
+        """Write a whole page with a compare-and-set on its content hash.
+
+        ``expected_hash``: the sha256 hex the caller read; a page that changed since (or
+        that exists when ``create_only``) raises Conflict with the current hash.
+        """
+
+        def fn(current: bytes | None) -> bytes:
+            cur = sha256(current) if current is not None else None
+            if create_only and current is not None:
+                raise Conflict(f"{path} already exists", cur)
+            if expected_hash is not None and expected_hash != cur:
+                raise Conflict(f"{path} changed since it was read", cur)
+            return data
+
+        return self.update_page(path, fn, user=user, message=message)
 
     def _idle_loop(self) -> None:
         """End sessions idle longer than ``idle_seconds``; clean up old spool files."""
@@ -394,110 +486,9 @@ class Memory:
     def _candidates(
         self, query: str, *, project: str | None, kinds: list[str] | None, limit: int
     ) -> list[dict[str, Any]]:
-        """Ranked recall items. Two tiers: sections and spooled observations matching every
-        query word come before those matching only some (the OR fallback); within a tier
-        the page list and the spool list are fused by reciprocal rank (k = 60, Cormack et
-        al. 2009)."""
-        want_spool = kinds is None or "session" in kinds
-        tiers: list[tuple[list[Any], list[Any]]] = []
-        seen_sec: set[tuple[str, str]] = set()
-        seen_obs: set[str] = set()
-        for mode in ("and", "or"):
-            pages = [
-                h
-                for h in self.index.query(
-                    query, project=project, kinds=kinds, limit=limit, mode=mode
-                )
-                if (h.path, h.anchor) not in seen_sec
-            ]
-            spool = (
-                [
-                    h
-                    for h in self.index.query_spool(query, project=project, limit=limit, mode=mode)
-                    if h.obs_id not in seen_obs
-                ]
-                if want_spool
-                else []
-            )
-            seen_sec.update((h.path, h.anchor) for h in pages)
-            seen_obs.update(h.obs_id for h in spool)
-            tiers.append((pages, spool))
-            if mode == "and" and len(pages) + len(spool) >= max(1, limit // 5):
-                break
-        items: list[dict[str, Any]] = []
-        per_page: dict[str, int] = {}
-        for t, (pages, spool) in enumerate(tiers):
-            tier_bonus = 1.0 if t == 0 else 0.0
-            fused: list[tuple[float, int, Any, str]] = []
-            for rank, h in enumerate(pages):
-                fused.append((tier_bonus + 1.0 / (60 + rank + 1), len(fused), h, "page"))
-            for rank, sh in enumerate(spool):
-                fused.append((tier_bonus + 1.0 / (60 + rank + 1), len(fused), sh, "spool"))
-            fused.sort(key=lambda f: (-f[0], f[1]))
-            for score, _, h, src in fused:
-                item = (
-                    self._page_item(h, query, score)
-                    if src == "page"
-                    else self._spool_item(h, query, score)
-                )
-                if item is None:
-                    continue
-                n = per_page.get(item["path"], 0)
-                if n >= 3:
-                    continue
-                per_page[item["path"]] = n + 1
-                items.append(item)
-        return items
+        from wiki_memory.recall import rank
 
-    def _page_item(self, h: Any, query: str, score: float) -> dict[str, Any]:
-        anchor = f"{h.path}#{h.anchor}" if h.anchor else h.path
-        why = ["text"]
-        words = [w.lower() for w in query.split() if len(w) > 2]
-        if h.title and any(w in h.title.lower() for w in words):
-            why.append("title")
-        return {
-            "id": self._handle(anchor),
-            "path": h.path,
-            "anchor": anchor,
-            "title": h.title,
-            "kind": h.kind,
-            "snippet": make_snippet(h.text, query),
-            "why": why,
-            "score": round(score, 4),
-            "expand_tokens": count_tokens(h.text),
-            "updated": h.updated,
-        }
-
-    def _spool_item(self, s: Any, query: str, score: float) -> dict[str, Any] | None:
-        info = self.spool.sessions.get(s.session_key)
-        if info is None:
-            return None
-        path = info.state.get("path") or compiler.page_path(
-            compiler.SessionMeta(
-                info.key,
-                info.harness,
-                info.session_id,
-                info.project,
-                info.user,
-                info.cwd,
-                info.started,
-            ),
-            self.spool.observations(info.key)[:50],
-        )
-        anchor = f"{path}#^t{s.obs_id.rsplit('-', 1)[-1]}"
-        self._handles[f"spool:{s.obs_id}"] = f"spool:{s.obs_id}"
-        return {
-            "id": f"spool:{s.obs_id}",
-            "path": path,
-            "anchor": anchor,
-            "title": f"Running session {info.session_id[:24]} ({info.harness})",
-            "kind": "session",
-            "snippet": make_snippet(s.text, query),
-            "why": ["spool", "text"],
-            "score": round(score, 4),
-            "expand_tokens": count_tokens(s.text),
-            "updated": s.ts,
-        }
+        return rank.candidates(self, query, project=project, kinds=kinds, limit=limit)
 
     def _handle(self, anchor: str) -> str:
         """A short, stable id for an anchor (``h`` + 10 hex of its SHA-1), remembered so
@@ -647,25 +638,6 @@ def observation_text(obs: Observation) -> str:
             s = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
             parts.append(s[:4000])
     return "\n".join(parts)
-
-
-def make_snippet(text: str, query: str, width: int = 220) -> str:
-    """One line of ``text`` around the first query word found (fence lines dropped)."""
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("~~~")]
-    flat = " ".join(" ".join(lines).split())
-    if len(flat) <= width:
-        return flat
-    low = flat.lower()
-    pos = -1
-    for w in sorted(query.split(), key=len, reverse=True):
-        w = w.strip("\"'()?!.,:;").lower()
-        if len(w) > 2:
-            pos = low.find(w)
-            if pos >= 0:
-                break
-    start = max(0, pos - width // 3) if pos >= 0 else 0
-    out = flat[start : start + width]
-    return ("…" if start else "") + out + ("…" if start + width < len(flat) else "")
 
 
 def replace_section(text: str, heading: str, content: str) -> str:

@@ -87,7 +87,12 @@ class Writer:
         return fut
 
     def call(self, job: Callable[[], WriteResult], timeout: float | None = 60) -> WriteResult:
-        """Run a job on the writer thread and wait for it."""
+        """Run a job on the writer thread and wait for it. Called from the writer thread
+        itself (a job that writes another page), the job runs inline."""
+        if self.on_thread:
+            res = job()
+            self._add(res)
+            return res
         return self.submit(job).result(timeout=timeout)
 
     def flush(self, timeout: float = 60) -> None:
@@ -133,15 +138,7 @@ class Writer:
                 self.errors += 1
                 fut.set_exception(exc)
                 continue
-            if res.paths and res.author is not None:
-                key = (res.author.name, res.author.email)
-                g = self._groups.get(key)
-                if g is None:
-                    g = self._groups[key] = _Group(res.author)
-                g.paths.update(res.paths)
-                g.last = time.monotonic()
-                if res.message and res.message not in g.messages:
-                    g.messages.append(res.message)
+            self._add(res)
             if res.commit_now:
                 try:
                     self._commit_due(force=True)
@@ -150,6 +147,17 @@ class Writer:
                     continue
             fut.set_result(res)
             self._commit_due(force=False)
+
+    def _add(self, res: WriteResult) -> None:
+        if res.paths and res.author is not None:
+            key = (res.author.name, res.author.email)
+            g = self._groups.get(key)
+            if g is None:
+                g = self._groups[key] = _Group(res.author)
+            g.paths.update(res.paths)
+            g.last = time.monotonic()
+            if res.message and res.message not in g.messages:
+                g.messages.append(res.message)
 
     def _next_wait(self) -> float | None:
         if not self._groups:

@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wiki_memory.capture.observation import ObservationError
 from wiki_memory.core import Memory, NotFound
+from wiki_memory.server import handoff_api, mcp_app, web
 from wiki_memory.server.auth import TokenStore
 from wiki_memory.wiki.paths import PathRefused
 
@@ -65,14 +66,21 @@ class AuthMiddleware:
         self.tokens = tokens
         self.enabled = enabled
 
+    def _public(self, path: str) -> bool:
+        return (
+            path in OPEN_PATHS
+            or path in web.PUBLIC_PATHS
+            or path.startswith(web.PUBLIC_PREFIXES or ("\0",))
+        )
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         path = scope.get("path", "")
         state = scope.setdefault("state", {})
-        if path in OPEN_PATHS or not self.enabled:
-            state["user"] = self.tokens.owner_name()
+        if self._public(path) or not self.enabled:
+            state["user"] = None if self.enabled else self.tokens.owner_name()
             await self.app(scope, receive, send)
             return
         user = None
@@ -82,6 +90,13 @@ class AuthMiddleware:
                 if scheme.lower() == "bearer" and tok.strip():
                     user = self.tokens.user_for(tok.strip())
                 break
+        api_path = path.startswith("/v1/") or path == "/v1" or path.startswith("/mcp")
+        if user is None and not api_path:
+            # the web view: a signed session cookie also counts (never for /v1 or /mcp)
+            user = web.user_from_cookie(scope, self.tokens)
+            if user is None:
+                await web.unauthorized(scope)(scope, receive, send)
+                return
         if user is None:
             resp = JSONResponse(UNAUTHORIZED, 401, headers={"WWW-Authenticate": "Bearer"})
             await resp(scope, receive, send)
@@ -279,7 +294,8 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         if manage_memory:
             await run_in_threadpool(memory.start)
         try:
-            yield
+            async with mcp_app.lifespan(memory):
+                yield
         finally:
             if manage_memory:
                 await run_in_threadpool(memory.stop)
@@ -292,6 +308,9 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         Route("/v1/pages", pages, methods=["GET"]),
         Route("/v1/pages/{path:path}", page, methods=["GET"]),
         Route("/v1/admin/reindex", reindex, methods=["POST"]),
+        *handoff_api.routes(memory),
+        *mcp_app.routes(memory, tokens),
+        *web.routes(memory, tokens),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.memory = memory
