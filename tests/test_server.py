@@ -196,3 +196,25 @@ def test_tokens_for_two_users(tmp_path):
         assert bad.returncode != 0 and "invalid user name" in bad.stderr
         assert json.loads((data / "auth" / "tokens.json").read_text())
         assert oct((data / "auth" / "owner.token").stat().st_mode & 0o777) == "0o600"
+
+
+def test_cli_recall_table_and_reindex_with_and_without_a_server(tmp_path):
+    data = tmp_path / "data"
+    (data / "wiki" / "notes").mkdir(parents=True)
+    (data / "wiki" / "notes" / "kiwi.md").write_text(
+        "# Kiwi deploys\n\nThe kiwi deploy runs at noon.\n"
+    )
+    with ServerProcess(data) as s:
+        r = cli(data, "recall", "kiwi deploy", "--budget", "500")
+        assert r.returncode == 0, r.stderr
+        assert "Kiwi deploys" in r.stdout and "notes/kiwi.md" in r.stdout
+        assert "/500 tokens" in r.stdout
+        r = cli(data, "reindex")
+        assert r.returncode == 0 and "by the running server" in r.stdout
+        assert s.post("/v1/recall", {"query": "kiwi"}).json()["items"]
+    (data / "index.db").unlink()
+    r = cli(data, "reindex", "--quiet")
+    assert r.returncode == 0 and "reindexed" in r.stdout, r.stderr
+    # no server: recall says so clearly and exits non-zero
+    r = cli(data, "recall", "kiwi")
+    assert r.returncode != 0 and "cannot reach the server" in r.stderr
