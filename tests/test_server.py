@@ -218,3 +218,28 @@ def test_cli_recall_table_and_reindex_with_and_without_a_server(tmp_path):
     # no server: recall says so clearly and exits non-zero
     r = cli(data, "recall", "kiwi")
     assert r.returncode != 0 and "cannot reach the server" in r.stderr
+
+
+def test_idle_session_is_compiled_and_ended(tmp_path):
+    data = tmp_path / "data"
+    env = {"WIKI_MEMORY_IDLE_SECONDS": "1", "WIKI_MEMORY_IDLE_CHECK_SECONDS": "0.2"}
+    with ServerProcess(data, env=env) as s:
+        ev = {
+            "harness": "codex",
+            "event": "UserPromptSubmit",
+            "session_id": "idle-1",
+            "cwd": "/x/idleproj",
+            "payload": {"prompt": "tune the heron cache"},
+        }
+        assert s.post("/v1/observations", ev).status_code == 202
+        deadline = time.monotonic() + 20
+        page = None
+        while time.monotonic() < deadline:
+            pages = s.get("/v1/pages", params={"project": "idleproj"}).json()["pages"]
+            if pages:
+                page = s.get(f"/v1/pages/{pages[0]['path']}").json()
+                if page["metadata"].get("status") == "ended":
+                    break
+            time.sleep(0.2)
+        assert page is not None and page["metadata"]["status"] == "ended"
+        assert page["metadata"]["ended"] and "heron cache" in page["content"]
