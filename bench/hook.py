@@ -29,6 +29,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 HOOK = REPO / "hooks" / "wiki_memory_hook.py"
@@ -41,7 +42,7 @@ def free_port() -> int:
 
 
 def payload(size: int, i: int) -> bytes:
-    base = {
+    base: dict[str, Any] = {
         "session_id": f"bench-{size}",
         "transcript_path": "/home/dev/.claude/projects/demo/bench.jsonl",
         "cwd": "/home/dev/demo",

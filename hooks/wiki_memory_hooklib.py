@@ -69,6 +69,7 @@ TRUNCATION_MARK = (
 _EMITTED = False
 _PENDING_OUTPUT = ""
 _IS_DRAINER = False
+_WARNED = False
 
 
 class Config:
@@ -181,8 +182,13 @@ def load_config(
 # --------------------------------------------------------------------------- output
 
 
-def warn(msg: str) -> None:
-    """One line on stderr (never stdout: that belongs to the harness)."""
+def warn(msg: str, once: bool = False) -> None:
+    """One line on stderr (never stdout: that belongs to the harness). With ``once``,
+    nothing is written if this run already warned (one line per failure, not two)."""
+    global _WARNED
+    if once and _WARNED:
+        return
+    _WARNED = True
     try:
         os.write(
             2,
@@ -1265,11 +1271,11 @@ def fetch_brief(
     try:
         status, reply = http_post(cfg.url, "/v1/brief", cfg.token, body, deadline)
     except HttpError as exc:
-        warn(f"no brief ({exc})")
+        warn(f"no brief ({exc})", once=True)
         return ""
     if not 200 <= status < 300:
         if status != 404:
-            warn(f"no brief (server answered {status})")
+            warn(f"no brief (server answered {status})", once=True)
         return ""
     try:
         text = json.loads(reply).get("text") or ""
@@ -1337,8 +1343,8 @@ def run(argv: list[str]) -> None:
     net_deadline = hard - 0.1
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
     root, repo_cfg = find_repo_config(cwd) if cwd and os.path.isdir(cwd) else (None, {})
-    cap = repo_cfg.get("capture") if isinstance(repo_cfg.get("capture"), dict) else {}
-    if cap.get("enabled") is False:
+    cap = repo_cfg.get("capture")
+    if isinstance(cap, dict) and cap.get("enabled") is False:
         return
     project = project_for(cwd, repo_cfg)
     session_id = payload.get("session_id") or payload.get("thread-id")
