@@ -328,6 +328,7 @@ def test_generated_session_with_parallel_calls_and_edge_cases(server):
             "event": "WorktreeCreate",
             "session_id": sid,
             "cwd": "/home/u/gen-proj",
+            "ts": "2026-11-29T11:00:00Z",
             "payload": {"x": 1},
         },
     )
@@ -340,6 +341,7 @@ def test_generated_session_with_parallel_calls_and_edge_cases(server):
             "event": "PostToolUseFailure",
             "session_id": sid,
             "cwd": "/home/u/gen-proj",
+            "ts": "2026-11-29T11:00:00Z",
             "event_id": f"{sid}-fail",
             "payload": {
                 "tool_name": "Bash",
@@ -357,6 +359,7 @@ def test_generated_session_with_parallel_calls_and_edge_cases(server):
                 "event": "Stop",
                 "session_id": sid,
                 "cwd": "/home/u/gen-proj",
+                "ts": "2026-11-29T11:00:00Z",
                 "event_id": f"{sid}-stop-{k}",
                 "payload": {
                     "stop_hook_active": k > 0,
@@ -370,6 +373,7 @@ def test_generated_session_with_parallel_calls_and_edge_cases(server):
         "event": "PostToolUse",
         "session_id": sid,
         "cwd": "/home/u/gen-proj",
+        "ts": "2026-11-29T11:00:00Z",
         "event_id": f"{sid}-big",
         "payload": {
             "tool_name": "Bash",
@@ -390,6 +394,7 @@ def test_generated_session_with_parallel_calls_and_edge_cases(server):
             "event": "SessionEnd",
             "session_id": sid,
             "cwd": "/home/u/gen-proj",
+            "ts": "2026-11-29T11:00:00Z",
             "event_id": f"{sid}-end",
             "payload": {"reason": "other"},
         },

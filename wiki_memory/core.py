@@ -90,8 +90,6 @@ class Memory:
         self._server_hashes: dict[str, str] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._compile_lock = threading.Lock()
-        self._compile_pending: set[str] = set()
         self.watcher: Any = None
         self.started = False
         #: short recall handle → anchor (see :meth:`_handle`)
@@ -221,19 +219,9 @@ class Memory:
     # -- compile -------------------------------------------------------------------------
     def request_compile(self, key: str, end: bool = False) -> Any:
         """Queue a (re)compile of a session's page on the writer; returns a Future."""
-        with self._compile_lock:
-            self._compile_pending.add(key)
         return self.writer.submit(lambda: self._compile_job(key, end))
 
-    def compile_now(self, key: str, end: bool = False) -> WriteResult:
-        """Compile a session's page and commit it before returning."""
-        res = self.writer.call(lambda: self._compile_job(key, end))
-        self.writer.flush()
-        return res
-
     def _compile_job(self, key: str, end: bool) -> WriteResult:
-        with self._compile_lock:
-            self._compile_pending.discard(key)
         info = self.spool.sessions.get(key)
         if info is None:
             return WriteResult()
@@ -603,13 +591,6 @@ class Memory:
     def reindex(self, progress: bool = False) -> int:
         """Rebuild the index from the files beside the old one and swap it in."""
         return self.index.rebuild(self.wiki_dir, progress=progress)
-
-    def status(self) -> dict[str, Any]:
-        return {
-            "sessions": len(self.spool.sessions),
-            "commits": self.writer.commits,
-            "head": self.git.head(),
-        }
 
 
 def observation_text(obs: Observation) -> str:
