@@ -457,26 +457,51 @@ class Memory:
         budget_tokens: int | None = None,
         kinds: list[str] | None = None,
         limit: int = 50,
+        user: str | None = None,
     ) -> RecallResult:
         """Budgeted recall: handles for the best sections and running-session observations.
 
         Each item is ``{id, path, anchor, title, kind, snippet, why, score, expand_tokens,
         updated}``; ``used_tokens`` counts the items as serialized (compact JSON, cl100k)
-        and never exceeds ``budget_tokens``. Raises ValueError for a negative budget.
+        and never exceeds ``budget_tokens``. ``user`` is the caller: other users'
+        ``people/<user>/`` folders (profiles, personal handoffs) are filtered out before
+        ranking (invariant 9); with no user, all of ``people/`` is. Raises ValueError for
+        a negative budget.
         """
         budget = self.settings.default_budget_tokens if budget_tokens is None else budget_tokens
         if budget < 0:
             raise ValueError("budget_tokens must be >= 0")
-        candidates = self._candidates(query, project=project, kinds=kinds, limit=limit)
+        candidates = self._candidates(
+            query, project=project, kinds=kinds, limit=limit, exclude_dirs=self.hidden_dirs(user)
+        )
         packed = pack(candidates, budget)
         return RecallResult(packed.items, packed.used_tokens, budget, packed.omitted)
 
+    def hidden_dirs(self, user: str | None) -> list[str]:
+        """Wiki folders ``user`` may not see: every ``people/<other>`` (all of ``people``
+        when ``user`` is None)."""
+        if not user:
+            return ["people"]
+        try:
+            names = [p.name for p in (self.wiki_dir / "people").iterdir() if p.is_dir()]
+        except OSError:
+            return []
+        return [f"people/{n}" for n in sorted(names) if n != user]
+
     def _candidates(
-        self, query: str, *, project: str | None, kinds: list[str] | None, limit: int
+        self,
+        query: str,
+        *,
+        project: str | None,
+        kinds: list[str] | None,
+        limit: int,
+        exclude_dirs: list[str] | None = None,
     ) -> list[dict[str, Any]]:
         from wiki_memory.recall import rank
 
-        return rank.candidates(self, query, project=project, kinds=kinds, limit=limit)
+        return rank.candidates(
+            self, query, project=project, kinds=kinds, limit=limit, exclude_dirs=exclude_dirs or []
+        )
 
     def _handle(self, anchor: str) -> str:
         """A short, stable id for an anchor (``h`` + 10 hex of its SHA-1), remembered so

@@ -16,12 +16,19 @@ if TYPE_CHECKING:
 
 
 def candidates(
-    memory: Memory, query: str, *, project: str | None, kinds: list[str] | None, limit: int
+    memory: Memory,
+    query: str,
+    *,
+    project: str | None,
+    kinds: list[str] | None,
+    limit: int,
+    exclude_dirs: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Ranked recall items. Two tiers: sections and spooled observations matching every
     query word come before those matching only some (the OR fallback); within a tier
     the page list and the spool list are fused by reciprocal rank (k = 60, Cormack et
-    al. 2009)."""
+    al. 2009). Pages under ``exclude_dirs`` (folders the caller may not see) are
+    filtered out in the index query, before ranking."""
     want_spool = kinds is None or "session" in kinds
     tiers: list[tuple[list[Any], list[Any]]] = []
     seen_sec: set[tuple[str, str]] = set()
@@ -29,7 +36,14 @@ def candidates(
     for mode in ("and", "or"):
         pages = [
             h
-            for h in memory.index.query(query, project=project, kinds=kinds, limit=limit, mode=mode)
+            for h in memory.index.query(
+                query,
+                project=project,
+                kinds=kinds,
+                exclude_dirs=exclude_dirs or (),
+                limit=limit,
+                mode=mode,
+            )
             if (h.path, h.anchor) not in seen_sec
         ]
         spool = (
