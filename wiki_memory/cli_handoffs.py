@@ -1,10 +1,214 @@
-"""CLI subcommands of the handoffs face."""
+"""CLI subcommands of the handoffs face: ``handoff …``, ``brief`` and ``pin``/``unpin``.
+
+``handoff`` and ``brief`` talk to the running server over HTTP (like ``recall``), as the
+token's user, naming harness ``cli`` and session ``$WIKI_MEMORY_SESSION_ID`` (default
+``cli``) unless ``--harness``/``--session`` say otherwise. Exit status: 0 done, 1 error,
+2 bad usage, 3 conflict (409: claimed by another, done, cancelled, expired), 4 not found.
+
+``pin``/``unpin`` are for people: they edit the page file itself (only its ``pinned``
+frontmatter line; everything else stays byte for byte), so the change is a hand edit that
+a running server's watcher commits as the owner's.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import sys
 from typing import Any
+
+from wiki_memory.cli import CliError, _client, _settings
+
+
+def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
+    import httpx
+
+    url, headers = _client(args)
+    try:
+        r = httpx.request(method, url + path, json=body, headers=headers, timeout=60)
+    except httpx.HTTPError as exc:
+        raise CliError(f"cannot reach the server at {url}: {exc}") from None
+    if r.status_code >= 400:
+        try:
+            msg = r.json().get("message", r.text)
+        except ValueError:
+            msg = r.text
+        code = {409: 3, 404: 4}.get(r.status_code, 1)
+        raise CliError(f"server said {r.status_code}: {msg}", code)
+    return r.json()
+
+
+def _ident(args: argparse.Namespace) -> dict[str, str]:
+    return {
+        "harness": args.harness or "cli",
+        "session_id": args.session or os.environ.get("WIKI_MEMORY_SESSION_ID") or "cli",
+    }
+
+
+def _line(h: dict[str, Any]) -> str:
+    holder = ""
+    if h.get("claimed_by"):
+        holder = f"  by {h['claimed_by']} ({h.get('claimed_harness')} {h.get('claimed_session')})"
+    elif h.get("offered_to"):
+        o = h["offered_to"]
+        holder = f"  offered to {o['user']} ({o['harness']} {o['session']}) until {o['until']}"
+    return f"{h['id']:<8} {h['status']:<9} {h.get('project') or '':<16} {h['title'][:60]}{holder}"
+
+
+def _print(args: argparse.Namespace, data: Any, text: str) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps(data, indent=1, ensure_ascii=False))
+    else:
+        print(text)
+
+
+def cmd_handoff(args: argparse.Namespace) -> int:
+    action = args.action
+    if action == "create":
+        if not args.project or not args.title:
+            raise CliError("handoff create needs --project and --title", 2)
+        body: dict[str, Any] = {"project": args.project, "title": args.title, **_ident(args)}
+        for name in ("where_we_left_off", "what_failed", "to", "expires"):
+            v = getattr(args, name)
+            if v:
+                body[name] = v
+        if args.personal:
+            body["visibility"] = "personal"
+        if args.next:
+            body["next_steps"] = args.next
+        if args.question:
+            body["open_questions"] = args.question
+        if args.file:
+            body["files"] = args.file
+        res = _request(args, "POST", "/v1/handoffs", body)["handoff"]
+        _print(args, res, f"created {res['id']} ({res['path']})")
+        return 0
+    if action == "list":
+        params = []
+        if args.project:
+            params.append(("project", args.project))
+        if args.status:
+            params.append(("status", args.status))
+        import urllib.parse
+
+        qs = "?" + urllib.parse.urlencode(params) if params else ""
+        res = _request(args, "GET", "/v1/handoffs" + qs)["handoffs"]
+        _print(args, res, "\n".join(_line(h) for h in res) if res else "no handoffs")
+        return 0
+    if not args.id:
+        raise CliError(f"handoff {action} needs a handoff id", 2)
+    hid = args.id
+    if action == "show":
+        res = _request(args, "GET", f"/v1/handoffs/{hid}")["handoff"]
+        _print(args, res, _line(res) + "\n\n" + res.get("content", ""))
+        return 0
+    body = _ident(args)
+    if action == "complete" and args.note:
+        body["note"] = args.note
+    if action == "cancel" and args.reason:
+        body["reason"] = args.reason
+    res = _request(args, "POST", f"/v1/handoffs/{hid}/{action}", body)
+    h = res["handoff"]
+    again = " (already so)" if res.get("repeat") else ""
+    _print(args, res, f"{h['id']} {h['status']}{again}: {h['title']}")
+    return 0
+
+
+def cmd_brief(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"project": args.project, "budget_tokens": args.budget}
+    if args.session:
+        body.update(_ident(args))
+    if args.max_offers is not None:
+        body["max_offers"] = args.max_offers
+    res = _request(args, "POST", "/v1/brief", body)
+    if args.json:
+        print(json.dumps(res, indent=1, ensure_ascii=False))
+        return 0
+    print(res["text"] or "(empty brief)", end="" if res["text"] else "\n")
+    left = res["omitted"]
+    note = f"{res['used_tokens']}/{res['budget_tokens']} tokens"
+    if left:
+        note += f"; left out: {', '.join(p.get('id') or p.get('path') or p['kind'] for p in left)}"
+    print(f"({note})", file=sys.stderr)
+    return 0
+
+
+def cmd_pin(args: argparse.Namespace) -> int:
+    from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
+    from wiki_memory.wiki.paths import PathRefused, atomic_write, resolve
+
+    settings = _settings(args)
+    try:
+        full = resolve(settings.wiki_dir, args.path)
+    except PathRefused as exc:
+        raise CliError(f"path refused: {exc}", 2) from None
+    if not full.is_file():
+        raise CliError(f"no such page: {args.path}", 4)
+    raw = full.read_bytes()
+    try:
+        new = set_keys(raw, {"pinned": True}) if args.command == "pin" else _unpin(raw)
+    except FrontmatterError as exc:
+        raise CliError(f"cannot edit {args.path}: {exc}") from None
+    if new != raw:
+        atomic_write(full, new)
+    print(f"{'pinned' if args.command == 'pin' else 'unpinned'} {args.path}")
+    return 0
+
+
+def _unpin(raw: bytes) -> bytes:
+    from wiki_memory.wiki.frontmatter import set_keys
+    from wiki_memory.wiki.page import parse_page
+
+    if "pinned" not in parse_page(raw, "x.md").metadata:
+        return raw
+    return set_keys(raw, {}, remove=["pinned"])
 
 
 def register(sub: Any) -> None:
-    """Add this module's subcommands to the ``wiki-memory`` parser's subparsers."""
-    del sub
+    """Add ``handoff``, ``brief``, ``pin`` and ``unpin`` to the ``wiki-memory`` parser."""
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--url", help="server URL (default: the one running on the data directory)")
+        p.add_argument("--json", action="store_true", help="print the raw JSON")
+        p.add_argument("--harness", help="harness to act as (default: cli)")
+        p.add_argument(
+            "--session", help="session id to act as (default: $WIKI_MEMORY_SESSION_ID or cli)"
+        )
+
+    h = sub.add_parser(
+        "handoff",
+        help="leave, list, show, claim, complete, cancel or release handoffs",
+        description="Claim-once handoffs (see docs/handoffs.md). Exit 3 on a conflict.",
+    )
+    h.add_argument(
+        "action", choices=["create", "list", "show", "claim", "complete", "cancel", "release"]
+    )
+    h.add_argument("id", nargs="?", help="handoff id (H-0001) for show/claim/complete/…")
+    h.add_argument("--project")
+    h.add_argument("--title")
+    h.add_argument("--status", help="list: filter by status")
+    h.add_argument("--where", dest="where_we_left_off", help="create: where we left off")
+    h.add_argument("--failed", dest="what_failed", help="create: what failed")
+    h.add_argument("--next", action="append", help="create: a next step (repeatable)")
+    h.add_argument("--question", action="append", help="create: an open question (repeatable)")
+    h.add_argument("--file", action="append", help="create: a file involved (repeatable)")
+    h.add_argument("--to", help="create: any (default), a harness name or a user")
+    h.add_argument("--personal", action="store_true", help="create: seen by you alone")
+    h.add_argument("--expires", help="create: ISO-8601 expiry (default: 14 days)")
+    h.add_argument("--note", help="complete: the outcome, written to the page")
+    h.add_argument("--reason", help="cancel: why")
+    common(h)
+    h.set_defaults(fn=cmd_handoff)
+
+    b = sub.add_parser("brief", help="the session-start brief of a project")
+    b.add_argument("--project", required=True)
+    b.add_argument("--budget", type=int, default=1500, help="token budget (default 1500)")
+    b.add_argument("--max-offers", type=int, default=None)
+    common(b)
+    b.set_defaults(fn=cmd_brief)
+
+    for name, what in (("pin", "pin a page (pinned: true)"), ("unpin", "unpin a page")):
+        p = sub.add_parser(name, help=f"{what}: pinned pages open every brief")
+        p.add_argument("path", help="page path inside wiki/, e.g. projects/p/notes/rules.md")
+        p.set_defaults(fn=cmd_pin)

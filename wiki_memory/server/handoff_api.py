@@ -1,14 +1,176 @@
-"""HTTP routes for handoffs (``/v1/handoffs``) and the brief (``/v1/brief``)."""
+"""HTTP routes for handoffs (``/v1/handoffs``) and the brief (``/v1/brief``).
+
+Thin: each route validates its JSON, calls :class:`wiki_memory.handoffs.HandoffService`
+or :func:`wiki_memory.brief.build_brief` with the token's user (``request.state.user``)
+and the ``harness``/``session_id`` named in the body, and maps errors:
+
+- 400 bad JSON or field (``field`` names it), 404 no such handoff (or one the caller may
+  not see), 403 not the creator (cancel), 409 the state forbids it
+  (``{"error": "claimed"|"offered"|"done"|"cancelled"|"expired"|"not_claimed", "message",
+  "status", "holder"?}``), 503 with ``Retry-After`` when an outside git holds the wiki
+  too long (the change is on disk; retrying is safe).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 if TYPE_CHECKING:
     from wiki_memory.core import Memory
 
+VERBS = ("claim", "complete", "cancel", "release")
+
 
 def routes(memory: Memory) -> list[Any]:
-    """The Starlette routes of this face (none yet)."""
-    del memory
-    return []
+    """The Starlette routes of this face; also installs the handoff service on ``memory``
+    (the automatic session-end handoff included)."""
+    # imported here: app.py imports this module before it defines these helpers
+    from wiki_memory.brief import DEFAULT_BUDGET, build_brief
+    from wiki_memory.core import NotFound
+    from wiki_memory.handoffs import HandoffConflict, HandoffForbidden, install
+    from wiki_memory.server.app import ApiError, _int, _str, api, error, read_json
+    from wiki_memory.wiki.git import GitBusy
+
+    svc = install(memory)
+    limit = memory.settings.max_body_bytes
+
+    async def body_of(request: Request, optional: bool = False) -> dict[str, Any]:
+        if optional:
+            raw = await request.body()
+            if not raw.strip():
+                return {}
+            if len(raw) > limit:
+                raise ApiError(413, "too_large", f"request body is over the limit of {limit} bytes")
+            import json
+
+            try:
+                body = json.loads(raw)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise ApiError(
+                    400, "bad_json", f"the body is not valid JSON: {exc}", field="body"
+                ) from None
+        else:
+            body = await read_json(request, limit)
+        if not isinstance(body, dict):
+            raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
+        return body
+
+    async def call(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        try:
+            return await run_in_threadpool(fn, *args, **kw)
+        except HandoffConflict as exc:
+            raise ApiError(409, exc.code, str(exc), **_extra(exc)) from None
+        except HandoffForbidden as exc:
+            raise ApiError(403, "forbidden", str(exc)) from None
+        except NotFound as exc:
+            raise ApiError(404, "not_found", str(exc)) from None
+        except GitBusy as exc:
+            raise ApiError(
+                503,
+                "busy",
+                f"{exc}; the change is on disk and is committed once git is free",
+                headers={"Retry-After": str(exc.retry_after_seconds)},
+            ) from None
+
+    def ident(body: dict[str, Any]) -> dict[str, str | None]:
+        return {"harness": _str(body, "harness"), "session_id": _str(body, "session_id")}
+
+    @api
+    async def create(request: Request) -> Response:
+        body = await body_of(request)
+        kw: dict[str, Any] = {
+            "project": _str(body, "project", required=True),
+            "title": _str(body, "title", required=True),
+            **ident(body),
+        }
+        for name in ("to", "visibility", "where_we_left_off", "what_failed", "session_page"):
+            kw[name] = _str(body, name)
+        for name in ("open_questions", "next_steps", "files"):
+            v = body.get(name)
+            if v is not None and not isinstance(v, str | list):
+                raise ApiError(400, "bad_request", f"{name} must be a string or a list", field=name)
+            kw[name] = v
+        exp = body.get("expires")
+        if exp is not None and (isinstance(exp, bool) or not isinstance(exp, str | int | float)):
+            raise ApiError(400, "bad_request", "expires must be ISO-8601 text", field="expires")
+        kw["expires"] = exp
+        if body.get("expires_in_seconds") is not None:
+            kw["expires_in_seconds"] = _int(body, "expires_in_seconds", 0, 1, 10 * 365 * 86400)
+        if kw["session_page"] is not None:
+            from wiki_memory.wiki.paths import clean_rel
+
+            kw["session_page"] = clean_rel(kw["session_page"])
+        res = await call(svc.create, request.state.user, **kw)
+        return JSONResponse({"handoff": res}, 201)
+
+    @api
+    async def list_(request: Request) -> Response:
+        q = dict(request.query_params)
+        res = await call(
+            svc.list_handoffs,
+            request.state.user,
+            project=q.get("project") or None,
+            status=q.get("status") or None,
+            limit=_int(q, "limit", 200, 1, 5000),
+        )
+        return JSONResponse({"handoffs": res})
+
+    @api
+    async def show(request: Request) -> Response:
+        res = await call(svc.show, request.state.user, request.path_params["hid"])
+        return JSONResponse({"handoff": res})
+
+    @api
+    async def action(request: Request) -> Response:
+        verb = request.path_params["verb"]
+        hid = request.path_params["hid"]
+        if verb not in VERBS:
+            raise ApiError(404, "not_found", f"no such action: {verb} ({', '.join(VERBS)})")
+        body = await body_of(request, optional=True)
+        user = request.state.user
+        if verb == "claim":
+            res = await call(svc.claim, user, hid, **ident(body))
+        elif verb == "complete":
+            res = await call(svc.complete, user, hid, note=_str(body, "note"), **ident(body))
+        elif verb == "release":
+            res = await call(svc.release, user, hid, **ident(body))
+        else:
+            res = await call(svc.cancel, user, hid, reason=_str(body, "reason"))
+        return JSONResponse(res)
+
+    @api
+    async def brief(request: Request) -> Response:
+        body = await body_of(request)
+        max_offers = body.get("max_offers")
+        res = await call(
+            build_brief,
+            memory,
+            request.state.user,
+            project=_str(body, "project", required=True),
+            budget_tokens=_int(body, "budget_tokens", DEFAULT_BUDGET, 0, 1_000_000),
+            max_offers=None if max_offers is None else _int(body, "max_offers", 0, 0, 100),
+            **ident(body),
+        )
+        return JSONResponse(res)
+
+    del error  # the api wrapper renders ApiError
+    return [
+        Route("/v1/handoffs", create, methods=["POST"]),
+        Route("/v1/handoffs", list_, methods=["GET"]),
+        Route("/v1/handoffs/{hid}", show, methods=["GET"]),
+        Route("/v1/handoffs/{hid}/{verb}", action, methods=["POST"]),
+        Route("/v1/brief", brief, methods=["POST"]),
+    ]
+
+
+def _extra(exc: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"status": exc.status}
+    if exc.holder is not None:
+        out["holder"] = exc.holder
+    return out
