@@ -244,6 +244,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
             project=_str(body, "project"),
             budget_tokens=budget,
             kinds=kinds,
+            user=request.state.user,
         )
         return JSONResponse(res.to_json())
 
