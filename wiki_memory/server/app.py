@@ -24,9 +24,10 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wiki_memory.capture.observation import ObservationError
-from wiki_memory.core import Memory, NotFound
+from wiki_memory.core import Conflict, Memory, NotFound, sha256
 from wiki_memory.server import handoff_api, mcp_app, web
 from wiki_memory.server.auth import TokenStore
+from wiki_memory.wiki.git import GitBusy
 from wiki_memory.wiki.paths import PathRefused
 
 access_log = logging.getLogger("wiki_memory.access")
@@ -161,6 +162,21 @@ async def read_json(request: Request, limit: int) -> Any:
         ) from None
 
 
+async def read_body(request: Request, limit: int) -> bytes:
+    """The raw request body; raises ApiError 413 over ``limit`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, "too_large", f"request body is over the limit of {limit} bytes")
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, "too_large", f"request body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def _int(d: dict[str, Any], name: str, default: int, lo: int = 0, hi: int = 10**7) -> int:
     v = d.get(name, default)
     if v is None:
@@ -286,6 +302,66 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         return JSONResponse(res)
 
     @api
+    async def put_page(request: Request) -> Response:
+        """``PUT /v1/pages/{path}``: write a whole page with a compare-and-set (docs/api.md)."""
+        from wiki_memory.mcp_tools import page_text_for_write
+
+        raw = await read_body(request, limit)
+        if request.headers.get("content-type", "").startswith("application/json"):
+            try:
+                body = json.loads(raw)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise ApiError(
+                    400, "bad_json", f"the body is not valid JSON: {exc}", field="body"
+                ) from None
+            if not isinstance(body, dict) or not isinstance(body.get("text"), str):
+                raise ApiError(400, "bad_request", "text must be a string", field="text")
+            text = body["text"]
+        else:
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ApiError(400, "bad_request", "the page must be UTF-8", field="body") from None
+        path, data, redacted = page_text_for_write(request.path_params["path"], text)
+        if_match = (request.headers.get("if-match") or "").strip()
+        create_only = request.headers.get("if-none-match", "").strip() == "*" or not if_match
+        if if_match == "*":
+            raise ApiError(400, "bad_request", "If-Match needs the page's hash", field="If-Match")
+        expected = if_match.removeprefix("W/").strip('"') or None
+        user = request.state.user or memory.owner
+        try:
+            res = await run_in_threadpool(
+                memory.write_page,
+                path,
+                data,
+                user=user,
+                message=f"Write {path}",
+                expected_hash=expected,
+                create_only=create_only,
+            )
+        except Conflict as exc:
+            cur = exc.current_hash
+            if not if_match and request.headers.get("if-none-match") is None:
+                raise ApiError(
+                    428,
+                    "precondition_required",
+                    f"{path} exists: send If-Match with its hash to replace it",
+                    hash=cur,
+                ) from None
+            raise ApiError(412, "conflict", str(exc), hash=cur) from None
+        except GitBusy as exc:
+            raise ApiError(
+                503, "busy", str(exc), headers={"Retry-After": str(exc.retry_after_seconds)}
+            ) from None
+        digest = res.value or sha256(data)
+        status = 201 if expected is None and res.value is not None else 200
+        return JSONResponse(
+            {"path": path, "hash": digest, "redacted": redacted},
+            status,
+            headers={"ETag": f'"{digest}"'},
+        )
+
+    @api
     async def reindex(request: Request) -> Response:
         n = await run_in_threadpool(memory.reindex)
         return JSONResponse({"pages": n})
@@ -308,6 +384,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         Route("/v1/expand", expand, methods=["POST"]),
         Route("/v1/pages", pages, methods=["GET"]),
         Route("/v1/pages/{path:path}", page, methods=["GET"]),
+        Route("/v1/pages/{path:path}", put_page, methods=["PUT"]),
         Route("/v1/admin/reindex", reindex, methods=["POST"]),
         *handoff_api.routes(memory),
         *mcp_app.routes(memory, tokens),
