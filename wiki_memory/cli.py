@@ -116,6 +116,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             lifespan="on",
         )
         server = uvicorn.Server(config)
+        if getattr(args, "open", False):
+            _open_when_up(settings.host, settings.port)
         # uvicorn stops gracefully on SIGINT/SIGTERM (the lifespan writes and commits
         # pending pages), then re-raises the signal to the previous handler: make that a
         # no-op so a clean stop exits 0
@@ -125,6 +127,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 0 if server.started else 1
     finally:
         lock.release()
+
+
+def _open_when_up(host: str, port: int, timeout: float = 30.0) -> None:
+    """Open the web view in the user's browser once ``/v1/health`` answers (a daemon
+    thread polls every 0.1 s for up to ``timeout`` seconds; a wildcard bind opens
+    loopback)."""
+    import threading
+    import webbrowser
+
+    import httpx
+
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    base = f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
+
+    def wait_and_open() -> None:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(base + "/v1/health", timeout=1).status_code == 200:
+                    webbrowser.open(base + "/")
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+
+    threading.Thread(target=wait_and_open, name="open-browser", daemon=True).start()
 
 
 def _client(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
@@ -262,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"port (default {DEFAULT_PORT}; env WIKI_MEMORY_PORT)",
     )
     s.add_argument("--no-auth", action="store_true", help="no tokens (loopback only)")
+    s.add_argument("--open", action="store_true", help="open the web view in a browser")
     s.set_defaults(fn=cmd_serve)
 
     r = sub.add_parser("recall", help="recall pages for a query (from the running server)")

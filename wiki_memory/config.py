@@ -49,6 +49,9 @@ class Settings:
     pack_every_commits: int = 500
     watch: bool = True
 
+    #: the web view lets the local owner in without a token, on a loopback server only
+    web_local_owner: bool = False
+
     @property
     def wiki_dir(self) -> Path:
         return self.data_dir / "wiki"
