@@ -7,12 +7,12 @@ face (``wiki_memory.server.mcp_app``) serves it at ``/mcp``; the stdio bridge
 (``wiki-memory mcp``) forwards to that endpoint.
 
 Every result carries ``structuredContent`` (the data, described by the tool's output
-schema) and one text block written for the model. Both parts together stay under
+schema) and one text block written for the model. The whole result, serialized as compact
+JSON (``{"content": [...], "structuredContent": ..., "isError": false}``), stays under
 ``Settings.mcp_max_result_tokens`` (default 20,000 cl100k tokens, counted with
-:func:`wiki_memory.recall.tokens.count_tokens` on the compact JSON of the structured part
-plus the text, with a fixed allowance for the envelope); longer reads are paged with a
-cursor. Text that comes from the wiki is returned as quoted data inside a fence, with its
-source path and anchor, never as instructions.
+:func:`wiki_memory.recall.tokens.count_tokens`); longer reads are paged with a cursor.
+Text that comes from the wiki is returned as quoted data inside a fence, with its source
+path and anchor, never as instructions.
 
 Who acts: the token's user (from the HTTP request), the harness (the ``harness``
 argument, else the MCP client's name, mapped to a hook harness name when it is one) and
@@ -328,8 +328,14 @@ class MemoryTools:
         return Caller(user=user, harness=h, session_id=sid, client=client)
 
     def tokens(self, structured: Any, text: str) -> int:
-        """Tokens of a result: compact JSON of the structured part plus the text."""
-        return count_item(structured) + count_tokens(text) + ENVELOPE_TOKENS // 4
+        """Tokens of the whole result as serialized (compact JSON, both parts)."""
+        return count_item(
+            {
+                "content": [{"type": "text", "text": text}],
+                "structuredContent": structured,
+                "isError": False,
+            }
+        )
 
     def result(self, structured: dict[str, Any], text: str) -> CallToolResult:
         """The tool result; raises ToolError if it would go over the cap (a bug: every
@@ -524,7 +530,9 @@ class MemoryTools:
 
         proj = self.project(project)
         body, fm_title, fm_tags = _split_frontmatter(text)
-        title = (title or fm_title or "").strip() or _title_from(body)
+        # the title is kept exactly as given (C27); only the file name is made portable
+        if not (title and title.strip()):
+            title = fm_title if fm_title and fm_title.strip() else _title_from(body)
         if any(seg.strip() == ".." for seg in re.split(r"[/\\]", title)):
             raise ValueError("a title cannot be a path with '..' in it")
         all_tags = _clean_tags(list(tags or []) + fm_tags)
