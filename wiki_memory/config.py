@@ -48,6 +48,11 @@ class Settings:
     default_budget_tokens: int = 1000
     pack_every_commits: int = 500
     watch: bool = True
+    #: the most tokens one MCP tool result may hold, structured and text parts together
+    mcp_max_result_tokens: int = 20_000
+    #: extra Host names (comma-separated, ``name`` or ``name:port``) the MCP endpoint
+    #: accepts besides the bind address, loopback and this machine's names; ``*`` = any
+    mcp_allowed_hosts: str = ""
 
     #: the web view lets the local owner in without a token, on a loopback server only
     web_local_owner: bool = False
