@@ -660,9 +660,11 @@ def _sanitizer():  # -> module | False
     global _SANITIZE
     if _SANITIZE is not None:
         return _SANITIZE
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if root not in sys.path:
-        sys.path.append(root)
+    here = os.path.dirname(os.path.abspath(__file__))
+    # a source checkout (<repo>/hooks) or an installed package (site-packages/wiki_memory/_hooks)
+    for root in (os.path.dirname(here), os.path.dirname(os.path.dirname(here))):
+        if os.path.isdir(os.path.join(root, "wiki_memory")) and root not in sys.path:
+            sys.path.append(root)
     for attempt in range(2):
         try:
             from wiki_memory.capture import sanitize

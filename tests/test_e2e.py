@@ -70,15 +70,16 @@ def server(tmp_path_factory):
 
 
 def claude_session(session_id: str) -> list[dict]:
+    # a finished session: the failing test run comes before the fix and the final reply
     order = [
         "SessionStart",
         "UserPromptSubmit",
+        "PreCompact",
         "PreToolUse",
-        "PostToolUse",
         "PostToolUseFailure",
         "Notification",
         "SubagentStop",
-        "PreCompact",
+        "PostToolUse",
         "Stop",
     ]
     events = []

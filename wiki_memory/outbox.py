@@ -25,7 +25,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-HOOKS_DIR = Path(__file__).resolve().parents[1] / "hooks"
+#: The hook program's folder: ``wiki_memory/_hooks`` in an installed package (see
+#: pyproject.toml), else ``hooks/`` of a source checkout or editable install.
+_PACKAGED = Path(__file__).resolve().parent / "_hooks"
+HOOKS_DIR = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().parents[1] / "hooks"
 #: The program a harness runs (a small launcher).
 HOOK_SCRIPT = HOOKS_DIR / "wiki_memory_hook.py"
 #: The hook's implementation, shared with the CLI.

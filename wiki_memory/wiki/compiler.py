@@ -101,6 +101,13 @@ class Entry:
     kind: str
     head: str
     blocks: list[str] = field(default_factory=list)
+    suffix: str = ""
+
+    @property
+    def block_id(self) -> str:
+        """The entry's Obsidian block id: ``t<N>`` (``t<N>r`` for the reply carried by the
+        same event as a prompt, as in Codex's agent-turn-complete)."""
+        return f"t{self.n}{self.suffix}"
 
 
 @dataclass
@@ -258,7 +265,10 @@ def build_entries(observations: list[Observation], excerpt_bytes: int) -> list[E
             e = Entry(n, o.ts, "prompt", head, [fence(text)] if text else [])
             entries.append(e)
             if kind == "turn" and _reply_text(o):
-                entries.append(Entry(n, o.ts, "reply", "reply", [fence(_reply_text(o))]))
+                last_reply = _reply_text(o)
+                entries.append(
+                    Entry(n, o.ts, "reply", "reply", [fence(_reply_text(o))], suffix="r")
+                )
             continue
         if kind in ("stop", "subagent_stop"):
             text = _reply_text(o)
@@ -354,7 +364,7 @@ def compile_session(
     }
     lines = []
     if prompts:
-        lines.append(f"- **Goal:** {_one_line(prompts[0], 300)}")
+        lines.append(f"- **Goal:** {_inline(_one_line(prompts[0], 300))}")
     if files:
         lines.append("- **Files touched:** " + ", ".join(f"`{_code(f)}`" for f in files[:30]))
     if commands:
@@ -363,13 +373,13 @@ def compile_session(
             + ", ".join(f"`{_code(_one_line(c, 120))}`" for c in commands[:15])
         )
     for name, err in failures[-5:]:
-        lines.append(f"- **Failed:** {name}: {_code_or_text(_one_line(err, 200))}")
+        lines.append(f"- **Failed:** {_inline(name)}: {_inline(_one_line(err, 200))}")
     if last_reply:
-        lines.append(f"- **Last reply:** {_one_line(last_reply, 400)}")
+        lines.append(f"- **Last reply:** {_inline(_one_line(last_reply, 400))}")
     summary = "\n".join(lines) if lines else "- (no prompts or tool calls yet)"
     blocks = []
     for e in build_entries(observations, excerpt_bytes):
-        parts = [f"**{_clock(e.ts)}** · {e.head}"] + e.blocks + [f"^t{e.n}"]
+        parts = [f"**{_clock(e.ts)}** · {e.head}"] + e.blocks + [f"^{e.block_id}"]
         blocks.append("\n\n".join(parts))
     timeline = "\n\n".join(blocks) if blocks else "(no events yet)"
     body = f"# {_escape_heading(title)}\n\n## Summary\n\n{summary}\n\n## Timeline\n\n{timeline}\n"
@@ -385,9 +395,15 @@ def _code(text: str) -> str:
     return text.replace("`", "'")
 
 
-def _code_or_text(text: str) -> str:
-    return f"`{_code(text)}`"
+def _inline(text: str) -> str:
+    """User text as an inline code span, so nothing in it becomes a link, tag or block id."""
+    return f"`{_code(text)}`" if text else ""
+
+
+_HEADING_UNSAFE = re.compile(r"[\[\]#^|*_`<>\\]+")
 
 
 def _escape_heading(title: str) -> str:
-    return title.replace("\n", " ").lstrip("#").strip() or "Session"
+    """The H1 text: the title without characters that would make links, tags or block ids
+    (the exact title is kept in frontmatter)."""
+    return " ".join(_HEADING_UNSAFE.sub(" ", title).split()) or "Session"
