@@ -30,7 +30,6 @@ import base64
 import functools
 import hashlib
 import hmac
-import inspect
 import ipaddress
 import json
 import os
@@ -43,7 +42,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, urlencode
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -65,7 +64,7 @@ from wiki_memory.server.web_render import (
     render_value,
     targets_fingerprint,
 )
-from wiki_memory.wiki.page import parse_page
+from wiki_memory.wiki.page import ParsedPage, parse_page
 from wiki_memory.wiki.paths import PathRefused, clean_rel, resolve
 
 if TYPE_CHECKING:
@@ -219,7 +218,7 @@ def _anchor_url(anchor: str) -> str:
 def can_see(user: str | None, path: str, kind: str | None, visibility: Any, owner: Any) -> bool:
     """May ``user`` see this page? A personal handoff (``visibility: personal``) is seen by
     its owner (frontmatter ``user``) alone; ``people/<name>/`` only by ``<name>``."""
-    if visibility == "personal" and kind == "handoff" and owner != user:
+    if visibility == "personal" and kind == "handoff" and (not user or owner != user):
         return False
     if path.startswith("people/"):
         parts = path.split("/")
@@ -437,10 +436,6 @@ class _View:
         self.ctx = ctx
         self.memory = ctx.memory
         self.resolver_cls = Resolver
-        try:
-            self._recall_takes_user = "user" in inspect.signature(ctx.memory.recall).parameters
-        except (TypeError, ValueError):
-            self._recall_takes_user = False
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -808,11 +803,10 @@ class _View:
         error = None
         omitted = 0
         if q:
-            kwargs: dict[str, Any] = {"project": project, "budget_tokens": SEARCH_BUDGET_TOKENS}
-            if self._recall_takes_user:
-                kwargs["user"] = user
             try:
-                res = self.memory.recall(q, **kwargs)
+                res = self.memory.recall(
+                    q, project=project, budget_tokens=SEARCH_BUDGET_TOKENS, user=user
+                )
             except SearchError:
                 error = "The search engine failed; try again in a moment."
             else:
@@ -854,11 +848,21 @@ class _View:
         )
         return resolver.resolve_many(rel, [lk.target for lk in links if lk.target])
 
+    def _parsed(self, rel: str, raw: bytes, digest: str) -> ParsedPage:
+        """``parse_page`` of the bytes, cached by their hash (it is most of a page view)."""
+        key = ("parsed", rel, digest)
+        parsed = self.ctx.cache.get(key)
+        if parsed is None:
+            parsed = parse_page(raw, rel)
+            self.ctx.cache.put(key, parsed, len(raw))
+        return cast(ParsedPage, parsed)
+
     def _render_page(self, user: str | None, rel: str, raw: bytes) -> dict[str, Any]:
         """Everything the page template shows of one page's bytes."""
-        parsed = parse_page(raw, rel)
+        digest = hashlib.sha256(raw).hexdigest()
+        parsed = self._parsed(rel, raw, digest)
         targets = self._targets(user, rel, parsed.links)
-        key = (rel, hashlib.sha256(raw).hexdigest(), targets_fingerprint(targets))
+        key = ("html", rel, digest, targets_fingerprint(targets))
         html = self.ctx.cache.get(key)
         if html is None:
             resolver = self.resolver_cls(
@@ -944,7 +948,7 @@ class _View:
             raw = self._read(rel)
         except _NotFound:
             return self._not_found(request)
-        parsed = parse_page(raw, rel)
+        parsed = self._parsed(rel, raw, hashlib.sha256(raw).hexdigest())
         m = parsed.metadata if isinstance(parsed.metadata, dict) else {}
         if not can_see(user, rel, str(m.get("type") or "page"), m.get("visibility"), m.get("user")):
             return self._not_found(request)

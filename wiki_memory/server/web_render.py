@@ -598,38 +598,43 @@ def render_value(value: Any, rel: str, targets: Mapping[str, Target]) -> str:
 
 
 class RenderCache:
-    """A thread-safe LRU of rendered bodies, bounded by their total size (characters)."""
+    """A thread-safe LRU bounded by the total size of its values (``size`` given on
+    :meth:`put`, characters for rendered HTML). A value over a quarter of the bound is
+    not kept."""
 
     def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
         self.max_chars = max_chars
-        self._items: OrderedDict[Any, str] = OrderedDict()
+        self._items: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
         self._size = 0
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: Any) -> str | None:
+    def get(self, key: Any) -> Any:
+        """The value stored under ``key`` (now the most recently used), or None."""
         with self._lock:
-            html = self._items.get(key)
-            if html is None:
+            item = self._items.get(key)
+            if item is None:
                 self.misses += 1
                 return None
             self._items.move_to_end(key)
             self.hits += 1
-            return html
+            return item[0]
 
-    def put(self, key: Any, html: str) -> None:
-        if len(html) > self.max_chars // 4:
+    def put(self, key: Any, value: Any, size: int | None = None) -> None:
+        """Store ``value``; ``size`` defaults to ``len(value)``."""
+        n = len(value) if size is None else size
+        if n > self.max_chars // 4:
             return
         with self._lock:
             old = self._items.pop(key, None)
             if old is not None:
-                self._size -= len(old)
-            self._items[key] = html
-            self._size += len(html)
+                self._size -= old[1]
+            self._items[key] = (value, n)
+            self._size += n
             while self._size > self.max_chars and self._items:
-                _, dropped = self._items.popitem(last=False)
-                self._size -= len(dropped)
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._size -= dropped
 
 
 def targets_fingerprint(targets: Mapping[str, Target]) -> tuple[tuple[str, Any, Any], ...]:
