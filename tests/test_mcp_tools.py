@@ -495,3 +495,25 @@ def test_real_session_page_through_mcp(mem):
     assert not res.is_error
     assert res.structured_content["content"].encode() == src.read_bytes()
     assert res.structured_content["diagnostics"]
+
+
+def test_other_users_private_folders_stay_hidden(mem):
+    """Invariant 9 through MCP: people/<other>/ is not read, listed, expanded or written."""
+    private = mem.wiki_dir / "people" / "bob" / "notes" / "secret plan.md"
+    private.parent.mkdir(parents=True)
+    private.write_text("---\ntitle: Bob's plan\n---\nzanzibar rollout steps\n")
+    own = mem.wiki_dir / "people" / "alice" / "notes" / "mine.md"
+    own.parent.mkdir(parents=True)
+    own.write_text("---\ntitle: Alice's plan\n---\nzanzibar notes of alice\n")
+    mem.reindex()
+    r = call(mem, "page_read", {"path": "people/bob/notes/secret plan.md"})
+    assert r.is_error and "zanzibar" not in text_of(r)
+    assert not call(mem, "page_read", {"path": "people/alice/notes/mine.md"}).is_error
+    listed = call(mem, "page_list", {}).structured_content["pages"]
+    assert [p["path"] for p in listed] == ["people/alice/notes/mine.md"]
+    rec = call(mem, "memory_recall", {"query": "zanzibar"}).structured_content
+    assert [i["path"] for i in rec["items"]] == ["people/alice/notes/mine.md"]
+    exp = call(mem, "memory_expand", {"ids": ["people/bob/notes/secret plan.md"]})
+    assert exp.structured_content["items"] == []
+    w = call(mem, "page_write", {"path": "people/bob/notes/new.md", "text": "x"})
+    assert w.is_error and not (mem.wiki_dir / "people/bob/notes/new.md").exists()
