@@ -21,7 +21,7 @@ import httpx
 import pytest
 import webdata
 from serverproc import ServerProcess
-from webdata import BOB_SECRET, DEPLOY, H_BOB, H_OLIVIA, OWNER, RUNBOOK, XSS
+from webdata import BOB_SECRET, DEPLOY, H_BOB, H_BOB_PEOPLE, H_OLIVIA, OWNER, RUNBOOK, XSS
 
 from wiki_memory.server import web
 
@@ -318,6 +318,11 @@ def test_personal_handoffs_are_shown_to_their_owner_only(ws):
     bob = login(ws, "bob")
     olivia = login(ws, OWNER)
     assert "Bob&#39;s private reminder" in bob.get("/handoffs").text
+    assert "Bob&#39;s folder reminder" in bob.get("/handoffs").text
+    assert bob.get(f"/page/{H_BOB_PEOPLE}").status_code == 200
+    assert olivia.get(f"/page/{H_BOB_PEOPLE}").status_code == 404
+    assert "Bob&#39;s folder reminder" not in olivia.get(f"/page/{DEPLOY}").text  # backlinks
+    assert "Bob&#39;s folder reminder" in bob.get(f"/page/{DEPLOY}").text
     assert bob.get(f"/page/{H_BOB}").status_code == 200
     assert bob.get(f"/page/{H_OLIVIA}").status_code == 404
     for path in ("/", "/p/demo", "/handoffs", "/pages", f"/page/{RUNBOOK}"):

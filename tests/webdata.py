@@ -37,6 +37,8 @@ H_OPEN = "projects/demo/handoffs/h-open.md"
 H_CLAIMED = "projects/demo/handoffs/h-claimed.md"
 H_BOB = "projects/demo/handoffs/h-bob-personal.md"
 H_OLIVIA = "projects/demo/handoffs/h-olivia-personal.md"
+#: a personal handoff where the handoffs module keeps them: the owner's people/ folder
+H_BOB_PEOPLE = "people/bob/handoffs/h-bob-folder.md"
 BOB_SECRET = "walrusbanjo"  # only in bob's personal handoff
 
 PAGES: dict[str, str] = {
@@ -149,6 +151,19 @@ user: bob
 # Bob's private reminder
 
 Remember the {BOB_SECRET}. Links to [[Runbook]].
+""",
+    H_BOB_PEOPLE: f"""---
+type: handoff
+id: h-bob-folder
+title: Bob's folder reminder
+project: demo
+status: open
+visibility: personal
+user: bob
+---
+# Bob's folder reminder
+
+The {BOB_SECRET} again, see [[Deploy Guide]].
 """,
     H_OLIVIA: """---
 type: handoff
