@@ -122,8 +122,8 @@ class HandoffConfig:
     vars ``WIKI_MEMORY_HANDOFF_LEASE_SECONDS`` etc. (same names, upper case).
     """
 
-    lease_seconds: float = 30 * 60
-    expires_seconds: float = 14 * 24 * 3600
+    lease_seconds: float = 30 * 60.0
+    expires_seconds: float = 14 * 24 * 3600.0
     max_offers: int = 3
     auto: bool = True
     recent_sessions: int = 5
@@ -197,7 +197,7 @@ class HandoffConflict(Conflict):
         self.holder = holder
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"error": self.code, "message": str(self), "status": self.status}
+        out: dict[str, Any] = {"error": self.code, "message": str(self), "state": self.status}
         if self.holder is not None:
             out["holder"] = self.holder
         return out
@@ -1352,6 +1352,9 @@ class HandoffService:
         self.memory.update_page(
             path, fn, user=user, message=f"Handoff superseded by {new_id}: {path}"
         )
+
+    #: the verb's plain name (``svc.list(user, project=…)``), as the other faces call it
+    list = list_handoffs
 
 
 class _ExpiredNow(Exception):

@@ -7,7 +7,7 @@ and the ``harness``/``session_id`` named in the body, and maps errors:
 - 400 bad JSON or field (``field`` names it), 404 no such handoff (or one the caller may
   not see), 403 not the creator (cancel), 409 the state forbids it
   (``{"error": "claimed"|"offered"|"done"|"cancelled"|"expired"|"not_claimed", "message",
-  "status", "holder"?}``), 503 with ``Retry-After`` when an outside git holds the wiki
+  "state", "holder"?}``: ``state`` is the handoff's status), 503 with ``Retry-After`` when an outside git holds the wiki
   too long (the change is on disk; retrying is safe).
 """
 
@@ -170,7 +170,7 @@ def routes(memory: Memory) -> list[Any]:
 
 
 def _extra(exc: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"status": exc.status}
+    out: dict[str, Any] = {"state": exc.status}
     if exc.holder is not None:
         out["holder"] = exc.holder
     return out
