@@ -90,6 +90,15 @@ def test_block_ids_are_targets():
     assert "Timeline" not in first and "reply" not in first
 
 
+def test_comment_paragraphs_are_hidden():
+    out = render(
+        "a\n\n<!-- hidden\nnote -->\n\n%% also hidden %%\n\nb <!-- inline --> c\n\n```\n<!-- code -->\n```\n"
+    )
+    assert "hidden" not in out and "<p>a</p>" in out
+    assert "b &lt;!-- inline --&gt; c" in out  # inside text: shown as text, never as HTML
+    assert "&lt;!-- code --&gt;" in out
+
+
 def test_duplicate_ids_are_not_repeated():
     out = render("# Same\n\n## Same\n\na ^x\n\nb ^x\n")
     assert 'id="same"' in out and 'id="same-2"' in out

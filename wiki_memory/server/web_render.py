@@ -18,6 +18,7 @@ Obsidian syntax handled here:
   entry of a session page), wrapped in ``<div class="block" id="^id">`` so that a link to
   ``#^t12`` lands on the entry (the same rule as the index's sections, docs/pages.md);
 - callouts ``> [!warning] Title`` → ``<blockquote class="callout callout-warning">``;
+- a paragraph that is only a comment (``<!-- … -->``, ``%% … %%``) is not shown;
 - headings get ids from :func:`heading_id` (unique per page), the same function that
   turns recall's ``path#Heading`` anchors into URL fragments.
 
@@ -69,6 +70,7 @@ _CTRL_RE = re.compile(r"[\x00-\x20\x7f]+")
 _BLOCK_ID_CHARS = re.compile(r"[A-Za-z0-9-]+")
 _LONE_ID_RE = re.compile(r"\^([A-Za-z0-9-]+)")
 _TRAILING_ID_RE = re.compile(r"(?:^|[ \t])\^([A-Za-z0-9-]+)[ \t]*$")
+_COMMENT_RE = re.compile(r"<!--(?:(?!-->).)*-->|%%(?:(?!%%).)*%%", re.S)
 _CALLOUT_RE = re.compile(r"\[!([^\]\s]{1,40})\]([+-]?)[ \t]*(.*)")
 _WIKILINK_INNER = re.compile(r"[^\[\]\n]+")
 _SLUG_DROP = re.compile(r"[^\w\- ]+")
@@ -400,6 +402,11 @@ def _structure(state: StateCore) -> None:
         if t.type == "paragraph_open" and i + 2 < n and tokens[i + 1].type == "inline":
             inline = tokens[i + 1]
             text = inline.content.strip()
+            if _COMMENT_RE.fullmatch(text):
+                # a paragraph that is only a comment (<!-- … --> or Obsidian's %% … %%)
+                # is hidden, as Obsidian hides it; the source view still shows it
+                i += 3
+                continue
             lone = _LONE_ID_RE.fullmatch(text)
             if lone and t.level == 0:
                 bid = _new_id(env, "^" + lone.group(1))
