@@ -157,6 +157,18 @@ def test_two_sessions_starting_together_get_one_each(full):
     assert len(x) == len(y) == 1 and x != y
 
 
+def test_with_default_offers_the_second_session_gets_one_once_the_first_claims(mem):
+    svc = install(mem)
+    a = svc.create("bob", project="proj", title="one")["id"]
+    b = svc.create("bob", project="proj", title="two")["id"]
+    x = build_brief(mem, "x", project="proj", harness="codex", session_id="x")
+    assert sorted(o["id"] for o in x["offers"]) == sorted([a, b])
+    assert build_brief(mem, "y", project="proj", harness="codex", session_id="y")["offers"] == []
+    svc.claim("x", a, harness="codex", session_id="x")
+    y = build_brief(mem, "y", project="proj", harness="codex", session_id="y")
+    assert [o["id"] for o in y["offers"]] == [b]
+
+
 def test_brief_without_a_session_leases_nothing(full):
     b = build_brief(full, "dave", project="proj")
     assert b["offers"] == []
@@ -169,3 +181,25 @@ def test_bad_arguments(mem):
         build_brief(mem, "bob", project="proj", budget_tokens=-1)
     with pytest.raises(ValueError):
         build_brief(mem, "bob", project="../x")
+
+
+def test_pin_and_unpin_edit_only_that_line(mem, capsys):
+    from wiki_memory.cli import main
+
+    path = "projects/proj/notes/style.md"
+    original = "---\ntitle: Style  # keep this comment\ntags: [a, b]\n---\n\nTabs, not spaces.\n"
+    full = mem.wiki_dir / path
+    full.parent.mkdir(parents=True, exist_ok=True)
+    full.write_text(original)
+    d = str(mem.settings.data_dir)
+    assert main(["--data-dir", d, "pin", path]) == 0
+    pinned = full.read_text()
+    assert pinned == original.replace("---\n\nTabs", "pinned: true\n---\n\nTabs")
+    mem.index.upsert_page(path, full.read_bytes())
+    b = build_brief(mem, "bob", project="proj", harness="codex", session_id="p")
+    assert "> Tabs, not spaces." in b["text"] and f"source: {path}" in b["text"]
+    assert main(["--data-dir", d, "unpin", path]) == 0
+    assert full.read_text() == original
+    assert main(["--data-dir", d, "pin", "../outside.md"]) == 2
+    assert main(["--data-dir", d, "pin", "projects/proj/notes/missing.md"]) == 4
+    assert "no such page" in capsys.readouterr().err
