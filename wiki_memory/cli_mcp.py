@@ -374,10 +374,11 @@ def resolve_target(args: argparse.Namespace) -> tuple[str | None, str | None]:
     return url, token
 
 
-def _wait_for_server(args: argparse.Namespace, url: str | None, token: str | None) -> str:
-    """The server's base URL once ``/v1/health`` answers, re-reading the data directory
-    while waiting. Raises BridgeError after ``--wait`` seconds, or when the token is
-    refused."""
+def _wait_for_server(args: argparse.Namespace) -> tuple[str, str | None]:
+    """``(base URL, token)`` once the server's ``/v1/health`` answers, re-reading the data
+    directory while waiting (a server that is starting writes its address, and on its
+    first run the owner's token, as it comes up). Raises BridgeError after ``--wait``
+    seconds, or when the token is refused."""
     import time
 
     import httpx
@@ -385,8 +386,7 @@ def _wait_for_server(args: argparse.Namespace, url: str | None, token: str | Non
     deadline = time.monotonic() + max(0.0, args.wait)
     last = "no server has written its address into the data directory"
     while True:
-        if url is None:
-            url, _ = resolve_target(args)
+        url, token = resolve_target(args)
         if url is not None:
             base = _local_address(url).rstrip("/")
             try:
@@ -394,17 +394,17 @@ def _wait_for_server(args: argparse.Namespace, url: str | None, token: str | Non
                 if r.status_code == 200:
                     headers = {"Authorization": f"Bearer {token}"} if token else {}
                     probe = httpx.get(base + "/v1/pages?limit=1", headers=headers, timeout=5)
-                    if probe.status_code == 401:
-                        raise BridgeError(
-                            f"the server at {base} refused the token"
-                            + ("" if token else " (none was found: use --token-file)")
-                        )
-                    return base
-                last = f"{base}/v1/health answered {r.status_code}"
+                    if probe.status_code != 401:
+                        return base, token
+                    last = f"the server at {base} refused the token" + (
+                        "" if token else " (none was found: use --token-file)"
+                    )
+                    if args.token_file or os.environ.get("WIKI_MEMORY_TOKEN"):
+                        raise BridgeError(last)
+                else:
+                    last = f"{base}/v1/health answered {r.status_code}"
             except httpx.HTTPError as exc:
                 last = f"cannot reach {base}: {exc}"
-            if args.url is None and not os.environ.get("WIKI_MEMORY_URL"):
-                url = None  # the server may restart on another port
         if time.monotonic() >= deadline:
             raise BridgeError(
                 f"no wiki-memory server answers ({last}); start it with `wiki-memory serve`"
@@ -423,8 +423,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     )
     warnings.simplefilter("default")
     try:
-        url, token = resolve_target(args)
-        base = _wait_for_server(args, url, token)
+        base, token = _wait_for_server(args)
     except BridgeError as exc:
         print(f"wiki-memory mcp: {exc}", file=sys.stderr)
         return 1
@@ -484,8 +483,8 @@ def register(sub: Any) -> None:
     m.add_argument(
         "--wait",
         type=float,
-        default=5.0,
-        help="seconds to wait for the server at start (default 5)",
+        default=8.0,
+        help="seconds to wait for the server at start (default 8)",
     )
     m.set_defaults(fn=cmd_mcp)
 
