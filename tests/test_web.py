@@ -223,7 +223,7 @@ def test_sign_out(ws):
 
 def test_security_headers_on_every_response(ws):
     c = login(ws, OWNER)
-    for path in ROUTES[:8] + ["/login", "/static/web.css"]:
+    for path in ROUTES[:9] + ["/login", "/static/web.css"]:
         r = c.get(path)
         csp = r.headers["content-security-policy"]
         assert "script-src" not in csp and "default-src 'none'" in csp, path

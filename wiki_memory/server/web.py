@@ -417,6 +417,8 @@ def routes(memory: Memory, tokens: TokenStore) -> list[Any]:
         Route("/search", v.search, methods=["GET"]),
         Route("/handoffs", v.handoffs, methods=["GET"]),
         Route("/session/{sid}", v.session, methods=["GET"]),
+        # last: any other GET gets the view's 404 page (with its security headers)
+        Route("/{rest:path}", v.no_route, methods=["GET"]),
     ]
 
 
@@ -520,6 +522,16 @@ class _View:
             return max(0, min(10**7, int(request.query_params.get(name, "0"))))
         except ValueError:
             return 0
+
+    def no_route(self, request: Request) -> Response:
+        path = request.url.path
+        if path.startswith(("/v1/", "/mcp")) or path == "/v1":
+            return Response(
+                '{"error": "not_found", "message": "no such route"}',
+                404,
+                media_type="application/json",
+            )
+        return self._not_found(request, "No such page.")
 
     # -- sign-in -----------------------------------------------------------------------
 
