@@ -21,7 +21,7 @@ def git(wiki, *args):
     return subprocess.run(["git", *args], cwd=wiki, check=True, capture_output=True, text=True)
 
 
-def settle_equal(data, tmp_path, timeout=20.0):
+def settle_equal(data, tmp_path, timeout=60.0):
     """Poll until the live index equals a fresh rebuild of the same files."""
     deadline = time.monotonic() + timeout
     n = 0
