@@ -454,7 +454,12 @@ def describe(plan: Plan) -> str:
             block = json.dumps({plan.name: plan.entry}, indent=2, ensure_ascii=False)
         lines.append("  entry:")
         lines += [f"    {ln}" for ln in block.splitlines()]
-        lines.append("  the bridge reads the server's address and token from the data directory")
+        if "--url" in plan.entry.get("args", []):
+            lines.append("  the bridge reads the token from the --token-file (never from here)")
+        else:
+            lines.append(
+                "  the bridge reads the server's address and token from the data directory"
+            )
     elif plan.removed:
         lines.append(f"  removes the {plan.name!r} server")
         if plan.delete:
