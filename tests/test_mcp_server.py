@@ -570,3 +570,30 @@ def test_bridge_starts_fast(srv):
     assert r.returncode == 0
     assert check_frames(r.stdout)[1]["result"]["serverInfo"]["name"] == "wiki-memory"
     assert took < 5, took
+
+
+def test_concurrent_claims_over_mcp_one_winner(srv):
+    """C30 over MCP: eight agents (six on HTTP, two through stdio bridges) claim one
+    handoff at once; one wins, the others get a tool error naming the winner."""
+    created = srv.post("/v1/handoffs", {"project": "zoo", "title": "Race me"})
+    assert created.status_code in (200, 201), created.text
+    body = created.json()
+    hid = (body.get("handoff") or body)["id"]
+
+    async def claim(transport: str, n: int) -> Any:
+        async with connect(srv, transport, name=f"agent-{n}") as c:
+            return await c.call_tool("handoff_claim", {"id": hid, "session_id": f"race-{n}"})
+
+    async def main() -> list[Any]:
+        jobs = [claim("http", n) for n in range(6)] + [claim("stdio", n) for n in (6, 7)]
+        return list(await asyncio.gather(*jobs))
+
+    results = asyncio.run(main())
+    winners = [r for r in results if not r.is_error]
+    assert len(winners) == 1, [text_of(r) for r in results]
+    holder = winners[0].structured_content["handoff"]["claimed_session"]
+    for r in results:
+        if r.is_error:
+            assert "already claimed by" in text_of(r) and holder in text_of(r), text_of(r)
+    shown = srv.get(f"/v1/handoffs/{hid}").json()
+    assert (shown.get("handoff") or shown)["claimed_session"] == holder

@@ -47,8 +47,8 @@ _faces: weakref.WeakKeyDictionary[Memory, McpEndpoint] = weakref.WeakKeyDictiona
 
 
 def _is_loopback(host: str) -> bool:
-    if host in ("localhost", ""):
-        return host == "localhost"
+    if host == "localhost":
+        return True
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
