@@ -2,111 +2,561 @@
 
 Each candidate is a recall item ``{id, path, anchor, title, kind, snippet, why, score,
 expand_tokens, updated}`` (see ``Memory.recall``); packing under the budget happens after.
+docs/ranking.md explains the design and how the weights were chosen.
+
+Signals, each a ranked list (section lists rank sections; page lists rank pages and
+every section of a page inherits its page's rank):
+
+============  =======  ================================================================
+name          level    what ranks first
+============  =======  ================================================================
+text          section  FTS5 bm25 of the query's words (OR, stemmed) in the section's
+                       own heading and body, plus a share of the bm25 of the timeline
+                       entries just before and after it (``context``)
+all-words     section  sections matching every query word (AND), weighted bm25 over all
+                       columns (title 10, aliases 8, tags 4, heading 3, body 1)
+spool         section  uncompiled observations of running sessions (bm25, OR)
+page          page     pages whose best sections match best (sum of the top section
+                       scores, halved each step: 1, 1/2, 1/4)
+fields        page     weighted bm25 over all columns: title and aliases above tags above
+                       body (``why``: ``title``, ``alias``, ``tags`` when those matched)
+entity        page     a page title, alias or file name found whole in the query (across
+                       scripts and diacritics, through the index's folding)
+link          page     pages linked to or from the strongest pages (the wikilink graph)
+recent        page     the most recently updated of the candidate pages
+============  =======  ================================================================
+
+They are fused by weighted reciprocal rank fusion: score = Σ w_s / (k + rank_s), k = 60
+(Cormack, Clarke, Büttcher: "Reciprocal rank fusion outperforms Condorcet and
+individual rank learning methods", SIGIR 2009), weights in :data:`WEIGHTS`. Then
+near-duplicates collapse (:func:`near_duplicate`), and the first :data:`HEADS` items are
+the best section of that many distinct pages (breadth first: a small budget sees several
+sources), the rest follow in fused order. Each item's ``why`` lists the signals that
+ranked it (see :func:`_why`); its ``anchor`` is the section itself: ``path#Heading``,
+``path#^t12`` (a timeline entry), or ``path`` (the text before the first heading).
 """
 
 from __future__ import annotations
 
+import functools
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Set
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from wiki_memory.index import signals
+from wiki_memory.index.signals import Hit
+from wiki_memory.index.store import Index
+from wiki_memory.recall import asof
+from wiki_memory.recall.filters import Filters, parse_time
+from wiki_memory.recall.terms import Query, analyze, words
 from wiki_memory.recall.tokens import count_tokens
 from wiki_memory.wiki import compiler
 
 if TYPE_CHECKING:
     from wiki_memory.core import Memory
 
+__all__ = ["candidates", "make_snippet", "near_duplicate", "WEIGHTS", "RRF_K", "HEADS"]
+
+RRF_K = 60
+"""The k of reciprocal rank fusion (Cormack et al. 2009)."""
+
+WEIGHTS: dict[str, float] = {
+    "text": 1.0,
+    "all-words": 2.0,
+    "spool": 1.0,
+    "page": 1.0,
+    "fields": 0.5,
+    "entity": 1.0,
+    "link": 0.5,
+    "recent": 0.25,
+}
+"""Weight of each signal in the fusion. Set once for every wiki (docs/ranking.md)."""
+
+CONTEXT_BEFORE = 0.5
+"""Share of the previous timeline entry's bm25 added to an entry (an answer follows its
+question; a tool result follows the prompt that asked for it)."""
+CONTEXT_AFTER = 0.2
+"""Share of the next timeline entry's bm25 added to an entry."""
+PAGE_DECAY = (1.0, 0.5, 0.25)
+"""Weights of a page's best, second and third section scores in the ``page`` signal."""
+HEADS = 5
+"""The first this many items come from distinct pages."""
+TEXT_LIMIT = 100
+"""Sections fetched for the ``text`` signal (and the ``page`` aggregate)."""
+OTHER_LIMIT = 100
+"""Sections fetched for the ``all-words`` and ``fields`` signals, and spool rows."""
+CONTEXT_HITS = 60
+"""Timeline entries among the best text hits whose neighbours are scored."""
+LINK_SOURCES = 3
+"""How many of the strongest pages have their links followed."""
+WHY_TOP = 10
+"""A page-level signal is named in ``why`` when the page ranks within this many there."""
+RECENT_TOP = 3
+"""``recent`` is named in ``why`` for this many newest candidate pages."""
+
+_TIMELINE_HEAD = re.compile(r"^\*\*\d\d:\d\d:\d\d\*\* · [^\n]*\n?")
+_FENCE_LINE = re.compile(r"^[ \t]*(?:~{3,}|`{3,})[^\n]*$", re.M)
+
 
 def candidates(
     memory: Memory,
     query: str,
     *,
-    project: str | None,
-    kinds: list[str] | None,
-    limit: int,
-    exclude_dirs: list[str] | None = None,
+    project: str | None = None,
+    kinds: list[str] | None = None,
+    limit: int = 50,
+    tags: Any = None,
+    since: Any = None,
+    until: Any = None,
+    as_of: Any = None,
+    exclude_dirs: Iterable[str] = (),
 ) -> list[dict[str, Any]]:
-    """Ranked recall items. Two tiers: sections and spooled observations matching every
-    query word come before those matching only some (the OR fallback); within a tier
-    the page list and the spool list are fused by reciprocal rank (k = 60, Cormack et
-    al. 2009). Pages under ``exclude_dirs`` (folders the caller may not see) are
-    filtered out in the index query, before ranking."""
-    want_spool = kinds is None or "session" in kinds
-    tiers: list[tuple[list[Any], list[Any]]] = []
-    seen_sec: set[tuple[str, str]] = set()
-    seen_obs: set[str] = set()
-    for mode in ("and", "or"):
-        pages = [
-            h
-            for h in memory.index.query(
-                query,
-                project=project,
-                kinds=kinds,
-                exclude_dirs=exclude_dirs or (),
-                limit=limit,
-                mode=mode,
-            )
-            if (h.path, h.anchor) not in seen_sec
-        ]
-        spool = (
-            [
-                h
-                for h in memory.index.query_spool(query, project=project, limit=limit, mode=mode)
-                if h.obs_id not in seen_obs
-            ]
-            if want_spool
-            else []
+    """Ranked recall items for ``query``, at most ``limit``, best first.
+
+    Filters: ``project``; ``kinds`` (page kinds, e.g. ``["session", "note"]``; ``[]``
+    allows none); ``tags`` (a string or list: the page must carry every one, ``a``
+    also matching the nested ``a/b``); ``since``/``until`` (ISO-8601 or epoch seconds:
+    the time the page covers, frontmatter ``started``/``created`` to ``ended``/
+    ``updated``, must overlap the range; a bare date covers its whole day); ``as_of``
+    (ISO-8601 or epoch seconds: search the wiki as committed then, from git; no spool);
+    ``exclude_dirs`` (folders whose pages are never seen). All filters act before
+    ranking. Raises ``FilterError`` (a ValueError naming the field) for a bad filter
+    value and ``SearchError`` when the index fails. Text with nothing searchable gives
+    ``[]``.
+    """
+    f = Filters.build(
+        project=project,
+        kinds=kinds,
+        tags=tags,
+        since=since,
+        until=until,
+        as_of=as_of,
+        exclude_dirs=exclude_dirs,
+    )
+    q = analyze(query)
+    if q.empty or limit <= 0:
+        return []
+    if f.as_of is not None:
+        with asof.index_at(memory, f.as_of) as (idx, sha):
+            if idx is None:
+                return []
+            return _Ranker(memory, idx, q, f, limit, live=False, as_of_sha=sha).run()
+    return _Ranker(memory, memory.index, q, f, limit, live=True).run()
+
+
+@dataclass
+class _Cand:
+    """A candidate section (``hit``) or spooled observation (``spool``)."""
+
+    key: tuple[str, str]
+    path: str
+    hit: Hit | None = None
+    spool: Any = None
+    score: float = 0.0
+    signals: dict[str, int] = field(default_factory=dict)  # section-level: name -> rank
+    raw: float = 0.0  # own bm25 in the text signal
+    context: float = 0.0  # bm25 share from neighbouring entries
+
+
+class _Ranker:
+    def __init__(
+        self,
+        memory: Memory,
+        index: Index,
+        q: Query,
+        f: Filters,
+        limit: int,
+        *,
+        live: bool,
+        as_of_sha: str | None = None,
+    ) -> None:
+        self.memory = memory
+        self.index = index
+        self.q = q
+        self.f = f
+        self.scope = f.scope()
+        self.limit = limit
+        self.live = live
+        self.as_of_sha = as_of_sha
+        self.cands: dict[tuple[str, str], _Cand] = {}
+        #: page-level signals: name -> {path: rank}
+        self.page_ranks: dict[str, dict[str, int]] = {}
+        self.entity_how: dict[str, str] = {}
+        self.rows: dict[str, dict[str, Any]] = {}
+        #: running sessions (``spool:<key>``): rank by their best observations, newest ts
+        self.spool_rank: dict[str, int] = {}
+        self.spool_ts: dict[str, str] = {}
+
+    # -- signals ------------------------------------------------------------------------
+    def _cand(self, h: Hit) -> _Cand:
+        key = (h.path, h.anchor)
+        c = self.cands.get(key)
+        if c is None:
+            c = self.cands[key] = _Cand(key, h.path, hit=h)
+        return c
+
+    def run(self) -> list[dict[str, Any]]:
+        if self.scope.empty:
+            return []
+        text = self._text()
+        self._section_list("text", text)
+        if self.q.all_match:
+            allw = signals.search_sections(self.index, self.q.all_match, self.scope, OTHER_LIMIT)
+            self._section_list("all-words", allw)
+        fields = signals.search_sections(
+            self.index, self.q.any_match or "", self.scope, OTHER_LIMIT
         )
-        seen_sec.update((h.path, h.anchor) for h in pages)
-        seen_obs.update(h.obs_id for h in spool)
-        tiers.append((pages, spool))
-        if mode == "and" and len(pages) + len(spool) >= max(1, limit // 5):
-            break
-    items: list[dict[str, Any]] = []
-    per_page: dict[str, int] = {}
-    for t, (pages, spool) in enumerate(tiers):
-        tier_bonus = 1.0 if t == 0 else 0.0
-        fused: list[tuple[float, int, Any, str]] = []
-        for rank, h in enumerate(pages):
-            fused.append((tier_bonus + 1.0 / (60 + rank + 1), len(fused), h, "page"))
-        for rank, sh in enumerate(spool):
-            fused.append((tier_bonus + 1.0 / (60 + rank + 1), len(fused), sh, "spool"))
-        fused.sort(key=lambda f: (-f[0], f[1]))
-        for score, _, h, src in fused:
-            item = (
-                _page_item(memory, h, query, score)
-                if src == "page"
-                else _spool_item(memory, h, query, score)
-            )
-            if item is None:
+        best_field: dict[str, Hit] = {}
+        for h in fields:
+            best_field.setdefault(h.path, h)
+        self.page_ranks["fields"] = {p: i for i, p in enumerate(best_field)}
+        self.page_ranks["page"] = self._page_aggregate()
+        self.page_ranks["entity"] = self._entities(list(best_field)[:50])
+        if self.live:
+            self._spool()
+        # pages found only by page-level signals get a section: their best fields hit,
+        # else their first section with text
+        self._represent(best_field, list(self.page_ranks["entity"]))
+        self.page_ranks["link"] = self._links()
+        self._represent(best_field, list(self.page_ranks["link"]))
+        self.page_ranks["recent"] = self._recent()
+        return self._order()
+
+    def _text(self) -> list[Hit]:
+        hits = signals.search_sections(self.index, self.q.body_match or "", self.scope, TEXT_LIMIT)
+        raw = {(h.path, h.ord): h for h in hits}
+        for h in hits:
+            c = self._cand(h)
+            c.raw = h.score
+        want = set()
+        for h in hits[:CONTEXT_HITS]:
+            if h.anchor.startswith("^"):
+                want.update({(h.path, h.ord - 1), (h.path, h.ord + 1)})
+        known = {k for k in want if k in raw}
+        extra = {
+            (n.path, n.ord): n
+            for n in signals.neighbours(self.index, want - known)
+            if n.anchor.startswith("^")
+        }
+        pool = {**extra, **raw}
+        blocks = {k: h for k, h in pool.items() if h.anchor.startswith("^")}
+        scored: list[tuple[float, Hit]] = []
+        for (path, o), h in pool.items():
+            own = h.score if (path, o) in raw else 0.0
+            ctx = 0.0
+            if h.anchor.startswith("^"):
+                before = blocks.get((path, o - 1))
+                after = blocks.get((path, o + 1))
+                if before is not None and (path, o - 1) in raw:
+                    ctx += CONTEXT_BEFORE * before.score
+                if after is not None and (path, o + 1) in raw:
+                    ctx += CONTEXT_AFTER * after.score
+            if own <= 0 and ctx <= 0:
                 continue
-            n = per_page.get(item["path"], 0)
-            if n >= 3:
+            c = self._cand(h)
+            c.context = ctx
+            scored.append((own + ctx, h))
+        scored.sort(key=lambda t: (-t[0], t[1].path, t[1].ord))
+        return [h for _, h in scored]
+
+    def _section_list(self, name: str, hits: list[Hit]) -> None:
+        for rank, h in enumerate(hits):
+            c = self._cand(h)
+            c.signals.setdefault(name, rank)
+
+    def _page_aggregate(self) -> dict[str, int]:
+        per: dict[str, list[float]] = defaultdict(list)
+        for c in self.cands.values():
+            if c.raw > 0:
+                per[c.path].append(c.raw)
+        score = {p: _decayed(v) for p, v in per.items()}
+        order = sorted(score, key=lambda p: (-score[p], p))
+        return {p: i for i, p in enumerate(order)}
+
+    def _entities(self, field_pages: list[str]) -> dict[str, int]:
+        """Pages named in the query: exact names (title, alias, file name) through the
+        ``names`` table, and titles/aliases of the best ``fields`` pages compared after
+        folding (``lodz`` finds ``Łódź``). Longer names rank first."""
+        found: dict[str, tuple[int, str]] = {}
+        for key, path, source in signals.pages_named(self.index, self.q.name_keys(), self.scope):
+            n = len(words(key))
+            how = "alias" if source == "alias" else "title"
+            if n and (path not in found or n > found[path][0]):
+                found[path] = (n, how)
+        self.rows.update(signals.page_rows(self.index, [*field_pages, *found]))
+        for path in field_pages:
+            row = self.rows.get(path)
+            if row is None:
                 continue
-            per_page[item["path"]] = n + 1
-            items.append(item)
-    return items
+            for name, how in [(row["title"], "title")] + [(a, "alias") for a in row["aliases"]]:
+                if name and self.q.contains(name):
+                    n = len(words(name))
+                    if path not in found or n > found[path][0]:
+                        found[path] = (n, how)
+        order = sorted(found, key=lambda p: (-found[p][0], p))
+        self.entity_how = {p: found[p][1] for p in order}
+        return {p: i for i, p in enumerate(order)}
+
+    def _spool(self) -> None:
+        """Uncompiled observations (sessions only: no tags, no ``as_of``)."""
+        if self.f.tags or (self.f.kinds is not None and "session" not in self.f.kinds):
+            return
+        for name, match in (("spool", self.q.any_match), ("all-words", self.q.all_match)):
+            if not match:
+                continue
+            hits = self.memory.index.search_spool(match, project=self.f.project, limit=OTHER_LIMIT)
+            rank = 0
+            for sh in hits:
+                if not self.f.spool_ok(sh.ts):
+                    continue
+                key = ("spool", sh.obs_id)
+                c = self.cands.get(key)
+                if c is None:
+                    c = self.cands[key] = _Cand(key, f"spool:{sh.session_key}", spool=sh)
+                c.signals.setdefault(name, rank)
+                rank += 1
+        # a running session is a page in the making: its observations share the page-level
+        # signals ``page`` (the session's best observations, as for pages) and ``recent``
+        per: dict[str, list[float]] = defaultdict(list)
+        for c in self.cands.values():
+            if c.spool is not None and "spool" in c.signals:
+                per[c.path].append(c.spool.score)
+                self.spool_ts[c.path] = max(self.spool_ts.get(c.path, ""), c.spool.ts or "")
+        score = {p: _decayed(v) for p, v in per.items()}
+        self.spool_rank = {p: i for i, p in enumerate(sorted(score, key=lambda p: (-score[p], p)))}
+
+    def _represent(self, best_field: dict[str, Hit], paths: list[str]) -> None:
+        have = {c.path for c in self.cands.values()}
+        missing = [p for p in paths if p not in have]
+        for p in missing:
+            if p in best_field:
+                self._cand(best_field[p])
+        rest = [p for p in missing if p not in best_field]
+        for _p, h in signals.first_sections(self.index, rest).items():
+            self._cand(h)
+
+    def _links(self) -> dict[str, int]:
+        prelim = self._fuse(["text", "all-words"], ["page", "fields", "entity"])
+        sources: list[str] = []
+        for c in prelim:
+            if c.hit is not None and c.path not in sources:
+                sources.append(c.path)
+            if len(sources) >= LINK_SOURCES:
+                break
+        order: list[str] = []
+        for src in sources:
+            for other, _direction in signals.linked_pages(self.index, src, self.scope):
+                if other not in order:
+                    order.append(other)
+        return {p: i for i, p in enumerate(order)}
+
+    def _recent(self) -> dict[str, int]:
+        """Candidate pages and running sessions, newest first (a page by the end of the
+        time it covers, a running session by its newest matching observation)."""
+        paths = sorted({c.path for c in self.cands.values()})
+        need = [p for p in paths if p not in self.rows and p not in self.spool_ts]
+        if need:
+            self.rows.update(signals.page_rows(self.index, need))
+
+        def when(p: str) -> float:
+            raw = self.spool_ts[p] if p in self.spool_ts else self.rows.get(p, {}).get("end")
+            try:
+                t = parse_time(raw, "updated")
+            except ValueError:
+                t = None
+            return t if t is not None else float("-inf")
+
+        order = sorted(paths, key=lambda p: (-when(p), p))
+        return {p: i for i, p in enumerate(order)}
+
+    # -- fusion -------------------------------------------------------------------------
+    def _fuse(self, section_sigs: list[str], page_sigs: list[str]) -> list[_Cand]:
+        for c in self.cands.values():
+            s = 0.0
+            for name in section_sigs:
+                r = c.signals.get(name)
+                if r is not None:
+                    s += WEIGHTS[name] / (RRF_K + r + 1)
+            for name in page_sigs:
+                if c.spool is not None and name == "page":
+                    r = self.spool_rank.get(c.path)
+                elif c.spool is not None and name != "recent":
+                    continue
+                else:
+                    r = self.page_ranks.get(name, {}).get(c.path)
+                if r is not None:
+                    s += WEIGHTS[name] / (RRF_K + r + 1)
+            c.score = s
+        return sorted(self.cands.values(), key=_order_key)
+
+    def _order(self) -> list[dict[str, Any]]:
+        fused = self._fuse(
+            ["text", "all-words", "spool"], ["page", "fields", "entity", "link", "recent"]
+        )
+        fused = [c for c in fused if c.score > 0]
+        # a section with no text of its own (a bare heading) only stands for its page
+        # when nothing else of the page is there
+        pages_with_text = {c.path for c in fused if c.hit is not None and c.hit.text.strip()}
+        kept: list[_Cand] = []
+        seen_tokens: list[frozenset[str]] = []
+        for c in fused:
+            if c.hit is not None and not c.hit.text.strip() and c.path in pages_with_text:
+                continue
+            toks = _tokens(_content(c))
+            if _duplicates_any(toks, seen_tokens):
+                continue
+            kept.append(c)
+            seen_tokens.append(toks)
+            if len(kept) >= self.limit + HEADS:
+                break
+        heads: list[_Cand] = []
+        rest: list[_Cand] = []
+        head_pages: set[str] = set()
+        for c in kept:
+            if len(heads) < HEADS and c.path not in head_pages:
+                heads.append(c)
+                head_pages.add(c.path)
+            else:
+                rest.append(c)
+        items: list[dict[str, Any]] = []
+        for c in (heads + rest)[: self.limit]:
+            item = self._item(c)
+            if item is not None:
+                items.append(item)
+        return items
+
+    # -- items --------------------------------------------------------------------------
+    def _why(self, c: _Cand) -> list[str]:
+        why: list[str] = []
+        if c.spool is not None:
+            why.append("spool")
+            if "spool" in c.signals:
+                why.append("text")
+            if "all-words" in c.signals:
+                why.append("all-words")
+            if self.spool_rank.get(c.path, WHY_TOP) < WHY_TOP:
+                why.append("page")
+            if self.page_ranks.get("recent", {}).get(c.path, RECENT_TOP) < RECENT_TOP:
+                why.append("recent")
+            return why
+        if c.raw > 0:
+            why.append("text")
+        if c.context > c.raw:
+            why.append("context")
+        if "all-words" in c.signals:
+            why.append("all-words")
+        pr = self.page_ranks
+        if pr.get("entity", {}).get(c.path) is not None:
+            why.append("entity")
+            how = self.entity_how.get(c.path)
+            if how and how not in why:
+                why.append(how)
+        if pr.get("fields", {}).get(c.path, WHY_TOP) < WHY_TOP:
+            why.extend(w for w in self._field_matches(c.path) if w not in why)
+        if pr.get("page", {}).get(c.path, WHY_TOP) < WHY_TOP:
+            why.append("page")
+        if c.path in pr.get("link", {}):
+            why.append("link")
+        if pr.get("recent", {}).get(c.path, RECENT_TOP) < RECENT_TOP:
+            why.append("recent")
+        if not self.live:
+            why.append("as_of")
+        return why or ["text"]
+
+    def _field_matches(self, path: str) -> list[str]:
+        row = self.rows.get(path)
+        if row is None:
+            return []
+        qt = self.q.content_tokens
+        out = []
+        if qt & set(words(row["title"])):
+            out.append("title")
+        if any(qt & set(words(a)) for a in row["aliases"]):
+            out.append("alias")
+        if any(qt & set(words(t)) for t in row["tags"]):
+            out.append("tags")
+        return out
+
+    def _item(self, c: _Cand) -> dict[str, Any] | None:
+        if c.spool is not None:
+            return _spool_item(self.memory, c.spool, self.q.text, c.score, self._why(c))
+        h = c.hit
+        assert h is not None
+        anchor = f"{h.path}#{h.anchor}" if h.anchor else h.path
+        item_id = (
+            f"asof:{self.as_of_sha[:12]}:{anchor}"
+            if self.as_of_sha
+            else self.memory._handle(anchor)
+        )
+        return {
+            "id": item_id,
+            "path": h.path,
+            "anchor": anchor,
+            "title": h.title,
+            "kind": h.kind,
+            "snippet": make_snippet(h.text or h.heading, self.q.text),
+            "why": self._why(c),
+            "score": round(c.score, 4),
+            "expand_tokens": _count(h.text),
+            "updated": h.updated,
+        }
 
 
-def _page_item(memory: Memory, h: Any, query: str, score: float) -> dict[str, Any]:
-    anchor = f"{h.path}#{h.anchor}" if h.anchor else h.path
-    why = ["text"]
-    words = [w.lower() for w in query.split() if len(w) > 2]
-    if h.title and any(w in h.title.lower() for w in words):
-        why.append("title")
-    return {
-        "id": memory._handle(anchor),
-        "path": h.path,
-        "anchor": anchor,
-        "title": h.title,
-        "kind": h.kind,
-        "snippet": make_snippet(h.text, query),
-        "why": why,
-        "score": round(score, 4),
-        "expand_tokens": count_tokens(h.text),
-        "updated": h.updated,
-    }
+def _decayed(scores: list[float]) -> float:
+    return sum(w * s for w, s in zip(PAGE_DECAY, sorted(scores, reverse=True), strict=False))
 
 
-def _spool_item(memory: Memory, s: Any, query: str, score: float) -> dict[str, Any] | None:
+def _order_key(c: _Cand) -> tuple[float, str, int, str]:
+    return (-c.score, c.path, c.hit.ord if c.hit is not None else 0, c.key[1])
+
+
+def _content(c: _Cand) -> str:
+    """The text compared for near-duplicates: without a timeline entry's head line
+    (time, kind, speaker) and fence lines."""
+    if c.spool is not None:
+        return str(c.spool.text)
+    assert c.hit is not None
+    text = _TIMELINE_HEAD.sub("", c.hit.text, count=1)
+    return _FENCE_LINE.sub("", text) or c.hit.heading
+
+
+@functools.lru_cache(maxsize=20_000)
+def _tokens(text: str) -> frozenset[str]:
+    return frozenset(words(text))
+
+
+@functools.lru_cache(maxsize=20_000)
+def _count(text: str) -> int:
+    return count_tokens(text)
+
+
+def _duplicates_any(toks: frozenset[str], seen: list[frozenset[str]]) -> bool:
+    if not toks:
+        return False
+    n = len(toks)
+    for other in seen:
+        if not other:
+            continue
+        inter = len(toks & other)
+        if inter * 5 >= 4 * (n + len(other) - inter):
+            return True
+        small = min(n, len(other))
+        if small >= 5 and inter * 10 >= 9 * small:
+            return True
+    return False
+
+
+def near_duplicate(a: Set[str], b: Set[str]) -> bool:
+    """True when two word sets say the same thing: Jaccard similarity ≥ 0.8, or (both at
+    least 5 words) the smaller is 90% inside the larger. Empty sets never match."""
+    return _duplicates_any(frozenset(a), [frozenset(b)])
+
+
+def _spool_item(
+    memory: Memory, s: Any, query: str, score: float, why: list[str]
+) -> dict[str, Any] | None:
     info = memory.spool.sessions.get(s.session_key)
     if info is None:
         return None
@@ -131,16 +581,18 @@ def _spool_item(memory: Memory, s: Any, query: str, score: float) -> dict[str, A
         "title": f"Running session {info.session_id[:24]} ({info.harness})",
         "kind": "session",
         "snippet": make_snippet(s.text, query),
-        "why": ["spool", "text"],
+        "why": why,
         "score": round(score, 4),
-        "expand_tokens": count_tokens(s.text),
+        "expand_tokens": _count(s.text),
         "updated": s.ts,
     }
 
 
 def make_snippet(text: str, query: str, width: int = 220) -> str:
     """One line of ``text`` around the first query word found (fence lines dropped)."""
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("~~~")]
+    lines = [
+        ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith(("~~~", "```"))
+    ]
     flat = " ".join(" ".join(lines).split())
     if len(flat) <= width:
         return flat

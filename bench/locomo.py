@@ -1,0 +1,455 @@
+"""LoCoMo evidence-retrieval benchmark: /v1/recall against BM25 baselines in the same run.
+
+Run: ``python bench/locomo.py`` (about 3-6 minutes here). Options: ``--data FILE`` (default
+``../shared/data/locomo/locomo7-dev.json``), ``--conversations N`` (first N only),
+``--budget 4000`` (``budget_tokens`` of every recall), ``--data-dir DIR`` (keep the
+server's data directory there; an existing one that already holds the pages is reused,
+which skips ingestion), ``--json FILE`` (also write the numbers as JSON).
+
+Method (see docs/benchmarks.md):
+
+1. A real ``wiki-memory serve`` process starts on a temp data directory (127.0.0.1, a free
+   port). Each conversation is ingested through ``POST /v1/observations`` only: one
+   captured session per LoCoMo session (harness ``locomo``, project = the ``sample_id``,
+   session id ``<sample_id>-s<n>``), one ``UserPromptSubmit`` observation per turn with
+   payload ``{"prompt": text [+ " [shares a photo of <blip_caption>]"], "speaker",
+   "dia_id"}`` and ``ts`` = ``session_<n>_date_time`` + 5 s per turn, then ``SessionEnd``
+   so the session page is compiled.
+2. The bench waits until every session page is listed by ``GET /v1/pages`` with all its
+   turns, and reads each page (``GET /v1/pages/{path}``) to map every timeline anchor
+   ``path#^tN`` to the ``dia_id`` in its entry's head line (``prompt · <speaker> · D1:3``).
+3. Every question is asked through ``POST /v1/recall`` with ``project`` = its
+   conversation and ``budget_tokens`` = ``--budget``. The top-k *items* are scored:
+   a turn counts as returned only when it is an item's ``anchor``; a session counts when
+   any of the top-k items lies on its page.
+4. Baselines on the same turns (text + photo caption, prefixed with the speaker, exactly
+   what the product ingests), tokenized by lowercase ``\\w+``: ``rank_bm25.BM25Okapi``
+   over single turns, and over whole sessions (all turns of a session joined), one
+   index per conversation.
+
+Recall@k is "any evidence": a question is a hit when at least one of its (normalised)
+evidence ids is among the top-k units. Evidence ids are parsed tolerantly (split on
+``[;\\s]+``, keep ``D<n>:<m>``, strip zero padding); ids that match no turn are dropped
+and questions left without evidence are skipped (see the data README). Category 5
+(adversarial) is reported apart and not in "all".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from serverproc import ServerProcess  # noqa: E402
+
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo7-dev.json"
+KS = (1, 5, 10)
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+TURN_SECONDS = 5
+_WORD = re.compile(r"\w+")
+_HEAD = re.compile(r"^\*\*\d\d:\d\d:\d\d\*\* · prompt · [^\n]*?· (D\d+:\d+)\s*$", re.M)
+_BLOCK = re.compile(r"^\^(t\d+)\s*$", re.M)
+
+
+# --- data -------------------------------------------------------------------------------
+
+
+@dataclass
+class Turn:
+    dia_id: str
+    session: int
+    speaker: str
+    text: str  # what is ingested: text + photo caption
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    sessions: dict[int, list[Turn]]
+    dates: dict[int, float]
+    qa: list[dict[str, Any]]
+    turns: list[Turn] = field(default_factory=list)
+
+
+def norm_evidence(evidence: list[Any]) -> set[str]:
+    """Evidence ids, tolerant of the file's defects: ``"D8:6; D9:17"``, ``"D30:05"``."""
+    out: set[str] = set()
+    for raw in evidence or []:
+        for tok in re.split(r"[;\s]+", str(raw).replace("(", "").replace(")", "")):
+            m = re.fullmatch(r"D(\d+):(\d+)", tok)
+            if m:
+                out.add(f"D{int(m[1])}:{int(m[2])}")
+    return out
+
+
+def parse_date(text: str) -> float:
+    """``"1:56 pm on 8 May, 2023"`` → UTC epoch seconds (the file has no time zone)."""
+    dt = datetime.strptime(" ".join(text.split()), "%I:%M %p on %d %B, %Y")
+    return dt.replace(tzinfo=UTC).timestamp()
+
+
+def load(path: Path, limit: int | None) -> list[Conversation]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    convs = []
+    for sample in data[:limit] if limit else data:
+        c = sample["conversation"]
+        sessions: dict[int, list[Turn]] = {}
+        dates: dict[int, float] = {}
+        for key, value in c.items():
+            m = re.fullmatch(r"session_(\d+)", key)
+            if not m or not isinstance(value, list) or not value:
+                continue
+            n = int(m[1])
+            dates[n] = parse_date(c[f"session_{n}_date_time"])
+            turns = []
+            for t in value:
+                text = t["text"]
+                if t.get("blip_caption"):
+                    text += f" [shares a photo of {t['blip_caption']}]"
+                turns.append(Turn(t["dia_id"], n, t["speaker"], text))
+            sessions[n] = turns
+        conv = Conversation(
+            sample["sample_id"], dict(sorted(sessions.items())), dates, sample["qa"]
+        )
+        conv.turns = [t for n in conv.sessions for t in conv.sessions[n]]
+        convs.append(conv)
+    return convs
+
+
+def session_of(dia_id: str) -> int:
+    return int(dia_id[1:].split(":")[0])
+
+
+# --- ingest through the HTTP API --------------------------------------------------------
+
+
+def session_key(conv: Conversation, n: int) -> str:
+    return f"{conv.sample_id}-s{n}"
+
+
+def ingest(srv: ServerProcess, convs: list[Conversation]) -> float:
+    """Post every turn and each session's end; returns the seconds it took."""
+    t0 = time.perf_counter()
+    with httpx.Client(base_url=srv.url, headers=srv.headers, timeout=120) as cl:
+        for conv in convs:
+            for n, turns in conv.sessions.items():
+                sid = session_key(conv, n)
+                base = conv.dates[n]
+                events: list[dict[str, Any]] = []
+                for i, t in enumerate(turns):
+                    events.append(
+                        {
+                            "harness": "locomo",
+                            "event": "UserPromptSubmit",
+                            "session_id": sid,
+                            "project": conv.sample_id,
+                            "event_id": f"{sid}-{t.dia_id}",
+                            "ts": base + TURN_SECONDS * i,
+                            "payload": {"prompt": t.text, "speaker": t.speaker, "dia_id": t.dia_id},
+                        }
+                    )
+                events.append(
+                    {
+                        "harness": "locomo",
+                        "event": "SessionEnd",
+                        "session_id": sid,
+                        "project": conv.sample_id,
+                        "event_id": f"{sid}-end",
+                        "ts": base + TURN_SECONDS * len(turns),
+                        "payload": {"reason": "other"},
+                    }
+                )
+                r = cl.post("/v1/observations", json=events)
+                r.raise_for_status()
+    return time.perf_counter() - t0
+
+
+def anchor_map(content: str, path: str) -> dict[str, str]:
+    """``path#^tN`` → dia_id, read from the timeline entries' head lines."""
+    out: dict[str, str] = {}
+    heads = [(m.start(), m.group(1)) for m in _HEAD.finditer(content)]
+    blocks = [(m.start(), m.group(1)) for m in _BLOCK.finditer(content)]
+    for pos, dia in heads:
+        nxt = next((b for p, b in blocks if p > pos), None)
+        if nxt is not None:
+            out[f"{path}#^{nxt}"] = dia
+    return out
+
+
+def wait_for_pages(
+    srv: ServerProcess, convs: list[Conversation], timeout: float = 600
+) -> tuple[dict[str, str], dict[str, tuple[str, int]]]:
+    """Wait until every session page is compiled with all its turns.
+
+    Returns (anchor → dia_id, page path → (sample_id, session number))."""
+    anchors: dict[str, str] = {}
+    pages: dict[str, tuple[str, int]] = {}
+    deadline = time.monotonic() + timeout
+    with httpx.Client(base_url=srv.url, headers=srv.headers, timeout=120) as cl:
+        for conv in convs:
+            want = {session_key(conv, n): len(t) for n, t in conv.sessions.items()}
+            done: set[str] = set()
+            while True:
+                listed = cl.get(
+                    "/v1/pages",
+                    params={"project": conv.sample_id, "kind": "session", "limit": 1000},
+                ).json()["pages"]
+                for p in listed:
+                    if p["path"] in done:
+                        continue
+                    page = cl.get(f"/v1/pages/{p['path']}", params={"max_bytes": 4 << 20}).json()
+                    sid = str(page["metadata"].get("session_id", ""))
+                    amap = anchor_map(page["content"], p["path"])
+                    if sid in want and len(amap) == want[sid]:
+                        done.add(p["path"])
+                        anchors.update(amap)
+                        pages[p["path"]] = (conv.sample_id, int(sid.rsplit("-s", 1)[1]))
+                if len(done) == len(want):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{conv.sample_id}: {len(done)}/{len(want)} pages compiled")
+                time.sleep(0.2)
+    return anchors, pages
+
+
+# --- scoring ----------------------------------------------------------------------------
+
+
+@dataclass
+class Ranked:
+    """One system's answer to one question: ranked session numbers and turn ids."""
+
+    sessions: list[int | None]  # per unit, its session (None: not a session)
+    turns: list[str | None]  # per unit, its turn (None: not a turn anchor)
+    tokens: int = 0
+    ms: float = 0.0
+
+
+def hit_at(units: list[Any], gold: set[Any], k: int) -> bool:
+    return any(u in gold for u in units[:k] if u is not None)
+
+
+@dataclass
+class Score:
+    n: int = 0
+    s: dict[int, int] = field(default_factory=lambda: dict.fromkeys(KS, 0))
+    t: dict[int, int] = field(default_factory=lambda: dict.fromkeys(KS, 0))
+    tokens: list[int] = field(default_factory=list)
+    ms: list[float] = field(default_factory=list)
+
+    def add(self, r: Ranked, gold: set[str]) -> None:
+        gold_s = {session_of(d) for d in gold}
+        self.n += 1
+        for k in KS:
+            self.s[k] += hit_at(r.sessions, gold_s, k)
+            self.t[k] += hit_at(r.turns, gold, k)
+        self.tokens.append(r.tokens)
+        self.ms.append(r.ms)
+
+
+def _tok(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+class Baselines:
+    """BM25Okapi over single turns and over whole sessions of one conversation."""
+
+    def __init__(self, conv: Conversation) -> None:
+        from rank_bm25 import BM25Okapi
+
+        from wiki_memory.recall.tokens import count_tokens
+
+        self.turns = conv.turns
+        docs = [f"{t.speaker}: {t.text}" for t in self.turns]
+        self.turn_tokens = [count_tokens(d) for d in docs]
+        self.turn_bm25 = BM25Okapi([_tok(d) for d in docs])
+        self.sess = list(conv.sessions)
+        sdocs = ["\n".join(f"{t.speaker}: {t.text}" for t in conv.sessions[n]) for n in self.sess]
+        self.sess_tokens = [count_tokens(d) for d in sdocs]
+        self.sess_bm25 = BM25Okapi([_tok(d) for d in sdocs])
+
+    def by_turns(self, q: str) -> Ranked:
+        t0 = time.perf_counter()
+        scores = self.turn_bm25.get_scores(_tok(q))
+        order = sorted(range(len(self.turns)), key=lambda i: (-scores[i], i))[: max(KS)]
+        ms = (time.perf_counter() - t0) * 1000
+        return Ranked(
+            [self.turns[i].session for i in order],
+            [self.turns[i].dia_id for i in order],
+            sum(self.turn_tokens[i] for i in order),
+            ms,
+        )
+
+    def by_sessions(self, q: str) -> Ranked:
+        t0 = time.perf_counter()
+        scores = self.sess_bm25.get_scores(_tok(q))
+        order = sorted(range(len(self.sess)), key=lambda i: (-scores[i], i))[:5]
+        ms = (time.perf_counter() - t0) * 1000
+        return Ranked(
+            [self.sess[i] for i in order],
+            [None] * len(order),
+            sum(self.sess_tokens[i] for i in order),
+            ms,
+        )
+
+
+def ask(
+    cl: httpx.Client,
+    conv: Conversation,
+    q: str,
+    budget: int,
+    anchors: dict[str, str],
+    pages: dict[str, tuple[str, int]],
+) -> Ranked:
+    t0 = time.perf_counter()
+    r = cl.post("/v1/recall", json={"query": q, "project": conv.sample_id, "budget_tokens": budget})
+    ms = (time.perf_counter() - t0) * 1000
+    r.raise_for_status()
+    body = r.json()
+    sessions: list[int | None] = []
+    turns: list[str | None] = []
+    for item in body["items"]:
+        page = pages.get(item["path"])
+        sessions.append(page[1] if page and page[0] == conv.sample_id else None)
+        turns.append(anchors.get(item["anchor"]))
+    return Ranked(sessions, turns, int(body["used_tokens"]), ms)
+
+
+SYSTEMS = ("wiki-memory", "BM25 turns", "BM25 sessions")
+
+
+def run(convs: list[Conversation], srv: ServerProcess, budget: int) -> dict[str, Any]:
+    anchors, pages = wait_for_pages(srv, convs)
+    scores: dict[tuple[str, str], Score] = defaultdict(Score)
+    skipped = 0
+    t0 = time.perf_counter()
+    with httpx.Client(base_url=srv.url, headers=srv.headers, timeout=120) as cl:
+        for conv in convs:
+            base = Baselines(conv)
+            valid = {t.dia_id for t in conv.turns}
+            for qa in conv.qa:
+                gold = norm_evidence(qa.get("evidence", [])) & valid
+                if not gold:
+                    skipped += 1
+                    continue
+                cat = int(qa["category"])
+                q = str(qa["question"])
+                results = {
+                    "wiki-memory": ask(cl, conv, q, budget, anchors, pages),
+                    "BM25 turns": base.by_turns(q),
+                    "BM25 sessions": base.by_sessions(q),
+                }
+                groups = [str(cat)] + (["all"] if cat != 5 else [])
+                for name, res in results.items():
+                    for g in groups:
+                        scores[(g, name)].add(res, gold)
+    return {"scores": scores, "skipped": skipped, "seconds": time.perf_counter() - t0}
+
+
+# --- report -----------------------------------------------------------------------------
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return 0.0
+    values = sorted(values)
+    return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
+
+
+def table(scores: dict[tuple[str, str], Score]) -> str:
+    head = (
+        f"{'category':<16} {'n':>5}  {'system':<14}"
+        + "".join(f" {'S@' + str(k):>5}" for k in KS)
+        + "".join(f" {'T@' + str(k):>5}" for k in KS)
+        + f" {'tok/q':>6} {'p50 ms':>7} {'p95 ms':>7}"
+    )
+    lines = [head, "-" * len(head)]
+    for g in ["all", "1", "2", "3", "4", "5"]:
+        label = "all (cat 1-4)" if g == "all" else f"{g} {CATEGORIES[int(g)]}"
+        for i, name in enumerate(SYSTEMS):
+            sc = scores.get((g, name))
+            if sc is None or not sc.n:
+                continue
+            s = "".join(f" {sc.s[k] / sc.n:5.3f}" for k in KS)
+            if name == "BM25 sessions":
+                t = "".join(f" {'-':>5}" for _ in KS)
+                s = f" {sc.s[1] / sc.n:5.3f} {sc.s[5] / sc.n:5.3f} {'-':>5}"
+            else:
+                t = "".join(f" {sc.t[k] / sc.n:5.3f}" for k in KS)
+            lines.append(
+                f"{label if i == 0 else '':<16} {sc.n if i == 0 else '':>5}  {name:<14}{s}{t}"
+                f" {statistics.mean(sc.tokens):6.0f} {pct(sc.ms, 50):7.1f} {pct(sc.ms, 95):7.1f}"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--conversations", type=int, default=None)
+    ap.add_argument("--budget", type=int, default=4000)
+    ap.add_argument("--data-dir", type=Path, default=None)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    convs = load(args.data, args.conversations)
+    t_start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
+        data_dir = args.data_dir or Path(tmp) / "data"
+        reuse = (data_dir / "wiki" / "projects").exists()
+        srv = ServerProcess(data_dir, env={"WIKI_MEMORY_COMMIT_DELAY_SECONDS": "0.5"})
+        srv.start(timeout=300)
+        try:
+            ingest_s = 0.0 if reuse else ingest(srv, convs)
+            res = run(convs, srv, args.budget)
+        finally:
+            srv.stop()
+    scores = res["scores"]
+    n_turns = sum(len(c.turns) for c in convs)
+    print(
+        f"LoCoMo evidence recall, {args.data.name}: {len(convs)} conversations, "
+        f"{sum(len(c.sessions) for c in convs)} sessions, {n_turns} turns; "
+        f"budget_tokens={args.budget}; {res['skipped']} questions without valid evidence skipped"
+    )
+    print(
+        "S@k: an evidence session among the top-k units; T@k: an evidence turn is the anchor of "
+        "one of the top-k units (BM25 sessions: top 5 only). tok/q: tokens returned per query "
+        "(wiki-memory: used_tokens of the whole reply; BM25 turns: the top 10 turns; "
+        "BM25 sessions: the top 5 sessions). ms: wiki-memory over HTTP, BM25 in process."
+    )
+    print(table(scores))
+    print(
+        f"ingest {ingest_s:.1f} s{' (reused)' if reuse else ''}; questions {res['seconds']:.1f} s; "
+        f"total {time.perf_counter() - t_start:.1f} s"
+    )
+    if args.json:
+        out = {
+            f"{g}/{name}": {
+                "n": sc.n,
+                **{f"S@{k}": sc.s[k] / sc.n for k in KS},
+                **{f"T@{k}": sc.t[k] / sc.n for k in KS},
+                "tokens": statistics.mean(sc.tokens),
+                "p50_ms": pct(sc.ms, 50),
+                "p95_ms": pct(sc.ms, 95),
+            }
+            for (g, name), sc in scores.items()
+        }
+        args.json.write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

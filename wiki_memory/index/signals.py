@@ -1,0 +1,341 @@
+"""Read-only queries behind recall's ranking signals (see ``wiki_memory.recall.rank``).
+
+These run on an :class:`~wiki_memory.index.store.Index` (this thread's connection) and
+only read: sections matching an FTS5 expression with the scope and user filters applied
+in SQL before ranking and the limit (invariant 9), neighbouring sections, pages named in
+a query, pages linked to or from a page, and page rows. They live beside ``store.py``
+because they know its schema; ``store.py`` stays the only writer.
+
+Every function raises :class:`~wiki_memory.index.store.SearchError` when SQLite fails,
+never returns "no results" for an error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import apsw
+
+from wiki_memory.index.store import BM25_WEIGHTS, Index, SearchError
+
+__all__ = [
+    "Hit",
+    "Scope",
+    "search_sections",
+    "neighbours",
+    "pages_named",
+    "linked_pages",
+    "page_rows",
+    "first_sections",
+    "PAGE_START",
+    "PAGE_END",
+]
+
+_BM25 = "bm25(fts, {})".format(", ".join(str(w) for w in BM25_WEIGHTS.values()))
+_UPDATED = "COALESCE(p.updated, p.created, strftime('%Y-%m-%dT%H:%M:%SZ', p.mtime, 'unixepoch'))"
+
+PAGE_END = f"COALESCE(json_extract(p.meta, '$.ended'), {_UPDATED})"
+"""SQL for the end of the time a page covers: frontmatter ``ended`` (sessions), else
+``updated``, else ``created``, else the file's mtime."""
+
+PAGE_START = (
+    "COALESCE(json_extract(p.meta, '$.started'), p.created, p.updated, "
+    "strftime('%Y-%m-%dT%H:%M:%SZ', p.mtime, 'unixepoch'))"
+)
+"""SQL for the start of the time a page covers: frontmatter ``started`` (sessions), else
+``created``, else ``updated``, else the file's mtime."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which pages a query may see. Every condition is part of the SQL ``WHERE``.
+
+    ``project``: exact project; ``kinds``: page kinds (an empty list allows none);
+    ``tags``: the page must carry every one (case-insensitive; ``a`` also matches the
+    nested ``a/b``); ``since``/``until``: UTC epoch seconds, the time the page covers
+    (:data:`PAGE_START` .. :data:`PAGE_END`) must overlap ``[since, until]``;
+    ``exclude_dirs``: wiki-relative folders whose pages are left out.
+    """
+
+    project: str | None = None
+    kinds: tuple[str, ...] | None = None
+    tags: tuple[str, ...] = ()
+    since: float | None = None
+    until: float | None = None
+    exclude_dirs: tuple[str, ...] = field(default=())
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing can match (an empty ``kinds`` list)."""
+        return self.kinds is not None and not self.kinds
+
+    def where(self, alias: str = "p") -> tuple[list[str], list[Any]]:
+        """SQL conditions on the ``pages`` row ``alias`` and their arguments."""
+        conds: list[str] = []
+        args: list[Any] = []
+        a = alias
+        if self.project is not None:
+            conds.append(f"{a}.project = ?")
+            args.append(self.project)
+        if self.kinds is not None:
+            conds.append(f"{a}.kind IN ({', '.join('?' * len(self.kinds))})")
+            args.extend(self.kinds)
+        for tag in self.tags:
+            t = tag.lstrip("#").casefold()
+            conds.append(
+                f"EXISTS (SELECT 1 FROM json_each({a}.tags) AS jt "
+                "WHERE lower(ltrim(jt.value, '#')) = ? OR lower(ltrim(jt.value, '#')) LIKE ? "
+                "ESCAPE '\\')"
+            )
+            args.extend([t, _like_prefix(t) + "/%"])
+        if self.since is not None:
+            conds.append(f"unixepoch({PAGE_END.replace('p.', a + '.')}) >= ?")
+            args.append(float(self.since))
+        if self.until is not None:
+            conds.append(f"unixepoch({PAGE_START.replace('p.', a + '.')}) <= ?")
+            args.append(float(self.until))
+        for d in self.exclude_dirs:
+            d = d.strip("/")
+            if d:
+                conds.append(f"NOT ({a}.path >= ? AND {a}.path < ?)")
+                args.extend([d + "/", d + "0"])  # '0' sorts right after '/'
+        return conds, args
+
+
+def _like_prefix(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One section. ``score``: negated weighted bm25 (higher is better; 0 when the
+    section was not found by text). ``ord``: 0-based position in its page; ``line``: its
+    1-based line; ``updated``: the page's ``updated`` (else ``created``, else mtime)."""
+
+    path: str
+    anchor: str
+    heading: str
+    title: str
+    kind: str
+    project: str | None
+    updated: str | None
+    score: float
+    text: str
+    line: int
+    ord: int
+
+
+_HIT_COLUMNS = (
+    f"s.path, s.anchor, s.heading, p.title, p.kind, p.project, {_UPDATED}, s.text, s.line, s.ord"
+)
+
+
+def _hit(row: Sequence[Any], score: float) -> Hit:
+    return Hit(
+        path=row[0],
+        anchor=row[1] or "",
+        heading=row[2] or "",
+        title=row[3] or "",
+        kind=row[4] or "page",
+        project=row[5],
+        updated=row[6],
+        score=score,
+        text=row[7] or "",
+        line=int(row[8] or 0),
+        ord=int(row[9] or 0),
+    )
+
+
+def _run(index: Index, sql: str, args: Sequence[Any]) -> list[Any]:
+    try:
+        return list(index._conn().execute(sql, args).fetchall())
+    except apsw.Error as exc:
+        raise SearchError(f"search failed: {type(exc).__name__}: {exc}") from exc
+
+
+def search_sections(index: Index, match: str, scope: Scope, limit: int) -> list[Hit]:
+    """Sections matching the FTS5 expression ``match``, best first by weighted bm25
+    (title 10, aliases 8, tags 4, heading 3, body 1), ties by path and page order.
+
+    ``match`` must be built from quoted strings (``wiki_memory.recall.terms``); a column
+    filter (``{heading body} : (...)``) limits which columns may match. The ``scope``
+    conditions are applied in SQL before ``ORDER BY ... LIMIT``.
+    """
+    if not match or limit <= 0 or scope.empty:
+        return []
+    conds, args = scope.where("p")
+    where = " AND ".join(["fts MATCH ?", *conds])
+    sql = f"""
+        WITH ranked AS (
+            SELECT fts.rowid AS rid, {_BM25} AS r, s.path AS path, s.ord AS ord
+            FROM fts JOIN sections AS s ON s.rowid = fts.rowid
+            JOIN pages AS p ON p.path = s.path
+            WHERE {where}
+            ORDER BY r, path, ord
+            LIMIT ?
+        )
+        SELECT {_HIT_COLUMNS}, -ranked.r
+        FROM ranked
+        JOIN sections AS s ON s.rowid = ranked.rid
+        JOIN pages AS p ON p.path = s.path
+        ORDER BY ranked.r, ranked.path, ranked.ord
+    """
+    rows = _run(index, sql, [match, *args, int(limit)])
+    return [_hit(r, float(r[10])) for r in rows]
+
+
+def neighbours(index: Index, keys: Iterable[tuple[str, int]]) -> list[Hit]:
+    """The sections at ``(path, ord)`` positions (score 0), for timeline context."""
+    wanted = sorted(set(keys))
+    out: list[Hit] = []
+    for i in range(0, len(wanted), 400):
+        chunk = wanted[i : i + 400]
+        values = ", ".join("(?, ?)" for _ in chunk)
+        sql = f"""
+            WITH want(path, ord) AS (VALUES {values})
+            SELECT {_HIT_COLUMNS}
+            FROM want JOIN sections AS s ON s.path = want.path AND s.ord = want.ord
+            JOIN pages AS p ON p.path = s.path
+        """
+        args = [v for pair in chunk for v in pair]
+        out.extend(_hit(r, 0.0) for r in _run(index, sql, args))
+    return out
+
+
+def first_sections(index: Index, paths: Iterable[str]) -> dict[str, Hit]:
+    """For each page, its first section with any text (else its first section), score 0:
+    the anchor for a page found by a page-level signal only (a name, a link)."""
+    out: dict[str, Hit] = {}
+    for path in dict.fromkeys(paths):
+        rows = _run(
+            index,
+            f"SELECT {_HIT_COLUMNS} FROM sections AS s JOIN pages AS p ON p.path = s.path "
+            "WHERE s.path = ? ORDER BY (trim(s.text) = ''), s.ord LIMIT 1",
+            [path],
+        )
+        if rows:
+            out[path] = _hit(rows[0], 0.0)
+    return out
+
+
+#: ``names.source`` values that name a page the way a person would write it in a query
+ENTITY_SOURCES = ("title", "title_other", "alias", "stem")
+
+
+def pages_named(index: Index, keys: Iterable[str], scope: Scope) -> list[tuple[str, str, str]]:
+    """Pages one of whose names (title, alias, file stem; ``names.key``, NFC casefolded)
+    equals one of ``keys``: ``[(key, path, source)]``, scope applied."""
+    uniq = sorted({k for k in keys if k})
+    if not uniq or scope.empty:
+        return []
+    conds, args = scope.where("p")
+    out: list[tuple[str, str, str]] = []
+    for i in range(0, len(uniq), 400):
+        chunk = uniq[i : i + 400]
+        sql = f"""
+            SELECT n.key, n.path, n.source FROM names AS n JOIN pages AS p ON p.path = n.path
+            WHERE n.key IN ({", ".join("?" * len(chunk))})
+              AND n.source IN ({", ".join("?" * len(ENTITY_SOURCES))})
+              {"AND " + " AND ".join(conds) if conds else ""}
+            ORDER BY n.path, n.key
+        """
+        out.extend(tuple(r) for r in _run(index, sql, [*chunk, *ENTITY_SOURCES, *args]))
+    return out
+
+
+def linked_pages(index: Index, path: str, scope: Scope) -> list[tuple[str, str]]:
+    """Pages linked from ``path`` (``"out"``) and pages linking to it (``"in"``), scope
+    applied, each once: ``[(other_path, direction)]``, outgoing first, by path.
+
+    Uses the links' resolved targets when the index has them (``links.resolved_path``),
+    else exact names (``names.key`` = the link's ``target_key``)."""
+    conds, args = scope.where("p")
+    extra = ("AND " + " AND ".join(conds)) if conds else ""
+    try:
+        out_rows = index._conn().execute(
+            f"""SELECT DISTINCT l.resolved_path FROM links AS l
+                JOIN pages AS p ON p.path = l.resolved_path
+                WHERE l.src_path = ? AND l.resolved_path != ? {extra}
+                ORDER BY 1""",
+            [path, path, *args],
+        )
+        outs = [r[0] for r in out_rows]
+        in_rows = index._conn().execute(
+            f"""SELECT DISTINCT l.src_path FROM links AS l
+                JOIN pages AS p ON p.path = l.src_path
+                WHERE l.resolved_path = ? AND l.src_path != ? {extra}
+                ORDER BY 1""",
+            [path, path, *args],
+        )
+        ins = [r[0] for r in in_rows]
+    except apsw.SQLError:
+        # an index without resolved links: match the link text against page names
+        outs = [
+            r[0]
+            for r in _run(
+                index,
+                f"""SELECT DISTINCT n.path FROM links AS l
+                    JOIN names AS n ON n.key = l.target_key
+                    JOIN pages AS p ON p.path = n.path
+                    WHERE l.src_path = ? AND n.path != ? {extra} ORDER BY 1""",
+                [path, path, *args],
+            )
+        ]
+        ins = [
+            r[0]
+            for r in _run(
+                index,
+                f"""SELECT DISTINCT l.src_path FROM links AS l
+                    JOIN names AS n ON n.key = l.target_key
+                    JOIN pages AS p ON p.path = l.src_path
+                    WHERE n.path = ? AND l.src_path != ? {extra} ORDER BY 1""",
+                [path, path, *args],
+            )
+        ]
+    except apsw.Error as exc:
+        raise SearchError(f"search failed: {type(exc).__name__}: {exc}") from exc
+    seen: set[str] = set()
+    result: list[tuple[str, str]] = []
+    for p, d in [(p, "out") for p in outs] + [(p, "in") for p in ins]:
+        if p not in seen:
+            seen.add(p)
+            result.append((p, d))
+    return result
+
+
+def page_rows(index: Index, paths: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """``path → {title, aliases, tags, kind, project, start, end}`` for indexed pages
+    (``start``/``end``: :data:`PAGE_START`/:data:`PAGE_END` as stored strings)."""
+    uniq = sorted(set(paths))
+    out: dict[str, dict[str, Any]] = {}
+    for i in range(0, len(uniq), 400):
+        chunk = uniq[i : i + 400]
+        sql = f"""
+            SELECT p.path, p.title, p.aliases, p.tags, p.kind, p.project,
+                   {PAGE_START}, {PAGE_END}
+            FROM pages AS p WHERE p.path IN ({", ".join("?" * len(chunk))})
+        """
+        for r in _run(index, sql, chunk):
+            out[r[0]] = {
+                "title": r[1] or "",
+                "aliases": _json_list(r[2]),
+                "tags": _json_list(r[3]),
+                "kind": r[4] or "page",
+                "project": r[5],
+                "start": r[6],
+                "end": r[7],
+            }
+    return out
+
+
+def _json_list(value: Any) -> list[str]:
+    if not value:
+        return []
+    try:
+        data = json.loads(value)
+    except ValueError:
+        return []
+    return [str(v) for v in data] if isinstance(data, list) else []

@@ -1,0 +1,142 @@
+"""Recall filters: project, kinds, tags, a date range and ``as_of``, checked and parsed.
+
+Times are given as ISO-8601 strings (``2024-05-01``, ``2024-05-01T10:30:00Z``,
+``2024-05-01T10:30:00+02:00``; no zone means UTC) or epoch seconds, and become UTC epoch
+seconds. A date without a time means the whole day: ``since: 2024-05-01`` starts at its
+first second, ``until: 2024-05-01`` ends at its last. A bad value raises
+:class:`FilterError` (a ``ValueError``) naming the field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from wiki_memory.index.signals import Scope
+
+__all__ = ["FilterError", "Filters", "parse_time"]
+
+_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+class FilterError(ValueError):
+    """A filter value is not valid; ``field`` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def parse_time(value: Any, field: str, end_of_day: bool = False) -> float | None:
+    """ISO-8601 text or epoch seconds → UTC epoch seconds (None stays None).
+
+    ``end_of_day``: a date without a time gives the last instant of that day.
+    Raises :class:`FilterError` for anything else.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise FilterError(field, "expected an ISO-8601 time or epoch seconds")
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str):
+        raise FilterError(field, "expected an ISO-8601 time or epoch seconds")
+    text = value.strip()
+    try:
+        if _DATE_ONLY.match(text):
+            d = date.fromisoformat(text)
+            start = datetime(d.year, d.month, d.day, tzinfo=UTC)
+            if end_of_day:
+                return (start + timedelta(days=1)).timestamp() - 1e-6
+            return start.timestamp()
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            raise FilterError(field, f"not an ISO-8601 time or epoch seconds: {value!r}") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()
+
+
+def _str_list(value: Any, field: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, Iterable) or not all(isinstance(v, str) for v in value):
+        raise FilterError(field, "expected a string or a list of strings")
+    return tuple(v for v in value)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a recall may return. ``kinds``: page kinds (``session``, ``note``,
+    ``handoff``, ...; None = all, ``[]`` = none); ``tags``: every one must be on the page;
+    ``since``/``until``: UTC epoch seconds bounding the time a page covers (overlap);
+    ``as_of``: UTC epoch seconds: search the wiki as it was committed then (git)."""
+
+    project: str | None = None
+    kinds: tuple[str, ...] | None = None
+    tags: tuple[str, ...] = ()
+    since: float | None = None
+    until: float | None = None
+    as_of: float | None = None
+    exclude_dirs: tuple[str, ...] = ()
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        project: str | None = None,
+        kinds: Any = None,
+        tags: Any = None,
+        since: Any = None,
+        until: Any = None,
+        as_of: Any = None,
+        exclude_dirs: Iterable[str] = (),
+    ) -> Filters:
+        """Check and parse raw values (as they come from JSON or keyword arguments)."""
+        if project is not None and not isinstance(project, str):
+            raise FilterError("project", "expected a string")
+        k = _str_list(kinds, "kinds")
+        t = tuple(x.lstrip("#") for x in (_str_list(tags, "tags") or ()) if x.lstrip("#"))
+        s = parse_time(since, "since")
+        u = parse_time(until, "until", end_of_day=True)
+        if s is not None and u is not None and s > u:
+            raise FilterError("until", "is before since")
+        a = parse_time(as_of, "as_of", end_of_day=True)
+        return cls(project or None, k, t, s, u, a, tuple(exclude_dirs))
+
+    def scope(self) -> Scope:
+        """The SQL scope of these filters (``as_of`` picks the index, not rows)."""
+        return Scope(
+            project=self.project,
+            kinds=self.kinds,
+            tags=self.tags,
+            since=self.since,
+            until=self.until,
+            exclude_dirs=self.exclude_dirs,
+        )
+
+    def spool_ok(self, ts: str | None) -> bool:
+        """Whether a spooled observation with ISO time ``ts`` passes the date range.
+        (Spooled observations are sessions: tag filters and ``as_of`` exclude them.)"""
+        if self.tags or self.as_of is not None:
+            return False
+        if self.kinds is not None and "session" not in self.kinds:
+            return False
+        if self.since is None and self.until is None:
+            return True
+        try:
+            t = parse_time(ts, "ts")
+        except FilterError:
+            return False
+        if t is None:
+            return False
+        return (self.since is None or t >= self.since) and (self.until is None or t <= self.until)
