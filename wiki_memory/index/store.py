@@ -53,6 +53,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import re
 import stat
@@ -60,6 +61,8 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,7 +73,10 @@ from filelock import FileLock
 
 from wiki_memory.index.query import build_match
 from wiki_memory.index.text import index_text
+from wiki_memory.wiki import links as wl
 from wiki_memory.wiki.page import Diagnostic, ParsedPage, Section, parse_page
+
+log = logging.getLogger("wiki_memory.index")
 
 __all__ = [
     "Index",
@@ -82,7 +88,7 @@ __all__ = [
     "BM25_WEIGHTS",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Bump when the schema or what is stored in it changes: old indexes are then rebuilt."""
 
 BM25_WEIGHTS = {"title": 10.0, "aliases": 8.0, "tags": 4.0, "heading": 3.0, "body": 1.0}
@@ -137,17 +143,33 @@ CREATE TABLE links(
     alias TEXT,
     embed INTEGER,
     line INTEGER,
-    target_key TEXT     -- casefolded target
+    target_key TEXT,    -- links.target_key(target): NFC, case-folded, no .md, ./ ../ applied
+    in_frontmatter INTEGER,
+    status TEXT,        -- 'resolved' | 'unresolved' | 'ambiguous' | 'attachment'
+    resolved_path TEXT, -- the page (or attachment file) it leads to, else NULL
+    candidates TEXT     -- JSON list of paths when ambiguous, else NULL
 );
 CREATE INDEX links_src ON links(src_path);
 CREATE INDEX links_target ON links(target_key);
+CREATE INDEX links_resolved ON links(resolved_path);
 CREATE TABLE names(
-    key TEXT NOT NULL,  -- casefolded title / stem / alias / path without .md
+    key TEXT NOT NULL,  -- links.name_key of the path, a path suffix, stem, title or alias
     path TEXT NOT NULL,
-    source TEXT         -- 'title' | 'stem' | 'alias' | 'path'
+    source TEXT         -- 'path' | 'suffix' | 'stem' | 'title' | 'alias'
 );
 CREATE INDEX names_key ON names(key);
 CREATE INDEX names_path ON names(path);
+CREATE TABLE files(
+    path TEXT PRIMARY KEY,  -- a file that is not a page (an attachment: image, pdf, ...)
+    size INTEGER,
+    mtime REAL
+);
+CREATE TABLE file_keys(
+    key TEXT NOT NULL,      -- links.name_key of the path and of each trailing part of it
+    path TEXT NOT NULL
+);
+CREATE INDEX file_keys_key ON file_keys(key);
+CREATE INDEX file_keys_path ON file_keys(path);
 CREATE TABLE spool(
     rowid INTEGER PRIMARY KEY,
     session_key TEXT NOT NULL,
@@ -310,7 +332,11 @@ def _check_rel(path: str) -> str:
 
 # --- the index -----------------------------------------------------------------------
 
-_Op = tuple[Literal["upsert"], str, bytes, float | None] | tuple[Literal["delete", "under"], str]
+_Op = (
+    tuple[Literal["upsert"], str, bytes, float | None]
+    | tuple[Literal["delete", "under", "file_delete"], str]
+    | tuple[Literal["file_add"], str, int, float | None]
+)
 
 
 class Index:
@@ -480,73 +506,135 @@ class Index:
 
         Each path (wiki-relative, or absolute inside ``wiki_dir``) is checked with
         ``lstat``: an indexable ``.md`` file is upserted (hash-compared, so unchanged
-        files cost a read); a missing path is removed, as a page and as a directory
-        (a renamed directory reports only itself); a directory is reconciled: every
-        page below it is upserted (skipped when size and mtime match the index) and
-        index rows below it whose file is gone are removed. Symlinks are never
-        followed and count as missing, as do paths resolving outside ``wiki_dir``.
-        Ignored names (see :func:`is_indexable`) are skipped. Returns how many
-        pages were added, changed or removed.
+        files cost a read); another regular file is recorded as an attachment (for link
+        resolution); a missing path is removed, as a page, a file and as a directory (a
+        renamed directory reports only itself); a directory is reconciled: every page
+        below it is upserted (skipped when size and mtime match the index) and index
+        rows below it whose file is gone are removed. Symlinks are never followed and
+        count as missing, as do paths resolving outside ``wiki_dir`` and files with more
+        than one hard link (their other name may be outside the wiki). Ignored names
+        (see :func:`is_indexable`) are skipped. Links that name a page or file that
+        appeared or went away are resolved again in the same transaction. Returns how
+        many pages were added, changed or removed.
         """
         root = Path(wiki_dir)
         root_real = os.path.realpath(root)
         changed = 0
+        missing: list[str] = []
+        dirs: list[str] = []
+        pages: list[tuple[str, os.stat_result]] = []
+        others: list[tuple[str, os.stat_result]] = []
         for given in rel_paths:
             rel = _relative(root, given)
             if rel is None:
                 continue
             if rel == "":
-                changed += self._reconcile(root, root_real, "")
+                dirs.append("")
                 continue
             if _ignored_dir(rel):
                 continue
             full = root / rel
             try:
                 st = os.lstat(full)
-                missing = stat.S_ISLNK(st.st_mode) or not _inside(os.path.realpath(full), root_real)
+                gone = not _acceptable(st) or not _inside(os.path.realpath(full), root_real)
             except (FileNotFoundError, NotADirectoryError):
-                missing = True
-            if missing:
-                with self._writing() as conn:
+                gone = True
+            if gone:
+                missing.append(rel)
+            elif stat.S_ISDIR(st.st_mode):
+                dirs.append(rel)
+            elif stat.S_ISREG(st.st_mode) and is_indexable(rel):
+                pages.append((rel, st))
+            elif stat.S_ISREG(st.st_mode) and not rel.endswith(".md"):
+                others.append((rel, st))
+        for i in range(0, len(missing), _WRITE_BATCH):
+            with self._writing() as conn:
+                dirty = _Dirty()
+                for rel in missing[i : i + _WRITE_BATCH]:
                     if rel.endswith(".md"):
                         self._record(("delete", rel))
-                        changed += int(_delete(conn, rel))
+                        changed += int(_delete(conn, rel, dirty))
+                    self._record(("file_delete", rel))
+                    _file_delete(conn, rel, dirty)
                     self._record(("under", rel))
-                    changed += _delete_under(conn, rel)
-            elif stat.S_ISDIR(st.st_mode):
-                changed += self._reconcile(root, root_real, rel)
-            elif stat.S_ISREG(st.st_mode) and is_indexable(rel):
-                raw = _read(full)
-                if raw is None:
-                    if self.delete_page(rel):
-                        changed += 1
-                elif self.upsert_page(rel, raw, st.st_mtime):
-                    changed += 1
+                    changed += _delete_under(conn, rel, dirty)
+                _resolve_dirty(conn, dirty)
+        for i in range(0, len(pages), _WRITE_BATCH):
+            batch = [(rel, st, _read(root / rel)) for rel, st in pages[i : i + _WRITE_BATCH]]
+            with self._writing() as conn:
+                dirty = _Dirty()
+                for rel, st, raw in batch:
+                    if raw is None:
+                        self._record(("delete", rel))
+                        changed += int(_delete(conn, rel, dirty))
+                    else:
+                        self._record(("upsert", rel, raw, st.st_mtime))
+                        changed += int(_upsert(conn, rel, raw, st.st_mtime, dirty))
+                _resolve_dirty(conn, dirty)
+        if others:
+            with self._writing() as conn:
+                dirty = _Dirty()
+                for rel, st in others:
+                    self._record(("file_add", rel, st.st_size, st.st_mtime))
+                    _file_add(conn, rel, st.st_size, st.st_mtime, dirty)
+                _resolve_dirty(conn, dirty)
+        for rel in dirs:
+            changed += self._reconcile(root, root_real, rel)
         return changed
 
+    def add_file(self, path: str, size: int, mtime: float | None) -> bool:
+        """Record a file that is not a page (an attachment) so links to it resolve."""
+        _check_rel(path)
+        with self._writing() as conn:
+            self._record(("file_add", path, size, mtime))
+            dirty = _Dirty()
+            added = _file_add(conn, path, size, mtime, dirty)
+            _resolve_dirty(conn, dirty)
+            return added
+
     def _reconcile(self, root: Path, root_real: str, rel_dir: str) -> int:
-        found = dict(_walk(root, root_real, rel_dir))
+        found: dict[str, os.stat_result] = {}
+        found_files: dict[str, os.stat_result] = {}
+        for rel, st, is_page in _walk(root, root_real, rel_dir, files=True):
+            (found if is_page else found_files)[rel] = st
         conn = self._conn()
         if rel_dir:
             lo, hi = rel_dir + "/", rel_dir + "0"  # '0' sorts right after '/'
-            known = {
-                p: (s, m)
-                for p, s, m in conn.execute(
-                    "SELECT path, size, mtime FROM pages WHERE path >= ? AND path < ?", (lo, hi)
-                )
-            }
+            where, args = "WHERE path >= ? AND path < ?", (lo, hi)
         else:
-            known = {p: (s, m) for p, s, m in conn.execute("SELECT path, size, mtime FROM pages")}
+            where, args = "", ()  # type: ignore[assignment]
+        known = {
+            p: (s, m)
+            for p, s, m in conn.execute(f"SELECT path, size, mtime FROM pages {where}", args)
+        }
+        known_files = {
+            p: (s, m)
+            for p, s, m in conn.execute(f"SELECT path, size, mtime FROM files {where}", args)
+        }
         changed = 0
         gone = [p for p in known if p not in found]
+        gone_files = [p for p in known_files if p not in found_files]
+        new_files = [
+            (rel, st)
+            for rel, st in found_files.items()
+            if known_files.get(rel) != (st.st_size, st.st_mtime)
+        ]
         todo = [
             (rel, st) for rel, st in found.items() if known.get(rel) != (st.st_size, st.st_mtime)
         ]
-        for i in range(0, len(gone), _WRITE_BATCH):
+        if gone or gone_files or new_files:
             with self._writing() as conn:
-                for p in gone[i : i + _WRITE_BATCH]:
+                dirty = _Dirty()
+                for p in gone:
                     self._record(("delete", p))
-                    changed += int(_delete(conn, p))
+                    changed += int(_delete(conn, p, dirty))
+                for p in gone_files:
+                    self._record(("file_delete", p))
+                    _file_delete(conn, p, dirty)
+                for p, st in new_files:
+                    self._record(("file_add", p, st.st_size, st.st_mtime))
+                    _file_add(conn, p, st.st_size, st.st_mtime, dirty)
+                _resolve_dirty(conn, dirty)
         for i in range(0, len(todo), _WRITE_BATCH):
             batch = []
             for rel, st in todo[i : i + _WRITE_BATCH]:
@@ -554,9 +642,11 @@ class Index:
                 if raw is not None:
                     batch.append((rel, raw, st.st_mtime))
             with self._writing() as conn:
+                dirty = _Dirty()
                 for rel, raw, mtime in batch:
                     self._record(("upsert", rel, raw, mtime))
-                    changed += int(_upsert(conn, rel, raw, mtime))
+                    changed += int(_upsert(conn, rel, raw, mtime, dirty))
+                _resolve_dirty(conn, dirty)
         return changed
 
     def rebuild(self, wiki_dir: Path | str, progress: bool = False) -> int:
@@ -587,20 +677,34 @@ class Index:
                 with new:
                     new.execute(_SCHEMA)
                     new.pragma("user_version", SCHEMA_VERSION)
-                files = list(_walk(root, root_real, ""))
-                self._fill(new, root, files, progress)
+                pages: list[tuple[str, os.stat_result]] = []
+                other: list[tuple[str, os.stat_result]] = []
+                for rel, st, is_page in _walk(root, root_real, "", files=True):
+                    (pages if is_page else other).append((rel, st))
+                self._fill(new, root, pages, progress)
+                with new:
+                    scratch = _Dirty()
+                    for rel, st in other:
+                        _file_add(new, rel, st.st_size, st.st_mtime, scratch)
+                    _resolve_all(new)
                 new.execute("INSERT INTO fts(fts) VALUES('optimize')")
                 # Switch: no other write of this process may run from here to the copy.
                 with self._write_lock:
                     ops, self._ops = self._ops or [], None
                     with new:
+                        dirty = _Dirty()
                         for op in ops:
                             if op[0] == "upsert":
-                                _upsert(new, op[1], op[2], op[3])
+                                _upsert(new, op[1], op[2], op[3], dirty)
                             elif op[0] == "delete":
-                                _delete(new, op[1])
+                                _delete(new, op[1], dirty)
+                            elif op[0] == "under":
+                                _delete_under(new, op[1], dirty)
+                            elif op[0] == "file_add":
+                                _file_add(new, op[1], op[2], op[3], dirty)
                             else:
-                                _delete_under(new, op[1])
+                                _file_delete(new, op[1], dirty)
+                        _resolve_dirty(new, dirty)
                         _copy_spool(self._conn(), new)
                     count = _scalar(new, "SELECT count(*) FROM pages")
                     _copy_database(new, self._conn())
@@ -619,20 +723,60 @@ class Index:
         files: list[tuple[str, os.stat_result]],
         progress: bool,
     ) -> int:
+        """Insert every page of ``files`` into the fresh database ``conn`` (links left
+        unresolved). Parsing runs in worker processes for large wikis (see
+        :func:`_rebuild_workers`); the inserts are batched on this thread."""
         from tqdm import tqdm
 
+        jobs = [(str(root), rel, st.st_mtime) for rel, st in files]
+        workers = _rebuild_workers(len(jobs))
         count = 0
         with tqdm(
-            total=len(files), unit="page", desc="reindex", disable=not progress, leave=False
+            total=len(jobs), unit="page", desc="reindex", disable=not progress, leave=False
         ) as bar:
-            for i in range(0, len(files), 1024):
-                with conn:
-                    for rel, st in files[i : i + 1024]:
-                        raw = _read(root / rel)
-                        if raw is not None:
-                            _insert(conn, rel, raw, st.st_mtime)
-                            count += 1
-                bar.update(min(1024, len(files) - i))
+            pool = None
+            if workers > 1:
+                import multiprocessing
+
+                method = (
+                    "forkserver"
+                    if "forkserver" in multiprocessing.get_all_start_methods()
+                    else "spawn"
+                )
+                pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method))
+            try:
+                done = 0
+                batch: list[tuple] = []
+
+                def take(prep: tuple | None) -> None:
+                    nonlocal count, batch
+                    bar.update(1)
+                    if prep is not None:
+                        batch.append(prep)
+                    if len(batch) >= 512:
+                        with conn:
+                            _insert_prepared(conn, batch)
+                        count += len(batch)
+                        batch = []
+
+                if pool is not None:
+                    try:
+                        for prep in pool.map(_prepare_file, jobs, chunksize=32):
+                            take(prep)
+                            done += 1
+                    except (BrokenProcessPool, RuntimeError, OSError) as exc:
+                        # e.g. a script that starts workers without a __main__ guard:
+                        # carry on in this process from where the pool stopped
+                        log.warning("reindex workers failed (%s); continuing in-process", exc)
+                for job in jobs[done:]:
+                    take(_prepare_file(job))
+                if batch:
+                    with conn:
+                        _insert_prepared(conn, batch)
+                    count += len(batch)
+            finally:
+                if pool is not None:
+                    pool.shutdown(wait=True, cancel_futures=True)
         return count
 
     # -- search --
@@ -922,26 +1066,155 @@ class Index:
             for t, f, a, e, ln in cur
         ]
 
-    def links_to(self, title_or_stem: str) -> list[dict[str, Any]]:
-        """Backlinks: links whose target equals, ignoring case, a name of the page.
+    def outlinks(self, path: str) -> list[dict[str, Any]]:
+        """Every link of ``path`` with where it leads, in file order.
 
-        ``title_or_stem`` may be a page path, title, file stem or alias; when it
-        names an indexed page, all of that page's names count (title, stem,
-        aliases, path without ``.md``). Dicts with src_path, target, fragment,
-        alias, embed, line. Exact names only, never a fuzzy match.
+        Dicts: ``target`` (as written, ``""`` for a same-page reference), ``fragment``,
+        ``alias``, ``embed``, ``line``, ``in_frontmatter``, ``status`` (``resolved``,
+        ``unresolved``, ``ambiguous``, ``attachment``), ``path`` (the page or file it
+        leads to; None when unresolved, ambiguous or a missing attachment) and
+        ``candidates`` (paths, for an ambiguous link; else ``[]``).
         """
-        key = title_or_stem.removesuffix(".md").casefold()
-        conn = self._conn()
-        keys = {key}
-        pages = [r[0] for r in conn.execute("SELECT path FROM names WHERE key = ?", (key,))]
-        for page in set(pages):
-            keys.update(r[0] for r in conn.execute("SELECT key FROM names WHERE path = ?", (page,)))
-        marks = ", ".join("?" * len(keys))
-        cur = conn.execute(
-            "SELECT src_path, target, fragment, alias, embed, line FROM links "
-            f"WHERE target_key IN ({marks}) ORDER BY src_path, line",
-            sorted(keys),
+        cur = self._conn().execute(
+            "SELECT target, fragment, alias, embed, line, in_frontmatter, status, "
+            "resolved_path, candidates FROM links WHERE src_path = ? ORDER BY line, rowid",
+            (path,),
         )
+        return [
+            {
+                "target": t,
+                "fragment": f,
+                "alias": a,
+                "embed": bool(e),
+                "line": ln,
+                "in_frontmatter": bool(fm),
+                "status": st,
+                "path": rp,
+                "candidates": json.loads(c) if c else [],
+            }
+            for t, f, a, e, ln, fm, st, rp, c in cur
+        ]
+
+    def backlinks(self, path: str) -> list[dict[str, Any]]:
+        """Links from other pages that resolve to the page ``path`` (same-page references
+        left out), ordered by source path and line. Dicts: ``src_path``, ``title`` (of the
+        linking page), ``target``, ``fragment``, ``alias``, ``embed``, ``line``."""
+        cur = self._conn().execute(
+            "SELECT l.src_path, p.title, l.target, l.fragment, l.alias, l.embed, l.line "
+            "FROM links AS l LEFT JOIN pages AS p ON p.path = l.src_path "
+            "WHERE l.resolved_path = ? AND l.target != '' AND l.status = 'resolved' "
+            "ORDER BY l.src_path, l.line, l.rowid",
+            (path,),
+        )
+        return [
+            {
+                "src_path": s,
+                "title": ti,
+                "target": t,
+                "fragment": f,
+                "alias": a,
+                "embed": bool(e),
+                "line": ln,
+            }
+            for s, ti, t, f, a, e, ln in cur
+        ]
+
+    def link_stats(self) -> dict[str, int]:
+        """Counts over the whole index: ``pages``, ``links`` (links and embeds with a
+        target, same-page references left out), ``embeds``, ``resolved`` (to a page),
+        ``unresolved``, ``ambiguous``, ``attachments`` (links to files that are not
+        pages), ``missing_attachments``, ``same_page`` references, ``aliases`` and
+        ``tags`` (per page, summed) and ``files`` (attachment files found)."""
+        conn = self._conn()
+        out: dict[str, int] = {
+            "pages": _scalar(conn, "SELECT count(*) FROM pages"),
+            "files": _scalar(conn, "SELECT count(*) FROM files"),
+            "same_page": _scalar(conn, "SELECT count(*) FROM links WHERE target = ''"),
+            "links": _scalar(conn, "SELECT count(*) FROM links WHERE target != ''"),
+            "embeds": _scalar(conn, "SELECT count(*) FROM links WHERE target != '' AND embed"),
+            "aliases": _scalar(
+                conn, "SELECT coalesce(sum(json_array_length(aliases)), 0) FROM pages"
+            ),
+            "tags": _scalar(conn, "SELECT coalesce(sum(json_array_length(tags)), 0) FROM pages"),
+        }
+        for status in (wl.RESOLVED, wl.UNRESOLVED, wl.AMBIGUOUS):
+            out[status] = _scalar(
+                conn, f"SELECT count(*) FROM links WHERE target != '' AND status = '{status}'"
+            )
+        out["attachments"] = _scalar(
+            conn, "SELECT count(*) FROM links WHERE target != '' AND status = 'attachment'"
+        )
+        out["missing_attachments"] = _scalar(
+            conn,
+            "SELECT count(*) FROM links WHERE status = 'attachment' AND resolved_path IS NULL",
+        )
+        return out
+
+    def problem_links(self) -> list[dict[str, Any]]:
+        """Links that lead nowhere: unresolved, ambiguous, and attachments whose file is
+        missing. Dicts: ``src_path``, ``line``, ``target``, ``fragment``, ``embed``,
+        ``status`` (``unresolved``, ``ambiguous``, ``missing_attachment``), ``candidates``."""
+        cur = self._conn().execute(
+            "SELECT src_path, line, target, fragment, embed, status, candidates FROM links "
+            "WHERE target != '' AND (status IN ('unresolved', 'ambiguous') "
+            "OR (status = 'attachment' AND resolved_path IS NULL)) ORDER BY src_path, line, rowid"
+        )
+        return [
+            {
+                "src_path": sp,
+                "line": ln,
+                "target": t,
+                "fragment": f,
+                "embed": bool(e),
+                "status": "missing_attachment" if st == wl.ATTACHMENT else st,
+                "candidates": json.loads(c) if c else [],
+            }
+            for sp, ln, t, f, e, st, c in cur
+        ]
+
+    def resolve_name(self, name: str, src_path: str = "") -> wl.Resolution:
+        """Resolve a link target as if written in ``src_path`` (see :mod:`wiki_memory.wiki.links`)."""
+        key = wl.target_key(name, src_path)
+        conn = self._conn()
+        names: dict[str, list[tuple[str, str]]] = {}
+        for p, src in conn.execute("SELECT path, source FROM names WHERE key = ?", (key,)):
+            names.setdefault(key, []).append((p, src))
+        files = {
+            key: [r[0] for r in conn.execute("SELECT path FROM file_keys WHERE key = ?", (key,))]
+        }
+        return wl.resolve(name, src_path, names, files)
+
+    def has_file(self, path: str) -> bool:
+        """True when ``path`` is an attachment file the index knows."""
+        row = self._conn().execute("SELECT 1 FROM files WHERE path = ?", (path,)).fetchone()
+        return row is not None
+
+    def links_to(self, title_or_stem: str) -> list[dict[str, Any]]:
+        """Backlinks: links that lead to the page named ``title_or_stem``.
+
+        ``title_or_stem`` may be a page path (with or without ``.md``), title, file stem or
+        alias, resolved like a link target (exact names only, never a fuzzy match); links
+        to any page it names count. When it names no page, the links written with that
+        target (unresolved) are returned. Dicts with src_path, target, fragment, alias,
+        embed, line.
+        """
+        key = wl.target_key(title_or_stem)
+        conn = self._conn()
+        paths = sorted({r[0] for r in conn.execute("SELECT path FROM names WHERE key = ?", (key,))})
+        if paths:
+            marks = ", ".join("?" * len(paths))
+            cur = conn.execute(
+                "SELECT src_path, target, fragment, alias, embed, line FROM links "
+                f"WHERE resolved_path IN ({marks}) AND target != '' AND status = 'resolved' "
+                "ORDER BY src_path, line",
+                paths,
+            )
+        else:
+            cur = conn.execute(
+                "SELECT src_path, target, fragment, alias, embed, line FROM links "
+                "WHERE target_key = ? ORDER BY src_path, line",
+                (key,),
+            )
         return [
             {"src_path": s, "target": t, "fragment": f, "alias": a, "embed": bool(e), "line": ln}
             for s, t, f, a, e, ln in cur
@@ -989,22 +1262,49 @@ def _drop_all(conn: apsw.Connection) -> None:
             conn.execute(f'DROP TABLE IF EXISTS "{name}"')
 
 
-def _upsert(conn: apsw.Connection, path: str, raw: bytes, mtime: float | None) -> bool:
+class _Dirty:
+    """Names whose links must be resolved again before the transaction ends.
+
+    ``keys``: name keys that gained or lost a page or file; ``srcs``: pages whose own
+    outgoing links were (re)inserted.
+    """
+
+    __slots__ = ("keys", "srcs")
+
+    def __init__(self) -> None:
+        self.keys: set[str] = set()
+        self.srcs: set[str] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self.keys or self.srcs)
+
+
+def _upsert(
+    conn: apsw.Connection,
+    path: str,
+    raw: bytes,
+    mtime: float | None,
+    dirty: _Dirty | None = None,
+) -> bool:
+    """Index one page's bytes (skipped when the hash is unchanged). Links touched by the
+    change are resolved again before returning, or added to ``dirty`` for the caller."""
     digest = _sha256(raw)
     row = conn.execute("SELECT hash, mtime FROM pages WHERE path = ?", (path,)).fetchone()
     if row is not None and row[0] == digest:
         if mtime is not None and row[1] != mtime:
             conn.execute("UPDATE pages SET mtime = ? WHERE path = ?", (mtime, path))
         return False
+    local = dirty if dirty is not None else _Dirty()
     if row is not None:
-        _delete(conn, path)
-    _insert(conn, path, raw, mtime, digest)
+        _delete(conn, path, local)
+    _insert(conn, path, raw, mtime, digest, local)
+    if dirty is None:
+        _resolve_dirty(conn, local)
     return True
 
 
-def _insert(
-    conn: apsw.Connection, path: str, raw: bytes, mtime: float | None, digest: str | None = None
-) -> None:
+def _prepare(path: str, raw: bytes, mtime: float | None, digest: str | None = None) -> tuple:
+    """Parse and normalise one page (pure CPU work: runs in worker processes on rebuild)."""
     parsed = _parse(raw, path)
     meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
     stem = _stem(path)
@@ -1014,79 +1314,128 @@ def _insert(
     project = _text(meta.get("project")) or _project_from_path(path)
     kind = _text(meta.get("type")) or "page"
     diagnostics = [_diagnostic(d) for d in parsed.diagnostics]
-    conn.execute(
-        "INSERT INTO pages(path, id, title, kind, project, tags, aliases, updated, created, "
-        "hash, size, mtime, meta, diagnostics) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (
-            path,
-            _text(meta.get("id")) or path,
-            title,
-            kind,
-            project,
-            _json(tags),
-            _json(aliases),
-            _text(meta.get("updated")),
-            _text(meta.get("created")),
-            digest or _sha256(raw),
-            len(raw),
-            mtime,
-            _json(meta),
-            _json(diagnostics),
-        ),
+    page_row = (
+        path,
+        _text(meta.get("id")) or path,
+        title,
+        kind,
+        project,
+        _json(tags),
+        _json(aliases),
+        _text(meta.get("updated")),
+        _text(meta.get("created")),
+        digest or _sha256(raw),
+        len(raw),
+        mtime,
+        _json(meta),
+        _json(diagnostics),
     )
-    title_f = index_text(title)
-    aliases_f = index_text("\n".join(aliases))
-    tags_f = index_text(" ".join(tags))
-    sections = parsed.sections or [Section("", "", 0, parsed.body, parsed.body_line)]
-    for ordinal, sec in enumerate(sections):
+    fts_page = (index_text(title), index_text("\n".join(aliases)), index_text(" ".join(tags)))
+    sections = []
+    for sec in parsed.sections or [Section("", "", 0, parsed.body, parsed.body_line)]:
         text = sec.text or ""
-        conn.execute(
-            "INSERT INTO sections(path, anchor, heading, ord, line, hash, text, project, kind) "
-            "VALUES (?,?,?,?,?,?,?,?,?)",
+        sections.append(
             (
-                path,
                 sec.anchor or "",
                 sec.heading or "",
-                ordinal,
                 sec.line,
                 _sha256(text.encode("utf-8", "surrogatepass")),
                 text,
-                project,
-                kind,
-            ),
-        )
-        conn.execute(
-            "INSERT INTO fts(rowid, title, aliases, tags, heading, body) VALUES (?,?,?,?,?,?)",
-            (
-                conn.last_insert_rowid(),
-                title_f,
-                aliases_f,
-                tags_f,
                 index_text(sec.heading or ""),
                 index_text(text),
-            ),
+            )
         )
-    for link in parsed.links:
-        conn.execute(
-            "INSERT INTO links(src_path, target, fragment, alias, embed, line, target_key) "
-            "VALUES (?,?,?,?,?,?,?)",
-            (
-                path,
-                link.target,
-                link.fragment,
-                link.alias,
-                int(bool(link.embed)),
-                link.line,
-                (link.target or "").casefold(),
-            ),
+    links = [
+        (
+            path,
+            link.target,
+            link.fragment,
+            link.alias,
+            int(bool(link.embed)),
+            link.line,
+            wl.target_key(link.target, path) if link.target else "",
+            int(bool(link.in_frontmatter)),
+            wl.UNRESOLVED if link.target else wl.RESOLVED,
+            None if link.target else path,
         )
-    names = {(stem.casefold(), "stem"), (path.removesuffix(".md").casefold(), "path")}
-    names.add((title.casefold(), "title"))
-    names.update((a.casefold(), "alias") for a in aliases)
-    conn.executemany(
-        "INSERT INTO names(key, path, source) VALUES (?,?,?)",
-        [(k, path, s) for k, s in sorted(names)],
-    )
+        for link in parsed.links
+    ]
+    names = wl.page_name_keys(path, title, aliases)
+    return (path, page_row, project, kind, fts_page, sections, links, names)
+
+
+def _prepare_file(job: tuple[str, str, float | None]) -> tuple | None:
+    """:func:`_prepare` for ``(root, rel, mtime)``; None when the file cannot be read."""
+    root, rel, mtime = job
+    raw = _read(Path(root) / rel)
+    if raw is None:
+        return None
+    return _prepare(rel, raw, mtime)
+
+
+_SQL_PAGE = (
+    "INSERT INTO pages(path, id, title, kind, project, tags, aliases, updated, created, "
+    "hash, size, mtime, meta, diagnostics) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+_SQL_SECTION = (
+    "INSERT INTO sections(rowid, path, anchor, heading, ord, line, hash, text, project, kind) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?)"
+)
+_SQL_FTS = "INSERT INTO fts(rowid, title, aliases, tags, heading, body) VALUES (?,?,?,?,?,?)"
+_SQL_LINK = (
+    "INSERT INTO links(src_path, target, fragment, alias, embed, line, target_key, "
+    "in_frontmatter, status, resolved_path) VALUES (?,?,?,?,?,?,?,?,?,?)"
+)
+_SQL_NAME = "INSERT INTO names(key, path, source) VALUES (?,?,?)"
+
+
+def _next_rowid(conn: apsw.Connection) -> int:
+    row: Any = conn.execute("SELECT coalesce(max(rowid), 0) FROM sections").fetchone()
+    return int(row[0]) + 1
+
+
+def _insert_prepared(
+    conn: apsw.Connection, preps: Sequence[tuple], dirty: _Dirty | None = None
+) -> None:
+    """Insert prepared pages (none of them indexed yet) with a few ``executemany`` calls."""
+    if not preps:
+        return
+    rowid = _next_rowid(conn)
+    pages: list[tuple] = []
+    secs: list[tuple] = []
+    fts: list[tuple] = []
+    links: list[tuple] = []
+    names: list[tuple] = []
+    for path, page_row, project, kind, (tf, af, gf), sections, plinks, pnames in preps:
+        pages.append(page_row)
+        for ordinal, (anchor, heading, line, h, text, hf, bf) in enumerate(sections):
+            secs.append((rowid, path, anchor, heading, ordinal, line, h, text, project, kind))
+            fts.append((rowid, tf, af, gf, hf, bf))
+            rowid += 1
+        links.extend(plinks)
+        names.extend((k, path, src) for k, src in pnames)
+        if dirty is not None:
+            dirty.srcs.add(path)
+            dirty.keys.update(k for k, _ in pnames)
+    conn.executemany(_SQL_PAGE, pages)
+    conn.executemany(_SQL_SECTION, secs)
+    conn.executemany(_SQL_FTS, fts)
+    if links:
+        conn.executemany(_SQL_LINK, links)
+    conn.executemany(_SQL_NAME, names)
+
+
+def _insert(
+    conn: apsw.Connection,
+    path: str,
+    raw: bytes,
+    mtime: float | None,
+    digest: str | None = None,
+    dirty: _Dirty | None = None,
+) -> None:
+    """Insert a page that is not indexed yet. With ``dirty`` None, links are left
+    unresolved (a rebuild resolves them all at the end)."""
+    _insert_prepared(conn, [_prepare(path, raw, mtime, digest)], dirty)
 
 
 def _diagnostic(d: Any) -> dict[str, Any]:
@@ -1095,7 +1444,9 @@ def _diagnostic(d: Any) -> dict[str, Any]:
     return {"kind": str(d), "line": None, "message": str(d)}
 
 
-def _delete(conn: apsw.Connection, path: str) -> bool:
+def _delete(conn: apsw.Connection, path: str, dirty: _Dirty | None = None) -> bool:
+    """Remove a page's rows. Links elsewhere that named it are resolved again."""
+    keys = [r[0] for r in conn.execute("SELECT key FROM names WHERE path = ?", (path,))]
     conn.execute(
         "DELETE FROM fts WHERE rowid IN (SELECT rowid FROM sections WHERE path = ?)", (path,)
     )
@@ -1103,23 +1454,153 @@ def _delete(conn: apsw.Connection, path: str) -> bool:
     conn.execute("DELETE FROM links WHERE src_path = ?", (path,))
     conn.execute("DELETE FROM names WHERE path = ?", (path,))
     conn.execute("DELETE FROM pages WHERE path = ?", (path,))
-    return bool(conn.changes())
+    gone = bool(conn.changes())
+    if keys:
+        local = dirty if dirty is not None else _Dirty()
+        local.keys.update(keys)
+        local.srcs.discard(path)
+        if dirty is None:
+            _resolve_dirty(conn, local)
+    return gone
 
 
-def _delete_under(conn: apsw.Connection, prefix_dir: str) -> int:
+def _under(conn: apsw.Connection, table: str, prefix_dir: str) -> list[str]:
     prefix = prefix_dir.strip("/")
     if prefix in ("", "."):
-        paths = [r[0] for r in conn.execute("SELECT path FROM pages")]
-    else:
-        paths = [
-            r[0]
-            for r in conn.execute(
-                "SELECT path FROM pages WHERE path >= ? AND path < ?", (prefix + "/", prefix + "0")
-            )
-        ]
+        return [r[0] for r in conn.execute(f"SELECT path FROM {table}")]
+    return [
+        r[0]
+        for r in conn.execute(
+            f"SELECT path FROM {table} WHERE path >= ? AND path < ?", (prefix + "/", prefix + "0")
+        )
+    ]
+
+
+def _delete_under(conn: apsw.Connection, prefix_dir: str, dirty: _Dirty | None = None) -> int:
+    """Remove every page and attachment file below ``prefix_dir``; returns the page count."""
+    local = dirty if dirty is not None else _Dirty()
+    paths = _under(conn, "pages", prefix_dir)
     for p in paths:
-        _delete(conn, p)
+        _delete(conn, p, local)
+    for f in _under(conn, "files", prefix_dir):
+        _file_delete(conn, f, local)
+    if dirty is None:
+        _resolve_dirty(conn, local)
     return len(paths)
+
+
+# --- attachments (files that are not pages) ----------------------------------------
+
+
+def _file_add(
+    conn: apsw.Connection, path: str, size: int, mtime: float | None, dirty: _Dirty
+) -> bool:
+    row = conn.execute("SELECT size, mtime FROM files WHERE path = ?", (path,)).fetchone()
+    if row is not None:
+        if (row[0], row[1]) != (size, mtime):
+            conn.execute("UPDATE files SET size = ?, mtime = ? WHERE path = ?", (size, mtime, path))
+        return False
+    conn.execute("INSERT INTO files(path, size, mtime) VALUES (?,?,?)", (path, size, mtime))
+    keys = wl.file_name_keys(path)
+    conn.executemany("INSERT INTO file_keys(key, path) VALUES (?,?)", [(k, path) for k in keys])
+    dirty.keys.update(keys)
+    return True
+
+
+def _file_delete(conn: apsw.Connection, path: str, dirty: _Dirty) -> bool:
+    keys = [r[0] for r in conn.execute("SELECT key FROM file_keys WHERE path = ?", (path,))]
+    conn.execute("DELETE FROM file_keys WHERE path = ?", (path,))
+    conn.execute("DELETE FROM files WHERE path = ?", (path,))
+    gone = bool(conn.changes())
+    dirty.keys.update(keys)
+    return gone
+
+
+# --- link resolution -------------------------------------------------------------------
+
+
+def _chunks(items: Sequence[Any], n: int = 500) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), n):
+        yield items[i : i + n]
+
+
+def _resolve_rows(
+    conn: apsw.Connection,
+    rows: Sequence[tuple[int, str, str, str]],
+    names: Mapping[str, Sequence[tuple[str, str]]],
+    files: Mapping[str, Sequence[str]],
+) -> None:
+    """Set status/resolved_path/candidates of link rows ``(rowid, src, target, key)``."""
+    resolver = wl.Resolver(names, files)
+    cands_json: dict[tuple[str, ...], str] = {}
+    updates = []
+    for rowid, src, _target, key in rows:
+        res = resolver.resolve_key(key, src)
+        cands = None
+        if res.candidates:
+            cands = cands_json.get(res.candidates)
+            if cands is None:
+                cands = cands_json[res.candidates] = _json(list(res.candidates))
+        updates.append((res.status, res.path, cands, rowid))
+    conn.executemany(
+        "UPDATE links SET status = ?, resolved_path = ?, candidates = ? WHERE rowid = ?", updates
+    )
+
+
+def _resolve_dirty(conn: apsw.Connection, dirty: _Dirty) -> None:
+    """Resolve again every link whose target key is in ``dirty.keys`` or whose page is in
+    ``dirty.srcs``. Called inside the write transaction that made the change."""
+    if not dirty:
+        return
+    rows: dict[int, tuple[int, str, str, str]] = {}
+    keys = sorted(dirty.keys)
+    for chunk in _chunks(keys):
+        marks = ",".join("?" * len(chunk))
+        for r in conn.execute(
+            f"SELECT rowid, src_path, target, target_key FROM links "
+            f"WHERE target_key IN ({marks}) AND target != ''",
+            list(chunk),
+        ):
+            rows[r[0]] = r
+    for src in sorted(dirty.srcs):
+        for r in conn.execute(
+            "SELECT rowid, src_path, target, target_key FROM links "
+            "WHERE src_path = ? AND target != ''",
+            (src,),
+        ):
+            rows[r[0]] = r
+    dirty.keys.clear()
+    dirty.srcs.clear()
+    if not rows:
+        return
+    wanted = sorted({r[3] for r in rows.values()})
+    names: dict[str, list[tuple[str, str]]] = {}
+    files: dict[str, list[str]] = {}
+    for chunk in _chunks(wanted):
+        marks = ",".join("?" * len(chunk))
+        for k, p, src in conn.execute(
+            f"SELECT key, path, source FROM names WHERE key IN ({marks})", list(chunk)
+        ):
+            names.setdefault(k, []).append((p, src))
+        for k, p in conn.execute(
+            f"SELECT key, path FROM file_keys WHERE key IN ({marks})", list(chunk)
+        ):
+            files.setdefault(k, []).append(p)
+    _resolve_rows(conn, list(rows.values()), names, files)
+
+
+def _resolve_all(conn: apsw.Connection) -> None:
+    """Resolve every link (after a rebuild filled the tables)."""
+    names: dict[str, list[tuple[str, str]]] = {}
+    for k, p, src in conn.execute("SELECT key, path, source FROM names"):
+        names.setdefault(k, []).append((p, src))
+    files: dict[str, list[str]] = {}
+    for k, p in conn.execute("SELECT key, path FROM file_keys"):
+        files.setdefault(k, []).append(p)
+    rows: list[Any] = conn.execute(
+        "SELECT rowid, src_path, target, target_key FROM links WHERE target != ''"
+    ).fetchall()
+    _resolve_rows(conn, rows, names, files)
 
 
 def _add_spool_row(conn: apsw.Connection, row: Mapping[str, Any]) -> None:
@@ -1220,8 +1701,32 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
-def _walk(root: Path, root_real: str, rel_dir: str) -> Iterator[tuple[str, os.stat_result]]:
-    """Indexable pages under ``rel_dir`` as (rel path, lstat), never following symlinks."""
+def _rebuild_workers(n_pages: int) -> int:
+    """Worker processes for a rebuild of ``n_pages``: 1 (no pool) below 1,000 pages, else
+    the CPU count up to 4. ``WIKI_MEMORY_REINDEX_WORKERS`` overrides (0 or 1: none)."""
+    env = os.environ.get("WIKI_MEMORY_REINDEX_WORKERS")
+    if env is not None:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            return 1
+    if n_pages < 1000:
+        return 1
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+def _acceptable(st: os.stat_result) -> bool:
+    """A directory, or a regular file with one link: no symlink, no hard-linked file."""
+    if stat.S_ISDIR(st.st_mode):
+        return True
+    return stat.S_ISREG(st.st_mode) and st.st_nlink <= 1
+
+
+def _walk(
+    root: Path, root_real: str, rel_dir: str, files: bool = False
+) -> Iterator[tuple[str, os.stat_result, bool]]:
+    """Pages (and with ``files``, other files) under ``rel_dir`` as (rel path, lstat,
+    is_page), never following symlinks and skipping hard-linked files."""
     if _ignored_dir(rel_dir):
         return
     start = root / rel_dir if rel_dir else root
@@ -1247,8 +1752,14 @@ def _walk(root: Path, root_real: str, rel_dir: str) -> Iterator[tuple[str, os.st
                     continue
                 if entry.is_dir(follow_symlinks=False):
                     stack.append((entry.path, rel))
-                elif name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                    yield rel, entry.stat(follow_symlinks=False)
+                    continue
+                is_page = name.endswith(".md")
+                if not (is_page or files) or not entry.is_file(follow_symlinks=False):
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                if st.st_nlink > 1:
+                    continue
+                yield rel, st, is_page
             except OSError:
                 continue
 

@@ -261,8 +261,23 @@ _ASCII_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]|[A-Za-z0-9]")
 _MAX_PARTS = 12
 
 
+# Identifiers repeat across pages: cache their expansions (a pure function of the token).
+_EXPAND_CACHE: dict[str, list[str]] = {}
+_EXPAND_CACHE_MAX = 200_000
+
+
 def _expand_token(token: str) -> list[str]:
     """Expansions of one identifier-ish token (without surrounding separators)."""
+    out = _EXPAND_CACHE.get(token)
+    if out is None:
+        out = _expand_token_uncached(token)
+        if len(_EXPAND_CACHE) >= _EXPAND_CACHE_MAX:
+            _EXPAND_CACHE.clear()
+        _EXPAND_CACHE[token] = out
+    return out
+
+
+def _expand_token_uncached(token: str) -> list[str]:
     chunks = [c for c in _SEPARATORS.split(token) if c]
     if not chunks:
         return []

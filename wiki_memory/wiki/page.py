@@ -26,6 +26,7 @@ __all__ = [
     "Link",
     "ParsedPage",
     "Section",
+    "code_mask",
     "extract_links",
     "page_links",
     "parse_page",
@@ -388,15 +389,22 @@ def _dedupe(items: list[str]) -> list[str]:
 def _frontmatter_links(metadata: dict[str, Any], fm_lines: list[str]) -> list[Link]:
     """Wikilinks inside frontmatter string values, with the file line where each is written."""
     found: list[Link] = []
+    next_from: dict[str, int] = {}  # needle -> first fm line index to search (repeats)
 
     def walk(v: Any) -> None:
         if isinstance(v, str):
             if "[[" in v:
                 for m in _WIKILINK_RE.finditer(v):
                     needle = m.group(0)
-                    line = next(
-                        (i + 2 for i, ln in enumerate(fm_lines) if needle in ln), 1
-                    )  # fence is line 1
+                    start = next_from.get(needle, 0)
+                    idx = next(
+                        (i for i in range(start, len(fm_lines)) if needle in fm_lines[i]), None
+                    )
+                    if idx is None:  # written another way (escapes, folded): first mention
+                        idx = next((i for i, ln in enumerate(fm_lines) if needle in ln), -1)
+                    else:
+                        next_from[needle] = idx + 1
+                    line = idx + 2  # the opening fence is line 1
                     link = _make_link(m.group(1), m.group(2), line, in_frontmatter=True)
                     if link is not None:
                         found.append(link)
@@ -595,6 +603,56 @@ def _mask_inline(text: str) -> str:
 
 def _blank_out(m: re.Match[str]) -> str:
     return " " + "\n" * m.group(0).count("\n")
+
+
+_MASK = "\x00"
+
+
+def _mask_same_length(m: re.Match[str]) -> str:
+    return "".join("\n" if c == "\n" else _MASK for c in m.group(0))
+
+
+def code_mask(text: str) -> str:
+    """``text`` with code and HTML comments replaced by NUL characters, same length.
+
+    The same rules as :func:`parse_page` (fenced and indented code, code spans, ``<!-- -->``
+    comments; frontmatter is not code), so that a position in ``text`` holds a link or tag
+    exactly when ``code_mask(text)`` still has the original character there. Newlines are
+    kept. For callers that edit a page's text in place (link renames).
+    """
+    bom = text.startswith("\ufeff")
+    t = text[1:] if bom else text
+    t_plain = t.replace("\r", " ")
+    lines = t_plain.split("\n")
+    body_start = 0
+    if is_opening_fence(lines[0]):
+        close = find_closing_fence(lines)
+        if close is not None:
+            body_start = close + 1
+    kinds = _classify(lines, body_start)
+    out_lines = [_MASK * len(ln) if k >= _FENCE else ln for ln, k in zip(lines, kinds, strict=True)]
+    masked = "\n".join(out_lines)
+    if "`" in masked:
+        masked = _CODE_SPAN_RE.sub(_mask_same_length, masked)
+    if "<!--" in masked:
+        parts: list[str] = []
+        last = 0
+        while True:
+            a = masked.find("<!--", last)
+            if a < 0:
+                break
+            e = masked.find("-->", a + 4)
+            if e < 0:
+                break
+            parts.append(masked[last:a])
+            parts.append("".join("\n" if c == "\n" else _MASK for c in masked[a : e + 3]))
+            last = e + 3
+        parts.append(masked[last:])
+        masked = "".join(parts)
+    # CRs were spaces for the scan; give back the original characters where not masked
+    if "\r" in t:
+        masked = "".join(o if (m != _MASK) else m for o, m in zip(t, masked, strict=True))
+    return ("\ufeff" if bom else "") + masked
 
 
 def parse_page(raw: bytes | str, path: str) -> ParsedPage:
