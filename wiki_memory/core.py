@@ -7,13 +7,18 @@ themselves.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
+import os
+import stat
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from wiki_memory.capture.observation import (
@@ -88,6 +93,13 @@ class Memory:
         self.writer = Writer(self._commit, commit_delay=settings.commit_delay_seconds)
         #: path → sha256 of the bytes the server last wrote or committed there
         self._server_hashes: dict[str, str] = {}
+        #: session page path → the server's last pure renderings (newest first), the
+        #: bases of the three-way merge with a person's edits (see :meth:`_merge_page`)
+        self._renders: OrderedDict[str, list[bytes]] = OrderedDict()
+        #: session page path → (session key, state) while its compile job runs
+        self._render_ctx: dict[str, tuple[str, dict[str, Any]]] = {}
+        #: page path → the server's version that could not be merged (a conflict copy)
+        self._conflicts: dict[str, bytes] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.watcher: Any = None
@@ -136,7 +148,15 @@ class Memory:
     def _recover_job(self) -> WriteResult:
         """Commit files that changed on disk while no server ran (hand edits, or a page
         written before a crash and never committed)."""
-        dirty = self.git.dirty_paths()
+        from wiki_memory.index.store import is_indexable
+
+        # pages only (as the watcher): an editor's settings (.obsidian/), attachments and
+        # hard-linked files are not committed on the owner's behalf
+        dirty = [
+            p
+            for p in self.git.dirty_paths()
+            if is_indexable(p) and _plain_or_gone(self.wiki_dir / p)
+        ]
         if dirty:
             self.git.commit(
                 dirty,
@@ -221,7 +241,21 @@ class Memory:
         """Queue a (re)compile of a session's page on the writer; returns a Future."""
         return self.writer.submit(lambda: self._compile_job(key, end))
 
-    def _compile_job(self, key: str, end: bool) -> WriteResult:
+    def _session_meta(self, info: SessionInfo) -> compiler.SessionMeta:
+        return compiler.SessionMeta(
+            key=info.key,
+            harness=info.harness,
+            session_id=info.session_id,
+            project=info.project,
+            user=info.user,
+            cwd=info.cwd,
+            started=info.started,
+        )
+
+    def _compile_job(self, key: str, end: bool, remerge: bool = False) -> WriteResult:
+        """Write a session's page. ``remerge``: no new observations, but a person saved the
+        page; render exactly what the server last rendered and merge it into their version
+        again (their save may have been based on an older version of the page)."""
         info = self.spool.sessions.get(key)
         if info is None:
             return WriteResult()
@@ -232,19 +266,19 @@ class Memory:
         already = state.get("compiled_count") == len(obs) and (
             state.get("status") == "ended" or not ended_now
         )
-        if already and state.get("path"):
+        renders = list(state.get("renders") or [])
+        if remerge:
+            if not renders or not state.get("path"):
+                return WriteResult()
+            last = renders[0]
+            obs = obs[: int(last["count"])]
+            status, ended_at, now = last["status"], last.get("ended"), float(last["now"])
+        elif already and state.get("path"):
             return WriteResult(value=state.get("path"))
-        status = "ended" if ended_now else "active"
-        ended_at = state.get("ended_at") or (now if ended_now else None)
-        meta = compiler.SessionMeta(
-            key=info.key,
-            harness=info.harness,
-            session_id=info.session_id,
-            project=info.project,
-            user=info.user,
-            cwd=info.cwd,
-            started=info.started,
-        )
+        else:
+            status = "ended" if ended_now else "active"
+            ended_at = state.get("ended_at") or (now if ended_now else None)
+        meta = self._session_meta(info)
         path = state.get("path")
         if path and not (self.wiki_dir / path).exists():
             path = self._find_session_page(info) or None
@@ -258,11 +292,35 @@ class Memory:
             path=path,
             excerpt_bytes=self.settings.tool_output_excerpt_bytes,
         )
-        data = self._merge_page(comp)
         full = self.wiki_dir / comp.path
-        atomic_write(full, data)
-        self._server_hashes[comp.path] = sha256(data)
-        self.index.upsert_page(comp.path, data)
+        self._render_ctx[comp.path] = (key, state)
+
+        def merged(cur: bytes | None) -> bytes:
+            self._commit_person_first(comp.path, cur)
+            return self._merge_page(comp, current=cur)
+
+        try:
+            current, written = self._cas_write(comp.path, full, merged)
+        finally:
+            self._render_ctx.pop(comp.path, None)
+        fresh = compiler_bytes(comp)
+        self._remember_render(comp.path, fresh)
+        paths = [comp.path]
+        if written is not None:
+            self._server_hashes[comp.path] = sha256(written)
+            self.index.upsert_page(comp.path, written)
+        copy = self._write_conflict_copy(comp.path)
+        if copy:
+            paths.append(copy)
+        if remerge:
+            if written is None:
+                return WriteResult()
+            return WriteResult(
+                paths=paths,
+                author=Author(info.user, author_email_for(info.user)),
+                message=f"Merge session {comp.metadata['title'][:60]} into a hand edit",
+                value=comp.path,
+            )
         self.index.delete_spool_session(key)
         state.update(
             path=comp.path,
@@ -272,6 +330,16 @@ class Memory:
         )
         if ended_at:
             state["ended_at"] = ended_at
+        state["renders"] = [
+            {
+                "count": len(obs),
+                "status": status,
+                "ended": ended_at,
+                "now": now,
+                "sha256": sha256(fresh),
+            },
+            *renders[:2],
+        ]
         just_ended = status == "ended" and info.state.get("status") != "ended"
         self.spool.write_state(key, state)
         if just_ended:
@@ -283,7 +351,7 @@ class Memory:
         author = Author(info.user, author_email_for(info.user))
         verb = "End" if status == "ended" else "Update"
         return WriteResult(
-            paths=[comp.path],
+            paths=paths,
             author=author,
             message=f"{verb} session {comp.metadata['title'][:60]} ({info.harness})",
             value=comp.path,
@@ -295,32 +363,161 @@ class Memory:
             return p.relative_to(self.wiki_dir).as_posix()
         return None
 
-    def _merge_page(self, comp: compiler.Compiled) -> bytes:
+    def _merge_page(self, comp: compiler.Compiled, *, current: Any = ...) -> bytes:
         """The bytes to write for a compiled page, keeping a person's edits (invariant 8).
 
-        When the file on disk is what the server last wrote (or does not exist), the fresh
-        rendering is written. When a person changed it, only the owned frontmatter keys and
-        the owned sections (``## Summary``, ``## Timeline``) are replaced; everything else
-        stays byte for byte.
+        ``current`` is the page's bytes on disk (None: absent; left out: read now). When
+        the page is absent, or is exactly what the server last rendered, the fresh
+        rendering is written. Otherwise a person changed it: the server's change since its
+        last rendering (the *base*) is merged into their version line by line
+        (:func:`wiki_memory.wiki.merge.merge3`), so their new keys, paragraphs and edits
+        stay byte for byte. Of the server's last three renderings, the base is the one
+        closest to the person's version (their editor may have saved over a newer server
+        write). Where both changed the same lines, the person's lines are kept and the
+        server's whole rendering is written beside the page as ``<name>.server-copy.md``
+        (see :meth:`_write_conflict_copy`). When no earlier rendering is known, only the
+        owned frontmatter keys and sections (``## Summary``, ``## Timeline``) are replaced.
         """
-        from wiki_memory.wiki.frontmatter import FrontmatterError, dump_page, set_keys
+        from wiki_memory.wiki.merge import changed_lines, merge3
 
-        fresh = dump_page(comp.metadata, comp.body).encode("utf-8")
-        full = self.wiki_dir / comp.path
-        try:
-            current = full.read_bytes()
-        except FileNotFoundError:
+        fresh = compiler_bytes(comp)
+        if current is ...:
+            current = _read_plain(self.wiki_dir / comp.path)
+        if current is None or current == fresh:
             return fresh
-        if self._server_hashes.get(comp.path) == sha256(current) or current == fresh:
+        bases = self._previous_renders(comp.path)
+        if bases and current == bases[0]:
             return fresh
+        if not bases:
+            return self._merge_owned_parts(comp, current)
+        bom, text, eol = _split_text(current)
+        fresh_t = _with_eol(fresh.decode("utf-8", "surrogateescape"), eol)
+        cands = [_with_eol(b.decode("utf-8", "surrogateescape"), eol) for b in bases]
+        base = min(cands, key=lambda c: changed_lines(c, text))  # first (newest) on ties
+        res = merge3(base, fresh_t, text)
+        merged = bom + res.text.encode("utf-8", "surrogateescape")
+        if _frontmatter_broken(merged) and not _frontmatter_broken(current):
+            return self._merge_owned_parts(comp, current)
+        if res.conflicts:
+            self._conflicts[comp.path] = fresh
+            log.warning(
+                "%s: a hand edit and the server changed the same lines; the person's "
+                "lines were kept, the server's version is written beside the page",
+                comp.path,
+            )
+        return merged
+
+    def _merge_owned_parts(self, comp: compiler.Compiled, current: bytes) -> bytes:
+        """Without a known base: splice the owned keys and sections into ``current``."""
+        from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
+
         try:
             merged = set_keys(current, comp.metadata)
         except FrontmatterError:
             merged = current
-        text = merged.decode("utf-8", errors="replace")
+        text = merged.decode("utf-8", errors="surrogateescape")
         for name, content in (("Summary", comp.summary), ("Timeline", comp.timeline)):
             text = replace_section(text, name, content)
-        return text.encode("utf-8")
+        return text.encode("utf-8", errors="surrogateescape")
+
+    def _remember_render(self, path: str, fresh: bytes) -> None:
+        old = self._renders.pop(path, [])
+        self._renders[path] = [fresh, *[r for r in old if r != fresh][:2]]
+        while len(self._renders) > 256:
+            self._renders.popitem(last=False)
+
+    def _previous_renders(self, path: str) -> list[bytes]:
+        """The server's last renderings of a session page, newest first: from memory, else
+        rendered again from the parameters kept in the session's spool state (checked
+        against the sha256 recorded then)."""
+        if path in self._renders:
+            return list(self._renders[path])
+        ctx = self._render_ctx.get(path)
+        if ctx is None:
+            return []
+        key, state = ctx
+        info = self.spool.sessions.get(key)
+        if info is None:
+            return []
+        out: list[bytes] = []
+        obs: list[Observation] | None = None
+        for r in state.get("renders") or []:
+            try:
+                if obs is None:
+                    obs = self.spool.observations(key)
+                comp = compiler.compile_session(
+                    self._session_meta(info),
+                    obs[: int(r["count"])],
+                    status=r["status"],
+                    ended=r.get("ended"),
+                    now=float(r["now"]),
+                    created=state.get("created"),
+                    path=path,
+                    excerpt_bytes=self.settings.tool_output_excerpt_bytes,
+                )
+            except Exception:  # noqa: BLE001 - an old state the compiler cannot replay
+                log.exception("cannot render an earlier version of %s", path)
+                continue
+            data = compiler_bytes(comp)
+            if sha256(data) == r.get("sha256"):
+                out.append(data)
+        return out
+
+    def _commit_person_first(self, path: str, current: bytes | None) -> None:
+        """Before the server writes over a person's uncommitted save, commit that save as
+        theirs (the local owner), so git holds both: their edit, then the server's."""
+        if current is None or self.server_wrote(path, current):
+            return None
+        try:
+            sha = self.git.commit(
+                [path], self.owner, author_email_for(self.owner), f"Edit by hand: {path}"
+            )
+        except Exception:  # noqa: BLE001 - GitBusy etc.: the merge is committed later anyway
+            log.warning("could not commit the hand edit of %s before merging", path)
+            return None
+        if sha is not None or self.git.tracked(path):
+            self._server_hashes[path] = sha256(current)
+        return None
+
+    def _write_conflict_copy(self, path: str) -> str | None:
+        """Write the server's version of ``path`` that could not be merged beside it, as
+        ``<stem>.server-copy.md`` (type ``conflict``, ``conflict_of`` naming the page).
+        Returns the copy's path, or None when there was no conflict."""
+        fresh = self._conflicts.pop(path, None)
+        if fresh is None:
+            return None
+        from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
+
+        copy = conflict_copy_path(path)
+        try:
+            data = set_keys(fresh, {"type": "conflict", "conflict_of": path})
+            parsed_id = _frontmatter_value(fresh, "id")
+            if parsed_id:
+                data = set_keys(data, {"id": f"{parsed_id}-server-copy"})
+        except FrontmatterError:
+            data = fresh
+        atomic_write(self.wiki_dir / copy, data)
+        self._server_hashes[copy] = sha256(data)
+        self.index.upsert_page(copy, data)
+        return copy
+
+    def _cas_write(
+        self, rel: str, full: Path, fn: Callable[[bytes | None], bytes | None]
+    ) -> tuple[bytes | None, bytes | None]:
+        """Read, compute, and replace ``full`` only if it still holds what was read.
+
+        Returns ``(bytes read, bytes written or None)``. When a person saves in between,
+        ``fn`` runs again on their version (up to 20 times, then Conflict)."""
+        from wiki_memory.wiki.merge import replace_if_unchanged
+
+        for _ in range(20):
+            current = _read_plain(full)
+            new = fn(current)
+            if new is None or new == current:
+                return current, None
+            if replace_if_unchanged(full, new, current):
+                return current, new
+        raise Conflict(f"{rel} kept changing while the server wrote it", None)
 
     def update_page(
         self,
@@ -336,7 +533,10 @@ class Memory:
 
         ``fn(current)`` gets the page's bytes on disk (None when absent) and returns the
         new bytes, or None to leave the page alone; it may raise (Conflict, ValueError…)
-        to refuse, and the error reaches the caller. The write is atomic, indexed at once,
+        to refuse, and the error reaches the caller. The new bytes replace the file only
+        if it still holds ``current``: when a person saves in between, ``fn`` runs again on
+        their version (invariant 8), so ``fn`` must be a pure function of its argument
+        (splice with ``set_keys``, never cache ``current``). The write is atomic, indexed at once,
         and committed with ``user`` as author in the next group (``commit_now`` waits for
         that commit). Returns the WriteResult; ``value`` is the sha256 of the new bytes,
         or None when nothing was written. Raises PathRefused for a path outside ``wiki/``.
@@ -345,14 +545,9 @@ class Memory:
         full = resolve(self.wiki_dir, rel)
 
         def job() -> WriteResult:
-            try:
-                current: bytes | None = full.read_bytes()
-            except FileNotFoundError:
-                current = None
-            new = fn(current)
-            if new is None or new == current:
+            _current, new = self._cas_write(rel, full, fn)
+            if new is None:
                 return WriteResult(value=None, commit_now=commit_now)
-            atomic_write(full, new)
             digest = sha256(new)
             self._server_hashes[rel] = digest
             self.index.upsert_page(rel, new)
@@ -409,11 +604,27 @@ class Memory:
 
     # -- commits -------------------------------------------------------------------------
     def _commit(self, paths: list[str], author: Author, message: str) -> str | None:
-        sha = self.git.commit(paths, author.name, author.email, message)
+        """Commit a group of server writes as ``author``. A path a person saved over since
+        the server wrote it is committed first as their hand edit (so their save is not
+        attributed to the server, and the server's write is merged back into it)."""
+        mine: list[str] = []
+        theirs: list[str] = []
+        seen: dict[str, str] = {}
         for p in paths:
-            try:
-                self._server_hashes[p] = sha256((self.wiki_dir / p).read_bytes())
-            except OSError:
+            data = _read_plain(self.wiki_dir / p) if _plain_or_gone(self.wiki_dir / p) else None
+            if data is None or self._server_hashes.get(p) in (None, sha256(data)):
+                mine.append(p)
+                if data is not None:
+                    seen[p] = sha256(data)
+            else:
+                theirs.append(p)
+        if theirs:
+            self._commit_hand_edits_now(theirs)
+        sha = self.git.commit(mine, author.name, author.email, message) if mine else None
+        for p in mine:
+            if p in seen:
+                self._server_hashes[p] = seen[p]
+            else:
                 self._server_hashes.pop(p, None)
         if sha:
             self.git.maybe_pack(self.settings.pack_every_commits)
@@ -424,22 +635,49 @@ class Memory:
         return self._server_hashes.get(path) == sha256(data)
 
     def commit_hand_edits(self, paths: list[str]) -> Any:
-        """Commit pages a person changed on disk, as the local owner, one commit per save."""
+        """Commit pages a person changed on disk, as the local owner, one commit per save.
 
-        def job() -> WriteResult:
-            real = [p for p in paths if not self._echo(p)]
-            if not real:
-                return WriteResult()
-            msg = "Edit by hand: " + ", ".join(real[:5]) + (" …" if len(real) > 5 else "")
-            sha = self.git.commit(real, self.owner, author_email_for(self.owner), msg)
-            for p in real:
-                try:
-                    self._server_hashes[p] = sha256((self.wiki_dir / p).read_bytes())
-                except OSError:
-                    self._server_hashes.pop(p, None)
-            return WriteResult(value=sha)
+        Runs on the writer thread; returns its Future (``value``: the commit sha or None)."""
+        return self.writer.submit(lambda: WriteResult(value=self._commit_hand_edits_now(paths)))
 
-        return self.writer.submit(job)
+    def _commit_hand_edits_now(self, paths: list[str]) -> str | None:
+        """:meth:`commit_hand_edits` on the writer thread. Paths whose bytes are the
+        server's own (echoes), symlinks and hard-linked files are left out. A session page
+        saved by hand gets the server's latest rendering merged back in (the person's
+        editor may have saved over a newer server write); not after a checkout or pull,
+        which makes no commit."""
+        real: list[str] = []
+        seen: dict[str, str | None] = {}
+        for p in paths:
+            full = self.wiki_dir / p
+            if not _plain_or_gone(full):
+                continue
+            data = _read_plain(full) if full.is_file() else None
+            if data is not None and self.server_wrote(p, data):
+                continue
+            real.append(p)
+            seen[p] = sha256(data) if data is not None else None
+        if not real:
+            return None
+        msg = "Edit by hand: " + ", ".join(real[:5]) + (" …" if len(real) > 5 else "")
+        sha = self.git.commit(real, self.owner, author_email_for(self.owner), msg)
+        for p in real:
+            digest = seen[p]
+            if digest is None:
+                self._server_hashes.pop(p, None)
+            else:
+                self._server_hashes[p] = digest
+        for p in real if sha else []:
+            key = self._session_of(p)
+            if key is not None:
+                self.writer.submit(functools.partial(self._compile_job, key, False, True))
+        return sha
+
+    def _session_of(self, path: str) -> str | None:
+        for key, info in self.spool.sessions.items():
+            if info.state.get("path") == path:
+                return key
+        return None
 
     def _echo(self, path: str) -> bool:
         try:
@@ -458,6 +696,10 @@ class Memory:
         kinds: list[str] | None = None,
         limit: int = 50,
         user: str | None = None,
+        tags: list[str] | str | None = None,
+        since: str | float | None = None,
+        until: str | float | None = None,
+        as_of: str | float | None = None,
     ) -> RecallResult:
         """Budgeted recall: handles for the best sections and running-session observations.
 
@@ -465,14 +707,21 @@ class Memory:
         updated}``; ``used_tokens`` counts the items as serialized (compact JSON, cl100k)
         and never exceeds ``budget_tokens``. ``user`` is the caller: other users'
         ``people/<user>/`` folders (profiles, personal handoffs) are filtered out before
-        ranking (invariant 9); with no user, all of ``people/`` is. Raises ValueError for
-        a negative budget.
+        ranking (invariant 9); with no user, all of ``people/`` is. Filters ``tags``,
+        ``since``/``until`` (ISO-8601 or epoch seconds) and ``as_of`` (the wiki as committed
+        then) are described in ``wiki_memory.recall.rank.candidates``. Raises ValueError for
+        a negative budget or a bad filter (``FilterError`` names the field).
         """
         budget = self.settings.default_budget_tokens if budget_tokens is None else budget_tokens
         if budget < 0:
             raise ValueError("budget_tokens must be >= 0")
         candidates = self._candidates(
-            query, project=project, kinds=kinds, limit=limit, exclude_dirs=self.hidden_dirs(user)
+            query,
+            project=project,
+            kinds=kinds,
+            limit=limit,
+            exclude_dirs=self.hidden_dirs(user),
+            filters={"tags": tags, "since": since, "until": until, "as_of": as_of},
         )
         packed = pack(candidates, budget)
         return RecallResult(packed.items, packed.used_tokens, budget, packed.omitted)
@@ -496,11 +745,18 @@ class Memory:
         kinds: list[str] | None,
         limit: int,
         exclude_dirs: list[str] | None = None,
+        filters: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
         from wiki_memory.recall import rank
 
         return rank.candidates(
-            self, query, project=project, kinds=kinds, limit=limit, exclude_dirs=exclude_dirs or []
+            self,
+            query,
+            project=project,
+            kinds=kinds,
+            limit=limit,
+            exclude_dirs=exclude_dirs or [],
+            **(filters or {}),
         )
 
     def _handle(self, anchor: str) -> str:
@@ -584,14 +840,36 @@ class Memory:
     def read_page(self, path: str, cursor: int = 0, max_bytes: int = 64 * 1024) -> dict[str, Any]:
         """One page, paged by a byte cursor that never splits a UTF-8 character.
 
-        Returns ``{path, metadata, diagnostics, content, cursor, next_cursor, truncated,
-        total_bytes, hash}``. Raises PathRefused (outside ``wiki/``) or NotFound.
+        Returns ``{path, metadata, title, diagnostics, content, cursor, next_cursor,
+        truncated, total_bytes, hash, links, backlinks, attachments}``:
+
+        - ``links``: outgoing links and note embeds, in file order, each ``{target,
+          fragment, alias, embed, line, in_frontmatter, status, path, candidates,
+          fragment_found}``; ``status`` is ``resolved`` (``path`` is the page),
+          ``unresolved`` (``target`` keeps the literal text) or ``ambiguous``
+          (``candidates`` lists the pages). Same-page references (``[[#Heading]]``) are
+          not links to another page and are left out. ``fragment_found`` is None without
+          a fragment or target page, else whether the heading or block exists.
+        - ``backlinks``: ``{path, title, line, fragment, alias, embed}`` of every link
+          from another page that resolves to this one.
+        - ``attachments``: links and embeds of files that are not pages (``![[a.png|400]]``):
+          ``{target, alias, embed, line, path, exists}``.
+        - ``diagnostics``: the parser's (unreadable frontmatter, duplicate keys, ...) plus
+          ``unresolved_link``, ``ambiguous_link``, ``missing_attachment``,
+          ``missing_fragment`` (a warning: the link still resolves) and ``merge_conflict``
+          (a ``.server-copy.md`` beside the page holds the server's unmerged version),
+          each ``{kind, line, message[, key]}``.
+
+        Symlinks and files with more than one hard link are not served. Raises
+        PathRefused (outside ``wiki/``) or NotFound.
         """
         full = resolve(self.wiki_dir, path)
         rel = clean_rel(path)
-        if not full.is_file() or full.is_symlink():
+        if not _plain_or_gone(full) or not full.is_file():
             raise NotFound(rel)
-        data = full.read_bytes()
+        data = _read_plain(full)
+        if data is None:
+            raise NotFound(rel)
         if cursor < 0 or cursor > len(data):
             raise ValueError("cursor out of range")
         end = min(len(data), cursor + max(1, max_bytes))
@@ -599,23 +877,206 @@ class Memory:
             end -= 1
         chunk = data[cursor:end]
         meta = self.index.page_meta(rel) or {}
+        graph = self.page_links(rel)
         return {
             "path": rel,
             "metadata": meta.get("meta", {}),
             "title": meta.get("title"),
-            "diagnostics": meta.get("diagnostics", []),
+            "diagnostics": list(meta.get("diagnostics", [])) + graph["diagnostics"],
             "content": chunk.decode("utf-8", errors="replace"),
             "cursor": cursor,
             "next_cursor": end if end < len(data) else None,
             "truncated": end < len(data),
             "total_bytes": len(data),
             "hash": sha256(data),
+            "links": graph["links"],
+            "backlinks": graph["backlinks"],
+            "attachments": graph["attachments"],
+        }
+
+    def page_links(self, path: str) -> dict[str, list[dict[str, Any]]]:
+        """The link graph around one indexed page: ``{links, backlinks, attachments,
+        diagnostics}`` as in :meth:`read_page` (empty lists for a page not indexed)."""
+        from wiki_memory.wiki.links import ATTACHMENT, fragment_found
+
+        links: list[dict[str, Any]] = []
+        attachments: list[dict[str, Any]] = []
+        diags: list[dict[str, Any]] = []
+        anchors: dict[str, tuple[list[str], list[str]]] = {}
+
+        def parts_of(p: str) -> tuple[list[str], list[str]]:
+            if p not in anchors:
+                secs = self.index.sections_of(p)
+                anchors[p] = (
+                    [
+                        s["heading"]
+                        for s in secs
+                        if s["heading"] and not s["anchor"].startswith("^")
+                    ],
+                    [s["anchor"] for s in secs if s["anchor"].startswith("^")],
+                )
+            return anchors[p]
+
+        for lk in self.index.outlinks(path):
+            if lk["status"] == ATTACHMENT:
+                attachments.append(
+                    {
+                        "target": lk["target"],
+                        "alias": lk["alias"],
+                        "embed": lk["embed"],
+                        "line": lk["line"],
+                        "path": lk["path"],
+                        "exists": lk["path"] is not None,
+                    }
+                )
+                if lk["path"] is None:
+                    diags.append(
+                        {
+                            "kind": "missing_attachment",
+                            "line": lk["line"],
+                            "message": f"no file named {lk['target']!r} in the wiki",
+                            "key": lk["target"],
+                        }
+                    )
+                continue
+            found: bool | None = None
+            if lk["fragment"] and lk["path"]:
+                headings, blocks = parts_of(lk["path"])
+                found = fragment_found(lk["fragment"], headings, blocks)
+                if not found:
+                    diags.append(
+                        {
+                            "kind": "missing_fragment",
+                            "line": lk["line"],
+                            "message": f"{lk['path']} has no heading or block "
+                            f"{lk['fragment']!r}; the link leads to the page",
+                            "key": lk["fragment"],
+                        }
+                    )
+            if not lk["target"]:
+                continue  # a same-page reference: not a link to a page
+            lk["fragment_found"] = found
+            links.append(lk)
+            if lk["status"] == "unresolved":
+                diags.append(
+                    {
+                        "kind": "unresolved_link",
+                        "line": lk["line"],
+                        "message": f"no page named {lk['target']!r} (yet)",
+                        "key": lk["target"],
+                    }
+                )
+            elif lk["status"] == "ambiguous":
+                diags.append(
+                    {
+                        "kind": "ambiguous_link",
+                        "line": lk["line"],
+                        "message": f"{lk['target']!r} names {len(lk['candidates'])} pages: "
+                        + ", ".join(lk["candidates"][:5]),
+                        "key": lk["target"],
+                    }
+                )
+        backlinks = [
+            {
+                "path": b["src_path"],
+                "title": b["title"],
+                "line": b["line"],
+                "fragment": b["fragment"],
+                "alias": b["alias"],
+                "embed": b["embed"],
+            }
+            for b in self.index.backlinks(path)
+            if b["src_path"] != path
+        ]
+        copy = conflict_copy_path(path)
+        if copy != path and (self.wiki_dir / copy).is_file():
+            diags.append(
+                {
+                    "kind": "merge_conflict",
+                    "line": None,
+                    "message": f"a hand edit and the server changed the same lines; the "
+                    f"server's version is in {copy}",
+                    "key": copy,
+                }
+            )
+        return {
+            "links": links,
+            "backlinks": backlinks,
+            "attachments": attachments,
+            "diagnostics": diags,
         }
 
     # -- index maintenance -----------------------------------------------------------------
     def reindex(self, progress: bool = False) -> int:
         """Rebuild the index from the files beside the old one and swap it in."""
         return self.index.rebuild(self.wiki_dir, progress=progress)
+
+
+def compiler_bytes(comp: compiler.Compiled) -> bytes:
+    """A compiled session page as the server renders it on its own (no person's edits)."""
+    from wiki_memory.wiki.frontmatter import dump_page
+
+    return dump_page(comp.metadata, comp.body).encode("utf-8")
+
+
+def conflict_copy_path(path: str) -> str:
+    """Where the server writes its version of ``path`` when it cannot merge it with a
+    person's edit: ``notes/x.md`` -> ``notes/x.server-copy.md``."""
+    return path[:-3] + ".server-copy.md" if path.endswith(".md") else path + ".server-copy.md"
+
+
+_O_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _read_plain(full: Path) -> bytes | None:
+    """The bytes of a regular file (never through a symlink); None when absent."""
+    try:
+        fd = os.open(full, _O_READ)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def _plain_or_gone(full: Path) -> bool:
+    """True for a path that is gone, a folder, or a regular file with a single link: what
+    the server may commit or serve (a symlink or a hard link may lead out of the wiki)."""
+    try:
+        st = os.lstat(full)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    if stat.S_ISDIR(st.st_mode):
+        return True
+    return stat.S_ISREG(st.st_mode) and st.st_nlink <= 1
+
+
+def _split_text(data: bytes) -> tuple[bytes, str, str]:
+    """``(bom, text, line ending)`` of a page's bytes; undecodable bytes survive a round
+    trip (surrogateescape)."""
+    bom = b""
+    while data.startswith(b"\xef\xbb\xbf"):
+        bom += b"\xef\xbb\xbf"
+        data = data[3:]
+    text = data.decode("utf-8", "surrogateescape")
+    first = text.split("\n", 1)[0]
+    return bom, text, "\r\n" if first.endswith("\r") else "\n"
+
+
+def _with_eol(text: str, eol: str) -> str:
+    return text.replace("\n", eol) if eol != "\n" else text
+
+
+def _frontmatter_broken(data: bytes) -> bool:
+    from wiki_memory.wiki.page import parse_page
+
+    kinds = {d.kind for d in parse_page(data, "x.md").diagnostics}
+    return bool(kinds & {"frontmatter_invalid", "frontmatter_unclosed", "frontmatter_not_mapping"})
+
+
+def _frontmatter_value(data: bytes, key: str) -> Any:
+    from wiki_memory.wiki.page import parse_page
+
+    return parse_page(data, "x.md").metadata.get(key)
 
 
 def observation_text(obs: Observation) -> str:
