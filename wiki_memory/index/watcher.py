@@ -1,22 +1,39 @@
 """The file watcher: keeps the index current and commits hand edits once they settle.
 
-Built on ``watchfiles``. Every change under ``wiki/`` (ignoring ``.git/``,
-``.obsidian/``, ``.trash/``, the server's temp files and editors' temp files, see
-``store.is_indexable``) is checked with ``stat``, because event kinds are unreliable
-(an atomic save looks like "added", a directory rename reports only the directory):
-a file that exists is (re)indexed, a missing one is dropped, a directory is reconciled
-by scanning it. A page whose bytes differ from what the server last wrote is a hand
-edit: it is committed as the local owner after ``hand_edit_settle_seconds`` without
-further change. Re-indexing an unchanged file is a no-op (hash check), so the
-server's own writes and ``git status`` runs cause no loop.
+Built on ``watchfiles`` (Rust ``notify``). What it relies on, and what it does not:
+
+* **Event kinds are not trusted.** An atomic save (write a temp file, rename it over the
+  page) looks like "added"; vim's save is "deleted daily.md, added daily.md~, added
+  daily.md"; a batch delete has been seen reported as "added". Every reported path is
+  checked with ``lstat`` instead (``Index.sync_paths``): a page that exists is
+  (re)indexed, one that is gone is dropped, a folder is reconciled by scanning it (a
+  folder rename or restore reports only the folder).
+* **Ignored:** anything under ``.git/``, ``.obsidian/`` or ``.trash/`` (and any other dot
+  folder), the server's own temp files (``.x.wm-tmp*``), editors' temp files (vim's
+  ``4913``, ``x~`` and ``.x.swp``; JetBrains' ``x___jb_tmp___``/``x___jb_old___``;
+  Emacs' ``.#x`` lock links and ``#x#`` auto-saves). They are dropped before any work, so
+  they never become a page, an index row or a commit.
+* **No loops.** The server's own writes are already indexed when the watcher sees them
+  (the hash check makes the echo a no-op) and are not committed again (the writer knows
+  their hash); ``git status`` only touches ``.git/``. With nothing changing, the watcher
+  thread blocks in Rust and the settle thread sleeps on a condition: no work at all.
+* **Hand edits** (a page whose bytes are not the server's) are committed as the local
+  owner once the wiki has been quiet for ``hand_edit_settle_seconds``: one commit per
+  save, or per burst (a ``git checkout`` of 1,000 files is one burst, and makes no
+  commit when HEAD already holds those files).
+* **Links out of the wiki:** symlinks are never followed; a file with more than one hard
+  link is neither indexed, served nor committed (its other name may be outside
+  ``wiki/``). An editor can leave a second link for a moment while saving, so such a file
+  is checked again once things settle.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import stat
 import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import watchfiles
@@ -31,13 +48,36 @@ log = logging.getLogger("wiki_memory.watcher")
 _IGNORED_DIRS = {".git", ".obsidian", ".trash"}
 
 
-def _watch_filter(change: watchfiles.Change, path: str) -> bool:
-    parts = Path(path).parts
-    return not any(p in _IGNORED_DIRS for p in parts)
+def _ignored_name(name: str) -> bool:
+    """Temp and lock files of editors and of the server itself (see the module docstring)."""
+    return (
+        name.startswith(".")
+        or name == "4913"
+        or name.endswith("~")
+        or name.endswith("___jb_tmp___")
+        or name.endswith("___jb_old___")
+        or (name.startswith("#") and name.endswith("#"))
+        or (len(name) > 4 and name[-4:-1] == ".sw" and "a" <= name[-1] <= "p")
+        or ".wm-tmp" in name
+    )
+
+
+def watch_filter(change: watchfiles.Change, path: str) -> bool:
+    """True for a path the watcher must look at: nothing under a dot folder
+    (``.git/``, ``.obsidian/``, ``.trash/``), no editor or server temp file."""
+    parts = path.replace("\\", "/").split("/")
+    if any(p in _IGNORED_DIRS for p in parts):
+        return False
+    return not _ignored_name(parts[-1])
 
 
 class Watcher:
-    """Watches ``memory.wiki_dir`` on a thread until :meth:`stop`."""
+    """Watches ``memory.wiki_dir`` on a thread until :meth:`stop`.
+
+    ``step_ms``/``debounce_ms`` are watchfiles' (a change is reported ~``step`` ms after
+    it happens, and a burst is gathered for up to ``debounce`` ms). ``batches`` counts the
+    batches handled and ``synced`` the index changes they made (for tests and the bench).
+    """
 
     def __init__(self, memory: Memory, step_ms: int = 20, debounce_ms: int = 50) -> None:
         self.memory = memory
@@ -45,12 +85,16 @@ class Watcher:
         self.step_ms = step_ms
         self.debounce_ms = debounce_ms
         self._stop = threading.Event()
-        self._pending: dict[str, float] = {}
-        self._lock = threading.Lock()
+        self._pending: dict[str, float] = {}  # rel path -> first seen (monotonic)
+        self._last_event = 0.0
+        self._recheck: set[str] = set()
+        self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="wiki-watcher", daemon=True)
         self._settle = threading.Thread(target=self._settle_loop, name="wiki-settle", daemon=True)
         self.ready = threading.Event()
         self.batches = 0
+        self.synced = 0
+        self.commits_requested = 0
 
     def start(self) -> None:
         self._thread.start()
@@ -59,6 +103,8 @@ class Watcher:
 
     def stop(self) -> None:
         self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
         self._thread.join(timeout=5)
         self._settle.join(timeout=5)
 
@@ -67,12 +113,12 @@ class Watcher:
             try:
                 for changes in watchfiles.watch(
                     self.root,
-                    watch_filter=_watch_filter,
+                    watch_filter=watch_filter,
                     stop_event=self._stop,
                     step=self.step_ms,
                     debounce=self.debounce_ms,
                     yield_on_timeout=True,
-                    rust_timeout=200,
+                    rust_timeout=1000,
                     raise_interrupt=False,
                 ):
                     self.ready.set()
@@ -83,49 +129,95 @@ class Watcher:
                 self.ready.set()
                 self._stop.wait(1.0)
 
+    def _rel(self, ap: str) -> str | None:
+        try:
+            rel = os.path.relpath(ap, self.root)
+        except ValueError:
+            return None
+        rel = rel.replace(os.sep, "/")
+        if rel == "." or rel.startswith("../") or rel == "..":
+            return "" if rel == "." else None
+        return rel
+
     def handle(self, abs_paths: set[str]) -> None:
         """Process one batch of changed absolute paths (never raises)."""
         self.batches += 1
-        rels: list[str] = []
-        for ap in abs_paths:
-            try:
-                rel = Path(ap).resolve(strict=False).relative_to(self.root).as_posix()
-            except ValueError:
-                try:
-                    rel = Path(ap).relative_to(self.root).as_posix()
-                except ValueError:
-                    continue
-            rels.append(rel)
+        rels = sorted({r for r in (self._rel(ap) for ap in abs_paths) if r is not None})
+        if not rels:
+            return
         try:
-            self.memory.index.sync_paths(self.memory.wiki_dir, rels)
+            self.synced += self.memory.index.sync_paths(self.memory.wiki_dir, rels)
         except Exception:
             log.exception("indexing a change failed")
         now = time.monotonic()
-        with self._lock:
-            for rel in rels:
-                full = self.memory.wiki_dir / rel
-                if full.is_dir() or not rel.endswith(".md") or not is_indexable(rel):
-                    if full.is_dir():
-                        for p in full.rglob("*.md"):
-                            r = p.relative_to(self.memory.wiki_dir).as_posix()
-                            if is_indexable(r):
-                                self._pending[r] = now
-                    elif not full.exists() and not rel.endswith(".md"):
-                        # a directory removed or renamed away: commit its subtree's removal
-                        self._pending[rel] = now
-                    continue
-                self._pending[rel] = now
+        wiki = self.memory.wiki_dir
+        pending: list[str] = []
+        recheck: list[str] = []
+        for rel in rels:
+            full = wiki / rel
+            try:
+                st = os.lstat(full)
+            except (FileNotFoundError, NotADirectoryError):
+                # gone: a page, or a folder removed or renamed away (commit its removal)
+                if rel.endswith(".md") and is_indexable(rel) or not rel.endswith(".md"):
+                    pending.append(rel)
+                continue
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                pending.extend(self._pages_below(rel))
+            elif rel.endswith(".md") and is_indexable(rel):
+                if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                    recheck.append(rel)  # maybe an editor's transient second link
+                pending.append(rel)
+        with self._cond:
+            for rel in pending:
+                self._pending.setdefault(rel, now)
+            self._recheck.update(recheck)
+            self._last_event = now
+            self._cond.notify_all()
+
+    def _pages_below(self, rel_dir: str) -> list[str]:
+        out: list[str] = []
+        base = self.memory.wiki_dir / rel_dir
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            for name in filenames:
+                if name.endswith(".md"):
+                    r = os.path.relpath(os.path.join(dirpath, name), self.memory.wiki_dir)
+                    r = r.replace(os.sep, "/")
+                    if is_indexable(r):
+                        out.append(r)
+        return out
 
     def _settle_loop(self) -> None:
-        settle = self.memory.settings.hand_edit_settle_seconds
-        while not self._stop.wait(0.1):
-            now = time.monotonic()
-            with self._lock:
-                due = [p for p, t in self._pending.items() if now - t >= settle]
-                for p in due:
-                    del self._pending[p]
+        """Commit the pending hand edits once nothing changed for the settle time (or the
+        burst has lasted ten times that). Sleeps on a condition when nothing is pending."""
+        settle = max(0.05, float(self.memory.settings.hand_edit_settle_seconds))
+        while not self._stop.is_set():
+            with self._cond:
+                while not self._pending and not self._recheck and not self._stop.is_set():
+                    self._cond.wait()
+                if self._stop.is_set():
+                    return
+                now = time.monotonic()
+                first = min(self._pending.values(), default=now)
+                due_at = min(self._last_event + settle, first + 10 * settle)
+                if now < due_at:
+                    self._cond.wait(due_at - now)
+                    continue
+                due = sorted(self._pending)
+                recheck = sorted(self._recheck)
+                self._pending.clear()
+                self._recheck.clear()
+            if recheck:
+                try:
+                    self.synced += self.memory.index.sync_paths(self.memory.wiki_dir, recheck)
+                except Exception:
+                    log.exception("checking hard-linked files again failed")
             if due:
                 try:
-                    self.memory.commit_hand_edits(sorted(due))
+                    self.commits_requested += 1
+                    self.memory.commit_hand_edits(due)
                 except Exception:
                     log.exception("committing hand edits failed")
