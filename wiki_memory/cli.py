@@ -73,6 +73,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from wiki_memory.server.auth import TokenStore
 
     overrides: dict[str, Any] = {"host": args.host, "port": args.port}
+    if getattr(args, "wiki", None):
+        wiki = Path(args.wiki).expanduser().resolve()
+        if not wiki.is_dir():
+            raise CliError(f"--wiki {args.wiki}: not a folder", 2)
+        overrides["wiki_path"] = wiki
     if args.no_auth:
         overrides["auth"] = False
     settings = _settings(args, **overrides)
@@ -292,6 +297,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"port (default {DEFAULT_PORT}; env WIKI_MEMORY_PORT)",
     )
     s.add_argument("--no-auth", action="store_true", help="no tokens (loopback only)")
+    s.add_argument(
+        "--wiki",
+        metavar="PATH",
+        help="serve this existing vault folder (a git repository is used as it is) "
+        "instead of <data-dir>/wiki; env WIKI_MEMORY_WIKI_PATH",
+    )
     s.add_argument("--open", action="store_true", help="open the web view in a browser")
     s.set_defaults(fn=cmd_serve)
 

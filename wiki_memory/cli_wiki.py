@@ -1,10 +1,530 @@
-"""CLI subcommands of the wiki face."""
+"""CLI subcommands of the wiki face: ``import PATH`` and ``doctor``.
+
+``import`` copies an existing vault (an Obsidian folder, a git checkout) into the data
+directory's wiki and commits it; ``doctor`` checks a wiki, its index, git and the lock and
+says what is wrong. Both take ``--wiki PATH`` for a vault served with ``serve --wiki``.
+Exit status: 0 fine, 1 problems found (doctor: errors; import: files not copied because a
+different file already had the name), 2 bad usage.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import shutil
+import stat
+import sys
+import time
+import unicodedata
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from wiki_memory.cli import CliError, _settings
+from wiki_memory.config import Settings
+
+
+def _reported(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Print a CliError as one line and return its code (see cli_handoffs._reported)."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except CliError as exc:
+            print(f"wiki-memory: {exc}", file=sys.stderr)
+            return exc.code
+
+    run.__doc__ = fn.__doc__
+    return run
+
+
+def _wiki_settings(args: argparse.Namespace) -> Settings:
+    extra: dict[str, Any] = {}
+    if getattr(args, "wiki", None):
+        wiki = Path(args.wiki).expanduser().resolve()
+        if not wiki.is_dir():
+            raise CliError(f"--wiki {args.wiki}: not a folder", 2)
+        extra["wiki_path"] = wiki
+    return _settings(args, **extra)
+
+
+# --------------------------------------------------------------------------- import
+
+#: never copied from a vault: its history, Obsidian's trash and per-device layout
+_SKIP_DIRS = {".git", ".trash"}
+
+
+def _skip_file(rel_parts: tuple[str, ...]) -> bool:
+    name = rel_parts[-1]
+    if rel_parts[0] == ".obsidian":
+        return name.startswith("workspace")
+    from wiki_memory.index.watcher import _ignored_name
+
+    return _ignored_name(name)
+
+
+def import_vault(src: Path, wiki: Path, into: str = "") -> dict[str, list[str]]:
+    """Copy the vault at ``src`` into ``wiki`` (below the folder ``into``, wiki-relative).
+
+    Copied: every regular file, names NFC-normalised, times kept; ``.obsidian/`` settings
+    only for an import into the wiki's root (never ``workspace*``). Skipped: ``.git/`` and
+    ``.trash/``, symlinks, editors' temp files. A file that exists in the wiki with the
+    same bytes is left alone; with other bytes it is never overwritten (a conflict).
+    Returns ``{"copied", "same", "conflicts", "skipped"}`` lists of wiki-relative paths
+    (``skipped`` entries end with the reason). Raises ValueError when one folder holds the
+    other.
+    """
+    src = src.resolve()
+    wiki = wiki.resolve()
+    into = into.strip("/")
+    if src == wiki or wiki in src.parents or src in wiki.parents:
+        raise ValueError("the vault and the wiki must not contain each other")
+    dest_root = wiki / into if into else wiki
+    out: dict[str, list[str]] = {"copied": [], "same": [], "conflicts": [], "skipped": []}
+    for dirpath, dirnames, filenames in os.walk(src):
+        rel_dir = Path(dirpath).relative_to(src)
+        keep = []
+        for d in sorted(dirnames):
+            p = Path(dirpath) / d
+            if d in _SKIP_DIRS or (into and d == ".obsidian" and rel_dir == Path(".")):
+                continue
+            if p.is_symlink():
+                out["skipped"].append(f"{(rel_dir / d).as_posix()} (symlink)")
+                continue
+            keep.append(d)
+        dirnames[:] = keep
+        for name in sorted(filenames):
+            s = Path(dirpath) / name
+            rel = rel_dir / name
+            parts = rel.parts
+            try:
+                st = os.lstat(s)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                out["skipped"].append(f"{rel.as_posix()} (symlink)")
+                continue
+            if not stat.S_ISREG(st.st_mode) or _skip_file(parts):
+                continue
+            nfc = unicodedata.normalize("NFC", rel.as_posix())
+            target = dest_root / nfc
+            wrel = f"{into}/{nfc}" if into else nfc
+            data = s.read_bytes()
+            if target.exists() or target.is_symlink():
+                try:
+                    same = target.is_file() and target.read_bytes() == data
+                except OSError:
+                    same = False
+                (out["same"] if same else out["conflicts"]).append(wrel)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.import.wm-tmp")
+            tmp.write_bytes(data)
+            shutil.copystat(s, tmp)
+            os.replace(tmp, target)
+            out["copied"].append(wrel)
+    return out
+
+
+@_reported
+def cmd_import(args: argparse.Namespace) -> int:
+    """Copy a vault folder into the wiki and commit it."""
+    from wiki_memory.datadir import ServerLock, ensure_layout
+    from wiki_memory.server.auth import TokenStore
+    from wiki_memory.wiki.git import GitStore, author_email_for
+
+    src = Path(args.path).expanduser()
+    if not src.is_dir():
+        raise CliError(f"{args.path}: not a folder", 2)
+    settings = _wiki_settings(args)
+    ensure_layout(settings)
+    owner = TokenStore(settings.auth_dir).owner_name()
+    store = GitStore(settings.wiki_dir)  # a new wiki gets its repository before the copy
+    try:
+        try:
+            res = import_vault(src, settings.wiki_dir, args.into or "")
+        except ValueError as exc:
+            raise CliError(str(exc), 2) from None
+        pages = [p for p in res["copied"] if p.endswith(".md")]
+        if res["copied"]:
+            store.commit(
+                res["copied"],
+                owner,
+                author_email_for(owner),
+                f"Import vault {src.resolve().name} ({len(res['copied'])} files, "
+                f"{len(pages)} pages)",
+            )
+    finally:
+        store.close()
+    running = ServerLock(settings.data_dir).is_held_elsewhere()
+    print(
+        f"imported {len(res['copied'])} files ({len(pages)} pages) into {settings.wiki_dir}"
+        + (f"/{args.into.strip('/')}" if args.into else "")
+    )
+    if res["same"]:
+        print(f"{len(res['same'])} files were already there with the same content")
+    for p in res["skipped"]:
+        print(f"skipped {p}")
+    for p in res["conflicts"]:
+        print(f"not copied: {p} (a different file already has this name)", file=sys.stderr)
+    print(
+        "the running server indexes them now"
+        if running
+        else "`wiki-memory serve` indexes them at start"
+    )
+    return 1 if res["conflicts"] else 0
+
+
+# --------------------------------------------------------------------------- doctor
+
+
+def _git_report(wiki: Path) -> dict[str, Any]:
+    """The state of git in ``wiki`` without changing anything (no locks taken)."""
+    from dulwich import porcelain
+    from dulwich.refs import HEADREF
+    from dulwich.repo import Repo
+
+    from wiki_memory.index.store import is_indexable
+    from wiki_memory.wiki.git import _OPERATION_MARKERS
+
+    out: dict[str, Any] = {"repository": False, "errors": [], "warnings": []}
+    if not (wiki / ".git").exists():
+        out["warnings"].append("not a git repository yet (the server creates one at start)")
+        return out
+    out["repository"] = True
+    try:
+        repo = Repo(str(wiki))
+    except Exception as exc:  # noqa: BLE001 - report, do not crash
+        out["errors"].append(f"cannot open the git repository: {exc}")
+        return out
+    try:
+        try:
+            out["head"] = repo.head().decode("ascii")
+        except KeyError:
+            out["head"] = None
+        ref = repo.refs.follow(HEADREF)[0]
+        out["branch"] = (
+            ref[-1].decode("utf-8", "replace").removeprefix("refs/heads/") if len(ref) > 1 else None
+        )
+        if out["head"] and out["branch"] is None:
+            out["warnings"].append("HEAD is detached: server commits go on no branch")
+        control = Path(repo.controldir())
+        for marker, what in _OPERATION_MARKERS:
+            if (control / marker).exists():
+                out["errors"].append(f"{what} is in progress: the server waits for it to end")
+        lock = control / "index.lock"
+        if lock.exists():
+            age = time.time() - lock.stat().st_mtime
+            msg = f".git/index.lock exists (for {age:.0f} s)"
+            if age > 600:
+                out["errors"].append(
+                    msg + ": if no git program is running, remove it by hand "
+                    "(the server never deletes it)"
+                )
+            else:
+                out["warnings"].append(msg + ": a git command is running")
+        try:
+            st = porcelain.status(repo, untracked_files="all", optional_locks=False)
+            dirty: set[str] = set()
+            for group in st.staged.values():
+                dirty.update(p.decode("utf-8", "replace") for p in group)
+            dirty.update(p.decode("utf-8", "replace") for p in st.unstaged)
+            dirty.update(p.decode("utf-8", "replace") for p in st.untracked)
+            out["uncommitted_pages"] = sorted(p for p in dirty if is_indexable(p))
+        except Exception as exc:  # noqa: BLE001
+            out["warnings"].append(f"cannot compute git status: {exc}")
+    finally:
+        repo.close()
+    return out
+
+
+def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, str]]]:
+    """Pages on disk (as the index sees them) and the files skipped, with the reason."""
+    from wiki_memory.index.store import is_indexable
+
+    pages: dict[str, os.stat_result] = {}
+    skipped: list[dict[str, str]] = []
+    for dirpath, dirnames, filenames in os.walk(wiki):
+        rel_dir = os.path.relpath(dirpath, wiki).replace(os.sep, "/")
+        rel_dir = "" if rel_dir == "." else rel_dir
+        keep = []
+        for d in dirnames:
+            rel = f"{rel_dir}/{d}" if rel_dir else d
+            if d.startswith("."):
+                continue
+            if os.path.islink(os.path.join(dirpath, d)):
+                skipped.append({"path": rel, "reason": "symlink to a folder (not followed)"})
+                continue
+            keep.append(d)
+        dirnames[:] = keep
+        for name in filenames:
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            full = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(full)
+            except OSError as exc:
+                skipped.append({"path": rel, "reason": f"cannot stat: {exc.strerror}"})
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                if name.endswith(".md") or not name.startswith("."):
+                    skipped.append({"path": rel, "reason": "symlink (not followed)"})
+                continue
+            if not name.endswith(".md"):
+                continue
+            if not is_indexable(rel):
+                skipped.append({"path": rel, "reason": "editor or temporary file (ignored)"})
+                continue
+            if st.st_nlink > 1:
+                skipped.append(
+                    {"path": rel, "reason": "hard link (another name may be outside the wiki)"}
+                )
+                continue
+            if not os.access(full, os.R_OK):
+                skipped.append({"path": rel, "reason": "not readable"})
+                continue
+            pages[rel] = st
+    return pages, skipped
+
+
+def doctor_report(settings: Settings, wait_seconds: float = 3.0) -> dict[str, Any]:
+    """Check the wiki, its index, git and the server lock; never changes anything.
+
+    Returns ``{"ok", "errors", "warnings", "lock", "git", "index", "pages", "links",
+    "skipped"}``: ``errors`` make ``ok`` False (index behind the files, a git operation
+    in progress, an old ``index.lock``, a missing wiki); ``warnings`` do not (page
+    diagnostics, unresolved and ambiguous links, missing attachments, uncommitted hand
+    edits). With a server running, index lag is measured again for up to
+    ``wait_seconds`` before it counts (the watcher may be catching up).
+    """
+    import apsw
+
+    from wiki_memory.datadir import ServerLock, server_address
+    from wiki_memory.index.store import SCHEMA_VERSION, Index
+
+    errors: list[str] = []
+    warnings: list[str] = []
+    rep: dict[str, Any] = {"data_dir": str(settings.data_dir), "wiki": str(settings.wiki_dir)}
+
+    lock = ServerLock(settings.data_dir)
+    running = settings.data_dir.exists() and lock.is_held_elsewhere()
+    rep["lock"] = {"server_running": running}
+    if running:
+        rep["lock"]["holder"] = lock.holder()
+        rep["lock"]["address"] = server_address(settings.data_dir)
+    elif (settings.data_dir / "server.json").exists():
+        warnings.append("server.json names a server that is not running (it stopped uncleanly)")
+
+    wiki = settings.wiki_dir
+    if not wiki.is_dir():
+        errors.append(f"the wiki folder {wiki} does not exist")
+        rep.update(ok=False, errors=errors, warnings=warnings)
+        return rep
+
+    git = _git_report(wiki)
+    errors += git.pop("errors")
+    warnings += git.pop("warnings")
+    if git.get("uncommitted_pages"):
+        n = len(git["uncommitted_pages"])
+        warnings.append(
+            f"{n} page(s) changed and not committed yet"
+            + ("" if running else " (the server commits them when it starts)")
+        )
+    rep["git"] = git
+
+    on_disk, skipped = _scan_files(wiki)
+    rep["skipped"] = skipped
+    rep["pages"] = {"on_disk": len(on_disk)}
+
+    db = settings.index_path
+    index_ok = False
+    if not db.exists():
+        errors.append("no index.db: run `wiki-memory reindex` (or start the server)")
+    else:
+        try:
+            conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+            version = conn.pragma("user_version")
+            conn.close()
+        except apsw.Error as exc:
+            errors.append(f"index.db cannot be read: {exc}")
+            version = None
+        if version is not None and version != SCHEMA_VERSION:
+            errors.append(
+                f"index.db has schema {version}, this version needs {SCHEMA_VERSION}: "
+                "run `wiki-memory reindex`"
+            )
+        elif version is not None:
+            index_ok = True
+    if index_ok:
+        idx = Index(db)
+        try:
+            deadline = time.monotonic() + (wait_seconds if running else 0)
+            while True:
+                known = {
+                    p: (s, m)
+                    for p, s, m in idx._conn().execute("SELECT path, size, mtime FROM pages")
+                }
+                missing = sorted(p for p in on_disk if p not in known)
+                extra = sorted(p for p in known if p not in on_disk)
+                stale = sorted(
+                    p
+                    for p, st in on_disk.items()
+                    if p in known and known[p] != (st.st_size, st.st_mtime)
+                )
+                # size+mtime differ but the bytes may be the same (a touch): compare hashes
+                if stale:
+                    from wiki_memory.index.store import _read, _sha256
+
+                    hashes = idx.paths()
+                    stale = [
+                        p
+                        for p in stale
+                        if (raw := _read(wiki / p)) is None or _sha256(raw) != hashes.get(p)
+                    ]
+                lag = len(missing) + len(extra) + len(stale)
+                if not lag or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.25)
+            rep["index"] = {
+                "pages": len(known),
+                "missing": missing[:100],
+                "extra": extra[:100],
+                "stale": stale[:100],
+                "lag": lag,
+            }
+            if lag:
+                errors.append(
+                    f"the index is behind the files: {len(missing)} page(s) not indexed, "
+                    f"{len(stale)} changed, {len(extra)} gone"
+                    + (
+                        ""
+                        if running
+                        else " (the server catches up at start; or `wiki-memory reindex`)"
+                    )
+                )
+            diags = []
+            for p, d in idx._conn().execute(
+                "SELECT path, diagnostics FROM pages WHERE diagnostics != '[]' ORDER BY path"
+            ):
+                for item in json.loads(d):
+                    diags.append({"path": p, **item})
+            rep["pages"]["diagnostics"] = diags
+            if diags:
+                kinds: dict[str, int] = {}
+                for d in diags:
+                    kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1
+                warnings.append(
+                    "page diagnostics: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+                )
+            problems = idx.problem_links()
+            rep["links"] = {"stats": idx.link_stats(), "problems": problems}
+            counts: dict[str, int] = {}
+            for pr in problems:
+                counts[pr["status"]] = counts.get(pr["status"], 0) + 1
+            for status, n in sorted(counts.items()):
+                warnings.append(f"{n} {status.replace('_', ' ')} link(s)")
+            copies = sorted(p for p in on_disk if p.endswith(".server-copy.md"))
+            if copies:
+                warnings.append(
+                    f"{len(copies)} unmerged server copy(ies) beside hand-edited pages: "
+                    + ", ".join(copies[:5])
+                )
+                rep["pages"]["server_copies"] = copies
+        finally:
+            idx.close()
+    if skipped:
+        warnings.append(f"{len(skipped)} file(s) skipped (see the list)")
+    rep.update(ok=not errors, errors=errors, warnings=warnings)
+    return rep
+
+
+def _print_report(rep: dict[str, Any], limit: int) -> None:
+    def more(items: list[Any]) -> str:
+        return f"  … and {len(items) - limit} more" if len(items) > limit else ""
+
+    print(f"wiki:  {rep['wiki']}")
+    lock = rep.get("lock", {})
+    print(
+        "lock:  "
+        + (
+            f"held by a running server ({lock.get('holder')})"
+            if lock.get("server_running")
+            else "free (no server running)"
+        )
+    )
+    git = rep.get("git") or {}
+    if git.get("repository"):
+        print(
+            f"git:   branch {git.get('branch') or '(detached)'}, HEAD {str(git.get('head') or '-')[:12]}, "
+            f"{len(git.get('uncommitted_pages', []))} uncommitted page(s)"
+        )
+    idx = rep.get("index")
+    if idx:
+        print(
+            f"index: {idx['pages']} pages indexed, {rep['pages']['on_disk']} on disk, lag {idx['lag']}"
+        )
+    links = rep.get("links")
+    if links:
+        s = links["stats"]
+        print(
+            f"links: {s['links']} ({s['embeds']} embeds): {s['resolved']} resolved, "
+            f"{s['unresolved']} unresolved, {s['ambiguous']} ambiguous; "
+            f"{s['attachments']} to attachments ({s['missing_attachments']} missing)"
+        )
+        probs = links["problems"]
+        for pr in probs[:limit]:
+            extra = f" -> {', '.join(pr['candidates'][:3])}" if pr["candidates"] else ""
+            print(f"  {pr['status']}: {pr['src_path']}:{pr['line']} [[{pr['target']}]]{extra}")
+        if more(probs):
+            print(more(probs))
+    diags = (rep.get("pages") or {}).get("diagnostics") or []
+    if diags:
+        print("page diagnostics:")
+        for d in diags[:limit]:
+            print(f"  {d['path']}:{d.get('line') or '-'} {d['kind']}: {d['message']}")
+        if more(diags):
+            print(more(diags))
+    skipped = rep.get("skipped") or []
+    if skipped:
+        print("skipped files:")
+        for sk in skipped[:limit]:
+            print(f"  {sk['path']}: {sk['reason']}")
+        if more(skipped):
+            print(more(skipped))
+    for w in rep["warnings"]:
+        print(f"warning: {w}")
+    for e in rep["errors"]:
+        print(f"ERROR: {e}")
+    print("healthy" if rep["ok"] else "problems found")
+
+
+@_reported
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Check the wiki and print what is wrong; exit 1 on errors (``--strict``: warnings too)."""
+    settings = _wiki_settings(args)
+    rep = doctor_report(settings)
+    if args.json:
+        print(json.dumps(rep, indent=1, ensure_ascii=False, default=str))
+    else:
+        _print_report(rep, args.limit)
+    if not rep["ok"] or (args.strict and rep["warnings"]):
+        return 1
+    return 0
 
 
 def register(sub: Any) -> None:
-    """Add this module's subcommands to the ``wiki-memory`` parser's subparsers."""
-    del sub
+    """Add ``import`` and ``doctor`` to the ``wiki-memory`` parser's subparsers."""
+    im = sub.add_parser("import", help="copy an existing vault folder into the wiki and commit it")
+    im.add_argument("path", help="the vault folder (an Obsidian vault, a git checkout, ...)")
+    im.add_argument("--into", default="", help="a folder of the wiki to copy it into")
+    im.add_argument("--wiki", metavar="PATH", help="the wiki folder (default <data-dir>/wiki)")
+    im.set_defaults(fn=cmd_import)
+
+    dr = sub.add_parser(
+        "doctor", help="check the wiki, the index, git and the lock; exit 1 on errors"
+    )
+    dr.add_argument("--wiki", metavar="PATH", help="the wiki folder (for `serve --wiki PATH`)")
+    dr.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    dr.add_argument("--strict", action="store_true", help="warnings count as problems too")
+    dr.add_argument("--limit", type=int, default=20, help="items shown per list (default 20)")
+    dr.set_defaults(fn=cmd_doctor)

@@ -48,6 +48,8 @@ class Settings:
     default_budget_tokens: int = 1000
     pack_every_commits: int = 500
     watch: bool = True
+    #: serve an existing vault folder instead of ``<data_dir>/wiki`` (``serve --wiki PATH``)
+    wiki_path: Path | None = None
     #: the most tokens one MCP tool result may hold, structured and text parts together
     mcp_max_result_tokens: int = 20_000
     #: extra Host names (comma-separated, ``name`` or ``name:port``) the MCP endpoint
@@ -59,7 +61,7 @@ class Settings:
 
     @property
     def wiki_dir(self) -> Path:
-        return self.data_dir / "wiki"
+        return self.wiki_path if self.wiki_path is not None else self.data_dir / "wiki"
 
     @property
     def spool_dir(self) -> Path:
@@ -90,7 +92,7 @@ def _coerce(value: Any, like: Any) -> Any:
         return int(value)
     if isinstance(like, float):
         return float(value)
-    if isinstance(like, Path):
+    if isinstance(like, Path) or like is None:  # None: an optional path (wiki_path)
         return Path(str(value)).expanduser()
     return str(value)
 
