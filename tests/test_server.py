@@ -243,3 +243,35 @@ def test_idle_session_is_compiled_and_ended(tmp_path):
             time.sleep(0.2)
         assert page is not None and page["metadata"]["status"] == "ended"
         assert page["metadata"]["ended"] and "heron cache" in page["content"]
+
+
+def test_people_folders_are_private_in_pages_read_and_expand(tmp_path):
+    data = tmp_path / "data"
+    (data / "wiki" / "people" / "bob").mkdir(parents=True)
+    (data / "wiki" / "people" / "bob" / "profile.md").write_text(
+        "# Bob's habits\n\nBob prefers the capybara build.\n"
+    )
+    with ServerProcess(data) as s:
+        tok = {
+            u: cli(data, "token", "create", "--user", u).stdout.split()[0] for u in ("alice", "bob")
+        }
+
+        def as_(u):
+            return {"Authorization": f"Bearer {tok[u]}"}
+
+        path = "people/bob/profile.md"
+        r = httpx.get(f"{s.url}/v1/pages/{path}", headers=as_("alice"))
+        assert r.status_code == 404
+        assert httpx.get(f"{s.url}/v1/pages/{path}", headers=as_("bob")).status_code == 200
+        listed = httpx.get(f"{s.url}/v1/pages", headers=as_("alice")).json()["pages"]
+        assert path not in {p["path"] for p in listed}
+        listed = httpx.get(f"{s.url}/v1/pages", headers=as_("bob")).json()["pages"]
+        assert path in {p["path"] for p in listed}
+        body = {"ids": [path], "budget_tokens": 500}
+        r = httpx.post(f"{s.url}/v1/expand", json=body, headers=as_("alice")).json()
+        assert r["items"] == [] and r["missing"] == [path]
+        r = httpx.post(f"{s.url}/v1/expand", json=body, headers=as_("bob")).json()
+        assert "capybara" in r["items"][0]["text"]
+        q = {"query": "capybara build"}
+        assert httpx.post(f"{s.url}/v1/recall", json=q, headers=as_("alice")).json()["items"] == []
+        assert httpx.post(f"{s.url}/v1/recall", json=q, headers=as_("bob")).json()["items"]

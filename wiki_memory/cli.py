@@ -347,4 +347,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run the module's own main, so that `python -m wiki_memory.cli` and subcommand modules
+    # share one CliError class
+    from wiki_memory.cli import main as _main
+
+    sys.exit(_main())

@@ -768,11 +768,19 @@ class Memory:
             self._handles.pop(next(iter(self._handles)))
         return hid
 
-    def expand(self, ids: list[str], budget_tokens: int) -> dict[str, Any]:
+    def visible(self, path: str, user: str | None) -> bool:
+        """True when ``user`` may see the page at ``path`` (not in another user's
+        ``people/<user>/`` folder). ``user`` None means an internal caller: everything."""
+        if user is None:
+            return True
+        return not any(path == d or path.startswith(d + "/") for d in self.hidden_dirs(user))
+
+    def expand(self, ids: list[str], budget_tokens: int, user: str | None = None) -> dict[str, Any]:
         """Whole sections or pages for handles from recall, packed under ``budget_tokens``.
 
         Returns ``{items: [{id, path, anchor, text, tokens}], used_tokens, budget_tokens,
-        omitted: [ids that did not fit], missing: [ids not found]}``.
+        omitted: [ids that did not fit], missing: [ids not found]}``. Pages ``user`` may
+        not see are reported missing.
         """
         if budget_tokens < 0:
             raise ValueError("budget_tokens must be >= 0")
@@ -780,6 +788,9 @@ class Memory:
         missing: list[str] = []
         for raw_id in ids:
             target = self._handles.get(str(raw_id), str(raw_id))
+            if not target.startswith("spool:") and not self.visible(target.partition("#")[0], user):
+                missing.append(str(raw_id))
+                continue
             text = self._expand_one(target)
             if text is None:
                 missing.append(str(raw_id))
@@ -831,13 +842,18 @@ class Memory:
         since: str | None = None,
         limit: int = 100,
         offset: int = 0,
+        user: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Pages from the index, newest first: ``[{path, id, title, kind, project, updated}]``."""
-        return self.index.list_pages(
+        """Pages from the index, newest first: ``[{path, id, title, kind, project, updated}]``.
+        With ``user``, pages in other users' ``people/`` folders are left out."""
+        rows = self.index.list_pages(
             project=project, kind=kind, since=since, limit=limit, offset=offset
         )
+        return [r for r in rows if self.visible(str(r["path"]), user)]
 
-    def read_page(self, path: str, cursor: int = 0, max_bytes: int = 64 * 1024) -> dict[str, Any]:
+    def read_page(
+        self, path: str, cursor: int = 0, max_bytes: int = 64 * 1024, user: str | None = None
+    ) -> dict[str, Any]:
         """One page, paged by a byte cursor that never splits a UTF-8 character.
 
         Returns ``{path, metadata, title, diagnostics, content, cursor, next_cursor,
@@ -865,7 +881,7 @@ class Memory:
         """
         full = resolve(self.wiki_dir, path)
         rel = clean_rel(path)
-        if not _plain_or_gone(full) or not full.is_file():
+        if not self.visible(rel, user) or not _plain_or_gone(full) or not full.is_file():
             raise NotFound(rel)
         data = _read_plain(full)
         if data is None:

@@ -273,7 +273,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise ApiError(400, "bad_request", "ids must be a list of strings", field="ids")
         budget = _int(body, "budget_tokens", memory.settings.default_budget_tokens)
-        res = await run_in_threadpool(memory.expand, ids, budget)
+        res = await run_in_threadpool(memory.expand, ids, budget, request.state.user)
         return JSONResponse(res)
 
     @api
@@ -286,6 +286,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
             since=q.get("since") or None,
             limit=_int(dict(q), "limit", 100, 1, 1000),
             offset=_int(dict(q), "offset", 0),
+            user=request.state.user,
         )
         return JSONResponse({"pages": res})
 
@@ -298,6 +299,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
             path,
             _int(dict(q), "cursor", 0),
             _int(dict(q), "max_bytes", 64 * 1024, 1, 4 * 1024 * 1024),
+            request.state.user,
         )
         return JSONResponse(res)
 
