@@ -93,8 +93,9 @@ LINK_SOURCES = 3
 """How many of the strongest pages have their links followed."""
 WHY_TOP = 10
 """A page-level signal is named in ``why`` when the page ranks within this many there."""
-RECENT_TOP = 3
-"""``recent`` is named in ``why`` for this many newest candidate pages."""
+RECENT_HALF_LIFE_DAYS = 30.0
+"""The ``recent`` signal halves for every this many days a page is older than the newest
+candidate. ``why`` names it for pages of the newest day when the candidates span more."""
 
 _TIMELINE_HEAD = re.compile(r"^\*\*\d\d:\d\d:\d\d\*\* · [^\n]*\n?")
 _FENCE_LINE = re.compile(r"^[ \t]*(?:~{3,}|`{3,})[^\n]*$", re.M)
@@ -188,6 +189,9 @@ class _Ranker:
         #: running sessions (``spool:<key>``): rank by their best observations, newest ts
         self.spool_rank: dict[str, int] = {}
         self.spool_ts: dict[str, str] = {}
+        #: path -> recency factor in (0, 1]; paths named ``recent`` in ``why``
+        self.recency: dict[str, float] = {}
+        self.recent_why: set[str] = set()
 
     # -- signals ------------------------------------------------------------------------
     def _cand(self, h: Hit) -> _Cand:
@@ -221,7 +225,7 @@ class _Ranker:
         self._represent(best_field, list(self.page_ranks["entity"]))
         self.page_ranks["link"] = self._links()
         self._represent(best_field, list(self.page_ranks["link"]))
-        self.page_ranks["recent"] = self._recent()
+        self._recent()
         return self._order()
 
     def _text(self) -> list[Hit]:
@@ -352,24 +356,33 @@ class _Ranker:
                     order.append(other)
         return {p: i for i, p in enumerate(order)}
 
-    def _recent(self) -> dict[str, int]:
-        """Candidate pages and running sessions, newest first (a page by the end of the
-        time it covers, a running session by its newest matching observation)."""
+    def _recent(self) -> None:
+        """Recency of candidate pages and running sessions (a page by the end of the time
+        it covers, a running session by its newest matching observation): a factor that
+        halves every :data:`RECENT_HALF_LIFE_DAYS` before the newest candidate. Pages of the
+        same day weigh the same, so recency only counts where dates differ."""
         paths = sorted({c.path for c in self.cands.values()})
         need = [p for p in paths if p not in self.rows and p not in self.spool_ts]
         if need:
             self.rows.update(signals.page_rows(self.index, need))
-
-        def when(p: str) -> float:
+        when: dict[str, float] = {}
+        for p in paths:
             raw = self.spool_ts[p] if p in self.spool_ts else self.rows.get(p, {}).get("end")
             try:
                 t = parse_time(raw, "updated")
             except ValueError:
                 t = None
-            return t if t is not None else float("-inf")
-
-        order = sorted(paths, key=lambda p: (-when(p), p))
-        return {p: i for i, p in enumerate(order)}
+            if t is not None:
+                when[p] = t
+        if not when:
+            return
+        newest = max(when.values())
+        spread = newest - min(when.values()) > 86400 * RECENT_HALF_LIFE_DAYS
+        for p, t in when.items():
+            age_days = (newest - t) / 86400
+            self.recency[p] = 0.5 ** (age_days / RECENT_HALF_LIFE_DAYS)
+            if spread and age_days <= 1:
+                self.recent_why.add(p)
 
     # -- fusion -------------------------------------------------------------------------
     def _fuse(self, section_sigs: list[str], page_sigs: list[str]) -> list[_Cand]:
@@ -379,10 +392,14 @@ class _Ranker:
                 r = c.signals.get(name)
                 if r is not None:
                     s += WEIGHTS[name] / (RRF_K + r + 1)
+            if "recent" in page_sigs:
+                s += WEIGHTS["recent"] / (RRF_K + 1) * self.recency.get(c.path, 0.0)
             for name in page_sigs:
+                if name == "recent":
+                    continue
                 if c.spool is not None and name == "page":
                     r = self.spool_rank.get(c.path)
-                elif c.spool is not None and name != "recent":
+                elif c.spool is not None:
                     continue
                 else:
                     r = self.page_ranks.get(name, {}).get(c.path)
@@ -405,7 +422,20 @@ class _Ranker:
             if c.hit is not None and not c.hit.text.strip() and c.path in pages_with_text:
                 continue
             toks = _tokens(_content(c))
-            if _duplicates_any(toks, seen_tokens):
+            dup = _duplicate_of(toks, seen_tokens)
+            if dup is not None:
+                # within one page, the entry itself (a block: ``^t3``) takes the place of a
+                # section repeating it (a session page's summary repeats the first prompt)
+                k = kept[dup]
+                if (
+                    k.path == c.path
+                    and c.hit is not None
+                    and k.hit is not None
+                    and c.hit.anchor.startswith("^")
+                    and not k.hit.anchor.startswith("^")
+                ):
+                    c.score = k.score
+                    kept[dup] = c
                 continue
             kept.append(c)
             seen_tokens.append(toks)
@@ -438,7 +468,7 @@ class _Ranker:
                 why.append("all-words")
             if self.spool_rank.get(c.path, WHY_TOP) < WHY_TOP:
                 why.append("page")
-            if self.page_ranks.get("recent", {}).get(c.path, RECENT_TOP) < RECENT_TOP:
+            if c.path in self.recent_why:
                 why.append("recent")
             return why
         if c.raw > 0:
@@ -459,7 +489,7 @@ class _Ranker:
             why.append("page")
         if c.path in pr.get("link", {}):
             why.append("link")
-        if pr.get("recent", {}).get(c.path, RECENT_TOP) < RECENT_TOP:
+        if c.path in self.recent_why:
             why.append("recent")
         if not self.live:
             why.append("as_of")
@@ -532,26 +562,27 @@ def _count(text: str) -> int:
     return count_tokens(text)
 
 
-def _duplicates_any(toks: frozenset[str], seen: list[frozenset[str]]) -> bool:
+def _duplicate_of(toks: frozenset[str], seen: list[frozenset[str]]) -> int | None:
+    """The index of the first word set in ``seen`` that ``toks`` nearly duplicates."""
     if not toks:
-        return False
+        return None
     n = len(toks)
-    for other in seen:
+    for i, other in enumerate(seen):
         if not other:
             continue
         inter = len(toks & other)
         if inter * 5 >= 4 * (n + len(other) - inter):
-            return True
+            return i
         small = min(n, len(other))
         if small >= 5 and inter * 10 >= 9 * small:
-            return True
-    return False
+            return i
+    return None
 
 
 def near_duplicate(a: Set[str], b: Set[str]) -> bool:
     """True when two word sets say the same thing: Jaccard similarity ≥ 0.8, or (both at
     least 5 words) the smaller is 90% inside the larger. Empty sets never match."""
-    return _duplicates_any(frozenset(a), [frozenset(b)])
+    return _duplicate_of(frozenset(a), [frozenset(b)]) is not None
 
 
 def _spool_item(

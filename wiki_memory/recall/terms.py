@@ -8,7 +8,7 @@ questions:
   searches ``caroline research``), as in ``query_terms``.
 - **Light stemming**: an English word (ASCII letters after folding, not a stop word) of
   4+ letters also matches as a prefix of its stem: ``married`` → ``("married" OR
-  "marri" *)``, ``paint`` → ``"paint" *`` (finds ``painted``, ``painting``). The exact
+  "marr" *)``, ``paint`` → ``"paint" *`` (finds ``painted``, ``painting``). The exact
   form stays an alternative, so a section with the very word scores higher. Other
   scripts and identifiers are matched as written (after the index's folding).
 - Three expressions: ``any_match`` (OR of the terms), ``all_match`` (AND; ``None`` for a
@@ -71,8 +71,8 @@ def words(text: str) -> list[str]:
 def stem_prefix(word: str) -> str | None:
     """A prefix that the word's inflections share, or None (too short, not English).
 
-    ``married`` → ``marri``, ``studies`` → ``studi``, ``running`` → ``runn``,
-    ``dance`` → ``danc``, ``paint`` → ``paint``. Only for lowercase ASCII words of at
+    ``married`` → ``marr``, ``agency`` and ``agencies`` → ``agenc``, ``running`` →
+    ``runn``, ``dance`` → ``danc``, ``paint`` → ``paint``. Only for lowercase ASCII words of at
     least :data:`MIN_STEM` letters that are not stop words.
     """
     if len(word) < MIN_STEM or word in STOP_WORDS or not _ASCII_WORD.fullmatch(word):
@@ -87,7 +87,7 @@ def stem_prefix(word: str) -> str | None:
             break
     if stem == word:
         if word.endswith("y") and len(word) > MIN_STEM and word[-2] not in _VOWELS:
-            stem = word[:-1] + "i"  # marry → marri (married, marries)
+            stem = word[:-1]  # agency → agenc (agencies), as -ies/-ied strip to
         elif word.endswith("e") and len(word) > MIN_STEM:
             stem = word[:-1]  # dance → danc (dancing, danced)
     return stem

@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wiki_memory.capture.observation import ObservationError
 from wiki_memory.core import Conflict, Memory, NotFound, sha256
+from wiki_memory.recall.filters import FilterError
 from wiki_memory.server import handoff_api, mcp_app, web
 from wiki_memory.server.auth import TokenStore
 from wiki_memory.wiki.git import GitBusy
@@ -254,14 +255,21 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         query = _str(body, "query", required=False) or ""
         budget = _int(body, "budget_tokens", memory.settings.default_budget_tokens)
         kinds = body.get("kinds") or ([body["kind"]] if isinstance(body.get("kind"), str) else None)
-        res = await run_in_threadpool(
-            memory.recall,
-            query,
-            project=_str(body, "project"),
-            budget_tokens=budget,
-            kinds=kinds,
-            user=request.state.user,
-        )
+        try:
+            res = await run_in_threadpool(
+                memory.recall,
+                query,
+                project=_str(body, "project"),
+                budget_tokens=budget,
+                kinds=kinds,
+                user=request.state.user,
+                tags=body.get("tags"),
+                since=body.get("since"),
+                until=body.get("until"),
+                as_of=body.get("as_of"),
+            )
+        except FilterError as exc:
+            raise ApiError(400, "bad_request", str(exc), field=exc.field) from None
         return JSONResponse(res.to_json())
 
     @api
