@@ -68,6 +68,8 @@ def name_key(text: str) -> str:
 
     ``name_key("Café  Résumé") == name_key("cafe\\u0301 résumé".title())``.
     """
+    if text.isascii():
+        return " ".join(text.lower().split())  # casefold and NFC change nothing else here
     s = unicodedata.normalize("NFC", text)
     s = unicodedata.normalize("NFC", s.casefold())
     return " ".join(s.split())
