@@ -71,7 +71,7 @@ def add_key_and_paragraph(n: int):  # type: ignore[no-untyped-def]
     return fn
 
 
-def settle(m: Memory, seconds: float = 1.5) -> None:
+def settle(m: Memory, seconds: float = 0.9) -> None:
     deadline = time.monotonic() + 20
     last = None
     while time.monotonic() < deadline:

@@ -13,11 +13,15 @@ new bytes replace the file only if it still holds what the server read.
 
 from __future__ import annotations
 
+import ctypes
 import difflib
+import errno
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = ["Conflict3", "MergeResult", "changed_lines", "merge3", "replace_if_unchanged"]
 
@@ -144,15 +148,51 @@ def _read(path: Path) -> bytes | None:
         return f.read()
 
 
+def _load_renameat2() -> Any:
+    """libc's ``renameat2`` (Linux 3.15+, glibc 2.28+), or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_RENAMEAT2 = _load_renameat2()
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Atomically swap the files at ``a`` and ``b``; False when the system cannot."""
+    global _RENAMEAT2
+    if _RENAMEAT2 is None:
+        return False
+    rc = _RENAMEAT2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        _RENAMEAT2 = None  # this kernel or file system cannot: check-then-replace from now on
+        return False
+    raise OSError(err, os.strerror(err), b)
+
+
 def replace_if_unchanged(path: Path, data: bytes, expected: bytes | None) -> bool:
     """Write ``data`` to ``path`` atomically if the file still holds ``expected``.
 
     ``expected`` None means the file must not exist (created with a hard link of the
     temporary file, which fails if something appeared). The temporary file is written and
     fsynced first and named like ``atomic_write``'s (``.<name>.*.wm-tmp``, ignored by the
-    watcher and git); the file is compared just before the rename, so a person's save
-    that lands while the server prepares its write is never replaced. Returns False (and
-    writes nothing) when the file changed. The folder is fsynced after the rename.
+    watcher and git). On Linux the new file is swapped in with ``renameat2
+    (RENAME_EXCHANGE)``, which hands back exactly the bytes it replaced: if a person's save
+    landed at any moment before the swap, it is swapped back and nothing is lost. Elsewhere
+    the file is compared just before an ordinary rename. Returns False (and leaves the
+    person's file in place) when the file changed. The folder is fsynced after.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".wm-tmp", dir=path.parent)
@@ -166,12 +206,19 @@ def replace_if_unchanged(path: Path, data: bytes, expected: bytes | None) -> boo
                 os.link(tmp, path)
             except FileExistsError:
                 return False
-            os.unlink(tmp)
-        else:
-            if _read(path) != expected:
+        elif _read(path) != expected:
+            return False
+        elif _exchange(tmp, str(path)):
+            if _read(Path(tmp)) != expected:
+                # a save landed after the check: give the person's file back. If yet
+                # another save came after the swap, keep that newest one in place.
+                _exchange(tmp, str(path))
+                if _read(Path(tmp)) != data:
+                    _exchange(tmp, str(path))
                 return False
+        else:
             os.replace(tmp, path)
-        tmp = ""
+            tmp = ""
     finally:
         if tmp:
             try:
