@@ -25,6 +25,9 @@ __all__ = [
     "Hit",
     "Scope",
     "search_sections",
+    "search_sections_both",
+    "doc_counts",
+    "row_estimate",
     "neighbours",
     "pages_named",
     "linked_pages",
@@ -185,6 +188,83 @@ def search_sections(index: Index, match: str, scope: Scope, limit: int) -> list[
     """
     rows = _run(index, sql, [match, *args, int(limit)])
     return [_hit(r, float(r[10])) for r in rows]
+
+
+_BODY_BM25 = "bm25(fts, {})".format(
+    ", ".join(str(w if c in ("heading", "body") else 0) for c, w in BM25_WEIGHTS.items())
+)
+
+
+def search_sections_both(
+    index: Index, match: str, scope: Scope, limit: int
+) -> tuple[list[Hit], list[Hit]]:
+    """One FTS5 scan, two rankings of the sections matching ``match``: by bm25 of the
+    section's own heading and body only (title, aliases and tags weighted 0; sections that
+    match only there are left out), and by the weighted bm25 of all columns. At most
+    ``limit`` of each, best first; scope as in :func:`search_sections`."""
+    if not match or limit <= 0 or scope.empty:
+        return [], []
+    conds, args = scope.where("p")
+    where = " AND ".join(["fts MATCH ?", *conds])
+    sql = f"""
+        WITH m AS MATERIALIZED (
+            SELECT fts.rowid AS rid, {_BM25} AS r, {_BODY_BM25} AS rb,
+                   s.path AS path, s.ord AS ord
+            FROM fts JOIN sections AS s ON s.rowid = fts.rowid
+            JOIN pages AS p ON p.path = s.path
+            WHERE {where}
+        ),
+        body AS (SELECT rid, rb AS r, path, ord, 0 AS which FROM m WHERE rb < 0
+                 ORDER BY rb, path, ord LIMIT ?),
+        alls AS (SELECT rid, r, path, ord, 1 AS which FROM m ORDER BY r, path, ord LIMIT ?),
+        both AS (SELECT * FROM body UNION ALL SELECT * FROM alls)
+        SELECT {_HIT_COLUMNS}, -both.r, both.which
+        FROM both
+        JOIN sections AS s ON s.rowid = both.rid
+        JOIN pages AS p ON p.path = s.path
+        ORDER BY both.which, both.r, both.path, both.ord
+    """
+    rows = _run(index, sql, [match, *args, int(limit), int(limit)])
+    body = [_hit(r, float(r[10])) for r in rows if r[11] == 0]
+    alls = [_hit(r, float(r[10])) for r in rows if r[11] == 1]
+    return body, alls
+
+
+def row_estimate(index: Index) -> int:
+    """About how many sections are indexed (the largest rowid: never fewer)."""
+    rows = _run(index, "SELECT max(rowid) FROM sections", [])
+    return int(rows[0][0] or 0) if rows else 0
+
+
+def doc_counts(index: Index, probes: Sequence[Sequence[tuple[str, bool]]]) -> list[int | None]:
+    """For each term's ``(token, is_prefix)`` alternatives, an upper bound of how many
+    sections contain it (FTS5's own vocabulary, read through a connection-local
+    ``fts5vocab`` table); None for a term without alternatives."""
+    conn = index._conn()
+    try:
+        conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wm_vocab USING fts5vocab(main, 'fts', 'row')"
+        )
+    except apsw.Error as exc:
+        raise SearchError(f"search failed: {type(exc).__name__}: {exc}") from exc
+    out: list[int | None] = []
+    for alts in probes:
+        if not alts:
+            out.append(None)
+            continue
+        total = 0
+        for token, prefix in alts:
+            if prefix:
+                rows = _run(
+                    index,
+                    "SELECT total(doc) FROM temp.wm_vocab WHERE term >= ? AND term < ?",
+                    [token, token + "\U0010ffff"],
+                )
+            else:
+                rows = _run(index, "SELECT total(doc) FROM temp.wm_vocab WHERE term = ?", [token])
+            total += int(rows[0][0] or 0)
+        out.append(total)
+    return out
 
 
 def neighbours(index: Index, keys: Iterable[tuple[str, int]]) -> list[Hit]:

@@ -87,6 +87,10 @@ TEXT_LIMIT = 100
 """Sections fetched for the ``text`` signal (and the ``page`` aggregate)."""
 OTHER_LIMIT = 100
 """Sections fetched for the ``all-words`` and ``fields`` signals, and spool rows."""
+COMMON_SHARE = 1 / 3
+"""A word in more sections than this share of all is left out of the OR lists (only in
+indexes of at least :data:`COMMON_MIN_ROWS` sections: a small index is fast anyway)."""
+COMMON_MIN_ROWS = 2000
 CONTEXT_HITS = 60
 """Timeline entries among the best text hits whose neighbours are scored."""
 LINK_SOURCES = 3
@@ -204,20 +208,20 @@ class _Ranker:
     def run(self) -> list[dict[str, Any]]:
         if self.scope.empty:
             return []
-        text = self._text()
+        body, fields = signals.search_sections_both(
+            self.index, self._without_common().any_match or "", self.scope, TEXT_LIMIT
+        )
+        text = self._text(body)
         self._section_list("text", text)
         if self.q.all_match:
             allw = signals.search_sections(self.index, self.q.all_match, self.scope, OTHER_LIMIT)
             self._section_list("all-words", allw)
-        fields = signals.search_sections(
-            self.index, self.q.any_match or "", self.scope, OTHER_LIMIT
-        )
         best_field: dict[str, Hit] = {}
         for h in fields:
             best_field.setdefault(h.path, h)
         self.page_ranks["fields"] = {p: i for i, p in enumerate(best_field)}
         self.page_ranks["page"] = self._page_aggregate()
-        self.page_ranks["entity"] = self._entities(list(best_field)[:50])
+        self.page_ranks["entity"] = self._entities(list(best_field)[:20])
         if self.live:
             self._spool()
         # pages found only by page-level signals get a section: their best fields hit,
@@ -228,8 +232,25 @@ class _Ranker:
         self._recent()
         return self._order()
 
-    def _text(self) -> list[Hit]:
-        hits = signals.search_sections(self.index, self.q.body_match or "", self.scope, TEXT_LIMIT)
+    def _without_common(self) -> Query:
+        """The query without words found in more than :data:`COMMON_SHARE` of all sections
+        (their bm25 weight is near zero, their cost the highest): for the OR lists only;
+        the rarest word always stays."""
+        if len(self.q.terms) < 2:
+            return self.q
+        rows = signals.row_estimate(self.index)
+        if rows < COMMON_MIN_ROWS:
+            return self.q
+        counts = signals.doc_counts(self.index, self.q.probes)
+        limit = COMMON_SHARE * rows
+        common = {i for i, n in enumerate(counts) if n is not None and n > limit}
+        if len(common) == len(self.q.terms):
+            rarest = min(common, key=lambda i: counts[i] or 0)
+            common.discard(rarest)
+        return self.q.without(common) if common else self.q
+
+    def _text(self, hits: list[Hit]) -> list[Hit]:
+        """``hits`` (by heading+body bm25) re-scored with their timeline neighbours."""
         raw = {(h.path, h.ord): h for h in hits}
         for h in hits:
             c = self._cand(h)
@@ -554,6 +575,7 @@ def _content(c: _Cand) -> str:
 
 @functools.lru_cache(maxsize=20_000)
 def _tokens(text: str) -> frozenset[str]:
+    """The words compared for near-duplicates."""
     return frozenset(words(text))
 
 

@@ -95,11 +95,24 @@ def stem_prefix(word: str) -> str | None:
 
 @dataclass
 class Query:
-    """One analysed query. ``terms`` are FTS5 expressions (quoted strings only)."""
+    """One analysed query. ``terms`` are FTS5 expressions (quoted strings only);
+    ``probes[i]`` lists the ``(token, is_prefix)`` alternatives of a one-word term (for
+    counting the rows it matches), or is empty for phrases and identifiers."""
 
     text: str
     terms: list[str] = field(default_factory=list)
     chunks: list[str] = field(default_factory=list)
+    probes: list[list[tuple[str, bool]]] = field(default_factory=list)
+
+    def without(self, drop: set[int]) -> Query:
+        """This query without the terms at the indexes in ``drop``."""
+        keep = [i for i in range(len(self.terms)) if i not in drop]
+        return Query(
+            self.text,
+            [self.terms[i] for i in keep],
+            self.chunks,
+            [self.probes[i] for i in keep],
+        )
 
     @property
     def empty(self) -> bool:
@@ -161,7 +174,7 @@ class Query:
 def analyze(text: str) -> Query:
     """Analyse free text into a :class:`Query` (never raises for any input)."""
     chunks = _CONTROL.sub(" ", text or "").split()[:MAX_TERMS]
-    found: list[tuple[str, bool]] = []
+    found: list[tuple[str, bool, list[tuple[str, bool]]]] = []
     seen: set[str] = set()
     for chunk in chunks:
         term = _term(chunk)
@@ -169,7 +182,9 @@ def analyze(text: str) -> Query:
             continue
         ws = words(chunk)
         stop = bool(ws) and all(w in STOP_WORDS for w in ws)
+        probe: list[tuple[str, bool]] = []
         if len(ws) == 1 and term == quote(ws[0]):
+            probe = [(ws[0], False)]
             prefix = stem_prefix(ws[0])
             if prefix is not None:
                 term = (
@@ -177,12 +192,16 @@ def analyze(text: str) -> Query:
                     if prefix == ws[0]
                     else f"({quote(ws[0])} OR {quote(prefix)} *)"
                 )
+                probe = [(prefix, True)] if prefix == ws[0] else [(ws[0], False), (prefix, True)]
         if term in seen:
             continue
         seen.add(term)
-        found.append((term, stop))
-    if any(not stop for _, stop in found):
-        terms = [t for t, stop in found if not stop]
-    else:
-        terms = [t for t, _ in found]
-    return Query(text=text or "", terms=terms, chunks=chunks)
+        found.append((term, stop, probe))
+    if any(not stop for _, stop, _ in found):
+        found = [f for f in found if not f[1]]
+    return Query(
+        text=text or "",
+        terms=[t for t, _, _ in found],
+        chunks=chunks,
+        probes=[p for _, _, p in found],
+    )
