@@ -336,7 +336,6 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``wiki-memory`` console script. Returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL) if hasattr(signal, "SIGPIPE") else None
     try:
         return int(args.fn(args))
     except CliError as exc:
@@ -344,6 +343,13 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`wiki-memory recall ... | head`): not an error of ours
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
+        return 0
 
 
 if __name__ == "__main__":
