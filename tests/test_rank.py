@@ -437,3 +437,18 @@ def test_scope_filters_apply_to_every_signal(wiki):
     assert got == ["projects/a/notes/x.md"]
     scope = Filters.build(project="a").scope()
     assert signals.pages_named(wiki.index, ["yodel notes"], scope) == []
+
+
+def test_a_hidden_page_lends_no_signal(wiki):
+    # a personal page of bob's outside people/: alice's recall never sees it, nor what it
+    # links to because of it (invariant 9)
+    write(
+        wiki,
+        "projects/demo/handoffs/h-bob.md",
+        "---\ntype: handoff\ntitle: Bob's reminder\nvisibility: personal\nuser: bob\n---\n"
+        "# Bob's reminder\n\nwalrusbanjo: see [[Deploy guide]].\n",
+    )
+    got = wiki.recall("walrusbanjo", budget_tokens=4000, user="alice").items
+    assert got == []
+    mine = [i["path"] for i in wiki.recall("walrusbanjo", budget_tokens=4000, user="bob").items]
+    assert mine[0] == "projects/demo/handoffs/h-bob.md" and "notes/deploy.md" in mine

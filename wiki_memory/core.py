@@ -721,7 +721,7 @@ class Memory:
             kinds=kinds,
             limit=limit,
             exclude_dirs=self.hidden_dirs(user),
-            filters={"tags": tags, "since": since, "until": until, "as_of": as_of},
+            filters={"tags": tags, "since": since, "until": until, "as_of": as_of, "viewer": user},
         )
         packed = pack(candidates, budget)
         return RecallResult(packed.items, packed.used_tokens, budget, packed.omitted)

@@ -60,7 +60,9 @@ class Scope:
     ``tags``: the page must carry every one (case-insensitive; ``a`` also matches the
     nested ``a/b``); ``since``/``until``: UTC epoch seconds, the time the page covers
     (:data:`PAGE_START` .. :data:`PAGE_END`) must overlap ``[since, until]``;
-    ``exclude_dirs``: wiki-relative folders whose pages are left out.
+    ``exclude_dirs``: wiki-relative folders whose pages are left out. Pages with
+    frontmatter ``visibility: personal`` are seen by their ``user`` (the ``viewer``) alone,
+    as ``wiki_memory.handoffs.may_see`` decides.
     """
 
     project: str | None = None
@@ -69,6 +71,7 @@ class Scope:
     since: float | None = None
     until: float | None = None
     exclude_dirs: tuple[str, ...] = field(default=())
+    viewer: str | None = None
 
     @property
     def empty(self) -> bool:
@@ -105,6 +108,12 @@ class Scope:
             if d:
                 conds.append(f"NOT ({a}.path >= ? AND {a}.path < ?)")
                 args.extend([d + "/", d + "0"])  # '0' sorts right after '/'
+        conds.append(
+            f"(instr({a}.meta, '\"visibility\"') = 0"
+            f" OR COALESCE(json_extract({a}.meta, '$.visibility'), 'project') != 'personal'"
+            f" OR (? IS NOT NULL AND json_extract({a}.meta, '$.user') = ?))"
+        )
+        args.extend([self.viewer, self.viewer])
         return conds, args
 
 

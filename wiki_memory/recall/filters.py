@@ -79,7 +79,9 @@ class Filters:
     """What a recall may return. ``kinds``: page kinds (``session``, ``note``,
     ``handoff``, ...; None = all, ``[]`` = none); ``tags``: every one must be on the page;
     ``since``/``until``: UTC epoch seconds bounding the time a page covers (overlap);
-    ``as_of``: UTC epoch seconds: search the wiki as it was committed then (git)."""
+    ``as_of``: UTC epoch seconds: search the wiki as it was committed then (git);
+    ``exclude_dirs``: folders the caller may not see; ``viewer``: the caller (pages with
+    ``visibility: personal`` are seen by their ``user`` alone)."""
 
     project: str | None = None
     kinds: tuple[str, ...] | None = None
@@ -88,6 +90,7 @@ class Filters:
     until: float | None = None
     as_of: float | None = None
     exclude_dirs: tuple[str, ...] = ()
+    viewer: str | None = None
 
     @classmethod
     def build(
@@ -100,6 +103,7 @@ class Filters:
         until: Any = None,
         as_of: Any = None,
         exclude_dirs: Iterable[str] = (),
+        viewer: str | None = None,
     ) -> Filters:
         """Check and parse raw values (as they come from JSON or keyword arguments)."""
         if project is not None and not isinstance(project, str):
@@ -111,7 +115,7 @@ class Filters:
         if s is not None and u is not None and s > u:
             raise FilterError("until", "is before since")
         a = parse_time(as_of, "as_of", end_of_day=True)
-        return cls(project or None, k, t, s, u, a, tuple(exclude_dirs))
+        return cls(project or None, k, t, s, u, a, tuple(exclude_dirs), viewer or None)
 
     def scope(self) -> Scope:
         """The SQL scope of these filters (``as_of`` picks the index, not rows)."""
@@ -122,6 +126,7 @@ class Filters:
             since=self.since,
             until=self.until,
             exclude_dirs=self.exclude_dirs,
+            viewer=self.viewer,
         )
 
     def spool_ok(self, ts: str | None) -> bool:

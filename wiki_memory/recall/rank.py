@@ -84,9 +84,10 @@ PAGE_DECAY = (1.0, 0.5, 0.25)
 HEADS = 5
 """The first this many items come from distinct pages."""
 TEXT_LIMIT = 100
-"""Sections fetched for the ``text`` signal (and the ``page`` aggregate)."""
+"""Sections fetched for the ``text`` and ``fields`` signals (and the ``page`` aggregate);
+more when the caller asks for more items (``limit``)."""
 OTHER_LIMIT = 100
-"""Sections fetched for the ``all-words`` and ``fields`` signals, and spool rows."""
+"""Sections fetched for the ``all-words`` signal, and spool rows (or ``limit``)."""
 COMMON_SHARE = 1 / 3
 """A word in more sections than this share of all is left out of the OR lists (only in
 indexes of at least :data:`COMMON_MIN_ROWS` sections: a small index is fast anyway)."""
@@ -117,6 +118,7 @@ def candidates(
     until: Any = None,
     as_of: Any = None,
     exclude_dirs: Iterable[str] = (),
+    viewer: str | None = None,
 ) -> list[dict[str, Any]]:
     """Ranked recall items for ``query``, at most ``limit``, best first.
 
@@ -126,8 +128,9 @@ def candidates(
     the time the page covers, frontmatter ``started``/``created`` to ``ended``/
     ``updated``, must overlap the range; a bare date covers its whole day); ``as_of``
     (ISO-8601 or epoch seconds: search the wiki as committed then, from git; no spool);
-    ``exclude_dirs`` (folders whose pages are never seen). All filters act before
-    ranking. Raises ``FilterError`` (a ValueError naming the field) for a bad filter
+    ``exclude_dirs`` (folders whose pages are never seen); ``viewer`` (the caller: a page
+    with ``visibility: personal`` is seen by its ``user`` alone). All filters act before
+    ranking, in every signal (a hidden page never lends its links or name). Raises ``FilterError`` (a ValueError naming the field) for a bad filter
     value and ``SearchError`` when the index fails. Text with nothing searchable gives
     ``[]``.
     """
@@ -139,6 +142,7 @@ def candidates(
         until=until,
         as_of=as_of,
         exclude_dirs=exclude_dirs,
+        viewer=viewer,
     )
     q = analyze(query)
     if q.empty or limit <= 0:
@@ -209,12 +213,17 @@ class _Ranker:
         if self.scope.empty:
             return []
         body, fields = signals.search_sections_both(
-            self.index, self._without_common().any_match or "", self.scope, TEXT_LIMIT
+            self.index,
+            self._without_common().any_match or "",
+            self.scope,
+            max(TEXT_LIMIT, self.limit),
         )
         text = self._text(body)
         self._section_list("text", text)
         if self.q.all_match:
-            allw = signals.search_sections(self.index, self.q.all_match, self.scope, OTHER_LIMIT)
+            allw = signals.search_sections(
+                self.index, self.q.all_match, self.scope, max(OTHER_LIMIT, self.limit)
+            )
             self._section_list("all-words", allw)
         best_field: dict[str, Hit] = {}
         for h in fields:
@@ -331,7 +340,9 @@ class _Ranker:
         for name, match in (("spool", self.q.any_match), ("all-words", self.q.all_match)):
             if not match:
                 continue
-            hits = self.memory.index.search_spool(match, project=self.f.project, limit=OTHER_LIMIT)
+            hits = self.memory.index.search_spool(
+                match, project=self.f.project, limit=max(OTHER_LIMIT, self.limit)
+            )
             rank = 0
             for sh in hits:
                 if not self.f.spool_ok(sh.ts):
@@ -434,13 +445,22 @@ class _Ranker:
             ["text", "all-words", "spool"], ["page", "fields", "entity", "link", "recent"]
         )
         fused = [c for c in fused if c.score > 0]
-        # a section with no text of its own (a bare heading) only stands for its page
-        # when nothing else of the page is there
+        # a section with no text of its own (a bare heading, its content in blocks with
+        # ids) stays when its heading holds a query word and is not the page's title;
+        # otherwise it only stands for its page when nothing else of the page is there
         pages_with_text = {c.path for c in fused if c.hit is not None and c.hit.text.strip()}
         kept: list[_Cand] = []
         seen_tokens: list[frozenset[str]] = []
         for c in fused:
-            if c.hit is not None and not c.hit.text.strip() and c.path in pages_with_text:
+            if (
+                c.hit is not None
+                and not c.hit.text.strip()
+                and c.path in pages_with_text
+                and (
+                    c.hit.heading.strip() == c.hit.title.strip()
+                    or not (self.q.content_tokens & _tokens(c.hit.heading))
+                )
+            ):
                 continue
             toks = _tokens(_content(c))
             dup = _duplicate_of(toks, seen_tokens)
@@ -584,13 +604,19 @@ def _count(text: str) -> int:
     return count_tokens(text)
 
 
+@functools.lru_cache(maxsize=20_000)
+def _numbers(toks: frozenset[str]) -> frozenset[str]:
+    return frozenset(t for t in toks if any(ch.isdigit() for ch in t))
+
+
 def _duplicate_of(toks: frozenset[str], seen: list[frozenset[str]]) -> int | None:
     """The index of the first word set in ``seen`` that ``toks`` nearly duplicates."""
     if not toks:
         return None
     n = len(toks)
+    nums = _numbers(toks)
     for i, other in enumerate(seen):
-        if not other:
+        if not other or _numbers(other) != nums:
             continue
         inter = len(toks & other)
         if inter * 5 >= 4 * (n + len(other) - inter):
@@ -602,8 +628,9 @@ def _duplicate_of(toks: frozenset[str], seen: list[frozenset[str]]) -> int | Non
 
 
 def near_duplicate(a: Set[str], b: Set[str]) -> bool:
-    """True when two word sets say the same thing: Jaccard similarity ≥ 0.8, or (both at
-    least 5 words) the smaller is 90% inside the larger. Empty sets never match."""
+    """True when two word sets say the same thing: the same numbers (a word with a digit:
+    dates, counts, versions and ids tell facts apart) and Jaccard similarity ≥ 0.8, or
+    (both at least 5 words) the smaller 90% inside the larger. Empty sets never match."""
     return _duplicate_of(frozenset(a), [frozenset(b)]) is not None
 
 
