@@ -21,7 +21,7 @@ import httpx
 import pytest
 import webdata
 from serverproc import ServerProcess
-from webdata import BOB_SECRET, DEPLOY, H_BOB, H_BOB_PEOPLE, H_OLIVIA, OWNER, RUNBOOK, XSS
+from webdata import BOB_ONLY_WORD, DEPLOY, H_BOB, H_BOB_PEOPLE, H_OLIVIA, OWNER, RUNBOOK, XSS
 
 from wiki_memory.server import web
 
@@ -328,13 +328,13 @@ def test_personal_handoffs_are_shown_to_their_owner_only(ws):
     for path in ("/", "/p/demo", "/handoffs", "/pages", f"/page/{RUNBOOK}"):
         t = olivia.get(path).text
         assert "Bob&#39;s private reminder" not in t and "h-bob-personal" not in t, path
-        assert BOB_SECRET not in t
+        assert BOB_ONLY_WORD not in t
         assert "Olivia&#39;s private reminder" in t or path in ("/", f"/page/{RUNBOOK}"), path
     assert olivia.get(f"/page/{H_BOB}").status_code == 404
     assert olivia.get(f"/page/{H_BOB}/history").status_code == 404
-    found = olivia.get("/search", params={"q": BOB_SECRET}).text
+    found = olivia.get("/search", params={"q": BOB_ONLY_WORD}).text
     assert "h-bob-personal" not in found and "Nothing found" in found
-    assert "h-bob-personal" in bob.get("/search", params={"q": BOB_SECRET}).text
+    assert "h-bob-personal" in bob.get("/search", params={"q": BOB_ONLY_WORD}).text
     # the handoffs page groups by state and says who holds which
     t = olivia.get("/handoffs").text
     assert 'id="state-open"' in t and 'id="state-claimed"' in t

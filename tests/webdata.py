@@ -39,7 +39,7 @@ H_BOB = "projects/demo/handoffs/h-bob-personal.md"
 H_OLIVIA = "projects/demo/handoffs/h-olivia-personal.md"
 #: a personal handoff where the handoffs module keeps them: the owner's people/ folder
 H_BOB_PEOPLE = "people/bob/handoffs/h-bob-folder.md"
-BOB_SECRET = "walrusbanjo"  # only in bob's personal handoff
+BOB_ONLY_WORD = "walrusbanjo"  # only in bob's personal handoff
 
 PAGES: dict[str, str] = {
     DEPLOY: """---
@@ -150,7 +150,7 @@ user: bob
 ---
 # Bob's private reminder
 
-Remember the {BOB_SECRET}. Links to [[Runbook]].
+Remember the {BOB_ONLY_WORD}. Links to [[Runbook]].
 """,
     H_BOB_PEOPLE: f"""---
 type: handoff
@@ -163,7 +163,7 @@ user: bob
 ---
 # Bob's folder reminder
 
-The {BOB_SECRET} again, see [[Deploy Guide]].
+The {BOB_ONLY_WORD} again, see [[Deploy Guide]].
 """,
     H_OLIVIA: """---
 type: handoff
