@@ -126,3 +126,14 @@ def test_concurrent_appends_lose_nothing_and_share_fsyncs(tmp_path, monkeypatch)
     assert calls["n"] < 400 * 2
     seen = (tmp_path / "seen-events.log").read_text().split()
     assert len(seen) == 800  # key and observation id per accepted event
+
+
+def test_out_of_range_times_are_refused_before_anything_is_stored(tmp_path):
+    for bad in (1e300, float("inf"), float("nan"), 1e20, -1e11, -5, "9999-12-31T23:59:59-14:00",
+                "0001-01-01", "yesterday"):
+        with pytest.raises(ObservationError) as e:
+            parse_event(ev(1, ts=bad), "u")
+        assert e.value.field == "ts"
+    ok = parse_event(ev(1, ts="2026-11-30T10:00:00+02:00"), "u")
+    assert ok.ts == 1796025600.0
+    assert parse_event(ev(2, ts=1796025600000), "u").ts == 1796025600.0  # milliseconds

@@ -275,3 +275,33 @@ def test_people_folders_are_private_in_pages_read_and_expand(tmp_path):
         q = {"query": "capybara build"}
         assert httpx.post(f"{s.url}/v1/recall", json=q, headers=as_("alice")).json()["items"] == []
         assert httpx.post(f"{s.url}/v1/recall", json=q, headers=as_("bob")).json()["items"]
+
+
+def test_secrets_in_harness_event_and_paths_never_stored_or_logged(tmp_path):
+    gh = "ghp_" + "Zq8Lm3Xr7Tw2Yp5Kd9Hs4Nf6Bv1Cg0Ja3Ue"
+    data = tmp_path / "data"
+    with ServerProcess(data) as s:
+        ev = {
+            "harness": f"h-{gh}",
+            "event": f"Custom:{gh}",
+            "session_id": "sec-1",
+            "cwd": "/x/secproj",
+            "payload": {"prompt": "hello"},
+        }
+        assert s.post("/v1/observations", ev).status_code == 202
+        stop = {**ev, "event": "SessionEnd", "payload": {}}
+        assert s.post("/v1/observations", stop).status_code == 202
+        r = httpx.put(
+            f"{s.url}/v1/pages/notes/{gh}.md",
+            content=b"# x\n",
+            headers={**s.headers, "If-None-Match": "*"},
+        )
+        assert r.status_code == 400
+        assert httpx.get(f"{s.url}/v1/pages/notes/{gh}.md", headers=s.headers).status_code == 404
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not list((data / "wiki").rglob("*secproj*")):
+            time.sleep(0.2)
+        time.sleep(1.0)
+    hits = [str(f) for f in data.rglob("*") if f.is_file() and gh.encode() in f.read_bytes()]
+    hits += [str(f) for f in data.rglob("*") if gh in f.name]
+    assert hits == []

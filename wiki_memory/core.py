@@ -27,7 +27,7 @@ from wiki_memory.capture.observation import (
     iso,
     parse_event,
 )
-from wiki_memory.capture.sanitize import redact_obj
+from wiki_memory.capture.sanitize import redact_obj, redact_text
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
 from wiki_memory.index.store import Index
@@ -191,7 +191,7 @@ class Memory:
                 raise
             clean, _ = redact_obj(obs.payload)
             obs.payload = clean
-            for attr in ("cwd", "project", "session_id", "event_id"):
+            for attr in ("harness", "event", "cwd", "project", "session_id", "event_id"):
                 v = getattr(obs, attr)
                 if isinstance(v, str):
                     setattr(obs, attr, redact_obj(v)[0])
@@ -543,6 +543,9 @@ class Memory:
         """
         rel = clean_rel(path)
         full = resolve(self.wiki_dir, rel)
+        if redact_text(rel)[1]:
+            # a file name is not redacted in place: it would no longer be the name asked for
+            raise PathRefused("the path holds what looks like a secret")
 
         def job() -> WriteResult:
             _current, new = self._cas_write(rel, full, fn)

@@ -14,6 +14,7 @@ understands; the raw name is kept.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -70,23 +71,39 @@ def project_name(value: str) -> str:
     return clean[:80]
 
 
+#: accepted event times: 1970-01-01 up to 9999-12-30 (UTC epoch seconds)
+TS_MIN = 0.0
+TS_MAX = 253402128000.0
+
+
 def parse_ts(value: Any) -> float | None:
-    """An ISO-8601 string or epoch number → UTC epoch seconds, or None when unreadable."""
+    """An ISO-8601 string or epoch number (seconds, or milliseconds above 1e11) → UTC epoch
+    seconds; None when unreadable, not finite, or outside 1970 … 9999 (:data:`TS_MIN`,
+    :data:`TS_MAX`), so that every accepted time can be rendered and compiled."""
     if value is None:
         return None
+    v: float
     if isinstance(value, int | float) and not isinstance(value, bool):
-        v = float(value)
-        return v / 1000.0 if v > 1e11 else v
-    if isinstance(value, str) and value.strip():
+        try:
+            v = float(value)
+        except OverflowError:
+            return None
+        if v > 1e11:
+            v = v / 1000.0
+    elif isinstance(value, str) and value.strip():
         s = value.strip().replace("Z", "+00:00")
         try:
             dt = datetime.fromisoformat(s)
-        except ValueError:
+            if dt.tzinfo is None:
+                dt = dt.replace(tzinfo=UTC)
+            v = dt.timestamp()
+        except (ValueError, OverflowError):
             return None
-        if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=UTC)
-        return dt.timestamp()
-    return None
+    else:
+        return None
+    if not math.isfinite(v) or not TS_MIN <= v <= TS_MAX:
+        return None
+    return v
 
 
 def iso(ts: float) -> str:
@@ -198,7 +215,9 @@ def parse_event(d: Any, user: str, now: float | None = None) -> Observation:
     ts_raw = d.get("ts", payload.get("timestamp"))
     ts = parse_ts(ts_raw)
     if ts_raw is not None and ts is None:
-        raise ObservationError("ts", f"not an ISO-8601 time or epoch number: {ts_raw!r}")
+        raise ObservationError(
+            "ts", f"not an ISO-8601 time or epoch number between 1970 and 9999: {ts_raw!r}"
+        )
     now = time.time() if now is None else now
     return Observation(
         harness=harness or "",

@@ -24,6 +24,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wiki_memory.capture.observation import ObservationError
+from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.core import Conflict, Memory, NotFound, sha256
 from wiki_memory.recall.filters import FilterError
 from wiki_memory.server import handoff_api, mcp_app, web
@@ -133,7 +134,7 @@ class AccessLogMiddleware:
             access_log.info(
                 "%s %s%s %s %.1fms",
                 scope.get("method"),
-                scope.get("path"),
+                redact_text(str(scope.get("path", "")))[0],
                 f"?{red}" if red else "",
                 status["code"],
                 (time.perf_counter() - start) * 1000,
