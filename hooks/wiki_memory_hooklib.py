@@ -708,7 +708,8 @@ def build_event(
     max_bytes: int,
     now: float,
 ) -> dict:
-    """The observation sent to ``POST /v1/observations`` (truncated, then redacted)."""
+    """The observation sent to ``POST /v1/observations`` (redacted, then truncated: a cut
+    inside a private key would leave a tail no detector recognises)."""
     session_id = payload.get("session_id") or payload.get("thread-id") or payload.get("thread_id")
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
     ev = {
@@ -723,13 +724,11 @@ def build_event(
     }
     if isinstance(payload.get("timestamp"), str):
         ev["ts"] = payload["timestamp"]
-    truncate_event(ev, max_bytes)
     clean, _ = redact(ev["payload"])
     ev["payload"] = clean
     if ev["cwd"]:
         ev["cwd"] = redact(ev["cwd"])[0]
-    if _size(ev) > max_bytes:  # a placeholder can be longer than what it replaced
-        truncate_event(ev, max_bytes)
+    truncate_event(ev, max_bytes)
     return ev
 
 

@@ -269,3 +269,25 @@ __all__ = [
     "wait_idle",
     "wait_until",
 ]
+
+
+def test_a_private_key_cut_by_truncation_leaves_nothing_behind():
+    key_line = "MIIEowIBAAKCAQEAx9Qv3fake" + "Ab1Cd2Ef3Gh4" * 3
+    pem = (
+        "-----BEGIN RSA PRIVATE KEY-----\n"
+        + "\n".join([key_line] * 60)
+        + "\n-----END RSA PRIVATE KEY-----"
+    )
+    # the key sits where a head+tail cut of the long output falls
+    out = "x" * 300_000 + "\n" + pem + "\n" + "y" * 61_500
+    payload = {
+        "session_id": "s",
+        "cwd": "/p",
+        "tool_name": "Bash",
+        "tool_input": {"command": "cat id_rsa"},
+        "tool_response": {"stdout": out},
+    }
+    ev = HOOKS.build_event("claude-code", "PostToolUse", payload, b"{}", None, 256 * 1024, 0.0)
+    text = json.dumps(ev)
+    assert "Ab1Cd2Ef3Gh4" not in text and "END RSA PRIVATE KEY" not in text
+    assert len(text.encode()) <= 256 * 1024
