@@ -305,3 +305,27 @@ def test_secrets_in_harness_event_and_paths_never_stored_or_logged(tmp_path):
     hits = [str(f) for f in data.rglob("*") if f.is_file() and gh.encode() in f.read_bytes()]
     hits += [str(f) for f in data.rglob("*") if gh in f.name]
     assert hits == []
+
+
+def test_byte_cursor_paging_always_advances_and_never_splits_a_character(tmp_path):
+    data = tmp_path / "data"
+    (data / "wiki" / "notes").mkdir(parents=True)
+    raw = "# 会议\n\nCafé — 统合计划 ok\n".encode()
+    (data / "wiki" / "notes" / "cjk.md").write_bytes(raw)
+    with ServerProcess(data) as s:
+        for max_bytes in (1, 2, 3, 5, 64):
+            cursor, chunks = 0, []
+            for _ in range(len(raw) + 1):
+                r = s.get(
+                    "/v1/pages/notes/cjk.md", params={"cursor": cursor, "max_bytes": max_bytes}
+                )
+                assert r.status_code == 200
+                page = r.json()
+                chunks.append(page["content"])
+                if page["next_cursor"] is None:
+                    break
+                assert page["next_cursor"] > cursor
+                cursor = page["next_cursor"]
+            assert "".join(chunks).encode() == raw
+        r = s.get("/v1/pages/notes/cjk.md", params={"cursor": 3})  # inside 会
+        assert r.status_code == 400

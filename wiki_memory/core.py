@@ -891,9 +891,16 @@ class Memory:
             raise NotFound(rel)
         if cursor < 0 or cursor > len(data):
             raise ValueError("cursor out of range")
+        if cursor < len(data) and (data[cursor] & 0xC0) == 0x80:
+            raise ValueError("cursor is inside a UTF-8 character; use a next_cursor value")
         end = min(len(data), cursor + max(1, max_bytes))
         while end < len(data) and (data[end] & 0xC0) == 0x80:
             end -= 1
+        if end == cursor and cursor < len(data):
+            # max_bytes is smaller than the next character: return that one character whole
+            end += 1
+            while end < len(data) and (data[end] & 0xC0) == 0x80:
+                end += 1
         chunk = data[cursor:end]
         meta = self.index.page_meta(rel) or {}
         graph = self.page_links(rel)
