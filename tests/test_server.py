@@ -329,3 +329,24 @@ def test_byte_cursor_paging_always_advances_and_never_splits_a_character(tmp_pat
             assert "".join(chunks).encode() == raw
         r = s.get("/v1/pages/notes/cjk.md", params={"cursor": 3})  # inside 会
         assert r.status_code == 400
+
+
+def test_hostile_shapes_get_400_not_500(srv):
+    nested = '{"a":' * 2000 + "{}" + "}" * 2000
+    body = (
+        '{"harness": "h", "event": "X", "session_id": "deep", "cwd": "/x/p", "payload": '
+        + nested
+        + "}"
+    )
+    r = httpx.post(
+        srv.url + "/v1/observations",
+        content=body,
+        headers={**srv.headers, "content-type": "application/json"},
+    )
+    assert r.status_code == 400
+    r = httpx.post(
+        srv.url + "/v1/observations", content="[" * 100_000 + "]" * 100_000, headers=srv.headers
+    )
+    assert r.status_code == 400
+    assert srv.get("/v1/pages/notes/" + "n" * 300 + ".md").status_code == 400
+    assert srv.get("/v1/health").status_code == 200

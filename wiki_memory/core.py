@@ -189,7 +189,10 @@ class Memory:
                 if len(events) > 1:
                     raise ObservationError(f"[{i}].{exc.field}", exc.message) from None
                 raise
-            clean, _ = redact_obj(obs.payload)
+            try:
+                clean, _ = redact_obj(obs.payload)
+            except RecursionError:
+                raise ObservationError("payload", "nested too deeply") from None
             obs.payload = clean
             for attr in ("harness", "event", "cwd", "project", "session_id", "event_id"):
                 v = getattr(obs, attr)

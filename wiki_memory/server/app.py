@@ -158,6 +158,8 @@ async def read_json(request: Request, limit: int) -> Any:
         raise ApiError(400, "bad_request", "the request body is empty; JSON expected", field="body")
     try:
         return json.loads(raw)
+    except RecursionError:
+        raise ApiError(400, "bad_json", "the body is nested too deeply", field="body") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(
             400, "bad_json", f"the body is not valid JSON: {exc}", field="body"

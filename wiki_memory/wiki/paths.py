@@ -36,6 +36,8 @@ def clean_rel(path: str) -> str:
     if not parts:
         raise PathRefused("empty path")
     for p in parts:
+        if len(p.encode("utf-8")) > 255:
+            raise PathRefused("a path component is longer than 255 bytes")
         if p in ("..", "."):
             raise PathRefused("'..' or '.' in path")
         if p.lower() == ".git":
