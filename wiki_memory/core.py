@@ -33,7 +33,7 @@ from wiki_memory.config import Settings
 from wiki_memory.index.store import Index
 from wiki_memory.recall.pack import pack
 from wiki_memory.wiki import compiler
-from wiki_memory.wiki.git import GitStore, author_email_for
+from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
 from wiki_memory.wiki.paths import PathRefused, atomic_write, clean_rel, resolve
 from wiki_memory.writer import Author, Writer, WriteResult
 
@@ -87,12 +87,17 @@ class Memory:
         self.settings = settings
         self.owner = owner_user
         self.wiki_dir = settings.wiki_dir
-        self.git = GitStore(self.wiki_dir)
+        # the caller holds the data directory lock: locks a killed server left are ours
+        self.git = GitStore(self.wiki_dir, clear_stale_locks=True)
         self.spool = Spool(settings.spool_dir)
         self.index = Index(settings.index_path)
         self.writer = Writer(self._commit, commit_delay=settings.commit_delay_seconds)
         #: path → sha256 of the bytes the server last wrote or committed there
         self._server_hashes: dict[str, str] = {}
+        #: session page path → its user, for pages seeded at start (see _seed_server_hashes)
+        self._server_authors: dict[str, str] = {}
+        #: the start-up recovery commit met GitBusy: the idle loop tries it again
+        self._recover_due = False
         #: session page path → the server's last pure renderings (newest first), the
         #: bases of the three-way merge with a person's edits (see :meth:`_merge_page`)
         self._renders: OrderedDict[str, list[bytes]] = OrderedDict()
@@ -115,6 +120,7 @@ class Memory:
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> None:
         """Recover, index, and start the writer, idle and watcher threads."""
+        self._seed_server_hashes()
         self.writer.start()
         self.writer.call(self._recover_job)
         if self.index.needs_rebuild or not self.index.paths():
@@ -141,29 +147,79 @@ class Memory:
         if self.watcher is not None:
             self.watcher.stop()
         # queued compiles run first, then every pending group is committed
-        self.writer.stop()
+        try:
+            self.writer.stop()
+        except Exception as exc:  # noqa: BLE001 - files are on disk; the next start commits them
+            log.warning(
+                "shutting down with uncommitted pages (%s); the next start commits them", exc
+            )
         self.spool.close()
         self.index.close()
 
+    def _seed_server_hashes(self) -> None:
+        """After a restart, know which session pages on disk hold the server's own bytes:
+        those whose sha256 the session's spool state recorded as written (``page_sha256``),
+        about to be written (``pending_sha256``, a crash before the state caught up), or
+        rendered. Such a page is never taken for a person's hand edit."""
+        for info in list(self.spool.sessions.values()):
+            st = info.state
+            path = st.get("path")
+            if not isinstance(path, str):
+                continue
+            full = self.wiki_dir / path
+            data = _read_plain(full) if _plain_or_gone(full) else None
+            if data is None:
+                continue
+            digest = sha256(data)
+            known = {st.get("page_sha256"), st.get("pending_sha256")}
+            known.update(r.get("sha256") for r in st.get("renders") or [] if isinstance(r, dict))
+            if digest in known:
+                self._server_hashes[path] = digest
+                self._server_authors[path] = info.user
+
     def _recover_job(self) -> WriteResult:
         """Commit files that changed on disk while no server ran (hand edits, or a page
-        written before a crash and never committed)."""
+        written before a crash and never committed: that one as the session's user).
+
+        When another git holds the repository (GitBusy), start-up goes on and the idle
+        loop tries again later."""
         from wiki_memory.index.store import is_indexable
 
-        # pages only (as the watcher): an editor's settings (.obsidian/), attachments and
-        # hard-linked files are not committed on the owner's behalf
-        dirty = [
-            p
-            for p in self.git.dirty_paths()
-            if is_indexable(p) and _plain_or_gone(self.wiki_dir / p)
-        ]
-        if dirty:
-            self.git.commit(
-                dirty,
-                self.owner,
-                author_email_for(self.owner),
-                f"Recover {len(dirty)} change(s) made while the server was stopped",
-            )
+        self._recover_due = False
+        try:
+            # pages only (as the watcher): an editor's settings (.obsidian/), attachments
+            # and hard-linked files are not committed on the owner's behalf
+            dirty = [
+                p
+                for p in self.git.dirty_paths()
+                if is_indexable(p) and _plain_or_gone(self.wiki_dir / p)
+            ]
+            by_server: dict[str, list[str]] = {}
+            by_hand: list[str] = []
+            for p in dirty:
+                data = _read_plain(self.wiki_dir / p)
+                user = self._server_authors.get(p)
+                if user is not None and data is not None and self.server_wrote(p, data):
+                    by_server.setdefault(user, []).append(p)
+                else:
+                    by_hand.append(p)
+            for user, paths in sorted(by_server.items()):
+                self.git.commit(
+                    paths,
+                    user,
+                    author_email_for(user),
+                    f"Update {len(paths)} session page(s) written before the server stopped",
+                )
+            if by_hand:
+                self.git.commit(
+                    by_hand,
+                    self.owner,
+                    author_email_for(self.owner),
+                    f"Recover {len(by_hand)} change(s) made while the server was stopped",
+                )
+        except GitBusy as exc:
+            self._recover_due = True
+            log.warning("start-up recovery commit postponed: %s; retrying later", exc)
         return WriteResult()
 
     # -- capture -------------------------------------------------------------------------
@@ -297,16 +353,34 @@ class Memory:
         )
         full = self.wiki_dir / comp.path
         self._render_ctx[comp.path] = (key, state)
+        fresh = compiler_bytes(comp)
+        render = {
+            "count": len(obs),
+            "status": status,
+            "ended": ended_at,
+            "now": now,
+            "sha256": sha256(fresh),
+        }
 
         def merged(cur: bytes | None) -> bytes:
             self._commit_person_first(comp.path, cur)
-            return self._merge_page(comp, current=cur)
+            new = self._merge_page(comp, current=cur)
+            if new != cur:
+                # Before the page changes on disk, the spool state names the bytes (and
+                # the rendering) about to be written: after a kill -9 between this write
+                # and the state update, the next start knows the page is the server's
+                # own, not a hand edit, and has its base for later merges.
+                pending = dict(state, path=comp.path, pending_sha256=sha256(new))
+                pending["created"] = state.get("created") or now
+                if not remerge:
+                    pending["renders"] = [render, *renders[:2]]
+                self.spool.write_state(key, pending)
+            return new
 
         try:
             current, written = self._cas_write(comp.path, full, merged)
         finally:
             self._render_ctx.pop(comp.path, None)
-        fresh = compiler_bytes(comp)
         self._remember_render(comp.path, fresh)
         paths = [comp.path]
         if written is not None:
@@ -333,16 +407,10 @@ class Memory:
         )
         if ended_at:
             state["ended_at"] = ended_at
-        state["renders"] = [
-            {
-                "count": len(obs),
-                "status": status,
-                "ended": ended_at,
-                "now": now,
-                "sha256": sha256(fresh),
-            },
-            *renders[:2],
-        ]
+        state["renders"] = [render, *renders[:2]]
+        if written is not None:
+            state["page_sha256"] = sha256(written)
+        state.pop("pending_sha256", None)
         just_ended = status == "ended" and info.state.get("status") != "ended"
         self.spool.write_state(key, state)
         if just_ended:
@@ -598,6 +666,9 @@ class Memory:
         last_cleanup = 0.0
         while not self._stop.wait(self.settings.idle_check_seconds):
             now = time.time()
+            if self._recover_due:
+                self._recover_due = False
+                self.writer.submit(self._recover_job)
             for key, info in list(self.spool.sessions.items()):
                 st = info.state
                 if st.get("status") == "ended":

@@ -72,6 +72,7 @@ class Writer:
         self._stopped = threading.Event()
         self.commits = 0
         self.errors = 0
+        self._give_up = False
 
     def start(self) -> None:
         self._thread.start()
@@ -109,6 +110,12 @@ class Writer:
             return
         try:
             self.flush(timeout=timeout)
+        except Exception:
+            # one failed try is enough (a commit already waited for the git lock): the
+            # files are on disk and the next start commits them; don't try every group
+            # again on the way out
+            self._give_up = True
+            raise
         finally:
             self._stopped.set()
             self._q.put(None)
@@ -127,7 +134,16 @@ class Writer:
                 self._commit_due(force=False)
                 continue
             if item is None:
-                self._commit_due(force=True)
+                if self._groups and not self._give_up:
+                    try:
+                        self._commit_due(force=True)
+                    except Exception:  # noqa: BLE001 - logged by _commit_due
+                        pass
+                if self._groups:
+                    log.warning(
+                        "writer stopped with %d uncommitted group(s); the next start commits them",
+                        len(self._groups),
+                    )
                 return
             job, fut = item
             if not fut.set_running_or_notify_cancel():

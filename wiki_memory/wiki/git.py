@@ -11,7 +11,9 @@ Concurrency with a person's own git (C21): the commit holds ``.git/index.lock`` 
 just before it reads HEAD until the index is written, exactly like ``git commit``, so
 the index and HEAD move together for every program that honours git's lock. A lock held
 by somebody else is waited for (bounded, polling) and then reported as :class:`GitBusy`;
-that lock is never removed by us. The ref compare-and-swap also catches writers that
+that lock is never removed by us. While it holds the lock, the store names it in a
+sidecar file (``.git/wiki-memory-lock-owner.<pid>``), so that after a ``kill -9`` the
+next server (``clear_stale_locks=True``) can tell its own dead lock from a live git's. The ref compare-and-swap also catches writers that
 move HEAD without the index lock (``git update-ref``): the commit is rebuilt on the new
 HEAD, so nothing is lost.
 
@@ -23,7 +25,9 @@ seconds. See docs/git.md for the measured speed and the reasons behind each choi
 from __future__ import annotations
 
 import bisect
+import glob
 import io
+import json
 import logging
 import os
 import re
@@ -107,6 +111,13 @@ _KEEP_EXTENSIONS = frozenset({b"REUC"})
 
 _POLL_SECONDS = 0.05
 _MAX_CAS_ATTEMPTS = 50
+
+# While a commit holds index.lock, this sidecar in .git names the lock (inode) and the
+# branch whose ref lock it may take, with the owner's pid and a per-process token.
+_OWNER_PREFIX = "wiki-memory-lock-owner."
+_PROCESS_TOKEN = os.urandom(8).hex()
+# dulwich writes a loose object through "objects/xx/<rest>.lock" (git itself never does)
+_LOOSE_LOCK = re.compile(r"^[0-9a-f]{2}$")
 
 
 class GitError(Exception):
@@ -426,6 +437,10 @@ class GitStore:
     ``lock_wait_seconds``: how long a commit waits for another git's lock before raising
     :class:`GitBusy` with ``busy_retry_after_seconds``. All methods are thread-safe:
     writes are serialized by one lock, reads use their own repository handle.
+
+    ``clear_stale_locks``: remove the locks an earlier wiki-memory process left when it
+    was killed (see :meth:`clear_stale_locks`). Only for the server, which holds the data
+    directory's exclusive lock, so no other wiki-memory process writes this repository.
     """
 
     def __init__(
@@ -435,6 +450,7 @@ class GitStore:
         lock_wait_seconds: float = 5.0,
         busy_retry_after_seconds: int = 2,
         system_author: tuple[str, str] = SYSTEM_AUTHOR,
+        clear_stale_locks: bool = False,
     ) -> None:
         self.wiki_dir = Path(wiki_dir)
         self.lock_wait_seconds = float(lock_wait_seconds)
@@ -457,6 +473,9 @@ class GitStore:
         self._root = os.fsencode(self._repo.path)
         self._controldir = self._repo.controldir()
         self._index_path = os.path.join(self._controldir, "index")
+        self._owner_path = os.path.join(self._controldir, f"{_OWNER_PREFIX}{os.getpid()}")
+        if clear_stale_locks:
+            self.clear_stale_locks()
         # Loose objects left by earlier runs count towards the next pack (a commit
         # writes about four: blob, trees, commit), so restarts do not postpone it.
         self._commits_since_pack = self._count_loose_objects() // 4
@@ -479,6 +498,91 @@ class GitStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def clear_stale_locks(self) -> list[str]:
+        """Remove the locks a killed wiki-memory process left in ``.git``; returns their
+        paths (relative to ``.git``). Call only while no other wiki-memory process
+        writes this repository (the server holds the data directory's lock).
+
+        * ``index.lock`` and the branch's ref lock are removed only when a sidecar
+          ``wiki-memory-lock-owner.<pid>`` names them (the same inode for index.lock)
+          and that process is gone. A lock nobody recorded may belong to a live git
+          (C21): it is left alone and waited on as always.
+        * dulwich's loose-object locks (``objects/xx/<sha>.lock``; stock git never
+          writes these) are removed: only a wiki-memory process writes through them.
+        """
+        removed: list[str] = []
+        with self._lock:
+            for side in glob.glob(os.path.join(glob.escape(self._controldir), _OWNER_PREFIX + "*")):
+                try:
+                    with open(side, encoding="utf-8") as fh:
+                        rec = json.load(fh)
+                    pid = int(rec["pid"])
+                except (OSError, ValueError, KeyError, TypeError):
+                    rec, pid = {}, -1
+                if pid > 0 and _owner_alive(pid, str(rec.get("token", ""))):
+                    continue
+                removed += self._remove_recorded_locks(rec)
+                _unlink(side)
+            objects = os.path.join(self._controldir, "objects")
+            for sub in os.listdir(objects) if os.path.isdir(objects) else []:
+                if not _LOOSE_LOCK.match(sub):
+                    continue
+                for name in os.listdir(os.path.join(objects, sub)):
+                    if name.endswith(".lock") and _unlink(os.path.join(objects, sub, name)):
+                        removed.append(f"objects/{sub}/{name}")
+        if removed:
+            log.warning(
+                "removed %d git lock file(s) left by a wiki-memory process that was killed: %s",
+                len(removed),
+                ", ".join(removed[:5]),
+            )
+        return removed
+
+    def _remove_recorded_locks(self, rec: dict[str, Any]) -> list[str]:
+        out: list[str] = []
+        index_lock = self._index_path + ".lock"
+        try:
+            st = os.stat(index_lock)
+        except OSError:
+            return out  # released before the kill: any ref lock now is somebody else's
+        if rec.get("ino") != st.st_ino or st.st_mtime_ns < int(rec.get("since_ns", 0)):
+            return out  # not the file we created
+        ref = rec.get("ref_lock")
+        if (
+            isinstance(ref, str)
+            and (ref == "HEAD.lock" or ref.startswith("refs/"))
+            and ".." not in ref
+        ):
+            full = os.path.join(self._controldir, *ref.split("/"))
+            try:
+                if os.stat(full).st_mtime_ns >= int(rec.get("since_ns", 0)) and _unlink(full):
+                    out.append(ref)
+            except OSError:
+                pass
+        if _unlink(index_lock):
+            out.append("index.lock")
+        return out
+
+    def _record_owner(self, lockfile: Any) -> None:
+        """Name the index.lock we hold (and the ref lock we may take) in the sidecar.
+        Not fsynced: a killed process loses no page-cache writes, and after a power loss
+        a lock without its sidecar is only waited on (as any foreign lock)."""
+        try:
+            st = os.fstat(lockfile.fileno())
+            names = self._repo.refs.follow(HEADREF)[0]
+            last = names[-1] if names else HEADREF
+            rec = {
+                "pid": os.getpid(),
+                "token": _PROCESS_TOKEN,
+                "ino": st.st_ino,
+                "since_ns": st.st_mtime_ns,
+                "ref_lock": _decode(last) + ".lock",
+            }
+            with open(self._owner_path, "w", encoding="utf-8") as fh:
+                json.dump(rec, fh)
+        except Exception:  # noqa: BLE001 - only the clean-up after a crash depends on it
+            log.debug("cannot record the git lock owner", exc_info=True)
 
     # ------------------------------------------------------------------ writing
 
@@ -947,6 +1051,7 @@ class GitStore:
         body = message if message.endswith("\n") else message + "\n"
         items = [(p.split(b"/"), leaf) for p, leaf in changes.items()]
         lockfile = self._acquire_index_lock()
+        self._record_owner(lockfile)
         try:
             self._load_index()
             deadline = time.monotonic() + self.lock_wait_seconds
@@ -988,6 +1093,8 @@ class GitStore:
         except BaseException:
             lockfile.abort()
             raise
+        finally:
+            _unlink(self._owner_path)
         return result
 
     def _swap_ref(
@@ -1067,6 +1174,27 @@ class GitStore:
                 return
             names = sorted(_decode(p) for p in changes)
             self._commit(names, author[0], author[1], message, None)
+
+
+def _unlink(path: str) -> bool:
+    try:
+        os.unlink(path)
+        return True
+    except OSError:
+        return False
+
+
+def _owner_alive(pid: int, token: str) -> bool:
+    """True when the process that wrote a lock-owner sidecar may still run."""
+    if pid == os.getpid():
+        return token == _PROCESS_TOKEN  # else: an earlier process that had our pid
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by another user
+    return True
 
 
 def _split_ident(ident: bytes) -> tuple[str, str]:
