@@ -146,7 +146,9 @@ class Memory:
         self._stop.set()
         if self.watcher is not None:
             self.watcher.stop()
-        # queued compiles run first, then every pending group is committed
+        # queued compiles run first, then every pending group is committed; a lock held
+        # by another git is waited on briefly only, so shutdown stays bounded
+        self.git.lock_wait_seconds = min(self.git.lock_wait_seconds, 1.0)
         try:
             self.writer.stop()
         except Exception as exc:  # noqa: BLE001 - files are on disk; the next start commits them
