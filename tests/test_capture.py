@@ -129,8 +129,17 @@ def test_concurrent_appends_lose_nothing_and_share_fsyncs(tmp_path, monkeypatch)
 
 
 def test_out_of_range_times_are_refused_before_anything_is_stored(tmp_path):
-    for bad in (1e300, float("inf"), float("nan"), 1e20, -1e11, -5, "9999-12-31T23:59:59-14:00",
-                "0001-01-01", "yesterday"):
+    for bad in (
+        1e300,
+        float("inf"),
+        float("nan"),
+        1e20,
+        -1e11,
+        -5,
+        "9999-12-31T23:59:59-14:00",
+        "0001-01-01",
+        "yesterday",
+    ):
         with pytest.raises(ObservationError) as e:
             parse_event(ev(1, ts=bad), "u")
         assert e.value.field == "ts"
