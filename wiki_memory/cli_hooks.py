@@ -24,7 +24,7 @@ def _data_dir(args: argparse.Namespace) -> Path | None:
 
 def cmd_install_hooks(args: argparse.Namespace) -> int:
     """Print (and with ``--apply`` write) the harness configuration with our hook."""
-    from wiki_memory.hooks_install import InstallError, apply, describe, plan_install
+    from wiki_memory.hooks_install import InstallError, plan_install
 
     try:
         plan = plan_install(
@@ -37,24 +37,12 @@ def cmd_install_hooks(args: argparse.Namespace) -> int:
     except InstallError as exc:
         print(f"wiki-memory: {exc}", file=sys.stderr)
         return 1
-    print(describe(plan))
-    if not args.apply:
-        if plan.changed:
-            print("(dry run: run again with --apply to write it)")
-        return 0
-    try:
-        backup = apply(plan)
-    except InstallError as exc:
-        print(f"wiki-memory: {exc}", file=sys.stderr)
-        return 1
-    if plan.changed:
-        print(f"wrote {plan.path}" + (f" (backup: {backup})" if backup else ""))
-    return 0
+    return _show_or_apply(plan, args.apply)
 
 
 def cmd_uninstall_hooks(args: argparse.Namespace) -> int:
     """Print (and with ``--apply`` write) the configuration without our hook."""
-    from wiki_memory.hooks_install import InstallError, apply, describe, plan_uninstall
+    from wiki_memory.hooks_install import InstallError, plan_uninstall
 
     try:
         plan = plan_uninstall(
@@ -63,19 +51,7 @@ def cmd_uninstall_hooks(args: argparse.Namespace) -> int:
     except InstallError as exc:
         print(f"wiki-memory: {exc}", file=sys.stderr)
         return 1
-    print(describe(plan))
-    if not args.apply:
-        if plan.changed:
-            print("(dry run: run again with --apply to write it)")
-        return 0
-    try:
-        backup = apply(plan)
-    except InstallError as exc:
-        print(f"wiki-memory: {exc}", file=sys.stderr)
-        return 1
-    if plan.changed:
-        print(f"wrote {plan.path}" + (f" (backup: {backup})" if backup else ""))
-    return 0
+    return _show_or_apply(plan, args.apply)
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
@@ -160,3 +136,22 @@ def register(sub: Any) -> None:
 
 
 __all__ = ["register", "cmd_install_hooks", "cmd_uninstall_hooks", "cmd_recover"]
+
+
+def _show_or_apply(plan: Any, do_apply: bool) -> int:
+    """Print a hook plan; with ``do_apply`` write it (with a backup). Returns the exit code."""
+    from wiki_memory.hooks_install import InstallError, apply, describe
+
+    print(describe(plan))
+    if not do_apply:
+        if plan.changed:
+            print("(dry run: run again with --apply to write it)")
+        return 0
+    try:
+        backup = apply(plan)
+    except InstallError as exc:
+        print(f"wiki-memory: {exc}", file=sys.stderr)
+        return 1
+    if plan.changed:
+        print(f"wrote {plan.path}" + (f" (backup: {backup})" if backup else ""))
+    return 0

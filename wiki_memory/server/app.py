@@ -143,17 +143,7 @@ class AccessLogMiddleware:
 
 async def read_json(request: Request, limit: int) -> Any:
     """The request body as JSON; raises ApiError 413 over ``limit`` bytes, 400 when invalid."""
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, "too_large", f"request body is over the limit of {limit} bytes")
-    chunks = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, "too_large", f"request body is over the limit of {limit} bytes")
-        chunks.append(chunk)
-    raw = b"".join(chunks)
+    raw = await read_body(request, limit)
     if not raw.strip():
         raise ApiError(400, "bad_request", "the request body is empty; JSON expected", field="body")
     try:
