@@ -102,8 +102,15 @@ def pending(tmp: Path) -> list[dict[str, Any]]:
     d = outbox_dir(tmp)
     if not d.is_dir():
         return []
-    names = sorted(n for n in os.listdir(d) if n.endswith(".json") and n[:1].isdigit())
-    return [json.loads((d / n).read_text()) for n in names]
+    # a background drainer may remove or replace a file between listing and reading:
+    # list again until one listing reads whole
+    for _ in range(50):
+        names = sorted(n for n in os.listdir(d) if n.endswith(".json") and n[:1].isdigit())
+        try:
+            return [json.loads((d / n).read_text()) for n in names]
+        except FileNotFoundError:
+            time.sleep(0.05)
+    raise AssertionError("the outbox kept changing under the test")
 
 
 def wait_idle(tmp: Path, timeout: float = 15.0) -> None:
