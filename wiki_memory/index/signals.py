@@ -19,7 +19,7 @@ from typing import Any
 
 import apsw
 
-from wiki_memory.index.store import BM25_WEIGHTS, Index, SearchError
+from wiki_memory.index.store import BM25_WEIGHTS, Index, SearchError, SectionHit
 
 __all__ = [
     "Hit",
@@ -122,21 +122,10 @@ def _like_prefix(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class Hit:
-    """One section. ``score``: negated weighted bm25 (higher is better; 0 when the
-    section was not found by text). ``ord``: 0-based position in its page; ``line``: its
-    1-based line; ``updated``: the page's ``updated`` (else ``created``, else mtime)."""
+class Hit(SectionHit):
+    """One section: a :class:`SectionHit` (``score`` 0 when the section was not found by
+    text) plus ``ord``, its 0-based position in its page."""
 
-    path: str
-    anchor: str
-    heading: str
-    title: str
-    kind: str
-    project: str | None
-    updated: str | None
-    score: float
-    text: str
-    line: int
     ord: int
 
 
