@@ -12,6 +12,7 @@ LF; line numbers are 1-based lines of the file. The rules are written down in
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -583,6 +584,12 @@ def _mask_inline(text: str) -> str:
     """
     if "`" in text:
         text = _CODE_SPAN_RE.sub(_blank_out, text)
+    return _sub_comments(text, lambda c: " " + "\n" * c.count("\n"))
+
+
+def _sub_comments(text: str, repl: Callable[[str], str]) -> str:
+    """``text`` with each HTML comment (``<!--`` to the next ``-->``; an unclosed one is
+    left as text) replaced by ``repl(comment)``. Linear time."""
     if "<!--" not in text:
         return text
     parts: list[str] = []
@@ -595,7 +602,7 @@ def _mask_inline(text: str) -> str:
         if e < 0:
             break
         parts.append(text[last:a])
-        parts.append(" " + "\n" * text.count("\n", a, e))
+        parts.append(repl(text[a : e + 3]))
         last = e + 3
     parts.append(text[last:])
     return "".join(parts)
@@ -634,21 +641,7 @@ def code_mask(text: str) -> str:
     masked = "\n".join(out_lines)
     if "`" in masked:
         masked = _CODE_SPAN_RE.sub(_mask_same_length, masked)
-    if "<!--" in masked:
-        parts: list[str] = []
-        last = 0
-        while True:
-            a = masked.find("<!--", last)
-            if a < 0:
-                break
-            e = masked.find("-->", a + 4)
-            if e < 0:
-                break
-            parts.append(masked[last:a])
-            parts.append("".join("\n" if c == "\n" else _MASK for c in masked[a : e + 3]))
-            last = e + 3
-        parts.append(masked[last:])
-        masked = "".join(parts)
+    masked = _sub_comments(masked, lambda c: "".join("\n" if ch == "\n" else _MASK for ch in c))
     # CRs were spaces for the scan; give back the original characters where not masked
     if "\r" in t:
         masked = "".join(o if (m != _MASK) else m for o, m in zip(t, masked, strict=True))
