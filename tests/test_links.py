@@ -260,6 +260,26 @@ def test_links_follow_renames_titles_aliases_and_ambiguity(tmp_path, idx):
     assert idx.outlinks("notes/index.md")[0]["candidates"] == ["archive/alpha.md", "other/alpha.md"]
     assert st[1][1] == "ambiguous"  # "Alpha" is both files' name (file names come first)
     assert st[2] == ("The First", "resolved", "archive/alpha.md")  # the alias is unique
+    # a third one: every report of the ambiguity names all three, sorted
+    write(wiki, "third/Alpha.md", "# Third\n")
+    idx.sync_paths(wiki, ["third/Alpha.md"])
+    three = ["archive/alpha.md", "other/alpha.md", "third/Alpha.md"]
+    assert idx.outlinks("notes/index.md")[0]["candidates"] == three
+    problems = [p for p in idx.problem_links() if p["src_path"] == "notes/index.md"]
+    assert [(p["target"], p["status"], p["candidates"]) for p in problems] == [
+        ("alpha", "ambiguous", three),
+        ("Alpha", "ambiguous", three),
+    ]
+    # two of them go: the link resolves again and no longer lists candidates
+    os.remove(wiki / "other/alpha.md")
+    os.remove(wiki / "third/Alpha.md")
+    idx.sync_paths(wiki, ["other/alpha.md", "third/Alpha.md"])
+    first = idx.outlinks("notes/index.md")[0]
+    assert (first["status"], first["path"], first["candidates"]) == (
+        "resolved",
+        "archive/alpha.md",
+        [],
+    )
 
 
 def test_attachments_resolve_when_the_file_appears(tmp_path, idx):

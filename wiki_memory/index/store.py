@@ -34,7 +34,9 @@ the tables are dropped, recreated empty and :attr:`Index.needs_rebuild` is set)
     ``fts``       FTS5 (contentless, ``contentless_delete=1``) with rowid =
                   ``sections.rowid``, columns title, aliases, tags, heading, body
                   holding :func:`wiki_memory.index.text.index_text` of each value.
-    ``links``     outgoing wikilinks as written (``target_key`` = casefolded target).
+    ``links``     outgoing wikilinks as written (``target_key`` = casefolded target)
+                  with their status and resolved path; an ambiguous link's
+                  candidates are worked out from ``names`` when read, not stored.
     ``names``     casefolded title, file stem, aliases and path (no ``.md``) of each
                   page, for backlinks.
     ``spool``/``spool_fts``  uncompiled observations, so a running session is
@@ -88,7 +90,7 @@ __all__ = [
     "BM25_WEIGHTS",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bump when the schema or what is stored in it changes: old indexes are then rebuilt."""
 
 BM25_WEIGHTS = {"title": 10.0, "aliases": 8.0, "tags": 4.0, "heading": 3.0, "body": 1.0}
@@ -146,8 +148,7 @@ CREATE TABLE links(
     target_key TEXT,    -- links.target_key(target): NFC, case-folded, no .md, ./ ../ applied
     in_frontmatter INTEGER,
     status TEXT,        -- 'resolved' | 'unresolved' | 'ambiguous' | 'attachment'
-    resolved_path TEXT, -- the page (or attachment file) it leads to, else NULL
-    candidates TEXT     -- JSON list of paths when ambiguous, else NULL
+    resolved_path TEXT  -- the page (or attachment file) it leads to, else NULL
 );
 CREATE INDEX links_src ON links(src_path);
 CREATE INDEX links_target ON links(target_key);
@@ -1075,11 +1076,13 @@ class Index:
         leads to; None when unresolved, ambiguous or a missing attachment) and
         ``candidates`` (paths, for an ambiguous link; else ``[]``).
         """
-        cur = self._conn().execute(
+        conn = self._conn()
+        rows: list[Any] = conn.execute(
             "SELECT target, fragment, alias, embed, line, in_frontmatter, status, "
-            "resolved_path, candidates FROM links WHERE src_path = ? ORDER BY line, rowid",
+            "resolved_path, target_key FROM links WHERE src_path = ? ORDER BY line, rowid",
             (path,),
-        )
+        ).fetchall()
+        cands = _candidates(conn, {r[8] for r in rows if r[6] == wl.AMBIGUOUS})
         return [
             {
                 "target": t,
@@ -1090,9 +1093,9 @@ class Index:
                 "in_frontmatter": bool(fm),
                 "status": st,
                 "path": rp,
-                "candidates": json.loads(c) if c else [],
+                "candidates": list(cands.get(k, ())) if st == wl.AMBIGUOUS else [],
             }
-            for t, f, a, e, ln, fm, st, rp, c in cur
+            for t, f, a, e, ln, fm, st, rp, k in rows
         ]
 
     def backlinks(self, path: str) -> list[dict[str, Any]]:
@@ -1154,11 +1157,13 @@ class Index:
         """Links that lead nowhere: unresolved, ambiguous, and attachments whose file is
         missing. Dicts: ``src_path``, ``line``, ``target``, ``fragment``, ``embed``,
         ``status`` (``unresolved``, ``ambiguous``, ``missing_attachment``), ``candidates``."""
-        cur = self._conn().execute(
-            "SELECT src_path, line, target, fragment, embed, status, candidates FROM links "
+        conn = self._conn()
+        rows: list[Any] = conn.execute(
+            "SELECT src_path, line, target, fragment, embed, status, target_key FROM links "
             "WHERE target != '' AND (status IN ('unresolved', 'ambiguous') "
             "OR (status = 'attachment' AND resolved_path IS NULL)) ORDER BY src_path, line, rowid"
-        )
+        ).fetchall()
+        cands = _candidates(conn, {r[6] for r in rows if r[5] == wl.AMBIGUOUS})
         return [
             {
                 "src_path": sp,
@@ -1167,9 +1172,9 @@ class Index:
                 "fragment": f,
                 "embed": bool(e),
                 "status": "missing_attachment" if st == wl.ATTACHMENT else st,
-                "candidates": json.loads(c) if c else [],
+                "candidates": list(cands.get(k, ())) if st == wl.AMBIGUOUS else [],
             }
-            for sp, ln, t, f, e, st, c in cur
+            for sp, ln, t, f, e, st, k in rows
         ]
 
     def resolve_name(self, name: str, src_path: str = "") -> wl.Resolution:
@@ -1530,21 +1535,43 @@ def _resolve_rows(
     names: Mapping[str, Sequence[tuple[str, str]]],
     files: Mapping[str, Sequence[str]],
 ) -> None:
-    """Set status/resolved_path/candidates of link rows ``(rowid, src, target, key)``."""
+    """Set status and resolved_path of link rows ``(rowid, src, target, key)``."""
     resolver = wl.Resolver(names, files)
-    cands_json: dict[tuple[str, ...], str] = {}
     updates = []
     for rowid, src, _target, key in rows:
         res = resolver.resolve_key(key, src)
-        cands = None
-        if res.candidates:
-            cands = cands_json.get(res.candidates)
-            if cands is None:
-                cands = cands_json[res.candidates] = _json(list(res.candidates))
-        updates.append((res.status, res.path, cands, rowid))
-    conn.executemany(
-        "UPDATE links SET status = ?, resolved_path = ?, candidates = ? WHERE rowid = ?", updates
-    )
+        updates.append((res.status, res.path, rowid))
+    conn.executemany("UPDATE links SET status = ?, resolved_path = ? WHERE rowid = ?", updates)
+
+
+def _lookup_names(
+    conn: apsw.Connection, keys: Iterable[str]
+) -> tuple[dict[str, list[tuple[str, str]]], dict[str, list[str]]]:
+    """The ``names`` and ``file_keys`` rows of ``keys``, grouped by key (for a Resolver)."""
+    names: dict[str, list[tuple[str, str]]] = {}
+    files: dict[str, list[str]] = {}
+    for chunk in _chunks(sorted(set(keys))):
+        marks = ",".join("?" * len(chunk))
+        for k, p, src in conn.execute(
+            f"SELECT key, path, source FROM names WHERE key IN ({marks})", list(chunk)
+        ):
+            names.setdefault(k, []).append((p, src))
+        for k, p in conn.execute(
+            f"SELECT key, path FROM file_keys WHERE key IN ({marks})", list(chunk)
+        ):
+            files.setdefault(k, []).append(p)
+    return names, files
+
+
+def _candidates(conn: apsw.Connection, keys: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Every page (or attachment) each target key names, sorted: the candidates of an
+    ambiguous link with that key. One set per key, so they are not stored per link."""
+    wanted = set(keys)
+    if not wanted:
+        return {}
+    names, files = _lookup_names(conn, wanted)
+    resolver = wl.Resolver(names, files)
+    return {k: resolver.paths(k) for k in wanted}
 
 
 def _resolve_dirty(conn: apsw.Connection, dirty: _Dirty) -> None:
@@ -1573,19 +1600,7 @@ def _resolve_dirty(conn: apsw.Connection, dirty: _Dirty) -> None:
     dirty.srcs.clear()
     if not rows:
         return
-    wanted = sorted({r[3] for r in rows.values()})
-    names: dict[str, list[tuple[str, str]]] = {}
-    files: dict[str, list[str]] = {}
-    for chunk in _chunks(wanted):
-        marks = ",".join("?" * len(chunk))
-        for k, p, src in conn.execute(
-            f"SELECT key, path, source FROM names WHERE key IN ({marks})", list(chunk)
-        ):
-            names.setdefault(k, []).append((p, src))
-        for k, p in conn.execute(
-            f"SELECT key, path FROM file_keys WHERE key IN ({marks})", list(chunk)
-        ):
-            files.setdefault(k, []).append(p)
+    names, files = _lookup_names(conn, (r[3] for r in rows.values()))
     _resolve_rows(conn, list(rows.values()), names, files)
 
 

@@ -292,26 +292,52 @@ def _expand_token_uncached(token: str) -> list[str]:
     return out
 
 
+# Whitespace-separated words seen before, by what they contribute: the ASCII words in
+# them that expand (``()`` for most words). Prose repeats its words, so a page's words
+# are mostly looked up with C-level set operations instead of being examined again.
+_WORD_IDS: dict[str, tuple[str, ...]] = {}
+_PLAIN_WORDS: set[str] = set()
+_WORD_CACHE_MAX = 300_000
+
+
+def _word_identifiers(word: str) -> tuple[str, ...]:
+    """The ASCII words inside a whitespace-separated ``word`` that have expansions."""
+    if word.isalpha() and (word.islower() or word.isupper() or word.istitle()):
+        return ()
+    return tuple(w for w in _ASCII_WORD.findall(word) if _expand_token(w))
+
+
 def identifier_expansions(text: str) -> list[str]:
     """Extra token groups for the code identifiers in ``text`` (ASCII only), deduplicated.
 
     ``"call getUserName in test_app.py, error E1101"`` →
     ``["get User Name", "testapppy", "E 1101"]``. Each entry is a space-separated
     group whose words are adjacent when appended to the indexed text, so the
-    query side can match it as a phrase.
+    query side can match it as a phrase. Groups come in the sorted order of the
+    identifiers they expand.
     """
-    # Fast filter in C-implemented str methods: plain words (letters only, in lower,
-    # UPPER or Title case) need nothing; only the rest goes through the regexes.
-    rest = [
-        w
-        for w in set(text.split())
-        if not (w.isalpha() and (w.islower() or w.isupper() or w.istitle()))
-    ]
-    if not rest:
+    words = set(text.split())
+    words.difference_update(_PLAIN_WORDS)  # words known to expand to nothing
+    if not words:
+        return []
+    if len(_WORD_IDS) + len(_PLAIN_WORDS) >= _WORD_CACHE_MAX:
+        _WORD_IDS.clear()
+        _PLAIN_WORDS.clear()
+    found: set[str] = set()
+    for word in words:
+        ids = _WORD_IDS.get(word)
+        if ids is None:
+            ids = _word_identifiers(word)
+            if not ids:
+                _PLAIN_WORDS.add(word)
+                continue
+            _WORD_IDS[word] = ids
+        found.update(ids)
+    if not found:
         return []
     seen: dict[str, None] = {}
-    for word in sorted(set(_ASCII_WORD.findall(" ".join(rest)))):
-        for group in _expand_token(word):
+    for ident in sorted(found):
+        for group in _expand_token(ident):
             seen.setdefault(group, None)
     return list(seen)
 

@@ -204,6 +204,12 @@ class Resolver:
         self._cache[key] = hit
         return hit
 
+    def paths(self, key: str) -> tuple[str, ...]:
+        """Every page (or, for an attachment target, file) the target key ``key`` names,
+        sorted; for a page name only those of the best-ranked name source. These are
+        the candidates whenever a link with this key is ambiguous."""
+        return self._candidates(key)[1]
+
     def resolve_key(self, key: str, src_path: str) -> Resolution:
         status, paths, by_folder = self._candidates(key)
         if not paths:
