@@ -20,6 +20,7 @@ import pytest
 from tests.conftest import shared_path
 from wiki_memory.index.query import build_match, query_terms
 from wiki_memory.index.store import Index, SearchError, is_indexable
+from wiki_memory.index.store import _read as store_read
 from wiki_memory.index.text import (
     cjk_bigrams,
     fold,
@@ -369,6 +370,33 @@ def test_sync_paths_ignores_temp_files_git_and_symlinks(tmp_path: Path, wiki: Pa
         assert is_indexable(rel), rel
     for rel in [*junk, "notes/x.txt", "../x.md", "/abs.md", "notes/.x.md", ""]:
         assert not is_indexable(rel), rel
+    ix.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_fifo_named_like_a_page_never_blocks_indexing(tmp_path: Path, wiki: Path) -> None:
+    """Opening a FIFO for reading waits for a writer; the indexer must not (it would
+    stop the watcher and every later sync)."""
+    write_page(wiki, "notes/real.md", "pipeword in a real page")
+    os.mkfifo(wiki / "notes/pipe.md")
+    ix = Index(tmp_path / "index.db")
+    done: list[int] = []
+
+    def run() -> None:
+        # the file may become a FIFO between the directory scan and the read
+        assert store_read(wiki / "notes/pipe.md") is None
+        ix.sync_paths(wiki, ["notes/pipe.md", "notes/real.md"])
+        ix.sync_paths(wiki, [""])
+        done.append(ix.rebuild(wiki))
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(30)
+    if t.is_alive():  # unblock the reader so the test process can end
+        fd = os.open(wiki / "notes/pipe.md", os.O_WRONLY | os.O_NONBLOCK)
+        os.close(fd)
+    assert done == [1], "indexing blocked on a FIFO"  # (or failed: see the thread's error)
+    assert set(ix.paths()) == {"notes/real.md"}
     ix.close()
 
 

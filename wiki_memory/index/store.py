@@ -1700,16 +1700,26 @@ def _relative(root: Path, given: str | os.PathLike[str]) -> str | None:
     return "/".join(parts)
 
 
-_O_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+# O_NONBLOCK: opening a FIFO named like a page must not wait for a writer.
+_O_READ = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_BINARY", 0)
+)
 
 
 def _read(path: Path) -> bytes | None:
-    """The file's bytes, or None when it vanished or is not a regular file (no symlinks)."""
+    """The file's bytes, or None when it vanished or is not a regular file (no symlinks,
+    FIFOs, sockets or devices: those are never opened for a blocking read)."""
     try:
         fd = os.open(path, _O_READ)
     except OSError:
         return None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
         with os.fdopen(fd, "rb", closefd=True) as f:
             return f.read()
     except OSError:

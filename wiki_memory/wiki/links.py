@@ -35,6 +35,8 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from wiki_memory.wiki.names import file_stem
+
 __all__ = [
     "ATTACHMENT",
     "AMBIGUOUS",
@@ -124,8 +126,6 @@ def page_name_keys(path: str, title: str, aliases: Iterable[str]) -> list[tuple[
         # a page whose file is named after its title (wiki_memory.wiki.names) comes before
         # others with the same title: ``Sync On-Off Toggle.md`` before ``... 2.md`` or a
         # session page titled the same
-        from wiki_memory.wiki.names import file_stem
-
         own = name_key(file_stem(title)) == name_key(parts[-1])
         add(name_key(title), "title" if own else "title_other")
     for a in aliases:
