@@ -63,8 +63,6 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +71,7 @@ from typing import Any, Literal
 import apsw
 from filelock import FileLock
 
+from wiki_memory.index.parallel import map_unordered
 from wiki_memory.index.query import build_match
 from wiki_memory.index.text import index_text
 from wiki_memory.wiki import links as wl
@@ -190,6 +189,25 @@ CREATE VIRTUAL TABLE spool_fts USING fts5(
     content = '', contentless_delete = 1
 );
 """
+
+
+def _statements(sql: str) -> list[str]:
+    """``sql`` split into whole statements (SQLite's own ``sqlite3_complete`` decides)."""
+    out: list[str] = []
+    acc = ""
+    for line in sql.splitlines(keepends=True):
+        acc += line
+        if apsw.complete(acc):
+            out.append(acc.strip())
+            acc = ""
+    return out
+
+
+# A rebuild creates the secondary indexes after the bulk insert (one sort each instead of
+# a B-tree update per row).
+_STATEMENTS = _statements(_SCHEMA)
+_SCHEMA_TABLES = "\n".join(st for st in _STATEMENTS if not st.startswith("CREATE INDEX"))
+_SCHEMA_INDEXES = "\n".join(st for st in _STATEMENTS if st.startswith("CREATE INDEX"))
 
 
 class SearchError(Exception):
@@ -676,7 +694,7 @@ class Index:
                 new.pragma("synchronous", "OFF")
                 new.pragma("cache_size", -65536)
                 with new:
-                    new.execute(_SCHEMA)
+                    new.execute(_SCHEMA_TABLES)
                     new.pragma("user_version", SCHEMA_VERSION)
                 pages: list[tuple[str, os.stat_result]] = []
                 other: list[tuple[str, os.stat_result]] = []
@@ -684,6 +702,7 @@ class Index:
                     (pages if is_page else other).append((rel, st))
                 self._fill(new, root, pages, progress)
                 with new:
+                    new.execute(_SCHEMA_INDEXES)
                     scratch = _Dirty()
                     for rel, st in other:
                         _file_add(new, rel, st.st_size, st.st_mtime, scratch)
@@ -725,59 +744,31 @@ class Index:
         progress: bool,
     ) -> int:
         """Insert every page of ``files`` into the fresh database ``conn`` (links left
-        unresolved). Parsing runs in worker processes for large wikis (see
-        :func:`_rebuild_workers`); the inserts are batched on this thread."""
+        unresolved). Pages are parsed by helper processes for large wikis (see
+        :func:`_rebuild_workers` and :func:`~wiki_memory.index.parallel.map_unordered`)
+        and by this thread, which also does the inserts, 512 pages per transaction."""
         from tqdm import tqdm
 
         jobs = [(str(root), rel, st.st_mtime) for rel, st in files]
-        workers = _rebuild_workers(len(jobs))
+        helpers = _rebuild_workers(len(jobs)) - 1
         count = 0
+        batch: list[tuple] = []
         with tqdm(
             total=len(jobs), unit="page", desc="reindex", disable=not progress, leave=False
         ) as bar:
-            pool = None
-            if workers > 1:
-                import multiprocessing
-
-                method = (
-                    "forkserver"
-                    if "forkserver" in multiprocessing.get_all_start_methods()
-                    else "spawn"
-                )
-                pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method))
-            try:
-                done = 0
-                batch: list[tuple] = []
-
-                def take(prep: tuple | None) -> None:
-                    nonlocal count, batch
-                    bar.update(1)
-                    if prep is not None:
-                        batch.append(prep)
-                    if len(batch) >= 512:
-                        with conn:
-                            _insert_prepared(conn, batch)
-                        count += len(batch)
-                        batch = []
-
-                if pool is not None:
-                    try:
-                        for prep in pool.map(_prepare_file, jobs, chunksize=32):
-                            take(prep)
-                            done += 1
-                    except (BrokenProcessPool, RuntimeError, OSError) as exc:
-                        # e.g. a script that starts workers without a __main__ guard:
-                        # carry on in this process from where the pool stopped
-                        log.warning("reindex workers failed (%s); continuing in-process", exc)
-                for job in jobs[done:]:
-                    take(_prepare_file(job))
-                if batch:
+            for prep in map_unordered(_prepare_file, jobs, helpers):
+                bar.update(1)
+                if prep is not None:
+                    batch.append(prep)
+                if len(batch) >= 512:
                     with conn:
                         _insert_prepared(conn, batch)
                     count += len(batch)
-            finally:
-                if pool is not None:
-                    pool.shutdown(wait=True, cancel_futures=True)
+                    batch = []
+            if batch:
+                with conn:
+                    _insert_prepared(conn, batch)
+                count += len(batch)
         return count
 
     # -- search --
@@ -1370,7 +1361,8 @@ def _prepare(path: str, raw: bytes, mtime: float | None, digest: str | None = No
 
 
 def _prepare_file(job: tuple[str, str, float | None]) -> tuple | None:
-    """:func:`_prepare` for ``(root, rel, mtime)``; None when the file cannot be read."""
+    """:func:`_prepare` for ``(root, rel, mtime)``; None when the file cannot be read
+    (gone, or no longer a regular file)."""
     root, rel, mtime = job
     raw = _read(Path(root) / rel)
     if raw is None:
@@ -1727,8 +1719,9 @@ def _read(path: Path) -> bytes | None:
 
 
 def _rebuild_workers(n_pages: int) -> int:
-    """Worker processes for a rebuild of ``n_pages``: 1 (no pool) below 1,000 pages, else
-    the CPU count up to 4. ``WIKI_MEMORY_REINDEX_WORKERS`` overrides (0 or 1: none)."""
+    """Processes that parse pages in a rebuild of ``n_pages``, the calling one included:
+    1 (no helpers) below 1,000 pages, else the CPU count up to 4.
+    ``WIKI_MEMORY_REINDEX_WORKERS`` overrides (0 or 1: this process alone)."""
     env = os.environ.get("WIKI_MEMORY_REINDEX_WORKERS")
     if env is not None:
         try:
