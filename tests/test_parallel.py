@@ -44,6 +44,11 @@ def fail_in_helper(item: int) -> int:
     return item * 2
 
 
+def big(item: int) -> str:
+    """A result large enough that a batch of them does not fit a pipe's buffer."""
+    return f"{item:06d}" * 1000
+
+
 def fail_everywhere(item: int) -> int:
     if item == 150:
         raise ValueError("item 150 is bad")
@@ -104,6 +109,21 @@ def test_closing_early_stops_the_helpers_and_leaves_no_spill_files(tmp_path, mon
     while multiprocessing.active_children() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not multiprocessing.active_children()
+
+
+@pytest.mark.parametrize("temp", ["usable", "missing"])
+def test_large_results_arrive_whole_with_or_without_a_temporary_directory(
+    tmp_path, monkeypatch, temp: str
+) -> None:
+    spill_root = tmp_path / ("spill" if temp == "usable" else "does-not-exist")
+    if temp == "usable":
+        spill_root.mkdir()
+    monkeypatch.setattr(parallel.tempfile, "tempdir", str(spill_root))
+    items = list(range(600))
+    out = list(map_unordered(big, items, 1, batch=16))
+    assert sorted(out) == [big(i) for i in items]
+    if temp == "usable":
+        assert list(spill_root.iterdir()) == []  # every spilled result was read and removed
 
 
 def _random_vault(root: Path, n: int) -> None:

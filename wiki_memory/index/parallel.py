@@ -55,8 +55,9 @@ _INLINE_MAX = 32 * 1024
 
 def _serve(conn: Connection, fn: Callable[[Any], Any], spill: str) -> None:
     """A helper's loop: receive a list of items; send back ``("data", pickled results)``,
-    ``("file", path)`` when the pickled results are large (written under ``spill``),
-    or ``("error", text)``. ``None`` or a closed pipe ends it."""
+    ``("file", path)`` when the pickled results are large (written under ``spill``;
+    through the pipe when ``spill`` is empty or the file cannot be written), or
+    ``("error", text)``. ``None`` or a closed pipe ends it."""
     seq = 0
     while True:
         try:
@@ -68,12 +69,15 @@ def _serve(conn: Connection, fn: Callable[[Any], Any], spill: str) -> None:
         try:
             data = pickle.dumps([fn(item) for item in batch], pickle.HIGHEST_PROTOCOL)
             reply: tuple[str, Any] = ("data", data)
-            if len(data) > _INLINE_MAX:
+            if spill and len(data) > _INLINE_MAX:
                 seq += 1
                 path = os.path.join(spill, f"{os.getpid()}-{seq}.pickle")
-                with open(path, "wb") as f:
-                    f.write(data)
-                reply = ("file", path)
+                try:
+                    with open(path, "wb") as f:
+                        f.write(data)
+                    reply = ("file", path)
+                except OSError:  # a full or read-only disk: the pipe still works
+                    spill = ""
         except Exception as exc:  # noqa: BLE001 - reported; the caller recomputes
             reply = ("error", f"{type(exc).__name__}: {exc}")
         try:
@@ -143,12 +147,19 @@ def map_unordered(
             yield fn(item)
         return
     team: list[_Helper] = []
-    spill = tempfile.TemporaryDirectory(prefix="wiki-memory-map-")
+    try:
+        spill: tempfile.TemporaryDirectory[str] | None = tempfile.TemporaryDirectory(
+            prefix="wiki-memory-map-"
+        )
+    except OSError:  # no writable temporary directory: results come through the pipes
+        spill = None
     try:
         ctx = _context()
         for _ in range(helpers):
             mine, theirs = ctx.Pipe()
-            proc = ctx.Process(target=_serve, args=(theirs, fn, spill.name), daemon=True)
+            proc = ctx.Process(
+                target=_serve, args=(theirs, fn, spill.name if spill else ""), daemon=True
+            )
             proc.start()
             theirs.close()
             team.append(_Helper(proc, mine))
@@ -215,4 +226,5 @@ def map_unordered(
     finally:
         for h in team:
             h.stop()
-        spill.cleanup()
+        if spill is not None:
+            spill.cleanup()
