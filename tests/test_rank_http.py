@@ -147,6 +147,24 @@ def test_filters_over_http(srv):
     assert r.status_code == 400 and r.json()["field"] == "since"
     r = srv.post("/v1/recall", {"query": "x", "tags": [1]})
     assert r.status_code == 400 and r.json()["field"] == "tags"
+    # kinds must be a string or a list of strings: an object (even an empty one) is an
+    # error, not "every kind"; an empty list allows no kind
+    for bad in ({}, {"note": 1}, 3):
+        r = srv.post("/v1/recall", {"query": "postgres", "kinds": bad})
+        assert r.status_code == 400 and r.json()["field"] == "kinds", bad
+    assert names(recall(srv, "postgres vacuum replicas", kinds=[])) == []
+    # the page listing checks its since as recall does, and takes epoch seconds too
+    r = srv.get("/v1/pages", params={"since": "garbage"})
+    assert r.status_code == 400 and r.json()["field"] == "since"
+
+    def listed(since: str) -> set[str]:
+        r = srv.get("/v1/pages", params={"since": since, "limit": 1000})
+        assert r.status_code == 200, r.text
+        return {p["path"] for p in r.json()["pages"]} & {"notes/tagged.md", "notes/untagged.md"}
+
+    assert listed("2025-01-01") == {"notes/untagged.md"}
+    assert listed("2024-01-01") == {"notes/tagged.md", "notes/untagged.md"}
+    assert listed("1735689600") == {"notes/untagged.md"}  # 2025-01-01T00:00:00Z
 
 
 def test_as_of_over_http(srv):

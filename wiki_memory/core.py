@@ -18,6 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from wiki_memory.capture.sanitize import redact_obj, redact_text
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
 from wiki_memory.index.store import Index
+from wiki_memory.recall.filters import parse_time
 from wiki_memory.recall.pack import pack
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
@@ -924,7 +926,17 @@ class Memory:
         user: str | None = None,
     ) -> list[dict[str, Any]]:
         """Pages from the index, newest first: ``[{path, id, title, kind, project, updated}]``.
-        With ``user``, pages in other users' ``people/`` folders are left out."""
+        With ``user``, pages in other users' ``people/`` folders are left out. ``since``
+        (ISO-8601, or epoch seconds as text) keeps pages updated at or after it; anything
+        else raises :class:`~wiki_memory.recall.filters.FilterError` naming ``since``."""
+        if since is not None:
+            when = parse_time(since, "since")
+            try:
+                float(since)
+            except ValueError:
+                pass  # an ISO string: compared as written, like the stored ones
+            else:  # epoch seconds: as the ISO-8601 UTC text the index compares
+                since = datetime.fromtimestamp(when or 0.0, UTC).strftime("%Y-%m-%dT%H:%M:%S")
         rows = self.index.list_pages(
             project=project, kind=kind, since=since, limit=limit, offset=offset
         )

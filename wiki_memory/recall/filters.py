@@ -69,7 +69,8 @@ def _str_list(value: Any, field: str) -> tuple[str, ...] | None:
         return None
     if isinstance(value, str):
         value = [value]
-    if not isinstance(value, Iterable) or not all(isinstance(v, str) for v in value):
+    # a list or tuple only: a JSON object is iterable too (its keys), but not a list
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise FilterError(field, "expected a string or a list of strings")
     return tuple(v for v in value)
 

@@ -247,7 +247,9 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
             raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
         query = _str(body, "query", required=False) or ""
         budget = _int(body, "budget_tokens", memory.settings.default_budget_tokens)
-        kinds = body.get("kinds") or ([body["kind"]] if isinstance(body.get("kind"), str) else None)
+        kinds = body.get("kinds")  # [] allows no kind; a wrong type is a 400 from Filters
+        if kinds is None and isinstance(body.get("kind"), str):
+            kinds = [body["kind"]]
         try:
             res = await run_in_threadpool(
                 memory.recall,
@@ -280,15 +282,18 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
     @api
     async def pages(request: Request) -> Response:
         q = request.query_params
-        res = await run_in_threadpool(
-            memory.list_pages,
-            project=q.get("project") or None,
-            kind=q.get("kind") or None,
-            since=q.get("since") or None,
-            limit=_int(dict(q), "limit", 100, 1, 1000),
-            offset=_int(dict(q), "offset", 0),
-            user=request.state.user,
-        )
+        try:
+            res = await run_in_threadpool(
+                memory.list_pages,
+                project=q.get("project") or None,
+                kind=q.get("kind") or None,
+                since=q.get("since") or None,
+                limit=_int(dict(q), "limit", 100, 1, 1000),
+                offset=_int(dict(q), "offset", 0),
+                user=request.state.user,
+            )
+        except FilterError as exc:
+            raise ApiError(400, "bad_request", str(exc), field=exc.field) from None
         return JSONResponse({"pages": res})
 
     @api
