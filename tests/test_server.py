@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -350,3 +352,44 @@ def test_hostile_shapes_get_400_not_500(srv):
     assert r.status_code == 400
     assert srv.get("/v1/pages/notes/" + "n" * 300 + ".md").status_code == 400
     assert srv.get("/v1/health").status_code == 200
+
+
+def test_server_errors_reach_server_log(srv):
+    """What the HTTP layer logs (here: a request that is not HTTP) is in logs/server.log,
+    not only on the terminal that started the server."""
+    log = srv.data_dir / "logs" / "server.log"
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as c:
+        c.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        assert c.recv(100).startswith(b"HTTP/1.1 400")
+    deadline = time.monotonic() + 10
+    while "Invalid HTTP request" not in log.read_text(encoding="utf-8"):
+        assert time.monotonic() < deadline, "the server's warning never reached server.log"
+        time.sleep(0.05)
+
+
+def test_log_files_never_hold_a_secret(tmp_path):
+    """A message or a traceback that quotes a token is redacted in server.log."""
+    from wiki_memory.cli import _setup_logging
+    from wiki_memory.config import load_settings
+
+    token = "ghp_" + "Zq8" * 12  # a GitHub token's shape (fake)
+    root = logging.getLogger()
+    before = list(root.handlers)
+    settings = load_settings(tmp_path / "data")
+    _setup_logging(settings)
+    try:
+        log = logging.getLogger("wiki_memory.test")
+        log.warning("request to /v1/pages/%s failed", token)
+        try:
+            raise ValueError(f"bad header Authorization: token {token}")
+        except ValueError:
+            log.exception("unexpected error")
+    finally:
+        for h in root.handlers[len(before) :]:
+            h.close()
+        root.handlers[:] = before
+    text = (settings.logs_dir / "server.log").read_text(encoding="utf-8")
+    assert "failed" in text and "unexpected error" in text and "Traceback" in text
+    assert "ValueError: bad header" in text
+    assert token not in text and token[4:20] not in text
+    assert "[REDACTED:" in text

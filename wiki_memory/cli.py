@@ -44,9 +44,20 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+class RedactingFormatter(logging.Formatter):
+    """A formatter whose output (message, arguments and traceback) has every secret the
+    sanitizer detects replaced by ``[REDACTED:<kind>]``: a library's error message may
+    quote a request path or a value that holds a token."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from wiki_memory.capture.sanitize import redact_text
+
+        return redact_text(super().format(record))[0]
+
+
 def _setup_logging(settings: Settings) -> None:
     settings.logs_dir.mkdir(parents=True, exist_ok=True)
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    fmt = RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     root = logging.getLogger()
     root.setLevel(logging.INFO)
     fh = logging.FileHandler(settings.logs_dir / "server.log", encoding="utf-8")
@@ -118,6 +129,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             port=settings.port,
             access_log=False,
             log_level="warning",
+            # no logging setup of uvicorn's own: its records (errors in the app,
+            # invalid requests) reach our handlers, server.log and stderr
+            log_config=None,
             lifespan="on",
         )
         server = uvicorn.Server(config)
