@@ -281,6 +281,24 @@ def test_vault_served_in_place_and_indexed_whole(tmp_path, name):
         ]
         assert unresolved_rep == want_unresolved
         assert len(bad) == len(want_unresolved) + want["attachments"]  # + missing images
+        # reindex of another folder while this one is served: refused, naming both
+        other = tmp_path / "other"
+        other.mkdir()
+        r = run_cli(data, "reindex", "--wiki", str(other))
+        assert r.returncode == 2 and str(vault.resolve()) in r.stderr, r.stdout + r.stderr
+    # once the server stops, plain doctor and reindex follow the vault this data directory
+    # indexed, instead of comparing its index with the empty default wiki
+    r = run_cli(data, "doctor", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(r.stdout)
+    assert (rep["wiki"], rep["wiki_source"], rep["index"]["lag"]) == (
+        str(vault.resolve()),
+        "index",
+        0,
+    )
+    r = run_cli(data, "reindex", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert f"reindexed {want['pages']} pages of {vault.resolve()}" in r.stdout
     # the vault is still the person's repository: branch, history, settings untouched
     assert (vault / ".obsidian" / "app.json").read_bytes() == app_json
     if demo:

@@ -120,7 +120,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         memory = Memory(settings, owner_user=tokens.owner_name())
         app = create_app(memory, tokens, manage_memory=True)
         print(
-            f"wiki-memory {address} serving {settings.data_dir} (Ctrl-C to stop)",
+            f"wiki-memory {address} serving "
+            + (
+                str(settings.data_dir)
+                if settings.wiki_path is None
+                else f"the wiki {settings.wiki_dir} (index and spool in {settings.data_dir})"
+            )
+            + " (Ctrl-C to stop)",
             file=sys.stderr,
         )
         config = uvicorn.Config(
@@ -230,12 +236,29 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
+    """Rebuild index.db from the wiki folder: ``--wiki PATH``, else the folder the index
+    was built from (a ``serve --wiki`` vault), else the data directory's ``wiki/``. With a
+    server running, the server rebuilds (its own wiki)."""
+    from wiki_memory.cli_wiki import _indexed_wiki_root
     from wiki_memory.datadir import ServerLock, ensure_layout
 
-    settings = _settings(args)
+    extra: dict[str, Any] = {}
+    if getattr(args, "wiki", None):
+        wiki = Path(args.wiki).expanduser().resolve()
+        if not wiki.is_dir():
+            raise CliError(f"--wiki {args.wiki}: not a folder", 2)
+        extra["wiki_path"] = wiki
+    settings = _settings(args, **extra)
+    root = _indexed_wiki_root(settings.index_path)
+    if not extra and root is not None and root != settings.wiki_dir and root.is_dir():
+        settings = _settings(args, wiki_path=root)
     ensure_layout(settings)
     lock = ServerLock(settings.data_dir)
     if lock.is_held_elsewhere():
+        if extra and root is not None and root != settings.wiki_dir:
+            raise CliError(
+                f"the running server serves {root}, not {settings.wiki_dir}: stop it first", 2
+            )
         res = _post(args, "/v1/admin/reindex", {}, timeout=3600)
         print(f"reindexed {res['pages']} pages (by the running server)")
         return 0
@@ -248,7 +271,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         idx.close()
     finally:
         lock.release()
-    print(f"reindexed {n} pages")
+    print(f"reindexed {n} pages of {settings.wiki_dir}")
     return 0
 
 
@@ -329,6 +352,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(fn=cmd_recall)
 
     x = sub.add_parser("reindex", help="rebuild index.db from the files")
+    x.add_argument(
+        "--wiki",
+        metavar="PATH",
+        help="the wiki folder (default: the one the index was built from, else <data-dir>/wiki)",
+    )
     x.add_argument("--quiet", action="store_true", help="no progress bar")
     x.add_argument("--url", help="server URL")
     x.set_defaults(fn=cmd_reindex)

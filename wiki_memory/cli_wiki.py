@@ -10,6 +10,7 @@ different file already had the name), 2 bad usage.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -287,8 +288,32 @@ def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, s
     return pages, skipped
 
 
-def doctor_report(settings: Settings, wait_seconds: float = 3.0) -> dict[str, Any]:
+def _indexed_wiki_root(db: Path) -> Path | None:
+    """The wiki folder ``db`` was built from (its ``meta`` table), read-only; None when
+    unknown or unreadable."""
+    import apsw
+
+    if not db.exists():
+        return None
+    try:
+        conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'wiki_root'").fetchone()
+        finally:
+            conn.close()
+    except apsw.Error:
+        return None
+    return Path(str(row[0])) if row else None
+
+
+def doctor_report(
+    settings: Settings, wait_seconds: float = 3.0, follow_index: bool = False
+) -> dict[str, Any]:
     """Check the wiki, its index, git and the server lock; never changes anything.
+
+    ``follow_index``: when the index was built from another existing folder than
+    ``settings.wiki_dir`` (the data directory last served a vault with ``serve --wiki``),
+    check that folder, and say so in ``wiki_source`` (``"index"``, else ``"settings"``).
 
     Returns ``{"ok", "errors", "warnings", "lock", "git", "index", "pages", "links",
     "skipped"}``: ``errors`` make ``ok`` False (index behind the files, a git operation
@@ -304,7 +329,17 @@ def doctor_report(settings: Settings, wait_seconds: float = 3.0) -> dict[str, An
 
     errors: list[str] = []
     warnings: list[str] = []
-    rep: dict[str, Any] = {"data_dir": str(settings.data_dir), "wiki": str(settings.wiki_dir)}
+    source = "settings"
+    if follow_index:
+        root = _indexed_wiki_root(settings.index_path)
+        if root is not None and root != settings.wiki_dir and root.is_dir():
+            settings = dataclasses.replace(settings, wiki_path=root)
+            source = "index"
+    rep: dict[str, Any] = {
+        "data_dir": str(settings.data_dir),
+        "wiki": str(settings.wiki_dir),
+        "wiki_source": source,
+    }
 
     lock = ServerLock(settings.data_dir)
     running = settings.data_dir.exists() and lock.is_held_elsewhere()
@@ -443,6 +478,8 @@ def _print_report(rep: dict[str, Any], limit: int) -> None:
         return f"  … and {len(items) - limit} more" if len(items) > limit else ""
 
     print(f"wiki:  {rep['wiki']}")
+    if rep.get("wiki_source") == "index":
+        print("       (the folder this data directory's index was built from; --wiki for another)")
     lock = rep.get("lock", {})
     print(
         "lock:  "
@@ -502,7 +539,7 @@ def _print_report(rep: dict[str, Any], limit: int) -> None:
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Check the wiki and print what is wrong; exit 1 on errors (``--strict``: warnings too)."""
     settings = _wiki_settings(args)
-    rep = doctor_report(settings)
+    rep = doctor_report(settings, follow_index=not getattr(args, "wiki", None))
     if args.json:
         print(json.dumps(rep, indent=1, ensure_ascii=False, default=str))
     else:

@@ -129,6 +129,7 @@ class Memory:
             self.index.rebuild(self.wiki_dir)
         else:
             self.index.sync_paths(self.wiki_dir, ["."])
+            self.index.set_wiki_root(self.wiki_dir)
         self._reindex_spool()
         for key, info in self.spool.sessions.items():
             if info.state.get("compiled_count", 0) < info.count:

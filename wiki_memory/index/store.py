@@ -39,6 +39,7 @@ the tables are dropped, recreated empty and :attr:`Index.needs_rebuild` is set)
                   candidates are worked out from ``names`` when read, not stored.
     ``names``     casefolded title, file stem, aliases and path (no ``.md``) of each
                   page, for backlinks.
+    ``meta``      ``wiki_root``: the wiki folder the index was built from.
     ``spool``/``spool_fts``  uncompiled observations, so a running session is
                   searchable before its page is written.
 
@@ -89,7 +90,7 @@ __all__ = [
     "BM25_WEIGHTS",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Bump when the schema or what is stored in it changes: old indexes are then rebuilt."""
 
 BM25_WEIGHTS = {"title": 10.0, "aliases": 8.0, "tags": 4.0, "heading": 3.0, "body": 1.0}
@@ -159,6 +160,10 @@ CREATE TABLE names(
 );
 CREATE INDEX names_key ON names(key);
 CREATE INDEX names_path ON names(path);
+CREATE TABLE meta(
+    key TEXT PRIMARY KEY,   -- 'wiki_root': the wiki folder the index was built from
+    value TEXT
+);
 CREATE TABLE files(
     path TEXT PRIMARY KEY,  -- a file that is not a page (an attachment: image, pdf, ...)
     size INTEGER,
@@ -504,6 +509,18 @@ class Index:
         row = self._conn().execute("SELECT hash FROM pages WHERE path = ?", (path,)).fetchone()
         return None if row is None else str(row[0])
 
+    def wiki_root(self) -> str | None:
+        """The absolute wiki folder this index was last built or reconciled from (see
+        :meth:`set_wiki_root`), or None when unknown."""
+        row = self._conn().execute("SELECT value FROM meta WHERE key = 'wiki_root'").fetchone()
+        return None if row is None else str(row[0])
+
+    def set_wiki_root(self, wiki_dir: Path | str) -> None:
+        """Record the wiki folder the index holds (so a tool run without ``--wiki`` can
+        tell that the index belongs to another folder, e.g. a ``serve --wiki`` vault)."""
+        with self._write_lock, self._conn() as conn:
+            _set_meta(conn, "wiki_root", os.path.abspath(wiki_dir))
+
     def paths(self) -> dict[str, str]:
         """Every indexed page: path → sha256 hex of its bytes."""
         return {p: h for p, h in self._conn().execute("SELECT path, hash FROM pages")}
@@ -696,6 +713,7 @@ class Index:
                 with new:
                     new.execute(_SCHEMA_TABLES)
                     new.pragma("user_version", SCHEMA_VERSION)
+                    _set_meta(new, "wiki_root", os.path.abspath(root))
                 pages: list[tuple[str, os.stat_result]] = []
                 other: list[tuple[str, os.stat_result]] = []
                 for rel, st, is_page in _walk(root, root_real, "", files=True):
@@ -1514,6 +1532,14 @@ def _file_delete(conn: apsw.Connection, path: str, dirty: _Dirty) -> bool:
 
 
 # --- link resolution -------------------------------------------------------------------
+
+
+def _set_meta(conn: apsw.Connection, key: str, value: str) -> None:
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?) "
+        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
 
 
 def _chunks(items: Sequence[Any], n: int = 500) -> Iterator[Sequence[Any]]:
