@@ -278,6 +278,21 @@ def test_identifier_text_unit() -> None:
     assert split_identifiers("getUserName x_y") == "get User Name x y"
 
 
+def test_identifier_word_cache_keeps_no_long_words() -> None:
+    """Pages full of base64 data URIs must not leave hundreds of MB in the word cache."""
+    from wiki_memory.index import text as text_mod
+
+    rng = random.Random(3)
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    blobs = ["data:image/png;base64," + "".join(rng.choices(alphabet, k=20_000)) for _ in range(40)]
+    for blob in blobs:
+        ex = identifier_expansions(f"see {blob} and getUserName")
+        assert "get User Name" in ex  # still expanded, every time
+    cached = list(text_mod._WORD_IDS) + list(text_mod._PLAIN_WORDS)
+    assert not any(b in cached for b in blobs)
+    assert "getUserName" in cached  # short words are
+
+
 # --- rebuild, incremental, files -------------------------------------------------------------
 
 

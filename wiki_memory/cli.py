@@ -264,6 +264,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         return 0
     from wiki_memory.index.store import Index
 
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)  # unwind: helpers stopped, temporary files removed
+
+    signal.signal(signal.SIGTERM, stop)
     lock.acquire("reindex")
     try:
         idx = Index(settings.index_path)

@@ -2,24 +2,31 @@
 
 A rebuild parses thousands of pages (pure Python, so threads do not help) and inserts
 them into SQLite on the calling thread. :func:`map_unordered` spreads the parsing over
-``helpers`` extra processes (``multiprocessing``, started with ``spawn``) and has
-the caller parse too, one item at a time, whenever no helper result is waiting. On
-``n`` cores, ``n - 1`` helpers keep every core busy without a third process competing
-with the inserts.
+``helpers`` extra processes (``multiprocessing``, started with ``spawn``) and has the
+caller parse too, one item at a time. On ``n`` cores, ``n - 1`` helpers keep every core
+busy without a third process competing with the inserts.
 
-The caller reads the helpers' pipes itself, between its own items: a result-reading
-thread in the caller would wait up to the interpreter's switch interval (5 ms) for
-the GIL after every pipe read while the caller parses, and large results take many
-reads. A helper writes a large result to a file in a private temporary directory
-and sends only its name, so it never waits for a caller busy with its own work
-(a pipe holds 64 KiB); the caller reads the file in one call and deletes it.
+How work moves:
 
-It never hangs on its helpers: when the caller has nothing left to do and no helper
-result arrives for ``stall_seconds`` (a helper stuck, or blocked importing a
-``__main__`` without a ``__main__`` guard), the caller computes the outstanding items
-itself and stops the helpers; a helper that dies has its items computed by the caller.
-An item whose helper raised is computed again by the caller, so a real error is raised
-where the caller can see it.
+- The items are written once to a file in a private temporary directory that every
+  helper loads; a task is then a short list of item numbers, so the caller never
+  blocks sending one (the socket's buffer holds hundreds of them).
+- A helper answers a task with its pickled results, or, when they are larger than
+  32 KiB, with the name of a file holding them (in the same directory), so it never
+  waits for a caller busy inside an insert; the caller reads such a file in one call
+  and deletes it.
+- The caller reads the helpers' sockets itself, between its own items: a
+  result-reading thread in the caller would wait up to the interpreter's switch
+  interval (5 ms) for the GIL after every read while the caller parses.
+- The caller takes single items from the far end of the queue. When the queue is
+  empty it takes back the helpers' newest tasks, item by item, skipping items already
+  done. A result that arrives for items the caller did meanwhile is dropped. So the
+  caller never waits for a helper: a slow, stuck or dead helper (or one blocked
+  importing a script without a ``__main__`` guard) costs nothing but its own core.
+- An item whose helper raised is computed again by the caller, so a real error is
+  raised where the caller can see it.
+
+Without a usable temporary directory everything runs in the caller.
 """
 
 from __future__ import annotations
@@ -28,10 +35,13 @@ import logging
 import multiprocessing
 import os
 import pickle
+import re
+import shutil
 import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = ["map_unordered"]
@@ -41,49 +51,52 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 
-
-def _context() -> Any:
-    """Helpers are started with ``spawn``: a fresh interpreter, safe in a process that
-    runs threads (``fork`` is not), and ``Process.start`` returns at once (the helper
-    imports what it needs while the caller already works)."""
-    return multiprocessing.get_context("spawn")
-
-
-#: results larger than this (pickled bytes) travel through a file, not the pipe
+#: results larger than this (pickled bytes) travel through a file, not the socket
 _INLINE_MAX = 32 * 1024
+
+#: tasks queued per helper, so it keeps working while the caller is busy elsewhere
+_QUEUED = 8
+
+_SPILL_PREFIX = "wiki-memory-map-"
+_SPILL_RE = re.compile(rf"{_SPILL_PREFIX}(\d+)-")
 
 
 def _serve(conn: Connection, fn: Callable[[Any], Any], spill: str) -> None:
-    """A helper's loop: receive a list of items; send back ``("data", pickled results)``,
-    ``("file", path)`` when the pickled results are large (written under ``spill``;
-    through the pipe when ``spill`` is empty or the file cannot be written), or
-    ``("error", text)``. ``None`` or a closed pipe ends it."""
-    seq = 0
-    while True:
-        try:
-            batch = conn.recv()
-        except (EOFError, OSError):
-            return
-        if batch is None:
-            return
-        try:
-            data = pickle.dumps([fn(item) for item in batch], pickle.HIGHEST_PROTOCOL)
-            reply: tuple[str, Any] = ("data", data)
-            if spill and len(data) > _INLINE_MAX:
-                seq += 1
-                path = os.path.join(spill, f"{os.getpid()}-{seq}.pickle")
-                try:
-                    with open(path, "wb") as f:
-                        f.write(data)
-                    reply = ("file", path)
-                except OSError:  # a full or read-only disk: the pipe still works
-                    spill = ""
-        except Exception as exc:  # noqa: BLE001 - reported; the caller recomputes
-            reply = ("error", f"{type(exc).__name__}: {exc}")
-        try:
-            conn.send(reply)
-        except (OSError, ValueError):
-            return
+    """A helper's loop. Loads the items from ``spill``/items.pickle, then answers each
+    task (a list of item numbers) with ``("data", pickled results)``, ``("file",
+    path)`` for large results, or ``("error", text)``. ``None``, a closed socket or
+    Ctrl-C ends it."""
+    try:
+        with open(os.path.join(spill, "items.pickle"), "rb") as f:
+            items = pickle.load(f)  # noqa: S301 - written by the caller that started us
+        seq = 0
+        while True:
+            try:
+                task = conn.recv()
+            except (EOFError, OSError):
+                return
+            if task is None:
+                return
+            try:
+                data = pickle.dumps([fn(items[i]) for i in task], pickle.HIGHEST_PROTOCOL)
+                reply: tuple[str, Any] = ("data", data)
+                if len(data) > _INLINE_MAX:
+                    seq += 1
+                    path = os.path.join(spill, f"{os.getpid()}-{seq}.pickle")
+                    try:
+                        with open(path, "wb") as f:
+                            f.write(data)
+                        reply = ("file", path)
+                    except OSError:  # a full disk: the socket still works
+                        pass
+            except Exception as exc:  # noqa: BLE001 - reported; the caller recomputes
+                reply = ("error", f"{type(exc).__name__}: {exc}")
+            try:
+                conn.send(reply)
+            except (OSError, ValueError):
+                return
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the caller decides
+        return
 
 
 def _load(kind: str, payload: Any) -> list[Any]:
@@ -96,8 +109,27 @@ def _load(kind: str, payload: Any) -> list[Any]:
     return pickle.loads(data)  # noqa: S301 - our own helper process wrote it
 
 
-#: batches queued per helper, so it keeps working while the caller is busy elsewhere
-_QUEUED = 8
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _clear_stale_spills() -> None:
+    """Remove the temporary directories of earlier runs whose process is gone (killed
+    before it could clean up)."""
+    try:
+        entries = list(Path(tempfile.gettempdir()).glob(f"{_SPILL_PREFIX}*"))
+    except OSError:
+        return
+    for entry in entries:
+        m = _SPILL_RE.match(entry.name)
+        if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 class _Helper:
@@ -106,15 +138,18 @@ class _Helper:
     def __init__(self, proc: Any, conn: Connection) -> None:
         self.proc = proc
         self.conn = conn
-        self.out: deque[list[int]] = deque()  # item indices sent, oldest first
+        self.out: deque[list[int]] = deque()  # tasks sent and not answered, oldest first
 
     def stop(self) -> None:
-        try:
-            self.conn.send(None)
-        except (OSError, ValueError):
-            pass
+        """End the helper: politely when it is idle, at once when it still works on
+        tasks whose items the caller has done."""
+        if not self.out:
+            try:
+                self.conn.send(None)
+            except (OSError, ValueError):
+                pass
+            self.proc.join(0.5)
         self.conn.close()
-        self.proc.join(1.0)
         if self.proc.is_alive():
             self.proc.terminate()
             self.proc.join(1.0)
@@ -129,102 +164,113 @@ def map_unordered(
     helpers: int,
     *,
     batch: int = 32,
-    stall_seconds: float = 20.0,
 ) -> Iterator[R]:
     """Yield ``fn(item)`` once for every item of ``items``, in no particular order.
 
     ``fn`` must be a module-level function; items and results must pickle. Helpers get
-    ``batch`` items at a time (eight batches queued each); the caller takes single items
-    from the other end. With ``helpers`` < 1, fewer than ``2 * batch`` items, or when
-    no helper process can be started, everything runs in the calling process, in
-    order. ``stall_seconds``: how long the caller, with nothing left to compute,
-    waits for a helper before taking its items back. Exceptions
-    from ``fn`` propagate from the caller's own calls only. Closing the generator
-    early stops the helpers.
+    tasks of ``batch`` items (eight queued each); the caller takes single items from
+    the other end and, once none are left, takes back the helpers' queued items. With
+    ``helpers`` < 1, fewer than ``2 * batch`` items, no usable temporary directory, or
+    when no helper process can be started, everything runs in the calling process, in
+    order. Exceptions from ``fn`` propagate from the caller's own calls only.
+    Closing the generator early stops the helpers and removes the temporary files.
     """
     if helpers < 1 or len(items) < 2 * batch:
-        for item in items:
-            yield fn(item)
+        yield from (fn(item) for item in items)
+        return
+    _clear_stale_spills()
+    try:
+        spill = tempfile.mkdtemp(prefix=f"{_SPILL_PREFIX}{os.getpid()}-")
+        with open(os.path.join(spill, "items.pickle"), "wb") as f:
+            pickle.dump(list(items), f, pickle.HIGHEST_PROTOCOL)
+    except OSError as exc:
+        log.warning("no usable temporary directory (%s); parsing in this process alone", exc)
+        yield from (fn(item) for item in items)
         return
     team: list[_Helper] = []
     try:
-        spill: tempfile.TemporaryDirectory[str] | None = tempfile.TemporaryDirectory(
-            prefix="wiki-memory-map-"
-        )
-    except OSError:  # no writable temporary directory: results come through the pipes
-        spill = None
-    try:
-        ctx = _context()
+        ctx = multiprocessing.get_context("spawn")  # safe in a threaded process; fork is not
         for _ in range(helpers):
             mine, theirs = ctx.Pipe()
-            proc = ctx.Process(
-                target=_serve, args=(theirs, fn, spill.name if spill else ""), daemon=True
-            )
+            proc = ctx.Process(target=_serve, args=(theirs, fn, spill), daemon=True)
             proc.start()
             theirs.close()
             team.append(_Helper(proc, mine))
     except (OSError, RuntimeError, ValueError, AssertionError) as exc:
         log.warning("could not start %d helper processes (%s); working alone", helpers, exc)
+    yield from _run(fn, items, team, batch, spill)
+
+
+def _run(
+    fn: Callable[[T], R], items: Sequence[T], team: list[_Helper], batch: int, spill: str
+) -> Iterator[R]:
     pending = deque(range(len(items)))  # not handed out yet; helpers take from the left
+    done = bytearray(len(items))  # 1 once the item's result was yielded
+    left = len(items)
 
-    def send(h: _Helper) -> bool:
-        idxs = [pending.popleft() for _ in range(min(batch, len(pending)))]
-        if not idxs:
-            return False
+    def send(h: _Helper) -> None:
+        task = [pending.popleft() for _ in range(min(batch, len(pending)))]
+        if not task:
+            return
         try:
-            h.conn.send([items[i] for i in idxs])
-        except (OSError, ValueError):
-            pending.extendleft(reversed(idxs))
-            return False
-        h.out.append(idxs)
-        return True
+            h.conn.send(task)
+        except (OSError, ValueError):  # the helper is gone: the caller does these
+            pending.extendleft(reversed(task))
+            return
+        h.out.append(task)
 
-    def drop(h: _Helper) -> None:
-        """Take back every item sent to ``h`` and let it go."""
-        for idxs in reversed(h.out):
-            pending.extendleft(reversed(idxs))
-        h.out.clear()
-        team.remove(h)
-        h.stop()
+    def steal() -> int | None:
+        """An item not done yet from the newest task of the busiest helper. Items are
+        taken from the end of a task, so an answer still pairs with what is left of it
+        (a helper answers for its whole task, in order)."""
+        for h in sorted(team, key=lambda x: -sum(len(t) for t in x.out)):
+            for task in reversed(h.out):
+                while task and done[task[-1]]:
+                    task.pop()
+                if task:
+                    return task.pop()
+        return None
 
     try:
-        for h in list(team):
+        for h in team:
             for _ in range(_QUEUED):
-                if not send(h):
-                    break
-        while pending or any(h.out for h in team):
-            busy = [h for h in team if h.out]
-            ready = wait([h.conn for h in busy], timeout=0 if pending else stall_seconds)
-            if not ready:
-                if pending:
-                    yield fn(items[pending.pop()])
-                    continue
-                log.warning(
-                    "helpers gave no result in %.0f s; finishing their items here", stall_seconds
-                )
-                for h in busy:
-                    drop(h)
-                continue
-            for h in busy:
-                if h.conn not in ready:
-                    continue
+                send(h)
+        while left:
+            ready = wait([h.conn for h in team if h.out], timeout=0) if team else []
+            for h in [x for x in team if x.conn in ready]:
                 try:
                     kind, payload = h.conn.recv()
                     results = None if kind == "error" else _load(kind, payload)
                 except (EOFError, OSError, pickle.UnpicklingError) as exc:
-                    log.warning("a helper process ended (%s); finishing its items here", exc)
-                    drop(h)
+                    log.warning("a helper process ended (%s); its items are done here", exc)
+                    for task in h.out:
+                        pending.extendleft(reversed([i for i in task if not done[i]]))
+                    h.out.clear()
+                    team.remove(h)
+                    h.stop()
                     continue
-                idxs = h.out.popleft()
-                if results is not None:
-                    yield from results
-                else:
+                task = h.out.popleft()
+                if results is None:
                     log.warning("a helper failed (%s); redoing its items here", payload)
-                    for i in idxs:
-                        yield fn(items[i])
+                    pending.extend(i for i in task if not done[i])
+                else:
+                    for i, r in zip(task, results, strict=False):
+                        if not done[i]:
+                            done[i] = 1
+                            left -= 1
+                            yield r
                 send(h)
+            if not left:
+                break
+            j: int | None = pending.pop() if pending else steal()
+            if j is None:  # cannot happen while items are left; never spin on it
+                wait([h.conn for h in team if h.out], timeout=1.0)
+                continue
+            if not done[j]:
+                done[j] = 1
+                left -= 1
+                yield fn(items[j])
     finally:
         for h in team:
             h.stop()
-        if spill is not None:
-            spill.cleanup()
+        shutil.rmtree(spill, ignore_errors=True)

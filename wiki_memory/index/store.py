@@ -1747,11 +1747,12 @@ def _read(path: Path) -> bytes | None:
 def _rebuild_workers(n_pages: int) -> int:
     """Processes that parse pages in a rebuild of ``n_pages``, the calling one included:
     1 (no helpers) below 1,000 pages, else the CPU count up to 4.
-    ``WIKI_MEMORY_REINDEX_WORKERS`` overrides (0 or 1: this process alone)."""
+    ``WIKI_MEMORY_REINDEX_WORKERS`` overrides (0 or 1: this process alone; at most twice
+    the CPU count)."""
     env = os.environ.get("WIKI_MEMORY_REINDEX_WORKERS")
     if env is not None:
         try:
-            return max(1, int(env))
+            return max(1, min(int(env), 2 * (os.cpu_count() or 1)))
         except ValueError:
             return 1
     if n_pages < 1000:

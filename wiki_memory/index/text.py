@@ -298,6 +298,7 @@ def _expand_token_uncached(token: str) -> list[str]:
 _WORD_IDS: dict[str, tuple[str, ...]] = {}
 _PLAIN_WORDS: set[str] = set()
 _WORD_CACHE_MAX = 300_000
+_WORD_CACHE_LEN = 64  # longer words are not cached: the cache stays under ~40 MB
 
 
 def _word_identifiers(word: str) -> tuple[str, ...]:
@@ -328,10 +329,12 @@ def identifier_expansions(text: str) -> list[str]:
         ids = _WORD_IDS.get(word)
         if ids is None:
             ids = _word_identifiers(word)
-            if not ids:
+            if len(word) > _WORD_CACHE_LEN:  # base64 blobs, URLs: not worth keeping
+                pass
+            elif not ids:
                 _PLAIN_WORDS.add(word)
-                continue
-            _WORD_IDS[word] = ids
+            else:
+                _WORD_IDS[word] = ids
         found.update(ids)
     if not found:
         return []
