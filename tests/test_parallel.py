@@ -50,20 +50,35 @@ def slow_first_in_helper(item: int) -> int:
 
 
 def die_in_helper(item: int) -> int:
-    if in_helper():
+    if in_helper() and item > 64:
         os._exit(3)
+    time.sleep(0.002)
     return item * 2
 
 
-def fail_in_helper(item: int) -> int:
-    if in_helper() and item % 7 == 0:
+def fail_in_helper(item: int) -> tuple[int, int]:
+    if in_helper() and item % 97 == 0:
         raise ValueError(f"helper refuses {item}")
-    return item * 2
+    time.sleep(0.002)
+    return item * 2, os.getpid()
 
 
 def big(item: int) -> str:
-    """A result large enough that a batch of them does not fit a pipe's buffer."""
+    """A result large enough that a batch of them does not fit a socket's buffer."""
+    time.sleep(0.002)
     return f"{item:06d}" * 1000
+
+
+class TwoArgs(Exception):
+    """Pickles, but does not unpickle (its args are one string, __init__ wants two)."""
+
+    def __init__(self, a: int, b: int) -> None:
+        super().__init__(f"{a}+{b}")
+
+
+def unreadable_result(item: int) -> TwoArgs | tuple[int, int]:
+    time.sleep(0.002)
+    return TwoArgs(item, 1) if item % 50 == 0 else (item, os.getpid())
 
 
 def fail_everywhere(item: int) -> int:
@@ -122,12 +137,16 @@ def test_long_items_and_large_results_never_deadlock() -> None:
 
 def test_a_helper_that_dies_has_its_items_done_by_the_caller() -> None:
     items = list(range(300))
+    items = list(range(1000))
     assert sorted(map_unordered(die_in_helper, items, 2, batch=8)) == [i * 2 for i in items]
 
 
 def test_a_helper_error_is_retried_in_the_caller() -> None:
     items = list(range(300))
-    assert sorted(map_unordered(fail_in_helper, items, 1, batch=8)) == [i * 2 for i in items]
+    items = list(range(1000))
+    out = list(map_unordered(fail_in_helper, items, 1, batch=8))
+    assert sorted(v for v, _ in out) == [i * 2 for i in items]
+    assert {pid for _, pid in out} - {os.getpid()}  # the helper's other answers were used
 
 
 def test_a_real_error_reaches_the_caller() -> None:
@@ -172,10 +191,43 @@ def test_temporary_files_of_a_killed_run_are_removed(tmp_path, monkeypatch) -> N
     stale = tmp_path / f"wiki-memory-map-{dead}-abc"
     stale.mkdir()
     (stale / "items.pickle").write_bytes(b"x" * 1000)
+    hour_ago = time.time() - 7200
+    os.utime(stale, (hour_ago, hour_ago))
+    recent = tmp_path / f"wiki-memory-map-{dead}-fresh"  # maybe a live run elsewhere: kept
+    recent.mkdir()
     alive = tmp_path / f"wiki-memory-map-{os.getppid()}-def"  # a live process's: kept
     alive.mkdir()
+    os.utime(alive, (hour_ago, hour_ago))
+    stray = tmp_path / "wiki-memory-map-99999999999999999999-x"  # not a pid at all: kept
+    stray.mkdir()
+    os.utime(stray, (hour_ago, hour_ago))
     assert sorted(map_unordered(abs, list(range(-100, 0)), 1, batch=8)) == list(range(1, 101))
-    assert sorted(p.name for p in tmp_path.iterdir()) == [alive.name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [recent.name, alive.name, stray.name]
+    )
+
+
+def test_a_full_temporary_directory_means_working_alone_and_leaves_nothing(
+    tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setattr(parallel.tempfile, "tempdir", str(tmp_path))
+
+    def full(*args: object, **kw: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(parallel.pickle, "dump", full)
+    out = list(map_unordered(tagged, list(range(200)), 2, batch=8))
+    assert sorted(out) == [(i, os.getpid()) for i in range(200)]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_answer_that_cannot_be_read_is_redone_by_the_caller() -> None:
+    out = list(map_unordered(unreadable_result, list(range(1000)), 1, batch=8))
+    bad = sorted(str(x) for x in out if isinstance(x, TwoArgs))
+    assert bad == sorted(f"{i}+1" for i in range(0, 1000, 50))
+    good = [x for x in out if not isinstance(x, TwoArgs)]
+    assert sorted(i for i, _ in good) == [i for i in range(1000) if i % 50]
+    assert {pid for _, pid in good} - {os.getpid()}  # readable answers were used
 
 
 def _processes_with_env(name: str, value: str) -> list[int]:

@@ -31,6 +31,7 @@ Without a usable temporary directory everything runs in the caller.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -38,6 +39,7 @@ import pickle
 import re
 import shutil
 import tempfile
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
@@ -51,8 +53,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 
-#: results larger than this (pickled bytes) travel through a file, not the socket
-_INLINE_MAX = 32 * 1024
+#: answers larger than this (pickled bytes) travel through a file. Small enough that a
+#: message is one write (``Connection`` writes up to 16 KiB in one call), so the caller
+#: never finds half a message waiting and blocks reading the rest.
+_INLINE_MAX = 8 * 1024
 
 #: tasks queued per helper, so it keeps working while the caller is busy elsewhere
 _QUEUED = 8
@@ -64,8 +68,8 @@ _SPILL_RE = re.compile(rf"{_SPILL_PREFIX}(\d+)-")
 def _serve(conn: Connection, fn: Callable[[Any], Any], spill: str) -> None:
     """A helper's loop. Loads the items from ``spill``/items.pickle, then answers each
     task (a list of item numbers) with ``("data", pickled results)``, ``("file",
-    path)`` for large results, or ``("error", text)``. ``None``, a closed socket or
-    Ctrl-C ends it."""
+    path)`` for results over :data:`_INLINE_MAX` bytes, or ``("error", text)`` (also
+    when the file cannot be written). ``None``, a closed socket or Ctrl-C ends it."""
     try:
         with open(os.path.join(spill, "items.pickle"), "rb") as f:
             items = pickle.load(f)  # noqa: S301 - written by the caller that started us
@@ -77,19 +81,20 @@ def _serve(conn: Connection, fn: Callable[[Any], Any], spill: str) -> None:
                 return
             if task is None:
                 return
+            path = ""
             try:
                 data = pickle.dumps([fn(items[i]) for i in task], pickle.HIGHEST_PROTOCOL)
                 reply: tuple[str, Any] = ("data", data)
                 if len(data) > _INLINE_MAX:
                     seq += 1
                     path = os.path.join(spill, f"{os.getpid()}-{seq}.pickle")
-                    try:
-                        with open(path, "wb") as f:
-                            f.write(data)
-                        reply = ("file", path)
-                    except OSError:  # a full disk: the socket still works
-                        pass
+                    with open(path, "wb") as f:
+                        f.write(data)
+                    reply = ("file", path)
             except Exception as exc:  # noqa: BLE001 - reported; the caller recomputes
+                if path:  # a full disk: drop the partial file
+                    with contextlib.suppress(OSError):
+                        os.remove(path)
                 reply = ("error", f"{type(exc).__name__}: {exc}")
             try:
                 conn.send(reply)
@@ -114,22 +119,34 @@ def _pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except OSError:  # exists, owned by someone else
+    except (OSError, OverflowError, ValueError):  # someone else's, or not a pid at all
         return True
     return True
 
 
+#: a directory untouched this long whose process is gone is left over (a run in another
+#: pid namespace sharing the temporary directory looks gone, but keeps touching its own)
+_STALE_SECONDS = 3600.0
+
+
 def _clear_stale_spills() -> None:
-    """Remove the temporary directories of earlier runs whose process is gone (killed
-    before it could clean up)."""
+    """Remove the temporary directories of earlier runs killed before they could clean
+    up: their process is gone and nothing was written there for an hour."""
     try:
         entries = list(Path(tempfile.gettempdir()).glob(f"{_SPILL_PREFIX}*"))
     except OSError:
         return
+    now = time.time()
     for entry in entries:
         m = _SPILL_RE.match(entry.name)
-        if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
-            shutil.rmtree(entry, ignore_errors=True)
+        if not m or int(m.group(1)) == os.getpid() or _pid_alive(int(m.group(1))):
+            continue
+        try:
+            if now - entry.lstat().st_mtime < _STALE_SECONDS or not entry.is_dir():
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
 
 
 class _Helper:
@@ -140,22 +157,32 @@ class _Helper:
         self.conn = conn
         self.out: deque[list[int]] = deque()  # tasks sent and not answered, oldest first
 
-    def stop(self) -> None:
-        """End the helper: politely when it is idle, at once when it still works on
-        tasks whose items the caller has done."""
-        if not self.out:
-            try:
+    def begin_stop(self) -> None:
+        """Ask an idle helper to end; kill at once one still working on tasks whose
+        items the caller has done (SIGKILL also ends a stopped process)."""
+        if self.out:
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+        else:
+            with contextlib.suppress(OSError, ValueError):
                 self.conn.send(None)
-            except (OSError, ValueError):
-                pass
-            self.proc.join(0.5)
+
+    def finish_stop(self, deadline: float) -> None:
+        """Wait for it until ``deadline`` (monotonic), then kill it."""
+        self.proc.join(max(0.0, deadline - time.monotonic()))
+        if self.proc.is_alive():
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+            self.proc.join(1.0)
         self.conn.close()
-        if self.proc.is_alive():
-            self.proc.terminate()
-            self.proc.join(1.0)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join(1.0)
+
+
+def _stop_all(team: list[_Helper]) -> None:
+    for h in team:
+        h.begin_stop()
+    deadline = time.monotonic() + 0.5
+    for h in team:
+        h.finish_stop(deadline)
 
 
 def map_unordered(
@@ -181,29 +208,38 @@ def map_unordered(
     _clear_stale_spills()
     try:
         spill = tempfile.mkdtemp(prefix=f"{_SPILL_PREFIX}{os.getpid()}-")
-        with open(os.path.join(spill, "items.pickle"), "wb") as f:
-            pickle.dump(list(items), f, pickle.HIGHEST_PROTOCOL)
     except OSError as exc:
         log.warning("no usable temporary directory (%s); parsing in this process alone", exc)
         yield from (fn(item) for item in items)
         return
     team: list[_Helper] = []
     try:
-        ctx = multiprocessing.get_context("spawn")  # safe in a threaded process; fork is not
-        for _ in range(helpers):
-            mine, theirs = ctx.Pipe()
-            proc = ctx.Process(target=_serve, args=(theirs, fn, spill), daemon=True)
-            proc.start()
-            theirs.close()
-            team.append(_Helper(proc, mine))
-    except (OSError, RuntimeError, ValueError, AssertionError) as exc:
-        log.warning("could not start %d helper processes (%s); working alone", helpers, exc)
-    yield from _run(fn, items, team, batch, spill)
+        try:
+            with open(os.path.join(spill, "items.pickle"), "wb") as f:
+                pickle.dump(list(items), f, pickle.HIGHEST_PROTOCOL)
+        except OSError as exc:
+            log.warning("temporary directory not writable (%s); parsing alone", exc)
+            yield from (fn(item) for item in items)
+            return
+        try:
+            ctx = multiprocessing.get_context("spawn")  # safe with threads; fork is not
+            for _ in range(helpers):
+                mine, theirs = ctx.Pipe()
+                proc = ctx.Process(target=_serve, args=(theirs, fn, spill), daemon=True)
+                proc.start()
+                theirs.close()
+                team.append(_Helper(proc, mine))
+        except (OSError, RuntimeError, ValueError, AssertionError) as exc:
+            log.warning("could not start %d helper processes (%s); working alone", helpers, exc)
+        yield from _run(fn, items, team, batch)
+    finally:
+        _stop_all(team)
+        shutil.rmtree(spill, ignore_errors=True)
 
 
-def _run(
-    fn: Callable[[T], R], items: Sequence[T], team: list[_Helper], batch: int, spill: str
-) -> Iterator[R]:
+def _run(fn: Callable[[T], R], items: Sequence[T], team: list[_Helper], batch: int) -> Iterator[R]:
+    """The caller's loop of :func:`map_unordered` (helpers started; the caller stops
+    them)."""
     pending = deque(range(len(items)))  # not handed out yet; helpers take from the left
     done = bytearray(len(items))  # 1 once the item's result was yielded
     left = len(items)
@@ -231,46 +267,44 @@ def _run(
                     return task.pop()
         return None
 
-    try:
-        for h in team:
-            for _ in range(_QUEUED):
-                send(h)
-        while left:
-            ready = wait([h.conn for h in team if h.out], timeout=0) if team else []
-            for h in [x for x in team if x.conn in ready]:
-                try:
-                    kind, payload = h.conn.recv()
-                    results = None if kind == "error" else _load(kind, payload)
-                except (EOFError, OSError, pickle.UnpicklingError) as exc:
-                    log.warning("a helper process ended (%s); its items are done here", exc)
-                    for task in h.out:
-                        pending.extendleft(reversed([i for i in task if not done[i]]))
-                    h.out.clear()
-                    team.remove(h)
-                    h.stop()
-                    continue
-                task = h.out.popleft()
-                if results is None:
-                    log.warning("a helper failed (%s); redoing its items here", payload)
-                    pending.extend(i for i in task if not done[i])
-                else:
-                    for i, r in zip(task, results, strict=False):
-                        if not done[i]:
-                            done[i] = 1
-                            left -= 1
-                            yield r
-                send(h)
-            if not left:
-                break
-            j: int | None = pending.pop() if pending else steal()
-            if j is None:  # cannot happen while items are left; never spin on it
-                wait([h.conn for h in team if h.out], timeout=1.0)
+    for h in team:
+        for _ in range(_QUEUED):
+            send(h)
+    while left:
+        ready = wait([h.conn for h in team if h.out], timeout=0) if team else []
+        for h in [x for x in team if x.conn in ready]:
+            try:
+                kind, payload = h.conn.recv()
+            except (EOFError, OSError) as exc:
+                log.warning("a helper process ended (%s); its items are done here", exc)
+                for task in h.out:
+                    pending.extendleft(reversed([i for i in task if not done[i]]))
+                h.out.clear()
+                team.remove(h)
+                _stop_all([h])
                 continue
-            if not done[j]:
-                done[j] = 1
-                left -= 1
-                yield fn(items[j])
-    finally:
-        for h in team:
-            h.stop()
-        shutil.rmtree(spill, ignore_errors=True)
+            task = h.out.popleft()
+            try:
+                results = None if kind == "error" else _load(kind, payload)
+            except Exception as exc:  # noqa: BLE001 - unreadable answer: redo it here
+                results, payload = None, f"{type(exc).__name__}: {exc}"
+            if results is None:
+                log.warning("a helper failed (%s); redoing its items here", payload)
+                pending.extend(i for i in task if not done[i])
+            else:
+                for i, r in zip(task, results, strict=False):
+                    if not done[i]:
+                        done[i] = 1
+                        left -= 1
+                        yield r
+            send(h)
+        if not left:
+            break
+        j: int | None = pending.pop() if pending else steal()
+        if j is None:  # cannot happen while items are left; never spin on it
+            wait([h.conn for h in team if h.out], timeout=1.0)
+            continue
+        if not done[j]:
+            done[j] = 1
+            left -= 1
+            yield fn(items[j])
