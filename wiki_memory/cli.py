@@ -239,23 +239,18 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     """Rebuild index.db from the wiki folder: ``--wiki PATH``, else the folder the index
     was built from (a ``serve --wiki`` vault), else the data directory's ``wiki/``. With a
     server running, the server rebuilds (its own wiki)."""
-    from wiki_memory.cli_wiki import _indexed_wiki_root
+    from wiki_memory.cli_wiki import _indexed_wiki_root, _wiki_settings
     from wiki_memory.datadir import ServerLock, ensure_layout
 
-    extra: dict[str, Any] = {}
-    if getattr(args, "wiki", None):
-        wiki = Path(args.wiki).expanduser().resolve()
-        if not wiki.is_dir():
-            raise CliError(f"--wiki {args.wiki}: not a folder", 2)
-        extra["wiki_path"] = wiki
-    settings = _settings(args, **extra)
+    explicit = bool(getattr(args, "wiki", None))
+    settings = _wiki_settings(args)
     root = _indexed_wiki_root(settings.index_path)
-    if not extra and root is not None and root != settings.wiki_dir and root.is_dir():
+    if not explicit and root is not None and root != settings.wiki_dir and root.is_dir():
         settings = _settings(args, wiki_path=root)
     ensure_layout(settings)
     lock = ServerLock(settings.data_dir)
     if lock.is_held_elsewhere():
-        if extra and root is not None and root != settings.wiki_dir:
+        if explicit and root is not None and root != settings.wiki_dir:
             raise CliError(
                 f"the running server serves {root}, not {settings.wiki_dir}: stop it first", 2
             )
