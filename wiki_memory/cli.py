@@ -239,12 +239,13 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     """Rebuild index.db from the wiki folder: ``--wiki PATH``, else the folder the index
     was built from (a ``serve --wiki`` vault), else the data directory's ``wiki/``. With a
     server running, the server rebuilds (its own wiki)."""
-    from wiki_memory.cli_wiki import _indexed_wiki_root, _wiki_settings
+    from wiki_memory.cli_wiki import _wiki_settings
     from wiki_memory.datadir import ServerLock, ensure_layout
+    from wiki_memory.index.store import Index, read_wiki_root
 
     explicit = bool(getattr(args, "wiki", None))
     settings = _wiki_settings(args)
-    root = _indexed_wiki_root(settings.index_path)
+    root = read_wiki_root(settings.index_path)
     if not explicit and root is not None and root != settings.wiki_dir and root.is_dir():
         settings = _settings(args, wiki_path=root)
     ensure_layout(settings)
@@ -257,7 +258,6 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         res = _post(args, "/v1/admin/reindex", {}, timeout=3600)
         print(f"reindexed {res['pages']} pages (by the running server)")
         return 0
-    from wiki_memory.index.store import Index
 
     def stop(signum: int, frame: Any) -> None:
         raise SystemExit(128 + signum)  # unwind: helpers stopped, temporary files removed

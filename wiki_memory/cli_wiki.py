@@ -288,24 +288,6 @@ def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, s
     return pages, skipped
 
 
-def _indexed_wiki_root(db: Path) -> Path | None:
-    """The wiki folder ``db`` was built from (its ``meta`` table), read-only; None when
-    unknown or unreadable."""
-    import apsw
-
-    if not db.exists():
-        return None
-    try:
-        conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
-        try:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'wiki_root'").fetchone()
-        finally:
-            conn.close()
-    except apsw.Error:
-        return None
-    return Path(str(row[0])) if row else None
-
-
 def doctor_report(
     settings: Settings, wait_seconds: float = 3.0, follow_index: bool = False
 ) -> dict[str, Any]:
@@ -325,13 +307,13 @@ def doctor_report(
     import apsw
 
     from wiki_memory.datadir import ServerLock, server_address
-    from wiki_memory.index.store import SCHEMA_VERSION, Index
+    from wiki_memory.index.store import SCHEMA_VERSION, Index, read_wiki_root
 
     errors: list[str] = []
     warnings: list[str] = []
     source = "settings"
     if follow_index:
-        root = _indexed_wiki_root(settings.index_path)
+        root = read_wiki_root(settings.index_path)
         if root is not None and root != settings.wiki_dir and root.is_dir():
             settings = dataclasses.replace(settings, wiki_path=root)
             source = "index"

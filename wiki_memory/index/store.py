@@ -86,6 +86,7 @@ __all__ = [
     "SpoolHit",
     "SearchError",
     "is_indexable",
+    "read_wiki_root",
     "SCHEMA_VERSION",
     "BM25_WEIGHTS",
 ]
@@ -507,12 +508,6 @@ class Index:
     def page_hash(self, path: str) -> str | None:
         """The stored sha256 hex of the page's bytes, or None when not indexed."""
         row = self._conn().execute("SELECT hash FROM pages WHERE path = ?", (path,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def wiki_root(self) -> str | None:
-        """The absolute wiki folder this index was last built or reconciled from (see
-        :meth:`set_wiki_root`), or None when unknown."""
-        row = self._conn().execute("SELECT value FROM meta WHERE key = 'wiki_root'").fetchone()
         return None if row is None else str(row[0])
 
     def set_wiki_root(self, wiki_dir: Path | str) -> None:
@@ -1532,6 +1527,23 @@ def _file_delete(conn: apsw.Connection, path: str, dirty: _Dirty) -> bool:
 
 
 # --- link resolution -------------------------------------------------------------------
+
+
+def read_wiki_root(db_path: Path | str) -> Path | None:
+    """The wiki folder the index at ``db_path`` was built or last reconciled from (its
+    ``meta`` table, see :meth:`Index.set_wiki_root`); None when unknown, absent or
+    unreadable. Opens the file read-only and never creates or migrates it."""
+    if not os.path.exists(db_path):
+        return None
+    try:
+        conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'wiki_root'").fetchone()
+        finally:
+            conn.close()
+    except apsw.Error:
+        return None
+    return Path(str(row[0])) if row else None
 
 
 def _set_meta(conn: apsw.Connection, key: str, value: str) -> None:
