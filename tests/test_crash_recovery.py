@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -148,7 +149,7 @@ def test_locks_left_by_a_killed_commit_are_cleared_at_start(tmp_path):
     # dulwich holds the ref lock inside set_if_equals: make one as if it had
     r = subprocess.run(
         [
-            "/tmp/venv/bin/python",
+            sys.executable,
             "-c",
             KILLED_MID_COMMIT.replace(
                 "os._exit(9)", f"open({str(ref_lock)!r}, 'w').close(); os._exit(9)"
