@@ -13,8 +13,10 @@ One run (``main(["--harness", "claude-code"])``, event JSON on stdin):
    ``ignore_paths``, ``mode = "allowlist"`` + ``paths``).
 3. Build the observation ``{harness, event, session_id, project, cwd, event_id,
    ts, payload}``; truncate long strings so that it stays under
-   ``max_event_bytes``; redact secrets with ``wiki_memory.capture.sanitize``
-   when it can be imported.
+   ``max_event_bytes``; redact secrets with ``wiki_memory.capture.sanitize``.
+   When it cannot be imported (or raises), the text is never kept as it is: a
+   small built-in fallback redacts short strings and drops longer ones (see
+   :func:`redact`), and one line on stderr says so.
 4. Write it to the outbox (``<data_dir>/outbox/``, 0700 directory, 0600 files,
    fsynced) and send it. On a 2xx reply the file is removed; when older events
    wait in the outbox, a detached drainer sends them all in order instead.
@@ -651,13 +653,17 @@ def truncate_event(ev: dict, max_bytes: int) -> bool:
     return True
 
 
+# --------------------------------------------------------------------------- redaction
+
 _SANITIZE: object = None
+_SANITIZE_ERROR = ""
 
 
 def _sanitizer():  # -> module | False
     """``wiki_memory.capture.sanitize`` when importable (from the repository this hook
-    lives in, or an installed wiki-memory), else False."""
-    global _SANITIZE
+    lives in, or an installed wiki-memory), else False (the reason is kept for the
+    warning)."""
+    global _SANITIZE, _SANITIZE_ERROR
     if _SANITIZE is not None:
         return _SANITIZE
     here = os.path.dirname(os.path.abspath(__file__))
@@ -671,7 +677,8 @@ def _sanitizer():  # -> module | False
 
             _SANITIZE = sanitize
             return sanitize
-        except Exception:
+        except (Exception, SystemExit) as exc:
+            _SANITIZE_ERROR = f"{type(exc).__name__}: {exc}"
             if attempt == 0 and sys.flags.no_site:
                 try:
                     import site
@@ -685,18 +692,248 @@ def _sanitizer():  # -> module | False
     return False
 
 
-def redact(obj: object) -> tuple[object, int]:
-    """``sanitize.redact_obj(obj)`` when the sanitizer is available, else ``(obj, 0)``
-    (the server redacts again in any case)."""
+#: Fallback redaction, used only when the sanitizer cannot be imported or raises:
+#: strings longer than this are never sent, not even to the outbox; each becomes
+#: :data:`FALLBACK_DROPPED`. Shorter strings (commands, paths, tool names, short
+#: prompts) pass the built-in rules of :func:`fallback_redact_text`.
+FALLBACK_KEEP_CHARS = 256
+FALLBACK_DROPPED = "[wiki-memory hook: {chars} characters dropped; no sanitizer to redact them]"
+
+_FALLBACK_WARNED = False
+_FALLBACK_RULES: list = []  # [(kind, compiled regex)], compiled on first fallback use
+
+
+def _fallback_rules() -> list:
+    """The built-in rules, compiled once (only a run that falls back pays for them).
+
+    Broad on purpose: in this mode a false positive costs a word of a session page,
+    a miss costs a secret. The group ``s``, or else the whole match, is replaced.
+    """
+    if _FALLBACK_RULES:
+        return _FALLBACK_RULES
+    import re
+
+    value = r"(?!\[REDACTED|(?:bearer|basic)\s)[^\s\"'\\,;&<>|`]{3,}"
+    table = (
+        (
+            "private-key",
+            r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY[A-Z ]{0,10}-----.*?"
+            r"(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY[A-Z ]{0,10}-----|\Z)",
+            re.S,
+        ),
+        (
+            "token",
+            r"\b(?:(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}|AIza[\w-]{30,}|(?:hf|npm)_[A-Za-z0-9]{30,}"
+            r"|(?:gh[pousr]_|github_pat_|gl(?:pat|dt|rt|ptt|cbt|imt|agent|oas|ft|soat|ffct)-"
+            r"|xox[a-z]-|xapp-|[sr]k_(?:live|test)_|whsec_|pypi-|sk-|SG\.|dop_v1_"
+            r"|shp(?:at|ss|ca|pa)_)[\w.-]{8,}|eyJ[\w-]{8,}\.[\w.-]+)",
+            0,
+        ),
+        ("webhook-url", r"https?://(?:hooks\.slack\.com|[\w.]*discord(?:app)?\.com/api)/\S+", 0),
+        ("url-password", r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@]*:(?P<s>[^\s@/]+)@", 0),
+        ("auth-header", r"(?i)\b(?:bearer|basic)\s+(?P<s>[\w~+/.=-]{6,})", 0),
+        ("auth-header", r"(?:\s-u\s*|--user[=\s]\s*)[^\s:]+:(?P<s>\S+)", 0),
+        # NAME=value, NAME: value, "NAME": "value", --NAME value; the name is checked
+        # by _secret_name(broad=True) (a name found by a regex backtracks badly)
+        (
+            "generic-secret",
+            r"(?i)(?<![\w.-])(?P<n>[\w.-]+)(?:\\?[\"'])?\s*(?::=|=>|[:=])\s*(?:\\?[\"'])?"
+            r"(?P<s>" + value + ")",
+            0,
+        ),
+        ("generic-secret", r"(?i)(?<![\w-])--?(?P<n>[\w-]+)\s+(?P<s>(?!-)" + value + ")", 0),
+    )
+    _FALLBACK_RULES.extend((kind, re.compile(rx, flags)) for kind, rx, flags in table)
+    _FALLBACK_RULES.append(("high-entropy", re.compile(r"[A-Za-z0-9+/=_-]{20,}")))
+    return _FALLBACK_RULES
+
+
+def _random_run(run: str) -> bool:
+    """A run of token characters (20 or more) that reads as a key, not as a name:
+    letters and digits mixed, or upper and lower case over 32 characters. UUIDs and
+    git SHAs stay (as with the full sanitizer)."""
+    if len(run) < 20:
+        return False
+    if len(run) in (40, 64) and all(c in "0123456789abcdef" for c in run):
+        return False
+    if len(run) == 36 and run.count("-") == 4 and all(c in "0123456789abcdef-" for c in run):
+        return False
+    letters = any(c.isalpha() for c in run)
+    if letters and any(c.isdigit() for c in run):
+        return True
+    return len(run) > 32 and any(c.isupper() for c in run) and any(c.islower() for c in run)
+
+
+def fallback_redact_text(text: str) -> tuple[str, int]:
+    """``text`` through the built-in rules: ``(redacted, hits)``.
+
+    Private-key blocks (to the END line, or to the end of the text), well-known token
+    prefixes (AWS, GitHub, GitLab, Slack, Stripe, OpenAI, npm, PyPI, Google, Hugging
+    Face, JWTs), webhook URLs, URL passwords, ``Bearer``/``Basic`` credentials and
+    ``curl -u``, the value of ``NAME=value``/``NAME: value``/``--name value`` where
+    NAME mentions secret, token, password, key, auth, ..., and any run of 20 or more
+    token characters mixing letters and digits (an absolute path is judged one
+    component at a time). Each becomes ``[REDACTED:<kind>]``. Meant for short strings
+    (:func:`fallback_redact` drops long ones before this runs).
+    """
+    hits = 0
+    for kind, rx in _fallback_rules():
+        repl = "[REDACTED:" + kind + "]"
+        if kind == "high-entropy":
+
+            def sub(m, repl=repl) -> str:
+                nonlocal hits
+                run = m.group(0)
+                if run.startswith("/"):  # a path: each component on its own
+                    parts = run.split("/")
+                    out = [repl if _random_run(p) else p for p in parts]
+                    hits += sum(1 for a, b in zip(parts, out, strict=True) if a != b)
+                    return "/".join(out)
+                if _random_run(run):
+                    hits += 1
+                    return repl
+                return run
+
+            text = rx.sub(sub, text)
+            continue
+        named, grouped = "n" in rx.groupindex, "s" in rx.groupindex
+        out: list[str] = []
+        pos = 0
+        while pos <= len(text):
+            m = rx.search(text, pos)
+            if m is None:
+                break
+            if named and not _secret_name(m.group("n"), broad=True):
+                # not a secret's name: look again right after it (the value may
+                # itself be an assignment: ``x: DB_PASSWORD=...``)
+                out.append(text[pos : m.end("n")])
+                pos = m.end("n")
+                continue
+            start, end = m.span("s") if grouped else m.span()
+            out.append(text[pos:start] + repl)
+            hits += 1
+            pos = max(end, pos + 1) if end == start else end
+        out.append(text[pos:])
+        text = "".join(out)
+    return text, hits
+
+
+_SECRET_KEY_WORDS = (
+    "secret",
+    "token",
+    "passw",
+    "pwd",
+    "passphrase",
+    "apikey",
+    "api_key",
+    "api-key",
+    "private",
+    "credential",
+    "access_key",
+    "accesskey",
+)
+
+
+#: Added for names in text (``NAME=value``), where a miss costs more than a word.
+_SECRET_NAME_WORDS_BROAD = ("key", "auth", "cookie", "signature")
+
+
+def _secret_name(name: object, broad: bool = False) -> bool:
+    """True when ``name`` (a dict key, or with ``broad`` a name in text) names a secret."""
+    if not isinstance(name, str):
+        return False
+    low = name.lower()
+    if any(w in low for w in _SECRET_KEY_WORDS):
+        return True
+    return broad and (low.endswith("pass") or any(w in low for w in _SECRET_NAME_WORDS_BROAD))
+
+
+def fallback_redact(obj: object, stats: dict | None = None) -> tuple[object, int]:
+    """A redacted deep copy of a JSON value without the sanitizer: ``(copy, count)``.
+
+    Every string (dict keys included) longer than :data:`FALLBACK_KEEP_CHARS` is
+    replaced whole by :data:`FALLBACK_DROPPED` (counted); shorter strings go through
+    :func:`fallback_redact_text`; a string under a key that names a secret
+    (``password``, ``api_key``, ... or the ``value`` beside such a ``name``) becomes
+    ``[REDACTED:generic-secret]``. Numbers, booleans and null stay. ``stats`` (when
+    given) is updated: ``dropped_strings``, ``dropped_chars``, ``redacted``.
+    """
+    st = stats if stats is not None else {}
+    for k in ("dropped_strings", "dropped_chars", "redacted"):
+        st.setdefault(k, 0)
+
+    def text(s: str) -> str:
+        if len(s) > FALLBACK_KEEP_CHARS:
+            st["dropped_strings"] += 1
+            st["dropped_chars"] += len(s)
+            return FALLBACK_DROPPED.format(chars=len(s))
+        out, n = fallback_redact_text(s)
+        st["redacted"] += n
+        return out
+
+    def walk(o: object, secret: bool) -> object:
+        if isinstance(o, str):
+            if secret and o:
+                st["redacted"] += 1
+                return "[REDACTED:generic-secret]"
+            return text(o)
+        if isinstance(o, dict):
+            pair = any(_secret_name(o.get(n)) for n in ("name", "key", "Name", "Key"))
+            out: dict = {}
+            for k, v in o.items():
+                nk = text(k) if isinstance(k, str) else k
+                base, i = nk, 2
+                while nk in out:
+                    nk = f"{base}#{i}"
+                    i += 1
+                hint = secret or _secret_name(k) or (pair and str(k).lower() == "value")
+                out[nk] = walk(v, hint)
+            return out
+        if isinstance(o, list | tuple):
+            return [walk(x, secret) for x in o]
+        return o
+
+    res = walk(obj, False)
+    return res, st["redacted"] + st["dropped_strings"]
+
+
+def _warn_fallback(reason: str) -> None:
+    """The one stderr line of a run whose redaction fell back (it does not count as
+    the run's warning for ``warn(..., once=True)``)."""
+    global _FALLBACK_WARNED, _WARNED
+    if _FALLBACK_WARNED:
+        return
+    _FALLBACK_WARNED = True
+    before = _WARNED
+    warn(
+        f"redaction fell back to the hook's built-in rules: {reason}; strings over "
+        f"{FALLBACK_KEEP_CHARS} characters are dropped, not sent"
+    )
+    _WARNED = before
+
+
+def redact(obj: object, stats: dict | None = None) -> tuple[object, int]:
+    """``obj`` with secrets redacted: ``(copy, count)``.
+
+    ``sanitize.redact_obj`` when the sanitizer can be imported and works. Otherwise
+    (it cannot be imported, or it raises) never ``obj`` as it is: :func:`fallback_redact`,
+    with one line on stderr per run; ``stats`` (when given) then gets ``fallback``
+    (why) and the counts of :func:`fallback_redact`. The server redacts again in
+    any case.
+    """
     mod = _sanitizer()
-    if not mod:
-        return obj, 0
-    try:
-        res = mod.redact_obj(obj)  # type: ignore[attr-defined]
-        return res[0], int(res[1])
-    except Exception as exc:
-        warn(f"hook-side redaction failed ({type(exc).__name__}); the server redacts again")
-        return obj, 0
+    if mod:
+        try:
+            res = mod.redact_obj(obj)  # type: ignore[attr-defined]
+            return res[0], int(res[1])
+        except Exception as exc:
+            reason = f"the sanitizer failed ({type(exc).__name__})"
+    else:
+        reason = f"the sanitizer could not be imported ({_SANITIZE_ERROR or 'not found'})"
+    _warn_fallback(reason)
+    if stats is not None:
+        stats["fallback"] = reason.split(" (")[0]
+    return fallback_redact(obj, stats)
 
 
 def build_event(
@@ -709,7 +946,10 @@ def build_event(
     now: float,
 ) -> dict:
     """The observation sent to ``POST /v1/observations`` (redacted, then truncated: a cut
-    inside a private key would leave a tail no detector recognises)."""
+    inside a private key would leave a tail no detector recognises). When the
+    sanitizer could not run (see :func:`redact`), the payload gets a
+    ``wiki_memory_redaction`` entry: ``{mode: "hook-fallback", reason,
+    dropped_strings, dropped_chars, redacted}``."""
     session_id = payload.get("session_id") or payload.get("thread-id") or payload.get("thread_id")
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
     ev = {
@@ -724,10 +964,20 @@ def build_event(
     }
     if isinstance(payload.get("timestamp"), str):
         ev["ts"] = payload["timestamp"]
-    clean, _ = redact(ev["payload"])
+    stats: dict = {}
+    clean, _ = redact(ev["payload"], stats)
     ev["payload"] = clean
     if ev["cwd"]:
-        ev["cwd"] = redact(ev["cwd"])[0]
+        ev["cwd"] = redact(ev["cwd"], stats)[0]
+    if stats.get("fallback") and isinstance(ev["payload"], dict):
+        # the sanitizer could not run: say so in the event, with what was dropped
+        ev["payload"]["wiki_memory_redaction"] = {
+            "mode": "hook-fallback",
+            "reason": stats["fallback"],
+            "dropped_strings": stats.get("dropped_strings", 0),
+            "dropped_chars": stats.get("dropped_chars", 0),
+            "redacted": stats.get("redacted", 0),
+        }
     truncate_event(ev, max_bytes)
     return ev
 
