@@ -6,8 +6,9 @@ import html.parser
 
 import pytest
 
+from wiki_memory.identity import Identity
 from wiki_memory.index.store import Index
-from wiki_memory.server.web import can_see, make_session_cookie, read_session_cookie
+from wiki_memory.server.web import make_session_cookie, read_session_cookie
 from wiki_memory.server.web_render import (
     RenderCache,
     Resolver,
@@ -223,7 +224,7 @@ def test_resolver_uses_the_index(tmp_path):
     }
     for p, text in pages.items():
         idx.upsert_page(p, text.encode())
-    alice = Resolver(idx, lambda p, k, v, o: can_see("alice", p, k, v, o))
+    alice = Resolver(idx, Identity("alice"))
     got = alice.resolve_many(
         "vault/a/x.md",
         ["deploy guide", "Shipping", "Twin", "Queries/Filters", "Secret plan", "profile", "nope"],
@@ -237,7 +238,7 @@ def test_resolver_uses_the_index(tmp_path):
     assert got[link_key("nope")].path is None and not got[link_key("nope")].ambiguous
     far = alice.resolve_many("elsewhere/x.md", ["Twin"])[link_key("Twin")]
     assert far.path is None and far.ambiguous
-    bob = Resolver(idx, lambda p, k, v, o: can_see("bob", p, k, v, o))
+    bob = Resolver(idx, Identity("bob"))
     assert bob.resolve_many("x.md", ["Secret plan"])[link_key("Secret plan")].path == (
         "projects/p/handoffs/h.md"
     )

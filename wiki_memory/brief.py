@@ -21,16 +21,17 @@ gives an empty brief.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from wiki_memory.capture.observation import iso, project_name
-from wiki_memory.handoffs import Claimant, Handoff, install, may_see
+from wiki_memory.errors import NotFound
+from wiki_memory.handoffs import Claimant, Handoff, install
+from wiki_memory.identity import Identity
 from wiki_memory.recall.tokens import count_tokens
 from wiki_memory.wiki.page import parse_page
-from wiki_memory.wiki.paths import PathRefused, resolve
+from wiki_memory.wiki.paths import PathRefused
 
 if TYPE_CHECKING:
     from wiki_memory.core import Memory
@@ -124,29 +125,18 @@ def _handoff_part(kind: str, h: Handoff, status: str, lease_until: float | None)
     )
 
 
-def pinned_pages(memory: Memory, project: str, user: str | None) -> list[dict[str, Any]]:
+def pinned_pages(memory: Memory, project: str, user: Identity | str | None) -> list[dict[str, Any]]:
     """Pages with ``pinned: true`` (or ``"true"``/``"yes"``) whose project is ``project``
-    or none, that ``user`` may see; by path. From the index."""
-    conn = memory.index._conn()
-    rows = conn.execute(
-        "SELECT path, title, meta FROM pages WHERE (project = ? OR project IS NULL) "
-        "AND json_extract(meta, '$.pinned') IN (1, 'true', 'yes', 'True') ORDER BY path",
-        (project,),
-    ).fetchall()
-    out = []
-    for row in rows:
-        path, title, meta = str(row[0]), row[1], row[2]
-        m = json.loads(str(meta)) if meta else {}
-        if not may_see(path, m, user):
-            continue
-        out.append({"path": path, "title": title or path, "meta": m})
-    return out
+    or none, that ``user`` may see (the scope rule, in the index's SQL); by path."""
+    return memory.index.pinned_pages(project, memory.scope.identity(user))
 
 
-def _pinned_part(memory: Memory, page: dict[str, Any], max_tokens: int) -> Part | None:
+def _pinned_part(
+    memory: Memory, page: dict[str, Any], max_tokens: int, user: Identity | str | None
+) -> Part | None:
     try:
-        raw = resolve(memory.wiki_dir, page["path"]).read_bytes()
-    except (OSError, PathRefused):
+        raw = memory.scope.read(user, page["path"]).data
+    except (NotFound, PathRefused):
         return None
     parsed = parse_page(raw, page["path"])
     body = parsed.body.strip()
@@ -251,17 +241,17 @@ def build_brief(
             if len([p for p in cand if p.kind == "waiting"]) >= limit:
                 break
             m = row.get("meta") or {}
-            if not may_see(row["path"], m, user) or not svc.addressed_to(m, who):
+            if not memory.scope.visible(user, row["path"], m) or not svc.addressed_to(m, who):
                 continue
             fresh = svc._fresh(row["path"], who)
             if fresh is not None and svc.status_of(fresh, now) == "open":
                 cand.append(_handoff_part("waiting", fresh, "open", None))
     for page in pinned_pages(memory, project, user):
-        part = _pinned_part(memory, page, svc.config.pinned_max_tokens)
+        part = _pinned_part(memory, page, svc.config.pinned_max_tokens, user)
         if part is not None:
             cand.append(part)
     recent = 0
-    for row in memory.index.list_pages(project=project, kind="session", limit=50):
+    for row in memory.list_pages(project=project, kind="session", limit=50, user=user):
         if recent >= svc.config.recent_sessions:
             break
         m = row.get("meta") or {}
@@ -272,11 +262,11 @@ def build_brief(
             and m.get("user") == user
         ):
             continue  # the caller's own session
-        if not may_see(row["path"], m, user):
+        if not memory.scope.visible(user, row["path"], m):
             continue
         cand.append(_session_part(memory, row))
         recent += 1
-    if cand or memory.index.list_pages(project=project, limit=1):
+    if cand or memory.list_pages(project=project, limit=1, user=user):
         cand.append(
             Part(
                 "recall",

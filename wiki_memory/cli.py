@@ -204,12 +204,21 @@ def _post(args: argparse.Namespace, path: str, body: Any, timeout: float = 30) -
     except httpx.HTTPError as exc:
         raise CliError(f"cannot reach the server at {url}: {exc}") from None
     if r.status_code >= 400:
-        try:
-            msg = r.json().get("message", r.text)
-        except ValueError:
-            msg = r.text
-        raise CliError(f"server said {r.status_code}: {msg}")
+        raise server_error(r)
     return r.json()
+
+
+def server_error(r: Any) -> CliError:
+    """A CliError for a server's error answer (an ``httpx.Response``): its message, and
+    the exit status :data:`wiki_memory.errors.TABLE` gives its ``error`` code."""
+    from wiki_memory.errors import exit_status
+
+    try:
+        body = r.json()
+        msg, code = str(body.get("message", r.text)), body.get("error")
+    except (ValueError, AttributeError):
+        msg, code = r.text, None
+    return CliError(f"server said {r.status_code}: {msg}", exit_status(code, r.status_code))
 
 
 def cmd_recall(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from wiki_memory.cli import CliError, _client, _settings
+from wiki_memory.cli import CliError, _client, _settings, server_error
 
 
 def _reported(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -47,12 +47,7 @@ def _request(args: argparse.Namespace, method: str, path: str, body: Any = None)
     except httpx.HTTPError as exc:
         raise CliError(f"cannot reach the server at {url}: {exc}") from None
     if r.status_code >= 400:
-        try:
-            msg = r.json().get("message", r.text)
-        except ValueError:
-            msg = r.text
-        code = {409: 3, 404: 4}.get(r.status_code, 1)
-        raise CliError(f"server said {r.status_code}: {msg}", code)
+        raise server_error(r)
     return r.json()
 
 

@@ -31,9 +31,12 @@ from wiki_memory.capture.observation import (
 from wiki_memory.capture.sanitize import redact_obj, redact_text
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
+from wiki_memory.errors import BadRequest, Conflict, Forbidden, NotFound
+from wiki_memory.identity import Identity, may_admin
 from wiki_memory.index.store import Index
 from wiki_memory.recall.filters import parse_time
 from wiki_memory.recall.pack import pack
+from wiki_memory.scope import ScopeRule, not_found
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
 from wiki_memory.wiki.paths import PathRefused, atomic_write, clean_rel, resolve
@@ -44,20 +47,6 @@ log = logging.getLogger("wiki_memory.core")
 #: events after which the session page is (re)written
 COMPILE_KINDS = {"stop", "session_end", "turn"}
 END_KINDS = {"session_end"}
-
-
-class NotFound(LookupError):
-    """The named page, section or session does not exist."""
-
-
-class Conflict(Exception):
-    """A compare-and-set failed: the page (or handoff) changed since the caller read it.
-
-    ``current_hash`` is the sha256 hex of the bytes now on disk (None when absent)."""
-
-    def __init__(self, message: str, current_hash: str | None = None) -> None:
-        super().__init__(message)
-        self.current_hash = current_hash
 
 
 @dataclass
@@ -89,6 +78,8 @@ class Memory:
         self.settings = settings
         self.owner = owner_user
         self.wiki_dir = settings.wiki_dir
+        #: the one access rule every page read and write asks (wiki_memory.scope)
+        self.scope = ScopeRule(self.wiki_dir, owner_user)
         # the caller holds the data directory lock: locks a killed server left are ours
         self.git = GitStore(self.wiki_dir, clear_stale_locks=True)
         self.spool = Spool(settings.spool_dir)
@@ -604,6 +595,7 @@ class Memory:
         message: str,
         commit_now: bool = False,
         timeout: float = 60,
+        who: Identity | str | None = None,
     ) -> WriteResult:
         """Read-modify-write one page on the writer thread (the single writer).
 
@@ -615,16 +607,32 @@ class Memory:
         (splice with ``set_keys``, never cache ``current``). The write is atomic, indexed at once,
         and committed with ``user`` as author in the next group (``commit_now`` waits for
         that commit). Returns the WriteResult; ``value`` is the sha256 of the new bytes,
-        or None when nothing was written. Raises PathRefused for a path outside ``wiki/``.
+        or None when nothing was written. ``who`` is the caller a face acts for (None: the
+        server itself): the scope rule (:mod:`wiki_memory.scope`) checks the target before
+        the job and the bytes on disk inside it, so a page ``who`` may not see raises
+        NotFound exactly as a missing one, before ``fn`` runs. Raises PathRefused for a
+        path outside ``wiki/``.
         """
-        rel = clean_rel(path)
-        full = resolve(self.wiki_dir, rel)
+        ident = None if who is None else self.scope.identity(who)
+        if ident is None:
+            rel = clean_rel(path)
+            full = resolve(self.wiki_dir, rel)
+        else:
+            rel, full = self.scope.check_target(ident, path)
         if redact_text(rel)[1]:
             # a file name is not redacted in place: it would no longer be the name asked for
             raise PathRefused("the path holds what looks like a secret")
 
+        def checked(current: bytes | None) -> bytes | None:
+            if ident is not None:
+                self.scope.check_write(ident, rel, current, None)
+            new = fn(current)
+            if ident is not None and new is not None and new != current:
+                self.scope.check_write(ident, rel, current, new)
+            return new
+
         def job() -> WriteResult:
-            _current, new = self._cas_write(rel, full, fn)
+            _current, new = self._cas_write(rel, full, checked)
             if new is None:
                 return WriteResult(value=None, commit_now=commit_now)
             digest = sha256(new)
@@ -649,22 +657,33 @@ class Memory:
         message: str,
         expected_hash: str | None = None,
         create_only: bool = False,
+        who: Identity | str | None = None,
+        on_current: Callable[[bytes | None], None] | None = None,
     ) -> WriteResult:
         """Write a whole page with a compare-and-set on its content hash.
 
         ``expected_hash``: the sha256 hex the caller read; a page that changed since (or
-        that exists when ``create_only``) raises Conflict with the current hash.
+        that exists when ``create_only``) raises Conflict with the current hash, and a
+        page that is gone raises NotFound. ``who``:
+        the caller (see :meth:`update_page`): a page it may not see raises NotFound
+        before any hash is compared, so no Conflict confirms it. ``on_current`` is told
+        the bytes the write replaced (None: it created the page).
         """
 
         def fn(current: bytes | None) -> bytes:
+            if on_current is not None:
+                on_current(current)
             cur = sha256(current) if current is not None else None
+            if expected_hash is not None and current is None:
+                # nothing to replace: the same answer as for a page the caller may not see
+                raise not_found(clean_rel(path))
             if create_only and current is not None:
                 raise Conflict(f"{path} already exists", cur)
             if expected_hash is not None and expected_hash != cur:
                 raise Conflict(f"{path} changed since it was read", cur)
             return data
 
-        return self.update_page(path, fn, user=user, message=message)
+        return self.update_page(path, fn, user=user, message=message, who=who)
 
     def _idle_loop(self) -> None:
         """End sessions idle longer than ``idle_seconds``; clean up old spool files."""
@@ -777,7 +796,7 @@ class Memory:
         budget_tokens: int | None = None,
         kinds: list[str] | None = None,
         limit: int = 50,
-        user: str | None = None,
+        user: Identity | str | None = None,
         tags: list[str] | str | None = None,
         since: str | float | None = None,
         until: str | float | None = None,
@@ -787,37 +806,32 @@ class Memory:
 
         Each item is ``{id, path, anchor, title, kind, snippet, why, score, expand_tokens,
         updated}``; ``used_tokens`` counts the items as serialized (compact JSON, cl100k)
-        and never exceeds ``budget_tokens``. ``user`` is the caller: other users'
-        ``people/<user>/`` folders (profiles, personal handoffs) are filtered out before
-        ranking (invariant 9); with no user, all of ``people/`` is. Filters ``tags``,
+        and never exceeds ``budget_tokens``. ``user`` is the caller (a name or an
+        :class:`~wiki_memory.identity.Identity`; None is an anonymous caller, who sees shared pages only): pages it may
+        not see (:mod:`wiki_memory.identity`) are filtered out in the SQL before ranking
+        (invariant 9). Filters ``tags``,
         ``since``/``until`` (ISO-8601 or epoch seconds) and ``as_of`` (the wiki as committed
         then) are described in ``wiki_memory.recall.rank.candidates``. Raises ValueError for
         a negative budget or a bad filter (``FilterError`` names the field).
         """
         budget = self.settings.default_budget_tokens if budget_tokens is None else budget_tokens
         if budget < 0:
-            raise ValueError("budget_tokens must be >= 0")
+            raise BadRequest("budget_tokens must be >= 0", field="budget_tokens")
         candidates = self._candidates(
             query,
             project=project,
             kinds=kinds,
             limit=limit,
-            exclude_dirs=self.hidden_dirs(user),
-            filters={"tags": tags, "since": since, "until": until, "as_of": as_of, "viewer": user},
+            filters={
+                "tags": tags,
+                "since": since,
+                "until": until,
+                "as_of": as_of,
+                "who": self.scope.identity(user),
+            },
         )
         packed = pack(candidates, budget)
         return RecallResult(packed.items, packed.used_tokens, budget, packed.omitted)
-
-    def hidden_dirs(self, user: str | None) -> list[str]:
-        """Wiki folders ``user`` may not see: every ``people/<other>`` (all of ``people``
-        when ``user`` is None)."""
-        if not user:
-            return ["people"]
-        try:
-            names = [p.name for p in (self.wiki_dir / "people").iterdir() if p.is_dir()]
-        except OSError:
-            return []
-        return [f"people/{n}" for n in sorted(names) if n != user]
 
     def _candidates(
         self,
@@ -850,14 +864,15 @@ class Memory:
             self._handles.pop(next(iter(self._handles)))
         return hid
 
-    def visible(self, path: str, user: str | None) -> bool:
-        """True when ``user`` may see the page at ``path`` (not in another user's
-        ``people/<user>/`` folder). ``user`` None means an internal caller: everything."""
-        if user is None:
-            return True
-        return not any(path == d or path.startswith(d + "/") for d in self.hidden_dirs(user))
+    def visible(self, path: str, user: Identity | str | None) -> bool:
+        """True when ``user`` may see the indexed page at ``path`` (by the scope rule, on
+        its path and indexed frontmatter); False for a page the index does not hold.
+        ``user`` None is an anonymous caller (shared pages only)."""
+        return self.index.page_meta(path, self.scope.identity(user)) is not None
 
-    def expand(self, ids: list[str], budget_tokens: int, user: str | None = None) -> dict[str, Any]:
+    def expand(
+        self, ids: list[str], budget_tokens: int, user: Identity | str | None = None
+    ) -> dict[str, Any]:
         """Whole sections or pages for handles from recall, packed under ``budget_tokens``.
 
         Returns ``{items: [{id, path, anchor, text, tokens}], used_tokens, budget_tokens,
@@ -865,15 +880,13 @@ class Memory:
         not see are reported missing.
         """
         if budget_tokens < 0:
-            raise ValueError("budget_tokens must be >= 0")
+            raise BadRequest("budget_tokens must be >= 0", field="budget_tokens")
         cands: list[dict[str, Any]] = []
         missing: list[str] = []
+        who = self.scope.identity(user)
         for raw_id in ids:
             target = self._handles.get(str(raw_id), str(raw_id))
-            if not target.startswith("spool:") and not self.visible(target.partition("#")[0], user):
-                missing.append(str(raw_id))
-                continue
-            text = self._expand_one(target)
+            text = self._expand_one(target, who)
             if text is None:
                 missing.append(str(raw_id))
                 continue
@@ -891,7 +904,7 @@ class Memory:
             "missing": missing,
         }
 
-    def _expand_one(self, item_id: str) -> str | None:
+    def _expand_one(self, item_id: str, who: Identity | None) -> str | None:
         if item_id.startswith("spool:"):
             obs_id = item_id[6:]
             key_prefix = obs_id.rsplit("-", 1)[0]
@@ -903,15 +916,12 @@ class Memory:
             return None
         path, _, anchor = item_id.partition("#")
         try:
-            rel = clean_rel(path)
-        except PathRefused:
+            page = self.scope.read(who, path)
+        except (PathRefused, NotFound):
             return None
         if not anchor:
-            try:
-                return resolve(self.wiki_dir, rel).read_text(encoding="utf-8", errors="replace")
-            except (OSError, PathRefused):
-                return None
-        for sec in self.index.sections_of(rel):
+            return page.data.decode("utf-8", errors="replace")
+        for sec in self.index.sections_of(page.rel):
             if sec["anchor"] == anchor:
                 return str(sec["text"])
         return None
@@ -924,10 +934,11 @@ class Memory:
         since: str | None = None,
         limit: int = 100,
         offset: int = 0,
-        user: str | None = None,
+        user: Identity | str | None = None,
     ) -> list[dict[str, Any]]:
         """Pages from the index, newest first: ``[{path, id, title, kind, project, updated}]``.
-        With ``user``, pages in other users' ``people/`` folders are left out. ``since``
+        Pages ``user`` may not see are left out in the SQL (they take no place in
+        ``limit``/``offset``; None: an anonymous caller). ``since``
         (ISO-8601, or epoch seconds as text) keeps pages updated at or after it; anything
         else raises :class:`~wiki_memory.recall.filters.FilterError` naming ``since``."""
         if since is not None:
@@ -938,13 +949,21 @@ class Memory:
                 pass  # an ISO string: compared as written, like the stored ones
             else:  # epoch seconds: as the ISO-8601 UTC text the index compares
                 since = datetime.fromtimestamp(when or 0.0, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        rows = self.index.list_pages(
-            project=project, kind=kind, since=since, limit=limit, offset=offset
+        return self.index.list_pages(
+            project=project,
+            kind=kind,
+            since=since,
+            limit=limit,
+            offset=offset,
+            who=self.scope.identity(user),
         )
-        return [r for r in rows if self.visible(str(r["path"]), user)]
 
     def read_page(
-        self, path: str, cursor: int = 0, max_bytes: int = 64 * 1024, user: str | None = None
+        self,
+        path: str,
+        cursor: int = 0,
+        max_bytes: int = 64 * 1024,
+        user: Identity | str | None = None,
     ) -> dict[str, Any]:
         """One page, paged by a byte cursor that never splits a UTF-8 character.
 
@@ -968,20 +987,20 @@ class Memory:
           (a ``.server-copy.md`` beside the page holds the server's unmerged version),
           each ``{kind, line, message[, key]}``.
 
-        Symlinks and files with more than one hard link are not served. Raises
-        PathRefused (outside ``wiki/``) or NotFound.
+        The scope rule decides on the file read (:meth:`wiki_memory.scope.ScopeRule.read`):
+        paths through symlinks, files with more than one hard link and pages ``user``
+        may not see answer NotFound, exactly as missing ones. Raises PathRefused (outside
+        ``wiki/``), NotFound, or BadRequest for a bad cursor.
         """
-        full = resolve(self.wiki_dir, path)
-        rel = clean_rel(path)
-        if not self.visible(rel, user) or not _plain_or_gone(full) or not full.is_file():
-            raise NotFound(rel)
-        data = _read_plain(full)
-        if data is None:
-            raise NotFound(rel)
+        who = self.scope.identity(user)
+        page = self.scope.read(who, path)
+        rel, data = page.rel, page.data
         if cursor < 0 or cursor > len(data):
-            raise ValueError("cursor out of range")
+            raise BadRequest("cursor out of range", field="cursor")
         if cursor < len(data) and (data[cursor] & 0xC0) == 0x80:
-            raise ValueError("cursor is inside a UTF-8 character; use a next_cursor value")
+            raise BadRequest(
+                "cursor is inside a UTF-8 character; use a next_cursor value", field="cursor"
+            )
         end = min(len(data), cursor + max(1, max_bytes))
         while end < len(data) and (data[end] & 0xC0) == 0x80:
             end -= 1
@@ -992,7 +1011,7 @@ class Memory:
                 end += 1
         chunk = data[cursor:end]
         meta = self.index.page_meta(rel) or {}
-        graph = self.page_links(rel)
+        graph = self.page_links(rel, who)
         return {
             "path": rel,
             "metadata": meta.get("meta", {}),
@@ -1009,9 +1028,14 @@ class Memory:
             "attachments": graph["attachments"],
         }
 
-    def page_links(self, path: str) -> dict[str, list[dict[str, Any]]]:
+    def page_links(
+        self, path: str, user: Identity | str | None = None
+    ) -> dict[str, list[dict[str, Any]]]:
         """The link graph around one indexed page: ``{links, backlinks, attachments,
-        diagnostics}`` as in :meth:`read_page` (empty lists for a page not indexed)."""
+        diagnostics}`` as in :meth:`read_page` (empty lists for a page not indexed), as
+        ``user`` sees it: pages it may not see are never named (a link to one reads as
+        unresolved; a backlink from one is left out)."""
+        who = self.scope.identity(user)
         from wiki_memory.wiki.links import ATTACHMENT, fragment_found
 
         links: list[dict[str, Any]] = []
@@ -1032,7 +1056,7 @@ class Memory:
                 )
             return anchors[p]
 
-        for lk in self.index.outlinks(path):
+        for lk in self.index.outlinks(path, who):
             if lk["status"] == ATTACHMENT:
                 attachments.append(
                     {
@@ -1100,7 +1124,7 @@ class Memory:
                 "alias": b["alias"],
                 "embed": b["embed"],
             }
-            for b in self.index.backlinks(path)
+            for b in self.index.backlinks(path, who)
             if b["src_path"] != path
         ]
         copy = conflict_copy_path(path)
@@ -1122,8 +1146,13 @@ class Memory:
         }
 
     # -- index maintenance -----------------------------------------------------------------
-    def reindex(self, progress: bool = False) -> int:
-        """Rebuild the index from the files beside the old one and swap it in."""
+    def reindex(self, user: Identity | str | None = None, progress: bool = False) -> int:
+        """Rebuild the index from the files beside the old one and swap it in; returns
+        the number of pages. ``user``: the caller a face acts for (None: the data
+        directory's owner at the command line); anyone but the wiki's owner raises
+        Forbidden (an admin operation: :func:`wiki_memory.identity.may_admin`)."""
+        if user is not None and not may_admin(self.scope.identity(user)):
+            raise Forbidden("rebuilding the index is for the wiki's owner")
         return self.index.rebuild(self.wiki_dir, progress=progress)
 
 

@@ -36,7 +36,9 @@ from typing import TYPE_CHECKING, Any
 from wiki_memory.capture.observation import Observation, iso, parse_ts, project_name
 from wiki_memory.capture.sanitize import redact_obj
 from wiki_memory.capture.spool import SessionInfo, session_key
-from wiki_memory.core import Conflict, NotFound, replace_section
+from wiki_memory.core import replace_section
+from wiki_memory.errors import Conflict, Forbidden, NotFound, StateConflict
+from wiki_memory.identity import Identity
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.frontmatter import FrontmatterError, dump_page, set_keys
 from wiki_memory.wiki.page import parse_page
@@ -175,7 +177,7 @@ _TRUE = {"1", "true", "yes", "on"}
 # --------------------------------------------------------------------------- errors
 
 
-class HandoffConflict(Conflict):
+class HandoffConflict(StateConflict):
     """409: the handoff's state forbids the action.
 
     ``code``: ``claimed`` (held by another: ``holder`` names it), ``offered`` (leased to
@@ -191,7 +193,10 @@ class HandoffConflict(Conflict):
         status: str,
         holder: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(message)
+        extra: dict[str, Any] = {"state": status}
+        if holder is not None:
+            extra["holder"] = holder
+        super().__init__(message, **extra)
         self.code = code
         self.status = status
         self.holder = holder
@@ -203,7 +208,7 @@ class HandoffConflict(Conflict):
         return out
 
 
-class HandoffForbidden(PermissionError):
+class HandoffForbidden(Forbidden):
     """403: the caller may see the handoff but not do this (cancel by someone other than
     its creator or the wiki's owner)."""
 
@@ -289,18 +294,6 @@ def _project_of_path(path: str) -> str | None:
 def _people_user(path: str) -> str | None:
     parts = path.split("/")
     return parts[1] if len(parts) >= 3 and parts[0] == "people" else None
-
-
-def may_see(path: str, meta: dict[str, Any], user: str | None) -> bool:
-    """True when ``user`` may see the handoff at ``path``: project handoffs are seen by
-    everyone; a personal one (``visibility: personal``, or any page under another
-    user's ``people/<user>/``) by its owner alone."""
-    folder_user = _people_user(path)
-    if folder_user is not None and folder_user != user:
-        return False
-    if str(meta.get("visibility") or "project") == "personal":
-        return bool(user) and str(meta.get("user") or "") == user
-    return True
 
 
 def parse_handoff(raw: bytes, path: str) -> Handoff | None:
@@ -535,13 +528,13 @@ class HandoffService:
         if not isinstance(hid, str) or not ID_RE.match(hid):
             raise ValueError(f"not a handoff id: {hid!r}")
         cached = self._paths.get(hid)
-        if cached and (self.wiki_dir / cached).is_file():
+        if cached and (self.wiki_dir / cached).is_file() and self.memory.scope.plain(cached):
             return cached
         found = sorted(
             p.relative_to(self.wiki_dir).as_posix()
             for pattern in (f"projects/*/handoffs/{hid}.md", f"people/*/handoffs/{hid}.md")
             for p in self.wiki_dir.glob(pattern)
-            if p.is_file() and not p.is_symlink()
+            if p.is_file() and self.memory.scope.plain(p.relative_to(self.wiki_dir).as_posix())
         )
         if not found:
             self._paths.pop(hid, None)
@@ -552,16 +545,22 @@ class HandoffService:
         return found[0]
 
     def _read(self, path: str) -> bytes | None:
+        """The bytes of a handoff page as the server itself reads it (through the scope
+        rule's file checks: no symlink on the way, one hard link), or None."""
         try:
-            return (self.wiki_dir / path).read_bytes()
-        except (FileNotFoundError, IsADirectoryError):
+            return self.memory.scope.read_file(path).data
+        except (NotFound, ValueError):
             return None
+
+    def _may_see(self, path: str, meta: dict[str, Any], user: Identity | str | None) -> bool:
+        """The scope rule (:mod:`wiki_memory.scope`) for a handoff page."""
+        return self.memory.scope.visible(user, path, meta)
 
     def _load(self, hid: str, user: str | None) -> Handoff:
         path = self.locate(hid)
         raw = self._read(path) if path else None
         h = parse_handoff(raw, path) if raw is not None and path else None
-        if h is None or not may_see(h.path, h.meta, user):
+        if h is None or not self._may_see(h.path, h.meta, user):
             raise NotFound(f"no such handoff: {hid}")
         return h
 
@@ -686,7 +685,7 @@ class HandoffService:
         stale: list[str] = []
         for row in self._indexed(project):
             meta = row.get("meta") or {}
-            if not may_see(row["path"], meta, user):
+            if not self._may_see(row["path"], meta, user):
                 continue
             stem = row["path"].rsplit("/", 1)[-1].removesuffix(".md")
             h = Handoff(
@@ -888,7 +887,7 @@ class HandoffService:
             if current is None:
                 raise NotFound(f"no such handoff: {hid}")
             h = parse_handoff(current, path)
-            if h is None or not may_see(path, h.meta, user):
+            if h is None or not self._may_see(path, h.meta, user):
                 raise NotFound(f"no such handoff: {hid}")
             now = self.clock()
             try:
@@ -1199,7 +1198,9 @@ class HandoffService:
         ``lease_seconds``. Runs on the writer thread, so it never races a claim."""
         limit = self.config.max_offers if max_offers is None else max(0, int(max_offers))
         rows = [
-            r for r in self._indexed(project) if may_see(r["path"], r.get("meta") or {}, who.user)
+            r
+            for r in self._indexed(project)
+            if self._may_see(r["path"], r.get("meta") or {}, who.user)
         ]
 
         def specific(r: dict[str, Any]) -> int:
@@ -1270,7 +1271,7 @@ class HandoffService:
         if raw is None:
             return None
         h = parse_handoff(raw, path)
-        if h is None or not may_see(path, h.meta, who.user):
+        if h is None or not self._may_see(path, h.meta, who.user):
             return None
         return h
 

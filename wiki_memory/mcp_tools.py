@@ -39,10 +39,9 @@ from pydantic import Field
 
 from wiki_memory.capture.observation import ObservationError, iso, project_name
 from wiki_memory.capture.sanitize import redact_text
-from wiki_memory.core import Conflict, NotFound
+from wiki_memory.errors import Conflict, WikiMemoryError
 from wiki_memory.recall.pack import pack
 from wiki_memory.recall.tokens import count_item, count_tokens
-from wiki_memory.wiki.git import GitBusy
 from wiki_memory.wiki.paths import PathRefused, clean_rel
 
 if TYPE_CHECKING:
@@ -380,17 +379,6 @@ class MemoryTools:
         except ObservationError as exc:
             raise ValueError(exc.message) from None
 
-    def hidden(self, user: str) -> list[str]:
-        """Folders ``user`` may not see (other users' ``people/<user>/``)."""
-        fn = getattr(self.memory, "hidden_dirs", None)
-        return list(fn(user)) if fn is not None else []
-
-    def visible(self, path: str | None, user: str) -> bool:
-        """True when ``user`` may see the page at ``path`` (invariant 9)."""
-        if not path:
-            return True
-        return not any(path == d or path.startswith(d + "/") for d in self.hidden(user))
-
     # -- memory ---------------------------------------------------------------------------
     def recall(
         self,
@@ -463,11 +451,7 @@ class MemoryTools:
 
     def expand(self, ids: list[str], budget_tokens: int, user: str) -> CallToolResult:
         budget = min(budget_tokens, self.part)
-        res = self.memory.expand([str(i) for i in ids], budget)
-        hidden = [i for i in res["items"] if not self.visible(i.get("path"), user)]
-        if hidden:  # another user's private folder: as if it did not exist
-            res["items"] = [i for i in res["items"] if i not in hidden]
-            res["missing"] = list(res["missing"]) + [str(i.get("id")) for i in hidden]
+        res = self.memory.expand([str(i) for i in ids], budget, user)
 
         def build(sel: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
             cut = [str(i.get("id")) for i in res["items"][len(sel) :]]
@@ -525,8 +509,7 @@ class MemoryTools:
 
     def recent(self, project: str, limit: int, kind: str | None, user: str) -> CallToolResult:
         proj = self.project(project)
-        rows = self.memory.list_pages(project=proj, kind=kind, limit=limit + 1, offset=0)
-        rows = [r for r in rows if self.visible(r.get("path"), user)]
+        rows = self.memory.list_pages(project=proj, kind=kind, limit=limit + 1, offset=0, user=user)
         more = len(rows) > limit
         pages = [_page_row(r) for r in rows[:limit]]
 
@@ -589,6 +572,7 @@ class MemoryTools:
                     user=caller.user,
                     message=f"Remember {clean_title[:60]} ({caller.harness})",
                     create_only=True,
+                    who=caller.user,
                 )
                 break
             except Conflict:
@@ -610,13 +594,11 @@ class MemoryTools:
     # -- pages ----------------------------------------------------------------------------
     def page_read(self, path: str, cursor: int, user: str) -> CallToolResult:
         mem = self.memory
-        if not self.visible(clean_rel(path), user):
-            raise NotFound(clean_rel(path))
         limit = self.part - 150
         guess = limit * 3
         best: tuple[dict[str, Any], str] | None = None
         for _ in range(8):
-            res = mem.read_page(path, cursor, max(1, guess))
+            res = mem.read_page(path, cursor, max(1, guess), user)
             data, text = _page_result(res, first=cursor == 0)
             n = self.tokens(data, text)
             if n <= self.cap:
@@ -635,7 +617,7 @@ class MemoryTools:
                 if best is not None:
                     break
         if best is None:  # metadata alone is too large: leave it out
-            res = mem.read_page(path, cursor, max(1, guess))
+            res = mem.read_page(path, cursor, max(1, guess), user)
             best = _page_result(res, first=False)
         return self.result(*best)
 
@@ -650,16 +632,15 @@ class MemoryTools:
     ) -> CallToolResult:
         proj = self.project(project) if project else None
         rows = self.memory.list_pages(
-            project=proj, kind=kind, since=since, limit=limit + 1, offset=cursor
+            project=proj, kind=kind, since=since, limit=limit + 1, offset=cursor, user=user
         )
         more = len(rows) > limit
         window = rows[:limit]
-        # the cursor counts index rows, hidden ones (another user's folder) included
-        shown = [i for i, r in enumerate(window) if self.visible(r.get("path"), user)]
-        pages = [_page_row(window[i]) for i in shown]
+        # the cursor counts the pages this caller may see (the index filters the rest)
+        pages = [_page_row(r) for r in window]
 
         def build(sel: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
-            used = len(window) if len(sel) == len(pages) else shown[len(sel)]
+            used = len(sel)
             nxt = cursor + used if (more or used < len(window)) else None
             data: PagesOut = {"pages": sel, "cursor": cursor, "next_cursor": nxt}
             lines = [f"{len(sel)} page(s), newest first (from {cursor}):"]
@@ -674,25 +655,11 @@ class MemoryTools:
     def page_write(
         self, path: str, text: str, expected_hash: str | None, caller: Caller
     ) -> CallToolResult:
-        from wiki_memory.wiki.page import parse_page
-
         limit = self.memory.settings.max_body_bytes
         if len(text.encode("utf-8")) > limit:
             raise ValueError(f"text is over the limit of {limit} bytes")
         rel, data, redacted = page_text_for_write(path, text)
-        if not self.visible(rel, caller.user):
-            raise PathNotWritable("that folder belongs to another user")
-        try:
-            current = self.memory.read_page(rel, 0, 1)
-        except NotFound:
-            current = None
-        new_pin = parse_page(data, rel).metadata.get("pinned")
-        old_pin = (current or {}).get("metadata", {}).get("pinned")
-        if bool(new_pin) != bool(old_pin):
-            raise ValueError(
-                "agents cannot pin or unpin pages: keep the page's `pinned` key as it is "
-                "(pinning is done by people)"
-            )
+        created = {"v": False}
         try:
             res = self.memory.write_page(
                 rel,
@@ -701,6 +668,8 @@ class MemoryTools:
                 message=f"Write {rel} ({caller.harness})",
                 expected_hash=expected_hash.strip().lower() if expected_hash else None,
                 create_only=not expected_hash,
+                who=caller.user,
+                on_current=lambda cur: created.update(v=cur is None),
             )
         except Conflict as exc:
             if not expected_hash:
@@ -716,11 +685,11 @@ class MemoryTools:
         out: WriteOut = {
             "path": rel,
             "hash": digest,
-            "created": current is None,
+            "created": created["v"],
             "changed": res.value is not None,
             "redacted": redacted,
         }
-        msg = f"{'Created' if current is None else 'Wrote'} {rel} (hash {digest})."
+        msg = f"{'Created' if created['v'] else 'Wrote'} {rel} (hash {digest})."
         if res.value is None:
             msg = f"{rel} already holds this text (hash {digest}); nothing changed."
         if redacted:
@@ -941,21 +910,17 @@ def build_server(memory: Memory, max_result_tokens: int | None = None) -> MCPSer
     )
 
     def guard(fn: Callable[[], CallToolResult]) -> CallToolResult:
-        """Turn the core's errors into tool errors the model can act on."""
+        """Turn the core's errors into tool errors the model can act on: ``<code>:
+        <message>``, the code as :data:`wiki_memory.errors.TABLE` names it (the same
+        code HTTP sends as ``error``)."""
         try:
             return fn()
         except ToolError:
             raise
-        except PathRefused as exc:
-            raise ToolError(f"path refused: {exc}") from None
-        except NotFound as exc:
-            raise ToolError(f"no such page: {exc}") from None
-        except Conflict as exc:
-            raise ToolError(str(exc)) from None
-        except GitBusy as exc:
-            raise ToolError(str(exc)) from None
+        except WikiMemoryError as exc:
+            raise ToolError(f"{exc.error_code}: {exc.public_message()}") from None
         except (ValueError, LookupError, PermissionError) as exc:
-            raise ToolError(str(exc) or type(exc).__name__) from None
+            raise ToolError(f"bad_request: {exc or type(exc).__name__}") from None
         # anything else is a crash: the SDK logs it and tells the client only the tool name
 
     @server.tool(annotations=read_only)

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from wiki_memory.errors import BadRequest
+
 #: harness event name → kind. Kinds: session_start, prompt, tool_pre, tool_post,
 #: tool_failure, stop, subagent_stop, compact, session_end, notification, turn, other.
 EVENT_KINDS: dict[str, str] = {
@@ -50,12 +52,11 @@ _PROJECT_RE = re.compile(r"[^\w.\-]+", re.UNICODE)
 _SAFE_ID_RE = re.compile(r"^[\w.:@+\-]{1,200}$", re.UNICODE)
 
 
-class ObservationError(ValueError):
-    """A hook event that cannot be accepted; ``field`` names what was wrong."""
+class ObservationError(BadRequest):
+    """400: a hook event that cannot be accepted; ``field`` names what was wrong."""
 
     def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
+        super().__init__(f"{field}: {message}", field=field)
         self.message = message
 
 

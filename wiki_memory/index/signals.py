@@ -19,6 +19,7 @@ from typing import Any
 
 import apsw
 
+from wiki_memory.identity import Identity, visible_sql
 from wiki_memory.index.store import BM25_WEIGHTS, Index, SearchError, SectionHit
 
 __all__ = [
@@ -60,9 +61,9 @@ class Scope:
     ``tags``: the page must carry every one (case-insensitive; ``a`` also matches the
     nested ``a/b``); ``since``/``until``: UTC epoch seconds, the time the page covers
     (:data:`PAGE_START` .. :data:`PAGE_END`) must overlap ``[since, until]``;
-    ``exclude_dirs``: wiki-relative folders whose pages are left out. Pages with
-    frontmatter ``visibility: personal`` are seen by their ``user`` (the ``viewer``) alone,
-    as ``wiki_memory.handoffs.may_see`` decides.
+    ``exclude_dirs``: wiki-relative folders whose pages are left out; ``who``: the
+    caller, whose pages are those :func:`wiki_memory.identity.visible_sql` keeps (None:
+    the server itself, every page).
     """
 
     project: str | None = None
@@ -71,7 +72,7 @@ class Scope:
     since: float | None = None
     until: float | None = None
     exclude_dirs: tuple[str, ...] = field(default=())
-    viewer: str | None = None
+    who: Identity | None = None
 
     @property
     def empty(self) -> bool:
@@ -108,12 +109,9 @@ class Scope:
             if d:
                 conds.append(f"NOT ({a}.path >= ? AND {a}.path < ?)")
                 args.extend([d + "/", d + "0"])  # '0' sorts right after '/'
-        conds.append(
-            f"(instr({a}.meta, '\"visibility\"') = 0"
-            f" OR COALESCE(json_extract({a}.meta, '$.visibility'), 'project') != 'personal'"
-            f" OR (? IS NOT NULL AND json_extract({a}.meta, '$.user') = ?))"
-        )
-        args.extend([self.viewer, self.viewer])
+        cond, vargs = visible_sql(a, self.who)
+        conds.append(cond)
+        args.extend(vargs)
         return conds, args
 
 

@@ -29,7 +29,9 @@ the tables are dropped, recreated empty and :attr:`Index.needs_rebuild` is set)
     ``pages``     one row per page; ``kind`` from frontmatter ``type`` else
                   ``"page"``, ``project`` from frontmatter ``project`` else the
                   path ``projects/<project>/...``, ``id`` from frontmatter ``id``
-                  else the path; ``tags``/``aliases``/``meta``/``diagnostics`` JSON.
+                  else the path; ``tags``/``aliases``/``meta``/``diagnostics`` JSON;
+                  ``owner`` the folded user a personal page belongs to alone
+                  (:func:`wiki_memory.identity.personal_owner`), NULL when shared.
     ``sections``  one row per section (heading or block id) with the original text.
     ``fts``       FTS5 (contentless, ``contentless_delete=1``) with rowid =
                   ``sections.rowid``, columns title, aliases, tags, heading, body
@@ -72,6 +74,8 @@ from typing import Any, Literal
 import apsw
 from filelock import FileLock
 
+from wiki_memory.errors import Unavailable
+from wiki_memory.identity import Identity, is_pinned, may_read, personal_owner, visible_sql
 from wiki_memory.index.parallel import map_unordered
 from wiki_memory.index.query import build_match
 from wiki_memory.index.text import index_text
@@ -91,7 +95,7 @@ __all__ = [
     "BM25_WEIGHTS",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Bump when the schema or what is stored in it changes: old indexes are then rebuilt."""
 
 BM25_WEIGHTS = {"title": 10.0, "aliases": 8.0, "tags": 4.0, "heading": 3.0, "body": 1.0}
@@ -117,10 +121,13 @@ CREATE TABLE pages(
     size INTEGER,       -- bytes
     mtime REAL,         -- seconds since the epoch, as stat() gave it (NULL if unknown)
     meta TEXT,          -- JSON object: the frontmatter
-    diagnostics TEXT    -- JSON list of {kind, line, message}
+    diagnostics TEXT,   -- JSON list of {kind, line, message}
+    owner TEXT          -- folded user the page belongs to alone, NULL when shared
+                        -- (wiki_memory.identity.personal_owner)
 );
 CREATE INDEX pages_project_kind ON pages(project, kind);
 CREATE INDEX pages_kind ON pages(kind);
+CREATE INDEX pages_owner ON pages(owner);
 CREATE TABLE sections(
     rowid INTEGER PRIMARY KEY,
     path TEXT NOT NULL,
@@ -216,8 +223,8 @@ _SCHEMA_TABLES = "\n".join(st for st in _STATEMENTS if not st.startswith("CREATE
 _SCHEMA_INDEXES = "\n".join(st for st in _STATEMENTS if st.startswith("CREATE INDEX"))
 
 
-class SearchError(Exception):
-    """The search engine failed. Never reported as "no results"."""
+class SearchError(Unavailable):
+    """503 ``unavailable``: the search engine failed. Never reported as "no results"."""
 
 
 @dataclass(frozen=True)
@@ -1003,15 +1010,21 @@ class Index:
 
     # -- reading pages --
 
-    def page_meta(self, path: str) -> dict[str, Any] | None:
-        """The ``pages`` row of ``path`` as a dict (JSON columns decoded), or None.
+    def page_meta(self, path: str, who: Identity | None = None) -> dict[str, Any] | None:
+        """The ``pages`` row of ``path`` as a dict (JSON columns decoded), or None (also
+        when ``who`` may not see it; None is the server itself).
 
         Keys: path, id, title, kind, project, tags, aliases, updated, created, hash,
-        size, mtime, meta, diagnostics.
+        size, mtime, meta, diagnostics, owner.
         """
+        cond, args = visible_sql("p", who)
         row = (
             self._conn()
-            .execute(f"SELECT {', '.join(_PAGE_COLUMNS)} FROM pages WHERE path = ?", (path,))
+            .execute(
+                f"SELECT {', '.join('p.' + c for c in _PAGE_COLUMNS)} FROM pages AS p "
+                f"WHERE p.path = ? AND {cond}",
+                (path, *args),
+            )
             .fetchone()
         )
         return None if row is None else _page_dict(row)
@@ -1023,14 +1036,16 @@ class Index:
         since: str | None = None,
         limit: int = 100,
         offset: int = 0,
+        who: Identity | None = None,
     ) -> list[dict[str, Any]]:
         """Pages, most recently updated first (then by path), as :meth:`page_meta` dicts.
 
         ``since`` is an ISO-8601 string compared with the page's ``updated`` (else
-        ``created``, else mtime), which is returned under ``updated``.
+        ``created``, else mtime), which is returned under ``updated``. Pages ``who`` may
+        not see are left out in the SQL, so they take no place in ``limit``/``offset``.
         """
-        where: list[str] = []
-        args: list[Any] = []
+        cond, args = visible_sql("p", who)
+        where: list[str] = [cond]
         if project is not None:
             where.append("p.project = ?")
             args.append(project)
@@ -1044,7 +1059,7 @@ class Index:
         sql = f"""
             SELECT p.path, p.id, p.title, p.kind, p.project, p.tags, p.aliases,
                    {_UPDATED} AS updated, p.created, p.hash, p.size, p.mtime, p.meta,
-                   p.diagnostics
+                   p.diagnostics, p.owner
             FROM pages AS p {"WHERE " + " AND ".join(where) if where else ""}
             ORDER BY updated DESC, p.path LIMIT ? OFFSET ?
         """
@@ -1071,14 +1086,16 @@ class Index:
             for t, f, a, e, ln in cur
         ]
 
-    def outlinks(self, path: str) -> list[dict[str, Any]]:
-        """Every link of ``path`` with where it leads, in file order.
+    def outlinks(self, path: str, who: Identity | None = None) -> list[dict[str, Any]]:
+        """Every link of ``path`` with where it leads, in file order, as ``who`` sees it.
 
         Dicts: ``target`` (as written, ``""`` for a same-page reference), ``fragment``,
         ``alias``, ``embed``, ``line``, ``in_frontmatter``, ``status`` (``resolved``,
         ``unresolved``, ``ambiguous``, ``attachment``), ``path`` (the page or file it
         leads to; None when unresolved, ambiguous or a missing attachment) and
-        ``candidates`` (paths, for an ambiguous link; else ``[]``).
+        ``candidates`` (paths, for an ambiguous link; else ``[]``). A page or file ``who``
+        may not see is never named: a link to it reads as unresolved (an attachment as
+        missing), and an ambiguous link counts only the candidates ``who`` may see.
         """
         conn = self._conn()
         rows: list[Any] = conn.execute(
@@ -1087,31 +1104,53 @@ class Index:
             (path,),
         ).fetchall()
         cands = _candidates(conn, {r[8] for r in rows if r[6] == wl.AMBIGUOUS})
-        return [
-            {
-                "target": t,
-                "fragment": f,
-                "alias": a,
-                "embed": bool(e),
-                "line": ln,
-                "in_frontmatter": bool(fm),
-                "status": st,
-                "path": rp,
-                "candidates": list(cands.get(k, ())) if st == wl.AMBIGUOUS else [],
-            }
-            for t, f, a, e, ln, fm, st, rp, k in rows
-        ]
+        shown = None
+        if who is not None:
+            named = {r[7] for r in rows if r[7] and r[6] != wl.ATTACHMENT}
+            named.update(p for c in cands.values() for p in c)
+            shown = _visible_paths(conn, named, who)
+        out = []
+        for t, f, a, e, ln, fm, st, rp, k in rows:
+            cand = list(cands.get(k, ())) if st == wl.AMBIGUOUS else []
+            if shown is not None:
+                if st == wl.ATTACHMENT:
+                    if rp is not None and not may_read(who, rp, None):
+                        rp = None
+                elif st == wl.AMBIGUOUS:
+                    cand = [c for c in cand if c in shown]
+                    if len(cand) == 1:
+                        st, rp, cand = wl.RESOLVED, cand[0], []
+                    elif not cand:
+                        st, rp = wl.UNRESOLVED, None
+                elif rp is not None and rp not in shown:
+                    st, rp = wl.UNRESOLVED, None
+            out.append(
+                {
+                    "target": t,
+                    "fragment": f,
+                    "alias": a,
+                    "embed": bool(e),
+                    "line": ln,
+                    "in_frontmatter": bool(fm),
+                    "status": st,
+                    "path": rp,
+                    "candidates": cand,
+                }
+            )
+        return out
 
-    def backlinks(self, path: str) -> list[dict[str, Any]]:
+    def backlinks(self, path: str, who: Identity | None = None) -> list[dict[str, Any]]:
         """Links from other pages that resolve to the page ``path`` (same-page references
-        left out), ordered by source path and line. Dicts: ``src_path``, ``title`` (of the
-        linking page), ``target``, ``fragment``, ``alias``, ``embed``, ``line``."""
+        left out), ordered by source path and line; only from pages ``who`` may see.
+        Dicts: ``src_path``, ``title`` (of the linking page), ``target``, ``fragment``,
+        ``alias``, ``embed``, ``line``."""
+        cond, args = visible_sql("p", who)
         cur = self._conn().execute(
             "SELECT l.src_path, p.title, l.target, l.fragment, l.alias, l.embed, l.line "
-            "FROM links AS l LEFT JOIN pages AS p ON p.path = l.src_path "
+            "FROM links AS l JOIN pages AS p ON p.path = l.src_path "
             "WHERE l.resolved_path = ? AND l.target != '' AND l.status = 'resolved' "
-            "ORDER BY l.src_path, l.line, l.rowid",
-            (path,),
+            f"AND {cond} ORDER BY l.src_path, l.line, l.rowid",
+            (path, *args),
         )
         return [
             {
@@ -1198,39 +1237,108 @@ class Index:
         row = self._conn().execute("SELECT 1 FROM files WHERE path = ?", (path,)).fetchone()
         return row is not None
 
-    def links_to(self, title_or_stem: str) -> list[dict[str, Any]]:
+    def links_to(self, title_or_stem: str, who: Identity | None = None) -> list[dict[str, Any]]:
         """Backlinks: links that lead to the page named ``title_or_stem``.
 
         ``title_or_stem`` may be a page path (with or without ``.md``), title, file stem or
         alias, resolved like a link target (exact names only, never a fuzzy match); links
         to any page it names count. When it names no page, the links written with that
-        target (unresolved) are returned. Dicts with src_path, target, fragment, alias,
-        embed, line.
+        target (unresolved) are returned. Pages ``who`` may not see neither count as
+        named nor lend their links. Dicts with src_path, target, fragment, alias, embed,
+        line.
         """
         key = wl.target_key(title_or_stem)
         conn = self._conn()
         paths = sorted({r[0] for r in conn.execute("SELECT path FROM names WHERE key = ?", (key,))})
+        if who is not None:
+            shown = _visible_paths(conn, paths, who)
+            paths = [p for p in paths if p in shown]
+        cond, args = visible_sql("p", who)
         if paths:
             marks = ", ".join("?" * len(paths))
             cur = conn.execute(
-                "SELECT src_path, target, fragment, alias, embed, line FROM links "
-                f"WHERE resolved_path IN ({marks}) AND target != '' AND status = 'resolved' "
-                "ORDER BY src_path, line",
-                paths,
+                "SELECT l.src_path, l.target, l.fragment, l.alias, l.embed, l.line "
+                "FROM links AS l JOIN pages AS p ON p.path = l.src_path "
+                f"WHERE l.resolved_path IN ({marks}) AND l.target != '' "
+                f"AND l.status = 'resolved' AND {cond} ORDER BY l.src_path, l.line",
+                [*paths, *args],
             )
         else:
             cur = conn.execute(
-                "SELECT src_path, target, fragment, alias, embed, line FROM links "
-                "WHERE target_key = ? ORDER BY src_path, line",
-                (key,),
+                "SELECT l.src_path, l.target, l.fragment, l.alias, l.embed, l.line "
+                "FROM links AS l JOIN pages AS p ON p.path = l.src_path "
+                f"WHERE l.target_key = ? AND {cond} ORDER BY l.src_path, l.line",
+                (key, *args),
             )
         return [
             {"src_path": s, "target": t, "fragment": f, "alias": a, "embed": bool(e), "line": ln}
             for s, t, f, a, e, ln in cur
         ]
 
+    def pinned_pages(self, project: str, who: Identity | None = None) -> list[dict[str, Any]]:
+        """Pages that frontmatter ``pinned`` pins (:func:`wiki_memory.identity.is_pinned`)
+        whose project is ``project`` or none, that ``who`` may see; by path. Dicts with
+        ``path``, ``title`` (the path when untitled) and ``meta`` (the frontmatter)."""
+        cond, args = visible_sql("p", who)
+        pin = "json_extract(p.meta, '$.pinned')"
+        kind = "json_type(p.meta, '$.pinned')"
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT p.path, p.title, p.meta FROM pages AS p "
+                "WHERE (p.project = ? OR p.project IS NULL) "
+                f"AND ({kind} = 'true' OR ({kind} = 'integer' AND {pin} = 1) "
+                f"OR ({kind} = 'text' AND lower(trim({pin})) IN ('true', 'yes'))) "
+                f"AND {cond} ORDER BY p.path",
+                (project, *args),
+            )
+            .fetchall()
+        )
+        out = []
+        for path, title, meta in rows:
+            m = json.loads(str(meta)) if meta else {}
+            if is_pinned(m):  # the SQL narrows; the rule decides
+                out.append({"path": path, "title": title or path, "meta": m})
+        return out
+
+    def names_for(
+        self, keys: Iterable[str], who: Identity | None = None
+    ) -> list[tuple[str, str, str]]:
+        """``(key, path, source)`` rows of the ``names`` table for ``keys`` (casefolded
+        link targets), pages ``who`` may not see left out; ``source`` is ``title``,
+        ``stem``, ``alias`` or ``path``."""
+        cond, args = visible_sql("p", who)
+        uniq = sorted(set(keys))
+        out: list[tuple[str, str, str]] = []
+        conn = self._conn()
+        for chunk in _chunks(uniq):
+            marks = ", ".join("?" * len(chunk))
+            out.extend(
+                (str(k), str(p), str(s or ""))
+                for k, p, s in conn.execute(
+                    "SELECT n.key, n.path, n.source FROM names AS n JOIN pages AS p "
+                    f"ON p.path = n.path WHERE n.key IN ({marks}) AND {cond}",
+                    [*chunk, *args],
+                )
+            )
+        return out
+
+    def visible_paths(self, paths: Iterable[str], who: Identity | None) -> set[str]:
+        """The indexed pages among ``paths`` that ``who`` may see (None: all indexed)."""
+        return _visible_paths(self._conn(), paths, who)
+
 
 # --- helpers working on a given connection (live or the one being rebuilt) -----------
+
+
+def _visible_paths(conn: apsw.Connection, paths: Iterable[str], who: Identity | None) -> set[str]:
+    cond, args = visible_sql("p", who)
+    out: set[str] = set()
+    for chunk in _chunks(sorted(set(paths))):
+        marks = ", ".join("?" * len(chunk))
+        sql = f"SELECT p.path FROM pages AS p WHERE p.path IN ({marks}) AND {cond}"
+        out.update(r[0] for r in conn.execute(sql, [*chunk, *args]))
+    return out
 
 
 def _scalar(conn: apsw.Connection, sql: str) -> int:
@@ -1338,6 +1446,7 @@ def _prepare(path: str, raw: bytes, mtime: float | None, digest: str | None = No
         mtime,
         _json(meta),
         _json(diagnostics),
+        personal_owner(path, meta),
     )
     fts_page = (index_text(title), index_text("\n".join(aliases)), index_text(" ".join(tags)))
     sections = []
@@ -1385,7 +1494,7 @@ def _prepare_file(job: tuple[str, str, float | None]) -> tuple | None:
 
 _SQL_PAGE = (
     "INSERT INTO pages(path, id, title, kind, project, tags, aliases, updated, created, "
-    "hash, size, mtime, meta, diagnostics) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "hash, size, mtime, meta, diagnostics, owner) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 _SQL_SECTION = (
     "INSERT INTO sections(rowid, path, anchor, heading, ord, line, hash, text, project, kind) "
@@ -1698,6 +1807,7 @@ _PAGE_COLUMNS = (
     "mtime",
     "meta",
     "diagnostics",
+    "owner",
 )
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from wiki_memory.errors import BadRequest
+from wiki_memory.identity import Identity
 from wiki_memory.index.signals import Scope
 
 __all__ = ["FilterError", "Filters", "parse_time"]
@@ -22,12 +24,11 @@ __all__ = ["FilterError", "Filters", "parse_time"]
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
-class FilterError(ValueError):
-    """A filter value is not valid; ``field`` names it."""
+class FilterError(BadRequest):
+    """400: a filter value is not valid; ``field`` names it."""
 
     def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
+        super().__init__(f"{field}: {message}", field=field)
         self.message = message
 
 
@@ -81,8 +82,8 @@ class Filters:
     ``handoff``, ...; None = all, ``[]`` = none); ``tags``: every one must be on the page;
     ``since``/``until``: UTC epoch seconds bounding the time a page covers (overlap);
     ``as_of``: UTC epoch seconds: search the wiki as it was committed then (git);
-    ``exclude_dirs``: folders the caller may not see; ``viewer``: the caller (pages with
-    ``visibility: personal`` are seen by their ``user`` alone)."""
+    ``exclude_dirs``: folders left out; ``who``: the caller (the pages
+    :mod:`wiki_memory.identity` says it may see; None: the server itself)."""
 
     project: str | None = None
     kinds: tuple[str, ...] | None = None
@@ -91,7 +92,7 @@ class Filters:
     until: float | None = None
     as_of: float | None = None
     exclude_dirs: tuple[str, ...] = ()
-    viewer: str | None = None
+    who: Identity | None = None
 
     @classmethod
     def build(
@@ -104,7 +105,7 @@ class Filters:
         until: Any = None,
         as_of: Any = None,
         exclude_dirs: Iterable[str] = (),
-        viewer: str | None = None,
+        who: Identity | None = None,
     ) -> Filters:
         """Check and parse raw values (as they come from JSON or keyword arguments)."""
         if project is not None and not isinstance(project, str):
@@ -116,7 +117,7 @@ class Filters:
         if s is not None and u is not None and s > u:
             raise FilterError("until", "is before since")
         a = parse_time(as_of, "as_of", end_of_day=True)
-        return cls(project or None, k, t, s, u, a, tuple(exclude_dirs), viewer or None)
+        return cls(project or None, k, t, s, u, a, tuple(exclude_dirs), who)
 
     def scope(self) -> Scope:
         """The SQL scope of these filters (``as_of`` picks the index, not rows)."""
@@ -127,7 +128,7 @@ class Filters:
             since=self.since,
             until=self.until,
             exclude_dirs=self.exclude_dirs,
-            viewer=self.viewer,
+            who=self.who,
         )
 
     def spool_ok(self, ts: str | None) -> bool:

@@ -45,6 +45,7 @@ from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from wiki_memory.identity import Identity
 from wiki_memory.index import signals
 from wiki_memory.index.signals import Hit
 from wiki_memory.index.store import Index
@@ -118,7 +119,7 @@ def candidates(
     until: Any = None,
     as_of: Any = None,
     exclude_dirs: Iterable[str] = (),
-    viewer: str | None = None,
+    who: Identity | None = None,
 ) -> list[dict[str, Any]]:
     """Ranked recall items for ``query``, at most ``limit``, best first.
 
@@ -128,8 +129,8 @@ def candidates(
     the time the page covers, frontmatter ``started``/``created`` to ``ended``/
     ``updated``, must overlap the range; a bare date covers its whole day); ``as_of``
     (ISO-8601 or epoch seconds: search the wiki as committed then, from git; no spool);
-    ``exclude_dirs`` (folders whose pages are never seen); ``viewer`` (the caller: a page
-    with ``visibility: personal`` is seen by its ``user`` alone). All filters act before
+    ``exclude_dirs`` (folders whose pages are never seen); ``who`` (the caller: only the
+    pages :mod:`wiki_memory.identity` lets it see; None is the server). All filters act before
     ranking, in every signal (a hidden page never lends its links or name). Raises ``FilterError`` (a ValueError naming the field) for a bad filter
     value and ``SearchError`` when the index fails. Text with nothing searchable gives
     ``[]``.
@@ -142,7 +143,7 @@ def candidates(
         until=until,
         as_of=as_of,
         exclude_dirs=exclude_dirs,
-        viewer=viewer,
+        who=who,
     )
     q = analyze(query)
     if q.empty or limit <= 0:

@@ -18,19 +18,25 @@ from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from wiki_memory.capture.observation import ObservationError
 from wiki_memory.capture.sanitize import redact_text
-from wiki_memory.core import Conflict, Memory, NotFound, sha256
-from wiki_memory.recall.filters import FilterError
+from wiki_memory.core import Memory, sha256
+from wiki_memory.errors import (
+    BadRequest,
+    Conflict,
+    MethodNotAllowed,
+    NotFound,
+    PreconditionRequired,
+    WikiMemoryError,
+    rule_for,
+)
 from wiki_memory.server import handoff_api, mcp_app, web
 from wiki_memory.server.auth import TokenStore
-from wiki_memory.wiki.git import GitBusy
-from wiki_memory.wiki.paths import PathRefused
 
 access_log = logging.getLogger("wiki_memory.access")
 
@@ -38,24 +44,51 @@ OPEN_PATHS = {"/v1/health"}
 UNAUTHORIZED = {"error": "unauthorized", "message": "a valid bearer token is required"}
 
 
-class BodyTooLarge(Exception):
-    pass
-
-
-class ApiError(Exception):
-    """An error answered as JSON ``{"error": code, "message": ...}`` with ``status``."""
+class ApiError(WikiMemoryError):
+    """An error a route raises by code: answered as :data:`wiki_memory.errors.TABLE`
+    says for ``code`` (``status`` is stated at the raise site for the reader and must
+    agree with the table; a test checks every one)."""
 
     def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.extra = extra
+        field = extra.pop("field", None)
+        headers = extra.pop("headers", None)
+        super().__init__(message, field=field, headers=headers, **extra)
+        self.stated_status = status
+        self._code = code
+
+    @property
+    def error_code(self) -> str:
+        return self._code
 
 
-def error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
-    headers = extra.pop("headers", None)
-    return JSONResponse({"error": code, "message": message, **extra}, status, headers=headers)
+def error_response(request: Request, exc: Exception) -> Response:
+    """THE mapping from an error to an HTTP answer, registered once for the whole app.
+
+    Under ``/v1`` (and for the API's errors anywhere) the answer is the JSON of
+    :meth:`wiki_memory.errors.WikiMemoryError.body` with the status :data:`TABLE` gives;
+    a router 404/405 becomes ``not_found``/``method_not_allowed`` JSON there. Outside
+    ``/v1`` and ``/mcp`` a router error is the web view's HTML page. A ValueError a
+    library raised is a 400 ``bad_request``."""
+    path = request.url.path
+    api_path = path == "/v1" or path.startswith(("/v1/", "/mcp"))
+    if isinstance(exc, HTTPException):
+        if not api_path:
+            return web.error_page(request, exc.status_code)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            err: WikiMemoryError = MethodNotAllowed(
+                f"{request.method} is not allowed on {path}", headers=headers
+            )
+        elif exc.status_code == 404:
+            err = NotFound(f"no such route: {path}")
+        else:
+            err = WikiMemoryError(str(exc.detail))
+            return JSONResponse(err.body(), exc.status_code, headers=headers)
+    elif isinstance(exc, WikiMemoryError):
+        err = exc
+    else:
+        err = BadRequest(str(exc) or type(exc).__name__)
+    return JSONResponse(err.body(), rule_for(err).status, headers=err.headers or None)
 
 
 class AuthMiddleware:
@@ -171,7 +204,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _int(d: dict[str, Any], name: str, default: int, lo: int = 0, hi: int = 10**7) -> int:
+def _int(d: Any, name: str, default: int, lo: int = 0, hi: int = 10**7) -> int:
     v = d.get(name, default)
     if v is None:
         return default
@@ -186,7 +219,7 @@ def _int(d: dict[str, Any], name: str, default: int, lo: int = 0, hi: int = 10**
     return n
 
 
-def _str(d: dict[str, Any], name: str, required: bool = False) -> str | None:
+def _str(d: Any, name: str, required: bool = False) -> str | None:
     v = d.get(name)
     if v is None or v == "":
         if required:
@@ -200,37 +233,14 @@ def _str(d: dict[str, Any], name: str, required: bool = False) -> str | None:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def api(fn: Handler) -> Handler:
-    """Turn ApiError and the core's errors into JSON error responses."""
-
-    async def wrapped(request: Request) -> Response:
-        try:
-            return await fn(request)
-        except ApiError as exc:
-            headers = exc.extra.pop("headers", None)
-            return error(exc.status, exc.code, exc.message, headers=headers, **exc.extra)
-        except ObservationError as exc:
-            return error(400, "bad_request", str(exc), field=exc.field)
-        except PathRefused as exc:
-            return error(400, "bad_path", f"path refused: {exc}")
-        except NotFound as exc:
-            return error(404, "not_found", f"no such page: {exc}")
-        except ValueError as exc:
-            return error(400, "bad_request", str(exc))
-
-    return wrapped
-
-
 def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = False) -> ASGIApp:
     """The ASGI app for one Memory. With ``manage_memory`` the app's lifespan starts and
     stops the Memory (the ``serve`` command); tests may manage it themselves."""
     limit = memory.settings.max_body_bytes
 
-    @api
     async def health(request: Request) -> Response:
         return JSONResponse({"ok": True, "version": _version()})
 
-    @api
     async def observations(request: Request) -> Response:
         body = await read_json(request, limit)
         user = request.state.user
@@ -240,7 +250,6 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         r = result[0]
         return JSONResponse({"id": r["id"], "duplicate": r["duplicate"]}, 202)
 
-    @api
     async def recall(request: Request) -> Response:
         body = await read_json(request, limit)
         if not isinstance(body, dict):
@@ -250,24 +259,20 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         kinds = body.get("kinds")  # [] allows no kind; a wrong type is a 400 from Filters
         if kinds is None and isinstance(body.get("kind"), str):
             kinds = [body["kind"]]
-        try:
-            res = await run_in_threadpool(
-                memory.recall,
-                query,
-                project=_str(body, "project"),
-                budget_tokens=budget,
-                kinds=kinds,
-                user=request.state.user,
-                tags=body.get("tags"),
-                since=body.get("since"),
-                until=body.get("until"),
-                as_of=body.get("as_of"),
-            )
-        except FilterError as exc:
-            raise ApiError(400, "bad_request", str(exc), field=exc.field) from None
+        res = await run_in_threadpool(
+            memory.recall,
+            query,
+            project=_str(body, "project"),
+            budget_tokens=budget,
+            kinds=kinds,
+            user=request.state.user,
+            tags=body.get("tags"),
+            since=body.get("since"),
+            until=body.get("until"),
+            as_of=body.get("as_of"),
+        )
         return JSONResponse(res.to_json())
 
-    @api
     async def expand(request: Request) -> Response:
         body = await read_json(request, limit)
         if not isinstance(body, dict):
@@ -279,24 +284,19 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         res = await run_in_threadpool(memory.expand, ids, budget, request.state.user)
         return JSONResponse(res)
 
-    @api
     async def pages(request: Request) -> Response:
         q = request.query_params
-        try:
-            res = await run_in_threadpool(
-                memory.list_pages,
-                project=q.get("project") or None,
-                kind=q.get("kind") or None,
-                since=q.get("since") or None,
-                limit=_int(dict(q), "limit", 100, 1, 1000),
-                offset=_int(dict(q), "offset", 0),
-                user=request.state.user,
-            )
-        except FilterError as exc:
-            raise ApiError(400, "bad_request", str(exc), field=exc.field) from None
+        res = await run_in_threadpool(
+            memory.list_pages,
+            project=q.get("project") or None,
+            kind=q.get("kind") or None,
+            since=q.get("since") or None,
+            limit=_int(dict(q), "limit", 100, 1, 1000),
+            offset=_int(dict(q), "offset", 0),
+            user=request.state.user,
+        )
         return JSONResponse({"pages": res})
 
-    @api
     async def page(request: Request) -> Response:
         path = request.path_params["path"]
         q = request.query_params
@@ -309,7 +309,6 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         )
         return JSONResponse(res)
 
-    @api
     async def put_page(request: Request) -> Response:
         """``PUT /v1/pages/{path}``: write a whole page with a compare-and-set (docs/api.md)."""
         from wiki_memory.mcp_tools import page_text_for_write
@@ -346,21 +345,16 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
                 message=f"Write {path}",
                 expected_hash=expected,
                 create_only=create_only,
+                who=user,
             )
         except Conflict as exc:
+            # only ever for a page the caller may see: the scope rule answers 404 first
             cur = exc.current_hash
             if not if_match and request.headers.get("if-none-match") is None:
-                raise ApiError(
-                    428,
-                    "precondition_required",
-                    f"{path} exists: send If-Match with its hash to replace it",
-                    hash=cur,
+                raise PreconditionRequired(
+                    f"{path} exists: send If-Match with its hash to replace it", hash=cur
                 ) from None
             raise ApiError(412, "conflict", str(exc), hash=cur) from None
-        except GitBusy as exc:
-            raise ApiError(
-                503, "busy", str(exc), headers={"Retry-After": str(exc.retry_after_seconds)}
-            ) from None
         digest = res.value or sha256(data)
         status = 201 if expected is None and res.value is not None else 200
         return JSONResponse(
@@ -369,9 +363,8 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
             headers={"ETag": f'"{digest}"'},
         )
 
-    @api
     async def reindex(request: Request) -> Response:
-        n = await run_in_threadpool(memory.reindex)
+        n = await run_in_threadpool(memory.reindex, request.state.user)
         return JSONResponse({"pages": n})
 
     @asynccontextmanager
@@ -398,7 +391,15 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         *mcp_app.routes(memory, tokens),
         *web.routes(memory, tokens),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={
+            HTTPException: error_response,
+            WikiMemoryError: error_response,
+            ValueError: error_response,
+        },
+    )
     app.state.memory = memory
     wrapped: Any = AuthMiddleware(app, tokens, enabled=memory.settings.auth)
     wrapped = AccessLogMiddleware(wrapped)

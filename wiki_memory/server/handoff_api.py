@@ -32,10 +32,8 @@ def routes(memory: Memory) -> list[Any]:
     (the automatic session-end handoff included)."""
     # imported here: app.py imports this module before it defines these helpers
     from wiki_memory.brief import DEFAULT_BUDGET, build_brief
-    from wiki_memory.core import NotFound
-    from wiki_memory.handoffs import HandoffConflict, HandoffForbidden, install
-    from wiki_memory.server.app import ApiError, _int, _str, api, error, read_json
-    from wiki_memory.wiki.git import GitBusy
+    from wiki_memory.handoffs import install
+    from wiki_memory.server.app import ApiError, _int, _str, read_json
 
     svc = install(memory)
     limit = memory.settings.max_body_bytes
@@ -62,26 +60,12 @@ def routes(memory: Memory) -> list[Any]:
         return body
 
     async def call(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-        try:
-            return await run_in_threadpool(fn, *args, **kw)
-        except HandoffConflict as exc:
-            raise ApiError(409, exc.code, str(exc), **_extra(exc)) from None
-        except HandoffForbidden as exc:
-            raise ApiError(403, "forbidden", str(exc)) from None
-        except NotFound as exc:
-            raise ApiError(404, "not_found", str(exc)) from None
-        except GitBusy as exc:
-            raise ApiError(
-                503,
-                "busy",
-                f"{exc}; the change is on disk and is committed once git is free",
-                headers={"Retry-After": str(exc.retry_after_seconds)},
-            ) from None
+        # errors reach the app's one handler (wiki_memory.errors.TABLE)
+        return await run_in_threadpool(fn, *args, **kw)
 
     def ident(body: dict[str, Any]) -> dict[str, str | None]:
         return {"harness": _str(body, "harness"), "session_id": _str(body, "session_id")}
 
-    @api
     async def create(request: Request) -> Response:
         body = await body_of(request)
         kw: dict[str, Any] = {
@@ -109,7 +93,6 @@ def routes(memory: Memory) -> list[Any]:
         res = await call(svc.create, request.state.user, **kw)
         return JSONResponse({"handoff": res}, 201)
 
-    @api
     async def list_(request: Request) -> Response:
         q = dict(request.query_params)
         res = await call(
@@ -121,12 +104,10 @@ def routes(memory: Memory) -> list[Any]:
         )
         return JSONResponse({"handoffs": res})
 
-    @api
     async def show(request: Request) -> Response:
         res = await call(svc.show, request.state.user, request.path_params["hid"])
         return JSONResponse({"handoff": res})
 
-    @api
     async def action(request: Request) -> Response:
         verb = request.path_params["verb"]
         hid = request.path_params["hid"]
@@ -144,7 +125,6 @@ def routes(memory: Memory) -> list[Any]:
             res = await call(svc.cancel, user, hid, reason=_str(body, "reason"))
         return JSONResponse(res)
 
-    @api
     async def brief(request: Request) -> Response:
         body = await body_of(request)
         max_offers = body.get("max_offers")
@@ -159,7 +139,6 @@ def routes(memory: Memory) -> list[Any]:
         )
         return JSONResponse(res)
 
-    del error  # the api wrapper renders ApiError
     return [
         Route("/v1/handoffs", create, methods=["POST"]),
         Route("/v1/handoffs", list_, methods=["GET"]),
@@ -167,10 +146,3 @@ def routes(memory: Memory) -> list[Any]:
         Route("/v1/handoffs/{hid}/{verb}", action, methods=["POST"]),
         Route("/v1/brief", brief, methods=["POST"]),
     ]
-
-
-def _extra(exc: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"state": exc.status}
-    if exc.holder is not None:
-        out["holder"] = exc.holder
-    return out

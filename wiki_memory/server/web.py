@@ -47,11 +47,14 @@ from urllib.parse import parse_qsl, urlencode
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import Scope
 
+from wiki_memory.errors import NotFound
+from wiki_memory.identity import Identity
 from wiki_memory.index.store import SearchError, is_indexable
 from wiki_memory.server import web_render
 from wiki_memory.server.web_render import (
@@ -65,7 +68,7 @@ from wiki_memory.server.web_render import (
     targets_fingerprint,
 )
 from wiki_memory.wiki.page import ParsedPage, parse_page
-from wiki_memory.wiki.paths import PathRefused, clean_rel, resolve
+from wiki_memory.wiki.paths import PathRefused, clean_rel
 
 if TYPE_CHECKING:
     from wiki_memory.core import Memory
@@ -215,21 +218,8 @@ def _anchor_url(anchor: str) -> str:
 # --------------------------------------------------------------------------- visibility
 
 
-def can_see(user: str | None, path: str, kind: str | None, visibility: Any, owner: Any) -> bool:
-    """May ``user`` see this page? A personal handoff (``visibility: personal``) is seen by
-    its owner (frontmatter ``user``) alone; ``people/<name>/`` only by ``<name>``."""
-    if visibility == "personal" and kind == "handoff" and (not user or owner != user):
-        return False
-    if path.startswith("people/"):
-        parts = path.split("/")
-        if len(parts) > 2 and parts[1] != user:
-            return False
-    return True
-
-
-def _row_visible(user: str | None, row: dict[str, Any]) -> bool:
-    meta = row.get("meta") or {}
-    return can_see(user, row["path"], row.get("kind"), meta.get("visibility"), meta.get("user"))
+# Who may see a page is the core's scope rule (wiki_memory.scope / wiki_memory.identity):
+# index rows are filtered by the index for the reader, files are read through the rule.
 
 
 # --------------------------------------------------------------------------- sign-in
@@ -422,8 +412,21 @@ def routes(memory: Memory, tokens: TokenStore) -> list[Any]:
     ]
 
 
-def _fetch(idx: Any, project: str | None, kind: str | None, limit: int, offset: int) -> Any:
-    return idx.list_pages(project=project, kind=kind, limit=limit, offset=offset)
+def error_page(request: Request, status: int) -> Response:
+    """The web view's HTML page for a router error (404, 405) outside ``/v1``."""
+    messages = {404: ("Not found", "No such page."), 405: ("Not allowed", "Not allowed here.")}
+    title, message = messages.get(status, ("Error", "Something went wrong."))
+    for ctx in list(_CONTEXTS.values()):
+        return _View(ctx)._html(request, "error.html", status, title=title, message=message)
+    resp = HTMLResponse(f"<!doctype html><title>{title}</title><p>{message}</p>", status)
+    resp.headers.update(SECURITY_HEADERS)
+    return resp
+
+
+def _fetch(
+    memory: Memory, who: Identity, project: str | None, kind: str | None, limit: int, offset: int
+) -> Any:
+    return memory.list_pages(project=project, kind=kind, limit=limit, offset=offset, user=who)
 
 
 class _NotFound(Exception):
@@ -473,13 +476,17 @@ class _View:
             hmac.new(self.ctx.key, b"logout." + str(session.get("n")).encode(), "sha256").digest()
         )[:32]
 
-    def _user(self, request: Request) -> str | None:
+    def _user(self, request: Request) -> Identity:
+        """The reader as the scope rule sees them (a signed-out reader never gets here;
+        an unknown one sees only shared pages)."""
         u = getattr(request.state, "user", None)
-        return None if u is None else str(u)
+        who = self.memory.scope.identity("" if u is None else str(u))
+        assert who is not None
+        return who
 
     def _visible_rows(
         self,
-        user: str | None,
+        user: Identity,
         fetch: Callable[[int, int], list[dict[str, Any]]],
         offset: int,
         want: int,
@@ -493,7 +500,7 @@ class _View:
         while len(out) < want:
             rows = fetch(batch, raw)
             for i, row in enumerate(rows):
-                if keep(row) and _row_visible(user, row):
+                if keep(row):
                     out.append(row)
                     if len(out) == want:
                         nxt = raw + i + 1
@@ -526,11 +533,8 @@ class _View:
     def no_route(self, request: Request) -> Response:
         path = request.url.path
         if path.startswith(("/v1/", "/mcp")) or path == "/v1":
-            return Response(
-                '{"error": "not_found", "message": "no such route"}',
-                404,
-                media_type="application/json",
-            )
+            # the API's JSON 404, from the app's one error handler
+            raise StarletteHTTPException(404)
         return self._not_found(request, "No such page.")
 
     # -- sign-in -----------------------------------------------------------------------
@@ -691,20 +695,19 @@ class _View:
 
     def home(self, request: Request) -> Response:
         user = self._user(request)
-        idx = self.memory.index
         projects = []
         for name in self._projects():
             sessions, _ = self._visible_rows(
-                user, functools.partial(_fetch, idx, name, "session"), 0, 5
+                user, functools.partial(_fetch, self.memory, user, name, "session"), 0, 5
             )
             waiting, _ = self._visible_rows(
                 user,
-                functools.partial(_fetch, idx, name, "handoff"),
+                functools.partial(_fetch, self.memory, user, name, "handoff"),
                 0,
                 5,
                 keep=lambda r: (r.get("meta") or {}).get("status") in ("open", "offered"),
             )
-            latest = idx.list_pages(project=name, limit=1)
+            latest = self.memory.list_pages(project=name, limit=1, user=user)
             projects.append(
                 {
                     "name": name,
@@ -715,7 +718,7 @@ class _View:
             )
         projects.sort(key=lambda p: p["updated"] or "", reverse=True)
         recent, _ = self._visible_rows(
-            user, lambda lim, off: idx.list_pages(limit=lim, offset=off), 0, 15
+            user, lambda lim, off: self.memory.list_pages(limit=lim, offset=off, user=user), 0, 15
         )
         return self._html(
             request, "home.html", title="wiki-memory", projects=projects, recent=recent
@@ -729,9 +732,8 @@ class _View:
                 raise PathRefused("not a project name")
         except PathRefused:
             return self._not_found(request, "No such project.")
-        idx = self.memory.index
         exists = (self.memory.wiki_dir / "projects" / name).is_dir() or bool(
-            idx.list_pages(project=name, limit=1)
+            self.memory.list_pages(project=name, limit=1, user=user)
         )
         if not exists:
             return self._not_found(request, "No such project.")
@@ -744,7 +746,9 @@ class _View:
             off = self._offset(request, key)
 
             def fetch(lim: int, o: int, kind: str | None = kind) -> list[dict[str, Any]]:
-                return idx.list_pages(project=name, kind=kind, limit=lim, offset=o)
+                return self.memory.list_pages(
+                    project=name, kind=kind, limit=lim, offset=o, user=user
+                )
 
             rows, nxt = self._visible_rows(
                 user, fetch, off, PAGE_SIZE, keep=keep or (lambda r: True)
@@ -765,9 +769,8 @@ class _View:
     def all_pages(self, request: Request) -> Response:
         user = self._user(request)
         off = self._offset(request, "offset")
-        idx = self.memory.index
         rows, nxt = self._visible_rows(
-            user, lambda lim, o: idx.list_pages(limit=lim, offset=o), off, 50
+            user, lambda lim, o: self.memory.list_pages(limit=lim, offset=o, user=user), off, 50
         )
         return self._html(
             request,
@@ -783,8 +786,8 @@ class _View:
         project = request.query_params.get("project") or None
         rows, _ = self._visible_rows(
             user,
-            lambda lim, off: self.memory.index.list_pages(
-                project=project, kind="handoff", limit=lim, offset=off
+            lambda lim, off: self.memory.list_pages(
+                project=project, kind="handoff", limit=lim, offset=off, user=user
             ),
             0,
             2000,
@@ -821,16 +824,9 @@ class _View:
                 )
             except SearchError:
                 error = "The search engine failed; try again in a moment."
-            else:
+            else:  # recall filtered by the reader before ranking
                 omitted = res.omitted
-                seen: dict[str, bool] = {}
-                for it in res.items:
-                    path = str(it.get("path") or "")
-                    if path not in seen:
-                        meta = self.memory.index.page_meta(path)
-                        seen[path] = meta is None or _row_visible(user, meta)
-                    if seen[path]:
-                        items.append(it)
+                items = list(res.items)
         return self._html(
             request,
             "search.html",
@@ -845,19 +841,18 @@ class _View:
 
     # -- pages -------------------------------------------------------------------------
 
-    def _read(self, rel: str) -> bytes:
-        """The bytes of a page inside ``wiki/`` (no symlink, a regular ``.md`` file)."""
+    def _read(self, user: Identity, rel: str) -> bytes:
+        """The bytes of a ``.md`` page the reader may see, through the core's scope rule
+        (no symlink on the way, a single-link regular file); else _NotFound."""
         if not is_indexable(rel):
             raise _NotFound(rel)
-        full = resolve(self.memory.wiki_dir, rel)
-        if full.is_symlink() or not full.is_file():
-            raise _NotFound(rel)
-        return full.read_bytes()
+        try:
+            return self.memory.scope.read(user, rel).data
+        except (NotFound, PathRefused):
+            raise _NotFound(rel) from None
 
-    def _targets(self, user: str | None, rel: str, links: Iterable[Any]) -> dict[str, Target]:
-        resolver = self.resolver_cls(
-            self.memory.index, lambda p, k, v, o: can_see(user, p, k, v, o)
-        )
+    def _targets(self, user: Identity, rel: str, links: Iterable[Any]) -> dict[str, Target]:
+        resolver = self.resolver_cls(self.memory.index, user)
         return resolver.resolve_many(rel, [lk.target for lk in links if lk.target])
 
     def _parsed(self, rel: str, raw: bytes, digest: str) -> ParsedPage:
@@ -869,7 +864,7 @@ class _View:
             self.ctx.cache.put(key, parsed, len(raw))
         return cast(ParsedPage, parsed)
 
-    def _render_page(self, user: str | None, rel: str, raw: bytes) -> dict[str, Any]:
+    def _render_page(self, user: Identity, rel: str, raw: bytes) -> dict[str, Any]:
         """Everything the page template shows of one page's bytes."""
         digest = hashlib.sha256(raw).hexdigest()
         parsed = self._parsed(rel, raw, digest)
@@ -877,9 +872,7 @@ class _View:
         key = ("html", rel, digest, targets_fingerprint(targets))
         html = self.ctx.cache.get(key)
         if html is None:
-            resolver = self.resolver_cls(
-                self.memory.index, lambda p, k, v, o: can_see(user, p, k, v, o)
-            )
+            resolver = self.resolver_cls(self.memory.index, user)
 
             def lazy(target: str) -> Target:
                 return resolver.resolve_many(rel, [target]).get(
@@ -902,14 +895,14 @@ class _View:
             "kind": str(meta.get("type") or "page"),
         }
 
-    def _backlinks(self, user: str | None, rel: str) -> list[dict[str, Any]]:
+    def _backlinks(self, user: Identity, rel: str) -> list[dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
-        for link in self.memory.index.links_to(rel):
+        for link in self.memory.index.links_to(rel, user):
             src = link["src_path"]
             if src == rel or src in out:
                 continue
-            meta = self.memory.index.page_meta(src)
-            if meta is None or not _row_visible(user, meta):
+            meta = self.memory.index.page_meta(src, user)
+            if meta is None:
                 continue
             out[src] = {"path": src, "title": meta.get("title") or src, "kind": meta.get("kind")}
         return sorted(out.values(), key=lambda b: (str(b["title"]).casefold(), b["path"]))
@@ -917,14 +910,13 @@ class _View:
     def _page_view(self, request: Request, rel: str, via_session: str | None = None) -> Response:
         user = self._user(request)
         try:
-            raw = self._read(rel)
+            raw = self._read(user, rel)
         except _NotFound:
-            return self._not_found(request)
-        meta_row = self.memory.index.page_meta(rel)
+            # a session the reader may not see answers like one that does not exist
+            return self._not_found(request, "No such session." if via_session else "No such page.")
+        meta_row = self.memory.index.page_meta(rel, user)
         view = self._render_page(user, rel, raw)
         m = view["meta"]
-        if not can_see(user, rel, view["kind"], m.get("visibility"), m.get("user")):
-            return self._not_found(request)
         source = request.query_params.get("view") == "source"
         project = m.get("project") or (meta_row or {}).get("project")
         return self._html(
@@ -957,13 +949,10 @@ class _View:
     def _history(self, request: Request, rel: str) -> Response:
         user = self._user(request)
         try:
-            raw = self._read(rel)
+            raw = self._read(user, rel)
         except _NotFound:
             return self._not_found(request)
         parsed = self._parsed(rel, raw, hashlib.sha256(raw).hexdigest())
-        m = parsed.metadata if isinstance(parsed.metadata, dict) else {}
-        if not can_see(user, rel, str(m.get("type") or "page"), m.get("visibility"), m.get("user")):
-            return self._not_found(request)
         commits = self.memory.git.log(rel, limit=200)
         rev = request.query_params.get("rev", "")
         selected = None
@@ -1010,7 +999,7 @@ class _View:
 
     # -- sessions ----------------------------------------------------------------------
 
-    def _session_path(self, user: str | None, sid: str) -> str | None:
+    def _session_path(self, user: Identity, sid: str) -> str | None:
         """The page of a session named by its page id (``ses_<16 hex>``), its short id
         (8 hex, as in the file name) or the harness's session id."""
         sessions = self.memory.spool.sessions
@@ -1024,7 +1013,7 @@ class _View:
                 (self.memory.wiki_dir / "projects").glob(f"*/sessions/*-{prefix[:8]}.md")
             ):
                 rel = p.relative_to(self.memory.wiki_dir).as_posix()
-                meta = self.memory.index.page_meta(rel)
+                meta = self.memory.index.page_meta(rel, user)
                 if m is None or (meta and (meta.get("id") == sid)):
                     return rel
             return None
@@ -1033,7 +1022,7 @@ class _View:
             for info in list(sessions.values())
             if info.session_id == sid and info.state.get("path")
         ]
-        matches.sort(key=lambda i: (i.user != user, -i.started))
+        matches.sort(key=lambda i: (i.user != user.user, -i.started))
         return str(matches[0].state["path"]) if matches else None
 
     def session(self, request: Request) -> Response:

@@ -48,6 +48,8 @@ from markdown_it.token import Token
 from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.tasklists import tasklists_plugin
 
+from wiki_memory.identity import Identity
+
 __all__ = [
     "RenderCache",
     "Rendered",
@@ -131,10 +133,6 @@ class Target:
         return self.path is None and len(self.candidates) > 1
 
 
-#: ``visible(path, kind, visibility, owner)`` → may the current reader see that page
-Visible = Callable[[str, str, str | None, str | None], bool]
-
-
 class Resolver:
     """Resolves wikilink targets to page paths through the index's ``names`` table
     (title, file stem, aliases, path and path suffixes of every page), never fuzzily.
@@ -144,13 +142,13 @@ class Resolver:
     ambiguous), so the view agrees with the index and the API. Without it: case-folded,
     NFC names, a target with ``/`` matches a path suffix, and several matches go to the
     page sharing the longest folder prefix with the linking page, else ambiguous. Pages
-    the reader may not see (``visible``) are never candidates: a hidden page looks like
-    a missing one.
+    the reader ``who`` may not see (:mod:`wiki_memory.identity`, filtered by the index)
+    are never candidates: a hidden page looks like a missing one.
     """
 
-    def __init__(self, index: Any, visible: Visible) -> None:
+    def __init__(self, index: Any, who: Identity | None) -> None:
         self.index = index
-        self.visible = visible
+        self.who = who
 
     def resolve_many(self, current: str, targets: Iterable[str]) -> dict[str, Target]:
         """``{link_key(target): Target}`` for every target, with one query to the index."""
@@ -167,11 +165,7 @@ class Resolver:
 
     def _visible_rows(self, keys: Iterable[str]) -> list[tuple[str, str, str]]:
         """``(key, path, source)`` rows of the names table for ``keys``, visible pages only."""
-        return [
-            (k, path, source)
-            for k, path, source, kind, vis, owner in self._query(sorted(set(keys)))
-            if self.visible(path, kind, vis, owner)
-        ]
+        return list(self.index.names_for(keys, self.who))
 
     def _with_links_module(self, wl: Any, current: str, wanted: list[str]) -> dict[str, Target]:
         keys = {t: wl.target_key(t, current) for t in wanted}
@@ -206,32 +200,6 @@ class Resolver:
                 elif unicodedata.normalize("NFC", name_key) == k:
                     found[k].add(path)
         return {k: _choose(current, sorted(paths)) for k, paths in found.items()}
-
-    def _query(
-        self, keys: Sequence[str]
-    ) -> list[tuple[str, str, str, str, str | None, str | None]]:
-        # The index has no public name lookup; this reads its ``names`` table, read-only.
-        conn = self.index._conn()
-        out: list[Any] = []
-        for i in range(0, len(keys), 500):
-            chunk = keys[i : i + 500]
-            marks = ", ".join("?" * len(chunk))
-            out.extend(
-                conn.execute(
-                    "SELECT n.key, n.path, n.source, p.kind, json_extract(p.meta, '$.visibility'), "
-                    "json_extract(p.meta, '$.user') FROM names AS n JOIN pages AS p "
-                    f"ON p.path = n.path WHERE n.key IN ({marks})",
-                    list(chunk),
-                ).fetchall()
-            )
-        return [
-            (str(a), str(b), str(c or ""), str(d or "page"), _opt_str(e), _opt_str(f))
-            for a, b, c, d, e, f in out
-        ]
-
-
-def _opt_str(v: Any) -> str | None:
-    return None if v is None else str(v)
 
 
 def _choose(current: str, paths: list[str]) -> Target:

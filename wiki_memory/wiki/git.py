@@ -64,6 +64,8 @@ from dulwich.patch import write_object_diff
 from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
+from wiki_memory.errors import Unavailable
+
 __all__ = [
     "BlameLine",
     "CommitInfo",
@@ -124,20 +126,24 @@ class GitError(Exception):
     """A git operation failed for a reason the caller cannot retry away."""
 
 
-class GitBusy(GitError):
-    """Another git program holds the repository; try again later.
+class GitBusy(GitError, Unavailable):
+    """503 ``busy``: another git program holds the repository; try again later.
 
-    ``retry_after_seconds`` (int, >= 1) is meant for an HTTP ``Retry-After`` header;
+    ``retry_after_seconds`` (int, >= 1) is sent as the HTTP ``Retry-After`` header;
     ``reason`` says what is going on, in words safe to show a client (no file paths).
     """
+
+    code = "busy"
 
     def __init__(
         self, retry_after_seconds: int, reason: str = "another git command is running"
     ) -> None:
         self.retry_after_seconds = max(1, int(retry_after_seconds))
         self.reason = reason
-        super().__init__(
-            f"the wiki's git repository is busy ({reason}); retry in {self.retry_after_seconds} s"
+        Unavailable.__init__(
+            self,
+            f"the wiki's git repository is busy ({reason}); retry in {self.retry_after_seconds} s",
+            headers={"Retry-After": str(self.retry_after_seconds)},
         )
 
 

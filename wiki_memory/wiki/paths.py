@@ -12,9 +12,12 @@ import tempfile
 import unicodedata
 from pathlib import Path, PurePosixPath
 
+from wiki_memory.errors import BadPath
 
-class PathRefused(ValueError):
-    """A path that names nothing a client may read or write. The message has no server path."""
+
+class PathRefused(BadPath):
+    """400 ``bad_path``: a path that names nothing a client may read or write. The
+    message has no server path."""
 
 
 def clean_rel(path: str) -> str:
