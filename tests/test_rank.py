@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import apsw
 import pytest
 
 from wiki_memory.config import load_settings
@@ -427,6 +428,20 @@ def test_as_of_reads_the_wiki_as_committed_then(mem):
     assert not any("canary" in i["snippet"] for i in old)
     assert not any(i["path"] == "notes/later.md" for i in old)
     assert mem.recall("deploys", budget_tokens=4000, as_of=0).items == []
+    # an as-of index left by an older version (another schema) is built again, not
+    # served with the emptied tables an upgrade leaves
+    from wiki_memory.recall import asof
+
+    with asof._lock:
+        for idx in asof._open.values():
+            idx.close()
+        asof._open.clear()
+    for db in (mem.settings.index_path.parent / "as-of").glob("*.db"):
+        conn = apsw.Connection(str(db))
+        conn.pragma("user_version", 1)
+        conn.close()
+    again = mem.recall("deploys approval", budget_tokens=4000, as_of=between).items
+    assert [i["anchor"] for i in again] == [i["anchor"] for i in old]
 
 
 def test_scope_filters_apply_to_every_signal(wiki):

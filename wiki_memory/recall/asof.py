@@ -63,6 +63,10 @@ def index_at(memory: Memory, when: float) -> Iterator[tuple[Index | None, str | 
                 _build(memory, sha, db)
                 done.write_text(sha)
             idx = Index(db)
+            if idx.needs_rebuild:  # built under an older schema: its tables were emptied
+                idx.close()
+                _build(memory, sha, db)
+                idx = Index(db)
             _open[str(db)] = idx
         os.utime(db)
         _evict(folder, keep=str(db))
