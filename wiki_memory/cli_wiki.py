@@ -18,12 +18,13 @@ import stat
 import sys
 import time
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from wiki_memory.cli import CliError, _settings
 from wiki_memory.config import Settings
+from wiki_memory.wiki.paths import odd_name, shown_name
 
 
 def _reported(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -229,10 +230,12 @@ def _git_report(wiki: Path) -> dict[str, Any]:
             st = porcelain.status(repo, untracked_files="all", optional_locks=False)
             dirty: set[str] = set()
             for group in st.staged.values():
-                dirty.update(p.decode("utf-8", "replace") for p in group)
-            dirty.update(p.decode("utf-8", "replace") for p in st.unstaged)
-            dirty.update(p.decode("utf-8", "replace") for p in st.untracked)
-            out["uncommitted_pages"] = sorted(p for p in dirty if is_indexable(p))
+                dirty.update(p.decode("utf-8", "surrogateescape") for p in group)
+            dirty.update(p.decode("utf-8", "surrogateescape") for p in st.unstaged)
+            dirty.update(p.decode("utf-8", "surrogateescape") for p in st.untracked)
+            out["uncommitted_pages"] = sorted(
+                p for p in dirty if not odd_name(p) and is_indexable(p)
+            )
         except Exception as exc:  # noqa: BLE001
             out["warnings"].append(f"cannot compute git status: {exc}")
     finally:
@@ -254,6 +257,9 @@ def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, s
             rel = f"{rel_dir}/{d}" if rel_dir else d
             if d.startswith("."):
                 continue
+            if odd_name(d):
+                skipped.append({"path": shown_name(rel), "reason": _ODD_REASON + " (a folder)"})
+                continue
             if os.path.islink(os.path.join(dirpath, d)):
                 skipped.append({"path": rel, "reason": "symlink to a folder (not followed)"})
                 continue
@@ -262,6 +268,9 @@ def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, s
         for name in filenames:
             rel = f"{rel_dir}/{name}" if rel_dir else name
             full = os.path.join(dirpath, name)
+            if odd_name(name) and not name.startswith("."):
+                skipped.append({"path": shown_name(rel), "reason": _ODD_REASON})
+                continue
             try:
                 st = os.lstat(full)
             except OSError as exc:
@@ -286,6 +295,25 @@ def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, s
                 continue
             pages[rel] = st
     return pages, skipped
+
+
+_ODD_REASON = (
+    "the file name is not valid UTF-8: not a page, not indexed or committed, left as it "
+    "is (rename it to make it a page)"
+)
+
+
+def _odd_names(pages: Iterable[str]) -> dict[str, list[Any]]:
+    """Page names that work here but may surprise elsewhere: ``decomposed`` (not NFC, as
+    macOS tools write them: served under their exact name) and ``case_twins`` (groups of
+    names in one folder differing only in case or Unicode form: one file each here, but
+    one file for all of them on a case-insensitive disk)."""
+    decomposed = sorted(p for p in pages if not unicodedata.is_normalized("NFC", p))
+    groups: dict[str, list[str]] = {}
+    for p in pages:
+        groups.setdefault(unicodedata.normalize("NFC", p).casefold(), []).append(p)
+    twins = sorted(sorted(g) for g in groups.values() if len(g) > 1)
+    return {"decomposed": decomposed, "case_twins": twins}
 
 
 def doctor_report(
@@ -352,6 +380,18 @@ def doctor_report(
     on_disk, skipped = _scan_files(wiki)
     rep["skipped"] = skipped
     rep["pages"] = {"on_disk": len(on_disk)}
+    rep["names"] = names = _odd_names(on_disk)
+    if names["decomposed"]:
+        warnings.append(
+            f"{len(names['decomposed'])} page name(s) in decomposed Unicode (served and "
+            "written under that exact name): " + ", ".join(names["decomposed"][:5])
+        )
+    if names["case_twins"]:
+        warnings.append(
+            f"{len(names['case_twins'])} group(s) of page names differing only in case or "
+            "Unicode form (separate pages here; one file on a case-insensitive disk): "
+            + "; ".join(" = ".join(g) for g in names["case_twins"][:5])
+        )
 
     db = settings.index_path
     index_ok = False

@@ -36,7 +36,7 @@ from wiki_memory.recall.filters import parse_time
 from wiki_memory.recall.pack import pack
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
-from wiki_memory.wiki.paths import PathRefused, atomic_write, clean_rel, resolve
+from wiki_memory.wiki.paths import PathRefused, atomic_write, locate, resolve
 from wiki_memory.writer import Author, Writer, WriteResult
 
 log = logging.getLogger("wiki_memory.core")
@@ -617,8 +617,7 @@ class Memory:
         that commit). Returns the WriteResult; ``value`` is the sha256 of the new bytes,
         or None when nothing was written. Raises PathRefused for a path outside ``wiki/``.
         """
-        rel = clean_rel(path)
-        full = resolve(self.wiki_dir, rel)
+        rel, full = locate(self.wiki_dir, path)
         if redact_text(rel)[1]:
             # a file name is not redacted in place: it would no longer be the name asked for
             raise PathRefused("the path holds what looks like a secret")
@@ -903,7 +902,7 @@ class Memory:
             return None
         path, _, anchor = item_id.partition("#")
         try:
-            rel = clean_rel(path)
+            rel = locate(self.wiki_dir, path)[0]
         except PathRefused:
             return None
         if not anchor:
@@ -971,8 +970,7 @@ class Memory:
         Symlinks and files with more than one hard link are not served. Raises
         PathRefused (outside ``wiki/``) or NotFound.
         """
-        full = resolve(self.wiki_dir, path)
-        rel = clean_rel(path)
+        rel, full = locate(self.wiki_dir, path)
         if not self.visible(rel, user) or not _plain_or_gone(full) or not full.is_file():
             raise NotFound(rel)
         data = _read_plain(full)

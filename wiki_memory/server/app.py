@@ -245,7 +245,9 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         body = await read_json(request, limit)
         if not isinstance(body, dict):
             raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
-        query = _str(body, "query", required=False) or ""
+        if body.get("query") is None:
+            raise ApiError(400, "bad_request", "query is required (a string)", field="query")
+        query = _str(body, "query") or ""
         budget = _int(body, "budget_tokens", memory.settings.default_budget_tokens)
         kinds = body.get("kinds")  # [] allows no kind; a wrong type is a 400 from Filters
         if kinds is None and isinstance(body.get("kind"), str):
@@ -363,6 +365,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
             ) from None
         digest = res.value or sha256(data)
         status = 201 if expected is None and res.value is not None else 200
+        path = res.paths[0] if res.paths else path  # the existing file's own spelling
         return JSONResponse(
             {"path": path, "hash": digest, "redacted": redacted},
             status,

@@ -64,6 +64,8 @@ from dulwich.patch import write_object_diff
 from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
+from wiki_memory.wiki.paths import odd_name, report_odd_name
+
 __all__ = [
     "BlameLine",
     "CommitInfo",
@@ -606,12 +608,19 @@ class GitStore:
         Raises ValueError for a path that is absolute, contains ``..``/``.``/empty
         parts, or points into ``.git``; :class:`GitBusy` when another git holds the
         index lock or a branch lock for longer than ``lock_wait_seconds``, or a
-        rebase/merge/cherry-pick/revert/bisect is in progress.
+        rebase/merge/cherry-pick/revert/bisect is in progress. A path whose name is not
+        valid UTF-8 is skipped (logged once, see :func:`~wiki_memory.wiki.paths.odd_name`).
         """
+        kept = []
         for p in paths:
-            _validate(p)
+            if odd_name(p):
+                report_odd_name(p)  # not UTF-8: left on disk as it is, never committed
+                continue
+            kept.append(_validate(p))
+        if not kept and paths:
+            return None
         with self._lock:
-            return self._commit(list(paths), author_name, author_email, message, when)
+            return self._commit(kept, author_name, author_email, message, when)
 
     def commit_many(
         self, groups: Sequence[tuple[str, str, str, Sequence[str]]], when: float | None = None
@@ -934,6 +943,9 @@ class GitStore:
                     if name == b".git":
                         continue
                     child = rel + b"/" + name if rel else name
+                    if odd_name(_decode(name)):
+                        report_odd_name(_decode(child))  # left on disk, never committed
+                        continue
                     try:
                         is_dir = stat.S_ISDIR(os.lstat(os.path.join(self._root, child)).st_mode)
                     except FileNotFoundError:
