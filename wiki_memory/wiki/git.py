@@ -233,6 +233,16 @@ def _validate(path: str) -> str:
     return path
 
 
+_MESSAGE_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _clean_message(message: str) -> str:
+    """A commit message as git wants it: CRLF as LF, no other control character (a NUL
+    would make the commit object unreadable to git), a final newline."""
+    text = _MESSAGE_CONTROL.sub("", message.replace("\r\n", "\n"))
+    return text if text.endswith("\n") else text + "\n"
+
+
 def _decode(path: bytes) -> str:
     return path.decode("utf-8", "surrogateescape")
 
@@ -1060,7 +1070,7 @@ class GitStore:
         ident = author_identity(author_name, author_email)
         t = time.time() if when is None else float(when)
         tz = _tz_offset(t)
-        body = message if message.endswith("\n") else message + "\n"
+        body = _clean_message(message)
         items = [(p.split(b"/"), leaf) for p, leaf in changes.items()]
         lockfile = self._acquire_index_lock()
         self._record_owner(lockfile)
