@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 DEFAULT_BUDGET = 1500
 
 _GROUPS = {
+    "warning": "",
     "held": "### Handoffs this session holds",
     "offer": "### Handoffs offered to this session",
     "waiting": "### Handoffs waiting",
@@ -45,7 +46,7 @@ _GROUPS = {
     "session": "### Recent sessions",
     "recall": "",
 }
-_ORDER = ("held", "offer", "waiting", "pinned", "session", "recall")
+_ORDER = ("warning", "held", "offer", "waiting", "pinned", "session", "recall")
 
 
 @dataclass
@@ -256,6 +257,17 @@ def build_brief(
             fresh = svc._fresh(row["path"], who)
             if fresh is not None and svc.status_of(fresh, now) == "open":
                 cand.append(_handoff_part("waiting", fresh, "open", None))
+    stall = memory.commit_status(detail=False)
+    if not stall["ok"]:
+        cand.insert(
+            0,
+            Part(
+                "warning",
+                f"Warning: memory is not being committed to git since {stall['since']} "
+                f"({stall['cause']}); what is captured stays on disk. Remedy: {stall['remedy']}.",
+                {},
+            ),
+        )
     for page in pinned_pages(memory, project, user):
         part = _pinned_part(memory, page, svc.config.pinned_max_tokens)
         if part is not None:

@@ -189,6 +189,7 @@ def _git_report(wiki: Path) -> dict[str, Any]:
 
     from wiki_memory.index.store import is_indexable
     from wiki_memory.wiki.git import _OPERATION_MARKERS
+    from wiki_memory.wiki.locks import STALE_AFTER_SECONDS, lock_files
 
     out: dict[str, Any] = {"repository": False, "errors": [], "warnings": []}
     if not (wiki / ".git").exists():
@@ -215,17 +216,27 @@ def _git_report(wiki: Path) -> dict[str, Any]:
         for marker, what in _OPERATION_MARKERS:
             if (control / marker).exists():
                 out["errors"].append(f"{what} is in progress: the server waits for it to end")
-        lock = control / "index.lock"
-        if lock.exists():
-            age = time.time() - lock.stat().st_mtime
-            msg = f".git/index.lock exists (for {age:.0f} s)"
-            if age > 600:
-                out["errors"].append(
-                    msg + ": if no git program is running, remove it by hand "
-                    "(the server never deletes it)"
-                )
+        locks = lock_files(control)
+        out["locks"] = [
+            {"name": lk.name, "age": round(lk.age), "holders": lk.holders} for lk in locks
+        ]
+        for lk in locks:
+            if lk.holders:
+                out["warnings"].append(f"{lk.describe()}: a git command is running")
+            elif lk.holders is None and lk.age <= 600:
+                out["warnings"].append(f"{lk.describe()}: a git command may be running")
             else:
-                out["warnings"].append(msg + ": a git command is running")
+                out["errors"].append(
+                    f"{lk.describe()}: commits stall until it goes; "
+                    + (
+                        "`wiki-memory doctor --fix` removes it"
+                        if lk.stale
+                        else "`wiki-memory doctor --fix` removes it once it is "
+                        f"{STALE_AFTER_SECONDS:.0f} s old"
+                        if lk.holders == []
+                        else "remove it by hand if no git program is running"
+                    )
+                )
         try:
             st = porcelain.status(repo, untracked_files="all", optional_locks=False)
             dirty: set[str] = set()
@@ -303,6 +314,20 @@ _ODD_REASON = (
 )
 
 
+def _server_commits(address: str | None) -> dict[str, Any] | None:
+    """The running server's commit status from ``GET /v1/health`` (None if unreachable)."""
+    if not address:
+        return None
+    import httpx
+
+    try:
+        r = httpx.get(address.rstrip("/") + "/v1/health", timeout=3)
+        commits = r.json().get("commits")
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return commits if isinstance(commits, dict) else None
+
+
 def _odd_names(pages: Iterable[str]) -> dict[str, list[Any]]:
     """Page names that work here but may surprise elsewhere: ``decomposed`` (not NFC, as
     macOS tools write them: served under their exact name) and ``case_twins`` (groups of
@@ -356,7 +381,16 @@ def doctor_report(
     rep["lock"] = {"server_running": running}
     if running:
         rep["lock"]["holder"] = lock.holder()
-        rep["lock"]["address"] = server_address(settings.data_dir)
+        rep["lock"]["address"] = addr = server_address(settings.data_dir)
+        commits = _server_commits(addr)
+        if commits is not None:
+            rep["commits"] = commits
+            if not commits.get("ok", True):
+                errors.append(
+                    f"the running server cannot commit since {commits.get('since')} "
+                    f"({commits.get('cause')}); every change stays on disk. "
+                    f"Remedy: {commits.get('remedy')}"
+                )
     elif (settings.data_dir / "server.json").exists():
         warnings.append("server.json names a server that is not running (it stopped uncleanly)")
 
@@ -557,10 +591,31 @@ def _print_report(rep: dict[str, Any], limit: int) -> None:
     print("healthy" if rep["ok"] else "problems found")
 
 
+def _fix(settings: Settings) -> None:
+    """``doctor --fix``: remove git locks proven stale (wiki/locks.py); say what was done."""
+    from wiki_memory.index.store import read_wiki_root
+    from wiki_memory.wiki.locks import remove_stale
+
+    wiki = settings.wiki_dir
+    root = read_wiki_root(settings.index_path)
+    if settings.wiki_path is None and root is not None and root.is_dir():
+        wiki = root
+    git_dir = wiki / ".git"
+    if not git_dir.is_dir():
+        return
+    removed, kept = remove_stale(git_dir)
+    for r in removed:
+        print(f"fixed: removed {r}")
+    for k in kept:
+        print(f"not removed: {k}")
+
+
 @_reported
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Check the wiki and print what is wrong; exit 1 on errors (``--strict``: warnings too)."""
     settings = _wiki_settings(args)
+    if getattr(args, "fix", False):
+        _fix(settings)
     rep = doctor_report(settings, follow_index=not getattr(args, "wiki", None))
     if args.json:
         print(json.dumps(rep, indent=1, ensure_ascii=False, default=str))
@@ -586,4 +641,9 @@ def register(sub: Any) -> None:
     dr.add_argument("--json", action="store_true", help="print the whole report as JSON")
     dr.add_argument("--strict", action="store_true", help="warnings count as problems too")
     dr.add_argument("--limit", type=int, default=20, help="items shown per list (default 20)")
+    dr.add_argument(
+        "--fix",
+        action="store_true",
+        help="remove git lock files that no process holds and that are over 10 minutes old",
+    )
     dr.set_defaults(fn=cmd_doctor)

@@ -228,7 +228,8 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
 
     @api
     async def health(request: Request) -> Response:
-        return JSONResponse({"ok": True, "version": _version()})
+        commits = memory.commit_status(detail=False)
+        return JSONResponse({"ok": commits["ok"], "version": _version(), "commits": commits})
 
     @api
     async def observations(request: Request) -> Response:
