@@ -727,7 +727,8 @@ class Memory:
             self._commit_failed(exc)
             raise
         if self._stall is not None:
-            log.warning("commits resumed after %.0f s", time.time() - self._stall["since"])
+            if self._stall.get("declared"):
+                log.warning("commits resumed after %.0f s", time.time() - self._stall["since"])
             self._stall = None
             self._recover_due = True  # hand edits that failed meanwhile
         return sha
@@ -738,11 +739,15 @@ class Memory:
         self._recover_due = True  # the idle loop commits what is left once it works
         if self._stall is not None:
             self._stall["failures"] += 1
+            if self._stall["failures"] == 2:  # a person's git holds a lock for a moment:
+                self._declare_stall()  # said from the second failure in a row on
             return
         locks = lock_files(self.git._controldir)
         if isinstance(exc, GitBusy) and locks:
-            cause = "a git lock is held or was left by another program: " + "; ".join(
-                lk.describe() for lk in locks
+            # no lock file name in the log or a reply (C21): doctor names them
+            cause = (
+                f"{len(locks)} git lock file(s) held or left by another program "
+                "(`wiki-memory doctor` lists them)"
             )
             remedy = (
                 "if no git program is running, `wiki-memory doctor --fix` removes locks no "
@@ -766,6 +771,13 @@ class Memory:
             else ("the disk is full" if remedy == "free disk space" else type(exc).__name__),
             "failures": 1,
         }
+
+    def _declare_stall(self) -> None:
+        st = self._stall
+        if st is None:
+            return
+        st["declared"] = True
+        cause, remedy = st["cause"], st["remedy"]
         log.warning(
             "memory is not being committed to git: %s. Every accepted change stays on disk "
             "and is committed when this is fixed; remedy: %s",
@@ -778,7 +790,7 @@ class Memory:
         "cause", "remedy", "failures"}``. ``detail`` False leaves out what names files
         (for the unauthenticated health route)."""
         st = self._stall
-        if st is None:
+        if st is None or not st.get("declared"):
             return {"ok": True}
         return {
             "ok": False,
