@@ -270,33 +270,31 @@ def test_two_hundred_commits_stay_correct(store: GitStore) -> None:
         assert git(w, "rev-list", "--count", "HEAD").strip() == "201"
 
 
-def _bench(tmp_path: Path, files: int, commits: int) -> float:
-    wiki = tmp_path / f"bench{files}"
+@pytest.mark.parametrize(
+    "files", [1_000, pytest.param(10_000, marks=pytest.mark.slow)], ids=["1k", "10k"]
+)
+def test_commits_on_a_large_repo_stay_clean(tmp_path: Path, files: int) -> None:
+    """Single-file commits on a repository of ``files`` files: each one lands, the index
+    stays in step (``git status`` clean), and packing works. How fast: bench/git.py."""
+    wiki = tmp_path / f"repo{files}"
+    commits = 20
     with GitStore(wiki) as s:
         names = [f"notes/{i % 50:02d}/page-{i}.md" for i in range(files)]
         for i, rel in enumerate(names):
             write(wiki, rel, f"# page {i}\n\nbody\n")
         s.commit(names, "seed", "seed@x", "seed")
-        t0 = time.perf_counter()
+        edited = {}
         for j in range(commits):
             rel = names[(j * 7919) % files]
             write(wiki, rel, f"# page\n\nedit {j}\n")
             assert s.commit([rel], "A", "a@x", f"edit {j}")
-        rate = commits / (time.perf_counter() - t0)
+            edited[rel] = f"# page\n\nedit {j}\n".encode()
+        assert len(s.log(limit=commits + 10)) == commits + 2  # plus the seed and the first
         assert_clean(s)
         assert s.pack() > 0  # fewer files for pytest to delete afterwards
-        assert s.read_at(names[0]) is not None
-    print(f"\nGitStore.commit: {rate:.0f} commits/s on a repo of {files} files")
-    return rate
-
-
-def test_speed_1k_files(tmp_path: Path) -> None:
-    _bench(tmp_path, 1_000, 200)
-
-
-@pytest.mark.slow
-def test_speed_10k_files(tmp_path: Path) -> None:
-    _bench(tmp_path, 10_000, 200)
+        assert s.read_at(names[1]) == b"# page 1\n\nbody\n"
+        for rel, data in edited.items():
+            assert s.read_at(rel) == data
 
 
 # --------------------------------------------------------------------------- HEAD moves
@@ -478,7 +476,9 @@ def test_c21_external_lock_outlives_wait(tmp_path: Path) -> None:
         t0 = time.monotonic()
         with pytest.raises(GitBusy) as err:
             s.commit(["notes/beta.md"], "user-b", "user-b@wiki-memory.local", "Beta v2")
-        assert 0.45 <= time.monotonic() - t0 < 3
+        # waited out lock_wait_seconds (0.5), then answered busy: the upper bound is a
+        # hang guard with room for a loaded machine, not a speed target
+        assert 0.45 <= time.monotonic() - t0 < 10
         assert err.value.retry_after_seconds >= 1
         assert "index.lock" not in str(err.value) and "manually" not in str(err.value)
         assert err.value.__cause__ is None and err.value.__suppress_context__

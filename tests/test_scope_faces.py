@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import faces
 import httpx
 import pytest
 import scopeworld as sw
@@ -329,38 +330,7 @@ def assert_names_nothing_hidden(viewer: str, world: Any, text: str, what: str) -
 
 def app_routes(tmp: Path) -> list[str]:
     """``METHOD path`` for every route of the app ``create_app`` builds (HEAD left out)."""
-    from starlette.routing import Mount, Route
-
-    from wiki_memory.config import load_settings
-    from wiki_memory.core import Memory
-    from wiki_memory.datadir import ensure_layout
-    from wiki_memory.server.app import create_app
-    from wiki_memory.server.auth import TokenStore
-
-    settings = load_settings(tmp / "data", watch=False)
-    ensure_layout(settings)
-    tokens = TokenStore(settings.auth_dir, owner_user=OWNER)
-    tokens.ensure_owner()
-    app: Any = create_app(Memory(settings, owner_user=OWNER), tokens)
-    seen = set()
-    while not hasattr(app, "routes"):  # through the middleware to the Starlette app
-        assert id(app) not in seen and hasattr(app, "app"), f"no route table in {app!r}"
-        seen.add(id(app))
-        app = app.app
-    out: list[str] = []
-
-    def walk(routes: list[Any], prefix: str) -> None:
-        for r in routes:
-            if isinstance(r, Mount):
-                walk(list(r.routes), prefix + r.path)
-            elif isinstance(r, Route):
-                for m in sorted((r.methods or {"GET"}) - {"HEAD"}):
-                    out.append(f"{m} {prefix}{r.path}")
-            else:
-                out.append(f"? {prefix}{getattr(r, 'path', repr(r))}")
-
-    walk(list(app.routes), "")
-    return out
+    return faces.app_routes(tmp, owner=OWNER)
 
 
 def test_every_route_has_a_row(tmp_path: Path) -> None:

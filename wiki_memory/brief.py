@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 DEFAULT_BUDGET = 1500
 
 _GROUPS = {
+    "warning": "",
     "held": "### Handoffs this session holds",
     "offer": "### Handoffs offered to this session",
     "waiting": "### Handoffs waiting",
@@ -46,7 +47,7 @@ _GROUPS = {
     "session": "### Recent sessions",
     "recall": "",
 }
-_ORDER = ("held", "offer", "waiting", "pinned", "session", "recall")
+_ORDER = ("warning", "held", "offer", "waiting", "pinned", "session", "recall")
 
 
 @dataclass
@@ -246,6 +247,17 @@ def build_brief(
             fresh = svc._fresh(row["path"], who)
             if fresh is not None and svc.status_of(fresh, now) == "open":
                 cand.append(_handoff_part("waiting", fresh, "open", None))
+    stall = memory.commit_status(detail=False)
+    if not stall["ok"]:
+        cand.insert(
+            0,
+            Part(
+                "warning",
+                f"Warning: memory is not being committed to git since {stall['since']} "
+                f"({stall['cause']}); what is captured stays on disk. Remedy: {stall['remedy']}.",
+                {},
+            ),
+        )
     for page in pinned_pages(memory, project, user):
         part = _pinned_part(memory, page, svc.config.pinned_max_tokens, user)
         if part is not None:

@@ -79,7 +79,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from wiki_memory.core import Memory
-    from wiki_memory.datadir import DataDirLocked, ServerLock, ensure_layout
+    from wiki_memory.datadir import (
+        DataDirLocked,
+        ServerLock,
+        VaultLock,
+        VaultLocked,
+        ensure_layout,
+        port_holder,
+    )
     from wiki_memory.server.app import create_app
     from wiki_memory.server.auth import TokenStore
 
@@ -105,7 +112,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         lock.acquire(address)
     except DataDirLocked as exc:
         raise CliError(str(exc), 3) from None
+    vault = VaultLock(settings.wiki_dir)
     try:
+        held = port_holder(settings.host, settings.port)
+        if held is not None:
+            raise CliError(f"cannot listen on {settings.host}:{settings.port}: {held}", 3)
+        if settings.wiki_path is not None and not (settings.wiki_dir / ".git").exists():
+            print(
+                f"wiki-memory: {settings.wiki_dir} is not a git repository: creating one "
+                "and committing the files of the vault in a first commit",
+                file=sys.stderr,
+            )
         _setup_logging(settings)
         tokens = TokenStore(settings.auth_dir)
         token, created = tokens.ensure_owner()
@@ -117,7 +134,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 f"{shown}(show it with `wiki-memory token`)",
                 file=sys.stderr,
             )
+        if (settings.wiki_dir / ".git").exists():
+            try:
+                vault.acquire(settings.data_dir)
+            except VaultLocked as exc:
+                raise CliError(str(exc), 3) from None
         memory = Memory(settings, owner_user=tokens.owner_name())
+        if not vault._lock.is_locked:  # a new repository: lock it now
+            try:
+                vault.acquire(settings.data_dir)
+            except VaultLocked as exc:
+                raise CliError(str(exc), 3) from None
         app = create_app(memory, tokens, manage_memory=True)
         print(
             f"wiki-memory {address} serving "
@@ -151,6 +178,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.run()
         return 0 if server.started else 1
     finally:
+        vault.release()
         lock.release()
 
 

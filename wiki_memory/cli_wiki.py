@@ -18,12 +18,13 @@ import stat
 import sys
 import time
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from wiki_memory.cli import CliError, _settings
 from wiki_memory.config import Settings
+from wiki_memory.wiki.paths import odd_name, shown_name
 
 
 def _reported(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -188,6 +189,7 @@ def _git_report(wiki: Path) -> dict[str, Any]:
 
     from wiki_memory.index.store import is_indexable
     from wiki_memory.wiki.git import _OPERATION_MARKERS
+    from wiki_memory.wiki.locks import STALE_AFTER_SECONDS, lock_files
 
     out: dict[str, Any] = {"repository": False, "errors": [], "warnings": []}
     if not (wiki / ".git").exists():
@@ -214,25 +216,37 @@ def _git_report(wiki: Path) -> dict[str, Any]:
         for marker, what in _OPERATION_MARKERS:
             if (control / marker).exists():
                 out["errors"].append(f"{what} is in progress: the server waits for it to end")
-        lock = control / "index.lock"
-        if lock.exists():
-            age = time.time() - lock.stat().st_mtime
-            msg = f".git/index.lock exists (for {age:.0f} s)"
-            if age > 600:
-                out["errors"].append(
-                    msg + ": if no git program is running, remove it by hand "
-                    "(the server never deletes it)"
-                )
+        locks = lock_files(control)
+        out["locks"] = [
+            {"name": lk.name, "age": round(lk.age), "holders": lk.holders} for lk in locks
+        ]
+        for lk in locks:
+            if lk.holders:
+                out["warnings"].append(f"{lk.describe()}: a git command is running")
+            elif lk.holders is None and lk.age <= 600:
+                out["warnings"].append(f"{lk.describe()}: a git command may be running")
             else:
-                out["warnings"].append(msg + ": a git command is running")
+                out["errors"].append(
+                    f"{lk.describe()}: commits stall until it goes; "
+                    + (
+                        "`wiki-memory doctor --fix` removes it"
+                        if lk.stale
+                        else "`wiki-memory doctor --fix` removes it once it is "
+                        f"{STALE_AFTER_SECONDS:.0f} s old"
+                        if lk.holders == []
+                        else "remove it by hand if no git program is running"
+                    )
+                )
         try:
             st = porcelain.status(repo, untracked_files="all", optional_locks=False)
             dirty: set[str] = set()
             for group in st.staged.values():
-                dirty.update(p.decode("utf-8", "replace") for p in group)
-            dirty.update(p.decode("utf-8", "replace") for p in st.unstaged)
-            dirty.update(p.decode("utf-8", "replace") for p in st.untracked)
-            out["uncommitted_pages"] = sorted(p for p in dirty if is_indexable(p))
+                dirty.update(p.decode("utf-8", "surrogateescape") for p in group)
+            dirty.update(p.decode("utf-8", "surrogateescape") for p in st.unstaged)
+            dirty.update(p.decode("utf-8", "surrogateescape") for p in st.untracked)
+            out["uncommitted_pages"] = sorted(
+                p for p in dirty if not odd_name(p) and is_indexable(p)
+            )
         except Exception as exc:  # noqa: BLE001
             out["warnings"].append(f"cannot compute git status: {exc}")
     finally:
@@ -254,6 +268,9 @@ def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, s
             rel = f"{rel_dir}/{d}" if rel_dir else d
             if d.startswith("."):
                 continue
+            if odd_name(d):
+                skipped.append({"path": shown_name(rel), "reason": _ODD_REASON + " (a folder)"})
+                continue
             if os.path.islink(os.path.join(dirpath, d)):
                 skipped.append({"path": rel, "reason": "symlink to a folder (not followed)"})
                 continue
@@ -262,6 +279,9 @@ def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, s
         for name in filenames:
             rel = f"{rel_dir}/{name}" if rel_dir else name
             full = os.path.join(dirpath, name)
+            if odd_name(name) and not name.startswith("."):
+                skipped.append({"path": shown_name(rel), "reason": _ODD_REASON})
+                continue
             try:
                 st = os.lstat(full)
             except OSError as exc:
@@ -286,6 +306,39 @@ def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, s
                 continue
             pages[rel] = st
     return pages, skipped
+
+
+_ODD_REASON = (
+    "the file name is not valid UTF-8: not a page, not indexed or committed, left as it "
+    "is (rename it to make it a page)"
+)
+
+
+def _server_commits(address: str | None) -> dict[str, Any] | None:
+    """The running server's commit status from ``GET /v1/health`` (None if unreachable)."""
+    if not address:
+        return None
+    import httpx
+
+    try:
+        r = httpx.get(address.rstrip("/") + "/v1/health", timeout=3)
+        commits = r.json().get("commits")
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return commits if isinstance(commits, dict) else None
+
+
+def _odd_names(pages: Iterable[str]) -> dict[str, list[Any]]:
+    """Page names that work here but may surprise elsewhere: ``decomposed`` (not NFC, as
+    macOS tools write them: served under their exact name) and ``case_twins`` (groups of
+    names in one folder differing only in case or Unicode form: one file each here, but
+    one file for all of them on a case-insensitive disk)."""
+    decomposed = sorted(p for p in pages if not unicodedata.is_normalized("NFC", p))
+    groups: dict[str, list[str]] = {}
+    for p in pages:
+        groups.setdefault(unicodedata.normalize("NFC", p).casefold(), []).append(p)
+    twins = sorted(sorted(g) for g in groups.values() if len(g) > 1)
+    return {"decomposed": decomposed, "case_twins": twins}
 
 
 def doctor_report(
@@ -328,7 +381,16 @@ def doctor_report(
     rep["lock"] = {"server_running": running}
     if running:
         rep["lock"]["holder"] = lock.holder()
-        rep["lock"]["address"] = server_address(settings.data_dir)
+        rep["lock"]["address"] = addr = server_address(settings.data_dir)
+        commits = _server_commits(addr)
+        if commits is not None:
+            rep["commits"] = commits
+            if not commits.get("ok", True):
+                errors.append(
+                    f"the running server cannot commit since {commits.get('since')} "
+                    f"({commits.get('cause')}); every change stays on disk. "
+                    f"Remedy: {commits.get('remedy')}"
+                )
     elif (settings.data_dir / "server.json").exists():
         warnings.append("server.json names a server that is not running (it stopped uncleanly)")
 
@@ -352,6 +414,18 @@ def doctor_report(
     on_disk, skipped = _scan_files(wiki)
     rep["skipped"] = skipped
     rep["pages"] = {"on_disk": len(on_disk)}
+    rep["names"] = names = _odd_names(on_disk)
+    if names["decomposed"]:
+        warnings.append(
+            f"{len(names['decomposed'])} page name(s) in decomposed Unicode (served and "
+            "written under that exact name): " + ", ".join(names["decomposed"][:5])
+        )
+    if names["case_twins"]:
+        warnings.append(
+            f"{len(names['case_twins'])} group(s) of page names differing only in case or "
+            "Unicode form (separate pages here; one file on a case-insensitive disk): "
+            + "; ".join(" = ".join(g) for g in names["case_twins"][:5])
+        )
 
     db = settings.index_path
     index_ok = False
@@ -517,10 +591,31 @@ def _print_report(rep: dict[str, Any], limit: int) -> None:
     print("healthy" if rep["ok"] else "problems found")
 
 
+def _fix(settings: Settings) -> None:
+    """``doctor --fix``: remove git locks proven stale (wiki/locks.py); say what was done."""
+    from wiki_memory.index.store import read_wiki_root
+    from wiki_memory.wiki.locks import remove_stale
+
+    wiki = settings.wiki_dir
+    root = read_wiki_root(settings.index_path)
+    if settings.wiki_path is None and root is not None and root.is_dir():
+        wiki = root
+    git_dir = wiki / ".git"
+    if not git_dir.is_dir():
+        return
+    removed, kept = remove_stale(git_dir)
+    for r in removed:
+        print(f"fixed: removed {r}")
+    for k in kept:
+        print(f"not removed: {k}")
+
+
 @_reported
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Check the wiki and print what is wrong; exit 1 on errors (``--strict``: warnings too)."""
     settings = _wiki_settings(args)
+    if getattr(args, "fix", False):
+        _fix(settings)
     rep = doctor_report(settings, follow_index=not getattr(args, "wiki", None))
     if args.json:
         print(json.dumps(rep, indent=1, ensure_ascii=False, default=str))
@@ -546,4 +641,9 @@ def register(sub: Any) -> None:
     dr.add_argument("--json", action="store_true", help="print the whole report as JSON")
     dr.add_argument("--strict", action="store_true", help="warnings count as problems too")
     dr.add_argument("--limit", type=int, default=20, help="items shown per list (default 20)")
+    dr.add_argument(
+        "--fix",
+        action="store_true",
+        help="remove git lock files that no process holds and that are over 10 minutes old",
+    )
     dr.set_defaults(fn=cmd_doctor)

@@ -39,7 +39,7 @@ from wiki_memory.recall.pack import pack
 from wiki_memory.scope import ScopeRule, not_found
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
-from wiki_memory.wiki.paths import PathRefused, atomic_write, clean_rel, resolve
+from wiki_memory.wiki.paths import PathRefused, atomic_write, clean_rel, locate
 from wiki_memory.writer import Author, Writer, WriteResult
 
 log = logging.getLogger("wiki_memory.core")
@@ -91,6 +91,8 @@ class Memory:
         self._server_authors: dict[str, str] = {}
         #: the start-up recovery commit met GitBusy: the idle loop tries it again
         self._recover_due = False
+        #: commits fail (a lock, a full disk, a broken repository): see commit_status
+        self._stall: dict[str, Any] | None = None
         #: session page path → the server's last pure renderings (newest first), the
         #: bases of the three-way merge with a person's edits (see :meth:`_merge_page`)
         self._renders: OrderedDict[str, list[bytes]] = OrderedDict()
@@ -197,17 +199,19 @@ class Memory:
                 user = self._server_authors.get(p)
                 if user is not None and data is not None and self.server_wrote(p, data):
                     by_server.setdefault(user, []).append(p)
+                elif data is not None and self.server_wrote(p, data):
+                    continue  # a server write waiting in the writer's groups
                 else:
                     by_hand.append(p)
             for user, paths in sorted(by_server.items()):
-                self.git.commit(
+                self._git_commit(
                     paths,
                     user,
                     author_email_for(user),
                     f"Update {len(paths)} session page(s) written before the server stopped",
                 )
             if by_hand:
-                self.git.commit(
+                self._git_commit(
                     by_hand,
                     self.owner,
                     author_email_for(self.owner),
@@ -536,7 +540,7 @@ class Memory:
         if current is None or self.server_wrote(path, current):
             return None
         try:
-            sha = self.git.commit(
+            sha = self._git_commit(
                 [path], self.owner, author_email_for(self.owner), f"Edit by hand: {path}"
             )
         except Exception:  # noqa: BLE001 - GitBusy etc.: the merge is committed later anyway
@@ -615,8 +619,7 @@ class Memory:
         """
         ident = None if who is None else self.scope.identity(who)
         if ident is None:
-            rel = clean_rel(path)
-            full = resolve(self.wiki_dir, rel)
+            rel, full = locate(self.wiki_dir, path)
         else:
             rel, full = self.scope.check_target(ident, path)
         if redact_text(rel)[1]:
@@ -688,10 +691,13 @@ class Memory:
     def _idle_loop(self) -> None:
         """End sessions idle longer than ``idle_seconds``; clean up old spool files."""
         last_cleanup = 0.0
+        last_recover = 0.0
         while not self._stop.wait(self.settings.idle_check_seconds):
             now = time.time()
-            if self._recover_due:
+            # while commits stall, each try may wait for a lock: not more than every 30 s
+            if self._recover_due and (self._stall is None or now - last_recover >= 30):
                 self._recover_due = False
+                last_recover = now
                 self.writer.submit(self._recover_job)
             for key, info in list(self.spool.sessions.items()):
                 st = info.state
@@ -721,7 +727,7 @@ class Memory:
                 theirs.append(p)
         if theirs:
             self._commit_hand_edits_now(theirs)
-        sha = self.git.commit(mine, author.name, author.email, message) if mine else None
+        sha = self._git_commit(mine, author.name, author.email, message) if mine else None
         for p in mine:
             if p in seen:
                 self._server_hashes[p] = seen[p]
@@ -730,6 +736,88 @@ class Memory:
         if sha:
             self.git.maybe_pack(self.settings.pack_every_commits)
         return sha
+
+    def _git_commit(self, paths: list[str], name: str, email: str, message: str) -> str | None:
+        """``self.git.commit`` that keeps :meth:`commit_status` true: a failure starts (or
+        continues) a stall, a success ends it. Raises what the commit raised."""
+        try:
+            sha = self.git.commit(paths, name, email, message)
+        except Exception as exc:
+            self._commit_failed(exc)
+            raise
+        if self._stall is not None:
+            if self._stall.get("declared"):
+                log.warning("commits resumed after %.0f s", time.time() - self._stall["since"])
+            self._stall = None
+            self._recover_due = True  # hand edits that failed meanwhile
+        return sha
+
+    def _commit_failed(self, exc: Exception) -> None:
+        from wiki_memory.wiki.locks import lock_files
+
+        self._recover_due = True  # the idle loop commits what is left once it works
+        if self._stall is not None:
+            self._stall["failures"] += 1
+            if self._stall["failures"] == 2:  # a person's git holds a lock for a moment:
+                self._declare_stall()  # said from the second failure in a row on
+            return
+        locks = lock_files(self.git._controldir)
+        if isinstance(exc, GitBusy) and locks:
+            # no lock file name in the log or a reply (C21): doctor names them
+            cause = (
+                f"{len(locks)} git lock file(s) held or left by another program "
+                "(`wiki-memory doctor` lists them)"
+            )
+            remedy = (
+                "if no git program is running, `wiki-memory doctor --fix` removes locks no "
+                "process holds"
+            )
+        elif isinstance(exc, GitBusy):
+            cause = str(exc) or "the git repository is busy"
+            remedy = "finish or abort the git operation in the wiki"
+        elif isinstance(exc, OSError) and exc.errno in (28, 122):  # ENOSPC, EDQUOT
+            cause = "the disk is full"
+            remedy = "free disk space"
+        else:
+            cause = f"{type(exc).__name__}: {exc}"
+            remedy = "run `wiki-memory doctor` to check the repository"
+        self._stall = {
+            "since": time.time(),
+            "cause": cause,
+            "remedy": remedy,
+            "public_cause": "a git lock held by another program"
+            if isinstance(exc, GitBusy) and locks
+            else ("the disk is full" if remedy == "free disk space" else type(exc).__name__),
+            "failures": 1,
+        }
+
+    def _declare_stall(self) -> None:
+        st = self._stall
+        if st is None:
+            return
+        st["declared"] = True
+        cause, remedy = st["cause"], st["remedy"]
+        log.warning(
+            "memory is not being committed to git: %s. Every accepted change stays on disk "
+            "and is committed when this is fixed; remedy: %s",
+            cause,
+            remedy,
+        )
+
+    def commit_status(self, detail: bool = True) -> dict[str, Any]:
+        """``{"ok": True}``, or while commits fail ``{"ok": False, "since" (ISO-8601 UTC),
+        "cause", "remedy", "failures"}``. ``detail`` False leaves out what names files
+        (for the unauthenticated health route)."""
+        st = self._stall
+        if st is None or not st.get("declared"):
+            return {"ok": True}
+        return {
+            "ok": False,
+            "since": iso(st["since"]),
+            "cause": st["cause"] if detail else st["public_cause"],
+            "remedy": st["remedy"],
+            "failures": st["failures"],
+        }
 
     def server_wrote(self, path: str, data: bytes) -> bool:
         """True when ``data`` is what the server last wrote at ``path`` (watcher echo)."""
@@ -761,7 +849,7 @@ class Memory:
         if not real:
             return None
         msg = "Edit by hand: " + ", ".join(real[:5]) + (" …" if len(real) > 5 else "")
-        sha = self.git.commit(real, self.owner, author_email_for(self.owner), msg)
+        sha = self._git_commit(real, self.owner, author_email_for(self.owner), msg)
         for p in real:
             digest = seen[p]
             if digest is None:

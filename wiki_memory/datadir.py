@@ -93,3 +93,88 @@ def server_address(data_dir: Path) -> str | None:
         return None
     addr = info.get("address")
     return str(addr) if addr else None
+
+
+class VaultLocked(RuntimeError):
+    """Another server (with another data directory) serves this wiki folder."""
+
+
+class VaultLock:
+    """Holds ``<wiki>/.git/wiki-memory-server.lock`` (an OS file lock, like
+    :class:`ServerLock`) for the life of a server, so two servers with different data
+    directories never serve one vault. The file names the holder's data directory."""
+
+    def __init__(self, wiki_dir: Path) -> None:
+        self.path = wiki_dir / ".git" / "wiki-memory-server.lock"
+        self.info_path = wiki_dir / ".git" / "wiki-memory-server.json"
+        self._lock = FileLock(str(self.path), timeout=0)
+
+    def acquire(self, data_dir: Path) -> None:
+        """Take the lock; raises :class:`VaultLocked` naming the other server's data
+        directory when another live process holds it."""
+        try:
+            self._lock.acquire()
+        except Timeout:
+            try:
+                other = json.loads(self.info_path.read_text(encoding="utf-8"))
+                holder = f"data directory {other.get('data_dir')} (pid {other.get('pid')})"
+            except (OSError, ValueError):
+                holder = "an unknown data directory"
+            raise VaultLocked(
+                f"another wiki-memory server is serving {self.path.parent.parent}: {holder}"
+            ) from None
+        tmp = self.info_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps({"pid": os.getpid(), "data_dir": str(data_dir)}), "utf-8")
+        os.replace(tmp, self.info_path)
+
+    def release(self) -> None:
+        if self._lock.is_locked:
+            try:
+                self.info_path.unlink()
+            except OSError:
+                pass
+            self._lock.release()
+
+
+def port_holder(host: str, port: int) -> str | None:
+    """None when ``host:port`` can be listened on now, else a description of what holds
+    it (``pid 123 (python -m http.server)`` when ``/proc`` tells, Linux only)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+            return None
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+    return f"{reason}; " + (_listener(port) or "held by a process this user cannot see")
+
+
+def _listener(port: int) -> str | None:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for ln in lines:
+            f = ln.split()
+            if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{f[9]}]")
+    if not inodes:
+        return None
+    for pid in (d for d in os.listdir("/proc") if d.isdigit()):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+                    return f"held by pid {pid} ({cmd.decode(errors='replace').strip()[:120]})"
+            except OSError:
+                continue
+    return None

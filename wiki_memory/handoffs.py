@@ -40,6 +40,7 @@ from wiki_memory.core import replace_section
 from wiki_memory.errors import Conflict, Forbidden, NotFound, StateConflict
 from wiki_memory.identity import Identity
 from wiki_memory.wiki import compiler
+from wiki_memory.wiki.compiler import escape_controls
 from wiki_memory.wiki.frontmatter import FrontmatterError, dump_page, set_keys
 from wiki_memory.wiki.page import parse_page
 from wiki_memory.writer import WriteResult
@@ -489,7 +490,8 @@ def render_page(meta: dict[str, Any], title: str, sections: dict[str, str]) -> b
         if key == "outcome" and not text:
             continue
         parts.append(f"## {heading}\n\n{text or '(none)'}")
-    body = "\n\n".join(parts) + "\n"
+    body = escape_controls("\n\n".join(parts) + "\n")
+    meta = {k: escape_controls(v) if isinstance(v, str) else v for k, v in meta.items()}
     return dump_page(meta, body).encode("utf-8")
 
 

@@ -42,7 +42,7 @@ from wiki_memory.identity import (
     personal_owner,
 )
 from wiki_memory.wiki.page import parse_page
-from wiki_memory.wiki.paths import clean_rel, resolve
+from wiki_memory.wiki.paths import clean_rel, locate
 
 __all__ = ["PageFile", "ScopeRule", "not_found"]
 
@@ -99,9 +99,10 @@ class ScopeRule:
 
     # -- paths -------------------------------------------------------------------------
     def locate(self, path: str) -> tuple[str, Path]:
-        """``(clean relative path, absolute path)``; raises PathRefused (400)."""
-        rel = clean_rel(path)
-        return rel, resolve(self.wiki_dir, rel)
+        """``(relative path, absolute path)`` of the file a client path names: the
+        existing spelling when only its Unicode form differs
+        (:func:`wiki_memory.wiki.paths.locate`); raises PathRefused (400)."""
+        return locate(self.wiki_dir, path)
 
     def plain(self, rel: str) -> bool:
         """True when no component of ``rel`` under the wiki is a symbolic link and the
@@ -137,13 +138,18 @@ class ScopeRule:
         """Read a page for ``who``. Raises PathRefused (400) for a path that can name
         no page and NotFound when the page is absent, not a plain file, or hidden."""
         ident = self.identity(who)
+        asked = clean_rel(path)  # every refusal names the path as the caller spelled it
         rel, _full = self.locate(path)
-        owner = people_owner(rel)
-        if owner is not None and not ident.owns(owner):
-            raise not_found(rel)
-        page = self.read_file(rel)
+        for p in (asked, rel):
+            owner = people_owner(p)
+            if owner is not None and not ident.owns(owner):
+                raise not_found(asked)
+        try:
+            page = self.read_file(rel)
+        except NotFound:
+            raise not_found(asked) from None
         if not may_read(ident, page.rel, page.meta):
-            raise not_found(rel)
+            raise not_found(asked)
         return page
 
     def read_file(self, path: str) -> PageFile:
@@ -174,12 +180,14 @@ class ScopeRule:
         another user's or the path passes through a link (404 whether or not the page or
         its user exists). Raises PathRefused (400) for a path that can name no page."""
         ident = self.identity(who)
+        asked = clean_rel(path)
         rel, full = self.locate(path)
-        owner = people_owner(rel)
-        if owner is not None and not ident.owns(owner):
-            raise not_found(rel)
+        for p in (asked, rel):
+            owner = people_owner(p)
+            if owner is not None and not ident.owns(owner):
+                raise not_found(asked)
         if not self.plain(rel):
-            raise not_found(rel)
+            raise not_found(asked)
         return rel, full
 
     def check_write(

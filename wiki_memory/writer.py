@@ -73,6 +73,9 @@ class Writer:
         self.commits = 0
         self.errors = 0
         self._give_up = False
+        #: consecutive failed commits, and the pause before a failed group is tried again
+        self.failing = 0
+        self.retry_seconds = 5.0
 
     def start(self) -> None:
         self._thread.start()
@@ -193,10 +196,18 @@ class Writer:
             try:
                 if self._commit_fn(sorted(g.paths), g.author, msg):
                     self.commits += 1
-            except Exception:
-                # keep the group: the files are on disk, the next commit retries them
+                self.failing = 0
+            except Exception as exc:
+                # keep the group: the files are on disk; retried after a pause, and said
+                # once (the commit function reports the cause)
+                later = time.monotonic() + self.retry_seconds
+                g.since = g.last = later
                 self._groups[key] = g
-                log.exception("commit failed; will retry")
+                self.failing += 1
+                if self.failing == 1:
+                    log.info("commit failed (%s); will retry every %.0f s", exc, self.retry_seconds)
+                else:
+                    log.debug("commit failed again", exc_info=True)
                 if force:
                     raise
 

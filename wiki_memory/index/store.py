@@ -81,6 +81,7 @@ from wiki_memory.index.query import build_match
 from wiki_memory.index.text import index_text
 from wiki_memory.wiki import links as wl
 from wiki_memory.wiki.page import Diagnostic, ParsedPage, Section, parse_page
+from wiki_memory.wiki.paths import odd_name, report_odd_name
 
 log = logging.getLogger("wiki_memory.index")
 
@@ -279,7 +280,9 @@ _TEMP_NAME = re.compile(
 
 
 def _ignored_part(name: str) -> bool:
-    return not name or name in (".", "..") or name.startswith(".") or bool(_TEMP_NAME.match(name))
+    if not name or name in (".", "..") or name.startswith(".") or bool(_TEMP_NAME.match(name)):
+        return True
+    return odd_name(name) is not None  # not valid UTF-8: never a page or an index row
 
 
 def is_indexable(rel_path: str) -> bool:
@@ -288,11 +291,15 @@ def is_indexable(rel_path: str) -> bool:
     Pages are ``*.md`` files. Excluded: anything under a dot directory (``.git/``,
     ``.obsidian/``, ``.trash/``), dotfiles (``.#x``, ``.x.swp``, our ``.x.wm-tmp*``
     files), editor temp files (``4913``, ``*~``, ``*.swp``, ``*___jb_tmp___``,
-    ``*___jb_old___``, ``#x#``), absolute paths and ``..``. Symlinks are checked
+    ``*___jb_old___``, ``#x#``), absolute paths, ``..`` and names that are not valid
+    UTF-8 (:func:`~wiki_memory.wiki.paths.odd_name`; logged once). Symlinks are checked
     by :meth:`Index.sync_paths`, which needs the file system.
     """
     rel = rel_path.replace("\\", "/")
     if not rel or rel.startswith("/") or not rel.endswith(".md"):
+        return False
+    if odd_name(rel):
+        report_odd_name(rel)
         return False
     return not any(_ignored_part(part) for part in rel.split("/"))
 
@@ -1912,6 +1919,8 @@ def _walk(
         for entry in entries:
             name = entry.name
             if _ignored_part(name):
+                if odd_name(name):
+                    report_odd_name(f"{dir_rel}/{name}" if dir_rel else name)
                 continue
             rel = f"{dir_rel}/{name}" if dir_rel else name
             try:

@@ -25,6 +25,10 @@ Built on ``watchfiles`` (Rust ``notify``). What it relies on, and what it does n
   link is neither indexed, served nor committed (its other name may be outside
   ``wiki/``). An editor can leave a second link for a moment while saving, so such a file
   is checked again once things settle.
+* **Names that are not UTF-8.** watchfiles fails a whole batch when one path in it is
+  not valid UTF-8; the watcher then scans the whole wiki (:meth:`Watcher.rescan`), so
+  the other files of that batch are indexed and committed all the same. Such files are
+  skipped (one log line each) and left as they are.
 """
 
 from __future__ import annotations
@@ -95,6 +99,9 @@ class Watcher:
         self.batches = 0
         self.synced = 0
         self.commits_requested = 0
+        #: whole-wiki scans after a lost batch (see :meth:`rescan`)
+        self.rescans = 0
+        self._failures: set[str] = set()
 
     def start(self) -> None:
         self._thread.start()
@@ -124,10 +131,23 @@ class Watcher:
                     self.ready.set()
                     if changes:
                         self.handle({p for _, p in changes})
-            except Exception:
-                log.exception("watcher failed; restarting in 1 s")
+            except Exception as exc:
                 self.ready.set()
-                self._stop.wait(1.0)
+                if "decode path" in str(exc):
+                    # watchfiles drops a whole batch when one name in it is not UTF-8:
+                    # look at the whole wiki instead, so the rest of the batch is not lost
+                    msg = str(exc)
+                    if msg not in self._failures:
+                        self._failures.add(msg)
+                        log.info(
+                            "a file name in the wiki is not valid UTF-8 (%s); such files are "
+                            "skipped, the rest of the wiki is scanned again",
+                            msg,
+                        )
+                else:
+                    log.exception("watcher failed; scanning the wiki again and restarting")
+                self.rescan()
+                self._stop.wait(0.05)
 
     def _rel(self, ap: str) -> str | None:
         try:
@@ -174,6 +194,23 @@ class Watcher:
             for rel in pending:
                 self._pending.setdefault(rel, now)
             self._recheck.update(recheck)
+            self._last_event = now
+            self._cond.notify_all()
+
+    def rescan(self) -> None:
+        """Catch up after events were lost: reconcile the whole index with the files and
+        queue every page git sees as changed for a hand-edit commit (never raises)."""
+        self.rescans += 1
+        try:
+            self.synced += self.memory.index.sync_paths(self.memory.wiki_dir, [""])
+            dirty = [p for p in self.memory.git.dirty_paths() if is_indexable(p)]
+        except Exception:
+            log.exception("scanning the wiki again failed")
+            return
+        now = time.monotonic()
+        with self._cond:
+            for rel in dirty:
+                self._pending.setdefault(rel, now)
             self._last_event = now
             self._cond.notify_all()
 

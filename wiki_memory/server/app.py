@@ -239,7 +239,8 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
     limit = memory.settings.max_body_bytes
 
     async def health(request: Request) -> Response:
-        return JSONResponse({"ok": True, "version": _version()})
+        commits = memory.commit_status(detail=False)
+        return JSONResponse({"ok": commits["ok"], "version": _version(), "commits": commits})
 
     async def observations(request: Request) -> Response:
         body = await read_json(request, limit)
@@ -254,7 +255,9 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         body = await read_json(request, limit)
         if not isinstance(body, dict):
             raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
-        query = _str(body, "query", required=False) or ""
+        if body.get("query") is None:
+            raise ApiError(400, "bad_request", "query is required (a string)", field="query")
+        query = _str(body, "query") or ""
         budget = _int(body, "budget_tokens", memory.settings.default_budget_tokens)
         kinds = body.get("kinds")  # [] allows no kind; a wrong type is a 400 from Filters
         if kinds is None and isinstance(body.get("kind"), str):
@@ -357,6 +360,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
             raise ApiError(412, "conflict", str(exc), hash=cur) from None
         digest = res.value or sha256(data)
         status = 201 if expected is None and res.value is not None else 200
+        path = res.paths[0] if res.paths else path  # the existing file's own spelling
         return JSONResponse(
             {"path": path, "hash": digest, "redacted": redacted},
             status,

@@ -44,6 +44,27 @@ _PATCH_FILE_RE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.M)
 SHELL_TOOLS = {"bash", "run_shell_command", "shell", "exec_command", "local_shell"}
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character but tab and newline written visibly as
+    ``\\xNN`` (NUL → ``\\x00``; a CR of a CRLF pair is dropped), so a page built from
+    captured text is never binary for git or an editor."""
+    if not _CONTROL.search(text):
+        return text
+    text = text.replace("\r\n", "\n")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _escape_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return escape_controls(value)
+    if isinstance(value, list):
+        return [_escape_value(v) for v in value]
+    return value
+
+
 def slugify(text: str, max_len: int = 40) -> str:
     """ASCII slug of ``text`` for file names (``"Fix the login"`` → ``"fix-the-login"``)."""
     folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().lower()
@@ -383,6 +404,10 @@ def compile_session(
         blocks.append("\n\n".join(parts))
     timeline = "\n\n".join(blocks) if blocks else "(no events yet)"
     body = f"# {_escape_heading(title)}\n\n## Summary\n\n{summary}\n\n## Timeline\n\n{timeline}\n"
+    # captured text may hold NUL and other control characters: shown, never raw bytes
+    md = {k: _escape_value(v) for k, v in md.items()}
+    summary, timeline = escape_controls(summary), escape_controls(timeline)
+    body = escape_controls(body)
     return Compiled(path, md, body, summary, timeline, len(observations))
 
 

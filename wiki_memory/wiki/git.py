@@ -65,6 +65,7 @@ from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
 from wiki_memory.errors import Unavailable
+from wiki_memory.wiki.paths import odd_name, report_odd_name
 
 __all__ = [
     "BlameLine",
@@ -235,6 +236,16 @@ def _validate(path: str) -> str:
     except UnicodeEncodeError:
         raise ValueError(f"path is not valid UTF-8: {path!r}") from None
     return path
+
+
+_MESSAGE_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _clean_message(message: str) -> str:
+    """A commit message as git wants it: CRLF as LF, no other control character (a NUL
+    would make the commit object unreadable to git), a final newline."""
+    text = _MESSAGE_CONTROL.sub("", message.replace("\r\n", "\n"))
+    return text if text.endswith("\n") else text + "\n"
 
 
 def _decode(path: bytes) -> str:
@@ -612,12 +623,19 @@ class GitStore:
         Raises ValueError for a path that is absolute, contains ``..``/``.``/empty
         parts, or points into ``.git``; :class:`GitBusy` when another git holds the
         index lock or a branch lock for longer than ``lock_wait_seconds``, or a
-        rebase/merge/cherry-pick/revert/bisect is in progress.
+        rebase/merge/cherry-pick/revert/bisect is in progress. A path whose name is not
+        valid UTF-8 is skipped (logged once, see :func:`~wiki_memory.wiki.paths.odd_name`).
         """
+        kept = []
         for p in paths:
-            _validate(p)
+            if odd_name(p):
+                report_odd_name(p)  # not UTF-8: left on disk as it is, never committed
+                continue
+            kept.append(_validate(p))
+        if not kept and paths:
+            return None
         with self._lock:
-            return self._commit(list(paths), author_name, author_email, message, when)
+            return self._commit(kept, author_name, author_email, message, when)
 
     def commit_many(
         self, groups: Sequence[tuple[str, str, str, Sequence[str]]], when: float | None = None
@@ -940,6 +958,9 @@ class GitStore:
                     if name == b".git":
                         continue
                     child = rel + b"/" + name if rel else name
+                    if odd_name(_decode(name)):
+                        report_odd_name(_decode(child))  # left on disk, never committed
+                        continue
                     try:
                         is_dir = stat.S_ISDIR(os.lstat(os.path.join(self._root, child)).st_mode)
                     except FileNotFoundError:
@@ -1054,7 +1075,7 @@ class GitStore:
         ident = author_identity(author_name, author_email)
         t = time.time() if when is None else float(when)
         tz = _tz_offset(t)
-        body = message if message.endswith("\n") else message + "\n"
+        body = _clean_message(message)
         items = [(p.split(b"/"), leaf) for p, leaf in changes.items()]
         lockfile = self._acquire_index_lock()
         self._record_owner(lockfile)

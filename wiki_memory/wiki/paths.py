@@ -3,16 +3,30 @@
 Refused: empty paths, NUL bytes, backslashes, absolute paths, ``..`` components (also
 percent-encoded ones, after the web framework decoded them once), anything under
 ``.git/``, and anything that resolves (through symlinks) outside the wiki folder.
+
+A page's own name is never folded: a path is looked up exactly as given. Only when
+that spelling does not exist and exactly one entry of the folder is canonically equal
+to it (the same NFC form: ``Café`` composed or decomposed) is that entry's own name
+used, so a page listed under a decomposed name is read and written by that name, and
+a write never makes a second, visually identical file (:func:`locate`).
+
+File names found on disk that cannot be pages (:func:`odd_name`: not valid UTF-8) are
+skipped by the index, the watcher and git, with one log line each
+(:func:`report_odd_name`), and are listed by ``doctor``; they are never moved or renamed.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
+import threading
 import unicodedata
 from pathlib import Path, PurePosixPath
 
 from wiki_memory.errors import BadPath
+
+log = logging.getLogger("wiki_memory.paths")
 
 
 class PathRefused(BadPath):
@@ -20,10 +34,52 @@ class PathRefused(BadPath):
     message has no server path."""
 
 
-def clean_rel(path: str) -> str:
-    """Validate a client path and return it as a normalised, NFC, repo-relative POSIX path.
+def odd_name(rel: str) -> str | None:
+    """Why a file name found on disk cannot be a page, or None when it can.
 
-    Raises PathRefused for anything outside ``wiki/`` or inside ``.git/``.
+    ``rel`` is a name as ``os`` returns it for a ``str`` folder (bytes that are not
+    UTF-8 are lone surrogates, ``surrogateescape``). Such a name cannot be stored in
+    the index or named in JSON, so it is not a page."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return "the file name is not valid UTF-8"
+    return None
+
+
+_reported: set[str] = set()
+_reported_lock = threading.Lock()
+
+
+def shown_name(rel: str) -> str:
+    """``rel`` printable: bytes that are not UTF-8 shown as ``\\xNN``."""
+    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def report_odd_name(rel: str, reason: str | None = None) -> None:
+    """Log, once per process and name, that the file ``rel`` is skipped and why."""
+    reason = reason or odd_name(rel) or "cannot be a page"
+    shown = shown_name(rel)
+    with _reported_lock:
+        if shown in _reported:
+            return
+        if len(_reported) > 10_000:
+            _reported.clear()
+        _reported.add(shown)
+    log.warning(
+        "skipping %s: %s; the file is left as it is (rename it to make it a page; "
+        "`wiki-memory doctor` lists such files)",
+        shown,
+        reason,
+    )
+
+
+def clean_rel(path: str) -> str:
+    """Validate a client path and return it as a repo-relative POSIX path, spelled exactly
+    as given (never Unicode-normalized: see :func:`locate` for the lookup).
+
+    Raises PathRefused for anything outside ``wiki/`` or inside ``.git/``, and for a
+    path that is not valid UTF-8.
     """
     if not isinstance(path, str) or not path.strip():
         raise PathRefused("empty path")
@@ -35,7 +91,9 @@ def clean_rel(path: str) -> str:
         raise PathRefused("encoded path separator or dot")
     if path.startswith("/") or (len(path) > 1 and path[1] == ":"):
         raise PathRefused("absolute path")
-    parts = [p for p in PurePosixPath(unicodedata.normalize("NFC", path)).parts if p not in ("",)]
+    if odd_name(path):
+        raise PathRefused("path is not valid UTF-8")
+    parts = [p for p in PurePosixPath(path).parts if p not in ("",)]
     if not parts:
         raise PathRefused("empty path")
     for p in parts:
@@ -48,11 +106,44 @@ def clean_rel(path: str) -> str:
     return "/".join(parts)
 
 
-def resolve(wiki_dir: Path, path: str) -> Path:
-    """The absolute path of a client path, checked to stay inside ``wiki_dir`` after
-    following symlinks. Raises PathRefused."""
+def _existing_spelling(parent: Path, name: str) -> str:
+    """``name`` when it exists in ``parent`` (or nothing canonically equal does), else the
+    one entry of ``parent`` whose NFC form equals ``name``'s."""
+    if os.path.lexists(parent / name):
+        return name
+    key = unicodedata.normalize("NFC", name)
+    try:
+        entries = os.listdir(parent)
+    except OSError:
+        return name
+    same = [e for e in entries if e != name and unicodedata.normalize("NFC", e) == key]
+    return same[0] if len(same) == 1 else name
+
+
+def locate(wiki_dir: Path, path: str) -> tuple[str, Path]:
+    """``(rel, absolute path)`` of a client path inside ``wiki_dir``.
+
+    Each part is looked up as given; a part that does not exist while exactly one entry
+    of its folder is canonically equal to it (NFC) takes that entry's spelling, so a
+    read or write reaches the existing file instead of making a visually identical
+    twin. The result is checked to stay inside ``wiki_dir`` after following symlinks.
+    Raises PathRefused."""
     rel = clean_rel(path)
     root = wiki_dir.resolve()
+    parts: list[str] = []
+    for part in rel.split("/"):
+        parts.append(_existing_spelling(root.joinpath(*parts), part))
+    rel = "/".join(parts)
+    return rel, _checked(root, rel)
+
+
+def resolve(wiki_dir: Path, path: str) -> Path:
+    """The absolute path of a client path (found as :func:`locate` does), checked to stay
+    inside ``wiki_dir`` after following symlinks. Raises PathRefused."""
+    return locate(wiki_dir, path)[1]
+
+
+def _checked(root: Path, rel: str) -> Path:
     full = (root / rel).resolve()
     if full != root and root not in full.parents:
         raise PathRefused("path leads outside the wiki")
