@@ -41,9 +41,11 @@ import scopeworld as sw
 pytestmark = pytest.mark.slow
 
 BOB, ALICE, OWNER = "bob", "alice", sw.OWNER
-PERSONAL_HID = "H-0001"  # alice's personal handoff: the first handoff of a fresh wiki
-SHARED_HID = "H-0002"
-ABSENT_HID = "H-9999"
+# alice's personal handoff: a random P-<8 hex> (personal handoffs take no shared
+# number); the world fixture sets it once the server made it
+PERSONAL_HID = "P-00000000"
+SHARED_HID = "H-0001"
+ABSENT_HID = "P-99999999"
 
 # --------------------------------------------------------------------------------------
 # The coverage tables. A value names the test(s) below that probe the route, tool or
@@ -135,9 +137,12 @@ def _named_tests(value: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    global PERSONAL_HID
     w = sw.build(tmp_path_factory.mktemp("scope"))
-    assert w.handoffs["personal"]["id"] == PERSONAL_HID, w.handoffs
+    PERSONAL_HID = w.handoffs["personal"]["id"]
+    assert re.fullmatch(r"P-[0-9a-f]{8}", PERSONAL_HID), w.handoffs
     assert w.handoffs["personal"]["path"] == f"people/alice/handoffs/{PERSONAL_HID}.md"
+    HIDDEN_TARGETS["alice_handoff"] = _alice_handoff_target()
     assert w.handoffs["shared"]["id"] == SHARED_HID, w.handoffs
     yield w
     w.server.stop()
@@ -191,6 +196,19 @@ class Raw:
 # the same with one part replaced by a name that exists nowhere.
 Target = tuple[str, str, str]
 
+
+def _alice_handoff_target() -> tuple[Target, list[Target], tuple[str, ...]]:
+    """Alice's personal handoff page and its absent twins (its id is known once made)."""
+    return (
+        ("people", "alice", f"handoffs/{PERSONAL_HID}.md"),
+        [
+            ("people", "alice", f"handoffs/{ABSENT_HID}.md"),
+            ("people", "zelda", f"handoffs/{PERSONAL_HID}.md"),
+        ],
+        (BOB, OWNER),
+    )
+
+
 HIDDEN_TARGETS: dict[str, tuple[Target, list[Target], tuple[str, ...]]] = {
     # name: (hidden, absent twins, viewers it is hidden from)
     "alice_folder": (
@@ -218,14 +236,7 @@ HIDDEN_TARGETS: dict[str, tuple[Target, list[Target], tuple[str, ...]]] = {
         [("projects/p", "sessions", "2026-01-02-nobod-private-00000000.md")],
         (BOB, OWNER),
     ),
-    "alice_handoff": (
-        ("people", "alice", f"handoffs/{PERSONAL_HID}.md"),
-        [
-            ("people", "alice", f"handoffs/{ABSENT_HID}.md"),
-            ("people", "zelda", f"handoffs/{PERSONAL_HID}.md"),
-        ],
-        (BOB, OWNER),
-    ),
+    "alice_handoff": _alice_handoff_target(),
     "symlink_into_alice": (
         ("projects/p", "link", "secret.md"),
         [("projects/p", "link", "nosuch.md")],

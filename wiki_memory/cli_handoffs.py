@@ -5,9 +5,11 @@ token's user, naming harness ``cli`` and session ``$WIKI_MEMORY_SESSION_ID`` (de
 ``cli``) unless ``--harness``/``--session`` say otherwise. Exit status: 0 done, 1 error,
 2 bad usage, 3 conflict (409: claimed by another, done, cancelled, expired), 4 not found.
 
-``pin``/``unpin`` are for people: they edit the page file itself (only its ``pinned``
-frontmatter line; everything else stays byte for byte), so the change is a hand edit that
-a running server's watcher commits as the owner's.
+``pin``/``unpin`` are for the wiki's owner: they edit the page file itself (only its
+``pinned`` frontmatter line; everything else stays byte for byte), so the change is a
+hand edit that a running server's watcher commits as the owner's. The page is read
+through the one scope rule as the owner: no path through a symbolic link, no
+hard-linked file, no other user's personal page.
 """
 
 from __future__ import annotations
@@ -150,17 +152,25 @@ def cmd_brief(args: argparse.Namespace) -> int:
 
 @_reported
 def cmd_pin(args: argparse.Namespace) -> int:
+    from wiki_memory.errors import NotFound
+    from wiki_memory.identity import Identity
+    from wiki_memory.scope import ScopeRule
+    from wiki_memory.server.auth import TokenStore
     from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
-    from wiki_memory.wiki.paths import PathRefused, atomic_write, resolve
+    from wiki_memory.wiki.paths import PathRefused, atomic_write
 
     settings = _settings(args)
+    owner = TokenStore(settings.auth_dir).owner_name()
+    rule = ScopeRule(settings.wiki_dir, owner)
     try:
-        full = resolve(settings.wiki_dir, args.path)
+        # the one scope rule, as the wiki's owner: no link on the way, no hard-linked
+        # file, no other user's personal page (a hidden page answers like a missing one)
+        page = rule.read(Identity(owner, role="owner"), args.path)
     except PathRefused as exc:
         raise CliError(f"path refused: {exc}", 2) from None
-    if not full.is_file():
-        raise CliError(f"no such page: {args.path}", 4)
-    raw = full.read_bytes()
+    except NotFound:
+        raise CliError(f"no such page: {args.path}", 4) from None
+    full, raw = page.full, page.data
     try:
         new = set_keys(raw, {"pinned": True}) if args.command == "pin" else _unpin(raw)
     except FrontmatterError as exc:

@@ -32,13 +32,13 @@ from wiki_memory.capture.sanitize import redact_obj, redact_text
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
 from wiki_memory.errors import BadRequest, Conflict, Forbidden, NotFound
-from wiki_memory.identity import Identity, may_admin
+from wiki_memory.identity import Identity, may_admin, may_read
 from wiki_memory.index.store import Index
 from wiki_memory.recall.filters import parse_time
 from wiki_memory.recall.pack import pack
-from wiki_memory.scope import ScopeRule, not_found
+from wiki_memory.scope import ScopeRule, frontmatter_of, not_found
 from wiki_memory.wiki import compiler
-from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
+from wiki_memory.wiki.git import CommitInfo, GitBusy, GitStore, author_email_for
 from wiki_memory.wiki.paths import PathRefused, atomic_write, clean_rel, locate
 from wiki_memory.writer import Author, Writer, WriteResult
 
@@ -992,12 +992,24 @@ class Memory:
             "missing": missing,
         }
 
+    def session_visible(self, session_key: str, user: Identity | str | None) -> bool:
+        """May ``user`` see a session's observations? Only when it may see the session's
+        page (the scope rule on its path and indexed frontmatter: a person may mark a
+        session page ``visibility: personal``); a session with no page yet is its
+        project's, seen by all."""
+        info = self.spool.sessions.get(session_key)
+        path = info.state.get("path") if info is not None else None
+        if not isinstance(path, str) or not path:
+            return True
+        row = self.index.page_meta(path)
+        return may_read(self.scope.identity(user), path, row["meta"] if row else None)
+
     def _expand_one(self, item_id: str, who: Identity | None) -> str | None:
         if item_id.startswith("spool:"):
             obs_id = item_id[6:]
             key_prefix = obs_id.rsplit("-", 1)[0]
             for key in self.spool.sessions:
-                if key.startswith(key_prefix):
+                if key.startswith(key_prefix) and self.session_visible(key, who):
                     for o in self.spool.observations(key):
                         if o.obs_id == obs_id:
                             return observation_text(o)
@@ -1232,6 +1244,49 @@ class Memory:
             "attachments": attachments,
             "diagnostics": diags,
         }
+
+    # -- history -------------------------------------------------------------------------
+    def page_history(
+        self, path: str, user: Identity | str | None, limit: int = 200
+    ) -> list[CommitInfo]:
+        """The commits that changed a page, newest first (at most ``limit``), that
+        ``user`` may see: the page must be visible now (else NotFound, as for a missing
+        page), and a commit whose version of the page was hidden from ``user`` (it was
+        personal then) is left out."""
+        who = self.scope.identity(user)
+        page = self.scope.read(who, path)
+        return [
+            c for c in self.git.log(page.rel, limit=limit) if self._version_ok(page.rel, c, who)
+        ]
+
+    def page_version(self, path: str, sha: str, user: Identity | str | None) -> bytes | None:
+        """The page's bytes as committed in ``sha`` (None where it did not exist then),
+        for ``user``: NotFound unless :meth:`page_history` lists that commit."""
+        who = self.scope.identity(user)
+        rel, commit = self._visible_commit(path, sha, who)
+        return self.git.read_at(rel, commit.sha)
+
+    def page_diff(self, path: str, sha: str, user: Identity | str | None) -> str:
+        """The unified diff of the page in commit ``sha`` against its first parent, for
+        ``user``: NotFound unless both versions are ones it may see."""
+        who = self.scope.identity(user)
+        rel, commit = self._visible_commit(path, sha, who)
+        for parent in commit.parents[:1]:
+            old = self.git.read_at(rel, parent)
+            if old is not None and not may_read(who, rel, frontmatter_of(old, rel)):
+                raise not_found(rel)
+        return self.git.diff(rel, commit.sha)
+
+    def _visible_commit(self, path: str, sha: str, who: Identity) -> tuple[str, CommitInfo]:
+        page = self.scope.read(who, path)
+        for c in self.git.log(page.rel, limit=100_000):
+            if c.sha.startswith(sha) and self._version_ok(page.rel, c, who):
+                return page.rel, c
+        raise not_found(page.rel)
+
+    def _version_ok(self, rel: str, commit: CommitInfo, who: Identity) -> bool:
+        data = self.git.read_at(rel, commit.sha)
+        return data is None or may_read(who, rel, frontmatter_of(data, rel))
 
     # -- index maintenance -----------------------------------------------------------------
     def reindex(self, user: Identity | str | None = None, progress: bool = False) -> int:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import secrets
 import threading
 import time
 import tomllib
@@ -581,6 +582,13 @@ class HandoffService:
             if self.locate(hid) is None:
                 return hid
 
+    def _new_personal_id(self) -> str:
+        """A fresh ``P-<8 hex>`` for a personal handoff (random, so it counts nothing)."""
+        while True:
+            hid = f"P-{secrets.token_hex(4)}"
+            if self.locate(hid) is None:
+                return hid
+
     # -- leases ----------------------------------------------------------------------------
     def _live_lease(self, hid: str, now: float) -> Lease | None:
         with self._lock:
@@ -807,7 +815,9 @@ class HandoffService:
         supersedes: list[str] | None = None,
     ) -> Handoff:
         """Write a new handoff page (writer thread only); returns it."""
-        hid = self._new_id()
+        # a personal handoff takes no number from the shared sequence: a gap there would
+        # tell other users that a handoff they cannot see exists (invariant 9)
+        hid = self._new_personal_id() if visibility == "personal" else self._new_id()
         path = (
             f"people/{who.user}/handoffs/{hid}.md"
             if visibility == "personal"

@@ -875,6 +875,12 @@ def _handoff_text(rec: dict[str, Any], verb: str, repeat: bool) -> str:
     return "\n\n".join(parts)
 
 
+def tool_error(text: str) -> CallToolResult:
+    """A failed tool call whose text is exactly ``text`` (``<code>: <message>``; the
+    SDK's own wrapping of raised errors would put the tool's name in front)."""
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
 def build_server(memory: Memory, max_result_tokens: int | None = None) -> MCPServer:
     """The MCP server with every tool bound to ``memory``."""
     from wiki_memory import __version__
@@ -918,9 +924,9 @@ def build_server(memory: Memory, max_result_tokens: int | None = None) -> MCPSer
         except ToolError:
             raise
         except WikiMemoryError as exc:
-            raise ToolError(f"{exc.error_code}: {exc.public_message()}") from None
+            return tool_error(f"{exc.error_code}: {exc.public_message()}")
         except (ValueError, LookupError, PermissionError) as exc:
-            raise ToolError(f"bad_request: {exc or type(exc).__name__}") from None
+            return tool_error(f"bad_request: {exc or type(exc).__name__}")
         # anything else is a crash: the SDK logs it and tells the client only the tool name
 
     @server.tool(annotations=read_only)

@@ -42,7 +42,7 @@ from wiki_memory.identity import (
     personal_owner,
 )
 from wiki_memory.wiki.page import parse_page
-from wiki_memory.wiki.paths import clean_rel, locate
+from wiki_memory.wiki.paths import clean_rel, is_plain, locate
 
 __all__ = ["PageFile", "ScopeRule", "not_found"]
 
@@ -106,25 +106,9 @@ class ScopeRule:
 
     def plain(self, rel: str) -> bool:
         """True when no component of ``rel`` under the wiki is a symbolic link and the
-        last, if it exists, is a folder or a regular file with a single link."""
-        cur = str(self.wiki_dir)
-        parts = rel.split("/")
-        for i, part in enumerate(parts):
-            cur = os.path.join(cur, part)
-            try:
-                st = os.lstat(cur)
-            except (FileNotFoundError, NotADirectoryError):
-                return True
-            except OSError:
-                return False
-            if stat.S_ISLNK(st.st_mode):
-                return False
-            if i < len(parts) - 1:
-                if not stat.S_ISDIR(st.st_mode):
-                    return True  # nothing can exist below a file
-                continue
-            return stat.S_ISDIR(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_nlink <= 1)
-        return True
+        last, if it exists, is a folder or a regular file with a single link
+        (:func:`wiki_memory.wiki.paths.is_plain`)."""
+        return is_plain(self.wiki_dir, rel)
 
     # -- reading -----------------------------------------------------------------------
     def visible(

@@ -1100,9 +1100,10 @@ class Index:
         ``alias``, ``embed``, ``line``, ``in_frontmatter``, ``status`` (``resolved``,
         ``unresolved``, ``ambiguous``, ``attachment``), ``path`` (the page or file it
         leads to; None when unresolved, ambiguous or a missing attachment) and
-        ``candidates`` (paths, for an ambiguous link; else ``[]``). A page or file ``who``
-        may not see is never named: a link to it reads as unresolved (an attachment as
-        missing), and an ambiguous link counts only the candidates ``who`` may see.
+        ``candidates`` (paths, for an ambiguous link; else ``[]``). For a caller ``who``
+        every link is resolved again among the pages and files ``who`` may see
+        (:meth:`resolver_for`), so a hidden page is never named and never changes where a
+        link leads (a link to it alone reads as unresolved).
         """
         conn = self._conn()
         rows: list[Any] = conn.execute(
@@ -1111,26 +1112,15 @@ class Index:
             (path,),
         ).fetchall()
         cands = _candidates(conn, {r[8] for r in rows if r[6] == wl.AMBIGUOUS})
-        shown = None
+        resolver = None
         if who is not None:
-            named = {r[7] for r in rows if r[7] and r[6] != wl.ATTACHMENT}
-            named.update(p for c in cands.values() for p in c)
-            shown = _visible_paths(conn, named, who)
+            resolver = _resolver_for(conn, {r[8] for r in rows if r[0]}, who)
         out = []
         for t, f, a, e, ln, fm, st, rp, k in rows:
             cand = list(cands.get(k, ())) if st == wl.AMBIGUOUS else []
-            if shown is not None:
-                if st == wl.ATTACHMENT:
-                    if rp is not None and not may_read(who, rp, None):
-                        rp = None
-                elif st == wl.AMBIGUOUS:
-                    cand = [c for c in cand if c in shown]
-                    if len(cand) == 1:
-                        st, rp, cand = wl.RESOLVED, cand[0], []
-                    elif not cand:
-                        st, rp = wl.UNRESOLVED, None
-                elif rp is not None and rp not in shown:
-                    st, rp = wl.UNRESOLVED, None
+            if resolver is not None and t:
+                res = resolver.resolve_key(k, path)
+                st, rp, cand = res.status, res.path, list(res.candidates)
             out.append(
                 {
                     "target": t,
@@ -1151,14 +1141,32 @@ class Index:
         left out), ordered by source path and line; only from pages ``who`` may see.
         Dicts: ``src_path``, ``title`` (of the linking page), ``target``, ``fragment``,
         ``alias``, ``embed``, ``line``."""
+        conn = self._conn()
         cond, args = visible_sql("p", who)
-        cur = self._conn().execute(
-            "SELECT l.src_path, p.title, l.target, l.fragment, l.alias, l.embed, l.line "
-            "FROM links AS l JOIN pages AS p ON p.path = l.src_path "
-            "WHERE l.resolved_path = ? AND l.target != '' AND l.status = 'resolved' "
-            f"AND {cond} ORDER BY l.src_path, l.line, l.rowid",
-            (path, *args),
-        )
+        cols = "l.src_path, p.title, l.target, l.fragment, l.alias, l.embed, l.line, l.target_key"
+        if who is None:
+            rows: list[Any] = conn.execute(
+                f"SELECT {cols} FROM links AS l JOIN pages AS p ON p.path = l.src_path "
+                "WHERE l.resolved_path = ? AND l.target != '' AND l.status = 'resolved' "
+                "ORDER BY l.src_path, l.line, l.rowid",
+                (path,),
+            ).fetchall()
+        else:
+            # every link that names this page, resolved again among what ``who`` sees
+            keys = [r[0] for r in conn.execute("SELECT key FROM names WHERE path = ?", (path,))]
+            marks = ", ".join("?" * len(keys)) or "NULL"
+            found: list[Any] = conn.execute(
+                f"SELECT {cols} FROM links AS l JOIN pages AS p ON p.path = l.src_path "
+                f"WHERE l.target != '' AND (l.resolved_path = ? OR l.target_key IN ({marks})) "
+                f"AND {cond} ORDER BY l.src_path, l.line, l.rowid",
+                (path, *keys, *args),
+            ).fetchall()
+            resolver = _resolver_for(conn, {r[7] for r in found}, who)
+            rows = []
+            for r in found:
+                res = resolver.resolve_key(str(r[7]), str(r[0]))
+                if res.status == wl.RESOLVED and res.path == path:
+                    rows.append(r)
         return [
             {
                 "src_path": s,
@@ -1169,7 +1177,7 @@ class Index:
                 "embed": bool(e),
                 "line": ln,
             }
-            for s, ti, t, f, a, e, ln in cur
+            for s, ti, t, f, a, e, ln, _k in rows
         ]
 
     def link_stats(self) -> dict[str, int]:
@@ -1336,6 +1344,16 @@ class Index:
 
 
 # --- helpers working on a given connection (live or the one being rebuilt) -----------
+
+
+def _resolver_for(conn: apsw.Connection, keys: Iterable[str], who: Identity) -> wl.Resolver:
+    """A link resolver over the names and attachment files of ``keys`` that ``who``
+    may see (the scope rule), so hidden pages take no part in any resolution."""
+    names, files = _lookup_names(conn, keys)
+    shown = _visible_paths(conn, {p for rows in names.values() for p, _s in rows}, who)
+    names = {k: [(p, s) for p, s in v if p in shown] for k, v in names.items()}
+    files = {k: [p for p in v if may_read(who, p, None)] for k, v in files.items()}
+    return wl.Resolver(names, files)
 
 
 def _visible_paths(conn: apsw.Connection, paths: Iterable[str], who: Identity | None) -> set[str]:

@@ -348,6 +348,10 @@ class _Ranker:
             for sh in hits:
                 if not self.f.spool_ok(sh.ts):
                     continue
+                if self.f.who is not None and not self.memory.session_visible(
+                    sh.session_key, self.f.who
+                ):
+                    continue  # a running session whose page the caller may not see
                 key = ("spool", sh.obs_id)
                 c = self.cands.get(key)
                 if c is None:

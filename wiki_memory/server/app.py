@@ -76,6 +76,7 @@ def error_response(request: Request, exc: Exception) -> Response:
             return web.error_page(request, exc.status_code)
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
+            headers["Allow"] = ", ".join(web.allowed_methods(request))
             err: WikiMemoryError = MethodNotAllowed(
                 f"{request.method} is not allowed on {path}", headers=headers
             )

@@ -76,6 +76,8 @@ if TYPE_CHECKING:
 
 #: paths anyone may fetch without signing in
 PUBLIC_PATHS: frozenset[str] = frozenset({"/login", "/logout"})
+#: the route that answers every other GET with the view's 404 page
+CATCH_ALL = "/{rest:path}"
 PUBLIC_PREFIXES: tuple[str, ...] = ("/static/",)
 
 SESSION_COOKIE = "wm_session"
@@ -408,8 +410,22 @@ def routes(memory: Memory, tokens: TokenStore) -> list[Any]:
         Route("/handoffs", v.handoffs, methods=["GET"]),
         Route("/session/{sid}", v.session, methods=["GET"]),
         # last: any other GET gets the view's 404 page (with its security headers)
-        Route("/{rest:path}", v.no_route, methods=["GET"]),
+        Route(CATCH_ALL, v.no_route, methods=["GET"]),
     ]
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """The methods the app's routes accept on this request's path (the web view's
+    catch-all GET route left out), sorted: the ``Allow`` header of a 405."""
+    out: set[str] = set()
+    for route in request.app.router.routes:
+        regex = getattr(route, "path_regex", None)
+        methods = getattr(route, "methods", None)
+        if regex is None or not methods or getattr(route, "path", "") == CATCH_ALL:
+            continue
+        if regex.match(request.url.path):
+            out.update(methods)
+    return sorted(out)
 
 
 def error_page(request: Request, status: int) -> Response:
@@ -533,8 +549,9 @@ class _View:
     def no_route(self, request: Request) -> Response:
         path = request.url.path
         if path.startswith(("/v1/", "/mcp")) or path == "/v1":
-            # the API's JSON 404, from the app's one error handler
-            raise StarletteHTTPException(404)
+            # the API's JSON 404 or 405 (a POST-only route asked with GET), from the app's
+            # one error handler
+            raise StarletteHTTPException(405 if allowed_methods(request) else 404)
         return self._not_found(request, "No such page.")
 
     # -- sign-in -----------------------------------------------------------------------
@@ -897,8 +914,9 @@ class _View:
 
     def _backlinks(self, user: Identity, rel: str) -> list[dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
-        for link in self.memory.index.links_to(rel, user):
-            src = link["src_path"]
+        # the core's link graph as this reader sees it (the scope rule resolves each link)
+        for link in self.memory.page_links(rel, user)["backlinks"]:
+            src = link["path"]
             if src == rel or src in out:
                 continue
             meta = self.memory.index.page_meta(src, user)
@@ -953,7 +971,10 @@ class _View:
         except _NotFound:
             return self._not_found(request)
         parsed = self._parsed(rel, raw, hashlib.sha256(raw).hexdigest())
-        commits = self.memory.git.log(rel, limit=200)
+        try:  # only versions the reader may see (a page may have been personal once)
+            commits = self.memory.page_history(rel, user, limit=200)
+        except (NotFound, PathRefused):
+            return self._not_found(request)
         rev = request.query_params.get("rev", "")
         selected = None
         diff_lines: list[tuple[str, str]] = []
@@ -965,14 +986,20 @@ class _View:
             if selected is None:
                 return self._not_found(request, "No such version of this page.")
             if request.query_params.get("view") == "version":
-                old = self.memory.git.read_at(rel, selected.sha)
+                try:
+                    old = self.memory.page_version(rel, selected.sha, user)
+                except NotFound:
+                    return self._not_found(request, "No such version of this page.")
                 if old is None:
                     version = {"missing": True}
                 else:
                     version = self._render_page(user, rel, old)
                     version["missing"] = False
             else:
-                text = self.memory.git.diff(rel, selected.sha)
+                try:
+                    text = self.memory.page_diff(rel, selected.sha, user)
+                except NotFound:
+                    return self._not_found(request, "No such version of this page.")
                 for line in text.splitlines():
                     if line.startswith(("+++", "---", "diff ", "index ", "new file", "deleted")):
                         cls = "meta"

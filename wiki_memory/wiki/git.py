@@ -65,7 +65,7 @@ from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
 from wiki_memory.errors import Unavailable
-from wiki_memory.wiki.paths import odd_name, report_odd_name
+from wiki_memory.wiki.paths import is_plain, odd_name, report_odd_name
 
 __all__ = [
     "BlameLine",
@@ -1194,12 +1194,14 @@ class GitStore:
         cache.key = _stat_key(self._index_path)
 
     def _commit_tree_root(self, author: tuple[str, str], message: str) -> None:
-        """First commit of a new wiki: the .gitignore and whatever is already there."""
+        """First commit of a new wiki: the .gitignore and whatever is already there, but
+        never a symbolic link or a file with more than one hard link (its other name may
+        be a personal page, which git history would then serve: as_of recall reads it)."""
         with self._lock:
             changes = self._collect([b""])
-            if not changes:
+            names = sorted(n for n in (_decode(p) for p in changes) if is_plain(self.wiki_dir, n))
+            if not names:
                 return
-            names = sorted(_decode(p) for p in changes)
             self._commit(names, author[0], author[1], message, None)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import tempfile
 import threading
 import unicodedata
@@ -174,3 +175,28 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+def is_plain(root: Path, rel: str) -> bool:
+    """True when no component of ``rel`` under ``root`` is a symbolic link and the last,
+    if it exists, is a folder or a regular file with a single link: what the server may
+    serve or commit (a link, or a file's second name, may lead to another user's page).
+    A path that does not exist (yet) is plain."""
+    cur = str(root)
+    parts = rel.split("/")
+    for i, part in enumerate(parts):
+        cur = os.path.join(cur, part)
+        try:
+            st = os.lstat(cur)
+        except (FileNotFoundError, NotADirectoryError):
+            return True
+        except OSError:
+            return False
+        if stat.S_ISLNK(st.st_mode):
+            return False
+        if i < len(parts) - 1:
+            if not stat.S_ISDIR(st.st_mode):
+                return True  # nothing can exist below a file
+            continue
+        return stat.S_ISDIR(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_nlink <= 1)
+    return True
