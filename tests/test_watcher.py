@@ -263,17 +263,21 @@ def test_git_checkout_of_1000_files_settles_consistently(tmp_path, stop_after):
     git("config", "user.email", "p@x")
     git("config", "user.name", "Person")
     quiet(m)
-    git("checkout", "-q", "-b", "other")
+    # the other branch is made in a second work tree, so that its 1,000 edits are never
+    # hand edits of the wiki (the server would rightly commit those itself, racing the
+    # person's own `git commit`)
+    other = tmp_path / "other-worktree"
+    git("worktree", "add", "-q", "-b", "other", str(other))
     for rel in files:
-        (w / rel).write_text((w / rel).read_text().replace("firstword", "secondword"))
-    git("commit", "-q", "-am", "second")
+        (other / rel).write_text((other / rel).read_text().replace("firstword", "secondword"))
+    subprocess.run(["git", "commit", "-q", "-am", "second"], cwd=other, check=True)
+    git("worktree", "remove", "--force", str(other))
     quiet(m)
-    git("checkout", "-q", "main")
     head_before = git("rev-parse", "HEAD")
-    t0 = time.monotonic()
     git("checkout", "-q", "other")
+    # waits until the index equals the files (60 s: a hang guard); how long it takes is
+    # measured by bench/watcher.py ("git checkout of 1,000 files")
     assert_matches_scan(m, tmp_path, timeout=60)
-    settled = time.monotonic() - t0
     assert len(m.index.query("secondword", limit=2000)) == 1000
     assert m.index.query("firstword") == []
     quiet(m)
@@ -281,7 +285,6 @@ def test_git_checkout_of_1000_files_settles_consistently(tmp_path, stop_after):
     assert git("rev-parse", "HEAD") != head_before
     assert git("log", "-1", "--format=%s") == "second"
     assert git("status", "--porcelain") == ""
-    assert settled < 30, settled
 
 
 def test_no_self_triggered_loops_and_idle_when_nothing_changes(tmp_path, stop_after):

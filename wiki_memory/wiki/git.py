@@ -1069,17 +1069,21 @@ class GitStore:
         when: float | None,
     ) -> str | None:
         self._check_operations()
-        changes = self._collect(self._resolve(p) for p in paths)
-        if not changes:
-            return None
         ident = author_identity(author_name, author_email)
         t = time.time() if when is None else float(when)
         tz = _tz_offset(t)
         body = _clean_message(message)
-        items = [(p.split(b"/"), leaf) for p, leaf in changes.items()]
+        # The files are read only once the index lock is ours: another git (a checkout
+        # rewriting a thousand files) holds that lock while it writes, and files read
+        # before it finished would be committed half old, half new on top of its HEAD.
         lockfile = self._acquire_index_lock()
         self._record_owner(lockfile)
         try:
+            changes = self._collect(self._resolve(p) for p in paths)
+            if not changes:
+                lockfile.abort()
+                return None
+            items = [(p.split(b"/"), leaf) for p, leaf in changes.items()]
             self._load_index()
             deadline = time.monotonic() + self.lock_wait_seconds
             for _attempt in range(_MAX_CAS_ATTEMPTS):
