@@ -10,8 +10,9 @@ event JSON on stdin) against:
   each run pays the failed send (the worst case: later runs of a real outage find a
   backlog and return at once, leaving the send to a background drainer);
 
-beside ``python -c pass`` and ``python -S -c pass`` on the same interpreter in the
-same run. Prints p50/p95 in milliseconds and the ratio to ``python -c pass``.
+beside ``python -c pass``, ``python -S -c pass`` and ``python -S`` importing the
+sanitizer (``wiki_memory.capture.sanitize``, which the hook loads) on the same interpreter
+in the same run. Prints p50/p95 in milliseconds and the ratio to ``python -c pass``.
 
     python bench/hook.py [--runs 200] [--fail-runs 20]
 """
@@ -142,6 +143,16 @@ def main() -> int:
                 "python -S -c pass",
                 args.runs,
                 [timed([py, "-S", "-c", "pass"], b"", env) for _ in range(args.runs)],
+            )
+        )
+        # what the hook pays for the sanitizer's table (moved here from the time bound of
+        # tests/test_sanitize.py::test_import_is_stdlib_only; that test bounds the modules)
+        imp = f"import sys; sys.path.insert(0, {str(REPO)!r}); import wiki_memory.capture.sanitize"
+        rows.append(
+            (
+                "python -S, import sanitizer",
+                args.runs,
+                [timed([py, "-S", "-c", imp], b"", env) for _ in range(args.runs)],
             )
         )
 

@@ -221,6 +221,9 @@ def test_a_lock_of_a_live_or_unknown_owner_is_never_removed(tmp_path):
         assert lock.exists() and not side.exists()
 
 
+# The whole test under a hang guard (it used to assert a 60 s wall-clock total); the bound
+# that is a contract, the shutdown's, is asserted below.
+@pytest.mark.timeout(120)
 def test_server_starts_despite_a_foreign_index_lock_and_stops_in_bounded_time(tmp_path):
     data = tmp_path / "data"
     m = make_memory(data)
@@ -230,7 +233,6 @@ def test_server_starts_despite_a_foreign_index_lock_and_stops_in_bounded_time(tm
     note.write_text("# made while stopped\n")
     lock = m.wiki_dir / ".git" / "index.lock"
     lock.write_bytes(b"")
-    t0 = time.monotonic()
     m2 = make_memory(data, idle_check_seconds=0.2)  # the recovery commit meets GitBusy
     try:
         assert m2.started and lock.exists()
@@ -248,5 +250,6 @@ def test_server_starts_despite_a_foreign_index_lock_and_stops_in_bounded_time(tm
     finally:
         t1 = time.monotonic()
         m2.stop()
+        # docs/git.md: at shutdown one flush waits at most 1 s for the lock (here
+        # lock_wait_seconds 0.5) plus a commit already waiting; 10 s leaves a wide margin
         assert time.monotonic() - t1 < 10
-    assert time.monotonic() - t0 < 60

@@ -107,9 +107,7 @@ def route_pattern(method: str, path: str) -> re.Pattern[str]:
             parts.append(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
         else:
             parts.append(re.escape(seg))
-    return re.compile(
-        rf"(?<![A-Za-z]){re.escape(method)}[\s`|]+{''.join(parts)}(?![\w/{{}}.\-])"
-    )
+    return re.compile(rf"(?<![A-Za-z]){re.escape(method)}[\s`|]+{''.join(parts)}(?![\w/{{}}.\-])")
 
 
 def route_documented(method: str, path: str, text: str) -> bool:
@@ -280,7 +278,9 @@ def test_the_matching_rules() -> None:
     assert not route_documented("PUT", "/v1/pages/{path}", "`GET /v1/pages/{path}`")
     assert not route_documented("GET", "/v1/pages", "`GET /v1/pages/{path}`")
     assert not route_documented("GET", "/v1/pages/{path}", "`GET /v1/pages/notes/a.md`")
-    assert not route_documented("POST", "/v1/handoffs/{hid}/{verb}", "`POST /v1/handoffs/{id}/claim`")
+    assert not route_documented(
+        "POST", "/v1/handoffs/{hid}/{verb}", "`POST /v1/handoffs/{id}/claim`"
+    )
 
     assert name_in_code_span("page_read", "| `page_read` | `path` |")
     assert name_in_code_span("handoff_auto", "`handoff_auto = false`")

@@ -18,6 +18,16 @@ from wiki_memory.outbox import HOOK_SCRIPT, load_hooklib
 
 HOOKS = load_hooklib()
 
+#: The hook's documented bound (docs/hooks.md "Never in the agent's way"): it ends within
+#: ``deadline_seconds`` counted from its own start.
+HOOK_DEADLINE_SECONDS = float(HOOKS.DEFAULTS["deadline_seconds"])
+#: What a run timed from outside adds to that: ``sh -c`` and the interpreter's start, which
+#: a busy shared machine stretches far past the usual ~50 ms.
+START_MARGIN_SECONDS = 2.0
+#: The bound the tests hold a hook run to: the contract plus the margin. A hook that waits
+#: on a dead server without a deadline never gets under it (run_hook's own timeout: 15 s).
+HOOK_BOUND_SECONDS = HOOK_DEADLINE_SECONDS + START_MARGIN_SECONDS
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from serverproc import ServerProcess
 from test_hooks_helpers import (
+    HOOK_BOUND_SECONDS,
     HOOK_SCRIPT,
     HOOKS,
     BlackHole,
@@ -186,12 +187,12 @@ def test_outage_then_recover_delivers_each_event_once(tmp_path: Path, shared: Pa
         # Phase 1: the server is stopped (connection refused).
         for p in payloads[1:5]:
             r = run_hook(cmd, p, env)
-            assert r.rc == 0 and r.seconds < 2.0, r
+            assert r.rc == 0 and r.seconds < HOOK_BOUND_SECONDS, r
         # Phase 2: something accepts connections on the port and never answers.
         with BlackHole(srv.port):
             for p in payloads[5:]:
                 r = run_hook(cmd, p, env)
-                assert r.rc == 0 and r.seconds < 2.0, r
+                assert r.rc == 0 and r.seconds < HOOK_BOUND_SECONDS, r
                 assert r.stdout == b""
             wait_idle(tmp_path)
         queued = pending(tmp_path)
@@ -318,9 +319,8 @@ def test_installed_files_run_against_the_real_server_for_each_harness(
                     (shared / "data" / "hooks" / folder / f"{ev}.json").read_text()
                 )
                 payload["session_id"] = f"cfg-{agent}"
-                t0 = time.monotonic()
                 r = run_hook(group["hooks"][0]["command"], payload, env)
-                assert r.rc == 0 and time.monotonic() - t0 < 2.0, r
+                assert r.rc == 0 and r.seconds < HOOK_BOUND_SECONDS, r
         wait_idle(tmp_path)
         assert pending(tmp_path) == []
         assert wait_until(

@@ -595,32 +595,26 @@ def test_rebuild_while_searching(tmp_path: Path, wiki: Path) -> None:
         write_page(wiki, f"projects/p{i % 4}/notes/n{i}.md", body, type="note", id=f"n{i}")
     db = tmp_path / "index.db"
     ix = Index(db)
-    t0 = time.perf_counter()
     n = ix.rebuild(wiki)
-    dt = time.perf_counter() - t0
-    print(f"\nrebuild: {n} pages in {dt:.2f}s = {n / dt:.0f} pages/s")
     assert n == 2000
 
     errors: list[str] = []
     empties: list[str] = []
-    latencies: list[float] = []
+    answered = [0]
     stop = threading.Event()
 
     def searcher() -> None:
-        local: list[float] = []
         while not stop.is_set():
             q = rng.choice(["gateway", "rollback cache", "getUserName3", "test_app.py", "page 7"])
-            t = time.perf_counter()
             try:
                 hits = ix.query(q, limit=20)
             except Exception as exc:  # noqa: BLE001 - recorded and asserted below
                 errors.append(repr(exc))
                 continue
-            local.append(time.perf_counter() - t)
+            answered[0] += 1
             if not hits:
                 empties.append(q)
             time.sleep(0.01)  # a client, not a busy loop
-        latencies.extend(local)
 
     written: list[str] = []
 
@@ -649,11 +643,9 @@ def test_rebuild_while_searching(tmp_path: Path, wiki: Path) -> None:
     time.sleep(0.2)
     w.start()
     rebuilds = 0
-    t_busy = time.perf_counter()
     while other.poll() is None or rebuilds < 1:
         ix.rebuild(wiki)
         rebuilds += 1
-    t_busy = (time.perf_counter() - t_busy) / rebuilds
     w.join()
     stop.set()
     for th in threads:
@@ -667,22 +659,6 @@ def test_rebuild_while_searching(tmp_path: Path, wiki: Path) -> None:
     assert len(written) == 20
     for k in range(20):
         assert stems(ix.query(f"freshword{k}")) == [f"new{k}"], k
-    latencies.sort()
-    p50 = latencies[len(latencies) // 2] * 1000
-    p95 = latencies[int(len(latencies) * 0.95)] * 1000
-    print(
-        f"during {rebuilds} rebuilds ({t_busy:.2f}s each): {len(latencies)} queries by 4 threads, "
-        f"p50 {p50:.2f} ms, p95 {p95:.2f} ms; second process (queries, empty): {out.strip()}"
-    )
-    # Quiet latency, one thread.
-    quiet = []
-    for q in ["gateway latency", "rollback cache deploy", "getUserName3", "page 12"] * 25:
-        t0 = time.perf_counter()
-        ix.query(q, limit=20)
-        quiet.append(time.perf_counter() - t0)
-    quiet.sort()
-    print(
-        f"quiet query: p50 {quiet[len(quiet) // 2] * 1000:.2f} ms, "
-        f"p95 {quiet[int(len(quiet) * 0.95)] * 1000:.2f} ms"
-    )
+    assert answered[0] > 0  # the searchers really searched during the rebuilds
+    # How fast: bench/index.py (rebuild pages/s; query latency quiet and during rebuilds).
     ix.close()

@@ -550,25 +550,30 @@ def test_extra_patterns_from_settings() -> None:
         redact_text(b"bytes")  # type: ignore[arg-type]
 
 
-def test_import_is_stdlib_only_and_fast() -> None:
+#: The most modules importing the sanitizer may load (22 today: json, dataclasses and
+#: what they pull in). A bound on the work the hook pays at start, not on its time: the
+#: time is measured by bench/hook.py ("python -S, import sanitizer").
+SANITIZER_MAX_MODULES = 40
+
+
+def test_import_is_stdlib_only_and_small() -> None:
     code = (
-        "import sys, time; before = set(sys.modules); t = time.perf_counter(); "
-        "import wiki_memory.capture.sanitize as s; dt = time.perf_counter() - t; "
-        "bad = sorted(m for m in set(sys.modules) - before "
+        "import sys, json; before = set(sys.modules); "
+        "import wiki_memory.capture.sanitize as s; new = set(sys.modules) - before; "
+        "bad = sorted(m for m in new "
         "if m.split('.')[0] not in sys.stdlib_module_names and m.split('.')[0] != 'wiki_memory'); "
-        "print(dt, bad)"
+        "print(json.dumps([sorted(new), bad]))"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    dt, bad = res.stdout.split(" ", 1)
-    assert bad.strip() == "[]"
-    assert float(dt) < 0.2
+    new, bad = json.loads(res.stdout)
+    assert bad == []
+    assert len(new) <= SANITIZER_MAX_MODULES, new
 
 
-def test_large_payload_is_fast() -> None:
-    import time
-
+# A hang guard (thread method: a runaway regular expression never returns to the
+# interpreter for SIGALRM), not a speed target: bench/parse.py times this input.
+@pytest.mark.timeout(60, method="thread")
+def test_large_payload_is_redacted() -> None:
     blob = "\n".join(t for _, t, _ in CORPUS) + ("x = 1  # filler line with a token word\n" * 40000)
-    t = time.perf_counter()
     out, reds = redact_text(blob)
-    assert time.perf_counter() - t < 2.0
     assert len(reds) >= len(CORPUS)
