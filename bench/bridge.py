@@ -29,7 +29,7 @@ from _server import ServerProcess
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from wiki_memory.mcp_install import BRIDGE_SCRIPT  # noqa: E402
+from wiki_memory.harness.mcp_install import BRIDGE_SCRIPT  # noqa: E402
 
 INIT = {
     "jsonrpc": "2.0",

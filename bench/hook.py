@@ -85,7 +85,7 @@ class Server:
             [
                 sys.executable,
                 "-m",
-                "wiki_memory.cli",
+                "wiki_memory.cli.main",
                 "--data-dir",
                 str(data),
                 "serve",

@@ -134,7 +134,7 @@ def measure(size: int, n_queries: int) -> dict[str, float]:
             [
                 sys.executable,
                 "-m",
-                "wiki_memory.cli",
+                "wiki_memory.cli.main",
                 "--data-dir",
                 str(data),
                 "reindex",
@@ -147,7 +147,7 @@ def measure(size: int, n_queries: int) -> dict[str, float]:
         reindex_s = time.perf_counter() - t0
 
         from wiki_memory.config import load_settings
-        from wiki_memory.core import Memory
+        from wiki_memory.core.memory import Memory
 
         mem = Memory(load_settings(data, watch=False))
         try:

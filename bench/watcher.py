@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from wiki_memory.config import load_settings  # noqa: E402
-from wiki_memory.core import Memory  # noqa: E402
+from wiki_memory.core.memory import Memory  # noqa: E402
 from wiki_memory.datadir import ensure_layout  # noqa: E402
 from wiki_memory.index.store import Index  # noqa: E402
 

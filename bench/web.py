@@ -41,7 +41,7 @@ def pct(values: list[float], p: float) -> float:
 def cold_render_ms(wiki: Path, rel: str, runs: int) -> list[float]:
     """Render the page in-process with a fresh cache each time (parse, resolve, render)."""
     from wiki_memory.index.store import Index
-    from wiki_memory.server import web
+    from wiki_memory.web import views as web
 
     idx = Index(wiki.parent / "bench-index.db")
     idx.rebuild(wiki)

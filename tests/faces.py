@@ -18,7 +18,7 @@ def cli_commands() -> list[tuple[str, ...]]:
     ``("token", "create")``, … Nested sub-parsers are walked; a command's positional
     argument with fixed ``choices`` (``handoff claim``, ``token revoke``) counts as its
     sub-commands too."""
-    from wiki_memory.cli import build_parser
+    from wiki_memory.cli.main import build_parser
 
     out: list[tuple[str, ...]] = []
 
@@ -41,11 +41,11 @@ def app_routes(tmp: Path, owner: str = "olivia") -> list[str]:
     route is listed as ``? path``)."""
     from starlette.routing import Mount, Route
 
+    from wiki_memory.auth import TokenStore
     from wiki_memory.config import load_settings
-    from wiki_memory.core import Memory
+    from wiki_memory.core.memory import Memory
     from wiki_memory.datadir import ensure_layout
     from wiki_memory.server.app import create_app
-    from wiki_memory.server.auth import TokenStore
 
     settings = load_settings(tmp / "data", watch=False)
     ensure_layout(settings)
@@ -79,9 +79,9 @@ def mcp_tool_names(tmp: Path, owner: str = "olivia") -> list[str]:
     from mcp import Client
 
     from wiki_memory.config import load_settings
-    from wiki_memory.core import Memory
+    from wiki_memory.core.memory import Memory
     from wiki_memory.datadir import ensure_layout
-    from wiki_memory.mcp_tools import build_server
+    from wiki_memory.mcp.tools import build_server
 
     settings = load_settings(tmp / "data", watch=False)
     ensure_layout(settings)

@@ -143,7 +143,7 @@ def cli(
     timeout: float = 60,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "wiki_memory.cli", "--data-dir", str(data_dir), *args],
+        [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data_dir), *args],
         env=cli_env(data_dir, token, url),
         capture_output=True,
         text=True,

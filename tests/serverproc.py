@@ -56,7 +56,7 @@ class ServerProcess:
             [
                 sys.executable,
                 "-m",
-                "wiki_memory.cli",
+                "wiki_memory.cli.main",
                 "--data-dir",
                 str(self.data_dir),
                 "serve",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from wiki_memory.brief import build_brief
 from wiki_memory.config import load_settings
-from wiki_memory.core import Memory
+from wiki_memory.core.brief import build_brief
+from wiki_memory.core.handoffs import install
+from wiki_memory.core.memory import Memory
 from wiki_memory.datadir import ensure_layout
-from wiki_memory.handoffs import install
 from wiki_memory.recall.tokens import count_tokens
 
 
@@ -184,7 +184,7 @@ def test_bad_arguments(mem):
 
 
 def test_pin_and_unpin_edit_only_that_line(mem, capsys):
-    from wiki_memory.cli import main
+    from wiki_memory.cli.main import main
 
     path = "projects/proj/notes/style.md"
     original = "---\ntitle: Style  # keep this comment\ntags: [a, b]\n---\n\nTabs, not spaces.\n"

@@ -25,7 +25,7 @@ from conftest import shared_path
 from serverproc import ServerProcess
 
 from wiki_memory.config import load_settings
-from wiki_memory.core import Memory, sha256
+from wiki_memory.core.memory import Memory, sha256
 from wiki_memory.datadir import ensure_layout
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.links import name_key, rename_links
@@ -323,7 +323,7 @@ def test_c21_concurrent_puts_and_an_observation_while_git_holds_the_index_lock(t
 
         def token(user: str) -> dict[str, str]:
             r = subprocess.run(
-                [sys.executable, "-m", "wiki_memory.cli", "--data-dir", str(data), "token"]
+                [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data), "token"]
                 + ["create", "--user", user],
                 capture_output=True,
                 text=True,
@@ -457,7 +457,7 @@ def test_c21_concurrent_puts_and_an_observation_while_git_holds_the_index_lock(t
 def mcp_call(memory: Memory, name: str, args: dict[str, Any]) -> Any:
     from mcp import Client
 
-    from wiki_memory.mcp_tools import build_server
+    from wiki_memory.mcp.tools import build_server
 
     async def main() -> Any:
         async with Client(build_server(memory)) as c:

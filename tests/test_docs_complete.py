@@ -182,7 +182,7 @@ def settings_and_env(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[s
     source = Path(config.__file__).read_text(encoding="utf-8")
     envs += sorted(set(re.findall(r"\b" + ENV_PREFIX + r"[A-Z][A-Z0-9_]*\b", source)) - set(envs))
 
-    from wiki_memory.handoffs import HandoffConfig
+    from wiki_memory.core.handoffs import HandoffConfig
 
     hbase = HandoffConfig.load(None)
     for attr, key in HandoffConfig._KEYS.items():  # the config.toml key of each tunable

@@ -13,9 +13,7 @@ from conftest import shared_path
 
 from wiki_memory.capture.observation import parse_event
 from wiki_memory.config import load_settings
-from wiki_memory.core import Memory, NotFound
-from wiki_memory.datadir import ensure_layout
-from wiki_memory.handoffs import (
+from wiki_memory.core.handoffs import (
     HandoffConfig,
     HandoffConflict,
     HandoffForbidden,
@@ -23,6 +21,8 @@ from wiki_memory.handoffs import (
     next_step_lines,
     session_signals,
 )
+from wiki_memory.core.memory import Memory, NotFound
+from wiki_memory.datadir import ensure_layout
 from wiki_memory.wiki.page import parse_page
 
 
@@ -334,7 +334,7 @@ def test_claiming_one_offer_gives_back_the_others(mem):
 
 
 def svc_claimant(user, harness, session):
-    from wiki_memory.handoffs import Claimant
+    from wiki_memory.core.handoffs import Claimant
 
     return Claimant(user, harness, session)
 

@@ -20,8 +20,8 @@ from dulwich.object_store import tree_lookup_path
 from dulwich.repo import Repo
 from serverproc import ServerProcess
 
+from wiki_memory.auth import TokenStore
 from wiki_memory.recall.tokens import count_tokens
-from wiki_memory.server.auth import TokenStore
 from wiki_memory.wiki.page import parse_page
 
 pytestmark = pytest.mark.slow
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 def cli(data_dir: Path, *args: str, env: dict[str, str] | None = None, **kw):
     return subprocess.Popen(
-        [sys.executable, "-m", "wiki_memory.cli", "--data-dir", str(data_dir), *args],
+        [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data_dir), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -479,7 +479,7 @@ def test_personal_handoffs_never_reach_another_token(srv):
         [
             sys.executable,
             "-m",
-            "wiki_memory.cli",
+            "wiki_memory.cli.main",
             "--data-dir",
             str(srv.data_dir),
             "token",

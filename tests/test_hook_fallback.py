@@ -34,7 +34,7 @@ from test_hooks_helpers import (
     wait_idle,
 )
 
-from wiki_memory.hooks_install import hook_command
+from wiki_memory.harness.hooks_install import hook_command
 
 REPO = Path(__file__).resolve().parents[1]
 FELL_BACK = b"redaction fell back to the hook's built-in rules"

@@ -37,7 +37,7 @@ from test_hooks_helpers import (
     wait_until,
 )
 
-from wiki_memory.hooks_install import hook_command
+from wiki_memory.harness.hooks_install import hook_command
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -276,7 +276,7 @@ def test_c36_server_away_hooks_exit_0_in_time_and_deliver_once_later(
             [
                 sys.executable,
                 "-m",
-                "wiki_memory.cli",
+                "wiki_memory.cli.main",
                 "--data-dir",
                 str(tmp_path / "data"),
                 "recover",

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.hooks_install import AGENTS, apply, plan_install
-from wiki_memory.outbox import HOOK_SCRIPT, load_hooklib
+from wiki_memory.harness.hooks_install import AGENTS, apply, plan_install
+from wiki_memory.harness.outbox import HOOK_SCRIPT, load_hooklib
 
 HOOKS = load_hooklib()
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from wiki_memory.hooks_install import (
+from wiki_memory.harness.hooks_install import (
     AGENTS,
     InstallError,
     hook_command,
@@ -34,7 +34,7 @@ def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("CODEX_HOME",)}
     env["HOME"] = str(home)
     return subprocess.run(
-        [sys.executable, "-m", "wiki_memory.cli", *args],
+        [sys.executable, "-m", "wiki_memory.cli.main", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -146,7 +146,7 @@ def test_uninstall_removes_only_ours_and_keeps_the_users_edit(tmp_path: Path, ag
 def test_uninstall_of_a_file_we_created_leaves_an_empty_object(tmp_path: Path) -> None:
     home = tmp_path / "home"
     plan = plan_install("claude-code", home=home, python=PY, script=SCRIPT)
-    from wiki_memory.hooks_install import apply
+    from wiki_memory.harness.hooks_install import apply
 
     apply(plan)
     apply(plan_uninstall("claude-code", home=home))
@@ -154,7 +154,7 @@ def test_uninstall_of_a_file_we_created_leaves_an_empty_object(tmp_path: Path) -
 
 
 def test_reinstall_updates_our_entry_in_place(tmp_path: Path) -> None:
-    from wiki_memory.hooks_install import apply
+    from wiki_memory.harness.hooks_install import apply
 
     home = tmp_path / "home"
     apply(plan_install("codex", home=home, python="/old/python3", script=SCRIPT))

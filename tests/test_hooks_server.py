@@ -200,7 +200,7 @@ def test_outage_then_recover_delivers_each_event_once(tmp_path: Path, shared: Pa
         srv = ServerProcess(data, port=srv.port)
         srv.start()
         rec = subprocess.run(
-            [sys.executable, "-m", "wiki_memory.cli", "--data-dir", str(data), "recover"],
+            [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data), "recover"],
             capture_output=True,
             text=True,
             env=env,
@@ -211,7 +211,7 @@ def test_outage_then_recover_delivers_each_event_once(tmp_path: Path, shared: Pa
         assert "1 the server already had" in rec.stdout  # the SessionStart it had stored
         assert pending(tmp_path) == []
         rec2 = subprocess.run(
-            [sys.executable, "-m", "wiki_memory.cli", "--data-dir", str(data), "recover"],
+            [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data), "recover"],
             capture_output=True,
             text=True,
             env=env,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from wiki_memory.mcp_install import CLIENTS
+from wiki_memory.harness.mcp_install import CLIENTS
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "mcp"
 PY = "/usr/bin/python3"
@@ -33,7 +33,7 @@ def cli(home: Path, *args: str, cwd: Path | None = None, **env: str) -> Any:
     e.update(HOME=str(home), XDG_DATA_HOME=str(home / ".local" / "share"), **env)
     home.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
-        [sys.executable, "-m", "wiki_memory.cli", *args],
+        [sys.executable, "-m", "wiki_memory.cli.main", *args],
         capture_output=True,
         text=True,
         env=e,

@@ -21,8 +21,8 @@ import pytest
 from conftest import shared_path
 from serverproc import ServerProcess
 
-from wiki_memory.core import sha256
-from wiki_memory.mcp_install import BRIDGE_SCRIPT
+from wiki_memory.core.memory import sha256
+from wiki_memory.harness.mcp_install import BRIDGE_SCRIPT
 from wiki_memory.recall.tokens import count_tokens
 
 pytestmark = pytest.mark.slow
@@ -69,7 +69,15 @@ def bridge_cmd(data_dir: Path, *extra: str, installed_form: bool = False) -> lis
             "mcp",
             *extra,
         ]
-    return [sys.executable, "-m", "wiki_memory.cli", "--data-dir", str(data_dir), "mcp", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "wiki_memory.cli.main",
+        "--data-dir",
+        str(data_dir),
+        "mcp",
+        *extra,
+    ]
 
 
 def bridge_env(**extra: str) -> dict[str, str]:
@@ -257,7 +265,7 @@ def test_post_mcp_answers_itself_and_needs_a_token(srv):
     assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
     # a session opened with one user's token cannot be used with another's
     other = subprocess.run(
-        [sys.executable, "-m", "wiki_memory.cli", "--data-dir", str(srv.data_dir), "token",
+        [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(srv.data_dir), "token",
          "create", "--user", "mallory"],
         capture_output=True, text=True, check=True,
     ).stdout.split()[0]  # fmt: skip
@@ -464,7 +472,7 @@ def c34(tmp_path_factory):
     noisy_server = base / "noisy-server"
     noisy_server.mkdir()
     (noisy_server / "sitecustomize.py").write_text(
-        "import wiki_memory.core as _c\n"
+        "import wiki_memory.core.memory as _c\n"
         "_recall = _c.Memory.recall\n"
         "def recall(self, *a, **k):\n"
         "    print('DEBUG from inside a tool: recall called', flush=True)\n"
@@ -566,8 +574,8 @@ def test_bridge_reopens_its_session_after_a_server_restart(tmp_path):
 #: not load the index, the tokenizer or the SDK; it imports the standard library and httpx).
 BRIDGE_NEVER_IMPORTS = {
     "mcp", "tiktoken", "apsw", "dulwich", "starlette", "uvicorn", "watchfiles",
-    "wiki_memory.core", "wiki_memory.index", "wiki_memory.recall", "wiki_memory.mcp_tools",
-    "wiki_memory.server.app", "wiki_memory.server.mcp_app", "wiki_memory.server.web",
+    "wiki_memory.core.memory", "wiki_memory.index", "wiki_memory.recall", "wiki_memory.mcp.tools",
+    "wiki_memory.server.app", "wiki_memory.mcp.app", "wiki_memory.web.views",
 }  # fmt: skip
 
 
@@ -583,7 +591,7 @@ def test_bridge_starts_light(srv):
         for line in r.stderr.decode("utf-8", "replace").splitlines()
         if line.startswith("import time:") and line.count("|") == 2
     ]
-    assert "httpx" in names and "wiki_memory.cli_mcp" in names  # the report is real
+    assert "httpx" in names and "wiki_memory.mcp.bridge" in names  # the report is real
     heavy = sorted(
         n for n in names if any(n == h or n.startswith(h + ".") for h in BRIDGE_NEVER_IMPORTS)
     )

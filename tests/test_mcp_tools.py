@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from conftest import shared_path
 
-from wiki_memory.cli_mcp import encode_header_value
 from wiki_memory.config import load_settings
-from wiki_memory.core import Memory, sha256
+from wiki_memory.core.memory import Memory, sha256
 from wiki_memory.datadir import ensure_layout
-from wiki_memory.mcp_tools import (
+from wiki_memory.mcp.bridge import encode_header_value
+from wiki_memory.mcp.tools import (
     DEFAULT_MAX_RESULT_TOKENS,
     build_server,
     harness_from_client,
@@ -108,7 +108,7 @@ def test_bridge_header_encoding_matches_the_sdk():
     from mcp.shared.inbound import NAME_BEARING_METHODS
     from mcp.shared.inbound import encode_header_value as sdk
 
-    from wiki_memory.cli_mcp import NAME_BEARING_METHODS as ours
+    from wiki_memory.mcp.bridge import NAME_BEARING_METHODS as ours
 
     for v in ["memory_recall", " padded ", "東京", "=?base64?eA==?=", "tab\there", ""]:
         assert encode_header_value(v) == sdk(v), v

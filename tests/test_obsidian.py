@@ -27,7 +27,7 @@ from markdown_it import MarkdownIt
 from serverproc import ServerProcess
 
 from wiki_memory.config import load_settings
-from wiki_memory.core import Memory
+from wiki_memory.core.memory import Memory
 from wiki_memory.datadir import ensure_layout
 from wiki_memory.wiki.frontmatter import set_keys
 
@@ -263,7 +263,7 @@ def test_vault_served_in_place_and_indexed_whole(tmp_path, name):
             assert path in {i["path"] for i in r.json()["items"]}
         # doctor: healthy, and reports the two broken links as unresolved, nothing else
         r = subprocess.run(
-            [sys.executable, "-m", "wiki_memory.cli", "--data-dir", str(data), "doctor"]
+            [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data), "doctor"]
             + ["--wiki", str(vault), "--json"],
             capture_output=True,
             text=True,
@@ -380,7 +380,7 @@ def test_round_trip_of_every_vault_page_through_a_server_write(tmp_path):
 
 def run_cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "wiki_memory.cli", "--data-dir", str(data), *args],
+        [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data), *args],
         capture_output=True,
         text=True,
         timeout=120,

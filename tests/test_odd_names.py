@@ -63,7 +63,7 @@ def stop_after():
 
 def run_cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "wiki_memory.cli", "--data-dir", str(data), *args],
+        [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data), *args],
         capture_output=True,
         text=True,
         timeout=120,

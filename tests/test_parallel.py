@@ -284,7 +284,7 @@ def test_sigterm_during_reindex_stops_helpers_and_leaves_no_temporary_files(tmp_
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp), "WIKI_MEMORY_REINDEX_WORKERS": "2"}
-    cmd = [sys.executable, "-m", "wiki_memory.cli", "--data-dir", str(data), "reindex"]
+    cmd = [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data), "reindex"]
     proc = subprocess.Popen(cmd + ["--quiet"], env=env, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not any(tmp.glob("wiki-memory-map-*")):  # the helpers are being started

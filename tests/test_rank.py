@@ -10,7 +10,7 @@ import apsw
 import pytest
 
 from wiki_memory.config import load_settings
-from wiki_memory.core import Memory
+from wiki_memory.core.memory import Memory
 from wiki_memory.datadir import ensure_layout
 from wiki_memory.index import signals
 from wiki_memory.recall import rank

@@ -354,7 +354,7 @@ def test_every_route_has_a_row(tmp_path: Path) -> None:
 
 
 def test_every_cli_command_has_a_row() -> None:
-    from wiki_memory.cli import build_parser
+    from wiki_memory.cli.main import build_parser
 
     parser = build_parser()
     cmds = set()

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 def cli(data_dir, *args, timeout=60):
     return subprocess.run(
-        [sys.executable, "-m", "wiki_memory.cli", "--data-dir", str(data_dir), *args],
+        [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data_dir), *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -369,7 +369,7 @@ def test_server_errors_reach_server_log(srv):
 
 def test_log_files_never_hold_a_secret(tmp_path):
     """A message or a traceback that quotes a token is redacted in server.log."""
-    from wiki_memory.cli import _setup_logging
+    from wiki_memory.cli.main import _setup_logging
     from wiki_memory.config import load_settings
 
     token = "ghp_" + "Zq8" * 12  # a GitHub token's shape (fake)

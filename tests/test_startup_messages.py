@@ -16,7 +16,7 @@ from serverproc import ServerProcess, free_port
 def serve(data: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "WIKI_MEMORY_HOME": str(data)}
     return subprocess.run(
-        [sys.executable, "-m", "wiki_memory.cli", "--data-dir", str(data), "serve", *args],
+        [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data), "serve", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from wiki_memory.config import load_settings
-from wiki_memory.core import Memory, NotFound
+from wiki_memory.core.memory import Memory, NotFound
 from wiki_memory.datadir import ensure_layout
 from wiki_memory.index.store import Index
 

@@ -23,7 +23,7 @@ import webdata
 from serverproc import ServerProcess
 from webdata import BOB_ONLY_WORD, DEPLOY, H_BOB, H_BOB_PEOPLE, H_OLIVIA, OWNER, RUNBOOK, XSS
 
-from wiki_memory.server import web
+from wiki_memory.web import views as web
 
 pytestmark = pytest.mark.slow
 
@@ -184,7 +184,7 @@ def _token_records(ws):
 
 def cli(data_dir, *args):
     return subprocess.run(
-        [sys.executable, "-m", "wiki_memory.cli", "--data-dir", str(data_dir), *args],
+        [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data_dir), *args],
         capture_output=True,
         text=True,
         timeout=60,

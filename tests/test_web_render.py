@@ -8,8 +8,7 @@ import pytest
 
 from wiki_memory.identity import Identity
 from wiki_memory.index.store import Index
-from wiki_memory.server.web import make_session_cookie, read_session_cookie
-from wiki_memory.server.web_render import (
+from wiki_memory.web.render import (
     RenderCache,
     Resolver,
     Target,
@@ -20,6 +19,7 @@ from wiki_memory.server.web_render import (
     render_markdown,
     render_value,
 )
+from wiki_memory.web.views import make_session_cookie, read_session_cookie
 
 T = {
     link_key("Deploy Guide"): Target("notes/Deploy Guide.md"),
@@ -193,7 +193,7 @@ def test_heading_ids_and_urls():
 
 
 def test_large_body_is_text():
-    from wiki_memory.server import web_render
+    from wiki_memory.web import render as web_render
 
     big = "<b>x</b> [[Deploy Guide]]\n" * (web_render.MAX_MARKDOWN_BYTES // 20)
     out = render(big)

@@ -21,7 +21,7 @@ from conftest import shared_path
 from dulwich.repo import Repo
 from serverproc import ServerProcess
 
-from wiki_memory.server.auth import TokenStore
+from wiki_memory.auth import TokenStore
 
 OWNER = "olivia"
 PROJECT = "demo"

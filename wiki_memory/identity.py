@@ -4,7 +4,7 @@ This module is the bottom layer of the access rule (no imports from the rest of 
 package), so the index can store each page's personal owner and filter on it in SQL
 before ranking (invariant 9) without importing upwards. The file-level half of the rule
 (symbolic links, hard links, reading the bytes that are really there) is
-:mod:`wiki_memory.scope`, which calls this module; nothing else decides.
+:mod:`wiki_memory.core.scope`, which calls this module; nothing else decides.
 
 A page belongs to one user alone when
 

@@ -38,14 +38,13 @@ import os
 import stat
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from pathlib import Path
 
 import watchfiles
 
-from wiki_memory.index.store import is_indexable
-
-if TYPE_CHECKING:
-    from wiki_memory.core import Memory
+from wiki_memory.index.store import Index, is_indexable
+from wiki_memory.wiki.git import GitStore
 
 log = logging.getLogger("wiki_memory.watcher")
 
@@ -76,16 +75,33 @@ def watch_filter(change: watchfiles.Change, path: str) -> bool:
 
 
 class Watcher:
-    """Watches ``memory.wiki_dir`` on a thread until :meth:`stop`.
+    """Watches ``wiki_dir`` on a thread until :meth:`stop`, keeping ``index`` in step
+    and handing settled hand edits (paths git sees changed) to ``on_hand_edits``.
 
-    ``step_ms``/``debounce_ms`` are watchfiles' (a change is reported ~``step`` ms after
-    it happens, and a burst is gathered for up to ``debounce`` ms). ``batches`` counts the
-    batches handled and ``synced`` the index changes they made (for tests and the bench).
+    ``git`` tells which paths differ from HEAD after a batch it could not read;
+    ``settle_seconds`` is how long a changed file must stay unchanged before it counts
+    as a hand edit. ``step_ms``/``debounce_ms`` are watchfiles' (a change is reported
+    ~``step`` ms after it happens, and a burst is gathered for up to ``debounce`` ms).
+    ``batches`` counts the batches handled and ``synced`` the index changes they made
+    (for tests and the bench).
     """
 
-    def __init__(self, memory: Memory, step_ms: int = 20, debounce_ms: int = 50) -> None:
-        self.memory = memory
-        self.root = memory.wiki_dir.resolve()
+    def __init__(
+        self,
+        wiki_dir: Path,
+        index: Index,
+        git: GitStore,
+        on_hand_edits: Callable[[list[str]], object],
+        settle_seconds: float,
+        step_ms: int = 20,
+        debounce_ms: int = 50,
+    ) -> None:
+        self.wiki_dir = wiki_dir
+        self.index = index
+        self.git = git
+        self.on_hand_edits = on_hand_edits
+        self.settle_seconds = settle_seconds
+        self.root = wiki_dir.resolve()
         self.step_ms = step_ms
         self.debounce_ms = debounce_ms
         self._stop = threading.Event()
@@ -166,11 +182,11 @@ class Watcher:
         if not rels:
             return
         try:
-            self.synced += self.memory.index.sync_paths(self.memory.wiki_dir, rels)
+            self.synced += self.index.sync_paths(self.wiki_dir, rels)
         except Exception:
             log.exception("indexing a change failed")
         now = time.monotonic()
-        wiki = self.memory.wiki_dir
+        wiki = self.wiki_dir
         pending: list[str] = []
         recheck: list[str] = []
         for rel in rels:
@@ -202,8 +218,8 @@ class Watcher:
         queue every page git sees as changed for a hand-edit commit (never raises)."""
         self.rescans += 1
         try:
-            self.synced += self.memory.index.sync_paths(self.memory.wiki_dir, [""])
-            dirty = [p for p in self.memory.git.dirty_paths() if is_indexable(p)]
+            self.synced += self.index.sync_paths(self.wiki_dir, [""])
+            dirty = [p for p in self.git.dirty_paths() if is_indexable(p)]
         except Exception:
             log.exception("scanning the wiki again failed")
             return
@@ -216,12 +232,12 @@ class Watcher:
 
     def _pages_below(self, rel_dir: str) -> list[str]:
         out: list[str] = []
-        base = self.memory.wiki_dir / rel_dir
+        base = self.wiki_dir / rel_dir
         for dirpath, dirnames, filenames in os.walk(base):
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
             for name in filenames:
                 if name.endswith(".md"):
-                    r = os.path.relpath(os.path.join(dirpath, name), self.memory.wiki_dir)
+                    r = os.path.relpath(os.path.join(dirpath, name), self.wiki_dir)
                     r = r.replace(os.sep, "/")
                     if is_indexable(r):
                         out.append(r)
@@ -230,7 +246,7 @@ class Watcher:
     def _settle_loop(self) -> None:
         """Commit the pending hand edits once nothing changed for the settle time (or the
         burst has lasted ten times that). Sleeps on a condition when nothing is pending."""
-        settle = max(0.05, float(self.memory.settings.hand_edit_settle_seconds))
+        settle = max(0.05, float(self.settle_seconds))
         while not self._stop.is_set():
             with self._cond:
                 while not self._pending and not self._recheck and not self._stop.is_set():
@@ -249,12 +265,12 @@ class Watcher:
                 self._recheck.clear()
             if recheck:
                 try:
-                    self.synced += self.memory.index.sync_paths(self.memory.wiki_dir, recheck)
+                    self.synced += self.index.sync_paths(self.wiki_dir, recheck)
                 except Exception:
                     log.exception("checking hard-linked files again failed")
             if due:
                 try:
                     self.commits_requested += 1
-                    self.memory.commit_hand_edits(due)
+                    self.on_hand_edits(due)
                 except Exception:
                     log.exception("committing hand edits failed")

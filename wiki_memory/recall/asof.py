@@ -17,12 +17,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from wiki_memory.index.store import Index, is_indexable
-
-if TYPE_CHECKING:
-    from wiki_memory.core import Memory
+from wiki_memory.wiki.git import GitStore
 
 __all__ = ["commit_at", "index_at", "KEEP"]
 
@@ -34,38 +31,38 @@ _open: dict[str, Index] = {}
 _LOG_LIMIT = 1_000_000
 
 
-def commit_at(memory: Memory, when: float) -> str | None:
+def commit_at(git: GitStore, when: float) -> str | None:
     """The sha of the newest commit on HEAD's history at or before ``when`` (UTC epoch
     seconds), or None when the history starts later."""
-    for info in memory.git.log(limit=_LOG_LIMIT):
+    for info in git.log(limit=_LOG_LIMIT):
         if info.time <= when:
             return info.sha
     return None
 
 
 @contextmanager
-def index_at(memory: Memory, when: float) -> Iterator[tuple[Index | None, str | None]]:
-    """Context manager: the index of the wiki as committed at ``when`` as ``(index,
-    sha)``, or ``(None, None)`` when nothing was committed yet then. As-of queries are
+def index_at(git: GitStore, folder: Path, when: float) -> Iterator[tuple[Index | None, str | None]]:
+    """Context manager: the index of the wiki as committed at ``when`` (UTC epoch
+    seconds) in ``git``, kept in ``folder`` (``<data_dir>/as-of``), as ``(index, sha)``,
+    or ``(None, None)`` when nothing was committed yet then. As-of queries are
     serialised (an index is never evicted while one is read)."""
     with _lock:
-        sha = commit_at(memory, when)
+        sha = commit_at(git, when)
         if sha is None:
             yield None, None
             return
-        folder = Path(memory.settings.index_path).parent / "as-of"
         db = folder / f"{sha}.db"
         idx = _open.get(str(db))
         if idx is None or not db.exists():
             folder.mkdir(parents=True, exist_ok=True)
             done = folder / f"{sha}.done"
             if not (db.exists() and done.exists()):
-                _build(memory, sha, db)
+                _build(git, sha, db)
                 done.write_text(sha)
             idx = Index(db)
             if idx.needs_rebuild:  # built under an older schema: its tables were emptied
                 idx.close()
-                _build(memory, sha, db)
+                _build(git, sha, db)
                 idx = Index(db)
             _open[str(db)] = idx
         os.utime(db)
@@ -73,7 +70,7 @@ def index_at(memory: Memory, when: float) -> Iterator[tuple[Index | None, str | 
         yield idx, sha
 
 
-def _build(memory: Memory, sha: str, db: Path) -> None:
+def _build(git: GitStore, sha: str, db: Path) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
         try:
             os.remove(f"{db}{suffix}")
@@ -81,10 +78,10 @@ def _build(memory: Memory, sha: str, db: Path) -> None:
             pass
     idx = Index(db)
     try:
-        for path in memory.git.changed_paths(None, sha):
+        for path in git.changed_paths(None, sha):
             if not is_indexable(path):
                 continue
-            raw = memory.git.read_at(path, sha)
+            raw = git.read_at(path, sha)
             if raw is not None:
                 idx.upsert_page(path, raw)
     finally:

@@ -41,10 +41,12 @@ from __future__ import annotations
 import functools
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Set
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
+from wiki_memory.capture.spool import Spool
 from wiki_memory.identity import Identity
 from wiki_memory.index import signals
 from wiki_memory.index.signals import Hit
@@ -54,9 +56,7 @@ from wiki_memory.recall.filters import Filters, parse_time
 from wiki_memory.recall.terms import Query, analyze, words
 from wiki_memory.recall.tokens import count_tokens
 from wiki_memory.wiki import compiler
-
-if TYPE_CHECKING:
-    from wiki_memory.core import Memory
+from wiki_memory.wiki.git import GitStore
 
 __all__ = ["candidates", "make_snippet", "near_duplicate", "WEIGHTS", "RRF_K", "HEADS"]
 
@@ -107,8 +107,24 @@ _TIMELINE_HEAD = re.compile(r"^\*\*\d\d:\d\d:\d\d\*\* · [^\n]*\n?")
 _FENCE_LINE = re.compile(r"^[ \t]*(?:~{3,}|`{3,})[^\n]*$", re.M)
 
 
+@dataclass(frozen=True)
+class Sources:
+    """What ranking reads, handed over by the core: the live ``index``, the ``spool``
+    of running sessions, the ``git`` store and the folder of as-of indexes
+    (``asof_dir``) for ``as_of`` queries, ``handle(anchor) -> id`` (a short id that
+    expand resolves later) and ``session_visible(session_key, who) -> bool`` (the
+    scope rule for a running session's observations)."""
+
+    index: Index
+    spool: Spool
+    git: GitStore
+    asof_dir: Path
+    handle: Callable[[str], str]
+    session_visible: Callable[[str, Identity], bool]
+
+
 def candidates(
-    memory: Memory,
+    memory: Sources,
     query: str,
     *,
     project: str | None = None,
@@ -149,7 +165,7 @@ def candidates(
     if q.empty or limit <= 0:
         return []
     if f.as_of is not None:
-        with asof.index_at(memory, f.as_of) as (idx, sha):
+        with asof.index_at(memory.git, memory.asof_dir, f.as_of) as (idx, sha):
             if idx is None:
                 return []
             return _Ranker(memory, idx, q, f, limit, live=False, as_of_sha=sha).run()
@@ -173,7 +189,7 @@ class _Cand:
 class _Ranker:
     def __init__(
         self,
-        memory: Memory,
+        memory: Sources,
         index: Index,
         q: Query,
         f: Filters,
@@ -562,9 +578,7 @@ class _Ranker:
         assert h is not None
         anchor = f"{h.path}#{h.anchor}" if h.anchor else h.path
         item_id = (
-            f"asof:{self.as_of_sha[:12]}:{anchor}"
-            if self.as_of_sha
-            else self.memory._handle(anchor)
+            f"asof:{self.as_of_sha[:12]}:{anchor}" if self.as_of_sha else self.memory.handle(anchor)
         )
         return {
             "id": item_id,
@@ -640,7 +654,7 @@ def near_duplicate(a: Set[str], b: Set[str]) -> bool:
 
 
 def _spool_item(
-    memory: Memory, s: Any, query: str, score: float, why: list[str]
+    memory: Sources, s: Any, query: str, score: float, why: list[str]
 ) -> dict[str, Any] | None:
     info = memory.spool.sessions.get(s.session_key)
     if info is None:
@@ -658,7 +672,6 @@ def _spool_item(
         memory.spool.observations(info.key)[:50],
     )
     anchor = f"{path}#^t{s.obs_id.rsplit('-', 1)[-1]}"
-    memory._handles[f"spool:{s.obs_id}"] = f"spool:{s.obs_id}"
     return {
         "id": f"spool:{s.obs_id}",
         "path": path,

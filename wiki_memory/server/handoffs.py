@@ -1,7 +1,7 @@
 """HTTP routes for handoffs (``/v1/handoffs``) and the brief (``/v1/brief``).
 
-Thin: each route validates its JSON, calls :class:`wiki_memory.handoffs.HandoffService`
-or :func:`wiki_memory.brief.build_brief` with the token's user (``request.state.user``)
+Thin: each route validates its JSON, calls :class:`wiki_memory.core.handoffs.HandoffService`
+or :func:`wiki_memory.core.brief.build_brief` with the token's user (``request.state.user``)
 and the ``harness``/``session_id`` named in the body, and maps errors:
 
 - 400 bad JSON or field (``field`` names it), 404 no such handoff (or one the caller may
@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 if TYPE_CHECKING:
-    from wiki_memory.core import Memory
+    from wiki_memory.core.memory import Memory
 
 VERBS = ("claim", "complete", "cancel", "release")
 
@@ -31,9 +31,9 @@ def routes(memory: Memory) -> list[Any]:
     """The Starlette routes of this face; also installs the handoff service on ``memory``
     (the automatic session-end handoff included)."""
     # imported here: app.py imports this module before it defines these helpers
-    from wiki_memory.brief import DEFAULT_BUDGET, build_brief
-    from wiki_memory.handoffs import install
-    from wiki_memory.server.app import ApiError, _int, _str, read_json
+    from wiki_memory.core.brief import DEFAULT_BUDGET, build_brief
+    from wiki_memory.core.handoffs import install
+    from wiki_memory.server.http import ApiError, _int, _str, read_json
 
     svc = install(memory)
     limit = memory.settings.max_body_bytes

@@ -6,7 +6,7 @@ source page, as data and never as instructions (invariant 11). Parts are taken i
 priority order and each is kept whole or left out whole (invariant 5):
 
 1. handoffs this session holds (claimed and not finished),
-2. handoffs offered to this session (each offer is a lease; see :mod:`wiki_memory.handoffs`),
+2. handoffs offered to this session (each offer is a lease; see :mod:`wiki_memory.core.handoffs`),
 3. pinned pages (``pinned: true``) of the project, wiki-wide ones, and the caller's own
    ``people/<user>/`` ones,
 4. one line for each of the last few sessions of the project,
@@ -26,15 +26,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from wiki_memory.capture.observation import iso, project_name
+from wiki_memory.core.handoffs import Claimant, Handoff, install
 from wiki_memory.errors import NotFound
-from wiki_memory.handoffs import Claimant, Handoff, install
 from wiki_memory.identity import Identity
 from wiki_memory.recall.tokens import count_tokens
 from wiki_memory.wiki.page import parse_page
 from wiki_memory.wiki.paths import PathRefused
 
 if TYPE_CHECKING:
-    from wiki_memory.core import Memory
+    from wiki_memory.core.memory import Memory
 
 DEFAULT_BUDGET = 1500
 

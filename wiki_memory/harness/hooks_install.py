@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.outbox import HOOK_SCRIPT
+from wiki_memory.harness.outbox import HOOK_SCRIPT
 
 #: The marker that makes a handler ours: the hook script's name in its command.
 MARKER = "wiki_memory_hook"

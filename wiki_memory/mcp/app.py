@@ -35,9 +35,9 @@ if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
 
+    from wiki_memory.auth import TokenStore
     from wiki_memory.config import Settings
-    from wiki_memory.core import Memory
-    from wiki_memory.server.auth import TokenStore
+    from wiki_memory.core.memory import Memory
 
 log = logging.getLogger("wiki_memory.mcp")
 
@@ -123,7 +123,7 @@ class McpEndpoint:
     """The ASGI endpoint at ``/mcp``: hands each request to the current session manager."""
 
     def __init__(self, memory: Memory) -> None:
-        from wiki_memory.mcp_tools import build_server
+        from wiki_memory.mcp.tools import build_server
 
         self.memory = memory
         self.server: MCPServer = build_server(memory)

@@ -10,7 +10,7 @@ id), ``/login`` (``GET`` form, ``POST`` sign-in), ``/logout`` (``POST``), ``/sta
 
 Nothing here writes to ``wiki/`` or git: handlers only read files, the index and git
 objects. Safety: templates escape every value (Jinja2 autoescape), markdown is rendered
-with ``html=False`` (:mod:`wiki_memory.server.web_render`), every response carries a
+with ``html=False`` (:mod:`wiki_memory.web.render`), every response carries a
 Content-Security-Policy that allows no script at all, and page paths go through
 :func:`wiki_memory.wiki.paths.resolve` (the API's guard).
 
@@ -56,8 +56,8 @@ from starlette.types import Scope
 from wiki_memory.errors import NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.index.store import SearchError, is_indexable
-from wiki_memory.server import web_render
-from wiki_memory.server.web_render import (
+from wiki_memory.web import render as web_render
+from wiki_memory.web.render import (
     RenderCache,
     Resolver,
     Target,
@@ -71,8 +71,8 @@ from wiki_memory.wiki.page import ParsedPage, parse_page
 from wiki_memory.wiki.paths import PathRefused, clean_rel
 
 if TYPE_CHECKING:
-    from wiki_memory.core import Memory
-    from wiki_memory.server.auth import TokenStore
+    from wiki_memory.auth import TokenStore
+    from wiki_memory.core.memory import Memory
 
 #: paths anyone may fetch without signing in
 PUBLIC_PATHS: frozenset[str] = frozenset({"/login", "/logout"})
@@ -113,7 +113,7 @@ def template_dir() -> Path:
     """Where the Jinja2 templates (and ``static/``) are: ``wiki_memory/templates`` in an
     installed package (a copy made by the build) or in a checkout (a symlink to the
     top-level ``templates/``), else the checkout's ``templates/`` itself."""
-    here = Path(__file__).resolve().parent.parent
+    here = Path(__file__).resolve().parents[1]
     for cand in (here / "templates", here.parent / "templates"):
         if (cand / "base.html").is_file():
             return cand
@@ -220,7 +220,7 @@ def _anchor_url(anchor: str) -> str:
 # --------------------------------------------------------------------------- visibility
 
 
-# Who may see a page is the core's scope rule (wiki_memory.scope / wiki_memory.identity):
+# Who may see a page is the core's scope rule (wiki_memory.core.scope / wiki_memory.identity):
 # index rows are filtered by the index for the reader, files are read through the rule.
 
 

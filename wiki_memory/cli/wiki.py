@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.cli import CliError, _settings
+from wiki_memory.cli.common import CliError, _settings
 from wiki_memory.config import Settings
 from wiki_memory.wiki.paths import odd_name, shown_name
 
@@ -132,8 +132,8 @@ def import_vault(src: Path, wiki: Path, into: str = "") -> dict[str, list[str]]:
 @_reported
 def cmd_import(args: argparse.Namespace) -> int:
     """Copy a vault folder into the wiki and commit it."""
+    from wiki_memory.auth import TokenStore
     from wiki_memory.datadir import ServerLock, ensure_layout
-    from wiki_memory.server.auth import TokenStore
     from wiki_memory.wiki.git import GitStore, author_email_for
 
     src = Path(args.path).expanduser()

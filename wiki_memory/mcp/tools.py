@@ -1,9 +1,9 @@
 """The MCP tools: the memory's operations for any MCP client (see ``docs/mcp.md``).
 
 :func:`build_server` returns an ``MCPServer`` (the official ``mcp`` SDK, 2.x) whose tools
-call the core :class:`~wiki_memory.core.Memory` operations only: recall, expand, brief,
+call the core :class:`~wiki_memory.core.memory.Memory` operations only: recall, expand, brief,
 recent pages, remember, page read/list/write and the handoff verbs. The streamable HTTP
-face (``wiki_memory.server.mcp_app``) serves it at ``/mcp``; the stdio bridge
+face (``wiki_memory.mcp.app``) serves it at ``/mcp``; the stdio bridge
 (``wiki-memory mcp``) forwards to that endpoint.
 
 Every result carries ``structuredContent`` (the data, described by the tool's output
@@ -45,7 +45,7 @@ from wiki_memory.recall.tokens import count_item, count_tokens
 from wiki_memory.wiki.paths import PathRefused, clean_rel
 
 if TYPE_CHECKING:
-    from wiki_memory.core import Memory
+    from wiki_memory.core.memory import Memory
 
 log = logging.getLogger("wiki_memory.mcp")
 
@@ -482,7 +482,7 @@ class MemoryTools:
         budget_tokens: int,
         caller: Caller,
     ) -> CallToolResult:
-        from wiki_memory.brief import build_brief
+        from wiki_memory.core.brief import build_brief
 
         proj = self.project(project)
         res = build_brief(
@@ -698,8 +698,8 @@ class MemoryTools:
 
     # -- handoffs -------------------------------------------------------------------------
     def handoffs(self) -> Any:
-        """The memory's handoff service (``wiki_memory.handoffs``)."""
-        from wiki_memory.handoffs import install
+        """The memory's handoff service (``wiki_memory.core.handoffs``)."""
+        from wiki_memory.core.handoffs import install
 
         return install(self.memory)
 

@@ -21,12 +21,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from wiki_memory.cli import CliError, _client, _settings, server_error
+from wiki_memory.cli.common import CliError, _client, _settings, server_error
 
 
 def _reported(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Print a CliError as one line and return its code here: under ``python -m
-    wiki_memory.cli`` the parser's ``main`` catches its own ``__main__.CliError``, a
+    wiki_memory.cli.main`` the parser's ``main`` catches its own ``__main__.CliError``, a
     different class from the one imported above."""
 
     def run(args: argparse.Namespace) -> int:
@@ -152,10 +152,10 @@ def cmd_brief(args: argparse.Namespace) -> int:
 
 @_reported
 def cmd_pin(args: argparse.Namespace) -> int:
+    from wiki_memory.auth import TokenStore
+    from wiki_memory.core.scope import ScopeRule
     from wiki_memory.errors import NotFound
     from wiki_memory.identity import Identity
-    from wiki_memory.scope import ScopeRule
-    from wiki_memory.server.auth import TokenStore
     from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
     from wiki_memory.wiki.paths import PathRefused, atomic_write
 

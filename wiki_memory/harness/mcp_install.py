@@ -18,7 +18,7 @@ cursor        ``~/.cursor/mcp.json``                    ``mcpServers.<name>``:
               (``.cursor/mcp.json``)                    ``{command, args}``
 ============  =======================================  ====================================
 
-The command runs the stdio bridge as a script with ``-S`` (see ``wiki_memory.cli_mcp``):
+The command runs the stdio bridge as a script with ``-S`` (see ``wiki_memory.mcp.bridge``):
 ``<python> -S <.../wiki_memory/cli_mcp.py> [--data-dir D] mcp [--url U --token-file F]``.
 ``--data-dir`` is written when one was chosen (flag or ``WIKI_MEMORY_HOME``), because a
 client does not always pass the shell's environment on. The token is never written:
@@ -45,7 +45,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.hooks_install import InstallError, backup_path, interpreter_path, read_config
+from wiki_memory.harness.hooks_install import (
+    InstallError,
+    backup_path,
+    interpreter_path,
+    read_config,
+)
 
 CLIENTS = {
     "claude-code": "Claude Code",
@@ -54,7 +59,7 @@ CLIENTS = {
     "cursor": "Cursor",
 }
 #: the bridge script (run with ``python -S``)
-BRIDGE_SCRIPT = Path(__file__).resolve().parent / "cli_mcp.py"
+BRIDGE_SCRIPT = Path(__file__).resolve().parents[1] / "cli_mcp.py"
 RECORD_FILE = "mcp-installs.json"
 
 

@@ -24,7 +24,7 @@ def _data_dir(args: argparse.Namespace) -> Path | None:
 
 def cmd_install_hooks(args: argparse.Namespace) -> int:
     """Print (and with ``--apply`` write) the harness configuration with our hook."""
-    from wiki_memory.hooks_install import InstallError, plan_install
+    from wiki_memory.harness.hooks_install import InstallError, plan_install
 
     try:
         plan = plan_install(
@@ -42,7 +42,7 @@ def cmd_install_hooks(args: argparse.Namespace) -> int:
 
 def cmd_uninstall_hooks(args: argparse.Namespace) -> int:
     """Print (and with ``--apply`` write) the configuration without our hook."""
-    from wiki_memory.hooks_install import InstallError, plan_uninstall
+    from wiki_memory.harness.hooks_install import InstallError, plan_uninstall
 
     try:
         plan = plan_uninstall(
@@ -56,7 +56,7 @@ def cmd_uninstall_hooks(args: argparse.Namespace) -> int:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     """Deliver the hook outbox now; print what happened."""
-    from wiki_memory.outbox import recover
+    from wiki_memory.harness.outbox import recover
 
     try:
         res = recover(
@@ -98,7 +98,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add this module's subcommands to the ``wiki-memory`` parser's subparsers."""
-    from wiki_memory.hooks_install import AGENTS
+    from wiki_memory.harness.hooks_install import AGENTS
 
     agents = list(AGENTS)
     i = sub.add_parser(
@@ -140,7 +140,7 @@ __all__ = ["register", "cmd_install_hooks", "cmd_uninstall_hooks", "cmd_recover"
 
 def _show_or_apply(plan: Any, do_apply: bool) -> int:
     """Print a hook plan; with ``do_apply`` write it (with a backup). Returns the exit code."""
-    from wiki_memory.hooks_install import InstallError, apply, describe
+    from wiki_memory.harness.hooks_install import InstallError, apply, describe
 
     print(describe(plan))
     if not do_apply:

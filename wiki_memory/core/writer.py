@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-log = logging.getLogger("wiki_memory.writer")
+log = logging.getLogger("wiki_memory.core.writer")
 
 
 @dataclass

@@ -14,7 +14,7 @@ Every transition is a compare-and-set on the single writer thread (the writer ru
 job at a time, so the state a transition checks is the state it changes), and each one
 is committed before the call returns. The claimant is a (user, harness, session) triple.
 
-Errors: :class:`~wiki_memory.core.NotFound` (no such handoff, or one the caller may not
+Errors: :class:`~wiki_memory.core.memory.NotFound` (no such handoff, or one the caller may not
 see), :class:`HandoffConflict` (409: the state forbids the action; the message names the
 holder or says expired/cancelled/done), :class:`HandoffForbidden` (403: not the
 creator/claimant), ``ValueError`` (400: a bad field).
@@ -37,20 +37,20 @@ from typing import TYPE_CHECKING, Any
 from wiki_memory.capture.observation import Observation, iso, parse_ts, project_name
 from wiki_memory.capture.sanitize import redact_obj
 from wiki_memory.capture.spool import SessionInfo, session_key
-from wiki_memory.core import replace_section
+from wiki_memory.core.memory import replace_section
+from wiki_memory.core.writer import WriteResult
 from wiki_memory.errors import Conflict, Forbidden, NotFound, StateConflict
 from wiki_memory.identity import Identity
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.compiler import escape_controls
 from wiki_memory.wiki.frontmatter import FrontmatterError, dump_page, set_keys
 from wiki_memory.wiki.page import parse_page
-from wiki_memory.writer import WriteResult
 
 if TYPE_CHECKING:
     from wiki_memory.config import Settings
-    from wiki_memory.core import Memory
+    from wiki_memory.core.memory import Memory
 
-log = logging.getLogger("wiki_memory.handoffs")
+log = logging.getLogger("wiki_memory.core.handoffs")
 
 #: stored states (``offered`` is never stored: it is an open handoff with a live lease)
 STATES = ("open", "offered", "claimed", "done", "cancelled", "expired")
@@ -556,7 +556,7 @@ class HandoffService:
             return None
 
     def _may_see(self, path: str, meta: dict[str, Any], user: Identity | str | None) -> bool:
-        """The scope rule (:mod:`wiki_memory.scope`) for a handoff page."""
+        """The scope rule (:mod:`wiki_memory.core.scope`) for a handoff page."""
         return self.memory.scope.visible(user, path, meta)
 
     def _load(self, hid: str, user: str | None) -> Handoff:

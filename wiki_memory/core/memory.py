@@ -31,18 +31,20 @@ from wiki_memory.capture.observation import (
 from wiki_memory.capture.sanitize import redact_obj, redact_text
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
+from wiki_memory.core.scope import ScopeRule, frontmatter_of, not_found
+from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.errors import BadRequest, Conflict, Forbidden, NotFound
 from wiki_memory.identity import Identity, may_admin, may_read
 from wiki_memory.index.store import Index
+from wiki_memory.index.watcher import Watcher
+from wiki_memory.recall import rank
 from wiki_memory.recall.filters import parse_time
 from wiki_memory.recall.pack import pack
-from wiki_memory.scope import ScopeRule, frontmatter_of, not_found
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import CommitInfo, GitBusy, GitStore, author_email_for
 from wiki_memory.wiki.paths import PathRefused, atomic_write, clean_rel, locate
-from wiki_memory.writer import Author, Writer, WriteResult
 
-log = logging.getLogger("wiki_memory.core")
+log = logging.getLogger("wiki_memory.core.memory")
 
 #: events after which the session page is (re)written
 COMPILE_KINDS = {"stop", "session_end", "turn"}
@@ -78,7 +80,7 @@ class Memory:
         self.settings = settings
         self.owner = owner_user
         self.wiki_dir = settings.wiki_dir
-        #: the one access rule every page read and write asks (wiki_memory.scope)
+        #: the one access rule every page read and write asks (wiki_memory.core.scope)
         self.scope = ScopeRule(self.wiki_dir, owner_user)
         # the caller holds the data directory lock: locks a killed server left are ours
         self.git = GitStore(self.wiki_dir, clear_stale_locks=True)
@@ -106,6 +108,15 @@ class Memory:
         self.started = False
         #: short recall handle → anchor (see :meth:`_handle`)
         self._handles: dict[str, str] = {}
+        #: what ranking reads (recall.rank receives these, never the Memory)
+        self._sources = rank.Sources(
+            index=self.index,
+            spool=self.spool,
+            git=self.git,
+            asof_dir=Path(settings.index_path).parent / "as-of",
+            handle=self._handle,
+            session_visible=self.session_visible,
+        )
         #: called on the writer thread when a session ends (SessionEnd or idle; never on
         #: a server restart): ``fn(memory, info, observations, page_path)``
         self.on_session_end: list[
@@ -131,9 +142,13 @@ class Memory:
         t.start()
         self._threads.append(t)
         if self.settings.watch:
-            from wiki_memory.index.watcher import Watcher
-
-            self.watcher = Watcher(self)
+            self.watcher = Watcher(
+                self.wiki_dir,
+                self.index,
+                self.git,
+                self.commit_hand_edits,
+                self.settings.hand_edit_settle_seconds,
+            )
             self.watcher.start()
         self.started = True
 
@@ -612,7 +627,7 @@ class Memory:
         and committed with ``user`` as author in the next group (``commit_now`` waits for
         that commit). Returns the WriteResult; ``value`` is the sha256 of the new bytes,
         or None when nothing was written. ``who`` is the caller a face acts for (None: the
-        server itself): the scope rule (:mod:`wiki_memory.scope`) checks the target before
+        server itself): the scope rule (:mod:`wiki_memory.core.scope`) checks the target before
         the job and the bytes on disk inside it, so a page ``who`` may not see raises
         NotFound exactly as a missing one, before ``fn`` runs. Raises PathRefused for a
         path outside ``wiki/``.
@@ -931,10 +946,8 @@ class Memory:
         exclude_dirs: list[str] | None = None,
         filters: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
-        from wiki_memory.recall import rank
-
         return rank.candidates(
-            self,
+            self._sources,
             query,
             project=project,
             kinds=kinds,
@@ -1087,7 +1100,7 @@ class Memory:
           (a ``.server-copy.md`` beside the page holds the server's unmerged version),
           each ``{kind, line, message[, key]}``.
 
-        The scope rule decides on the file read (:meth:`wiki_memory.scope.ScopeRule.read`):
+        The scope rule decides on the file read (:meth:`wiki_memory.core.scope.ScopeRule.read`):
         paths through symlinks, files with more than one hard link and pages ``user``
         may not see answer NotFound, exactly as missing ones. Raises PathRefused (outside
         ``wiki/``), NotFound, or BadRequest for a bad cursor.

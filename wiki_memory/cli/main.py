@@ -16,23 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.config import DEFAULT_HOST, DEFAULT_PORT, Settings, load_settings
-
-
-class CliError(Exception):
-    """A user-facing failure: printed as one line, exit status ``code``."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
-    data_dir = Path(args.data_dir).expanduser() if getattr(args, "data_dir", None) else None
-    try:
-        return load_settings(data_dir, **extra)
-    except ValueError as exc:
-        raise CliError(f"bad configuration: {exc}") from None
+from wiki_memory.cli.common import CliError, _post, _settings
+from wiki_memory.config import DEFAULT_HOST, DEFAULT_PORT, Settings
 
 
 def _is_loopback(host: str) -> bool:
@@ -78,7 +63,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Run the server in the foreground until SIGINT/SIGTERM."""
     import uvicorn
 
-    from wiki_memory.core import Memory
+    from wiki_memory.auth import TokenStore
+    from wiki_memory.core.memory import Memory
     from wiki_memory.datadir import (
         DataDirLocked,
         ServerLock,
@@ -88,7 +74,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port_holder,
     )
     from wiki_memory.server.app import create_app
-    from wiki_memory.server.auth import TokenStore
 
     overrides: dict[str, Any] = {"host": args.host, "port": args.port}
     if getattr(args, "wiki", None):
@@ -210,45 +195,6 @@ def _open_when_up(host: str, port: int, timeout: float = 30.0) -> None:
     threading.Thread(target=wait_and_open, name="open-browser", daemon=True).start()
 
 
-def _client(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
-    from wiki_memory.datadir import server_address
-    from wiki_memory.server.auth import TokenStore
-
-    settings = _settings(args)
-    url = getattr(args, "url", None) or os.environ.get("WIKI_MEMORY_URL")
-    url = url or server_address(settings.data_dir) or f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
-    token = os.environ.get("WIKI_MEMORY_TOKEN") or TokenStore(settings.auth_dir).owner_token()
-    if not token:
-        raise CliError("no token: run `wiki-memory serve` once, or set WIKI_MEMORY_TOKEN")
-    return url.rstrip("/"), {"Authorization": f"Bearer {token}"}
-
-
-def _post(args: argparse.Namespace, path: str, body: Any, timeout: float = 30) -> Any:
-    import httpx
-
-    url, headers = _client(args)
-    try:
-        r = httpx.post(url + path, json=body, headers=headers, timeout=timeout)
-    except httpx.HTTPError as exc:
-        raise CliError(f"cannot reach the server at {url}: {exc}") from None
-    if r.status_code >= 400:
-        raise server_error(r)
-    return r.json()
-
-
-def server_error(r: Any) -> CliError:
-    """A CliError for a server's error answer (an ``httpx.Response``): its message, and
-    the exit status :data:`wiki_memory.errors.TABLE` gives its ``error`` code."""
-    from wiki_memory.errors import exit_status
-
-    try:
-        body = r.json()
-        msg, code = str(body.get("message", r.text)), body.get("error")
-    except (ValueError, AttributeError):
-        msg, code = r.text, None
-    return CliError(f"server said {r.status_code}: {msg}", exit_status(code, r.status_code))
-
-
 def cmd_recall(args: argparse.Namespace) -> int:
     body = {"query": args.query, "budget_tokens": args.budget}
     if args.project:
@@ -276,7 +222,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     """Rebuild index.db from the wiki folder: ``--wiki PATH``, else the folder the index
     was built from (a ``serve --wiki`` vault), else the data directory's ``wiki/``. With a
     server running, the server rebuilds (its own wiki)."""
-    from wiki_memory.cli_wiki import _wiki_settings
+    from wiki_memory.cli.wiki import _wiki_settings
     from wiki_memory.datadir import ServerLock, ensure_layout
     from wiki_memory.index.store import Index, read_wiki_root
 
@@ -312,8 +258,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
+    from wiki_memory.auth import TokenStore
     from wiki_memory.datadir import ensure_layout
-    from wiki_memory.server.auth import TokenStore
 
     settings = _settings(args)
     ensure_layout(settings)
@@ -403,9 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--id")
     t.set_defaults(fn=cmd_token)
 
-    from wiki_memory import cli_handoffs, cli_hooks, cli_mcp, cli_wiki
+    from wiki_memory.cli import handoffs, hooks, mcp, wiki
 
-    for module in (cli_hooks, cli_handoffs, cli_mcp, cli_wiki):
+    for module in (hooks, handoffs, mcp, wiki):
         module.register(sub)
     return p
 
@@ -431,8 +377,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # run the module's own main, so that `python -m wiki_memory.cli` and subcommand modules
-    # share one CliError class
-    from wiki_memory.cli import main as _main
-
-    sys.exit(_main())
+    sys.exit(main())

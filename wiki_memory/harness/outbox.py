@@ -27,8 +27,8 @@ from typing import Any
 
 #: The hook program's folder: ``wiki_memory/_hooks`` in an installed package (see
 #: pyproject.toml), else ``hooks/`` of a source checkout or editable install.
-_PACKAGED = Path(__file__).resolve().parent / "_hooks"
-HOOKS_DIR = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().parents[1] / "hooks"
+_PACKAGED = Path(__file__).resolve().parents[1] / "_hooks"
+HOOKS_DIR = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().parents[2] / "hooks"
 #: The program a harness runs (a small launcher).
 HOOK_SCRIPT = HOOKS_DIR / "wiki_memory_hook.py"
 #: The hook's implementation, shared with the CLI.

@@ -1,0 +1,1 @@
+"""The ``wiki-memory`` command: argument parsing plus one core or server call each."""

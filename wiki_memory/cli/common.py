@@ -1,0 +1,70 @@
+"""What the ``wiki-memory`` subcommands share: the one-line error (:class:`CliError`),
+the settings of ``--data-dir``, and talking to the running server (its address, the
+token, and turning its error answers into the exit status
+:data:`wiki_memory.errors.TABLE` gives)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from wiki_memory.config import DEFAULT_HOST, DEFAULT_PORT, Settings, load_settings
+
+__all__ = ["CliError", "_client", "_post", "_settings", "server_error"]
+
+
+class CliError(Exception):
+    """A user-facing failure: printed as one line, exit status ``code``."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
+    data_dir = Path(args.data_dir).expanduser() if getattr(args, "data_dir", None) else None
+    try:
+        return load_settings(data_dir, **extra)
+    except ValueError as exc:
+        raise CliError(f"bad configuration: {exc}") from None
+
+
+def _client(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
+    from wiki_memory.auth import TokenStore
+    from wiki_memory.datadir import server_address
+
+    settings = _settings(args)
+    url = getattr(args, "url", None) or os.environ.get("WIKI_MEMORY_URL")
+    url = url or server_address(settings.data_dir) or f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+    token = os.environ.get("WIKI_MEMORY_TOKEN") or TokenStore(settings.auth_dir).owner_token()
+    if not token:
+        raise CliError("no token: run `wiki-memory serve` once, or set WIKI_MEMORY_TOKEN")
+    return url.rstrip("/"), {"Authorization": f"Bearer {token}"}
+
+
+def _post(args: argparse.Namespace, path: str, body: Any, timeout: float = 30) -> Any:
+    import httpx
+
+    url, headers = _client(args)
+    try:
+        r = httpx.post(url + path, json=body, headers=headers, timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise CliError(f"cannot reach the server at {url}: {exc}") from None
+    if r.status_code >= 400:
+        raise server_error(r)
+    return r.json()
+
+
+def server_error(r: Any) -> CliError:
+    """A CliError for a server's error answer (an ``httpx.Response``): its message, and
+    the exit status :data:`wiki_memory.errors.TABLE` gives its ``error`` code."""
+    from wiki_memory.errors import exit_status
+
+    try:
+        body = r.json()
+        msg, code = str(body.get("message", r.text)), body.get("error")
+    except (ValueError, AttributeError):
+        msg, code = r.text, None
+    return CliError(f"server said {r.status_code}: {msg}", exit_status(code, r.status_code))

@@ -1,0 +1,108 @@
+"""CLI subcommands of the MCP face: ``mcp`` (the stdio bridge, in
+:mod:`wiki_memory.mcp.bridge`), ``install-mcp`` and ``uninstall-mcp``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from wiki_memory.mcp.bridge import cmd_mcp
+
+__all__ = ["cmd_install_mcp", "cmd_mcp", "register"]
+
+
+def cmd_install_mcp(args: argparse.Namespace, uninstall: bool = False) -> int:
+    """Print (and with ``--apply`` write) a client's MCP configuration with our server."""
+    from pathlib import Path
+
+    from wiki_memory.harness import mcp_install as mi
+
+    try:
+        plan = (mi.plan_uninstall if uninstall else mi.plan_install)(
+            args.client,
+            path=Path(args.config).expanduser() if args.config else None,
+            scope=args.scope,
+            python=args.python,
+            script=getattr(args, "bridge_script", None),
+            data_dir=Path(args.data_dir).expanduser().resolve() if args.data_dir else None,
+            url=getattr(args, "url", None),
+            token_file=getattr(args, "token_file", None),
+            name=args.name,
+            force=getattr(args, "force", False),
+        )
+    except mi.InstallError as exc:
+        print(f"wiki-memory: {exc}", file=sys.stderr)
+        return 1
+    print(mi.describe(plan))
+    if not args.apply:
+        if plan.changed:
+            print("(dry run: run again with --apply to write it)")
+        return 0
+    try:
+        backup = mi.apply(plan)
+    except mi.InstallError as exc:
+        print(f"wiki-memory: {exc}", file=sys.stderr)
+        return 1
+    if plan.changed:
+        print(f"wrote {plan.path}" + (f" (backup: {backup})" if backup else ""))
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``mcp``, ``install-mcp`` and ``uninstall-mcp`` to the ``wiki-memory`` parser."""
+    m = sub.add_parser(
+        "mcp",
+        help="stdio MCP bridge to the running server (for clients that spawn a process)",
+        description="Forward MCP JSON-RPC between stdin/stdout and the server's /mcp "
+        "endpoint. Stdout carries protocol frames only; logs go to stderr.",
+    )
+    m.add_argument("--url", help="server URL (default: the server running on the data dir)")
+    m.add_argument(
+        "--token-file", help="file holding the bearer token (default: the local owner's)"
+    )
+    m.add_argument(
+        "--wait",
+        type=float,
+        default=8.0,
+        help="seconds to wait for the server at start (default 8)",
+    )
+    m.set_defaults(fn=cmd_mcp)
+
+    from wiki_memory.harness.mcp_install import CLIENTS
+
+    for verb in ("install-mcp", "uninstall-mcp"):
+        removing = verb == "uninstall-mcp"
+        p = sub.add_parser(
+            verb,
+            help=(
+                "remove our MCP server from a client's configuration"
+                if removing
+                else "add the MCP server to a client's configuration"
+            ),
+        )
+        p.add_argument("--client", required=True, choices=sorted(CLIENTS))
+        p.add_argument("--apply", action="store_true", help="write the change (default: show it)")
+        p.add_argument(
+            "--scope",
+            choices=["user", "project"],
+            default="user",
+            help="user-wide file (default) or the current project's (.mcp.json, "
+            ".cursor/mcp.json, .gemini/settings.json, .codex/config.toml)",
+        )
+        p.add_argument("--config", help="the client's configuration file (default: its own)")
+        p.add_argument("--name", default="wiki-memory", help="server name (default wiki-memory)")
+        p.add_argument("--python", help="Python interpreter for the bridge command")
+        p.add_argument("--bridge-script", help=argparse.SUPPRESS)
+        if removing:
+            p.add_argument(
+                "--force", action="store_true", help="remove our entry even if edited by hand"
+            )
+            p.set_defaults(fn=lambda a: cmd_install_mcp(a, uninstall=True))
+        else:
+            p.add_argument("--url", help="a team server's URL (default: the local server)")
+            p.add_argument(
+                "--token-file",
+                help="for --url: a file holding your token (the token itself is never written)",
+            )
+            p.set_defaults(fn=cmd_install_mcp)

@@ -1,0 +1,2 @@
+"""The harness side: installing hooks and MCP entries in each client's own files, and
+the hooks' outbox."""

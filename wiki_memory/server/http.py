@@ -1,0 +1,87 @@
+"""Request helpers every ``/v1`` route shares: reading a bounded JSON or raw body,
+checked integer and string fields, and :class:`ApiError` for an error a route raises
+by code (answered through :data:`wiki_memory.errors.TABLE` by the app's one handler)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+
+from wiki_memory.errors import WikiMemoryError
+
+__all__ = ["ApiError", "read_body", "read_json", "_int", "_str"]
+
+
+class ApiError(WikiMemoryError):
+    """An error a route raises by code: answered as :data:`wiki_memory.errors.TABLE`
+    says for ``code`` (``status`` is stated at the raise site for the reader and must
+    agree with the table; a test checks every one)."""
+
+    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+        field = extra.pop("field", None)
+        headers = extra.pop("headers", None)
+        super().__init__(message, field=field, headers=headers, **extra)
+        self.stated_status = status
+        self._code = code
+
+    @property
+    def error_code(self) -> str:
+        return self._code
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    """The request body as JSON; raises ApiError 413 over ``limit`` bytes, 400 when invalid."""
+    raw = await read_body(request, limit)
+    if not raw.strip():
+        raise ApiError(400, "bad_request", "the request body is empty; JSON expected", field="body")
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ApiError(400, "bad_json", "the body is nested too deeply", field="body") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(
+            400, "bad_json", f"the body is not valid JSON: {exc}", field="body"
+        ) from None
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The raw request body; raises ApiError 413 over ``limit`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, "too_large", f"request body is over the limit of {limit} bytes")
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, "too_large", f"request body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _int(d: Any, name: str, default: int, lo: int = 0, hi: int = 10**7) -> int:
+    v = d.get(name, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int | str):
+        raise ApiError(400, "bad_request", f"{name} must be an integer", field=name)
+    try:
+        n = int(v)
+    except ValueError:
+        raise ApiError(400, "bad_request", f"{name} must be an integer", field=name) from None
+    if n < lo or n > hi:
+        raise ApiError(400, "bad_request", f"{name} must be between {lo} and {hi}", field=name)
+    return n
+
+
+def _str(d: Any, name: str, required: bool = False) -> str | None:
+    v = d.get(name)
+    if v is None or v == "":
+        if required:
+            raise ApiError(400, "bad_request", f"{name} is required", field=name)
+        return None if v is None else ""
+    if not isinstance(v, str):
+        raise ApiError(400, "bad_request", f"{name} must be a string", field=name)
+    return v

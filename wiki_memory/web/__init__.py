@@ -1,0 +1,1 @@
+"""The read-only web view: server-rendered pages under ``/`` (views, rendering)."""
