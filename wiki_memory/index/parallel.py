@@ -107,11 +107,13 @@ def _serve(conn: Connection, fn: Callable[[Any], Any], spill: str) -> None:
 def _load(kind: str, payload: Any) -> list[Any]:
     """The results of a ``("data" | "file", ...)`` reply (a file is deleted once read)."""
     if kind == "data":
-        return pickle.loads(payload)  # noqa: S301 - our own helper process wrote it
+        out: list[Any] = pickle.loads(payload)  # noqa: S301 - our own helper process wrote it
+        return out
     with open(payload, "rb") as f:
         data = f.read()
     os.remove(payload)
-    return pickle.loads(data)  # noqa: S301 - our own helper process wrote it
+    result: list[Any] = pickle.loads(data)  # noqa: S301 - our own helper process wrote it
+    return result
 
 
 def _pid_alive(pid: int) -> bool:

@@ -20,7 +20,9 @@ from typing import Any
 import apsw
 
 from wiki_memory.identity import Identity, visible_sql
-from wiki_memory.index.store import BM25_WEIGHTS, Index, SearchError, SectionHit
+from wiki_memory.index.schema import BM25_WEIGHTS
+from wiki_memory.index.search import SearchError, SectionHit
+from wiki_memory.index.store import Index
 
 __all__ = [
     "Hit",

@@ -1,0 +1,479 @@
+"""Page rows: turning a page's bytes into index rows, removing them, and reading them back.
+
+Owns what the ``pages``, ``sections`` and ``fts`` tables (and a page's ``links`` and
+``names`` rows, and the ``files``/``file_keys`` rows of attachments) hold for each file:
+:func:`prepare` parses and normalises one page (pure CPU, so a rebuild runs it in helper
+processes), :func:`insert_prepared` writes prepared pages with a few ``executemany``
+calls, :func:`upsert`/:func:`delete`/:func:`delete_under` keep one page current (links
+that named it resolved again, :mod:`wiki_memory.index.graph`), :func:`file_add`/
+:func:`file_delete` record attachments. The read side backs
+:class:`~wiki_memory.index.store.Index`'s ``page_meta``, ``list_pages``, ``sections_of``,
+``pinned_pages``, ``paths``, ``rows`` and friends. Every function works on the
+connection it is given, inside the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from wiki_memory.identity import Identity, is_pinned, personal_owner, visible_sql
+from wiki_memory.index.files import read_file, sha256
+from wiki_memory.index.graph import Dirty, resolve_dirty
+from wiki_memory.index.schema import UPDATED, scalar
+from wiki_memory.index.text import index_text
+from wiki_memory.wiki import links as wl
+from wiki_memory.wiki.page import Diagnostic, ParsedPage, Section, parse_page
+
+# --- values ----------------------------------------------------------------------------
+
+
+def as_text(value: Any) -> str | None:
+    """A stored text value: None for None or ``""``, ISO-8601 for dates, else ``str``."""
+    if value is None or value == "":
+        return None
+    iso = getattr(value, "isoformat", None)
+    return str(iso()) if callable(iso) else str(value)
+
+
+def _str_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Iterable):
+        return [str(v) for v in value if v is not None and str(v) != ""]
+    return [str(value)]
+
+
+def _parse(raw: bytes, path: str) -> ParsedPage:
+    """parse_page, but a parser bug never stops indexing: the page becomes plain text."""
+    try:
+        return parse_page(raw, path)
+    except Exception as exc:  # noqa: BLE001 - indexing must go on; the problem is recorded
+        text = raw.decode("utf-8", errors="replace")
+        return ParsedPage(
+            metadata={},
+            body=text,
+            body_line=1,
+            title=_stem(path),
+            sections=[Section("", "", 0, text, 1)],
+            diagnostics=[Diagnostic("parse-error", None, f"{type(exc).__name__}: {exc}")],
+        )
+
+
+def _stem(path: str) -> str:
+    return path.rsplit("/", 1)[-1].removesuffix(".md")
+
+
+def _project_from_path(path: str) -> str | None:
+    parts = path.split("/")
+    if len(parts) >= 3 and parts[0] == "projects" and parts[1]:
+        return parts[1]
+    return None
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def check_rel(path: str) -> str:
+    """``path`` itself; raises ValueError when it is empty, absolute, has ``\\`` or ``..``."""
+    if not path or path.startswith("/") or "\\" in path or ".." in path.split("/"):
+        raise ValueError(f"not a wiki-relative path: {path!r}")
+    return path
+
+
+# --- writing a page's rows ---------------------------------------------------------------
+
+
+def upsert(
+    conn: apsw.Connection,
+    path: str,
+    raw: bytes,
+    mtime: float | None,
+    dirty: Dirty | None = None,
+) -> bool:
+    """Index one page's bytes (skipped when the hash is unchanged). Links touched by the
+    change are resolved again before returning, or added to ``dirty`` for the caller."""
+    digest = sha256(raw)
+    row = conn.execute("SELECT hash, mtime FROM pages WHERE path = ?", (path,)).fetchone()
+    if row is not None and row[0] == digest:
+        if mtime is not None and row[1] != mtime:
+            conn.execute("UPDATE pages SET mtime = ? WHERE path = ?", (mtime, path))
+        return False
+    local = dirty if dirty is not None else Dirty()
+    if row is not None:
+        delete(conn, path, local)
+    _insert(conn, path, raw, mtime, digest, local)
+    if dirty is None:
+        resolve_dirty(conn, local)
+    return True
+
+
+def prepare(
+    path: str, raw: bytes, mtime: float | None, digest: str | None = None
+) -> tuple[Any, ...]:
+    """Parse and normalise one page (pure CPU work: runs in worker processes on rebuild)."""
+    parsed = _parse(raw, path)
+    meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
+    stem = _stem(path)
+    title = parsed.title or as_text(meta.get("title")) or stem
+    tags = _str_list(parsed.tags)
+    aliases = _str_list(parsed.aliases)
+    project = as_text(meta.get("project")) or _project_from_path(path)
+    kind = as_text(meta.get("type")) or "page"
+    diagnostics = [_diagnostic(d) for d in parsed.diagnostics]
+    page_row = (
+        path,
+        as_text(meta.get("id")) or path,
+        title,
+        kind,
+        project,
+        _json(tags),
+        _json(aliases),
+        as_text(meta.get("updated")),
+        as_text(meta.get("created")),
+        digest or sha256(raw),
+        len(raw),
+        mtime,
+        _json(meta),
+        _json(diagnostics),
+        personal_owner(path, meta),
+    )
+    fts_page = (index_text(title), index_text("\n".join(aliases)), index_text(" ".join(tags)))
+    sections = []
+    for sec in parsed.sections or [Section("", "", 0, parsed.body, parsed.body_line)]:
+        text = sec.text or ""
+        sections.append(
+            (
+                sec.anchor or "",
+                sec.heading or "",
+                sec.line,
+                sha256(text.encode("utf-8", "surrogatepass")),
+                text,
+                index_text(sec.heading or ""),
+                index_text(text),
+            )
+        )
+    links = [
+        (
+            path,
+            link.target,
+            link.fragment,
+            link.alias,
+            int(bool(link.embed)),
+            link.line,
+            wl.target_key(link.target, path) if link.target else "",
+            int(bool(link.in_frontmatter)),
+            wl.UNRESOLVED if link.target else wl.RESOLVED,
+            None if link.target else path,
+        )
+        for link in parsed.links
+    ]
+    names = wl.page_name_keys(path, title, aliases)
+    return (path, page_row, project, kind, fts_page, sections, links, names)
+
+
+def prepare_file(job: tuple[str, str, float | None]) -> tuple[Any, ...] | None:
+    """:func:`prepare` for ``(root, rel, mtime)``; None when the file cannot be read
+    (gone, or no longer a regular file)."""
+    root, rel, mtime = job
+    raw = read_file(Path(root) / rel)
+    if raw is None:
+        return None
+    return prepare(rel, raw, mtime)
+
+
+_SQL_PAGE = (
+    "INSERT INTO pages(path, id, title, kind, project, tags, aliases, updated, created, "
+    "hash, size, mtime, meta, diagnostics, owner) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+_SQL_SECTION = (
+    "INSERT INTO sections(rowid, path, anchor, heading, ord, line, hash, text, project, kind) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?)"
+)
+_SQL_FTS = "INSERT INTO fts(rowid, title, aliases, tags, heading, body) VALUES (?,?,?,?,?,?)"
+_SQL_LINK = (
+    "INSERT INTO links(src_path, target, fragment, alias, embed, line, target_key, "
+    "in_frontmatter, status, resolved_path) VALUES (?,?,?,?,?,?,?,?,?,?)"
+)
+_SQL_NAME = "INSERT INTO names(key, path, source) VALUES (?,?,?)"
+
+
+def _next_rowid(conn: apsw.Connection) -> int:
+    row: Any = conn.execute("SELECT coalesce(max(rowid), 0) FROM sections").fetchone()
+    return int(row[0]) + 1
+
+
+def insert_prepared(
+    conn: apsw.Connection, preps: Sequence[tuple[Any, ...]], dirty: Dirty | None = None
+) -> None:
+    """Insert prepared pages (none of them indexed yet) with a few ``executemany`` calls."""
+    if not preps:
+        return
+    rowid = _next_rowid(conn)
+    pages: list[tuple[Any, ...]] = []
+    secs: list[tuple[Any, ...]] = []
+    fts: list[tuple[Any, ...]] = []
+    links: list[tuple[Any, ...]] = []
+    names: list[tuple[Any, ...]] = []
+    for path, page_row, project, kind, (tf, af, gf), sections, plinks, pnames in preps:
+        pages.append(page_row)
+        for ordinal, (anchor, heading, line, h, text, hf, bf) in enumerate(sections):
+            secs.append((rowid, path, anchor, heading, ordinal, line, h, text, project, kind))
+            fts.append((rowid, tf, af, gf, hf, bf))
+            rowid += 1
+        links.extend(plinks)
+        names.extend((k, path, src) for k, src in pnames)
+        if dirty is not None:
+            dirty.srcs.add(path)
+            dirty.keys.update(k for k, _ in pnames)
+    conn.executemany(_SQL_PAGE, pages)
+    conn.executemany(_SQL_SECTION, secs)
+    conn.executemany(_SQL_FTS, fts)
+    if links:
+        conn.executemany(_SQL_LINK, links)
+    conn.executemany(_SQL_NAME, names)
+
+
+def _insert(
+    conn: apsw.Connection,
+    path: str,
+    raw: bytes,
+    mtime: float | None,
+    digest: str | None = None,
+    dirty: Dirty | None = None,
+) -> None:
+    """Insert a page that is not indexed yet. With ``dirty`` None, links are left
+    unresolved (a rebuild resolves them all at the end)."""
+    insert_prepared(conn, [prepare(path, raw, mtime, digest)], dirty)
+
+
+def delete(conn: apsw.Connection, path: str, dirty: Dirty | None = None) -> bool:
+    """Remove a page's rows. Links elsewhere that named it are resolved again."""
+    keys = [r[0] for r in conn.execute("SELECT key FROM names WHERE path = ?", (path,))]
+    conn.execute(
+        "DELETE FROM fts WHERE rowid IN (SELECT rowid FROM sections WHERE path = ?)", (path,)
+    )
+    conn.execute("DELETE FROM sections WHERE path = ?", (path,))
+    conn.execute("DELETE FROM links WHERE src_path = ?", (path,))
+    conn.execute("DELETE FROM names WHERE path = ?", (path,))
+    conn.execute("DELETE FROM pages WHERE path = ?", (path,))
+    gone = bool(conn.changes())
+    if keys:
+        local = dirty if dirty is not None else Dirty()
+        local.keys.update(keys)
+        local.srcs.discard(path)
+        if dirty is None:
+            resolve_dirty(conn, local)
+    return gone
+
+
+def _under(conn: apsw.Connection, table: str, prefix_dir: str) -> list[str]:
+    prefix = prefix_dir.strip("/")
+    if prefix in ("", "."):
+        return [r[0] for r in conn.execute(f"SELECT path FROM {table}")]
+    return [
+        r[0]
+        for r in conn.execute(
+            f"SELECT path FROM {table} WHERE path >= ? AND path < ?", (prefix + "/", prefix + "0")
+        )
+    ]
+
+
+def delete_under(conn: apsw.Connection, prefix_dir: str, dirty: Dirty | None = None) -> int:
+    """Remove every page and attachment file below ``prefix_dir``; returns the page count."""
+    local = dirty if dirty is not None else Dirty()
+    paths = _under(conn, "pages", prefix_dir)
+    for p in paths:
+        delete(conn, p, local)
+    for f in _under(conn, "files", prefix_dir):
+        file_delete(conn, f, local)
+    if dirty is None:
+        resolve_dirty(conn, local)
+    return len(paths)
+
+
+# --- attachments (files that are not pages) ----------------------------------------
+
+
+def file_add(
+    conn: apsw.Connection, path: str, size: int, mtime: float | None, dirty: Dirty
+) -> bool:
+    """Record the attachment file ``path`` (``size`` bytes, ``mtime`` seconds); True when
+    it is new (its name keys then go into ``dirty``), False when only updated."""
+    row = conn.execute("SELECT size, mtime FROM files WHERE path = ?", (path,)).fetchone()
+    if row is not None:
+        if (row[0], row[1]) != (size, mtime):
+            conn.execute("UPDATE files SET size = ?, mtime = ? WHERE path = ?", (size, mtime, path))
+        return False
+    conn.execute("INSERT INTO files(path, size, mtime) VALUES (?,?,?)", (path, size, mtime))
+    keys = wl.file_name_keys(path)
+    conn.executemany("INSERT INTO file_keys(key, path) VALUES (?,?)", [(k, path) for k in keys])
+    dirty.keys.update(keys)
+    return True
+
+
+def file_delete(conn: apsw.Connection, path: str, dirty: Dirty) -> bool:
+    """Forget the attachment file ``path`` (its name keys go into ``dirty``); True if known."""
+    keys = [r[0] for r in conn.execute("SELECT key FROM file_keys WHERE path = ?", (path,))]
+    conn.execute("DELETE FROM file_keys WHERE path = ?", (path,))
+    conn.execute("DELETE FROM files WHERE path = ?", (path,))
+    gone = bool(conn.changes())
+    dirty.keys.update(keys)
+    return gone
+
+
+def _diagnostic(d: Any) -> dict[str, Any]:
+    if dataclasses.is_dataclass(d) and not isinstance(d, type):
+        return dataclasses.asdict(d)
+    return {"kind": str(d), "line": None, "message": str(d)}
+
+
+# --- reading pages (see the Index methods of the same names) -------------------------------
+
+PAGE_COLUMNS = (
+    "path",
+    "id",
+    "title",
+    "kind",
+    "project",
+    "tags",
+    "aliases",
+    "updated",
+    "created",
+    "hash",
+    "size",
+    "mtime",
+    "meta",
+    "diagnostics",
+    "owner",
+)
+"""The columns of ``pages``, in order: the keys of :func:`page_meta`'s dicts."""
+
+
+def _page_dict(row: Sequence[Any]) -> dict[str, Any]:
+    out = dict(zip(PAGE_COLUMNS, row, strict=True))
+    for key, empty in (("tags", []), ("aliases", []), ("meta", {}), ("diagnostics", [])):
+        value = out.get(key)
+        out[key] = json.loads(value) if value else empty
+    return out
+
+
+def page_meta(
+    conn: apsw.Connection, path: str, who: Identity | None = None
+) -> dict[str, Any] | None:
+    """The ``pages`` row of ``path`` as a dict with :data:`PAGE_COLUMNS` keys (JSON decoded),
+    or None, also when ``who`` may not see it (:meth:`~wiki_memory.index.store.Index.page_meta`)."""
+    cond, args = visible_sql("p", who)
+    row = conn.execute(
+        f"SELECT {', '.join('p.' + c for c in PAGE_COLUMNS)} FROM pages AS p "
+        f"WHERE p.path = ? AND {cond}",
+        (path, *args),
+    ).fetchone()
+    return None if row is None else _page_dict(row)
+
+
+def list_pages(
+    conn: apsw.Connection,
+    project: str | None = None,
+    kind: str | None = None,
+    since: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+    who: Identity | None = None,
+) -> list[dict[str, Any]]:
+    """Pages ``who`` may see, most recently updated first, as :func:`page_meta` dicts
+    (:meth:`~wiki_memory.index.store.Index.list_pages`)."""
+    cond, args = visible_sql("p", who)
+    where: list[str] = [cond]
+    if project is not None:
+        where.append("p.project = ?")
+        args.append(project)
+    if kind is not None:
+        where.append("p.kind = ?")
+        args.append(kind)
+    if since is not None:
+        where.append(f"{UPDATED} >= ?")
+        args.append(since)
+    args.extend([int(limit), int(offset)])
+    sql = f"""
+        SELECT p.path, p.id, p.title, p.kind, p.project, p.tags, p.aliases,
+               {UPDATED} AS updated, p.created, p.hash, p.size, p.mtime, p.meta,
+               p.diagnostics, p.owner
+        FROM pages AS p {"WHERE " + " AND ".join(where) if where else ""}
+        ORDER BY updated DESC, p.path LIMIT ? OFFSET ?
+    """
+    return [_page_dict(row) for row in conn.execute(sql, args)]
+
+
+def sections_of(conn: apsw.Connection, path: str) -> list[dict[str, Any]]:
+    """The sections of ``path`` in page order: dicts with anchor, heading, ord, line, hash, text."""
+    cur = conn.execute(
+        "SELECT anchor, heading, ord, line, hash, text FROM sections WHERE path = ? ORDER BY ord",
+        (path,),
+    )
+    keys = ("anchor", "heading", "ord", "line", "hash", "text")
+    return [dict(zip(keys, row, strict=True)) for row in cur]
+
+
+def pinned_pages(
+    conn: apsw.Connection, project: str, who: Identity | None = None
+) -> list[dict[str, Any]]:
+    """Pinned pages of ``project`` (or of none) that ``who`` may see, by path: dicts with
+    path, title, meta (:meth:`~wiki_memory.index.store.Index.pinned_pages`)."""
+    cond, args = visible_sql("p", who)
+    pin = "json_extract(p.meta, '$.pinned')"
+    kind = "json_type(p.meta, '$.pinned')"
+    rows = conn.execute(
+        "SELECT p.path, p.title, p.meta FROM pages AS p "
+        "WHERE (p.project = ? OR p.project IS NULL) "
+        f"AND ({kind} = 'true' OR ({kind} = 'integer' AND {pin} = 1) "
+        f"OR ({kind} = 'text' AND lower(trim({pin})) IN ('true', 'yes'))) "
+        f"AND {cond} ORDER BY p.path",
+        (project, *args),
+    ).fetchall()
+    out = []
+    for path, title, meta in rows:
+        m = json.loads(str(meta)) if meta else {}
+        if is_pinned(m):  # the SQL narrows; the rule decides
+            out.append({"path": path, "title": title or path, "meta": m})
+    return out
+
+
+def hashes(conn: apsw.Connection) -> dict[str, str]:
+    """Every indexed page: path → sha256 hex of its bytes."""
+    return {p: h for p, h in conn.execute("SELECT path, hash FROM pages")}
+
+
+def stats(conn: apsw.Connection) -> dict[str, tuple[int, float | None]]:
+    """Every indexed page: path → ``(size in bytes, mtime in seconds)`` as last indexed."""
+    return {p: (s, m) for p, s, m in conn.execute("SELECT path, size, mtime FROM pages")}
+
+
+def count(conn: apsw.Connection) -> int:
+    """How many pages are indexed."""
+    return scalar(conn, "SELECT count(*) FROM pages")
+
+
+def section_rows(conn: apsw.Connection) -> set[tuple[str, str, str]]:
+    """Every section as ``(path, anchor, sha256 of its text)``."""
+    return {(p, a, h) for p, a, h in conn.execute("SELECT path, anchor, hash FROM sections")}
+
+
+def diagnostics(conn: apsw.Connection) -> list[dict[str, Any]]:
+    """Every parse diagnostic of every page, by path then as stored: dicts with path,
+    kind, line (1-based or None) and message."""
+    out: list[dict[str, Any]] = []
+    for p, d in conn.execute(
+        "SELECT path, diagnostics FROM pages WHERE diagnostics != '[]' ORDER BY path"
+    ):
+        for item in json.loads(d):
+            out.append({"path": p, **item})
+    return out

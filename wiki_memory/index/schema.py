@@ -1,0 +1,255 @@
+"""The schema of ``index.db`` and the small SQL helpers every part of the index shares.
+
+Owns: :data:`SCHEMA_VERSION` (``PRAGMA user_version``; on any other version the tables
+are dropped, recreated empty and the index is marked for a rebuild), the ``CREATE``
+statements (split into tables and secondary indexes, so a rebuild can create the
+indexes after its bulk insert), the ``meta`` table (:func:`set_meta`,
+:func:`read_wiki_root`), and whole-database operations: dropping every table, copying
+one database into another with the backup API, removing a database's files.
+
+Tables (docs/index.md has the full description)
+    ``pages``     one row per page; ``kind`` from frontmatter ``type`` else
+                  ``"page"``, ``project`` from frontmatter ``project`` else the
+                  path ``projects/<project>/...``, ``id`` from frontmatter ``id``
+                  else the path; ``tags``/``aliases``/``meta``/``diagnostics`` JSON;
+                  ``owner`` the folded user a personal page belongs to alone
+                  (:func:`wiki_memory.identity.personal_owner`), NULL when shared.
+    ``sections``  one row per section (heading or block id) with the original text.
+    ``fts``       FTS5 (contentless, ``contentless_delete=1``) with rowid =
+                  ``sections.rowid``, columns title, aliases, tags, heading, body
+                  holding :func:`wiki_memory.index.text.index_text` of each value.
+    ``links``     outgoing wikilinks as written (``target_key`` = casefolded target)
+                  with their status and resolved path; an ambiguous link's
+                  candidates are worked out from ``names`` when read, not stored.
+    ``names``     casefolded title, file stem, aliases and path (no ``.md``) of each
+                  page, for backlinks.
+    ``files``/``file_keys``  files that are not pages (attachments) and their name keys.
+    ``meta``      ``wiki_root``: the wiki folder the index was built from.
+    ``spool``/``spool_fts``  uncompiled observations, so a running session is
+                  searchable before its page is written.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+SCHEMA_VERSION = 5
+"""Bump when the schema or what is stored in it changes: old indexes are then rebuilt."""
+
+BM25_WEIGHTS = {"title": 10.0, "aliases": 8.0, "tags": 4.0, "heading": 3.0, "body": 1.0}
+"""bm25 column weights, in FTS column order."""
+
+UPDATED = "COALESCE(p.updated, p.created, strftime('%Y-%m-%dT%H:%M:%SZ', p.mtime, 'unixepoch'))"
+"""SQL for a page's ``updated`` (alias ``p`` for ``pages``): frontmatter ``updated``, else
+``created``, else the file's mtime, as ISO-8601 UTC."""
+
+SCHEMA = """
+CREATE TABLE pages(
+    path TEXT PRIMARY KEY,
+    id TEXT,
+    title TEXT,
+    kind TEXT,
+    project TEXT,
+    tags TEXT,          -- JSON list
+    aliases TEXT,       -- JSON list
+    updated TEXT,       -- frontmatter 'updated' (ISO-8601) or NULL
+    created TEXT,       -- frontmatter 'created' or NULL
+    hash TEXT,          -- sha256 hex of the file's bytes
+    size INTEGER,       -- bytes
+    mtime REAL,         -- seconds since the epoch, as stat() gave it (NULL if unknown)
+    meta TEXT,          -- JSON object: the frontmatter
+    diagnostics TEXT,   -- JSON list of {kind, line, message}
+    owner TEXT          -- folded user the page belongs to alone, NULL when shared
+                        -- (wiki_memory.identity.personal_owner)
+);
+CREATE INDEX pages_project_kind ON pages(project, kind);
+CREATE INDEX pages_kind ON pages(kind);
+CREATE INDEX pages_owner ON pages(owner);
+CREATE TABLE sections(
+    rowid INTEGER PRIMARY KEY,
+    path TEXT NOT NULL,
+    anchor TEXT,
+    heading TEXT,
+    ord INTEGER,        -- 0-based position in the page
+    line INTEGER,       -- 1-based line in the file
+    hash TEXT,          -- sha256 hex of the section text (UTF-8)
+    text TEXT,          -- original text, for snippets
+    project TEXT,       -- copy of pages.project (filter without a join)
+    kind TEXT           -- copy of pages.kind
+);
+CREATE INDEX sections_path ON sections(path);
+CREATE VIRTUAL TABLE fts USING fts5(
+    title, aliases, tags, heading, body,
+    tokenize = "unicode61 remove_diacritics 2",
+    content = '', contentless_delete = 1
+);
+CREATE TABLE links(
+    src_path TEXT NOT NULL,
+    target TEXT,        -- as written (page part; '' for a same-page reference)
+    fragment TEXT,
+    alias TEXT,
+    embed INTEGER,
+    line INTEGER,
+    target_key TEXT,    -- links.target_key(target): NFC, case-folded, no .md, ./ ../ applied
+    in_frontmatter INTEGER,
+    status TEXT,        -- 'resolved' | 'unresolved' | 'ambiguous' | 'attachment'
+    resolved_path TEXT  -- the page (or attachment file) it leads to, else NULL
+);
+CREATE INDEX links_src ON links(src_path);
+CREATE INDEX links_target ON links(target_key);
+CREATE INDEX links_resolved ON links(resolved_path);
+CREATE TABLE names(
+    key TEXT NOT NULL,  -- links.name_key of the path, a path suffix, stem, title or alias
+    path TEXT NOT NULL,
+    source TEXT         -- 'path' | 'suffix' | 'stem' | 'title' | 'alias'
+);
+CREATE INDEX names_key ON names(key);
+CREATE INDEX names_path ON names(path);
+CREATE TABLE meta(
+    key TEXT PRIMARY KEY,   -- 'wiki_root': the wiki folder the index was built from
+    value TEXT
+);
+CREATE TABLE files(
+    path TEXT PRIMARY KEY,  -- a file that is not a page (an attachment: image, pdf, ...)
+    size INTEGER,
+    mtime REAL
+);
+CREATE TABLE file_keys(
+    key TEXT NOT NULL,      -- links.name_key of the path and of each trailing part of it
+    path TEXT NOT NULL
+);
+CREATE INDEX file_keys_key ON file_keys(key);
+CREATE INDEX file_keys_path ON file_keys(path);
+CREATE TABLE spool(
+    rowid INTEGER PRIMARY KEY,
+    session_key TEXT NOT NULL,
+    obs_id TEXT NOT NULL,
+    project TEXT,
+    harness TEXT,
+    session_id TEXT,
+    user TEXT,
+    ts TEXT,
+    text TEXT,
+    UNIQUE(session_key, obs_id)
+);
+CREATE INDEX spool_project ON spool(project);
+CREATE VIRTUAL TABLE spool_fts USING fts5(
+    body,
+    tokenize = "unicode61 remove_diacritics 2",
+    content = '', contentless_delete = 1
+);
+"""
+
+
+def statements(sql: str) -> list[str]:
+    """``sql`` split into whole statements (SQLite's own ``sqlite3_complete`` decides)."""
+    out: list[str] = []
+    acc = ""
+    for line in sql.splitlines(keepends=True):
+        acc += line
+        if apsw.complete(acc):
+            out.append(acc.strip())
+            acc = ""
+    return out
+
+
+# A rebuild creates the secondary indexes after the bulk insert (one sort each instead of
+# a B-tree update per row).
+_STATEMENTS = statements(SCHEMA)
+SCHEMA_TABLES = "\n".join(st for st in _STATEMENTS if not st.startswith("CREATE INDEX"))
+SCHEMA_INDEXES = "\n".join(st for st in _STATEMENTS if st.startswith("CREATE INDEX"))
+
+
+def drop_all(conn: apsw.Connection) -> None:
+    """Drop every table of ``conn`` (virtual tables first, so their shadow tables go with them)."""
+    objects: list[Any] = conn.execute(
+        "SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    ).fetchall()
+    virtual = [n for n, sql in objects if (sql or "").upper().startswith("CREATE VIRTUAL")]
+    for name in virtual:
+        conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+    for name, _ in objects:
+        if name not in virtual:
+            conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+
+
+# --- the meta table --------------------------------------------------------------------
+
+
+def set_meta(conn: apsw.Connection, key: str, value: str) -> None:
+    """Set ``meta[key] = value`` (inside the caller's transaction)."""
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?) "
+        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
+
+
+def read_wiki_root(db_path: Path | str) -> Path | None:
+    """The wiki folder the index at ``db_path`` was built or last reconciled from (its
+    ``meta`` table, see :meth:`~wiki_memory.index.store.Index.set_wiki_root`); None when
+    unknown, absent or unreadable. Opens the file read-only and never creates or migrates it."""
+    if not os.path.exists(db_path):
+        return None
+    try:
+        conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'wiki_root'").fetchone()
+        finally:
+            conn.close()
+    except apsw.Error:
+        return None
+    return Path(str(row[0])) if row else None
+
+
+# --- small helpers ---------------------------------------------------------------------
+
+
+def scalar(conn: apsw.Connection, sql: str) -> int:
+    """The integer in the first column of the first row of ``sql``."""
+    row: Any = conn.execute(sql).fetchone()
+    return int(row[0])
+
+
+def chunks(items: Sequence[Any], n: int = 500) -> Iterator[Sequence[Any]]:
+    """``items`` in slices of at most ``n`` (SQLite bounds the ``?`` of one statement)."""
+    for i in range(0, len(items), n):
+        yield items[i : i + n]
+
+
+# --- whole databases -------------------------------------------------------------------
+
+
+def copy_database(src: apsw.Connection, dst: apsw.Connection) -> None:
+    """Replace ``dst``'s content with ``src``'s in one write transaction (backup API).
+
+    Readers of ``dst`` (WAL) keep their snapshot until the copy commits. A busy
+    destination (another process writing) is retried for up to a minute.
+    """
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with dst.backup("main", src, "main") as backup:
+                while not backup.done:
+                    backup.step(-1)
+            break
+        except (apsw.BusyError, apsw.LockedError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    with suppress(apsw.Error):
+        dst.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+
+
+def remove_db(path: Path | str) -> None:
+    """Delete the database file ``path`` and its ``-wal``, ``-shm`` and ``-journal`` files."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with suppress(FileNotFoundError):
+            os.remove(f"{path}{suffix}")

@@ -1,0 +1,323 @@
+"""Full-text search over the index: sections of pages, and the spool of uncompiled observations.
+
+Owns :class:`SectionHit`, :class:`SpoolHit` and :class:`SearchError`, the ranked
+queries behind :class:`~wiki_memory.index.store.Index`'s ``search``/``query`` and
+``search_spool``/``query_spool``, and the ``spool``/``spool_fts`` rows (added,
+replaced, removed per session, copied into a rebuilt index).
+
+Ranking: ``bm25`` with column weights title 10, aliases 8, tags 4, heading 3,
+body 1 (:data:`~wiki_memory.index.schema.BM25_WEIGHTS`); scores are returned negated
+so that higher is better; ties are broken by path and section order, so results do not
+depend on insertion order. Project and kind filters are part of the ``WHERE`` clause,
+so rows outside them never take a place in the ranked, limited result (invariant 9).
+(FTS5's bm25 statistics — document count, average lengths, term frequencies — still
+cover the whole table.) User text reaches ``MATCH`` only through
+:func:`~wiki_memory.index.query.build_match`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import apsw
+
+from wiki_memory.errors import Unavailable
+from wiki_memory.index.pages import as_text
+from wiki_memory.index.query import build_match
+from wiki_memory.index.schema import BM25_WEIGHTS, UPDATED
+from wiki_memory.index.text import index_text
+
+_BM25 = "bm25(fts, {})".format(", ".join(str(w) for w in BM25_WEIGHTS.values()))
+
+
+class SearchError(Unavailable):
+    """503 ``unavailable``: the search engine failed. Never reported as "no results"."""
+
+
+@dataclass(frozen=True)
+class SectionHit:
+    """One matching section. ``score`` is the negated weighted bm25: higher is better.
+
+    ``updated`` is the page's frontmatter ``updated``, else ``created``, else the
+    file's mtime (ISO-8601 UTC). ``text`` is the section's original text, ``line``
+    its 1-based line in the file.
+    """
+
+    path: str
+    anchor: str
+    heading: str
+    title: str
+    kind: str
+    project: str | None
+    updated: str | None
+    score: float
+    text: str
+    line: int
+
+
+@dataclass(frozen=True)
+class SpoolHit:
+    """One matching uncompiled observation. ``score`` is the negated bm25: higher is better."""
+
+    session_key: str
+    obs_id: str
+    project: str | None
+    session_id: str | None
+    ts: str | None
+    text: str
+    score: float
+    user: str | None = None
+    harness: str | None = None
+
+
+# --- pages ---------------------------------------------------------------------------------
+
+
+def search(
+    conn: apsw.Connection,
+    match: str,
+    *,
+    project: str | None = None,
+    kinds: Sequence[str] | None = None,
+    exclude_dirs: Sequence[str] = (),
+    limit: int = 50,
+) -> list[SectionHit]:
+    """Run an FTS5 ``MATCH`` expression (from :func:`~wiki_memory.index.query.build_match`).
+
+    Returns at most ``limit`` sections, best first, ranked by weighted bm25
+    (:data:`~wiki_memory.index.schema.BM25_WEIGHTS`). ``project`` and ``kinds`` (page kinds, e.g.
+    ``["note", "session"]``; an empty list allows none) and ``exclude_dirs``
+    (wiki-relative directories whose pages are left out, e.g. other people's
+    ``people/<user>``) filter inside the SQL, before ranking and the limit. An empty
+    ``match`` gives ``[]``. Raises :class:`SearchError` when SQLite fails (bad
+    expression, I/O): an error is never reported as zero hits.
+    """
+    if not match or not match.strip() or limit <= 0:
+        return []
+    if kinds is not None and not kinds:
+        return []
+    where = ["fts MATCH ?"]
+    args: list[Any] = [match]
+    if project is not None:
+        where.append("s.project = ?")
+        args.append(project)
+    if kinds is not None:
+        where.append("s.kind IN ({})".format(", ".join("?" * len(kinds))))
+        args.extend(kinds)
+    for d in exclude_dirs:
+        d = d.strip("/")
+        if d:
+            where.append("NOT (s.path >= ? AND s.path < ?)")
+            args.extend([d + "/", d + "0"])  # '0' sorts right after '/'
+    args.append(int(limit))
+    # Rank and limit on narrow rows first (filters included), then fetch the text.
+    sql = f"""
+        WITH ranked AS (
+            SELECT fts.rowid AS rid, {_BM25} AS r, s.path AS path, s.ord AS ord
+            FROM fts JOIN sections AS s ON s.rowid = fts.rowid
+            WHERE {" AND ".join(where)}
+            ORDER BY r, path, ord
+            LIMIT ?
+        )
+        SELECT s.path, s.anchor, s.heading, p.title, p.kind, p.project, {UPDATED},
+               -ranked.r, s.text, s.line
+        FROM ranked
+        JOIN sections AS s ON s.rowid = ranked.rid
+        JOIN pages AS p ON p.path = s.path
+        ORDER BY ranked.r, ranked.path, ranked.ord
+    """
+    try:
+        rows: list[Any] = conn.execute(sql, args).fetchall()
+    except apsw.Error as exc:
+        raise SearchError(f"search failed: {type(exc).__name__}: {exc}") from exc
+    return [
+        SectionHit(
+            path=r[0],
+            anchor=r[1] or "",
+            heading=r[2] or "",
+            title=r[3] or "",
+            kind=r[4] or "page",
+            project=r[5],
+            updated=r[6],
+            score=float(r[7]),
+            text=r[8] or "",
+            line=int(r[9] or 0),
+        )
+        for r in rows
+    ]
+
+
+def query(
+    conn: apsw.Connection,
+    text: str,
+    *,
+    project: str | None = None,
+    kinds: Sequence[str] | None = None,
+    exclude_dirs: Sequence[str] = (),
+    limit: int = 50,
+    mode: Literal["auto", "and", "or"] = "auto",
+) -> list[SectionHit]:
+    """Search free text safely (see :mod:`wiki_memory.index.query`).
+
+    ``mode="and"``: every word must match; ``"or"``: any word; ``"auto"``
+    (default): AND first, and when that finds fewer than ``max(1, limit // 5)``
+    sections, the OR results are appended (AND hits stay first, no duplicates).
+    Text with nothing searchable (``""``, ``*``, punctuation) gives ``[]``.
+    Filters as in :func:`search`. Raises :class:`SearchError` when the engine fails.
+    """
+    if mode not in ("auto", "and", "or"):
+        raise ValueError(f"mode must be 'auto', 'and' or 'or', not {mode!r}")
+    first = build_match(text, "or" if mode == "or" else "and")
+    if first is None:
+        return []
+    scope: dict[str, Any] = {"project": project, "kinds": kinds, "exclude_dirs": exclude_dirs}
+    hits = search(conn, first, limit=limit, **scope)
+    if mode != "auto" or len(hits) >= max(1, limit // 5):
+        return hits
+    second = build_match(text, "or")
+    if second is None or second == first:
+        return hits
+    seen = {(h.path, h.anchor, h.line) for h in hits}
+    for h in search(conn, second, limit=limit, **scope):
+        if len(hits) >= limit:
+            break
+        if (h.path, h.anchor, h.line) not in seen:
+            hits.append(h)
+    return hits
+
+
+# --- the spool -----------------------------------------------------------------------------
+
+
+def search_spool(
+    conn: apsw.Connection,
+    match: str,
+    *,
+    project: str | None = None,
+    user: str | None = None,
+    limit: int = 50,
+) -> list[SpoolHit]:
+    """Run an FTS5 ``MATCH`` expression over the spool; filters apply before ranking.
+
+    Returns at most ``limit`` observations, best first. Raises
+    :class:`SearchError` when SQLite fails.
+    """
+    if not match or not match.strip() or limit <= 0:
+        return []
+    where = ["spool_fts MATCH ?"]
+    args: list[Any] = [match]
+    if project is not None:
+        where.append("s.project = ?")
+        args.append(project)
+    if user is not None:
+        where.append("s.user = ?")
+        args.append(user)
+    args.append(int(limit))
+    sql = f"""
+        SELECT s.session_key, s.obs_id, s.project, s.session_id, s.ts, s.text,
+               -bm25(spool_fts), s.user, s.harness
+        FROM spool_fts JOIN spool AS s ON s.rowid = spool_fts.rowid
+        WHERE {" AND ".join(where)}
+        ORDER BY bm25(spool_fts), s.ts, s.session_key, s.obs_id
+        LIMIT ?
+    """
+    try:
+        rows: list[Any] = conn.execute(sql, args).fetchall()
+    except apsw.Error as exc:
+        raise SearchError(f"spool search failed: {type(exc).__name__}: {exc}") from exc
+    return [
+        SpoolHit(
+            session_key=r[0],
+            obs_id=r[1],
+            project=r[2],
+            session_id=r[3],
+            ts=r[4],
+            text=r[5] or "",
+            score=float(r[6]),
+            user=r[7],
+            harness=r[8],
+        )
+        for r in rows
+    ]
+
+
+def query_spool(
+    conn: apsw.Connection,
+    text: str,
+    *,
+    project: str | None = None,
+    user: str | None = None,
+    limit: int = 50,
+    mode: Literal["and", "or"] = "and",
+) -> list[SpoolHit]:
+    """:func:`search_spool` for free text (built safely with ``build_match``)."""
+    match = build_match(text, mode)
+    if match is None:
+        return []
+    return search_spool(conn, match, project=project, user=user, limit=limit)
+
+
+def add_spool_row(conn: apsw.Connection, row: Mapping[str, Any]) -> None:
+    """Add (or replace, by ``(session_key, obs_id)``) one observation; KeyError for a
+    missing ``session_key``, ``obs_id`` or ``text``."""
+    key, obs = str(row["session_key"]), str(row["obs_id"])
+    text = str(row["text"] or "")
+    old = conn.execute(
+        "SELECT rowid FROM spool WHERE session_key = ? AND obs_id = ?", (key, obs)
+    ).fetchone()
+    if old is not None:
+        conn.execute("DELETE FROM spool_fts WHERE rowid = ?", (old[0],))
+        conn.execute("DELETE FROM spool WHERE rowid = ?", (old[0],))
+    conn.execute(
+        "INSERT INTO spool(session_key, obs_id, project, harness, session_id, user, ts, text) "
+        "VALUES (?,?,?,?,?,?,?,?)",
+        (
+            key,
+            obs,
+            as_text(row.get("project")),
+            as_text(row.get("harness")),
+            as_text(row.get("session_id")),
+            as_text(row.get("user")),
+            as_text(row.get("ts")),
+            text,
+        ),
+    )
+    conn.execute(
+        "INSERT INTO spool_fts(rowid, body) VALUES (?, ?)",
+        (conn.last_insert_rowid(), index_text(text)),
+    )
+
+
+def copy_spool(src: apsw.Connection, dst: apsw.Connection) -> None:
+    """Add every spool row of ``src`` to ``dst``, in their order."""
+    cols = ("session_key", "obs_id", "project", "harness", "session_id", "user", "ts", "text")
+    for values in src.execute(f"SELECT {', '.join(cols)} FROM spool ORDER BY rowid").fetchall():
+        add_spool_row(dst, dict(zip(cols, values, strict=True)))
+
+
+def add_spool(conn: apsw.Connection, rows: Iterable[Mapping[str, Any]]) -> int:
+    """:func:`add_spool_row` for each of ``rows``; returns how many were written."""
+    n = 0
+    for row in rows:
+        add_spool_row(conn, row)
+        n += 1
+    return n
+
+
+def delete_spool_session(conn: apsw.Connection, session_key: str) -> int:
+    """Remove every spooled observation of ``session_key``; returns how many."""
+    conn.execute(
+        "DELETE FROM spool_fts WHERE rowid IN (SELECT rowid FROM spool WHERE session_key = ?)",
+        (session_key,),
+    )
+    conn.execute("DELETE FROM spool WHERE session_key = ?", (session_key,))
+    return int(conn.changes())
+
+
+def replace_spool(conn: apsw.Connection, rows: Iterable[Mapping[str, Any]]) -> int:
+    """Empty the spool tables, then :func:`add_spool` ``rows``; returns how many were written."""
+    conn.execute("DELETE FROM spool_fts")
+    conn.execute("DELETE FROM spool")
+    return add_spool(conn, rows)
