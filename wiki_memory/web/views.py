@@ -1,4 +1,5 @@
-"""The read-only web view: server-rendered pages under ``/`` (see docs/web.md).
+"""The read-only web view's pages: their handlers and :func:`routes`, which builds one
+app's view (docs/web.md).
 
 Routes (all ``GET``/``HEAD`` but the two forms): ``/`` (projects with their latest
 sessions and open handoffs), ``/p/<project>`` (sessions, notes and handoffs, newest first,
@@ -8,64 +9,68 @@ paged), ``/pages`` (every page, paged), ``/page/<path>`` (a page rendered from m
 state), ``/session/<id>`` (a session page by its page id, harness session id or short
 id), ``/login`` (``GET`` form, ``POST`` sign-in), ``/logout`` (``POST``), ``/static/...``.
 
-Nothing here writes to ``wiki/`` or git: handlers only read files, the index and git
-objects. Safety: templates escape every value (Jinja2 autoescape), markdown is rendered
-with ``html=False`` (:mod:`wiki_memory.web.render`), every response carries a
-Content-Security-Policy that allows no script at all, and page paths go through
-:func:`wiki_memory.wiki.paths.resolve` (the API's guard).
-
-Sign-in: ``POST /login`` with a token (the same tokens as the API) sets ``wm_session``, an
-HttpOnly, ``SameSite=Strict`` cookie signed with HMAC-SHA256 (key in
-``auth/web-cookie.key``, 0600), expiring after :data:`SESSION_SECONDS`, holding the user and
-the token's id: a request with it is accepted only while that token still exists for that
-user, so revoking the token ends the session. The form is protected against cross-site
-posts by a double-submit token (cookie + hidden field) and the ``Origin`` and
-``Sec-Fetch-Site`` headers. With ``web_local_owner`` (off by default) a loopback server lets
-requests from loopback in as the local owner without a token.
+Nothing here writes to ``wiki/`` or git: handlers only read, through the core. Templates
+escape every value, markdown is rendered with ``html=False`` (:mod:`.render`), every
+response carries a CSP allowing no script (:mod:`.context`), page paths go through
+:func:`wiki_memory.wiki.paths.clean_rel`. Signing in is :mod:`.session`; the names other
+modules take from here (``make_session_cookie``, ``error_page``, ...) are re-exported.
 """
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
-import hmac
-import ipaddress
-import json
 import os
 import re
-import secrets
-import threading
-import time
-import weakref
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import urlencode
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
-from starlette.types import Scope
 
 from wiki_memory.errors import NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.index.store import SearchError, is_indexable
 from wiki_memory.web import render as web_render
+from wiki_memory.web.context import (
+    _CONTEXTS,
+    CATCH_ALL,
+    SECURITY_HEADERS,
+    _Web,
+    allowed_methods,
+    error_page,
+    html_page,
+    load_static,
+    make_env,
+    no_route,
+    static_file,
+    template_dir,
+)
 from wiki_memory.web.render import (
     RenderCache,
     Resolver,
     Target,
-    fragment_for,
-    page_url,
     render_markdown,
     render_value,
     targets_fingerprint,
+)
+from wiki_memory.web.session import (
+    CSRF_COOKIE,
+    KEY_FILE,
+    MAX_FORM_BYTES,
+    PUBLIC_PATHS,
+    PUBLIC_PREFIXES,
+    SESSION_COOKIE,
+    SESSION_SECONDS,
+    SignIn,
+    _load_key,
+    make_session_cookie,
+    read_session_cookie,
+    unauthorized,
+    user_from_cookie,
 )
 from wiki_memory.wiki.page import ParsedPage, parse_page
 from wiki_memory.wiki.paths import PathRefused, clean_rel
@@ -74,300 +79,41 @@ if TYPE_CHECKING:
     from wiki_memory.auth import TokenStore
     from wiki_memory.core.memory import Memory
 
-#: paths anyone may fetch without signing in
-PUBLIC_PATHS: frozenset[str] = frozenset({"/login", "/logout"})
-#: the route that answers every other GET with the view's 404 page
-CATCH_ALL = "/{rest:path}"
-PUBLIC_PREFIXES: tuple[str, ...] = ("/static/",)
+__all__ = [
+    # this module's own
+    "HANDOFF_STATES",
+    "PAGE_SIZE",
+    "SEARCH_BUDGET_TOKENS",
+    "routes",
+    # re-exported: wiki_memory.server.app, tests and bench/ take them from here
+    "CATCH_ALL",
+    "CSRF_COOKIE",
+    "KEY_FILE",
+    "MAX_FORM_BYTES",
+    "PUBLIC_PATHS",
+    "PUBLIC_PREFIXES",
+    "RenderCache",
+    "Resolver",
+    "SECURITY_HEADERS",
+    "SESSION_COOKIE",
+    "SESSION_SECONDS",
+    "allowed_methods",
+    "error_page",
+    "make_session_cookie",
+    "read_session_cookie",
+    "template_dir",
+    "unauthorized",
+    "user_from_cookie",
+]
 
-SESSION_COOKIE = "wm_session"
-CSRF_COOKIE = "wm_csrf"
-#: how long a sign-in lasts (seconds)
-SESSION_SECONDS = 12 * 3600
 #: how many tokens recall may spend on one search page (cl100k tokens)
 SEARCH_BUDGET_TOKENS = 8000
 PAGE_SIZE = 25
-KEY_FILE = "web-cookie.key"
-MAX_FORM_BYTES = 8 * 1024
-
-#: every response of the view carries these (no script may run at all: no script-src)
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-        "frame-ancestors 'none'; base-uri 'none'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "same-origin",
-    "Cross-Origin-Opener-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
 
 HANDOFF_STATES = ("offered", "open", "claimed", "done", "cancelled", "expired")
 _REV_RE = re.compile(r"[0-9a-f]{7,40}")
 _SES_RE = re.compile(r"ses_([0-9a-f]{16})")
 _SHORT_RE = re.compile(r"[0-9a-f]{8}")
-
-
-def template_dir() -> Path:
-    """Where the Jinja2 templates (and ``static/``) are: ``wiki_memory/templates`` in an
-    installed package (a copy made by the build) or in a checkout (a symlink to the
-    top-level ``templates/``), else the checkout's ``templates/`` itself."""
-    here = Path(__file__).resolve().parents[1]
-    for cand in (here / "templates", here.parent / "templates"):
-        if (cand / "base.html").is_file():
-            return cand
-    raise FileNotFoundError("the web view's templates are missing (wiki_memory/templates)")
-
-
-# --------------------------------------------------------------------------- context
-
-
-@dataclass
-class _Web:
-    """What the view of one app needs: the core, the tokens, the cookie key, templates."""
-
-    memory: Memory
-    tokens: TokenStore
-    key: bytes
-    env: Environment
-    static: dict[str, tuple[bytes, str]]
-    static_version: str
-    cache: RenderCache = field(default_factory=RenderCache)
-    #: session nonces signed out (until they expire): nonce → expiry (epoch s)
-    signed_out: dict[str, float] = field(default_factory=dict)
-    _token_ids: tuple[Any, frozenset[tuple[str, str]]] | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def settings(self) -> Any:
-        return self.memory.settings
-
-    def token_ids(self) -> frozenset[tuple[str, str]]:
-        """``{(token id, user)}`` of every live token, re-read when tokens.json changes."""
-        path = self.tokens.tokens_path
-        try:
-            st = path.stat()
-            stamp: Any = (st.st_mtime_ns, st.st_size, st.st_ino)
-        except OSError:
-            stamp = None
-        cached = self._token_ids
-        if cached is not None and cached[0] == stamp and stamp is not None:
-            return cached[1]
-        ids = frozenset((r.token_id, r.user) for r in self.tokens.list())
-        self._token_ids = (stamp, ids)
-        return ids
-
-
-_CONTEXTS: weakref.WeakKeyDictionary[Any, _Web] = weakref.WeakKeyDictionary()
-
-
-def _load_key(auth_dir: Path) -> bytes:
-    """The cookie-signing key (32 random bytes), created 0600 on first use."""
-    path = auth_dir / KEY_FILE
-    auth_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        data = path.read_bytes()
-        if len(data) >= 32:
-            return data[:64]
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC, 0o600)
-    key = secrets.token_bytes(32)
-    with os.fdopen(fd, "wb") as f:
-        f.write(key)
-        f.flush()
-        os.fsync(f.fileno())
-    return key
-
-
-def _make_env(tdir: Path) -> Environment:
-    env = Environment(
-        loader=FileSystemLoader(str(tdir)),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["when"] = _when
-    env.globals["page_url"] = page_url
-    env.globals["anchor_url"] = _anchor_url
-    return env
-
-
-def _when(value: Any) -> str:
-    """``2026-11-30T10:01:02Z`` → ``2026-11-30 10:01 UTC``; epoch seconds too; else as is."""
-    if value is None or value == "":
-        return ""
-    if isinstance(value, int | float):
-        return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M UTC")
-    s = str(value)
-    try:
-        dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
-    except ValueError:
-        return s
-    if dt.tzinfo is None:
-        return dt.strftime("%Y-%m-%d %H:%M")
-    return dt.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def _anchor_url(anchor: str) -> str:
-    """``path#Heading`` / ``path#^t12`` / ``path`` → the view's URL for it."""
-    path, _, frag = anchor.partition("#")
-    return page_url(path, fragment_for(frag) if frag else None)
-
-
-# --------------------------------------------------------------------------- visibility
-
-
-# Who may see a page is the core's scope rule (wiki_memory.core.scope / wiki_memory.identity):
-# index rows are filtered by the index for the reader, files are read through the rule.
-
-
-# --------------------------------------------------------------------------- sign-in
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def _sign(key: bytes, payload: str) -> str:
-    return _b64(hmac.new(key, b"wm-session-1." + payload.encode("ascii"), "sha256").digest())
-
-
-def make_session_cookie(key: bytes, user: str, token_id: str, now: float | None = None) -> str:
-    """A signed session value ``<payload>.<sig>``: payload = base64url of
-    ``{"u": user, "t": token id, "e": expiry epoch s, "n": nonce}``."""
-    exp = int((time.time() if now is None else now) + SESSION_SECONDS)
-    body = {"u": user, "t": token_id, "e": exp, "n": secrets.token_urlsafe(12)}
-    payload = _b64(json.dumps(body, separators=(",", ":")).encode("utf-8"))
-    return f"{payload}.{_sign(key, payload)}"
-
-
-def read_session_cookie(key: bytes, value: str, now: float | None = None) -> dict[str, Any] | None:
-    """The payload of a valid, unexpired session value, else None (never raises)."""
-    payload, sep, sig = value.partition(".")
-    if not sep or not payload or len(value) > 1024:
-        return None
-    try:
-        if not hmac.compare_digest(_sign(key, payload), sig):
-            return None
-        data = json.loads(_unb64(payload))
-    except (ValueError, UnicodeError):
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("u"), str):
-        return None
-    if not isinstance(data.get("e"), int) or data["e"] <= (time.time() if now is None else now):
-        return None
-    return data
-
-
-def _cookies(scope: Scope) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name, value in scope.get("headers", []):
-        if name == b"cookie":
-            for part in value.decode("latin-1").split(";"):
-                k, sep, v = part.strip().partition("=")
-                if sep and k not in out:
-                    out[k] = v
-    return out
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for k, v in scope.get("headers", []):
-        if k == name:
-            return str(v.decode("latin-1"))
-    return None
-
-
-def _loopback(host: str | None) -> bool:
-    if not host:
-        return False
-    h = host.strip("[]")
-    if h == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(h).is_loopback
-    except ValueError:
-        return False
-
-
-def _host_is_loopback_name(host_header: str | None) -> bool:
-    """The ``Host`` header names loopback (guards the owner flag against DNS rebinding)."""
-    if not host_header:
-        return False
-    h = host_header.strip()
-    if h.startswith("["):
-        h = h[1 : h.find("]")] if "]" in h else h
-    else:
-        h = h.rsplit(":", 1)[0] if h.count(":") == 1 else h
-    return _loopback(h)
-
-
-def user_from_cookie(scope: Scope, tokens: TokenStore) -> str | None:
-    """The signed-in user of a browser request, or None.
-
-    From the ``wm_session`` cookie when its signature is good, it has not expired or been
-    signed out, and the token it was made from still exists for that user. Else, with the
-    ``web_local_owner`` setting on a loopback server, a request from a loopback address
-    naming a loopback ``Host`` is the local owner. Puts the session payload (if any) in
-    ``scope["state"]["web_session"]``.
-    """
-    ctx = _CONTEXTS.get(tokens)
-    if ctx is None:
-        return None
-    value = _cookies(scope).get(SESSION_COOKIE)
-    if value:
-        data = read_session_cookie(ctx.key, value)
-        if (
-            data is not None
-            and data.get("n") not in ctx.signed_out
-            and (str(data.get("t")), data["u"]) in ctx.token_ids()
-        ):
-            scope.setdefault("state", {})["web_session"] = data
-            return str(data["u"])
-    if getattr(ctx.settings, "web_local_owner", False):
-        client = scope.get("client")
-        if (
-            _loopback(ctx.settings.host)
-            and client
-            and _loopback(str(client[0]))
-            and _host_is_loopback_name(_header(scope, b"host"))
-        ):
-            return ctx.tokens.owner_name()
-    return None
-
-
-def unauthorized(scope: Scope) -> Response:
-    """What a browser request without a valid sign-in gets: ``GET``/``HEAD`` are sent to
-    ``/login?next=<the path>`` (303); anything else gets a 401 page."""
-    if scope.get("method") in ("GET", "HEAD"):
-        target = scope.get("path", "/")
-        qs = scope.get("query_string", b"").decode("latin-1")
-        if qs:
-            target += "?" + qs
-        nxt = "" if target == "/" else "?" + urlencode({"next": target})
-        resp: Response = RedirectResponse("/login" + nxt, 303)
-    else:
-        resp = HTMLResponse(
-            "<!doctype html><title>Sign in</title><p>Sign in first: <a href=/login>/login</a>",
-            401,
-        )
-    resp.headers.update(SECURITY_HEADERS)
-    return resp
-
-
-def _safe_next(value: str | None) -> str:
-    """A local path to go to after sign-in (never another site): else ``/``."""
-    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
-        return "/"
-    if any(ord(c) < 32 for c in value):
-        return "/"
-    return value
 
 
 # --------------------------------------------------------------------------- routes
@@ -378,31 +124,29 @@ def routes(memory: Memory, tokens: TokenStore) -> list[Any]:
 
     Creates ``auth/web-cookie.key`` on first use; nothing else is written."""
     tdir = template_dir()
-    static: dict[str, tuple[bytes, str]] = {}
-    for name, ctype in (
-        ("web.css", "text/css; charset=utf-8"),
-        ("favicon.svg", "image/svg+xml"),
-    ):
-        p = tdir / "static" / name
-        if p.is_file():
-            static[name] = (p.read_bytes(), ctype)
-    version = hashlib.sha256(b"".join(v[0] for v in static.values())).hexdigest()[:10]
+    static, version = load_static(tdir)
     ctx = _Web(
         memory=memory,
         tokens=tokens,
         key=_load_key(tokens.auth_dir),
-        env=_make_env(tdir),
+        env=make_env(tdir),
         static=static,
         static_version=version,
     )
     ctx.env.globals["static_version"] = version
     _CONTEXTS[tokens] = ctx
     v = _View(ctx)
+    sign_in = SignIn(ctx)
     return [
         Route("/", v.home, methods=["GET"]),
-        Route("/login", v.login, methods=["GET", "POST"]),
-        Route("/logout", v.logout, methods=["GET", "POST"]),
-        Route("/static/{name}", v.static_file, methods=["GET"]),
+        Route("/login", sign_in.login, methods=["GET", "POST"]),
+        Route("/logout", sign_in.logout, methods=["GET", "POST"]),
+        Route(
+            "/static/{name}",
+            functools.partial(static_file, ctx),
+            methods=["GET"],
+            name="static_file",
+        ),
         Route("/p/{project}", v.project, methods=["GET"]),
         Route("/pages", v.all_pages, methods=["GET"]),
         Route("/page/{path:path}", v.page, methods=["GET"]),
@@ -410,33 +154,8 @@ def routes(memory: Memory, tokens: TokenStore) -> list[Any]:
         Route("/handoffs", v.handoffs, methods=["GET"]),
         Route("/session/{sid}", v.session, methods=["GET"]),
         # last: any other GET gets the view's 404 page (with its security headers)
-        Route(CATCH_ALL, v.no_route, methods=["GET"]),
+        Route(CATCH_ALL, functools.partial(no_route, ctx), methods=["GET"], name="no_route"),
     ]
-
-
-def allowed_methods(request: Request) -> list[str]:
-    """The methods the app's routes accept on this request's path (the web view's
-    catch-all GET route left out), sorted: the ``Allow`` header of a 405."""
-    out: set[str] = set()
-    for route in request.app.router.routes:
-        regex = getattr(route, "path_regex", None)
-        methods = getattr(route, "methods", None)
-        if regex is None or not methods or getattr(route, "path", "") == CATCH_ALL:
-            continue
-        if regex.match(request.url.path):
-            out.update(methods)
-    return sorted(out)
-
-
-def error_page(request: Request, status: int) -> Response:
-    """The web view's HTML page for a router error (404, 405) outside ``/v1``."""
-    messages = {404: ("Not found", "No such page."), 405: ("Not allowed", "Not allowed here.")}
-    title, message = messages.get(status, ("Error", "Something went wrong."))
-    for ctx in list(_CONTEXTS.values()):
-        return _View(ctx)._html(request, "error.html", status, title=title, message=message)
-    resp = HTMLResponse(f"<!doctype html><title>{title}</title><p>{message}</p>", status)
-    resp.headers.update(SECURITY_HEADERS)
-    return resp
 
 
 def _fetch(
@@ -450,8 +169,8 @@ class _NotFound(Exception):
 
 
 class _View:
-    """The handlers. Sync handlers run in Starlette's thread pool (one index connection
-    per thread)."""
+    """The page handlers. Sync handlers run in Starlette's thread pool (one index
+    connection per thread)."""
 
     def __init__(self, ctx: _Web) -> None:
         self.ctx = ctx
@@ -468,29 +187,10 @@ class _View:
         headers: dict[str, str] | None = None,
         **values: Any,
     ) -> HTMLResponse:
-        user = getattr(request.state, "user", None)
-        session = request.scope.get("state", {}).get("web_session")
-        values.setdefault("title", "wiki-memory")
-        values.setdefault("q", "")
-        html = self.ctx.env.get_template(template).render(
-            user=user,
-            logout_csrf=self._logout_csrf(session) if session else None,
-            path=request.url.path,
-            **values,
-        )
-        resp = HTMLResponse(html, status)
-        resp.headers.update(SECURITY_HEADERS)
-        if headers:
-            resp.headers.update(headers)
-        return resp
+        return html_page(self.ctx, request, template, status, headers, **values)
 
     def _not_found(self, request: Request, message: str = "No such page.") -> HTMLResponse:
         return self._html(request, "error.html", 404, title="Not found", message=message)
-
-    def _logout_csrf(self, session: dict[str, Any]) -> str:
-        return _b64(
-            hmac.new(self.ctx.key, b"logout." + str(session.get("n")).encode(), "sha256").digest()
-        )[:32]
 
     def _user(self, request: Request) -> Identity:
         """The reader as the scope rule sees them (a signed-out reader never gets here;
@@ -545,168 +245,6 @@ class _View:
             return max(0, min(10**7, int(request.query_params.get(name, "0"))))
         except ValueError:
             return 0
-
-    def no_route(self, request: Request) -> Response:
-        path = request.url.path
-        if path.startswith(("/v1/", "/mcp")) or path == "/v1":
-            # the API's JSON 404 or 405 (a POST-only route asked with GET), from the app's
-            # one error handler
-            raise StarletteHTTPException(405 if allowed_methods(request) else 404)
-        return self._not_found(request, "No such page.")
-
-    # -- sign-in -----------------------------------------------------------------------
-
-    async def login(self, request: Request) -> Response:
-        nxt = _safe_next(request.query_params.get("next"))
-        if request.method == "POST":
-            return await self._login_post(request)
-        token = secrets.token_urlsafe(24)
-        resp = self._html(
-            request,
-            "login.html",
-            title="Sign in",
-            csrf=token,
-            next=nxt,
-            error=None,
-        )
-        self._set_csrf_cookie(request, resp, token)
-        return resp
-
-    def _set_csrf_cookie(self, request: Request, resp: Response, token: str) -> None:
-        resp.set_cookie(
-            CSRF_COOKIE,
-            token,
-            max_age=3600,
-            path="/login",
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-        )
-
-    def _cross_site(self, request: Request) -> bool:
-        site = request.headers.get("sec-fetch-site")
-        if site and site not in ("same-origin", "none"):
-            return True
-        origin = request.headers.get("origin")
-        if origin and origin != "null":
-            host = request.headers.get("host", "")
-            if origin.split("://", 1)[-1] != host:
-                return True
-        elif origin == "null":
-            return True
-        return False
-
-    async def _read_form(self, request: Request) -> dict[str, str] | None:
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_FORM_BYTES:
-                return None
-        try:
-            return dict(parse_qsl(body.decode("utf-8"), keep_blank_values=True))
-        except UnicodeDecodeError:
-            return None
-
-    async def _login_post(self, request: Request) -> Response:
-        form = await self._read_form(request)
-        if form is None:
-            return self._html(request, "error.html", 413, title="Too large", message="")
-        nxt = _safe_next(form.get("next"))
-        cookie = request.cookies.get(CSRF_COOKIE, "")
-        field_token = form.get("csrf", "")
-        if (
-            self._cross_site(request)
-            or not cookie
-            or not field_token
-            or not hmac.compare_digest(cookie.encode(), field_token.encode())
-        ):
-            token = secrets.token_urlsafe(24)
-            resp = self._html(
-                request,
-                "login.html",
-                403,
-                title="Sign in",
-                csrf=token,
-                next=nxt,
-                error="The sign-in form expired or came from another site. Try again.",
-            )
-            self._set_csrf_cookie(request, resp, token)
-            return resp
-        token_text = form.get("token", "").strip()
-        user = self.ctx.tokens.user_for(token_text) if token_text else None
-        if user is None:
-            token = secrets.token_urlsafe(24)
-            resp = self._html(
-                request,
-                "login.html",
-                401,
-                title="Sign in",
-                csrf=token,
-                next=nxt,
-                error="That token is not valid.",
-            )
-            self._set_csrf_cookie(request, resp, token)
-            return resp
-        token_id = hashlib.sha256(token_text.encode("utf-8")).hexdigest()[:8]
-        value = make_session_cookie(self.ctx.key, user, token_id)
-        done = RedirectResponse(nxt, 303)
-        done.headers.update(SECURITY_HEADERS)
-        done.set_cookie(
-            SESSION_COOKIE,
-            value,
-            max_age=SESSION_SECONDS,
-            path="/",
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-        )
-        done.delete_cookie(CSRF_COOKIE, path="/login")
-        return done
-
-    async def logout(self, request: Request) -> Response:
-        """``POST /logout`` with the page's ``csrf`` field signs out (the cookie is dropped
-        and its nonce refused until it expires); ``GET`` shows a confirmation form."""
-        data = None
-        value = request.cookies.get(SESSION_COOKIE)
-        if value:
-            data = read_session_cookie(self.ctx.key, value)
-        if request.method == "GET":
-            if data is None:
-                resp: Response = RedirectResponse("/login", 303)
-                resp.headers.update(SECURITY_HEADERS)
-                return resp
-            request.scope.setdefault("state", {})["web_session"] = data
-            request.state.user = data["u"]
-            return self._html(request, "logout.html", title="Sign out")
-        form = await self._read_form(request) or {}
-        if data is not None:
-            good = form.get("csrf", "") and hmac.compare_digest(
-                form.get("csrf", "").encode(), self._logout_csrf(data).encode()
-            )
-            if not good or self._cross_site(request):
-                request.scope.setdefault("state", {})["web_session"] = data
-                request.state.user = data["u"]
-                return self._html(request, "logout.html", 403, title="Sign out")
-            now = time.time()
-            with self.ctx._lock:
-                self.ctx.signed_out = {n: e for n, e in self.ctx.signed_out.items() if e > now}
-                self.ctx.signed_out[str(data.get("n"))] = float(data["e"])
-        resp = RedirectResponse("/login", 303)
-        resp.headers.update(SECURITY_HEADERS)
-        if data is not None:
-            resp.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
-        return resp
-
-    def static_file(self, request: Request) -> Response:
-        found = self.ctx.static.get(request.path_params["name"])
-        if found is None:
-            resp = Response("not found", 404, media_type="text/plain")
-        else:
-            resp = Response(found[0], media_type=found[1])
-        resp.headers.update(SECURITY_HEADERS)
-        if found is not None:
-            resp.headers["Cache-Control"] = "public, max-age=86400"
-        return resp
 
     # -- lists -------------------------------------------------------------------------
 
@@ -914,15 +452,13 @@ class _View:
 
     def _backlinks(self, user: Identity, rel: str) -> list[dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
-        # the core's link graph as this reader sees it (the scope rule resolves each link)
+        # the core's link graph as this reader sees it: only pages it may see link here,
+        # each with its title
         for link in self.memory.page_links(rel, user)["backlinks"]:
             src = link["path"]
             if src == rel or src in out:
                 continue
-            meta = self.memory.index.page_meta(src, user)
-            if meta is None:
-                continue
-            out[src] = {"path": src, "title": meta.get("title") or src, "kind": meta.get("kind")}
+            out[src] = {"path": src, "title": link.get("title") or src}
         return sorted(out.values(), key=lambda b: (str(b["title"]).casefold(), b["path"]))
 
     def _page_view(self, request: Request, rel: str, via_session: str | None = None) -> Response:

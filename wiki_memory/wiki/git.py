@@ -20,51 +20,53 @@ HEAD, so nothing is lost.
 Paths are repo-relative POSIX strings (``notes/Café résumé.md``); they are stored in git
 as UTF-8, in NFC when the file exists under its NFC name (C23). Times are UTC epoch
 seconds. See docs/git.md for the measured speed and the reasons behind each choice.
+
+This module owns :class:`GitStore` (creating a repository, building and committing,
+packing) and is the git layer's public API: its parts are
+:mod:`~wiki_memory.wiki.gitcommon` (errors, records, identities; re-exported here),
+:mod:`~wiki_memory.wiki.gitread` (the read side, :class:`GitStore`'s base class),
+:mod:`~wiki_memory.wiki.gitindex` (keeping ``.git/index`` in step) and
+:mod:`~wiki_memory.wiki.locks` (the lock-owner sidecar, clearing our own stale locks).
 """
 
 from __future__ import annotations
 
-import bisect
-import glob
-import io
-import json
 import logging
 import os
-import re
 import stat
-import struct
 import threading
 import time
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dulwich.diff_tree import tree_changes
 from dulwich.errors import NotTreeError
 from dulwich.file import FileLocked, GitFile
 from dulwich.ignore import IgnoreFilterManager
-from dulwich.index import (
-    ConflictedIndexEntry,
-    Index,
-    IndexChecksumWriter,
-    IndexEntry,
-    IndexExtension,
-    Stage,
-    cleanup_mode,
-    index_entry_from_stat,
-    unchanged_entry_flags,
-    write_cache_entry,
-    write_index_dict,
-)
+from dulwich.index import cleanup_mode
 from dulwich.objects import Blob, Commit, ObjectID, SubmoduleEncountered, Tree
-from dulwich.objectspec import parse_commit
-from dulwich.patch import write_object_diff
 from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
-from wiki_memory.errors import Unavailable
+from wiki_memory.wiki.gitcommon import (
+    DEFAULT_BRANCH,
+    DEFAULT_EMAIL_DOMAIN,
+    SYSTEM_AUTHOR,
+    BlameLine,
+    CommitInfo,
+    GitBusy,
+    GitError,
+    author_email_for,
+    author_identity,
+    clean_message,
+    decode_path,
+    tz_offset,
+    validate_path,
+)
+from wiki_memory.wiki.gitindex import Changes, IndexCache, Leaf, load_index, update_index
+from wiki_memory.wiki.gitread import GitHistory
+from wiki_memory.wiki.locks import OWNER_PREFIX, clear_recorded_locks, record_owner, unlink
 from wiki_memory.wiki.paths import is_plain, odd_name, report_odd_name
 
 __all__ = [
@@ -73,17 +75,15 @@ __all__ = [
     "GitBusy",
     "GitError",
     "GitStore",
+    "DEFAULT_BRANCH",
     "DEFAULT_EMAIL_DOMAIN",
     "GITIGNORE_TEXT",
+    "SYSTEM_AUTHOR",
     "author_email_for",
     "author_identity",
 ]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_BRANCH = "main"
-DEFAULT_EMAIL_DOMAIN = "wiki-memory.local"
-SYSTEM_AUTHOR = ("wiki-memory", "wiki-memory@" + DEFAULT_EMAIL_DOMAIN)
 
 #: Written to a NEW wiki and committed in its first commit.
 GITIGNORE_TEXT = """\
@@ -107,341 +107,14 @@ _OPERATION_MARKERS = (
     ("BISECT_LOG", "a bisect"),
 )
 
-# Index extensions we keep when rewriting the index. The cache-tree (TREE) and the
-# untracked cache (UNTR) describe the entries we change, so they would go stale; git
-# rebuilds both when it needs them. EOIE/IEOT hold offsets into the old file.
-_KEEP_EXTENSIONS = frozenset({b"REUC"})
-
 _POLL_SECONDS = 0.05
 _MAX_CAS_ATTEMPTS = 50
-
-# While a commit holds index.lock, this sidecar in .git names the lock (inode) and the
-# branch whose ref lock it may take, with the owner's pid and a per-process token.
-_OWNER_PREFIX = "wiki-memory-lock-owner."
-_PROCESS_TOKEN = os.urandom(8).hex()
-# dulwich writes a loose object through "objects/xx/<rest>.lock" (git itself never does)
-_LOOSE_LOCK = re.compile(r"^[0-9a-f]{2}$")
-
-
-class GitError(Exception):
-    """A git operation failed for a reason the caller cannot retry away."""
-
-
-class GitBusy(GitError, Unavailable):
-    """503 ``busy``: another git program holds the repository; try again later.
-
-    ``retry_after_seconds`` (int, >= 1) is sent as the HTTP ``Retry-After`` header;
-    ``reason`` says what is going on, in words safe to show a client (no file paths).
-    """
-
-    code = "busy"
-
-    def __init__(
-        self, retry_after_seconds: int, reason: str = "another git command is running"
-    ) -> None:
-        self.retry_after_seconds = max(1, int(retry_after_seconds))
-        self.reason = reason
-        Unavailable.__init__(
-            self,
-            f"the wiki's git repository is busy ({reason}); retry in {self.retry_after_seconds} s",
-            headers={"Retry-After": str(self.retry_after_seconds)},
-        )
-
-
-@dataclass(frozen=True)
-class CommitInfo:
-    """One commit as the faces show it.
-
-    ``time`` is the author time in UTC epoch seconds; ``paths`` are the repo-relative
-    paths changed against the first parent (all paths for a root commit), sorted.
-    """
-
-    sha: str
-    author_name: str
-    author_email: str
-    time: int
-    message: str
-    paths: list[str] = field(default_factory=list)
-    parents: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class BlameLine:
-    """One line of a file with the commit that last changed it (``time``: UTC epoch s)."""
-
-    sha: str
-    author_name: str
-    author_email: str
-    time: int
-    line: str
-
-
-# --------------------------------------------------------------------------- identity
-
-_EMAIL_UNSAFE = re.compile(r"[\s<>@\"',;:\\()\[\]]+")
-_NAME_CRUD = "".join(chr(c) for c in range(33)) + ".,:;<>\"\\'"
-
-
-def author_email_for(
-    user: str,
-    *,
-    emails: Mapping[str, str] | None = None,
-    domain: str = DEFAULT_EMAIL_DOMAIN,
-) -> str:
-    """Return the commit e-mail for ``user``: ``emails[user]`` if configured, else
-    ``<user>@<domain>`` (``alice@wiki-memory.local``).
-
-    The local part is the NFC user name with spaces and characters that are not
-    allowed unquoted in an address replaced by ``-``; an empty result becomes
-    ``unknown``.
-    """
-    if emails and user in emails and emails[user].strip():
-        return _clean_email(emails[user])
-    local = _EMAIL_UNSAFE.sub("-", unicodedata.normalize("NFC", user)).strip("-.")
-    return f"{local or 'unknown'}@{domain}"
-
-
-def _clean_email(email: str) -> str:
-    return re.sub(r"[\s<>\x00]+", "", unicodedata.normalize("NFC", email))
-
-
-def author_identity(name: str, email: str) -> bytes:
-    """Return ``b"Name <email>"`` as git writes it: NFC UTF-8, with ``<``, ``>``, newlines
-    and NUL removed and git's "crud" stripped from the ends of the name. An empty name
-    becomes the e-mail's local part."""
-    clean_email = _clean_email(email)
-    clean_name = re.sub(r"[<>\x00\r\n]+", "", unicodedata.normalize("NFC", name)).strip(_NAME_CRUD)
-    if not clean_name:
-        clean_name = clean_email.split("@", 1)[0] or "unknown"
-    return f"{clean_name} <{clean_email}>".encode()
-
-
-# --------------------------------------------------------------------------- paths
-
-
-def _validate(path: str) -> str:
-    """Check a repo-relative POSIX path; return it unchanged. Raises ValueError."""
-    if not isinstance(path, str) or not path:
-        raise ValueError("empty path")
-    if "\x00" in path or path.startswith("/") or "\\" in path:
-        raise ValueError(f"not a repo-relative POSIX path: {path!r}")
-    parts = path.split("/")
-    for part in parts:
-        if part in ("", ".", ".."):
-            raise ValueError(f"not a normalized repo-relative path: {path!r}")
-        if part.lower() == ".git":
-            raise ValueError(f"path inside .git: {path!r}")
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"path is not valid UTF-8: {path!r}") from None
-    return path
-
-
-_MESSAGE_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _clean_message(message: str) -> str:
-    """A commit message as git wants it: CRLF as LF, no other control character (a NUL
-    would make the commit object unreadable to git), a final newline."""
-    text = _MESSAGE_CONTROL.sub("", message.replace("\r\n", "\n"))
-    return text if text.endswith("\n") else text + "\n"
-
-
-def _decode(path: bytes) -> str:
-    return path.decode("utf-8", "surrogateescape")
-
-
-def _tz_offset(when: float) -> int:
-    return time.localtime(when).tm_gmtoff or 0
-
-
-@dataclass
-class _Leaf:
-    mode: int
-    sha: ObjectID
-    st: os.stat_result
-
-
-# One change per path: a file to store, or None to remove the path (file or subtree).
-_Changes = dict[bytes, _Leaf | None]
-
-
-class _IndexCache:
-    """The parsed index, kept in memory between commits with each entry already
-    serialized (v2/v3 entries do not depend on their neighbours), so a commit rewrites
-    a 10k-entry index in about a millisecond instead of re-reading (~70 ms) and
-    re-serializing (~50 ms) it with dulwich. Valid while the index file's (inode, size,
-    mtime) match ``key``; anything else (a person's git) makes the next commit re-read
-    it."""
-
-    def __init__(self) -> None:
-        self.key: tuple[int, int, int] | None = None
-        self.version = 2
-        self.extensions: list[IndexExtension] = []
-        self.entries: dict[bytes, IndexEntry | ConflictedIndexEntry] = {}
-        self.order: list[bytes] = []  # sorted names, as the index stores them
-        self.chunks: list[bytes] = []  # serialized entries, aligned with ``order``
-        self.dirty: set[bytes] = set()  # names whose chunk must be serialized again
-        self.extra = 0  # conflicted names take one index entry per stage
-        self.dirs: set[bytes] = set()  # folders that have (or had) entries below them
-
-    def load(self, path: str) -> None:
-        st = _stat_key(path)
-        if st is not None and st == self.key:
-            return
-        self.entries, self.extensions, self.dirs = {}, [], set()
-        self.version = 2
-        if st is not None:
-            idx = Index(path)
-            self.version = getattr(idx, "_version", None) or 2
-            self.extensions = [
-                e for e in getattr(idx, "_extensions", []) if e.signature in _KEEP_EXTENSIONS
-            ]
-            self.entries = dict(idx.items())
-        self.order = sorted(self.entries)
-        self.dirty = set()
-        self.extra = sum(_stages(e) - 1 for e in self.entries.values())
-        for name in self.order:
-            self._add_dirs(name)
-        if 2 <= self.version <= 3:
-            self.chunks = [self._serialize(name) for name in self.order]
-            # Extensions whose name starts with a lowercase letter must be understood
-            # by whoever rewrites the index (split index "link", sparse index "sdir").
-            # dulwich does not; refuse rather than drop the entries they stand for.
-            sig = b""
-            end = 12 + sum(len(c) for c in self.chunks)
-            if st is not None and end + 8 <= st[1] - 20:  # room for an extension header
-                with open(path, "rb") as fh:
-                    fh.seek(end)
-                    sig = fh.read(4)
-            if len(sig) == 4 and 97 <= sig[0] <= 122:
-                self.key = None
-                raise GitError(
-                    f"the git index uses the {sig.decode('ascii', 'replace')!r} extension, "
-                    "which wiki-memory cannot update; run: git update-index --no-split-index"
-                    " (and git sparse-checkout disable)"
-                )
-        else:
-            self.chunks = [b""] * len(self.order)
-            self.dirty = set(self.order)
-        self.key = st
-
-    def _add_dirs(self, name: bytes) -> None:
-        i = name.rfind(b"/")
-        while i > 0:
-            d = name[:i]
-            if d in self.dirs:
-                return
-            self.dirs.add(d)
-            i = d.rfind(b"/")
-
-    def _serialize(self, name: bytes) -> bytes:
-        value = self.entries[name]
-        buf = io.BytesIO()
-        if isinstance(value, ConflictedIndexEntry):
-            for stage, sub in (
-                (Stage.MERGE_CONFLICT_ANCESTOR, value.ancestor),
-                (Stage.MERGE_CONFLICT_THIS, value.this),
-                (Stage.MERGE_CONFLICT_OTHER, value.other),
-            ):
-                if sub is not None:
-                    start = buf.tell()
-                    write_cache_entry(_Offset(buf, start), sub.serialize(name, stage), self.version)
-        else:
-            write_cache_entry(_Offset(buf, 0), value.serialize(name, Stage.NORMAL), self.version)
-        return buf.getvalue()
-
-    def set(self, name: bytes, entry: IndexEntry) -> None:
-        old = self.entries.get(name)
-        if old is None:
-            pos = bisect.bisect_left(self.order, name)
-            self.order.insert(pos, name)
-            self.chunks.insert(pos, b"")
-            self._add_dirs(name)
-        else:
-            self.extra -= _stages(old) - 1
-        self.entries[name] = entry
-        self.dirty.add(name)
-        if entry.extended_flags and self.version < 3:
-            self.version = 3  # as git does; every entry is serialized again
-            self.dirty = set(self.order)
-
-    def remove(self, name: bytes) -> bool:
-        """Remove ``name`` and every entry below ``name/``; True when anything went."""
-        gone = [name] if name in self.entries else []
-        if name in self.dirs:
-            self.dirs.discard(name)
-            prefix = name + b"/"
-            i = bisect.bisect_left(self.order, prefix)
-            while i < len(self.order) and self.order[i].startswith(prefix):
-                gone.append(self.order[i])
-                i += 1
-        for k in gone:
-            self._drop(k)
-        return bool(gone)
-
-    def _drop(self, name: bytes) -> None:
-        pos = bisect.bisect_left(self.order, name)
-        del self.order[pos]
-        del self.chunks[pos]
-        self.extra -= _stages(self.entries.pop(name)) - 1
-        self.dirty.discard(name)
-
-    def write(self, f: Any) -> None:
-        """Write the index to ``f`` (the held lock file) and close it (rename)."""
-        writer = IndexChecksumWriter(f)
-        if self.version >= 4 or self.version < 2:
-            write_index_dict(writer, self.entries, version=self.version, extensions=self.extensions)
-            writer.close()
-            return
-        for name in self.dirty:
-            self.chunks[bisect.bisect_left(self.order, name)] = self._serialize(name)
-        self.dirty.clear()
-        count = len(self.order) + self.extra
-        writer.write(b"DIRC" + struct.pack(">LL", self.version, count))
-        writer.write(b"".join(self.chunks))
-        for ext in self.extensions:
-            data = ext.to_bytes()
-            writer.write(ext.signature + struct.pack(">I", len(data)) + data)
-        writer.close()
-
-
-def _stages(entry: IndexEntry | ConflictedIndexEntry) -> int:
-    if isinstance(entry, ConflictedIndexEntry):
-        return sum(1 for e in (entry.ancestor, entry.this, entry.other) if e is not None)
-    return 1
-
-
-class _Offset:
-    """Makes ``write_cache_entry`` pad each entry relative to the entry's own start."""
-
-    def __init__(self, buf: io.BytesIO, start: int) -> None:
-        self._buf = buf
-        self._start = start
-
-    def write(self, data: bytes) -> int:
-        return self._buf.write(data)
-
-    def tell(self) -> int:
-        return self._buf.tell() - self._start
-
-    def close(self) -> None:  # pragma: no cover - protocol completeness
-        pass
-
-
-def _stat_key(path: str) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 # --------------------------------------------------------------------------- the store
 
 
-class GitStore:
+class GitStore(GitHistory):
     """The wiki's git repository, written by one writer and read by anyone.
 
     ``GitStore(wiki_dir)`` opens the repository in ``wiki_dir`` (any branch, any history:
@@ -474,7 +147,7 @@ class GitStore:
         self.busy_retry_after_seconds = int(busy_retry_after_seconds)
         self._lock = threading.RLock()
         self._read_lock = threading.RLock()
-        self._index = _IndexCache()
+        self._index = IndexCache()
         self._commits_since_pack = 0
         created = False
         if not (self.wiki_dir / ".git").exists():
@@ -490,7 +163,7 @@ class GitStore:
         self._root = os.fsencode(self._repo.path)
         self._controldir = self._repo.controldir()
         self._index_path = os.path.join(self._controldir, "index")
-        self._owner_path = os.path.join(self._controldir, f"{_OWNER_PREFIX}{os.getpid()}")
+        self._owner_path = os.path.join(self._controldir, f"{OWNER_PREFIX}{os.getpid()}")
         if clear_stale_locks:
             self.clear_stale_locks()
         # Loose objects left by earlier runs count towards the next pack (a commit
@@ -528,26 +201,8 @@ class GitStore:
         * dulwich's loose-object locks (``objects/xx/<sha>.lock``; stock git never
           writes these) are removed: only a wiki-memory process writes through them.
         """
-        removed: list[str] = []
         with self._lock:
-            for side in glob.glob(os.path.join(glob.escape(self._controldir), _OWNER_PREFIX + "*")):
-                try:
-                    with open(side, encoding="utf-8") as fh:
-                        rec = json.load(fh)
-                    pid = int(rec["pid"])
-                except (OSError, ValueError, KeyError, TypeError):
-                    rec, pid = {}, -1
-                if pid > 0 and _owner_alive(pid, str(rec.get("token", ""))):
-                    continue
-                removed += self._remove_recorded_locks(rec)
-                _unlink(side)
-            objects = os.path.join(self._controldir, "objects")
-            for sub in os.listdir(objects) if os.path.isdir(objects) else []:
-                if not _LOOSE_LOCK.match(sub):
-                    continue
-                for name in os.listdir(os.path.join(objects, sub)):
-                    if name.endswith(".lock") and _unlink(os.path.join(objects, sub, name)):
-                        removed.append(f"objects/{sub}/{name}")
+            removed = clear_recorded_locks(self._controldir, self._index_path)
         if removed:
             log.warning(
                 "removed %d git lock file(s) left by a wiki-memory process that was killed: %s",
@@ -556,52 +211,9 @@ class GitStore:
             )
         return removed
 
-    def _remove_recorded_locks(self, rec: dict[str, Any]) -> list[str]:
-        out: list[str] = []
-        index_lock = self._index_path + ".lock"
-        try:
-            st = os.stat(index_lock)
-        except OSError:
-            return out  # released before the kill: any ref lock now is somebody else's
-        if rec.get("ino") != st.st_ino or st.st_mtime_ns < int(rec.get("since_ns", 0)):
-            return out  # not the file we created
-        ref = rec.get("ref_lock")
-        if (
-            isinstance(ref, str)
-            and (ref == "HEAD.lock" or ref.startswith("refs/"))
-            and ".." not in ref
-        ):
-            full = os.path.join(self._controldir, *ref.split("/"))
-            try:
-                if os.stat(full).st_mtime_ns >= int(rec.get("since_ns", 0)) and _unlink(full):
-                    out.append(ref)
-            except OSError:
-                pass
-        if _unlink(index_lock):
-            out.append("index.lock")
-        return out
-
     def _record_owner(self, lockfile: Any) -> None:
-        """Name the index.lock we hold (and the ref lock we may take) in the sidecar.
-        Not fsynced: a killed process loses no page-cache writes, and after a power loss
-        a lock without its sidecar is only waited on (as any foreign lock)."""
-        try:
-            st = os.fstat(lockfile.fileno())
-            names = self._repo.refs.follow(HEADREF)[0]
-            last = names[-1] if names else HEADREF
-            rec = {
-                "pid": os.getpid(),
-                "token": _PROCESS_TOKEN,
-                "ino": st.st_ino,
-                "since_ns": st.st_mtime_ns,
-                "ref_lock": _decode(last) + ".lock",
-            }
-            with open(self._owner_path, "w", encoding="utf-8") as fh:
-                json.dump(rec, fh)
-        except Exception:  # noqa: BLE001 - only the clean-up after a crash depends on it
-            log.debug("cannot record the git lock owner", exc_info=True)
-
-    # ------------------------------------------------------------------ writing
+        """Name the index.lock we hold (and the ref lock we may take) in the sidecar."""
+        record_owner(self._owner_path, lockfile, self._repo.refs)
 
     def commit(
         self,
@@ -631,7 +243,7 @@ class GitStore:
             if odd_name(p):
                 report_odd_name(p)  # not UTF-8: left on disk as it is, never committed
                 continue
-            kept.append(_validate(p))
+            kept.append(validate_path(p))
         if not kept and paths:
             return None
         with self._lock:
@@ -676,210 +288,12 @@ class GitStore:
                 continue
         return n
 
-    # ------------------------------------------------------------------ reading
-
-    def head(self) -> str | None:
-        """The commit sha HEAD resolves to, or None before the first commit."""
-        with self._read_lock:
-            sha = self._reader.refs.follow(HEADREF)[1]
-            return sha.decode("ascii") if sha else None
-
-    def branch(self) -> str | None:
-        """The branch HEAD points to (``main``), or None when HEAD is detached."""
-        with self._read_lock:
-            names = self._reader.refs.follow(HEADREF)[0]
-            last = names[-1] if names else b"HEAD"
-            return _decode(last[len(b"refs/heads/") :]) if last.startswith(b"refs/heads/") else None
-
-    def log(self, path: str | None = None, limit: int = 50) -> list[CommitInfo]:
-        """The newest ``limit`` commits reachable from HEAD, newest first; with ``path``
-        (a file or folder), only commits that changed it."""
-        with self._read_lock:
-            head = self._reader.refs.follow(HEADREF)[1]
-            if head is None or limit <= 0:
-                return []
-            walk_paths = [_validate(path).encode()] if path else None
-            walker = self._reader.get_walker(include=[head], paths=walk_paths, max_entries=limit)
-            return [self._info(entry.commit) for entry in walker]
-
-    def commit_info(self, rev: str = "HEAD") -> CommitInfo:
-        """The :class:`CommitInfo` of one commit. Raises KeyError for an unknown rev."""
-        with self._read_lock:
-            return self._info(self._commit_of(rev))
-
-    def read_at(self, path: str, rev: str = "HEAD") -> bytes | None:
-        """The bytes of ``path`` in commit ``rev`` (sha, short sha, branch, ``HEAD``), or
-        None when the path does not exist there (or is a folder). Raises KeyError for
-        an unknown rev."""
-        with self._read_lock:
-            c = self._commit_of(rev)
-            return self._blob_at(c.tree, _validate(path).encode())
-
-    def read_as_of(self, path: str, when_epoch: float) -> bytes | None:
-        """The bytes of ``path`` as committed at UTC epoch ``when_epoch``: its content in
-        the newest commit on HEAD's history whose commit time is <= ``when_epoch``.
-        None when there was no such commit or the path did not exist then. Cost grows
-        with the number of commits made after ``when_epoch``."""
-        with self._read_lock:
-            head = self._reader.refs.follow(HEADREF)[1]
-            if head is None:
-                return None
-            bpath = _validate(path).encode()
-            for entry in self._reader.get_walker(include=[head]):
-                if entry.commit.commit_time <= when_epoch:
-                    return self._blob_at(entry.commit.tree, bpath)
-            return None
-
-    def diff(self, path: str, rev: str = "HEAD") -> str:
-        """Unified diff (git format, ``a/`` and ``b/`` prefixes) of ``path`` between the
-        first parent of ``rev`` and ``rev``; "" when ``rev`` did not change it. Paths are
-        shown as plain Unicode, never quoted or escaped; content is decoded as UTF-8
-        (undecodable bytes become U+FFFD). Raises KeyError for an unknown rev."""
-        with self._read_lock:
-            c = self._commit_of(rev)
-            bpath = _validate(path).encode()
-            new = self._entry_at(c.tree, bpath)
-            old = None
-            if c.parents:
-                parent = self._reader[c.parents[0]]
-                assert isinstance(parent, Commit)
-                old = self._entry_at(parent.tree, bpath)
-            if old == new:
-                return ""
-            buf = io.BytesIO()
-            write_object_diff(
-                buf,
-                self._reader.object_store,
-                (bpath if old else None, old[0] if old else None, old[1] if old else None),
-                (bpath if new else None, new[0] if new else None, new[1] if new else None),
-            )
-            return buf.getvalue().decode("utf-8", "replace")
-
-    def blame(self, path: str, rev: str = "HEAD") -> list[BlameLine]:
-        """Each line of ``path`` at ``rev`` with the commit that last changed it (renames
-        followed). Empty when the path does not exist at ``rev``."""
-        from dulwich.annotate import annotate_lines
-
-        with self._read_lock:
-            c = self._commit_of(rev)
-            bpath = _validate(path).encode()
-            if self._entry_at(c.tree, bpath) is None:
-                return []
-            out = []
-            for (commit, _entry), line in annotate_lines(self._reader.object_store, c.id, bpath):
-                name, email = _split_ident(commit.author)
-                out.append(
-                    BlameLine(
-                        sha=commit.id.decode("ascii"),
-                        author_name=name,
-                        author_email=email,
-                        time=commit.author_time,
-                        line=line.decode("utf-8", "replace").rstrip("\r\n"),
-                    )
-                )
-            return out
-
-    def changed_paths(self, old_sha: str | None, new_sha: str | None) -> list[str]:
-        """Sorted repo-relative paths that differ between two commits (None = empty
-        tree), e.g. after HEAD moved under the server (``git pull``/``checkout``)."""
-        with self._read_lock:
-            old_tree = self._commit_of(old_sha).tree if old_sha else None
-            new_tree = self._commit_of(new_sha).tree if new_sha else None
-            return self._tree_diff_paths(old_tree, new_tree)
-
-    def is_clean(self, include_untracked: bool = False) -> bool:
-        """True when the index and the working tree match HEAD. Untracked files count
-        only with ``include_untracked`` (files matched by .gitignore never count). Uses
-        dulwich's status (it walks the whole tree: not for the hot path) without taking
-        any lock."""
-        from dulwich import porcelain
-
-        with self._read_lock:
-            st = porcelain.status(
-                self._reader,
-                untracked_files="all" if include_untracked else "no",
-                optional_locks=False,
-            )
-        if any(st.staged.values()) or st.unstaged:
-            return False
-        return not (include_untracked and st.untracked)
-
-    def dirty_paths(self) -> list[str]:
-        """Sorted repo-relative paths whose working-tree state differs from HEAD: modified,
-        deleted, staged, and untracked files not matched by ``.gitignore``. Walks the whole
-        tree (dulwich status): for start-up recovery, not the hot path."""
-        from dulwich import porcelain
-
-        with self._read_lock:
-            st = porcelain.status(self._reader, untracked_files="all", optional_locks=False)
-        out: set[str] = set()
-        for group in st.staged.values():
-            out.update(_decode(p) if isinstance(p, bytes) else str(p) for p in group)
-        out.update(_decode(p) if isinstance(p, bytes) else str(p) for p in st.unstaged)
-        out.update(_decode(p) if isinstance(p, bytes) else str(p) for p in st.untracked)
-        return sorted(p.rstrip("/") for p in out)
-
     def tracked(self, path: str) -> bool:
         """True when ``path`` (repo-relative) is a file in HEAD's tree."""
         with self._read_lock:
             return self._tracked(self._head_tree(), path.encode("utf-8")) is not None
 
     # ------------------------------------------------------------------ internals
-
-    def _commit_of(self, rev: str | bytes) -> Commit:
-        if isinstance(rev, str):
-            rev = rev.encode("utf-8")
-        try:
-            c = parse_commit(self._reader, rev)
-        except (KeyError, ValueError) as exc:
-            raise KeyError(f"unknown revision: {rev.decode('utf-8', 'replace')}") from exc
-        return c
-
-    def _entry_at(self, tree_id: ObjectID, path: bytes) -> tuple[int, ObjectID] | None:
-        try:
-            mode, sha = self._reader.object_store[tree_id].lookup_path(  # type: ignore[attr-defined]
-                self._reader.object_store.__getitem__, path
-            )
-        except (KeyError, NotTreeError, SubmoduleEncountered):
-            return None
-        if stat.S_ISDIR(mode):
-            return None
-        return mode, sha
-
-    def _blob_at(self, tree_id: ObjectID, path: bytes) -> bytes | None:
-        found = self._entry_at(tree_id, path)
-        if found is None:
-            return None
-        blob = self._reader.object_store[found[1]]
-        return blob.as_raw_string() if isinstance(blob, Blob) else None
-
-    def _tree_diff_paths(self, old_tree: ObjectID | None, new_tree: ObjectID | None) -> list[str]:
-        out: set[bytes] = set()
-        for ch in tree_changes(self._reader.object_store, old_tree, new_tree):
-            if ch.old is not None and ch.old.path is not None:
-                out.add(ch.old.path)
-            if ch.new is not None and ch.new.path is not None:
-                out.add(ch.new.path)
-        return sorted(_decode(p) for p in out)
-
-    def _info(self, c: Commit) -> CommitInfo:
-        parent_tree = None
-        if c.parents:
-            parent = self._reader[c.parents[0]]
-            assert isinstance(parent, Commit)
-            parent_tree = parent.tree
-        name, email = _split_ident(c.author)
-        return CommitInfo(
-            sha=c.id.decode("ascii"),
-            author_name=name,
-            author_email=email,
-            time=int(c.author_time),
-            message=c.message.decode(_encoding(c), "replace").rstrip("\n"),
-            paths=self._tree_diff_paths(parent_tree, c.tree),
-            parents=tuple(p.decode("ascii") for p in c.parents),
-        )
-
-    # -- building a commit
 
     def _check_operations(self) -> None:
         for marker, what in _OPERATION_MARKERS:
@@ -903,19 +317,21 @@ class GitStore:
             return None
         c = self._repo[sha]
         assert isinstance(c, Commit)
-        return c.tree
+        tree: ObjectID = c.tree
+        return tree
 
     def _tracked(self, tree_id: ObjectID | None, path: bytes) -> tuple[int, ObjectID] | None:
         if tree_id is None:
             return None
         try:
-            return self._repo.object_store[tree_id].lookup_path(  # type: ignore[attr-defined]
+            found: tuple[int, ObjectID] = self._repo.object_store[tree_id].lookup_path(  # type: ignore[attr-defined]
                 self._repo.object_store.__getitem__, path
             )
         except (KeyError, NotTreeError, SubmoduleEncountered):
             return None
+        return found
 
-    def _collect(self, paths: Iterable[bytes]) -> _Changes:
+    def _collect(self, paths: Iterable[bytes]) -> Changes:
         """Read the named paths from disk and store their blobs. Stat is taken BEFORE
         the read, so a file changed during the read looks modified to git afterwards
         (never falsely clean)."""
@@ -926,9 +342,9 @@ class GitStore:
             nonlocal ignore
             if ignore is None:
                 ignore = IgnoreFilterManager.from_repo(self._repo)
-            return bool(ignore.is_ignored(_decode(p) + ("/" if is_dir else "")))
+            return bool(ignore.is_ignored(decode_path(p) + ("/" if is_dir else "")))
 
-        changes: _Changes = {}
+        changes: Changes = {}
         todo = list(paths)
         while todo:
             rel = todo.pop()
@@ -958,8 +374,8 @@ class GitStore:
                     if name == b".git":
                         continue
                     child = rel + b"/" + name if rel else name
-                    if odd_name(_decode(name)):
-                        report_odd_name(_decode(child))  # left on disk, never committed
+                    if odd_name(decode_path(name)):
+                        report_odd_name(decode_path(child))  # left on disk, never committed
                         continue
                     try:
                         is_dir = stat.S_ISDIR(os.lstat(os.path.join(self._root, child)).st_mode)
@@ -970,7 +386,7 @@ class GitStore:
                     todo.append(child)
                 continue
             if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
-                raise ValueError(f"not a regular file or symlink: {_decode(rel)!r}")
+                raise ValueError(f"not a regular file or symlink: {decode_path(rel)!r}")
             tracked = self._tracked(head_tree, rel)
             if tracked is None and ignored(rel):
                 continue
@@ -984,7 +400,7 @@ class GitStore:
             blob = Blob.from_string(data)
             if tracked is None or tracked[1] != blob.id:
                 self._repo.object_store.add_object(blob)
-            changes[rel] = _Leaf(mode, blob.id, st)
+            changes[rel] = Leaf(mode, blob.id, st)
         return changes
 
     def _tree_files(self, tree_id: ObjectID, prefix: bytes) -> Iterable[bytes]:
@@ -998,7 +414,7 @@ class GitStore:
                 yield child
 
     def _build_tree(
-        self, tree_id: ObjectID | None, items: list[tuple[list[bytes], _Leaf | None]]
+        self, tree_id: ObjectID | None, items: list[tuple[list[bytes], Leaf | None]]
     ) -> ObjectID | None:
         store = self._repo.object_store
         if tree_id is not None:
@@ -1008,8 +424,8 @@ class GitStore:
             assert isinstance(tree, Tree)
         else:
             tree = Tree()
-        direct: dict[bytes, _Leaf | None] = {}
-        nested: dict[bytes, list[tuple[list[bytes], _Leaf | None]]] = {}
+        direct: dict[bytes, Leaf | None] = {}
+        nested: dict[bytes, list[tuple[list[bytes], Leaf | None]]] = {}
         for parts, leaf in items:
             if len(parts) == 1:
                 direct[parts[0]] = leaf
@@ -1071,8 +487,8 @@ class GitStore:
         self._check_operations()
         ident = author_identity(author_name, author_email)
         t = time.time() if when is None else float(when)
-        tz = _tz_offset(t)
-        body = _clean_message(message)
+        tz = tz_offset(t)
+        body = clean_message(message)
         # The files are read only once the index lock is ours: another git (a checkout
         # rewriting a thousand files) holds that lock while it writes, and files read
         # before it finished would be committed half old, half new on top of its HEAD.
@@ -1125,7 +541,7 @@ class GitStore:
             lockfile.abort()
             raise
         finally:
-            _unlink(self._owner_path)
+            unlink(self._owner_path)
         return result
 
     def _swap_ref(
@@ -1160,42 +576,11 @@ class GitStore:
 
     def _load_index(self) -> None:
         """Read the index (or reuse the cached copy) while holding its lock."""
-        try:
-            self._index.load(self._index_path)
-        except GitError:
-            raise
-        except Exception as exc:
-            self._index.key = None
-            raise GitError(f"cannot read the git index ({type(exc).__name__})") from exc
+        load_index(self._index, self._index_path)
 
-    def _update_index(self, lockfile: Any, changes: _Changes) -> None:
+    def _update_index(self, lockfile: Any, changes: Changes) -> None:
         """Rewrite the index entries of ``changes`` while holding the index lock."""
-        cache = self._index
-        dirty = False
-        for path, leaf in changes.items():
-            if leaf is None:
-                dirty |= cache.remove(path)
-                continue
-            flags, ext = unchanged_entry_flags(cache.entries, path, leaf.sha, leaf.mode)
-            entry = index_entry_from_stat(leaf.st, leaf.sha, leaf.mode, flags, ext)
-            if cache.entries.get(path) != entry:
-                cache.remove(path)  # also entries below it, if it was a folder
-                parts = path.split(b"/")
-                for i in range(1, len(parts)):  # a parent that was a file
-                    parent = b"/".join(parts[:i])
-                    if parent in cache.entries:
-                        cache.remove(parent)
-                cache.set(path, entry)
-                dirty = True
-        if not dirty:
-            lockfile.abort()
-            return
-        try:
-            cache.write(lockfile)  # closes the lock file: renamed over the index
-        except BaseException:
-            cache.key = None
-            raise
-        cache.key = _stat_key(self._index_path)
+        update_index(self._index, lockfile, changes, self._index_path)
 
     def _commit_tree_root(self, author: tuple[str, str], message: str) -> None:
         """First commit of a new wiki: the .gitignore and whatever is already there, but
@@ -1203,45 +588,9 @@ class GitStore:
         be a personal page, which git history would then serve: as_of recall reads it)."""
         with self._lock:
             changes = self._collect([b""])
-            names = sorted(n for n in (_decode(p) for p in changes) if is_plain(self.wiki_dir, n))
+            names = sorted(
+                n for n in (decode_path(p) for p in changes) if is_plain(self.wiki_dir, n)
+            )
             if not names:
                 return
             self._commit(names, author[0], author[1], message, None)
-
-
-def _unlink(path: str) -> bool:
-    try:
-        os.unlink(path)
-        return True
-    except OSError:
-        return False
-
-
-def _owner_alive(pid: int, token: str) -> bool:
-    """True when the process that wrote a lock-owner sidecar may still run."""
-    if pid == os.getpid():
-        return token == _PROCESS_TOKEN  # else: an earlier process that had our pid
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # exists, owned by another user
-    return True
-
-
-def _split_ident(ident: bytes) -> tuple[str, str]:
-    text = ident.decode("utf-8", "replace")
-    if "<" in text and text.endswith(">"):
-        name, email = text[:-1].rsplit("<", 1)
-        return name.strip(), email.strip()
-    return text.strip(), ""
-
-
-def _encoding(c: Commit) -> str:
-    enc = c.encoding.decode("ascii", "replace") if c.encoding else "utf-8"
-    try:
-        "".encode(enc)
-    except LookupError:
-        return "utf-8"
-    return enc

@@ -9,14 +9,29 @@ nothing is removed) and it is older than :data:`STALE_AFTER_SECONDS` (a git that
 the file while it waits, e.g. for a commit message, is given that long). Processes
 whose descriptors cannot be read (another user's) cannot be checked; that is a
 documented limit of the proof.
+
+Our own locks are told apart by a sidecar: while a commit holds ``index.lock``,
+:func:`record_owner` names it (its inode, the branch's ref lock it may take, the
+process's pid and a per-process token) in ``.git/wiki-memory-lock-owner.<pid>``; after
+a ``kill -9`` the next server's :func:`clear_recorded_locks` removes the locks a dead
+wiki-memory process recorded (and dulwich's loose-object locks, which only wiki-memory
+writes), never one nobody recorded (docs/git.md).
 """
 
 from __future__ import annotations
 
+import glob
+import json
+import logging
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+# the store's logger: these lines are about its commits
+log = logging.getLogger("wiki_memory.wiki.git")
 
 #: a lock file no process has open is stale only once it is at least this old (seconds)
 STALE_AFTER_SECONDS = 600.0
@@ -125,3 +140,114 @@ def remove_stale(git_dir: Path | str) -> tuple[list[str], list[str]]:
             continue
         removed.append(lk.describe())
     return removed, kept
+
+
+# --------------------------------------------------------------------------- our own locks
+
+# While a commit holds index.lock, this sidecar in .git names the lock (inode) and the
+# branch whose ref lock it may take, with the owner's pid and a per-process token.
+OWNER_PREFIX = "wiki-memory-lock-owner."
+_PROCESS_TOKEN = os.urandom(8).hex()
+# dulwich writes a loose object through "objects/xx/<rest>.lock" (git itself never does)
+_LOOSE_LOCK = re.compile(r"^[0-9a-f]{2}$")
+_HEADREF = b"HEAD"
+
+
+def record_owner(owner_path: str, lockfile: Any, refs: Any) -> None:
+    """Name the index.lock we hold (``lockfile``, open) and the ref lock we may take
+    (HEAD's branch in ``refs``, dulwich's refs container) in the sidecar ``owner_path``.
+    Not fsynced: a killed process loses no page-cache writes, and after a power loss
+    a lock without its sidecar is only waited on (as any foreign lock)."""
+    try:
+        st = os.fstat(lockfile.fileno())
+        names = refs.follow(_HEADREF)[0]
+        last = names[-1] if names else _HEADREF
+        rec = {
+            "pid": os.getpid(),
+            "token": _PROCESS_TOKEN,
+            "ino": st.st_ino,
+            "since_ns": st.st_mtime_ns,
+            "ref_lock": last.decode("utf-8", "surrogateescape") + ".lock",
+        }
+        with open(owner_path, "w", encoding="utf-8") as fh:
+            json.dump(rec, fh)
+    except Exception:  # noqa: BLE001 - only the clean-up after a crash depends on it
+        log.debug("cannot record the git lock owner", exc_info=True)
+
+
+def clear_recorded_locks(controldir: str, index_path: str) -> list[str]:
+    """Remove the locks a killed wiki-memory process left in ``controldir`` (``.git``);
+    returns their paths (relative to ``.git``). The caller makes sure no other
+    wiki-memory process writes this repository.
+
+    * ``index.lock`` and the branch's ref lock are removed only when a sidecar
+      ``wiki-memory-lock-owner.<pid>`` names them (the same inode for index.lock)
+      and that process is gone. A lock nobody recorded may belong to a live git
+      (C21): it is left alone.
+    * dulwich's loose-object locks (``objects/xx/<sha>.lock``; stock git never
+      writes these) are removed: only a wiki-memory process writes through them.
+    """
+    removed: list[str] = []
+    for side in glob.glob(os.path.join(glob.escape(controldir), OWNER_PREFIX + "*")):
+        try:
+            with open(side, encoding="utf-8") as fh:
+                rec = json.load(fh)
+            pid = int(rec["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            rec, pid = {}, -1
+        if pid > 0 and _owner_alive(pid, str(rec.get("token", ""))):
+            continue
+        removed += _remove_recorded_locks(controldir, index_path, rec)
+        unlink(side)
+    objects = os.path.join(controldir, "objects")
+    for sub in os.listdir(objects) if os.path.isdir(objects) else []:
+        if not _LOOSE_LOCK.match(sub):
+            continue
+        for name in os.listdir(os.path.join(objects, sub)):
+            if name.endswith(".lock") and unlink(os.path.join(objects, sub, name)):
+                removed.append(f"objects/{sub}/{name}")
+    return removed
+
+
+def _remove_recorded_locks(controldir: str, index_path: str, rec: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    index_lock = index_path + ".lock"
+    try:
+        st = os.stat(index_lock)
+    except OSError:
+        return out  # released before the kill: any ref lock now is somebody else's
+    if rec.get("ino") != st.st_ino or st.st_mtime_ns < int(rec.get("since_ns", 0)):
+        return out  # not the file we created
+    ref = rec.get("ref_lock")
+    if isinstance(ref, str) and (ref == "HEAD.lock" or ref.startswith("refs/")) and ".." not in ref:
+        full = os.path.join(controldir, *ref.split("/"))
+        try:
+            if os.stat(full).st_mtime_ns >= int(rec.get("since_ns", 0)) and unlink(full):
+                out.append(ref)
+        except OSError:
+            pass
+    if unlink(index_lock):
+        out.append("index.lock")
+    return out
+
+
+def unlink(path: str) -> bool:
+    """Remove a file; False when it could not be (gone already, or refused)."""
+    try:
+        os.unlink(path)
+        return True
+    except OSError:
+        return False
+
+
+def _owner_alive(pid: int, token: str) -> bool:
+    """True when the process that wrote a lock-owner sidecar may still run."""
+    if pid == os.getpid():
+        return token == _PROCESS_TOKEN  # else: an earlier process that had our pid
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by another user
+    return True

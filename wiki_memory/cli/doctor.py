@@ -1,0 +1,441 @@
+"""``wiki-memory doctor``'s checks: :func:`doctor_report` looks at a wiki, its index, git
+and the server lock without changing anything and says what is wrong;
+:func:`print_report` prints it for people; :func:`fix` is ``doctor --fix`` (git locks
+proven stale are removed, :mod:`wiki_memory.wiki.locks`). The subcommand itself (its
+arguments, exit status) is :mod:`wiki_memory.cli.wiki`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import stat
+import time
+import unicodedata
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from wiki_memory.config import Settings
+from wiki_memory.wiki.paths import odd_name, shown_name
+
+
+def _git_report(wiki: Path) -> dict[str, Any]:
+    """The state of git in ``wiki`` without changing anything (no locks taken)."""
+    from dulwich import porcelain
+    from dulwich.refs import HEADREF
+    from dulwich.repo import Repo
+
+    from wiki_memory.index.store import is_indexable
+    from wiki_memory.wiki.git import _OPERATION_MARKERS
+    from wiki_memory.wiki.locks import STALE_AFTER_SECONDS, lock_files
+
+    out: dict[str, Any] = {"repository": False, "errors": [], "warnings": []}
+    if not (wiki / ".git").exists():
+        out["warnings"].append("not a git repository yet (the server creates one at start)")
+        return out
+    out["repository"] = True
+    try:
+        repo = Repo(str(wiki))
+    except Exception as exc:  # noqa: BLE001 - report, do not crash
+        out["errors"].append(f"cannot open the git repository: {exc}")
+        return out
+    try:
+        try:
+            out["head"] = repo.head().decode("ascii")
+        except KeyError:
+            out["head"] = None
+        ref = repo.refs.follow(HEADREF)[0]
+        out["branch"] = (
+            ref[-1].decode("utf-8", "replace").removeprefix("refs/heads/") if len(ref) > 1 else None
+        )
+        if out["head"] and out["branch"] is None:
+            out["warnings"].append("HEAD is detached: server commits go on no branch")
+        control = Path(repo.controldir())
+        for marker, what in _OPERATION_MARKERS:
+            if (control / marker).exists():
+                out["errors"].append(f"{what} is in progress: the server waits for it to end")
+        locks = lock_files(control)
+        out["locks"] = [
+            {"name": lk.name, "age": round(lk.age), "holders": lk.holders} for lk in locks
+        ]
+        for lk in locks:
+            if lk.holders:
+                out["warnings"].append(f"{lk.describe()}: a git command is running")
+            elif lk.holders is None and lk.age <= 600:
+                out["warnings"].append(f"{lk.describe()}: a git command may be running")
+            else:
+                out["errors"].append(
+                    f"{lk.describe()}: commits stall until it goes; "
+                    + (
+                        "`wiki-memory doctor --fix` removes it"
+                        if lk.stale
+                        else "`wiki-memory doctor --fix` removes it once it is "
+                        f"{STALE_AFTER_SECONDS:.0f} s old"
+                        if lk.holders == []
+                        else "remove it by hand if no git program is running"
+                    )
+                )
+        try:
+            st = porcelain.status(repo, untracked_files="all", optional_locks=False)
+            dirty: set[str] = set()
+            for group in st.staged.values():
+                dirty.update(p.decode("utf-8", "surrogateescape") for p in group)
+            dirty.update(p.decode("utf-8", "surrogateescape") for p in st.unstaged)
+            dirty.update(p.decode("utf-8", "surrogateescape") for p in st.untracked)
+            out["uncommitted_pages"] = sorted(
+                p for p in dirty if not odd_name(p) and is_indexable(p)
+            )
+        except Exception as exc:  # noqa: BLE001
+            out["warnings"].append(f"cannot compute git status: {exc}")
+    finally:
+        repo.close()
+    return out
+
+
+def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, str]]]:
+    """Pages on disk (as the index sees them) and the files skipped, with the reason."""
+    from wiki_memory.index.store import is_indexable
+
+    pages: dict[str, os.stat_result] = {}
+    skipped: list[dict[str, str]] = []
+    for dirpath, dirnames, filenames in os.walk(wiki):
+        rel_dir = os.path.relpath(dirpath, wiki).replace(os.sep, "/")
+        rel_dir = "" if rel_dir == "." else rel_dir
+        keep = []
+        for d in dirnames:
+            rel = f"{rel_dir}/{d}" if rel_dir else d
+            if d.startswith("."):
+                continue
+            if odd_name(d):
+                skipped.append({"path": shown_name(rel), "reason": _ODD_REASON + " (a folder)"})
+                continue
+            if os.path.islink(os.path.join(dirpath, d)):
+                skipped.append({"path": rel, "reason": "symlink to a folder (not followed)"})
+                continue
+            keep.append(d)
+        dirnames[:] = keep
+        for name in filenames:
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            full = os.path.join(dirpath, name)
+            if odd_name(name) and not name.startswith("."):
+                skipped.append({"path": shown_name(rel), "reason": _ODD_REASON})
+                continue
+            try:
+                st = os.lstat(full)
+            except OSError as exc:
+                skipped.append({"path": rel, "reason": f"cannot stat: {exc.strerror}"})
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                if name.endswith(".md") or not name.startswith("."):
+                    skipped.append({"path": rel, "reason": "symlink (not followed)"})
+                continue
+            if not name.endswith(".md"):
+                continue
+            if not is_indexable(rel):
+                skipped.append({"path": rel, "reason": "editor or temporary file (ignored)"})
+                continue
+            if st.st_nlink > 1:
+                skipped.append(
+                    {"path": rel, "reason": "hard link (another name may be outside the wiki)"}
+                )
+                continue
+            if not os.access(full, os.R_OK):
+                skipped.append({"path": rel, "reason": "not readable"})
+                continue
+            pages[rel] = st
+    return pages, skipped
+
+
+_ODD_REASON = (
+    "the file name is not valid UTF-8: not a page, not indexed or committed, left as it "
+    "is (rename it to make it a page)"
+)
+
+
+def _server_commits(address: str | None) -> dict[str, Any] | None:
+    """The running server's commit status from ``GET /v1/health`` (None if unreachable)."""
+    if not address:
+        return None
+    import httpx
+
+    try:
+        r = httpx.get(address.rstrip("/") + "/v1/health", timeout=3)
+        commits = r.json().get("commits")
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return commits if isinstance(commits, dict) else None
+
+
+def _odd_names(pages: Iterable[str]) -> dict[str, list[Any]]:
+    """Page names that work here but may surprise elsewhere: ``decomposed`` (not NFC, as
+    macOS tools write them: served under their exact name) and ``case_twins`` (groups of
+    names in one folder differing only in case or Unicode form: one file each here, but
+    one file for all of them on a case-insensitive disk)."""
+    decomposed = sorted(p for p in pages if not unicodedata.is_normalized("NFC", p))
+    groups: dict[str, list[str]] = {}
+    for p in pages:
+        groups.setdefault(unicodedata.normalize("NFC", p).casefold(), []).append(p)
+    twins = sorted(sorted(g) for g in groups.values() if len(g) > 1)
+    return {"decomposed": decomposed, "case_twins": twins}
+
+
+def doctor_report(
+    settings: Settings, wait_seconds: float = 3.0, follow_index: bool = False
+) -> dict[str, Any]:
+    """Check the wiki, its index, git and the server lock; never changes anything.
+
+    ``follow_index``: when the index was built from another existing folder than
+    ``settings.wiki_dir`` (the data directory last served a vault with ``serve --wiki``),
+    check that folder, and say so in ``wiki_source`` (``"index"``, else ``"settings"``).
+
+    Returns ``{"ok", "errors", "warnings", "lock", "git", "index", "pages", "links",
+    "skipped"}``: ``errors`` make ``ok`` False (index behind the files, a git operation
+    in progress, an old ``index.lock``, a missing wiki); ``warnings`` do not (page
+    diagnostics, unresolved and ambiguous links, missing attachments, uncommitted hand
+    edits). With a server running, index lag is measured again for up to
+    ``wait_seconds`` before it counts (the watcher may be catching up).
+    """
+    import apsw
+
+    from wiki_memory.datadir import ServerLock, server_address
+    from wiki_memory.index.store import SCHEMA_VERSION, Index, read_wiki_root
+
+    errors: list[str] = []
+    warnings: list[str] = []
+    source = "settings"
+    if follow_index:
+        root = read_wiki_root(settings.index_path)
+        if root is not None and root != settings.wiki_dir and root.is_dir():
+            settings = dataclasses.replace(settings, wiki_path=root)
+            source = "index"
+    rep: dict[str, Any] = {
+        "data_dir": str(settings.data_dir),
+        "wiki": str(settings.wiki_dir),
+        "wiki_source": source,
+    }
+
+    lock = ServerLock(settings.data_dir)
+    running = settings.data_dir.exists() and lock.is_held_elsewhere()
+    rep["lock"] = {"server_running": running}
+    if running:
+        rep["lock"]["holder"] = lock.holder()
+        rep["lock"]["address"] = addr = server_address(settings.data_dir)
+        commits = _server_commits(addr)
+        if commits is not None:
+            rep["commits"] = commits
+            if not commits.get("ok", True):
+                errors.append(
+                    f"the running server cannot commit since {commits.get('since')} "
+                    f"({commits.get('cause')}); every change stays on disk. "
+                    f"Remedy: {commits.get('remedy')}"
+                )
+    elif (settings.data_dir / "server.json").exists():
+        warnings.append("server.json names a server that is not running (it stopped uncleanly)")
+
+    wiki = settings.wiki_dir
+    if not wiki.is_dir():
+        errors.append(f"the wiki folder {wiki} does not exist")
+        rep.update(ok=False, errors=errors, warnings=warnings)
+        return rep
+
+    git = _git_report(wiki)
+    errors += git.pop("errors")
+    warnings += git.pop("warnings")
+    if git.get("uncommitted_pages"):
+        n = len(git["uncommitted_pages"])
+        warnings.append(
+            f"{n} page(s) changed and not committed yet"
+            + ("" if running else " (the server commits them when it starts)")
+        )
+    rep["git"] = git
+
+    on_disk, skipped = _scan_files(wiki)
+    rep["skipped"] = skipped
+    rep["pages"] = {"on_disk": len(on_disk)}
+    rep["names"] = names = _odd_names(on_disk)
+    if names["decomposed"]:
+        warnings.append(
+            f"{len(names['decomposed'])} page name(s) in decomposed Unicode (served and "
+            "written under that exact name): " + ", ".join(names["decomposed"][:5])
+        )
+    if names["case_twins"]:
+        warnings.append(
+            f"{len(names['case_twins'])} group(s) of page names differing only in case or "
+            "Unicode form (separate pages here; one file on a case-insensitive disk): "
+            + "; ".join(" = ".join(g) for g in names["case_twins"][:5])
+        )
+
+    db = settings.index_path
+    index_ok = False
+    if not db.exists():
+        errors.append("no index.db: run `wiki-memory reindex` (or start the server)")
+    else:
+        try:
+            conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+            version = conn.pragma("user_version")
+            conn.close()
+        except apsw.Error as exc:
+            errors.append(f"index.db cannot be read: {exc}")
+            version = None
+        if version is not None and version != SCHEMA_VERSION:
+            errors.append(
+                f"index.db has schema {version}, this version needs {SCHEMA_VERSION}: "
+                "run `wiki-memory reindex`"
+            )
+        elif version is not None:
+            index_ok = True
+    if index_ok:
+        idx = Index(db)
+        try:
+            deadline = time.monotonic() + (wait_seconds if running else 0)
+            while True:
+                known = idx.page_stats()
+                missing = sorted(p for p in on_disk if p not in known)
+                extra = sorted(p for p in known if p not in on_disk)
+                stale = sorted(
+                    p
+                    for p, st in on_disk.items()
+                    if p in known and known[p] != (st.st_size, st.st_mtime)
+                )
+                # size+mtime differ but the bytes may be the same (a touch): compare hashes
+                if stale:
+                    from wiki_memory.index.files import read_file, sha256
+
+                    hashes = idx.paths()
+                    stale = [
+                        p
+                        for p in stale
+                        if (raw := read_file(wiki / p)) is None or sha256(raw) != hashes.get(p)
+                    ]
+                lag = len(missing) + len(extra) + len(stale)
+                if not lag or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.25)
+            rep["index"] = {
+                "pages": len(known),
+                "missing": missing[:100],
+                "extra": extra[:100],
+                "stale": stale[:100],
+                "lag": lag,
+            }
+            if lag:
+                errors.append(
+                    f"the index is behind the files: {len(missing)} page(s) not indexed, "
+                    f"{len(stale)} changed, {len(extra)} gone"
+                    + (
+                        ""
+                        if running
+                        else " (the server catches up at start; or `wiki-memory reindex`)"
+                    )
+                )
+            diags = idx.page_diagnostics()
+            rep["pages"]["diagnostics"] = diags
+            if diags:
+                kinds: dict[str, int] = {}
+                for d in diags:
+                    kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1
+                warnings.append(
+                    "page diagnostics: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+                )
+            problems = idx.problem_links()
+            rep["links"] = {"stats": idx.link_stats(), "problems": problems}
+            counts: dict[str, int] = {}
+            for pr in problems:
+                counts[pr["status"]] = counts.get(pr["status"], 0) + 1
+            for status, n in sorted(counts.items()):
+                warnings.append(f"{n} {status.replace('_', ' ')} link(s)")
+            copies = sorted(p for p in on_disk if p.endswith(".server-copy.md"))
+            if copies:
+                warnings.append(
+                    f"{len(copies)} unmerged server copy(ies) beside hand-edited pages: "
+                    + ", ".join(copies[:5])
+                )
+                rep["pages"]["server_copies"] = copies
+        finally:
+            idx.close()
+    if skipped:
+        warnings.append(f"{len(skipped)} file(s) skipped (see the list)")
+    rep.update(ok=not errors, errors=errors, warnings=warnings)
+    return rep
+
+
+def print_report(rep: dict[str, Any], limit: int) -> None:
+    def more(items: list[Any]) -> str:
+        return f"  … and {len(items) - limit} more" if len(items) > limit else ""
+
+    print(f"wiki:  {rep['wiki']}")
+    if rep.get("wiki_source") == "index":
+        print("       (the folder this data directory's index was built from; --wiki for another)")
+    lock = rep.get("lock", {})
+    print(
+        "lock:  "
+        + (
+            f"held by a running server ({lock.get('holder')})"
+            if lock.get("server_running")
+            else "free (no server running)"
+        )
+    )
+    git = rep.get("git") or {}
+    if git.get("repository"):
+        print(
+            f"git:   branch {git.get('branch') or '(detached)'}, HEAD {str(git.get('head') or '-')[:12]}, "
+            f"{len(git.get('uncommitted_pages', []))} uncommitted page(s)"
+        )
+    idx = rep.get("index")
+    if idx:
+        print(
+            f"index: {idx['pages']} pages indexed, {rep['pages']['on_disk']} on disk, lag {idx['lag']}"
+        )
+    links = rep.get("links")
+    if links:
+        s = links["stats"]
+        print(
+            f"links: {s['links']} ({s['embeds']} embeds): {s['resolved']} resolved, "
+            f"{s['unresolved']} unresolved, {s['ambiguous']} ambiguous; "
+            f"{s['attachments']} to attachments ({s['missing_attachments']} missing)"
+        )
+        probs = links["problems"]
+        for pr in probs[:limit]:
+            extra = f" -> {', '.join(pr['candidates'][:3])}" if pr["candidates"] else ""
+            print(f"  {pr['status']}: {pr['src_path']}:{pr['line']} [[{pr['target']}]]{extra}")
+        if more(probs):
+            print(more(probs))
+    diags = (rep.get("pages") or {}).get("diagnostics") or []
+    if diags:
+        print("page diagnostics:")
+        for d in diags[:limit]:
+            print(f"  {d['path']}:{d.get('line') or '-'} {d['kind']}: {d['message']}")
+        if more(diags):
+            print(more(diags))
+    skipped = rep.get("skipped") or []
+    if skipped:
+        print("skipped files:")
+        for sk in skipped[:limit]:
+            print(f"  {sk['path']}: {sk['reason']}")
+        if more(skipped):
+            print(more(skipped))
+    for w in rep["warnings"]:
+        print(f"warning: {w}")
+    for e in rep["errors"]:
+        print(f"ERROR: {e}")
+    print("healthy" if rep["ok"] else "problems found")
+
+
+def fix(settings: Settings) -> None:
+    """``doctor --fix``: remove git locks proven stale (wiki/locks.py); say what was done."""
+    from wiki_memory.index.store import read_wiki_root
+    from wiki_memory.wiki.locks import remove_stale
+
+    wiki = settings.wiki_dir
+    root = read_wiki_root(settings.index_path)
+    if settings.wiki_path is None and root is not None and root.is_dir():
+        wiki = root
+    git_dir = wiki / ".git"
+    if not git_dir.is_dir():
+        return
+    removed, kept = remove_stale(git_dir)
+    for r in removed:
+        print(f"fixed: removed {r}")
+    for k in kept:
+        print(f"not removed: {k}")
