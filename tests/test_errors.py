@@ -12,7 +12,7 @@ import pytest
 from serverproc import ServerProcess
 
 from wiki_memory import errors
-from wiki_memory.cli.main import CliError, server_error
+from wiki_memory.cli.common import CliError, server_error
 from wiki_memory.errors import TABLE, exit_status, rule_for
 from wiki_memory.wiki.git import GitBusy
 from wiki_memory.wiki.paths import PathRefused

@@ -21,8 +21,9 @@ from wiki_memory.core.handoffs import (
     next_step_lines,
     session_signals,
 )
-from wiki_memory.core.memory import Memory, NotFound
+from wiki_memory.core.memory import Memory
 from wiki_memory.datadir import ensure_layout
+from wiki_memory.errors import NotFound
 from wiki_memory.wiki.page import parse_page
 
 

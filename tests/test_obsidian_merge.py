@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from wiki_memory.config import load_settings
-from wiki_memory.core.memory import Memory, conflict_copy_path
+from wiki_memory.core.memory import Memory
+from wiki_memory.core.sessions import conflict_copy_path
 from wiki_memory.datadir import ensure_layout
 from wiki_memory.wiki.frontmatter import set_keys
 

@@ -67,6 +67,7 @@ ROUTES: dict[str, str] = {
     "GET /v1/handoffs/{hid}": "test_http_handoffs_personal_invisible",
     "POST /v1/handoffs/{hid}/{verb}": "test_http_handoffs_personal_invisible",
     "POST /v1/brief": "test_http_brief_shows_nothing_hidden, test_http_pins_refused",
+    "POST /v1/remember": "test_http_remember_cannot_write_into_people",
     "GET /mcp": "test_mcp_* (see TOOLS)",
     "POST /mcp": "test_mcp_* (see TOOLS)",
     "DELETE /mcp": "test_mcp_* (see TOOLS)",
@@ -1317,3 +1318,24 @@ def test_mcp_remember_cannot_write_into_people(world: Any) -> None:
     pinned_note = out[-1]
     if not pinned_note["is_error"]:
         assert "pinned: true" not in (world.wiki / pinned_note["structured"]["path"]).read_text()
+
+
+def test_http_remember_cannot_write_into_people(world: Any) -> None:
+    before = sw.snapshot(world.wiki / "people")
+    bodies = [
+        {"text": "a note", "project": project}
+        for project in ("../../people/alice", "../people/alice", "people/alice")
+    ]
+    bodies.append({"text": "a note", "project": "p", "title": "../../../people/alice/x"})
+    bodies.append({"text": "---\ntitle: pinme\npinned: true\n---\nbody", "project": "p"})
+    with world.client(BOB) as c:
+        out = [c.post("/v1/remember", json=b) for b in bodies]
+    for r in out[:4]:
+        assert r.status_code == 400, r.text
+    for r in out:
+        assert_clean(BOB, r.text, "POST /v1/remember")
+    assert sw.snapshot(world.wiki / "people") == before
+    note = out[-1]
+    assert note.status_code == 201, note.text
+    written = (world.wiki / note.json()["path"]).read_text()
+    assert "pinned: true" not in written and "user: bob" in written

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from wiki_memory.config import load_settings
-from wiki_memory.core.memory import Memory, NotFound
+from wiki_memory.core.memory import Memory
 from wiki_memory.datadir import ensure_layout
+from wiki_memory.errors import NotFound
 from wiki_memory.index.store import Index
 
 SETTLE = 0.3

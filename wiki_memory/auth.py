@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 OWNER_FILE = "owner.token"
 TOKENS_FILE = "tokens.json"
@@ -171,14 +172,16 @@ class TokenStore:
             }
             self._mtime = mtime
 
-    def _read(self) -> dict:
+    def _read(self) -> dict[str, Any]:
         try:
             data = json.loads(self.tokens_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             data = {}
+        if not isinstance(data, dict):
+            data = {}
         data.setdefault("tokens", [])
         return data
 
-    def _save(self, data: dict) -> None:
+    def _save(self, data: dict[str, Any]) -> None:
         _write_private(self.tokens_path, json.dumps(data, indent=1))
         self._mtime = -1

@@ -14,6 +14,7 @@ understands; the raw name is kept.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 import time
@@ -247,3 +248,31 @@ def dedup_key(obs: Observation) -> str | None:
         return None
     raw = f"{obs.user}\0{obs.harness}\0{obs.session_id}\0{obs.event_id}"
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+def observation_text(obs: Observation) -> str:
+    """The searchable text of one observation (prompt, reply, tool input/output, error)."""
+    p = obs.payload
+    parts: list[str] = []
+    for k in (
+        "speaker",
+        "prompt",
+        "last_assistant_message",
+        "prompt_response",
+        "last-assistant-message",
+        "tool_name",
+        "error",
+        "message",
+    ):
+        v = p.get(k)
+        if isinstance(v, str) and v:
+            parts.append(v)
+    msgs = p.get("input-messages")
+    if isinstance(msgs, list):
+        parts.extend(m for m in msgs if isinstance(m, str))
+    for k in ("tool_input", "tool_response"):
+        v = p.get(k)
+        if v not in (None, "", {}):
+            s = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+            parts.append(s[:4000])
+    return "\n".join(parts)

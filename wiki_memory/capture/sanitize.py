@@ -1,5 +1,8 @@
 """Secret redaction: one table of detectors, standard library only.
 
+(Over 600 lines on purpose: the hook imports this one file under ``python -S`` with
+the standard library only, and every module more is start-up time it pays per event.)
+
 The harness hook program (which must start in tens of milliseconds and may only
 use the standard library) imports this module to redact a payload before it
 sends it, and the server runs it again at its door before anything is written

@@ -230,10 +230,6 @@ class Spool:
         if info is not None:
             info.state = dict(state)
 
-    def is_seen(self, obs: Observation) -> bool:
-        dk = dedup_key(obs)
-        return dk is not None and dk in self._seen
-
     def cleanup(self, keep_seconds: float, now: float | None = None) -> list[str]:
         """Delete spool files of sessions whose page was committed with every observation
         and that ended more than ``keep_seconds`` ago. Dedup memory is kept. Returns keys."""

@@ -47,7 +47,7 @@ class _Group:
     messages: list[str] = field(default_factory=list)
     since: float = field(default_factory=time.monotonic)
     last: float = field(default_factory=time.monotonic)
-    waiters: list[Future] = field(default_factory=list)
+    waiters: list[Future[WriteResult]] = field(default_factory=list)
 
 
 class Writer:
@@ -66,7 +66,9 @@ class Writer:
         self._commit_fn = commit_fn
         self.commit_delay = commit_delay
         self.max_delay = max_delay
-        self._q: queue.Queue[tuple[Callable[[], WriteResult], Future] | None] = queue.Queue()
+        self._q: queue.Queue[tuple[Callable[[], WriteResult], Future[WriteResult]] | None] = (
+            queue.Queue()
+        )
         self._groups: dict[tuple[str, str], _Group] = {}
         self._thread = threading.Thread(target=self._run, name="wiki-writer", daemon=True)
         self._stopped = threading.Event()
@@ -80,10 +82,10 @@ class Writer:
     def start(self) -> None:
         self._thread.start()
 
-    def submit(self, job: Callable[[], WriteResult]) -> Future:
+    def submit(self, job: Callable[[], WriteResult]) -> Future[WriteResult]:
         """Queue a job; the future resolves to its :class:`WriteResult` once it has run
         (and, when the result asks ``commit_now``, once its commit is made)."""
-        fut: Future = Future()
+        fut: Future[WriteResult] = Future()
         if self._stopped.is_set():
             fut.set_exception(RuntimeError("the writer has stopped"))
             return fut
@@ -97,7 +99,8 @@ class Writer:
             res = job()
             self._add(res)
             return res
-        return self.submit(job).result(timeout=timeout)
+        done: WriteResult = self.submit(job).result(timeout=timeout)
+        return done
 
     def flush(self, timeout: float = 60) -> None:
         """Commit everything pending now and wait for it."""

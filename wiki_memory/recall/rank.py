@@ -1,5 +1,8 @@
 """Recall ranking: which sections and running-session observations come back, in order.
 
+(Over 600 lines on purpose: one fusion pipeline whose signals share the candidate
+table and the page ranks; split, each part would reach into the others' state.)
+
 Each candidate is a recall item ``{id, path, anchor, title, kind, snippet, why, score,
 expand_tokens, updated}`` (see ``Memory.recall``); packing under the budget happens after.
 docs/ranking.md explains the design and how the weights were chosen.

@@ -26,7 +26,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wiki_memory.auth import TokenStore
 from wiki_memory.capture.sanitize import redact_text
-from wiki_memory.core.memory import Memory, sha256
+from wiki_memory.core.memory import Memory
+from wiki_memory.core.pages import page_text_for_write
+from wiki_memory.core.remember import remember as remember_note
+from wiki_memory.core.sessions import sha256
 from wiki_memory.errors import (
     BadRequest,
     Conflict,
@@ -245,8 +248,6 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
 
     async def put_page(request: Request) -> Response:
         """``PUT /v1/pages/{path}``: write a whole page with a compare-and-set (docs/api.md)."""
-        from wiki_memory.mcp.tools import page_text_for_write
-
         raw = await read_body(request, limit)
         if request.headers.get("content-type", "").startswith("application/json"):
             try:
@@ -298,6 +299,27 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
             headers={"ETag": f'"{digest}"'},
         )
 
+    async def remember(request: Request) -> Response:
+        """``POST /v1/remember``: save a note in ``projects/<project>/notes/`` (docs/api.md)."""
+        body = await read_json(request, limit)
+        if not isinstance(body, dict):
+            raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
+        # every field is checked by the core (BadRequest naming the field)
+        text: Any = body.get("text")
+        project: Any = body.get("project")
+        res = await run_in_threadpool(
+            remember_note,
+            memory,
+            text,
+            project=project,
+            title=body.get("title"),
+            tags=body.get("tags"),
+            user=request.state.user or memory.owner,
+            harness=body.get("harness"),
+            session_id=body.get("session_id"),
+        )
+        return JSONResponse(res, 201)
+
     async def reindex(request: Request) -> Response:
         n = await run_in_threadpool(memory.reindex, request.state.user)
         return JSONResponse({"pages": n})
@@ -321,6 +343,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         Route("/v1/pages", pages, methods=["GET"]),
         Route("/v1/pages/{path:path}", page, methods=["GET"]),
         Route("/v1/pages/{path:path}", put_page, methods=["PUT"]),
+        Route("/v1/remember", remember, methods=["POST"]),
         Route("/v1/admin/reindex", reindex, methods=["POST"]),
         *handoff_api.routes(memory),
         *mcp_app.routes(memory, tokens),
@@ -336,9 +359,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         },
     )
     app.state.memory = memory
-    wrapped: Any = AuthMiddleware(app, tokens, enabled=memory.settings.auth)
-    wrapped = AccessLogMiddleware(wrapped)
-    return wrapped
+    return AccessLogMiddleware(AuthMiddleware(app, tokens, enabled=memory.settings.auth))
 
 
 def _version() -> str:

@@ -2,7 +2,8 @@
 
 Thin: each route validates its JSON, calls :class:`wiki_memory.core.handoffs.HandoffService`
 or :func:`wiki_memory.core.brief.build_brief` with the token's user (``request.state.user``)
-and the ``harness``/``session_id`` named in the body, and maps errors:
+and the ``harness``/``session_id`` named in the body. Errors are the app's one table
+(:data:`wiki_memory.errors.TABLE`):
 
 - 400 bad JSON or field (``field`` names it), 404 no such handoff (or one the caller may
   not see), 403 not the creator (cancel), 409 the state forbids it
@@ -21,6 +22,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from wiki_memory.core.brief import DEFAULT_BUDGET, build_brief
+from wiki_memory.server.http import ApiError, _int, _str, read_json
+
 if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
 
@@ -28,14 +32,9 @@ VERBS = ("claim", "complete", "cancel", "release")
 
 
 def routes(memory: Memory) -> list[Any]:
-    """The Starlette routes of this face; also installs the handoff service on ``memory``
-    (the automatic session-end handoff included)."""
-    # imported here: app.py imports this module before it defines these helpers
-    from wiki_memory.core.brief import DEFAULT_BUDGET, build_brief
-    from wiki_memory.core.handoffs import install
-    from wiki_memory.server.http import ApiError, _int, _str, read_json
-
-    svc = install(memory)
+    """The Starlette routes of this face, over the handoff service ``memory`` owns
+    (``memory.handoffs``); errors reach the app's one handler."""
+    svc = memory.handoffs
     limit = memory.settings.max_body_bytes
 
     async def body_of(request: Request, optional: bool = False) -> dict[str, Any]:

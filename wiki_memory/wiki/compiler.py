@@ -1,7 +1,7 @@
 """The session-page compiler: a session's observations → one markdown page (zero LLM).
 
 Page: ``projects/<project>/sessions/<YYYY-MM-DD>-<slug>-<short id>.md`` with
-frontmatter (``type: session`` and the keys in :data:`OWNED_KEYS`), an extractive
+frontmatter (``type: session``, attribution, times, status, files, tools, tags), an extractive
 ``## Summary`` and a verbatim ``## Timeline``. Each timeline entry ends with a
 standalone Obsidian block id line ``^t<N>``; ``N`` is the arrival number of the
 entry's first event, so anchors stay stable when late events are inserted by
@@ -19,25 +19,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from wiki_memory.capture.observation import Observation, iso
-
-OWNED_KEYS = (
-    "type",
-    "id",
-    "title",
-    "created",
-    "updated",
-    "project",
-    "harness",
-    "session_id",
-    "user",
-    "started",
-    "ended",
-    "status",
-    "files",
-    "tools",
-    "tags",
-)
-OWNED_SECTIONS = ("Summary", "Timeline")
 
 _SLUG_RE = re.compile(r"[^a-z0-9]+")
 _PATCH_FILE_RE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.M)

@@ -133,7 +133,7 @@ class DuplicateKey:
     line: int
 
 
-class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
+class _Loader(_BaseLoader):  # type: ignore[misc]
     """SafeLoader that reports duplicate keys, stringifies keys and keeps dates as text."""
 
     def __init__(self, stream: str) -> None:
@@ -148,7 +148,7 @@ class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
             return str(key_node.value)  # as written: 2024 -> "2024", true -> "true"
         return json.dumps(json_safe(key), ensure_ascii=False, sort_keys=False)
 
-    def construct_mapping(self, node: Node, deep: bool = False) -> dict[str, Any]:  # type: ignore[override]
+    def construct_mapping(self, node: Node, deep: bool = False) -> dict[str, Any]:
         if not isinstance(node, MappingNode):
             raise ConstructorError(
                 None,
@@ -172,7 +172,7 @@ class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
         return mapping
 
     def construct_timestamp_text(self, node: Node) -> str:
-        value = str(self.construct_scalar(node))  # type: ignore[arg-type]
+        value = str(self.construct_scalar(node))
         return normalize_timestamp(value) or value
 
     def construct_float_text(self, node: Node) -> float | str:

@@ -1,5 +1,8 @@
 """Page model: tolerant parsing of markdown pages with YAML frontmatter.
 
+(Over 600 lines on purpose: one pass of the parser over a page's lines classifies
+code, comments, headings, links and tags together, and its helpers share that pass.)
+
 A page is any ``*.md`` file under ``wiki/``. Reading is tolerant (a page whose
 frontmatter cannot be read is still a page, indexed as plain text, with a
 diagnostic naming the line) and never changes the file.

@@ -1,0 +1,109 @@
+"""Capture: hook events in, sanitized, durably spooled, searchable at once, and the
+session page's compile queued (invariants 3 and 4). :class:`Capture` is built by
+:class:`~wiki_memory.core.memory.Memory`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from wiki_memory.capture.observation import (
+    Observation,
+    ObservationError,
+    iso,
+    observation_text,
+    parse_event,
+)
+from wiki_memory.capture.sanitize import redact_obj
+from wiki_memory.capture.spool import SessionInfo, Spool
+from wiki_memory.core.sessions import END_KINDS
+from wiki_memory.index.store import Index
+
+__all__ = ["COMPILE_KINDS", "Capture"]
+
+#: events after which the session page is (re)written
+COMPILE_KINDS = {"stop", "session_end", "turn"}
+
+
+class Capture:
+    """Accepts hook events into ``spool`` and ``index``; ``request_compile(key, end)``
+    queues a session page's compile on the writer."""
+
+    def __init__(self, spool: Spool, index: Index, request_compile: Callable[..., Any]) -> None:
+        self.spool = spool
+        self.index = index
+        self.request_compile = request_compile
+
+    def capture(self, body: Any, user: str) -> list[dict[str, Any]]:
+        """Accept one hook event or a list of them for ``user``.
+
+        Every event is validated first (ObservationError names the field; nothing is
+        written then), sanitized (invariant 4), appended durably to the spool (fsynced
+        before this returns, invariant 3) and deduplicated by ``event_id``. Returns
+        ``[{"id": obs_id, "duplicate": bool, "session_key": ...}]``.
+        """
+        events = body if isinstance(body, list) else [body]
+        if not events:
+            raise ObservationError("body", "an empty list holds no event")
+        if len(events) > 1000:
+            raise ObservationError("body", "at most 1000 events per request")
+        now = time.time()
+        parsed: list[Observation] = []
+        for i, ev in enumerate(events):
+            try:
+                obs = parse_event(ev, user, now)
+            except ObservationError as exc:
+                if len(events) > 1:
+                    raise ObservationError(f"[{i}].{exc.field}", exc.message) from None
+                raise
+            try:
+                clean, _ = redact_obj(obs.payload)
+            except RecursionError:
+                raise ObservationError("payload", "nested too deeply") from None
+            obs.payload = clean
+            for attr in ("harness", "event", "cwd", "project", "session_id", "event_id"):
+                v = getattr(obs, attr)
+                if isinstance(v, str):
+                    setattr(obs, attr, redact_obj(v)[0])
+            parsed.append(obs)
+        accepted = self.spool.append(parsed)
+        spool_rows = []
+        to_compile: dict[str, bool] = {}
+        for obs, acc in zip(parsed, accepted, strict=True):
+            if acc.duplicate:
+                continue
+            spool_rows.append(self._row(self.spool.sessions[acc.session_key], obs))
+            if obs.kind in COMPILE_KINDS:
+                to_compile[acc.session_key] = to_compile.get(acc.session_key, False) or (
+                    obs.kind in END_KINDS
+                )
+        if spool_rows:
+            self.index.add_spool(spool_rows)
+        for key, end in to_compile.items():
+            self.request_compile(key, end=end)
+        return [
+            {"id": a.obs_id, "duplicate": a.duplicate, "session_key": a.session_key}
+            for a in accepted
+        ]
+
+    def _row(self, info: SessionInfo, obs: Observation) -> dict[str, Any]:
+        text = observation_text(obs)
+        return {
+            "session_key": info.key,
+            "obs_id": obs.obs_id,
+            "project": info.project,
+            "harness": info.harness,
+            "session_id": info.session_id,
+            "user": info.user,
+            "ts": iso(obs.ts),
+            "text": text,
+        }
+
+    def reindex_spool(self) -> None:
+        """Put every uncompiled observation of the spool into the index again (at start)."""
+        rows = []
+        for info, obs in self.spool.iter_all():
+            if int(obs.obs_id.rsplit("-", 1)[-1]) > int(info.state.get("compiled_count", 0)):
+                rows.append(self._row(info, obs))
+        self.index.replace_spool(rows)

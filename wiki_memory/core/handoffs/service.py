@@ -1,0 +1,517 @@
+"""The handoff service: the operations every face calls (HTTP, CLI through HTTP, MCP, web).
+
+Owns :class:`HandoffService` (create, list, show, claim, complete, release, cancel, and
+the brief's offers) and :func:`install`. It finds handoff pages, runs every transition as
+a compare-and-set job on the single writer thread (the rules are in
+:mod:`~wiki_memory.core.handoffs.states`), commits it before it returns, and writes
+``status: expired`` on handoffs found past ``expires``. It reaches the core only through
+:class:`~wiki_memory.core.handoffs.model.HandoffMemory`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from wiki_memory.capture.observation import Observation, iso, project_name
+from wiki_memory.capture.sanitize import redact_obj
+from wiki_memory.capture.spool import SessionInfo
+from wiki_memory.core.handoffs.auto import open_automatic
+from wiki_memory.core.handoffs.model import (
+    _TO_RE,
+    STATES,
+    Claimant,
+    Handoff,
+    HandoffConflict,
+    HandoffMemory,
+    Lease,
+    _bullets,
+    _expiry,
+    _opt_list,
+    _opt_text,
+    _req_str,
+    parse_handoff,
+    session_link,
+)
+from wiki_memory.core.handoffs.pages import HandoffPages
+from wiki_memory.core.handoffs.states import (
+    _ExpiredNow,
+    decide_cancel,
+    decide_claim,
+    decide_complete,
+    decide_release,
+    status_of,
+)
+from wiki_memory.core.text import replace_section
+from wiki_memory.core.writer import WriteResult
+from wiki_memory.errors import NotFound
+from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
+
+log = logging.getLogger("wiki_memory.core.handoffs")
+
+# --------------------------------------------------------------------------- service
+
+
+class HandoffService(HandoffPages):
+    """The handoff operations every face calls (HTTP, CLI through HTTP, MCP, web).
+
+    ``HandoffService(memory)`` has no side effects; the core registers
+    :meth:`on_session_end` on ``Memory.on_session_end`` itself."""
+
+    # -- leases ----------------------------------------------------------------------------
+    def _live_lease(self, hid: str, now: float) -> Lease | None:
+        return self.leases.live(hid, now)
+
+    def release_offers(self, who: Claimant, ids: Iterable[str]) -> None:
+        """Give back offers ``who`` holds on ``ids`` (a brief that could not show them)."""
+        self.leases.give_back(who, ids)
+
+    # -- views ---------------------------------------------------------------------------
+    def status_of(self, h: Handoff, now: float | None = None) -> str:
+        """The effective status: stored status, ``offered`` while a lease runs, and
+        ``expired`` for an open handoff past ``expires``."""
+        return status_of(h, self.clock() if now is None else now, self.leases)
+
+    def to_json(self, h: Handoff, full: bool = False, now: float | None = None) -> dict[str, Any]:
+        """The JSON form: ``{id, path, title, project, status, stored_status, user, harness,
+        session, to, visibility, created, updated, expires, claimed_by, claimed_harness,
+        claimed_session, claimed_at, done_at, auto, session_page, offered_to}`` and, with
+        ``full``, ``sections`` (name → markdown) and ``metadata`` (all frontmatter)."""
+        now = self.clock() if now is None else now
+        m = h.meta
+        lease = self._live_lease(h.id, now) if h.stored_status in ("open", "offered") else None
+        out: dict[str, Any] = {
+            "id": h.id,
+            "path": h.path,
+            "title": h.title,
+            "project": h.project,
+            "status": self.status_of(h, now),
+            "stored_status": h.stored_status,
+            "user": m.get("user"),
+            "harness": m.get("harness"),
+            "session": m.get("session"),
+            "to": m.get("to") or "any",
+            "visibility": "personal" if h.personal else "project",
+            "created": m.get("created"),
+            "updated": m.get("updated"),
+            "expires": m.get("expires"),
+            "claimed_by": m.get("claimed_by"),
+            "claimed_harness": m.get("claimed_harness"),
+            "claimed_session": m.get("claimed_session"),
+            "claimed_at": m.get("claimed_at"),
+            "done_at": m.get("done_at"),
+            "auto": bool(m.get("auto")),
+            "session_page": m.get("session_page"),
+            "offered_to": (
+                {**lease.holder.to_json(), "until": iso(lease.until)} if lease else None
+            ),
+        }
+        if m.get("superseded_by"):
+            out["superseded_by"] = m.get("superseded_by")
+        if full:
+            out["sections"] = dict(h.sections)
+            out["metadata"] = m
+        return out
+
+    def list_handoffs(
+        self,
+        user: str | None,
+        *,
+        project: str | None = None,
+        status: str | None = None,
+        limit: int = 200,
+    ) -> list[dict[str, Any]]:
+        """Handoffs ``user`` may see, newest first, as :meth:`to_json` dicts. ``status``
+        filters on the effective status (``offered`` and ``expired`` included).
+        Raises ValueError for an unknown status."""
+        if status is not None and status not in STATES:
+            raise ValueError(f"status must be one of {', '.join(STATES)}")
+        now = self.clock()
+        out: list[dict[str, Any]] = []
+        stale: list[str] = []
+        for row in self._indexed(project):
+            meta = row.get("meta") or {}
+            if not self._may_see(row["path"], meta, user):
+                continue
+            stem = row["path"].rsplit("/", 1)[-1].removesuffix(".md")
+            h = Handoff(
+                id=str(meta.get("id") or stem),
+                path=row["path"],
+                meta=meta,
+                title=str(meta.get("title") or row.get("title") or stem),
+            )
+            j = self.to_json(h, now=now)
+            if j["status"] == "expired" and h.stored_status in ("open", "offered"):
+                stale.append(h.id)
+            if status is None or j["status"] == status:
+                out.append(j)
+            if len(out) >= limit:
+                break
+        if stale:
+            self.memory.writer.submit(lambda: self._persist_expired(stale))
+        return out
+
+    def show(self, user: str | None, hid: str) -> dict[str, Any]:
+        """One handoff with its sections and the page's markdown (``content``).
+        Raises NotFound (also for a handoff the caller may not see)."""
+        h = self._load(hid, user)
+        out = self.to_json(h, full=True)
+        raw = self._read(h.path) or b""
+        out["content"] = raw.decode("utf-8", errors="replace")
+        return out
+
+    # -- create --------------------------------------------------------------------------
+    def create(
+        self,
+        user: str,
+        *,
+        project: str,
+        title: str,
+        harness: str | None = None,
+        session_id: str | None = None,
+        to: str | None = None,
+        visibility: str | None = None,
+        expires: str | float | None = None,
+        expires_in_seconds: float | None = None,
+        where_we_left_off: str | None = None,
+        what_failed: str | None = None,
+        open_questions: str | list[str] | None = None,
+        next_steps: str | list[str] | None = None,
+        files: list[str] | str | None = None,
+        session_page: str | None = None,
+    ) -> dict[str, Any]:
+        """Leave a handoff; returns it as :meth:`to_json` (``full``). Text fields are
+        sanitized (secrets redacted) before anything is written. ``expires``: ISO-8601 or
+        epoch seconds in the future; else ``expires_in_seconds``; else the default
+        (``expires_seconds``, 14 days). The page links the session page of
+        (user, harness, session_id) when one exists. Raises ValueError for a bad field."""
+        proj = project_name(_req_str(project, "project"))
+        if proj != project:
+            raise ValueError(f"project: {project!r} is not a valid project name (try {proj!r})")
+        title_s = " ".join(_req_str(title, "title").split())[:200]
+        now = self.clock()
+        vis = visibility or "project"
+        if vis not in ("project", "personal"):
+            raise ValueError("visibility must be 'project' or 'personal'")
+        target = to or "any"
+        if not _TO_RE.match(target):
+            raise ValueError("to must be 'any', a harness name or a user name")
+        exp = _expiry(expires, expires_in_seconds, now, self.config.expires_seconds)
+        who = Claimant(user, harness or "api", session_id or "")
+        page = session_page or self._session_page_of(who)
+        sections = {
+            "where_we_left_off": _opt_text(where_we_left_off, "where_we_left_off"),
+            "what_failed": _opt_text(what_failed, "what_failed"),
+            "open_questions": _bullets(_opt_list(open_questions, "open_questions")),
+            "next_steps": _bullets(_opt_list(next_steps, "next_steps")),
+            "files": _bullets([f"`{f.replace('`', '')}`" for f in _opt_list(files, "files") or []]),
+        }
+        sections = {k: redact_obj(v)[0] for k, v in sections.items()}
+        title_s = redact_obj(title_s)[0]
+        if page:
+            link = f"From session {session_link(page, None)}."
+            sections["where_we_left_off"] = (
+                f"{link}\n\n{sections['where_we_left_off']}"
+                if sections["where_we_left_off"]
+                else link
+            )
+
+        def job() -> WriteResult:
+            h = self._write_new(
+                who,
+                project=proj,
+                title=title_s,
+                to=target,
+                visibility=vis,
+                expires=exp,
+                sections=sections,
+                session_page=page,
+                now=now,
+                auto=False,
+            )
+            return WriteResult(value=h, commit_now=True)
+
+        res = self.memory.writer.call(job)
+        return self.to_json(res.value, full=True)
+
+    # -- transitions ---------------------------------------------------------------------
+    def _transition(
+        self,
+        hid: str,
+        user: str,
+        decide: Callable[[Handoff, float], dict[str, Any] | None],
+        message: str,
+        after: Callable[[bytes], bytes] | None = None,
+    ) -> tuple[dict[str, Any], bool]:
+        """Run ``decide(handoff, now)`` (a rule of :mod:`~wiki_memory.core.handoffs.states`)
+        on the writer thread; it raises to refuse, returns None for "already so" (no
+        write), or the frontmatter keys to set. The write is committed before this
+        returns. Returns (handoff JSON, changed)."""
+        path = self.locate(hid)
+        if path is None:
+            raise NotFound(f"no such handoff: {hid}")
+        changed: dict[str, bool] = {"v": False}
+        expired_after: dict[str, HandoffConflict | None] = {"err": None}
+
+        def fn(current: bytes | None) -> bytes | None:
+            if current is None:
+                raise NotFound(f"no such handoff: {hid}")
+            h = parse_handoff(current, path)
+            if h is None or not self._may_see(path, h.meta, user):
+                raise NotFound(f"no such handoff: {hid}")
+            now = self.clock()
+            try:
+                updates = decide(h, now)
+            except _ExpiredNow as exc:
+                # persist the expiry the caller just ran into, then refuse
+                expired_after["err"] = exc.conflict
+                updates = {"status": "expired", "updated": iso(now)}
+            if updates is None:
+                return None
+            try:
+                new = set_keys(current, updates)
+            except FrontmatterError as exc:
+                raise HandoffConflict(
+                    "unreadable",
+                    f"handoff {hid}: its frontmatter cannot be read ({exc}); fix the page by hand",
+                    h.stored_status,
+                ) from None
+            if after is not None and expired_after["err"] is None:
+                new = after(new)
+            changed["v"] = True
+            return new
+
+        self.memory.update_page(path, fn, user=user, message=message, commit_now=True)
+        if expired_after["err"] is not None:
+            raise expired_after["err"]
+        raw = self._read(path)
+        h = parse_handoff(raw, path) if raw is not None else None
+        if h is None:
+            raise NotFound(f"no such handoff: {hid}")
+        return self.to_json(h, full=True), changed["v"]
+
+    def claim(
+        self, user: str, hid: str, *, harness: str | None = None, session_id: str | None = None
+    ) -> dict[str, Any]:
+        """Claim ``hid`` for (user, harness, session_id). Returns ``{handoff, repeat}``.
+
+        An open handoff (or one offered to this very session) becomes ``claimed``, for good:
+        nobody else can claim it. The holder's repeat claim is a no-op (``repeat: true``,
+        no write). 409 when another holds it (``claimed``/``offered``, naming the holder)
+        or it is done, cancelled or expired. Claiming also gives back the session's other
+        offers."""
+        who = Claimant(user, harness or "api", session_id or "")
+
+        def decide(h: Handoff, now: float) -> dict[str, Any] | None:
+            return decide_claim(h, now, who, self.leases)
+
+        out, changed = self._transition(
+            hid, user, decide, f"Handoff {hid} claimed by {who.describe()}"
+        )
+        return {"handoff": out, "repeat": not changed}
+
+    def complete(
+        self,
+        user: str,
+        hid: str,
+        *,
+        harness: str | None = None,
+        session_id: str | None = None,
+        note: str | None = None,
+    ) -> dict[str, Any]:
+        """Mark a claimed handoff done. Only its claimant's user may (any session of
+        theirs). ``note`` becomes the ``## Outcome`` section. A repeat by the same user
+        is a no-op. 409 when it is open (``not_claimed``), held by another, cancelled or
+        expired. Returns ``{handoff, repeat}``."""
+        who = Claimant(user, harness or "api", session_id or "")
+        note_s = redact_obj(_opt_text(note, "note"))[0] if note else ""
+
+        def decide(h: Handoff, now: float) -> dict[str, Any] | None:
+            return decide_complete(h, now, who, self.leases)
+
+        def outcome(new: bytes) -> bytes:
+            text = new.decode("utf-8")
+            return replace_section(text, "Outcome", note_s.strip()).encode("utf-8")
+
+        out, changed = self._transition(
+            hid,
+            user,
+            decide,
+            f"Handoff {hid} done by {who.describe()}",
+            outcome if note_s else None,
+        )
+        return {"handoff": out, "repeat": not changed}
+
+    def release(
+        self, user: str, hid: str, *, harness: str | None = None, session_id: str | None = None
+    ) -> dict[str, Any]:
+        """Give a claimed handoff back: it is open again (claim keys cleared). Only its
+        claimant's user may. 409 when nobody holds it (``not_claimed``), another holds
+        it, or it is done/cancelled/expired. Returns ``{handoff, repeat}``."""
+        who = Claimant(user, harness or "api", session_id or "")
+
+        def decide(h: Handoff, now: float) -> dict[str, Any] | None:
+            return decide_release(h, now, user, self.leases)
+
+        out, changed = self._transition(
+            hid, user, decide, f"Handoff {hid} released by {who.describe()}"
+        )
+        return {"handoff": out, "repeat": not changed}
+
+    def cancel(self, user: str, hid: str, *, reason: str | None = None) -> dict[str, Any]:
+        """Cancel an open or offered handoff (its lease ends). Only its creator or the
+        wiki's owner may (403 otherwise). A repeat by the same user is a no-op. 409 when
+        it is claimed (the claimant must release it first), done or expired.
+        Returns ``{handoff, repeat}``."""
+        reason_s = redact_obj(_opt_text(reason, "reason"))[0] if reason else ""
+
+        def decide(h: Handoff, now: float) -> dict[str, Any] | None:
+            return decide_cancel(h, now, user, self.memory.owner, reason_s, self.leases)
+
+        out, changed = self._transition(hid, user, decide, f"Handoff {hid} cancelled by {user}")
+        return {"handoff": out, "repeat": not changed}
+
+    # -- offers (the brief) ----------------------------------------------------------------
+    def addressed_to(self, h: Handoff | dict[str, Any], who: Claimant) -> bool:
+        """True when the handoff's ``to`` names ``any``, the caller's harness or user
+        (``harness:<name>`` and ``user:<name>`` spell it out)."""
+        meta = h.meta if isinstance(h, Handoff) else h
+        to = str(meta.get("to") or "any")
+        if to == "any":
+            return True
+        kind, _, name = to.partition(":")
+        if name and kind == "harness":
+            return name == who.harness
+        if name and kind == "user":
+            return name == who.user
+        return to in (who.harness, who.user)
+
+    def offer(
+        self, who: Claimant, project: str, max_offers: int | None = None
+    ) -> tuple[list[Handoff], list[Handoff]]:
+        """Offers for a starting (or resumed) session: ``(held, offered)``.
+
+        ``held``: handoffs this session has claimed and not finished. ``offered``: the
+        session's live offers, renewed; a session holding offers or claims takes no new
+        ones (a resumed or compacted session keeps what it had). Otherwise up to
+        ``max_offers`` open handoffs it may see and is addressed by (newest first;
+        those named to its harness or user first; never its own) are leased to it for
+        ``lease_seconds``. Runs on the writer thread, so it never races a claim."""
+        limit = self.config.max_offers if max_offers is None else max(0, int(max_offers))
+        rows = [
+            r
+            for r in self._indexed(project)
+            if self._may_see(r["path"], r.get("meta") or {}, who.user)
+        ]
+
+        def specific(r: dict[str, Any]) -> int:
+            to = str((r.get("meta") or {}).get("to") or "any")
+            return 0 if to != "any" else 1
+
+        rows.sort(key=specific)  # stable: newest first within each group
+
+        def job() -> WriteResult:
+            now = self.clock()
+            held: list[Handoff] = []
+            offered: list[Handoff] = []
+            for r in rows:
+                m = r.get("meta") or {}
+                if (
+                    m.get("status") == "claimed"
+                    and m.get("claimed_by") == who.user
+                    and m.get("claimed_harness") == who.harness
+                    and m.get("claimed_session") == who.session
+                ):
+                    h = self._fresh(r["path"], who)
+                    if h is not None and h.stored_status == "claimed" and h.holder() == who:
+                        held.append(h)
+            for hid in self.leases.held_by(who, now):
+                path = self.locate(hid)
+                h = self._fresh(path, who) if path else None
+                if h is not None and self._offerable(h, now):
+                    self.leases.renew(hid, who, now + self.config.lease_seconds)
+                    offered.append(h)
+                else:
+                    self.leases.drop(hid)
+            if held or offered:
+                return WriteResult(value=(held, offered))
+            for r in rows:
+                if len(offered) >= limit:
+                    break
+                m = r.get("meta") or {}
+                if m.get("status") not in (None, "open", "offered"):
+                    continue
+                if not self.addressed_to(m, who) or _own(m, who):
+                    continue
+                h = self._fresh(r["path"], who)
+                if h is None or not self.addressed_to(h, who) or _own(h.meta, who):
+                    continue
+                if h.stored_status in ("open", "offered") and h.expires is not None:
+                    if h.expires <= now:
+                        self._expire_inline(h.path)
+                        continue
+                if not self._offerable(h, now):
+                    continue
+                if not self.leases.grant(h.id, who, now, now + self.config.lease_seconds):
+                    continue
+                offered.append(h)
+            return WriteResult(value=(held, offered))
+
+        res = self.memory.writer.call(job)
+        value: tuple[list[Handoff], list[Handoff]] = res.value
+        return value
+
+    def _offerable(self, h: Handoff, now: float) -> bool:
+        if h.stored_status not in ("open", "offered"):
+            return False
+        exp = h.expires
+        return exp is None or exp > now
+
+    # -- automatic handoffs ------------------------------------------------------------------
+    def on_session_end(
+        self, memory: object, info: SessionInfo, observations: list[Observation], page: str
+    ) -> None:
+        """The session-end hook the core calls on the writer thread
+        (``Memory.on_session_end``): open an automatic handoff when the session shows
+        signs of unfinished work and left none itself
+        (:func:`~wiki_memory.core.handoffs.auto.open_automatic`)."""
+        del memory
+        open_automatic(self, info, observations, page)
+
+    #: the verb's plain name (``svc.list(user, project=…)``), as the other faces call it
+    list = list_handoffs
+
+
+def _own(meta: dict[str, Any], who: Claimant) -> bool:
+    return (
+        meta.get("user") == who.user
+        and meta.get("harness") == who.harness
+        and meta.get("session") == who.session
+    )
+
+
+# --------------------------------------------------------------------------- wiring
+
+_install_lock = threading.Lock()
+
+
+def install(memory: HandoffMemory) -> HandoffService:
+    """The :class:`HandoffService` ``memory`` owns (``memory.handoffs``); idempotent and
+    cheap. Faces call this (``server.handoffs.routes`` does at app creation).
+
+    The core builds the service in ``Memory.__init__`` and registers its
+    :meth:`~HandoffService.on_session_end` hook there. For a memory that does not (yet),
+    the service is built here once, kept on it and hooked to session ends."""
+    svc = getattr(memory, "handoffs", None)
+    if isinstance(svc, HandoffService):
+        return svc
+    with _install_lock:
+        svc = getattr(memory, "handoffs", None)
+        if isinstance(svc, HandoffService):
+            return svc
+        svc = HandoffService(memory)
+        memory.handoffs = svc  # type: ignore[attr-defined]
+        memory.on_session_end.append(svc.on_session_end)  # type: ignore[attr-defined]
+        return svc

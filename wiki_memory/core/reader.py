@@ -1,0 +1,391 @@
+"""The read side of the core: pages, listings, the link graph, expand and history, each
+through the one scope rule (:mod:`wiki_memory.core.scope`) and the index's filtered
+queries. :class:`Reader` is built by :class:`~wiki_memory.core.memory.Memory`, which
+hands its methods to every face."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from wiki_memory.capture.observation import observation_text
+from wiki_memory.capture.spool import Spool
+from wiki_memory.core.scope import ScopeRule, frontmatter_of, not_found
+from wiki_memory.core.sessions import conflict_copy_path
+from wiki_memory.errors import BadRequest, NotFound
+from wiki_memory.identity import Identity, may_read
+from wiki_memory.index.store import Index
+from wiki_memory.recall.filters import parse_time
+from wiki_memory.recall.pack import pack
+from wiki_memory.wiki.git import CommitInfo, GitStore
+from wiki_memory.wiki.paths import PathRefused
+
+__all__ = ["Reader", "sha256"]
+
+
+def sha256(data: bytes) -> str:
+    """The sha256 hex digest of ``data`` (a page's hash as the API shows it)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+class Reader:
+    """Read operations over one wiki for a caller (a user name, an
+    :class:`~wiki_memory.identity.Identity`, or None for an anonymous caller who sees
+    shared pages only). ``handle(anchor)`` registers short recall ids that
+    :meth:`expand` resolves."""
+
+    def __init__(
+        self, wiki_dir: Path, index: Index, scope: ScopeRule, spool: Spool, git: GitStore
+    ) -> None:
+        self.wiki_dir = wiki_dir
+        self.index = index
+        self.scope = scope
+        self.spool = spool
+        self.git = git
+        #: short recall handle -> anchor (see :meth:`handle`)
+        self._handles: dict[str, str] = {}
+
+    def handle(self, anchor: str) -> str:
+        """A short, stable id for an anchor (``h`` + 10 hex of its SHA-1), remembered so
+        that :meth:`expand` can resolve it; expand also takes anchors and paths."""
+        hid = "h" + hashlib.sha1(anchor.encode("utf-8")).hexdigest()[:10]
+        self._handles[hid] = anchor
+        if len(self._handles) > 100_000:
+            self._handles.pop(next(iter(self._handles)))
+        return hid
+
+    def visible(self, path: str, user: Identity | str | None) -> bool:
+        """True when ``user`` may see the indexed page at ``path`` (by the scope rule, on
+        its path and indexed frontmatter); False for a page the index does not hold.
+        ``user`` None is an anonymous caller (shared pages only)."""
+        return self.index.page_meta(path, self.scope.identity(user)) is not None
+
+    def expand(
+        self, ids: list[str], budget_tokens: int, user: Identity | str | None = None
+    ) -> dict[str, Any]:
+        """Whole sections or pages for handles from recall, packed under ``budget_tokens``.
+
+        Returns ``{items: [{id, path, anchor, text, tokens}], used_tokens, budget_tokens,
+        omitted: [ids that did not fit], missing: [ids not found]}``. Pages ``user`` may
+        not see are reported missing.
+        """
+        if budget_tokens < 0:
+            raise BadRequest("budget_tokens must be >= 0", field="budget_tokens")
+        cands: list[dict[str, Any]] = []
+        missing: list[str] = []
+        who = self.scope.identity(user)
+        for raw_id in ids:
+            target = self._handles.get(str(raw_id), str(raw_id))
+            text = self._expand_one(target, who)
+            if text is None:
+                missing.append(str(raw_id))
+                continue
+            if target.startswith("spool:"):
+                cands.append({"id": raw_id, "path": None, "anchor": None, "text": text})
+                continue
+            path, _, anchor = target.partition("#")
+            cands.append({"id": raw_id, "path": path, "anchor": target, "text": text})
+        packed = pack(cands, budget_tokens)
+        return {
+            "items": packed.items,
+            "used_tokens": packed.used_tokens,
+            "budget_tokens": budget_tokens,
+            "omitted": packed.omitted_ids,
+            "missing": missing,
+        }
+
+    def session_visible(self, session_key: str, user: Identity | str | None) -> bool:
+        """May ``user`` see a session's observations? Only when it may see the session's
+        page (the scope rule on its path and indexed frontmatter: a person may mark a
+        session page ``visibility: personal``); a session with no page yet is its
+        project's, seen by all."""
+        info = self.spool.sessions.get(session_key)
+        path = info.state.get("path") if info is not None else None
+        if not isinstance(path, str) or not path:
+            return True
+        row = self.index.page_meta(path)
+        return may_read(self.scope.identity(user), path, row["meta"] if row else None)
+
+    def _expand_one(self, item_id: str, who: Identity | None) -> str | None:
+        if item_id.startswith("spool:"):
+            obs_id = item_id[6:]
+            key_prefix = obs_id.rsplit("-", 1)[0]
+            for key in self.spool.sessions:
+                if key.startswith(key_prefix) and self.session_visible(key, who):
+                    for o in self.spool.observations(key):
+                        if o.obs_id == obs_id:
+                            return observation_text(o)
+            return None
+        path, _, anchor = item_id.partition("#")
+        try:
+            page = self.scope.read(who, path)
+        except (PathRefused, NotFound):
+            return None
+        if not anchor:
+            return page.data.decode("utf-8", errors="replace")
+        for sec in self.index.sections_of(page.rel):
+            if sec["anchor"] == anchor:
+                return str(sec["text"])
+        return None
+
+    def list_pages(
+        self,
+        project: str | None = None,
+        kind: str | None = None,
+        since: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        user: Identity | str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Pages from the index, newest first: ``[{path, id, title, kind, project, updated}]``.
+        Pages ``user`` may not see are left out in the SQL (they take no place in
+        ``limit``/``offset``; None: an anonymous caller). ``since``
+        (ISO-8601, or epoch seconds as text) keeps pages updated at or after it; anything
+        else raises :class:`~wiki_memory.recall.filters.FilterError` naming ``since``."""
+        if since is not None:
+            when = parse_time(since, "since")
+            try:
+                float(since)
+            except ValueError:
+                pass  # an ISO string: compared as written, like the stored ones
+            else:  # epoch seconds: as the ISO-8601 UTC text the index compares
+                since = datetime.fromtimestamp(when or 0.0, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        return self.index.list_pages(
+            project=project,
+            kind=kind,
+            since=since,
+            limit=limit,
+            offset=offset,
+            who=self.scope.identity(user),
+        )
+
+    def read_page(
+        self,
+        path: str,
+        cursor: int = 0,
+        max_bytes: int = 64 * 1024,
+        user: Identity | str | None = None,
+    ) -> dict[str, Any]:
+        """One page, paged by a byte cursor that never splits a UTF-8 character.
+
+        Returns ``{path, metadata, title, diagnostics, content, cursor, next_cursor,
+        truncated, total_bytes, hash, links, backlinks, attachments}``:
+
+        - ``links``: outgoing links and note embeds, in file order, each ``{target,
+          fragment, alias, embed, line, in_frontmatter, status, path, candidates,
+          fragment_found}``; ``status`` is ``resolved`` (``path`` is the page),
+          ``unresolved`` (``target`` keeps the literal text) or ``ambiguous``
+          (``candidates`` lists the pages). Same-page references (``[[#Heading]]``) are
+          not links to another page and are left out. ``fragment_found`` is None without
+          a fragment or target page, else whether the heading or block exists.
+        - ``backlinks``: ``{path, title, line, fragment, alias, embed}`` of every link
+          from another page that resolves to this one.
+        - ``attachments``: links and embeds of files that are not pages (``![[a.png|400]]``):
+          ``{target, alias, embed, line, path, exists}``.
+        - ``diagnostics``: the parser's (unreadable frontmatter, duplicate keys, ...) plus
+          ``unresolved_link``, ``ambiguous_link``, ``missing_attachment``,
+          ``missing_fragment`` (a warning: the link still resolves) and ``merge_conflict``
+          (a ``.server-copy.md`` beside the page holds the server's unmerged version),
+          each ``{kind, line, message[, key]}``.
+
+        The scope rule decides on the file read (:meth:`wiki_memory.core.scope.ScopeRule.read`):
+        paths through symlinks, files with more than one hard link and pages ``user``
+        may not see answer NotFound, exactly as missing ones. Raises PathRefused (outside
+        ``wiki/``), NotFound, or BadRequest for a bad cursor.
+        """
+        who = self.scope.identity(user)
+        page = self.scope.read(who, path)
+        rel, data = page.rel, page.data
+        if cursor < 0 or cursor > len(data):
+            raise BadRequest("cursor out of range", field="cursor")
+        if cursor < len(data) and (data[cursor] & 0xC0) == 0x80:
+            raise BadRequest(
+                "cursor is inside a UTF-8 character; use a next_cursor value", field="cursor"
+            )
+        end = min(len(data), cursor + max(1, max_bytes))
+        while end < len(data) and (data[end] & 0xC0) == 0x80:
+            end -= 1
+        if end == cursor and cursor < len(data):
+            # max_bytes is smaller than the next character: return that one character whole
+            end += 1
+            while end < len(data) and (data[end] & 0xC0) == 0x80:
+                end += 1
+        chunk = data[cursor:end]
+        meta = self.index.page_meta(rel) or {}
+        graph = self.page_links(rel, who)
+        return {
+            "path": rel,
+            "metadata": meta.get("meta", {}),
+            "title": meta.get("title"),
+            "diagnostics": list(meta.get("diagnostics", [])) + graph["diagnostics"],
+            "content": chunk.decode("utf-8", errors="replace"),
+            "cursor": cursor,
+            "next_cursor": end if end < len(data) else None,
+            "truncated": end < len(data),
+            "total_bytes": len(data),
+            "hash": sha256(data),
+            "links": graph["links"],
+            "backlinks": graph["backlinks"],
+            "attachments": graph["attachments"],
+        }
+
+    def page_links(
+        self, path: str, user: Identity | str | None = None
+    ) -> dict[str, list[dict[str, Any]]]:
+        """The link graph around one indexed page: ``{links, backlinks, attachments,
+        diagnostics}`` as in :meth:`read_page` (empty lists for a page not indexed), as
+        ``user`` sees it: pages it may not see are never named (a link to one reads as
+        unresolved; a backlink from one is left out)."""
+        who = self.scope.identity(user)
+        from wiki_memory.wiki.links import ATTACHMENT, fragment_found
+
+        links: list[dict[str, Any]] = []
+        attachments: list[dict[str, Any]] = []
+        diags: list[dict[str, Any]] = []
+        anchors: dict[str, tuple[list[str], list[str]]] = {}
+
+        def parts_of(p: str) -> tuple[list[str], list[str]]:
+            if p not in anchors:
+                secs = self.index.sections_of(p)
+                anchors[p] = (
+                    [
+                        s["heading"]
+                        for s in secs
+                        if s["heading"] and not s["anchor"].startswith("^")
+                    ],
+                    [s["anchor"] for s in secs if s["anchor"].startswith("^")],
+                )
+            return anchors[p]
+
+        for lk in self.index.outlinks(path, who):
+            if lk["status"] == ATTACHMENT:
+                attachments.append(
+                    {
+                        "target": lk["target"],
+                        "alias": lk["alias"],
+                        "embed": lk["embed"],
+                        "line": lk["line"],
+                        "path": lk["path"],
+                        "exists": lk["path"] is not None,
+                    }
+                )
+                if lk["path"] is None:
+                    diags.append(
+                        {
+                            "kind": "missing_attachment",
+                            "line": lk["line"],
+                            "message": f"no file named {lk['target']!r} in the wiki",
+                            "key": lk["target"],
+                        }
+                    )
+                continue
+            found: bool | None = None
+            if lk["fragment"] and lk["path"]:
+                headings, blocks = parts_of(lk["path"])
+                found = fragment_found(lk["fragment"], headings, blocks)
+                if not found:
+                    diags.append(
+                        {
+                            "kind": "missing_fragment",
+                            "line": lk["line"],
+                            "message": f"{lk['path']} has no heading or block "
+                            f"{lk['fragment']!r}; the link leads to the page",
+                            "key": lk["fragment"],
+                        }
+                    )
+            if not lk["target"]:
+                continue  # a same-page reference: not a link to a page
+            lk["fragment_found"] = found
+            links.append(lk)
+            if lk["status"] == "unresolved":
+                diags.append(
+                    {
+                        "kind": "unresolved_link",
+                        "line": lk["line"],
+                        "message": f"no page named {lk['target']!r} (yet)",
+                        "key": lk["target"],
+                    }
+                )
+            elif lk["status"] == "ambiguous":
+                diags.append(
+                    {
+                        "kind": "ambiguous_link",
+                        "line": lk["line"],
+                        "message": f"{lk['target']!r} names {len(lk['candidates'])} pages: "
+                        + ", ".join(lk["candidates"][:5]),
+                        "key": lk["target"],
+                    }
+                )
+        backlinks = [
+            {
+                "path": b["src_path"],
+                "title": b["title"],
+                "line": b["line"],
+                "fragment": b["fragment"],
+                "alias": b["alias"],
+                "embed": b["embed"],
+            }
+            for b in self.index.backlinks(path, who)
+            if b["src_path"] != path
+        ]
+        copy = conflict_copy_path(path)
+        if copy != path and (self.wiki_dir / copy).is_file():
+            diags.append(
+                {
+                    "kind": "merge_conflict",
+                    "line": None,
+                    "message": f"a hand edit and the server changed the same lines; the "
+                    f"server's version is in {copy}",
+                    "key": copy,
+                }
+            )
+        return {
+            "links": links,
+            "backlinks": backlinks,
+            "attachments": attachments,
+            "diagnostics": diags,
+        }
+
+    def page_history(
+        self, path: str, user: Identity | str | None, limit: int = 200
+    ) -> list[CommitInfo]:
+        """The commits that changed a page, newest first (at most ``limit``), that
+        ``user`` may see: the page must be visible now (else NotFound, as for a missing
+        page), and a commit whose version of the page was hidden from ``user`` (it was
+        personal then) is left out."""
+        who = self.scope.identity(user)
+        page = self.scope.read(who, path)
+        return [
+            c for c in self.git.log(page.rel, limit=limit) if self._version_ok(page.rel, c, who)
+        ]
+
+    def page_version(self, path: str, sha: str, user: Identity | str | None) -> bytes | None:
+        """The page's bytes as committed in ``sha`` (None where it did not exist then),
+        for ``user``: NotFound unless :meth:`page_history` lists that commit."""
+        who = self.scope.identity(user)
+        rel, commit = self._visible_commit(path, sha, who)
+        return self.git.read_at(rel, commit.sha)
+
+    def page_diff(self, path: str, sha: str, user: Identity | str | None) -> str:
+        """The unified diff of the page in commit ``sha`` against its first parent, for
+        ``user``: NotFound unless both versions are ones it may see."""
+        who = self.scope.identity(user)
+        rel, commit = self._visible_commit(path, sha, who)
+        for parent in commit.parents[:1]:
+            old = self.git.read_at(rel, parent)
+            if old is not None and not may_read(who, rel, frontmatter_of(old, rel)):
+                raise not_found(rel)
+        return self.git.diff(rel, commit.sha)
+
+    def _visible_commit(self, path: str, sha: str, who: Identity) -> tuple[str, CommitInfo]:
+        page = self.scope.read(who, path)
+        for c in self.git.log(page.rel, limit=100_000):
+            if c.sha.startswith(sha) and self._version_ok(page.rel, c, who):
+                return page.rel, c
+        raise not_found(page.rel)
+
+    def _version_ok(self, rel: str, commit: CommitInfo, who: Identity) -> bool:
+        data = self.git.read_at(rel, commit.sha)
+        return data is None or may_read(who, rel, frontmatter_of(data, rel))

@@ -1,0 +1,107 @@
+"""Commit health: whether the server's commits reach git, and when they stall (a lock
+held or left by another program, a full disk, a broken repository) what the cause and
+the remedy are. Said once in the log, shown by ``GET /v1/health``, ``doctor`` and the
+brief (docs/git.md)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from wiki_memory.capture.observation import iso
+from wiki_memory.wiki.git import GitBusy
+from wiki_memory.wiki.locks import lock_files
+
+log = logging.getLogger("wiki_memory.core")
+
+__all__ = ["CommitHealth"]
+
+
+class CommitHealth:
+    """The state of commits for one repository (``controldir``: its ``.git``)."""
+
+    def __init__(self, controldir: Path | str) -> None:
+        self.controldir = controldir
+        self._stall: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True while no commit has failed since the last one that worked."""
+        return self._stall is None
+
+    def succeeded(self) -> bool:
+        """A commit worked; True when it ends a stall (the caller retries what failed)."""
+        if self._stall is None:
+            return False
+        if self._stall.get("declared"):
+            log.warning("commits resumed after %.0f s", time.time() - self._stall["since"])
+        self._stall = None
+        return True
+
+    def failed(self, exc: Exception) -> None:
+        """A commit raised ``exc``: start or continue a stall. It is declared (logged once,
+        with cause and remedy) from the second failure in a row: a person's git holding a
+        lock for a moment is not a stall."""
+        if self._stall is not None:
+            self._stall["failures"] += 1
+            if self._stall["failures"] == 2:
+                self._declare()
+            return
+        locks = lock_files(self.controldir)
+        if isinstance(exc, GitBusy) and locks:
+            # no lock file name in the log or a reply (C21): doctor names them
+            cause = (
+                f"{len(locks)} git lock file(s) held or left by another program "
+                "(`wiki-memory doctor` lists them)"
+            )
+            remedy = (
+                "if no git program is running, `wiki-memory doctor --fix` removes locks no "
+                "process holds"
+            )
+        elif isinstance(exc, GitBusy):
+            cause = str(exc) or "the git repository is busy"
+            remedy = "finish or abort the git operation in the wiki"
+        elif isinstance(exc, OSError) and exc.errno in (28, 122):  # ENOSPC, EDQUOT
+            cause = "the disk is full"
+            remedy = "free disk space"
+        else:
+            cause = f"{type(exc).__name__}: {exc}"
+            remedy = "run `wiki-memory doctor` to check the repository"
+        self._stall = {
+            "since": time.time(),
+            "cause": cause,
+            "remedy": remedy,
+            "public_cause": "a git lock held by another program"
+            if isinstance(exc, GitBusy) and locks
+            else ("the disk is full" if remedy == "free disk space" else type(exc).__name__),
+            "failures": 1,
+        }
+
+    def _declare(self) -> None:
+        st = self._stall
+        if st is None:
+            return
+        st["declared"] = True
+        log.warning(
+            "memory is not being committed to git: %s. Every accepted change stays on disk "
+            "and is committed when this is fixed; remedy: %s",
+            st["cause"],
+            st["remedy"],
+        )
+
+    def status(self, detail: bool = True) -> dict[str, Any]:
+        """``{"ok": True}``, or while commits fail ``{"ok": False, "since" (ISO-8601 UTC),
+        "cause", "remedy", "failures"}``. ``detail`` False leaves out what names files
+        (for the unauthenticated health route)."""
+        st = self._stall
+        if st is None or not st.get("declared"):
+            return {"ok": True}
+        return {
+            "ok": False,
+            "since": iso(st["since"]),
+            "cause": st["cause"] if detail else st["public_cause"],
+            "remedy": st["remedy"],
+            "failures": st["failures"],
+        }
