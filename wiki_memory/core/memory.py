@@ -103,6 +103,11 @@ class Memory:
         self.page_history = self.reader.page_history
         self.page_version = self.reader.page_version
         self.page_diff = self.reader.page_diff
+        self.page_meta = self.reader.page_meta
+        self.names_for = self.reader.names_for
+        self.projects = self.reader.projects
+        self.project_exists = self.reader.project_exists
+        self.session_page = self.reader.session_page
         #: session pages: compiling and merging with people's edits (writer thread)
         self.sessions = SessionPages(self)
         #: capture: hook events into the spool and the index (wiki_memory.core.capture)

@@ -6,6 +6,9 @@ hands its methods to every face."""
 from __future__ import annotations
 
 import hashlib
+import os
+import re
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,9 @@ from wiki_memory.wiki.git import CommitInfo, GitStore
 from wiki_memory.wiki.paths import PathRefused
 
 __all__ = ["Reader", "sha256"]
+
+_SES_RE = re.compile(r"ses_([0-9a-f]{16})")
+_SHORT_RE = re.compile(r"[0-9a-f]{8}")
 
 
 def sha256(data: bytes) -> str:
@@ -389,3 +395,66 @@ class Reader:
     def _version_ok(self, rel: str, commit: CommitInfo, who: Identity) -> bool:
         data = self.git.read_at(rel, commit.sha)
         return data is None or may_read(who, rel, frontmatter_of(data, rel))
+
+    # -- names a face looks things up by ---------------------------------------------
+    def page_meta(self, path: str, user: Identity | str | None) -> dict[str, Any] | None:
+        """The index's row of the page at ``path`` as ``user`` sees it (path, id, title,
+        kind, project, tags, aliases, updated, created, hash, size, mtime, meta,
+        diagnostics, owner), or None when it is not indexed or ``user`` may not see it."""
+        return self.index.page_meta(path, self.scope.identity(user))
+
+    def names_for(
+        self, keys: Iterable[str], user: Identity | str | None = None
+    ) -> list[tuple[str, str, str]]:
+        """``(key, path, source)`` rows of the index's names for casefolded link keys
+        (source: title, stem, alias or path), pages ``user`` may not see left out: what
+        a face resolves wikilinks with."""
+        return self.index.names_for(keys, self.scope.identity(user))
+
+    def projects(self) -> list[str]:
+        """Sorted names of the project folders under ``wiki/projects/`` (real folders
+        only: no symbolic links, no dot-folders)."""
+        try:
+            with os.scandir(self.wiki_dir / "projects") as entries:
+                names = [
+                    e.name
+                    for e in entries
+                    if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
+                ]
+        except OSError:
+            names = []
+        return sorted(names)
+
+    def project_exists(self, name: str, user: Identity | str | None) -> bool:
+        """True when ``wiki/projects/<name>`` is a real folder, or an indexed page ``user``
+        may see belongs to project ``name``."""
+        if name in self.projects():
+            return True
+        return bool(self.list_pages(project=name, limit=1, user=user))
+
+    def session_page(self, sid: str, user: Identity | str | None) -> str | None:
+        """The wiki path of a session's page named by its page id (``ses_<16 hex>``), its
+        short id (the 8 hex in the file name) or the harness's session id; with several
+        sessions of one harness id, ``user``'s own first, then the newest. None when none
+        is known. Whether ``user`` may see it is decided when the page is read."""
+        who = self.scope.identity(user)
+        sessions = self.spool.sessions
+        m = _SES_RE.fullmatch(sid)
+        prefix = m.group(1) if m else (sid if _SHORT_RE.fullmatch(sid) else None)
+        if prefix:
+            for key, info in list(sessions.items()):
+                if key.startswith(prefix) and info.state.get("path"):
+                    return str(info.state["path"])
+            for p in sorted((self.wiki_dir / "projects").glob(f"*/sessions/*-{prefix[:8]}.md")):
+                rel = p.relative_to(self.wiki_dir).as_posix()
+                meta = self.index.page_meta(rel, who)
+                if m is None or (meta and (meta.get("id") == sid)):
+                    return rel
+            return None
+        matches = [
+            info
+            for info in list(sessions.values())
+            if info.session_id == sid and info.state.get("path")
+        ]
+        matches.sort(key=lambda i: (i.user != who.user, -i.started))
+        return str(matches[0].state["path"]) if matches else None

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import re
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
@@ -112,8 +111,6 @@ PAGE_SIZE = 25
 
 HANDOFF_STATES = ("offered", "open", "claimed", "done", "cancelled", "expired")
 _REV_RE = re.compile(r"[0-9a-f]{7,40}")
-_SES_RE = re.compile(r"ses_([0-9a-f]{16})")
-_SHORT_RE = re.compile(r"[0-9a-f]{8}")
 
 
 # --------------------------------------------------------------------------- routes
@@ -228,16 +225,7 @@ class _View:
         return out, None
 
     def _projects(self) -> list[str]:
-        d = self.memory.wiki_dir / "projects"
-        try:
-            names = [
-                e.name
-                for e in os.scandir(d)
-                if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
-            ]
-        except OSError:
-            names = []
-        return sorted(names)
+        return self.memory.projects()
 
     @staticmethod
     def _offset(request: Request, name: str) -> int:
@@ -287,10 +275,7 @@ class _View:
                 raise PathRefused("not a project name")
         except PathRefused:
             return self._not_found(request, "No such project.")
-        exists = (self.memory.wiki_dir / "projects" / name).is_dir() or bool(
-            self.memory.list_pages(project=name, limit=1, user=user)
-        )
-        if not exists:
+        if not self.memory.project_exists(name, user):
             return self._not_found(request, "No such project.")
         lists = {}
         for key, kind, keep in (
@@ -407,7 +392,7 @@ class _View:
             raise _NotFound(rel) from None
 
     def _targets(self, user: Identity, rel: str, links: Iterable[Any]) -> dict[str, Target]:
-        resolver = self.resolver_cls(self.memory.index, user)
+        resolver = self.resolver_cls(self.memory, user)
         return resolver.resolve_many(rel, [lk.target for lk in links if lk.target])
 
     def _parsed(self, rel: str, raw: bytes, digest: str) -> ParsedPage:
@@ -427,7 +412,7 @@ class _View:
         key = ("html", rel, digest, targets_fingerprint(targets))
         html = self.ctx.cache.get(key)
         if html is None:
-            resolver = self.resolver_cls(self.memory.index, user)
+            resolver = self.resolver_cls(self.memory, user)
 
             def lazy(target: str) -> Target:
                 return resolver.resolve_many(rel, [target]).get(
@@ -468,7 +453,7 @@ class _View:
         except _NotFound:
             # a session the reader may not see answers like one that does not exist
             return self._not_found(request, "No such session." if via_session else "No such page.")
-        meta_row = self.memory.index.page_meta(rel, user)
+        meta_row = self.memory.page_meta(rel, user)
         view = self._render_page(user, rel, raw)
         m = view["meta"]
         source = request.query_params.get("view") == "source"
@@ -563,30 +548,7 @@ class _View:
     # -- sessions ----------------------------------------------------------------------
 
     def _session_path(self, user: Identity, sid: str) -> str | None:
-        """The page of a session named by its page id (``ses_<16 hex>``), its short id
-        (8 hex, as in the file name) or the harness's session id."""
-        sessions = self.memory.spool.sessions
-        m = _SES_RE.fullmatch(sid)
-        prefix = m.group(1) if m else (sid if _SHORT_RE.fullmatch(sid) else None)
-        if prefix:
-            for key, info in list(sessions.items()):
-                if key.startswith(prefix) and info.state.get("path"):
-                    return str(info.state["path"])
-            for p in sorted(
-                (self.memory.wiki_dir / "projects").glob(f"*/sessions/*-{prefix[:8]}.md")
-            ):
-                rel = p.relative_to(self.memory.wiki_dir).as_posix()
-                meta = self.memory.index.page_meta(rel, user)
-                if m is None or (meta and (meta.get("id") == sid)):
-                    return rel
-            return None
-        matches = [
-            info
-            for info in list(sessions.values())
-            if info.session_id == sid and info.state.get("path")
-        ]
-        matches.sort(key=lambda i: (i.user != user.user, -i.started))
-        return str(matches[0].state["path"]) if matches else None
+        return self.memory.session_page(sid, user)
 
     def session(self, request: Request) -> Response:
         sid = request.path_params["sid"]
