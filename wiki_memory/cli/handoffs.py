@@ -18,26 +18,9 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from wiki_memory.cli.common import CliError, _client, _settings, server_error
-
-
-def _reported(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Print a CliError as one line and return its code here: under ``python -m
-    wiki_memory.cli.main`` the parser's ``main`` catches its own ``__main__.CliError``, a
-    different class from the one imported above."""
-
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return fn(args)
-        except CliError as exc:
-            print(f"wiki-memory: {exc}", file=sys.stderr)
-            return exc.code
-
-    run.__doc__ = fn.__doc__
-    return run
 
 
 def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
@@ -77,7 +60,6 @@ def _print(args: argparse.Namespace, data: Any, text: str) -> None:
         print(text)
 
 
-@_reported
 def cmd_handoff(args: argparse.Namespace) -> int:
     action = args.action
     if action == "create":
@@ -130,7 +112,6 @@ def cmd_handoff(args: argparse.Namespace) -> int:
     return 0
 
 
-@_reported
 def cmd_brief(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"project": args.project, "budget_tokens": args.budget}
     if args.session:
@@ -150,7 +131,6 @@ def cmd_brief(args: argparse.Namespace) -> int:
     return 0
 
 
-@_reported
 def cmd_pin(args: argparse.Namespace) -> int:
     from wiki_memory.auth import TokenStore
     from wiki_memory.core.scope import ScopeRule

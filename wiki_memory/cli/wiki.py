@@ -20,27 +20,12 @@ import shutil
 import stat
 import sys
 import unicodedata
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from wiki_memory.cli.common import CliError, _settings
 from wiki_memory.cli.doctor import doctor_report, fix, print_report
 from wiki_memory.config import Settings
-
-
-def _reported(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Print a CliError as one line and return its code (see cli_handoffs._reported)."""
-
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return fn(args)
-        except CliError as exc:
-            print(f"wiki-memory: {exc}", file=sys.stderr)
-            return exc.code
-
-    run.__doc__ = fn.__doc__
-    return run
 
 
 def _wiki_settings(args: argparse.Namespace) -> Settings:
@@ -131,7 +116,6 @@ def import_vault(src: Path, wiki: Path, into: str = "") -> dict[str, list[str]]:
     return out
 
 
-@_reported
 def cmd_import(args: argparse.Namespace) -> int:
     """Copy a vault folder into the wiki and commit it."""
     from wiki_memory.auth import TokenStore
@@ -180,7 +164,6 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 1 if res["conflicts"] else 0
 
 
-@_reported
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Check the wiki and print what is wrong; exit 1 on errors (``--strict``: warnings too)."""
     settings = _wiki_settings(args)

@@ -70,21 +70,7 @@ INSERT_BATCH = 512
 
 
 def sync_paths(db: Database, wiki_dir: Path | str, rel_paths: Iterable[str]) -> int:
-    """Bring the index in line with the files at ``rel_paths`` under ``wiki_dir``.
-
-    Each path (wiki-relative, or absolute inside ``wiki_dir``) is checked with
-    ``lstat``: an indexable ``.md`` file is upserted (hash-compared, so unchanged
-    files cost a read); another regular file is recorded as an attachment (for link
-    resolution); a missing path is removed, as a page, a file and as a directory (a
-    renamed directory reports only itself); a directory is reconciled: every page
-    below it is upserted (skipped when size and mtime match the index) and index
-    rows below it whose file is gone are removed. Symlinks are never followed and
-    count as missing, as do paths resolving outside ``wiki_dir`` and files with more
-    than one hard link (their other name may be outside the wiki). Ignored names
-    (see :func:`is_indexable`) are skipped. Links that name a page or file that
-    appeared or went away are resolved again in the same transaction. Returns how
-    many pages were added, changed or removed.
-    """
+    """The work of :meth:`wiki_memory.index.store.Index.sync_paths` (documented there)."""
     root = Path(wiki_dir)
     root_real = os.path.realpath(root)
     changed = 0
@@ -208,16 +194,7 @@ def _reconcile(db: Database, root: Path, root_real: str, rel_dir: str) -> int:
 
 
 def rebuild(db: Database, wiki_dir: Path | str, progress: bool = False) -> int:
-    """Re-index every page under ``wiki_dir`` from the files; returns the page count.
-
-    Builds ``<db>.new`` from scratch, then copies it over the live database in one
-    transaction with SQLite's backup API, so concurrent readers (threads and
-    other processes) see the complete old index until the switch and the
-    complete new one after. Page writes made through ``db`` during the
-    rebuild are replayed onto the new index first; the spool rows are kept.
-    ``progress=True`` shows a tqdm bar on stderr. Only one rebuild runs at a
-    time (a file lock beside the database). Clears ``db.needs_rebuild``.
-    """
+    """The work of :meth:`wiki_memory.index.store.Index.rebuild` (documented there)."""
     root = Path(wiki_dir)
     root_real = os.path.realpath(root)
     new_path = Path(f"{db.path}.new")

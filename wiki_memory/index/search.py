@@ -84,16 +84,7 @@ def search(
     exclude_dirs: Sequence[str] = (),
     limit: int = 50,
 ) -> list[SectionHit]:
-    """Run an FTS5 ``MATCH`` expression (from :func:`~wiki_memory.index.query.build_match`).
-
-    Returns at most ``limit`` sections, best first, ranked by weighted bm25
-    (:data:`~wiki_memory.index.schema.BM25_WEIGHTS`). ``project`` and ``kinds`` (page kinds, e.g.
-    ``["note", "session"]``; an empty list allows none) and ``exclude_dirs``
-    (wiki-relative directories whose pages are left out, e.g. other people's
-    ``people/<user>``) filter inside the SQL, before ranking and the limit. An empty
-    ``match`` gives ``[]``. Raises :class:`SearchError` when SQLite fails (bad
-    expression, I/O): an error is never reported as zero hits.
-    """
+    """The work of :meth:`wiki_memory.index.store.Index.search` (documented there)."""
     if not match or not match.strip() or limit <= 0:
         return []
     if kinds is not None and not kinds:
@@ -159,14 +150,7 @@ def query(
     limit: int = 50,
     mode: Literal["auto", "and", "or"] = "auto",
 ) -> list[SectionHit]:
-    """Search free text safely (see :mod:`wiki_memory.index.query`).
-
-    ``mode="and"``: every word must match; ``"or"``: any word; ``"auto"``
-    (default): AND first, and when that finds fewer than ``max(1, limit // 5)``
-    sections, the OR results are appended (AND hits stay first, no duplicates).
-    Text with nothing searchable (``""``, ``*``, punctuation) gives ``[]``.
-    Filters as in :func:`search`. Raises :class:`SearchError` when the engine fails.
-    """
+    """The work of :meth:`wiki_memory.index.store.Index.query` (documented there)."""
     if mode not in ("auto", "and", "or"):
         raise ValueError(f"mode must be 'auto', 'and' or 'or', not {mode!r}")
     first = build_match(text, "or" if mode == "or" else "and")
@@ -199,11 +183,7 @@ def search_spool(
     user: str | None = None,
     limit: int = 50,
 ) -> list[SpoolHit]:
-    """Run an FTS5 ``MATCH`` expression over the spool; filters apply before ranking.
-
-    Returns at most ``limit`` observations, best first. Raises
-    :class:`SearchError` when SQLite fails.
-    """
+    """The work of :meth:`wiki_memory.index.store.Index.search_spool` (documented there)."""
     if not match or not match.strip() or limit <= 0:
         return []
     where = ["spool_fts MATCH ?"]

@@ -8,7 +8,6 @@ method, path, status and time, with every query-string value replaced by ``REDAC
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -41,7 +40,7 @@ from wiki_memory.errors import (
 )
 from wiki_memory.mcp import app as mcp_app
 from wiki_memory.server import handoffs as handoff_api
-from wiki_memory.server.http import ApiError, _int, _str, read_body, read_json
+from wiki_memory.server.http import ApiError, _int, _str, parse_json, read_body, read_json
 from wiki_memory.web import views as web
 
 access_log = logging.getLogger("wiki_memory.access")
@@ -250,12 +249,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         """``PUT /v1/pages/{path}``: write a whole page with a compare-and-set (docs/api.md)."""
         raw = await read_body(request, limit)
         if request.headers.get("content-type", "").startswith("application/json"):
-            try:
-                body = json.loads(raw)
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise ApiError(
-                    400, "bad_json", f"the body is not valid JSON: {exc}", field="body"
-                ) from None
+            body = parse_json(raw)
             if not isinstance(body, dict) or not isinstance(body.get("text"), str):
                 raise ApiError(400, "bad_request", "text must be a string", field="text")
             text = body["text"]

@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from wiki_memory.core.brief import DEFAULT_BUDGET, build_brief
-from wiki_memory.server.http import ApiError, _int, _str, read_json
+from wiki_memory.server.http import ApiError, _int, _str, parse_json, read_body, read_json
 
 if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
@@ -39,19 +39,10 @@ def routes(memory: Memory) -> list[Any]:
 
     async def body_of(request: Request, optional: bool = False) -> dict[str, Any]:
         if optional:
-            raw = await request.body()
+            raw = await read_body(request, limit)
             if not raw.strip():
                 return {}
-            if len(raw) > limit:
-                raise ApiError(413, "too_large", f"request body is over the limit of {limit} bytes")
-            import json
-
-            try:
-                body = json.loads(raw)
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise ApiError(
-                    400, "bad_json", f"the body is not valid JSON: {exc}", field="body"
-                ) from None
+            body = parse_json(raw)
         else:
             body = await read_json(request, limit)
         if not isinstance(body, dict):

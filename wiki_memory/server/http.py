@@ -11,7 +11,7 @@ from starlette.requests import Request
 
 from wiki_memory.errors import WikiMemoryError
 
-__all__ = ["ApiError", "read_body", "read_json", "_int", "_str"]
+__all__ = ["ApiError", "parse_json", "read_body", "read_json", "_int", "_str"]
 
 
 class ApiError(WikiMemoryError):
@@ -36,6 +36,11 @@ async def read_json(request: Request, limit: int) -> Any:
     raw = await read_body(request, limit)
     if not raw.strip():
         raise ApiError(400, "bad_request", "the request body is empty; JSON expected", field="body")
+    return parse_json(raw)
+
+
+def parse_json(raw: bytes) -> Any:
+    """``raw`` (a request body) as JSON; raises ApiError 400 ``bad_json`` when it is not."""
     try:
         return json.loads(raw)
     except RecursionError:
