@@ -6,7 +6,7 @@ D mcp``) against a live ``wiki-memory serve`` on a temporary data directory, sen
 (default 50). Beside it, the floor: ``python -S -c pass`` on the same interpreter in the
 same run. Prints p50/p95 in ms and the p95 ratio to the floor.
 
-Moved here from the 5 s bound of ``tests/test_mcp_server.py::test_bridge_starts_fast``;
+Moved here from the 5 s bound of ``tests/mcp/test_mcp_server.py::test_bridge_starts_fast``;
 the test (``test_bridge_starts_light``) now bounds what the bridge imports. docs/mcp.md:
 "about 0.3 s to the first answer".
 

@@ -12,7 +12,7 @@ one each time, as the writer commits a session page), committed one by one:
   (skipped without git).
 
 Prints ms per commit, commits/s and the ratio to the floor. Moved here from
-``tests/test_git.py`` (``test_speed_1k_files``/``test_speed_10k_files`` printed the rate);
+``tests/wiki/test_git.py`` (``test_speed_1k_files``/``test_speed_10k_files`` printed the rate);
 the tests keep what the commits must do (``test_commits_on_a_large_repo_stay_clean``).
 DESIGN's measurement: porcelain add+commit ~20/s at 1k files and ~3/s at 10k; objects
 plus a ref compare-and-swap 120-170/s.

@@ -146,7 +146,7 @@ def main() -> int:
             )
         )
         # what the hook pays for the sanitizer's table (moved here from the time bound of
-        # tests/test_sanitize.py::test_import_is_stdlib_only; that test bounds the modules)
+        # tests/capture/test_sanitize.py::test_import_is_stdlib_only; that test bounds the modules)
         imp = f"import sys; sys.path.insert(0, {str(REPO)!r}); import wiki_memory.capture.sanitize"
         rows.append(
             (

@@ -8,7 +8,7 @@
    beside them (the product under load, as a running server during ``wiki-memory
    reindex``); p50 / p95 in ms and the p95 ratio to the quiet p95.
 
-Moved here from ``tests/test_index.py::test_rebuild_while_searching``, which printed these
+Moved here from ``tests/index/test_index.py::test_rebuild_while_searching``, which printed these
 numbers; the test keeps what must hold during a rebuild (no error, no empty result, writes
 kept). DESIGN's measurement: ~1,800 pages/s parsing with markdown-it, a 2-4 term bm25
 query p95 0.4 ms at 10k pages.

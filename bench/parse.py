@@ -6,9 +6,9 @@ call on ordinary input of the same size (prose with headings, links, tags and co
 ratio says how much more the pathological input costs than an ordinary one of its size;
 anything near 1x is linear work.
 
-- ``parse_page``: the inputs of ``tests/test_page.py`` (``PATHOLOGICAL``, the 20,000
+- ``parse_page``: the inputs of ``tests/wiki/test_page.py`` (``PATHOLOGICAL``, the 20,000
   duplicate frontmatter keys, and a 300 KB file that is not UTF-8);
-- ``redact_text``: the secret corpus of ``tests/test_sanitize.py`` plus 40,000 filler
+- ``redact_text``: the secret corpus of ``tests/capture/test_sanitize.py`` plus 40,000 filler
   lines (about 1.6 MB).
 
 Moved here from the tests' old wall-clock bounds (2 s each in

@@ -1,25 +1,35 @@
-"""Shared fixtures: where the real input lives (../shared/data) and temp data directories."""
+"""Shared fixtures. Test files sit in folders named like the package's rooms; what they
+share (paths, polling, the CLI, a Memory) is in ``support.py`` beside this file."""
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support import make_memory, shared_path
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("WIKI_MEMORY_SHARED", REPO.parent / "shared"))
-
-
-def shared_path(*parts: str) -> Path:
-    """Return a path under ../shared, or skip the calling test when it is absent."""
-    p = SHARED.joinpath(*parts)
-    if not p.exists():
-        pytest.skip(f"real input not available: {p} is missing (../shared is absent)")
-    return p
+from wiki_memory.core.memory import Memory
 
 
 @pytest.fixture
 def shared() -> Path:
     """The ../shared folder (skips when absent)."""
     return shared_path()
+
+
+@pytest.fixture
+def mem(tmp_path: Path) -> Iterator[Memory]:
+    """A started in-process Memory over ``tmp_path/data`` owned by ``alice``, no watcher."""
+    m = make_memory(tmp_path / "data")
+    yield m
+    m.stop()
+
+
+@pytest.fixture
+def stop_after() -> Iterator[Callable[[Memory], None]]:
+    """``stop_after(m)`` stops the Memory ``m`` when the test ends, whatever happens."""
+    started: list[Memory] = []
+    yield started.append
+    for m in started:
+        m.stop()

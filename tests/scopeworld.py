@@ -1,5 +1,5 @@
 """A small wiki with pages two users must not see of each other's, served by a real server,
-for ``tests/test_scope_faces.py``.
+for ``tests/core/test_scope_faces.py``.
 
 Users: the local owner (``olivia``), ``alice`` and ``bob``; tokens made through the CLI
 (``wiki-memory token`` / ``token create --user NAME``). Every string that only a hidden

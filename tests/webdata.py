@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conftest import shared_path
 from dulwich.repo import Repo
 from serverproc import ServerProcess
+from support import shared_path, wait_for
 
 from wiki_memory.auth import TokenStore
 
@@ -229,17 +228,6 @@ def start(data_dir: Path, with_vault: bool = False, env: dict[str, str] | None =
     ws = WebServer(srv, tokens)
     capture_session(ws)
     return ws
-
-
-def wait_for(fn: Any, timeout: float = 30.0, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
 
 
 def _payload(name: str) -> dict[str, Any]:

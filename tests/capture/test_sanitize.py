@@ -1,0 +1,579 @@
+"""The sanitizer: every detector removes its secrets, look-alikes stay, C32, no false positives.
+
+Fake secrets are assembled from parts at run time (prefix + random characters from a
+seeded generator) so that this file itself holds nothing secret-shaped.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import re
+import string
+import subprocess
+import sys
+
+import pytest
+from support import REPO, shared_path
+
+from wiki_memory.capture.sanitize import DETECTORS, Redaction, redact_obj, redact_text
+
+RNG = random.Random(20240532)
+UPPER, LOWER, DIGITS = string.ascii_uppercase, string.ascii_lowercase, string.digits
+ALNUM = UPPER + LOWER + DIGITS
+B64 = ALNUM + "+/"
+HEX = "0123456789abcdef"
+
+
+def rnd(n: int, alphabet: str = ALNUM) -> str:
+    """n random characters; always mixes cases and digits when the alphabet has them."""
+    while True:
+        s = "".join(RNG.choice(alphabet) for _ in range(n))
+        if alphabet is not ALNUM and alphabet is not B64:
+            return s
+        if (
+            any(c.isupper() for c in s)
+            and any(c.islower() for c in s)
+            and any(c.isdigit() for c in s)
+        ):
+            return s
+
+
+def b64url(obj: dict) -> str:
+    return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+
+def pem(label: str, lines: int = 5, sep: str = "\n", end: bool = True) -> tuple[str, str]:
+    """A fake PEM block and one body line that must not survive."""
+    body = [rnd(64, B64) for _ in range(lines)] + [rnd(24, B64) + "=="]
+    head = f"-----BEGIN {label}-----"
+    tail = [f"-----END {label}-----"] if end else []
+    return sep.join([head, *body, *tail]), body[1]
+
+
+def _gcp(n: int) -> tuple[str, str]:
+    key, line = pem("PRIVATE KEY", lines=3 + n)
+    doc = {
+        "type": "service_account",
+        "project_id": f"demo-project-{n}",
+        "private_key_id": rnd(40, HEX),
+        "private_key": key + "\n",
+        "client_email": f"svc{n}@demo-project-{n}.iam.gserviceaccount.com",
+    }
+    return json.dumps(doc, indent=2 if n % 2 else None), line
+
+
+# ---------------------------------------------------------------------------
+# the corpus: (kind, text to plant, parts that must not survive)
+
+
+def _corpus() -> list[tuple[str, str, list[str]]]:
+    c: list[tuple[str, str, list[str]]] = []
+
+    def add(kind: str, text: str, *gone: str) -> None:
+        c.append((kind, text, list(gone) or [text]))
+
+    for prefix in ("AK" + "IA", "AS" + "IA", "AK" + "IA"):
+        add("aws-access-key", prefix + rnd(16, UPPER + DIGITS))
+    for tmpl in (
+        "aws_secret_access_key = {v}",
+        "AWS_SECRET_ACCESS_KEY={v}",
+        '"SecretAccessKey": "{v}"',
+    ):
+        v = rnd(40, B64)
+        add("aws-secret-key", tmpl.format(v=v), v)
+    v = rnd(40, B64)
+    add("aws-secret-key", f"{'AK' + 'IA' + rnd(16, UPPER + DIGITS)} {v}", v)
+    for n in range(3):
+        text, line = _gcp(n)
+        add("gcp-service-account-key", text, line)
+    k, line = pem("RSA PRIVATE KEY")
+    add("private-key", k, line)
+    k, line = pem("EC PRIVATE KEY")
+    add("private-key", json.dumps(k)[1:-1], line)  # JSON-escaped: literal \n
+    k, line = pem("OPENSSH PRIVATE KEY", sep=" ")
+    add("private-key", k, line)  # all on one line
+    k, line = pem("PRIVATE KEY", lines=8, end=False)
+    add("private-key", k.rsplit("\n", 3)[0], line)  # truncated, no END line
+    k, line = pem("ENCRYPTED PRIVATE KEY")
+    add("private-key", k, line)
+    k, line = pem("PGP PRIVATE KEY BLOCK")
+    add("private-key", k.replace("\n", "\nVersion: GnuPG v2\n\n", 1), line)
+    add(
+        "azure-storage-key",
+        "DefaultEndpointsProtocol=https;AccountName=demo;AccountKey="
+        + (v := rnd(86, B64) + "==")
+        + ";EndpointSuffix=core.windows.net",
+        v,
+    )
+    add("azure-storage-key", "AccountKey=" + (v := rnd(86, B64) + "=="), v)
+    add(
+        "azure-storage-key",
+        "Endpoint=sb://demo.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;"
+        "SharedAccessKey=" + (v := rnd(43, B64) + "="),
+        v,
+    )
+    for n in range(3):
+        sig = rnd(30, ALNUM) + "%2B" + rnd(10) + "%3D"
+        add(
+            "azure-sas-token",
+            f"https://demo{n}.blob.core.windows.net/c/b{n}.txt?sv=2022-11-02&ss=b&srt=o&sp=r"
+            f"&se=2030-01-01T00:00:00Z&spr=https&sig={sig}",
+            sig,
+        )
+    for prefix in ("gh" + "p_", "gh" + "o_", "gh" + "s_", "gh" + "u_", "gh" + "r_"):
+        add("github-token", prefix + rnd(36))
+    add("github-token", "github" + "_pat_" + rnd(22) + "_" + rnd(59))
+    for prefix in ("gl" + "pat-", "gl" + "dt-", "gl" + "rt-"):
+        add("gitlab-token", prefix + rnd(20, ALNUM + "_-"))
+    for prefix in ("xo" + "xb-", "xo" + "xp-", "xo" + "xa-"):
+        add("slack-token", f"{prefix}{rnd(12, DIGITS)}-{rnd(12, DIGITS)}-{rnd(24)}")
+    add("slack-token", f"xa{'pp'}-1-A{rnd(10, UPPER + DIGITS)}-{rnd(13, DIGITS)}-{rnd(64, HEX)}")
+    for _ in range(3):
+        add(
+            "slack-webhook",
+            f"https://hooks.slack.com/services/T{rnd(8, UPPER + DIGITS)}/B{rnd(8, UPPER + DIGITS)}/{rnd(24)}",
+        )
+    for prefix in ("sk" + "_live_", "rk" + "_live_", "sk" + "_test_", "wh" + "sec_"):
+        add("stripe-key", prefix + rnd(24 if "sec" not in prefix else 32))
+    add("anthropic-key", "sk-" + "ant-api03-" + rnd(93, ALNUM + "_-") + "AA")
+    add("anthropic-key", "sk-" + "ant-admin01-" + rnd(93, ALNUM + "_-") + "AA")
+    add("anthropic-key", "sk-" + "ant-oat01-" + rnd(80, ALNUM + "_-"))
+    add(
+        "openai-key",
+        "sk-" + "proj-" + rnd(74, ALNUM + "_-") + "T3Blbk" + "FJ" + rnd(74, ALNUM + "_-"),
+    )
+    add("openai-key", "sk-" + rnd(20) + "T3Blbk" + "FJ" + rnd(20))
+    add("openai-key", "sk-" + "svcacct-" + rnd(60, ALNUM + "_-"))
+    for _ in range(3):
+        add("npm-token", "np" + "m_" + rnd(36))
+    for _ in range(2):
+        add("pypi-token", "py" + "pi-AgEIcHlwaS5vcmc" + rnd(60, ALNUM + "_-"))
+    add("pypi-token", "py" + "pi-AgENdGVzdC5weXBpLm9yZw" + rnd(60, ALNUM + "_-"))
+    for _ in range(3):
+        add("google-api-key", "AI" + "za" + rnd(35, ALNUM + "_-"))
+    for _ in range(3):
+        add("huggingface-token", "h" + "f_" + rnd(34))
+    for sub in ("demo", "user-42", "svc@example.com"):
+        header = b64url({"alg": "HS256", "typ": "JWT"})
+        payload = b64url({"sub": sub, "iat": 1716000000, "exp": 1716003600})
+        add("jwt", f"{header}.{payload}.{rnd(43, ALNUM + '_-')}")
+    for tmpl in (
+        "postgres://app:{pw}@db.internal:5432/app",
+        "mysql://root:{pw}@localhost:3306/shop",
+        "redis://:{pw}@cache.internal:6379/0",
+        "https://deploy:{pw}@git.example.com/team/repo.git",
+    ):
+        pw = rnd(14, ALNUM + "-_!~")
+        add("url-password", tmpl.format(pw=pw), pw)
+    for tmpl in (
+        "Authorization: Bearer {v}",
+        'curl -H "Authorization: Basic {v}" https://api.example.com/x',
+        '{{"Authorization": "Token {v}"}}',
+        "Authorization: token {v}",
+        "curl -u deploy:{v} https://api.example.com/x",
+    ):
+        v = rnd(32, ALNUM + "-._~")
+        add("auth-header", tmpl.format(v=v), v)
+    for tmpl in (
+        "DB_PASSWORD={v}",
+        '"client_secret": "{v}"',
+        "api_key: {v}",
+        "--password={v}",
+        "export MY_SERVICE_TOKEN='{v}'",
+        "SESSION_SECRET={hex}",
+        "mysql_pwd = '{v}'",
+        "smtp --pass-phrase {v}",
+        "x-api-key: {v}",
+        "credentials={v}",
+        "PRIVATE_SIGNING_SEED={v}",
+    ):
+        v, hx = rnd(18, ALNUM + "!#%+-_"), rnd(32, HEX)
+        gone = hx if "{hex}" in tmpl else v
+        add("generic-secret", tmpl.format(v=v, hex=hx), gone)
+    return c
+
+
+CORPUS = _corpus()
+KINDS = [d.kind for d in DETECTORS]
+
+
+def _strings(obj: object) -> list[str]:
+    """Every string in a JSON value, dict keys included."""
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        return [s for k, v in obj.items() for s in _strings(k) + _strings(v)]
+    if isinstance(obj, (list, tuple)):
+        return [s for x in obj for s in _strings(x)]
+    return []
+
+
+def _contexts(text: str) -> dict[str, str]:
+    """The secret planted in a prompt, a JSON tool input, a tool output and a file path.
+
+    Each value is everything the sanitizer produced, joined (so an `in` check covers it).
+    """
+    prompt, _ = redact_text(f"Please deploy with {text} and tell me when it is done.")
+    tool_input, _ = redact_obj(
+        {
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": f"printf '%s' '{text}' > .env", "description": "write env"},
+        }
+    )
+    tool_output, _ = redact_obj(
+        {
+            "hook_event_name": "PostToolUse",
+            "tool_response": {"stdout": f"$ cat config\n{text}\nLOG_LEVEL=info\n", "stderr": ""},
+        }
+    )
+    path, _ = redact_text(f"/home/dev/projects/demo/{text}/notes.md")
+    escaped, _ = redact_text(json.dumps({"stdout": f"output:\n{text}\n"}))
+    nested, _ = redact_obj({"content": json.dumps({"tool_response": {"stdout": text}})})
+    return {
+        "prompt": prompt,
+        "tool_input": "\n".join(_strings(tool_input)),
+        "tool_output": "\n".join(_strings(tool_output)),
+        "file_path": path,
+        "json_escaped": escaped,
+        "json_in_string": "\n".join(_strings(nested)),
+    }
+
+
+def test_every_detector_kind_has_at_least_three_corpus_secrets() -> None:
+    counts = {k: sum(1 for kind, _, _ in CORPUS if kind == k) for k in KINDS}
+    assert all(n >= 3 for n in counts.values()), counts
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "gone"), CORPUS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(CORPUS)]
+)
+def test_secret_does_not_survive_in_any_context(kind: str, text: str, gone: list[str]) -> None:
+    for where, out in _contexts(text).items():
+        for g in gone:
+            assert g not in out, f"{kind} survived in {where}: {out[:300]!r}"
+        assert f"[REDACTED:{kind}]" in out, (
+            f"{where}: placeholder for {kind} missing: {out[:300]!r}"
+        )
+
+
+@pytest.mark.parametrize(("kind", "text", "gone"), CORPUS[::3], ids=lambda x: "")
+def test_offsets_point_into_the_original_text(kind: str, text: str, gone: list[str]) -> None:
+    original = f"note: {text} (end)"
+    out, reds = redact_text(original)
+    assert reds and all(isinstance(r, Redaction) for r in reds)
+    assert out.count("[REDACTED:") == len(reds)
+    for g in gone:
+        assert any(r.start <= original.find(g) and original.find(g) + len(g) <= r.end for r in reds)
+    rebuilt, pos = [], 0
+    for r in reds:
+        rebuilt += [original[pos : r.start], f"[REDACTED:{r.kind}]"]
+        pos = r.end
+    assert "".join(rebuilt) + original[pos:] == out
+
+
+def test_assignment_keeps_the_name_and_url_keeps_scheme_user_host() -> None:
+    pw = rnd(16)
+    out, _ = redact_text(f"DB_PASSWORD={pw}\nDATABASE_URL=postgres://app:{pw}@db.internal:5432/app")
+    assert out == (
+        "DB_PASSWORD=[REDACTED:generic-secret]\n"
+        "DATABASE_URL=postgres://app:[REDACTED:url-password]@db.internal:5432/app"
+    )
+    out, _ = redact_text(f'curl -H "Authorization: Bearer {pw}" https://api.example.com/v1')
+    assert (
+        out == 'curl -H "Authorization: Bearer [REDACTED:auth-header]" https://api.example.com/v1'
+    )
+    tok = "gh" + "s_" + rnd(36)
+    out, _ = redact_text(f"git clone https://x-access-token:{tok}@github.com/org/repo.git")
+    assert out == "git clone https://x-access-token:[REDACTED:github-token]@github.com/org/repo.git"
+
+
+# ---------------------------------------------------------------------------
+# C32: a `cat .env`, a curl with a Bearer JWT, a key pasted in a prompt
+
+
+def test_c32_hook_payloads() -> None:
+    case = json.loads(shared_path("cases", "inputs", "C32.json").read_text(encoding="utf-8"))
+    clean, n = redact_obj(case["payloads"])
+    text = "\n".join(_strings(clean))
+    dumped = json.dumps(clean)
+    for secret in case["secret_values_that_must_not_survive"]:
+        assert secret not in text and secret not in dumped, secret
+    for keep in case["non_secret_text_that_must_survive"]:
+        assert keep in text, keep
+    assert n >= len(case["secret_values_that_must_not_survive"])
+    stdout = clean[0]["tool_response"]["stdout"]
+    for line in (
+        "OPENAI_API_KEY=[REDACTED:openai-key]",
+        "ANTHROPIC_API_KEY=[REDACTED:anthropic-key]",
+        "AWS_ACCESS_KEY_ID=[REDACTED:aws-access-key]",
+        "AWS_SECRET_ACCESS_KEY=[REDACTED:aws-secret-key]",
+        "GITHUB_TOKEN=[REDACTED:github-token]",
+        "SLACK_BOT_TOKEN=[REDACTED:slack-token]",
+        "STRIPE_SECRET_KEY=[REDACTED:stripe-key]",
+        "DATABASE_URL=postgres://app:[REDACTED:url-password]@db.internal:5432/app",
+        "SESSION_SECRET=[REDACTED:generic-secret]",
+    ):
+        assert line in stdout.splitlines(), line
+    assert "Authorization: Bearer [REDACTED:jwt]" in clean[1]["tool_input"]["command"]
+    assert "[REDACTED:openai-key]" in clean[2]["prompt"]
+    assert redact_obj(clean) == (clean, 0)  # idempotent
+
+
+# ---------------------------------------------------------------------------
+# look-alikes and false positives
+
+LOOK_ALIKES = [
+    "budget_tokens=1000",
+    "max_tokens=",
+    "max_tokens=512",
+    "token_count = 3",
+    "tokens: 1500",
+    "TOKEN_LIMIT=4096",
+    "password_reset_url = https://example.com/reset",
+    "Forgot your password? Use the password reset link; never share a token.",
+    "commit cc0fce3c1326d18e2bdb7020eaf4c52e885da569",
+    "sha256 " + "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "id 123e4567-e89b-12d3-a456-426614174000",
+    "![dot](data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==)",
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl dev@laptop",
+    "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABgQC7vbqajDhA0+Gt6ZqFNqyA9kdGSzPO3Tj4XB0ENLfTbNT3pq5W0qa1z4Lx user@host",
+    "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAu1SU1LfVLPHCozMxH2Mo\n"
+    "4lgOEePzNm0tRgeLezV6ffAt0gunVTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u\n-----END PUBLIC KEY-----",
+    "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmQENBFzDc3YBCAC7vbqajDhA0Gt6ZqFNqyA9kdGSzPO3Tj4XB0ENLfTbNT3pq5W0\n"
+    "-----END PGP PUBLIC KEY BLOCK-----",
+    "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ\n"
+    "-----END CERTIFICATE-----",
+    "The key file starts with -----BEGIN RSA PRIVATE KEY----- and ends with the END line.",
+    "-----BEGIN PRIVATE KEY-----\n...\n-----END PRIVATE KEY-----",
+    "GITHUB_TOKEN=***",
+    "API_KEY=<your-token>",
+    "password: ${DB_PASSWORD}",
+    "token = os.environ['GITHUB_TOKEN']",
+    "api_key = os.getenv('OPENAI_API_KEY')",
+    "password=None",
+    '{"token": null, "secret": true, "private": false}',
+    "OPENAI_API_KEY=[REDACTED:openai-key]",
+    "secret: {{ secrets.DEPLOY_KEY }}",
+    "token: str = ''",
+    "def check(password: str, token: Optional[str] = None) -> bool:",
+    "api_key = settings.openai_api_key",
+    "TOKEN_FILE=/run/secrets/github_token",
+    "pk_live_" + "51HqLyjWDarjtT1zdp7dc",  # Stripe publishable keys are public
+    "git@github.com:org/repo.git and https://github.com/org/repo",
+    "https://user@example.com/path and ssh://git@host:22/repo",
+    "docker login --password-stdin registry.example.com",
+    "sk-learn-style-words-without-digits",
+    "export PGPASSWORD",
+    "credential.helper=osxkeychain",
+    "docker run -u 1000:1000 -v $PWD:/src image",
+    "if password == confirm_password:",
+    "export GITHUB_TOKEN=$(gh auth token)",
+    "NextToken: AQICAHhEXAMPLEpaginationtoken",
+]
+
+
+@pytest.mark.parametrize("text", LOOK_ALIKES)
+def test_look_alikes_are_kept(text: str) -> None:
+    assert redact_text(text) == (text, [])
+    assert redact_obj({"v": text, text: 1}) == ({"v": text, text: 1}, 0)
+
+
+def _fp_sources() -> list[tuple[str, str]]:
+    """(where, text) for every vault note, every LoCoMo turn and the project's own
+    source, hooks, tests (but this file) and docs."""
+    out: list[tuple[str, str]] = []
+    vaults = shared_path("data", "vaults")
+    for f in sorted(vaults.rglob("*.md")):
+        out.append((str(f.relative_to(vaults)), f.read_text(encoding="utf-8", errors="replace")))
+    locomo = json.loads(
+        shared_path("data", "locomo", "locomo7-dev.json").read_text(encoding="utf-8")
+    )
+    for conv in locomo:
+        for key, turns in conv["conversation"].items():
+            if key.startswith("session_") and isinstance(turns, list):
+                for t in turns:
+                    out.append((f"locomo {conv['sample_id']} {t['dia_id']}", t["text"]))
+    own = [
+        *REPO.glob("wiki_memory/**/*.py"),
+        *REPO.glob("hooks/*.py"),
+        *REPO.glob("tests/**/*.py"),
+        *REPO.glob("docs/**/*.md"),
+    ]
+    for f in sorted(set(own)):
+        if f.name == "test_sanitize.py" or not f.is_file():
+            continue
+        text = f.read_text(encoding="utf-8", errors="replace")
+        if f.name == "sanitizer.md":
+            # The detector table shows one secret-shaped example per kind on purpose
+            # (test_documented_examples_are_redacted checks each); the rest is scanned.
+            for ex in _doc_examples():
+                text = text.replace(f"`{ex[1]}`", " " * (len(ex[1]) + 2))
+        out.append((str(f.relative_to(REPO)), text))
+    return out
+
+
+# (file, redacted text) in the corpora above that really are secret-shaped, with the
+# reason. The vaults, LoCoMo, the source and the docs hold none; only tests that plant a
+# fake secret on purpose to check that it gets redacted.
+_PLANTED = "a fake secret planted on purpose to check that the hook/server redacts it"
+ALLOWED: dict[tuple[str, str], str] = {
+    ("tests/harness/test_hooks.py", "hunter2hunter2"): f"DB_PASSWORD=hunter2hunter2: {_PLANTED}",
+    ("tests/harness/test_hooks.py", "ghp_" + "FAKEexample" * 3 + "0003"): f"GITHUB_TOKEN=...: {_PLANTED}",
+    ("tests/server/test_server.py", "dXNlcjpwYXNz"): (
+        "Authorization: Basic base64('user:pass'), a credential sent on purpose to check that "
+        "the server refuses Basic auth; a Basic header value is what must be redacted"
+    ),
+    ("tests/server/test_e2e.py", "wJalrXUtnFEMI/K7MDENG/"): (
+        "AWS_SECRET = '<first half of AWS's documented example secret key>' + '...': the "
+        "end-to-end test assembles a fake AWS secret to check C32, so a string literal "
+        "assigned to a *_SECRET name is exactly what must be redacted"
+    ),
+}
+
+
+def test_no_false_positives_in_vaults_locomo_and_own_source() -> None:
+    found = []
+    for where, text in _fp_sources():
+        for r in redact_text(text)[1]:
+            found.append((where, r.kind, text[r.start : r.end]))
+    unexpected = [f for f in found if (f[0], f[2]) not in ALLOWED]
+    for where, kind, matched in found:
+        print(f"redacted in {where}: {kind}: {matched[:120]!r}")
+    assert not unexpected, (
+        "the sanitizer would redact these; fix a false positive in sanitize.py, or, for a "
+        f"fake secret planted on purpose in a test, add it to ALLOWED with why: {unexpected}"
+    )
+
+
+def _doc_examples() -> list[tuple[str, str]]:
+    """(kind, example) from the detector table of docs/sanitizer.md."""
+    doc = REPO / "docs" / "sanitizer.md"
+    if not doc.exists():
+        return []
+    return re.findall(r"^\| `([a-z0-9-]+)` \|[^\n]*\| `([^`\n]+)` \|$", doc.read_text(), re.M)
+
+
+def test_documented_examples_are_redacted_with_their_kind() -> None:
+    examples = _doc_examples()
+    assert {k for k, _ in examples} == set(KINDS), "docs/sanitizer.md must list every detector"
+    for kind, example in examples:
+        out, reds = redact_text(example)
+        assert f"[REDACTED:{kind}]" in out, (kind, example, out)
+
+
+# ---------------------------------------------------------------------------
+# idempotence, redact_obj on keys and JSON-escaped content, extra patterns
+
+
+def test_idempotent_over_the_whole_corpus() -> None:
+    text = "\n\n".join(t for _, t, _ in CORPUS)
+    once, reds = redact_text(text)
+    assert len(reds) >= len(CORPUS)
+    assert redact_text(once) == (once, [])
+    obj = {t: {"v": t, "l": [t, 1, None, True]} for _, t, _ in CORPUS}
+    clean, n = redact_obj(obj)
+    assert n > 0 and redact_obj(clean) == (clean, 0)
+
+
+def test_redact_obj_keys_values_and_name_value_pairs() -> None:
+    tok1, tok2 = "gh" + "p_" + rnd(36), "gh" + "p_" + rnd(36)
+    pw, pw2 = rnd(12, LOWER) + "!", rnd(20)
+    obj = {
+        tok1: 1,
+        tok2: 2,
+        "nested": {
+            "password": pw,  # the key names the secret; the value alone looks like a word
+            "env": [{"name": "DB_PASSWORD", "value": pw2}, {"name": "LOG_LEVEL", "value": "info"}],
+            "max_tokens": 4096,
+            "tokens": ["alpha", "beta"],
+        },
+        "tuple": (tok1, 3.5),
+    }
+    before = json.dumps(obj, sort_keys=True, default=list)
+    clean, n = redact_obj(obj)
+    assert json.dumps(obj, sort_keys=True, default=list) == before  # input untouched
+    assert set(clean) == {"[REDACTED:github-token]", "[REDACTED:github-token]#2", "nested", "tuple"}
+    assert clean["nested"]["password"] == "[REDACTED:generic-secret]"
+    assert clean["nested"]["env"] == [
+        {"name": "DB_PASSWORD", "value": "[REDACTED:generic-secret]"},
+        {"name": "LOG_LEVEL", "value": "info"},
+    ]
+    assert clean["nested"]["max_tokens"] == 4096 and clean["nested"]["tokens"] == ["alpha", "beta"]
+    assert clean["tuple"] == ("[REDACTED:github-token]", 3.5)
+    assert n == 5
+    assert redact_obj(clean) == (clean, 0)
+
+
+def test_json_escaped_pem_inside_a_string_inside_json() -> None:
+    key, line = pem("RSA PRIVATE KEY")
+    inner = json.dumps({"private_key": key, "note": "rotated"})  # literal \n
+    outer = json.dumps({"stdout": inner})  # literal \\n inside a string inside a string
+    payload = {"tool_response": {"stdout": outer}, "raw": inner, "double": json.dumps(outer)}
+    clean, n = redact_obj(payload)
+    text = "\n".join(_strings(clean))
+    assert line not in text and "BEGIN RSA PRIVATE KEY" not in text
+    assert n == 3 and "rotated" in text
+    assert json.loads(json.loads(clean["tool_response"]["stdout"])["stdout"])["note"] == "rotated"
+
+
+def test_json_text_in_a_string_is_parsed_for_name_value_pairs() -> None:
+    # `kubectl get secret -o json`-style output: the name and the value are separate
+    # strings, which no text rule can connect; redact_obj parses the JSON text.
+    pw = rnd(14, LOWER + DIGITS)
+    stdout = json.dumps(
+        {"env": [{"name": "DB_PASSWORD", "value": pw}, {"name": "MODE", "value": "prod"}]}, indent=2
+    )
+    clean, n = redact_obj({"tool_response": {"stdout": stdout}})
+    assert n == 1 and pw not in clean["tool_response"]["stdout"]
+    env = json.loads(clean["tool_response"]["stdout"])["env"]
+    assert env == [
+        {"name": "DB_PASSWORD", "value": "[REDACTED:generic-secret]"},
+        {"name": "MODE", "value": "prod"},
+    ]
+
+
+def test_extra_patterns_from_settings() -> None:
+    extra = [("acme-key", r"ACME-[0-9a-f]{16}"), ("ticket-secret", r"ticket=(?P<secret>\w{8,})")]
+    out, reds = redact_text("use ACME-0123456789abcdef and ticket=Zx81kq0Pw9 now", extra)
+    assert out == "use [REDACTED:acme-key] and ticket=[REDACTED:ticket-secret] now"
+    assert [r.kind for r in reds] == ["acme-key", "ticket-secret"]
+    assert redact_text(out, extra) == (out, [])
+    assert redact_obj(["ACME-0123456789abcdef"], extra) == (["[REDACTED:acme-key]"], 1)
+    with pytest.raises(ValueError, match="not a valid regex"):
+        redact_text("x", [("bad", "(")])
+    with pytest.raises(ValueError, match="kind"):
+        redact_text("x", [("no spaces allowed", "x")])
+    with pytest.raises(TypeError):
+        redact_text(b"bytes")  # type: ignore[arg-type]
+
+
+#: The most modules importing the sanitizer may load (22 today: json, dataclasses and
+#: what they pull in). A bound on the work the hook pays at start, not on its time: the
+#: time is measured by bench/hook.py ("python -S, import sanitizer").
+SANITIZER_MAX_MODULES = 40
+
+
+def test_import_is_stdlib_only_and_small() -> None:
+    code = (
+        "import sys, json; before = set(sys.modules); "
+        "import wiki_memory.capture.sanitize as s; new = set(sys.modules) - before; "
+        "bad = sorted(m for m in new "
+        "if m.split('.')[0] not in sys.stdlib_module_names and m.split('.')[0] != 'wiki_memory'); "
+        "print(json.dumps([sorted(new), bad]))"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    new, bad = json.loads(res.stdout)
+    assert bad == []
+    assert len(new) <= SANITIZER_MAX_MODULES, new
+
+
+# A hang guard (thread method: a runaway regular expression never returns to the
+# interpreter for SIGALRM), not a speed target: bench/parse.py times this input.
+@pytest.mark.timeout(60, method="thread")
+def test_large_payload_is_redacted() -> None:
+    blob = "\n".join(t for _, t, _ in CORPUS) + ("x = 1  # filler line with a token word\n" * 40000)
+    out, reds = redact_text(blob)
+    assert len(reds) >= len(CORPUS)

@@ -1,0 +1,149 @@
+"""What many test files share, importable from any room's folder (``tests/`` is on
+``sys.path`` through its ``conftest.py``): the checkout, the real input in ``../shared``,
+polling, running the CLI as a user does, and an in-process ``Memory``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from dulwich.repo import Repo
+
+from wiki_memory.config import load_settings
+from wiki_memory.core.memory import Memory
+from wiki_memory.datadir import ensure_layout
+
+#: The project checkout (the folder holding ``pyproject.toml``).
+REPO = Path(__file__).resolve().parents[1]
+#: The real input (harness payloads, vaults, LoCoMo, the failure cases); never copied here.
+SHARED = Path(os.environ.get("WIKI_MEMORY_SHARED", REPO.parent / "shared"))
+
+T = TypeVar("T")
+
+
+def shared_path(*parts: str) -> Path:
+    """Return a path under ../shared, or skip the calling test when it is absent."""
+    p = SHARED.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"real input not available: {p} is missing (../shared is absent)")
+    return p
+
+
+def wait_for(
+    fn: Callable[[], T], timeout: float = 30.0, what: str = "", *, interval: float = 0.05
+) -> T:
+    """Poll ``fn`` every ``interval`` seconds until it returns something truthy and return
+    that; raise AssertionError after ``timeout`` seconds with the last value it returned."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"{what or 'condition'} not met within {timeout}s (last: {last!r})")
+
+
+def run_cli(
+    data_dir: Path, *args: str, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``wiki-memory --data-dir DATA_DIR ARGS...`` as a user would (this interpreter,
+    the installed package), with ``WIKI_MEMORY_HOME`` pointing at the same folder."""
+    return subprocess.run(
+        [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "WIKI_MEMORY_HOME": str(data_dir), **(env or {})},
+    )
+
+
+def make_memory(
+    data: Path, owner: str = "alice", files: dict[str, str] | None = None, **settings: Any
+) -> Memory:
+    """Start an in-process ``Memory`` over ``data`` (made if missing) owned by ``owner``,
+    after writing ``files`` (wiki-relative path → text) into its wiki.
+
+    Defaults suit tests: no watcher, a 0.02 s commit delay; ``settings`` override any
+    ``load_settings`` keyword. The caller stops it."""
+    settings = {"watch": False, "commit_delay_seconds": 0.02, **settings}
+    s = load_settings(data, **settings)
+    ensure_layout(s)
+    for rel, text in (files or {}).items():
+        p = s.wiki_dir / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    m = Memory(s, owner_user=owner)
+    m.start()
+    return m
+
+
+def quiet(m: Memory, timeout: float = 15.0) -> None:
+    """Wait until ``m``'s watcher has nothing pending and its writer has committed: two
+    looks one settle period (``hand_edit_settle_seconds`` + 0.25 s) apart that agree."""
+    w = m.watcher
+    assert w is not None, "quiet() needs a Memory started with watch=True"
+    settle = m.settings.hand_edit_settle_seconds
+    deadline = time.monotonic() + timeout
+    last = (-1, -1)
+    while time.monotonic() < deadline:
+        time.sleep(settle + 0.25)
+        now = (w.batches, w.commits_requested)
+        if now == last and not w._pending and not w._recheck:
+            m.writer.flush()
+            return
+        last = now
+    raise AssertionError("the watcher did not settle")
+
+
+def committed(wiki: Path) -> set[str]:
+    """Paths in HEAD's tree of the git repository ``wiki`` (bytes that are not UTF-8 kept
+    as surrogates), read with dulwich."""
+    repo = Repo(str(wiki))
+    try:
+        tree = repo[repo[repo.head()].tree]  # type: ignore[attr-defined]
+        return {
+            e.path.decode("utf-8", "surrogateescape")
+            for e in repo.object_store.iter_tree_contents(tree.id)
+        }
+    finally:
+        repo.close()
+
+
+def all_text_under(root: Path) -> bytes:
+    """Every file's bytes under ``root``, concatenated in path order (for "this secret is
+    stored nowhere" checks)."""
+    blob = bytearray()
+    for f in sorted(root.rglob("*")):
+        if f.is_file():
+            blob += f.read_bytes()
+    return bytes(blob)
+
+
+def git_objects(wiki: Path) -> bytes:
+    """The raw bytes of every object in the git repository ``wiki``, loose and packed."""
+    repo = Repo(str(wiki))
+    try:
+        blob = bytearray()
+        for sha in repo.object_store:
+            blob += repo.object_store[sha].as_raw_string()
+        return bytes(blob)
+    finally:
+        repo.close()
+
+
+def hook_event(kind: str, session_id: str = "s-1", **payload: object) -> dict[str, object]:
+    """A /v1/events body as the hook sends it (harness ``codex``, cwd ``/x/proj``)."""
+    return {
+        "harness": "codex",
+        "event": kind,
+        "session_id": session_id,
+        "cwd": "/x/proj",
+        "payload": payload,
+    }
