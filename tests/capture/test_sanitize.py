@@ -421,7 +421,10 @@ def _fp_sources() -> list[tuple[str, str]]:
 _PLANTED = "a fake secret planted on purpose to check that the hook/server redacts it"
 ALLOWED: dict[tuple[str, str], str] = {
     ("tests/harness/test_hooks.py", "hunter2hunter2"): f"DB_PASSWORD=hunter2hunter2: {_PLANTED}",
-    ("tests/harness/test_hooks.py", "ghp_" + "FAKEexample" * 3 + "0003"): f"GITHUB_TOKEN=...: {_PLANTED}",
+    (
+        "tests/harness/test_hooks.py",
+        "ghp_" + "FAKEexample" * 3 + "0003",
+    ): f"GITHUB_TOKEN=...: {_PLANTED}",
     ("tests/server/test_server.py", "dXNlcjpwYXNz"): (
         "Authorization: Basic base64('user:pass'), a credential sent on purpose to check that "
         "the server refuses Basic auth; a Basic header value is what must be redacted"
