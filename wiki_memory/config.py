@@ -58,6 +58,9 @@ class Settings:
 
     #: the web view lets the local owner in without a token, on a loopback server only
     web_local_owner: bool = False
+    #: Snowball stemmers (comma-separated names or codes, or a TOML list) for pages without
+    #: a frontmatter ``lang``; queries are stemmed with these and every page ``lang``
+    stem_languages: str = "english"
 
     @property
     def wiki_dir(self) -> Path:
@@ -94,6 +97,8 @@ def _coerce(value: Any, like: Any) -> Any:
         return float(value)
     if isinstance(like, Path) or like is None:  # None: an optional path (wiki_path)
         return Path(str(value)).expanduser()
+    if isinstance(value, list | tuple):  # a TOML list of names
+        return ",".join(str(v) for v in value)
     return str(value)
 
 

@@ -78,7 +78,9 @@ class Memory:
         # the caller holds the data directory lock: locks a killed server left are ours
         self.git = GitStore(self.wiki_dir, clear_stale_locks=True)
         self.spool = Spool(settings.spool_dir)
-        self.index = Index(settings.index_path)
+        self.index = Index(
+            settings.index_path, stem_languages=settings.stem_languages.replace(",", " ").split()
+        )
         self.writer = Writer(self._commit, commit_delay=settings.commit_delay_seconds)
         #: path → sha256 of the bytes the server last wrote or committed there
         self._server_hashes: dict[str, str] = {}
@@ -501,6 +503,7 @@ class Memory:
         since: str | float | None = None,
         until: str | float | None = None,
         as_of: str | float | None = None,
+        now: str | float | None = None,
     ) -> RecallResult:
         """Budgeted recall: handles for the best sections and running-session observations.
 
@@ -511,8 +514,10 @@ class Memory:
         not see (:mod:`wiki_memory.identity`) are filtered out in the SQL before ranking
         (invariant 9). Filters ``tags``,
         ``since``/``until`` (ISO-8601 or epoch seconds) and ``as_of`` (the wiki as committed
-        then) are described in ``wiki_memory.recall.rank.candidates``. Raises ValueError for
-        a negative budget or a bad filter (``FilterError`` names the field).
+        then) are described in ``wiki_memory.recall.rank.candidates``; ``now`` (ISO-8601 or
+        epoch seconds, default the present) is the reference time for relative dates in
+        the query ("last week"). Raises ValueError for a negative budget or a bad filter
+        (``FilterError`` names the field).
         """
         budget = self.settings.default_budget_tokens if budget_tokens is None else budget_tokens
         if budget < 0:
@@ -527,6 +532,7 @@ class Memory:
                 "since": since,
                 "until": until,
                 "as_of": as_of,
+                "now": now,
                 "who": self.scope.identity(user),
             },
         )

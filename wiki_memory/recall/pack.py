@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,17 +20,70 @@ class Packed:
     omitted_ids: list[str] = field(default_factory=list)
 
 
-def pack(candidates: Iterable[dict[str, Any]], budget_tokens: int, greedy: bool = True) -> Packed:
+COMPACT_TITLE_WORDS = 8
+"""A compact handle's title keeps at most this many words."""
+COMPACT_MIN_WORDS = 10
+"""A compact handle's snippet keeps at least this many words (fewer only when the
+snippet has fewer), and at most :data:`COMPACT_MAX_WORDS`."""
+COMPACT_MAX_WORDS = 40
+
+
+_TIME_HEAD = re.compile(r"^\*\*\d\d:\d\d:\d\d\*\* · ")
+
+
+def _cut(text: str, n: int) -> str:
+    words = text.split()
+    return " ".join(words[:n]) + ("…" if len(words) > n else "")
+
+
+def compact(item: dict[str, Any], room: int) -> dict[str, Any] | None:
+    """The compact handle of a recall item: ``{id, title, snippet, compact: true}`` with
+    the title cut to :data:`COMPACT_TITLE_WORDS` words and the snippet to the most words
+    (between :data:`COMPACT_MIN_WORDS` and :data:`COMPACT_MAX_WORDS`) that keep it within
+    ``room`` tokens as serialized; None when even the shortest does not fit, or the item
+    has no ``id``. ``expand(id)`` gives the whole section."""
+    if "id" not in item or room <= 0:
+        return None
+    snippet = _TIME_HEAD.sub("", str(item.get("snippet") or ""), count=1)
+    title = _cut(str(item.get("title") or ""), COMPACT_TITLE_WORDS)
+    n_words = len(snippet.split())
+    hi = min(n_words, COMPACT_MAX_WORDS)
+    lo = min(n_words, COMPACT_MIN_WORDS)
+    best: dict[str, Any] | None = None
+    while lo <= hi:  # the longest snippet that fits (token cost grows with the words)
+        mid = (lo + hi) // 2
+        cand = {"id": item["id"], "title": title, "snippet": _cut(snippet, mid), "compact": True}
+        if count_item(cand) <= room:
+            best, lo = cand, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def pack(
+    candidates: Iterable[dict[str, Any]],
+    budget_tokens: int,
+    greedy: bool = True,
+    compact_handles: bool = True,
+) -> Packed:
     """Take candidates in order while each whole item fits in what is left of the budget.
 
     Each item is counted as serialized (compact JSON, see ``tokens.serialize``), and
     ``used_tokens`` is the sum of those counts. With ``greedy`` a later, smaller item may
-    still fit after a larger one was skipped. A budget of 0 returns no items.
+    still fit after a larger one was skipped. With ``compact_handles``, an item too big
+    for what is left goes in as its :func:`compact` handle when that fits (a full handle
+    costs 130-180 tokens; a compact one about 40-60), so a small budget still gets its
+    best items. A budget of 0 returns no items.
     """
     out = Packed()
     budget = max(0, int(budget_tokens))
     for item in candidates:
         cost = count_item(item)
+        small = None
+        if out.used_tokens + cost > budget and compact_handles:
+            small = compact(item, budget - out.used_tokens)
+            if small is not None:
+                item, cost = small, count_item(small)
         if out.used_tokens + cost <= budget:
             out.items.append(item)
             out.used_tokens += cost

@@ -43,21 +43,25 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Set
+from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from wiki_memory.capture.spool import Spool
 from wiki_memory.identity import Identity
 from wiki_memory.index import signals
+from wiki_memory.index.schema import BM25_WEIGHTS
 from wiki_memory.index.signals import Hit
 from wiki_memory.index.store import Index
 from wiki_memory.recall import asof
 from wiki_memory.recall.filters import Filters, parse_time
 from wiki_memory.recall.terms import Query, analyze, words
 from wiki_memory.recall.tokens import count_tokens
+from wiki_memory.recall.when import Window, windows, within
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitStore
 
@@ -75,8 +79,14 @@ WEIGHTS: dict[str, float] = {
     "entity": 1.0,
     "link": 0.5,
     "recent": 0.25,
+    "when": 1.0,
 }
 """Weight of each signal in the fusion. Set once for every wiki (docs/ranking.md)."""
+
+TUNABLE: tuple[str, ...] = (*WEIGHTS, "stems", "dates", "context")
+"""Names a benchmark may set through ``candidates(tuning=...)``: the fusion weights, the
+bm25 weights of the ``stems`` and ``dates`` columns (``stems`` 0 also stops stemming the
+query) and ``context`` (0 turns timeline context off)."""
 
 CONTEXT_BEFORE = 0.5
 """Share of the previous timeline entry's bm25 added to an entry (an answer follows its
@@ -87,6 +97,9 @@ PAGE_DECAY = (1.0, 0.5, 0.25)
 """Weights of a page's best, second and third section scores in the ``page`` signal."""
 HEADS = 5
 """The first this many items come from distinct pages."""
+TOP_SLOTS = 10
+"""The first this many items hold at most :data:`PAGE_CAP` sections of any one page."""
+PAGE_CAP = 3
 TEXT_LIMIT = 100
 """Sections fetched for the ``text`` and ``fields`` signals (and the ``page`` aggregate);
 more when the caller asks for more items (``limit``)."""
@@ -139,6 +152,8 @@ def candidates(
     as_of: Any = None,
     exclude_dirs: Iterable[str] = (),
     who: Identity | None = None,
+    now: Any = None,
+    tuning: Mapping[str, float] | None = None,
 ) -> list[dict[str, Any]]:
     """Ranked recall items for ``query``, at most ``limit``, best first.
 
@@ -153,6 +168,10 @@ def candidates(
     ranking, in every signal (a hidden page never lends its links or name). Raises ``FilterError`` (a ValueError naming the field) for a bad filter
     value and ``SearchError`` when the index fails. Text with nothing searchable gives
     ``[]``.
+
+    ``now`` (ISO-8601 or epoch seconds; default the present) is the reference time for
+    relative dates in the query ("last week", "in May": :mod:`wiki_memory.recall.when`).
+    ``tuning`` overrides weights (names in :data:`TUNABLE`); for benchmarks, not faces.
     """
     f = Filters.build(
         project=project,
@@ -164,15 +183,24 @@ def candidates(
         exclude_dirs=exclude_dirs,
         who=who,
     )
-    q = analyze(query)
+    reference = parse_time(now, "now") if now is not None else None
+    day = datetime.fromtimestamp(reference if reference is not None else time.time(), UTC).date()
+    w = {**WEIGHTS, "stems": BM25_WEIGHTS["stems"], "dates": BM25_WEIGHTS["dates"], "context": 1.0}
+    for name, value in (tuning or {}).items():
+        if name not in w:
+            raise ValueError(f"unknown tuning name: {name!r}")
+        w[name] = float(value)
+    langs = memory.index.query_languages() if w["stems"] > 0 else ()
+    q = analyze(query, langs)
     if q.empty or limit <= 0:
         return []
+    wins = windows(query, day) if w["when"] > 0 else []
     if f.as_of is not None:
         with asof.index_at(memory.git, memory.asof_dir, f.as_of) as (idx, sha):
             if idx is None:
                 return []
-            return _Ranker(memory, idx, q, f, limit, live=False, as_of_sha=sha).run()
-    return _Ranker(memory, memory.index, q, f, limit, live=True).run()
+            return _Ranker(memory, idx, q, f, limit, w, wins, live=False, as_of_sha=sha).run()
+    return _Ranker(memory, memory.index, q, f, limit, w, wins, live=True).run()
 
 
 @dataclass
@@ -197,13 +225,19 @@ class _Ranker:
         q: Query,
         f: Filters,
         limit: int,
+        w: dict[str, float],
+        wins: list[Window],
         *,
         live: bool,
         as_of_sha: str | None = None,
     ) -> None:
         self.memory = memory
         self.index = index
-        self.q = q
+        self.w = w
+        self.cols = {"stems": w["stems"], "dates": w["dates"]}
+        self.wins = wins
+        self.q_plain = q  # for the spool's index, which has no tags column
+        self.q = self._without_universal_tags(q)
         self.f = f
         self.scope = f.scope()
         self.limit = limit
@@ -220,6 +254,7 @@ class _Ranker:
         #: path -> recency factor in (0, 1]; paths named ``recent`` in ``why``
         self.recency: dict[str, float] = {}
         self.recent_why: set[str] = set()
+        self.best_field: dict[str, Hit] = {}
 
     # -- signals ------------------------------------------------------------------------
     def _cand(self, h: Hit) -> _Cand:
@@ -237,15 +272,16 @@ class _Ranker:
             self._without_common().any_match or "",
             self.scope,
             max(TEXT_LIMIT, self.limit),
+            self.cols,
         )
         text = self._text(body)
         self._section_list("text", text)
         if self.q.all_match:
             allw = signals.search_sections(
-                self.index, self.q.all_match, self.scope, max(OTHER_LIMIT, self.limit)
+                self.index, self.q.all_match, self.scope, max(OTHER_LIMIT, self.limit), self.cols
             )
             self._section_list("all-words", allw)
-        best_field: dict[str, Hit] = {}
+        best_field = self.best_field
         for h in fields:
             best_field.setdefault(h.path, h)
         self.page_ranks["fields"] = {p: i for i, p in enumerate(best_field)}
@@ -259,12 +295,42 @@ class _Ranker:
         self.page_ranks["link"] = self._links()
         self._represent(best_field, list(self.page_ranks["link"]))
         self._recent()
+        self._when()
         return self._order()
+
+    def _without_universal_tags(self, q: Query) -> Query:
+        """``q`` with the tags column left out for words that are a tag every page of
+        some kind carries (``session``): such a tag matches every page of the kind."""
+        if not q.terms:
+            return q
+        tags = signals.universal_tags(self.index)
+        if not tags:
+            return q
+        drop = {i for i, probe in enumerate(q.probes) if probe and probe[0][0] in tags}
+        return q.untagged(drop) if drop else q
+
+    def _when(self) -> None:
+        """The ``when`` signal: candidates whose day lies in a window the query names,
+        ranked by their own text (``text``, then ``all-words``) rank."""
+        if not self.wins:
+            return
+        inside = [c for c in self.cands.values() if within(_day(c), self.wins)]
+        big = 1 << 30
+        inside.sort(
+            key=lambda c: (
+                c.signals.get("text", big),
+                c.signals.get("all-words", big),
+                _order_key(c)[1:],
+            )
+        )
+        for rank, c in enumerate(inside):
+            c.signals["when"] = rank
 
     def _without_common(self) -> Query:
         """The query without words found in more than :data:`COMMON_SHARE` of all sections
         (their bm25 weight is near zero, their cost the highest): for the OR lists only;
-        the rarest word always stays."""
+        the rarest word always stays, and so does the rarest of them when the words left
+        match no section at all."""
         if len(self.q.terms) < 2:
             return self.q
         rows = signals.row_estimate(self.index)
@@ -273,26 +339,36 @@ class _Ranker:
         counts = signals.doc_counts(self.index, self.q.probes)
         limit = COMMON_SHARE * rows
         common = {i for i, n in enumerate(counts) if n is not None and n > limit}
-        if len(common) == len(self.q.terms):
-            rarest = min(common, key=lambda i: counts[i] or 0)
-            common.discard(rarest)
+        kept_found = any(
+            counts[i] is None or (counts[i] or 0) > 0 for i in range(len(counts)) if i not in common
+        )
+        if common and not kept_found:
+            # what is left would find nothing (a frequent name beside a word the index
+            # lacks): the rarest common word stays, so the name's pages come back
+            common.discard(min(common, key=lambda i: (counts[i] or 0, i)))
         return self.q.without(common) if common else self.q
 
     def _text(self, hits: list[Hit]) -> list[Hit]:
-        """``hits`` (by heading+body bm25) re-scored with their timeline neighbours."""
+        """``hits`` (by heading+body bm25) re-scored with their timeline neighbours.
+
+        A timeline entry that is only its head line (``**09:01:39** · session end``) is
+        left out: its words are the compiler's, on every page of its kind."""
+        hits = [h for h in hits if not _head_only(h)]
         raw = {(h.path, h.ord): h for h in hits}
         for h in hits:
             c = self._cand(h)
             c.raw = h.score
         want = set()
-        for h in hits[:CONTEXT_HITS]:
+        before_share = CONTEXT_BEFORE * self.w["context"]
+        after_share = CONTEXT_AFTER * self.w["context"]
+        for h in hits[:CONTEXT_HITS] if self.w["context"] > 0 else []:
             if h.anchor.startswith("^"):
                 want.update({(h.path, h.ord - 1), (h.path, h.ord + 1)})
         known = {k for k in want if k in raw}
         extra = {
             (n.path, n.ord): n
             for n in signals.neighbours(self.index, want - known)
-            if n.anchor.startswith("^")
+            if n.anchor.startswith("^") and not _head_only(n)
         }
         pool = {**extra, **raw}
         blocks = {k: h for k, h in pool.items() if h.anchor.startswith("^")}
@@ -304,9 +380,9 @@ class _Ranker:
                 before = blocks.get((path, o - 1))
                 after = blocks.get((path, o + 1))
                 if before is not None and (path, o - 1) in raw:
-                    ctx += CONTEXT_BEFORE * before.score
+                    ctx += before_share * before.score
                 if after is not None and (path, o + 1) in raw:
-                    ctx += CONTEXT_AFTER * after.score
+                    ctx += after_share * after.score
             if own <= 0 and ctx <= 0:
                 continue
             c = self._cand(h)
@@ -357,7 +433,10 @@ class _Ranker:
         """Uncompiled observations (sessions only: no tags, no ``as_of``)."""
         if self.f.tags or (self.f.kinds is not None and "session" not in self.f.kinds):
             return
-        for name, match in (("spool", self.q.any_match), ("all-words", self.q.all_match)):
+        for name, match in (
+            ("spool", self.q_plain.any_match),
+            ("all-words", self.q_plain.all_match),
+        ):
             if not match:
                 continue
             hits = self.memory.index.search_spool(
@@ -405,10 +484,14 @@ class _Ranker:
                 sources.append(c.path)
             if len(sources) >= LINK_SOURCES:
                 break
+        # a neighbour joins only when it shares query words (found by the text, all-words
+        # or fields lists) or the query names it: links alone bring no unrelated page
+        related = {c.path for c in self.cands.values()} | set(self.best_field)
+        related |= set(self.page_ranks.get("entity", {}))
         order: list[str] = []
         for src in sources:
             for other, _direction in signals.linked_pages(self.index, src, self.scope):
-                if other not in order:
+                if other not in order and other in related:
                     order.append(other)
         return {p: i for i, p in enumerate(order)}
 
@@ -447,9 +530,9 @@ class _Ranker:
             for name in section_sigs:
                 r = c.signals.get(name)
                 if r is not None:
-                    s += WEIGHTS[name] / (RRF_K + r + 1)
+                    s += self.w[name] / (RRF_K + r + 1)
             if "recent" in page_sigs:
-                s += WEIGHTS["recent"] / (RRF_K + 1) * self.recency.get(c.path, 0.0)
+                s += self.w["recent"] / (RRF_K + 1) * self.recency.get(c.path, 0.0)
             for name in page_sigs:
                 if name == "recent":
                     continue
@@ -460,13 +543,13 @@ class _Ranker:
                 else:
                     r = self.page_ranks.get(name, {}).get(c.path)
                 if r is not None:
-                    s += WEIGHTS[name] / (RRF_K + r + 1)
+                    s += self.w[name] / (RRF_K + r + 1)
             c.score = s
         return sorted(self.cands.values(), key=_order_key)
 
     def _order(self) -> list[dict[str, Any]]:
         fused = self._fuse(
-            ["text", "all-words", "spool"], ["page", "fields", "entity", "link", "recent"]
+            ["text", "all-words", "spool", "when"], ["page", "fields", "entity", "link", "recent"]
         )
         fused = [c for c in fused if c.score > 0]
         # a section with no text of its own (a bare heading, its content in blocks with
@@ -516,11 +599,11 @@ class _Ranker:
             else:
                 rest.append(c)
         items: list[dict[str, Any]] = []
-        for c in (heads + rest)[: self.limit]:
+        for c in heads + rest:
             item = self._item(c)
             if item is not None:
                 items.append(item)
-        return items
+        return _cap_pages(items)[: self.limit]
 
     # -- items --------------------------------------------------------------------------
     def _why(self, c: _Cand) -> list[str]:
@@ -556,6 +639,8 @@ class _Ranker:
             why.append("link")
         if c.path in self.recent_why:
             why.append("recent")
+        if "when" in c.signals:
+            why.append("when")
         if not self.live:
             why.append("as_of")
         return why or ["text"]
@@ -595,6 +680,33 @@ class _Ranker:
             "expand_tokens": _count(h.text),
             "updated": h.updated,
         }
+
+
+def _head_only(h: Hit) -> bool:
+    return h.anchor.startswith("^") and not _TIMELINE_HEAD.sub("", h.text, count=1).strip()
+
+
+def _day(c: _Cand) -> str | None:
+    if c.hit is not None:
+        return c.hit.day
+    ts = getattr(c.spool, "ts", None)
+    return str(ts)[:10] if ts else None
+
+
+def _cap_pages(ordered: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``ordered`` items with at most :data:`PAGE_CAP` of one page (a running session's
+    observations count for its page) among the first :data:`TOP_SLOTS`; the ones moved
+    out follow, in their order, after those slots."""
+    top: list[dict[str, Any]] = []
+    later: list[dict[str, Any]] = []
+    per: dict[str, int] = defaultdict(int)
+    for it in ordered:
+        if len(top) < TOP_SLOTS and per[it["path"]] < PAGE_CAP:
+            top.append(it)
+            per[it["path"]] += 1
+        else:
+            later.append(it)
+    return top + later
 
 
 def _decayed(scores: list[float]) -> float:
