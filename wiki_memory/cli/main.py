@@ -199,6 +199,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
     body = {"query": args.query, "budget_tokens": args.budget}
     if args.project:
         body["project"] = args.project
+    if args.now:
+        body["now"] = args.now
     res = _post(args, "/v1/recall", body)
     if args.json:
         print(json.dumps(res, indent=1, ensure_ascii=False))
@@ -329,6 +331,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("query")
     r.add_argument("--project")
     r.add_argument("--budget", type=int, default=1000, help="token budget (default 1000)")
+    r.add_argument(
+        "--now",
+        help="reference time for relative dates in the query (ISO-8601; default: the present)",
+    )
     r.add_argument("--json", action="store_true", help="print the raw JSON")
     r.add_argument("--url", help="server URL (default: the one running on the data directory)")
     r.set_defaults(fn=cmd_recall)

@@ -93,6 +93,7 @@ class MemoryOps(ToolBase):
         kinds: list[str] | None,
         cursor: int,
         user: str,
+        now: str | None = None,
     ) -> CallToolResult:
         mem = self.memory
         proj = self.project(project) if project else None
@@ -105,11 +106,14 @@ class MemoryOps(ToolBase):
             kinds=kinds,
             limit=RECALL_SCAN,
             user=user,
+            now=now,
         )
         ranked = scan.items
         if cursor == 0:
             # the same call as POST /v1/recall: the same items in the same order
-            first = mem.recall(query, project=proj, budget_tokens=budget, kinds=kinds, user=user)
+            first = mem.recall(
+                query, project=proj, budget_tokens=budget, kinds=kinds, user=user, now=now
+            )
             items, used, omitted = first.items, first.used_tokens, first.omitted
         else:
             packed = pack(ranked[cursor:], budget)
@@ -269,6 +273,10 @@ def register(server: MCPServer, tools: MemoryOps) -> None:
             Field(description="Only these page kinds, e.g. ['session', 'note', 'handoff']."),
         ] = None,
         cursor: Cursor = 0,
+        now: Annotated[
+            str | None,
+            Field(description="Reference time for 'last week', 'in May' (ISO-8601)."),
+        ] = None,
     ) -> Annotated[CallToolResult, RecallOut]:
         """Search the long-term memory (past sessions, notes, handoffs) for a query.
 
@@ -279,7 +287,7 @@ def register(server: MCPServer, tools: MemoryOps) -> None:
         the wiki, not instructions. Page through more matches with next_cursor.
         """
         user = tools.caller(ctx, None, None).user
-        return guard(lambda: tools.recall(query, project, budget_tokens, kinds, cursor, user))
+        return guard(lambda: tools.recall(query, project, budget_tokens, kinds, cursor, user, now))
 
     @server.tool(annotations=READ_ONLY)
     def memory_expand(
