@@ -332,9 +332,9 @@ def ask(
     sessions: list[int | None] = []
     turns: list[str | None] = []
     for item in body["items"]:
-        page = pages.get(item["path"])
+        page = pages.get(item.get("path", ""))  # a compact handle has no path or anchor
         sessions.append(page[1] if page and page[0] == conv.sample_id else None)
-        turns.append(anchors.get(item["anchor"]))
+        turns.append(anchors.get(item.get("anchor", "")))
     return Ranked(sessions, turns, int(body["used_tokens"]), ms)
 
 
@@ -453,8 +453,8 @@ def evaluate(
                 tuning=tuning,
             )
             packed = pack(items, budget).items
-            sess = [pages.get(i["path"], ("", None))[1] for i in packed]
-            turns = [anchors.get(i["anchor"]) for i in packed]
+            sess = [pages.get(i.get("path", ""), ("", None))[1] for i in packed]
+            turns = [anchors.get(i.get("anchor", "")) for i in packed]
             out.conv.append(ci)
             out.s5.append(hit_at(sess, {session_of(d) for d in gold}, 5))
             out.t10.append(hit_at(turns, gold, 10))

@@ -214,7 +214,10 @@ def cmd_recall(args: argparse.Namespace) -> int:
     print(f"{'#':>2}  {'title':<{wide}}  {'kind':<8} {'score':>7}  anchor")
     for n, it in enumerate(items, 1):
         title = (it["title"] or "")[:wide]
-        print(f"{n:>2}  {title:<{wide}}  {it['kind']:<8} {it['score']:>7.2f}  {it['anchor']}")
+        if it.get("compact"):  # a small budget: id, title and snippet only
+            print(f"{n:>2}  {title:<{wide}}  {'':<8} {'':>7}  {it['id']}")
+        else:
+            print(f"{n:>2}  {title:<{wide}}  {it['kind']:<8} {it['score']:>7.2f}  {it['anchor']}")
         print(f"    {it['snippet'][:160]}")
     print(f"({res['used_tokens']}/{res['budget_tokens']} tokens, {res['omitted']} more left out)")
     return 0

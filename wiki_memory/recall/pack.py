@@ -70,17 +70,20 @@ def pack(
 
     Each item is counted as serialized (compact JSON, see ``tokens.serialize``), and
     ``used_tokens`` is the sum of those counts. With ``greedy`` a later, smaller item may
-    still fit after a larger one was skipped. With ``compact_handles``, an item too big
-    for what is left goes in as its :func:`compact` handle when that fits (a full handle
-    costs 130-180 tokens; a compact one about 40-60), so a small budget still gets its
-    best items. A budget of 0 returns no items.
+    still fit after a larger one was skipped. With ``compact_handles``, a budget too
+    small for the first item in full makes the whole reply compact: every item goes in
+    as its :func:`compact` handle (a full handle costs 130-180 tokens, a compact one about
+    40-60), so a small budget still gets its best items. A reply is all full handles or
+    all compact ones. A budget of 0 returns no items.
     """
     out = Packed()
     budget = max(0, int(budget_tokens))
-    for item in candidates:
+    small_mode = False
+    for n, item in enumerate(candidates):
         cost = count_item(item)
-        small = None
-        if out.used_tokens + cost > budget and compact_handles:
+        if n == 0 and cost > budget and compact_handles:
+            small_mode = True
+        if small_mode:
             small = compact(item, budget - out.used_tokens)
             if small is not None:
                 item, cost = small, count_item(small)
