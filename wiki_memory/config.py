@@ -63,6 +63,11 @@ class Settings:
     stem_languages: str = "english"
 
     @property
+    def stem_language_names(self) -> tuple[str, ...]:
+        """``stem_languages`` split on commas and whitespace (``"english, german"``)."""
+        return tuple(self.stem_languages.replace(",", " ").split())
+
+    @property
     def wiki_dir(self) -> Path:
         return self.wiki_path if self.wiki_path is not None else self.data_dir / "wiki"
 

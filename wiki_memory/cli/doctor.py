@@ -286,7 +286,7 @@ def doctor_report(
         elif version is not None:
             index_ok = True
     if index_ok:
-        idx = Index(db)
+        idx = Index(db, stem_languages=settings.stem_language_names)
         try:
             deadline = time.monotonic() + (wait_seconds if running else 0)
             while True:
