@@ -578,7 +578,22 @@ def main(argv: list[str] | None = None) -> int:
             res = run(convs, srv, args.budget)
         finally:
             srv.stop()
-        tuned = "" if args.no_tune else tune(data_dir, convs, *res["maps"], args.budget)
+        report(args, convs, res, ingest_s, reuse, t_start)
+        if not args.no_tune:
+            print()
+            print(tune(data_dir, convs, *res["maps"], args.budget), flush=True)
+    return 0
+
+
+def report(
+    args: argparse.Namespace,
+    convs: list[Conversation],
+    res: dict[str, Any],
+    ingest_s: float,
+    reuse: bool,
+    t_start: float,
+) -> None:
+    """Print the HTTP run's table (and write ``--json``)."""
     scores = res["scores"]
     n_turns = sum(len(c.turns) for c in convs)
     print(
@@ -595,11 +610,9 @@ def main(argv: list[str] | None = None) -> int:
     print(table(scores))
     print(
         f"ingest {ingest_s:.1f} s{' (reused)' if reuse else ''}; questions {res['seconds']:.1f} s; "
-        f"total {time.perf_counter() - t_start:.1f} s"
+        f"total {time.perf_counter() - t_start:.1f} s",
+        flush=True,
     )
-    if tuned:
-        print()
-        print(tuned)
     if args.json:
         out = {
             f"{g}/{name}": {
@@ -613,7 +626,6 @@ def main(argv: list[str] | None = None) -> int:
             for (g, name), sc in scores.items()
         }
         args.json.write_text(json.dumps(out, indent=1))
-    return 0
 
 
 if __name__ == "__main__":
