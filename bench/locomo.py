@@ -396,6 +396,7 @@ their first turn and compiled within seconds of each other, so neither moves it.
 GRID: dict[str, dict[str, float]] = {
     "default": {},
     "context 0.6": {"context": 0.6},
+    "context 1.67": {"context": 1.0 / 0.6},
     "when 2": {"when": 2.0},
     "dates 2": {"dates": 2.0},
     "stems 1": {"stems": 1.0},

@@ -88,10 +88,10 @@ TUNABLE: tuple[str, ...] = (*WEIGHTS, "stems", "dates", "context")
 bm25 weights of the ``stems`` and ``dates`` columns (``stems`` 0 also stops stemming the
 query) and ``context`` (0 turns timeline context off)."""
 
-CONTEXT_BEFORE = 0.5
+CONTEXT_BEFORE = 0.3
 """Share of the previous timeline entry's bm25 added to an entry (an answer follows its
 question; a tool result follows the prompt that asked for it)."""
-CONTEXT_AFTER = 0.2
+CONTEXT_AFTER = 0.12
 """Share of the next timeline entry's bm25 added to an entry."""
 PAGE_DECAY = (1.0, 0.5, 0.25)
 """Weights of a page's best, second and third section scores in the ``page`` signal."""
@@ -100,6 +100,8 @@ HEADS = 5
 TOP_SLOTS = 10
 """The first this many items hold at most :data:`PAGE_CAP` sections of any one page."""
 PAGE_CAP = 3
+HEAD_POOL = 50
+"""The breadth-first heads are chosen among this many candidates, whatever the limit."""
 TEXT_LIMIT = 100
 """Sections fetched for the ``text`` and ``fields`` signals (and the ``page`` aggregate);
 more when the caller asks for more items (``limit``)."""
@@ -587,23 +589,27 @@ class _Ranker:
                 continue
             kept.append(c)
             seen_tokens.append(toks)
-            if len(kept) >= self.limit + HEADS:
+            if len(kept) >= max(self.limit, HEAD_POOL) + HEADS:
                 break
+        # the heads come from the first HEAD_POOL candidates whatever the limit, so the
+        # first items do not depend on how many the caller asked for
         heads: list[_Cand] = []
         rest: list[_Cand] = []
         head_pages: set[str] = set()
-        for c in kept:
-            if len(heads) < HEADS and c.path not in head_pages:
+        for i, c in enumerate(kept):
+            if len(heads) < HEADS and c.path not in head_pages and i < HEAD_POOL:
                 heads.append(c)
                 head_pages.add(c.path)
             else:
                 rest.append(c)
-        items: list[dict[str, Any]] = []
+        built: list[dict[str, Any]] = []
         for c in heads + rest:
+            if len(built) >= self.limit + HEADS:
+                break  # enough to fill the capped first slots and the limit
             item = self._item(c)
             if item is not None:
-                items.append(item)
-        return _cap_pages(items)[: self.limit]
+                built.append(item)
+        return _cap_pages(built)[: self.limit]
 
     # -- items --------------------------------------------------------------------------
     def _why(self, c: _Cand) -> list[str]:
