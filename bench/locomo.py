@@ -400,7 +400,7 @@ GRID: dict[str, dict[str, float]] = {
     "when 2": {"when": 2.0},
     "dates 2": {"dates": 2.0},
     "stems 1": {"stems": 1.0},
-    "page 2": {"page": 2.0},
+    "page 1": {"page": 1.0},
 }
 
 

@@ -74,7 +74,7 @@ WEIGHTS: dict[str, float] = {
     "text": 1.0,
     "all-words": 2.0,
     "spool": 1.0,
-    "page": 1.0,
+    "page": 2.0,
     "fields": 0.5,
     "entity": 1.0,
     "link": 0.5,
