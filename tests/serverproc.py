@@ -46,7 +46,7 @@ class ServerProcess:
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
 
-    def start(self, timeout: float = 30) -> ServerProcess:
+    def start(self, timeout: float = 120) -> ServerProcess:
         env = dict(os.environ)
         env.update({"WIKI_MEMORY_HOME": str(self.data_dir), "PYTHONUNBUFFERED": "1"})
         env.update(self.extra_env)

@@ -119,7 +119,13 @@ def test_every_payload_reaches_its_session_page(tmp_path: Path, shared: Path) ->
                 )
                 r = run_hook(cmd, payload, env)
                 assert r.rc == 0, (agent, ev, r)
-                assert r.stderr == b"", (agent, ev, r)
+                # on a host too loaded to answer within the hook's deadline, the brief may
+                # time out (the hook's documented degrade, its one stderr line); every
+                # event must still reach its page
+                quiet = r.stderr == b"" or (
+                    ev == "SessionStart" and r.stderr == b"wiki-memory hook: no brief (timed out)\n"
+                )
+                assert quiet, (agent, ev, r)
                 if ev == "SessionStart":
                     assert set(json.loads(r.stdout)) == {"hookSpecificOutput"}
                 else:
