@@ -106,11 +106,14 @@ class Reader:
         """May ``user`` see a session's observations? Only when it may see the session's
         page (the scope rule on its path and indexed frontmatter: a person may mark a
         session page ``visibility: personal``); a session with no page yet is its
-        project's, seen by all."""
+        project's, seen by whoever may read that project."""
         info = self.spool.sessions.get(session_key)
         path = info.state.get("path") if info is not None else None
         if not isinstance(path, str) or not path:
-            return True
+            if info is None or not info.project:
+                return True
+            # no page yet: the project's grants decide (a page there would be its project's)
+            return may_read(self.scope.identity(user), f"projects/{info.project}/sessions/-", None)
         row = self.index.page_meta(path)
         return may_read(self.scope.identity(user), path, row["meta"] if row else None)
 
