@@ -297,9 +297,12 @@ class HandoffService(HandoffPages):
 
         # the caller passes the scope rule on the page (404 hidden, 403 without a write
         # grant on its project) and the transition is one line of the audit log
-        self.memory.update_page(
-            path, fn, user=user, message=message, commit_now=True, who=user, op=op
-        )
+        try:
+            self.memory.update_page(
+                path, fn, user=user, message=message, commit_now=True, who=user, op=op
+            )
+        except NotFound:
+            raise NotFound(f"no such handoff: {hid}") from None
         if expired_after["err"] is not None:
             raise expired_after["err"]
         raw = self._read(path)
