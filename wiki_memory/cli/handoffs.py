@@ -146,7 +146,8 @@ def cmd_pin(args: argparse.Namespace) -> int:
 
     pinned = args.command == "pin"
     settings = _settings(args)
-    if getattr(args, "url", None) or ServerLock(settings.data_dir).is_held_elsewhere():
+    remote = getattr(args, "url", None) or os.environ.get("WIKI_MEMORY_URL")
+    if remote or ServerLock(settings.data_dir).is_held_elsewhere():
         _post(args, "/v1/admin/pin", {"path": args.path, "pinned": pinned})
         print(f"{'pinned' if pinned else 'unpinned'} {args.path}")
         return 0

@@ -261,6 +261,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         settings = _settings(args, wiki_path=root)
     ensure_layout(settings)
     lock = ServerLock(settings.data_dir)
+    if getattr(args, "url", None) and not explicit:
+        res = _post(args, "/v1/admin/reindex", {}, timeout=3600)
+        print(f"reindexed {res['pages']} pages (by the server at {args.url})")
+        return 0
     if lock.is_held_elsewhere():
         if explicit and root is not None and root != settings.wiki_dir:
             raise CliError(
@@ -398,7 +402,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from wiki_memory.datadir import ServerLock
 
     settings = _settings(args)
-    if args.url or ServerLock(settings.data_dir).is_held_elsewhere():
+    remote = args.url or os.environ.get("WIKI_MEMORY_URL")
+    if remote or ServerLock(settings.data_dir).is_held_elsewhere():
         from wiki_memory.cli.common import _get
 
         params = {k: v for k, v in (("user", args.user), ("since", args.since)) if v}

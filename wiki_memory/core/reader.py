@@ -429,8 +429,11 @@ class Reader:
         return sorted(names)
 
     def project_exists(self, name: str, user: Identity | str | None) -> bool:
-        """True when ``wiki/projects/<name>`` is a real folder, or an indexed page ``user``
-        may see belongs to project ``name``."""
+        """True when ``user`` may read project ``name`` (its grants: a project without
+        one answers like one that does not exist) and ``wiki/projects/<name>`` is a real
+        folder, or an indexed page ``user`` may see belongs to project ``name``."""
+        if not may_read(self.scope.identity(user), f"projects/{name}/-", None):
+            return False
         if name in self.projects():
             return True
         return bool(self.list_pages(project=name, limit=1, user=user))
