@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from wiki_memory.audit import AuditLog
 from wiki_memory.capture.observation import (
@@ -45,6 +45,8 @@ from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
 from wiki_memory.wiki.paths import PathRefused, clean_rel, locate
 
 log = logging.getLogger("wiki_memory.core.memory")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 #: events after which the session page is (re)written
 
@@ -100,11 +102,11 @@ class Memory:
         self.started = False
         #: the read side: pages, listings, links, expand, history (wiki_memory.core.reader)
         self.reader = Reader(self.wiki_dir, self.index, self.scope, self.spool, self.git)
-        self.list_pages = self.reader.list_pages
-        self.read_page = self.reader.read_page
+        self.list_pages = self._audit_reads("list", self.reader.list_pages)
+        self.read_page = self._audit_reads("read", self.reader.read_page)
         self.page_links = self.reader.page_links
         self.visible = self.reader.visible
-        self.expand = self.reader.expand
+        self.expand = self._audit_reads("expand", self.reader.expand)
         self.session_visible = self.reader.session_visible
         self.page_history = self.reader.page_history
         self.page_version = self.reader.page_version
@@ -277,6 +279,28 @@ class Memory:
         """A read, listing or recall, audited only when ``audit_reads`` is set."""
         if self.settings.audit_reads:
             self.audited(who, op, target)
+
+    def _audit_reads(self, op: str, fn: Callable[_P, _R]) -> Callable[_P, _R]:
+        """``fn`` (a reader method taking the caller as ``user`` or as its last positional
+        argument) with one ``read`` line in the audit log per call when ``audit_reads``
+        is set; refusals are written with their result."""
+
+        @functools.wraps(fn)
+        def wrapped(*args: _P.args, **kw: _P.kwargs) -> _R:
+            if not self.settings.audit_reads:
+                return fn(*args, **kw)
+            raw = kw.get("user", args[-1] if len(args) > 1 else None)
+            who = raw if isinstance(raw, Identity | str) else None
+            target = str(args[0]) if args and op != "list" else str(kw.get("project") or "")
+            try:
+                out = fn(*args, **kw)
+            except (NotFound, Forbidden) as exc:
+                self.audited(who, "read", target, _result(exc), read=op)
+                raise
+            self.audited(who, "read", target, "ok", read=op)
+            return out
+
+        return wrapped
 
     # -- compile -------------------------------------------------------------------------
     def request_compile(self, key: str, end: bool = False) -> Any:
@@ -573,6 +597,7 @@ class Memory:
             },
         )
         packed = pack(candidates, budget)
+        self.audit_read(user, "recall", (project or "") + ":" + query[:200])
         return RecallResult(packed.items, packed.used_tokens, budget, packed.omitted)
 
     def _candidates(
