@@ -12,7 +12,8 @@ A line is ``{"time", "user", "token_id", "face", "op", "target", "result", ...}`
   ``grant``, ``reindex``, ``pin``... docs/team-server.md lists them);
 - ``target``: the path or id acted on;
 - ``result``: ``ok``, ``denied`` (403) or ``not_found`` (404: the caller may not see it,
-  or it is not there), or another error code.
+  or it is not there), or another error code;
+- ``agent``: the request's ``User-Agent``, when it sent one.
 
 The file is opened with ``O_APPEND`` for every line and never rewritten or truncated by
 the server (backups copy it with the rest of ``logs/``). Lines are written with
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -37,6 +39,7 @@ from wiki_memory.identity import Identity
 __all__ = ["AuditLog", "escape", "parse_since"]
 
 FACES = ("http", "mcp", "web", "cli", "server")
+_LINE_BREAKS = re.compile("[\x7f-\x9f\u2028\u2029]")
 
 
 def escape(value: str) -> str:
@@ -116,8 +119,14 @@ class AuditLog:
             "target": target,
             "result": result,
         }
+        if who is not None and who.agent:
+            line["agent"] = who.agent
         line.update(extra)
-        data = (json.dumps(line, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        text = json.dumps(line, ensure_ascii=False, default=str)
+        # JSON leaves DEL, the C1 controls (NEL) and U+2028/2029 raw: escape them too, so
+        # no reader (str.splitlines, an editor, a log viewer) sees a line break
+        text = _LINE_BREAKS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        data = (text + "\n").encode("utf-8")
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)

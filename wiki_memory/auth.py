@@ -229,6 +229,10 @@ class TokenStore:
                 )
                 if hit and not t.get("owner"):
                     gone.append(self._record(t, data))
+                    # kept (hash only) so that a later attempt with it is attributed
+                    data["revoked"].append(
+                        {"hash": t["hash"], "user": t["user"], "revoked": time.time()}
+                    )
                 else:
                     keep.append(t)
             data["tokens"] = keep
@@ -290,6 +294,17 @@ class TokenStore:
             return None
         return self._identity(found.user, found.token_id)
 
+    def revoked_for(self, token: str) -> tuple[str, str] | None:
+        """``(user, token id)`` of a presented token that was revoked, for the audit log
+        (None for a token never issued here)."""
+        if not token:
+            return None
+        h = _hash(token)
+        for t in self._read()["revoked"]:
+            if isinstance(t, dict) and hmac.compare_digest(str(t.get("hash", "")), h):
+                return str(t.get("user", "")), str(t["hash"])[:8]
+        return None
+
     def identity_of(self, user: str) -> Identity | None:
         """The user's current role and grants (no token id), or None for a user the store
         does not know. The local owner is ``owner``."""
@@ -347,6 +362,8 @@ class TokenStore:
         data.setdefault("tokens", [])
         if not isinstance(data.get("users"), dict):
             data["users"] = {}
+        if not isinstance(data.get("revoked"), list):
+            data["revoked"] = []
         return data
 
     def _save(self, data: dict[str, Any]) -> None:

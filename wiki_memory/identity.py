@@ -78,7 +78,8 @@ class Identity:
     ``grants``: project name -> ``"read"`` or ``"write"`` (None: every project, as the
     role allows; ignored for ``owner`` and ``admin``, who have every project);
     ``token_id``: the token's id, for the audit log (None when unknown); ``face``: where
-    the call came in (``http``, ``mcp``, ``web``, ``cli``; ``""`` when unknown).
+    the call came in (``http``, ``mcp``, ``web``, ``cli``; ``""`` when unknown);
+    ``agent``: the request's ``User-Agent`` (at most 200 characters), for the audit log.
     """
 
     user: str
@@ -86,6 +87,7 @@ class Identity:
     grants: Mapping[str, str] | None = None
     token_id: str | None = None
     face: str = ""
+    agent: str = ""
 
     @property
     def every_project(self) -> bool:

@@ -365,6 +365,14 @@ def cmd_token(args: argparse.Namespace) -> int:
             f"granted {args.user} {'read' if level == 'read' else 'read and write'} on {projects[0]}"
         )
         return 0
+    if action == "ungrant":
+        if not args.user or len(projects) != 1:
+            raise CliError("token ungrant needs --user NAME and one --project P", 2)
+        if not store.ungrant(args.user, projects[0]):
+            raise CliError(f"{args.user} holds no grant on {projects[0]}", 4)
+        _audit_cli(settings, "ungrant", f"projects/{projects[0]}", subject=args.user)
+        print(f"removed {args.user}'s grant on {projects[0]}")
+        return 0
     if action == "revoke":
         if bool(args.user) == bool(args.id):
             raise CliError("token revoke needs --user NAME or --id ID (one of them)", 2)
@@ -476,10 +484,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser(
         "token",
-        help="show the owner's token; create, grant, revoke or list others",
+        help="show the owner's token; create, grant, ungrant, revoke or list others",
         description="Users, roles and grants of a team server (docs/team-server.md).",
     )
-    t.add_argument("action", nargs="?", choices=["create", "grant", "revoke", "list"])
+    t.add_argument("action", nargs="?", choices=["create", "grant", "ungrant", "revoke", "list"])
     t.add_argument("--user", help="the user (exact name)")
     t.add_argument("--id", help="token id, as `token list` shows it (exact)")
     t.add_argument(

@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from wiki_memory.audit import escape
+from wiki_memory.audit import AuditLog, escape
 from wiki_memory.auth import TokenStore
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.core import pins
@@ -105,10 +105,18 @@ class AuthMiddleware:
     included.
     """
 
-    def __init__(self, app: ASGIApp, tokens: TokenStore, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        tokens: TokenStore,
+        enabled: bool = True,
+        audit: AuditLog | None = None,
+    ) -> None:
         self.app = app
         self.tokens = tokens
         self.enabled = enabled
+        #: where an attempt with a revoked token is written (user and token id known)
+        self.audit = audit
 
     def _public(self, path: str) -> bool:
         return (
@@ -132,12 +140,23 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         ident: Identity | None = None
+        presented = ""
         for name, value in scope.get("headers", []):
             if name == b"authorization":
                 scheme, _, tok = value.decode("latin-1").strip().partition(" ")
                 if scheme.lower() == "bearer" and tok.strip():
-                    ident = self.tokens.identity_for(tok.strip())
+                    presented = tok.strip()
+                    ident = self.tokens.identity_for(presented)
                 break
+        if ident is None and presented and self.audit is not None:
+            gone = self.tokens.revoked_for(presented)
+            if gone is not None:
+                self.audit.record(
+                    Identity(gone[0], token_id=gone[1], face=face),
+                    "request",
+                    f"{scope.get('method')} {path}",
+                    "revoked_token",
+                )
         if ident is None and face == "web":
             # the web view: a signed session cookie also counts (never for /v1 or /mcp)
             user = web.user_from_cookie(scope, self.tokens)
@@ -151,7 +170,11 @@ class AuthMiddleware:
             resp = JSONResponse(UNAUTHORIZED, 401, headers={"WWW-Authenticate": "Bearer"})
             await resp(scope, receive, send)
             return
-        ident = replace(ident, face=face)
+        agent = ""
+        for name, value in scope.get("headers", []):
+            if name == b"user-agent":
+                agent = value.decode("latin-1")[:200]
+        ident = replace(ident, face=face, agent=agent)
         state["user"] = ident.user
         state["identity"] = ident
         CALLER.set(ident)
@@ -421,7 +444,9 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         },
     )
     app.state.memory = memory
-    return AccessLogMiddleware(AuthMiddleware(app, tokens, enabled=memory.settings.auth))
+    return AccessLogMiddleware(
+        AuthMiddleware(app, tokens, enabled=memory.settings.auth, audit=memory.audit)
+    )
 
 
 def _version() -> str:

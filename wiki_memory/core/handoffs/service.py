@@ -245,6 +245,7 @@ class HandoffService(HandoffPages):
             return WriteResult(value=h, commit_now=True)
 
         res = self.memory.writer.call(job)
+        self.memory.audited(user, "handoff.create", res.value.id, "ok", path=res.value.path)
         return self.to_json(res.value, full=True)
 
     # -- transitions ---------------------------------------------------------------------
