@@ -199,8 +199,13 @@ class HandoffService(HandoffPages):
         if not _TO_RE.match(target):
             raise ValueError("to must be 'any', a harness name or a user name")
         # a project the caller may not read answers as one that does not exist; one it
-        # may only read is a 403 naming the write grant it lacks
-        probe = f"projects/{proj}/handoffs/new.md"
+        # may only read is a 403 naming the write grant it lacks. A personal handoff is
+        # written in the caller's own folder: that folder decides (a reader writes none)
+        probe = (
+            f"people/{user}/handoffs/new.md"
+            if vis == "personal"
+            else f"projects/{proj}/handoffs/new.md"
+        )
         if not self.memory.scope.visible(user, probe, None):
             self.memory.audited(user, "handoff.create", f"projects/{proj}", "not_found")
             raise NotFound(f"no such project: {proj}")
