@@ -20,6 +20,7 @@ write grant on every project that exists then.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -39,6 +40,9 @@ from wiki_memory.identity import Identity
 OWNER_FILE = "owner.token"
 TOKENS_FILE = "tokens.json"
 LOCK_FILE = "tokens.lock"
+USED_FILE = "last_used.json"
+#: how often (seconds) a running server writes when its tokens were last used
+USED_FLUSH_SECONDS = 60.0
 FORMAT = 2
 #: roles a token can be created with (the owner is the data directory's own user)
 GRANTABLE_ROLES = ("admin", "member", "reader")
@@ -78,6 +82,7 @@ class TokenRecord:
     owner: bool = False
     role: str = "member"
     grants: dict[str, str] | None = None
+    last_used: float | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,9 @@ class TokenStore:
         self._users: dict[str, dict[str, Any]] = {}
         self._owner_name = ""
         self._stamp: Any = None
+        #: token id -> when a request last presented it (written every minute at most)
+        self._used: dict[str, float] = {}
+        self._used_flushed = 0.0
 
     @property
     def owner_path(self) -> Path:
@@ -264,9 +272,36 @@ class TokenStore:
 
     # -- reading ---------------------------------------------------------------------
     def list(self) -> list[TokenRecord]:
-        """Every stored token with its user's role and grants (ids only, never a token)."""
+        """Every stored token with its user's role and grants and when it was last used
+        (``auth/last_used.json``, at most a minute behind; None: never seen) — ids only,
+        never a token."""
         data = self._read()
-        return [self._record(t, data) for t in data["tokens"]]
+        used = {**self._read_used(), **self._used}
+        return [
+            dataclasses.replace(r, last_used=used.get(r.token_id))
+            for r in (self._record(t, data) for t in data["tokens"])
+        ]
+
+    def _read_used(self) -> dict[str, float]:
+        try:
+            raw = json.loads((self.auth_dir / USED_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(raw, dict):
+            return {}
+        return {str(k): float(v) for k, v in raw.items() if isinstance(v, int | float)}
+
+    def _note_used(self, token_id: str) -> None:
+        now = time.time()
+        self._used[token_id] = now
+        if now - self._used_flushed < USED_FLUSH_SECONDS:
+            return
+        self._used_flushed = now
+        try:
+            merged = {**self._read_used(), **self._used}
+            _write_private(self.auth_dir / USED_FILE, json.dumps(merged))
+        except OSError:
+            pass
 
     def users(self) -> dict[str, dict[str, Any]]:
         """user -> ``{"role", "grants"}`` for every user with a role (a copy)."""
@@ -292,6 +327,7 @@ class TokenStore:
                 found = rec
         if found is None:
             return None
+        self._note_used(found.token_id)
         return self._identity(found.user, found.token_id)
 
     def revoked_for(self, token: str) -> tuple[str, str] | None:

@@ -449,6 +449,9 @@ def test_c41_revocation_binds_at_once(tmp_path: Path, variant: str) -> None:
     assert eve not in listing
     if variant == "revoke":
         assert "u-eve" not in listing
+    else:  # id, user, role, created, last used, grants; never the token
+        row = next(ln for ln in listing.splitlines() if "u-eve" in ln)
+        assert token_id(eve) in row and "created 20" in row and "used 20" in row, row
     for f in data.rglob("*"):
         if f.is_file():
             assert eve.encode() not in f.read_bytes(), f

@@ -392,7 +392,15 @@ def cmd_token(args: argparse.Namespace) -> int:
 
         for rec in store.list():
             when = _time.strftime("%Y-%m-%d %H:%M", _time.gmtime(rec.created))
-            print(f"{rec.token_id}  {rec.user:<16} {rec.role:<7} {when}Z  {_grants_text(rec)}")
+            used = (
+                _time.strftime("%Y-%m-%d %H:%M", _time.gmtime(rec.last_used)) + "Z"
+                if rec.last_used
+                else "never"
+            )
+            print(
+                f"{rec.token_id}  {rec.user:<16} {rec.role:<7} created {when}Z  "
+                f"used {used:<17} {_grants_text(rec)}"
+            )
         return 0
     raise CliError(f"unknown token action {action!r}", 2)
 
