@@ -1105,6 +1105,45 @@ class Outbox:
             pass
         self.remove(name)
 
+    def refused(self, ev: dict, status: int, message: str) -> None:
+        """Count an event the server refused for good (``capture_refused``: the caller
+        may not write its project) in ``refused.json``, per project: ``{count, status,
+        message, last}``. The next SessionStart of that project names it."""
+        project = str(ev.get("project") or "?")
+        path = os.path.join(self.path, "refused.json")
+        state = read_refused(self.path)
+        entry = state.get(project) if isinstance(state.get(project), dict) else {}
+        entry = {
+            "count": int(entry.get("count") or 0) + 1,
+            "status": status,
+            "message": message[:300],
+            "last": _iso(time.time()),
+        }
+        state[project] = entry
+        try:
+            self._ensure()
+            tmp = path + f".{os.getpid()}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(state, f)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+
+    def accepted(self, project: object) -> None:
+        """Capture into ``project`` works again (a grant came): forget its refusal."""
+        state = read_refused(self.path)
+        if str(project) in state:
+            del state[str(project)]
+            try:
+                tmp = os.path.join(self.path, f"refused.json.{os.getpid()}.tmp")
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump(state, f)
+                os.replace(tmp, os.path.join(self.path, "refused.json"))
+            except OSError:
+                pass
+
     def dropped_counts(self) -> dict[str, int]:
         """How many events were dropped, by reason (``overflow``, ``rejected``, ``corrupt``)."""
         counts: dict[str, int] = {}
@@ -1324,6 +1363,46 @@ def _dechunk(data: bytes) -> bytes:
 # --------------------------------------------------------------------------- delivery
 
 
+def read_refused(outbox_dir: str) -> dict:
+    """``refused.json`` of an outbox: project -> ``{count, status, message, last}``
+    (``{}`` when none or unreadable)."""
+    try:
+        with open(os.path.join(outbox_dir, "refused.json"), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def refusal_of(status: int, reply: bytes) -> str | None:
+    """The message of a ``capture_refused`` answer (403 or 404: the caller may not write
+    the project; final, never retried), else None."""
+    if status not in (403, 404):
+        return None
+    try:
+        body = json.loads(reply)
+    except ValueError:
+        return None
+    if isinstance(body, dict) and body.get("error") == "capture_refused":
+        return str(body.get("message") or "capture refused")
+    return None
+
+
+def refusal_notice(outbox_dir: str, project: str | None) -> str:
+    """The lines a SessionStart brief opens with when capture for ``project`` is
+    refused by the server ("" otherwise)."""
+    entry = read_refused(outbox_dir).get(str(project)) if project else None
+    if not isinstance(entry, dict):
+        return ""
+    return (
+        f"wiki-memory: capture for project {project} is refused by the server: "
+        f"{entry.get('message')} ({entry.get('count')} event(s) dropped, not retried). "
+        "Nothing from this session is remembered; ask an admin for a write grant "
+        "(`wiki-memory token grant --user <you> --project "
+        f"{project}`)."
+    )
+
+
 def classify(status: int) -> str:
     """``ok`` (2xx), ``rejected`` (a 4xx about the event itself: dropped and counted) or
     ``retry`` (5xx, auth, rate limits, wrong URL: kept for later)."""
@@ -1335,13 +1414,22 @@ def classify(status: int) -> str:
 
 
 def deliver_one(cfg: Config, ob: Outbox, name: str, ev: dict, deadline: float) -> str:
-    """Send one stored event: ``ok`` and ``rejected`` remove it from the outbox,
-    ``shrunk`` means it was cut smaller after a 413 and waits, ``retry`` keeps it."""
+    """Send one stored event: ``ok``, ``rejected`` and ``refused`` (``capture_refused``:
+    counted in ``refused.json``) remove it from the outbox, ``shrunk`` means it was cut
+    smaller after a 413 and waits, ``retry`` keeps it."""
     body = json.dumps(ev, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    status, _ = http_post(cfg.url, "/v1/observations", cfg.token, body, deadline)
+    status, reply = http_post(cfg.url, "/v1/observations", cfg.token, body, deadline)
+    refused = refusal_of(status, reply)
+    if refused is not None:
+        # final: the caller may not write this project; dropped, counted, never retried
+        ob.drop(name, "refused", status, ev)
+        ob.refused(ev, status, refused)
+        warn(f"server refused capture for {ev.get('project')} ({status}): {refused}; dropped")
+        return "refused"
     verdict = classify(status)
     if verdict == "ok":
         ob.remove(name)
+        ob.accepted(ev.get("project"))
     elif verdict == "rejected":
         if status == 413 and _size(ev) > SHRUNK_EVENT_BYTES:
             # The server's limit is lower than ours: shrink once, send again later.
@@ -1360,9 +1448,18 @@ def deliver_one(cfg: Config, ob: Outbox, name: str, ev: dict, deadline: float) -
 def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -> dict[str, int]:
     """Send every waiting event, oldest first, in batches (``POST`` of a list). The
     caller holds the drain lock. Stops at the first failure that is not the event's
-    fault. Returns counts: ``sent``, ``duplicates``, ``rejected``, ``corrupt``, ``left``,
+    fault. Returns counts: ``sent``, ``duplicates``, ``rejected``, ``refused``,
+    ``corrupt``, ``left``,
     ``failed`` (1 when it stopped on an unreachable or failing server)."""
-    stats = {"sent": 0, "duplicates": 0, "rejected": 0, "corrupt": 0, "left": 0, "failed": 0}
+    stats = {
+        "sent": 0,
+        "duplicates": 0,
+        "rejected": 0,
+        "refused": 0,
+        "corrupt": 0,
+        "left": 0,
+        "failed": 0,
+    }
     end = time.monotonic() + max_seconds
     ob.clean_tmp()
     max_batch = cfg.geti("drain_batch_events")
@@ -1400,8 +1497,8 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
                 verdict = deliver_one(cfg, ob, n, ev, deadline)
                 if verdict == "ok":
                     stats["sent"] += 1
-                elif verdict == "rejected":
-                    stats["rejected"] += 1
+                elif verdict in ("rejected", "refused"):
+                    stats[verdict] += 1
                 elif verdict == "shrunk":
                     continue  # rewritten smaller after a 413: send it again
                 else:
@@ -1420,8 +1517,10 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
             warn(f"server unreachable ({exc}); {len(names)} event(s) stay in the outbox")
             stats["failed"] = 1
             break
-        verdict = classify(status)
+        verdict = "rejected" if refusal_of(status, reply) is not None else classify(status)
         if verdict == "ok":
+            for _, ev in batch:
+                ob.accepted(ev.get("project"))
             try:
                 acc = json.loads(reply).get("accepted") or []
                 stats["duplicates"] += sum(
@@ -1433,7 +1532,8 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
                 ob.remove(n)
             stats["sent"] += len(batch)
         elif verdict == "rejected":
-            # One bad event fails the whole batch: send them one by one.
+            # One bad event (or one refused project) fails the whole batch: send them
+            # one by one.
             for n, ev in batch:
                 try:
                     v = deliver_one(cfg, ob, n, ev, min(time.monotonic() + request_seconds, end))
@@ -1448,8 +1548,8 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
                     break
                 if v == "ok":
                     stats["sent"] += 1
-                elif v == "rejected":
-                    stats["rejected"] += 1
+                elif v in ("rejected", "refused"):
+                    stats[v] += 1
                 elif v != "shrunk":
                     stats["failed"] = 1
                     break
@@ -1626,6 +1726,9 @@ def run(argv: list[str]) -> None:
         text = fetch_brief(
             cfg, harness, project, session_id if isinstance(session_id, str) else None, net_deadline
         )
+        notice = refusal_notice(cfg.outbox_dir, project)
+        if notice:
+            text = notice + ("\n\n" + text if text else "")
         _PENDING_OUTPUT = session_start_output(harness, text)
 
 

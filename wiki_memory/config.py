@@ -58,6 +58,12 @@ class Settings:
 
     #: the web view lets the local owner in without a token, on a loopback server only
     web_local_owner: bool = False
+    #: who creates a project by capturing into a name that does not exist yet:
+    #: ``members`` (members, admins, the owner; the creator gets a write grant) or
+    #: ``admins`` (admins and the owner only)
+    project_creation: str = "members"
+    #: also write reads, listings and recalls to logs/audit.jsonl (changes always are)
+    audit_reads: bool = False
 
     @property
     def wiki_dir(self) -> Path:

@@ -51,7 +51,9 @@ def srv(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def bob(srv) -> dict[str, str]:
-    return {"Authorization": f"Bearer {TokenStore(srv.data_dir / 'auth').create('bob')}"}
+    return {
+        "Authorization": f"Bearer {TokenStore(srv.data_dir / 'auth').create('bob', projects=['p', 'api', 'web'])}"
+    }
 
 
 def owner_of(srv: ServerProcess) -> str:

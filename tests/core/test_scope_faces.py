@@ -62,6 +62,8 @@ ROUTES: dict[str, str] = {
     "PUT /v1/pages/{path:path}": "test_http_write_into_other_folder_is_404, "
     "test_http_write_personal_page_refused_without_confirming, test_http_pins_refused",
     "POST /v1/admin/reindex": "test_http_admin_reindex_needs_admin",
+    "POST /v1/admin/pin": "test_http_pins_refused",
+    "GET /v1/audit": "test_http_admin_reindex_needs_admin",
     "POST /v1/handoffs": "test_http_handoffs_personal_invisible",
     "GET /v1/handoffs": "test_http_handoffs_personal_invisible",
     "GET /v1/handoffs/{hid}": "test_http_handoffs_personal_invisible",
@@ -118,8 +120,10 @@ CLI_COMMANDS: dict[str, str] = {
     "doctor": "exempt: owner command on files (DESIGN invariant 12)",
     "import": "exempt: owner command on files (DESIGN invariant 12)",
     "recover": "exempt: owner command on files",
-    "pin": "exempt: a person's hand edit of the file (docs/handoffs.md)",
-    "unpin": "exempt: a person's hand edit of the file (docs/handoffs.md)",
+    "pin": "exempt: calls /v1/admin/pin when a server runs (probed there), else the owner's "
+    "hand edit of the file",
+    "unpin": "exempt: as pin",
+    "audit": "exempt: calls /v1/audit when a server runs (probed there), else the owner's file",
     "install-hooks": "exempt: installer (DESIGN invariant 12)",
     "uninstall-hooks": "exempt: installer",
     "install-mcp": "exempt: installer (DESIGN invariant 12)",
@@ -1143,6 +1147,15 @@ def test_http_pins_refused(world: Any) -> None:
             content="---\ntitle: Plain HTTP\nproject: p\n---\n# Plain HTTP\n\nedited by bob\n",
         )
         assert r.status_code == 200, r.text
+        # the pin route: 403 naming the admin grant on a page bob sees, and the missing
+        # page's 404 on one he may not see
+        r = c.post("/v1/admin/pin", json={"path": sw.PINNED, "pinned": False})
+        assert r.status_code == 403 and r.json()["grant"] == "admin", r.text
+        hidden = c.post("/v1/admin/pin", json={"path": sw.ALICE_FOLDER, "pinned": True})
+        absent = c.post("/v1/admin/pin", json={"path": "people/alice/nosuch.md", "pinned": True})
+        assert hidden.status_code == absent.status_code == 404, (hidden.text, absent.text)
+        assert hidden.text.replace("secret", "nosuch") == absent.text
+    assert "pinned: true" in (world.wiki / sw.PINNED).read_text()
 
 
 def test_http_observations_cannot_write_into_people(world: Any) -> None:
@@ -1171,6 +1184,8 @@ def test_http_admin_reindex_needs_admin(world: Any) -> None:
     with world.client(BOB) as c:
         r = c.post("/v1/admin/reindex")
         assert r.status_code in (401, 403, 404), f"bob reindexed: {r.status_code} {r.text}"
+        r = c.get("/v1/audit")
+        assert r.status_code == 403 and "lines" not in r.json(), r.text
 
 
 def test_mcp_write_into_other_folder_like_missing(world: Any) -> None:

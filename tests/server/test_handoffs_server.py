@@ -38,8 +38,12 @@ def cli(data_dir: Path, *args: str, env: dict[str, str] | None = None, **kw):
     )
 
 
+#: the projects the handoff tests use: every test user holds a write grant on each
+HANDOFF_PROJECTS = ["race", "c30", "budget", "crash", "errs", "lease", "lease2", "private"]
+
+
 def token_for(srv: ServerProcess, user: str) -> dict[str, str]:
-    tok = TokenStore(srv.data_dir / "auth").create(user)
+    tok = TokenStore(srv.data_dir / "auth").create(user, projects=HANDOFF_PROJECTS)
     return {"Authorization": f"Bearer {tok}"}
 
 

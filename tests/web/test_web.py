@@ -189,7 +189,9 @@ def test_revoking_the_token_ends_the_session(ws):
     r = c.get("/")
     assert r.status_code == 303 and r.headers["location"] == "/login"
     # a new token for carol does not bring the old session back
-    ws.tokens["carol"] = cli(ws.srv.data_dir, "token", "create", "--user", "carol").stdout.strip()
+    ws.tokens["carol"] = cli(
+        ws.srv.data_dir, "token", "create", "--user", "carol", "--project", "demo"
+    ).stdout.strip()
     assert c.get("/").status_code == 303
     assert login(ws, "carol").get("/").status_code == 200
 

@@ -57,6 +57,20 @@ def _post(args: argparse.Namespace, path: str, body: Any, timeout: float = 30) -
     return r.json()
 
 
+def _get(args: argparse.Namespace, path: str, params: dict[str, str], timeout: float = 30) -> Any:
+    """GET ``path`` of the server with the CLI's token; the JSON answer, or CliError."""
+    import httpx
+
+    url, headers = _client(args)
+    try:
+        r = httpx.get(url + path, params=params, headers=headers, timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise CliError(f"cannot reach the server at {url}: {exc}") from None
+    if r.status_code >= 400:
+        raise server_error(r)
+    return r.json()
+
+
 def server_error(r: Any) -> CliError:
     """A CliError for a server's error answer (an ``httpx.Response``): its message, and
     the exit status :data:`wiki_memory.errors.TABLE` gives its ``error`` code."""

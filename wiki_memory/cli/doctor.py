@@ -8,6 +8,7 @@ arguments, exit status) is :mod:`wiki_memory.cli.wiki`.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import stat
 import time
@@ -233,6 +234,14 @@ def doctor_report(
     elif (settings.data_dir / "server.json").exists():
         warnings.append("server.json names a server that is not running (it stopped uncleanly)")
 
+    refused = _refused_captures(settings.data_dir / "outbox")
+    rep["refused"] = refused
+    for project, entry in sorted(refused.items()):
+        warnings.append(
+            f"capture refused by the server for project {project}: {entry.get('count')} "
+            f"event(s) dropped (last {entry.get('last')}): {entry.get('message')}"
+        )
+    # (the hook's outbox: on a machine that only runs hooks there is no wiki)
     wiki = settings.wiki_dir
     if not wiki.is_dir():
         errors.append(f"the wiki folder {wiki} does not exist")
@@ -358,6 +367,19 @@ def doctor_report(
         warnings.append(f"{len(skipped)} file(s) skipped (see the list)")
     rep.update(ok=not errors, errors=errors, warnings=warnings)
     return rep
+
+
+def _refused_captures(outbox: Path) -> dict[str, dict[str, Any]]:
+    """What the installed hook counted in ``outbox/refused.json``: project -> ``{count,
+    status, message, last}`` for events the server refused for good (``capture_refused``,
+    docs/team-server.md)."""
+    try:
+        data = json.loads((outbox / "refused.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): v for k, v in data.items() if isinstance(v, dict)}
 
 
 def print_report(rep: dict[str, Any], limit: int) -> None:

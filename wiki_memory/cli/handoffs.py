@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _client, _settings, server_error
+from wiki_memory.cli.common import CliError, _client, _post, _settings, server_error
 
 
 def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
@@ -132,14 +132,25 @@ def cmd_brief(args: argparse.Namespace) -> int:
 
 
 def cmd_pin(args: argparse.Namespace) -> int:
+    """``pin PATH`` / ``unpin PATH``: through the running server when there is one (so the
+    scope rule and the audit log see it: ``POST /v1/admin/pin``), else a hand edit of the
+    file as the wiki's owner, under the same scope rule, written to the audit log."""
+    from wiki_memory.audit import AuditLog
     from wiki_memory.auth import TokenStore
+    from wiki_memory.core.pins import pin_bytes
     from wiki_memory.core.scope import ScopeRule
-    from wiki_memory.errors import NotFound
+    from wiki_memory.datadir import ServerLock
+    from wiki_memory.errors import BadRequest, NotFound
     from wiki_memory.identity import Identity
-    from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
     from wiki_memory.wiki.paths import PathRefused, atomic_write
 
+    pinned = args.command == "pin"
     settings = _settings(args)
+    remote = getattr(args, "url", None) or os.environ.get("WIKI_MEMORY_URL")
+    if remote or ServerLock(settings.data_dir).is_held_elsewhere():
+        _post(args, "/v1/admin/pin", {"path": args.path, "pinned": pinned})
+        print(f"{'pinned' if pinned else 'unpinned'} {args.path}")
+        return 0
     owner = TokenStore(settings.auth_dir).owner_name()
     rule = ScopeRule(settings.wiki_dir, owner)
     try:
@@ -152,22 +163,16 @@ def cmd_pin(args: argparse.Namespace) -> int:
         raise CliError(f"no such page: {args.path}", 4) from None
     full, raw = page.full, page.data
     try:
-        new = set_keys(raw, {"pinned": True}) if args.command == "pin" else _unpin(raw)
-    except FrontmatterError as exc:
+        new = pin_bytes(raw, pinned)
+    except BadRequest as exc:
         raise CliError(f"cannot edit {args.path}: {exc}") from None
     if new != raw:
         atomic_write(full, new)
-    print(f"{'pinned' if args.command == 'pin' else 'unpinned'} {args.path}")
+        AuditLog(settings.logs_dir / "audit.jsonl").record(
+            None, "pin" if pinned else "unpin", page.rel, face="cli", user=owner
+        )
+    print(f"{'pinned' if pinned else 'unpinned'} {args.path}")
     return 0
-
-
-def _unpin(raw: bytes) -> bytes:
-    from wiki_memory.wiki.frontmatter import set_keys
-    from wiki_memory.wiki.page import parse_page
-
-    if "pinned" not in parse_page(raw, "x.md").metadata:
-        return raw
-    return set_keys(raw, {}, remove=["pinned"])
 
 
 def register(sub: Any) -> None:
@@ -216,4 +221,5 @@ def register(sub: Any) -> None:
     for name, what in (("pin", "pin a page (pinned: true)"), ("unpin", "unpin a page")):
         p = sub.add_parser(name, help=f"{what}: pinned pages open every brief")
         p.add_argument("path", help="page path inside wiki/, e.g. projects/p/notes/rules.md")
+        p.add_argument("--url", help="server URL (default: the one running on the data directory)")
         p.set_defaults(fn=cmd_pin)

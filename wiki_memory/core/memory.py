@@ -14,18 +14,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
+from wiki_memory.audit import AuditLog
 from wiki_memory.capture.observation import (
     Observation,
 )
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
-from wiki_memory.core.capture import Capture
+from wiki_memory.core.capture import Capture, CaptureGate
 from wiki_memory.core.handoffs import HandoffService
 from wiki_memory.core.reader import Reader
-from wiki_memory.core.scope import ScopeRule, not_found
+from wiki_memory.core.scope import Directory, ScopeRule, not_found
 from wiki_memory.core.sessions import (
     SessionPages,
     _plain_or_gone,
@@ -34,7 +35,7 @@ from wiki_memory.core.sessions import (
 )
 from wiki_memory.core.stall import CommitHealth
 from wiki_memory.core.writer import Author, Writer, WriteResult
-from wiki_memory.errors import BadRequest, Conflict, Forbidden
+from wiki_memory.errors import BadRequest, Conflict, Forbidden, NotFound, WikiMemoryError
 from wiki_memory.identity import Identity, may_admin
 from wiki_memory.index.store import Index
 from wiki_memory.index.watcher import Watcher
@@ -44,6 +45,8 @@ from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
 from wiki_memory.wiki.paths import PathRefused, clean_rel, locate
 
 log = logging.getLogger("wiki_memory.core.memory")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 #: events after which the session page is (re)written
 
@@ -69,12 +72,17 @@ class RecallResult:
 class Memory:
     """The core service over one data directory (already laid out and locked by the caller)."""
 
-    def __init__(self, settings: Settings, owner_user: str = "owner") -> None:
+    def __init__(
+        self, settings: Settings, owner_user: str = "owner", directory: Directory | None = None
+    ) -> None:
         self.settings = settings
         self.owner = owner_user
         self.wiki_dir = settings.wiki_dir
-        #: the one access rule every page read and write asks (wiki_memory.core.scope)
-        self.scope = ScopeRule(self.wiki_dir, owner_user)
+        #: the one access rule every page read and write asks (wiki_memory.core.scope);
+        #: ``directory`` (the token store) gives users' roles and grants
+        self.scope = ScopeRule(self.wiki_dir, owner_user, directory)
+        #: logs/audit.jsonl: every change, who made it, with which token, on which face
+        self.audit = AuditLog(settings.logs_dir / "audit.jsonl")
         # the caller holds the data directory lock: locks a killed server left are ours
         self.git = GitStore(self.wiki_dir, clear_stale_locks=True)
         self.spool = Spool(settings.spool_dir)
@@ -94,11 +102,11 @@ class Memory:
         self.started = False
         #: the read side: pages, listings, links, expand, history (wiki_memory.core.reader)
         self.reader = Reader(self.wiki_dir, self.index, self.scope, self.spool, self.git)
-        self.list_pages = self.reader.list_pages
-        self.read_page = self.reader.read_page
+        self.list_pages = self._audit_reads("list", self.reader.list_pages)
+        self.read_page = self._audit_reads("read", self.reader.read_page)
         self.page_links = self.reader.page_links
         self.visible = self.reader.visible
-        self.expand = self.reader.expand
+        self.expand = self._audit_reads("expand", self.reader.expand)
         self.session_visible = self.reader.session_visible
         self.page_history = self.reader.page_history
         self.page_version = self.reader.page_version
@@ -110,8 +118,10 @@ class Memory:
         self.session_page = self.reader.session_page
         #: session pages: compiling and merging with people's edits (writer thread)
         self.sessions = SessionPages(self)
-        #: capture: hook events into the spool and the index (wiki_memory.core.capture)
+        #: capture: hook events into the spool and the index (wiki_memory.core.capture);
+        #: the gate applies grants and creates projects (wiki_memory.core.capture.CaptureGate)
         self.capturer = Capture(self.spool, self.index, self.request_compile)
+        self.capturer.gate = CaptureGate(self)
         #: what ranking reads (recall.rank receives these, never the Memory)
         self._sources = rank.Sources(
             index=self.index,
@@ -246,10 +256,51 @@ class Memory:
         return WriteResult()
 
     # -- capture -------------------------------------------------------------------------
-    def capture(self, body: Any, user: str) -> list[dict[str, Any]]:
-        """Accept one hook event or a list of them for ``user``: see
-        :meth:`wiki_memory.core.capture.Capture.capture`."""
+    def capture(self, body: Any, user: Identity | str) -> list[dict[str, Any]]:
+        """Accept one hook event or a list of them for ``user`` (a name or the caller's
+        :class:`~wiki_memory.identity.Identity`): see
+        :meth:`wiki_memory.core.capture.Capture.capture`. Raises CaptureRefused (403 or
+        404) for a project the caller may not write."""
         return self.capturer.capture(body, user)
+
+    def audited(
+        self, who: Identity | str | None, op: str, target: str, result: str = "ok", **extra: Any
+    ) -> None:
+        """Append one line to the audit log for ``who`` (a name is looked up for its
+        role; the token id and face come only with an Identity). A failure to write it is
+        logged, never raised: the change it records has already happened."""
+        ident = None if who is None else self.scope.identity(who)
+        try:
+            self.audit.record(ident, op, target, result, **extra)
+        except OSError as exc:
+            log.error("cannot write the audit log: %s", exc)
+
+    def audit_read(self, who: Identity | str | None, op: str, target: str) -> None:
+        """A read, listing or recall, audited only when ``audit_reads`` is set."""
+        if self.settings.audit_reads:
+            self.audited(who, op, target)
+
+    def _audit_reads(self, op: str, fn: Callable[_P, _R]) -> Callable[_P, _R]:
+        """``fn`` (a reader method taking the caller as ``user`` or as its last positional
+        argument) with one ``read`` line in the audit log per call when ``audit_reads``
+        is set; refusals are written with their result."""
+
+        @functools.wraps(fn)
+        def wrapped(*args: _P.args, **kw: _P.kwargs) -> _R:
+            if not self.settings.audit_reads:
+                return fn(*args, **kw)
+            raw = kw.get("user", args[-1] if len(args) > 1 else None)
+            who = raw if isinstance(raw, Identity | str) else None
+            target = str(args[0]) if args and op != "list" else str(kw.get("project") or "")
+            try:
+                out = fn(*args, **kw)
+            except (NotFound, Forbidden) as exc:
+                self.audited(who, "read", target, _result(exc), read=op)
+                raise
+            self.audited(who, "read", target, "ok", read=op)
+            return out
+
+        return wrapped
 
     # -- compile -------------------------------------------------------------------------
     def request_compile(self, key: str, end: bool = False) -> Any:
@@ -284,6 +335,7 @@ class Memory:
         commit_now: bool = False,
         timeout: float = 60,
         who: Identity | str | None = None,
+        op: str = "page.write",
     ) -> WriteResult:
         """Read-modify-write one page on the writer thread (the single writer).
 
@@ -298,14 +350,20 @@ class Memory:
         or None when nothing was written. ``who`` is the caller a face acts for (None: the
         server itself): the scope rule (:mod:`wiki_memory.core.scope`) checks the target before
         the job and the bytes on disk inside it, so a page ``who`` may not see raises
-        NotFound exactly as a missing one, before ``fn`` runs. Raises PathRefused for a
-        path outside ``wiki/``.
+        NotFound exactly as a missing one, before ``fn`` runs, and one it may read but not
+        write raises Forbidden naming the grant. Raises PathRefused for a path outside
+        ``wiki/``. A change made for a caller (``who``), and a refusal, is one line of
+        the audit log with operation ``op``.
         """
         ident = None if who is None else self.scope.identity(who)
         if ident is None:
             rel, full = locate(self.wiki_dir, path)
         else:
-            rel, full = self.scope.check_target(ident, path)
+            try:
+                rel, full = self.scope.check_target(ident, path)
+            except (NotFound, Forbidden) as exc:
+                self.audited(ident, op, clean_rel(path), _result(exc))
+                raise
         if redact_text(rel)[1]:
             # a file name is not redacted in place: it would no longer be the name asked for
             raise PathRefused("the path holds what looks like a secret")
@@ -333,7 +391,15 @@ class Memory:
                 commit_now=commit_now,
             )
 
-        return self.writer.call(job, timeout=timeout)
+        try:
+            res = self.writer.call(job, timeout=timeout)
+        except (NotFound, Forbidden, Conflict) as exc:
+            if ident is not None:
+                self.audited(ident, op, rel, _result(exc))
+            raise
+        if res.value is not None:
+            self.audited(ident, op, rel, "ok", user=None if ident is not None else user)
+        return res
 
     def write_page(
         self,
@@ -531,6 +597,7 @@ class Memory:
             },
         )
         packed = pack(candidates, budget)
+        self.audit_read(user, "recall", (project or "") + ":" + query[:200])
         return RecallResult(packed.items, packed.used_tokens, budget, packed.omitted)
 
     def _candidates(
@@ -564,5 +631,21 @@ class Memory:
         directory's owner at the command line); anyone but the wiki's owner raises
         Forbidden (an admin operation: :func:`wiki_memory.identity.may_admin`)."""
         if user is not None and not may_admin(self.scope.identity(user)):
-            raise Forbidden("rebuilding the index is for the wiki's owner")
-        return self.index.rebuild(self.wiki_dir, progress=progress)
+            self.audited(user, "reindex", "index.db", "denied")
+            raise Forbidden(
+                "rebuilding the index is for the wiki's owner and admins", grant="admin"
+            )
+        n = self.index.rebuild(self.wiki_dir, progress=progress)
+        self.audited(user, "reindex", "index.db", "ok", pages=n)
+        return n
+
+
+def _result(exc: BaseException) -> str:
+    """An error as an audit ``result``: ``denied`` (403), ``not_found`` (404), else its code."""
+    if isinstance(exc, Forbidden):
+        return "denied"
+    if isinstance(exc, NotFound):
+        return "not_found"
+    if isinstance(exc, WikiMemoryError):
+        return exc.error_code
+    return type(exc).__name__

@@ -29,6 +29,7 @@ from pydantic import Field
 
 from wiki_memory.core.pages import project_folder
 from wiki_memory.errors import WikiMemoryError
+from wiki_memory.identity import CALLER
 from wiki_memory.recall.tokens import count_item
 
 if TYPE_CHECKING:
@@ -177,6 +178,10 @@ class ToolBase:
             if req is not None:
                 state = req.scope.get("state") or {}
                 user = state.get("user") or user
+                if state.get("identity") is not None:
+                    # this request's caller (grants as of now), not the one the MCP
+                    # session's task was started with
+                    CALLER.set(state["identity"])
                 mcp_session = req.headers.get("mcp-session-id")
                 bridge = req.headers.get(BRIDGE_HEADER)
             params = getattr(rc.session, "client_params", None)

@@ -240,6 +240,8 @@ class _View:
         user = self._user(request)
         projects = []
         for name in self._projects():
+            if not self.memory.project_exists(name, user):
+                continue  # a project without a grant is not named (docs/team-server.md)
             sessions, _ = self._visible_rows(
                 user, functools.partial(_fetch, self.memory, user, name, "session"), 0, 5
             )

@@ -420,4 +420,10 @@ class HandoffMemory(Protocol):
         user: str,
         message: str,
         commit_now: bool = False,
+        who: Any = None,
+        op: str = "page.write",
     ) -> WriteResult: ...
+
+    def audited(self, who: Any, op: str, target: str, result: str = "ok", **extra: Any) -> None:
+        """One line of the audit log (:meth:`wiki_memory.core.memory.Memory.audited`)."""
+        ...
