@@ -155,6 +155,8 @@ def _corpus() -> list[tuple[str, str, list[str]]]:
         add("google-api-key", "AI" + "za" + rnd(35, ALNUM + "_-"))
     for _ in range(3):
         add("huggingface-token", "h" + "f_" + rnd(34))
+    for _ in range(3):
+        add("wiki-memory-offer-code", "wm" + "o_" + rnd(26, "abcdefghijklmnopqrstuvwxyz234567"))
     for sub in ("demo", "user-42", "svc@example.com"):
         header = b64url({"alg": "HS256", "typ": "JWT"})
         payload = b64url({"sub": sub, "iat": 1716000000, "exp": 1716003600})
