@@ -431,6 +431,13 @@ ALLOWED: dict[tuple[str, str], str] = {
         "Authorization: Basic base64('user:pass'), a credential sent on purpose to check that "
         "the server refuses Basic auth; a Basic header value is what must be redacted"
     ),
+    ("docs/handoffs.md", "wmo_fakeexamplefakeexamplefake"): (
+        "the documentation stand-in for an offer code in the story of the handoff loop; the "
+        "detector redacting it is what the story shows"
+    ),
+    ("docs/mcp.md", "wmo_fakeexamplefakeexamplefake"): (
+        "the same stand-in, in the MCP side of the handoff story"
+    ),
     ("tests/server/test_e2e.py", "wJalrXUtnFEMI/K7MDENG/"): (
         "AWS_SECRET = '<first half of AWS's documented example secret key>' + '...': the "
         "end-to-end test assembles a fake AWS secret to check C32, so a string literal "
