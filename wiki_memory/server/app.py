@@ -231,7 +231,9 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         ids = body.get("ids")
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise ApiError(400, "bad_request", "ids must be a list of strings", field="ids")
-        budget = _int(body, "budget_tokens", memory.settings.default_budget_tokens)
+        budget = _int(
+            body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
+        )
         res = await run_in_threadpool(memory.expand, ids, budget, request.state.user)
         return JSONResponse(res)
 
