@@ -33,7 +33,7 @@ from wiki_memory.mcp.common import (
     guard,
     quoted,
 )
-from wiki_memory.recall.tokens import count_item
+from wiki_memory.recall.tokens import count_item, serialize
 
 # -- output shapes (the tools' output schemas) ----------------------------------------
 
@@ -132,6 +132,11 @@ class MemoryOps(ToolBase):
             return dict(data), "\n\n".join(parts)
 
         def fits(sel: list[dict[str, Any]]) -> bool:
+            # a cl100k token is at least one UTF-8 byte: a result whose bytes are under the
+            # cap surely fits (the items twice, plus each item's line and the head)
+            size = len(serialize(sel).encode("utf-8"))
+            if 2 * size + 200 * len(sel) + 600 + len(query.encode("utf-8")) < self.cap:
+                return True
             probe = RecallResult(sel, 0, budget_tokens, 0, total=cursor + len(sel) + 1)
             return self.tokens(*build(sel, probe)) <= self.cap
 
