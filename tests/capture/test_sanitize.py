@@ -155,6 +155,8 @@ def _corpus() -> list[tuple[str, str, list[str]]]:
         add("google-api-key", "AI" + "za" + rnd(35, ALNUM + "_-"))
     for _ in range(3):
         add("huggingface-token", "h" + "f_" + rnd(34))
+    for _ in range(3):
+        add("wiki-memory-offer-code", "wm" + "o_" + rnd(26, "abcdefghijklmnopqrstuvwxyz234567"))
     for sub in ("demo", "user-42", "svc@example.com"):
         header = b64url({"alg": "HS256", "typ": "JWT"})
         payload = b64url({"sub": sub, "iat": 1716000000, "exp": 1716003600})
@@ -428,6 +430,13 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tests/server/test_server.py", "dXNlcjpwYXNz"): (
         "Authorization: Basic base64('user:pass'), a credential sent on purpose to check that "
         "the server refuses Basic auth; a Basic header value is what must be redacted"
+    ),
+    ("docs/handoffs.md", "wmo_fakeexamplefakeexamplefake"): (
+        "the documentation stand-in for an offer code in the story of the handoff loop; the "
+        "detector redacting it is what the story shows"
+    ),
+    ("docs/mcp.md", "wmo_fakeexamplefakeexamplefake"): (
+        "the same stand-in, in the MCP side of the handoff story"
     ),
     ("tests/server/test_e2e.py", "wJalrXUtnFEMI/K7MDENG/"): (
         "AWS_SECRET = '<first half of AWS's documented example secret key>' + '...': the "

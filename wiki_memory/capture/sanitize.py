@@ -797,6 +797,14 @@ DETECTORS: tuple[Detector, ...] = (
         ("hf_",),
     ),
     Detector(
+        "wiki-memory-offer-code",
+        _Lazy(r"wmo_[A-Za-z0-9]{20,}"),
+        "wiki-memory's own handoff offer codes (wmo_ + 26 chars): single use, but a claim"
+        " ticket all the same, so no page, spool file or log keeps one.",
+        not_after=_ALNUM + "_",
+        needles=("wmo_",),
+    ),
+    Detector(
         "jwt",
         _Lazy(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
         "JSON Web Tokens (eyJ<header>.eyJ<payload>.<signature>).",

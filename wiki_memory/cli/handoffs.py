@@ -63,9 +63,14 @@ def _print(args: argparse.Namespace, data: Any, text: str) -> None:
 def cmd_handoff(args: argparse.Namespace) -> int:
     action = args.action
     if action == "create":
-        if not args.project or not args.title:
-            raise CliError("handoff create needs --project and --title", 2)
-        body: dict[str, Any] = {"project": args.project, "title": args.title, **_ident(args)}
+        if not args.title:
+            raise CliError("handoff create needs --title", 2)
+        body: dict[str, Any] = {
+            "project": args.project,
+            "cwd": os.getcwd(),
+            "title": args.title,
+            **_ident(args),
+        }
         for name in ("where_we_left_off", "what_failed", "to", "expires"):
             v = getattr(args, name)
             if v:
@@ -113,7 +118,11 @@ def cmd_handoff(args: argparse.Namespace) -> int:
 
 
 def cmd_brief(args: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"project": args.project, "budget_tokens": args.budget}
+    body: dict[str, Any] = {
+        "project": args.project,
+        "cwd": os.getcwd(),
+        "budget_tokens": args.budget,
+    }
     if args.session:
         body.update(_ident(args))
     if args.max_offers is not None:
@@ -194,8 +203,12 @@ def register(sub: Any) -> None:
     h.add_argument(
         "action", choices=["create", "list", "show", "claim", "complete", "cancel", "release"]
     )
-    h.add_argument("id", nargs="?", help="handoff id (H-0001) for show/claim/complete/…")
-    h.add_argument("--project")
+    h.add_argument(
+        "id",
+        nargs="?",
+        help="handoff id for show/claim/complete/…; claim also takes the offer code a brief printed",
+    )
+    h.add_argument("--project", help="default: the one of the working directory")
     h.add_argument("--title")
     h.add_argument("--status", help="list: filter by status")
     h.add_argument("--where", dest="where_we_left_off", help="create: where we left off")
@@ -212,7 +225,9 @@ def register(sub: Any) -> None:
     h.set_defaults(fn=cmd_handoff)
 
     b = sub.add_parser("brief", help="the session-start brief of a project")
-    b.add_argument("--project", required=True)
+    b.add_argument(
+        "--project", help="a project you may read (default: the one of the working directory)"
+    )
     b.add_argument("--budget", type=int, default=1500, help="token budget (default 1500)")
     b.add_argument("--max-offers", type=int, default=None)
     common(b)

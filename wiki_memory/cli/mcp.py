@@ -62,6 +62,10 @@ def register(sub: Any) -> None:
         "--token-file", help="file holding the bearer token (default: the local owner's)"
     )
     m.add_argument(
+        "--harness",
+        help="the harness this bridge serves (install-mcp writes it; default: the client's name)",
+    )
+    m.add_argument(
         "--wait",
         type=float,
         default=8.0,

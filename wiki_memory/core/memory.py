@@ -25,6 +25,7 @@ from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
 from wiki_memory.core.capture import Capture, CaptureGate
 from wiki_memory.core.handoffs import HandoffService
+from wiki_memory.core.projects import resolve_project
 from wiki_memory.core.reader import Reader
 from wiki_memory.core.scope import Directory, ScopeRule, not_found
 from wiki_memory.core.sessions import (
@@ -36,11 +37,11 @@ from wiki_memory.core.sessions import (
 from wiki_memory.core.stall import CommitHealth
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.errors import BadRequest, Conflict, Forbidden, NotFound, WikiMemoryError
-from wiki_memory.identity import Identity, may_admin
+from wiki_memory.identity import Identity, may_admin, may_read
 from wiki_memory.index.store import Index
 from wiki_memory.index.watcher import Watcher
 from wiki_memory.recall import rank
-from wiki_memory.recall.pack import pack
+from wiki_memory.recall.tokens import count_item
 from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
 from wiki_memory.wiki.paths import PathRefused, clean_rel, locate
 
@@ -53,12 +54,23 @@ _R = TypeVar("_R")
 
 @dataclass
 class RecallResult:
-    """``{items, used_tokens, budget_tokens, omitted}`` as returned by recall."""
+    """One page of recall: ``{items, used_tokens, budget_tokens, omitted, total, cursor,
+    next_cursor, needs_tokens}``.
+
+    ``total``: every match; ``cursor``: the rank (0 = best) of the first item;
+    ``omitted``: the matches after this page, none of them returned yet (``total`` -
+    ``cursor`` - ``len(items)``); ``next_cursor``: where the next page starts, None when
+    every match is returned or the next match alone is over the budget; then
+    ``needs_tokens`` is what that match costs (else None)."""
 
     items: list[dict[str, Any]]
     used_tokens: int
     budget_tokens: int
     omitted: int
+    total: int = 0
+    cursor: int = 0
+    next_cursor: int | None = None
+    needs_tokens: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -66,7 +78,15 @@ class RecallResult:
             "used_tokens": self.used_tokens,
             "budget_tokens": self.budget_tokens,
             "omitted": self.omitted,
+            "total": self.total,
+            "cursor": self.cursor,
+            "next_cursor": self.next_cursor,
+            "needs_tokens": self.needs_tokens,
         }
+
+
+#: the largest ``budget_tokens`` recall accepts
+MAX_BUDGET_TOKENS = 2_000_000_000
 
 
 class Memory:
@@ -561,63 +581,105 @@ class Memory:
         project: str | None = None,
         budget_tokens: int | None = None,
         kinds: list[str] | None = None,
-        limit: int = 50,
+        cursor: int = 0,
         user: Identity | str | None = None,
         tags: list[str] | str | None = None,
         since: str | float | None = None,
         until: str | float | None = None,
         as_of: str | float | None = None,
+        fits: Callable[[list[dict[str, Any]]], bool] | None = None,
     ) -> RecallResult:
-        """Budgeted recall: handles for the best sections and running-session observations.
+        """Budgeted recall, one page: handles for the best sections and running-session
+        observations, from the match ranked ``cursor`` on (0 = best).
 
         Each item is ``{id, path, anchor, title, kind, snippet, why, score, expand_tokens,
-        updated}``; ``used_tokens`` counts the items as serialized (compact JSON, cl100k)
-        and never exceeds ``budget_tokens``. ``user`` is the caller (a name or an
+        updated}``. Every match is ranked (no ceiling on their number); a page is the
+        longest run of matches from ``cursor``, in rank order, whose items (counted as
+        serialized: compact JSON, cl100k) fit ``budget_tokens`` whole, and, when given,
+        for which ``fits(items)`` holds (a face's own cap). So following ``next_cursor``
+        returns every match exactly once while the wiki does not change (a change in
+        between may shift ranks). ``user`` is the caller (a name or an
         :class:`~wiki_memory.identity.Identity`; None is an anonymous caller, who sees shared pages only): pages it may
         not see (:mod:`wiki_memory.identity`) are filtered out in the SQL before ranking
         (invariant 9). Filters ``tags``,
         ``since``/``until`` (ISO-8601 or epoch seconds) and ``as_of`` (the wiki as committed
-        then) are described in ``wiki_memory.recall.rank.candidates``. Raises ValueError for
-        a negative budget or a bad filter (``FilterError`` names the field).
+        then) are described in ``wiki_memory.recall.rank.candidates``. Raises BadRequest
+        (a ValueError naming the field) for a budget outside 0 … :data:`MAX_BUDGET_TOKENS`,
+        a negative cursor or a bad filter.
         """
         budget = self.settings.default_budget_tokens if budget_tokens is None else budget_tokens
-        if budget < 0:
-            raise BadRequest("budget_tokens must be >= 0", field="budget_tokens")
-        candidates = self._candidates(
-            query,
-            project=project,
-            kinds=kinds,
-            limit=limit,
-            filters={
-                "tags": tags,
-                "since": since,
-                "until": until,
-                "as_of": as_of,
-                "who": self.scope.identity(user),
-            },
-        )
-        packed = pack(candidates, budget)
-        self.audit_read(user, "recall", (project or "") + ":" + query[:200])
-        return RecallResult(packed.items, packed.used_tokens, budget, packed.omitted)
-
-    def _candidates(
-        self,
-        query: str,
-        *,
-        project: str | None,
-        kinds: list[str] | None,
-        limit: int,
-        exclude_dirs: list[str] | None = None,
-        filters: dict[str, Any] | None = None,
-    ) -> list[dict[str, Any]]:
-        return rank.candidates(
+        if budget < 0 or budget > MAX_BUDGET_TOKENS:
+            raise BadRequest(
+                f"budget_tokens must be an integer from 0 to {MAX_BUDGET_TOKENS:,}",
+                field="budget_tokens",
+            )
+        if cursor < 0:
+            raise BadRequest("cursor must be 0 or a next_cursor recall returned", field="cursor")
+        found = rank.ranked(
             self._sources,
             query,
             project=project,
             kinds=kinds,
-            limit=limit,
-            exclude_dirs=exclude_dirs or [],
-            **(filters or {}),
+            tags=tags,
+            since=since,
+            until=until,
+            as_of=as_of,
+            who=self.scope.identity(user),
+        )
+        total = len(found)
+        items: list[dict[str, Any]] = []
+        used = 0
+        needs: int | None = None
+        pos = min(cursor, total)
+        while pos < total:
+            item = found.item(pos)
+            cost = count_item(item)
+            if used + cost > budget or (fits is not None and not fits([*items, item])):
+                if not items:
+                    needs = cost
+                break
+            items.append(item)
+            used += cost
+            pos += 1
+        nxt = pos if pos < total and items else None
+        self.audit_read(user, "recall", (project or "") + ":" + query[:200])
+        return RecallResult(
+            items,
+            used,
+            budget,
+            total - pos,
+            total=total,
+            cursor=min(cursor, total),
+            next_cursor=nxt,
+            needs_tokens=needs,
+        )
+
+    # -- projects --------------------------------------------------------------------------
+    def readable_projects(self, user: Identity | str | None) -> list[str]:
+        """The projects ``user`` may read, sorted: folders under ``wiki/projects/`` and
+        the projects of running sessions ``user`` may see (a first session's project
+        exists before its page is compiled)."""
+        who = self.scope.identity(user)
+        names = set(self.projects())
+        for key, info in list(self.spool.sessions.items()):
+            if info.project and info.project not in names and self.session_visible(key, who):
+                names.add(info.project)
+        return sorted(p for p in names if may_read(who, f"projects/{p}/index.md", None))
+
+    def resolve_project(
+        self,
+        explicit: str | None,
+        *,
+        user: Identity | str | None,
+        cwd: str | Path | None = None,
+        current: str | None = None,
+    ) -> str | None:
+        """The project a call is about, by the one rule of
+        :func:`wiki_memory.core.projects.resolve_project` over the projects ``user`` may
+        read. Raises :class:`~wiki_memory.core.projects.UnknownProject` (404, naming the
+        field and listing them) for an explicit name that matches none."""
+        return resolve_project(
+            explicit, cwd=cwd, known=self.readable_projects(user), current=current
         )
 
     # -- pages ---------------------------------------------------------------------------

@@ -105,12 +105,16 @@ def bridge_args(
     data_dir: str | Path | None = None,
     url: str | None = None,
     token_file: str | Path | None = None,
+    harness: str | None = None,
 ) -> list[str]:
-    """The bridge's arguments (after the interpreter)."""
+    """The bridge's arguments (after the interpreter); ``harness`` is the hook name of
+    the client the bridge serves (the tools record it on what they write)."""
     args = ["-S", str(script or BRIDGE_SCRIPT)]
     if data_dir:
         args += ["--data-dir", str(data_dir)]
     args.append("mcp")
+    if harness:
+        args += ["--harness", harness]
     if url:
         args += ["--url", url]
     if token_file:
@@ -362,7 +366,7 @@ def plan_install(
             "into a client's configuration"
         )
     command = python or interpreter_path()
-    entry = entry_for(client, command, bridge_args(script, data_dir, url, token_file))
+    entry = entry_for(client, command, bridge_args(script, data_dir, url, token_file, client))
     before = _read_text(path)
     notes: list[str] = []
     created_table = False

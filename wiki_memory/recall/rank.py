@@ -61,7 +61,17 @@ from wiki_memory.recall.tokens import count_tokens
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitStore
 
-__all__ = ["candidates", "make_snippet", "near_duplicate", "WEIGHTS", "RRF_K", "HEADS"]
+__all__ = [
+    "NO_LIMIT",
+    "Ranked",
+    "candidates",
+    "ranked",
+    "make_snippet",
+    "near_duplicate",
+    "WEIGHTS",
+    "RRF_K",
+    "HEADS",
+]
 
 RRF_K = 60
 """The k of reciprocal rank fusion (Cormack et al. 2009)."""
@@ -96,6 +106,10 @@ COMMON_SHARE = 1 / 3
 """A word in more sections than this share of all is left out of the OR lists (only in
 indexes of at least :data:`COMMON_MIN_ROWS` sections: a small index is fast anyway)."""
 COMMON_MIN_ROWS = 2000
+DEDUP_SCAN = 200
+"""A match is compared for near-duplicates with at most this many earlier kept matches
+that carry the same numbers (more than ``limit`` + :data:`HEADS` of the old 50-item
+ceiling, so the first pages rank as before; linear when every match is ranked)."""
 CONTEXT_HITS = 60
 """Timeline entries among the best text hits whose neighbours are scored."""
 LINK_SOURCES = 3
@@ -164,15 +178,77 @@ def candidates(
         exclude_dirs=exclude_dirs,
         who=who,
     )
-    q = analyze(query)
-    if q.empty or limit <= 0:
+    if limit <= 0:
         return []
+    found = _rank(memory, query, f, limit)
+    return [found.item(i) for i in range(len(found))]
+
+
+NO_LIMIT = 1 << 40
+"""The ``limit`` of :func:`ranked`: every match (SQLite takes it as a plain integer)."""
+
+
+class Ranked:
+    """Every match of a query, best first: ``len()`` of them, each recall item built when
+    first asked for (:meth:`item`), so that counting all matches costs no snippets."""
+
+    def __init__(self, ranker: _Ranker | None, cands: list[_Cand]) -> None:
+        self._ranker = ranker
+        self._cands = cands
+        self._items: dict[int, dict[str, Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self._cands)
+
+    def item(self, i: int) -> dict[str, Any]:
+        """The ``i``-th match (0 = best) as a recall item (see ``Memory.recall``)."""
+        got = self._items.get(i)
+        if got is None:
+            assert self._ranker is not None
+            got = self._items[i] = self._ranker.item(self._cands[i])
+        return got
+
+
+def ranked(
+    memory: Sources,
+    query: str,
+    *,
+    project: str | None = None,
+    kinds: list[str] | None = None,
+    tags: Any = None,
+    since: Any = None,
+    until: Any = None,
+    as_of: Any = None,
+    exclude_dirs: Iterable[str] = (),
+    who: Identity | None = None,
+) -> Ranked:
+    """Every match of ``query`` in rank order, with no ceiling on their number (the
+    filters and errors of :func:`candidates`, which is the first ``limit`` of these)."""
+    f = Filters.build(
+        project=project,
+        kinds=kinds,
+        tags=tags,
+        since=since,
+        until=until,
+        as_of=as_of,
+        exclude_dirs=exclude_dirs,
+        who=who,
+    )
+    return _rank(memory, query, f, NO_LIMIT)
+
+
+def _rank(memory: Sources, query: str, f: Filters, limit: int) -> Ranked:
+    q = analyze(query)
+    if q.empty:
+        return Ranked(None, [])
     if f.as_of is not None:
         with asof.index_at(memory.git, memory.asof_dir, f.as_of) as (idx, sha):
             if idx is None:
-                return []
-            return _Ranker(memory, idx, q, f, limit, live=False, as_of_sha=sha).run()
-    return _Ranker(memory, memory.index, q, f, limit, live=True).run()
+                return Ranked(None, [])
+            r = _Ranker(memory, idx, q, f, limit, live=False, as_of_sha=sha)
+            return Ranked(r, r.run())
+    r = _Ranker(memory, memory.index, q, f, limit, live=True)
+    return Ranked(r, r.run())
 
 
 @dataclass
@@ -229,7 +305,8 @@ class _Ranker:
             c = self.cands[key] = _Cand(key, h.path, hit=h)
         return c
 
-    def run(self) -> list[dict[str, Any]]:
+    def run(self) -> list[_Cand]:
+        """The matches in rank order (recall items come from :meth:`item`)."""
         if self.scope.empty:
             return []
         body, fields = signals.search_sections_both(
@@ -464,7 +541,7 @@ class _Ranker:
             c.score = s
         return sorted(self.cands.values(), key=_order_key)
 
-    def _order(self) -> list[dict[str, Any]]:
+    def _order(self) -> list[_Cand]:
         fused = self._fuse(
             ["text", "all-words", "spool"], ["page", "fields", "entity", "link", "recent"]
         )
@@ -475,6 +552,9 @@ class _Ranker:
         pages_with_text = {c.path for c in fused if c.hit is not None and c.hit.text.strip()}
         kept: list[_Cand] = []
         seen_tokens: list[frozenset[str]] = []
+        # near-duplicates share their numbers: compare within those groups only, with the
+        # first DEDUP_SCAN of each (every match is ranked now: keep this linear)
+        groups: dict[frozenset[str], list[int]] = defaultdict(list)
         for c in fused:
             if (
                 c.hit is not None
@@ -487,7 +567,9 @@ class _Ranker:
             ):
                 continue
             toks = _tokens(_content(c))
-            dup = _duplicate_of(toks, seen_tokens)
+            group = groups[_numbers(toks)]
+            at = _duplicate_of(toks, [seen_tokens[i] for i in group[:DEDUP_SCAN]])
+            dup = group[at] if at is not None else None
             if dup is not None:
                 # within one page, the entry itself (a block: ``^t3``) takes the place of a
                 # section repeating it (a session page's summary repeats the first prompt)
@@ -502,6 +584,7 @@ class _Ranker:
                     c.score = k.score
                     kept[dup] = c
                 continue
+            group.append(len(kept))
             kept.append(c)
             seen_tokens.append(toks)
             if len(kept) >= self.limit + HEADS:
@@ -515,12 +598,11 @@ class _Ranker:
                 head_pages.add(c.path)
             else:
                 rest.append(c)
-        items: list[dict[str, Any]] = []
-        for c in (heads + rest)[: self.limit]:
-            item = self._item(c)
-            if item is not None:
-                items.append(item)
-        return items
+        # a running session that ended meanwhile has no item: it is no match
+        sessions = self.memory.spool.sessions
+        return [c for c in heads + rest if c.spool is None or c.spool.session_key in sessions][
+            : self.limit
+        ]
 
     # -- items --------------------------------------------------------------------------
     def _why(self, c: _Cand) -> list[str]:
@@ -574,9 +656,24 @@ class _Ranker:
             out.append("tags")
         return out
 
-    def _item(self, c: _Cand) -> dict[str, Any] | None:
+    def item(self, c: _Cand) -> dict[str, Any]:
+        """The recall item of a ranked candidate."""
         if c.spool is not None:
-            return _spool_item(self.memory, c.spool, self.q.text, c.score, self._why(c))
+            it = _spool_item(self.memory, c.spool, self.q.text, c.score, self._why(c))
+            if it is None:  # the session ended between ranking and now
+                it = {
+                    "id": f"spool:{c.spool.obs_id}",
+                    "path": c.path,
+                    "anchor": c.path,
+                    "title": "Ended session",
+                    "kind": "session",
+                    "snippet": make_snippet(str(c.spool.text), self.q.text),
+                    "why": self._why(c),
+                    "score": round(c.score, 4),
+                    "expand_tokens": _count(str(c.spool.text)),
+                    "updated": c.spool.ts,
+                }
+            return it
         h = c.hit
         assert h is not None
         anchor = f"{h.path}#{h.anchor}" if h.anchor else h.path

@@ -29,7 +29,7 @@ from wiki_memory.audit import AuditLog, escape
 from wiki_memory.auth import TokenStore
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.core import pins
-from wiki_memory.core.memory import Memory
+from wiki_memory.core.memory import MAX_BUDGET_TOKENS, Memory
 from wiki_memory.core.pages import page_text_for_write
 from wiki_memory.core.remember import remember as remember_note
 from wiki_memory.core.sessions import sha256
@@ -45,7 +45,15 @@ from wiki_memory.errors import (
 from wiki_memory.identity import CALLER, Identity
 from wiki_memory.mcp import app as mcp_app
 from wiki_memory.server import handoffs as handoff_api
-from wiki_memory.server.http import ApiError, _int, _str, parse_json, read_body, read_json
+from wiki_memory.server.http import (
+    ApiError,
+    _int,
+    _str,
+    body_project,
+    parse_json,
+    read_body,
+    read_json,
+)
 from wiki_memory.web import views as web
 
 access_log = logging.getLogger("wiki_memory.access")
@@ -254,16 +262,23 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         if body.get("query") is None:
             raise ApiError(400, "bad_request", "query is required (a string)", field="query")
         query = _str(body, "query") or ""
-        budget = _int(body, "budget_tokens", memory.settings.default_budget_tokens)
+        budget = _int(
+            body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
+        )
+        cursor = _int(body, "cursor", 0, 0, MAX_BUDGET_TOKENS)
+        project = await run_in_threadpool(
+            body_project, memory, body, request.state.user, required=False
+        )
         kinds = body.get("kinds")  # [] allows no kind; a wrong type is a 400 from Filters
         if kinds is None and isinstance(body.get("kind"), str):
             kinds = [body["kind"]]
         res = await run_in_threadpool(
             memory.recall,
             query,
-            project=_str(body, "project"),
+            project=project,
             budget_tokens=budget,
             kinds=kinds,
+            cursor=cursor,
             user=request.state.user,
             tags=body.get("tags"),
             since=body.get("since"),
@@ -279,7 +294,9 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         ids = body.get("ids")
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise ApiError(400, "bad_request", "ids must be a list of strings", field="ids")
-        budget = _int(body, "budget_tokens", memory.settings.default_budget_tokens)
+        budget = _int(
+            body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
+        )
         res = await run_in_threadpool(memory.expand, ids, budget, request.state.user)
         return JSONResponse(res)
 
@@ -364,6 +381,10 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         # every field is checked by the core (BadRequest naming the field)
         text: Any = body.get("text")
         project: Any = body.get("project")
+        if project is None or isinstance(project, str):
+            project = await run_in_threadpool(
+                body_project, memory, body, request.state.user, required=True
+            )
         res = await run_in_threadpool(
             remember_note,
             memory,

@@ -23,7 +23,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from wiki_memory.core.brief import DEFAULT_BUDGET, build_brief
-from wiki_memory.server.http import ApiError, _int, _str, parse_json, read_body, read_json
+from wiki_memory.server.http import (
+    ApiError,
+    _int,
+    _str,
+    body_project,
+    parse_json,
+    read_body,
+    read_json,
+)
 
 if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
@@ -58,9 +66,10 @@ def routes(memory: Memory) -> list[Any]:
 
     async def create(request: Request) -> Response:
         body = await body_of(request)
+        title = _str(body, "title", required=True)
         kw: dict[str, Any] = {
-            "project": _str(body, "project", required=True),
-            "title": _str(body, "title", required=True),
+            "project": await call(body_project, memory, body, request.state.user, required=True),
+            "title": title,
             **ident(body),
         }
         for name in ("to", "visibility", "where_we_left_off", "what_failed", "session_page"):
@@ -118,14 +127,17 @@ def routes(memory: Memory) -> list[Any]:
     async def brief(request: Request) -> Response:
         body = await body_of(request)
         max_offers = body.get("max_offers")
+        budget = _int(body, "budget_tokens", DEFAULT_BUDGET, 0, 1_000_000)
+        offers = None if max_offers is None else _int(body, "max_offers", 0, 0, 100)
+        who = ident(body)
         res = await call(
             build_brief,
             memory,
             request.state.user,
-            project=_str(body, "project", required=True),
-            budget_tokens=_int(body, "budget_tokens", DEFAULT_BUDGET, 0, 1_000_000),
-            max_offers=None if max_offers is None else _int(body, "max_offers", 0, 0, 100),
-            **ident(body),
+            project=await call(body_project, memory, body, request.state.user, required=True),
+            budget_tokens=budget,
+            max_offers=offers,
+            **who,
         )
         return JSONResponse(res)
 

@@ -21,6 +21,7 @@ from wiki_memory.capture.spool import SessionInfo
 from wiki_memory.core.handoffs.auto import open_automatic
 from wiki_memory.core.handoffs.model import (
     _TO_RE,
+    OFFER_CODE_PREFIX,
     STATES,
     Claimant,
     Handoff,
@@ -32,6 +33,7 @@ from wiki_memory.core.handoffs.model import (
     _opt_list,
     _opt_text,
     _req_str,
+    is_offer_code,
     parse_handoff,
     session_link,
 )
@@ -320,22 +322,47 @@ class HandoffService(HandoffPages):
     def claim(
         self, user: str, hid: str, *, harness: str | None = None, session_id: str | None = None
     ) -> dict[str, Any]:
-        """Claim ``hid`` for (user, harness, session_id). Returns ``{handoff, repeat}``.
+        """Claim ``hid`` (a handoff id, or the offer code a brief printed) for (user,
+        harness, session_id). Returns ``{handoff, repeat}``.
 
         An open handoff (or one offered to this very session) becomes ``claimed``, for good:
         nobody else can claim it. The holder's repeat claim is a no-op (``repeat: true``,
-        no write). 409 when another holds it (``claimed``/``offered``, naming the holder)
-        or it is done, cancelled or expired. Claiming also gives back the session's other
-        offers."""
+        no write). While an offer runs, the offered user's claim by id, from any session,
+        is the offered session's claim. An offer code claims as the session it was
+        offered to, once: it is bound to that user (another user's code, an unknown one
+        and one whose offer ended raise NotFound, like a missing handoff) and a used one
+        raises :class:`HandoffConflict` ``used``. 409 when another holds it
+        (``claimed``/``offered``, naming the holder) or it is done, cancelled or expired.
+        Claiming also gives back the session's other offers."""
         who = Claimant(user, harness or "api", session_id or "")
+        if is_offer_code(hid):
+            hid, who = self._redeem(user, hid)
 
         def decide(h: Handoff, now: float) -> dict[str, Any] | None:
             return decide_claim(h, now, who, self.leases)
 
         out, changed = self._transition(
-            hid, user, decide, f"Handoff {hid} claimed by {who.describe()}", op="handoff.claim"
+            hid, user, decide, f"Handoff {hid} claimed by {user}", op="handoff.claim"
         )
         return {"handoff": out, "repeat": not changed}
+
+    def _redeem(self, user: str, code: str) -> tuple[str, Claimant]:
+        """The handoff id and the offered session an offer code stands for (``user`` must
+        be the offered user); raises NotFound or HandoffConflict ``used``."""
+        found = self.leases.by_code(code, self.clock())
+        if found is not None and found[1].holder.user == user:
+            return found[0], found[1].holder
+        spent = self.leases.spent(code)
+        if found is None and spent is not None and spent[1] == user:
+            raise HandoffConflict(
+                "used",
+                f"this offer code was used already: handoff {spent[0]} was claimed with it"
+                f" (see it with `wiki-memory handoff show {spent[0]}`)",
+                "claimed",
+            )
+        raise NotFound(
+            f"no such handoff: {OFFER_CODE_PREFIX}… (no running offer to you has this code)"
+        )
 
     def complete(
         self,
