@@ -62,6 +62,9 @@ TABLE: dict[str, Rule] = {
         403, 6, "capture into a project the caller may not write (404 where it may not read it)"
     ),
     "not_found": Rule(404, 4, "no such page, handoff or route, or one the caller may not see"),
+    "unknown_project": Rule(
+        404, 4, "no project the caller may read has this name; `projects` lists those it may"
+    ),
     "method_not_allowed": Rule(405, 2, "the route exists, not with this method"),
     "state": Rule(409, 3, "the handoff's state forbids it; `error` names the state"),
     "conflict": Rule(412, 5, "the page changed since the caller read it; `hash` is current"),

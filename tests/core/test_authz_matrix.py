@@ -515,8 +515,6 @@ def mcp_probe(tool: str) -> Probe:
             return mcp(w, v, tool, {"ids": [path], "budget_tokens": 4000}, mark)
         if tool == "memory_brief":
             return mcp(w, v, tool, {"project": proj, "budget_tokens": 4000}, f"{proj}pinword")
-        if tool == "memory_recent":
-            return mcp(w, v, tool, {"project": proj, "limit": 200}, path)
         if tool == "memory_remember":
             return mcp(w, v, tool, {"text": f"fact {w.fresh()}", "project": proj})
         if tool == "page_read":
@@ -532,13 +530,13 @@ def mcp_probe(tool: str) -> Probe:
             if t == "other's personal":
                 return mcp(w, v, tool, {"project": GRANTED}, f"hpmark{personal_of_other(w, v)}")
             return mcp(w, v, tool, {"project": proj}, f"hmark{proj}")
-        if tool == "handoff_show":
-            return mcp(w, v, tool, {"id": handoff_for(w, v, t, "http")})
-        purpose = tool.removeprefix("handoff_")
-        hid = handoff_for(w, v, t, purpose)
-        if tool in ("handoff_claim", "handoff_cancel"):
-            return mcp(w, v, tool, {"id": hid})
-        return mcp_steps(w, v, [("handoff_claim", {"id": hid}), (tool, {"id": hid})])
+        if tool == "handoff_claim":
+            return mcp(w, v, tool, {"id": handoff_for(w, v, t, "claim")})
+        # handoff_update: complete what the caller claimed (release and cancel take the
+        # same door; their HTTP rows cover their own rules)
+        hid = handoff_for(w, v, t, "complete")
+        update = {"id": hid, "action": "complete"}
+        return mcp_steps(w, v, [("handoff_claim", {"id": hid}), (tool, update)])
 
     return probe
 
@@ -652,18 +650,14 @@ ROWS: dict[str, Row] = {
     "tool memory_recall": ("read", ALL, mcp_probe("memory_recall")),
     "tool memory_expand": ("read", ALL, mcp_probe("memory_expand")),
     "tool memory_brief": ("read", PROJECTS_ONLY, mcp_probe("memory_brief")),
-    "tool memory_recent": ("read", PROJECTS_ONLY, mcp_probe("memory_recent")),
     "tool memory_remember": ("write", PROJECTS_ONLY, mcp_probe("memory_remember")),
     "tool page_read": ("read", ALL, mcp_probe("page_read")),
     "tool page_list": ("read", ALL, mcp_probe("page_list")),
     "tool page_write": ("write", ALL, mcp_probe("page_write")),
     "tool handoff_create": ("write", PROJECTS_ONLY, mcp_probe("handoff_create")),
     "tool handoff_list": ("read", HANDOFF_TARGETS, mcp_probe("handoff_list")),
-    "tool handoff_show": ("read", HANDOFF_TARGETS, mcp_probe("handoff_show")),
     "tool handoff_claim": ("write", HANDOFF_TARGETS, mcp_probe("handoff_claim")),
-    "tool handoff_complete": ("write", HANDOFF_TARGETS, mcp_probe("handoff_complete")),
-    "tool handoff_release": ("write", HANDOFF_TARGETS, mcp_probe("handoff_release")),
-    "tool handoff_cancel": ("cancel", HANDOFF_TARGETS, mcp_probe("handoff_cancel")),
+    "tool handoff_update": ("write", HANDOFF_TARGETS, mcp_probe("handoff_update")),
     # server-side CLI commands (a person's token and the server's URL)
     "cli recall": ("read", ALL, p_cli_recall),
     "cli brief": ("read", PROJECTS_ONLY, p_cli_brief),

@@ -491,6 +491,8 @@ def test_personal_handoffs_never_reach_another_token(srv):
             "create",
             "--user",
             "bob",
+            "--project",
+            "private",
         ],
         capture_output=True,
         text=True,
@@ -499,6 +501,7 @@ def test_personal_handoffs_never_reach_another_token(srv):
     assert proc.returncode == 0, proc.stderr
     bob = {"Authorization": f"Bearer {proc.stdout.strip()}"}
     carol = token_for(srv, "carol")
+    (srv.data_dir / "wiki" / "projects" / "private").mkdir(parents=True, exist_ok=True)
     h = create(
         srv,
         bob,
@@ -531,7 +534,8 @@ def test_personal_handoffs_never_reach_another_token(srv):
         rc = post(
             srv, "/v1/brief", {"project": "private", "harness": "codex", "session_id": "c"}, who
         )
-        assert rc.status_code == 200 and "quetzal" not in rc.text.lower() and hid not in rc.text
+        assert rc.status_code == 200, rc.text
+        assert "quetzal" not in rc.text.lower() and hid not in rc.text
         rr = post(srv, "/v1/recall", {"query": "quetzal zeppelin", "budget_tokens": 5000}, who)
         assert rr.status_code == 200 and "quetzal" not in rr.text.lower()
     # bob's session "b" was offered it in its brief: it confirms

@@ -280,7 +280,10 @@ def test_an_offer_code_is_bound_to_its_user_and_answers_like_a_missing_handoff(
         ).json()
         (offer,) = brief["offers"]
         code = offer["code"]
-        bob = {"Authorization": "Bearer " + TokenStore(srv.data_dir / "auth").create("bob")}
+        bob = {
+            "Authorization": "Bearer "
+            + TokenStore(srv.data_dir / "auth").create("bob", projects=["p"])
+        }
         import httpx
 
         theirs = httpx.post(f"{srv.url}/v1/handoffs/{code}/claim", headers=bob, timeout=30)

@@ -19,13 +19,14 @@ from typing import Any, ParamSpec, TypeVar
 from wiki_memory.audit import AuditLog
 from wiki_memory.capture.observation import (
     Observation,
+    project_name,
 )
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
 from wiki_memory.core.capture import Capture, CaptureGate
 from wiki_memory.core.handoffs import HandoffService
-from wiki_memory.core.projects import resolve_project
+from wiki_memory.core.projects import UnknownProject, resolve_project
 from wiki_memory.core.reader import Reader
 from wiki_memory.core.scope import Directory, ScopeRule, not_found
 from wiki_memory.core.sessions import (
@@ -673,14 +674,33 @@ class Memory:
         user: Identity | str | None,
         cwd: str | Path | None = None,
         current: str | None = None,
+        personal: bool = False,
     ) -> str | None:
         """The project a call is about, by the one rule of
         :func:`wiki_memory.core.projects.resolve_project` over the projects ``user`` may
         read. Raises :class:`~wiki_memory.core.projects.UnknownProject` (404, naming the
-        field and listing them) for an explicit name that matches none."""
-        return resolve_project(
-            explicit, cwd=cwd, known=self.readable_projects(user), current=current
-        )
+        field and listing them) for an explicit name that matches none.
+
+        ``personal``: the call writes into the caller's own folder (a personal handoff),
+        where the project is only a label and needs no grant (docs/team-server.md): an
+        explicit name that matches no readable project is then kept as given, once it
+        is already a clean project name (:func:`~wiki_memory.capture.observation.project_name`;
+        BadRequest otherwise)."""
+        known = self.readable_projects(user)
+        try:
+            return resolve_project(explicit, cwd=cwd, known=known, current=current)
+        except UnknownProject:
+            if not personal or explicit is None:
+                raise
+            try:
+                name = project_name(explicit)
+            except ValueError:
+                name = ""
+            if name != explicit:
+                raise BadRequest(
+                    f"project: {explicit!r} is not a valid project name", field="project"
+                ) from None
+            return name
 
     # -- pages ---------------------------------------------------------------------------
 

@@ -194,12 +194,17 @@ class ToolBase:
             sid = f"mcp-{digest}"
         return Caller(user=user, harness=h, session_id=sid, client=client, cwd=cwd)
 
-    def project_of(self, caller: Caller, explicit: str | None, required: bool) -> str | None:
+    def project_of(
+        self, caller: Caller, explicit: str | None, required: bool, personal: bool = False
+    ) -> str | None:
         """The project of a call by the core's one rule (``Memory.resolve_project``): an
         explicit name (any case) or the bridge's working directory. Raises UnknownProject
         for a name that matches no project the caller may read, and BadRequest naming
-        ``project`` when ``required`` and nothing names one."""
-        found = self.memory.resolve_project(explicit, user=caller.user, cwd=caller.cwd)
+        ``project`` when ``required`` and nothing names one. ``personal``: a write into
+        the caller's own folder, where any clean name is a label."""
+        found = self.memory.resolve_project(
+            explicit, user=caller.user, cwd=caller.cwd, personal=personal
+        )
         if found is None and required:
             known = ", ".join(self.memory.readable_projects(caller.user)) or "none yet"
             raise BadRequest(

@@ -168,7 +168,9 @@ def register(server: MCPServer, tools: HandoffOps) -> None:
         def run() -> CallToolResult:
             res = tools.handoffs().create(
                 caller.user,
-                project=tools.project_of(caller, project, required=True),
+                project=tools.project_of(
+                    caller, project, required=True, personal=visibility == "personal"
+                ),
                 title=title,
                 harness=caller.harness,
                 session_id=caller.session_id,

@@ -68,7 +68,14 @@ def routes(memory: Memory) -> list[Any]:
         body = await body_of(request)
         title = _str(body, "title", required=True)
         kw: dict[str, Any] = {
-            "project": await call(body_project, memory, body, request.state.user, required=True),
+            "project": await call(
+                body_project,
+                memory,
+                body,
+                request.state.user,
+                required=True,
+                personal=_str(body, "visibility") == "personal",
+            ),
             "title": title,
             **ident(body),
         }

@@ -95,14 +95,17 @@ def _str(d: Any, name: str, required: bool = False) -> str | None:
     return v
 
 
-def body_project(memory: Memory, body: Any, user: Any, *, required: bool) -> str | None:
+def body_project(
+    memory: Memory, body: Any, user: Any, *, required: bool, personal: bool = False
+) -> str | None:
     """The project a request body is about: its ``project`` (any case) and ``cwd``, by the
     core's one rule (``Memory.resolve_project``, docs/mcp.md "Project"). Raises
     UnknownProject (404, listing the caller's projects) for a name that matches none, and
-    ApiError 400 when ``required`` and nothing names one."""
+    ApiError 400 when ``required`` and nothing names one. ``personal``: the body writes
+    into the caller's own folder, where any clean name is a label (``Memory.resolve_project``)."""
     explicit = _str(body, "project")
     cwd = _str(body, "cwd")
-    found = memory.resolve_project(explicit, user=user, cwd=cwd)
+    found = memory.resolve_project(explicit, user=user, cwd=cwd, personal=personal)
     if found is None and required:
         known = ", ".join(memory.readable_projects(user)) or "none yet"
         raise ApiError(
