@@ -1,6 +1,7 @@
 """The sanitizer's speed: throughput over a realistic mix, cost per observation, import.
 
-Rows (each the best of ``--repeat``, default 5, except the subprocess rows):
+Rows (each the least CPU time of ``--repeat`` runs, default 5, except the subprocess
+rows, which are wall time):
 
 - ``redact_text`` over a mix of about ``--mb`` MB (default 3) in thirds: tool output
   (the string values of the real hook payloads in ``../shared/data/hooks``, then this
@@ -123,11 +124,14 @@ def mix(mb: float) -> dict[str, list[str]]:
 
 
 def best(fn: Callable[[], Any], repeat: int) -> float:
+    """The least CPU time (``time.process_time``, seconds) of ``repeat`` calls: CPU time,
+    not wall time, because the machine is shared and a busy neighbour stretches wall
+    time but not the work done."""
     out = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        out.append(time.perf_counter() - t0)
+        out.append(time.process_time() - t0)
     return min(out)
 
 
