@@ -630,6 +630,17 @@ LOOK_ALIKES = [
     "if password == confirm_password:",
     "export GITHUB_TOKEN=$(gh auth token)",
     "NextToken: AQICAHhEXAMPLEpaginationtoken",
+    # issue 17: identifiers and type annotations are not secrets
+    "token: AccessTokenT",
+    "refresh_token: RefreshTokenT",
+    "password_field = form.password",
+    "def refresh(self, token: OAuthToken) -> None:",
+    "private_key: Ed25519PrivateKey | None = None",
+    "model = Model(password='password1')",
+    "mkdir -p build && ssh -p 2222 deploy@host",
+    "mysql -u root -p shop < dump.sql",
+    "docker login -p $REGISTRY_PASSWORD registry.example.com",
+    'sshpass -p "$(cat ~/.pw)" ssh host',
 ]
 
 
