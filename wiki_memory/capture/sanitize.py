@@ -526,7 +526,7 @@ def _numeric_ok(name: str) -> bool:
 
 
 _NAME_TAIL_RE = _Lazy(r"[A-Za-z0-9_.-]*")
-_BEFORE_SEP = frozenset("\"'\\ \t")
+_SEP_AHEAD_RE = _Lazy(r"[\"'\\ \t]{0,8}[:=?]")
 _YAML_BLOCK_RE = _Lazy(r"[ \t]*\\{0,3}[\"']?[ \t]*:[ \t]*[|>][-+0-9]{0,2}[ \t]*(?P<nl>\r?\n|\\n)")
 
 
@@ -587,15 +587,14 @@ def _find_assignments(text: str, hits: list[int] | None = None) -> Iterator[tupl
         hits = sorted(i for found in _keyword_hits(_lower(text)).values() for i in found)
     last_name_end = -1
     tail = _NAME_TAIL_RE.rx.match
+    sep_ahead = _SEP_AHEAD_RE.rx.match
     for s in hits:
         if s < last_name_end:
             continue
         e = tail(text, s).end()  # type: ignore[union-attr]  # "*" always matches
         last_name_end = e
-        k = e
-        while k < n and k < e + 8 and text[k] in _BEFORE_SEP:
-            k += 1
-        if (k >= n or text[k] not in ":=?") and "-" not in text[max(0, s - 40) : s]:
+        sep = sep_ahead(text, e) is not None
+        if not sep and text.rfind("-", s - 40 if s > 40 else 0, s) < 0:
             continue  # no assignment and no flag (a cheap test before anything else)
         while s > 0 and text[s - 1] in _NAME_CHARS:
             s -= 1
@@ -605,7 +604,7 @@ def _find_assignments(text: str, hits: list[int] | None = None) -> Iterator[tupl
             continue  # a namespaced type (AWS::IAM::AccessKey) or ARN part (:secret:), not a setting
         if text[max(0, s - 3) : s] == "://":
             continue  # https://x-access-token:...@host: the url-password detector's
-        if (k >= n or text[k] not in ":=?") and text[s] != "-":
+        if not sep and text[s] != "-":
             continue
         name = text[s:e].strip(".")
         if not name or not secret_name(name):
@@ -794,8 +793,9 @@ def _find_urls(text: str) -> Iterator[tuple[int, int, str]]:
         pos = i + 3
         if i == 0 or not text[i - 1].isalnum():
             continue
+        head = text[pos : pos + 40]
         for needle, kind, rx in _WEBHOOKS:
-            if needle in text[pos : pos + 40]:
+            if needle in head:
                 w = rx.match(text, pos)
                 if w is not None:
                     pos = w.end()
@@ -1324,9 +1324,7 @@ def _find_provider_tokens(text: str) -> Iterator[tuple[int, int, str]]:
             # trying each segment's start, at most 64 characters back
             k, lo = i - 1, max(0, i - 64)
             while hit is None and k > lo:
-                m = k
-                while m > lo and text[m - 1] in _RUN_SET:
-                    m -= 1
+                m = cls.rfind(b" ", lo, k) + 1 or lo  # the segment's start, in C
                 if m == k:
                     break
                 if m > 0 and text[m - 1] == "\\" and text[m] in "nrt":
