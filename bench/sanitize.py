@@ -15,7 +15,7 @@ rows, which are wall time):
   microseconds per call (the mean over all of them; floor: ``json.dumps`` of the same
   payload, the least the hook does with it anyway).
 - the hook's import of the sanitizer: a fresh ``python -S`` that has imported what the
-  hook library imports (``json``, ``os``, ``sys``, ``time``) times
+  hook library imports (``json``, ``os``, ``sys``, ``time``) times, in CPU time,
   ``from wiki_memory.capture import sanitize``, then its first ``redact_obj`` of the 1 KB
   payload (which pays any pattern compiled on first use); median of ``--runs`` (30).
 
@@ -166,11 +166,11 @@ IMPORT_PROBE = """
 import json, os, sys, time
 sys.path.insert(0, {root!r})
 payload = json.loads({payload!r})
-t0 = time.perf_counter()
+t0 = time.process_time()
 from wiki_memory.capture import sanitize
-t1 = time.perf_counter()
+t1 = time.process_time()
 sanitize.redact_obj(payload)
-t2 = time.perf_counter()
+t2 = time.process_time()
 print(t1 - t0, t2 - t1)
 """
 

@@ -1254,7 +1254,8 @@ class _Provider:
 
 # {first two characters of a prefix: [(prefix, provider), ...] longest prefix first}
 _PREFIX_INDEX: dict[str, list[tuple[str, _Provider]]] = {}
-_SHAPED_ROWS: list[tuple[str, _Provider]] = []
+_SHAPED_JOINED: list[tuple[str, _Provider]] = []  # infix with a dot: found by a look-back
+_SHAPED_END: list[tuple[str, _Provider]] = []  # suffix: at the end of a run
 
 
 def _build_index() -> None:
@@ -1266,7 +1267,8 @@ def _build_index() -> None:
     for prefix, prov in rows:
         _PREFIX_INDEX.setdefault(prefix[:2], []).append((prefix, prov))
     for kind, _name, infix, source in _SHAPED:
-        _SHAPED_ROWS.append((infix, _Provider(kind, source)))
+        rows_for = _SHAPED_JOINED if infix[0] in _JOINERS else _SHAPED_END
+        rows_for.append((infix, _Provider(kind, source)))
 
 
 _build_index()
@@ -1334,7 +1336,7 @@ def _find_provider_tokens(text: str) -> Iterator[tuple[int, int, str]]:
                     hit = _match_prefix(text, m, j, cands)
                 if hit is None:
                     seg = text[m:i]
-                    for infix, prov in _SHAPED_ROWS:
+                    for infix, prov in _SHAPED_JOINED:
                         if infix in seg:
                             sm = prov.regex.match(text, m)
                             if sm is not None and _token_value(sm.group()):
@@ -1348,7 +1350,7 @@ def _find_provider_tokens(text: str) -> Iterator[tuple[int, int, str]]:
             # infixes with a dot (.atlasv1., .acc) are tried by the look-back above; the
             # others (_mmk, -us) sit at the end of the run
             run = text[j - 6 : j]
-            for infix, prov in _SHAPED_ROWS:
+            for infix, prov in _SHAPED_END:
                 if infix in run:
                     tm = prov.regex.match(text, i)
                     if tm is not None and _token_value(tm.group()):
