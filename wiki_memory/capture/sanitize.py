@@ -777,7 +777,7 @@ _WEBHOOKS: tuple[tuple[str, str, _Lazy], ...] = (
         _Lazy(r"api\.telegram\.org/(?:file/)?bot(?P<secret>[0-9]{5,12}:[A-Za-z0-9_-]{30,})"),
     ),
 )
-_DSN_KEY_RE = _Lazy(r"[A-Za-z0-9_-]{16,}")
+_DSN_KEY_RE = _Lazy(r"[0-9a-f]{16,}|[A-Za-z0-9]{20,}")  # a Sentry key is 32 hex
 
 
 def _find_urls(text: str) -> Iterator[tuple[int, int, str]]:
@@ -1291,8 +1291,13 @@ def _match_prefix(
     for prefix, prov in cands:
         if text.startswith(prefix, s):
             m = prov.regex.match(text, s)
-            if m is not None and _token_value(m.group()):
-                return s, _token_end(text, m.end(), run_end), prov.kind
+            if m is None:
+                continue
+            e = m.end()
+            if e < run_end and text[e].isalnum():
+                continue  # a longer word (a SHA-256 that starts like a token), not the token
+            if _token_value(m.group()):
+                return s, _token_end(text, e, run_end), prov.kind
     return None
 
 
@@ -1546,7 +1551,7 @@ DETECTORS: tuple[Detector, ...] = (
         "dsn-key",
         _url_kind("dsn-key"),
         "A key that is the whole user part of a URL, scheme://<key>@host, as in a Sentry"
-        " DSN (16+ characters with digits; scheme, host and path stay).",
+        " DSN (16+ hex digits, or 20+ letters and digits; scheme, host and path stay).",
     ),
     Detector(
         "auth-header",
