@@ -548,6 +548,23 @@ def test_assignment_keeps_the_name_and_url_keeps_scheme_user_host() -> None:
     assert out == "git clone https://x-access-token:[REDACTED:github-token]@github.com/org/repo.git"
 
 
+def test_tokens_glued_to_a_word_or_split_by_base64_and_dots_are_found() -> None:
+    gh, aws = "gh" + "p_" + mixed(36), "AK" + "IA" + mixed(16, UPPER + DIGITS)
+    bedrock = "AB" + "SK" + "Qx/" + mixed(120, ALNUM + "+")  # a "/" right after the prefix
+    sg = "S" + "G." + mixed(22, URLSAFE) + "." + mixed(43, URLSAFE)
+    text = f"harness=h-{gh} backup_{aws}.tar key {bedrock}\\n{sg}"
+    out, reds = redact_text(text)
+    assert [r.kind for r in reds] == [
+        "github-token",
+        "aws-access-key",
+        "aws-bedrock-key",
+        "sendgrid-key",
+    ]
+    for secret in (gh, aws, bedrock, sg):
+        assert secret not in out and secret[6:30] not in out
+    assert out.startswith("harness=h-[REDACTED:github-token] backup_[REDACTED:aws-access-key].tar")
+
+
 # ---------------------------------------------------------------------------
 # C32: a `cat .env`, a curl with a Bearer JWT, a key pasted in a prompt
 

@@ -1240,6 +1240,7 @@ _RUN_SET = frozenset(_RUN_CHARS)
 _TOKEN_SET = frozenset(_RUN_CHARS + ".~")  # what may not come right before a token
 _RUN_MIN = 20  # no provider token is shorter
 _RUN_NEEDLE = b"a" * _RUN_MIN
+_BODY_RE = _Lazy(r"[A-Za-z0-9]{16}")  # a token body: 16 letters and digits in a row
 
 
 class _Provider:
@@ -1272,6 +1273,8 @@ def _build_index() -> None:
 
 
 _build_index()
+# "-" or "_" and then the first two characters of a prefix: a token glued to a word
+_GLUED_RE = _Lazy("[-_](?=" + "|".join(re.escape(k) for k in sorted(_PREFIX_INDEX)) + ")")
 
 
 def _token_end(text: str, end: int, run_end: int) -> int:
@@ -1307,13 +1310,16 @@ def _find_provider_tokens(text: str) -> Iterator[tuple[int, int, str]]:
     run's first two characters among the prefixes (and the infix tests of
     :data:`_SHAPED` on the run), and the provider's
     own regex only where a prefix is there. A token starts a run (after a space,
-    quote, ``=``, ``:``, ``/``, ... or a JSON escape such as a literal ``\\n``)."""
+    quote, ``=``, ``:``, ``/``, ... or a JSON escape such as a literal ``\\n``) or
+    follows a ``-`` or ``_`` inside one (``h-ghp_...``)."""
     cls = _ascii(text).translate(_RUN_TABLE)
     find = cls.find
     i = find(_RUN_NEEDLE)
     if i < 0:
         return
     get = _PREFIX_INDEX.get
+    glued = _GLUED_RE.rx.search
+    body = _BODY_RE.rx.search
     n = len(cls)
     while i >= 0:
         j = find(b" ", i + _RUN_MIN)
@@ -1326,6 +1332,17 @@ def _find_provider_tokens(text: str) -> Iterator[tuple[int, int, str]]:
         cands = get(text[i : i + 2])
         if cands is not None:
             hit = _match_prefix(text, i, j, cands)
+        if hit is None:
+            # a token glued to a word by "-" or "_" (h-ghp_..., backup_AKIA...), in a run
+            # with a token body (16 letters and digits in a row, which snake_case names
+            # lack): search for a separator followed by a prefix's first two characters
+            if body(text, i, j) is not None:
+                last = min(j - _RUN_MIN, i + 48)  # a glued word is short
+                g = glued(text, i, last + 3)
+                while g is not None and g.start() < last and hit is None:
+                    p = g.start() + 1
+                    hit = _match_prefix(text, p, j, _PREFIX_INDEX[text[p : p + 2]])
+                    g = glued(text, p, last + 3)
         if hit is None and before and before in _JOINERS:
             # walk back one joined segment at a time (SG.<id>.<here>, ABSK<b64>/<here>),
             # trying each segment's start, at most 64 characters back
