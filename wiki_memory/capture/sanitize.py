@@ -467,6 +467,7 @@ _NAME_KW_RE = _Lazy(
 # Literals whose occurrences (in a lowered copy) start the search for a name;
 # secret_name() then decides on the whole name.
 _NAME_KW_LITERALS = ("secret", "token", "pass", "pwd", "private", "credential", "key")
+_NAME_KW_BITS = tuple((1 << n, kw) for n, kw in enumerate(_NAME_KW_LITERALS))
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.")
 _NAME_WORD_RE = _Lazy(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 # A word in the name that makes it a setting ABOUT secrets, not one holding a
@@ -1618,15 +1619,16 @@ def _builtin_spans(text: str) -> list[tuple[int, int, int, str]]:
     # every other detector is called only when its cue occurs (a call costs more than
     # a scan of a small text)
     hits: list[int] = []
-    seen: set[str] = set()
-    for kw in _NAME_KW_LITERALS:
-        i = low.find(kw)
+    find = low.find
+    seen = 0
+    for bit, kw in _NAME_KW_BITS:
+        i = find(kw)
         if i >= 0:
-            seen.add(kw)
+            seen |= bit
             while i >= 0:
                 hits.append(i)
-                i = low.find(kw, i + 1)
-    if "private" in seen:
+                i = find(kw, i + 1)
+    if seen & 16:  # private
         if "private key" in low:
             p = prio["private-key"]
             for s, e in _find_pem(text):
@@ -1635,11 +1637,11 @@ def _builtin_spans(text: str) -> list[tuple[int, int, int, str]]:
             p = prio["gcp-service-account-key"]
             for s, e in _find_gcp_key(text):
                 add((s, e, p, "gcp-service-account-key"))
-    if aws_ids or "secret" in seen:
+    if aws_ids or seen & 1:  # secret
         p = prio["aws-secret-key"]
         for s, e in _find_aws_secret(text, aws_ids):
             add((s, e, p, "aws-secret-key"))
-    if "key" in seen and "key=" in low:
+    if seen & 64 and "key=" in low:  # key
         p = prio["azure-storage-key"]
         for s, e in _AZURE_KEY(text):
             add((s, e, p, "azure-storage-key"))
@@ -1655,7 +1657,7 @@ def _builtin_spans(text: str) -> list[tuple[int, int, int, str]]:
         p = prio["auth-header"]
         for s, e in _AUTH_HEADER(text):
             add((s, e, p, "auth-header"))
-    if _FLAG_CUE_RE.search(text) is not None:  # -u, -p, -a: one scan for the three
+    if _FLAG_CUE_RE.rx.search(text) is not None:  # -u, -p, -a: one scan for the three
         for s, e, kind in _find_flag_credentials(text, low):
             add((s, e, prio[kind], kind))
     if hits:
