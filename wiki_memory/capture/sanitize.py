@@ -467,7 +467,10 @@ _NAME_KW_RE = _Lazy(
 # Literals whose occurrences (in a lowered copy) start the search for a name;
 # secret_name() then decides on the whole name.
 _NAME_KW_LITERALS = ("secret", "token", "pass", "pwd", "private", "credential", "key")
-_NAME_KW_BITS = tuple((1 << n, kw) for n, kw in enumerate(_NAME_KW_LITERALS))
+_NAME_KW_BITS = tuple(
+    (1 << n, kw) for n, kw in enumerate(_NAME_KW_LITERALS) if not kw.startswith("p")
+)
+_P_WORDS_RE = _Lazy("p(?:ass|wd|rivate)")
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.")
 _NAME_WORD_RE = _Lazy(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 # A word in the name that makes it a setting ABOUT secrets, not one holding a
@@ -1628,6 +1631,10 @@ def _builtin_spans(text: str) -> list[tuple[int, int, int, str]]:
             while i >= 0:
                 hits.append(i)
                 i = find(kw, i + 1)
+    # pass, pwd, private: one regex is faster than three finds ("p" is a rarer letter)
+    for m in _P_WORDS_RE.rx.finditer(low):
+        hits.append(m.start())
+        seen |= 16 if m.group() == "private" else 4
     if seen & 16:  # private
         if "private key" in low:
             p = prio["private-key"]
