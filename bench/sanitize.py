@@ -1,7 +1,7 @@
 """The sanitizer's speed: throughput over a realistic mix, cost per observation, import.
 
-Rows (each the least CPU time of ``--repeat`` runs, default 5, except the subprocess
-rows, which are wall time):
+Rows (each the least CPU time of ``--repeat`` rounds, default 5, in which the
+sanitizers compared and the floor take turns; the subprocess rows are medians):
 
 - ``redact_text`` over a mix of about ``--mb`` MB (default 3) in thirds: tool output
   (the string values of the real hook payloads in ``../shared/data/hooks``, then this
@@ -123,18 +123,6 @@ def mix(mb: float) -> dict[str, list[str]]:
     return {"tool output": take(tool), "code": take(code), "prose": take(prose)}
 
 
-def best(fn: Callable[[], Any], repeat: int) -> float:
-    """The least CPU time (``time.process_time``, seconds) of ``repeat`` calls: CPU time,
-    not wall time, because the machine is shared and a busy neighbour stretches wall
-    time but not the work done."""
-    out = []
-    for _ in range(repeat):
-        t0 = time.process_time()
-        fn()
-        out.append(time.process_time() - t0)
-    return min(out)
-
-
 def load_from(root: Path) -> ModuleType:
     """Import ``wiki_memory/capture/sanitize.py`` under ``root`` as its own module."""
     name = f"sanitize_{abs(hash(str(root)))}"
@@ -190,24 +178,50 @@ def import_cost(root: Path, runs: int) -> tuple[float, float]:
     return statistics.median(imp), statistics.median(first)
 
 
-def measure(mod: ModuleType, root: Path, parts: dict[str, list[str]], args: Any) -> list[tuple]:
-    rows: list[tuple] = []
+def interleaved(fns: list[Callable[[], Any]], repeat: int) -> list[float]:
+    """The least CPU time (``time.process_time``, seconds) of each of ``fns`` over
+    ``repeat`` rounds, the functions taking turns within a round: CPU time, not wall
+    time, because the machine is shared and a busy neighbour stretches wall time; turns,
+    so that a busy spell (which still slows the CPU a little) hits them alike."""
+    out = [float("inf")] * len(fns)
+    for _ in range(repeat):
+        for k, fn in enumerate(fns):
+            t0 = time.process_time()
+            fn()
+            out[k] = min(out[k], time.process_time() - t0)
+    return out
+
+
+def measure(
+    targets: list[tuple[ModuleType, Path]], parts: dict[str, list[str]], args: Any
+) -> list[list[tuple]]:
+    """One list of rows per target (same order); every timed case interleaves them."""
+    rows: list[list[tuple]] = [[] for _ in targets]
     floor_rx = re.compile("password")
     everything = [s for items in parts.values() for s in items]
     for label, items in [*parts.items(), ("all", everything)]:
         size = sum(len(s.encode()) for s in items)
-        product = best(lambda items=items: [mod.redact_text(s) for s in items], args.repeat)
-        floor = best(lambda items=items: [floor_rx.findall(s) for s in items], args.repeat)
-        hits = sum(len(mod.redact_text(s)[1]) for s in items)
-        rows.append((f"redact_text, {label}", size, product, floor, f"{hits} redactions"))
+        fns: list[Callable[[], Any]] = [
+            lambda m=mod, items=items: [m.redact_text(s) for s in items] for mod, _ in targets
+        ]
+        fns.append(lambda items=items: [floor_rx.findall(s) for s in items])
+        *products, floor = interleaved(fns, args.repeat)
+        for k, (mod, _) in enumerate(targets):
+            hits = sum(len(mod.redact_text(s)[1]) for s in items)
+            rows[k].append(
+                (f"redact_text, {label}", size, products[k], floor, f"{hits} redactions")
+            )
     observations = [*hook_payloads(), json.loads(hook_payload(1000, 0))]
-    product = best(lambda: [mod.redact_obj(o) for o in observations], args.repeat)
-    floor = best(lambda: [json.dumps(o) for o in observations], args.repeat)
+    fns = [lambda m=mod: [m.redact_obj(o) for o in observations] for mod, _ in targets]
+    fns.append(lambda: [json.dumps(o) for o in observations])
+    *products, floor = interleaved(fns, args.repeat)
     n = len(observations)
-    rows.append(("redact_obj per observation", n, product / n, floor / n, "µs/call"))
-    imp, first = import_cost(root, args.runs)
-    rows.append(("python -S: import sanitizer", args.runs, imp, None, "median"))
-    rows.append(("python -S: first redact_obj 1 KB", args.runs, first, None, "median"))
+    for k in range(len(targets)):
+        rows[k].append(("redact_obj per observation", n, products[k] / n, floor / n, "µs/call"))
+    for k, (_, root) in enumerate(targets):
+        imp, first = import_cost(root, args.runs)
+        rows[k].append(("python -S: import sanitizer", args.runs, imp, None, "median"))
+        rows[k].append(("python -S: first redact_obj 1 KB", args.runs, first, None, "median"))
     return rows
 
 
@@ -229,9 +243,9 @@ def main() -> int:
         f"{k} {sum(len(s.encode()) for s in v) / 1e6:.2f} MB" for k, v in parts.items()
     )
     print(f"mix: {sizes}")
-    for name, root in targets:
-        mod = load_from(root)
-        rows = measure(mod, root, parts, args)
+    loaded = [(load_from(root), root) for _, root in targets]
+    all_rows = measure(loaded, parts, args)
+    for (name, root), rows in zip(targets, all_rows, strict=True):
         print(f"\nsanitizer: {name} ({root / MODULE})")
         print(f"{'case':<34} {'MB/s':>8} {'time':>10} {'floor':>10} {'/floor':>8}  note")
         for case, size, product, floor, note in rows:
@@ -248,6 +262,11 @@ def main() -> int:
             else:
                 print(f"{case:<34} {'':>8} {product * 1000:>8.2f}ms {'':>10} {'':>8}  {note}")
     tmp.cleanup()
+    if len(all_rows) == 2:
+        print(f"\nworktree against {args.against} (time before / time after, same rounds):")
+        for before, after in zip(*all_rows, strict=True):
+            if after[0].startswith(("redact_text", "redact_obj")):
+                print(f"  {after[0]:<34} {before[2] / after[2]:>5.2f}x")
     print(
         "\nfloor: redact_text rows: re.compile('password').findall over the same strings;"
         " redact_obj: json.dumps of the same payload"
