@@ -408,6 +408,7 @@ STYLES: list[tuple[str, str]] = [
     ("generic-secret", "deploy --password {v} --host prod"),
     ("generic-secret", "deploy --password={v}"),
     ("generic-secret", "deploy --db-password '{v}'"),
+    ("generic-secret", "deploy --api-token Q{v} --region eu"),  # a capital first
     ("cli-password", "sshpass -p {v} ssh deploy@10.0.0.5"),
     ("cli-password", "sshpass -p '{v}' scp build.tgz deploy@host:/srv"),
     ("cli-password", "docker login -u deploy -p {v} registry.example.com"),

@@ -231,6 +231,22 @@ def _ascii(text: str) -> bytes:
     return raw
 
 
+_TOKEN_MAP: tuple[str | None, bytes] = (None, b"")
+
+
+def _token_map(text: str) -> bytes:
+    """``text`` as ``b"a"`` (a token character, ``A-Z a-z 0-9 _ -``) or ``b" "`` per
+    character (one-entry cache): :func:`_find_provider_tokens` walks its runs, and the
+    keyword rule finds where a name starts with ``bytes.rfind``."""
+    global _TOKEN_MAP
+    cached, cls = _TOKEN_MAP
+    if cached is text:
+        return cls
+    cls = _ascii(text).translate(_RUN_TABLE)
+    _TOKEN_MAP = (text, cls)
+    return cls
+
+
 def _lower(text: str) -> str:
     """``text.lower()`` with offsets aligned to ``text`` (one-entry cache).
 
@@ -598,14 +614,19 @@ def _find_assignments(text: str, hits: list[int] | None = None) -> Iterator[tupl
     last_name_end = -1
     tail = _NAME_TAIL_RE.rx.match
     sep_ahead = _SEP_AHEAD_RE.rx.match
+    tmap: bytes | None = None
     for s in hits:
         if s < last_name_end:
             continue
         e = tail(text, s).end()  # type: ignore[union-attr]  # "*" always matches
         last_name_end = e
         sep = sep_ahead(text, e) is not None
-        if not sep and text.rfind("-", s - 40 if s > 40 else 0, s) < 0:
-            continue  # no assignment and no flag (a cheap test before anything else)
+        if not sep:  # a flag (--db-password value)? its name starts with "-"
+            if tmap is None:
+                tmap = _token_map(text)
+            ns = tmap.rfind(b" ", 0, s) + 1  # the start of the name, in C
+            if text[ns] != "-" and not (text[ns] in "nrt" and text[ns - 1 : ns + 2] == "\\n-"):
+                continue  # no assignment and no flag (a cheap test before anything else)
         while s > 0 and text[s - 1] in _NAME_CHARS:
             s -= 1
         if s >= 2 and text[s - 1] == "\\" and text[s] in "nrt":
@@ -637,6 +658,7 @@ def _find_assignments(text: str, hits: list[int] | None = None) -> Iterator[tupl
                 continue  # a call or an index: password = getpass(...), token = d["t"]
             if (
                 text[vs].isupper()
+                and am.re is _ASSIGN_RE.rx
                 and am.group("sep") == ":"
                 and text.startswith((" |", ")", "]", " =", " ->"), ve)
                 and _IDENT_CHAIN_RE.fullmatch(text[vs:ve])
@@ -1322,7 +1344,7 @@ def _find_provider_tokens(text: str) -> Iterator[tuple[int, int, str]]:
     own regex only where a prefix is there. A token starts a run (after a space,
     quote, ``=``, ``:``, ``/``, ... or a JSON escape such as a literal ``\\n``) or
     follows a ``-`` or ``_`` inside one (``h-ghp_...``)."""
-    cls = _ascii(text).translate(_RUN_TABLE)
+    cls = _token_map(text)
     find = cls.find
     i = find(_RUN_NEEDLE)
     if i < 0:
