@@ -147,3 +147,35 @@ def hook_event(kind: str, session_id: str = "s-1", **payload: object) -> dict[st
         "cwd": "/x/proj",
         "payload": payload,
     }
+
+
+def runtime_distributions() -> list[Any]:
+    """The installed distributions the project needs at run time, wiki-memory excluded.
+
+    Walks ``Requires-Dist`` from ``wiki-memory`` recursively, skipping extras (test
+    tools) and requirements that are not installed here (a platform marker). Returns
+    ``importlib.metadata.Distribution`` objects sorted by normalized name.
+    """
+    import re
+    from importlib import metadata
+
+    seen: dict[str, Any] = {}
+    todo = ["wiki-memory"]
+    while todo:
+        name = todo.pop()
+        key = re.sub(r"[-_.]+", "-", name).lower()
+        if key in seen:
+            continue
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        seen[key] = dist
+        for req in dist.requires or ():
+            if re.search(r"\bextra\s*==", req):
+                continue
+            m = re.match(r"[A-Za-z0-9._-]+", req)
+            if m:
+                todo.append(m.group())
+    seen.pop("wiki-memory", None)
+    return [seen[k] for k in sorted(seen)]
