@@ -119,5 +119,49 @@ def test_the_labelled_set_is_complete():
     assert not SHARED.is_dir() or [s["label"] for s in shared] == ["finished"]
 
 
+def test_precision_and_recall_on_the_labelled_set():
+    m, misses = confusion()
+    print("\n" + report())
+    assert m["tp"] / max(m["tp"] + m["fp"], 1) >= 0.9, misses
+    assert m["tp"] / max(m["tp"] + m["fn"], 1) >= 0.9, misses
+
+
+def by_name(name: str) -> dict[str, Any]:
+    return next(s for s in labelled() if s["name"] == name)
+
+
+def ended_page(mem: Any, session: dict[str, Any]) -> str:
+    mem.capture(session["events"], "alice")
+    sid = session["events"][0]["session_id"]
+    key = next(k for k, v in mem.spool.sessions.items() if v.session_id == sid)
+    path = mem.request_compile(key, end=True).result(timeout=60).value
+    mem.writer.flush()
+    return str(path)
+
+
+def test_a_finished_session_after_a_red_test_opens_no_handoff(mem):
+    for name in ("red-test-then-fix", "grep-no-match-last", "lint-fixed"):
+        ended_page(mem, by_name(name))
+    assert mem.handoffs.list_handoffs("alice") == []
+
+
+def test_the_handoff_names_what_is_still_open(mem):
+    ended_page(mem, by_name("polite-wrapup-with-followups"))
+    (h,) = mem.handoffs.list_handoffs("alice")
+    sections = mem.handoffs.show("alice", h["id"])["sections"]
+    assert "the access log still writes to stdout in prod" in sections["next_steps"]
+    assert "failed" not in sections["what_failed"]
+
+
+def test_the_handoff_quotes_the_failure_that_stands_and_lists_the_resolved_ones(mem):
+    session = by_name("build-still-fails")
+    ended_page(mem, session)
+    (h,) = mem.handoffs.list_handoffs("alice")
+    sections = mem.handoffs.show("alice", h["id"])["sections"]
+    assert "libpq-dev: not found" in sections["what_failed"]
+    assert "docker build -t atlas ." in sections["what_failed"]
+    assert h["title"].startswith("Unfinished: Get the docker image building again")
+
+
 if __name__ == "__main__":
     print(report())

@@ -55,6 +55,18 @@ def slugify(text: str, max_len: int = 40) -> str:
     return slug or "session"
 
 
+def cut_words(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary, with ``…`` when
+    cut (a single word longer than ``limit`` is cut inside it)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    at = cut.rfind(" ")
+    if at > limit // 3:
+        cut = cut[:at]
+    return cut.rstrip(" ,;:.-") + "…"
+
+
 def clip_bytes(text: str, limit: int) -> str:
     """At most ``limit`` UTF-8 bytes of ``text`` (never splitting a character), with a note
     of how many bytes were left out."""
@@ -198,6 +210,30 @@ def _command_of(o: Observation) -> str | None:
     return None
 
 
+#: Codex's shell tool reports its result as text that starts ``Exit code: N``
+_CODEX_EXIT_RE = re.compile(r"\AExit code:\s*(-?\d+)\b")
+#: Claude Code's failure ``error`` text starts ``Exit code N`` for a shell command
+_ERROR_EXIT_RE = re.compile(r"\AExit code:?\s*(-?\d+)\b")
+
+
+def exit_code_of(o: Observation) -> int | None:
+    """The exit code a tool result reports, when it reports one: ``exit_code`` or
+    ``exitCode`` of a dict response, the ``Exit code N`` that starts Claude Code's failure
+    ``error``, or the ``Exit code: N`` that starts Codex's shell output; else None."""
+    p = o.payload
+    if o.kind == "tool_failure":
+        m = _ERROR_EXIT_RE.match(p.get("error") or "") if isinstance(p.get("error"), str) else None
+        return int(m.group(1)) if m else None
+    tr = p.get("tool_response")
+    if isinstance(tr, dict):
+        code = tr.get("exit_code", tr.get("exitCode"))
+        return code if isinstance(code, int) and not isinstance(code, bool) else None
+    if isinstance(tr, str):
+        m = _CODEX_EXIT_RE.match(tr)
+        return int(m.group(1)) if m else None
+    return None
+
+
 def _failure_of(o: Observation) -> str | None:
     p = o.payload
     if o.kind == "tool_failure":
@@ -205,6 +241,9 @@ def _failure_of(o: Observation) -> str | None:
         return _as_text(err) if err else "failed"
     if o.kind == "tool_post":
         tr = p.get("tool_response")
+        if isinstance(tr, str):
+            code = exit_code_of(o)
+            return tr if code else None
         if isinstance(tr, dict):
             if tr.get("error"):
                 return _as_text(tr.get("error"))
