@@ -116,7 +116,9 @@ class SessionPages:
             return WriteResult(value=state.get("path"))
         else:
             status = "ended" if ended_now else "active"
-            ended_at = state.get("ended_at") or (now if ended_now else None)
+            ended_at = state.get("ended_at") or (end_time(obs, now) if ended_now else None)
+        prev_count = int(info.state.get("compiled_count") or 0)
+        had_page = bool(info.state.get("path"))
         meta = self._session_meta(info)
         path = state.get("path")
         if path and not (self.host.wiki_dir / path).exists():
@@ -175,7 +177,10 @@ class SessionPages:
             return WriteResult(
                 paths=paths,
                 author=Author(info.user, author_email_for(info.user)),
-                message=f"Merge session {comp.metadata['title'][:60]} into a hand edit",
+                message=(
+                    f"Merge session {compiler.cut_words(comp.metadata['title'], 60)}"
+                    " into a hand edit"
+                ),
                 value=comp.path,
             )
         self.host.index.delete_spool_session(key)
@@ -200,16 +205,21 @@ class SessionPages:
                 except Exception:
                     log.exception("a session-end hook failed for %s", key)
         author = Author(info.user, author_email_for(info.user))
-        verb = "End" if status == "ended" else "Update"
         return WriteResult(
             paths=paths,
             author=author,
-            message=f"{verb} session {comp.metadata['title'][:60]} ({info.harness})",
+            message=commit_message(
+                comp.metadata["title"],
+                info.harness,
+                obs[prev_count:] if had_page else obs,
+                added=not had_page,
+                ended=just_ended,
+            ),
             value=comp.path,
         )
 
     def _find_session_page(self, info: SessionInfo) -> str | None:
-        d = self.host.wiki_dir / "projects" / info.project / "sessions"
+        d = self.host.wiki_dir / compiler.sessions_folder(info.project, info.user)
         for p in d.glob(f"*-{info.key[:8]}.md"):
             return p.relative_to(self.host.wiki_dir).as_posix()
         return None
@@ -351,6 +361,37 @@ class SessionPages:
         self.host._server_hashes[copy] = sha256(data)
         self.host.index.upsert_page(copy, data)
         return copy
+
+
+def end_time(observations: list[Observation], fallback: float) -> float:
+    """When a session ended: the time of the event that ended it (its first
+    ``SessionEnd``), else of its last event (a session ended by idleness); ``fallback``
+    (the server's clock) only for a session without events. UTC epoch seconds."""
+    ends = [o.ts for o in observations if o.kind in END_KINDS]
+    if ends:
+        return min(ends)
+    return max((o.ts for o in observations), default=fallback)
+
+
+def commit_message(
+    title: str, harness: str, new: list[Observation], *, added: bool, ended: bool
+) -> str:
+    """The commit message of a session page's compile, saying what changed:
+    ``Add session <title> (<harness>)`` for its first page, else ``Session <title>: +N
+    turns`` (prompts and Codex turns since the last compile; ``+N events`` when none),
+    with ``, ended`` when this compile ended it. The title is cut at a word boundary
+    (60 characters)."""
+    short = compiler.cut_words(" ".join(title.split()), 60)
+    if added:
+        msg = f"Add session {short} ({harness})"
+    else:
+        turns = sum(1 for o in new if o.kind in ("prompt", "turn"))
+        if turns:
+            change = f"+{turns} turn" + ("s" if turns != 1 else "")
+        else:
+            change = f"+{len(new)} event" + ("s" if len(new) != 1 else "")
+        msg = f"Session {short}: {change}"
+    return msg + (", ended" if ended else "")
 
 
 def compiler_bytes(comp: compiler.Compiled) -> bytes:

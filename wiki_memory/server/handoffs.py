@@ -118,12 +118,35 @@ def routes(memory: Memory) -> list[Any]:
     async def brief(request: Request) -> Response:
         body = await body_of(request)
         max_offers = body.get("max_offers")
+        budget = _int(body, "budget_tokens", DEFAULT_BUDGET, 0, 1_000_000)
+        project = _str(body, "project")
+        if not project:
+            # a hook that found no project: the same order on the server's side (the
+            # session's current project, a cwd in a repository), else an empty brief
+            project = memory.capturer.project_of(
+                request.state.user,
+                _str(body, "harness"),
+                _str(body, "session_id"),
+                _str(body, "cwd"),
+            )
+            if project is None:
+                return JSONResponse(
+                    {
+                        "text": "",
+                        "used_tokens": 0,
+                        "budget_tokens": budget,
+                        "parts": [],
+                        "omitted": [],
+                        "offers": [],
+                        "project": None,
+                    }
+                )
         res = await call(
             build_brief,
             memory,
             request.state.user,
-            project=_str(body, "project", required=True),
-            budget_tokens=_int(body, "budget_tokens", DEFAULT_BUDGET, 0, 1_000_000),
+            project=project,
+            budget_tokens=budget,
             max_offers=None if max_offers is None else _int(body, "max_offers", 0, 0, 100),
             **ident(body),
         )

@@ -311,8 +311,8 @@ def open_automatic(
 ) -> None:
     """Open an automatic handoff when the ended session shows signs of unfinished work
     (:func:`session_signals`) and left none itself (writer thread)."""
-    if not svc.config.auto:
-        return
+    if not svc.config.auto or not info.project:
+        return  # off, or a session with no project: no project to hand the work to
     sig = session_signals(observations)
     if not sig.names:
         return
