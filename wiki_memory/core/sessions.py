@@ -12,6 +12,7 @@ import stat
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,6 +35,7 @@ __all__ = [
     "END_KINDS",
     "Host",
     "SessionPages",
+    "SessionChange",
     "compiler_bytes",
     "conflict_copy_path",
     "replace_section",
@@ -205,17 +207,18 @@ class SessionPages:
                 except Exception:
                     log.exception("a session-end hook failed for %s", key)
         author = Author(info.user, author_email_for(info.user))
+        new = obs[prev_count:] if had_page else obs
+        change = SessionChange(
+            key=comp.path,
+            title=comp.metadata["title"],
+            harness=info.harness,
+            added=not had_page,
+            turns=sum(1 for o in new if o.kind in ("prompt", "turn")),
+            events=len(new),
+            ended=just_ended,
+        )
         return WriteResult(
-            paths=paths,
-            author=author,
-            message=commit_message(
-                comp.metadata["title"],
-                info.harness,
-                obs[prev_count:] if had_page else obs,
-                added=not had_page,
-                ended=just_ended,
-            ),
-            value=comp.path,
+            paths=paths, author=author, message=change.message(), value=comp.path, change=change
         )
 
     def _find_session_page(self, info: SessionInfo) -> str | None:
@@ -373,25 +376,43 @@ def end_time(observations: list[Observation], fallback: float) -> float:
     return max((o.ts for o in observations), default=fallback)
 
 
-def commit_message(
-    title: str, harness: str, new: list[Observation], *, added: bool, ended: bool
-) -> str:
-    """The commit message of a session page's compile, saying what changed:
-    ``Add session <title> (<harness>)`` for its first page, else ``Session <title>: +N
-    turns`` (prompts and Codex turns since the last compile; ``+N events`` when none),
-    with ``, ended`` when this compile ended it. The title is cut at a word boundary
-    (60 characters)."""
-    short = compiler.cut_words(" ".join(title.split()), 60)
-    if added:
-        msg = f"Add session {short} ({harness})"
-    else:
-        turns = sum(1 for o in new if o.kind in ("prompt", "turn"))
-        if turns:
-            change = f"+{turns} turn" + ("s" if turns != 1 else "")
+@dataclass(frozen=True)
+class SessionChange:
+    """What one compile changed on a session page, for its commit message line
+    (:meth:`message`); two compiles committed together sum up (:meth:`plus`)."""
+
+    key: str  # the page's path
+    title: str
+    harness: str
+    added: bool  # the page was first written
+    turns: int  # prompts and Codex turns added
+    events: int  # observations added
+    ended: bool  # this compile ended the session
+
+    def plus(self, later: SessionChange) -> SessionChange:
+        """This change followed by ``later`` (same page), as one."""
+        return SessionChange(
+            self.key,
+            later.title,
+            later.harness,
+            self.added or later.added,
+            self.turns + later.turns,
+            self.events + later.events,
+            self.ended or later.ended,
+        )
+
+    def message(self) -> str:
+        """``Add session <title> (<harness>)`` for a page first written, else ``Session
+        <title>: +N turns`` (``+N events`` when no turn was added), with ``, ended`` when
+        the session ended; the title cut at a word boundary (60 characters)."""
+        short = compiler.cut_words(" ".join(self.title.split()), 60)
+        if self.added:
+            msg = f"Add session {short} ({self.harness})"
+        elif self.turns:
+            msg = f"Session {short}: +{self.turns} turn" + ("s" if self.turns != 1 else "")
         else:
-            change = f"+{len(new)} event" + ("s" if len(new) != 1 else "")
-        msg = f"Session {short}: {change}"
-    return msg + (", ended" if ended else "")
+            msg = f"Session {short}: +{self.events} event" + ("s" if self.events != 1 else "")
+        return msg + (", ended" if self.ended else "")
 
 
 def compiler_bytes(comp: compiler.Compiled) -> bytes:

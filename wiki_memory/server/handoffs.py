@@ -150,7 +150,7 @@ def routes(memory: Memory) -> list[Any]:
             max_offers=None if max_offers is None else _int(body, "max_offers", 0, 0, 100),
             **ident(body),
         )
-        return JSONResponse(res)
+        return JSONResponse({**res, "project": project})
 
     return [
         Route("/v1/handoffs", create, methods=["POST"]),
