@@ -75,7 +75,8 @@ def test_every_detector_corpus_through_hook_and_server(tmp_path: Path) -> None:
             responses.append(r.content)
         pages = srv.get(
             # /home/dev/secproj is no repository here: the sessions have no project
-            "/v1/pages", params={"kind": "session", "limit": 1000}
+            "/v1/pages",
+            params={"kind": "session", "limit": 1000},
         ).json()["pages"]
         assert len(pages) == len(by_kind)
         for p in pages:
