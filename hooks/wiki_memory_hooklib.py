@@ -253,10 +253,20 @@ def _emit() -> None:
         pass
 
 
+#: ``(cfg, outbox)`` while this run delivers its event: a deadline reached then counts
+#: as a timed-out delivery (the back-off starts)
+_SENDING: tuple | None = None
+
+
 def _on_deadline(signum: int, frame: object) -> None:
     if _IS_DRAINER:
         os._exit(0)
     warn("deadline reached; the event stays in the outbox")
+    if _SENDING is not None:
+        try:
+            note_unreachable(_SENDING[0], _SENDING[1], "no reply before the hook's deadline")
+        except Exception:
+            pass
     _emit()
     os._exit(0)
 
@@ -1731,7 +1741,7 @@ def fetch_brief(
 
 
 def run(argv: list[str]) -> None:
-    global _PENDING_OUTPUT
+    global _PENDING_OUTPUT, _SENDING
     opts = parse_args(argv)
     pinned = bool(opts["data_dir"] or opts["url"])
     if opts["drain"]:
@@ -1766,7 +1776,12 @@ def run(argv: list[str]) -> None:
         event = str(event)
     is_start = event == "SessionStart"
     if is_start:
-        _PENDING_OUTPUT = session_start_output(harness, "")
+        # what the agent reads if the deadline strikes first: never silently empty
+        _PENDING_OUTPUT = session_start_output(
+            harness,
+            "wiki-memory: the memory server did not answer in time; brief unavailable; "
+            "this session's events are kept and sent later",
+        )
     # The hard deadline counts from the process start; a slow stdin writer still
     # leaves a moment to store the event.
     now_m = time.monotonic()
@@ -1777,15 +1792,20 @@ def run(argv: list[str]) -> None:
         deadline_s = cfg.get("deadline_seconds")
     if event == "SessionEnd":
         deadline_s = min(deadline_s, cfg.get("session_end_deadline_seconds"))
-    if is_start:
-        deadline_s = min(deadline_s, cfg.get("session_start_deadline_seconds"))
     hard = max(_T0 + deadline_s - 0.15, now_m + 0.3)
     _arm(hard - time.monotonic())
     net_deadline = hard - 0.1
+    if is_start:
+        # The agent waits for SessionStart: its network part ends within the (shorter)
+        # session-start budget. Storing the event is not cut short by it: on a machine
+        # too busy to start the hook in time, the event still reaches the outbox.
+        net_deadline = min(net_deadline, _T0 + cfg.get("session_start_deadline_seconds") - 0.1)
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
     root, repo_cfg = find_repo_config(cwd) if cwd and os.path.isdir(cwd) else (None, {})
     cap = repo_cfg.get("capture")
     if isinstance(cap, dict) and cap.get("enabled") is False:
+        if is_start:
+            _PENDING_OUTPUT = session_start_output(harness, "")
         return
     project, project_from = resolve_project(cwd, repo_cfg)
     session_id = payload.get("session_id") or payload.get("thread-id")
@@ -1800,11 +1820,12 @@ def run(argv: list[str]) -> None:
         ev["project_from"] = project_from
         name = ob.write(ev)
         names = ob.pending()
+        late = net_deadline - time.monotonic() < 0.05
         if away is not None:
             # The server was unreachable a moment ago: no connection until the back-off
             # ends; the outbox keeps the event and the server drains it when it is back.
             warn(f"server unreachable; {len(names)} event(s) queued in the outbox", once=True)
-        elif names and names[0] < name:
+        elif late or (names and names[0] < name):
             # Older events wait: a drainer sends everything in order, this one included.
             started = spawn_drainer(cfg, ob)
             warn(
@@ -1815,15 +1836,24 @@ def run(argv: list[str]) -> None:
             send_deadline = net_deadline
             if is_start:
                 send_deadline = time.monotonic() + (net_deadline - time.monotonic()) * 0.5
+            _SENDING = (cfg, ob)
             try:
                 if deliver_one(cfg, ob, name, ev, send_deadline) == "retry":
                     refused = True
             except HttpError as exc:
-                away = note_unreachable(cfg, ob, str(exc))
+                if str(exc) != "no time left":
+                    away = note_unreachable(cfg, ob, str(exc))
                 warn(f"server unreachable ({exc}); the event stays in the outbox")
+            finally:
+                _SENDING = None
     if is_start:
         if away is not None:
             text = unreachable_line(cfg, away, len(ob.pending()))
+        elif net_deadline - time.monotonic() < 0.05:
+            text = (
+                "wiki-memory: brief skipped (the hook started too slowly for the session-start "
+                "budget); this session's events are sent in the background"
+            )
         else:
             try:
                 text = fetch_brief(
