@@ -120,6 +120,8 @@ def routes(memory: Memory) -> list[Any]:
         max_offers = body.get("max_offers")
         budget = _int(body, "budget_tokens", DEFAULT_BUDGET, 0, 1_000_000)
         project = _str(body, "project")
+        if not project and not (_str(body, "cwd") or _str(body, "session_id")):
+            _str(body, "project", required=True)  # 400: a project, or a cwd or session
         if not project:
             # a hook that found no project: the same order on the server's side (the
             # session's current project, a cwd in a repository), else an empty brief
