@@ -185,6 +185,10 @@ def test_commit_messages_say_what_changed(tmp_path: Path) -> None:
     with ServerProcess(data) as srv:
         env = hook_env(tmp_path)
         cmd = installed_command("claude-code", tmp_path)
+
+        def subjects() -> list[str]:
+            return [s for s in commit_subjects(data / "wiki") if "ession" in s]
+
         turns = [long_prompt, "and add a regression test", "now run the suite"]
         for i, text in enumerate(turns):
             run_hook(cmd, claude("sess-msg", atlas, "UserPromptSubmit", prompt=text), env)
@@ -193,11 +197,8 @@ def test_commit_messages_say_what_changed(tmp_path: Path) -> None:
                 claude("sess-msg", atlas, "Stop", last_assistant_message=f"done {i}"),
                 env,
             )
-
-        def subjects() -> list[str]:
-            return [s for s in commit_subjects(data / "wiki") if "ession" in s]
-
-        assert wait_until(lambda: len(subjects()) >= 3, 30, 0.25), subjects()
+            # one turn per commit here (turns in one commit sum up: "+2 turns")
+            assert wait_until(lambda n=i + 1: len(subjects()) == n, 30, 0.1), subjects()
         srv.post(
             "/v1/observations",
             {
