@@ -20,6 +20,8 @@ import pytest
 from hookkit import free_port, run_hook, wait_until
 from serverproc import ServerProcess
 
+from wiki_memory.harness.outbox import HOOK_SCRIPT as HOOK
+
 pytestmark = pytest.mark.slow
 
 
@@ -254,3 +256,49 @@ def test_100_hook_calls_skip_the_network_and_the_server_drains_them_when_back(
     assert text.count("session start") == 10
     # and the hooks take the network again at once
     assert not (data / "outbox" / ".unreachable").exists()
+
+
+def test_c45_session_start_says_when_memory_is_away(tmp_path: Path) -> None:
+    """S1 refused, S2 black hole, S3 a host name that does not resolve, S4 a brief that
+    takes 5 s: the context is one line saying so, stderr one warning, exit 0."""
+    from hookkit import BlackHole, StubServer
+
+    payload = {
+        "session_id": "sess-0450",
+        "cwd": str(repo(tmp_path, "atlas")),
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+    }
+    slow = StubServer(brief="late brief").__enter__()
+    handle = slow.handle
+
+    def slow_brief(path: str, body: Any, auth: str | None) -> tuple[int, Any]:
+        if path == "/v1/brief":
+            slow.stop_event.wait(5)
+        return handle(path, body, auth)
+
+    slow.handle = slow_brief  # type: ignore[method-assign]
+    hole = BlackHole()
+    states = {
+        "S1": (f"http://127.0.0.1:{free_port()}", "memory server unreachable since"),
+        "S2": (hole.url, "memory server unreachable since"),
+        "S3": ("http://memory.invalid:8765", "memory server unreachable since"),
+        "S4": (slow.url, "brief unavailable (the server did not answer in time)"),
+    }
+    try:
+        for name, (url, said) in states.items():
+            data = tmp_path / name
+            cmd = f"{sys.executable} -S {HOOK} --harness claude-code --data-dir {data} --url {url}"
+            r = run_hook(cmd, payload, harness_env(tmp_path))
+            assert r.rc == 0, (name, r)
+            ctx = json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+            assert ctx.startswith("wiki-memory: ") and said in ctx, (name, ctx)
+            assert len(r.stderr.decode().strip().splitlines()) == 1, (name, r)
+            if name != "S4":
+                assert "1 event queued" in ctx, (name, ctx)
+                assert outbox_events(data)[0]["event"] == "SessionStart"
+    finally:
+        hole.__exit__()
+        slow.__exit__()
+    # S4's event was delivered; the brief alone was late
+    assert [e["event"] for e in slow.stored.values()] == ["SessionStart"]
