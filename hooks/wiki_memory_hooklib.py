@@ -7,10 +7,12 @@ One run (``main(["--harness", "claude-code"])``, event JSON on stdin):
 
 1. Read stdin to EOF (never the environment; Codex ``notify`` JSON comes as the
    last argument and stdin is not touched then).
-2. Find the project: ``project =`` in the nearest ``.wiki-memory.toml`` upward
-   from the event's ``cwd``, else the name of the git top-level, else the last
-   component of ``cwd``. Apply that file's ``[capture]`` rules (``enabled``,
-   ``ignore_paths``, ``mode = "allowlist"`` + ``paths``).
+2. Find the project by the one order of ``wiki_memory/capture/project.py``:
+   ``project =`` in the nearest ``.wiki-memory.toml`` upward from the event's
+   ``cwd``, else the git repository (a worktree maps to its main repository), else
+   none (``project_from: "none"``: the server files the event under the session's
+   current project, or none). Apply the nearest ``.wiki-memory.toml``'s ``[capture]``
+   rules (``enabled``, ``ignore_paths``, ``mode = "allowlist"`` + ``paths``).
 3. Build the observation ``{harness, event, session_id, project, cwd, event_id,
    ts, payload}``; truncate long strings so that it stays under
    ``max_event_bytes``; redact secrets with ``wiki_memory.capture.sanitize``.
@@ -20,11 +22,16 @@ One run (``main(["--harness", "claude-code"])``, event JSON on stdin):
 4. Write it to the outbox (``<data_dir>/outbox/``, 0700 directory, 0600 files,
    fsynced) and send it. On a 2xx reply the file is removed; when older events
    wait in the outbox, a detached drainer sends them all in order instead.
+   After a refused or timed-out delivery the outbox records it (``.unreachable``)
+   and every run skips the network for a back-off period (30 s, doubling to 5 min);
+   the server drains its own data directory's outbox when it is back.
 5. On ``SessionStart`` ask ``POST /v1/brief`` and print exactly one JSON object
-   in the harness's format; on every other event print nothing.
+   in the harness's format; on every other event print nothing. When the server is
+   unreachable, the context is one line composed from the outbox's state instead.
 
 Every error is caught; the run exits 0 within ``deadline_seconds`` (default
-2 s, counted from the start of the process; 1.2 s for ``SessionEnd``).
+2 s, counted from the start of the process; 1.2 s for ``SessionEnd``, 1 s for
+``SessionStart``).
 """
 
 from __future__ import annotations
@@ -56,6 +63,9 @@ DEFAULTS: dict[str, float | int] = {
     "drain_batch_events": 200,
     "brief_budget_tokens": 1000,
     "brief_max_chars": 9000,
+    "session_start_deadline_seconds": 1.0,
+    "backoff_seconds": 30.0,
+    "backoff_max_seconds": 300.0,
 }
 
 #: Replies that say "try again later", not "this event is bad": never dropped.
@@ -127,7 +137,10 @@ def _read_toml(path: str) -> dict:
 
 
 def load_config(
-    data_dir: str | None = None, url: str | None = None, token_file: str | None = None
+    data_dir: str | None = None,
+    url: str | None = None,
+    token_file: str | None = None,
+    pinned: bool = False,
 ) -> Config:
     """Resolve the server URL, token and tunables.
 
@@ -135,9 +148,18 @@ def load_config(
     ``WIKI_MEMORY_TOKEN`` / ``WIKI_MEMORY_HOOK_<NAME>`` > ``<data_dir>/hook.toml``
     (``url``, ``token_file`` and any key of :data:`DEFAULTS`) > ``server.json``'s
     address > ``http://127.0.0.1:8765``. A bad hook.toml is ignored (with a warning).
+    ``pinned`` (the installed command names its ``--data-dir`` or ``--url``): the
+    ``WIKI_MEMORY_URL`` and ``WIKI_MEMORY_TOKEN*`` variables are ignored, so that no
+    environment a harness passes redirects the events.
     """
     cfg = Config(data_dir or default_data_dir())
-    env = os.environ
+    env: dict[str, str] | os._Environ[str] = os.environ
+    if pinned:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("WIKI_MEMORY_URL", "WIKI_MEMORY_TOKEN", "WIKI_MEMORY_TOKEN_FILE")
+        }
     hook_toml = os.path.join(cfg.data_dir, "hook.toml")
     file_cfg: dict = {}
     if os.path.exists(hook_toml):
@@ -231,10 +253,20 @@ def _emit() -> None:
         pass
 
 
+#: ``(cfg, outbox)`` while this run delivers its event: a deadline reached then counts
+#: as a timed-out delivery (the back-off starts)
+_SENDING: tuple | None = None
+
+
 def _on_deadline(signum: int, frame: object) -> None:
     if _IS_DRAINER:
         os._exit(0)
     warn("deadline reached; the event stays in the outbox")
+    if _SENDING is not None:
+        try:
+            note_unreachable(_SENDING[0], _SENDING[1], "no reply before the hook's deadline")
+        except Exception:
+            pass
     _emit()
     os._exit(0)
 
@@ -358,17 +390,37 @@ def git_toplevel(cwd: str) -> str | None:
         d = parent
 
 
-def project_for(cwd: str | None, repo_cfg: dict) -> str | None:
-    """``project`` from the repository config, else the git top-level's name, else the
-    last component of ``cwd``; None without a cwd."""
+_PROJECT: object = None
+
+
+def resolve_project(cwd: str | None, repo_cfg: dict) -> tuple[str | None, str]:
+    """``(project or None, source)`` of an event in ``cwd``, by the one documented order of
+    ``wiki_memory/capture/project.py`` (configuration file, git repository with worktrees
+    mapped to their main repository; never a bare folder name). ``none`` leaves the
+    choice to the server: the session's current project, or no project. Without that
+    module: ``project`` of the parsed ``repo_cfg``, else the git top-level's name."""
+    global _PROJECT
+    if _PROJECT is None:
+        _sanitizer()  # puts the repository (or the installed package) on sys.path
+        try:
+            from wiki_memory.capture import project as mod
+
+            _PROJECT = mod
+        except (Exception, SystemExit):
+            _PROJECT = False
+    if _PROJECT:
+        try:
+            res = _PROJECT.resolve_project(cwd)  # type: ignore[attr-defined]
+            return res.name, res.source
+        except Exception:
+            pass
     name = repo_cfg.get("project")
     if isinstance(name, str) and name.strip():
-        return name.strip()
-    if not cwd:
-        return None
-    top = git_toplevel(cwd)
-    base = os.path.basename((top or cwd).rstrip("/\\"))
-    return base or None
+        return name.strip(), "config"
+    top = git_toplevel(cwd) if cwd else None
+    if top:
+        return os.path.basename(top.rstrip("/\\")) or None, "git"
+    return None, "none"
 
 
 _PATH_KEYS = (
@@ -936,6 +988,50 @@ def redact(obj: object, stats: dict | None = None) -> tuple[object, int]:
     return fallback_redact(obj, stats)
 
 
+_PRIVATE: object = None
+
+
+def _private():  # -> module | False
+    """``wiki_memory.capture.private`` (the one rule for ``<private>`` spans), imported
+    like the sanitizer; False when it cannot be."""
+    global _PRIVATE
+    if _PRIVATE is None:
+        _sanitizer()  # puts the repository (or the installed package) on sys.path
+        try:
+            from wiki_memory.capture import private
+
+            _PRIVATE = private
+        except (Exception, SystemExit):
+            _PRIVATE = False
+    return _PRIVATE
+
+
+def strip_private(obj: object) -> object:
+    """``obj`` without ``<private>…</private>`` spans in any string (see
+    ``wiki_memory/capture/private.py``). Without that module, any string holding a
+    ``private`` tag is replaced whole by ``[private]``: never kept as it is."""
+    mod = _private()
+    if mod:
+        try:
+            return mod.strip_private_obj(obj)[0]  # type: ignore[attr-defined]
+        except Exception:
+            pass
+    import re
+
+    tag = re.compile(r"<\s*/?\s*private\s*>", re.I)
+
+    def walk(o: object) -> object:
+        if isinstance(o, str):
+            return "[private]" if tag.search(o) else o
+        if isinstance(o, dict):
+            return {walk(k): walk(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [walk(x) for x in o]
+        return o
+
+    return walk(obj)
+
+
 def build_event(
     harness: str,
     event: str,
@@ -945,8 +1041,10 @@ def build_event(
     max_bytes: int,
     now: float,
 ) -> dict:
-    """The observation sent to ``POST /v1/observations`` (redacted, then truncated: a cut
-    inside a private key would leave a tail no detector recognises). When the
+    """The observation sent to ``POST /v1/observations``: ``<private>`` spans removed
+    first (:func:`strip_private`), then redacted, then truncated (a cut inside a private
+    key would leave a tail no detector recognises, a cut inside a private span would
+    leave half of it). When the
     sanitizer could not run (see :func:`redact`), the payload gets a
     ``wiki_memory_redaction`` entry: ``{mode: "hook-fallback", reason,
     dropped_strings, dropped_chars, redacted}``."""
@@ -964,6 +1062,9 @@ def build_event(
     }
     if isinstance(payload.get("timestamp"), str):
         ev["ts"] = payload["timestamp"]
+    ev["payload"] = strip_private(ev["payload"])
+    if ev["cwd"]:
+        ev["cwd"] = strip_private(ev["cwd"])
     stats: dict = {}
     clean, _ = redact(ev["payload"], stats)
     ev["payload"] = clean
@@ -1419,6 +1520,7 @@ def deliver_one(cfg: Config, ob: Outbox, name: str, ev: dict, deadline: float) -
     smaller after a 413 and waits, ``retry`` keeps it."""
     body = json.dumps(ev, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     status, reply = http_post(cfg.url, "/v1/observations", cfg.token, body, deadline)
+    note_reachable(ob)
     refused = refusal_of(status, reply)
     if refused is not None:
         # final: the caller may not write this project; dropped, counted, never retried
@@ -1515,8 +1617,10 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
             status, reply = http_post(cfg.url, "/v1/observations", cfg.token, body, deadline)
         except HttpError as exc:
             warn(f"server unreachable ({exc}); {len(names)} event(s) stay in the outbox")
+            note_unreachable(cfg, ob, str(exc))
             stats["failed"] = 1
             break
+        note_reachable(ob)
         verdict = "rejected" if refusal_of(status, reply) is not None else classify(status)
         if verdict == "ok":
             for _, ev in batch:
@@ -1563,6 +1667,82 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
     return stats
 
 
+# --------------------------------------------------------------------------- back-off
+
+#: ``<outbox>/.unreachable``: when the last delivery was refused or timed out
+#: ``{"since": epoch s of the first failure, "until": epoch s the back-off ends,
+#: "failures": consecutive failures, "url": the server, "error": the last reason}``.
+BACKOFF_FILE = ".unreachable"
+
+
+def read_backoff(ob: Outbox) -> dict | None:
+    """The outbox's back-off state, or None when the server was last reachable."""
+    try:
+        with open(os.path.join(ob.path, BACKOFF_FILE), "rb") as f:
+            st = json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+    return st if isinstance(st, dict) and isinstance(st.get("until"), int | float) else None
+
+
+def in_backoff(ob: Outbox, now: float | None = None) -> dict | None:
+    """The back-off state while it lasts (the network is skipped then), else None."""
+    st = read_backoff(ob)
+    now = time.time() if now is None else now
+    return st if st is not None and now < float(st["until"]) else None
+
+
+def note_unreachable(cfg: Config, ob: Outbox, reason: str) -> dict:
+    """Record a refused or timed-out delivery: the back-off doubles with each consecutive
+    failure, from ``backoff_seconds`` up to ``backoff_max_seconds``. Returns the state."""
+    now = time.time()
+    old = read_backoff(ob) or {}
+    n = int(old.get("failures") or 0) + 1
+    wait = min(cfg.get("backoff_seconds") * (2 ** min(n - 1, 16)), cfg.get("backoff_max_seconds"))
+    st = {
+        "since": float(old.get("since") or now),
+        "until": now + wait,
+        "failures": n,
+        "url": cfg.url,
+        "error": reason[:200],
+    }
+    try:
+        ob._ensure()
+        tmp = os.path.join(ob.path, f".tmp-{BACKOFF_FILE}-{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, json.dumps(st).encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, os.path.join(ob.path, BACKOFF_FILE))
+    except OSError:
+        pass
+    return st
+
+
+def note_reachable(ob: Outbox) -> None:
+    """The server answered: end the back-off."""
+    try:
+        os.unlink(os.path.join(ob.path, BACKOFF_FILE))
+    except OSError:
+        pass
+
+
+def unreachable_line(cfg: Config, st: dict | None, queued: int) -> str:
+    """The one line a SessionStart returns when no brief could be fetched, composed from
+    the outbox's state: ``wiki-memory: memory server unreachable since 14:02
+    (http://127.0.0.1:8765); 37 events queued; they will be sent when it is back``."""
+    since = ""
+    if st and isinstance(st.get("since"), int | float):
+        since = " since " + time.strftime("%H:%M", time.localtime(float(st["since"])))
+    url = (st or {}).get("url") or cfg.url
+    n = f"{queued} event{'s' if queued != 1 else ''} queued"
+    return (
+        f"wiki-memory: memory server unreachable{since} ({url}); brief unavailable; "
+        f"{n}; they will be sent when it is back"
+    )
+
+
 def spawn_drainer(cfg: Config, ob: Outbox) -> bool:
     """Start a detached background drainer unless one already runs. The lock is taken
     here and handed to the child (an ``flock`` lives with the open file), so two
@@ -1607,13 +1787,26 @@ def spawn_drainer(cfg: Config, ob: Outbox) -> bool:
         os._exit(0)
 
 
+class BriefUnavailable(Exception):
+    """The server answered, but without a brief (an error status, a timeout mid-reply)."""
+
+
 def fetch_brief(
-    cfg: Config, harness: str, project: str | None, session_id: str | None, deadline: float
+    cfg: Config,
+    harness: str,
+    project: str | None,
+    session_id: str | None,
+    deadline: float,
+    cwd: str | None = None,
 ) -> str:
-    """``POST /v1/brief`` → its ``text``, cut to ``brief_max_chars``; "" on any failure."""
+    """``POST /v1/brief`` → its ``text``, cut to ``brief_max_chars`` ("" for no brief:
+    404, or no text). Raises :class:`HttpError` when the server cannot be reached (refused,
+    no route, a connect that timed out) and :class:`BriefUnavailable` when it answered
+    without a brief or too slowly."""
     body = json.dumps(
         {
             "project": project,
+            "cwd": cwd,
             "harness": harness,
             "session_id": session_id,
             "budget_tokens": cfg.geti("brief_budget_tokens"),
@@ -1623,10 +1816,13 @@ def fetch_brief(
         status, reply = http_post(cfg.url, "/v1/brief", cfg.token, body, deadline)
     except HttpError as exc:
         warn(f"no brief ({exc})", once=True)
-        return ""
+        if str(exc).startswith("cannot connect"):
+            raise
+        raise BriefUnavailable("the server did not answer in time") from exc
     if not 200 <= status < 300:
         if status != 404:
             warn(f"no brief (server answered {status})", once=True)
+            raise BriefUnavailable(f"the server answered {status}")
         return ""
     try:
         text = json.loads(reply).get("text") or ""
@@ -1645,16 +1841,18 @@ def fetch_brief(
 
 
 def run(argv: list[str]) -> None:
-    global _PENDING_OUTPUT
+    global _PENDING_OUTPUT, _SENDING
     opts = parse_args(argv)
+    pinned = bool(opts["data_dir"] or opts["url"])
     if opts["drain"]:
-        cfg = load_config(opts["data_dir"], opts["url"], opts["token_file"])
+        cfg = load_config(opts["data_dir"], opts["url"], opts["token_file"], pinned)
         ob = Outbox(cfg.outbox_dir, cfg.geti("outbox_max_events"), cfg.geti("outbox_max_bytes"))
         fd = ob.lock(5.0)
         if fd is not None:
             drain(cfg, ob, cfg.get("drain_max_seconds"), cfg.get("drain_request_seconds"))
         return
     harness = opts["harness"] or "claude-code"
+    harness = {"gemini": "gemini-cli", "claude": "claude-code"}.get(harness, harness)
     deadline_s = float(
         opts["deadline"]
         or os.environ.get("WIKI_MEMORY_HOOK_DEADLINE_SECONDS")
@@ -1678,11 +1876,16 @@ def run(argv: list[str]) -> None:
         event = str(event)
     is_start = event == "SessionStart"
     if is_start:
-        _PENDING_OUTPUT = session_start_output(harness, "")
+        # what the agent reads if the deadline strikes first: never silently empty
+        _PENDING_OUTPUT = session_start_output(
+            harness,
+            "wiki-memory: the memory server did not answer in time; brief unavailable; "
+            "this session's events are kept and sent later",
+        )
     # The hard deadline counts from the process start; a slow stdin writer still
     # leaves a moment to store the event.
     now_m = time.monotonic()
-    cfg = load_config(opts["data_dir"], opts["url"], opts["token_file"])
+    cfg = load_config(opts["data_dir"], opts["url"], opts["token_file"], pinned)
     if opts["deadline"]:
         deadline_s = float(opts["deadline"])
     else:
@@ -1692,22 +1895,37 @@ def run(argv: list[str]) -> None:
     hard = max(_T0 + deadline_s - 0.15, now_m + 0.3)
     _arm(hard - time.monotonic())
     net_deadline = hard - 0.1
+    if is_start:
+        # The agent waits for SessionStart: its network part ends within the (shorter)
+        # session-start budget. Storing the event is not cut short by it: on a machine
+        # too busy to start the hook in time, the event still reaches the outbox.
+        net_deadline = min(net_deadline, _T0 + cfg.get("session_start_deadline_seconds") - 0.1)
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
     root, repo_cfg = find_repo_config(cwd) if cwd and os.path.isdir(cwd) else (None, {})
     cap = repo_cfg.get("capture")
     if isinstance(cap, dict) and cap.get("enabled") is False:
+        if is_start:
+            _PENDING_OUTPUT = session_start_output(harness, "")
         return
-    project = project_for(cwd, repo_cfg)
+    project, project_from = resolve_project(cwd, repo_cfg)
     session_id = payload.get("session_id") or payload.get("thread-id")
     reason = capture_decision(payload, repo_cfg, root)
+    ob = Outbox(cfg.outbox_dir, cfg.geti("outbox_max_events"), cfg.geti("outbox_max_bytes"))
+    away = in_backoff(ob)
+    refused = False  # the server answered, but did not take the event (5xx, auth)
     if reason is None:
         ev = build_event(
             harness, event, payload, raw, project, cfg.geti("max_event_bytes"), time.time()
         )
-        ob = Outbox(cfg.outbox_dir, cfg.geti("outbox_max_events"), cfg.geti("outbox_max_bytes"))
+        ev["project_from"] = project_from
         name = ob.write(ev)
         names = ob.pending()
-        if names and names[0] < name:
+        late = net_deadline - time.monotonic() < 0.05
+        if away is not None:
+            # The server was unreachable a moment ago: no connection until the back-off
+            # ends; the outbox keeps the event and the server drains it when it is back.
+            warn(f"server unreachable; {len(names)} event(s) queued in the outbox", once=True)
+        elif late or (names and names[0] < name):
             # Older events wait: a drainer sends everything in order, this one included.
             started = spawn_drainer(cfg, ob)
             warn(
@@ -1717,15 +1935,46 @@ def run(argv: list[str]) -> None:
         else:
             send_deadline = net_deadline
             if is_start:
-                send_deadline = time.monotonic() + (net_deadline - time.monotonic()) * 0.4
+                send_deadline = time.monotonic() + (net_deadline - time.monotonic()) * 0.5
+            _SENDING = (cfg, ob)
             try:
-                deliver_one(cfg, ob, name, ev, send_deadline)
+                if deliver_one(cfg, ob, name, ev, send_deadline) == "retry":
+                    refused = True
             except HttpError as exc:
+                if str(exc) != "no time left":
+                    away = note_unreachable(cfg, ob, str(exc))
                 warn(f"server unreachable ({exc}); the event stays in the outbox")
+            finally:
+                _SENDING = None
     if is_start:
-        text = fetch_brief(
-            cfg, harness, project, session_id if isinstance(session_id, str) else None, net_deadline
-        )
+        if away is not None:
+            text = unreachable_line(cfg, away, len(ob.pending()))
+        elif net_deadline - time.monotonic() < 0.05:
+            text = (
+                "wiki-memory: brief skipped (the hook started too slowly for the session-start "
+                "budget); this session's events are sent in the background"
+            )
+        else:
+            try:
+                text = fetch_brief(
+                    cfg,
+                    harness,
+                    project,
+                    session_id if isinstance(session_id, str) else None,
+                    net_deadline,
+                    cwd,
+                )
+            except HttpError as exc:
+                away = note_unreachable(cfg, ob, str(exc))
+                text = unreachable_line(cfg, away, len(ob.pending()))
+            except BriefUnavailable as exc:
+                text = f"wiki-memory: brief unavailable ({exc}) from {cfg.url}"
+            if refused and not text:
+                n = len(ob.pending())
+                text = (
+                    f"wiki-memory: the memory server at {cfg.url} is not accepting events; "
+                    f"brief unavailable; {n} event{'s' if n != 1 else ''} queued"
+                )
         notice = refusal_notice(cfg.outbox_dir, project)
         if notice:
             text = notice + ("\n\n" + text if text else "")

@@ -41,6 +41,8 @@ class Settings:
     max_body_bytes: int = 1024 * 1024
     idle_seconds: float = 30 * 60
     idle_check_seconds: float = 5.0
+    #: how often a running server looks in its own data directory's hook outbox
+    outbox_drain_seconds: float = 5.0
     commit_delay_seconds: float = 0.25
     hand_edit_settle_seconds: float = 1.0
     spool_keep_seconds: float = 7 * 24 * 3600

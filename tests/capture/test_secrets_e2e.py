@@ -12,6 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from dulwich.repo import Repo
 from hookkit import hook_env, installed_command, outbox_dir, run_hook, wait_idle
 from serverproc import ServerProcess
 from support import all_text_under, git_objects, wait_for
@@ -79,15 +80,20 @@ def test_every_rule_corpus_through_hook_and_api(tmp_path: Path) -> None:
     groups = sessions()
     data = tmp_path / "data"
     responses: list[bytes] = []
+    # the sessions' folders are git repositories: their names are the projects
+    repos = {name: tmp_path / "work" / name for name in ("sechook", "secapi")}
+    for repo in repos.values():
+        repo.mkdir(parents=True)
+        Repo.init(str(repo)).close()
     with ServerProcess(data) as srv:
         env = hook_env(tmp_path)
         cmd = installed_command("claude-code", tmp_path)
         for n, (label, texts, _) in enumerate(groups):
-            for ev in events_for(label, texts, f"hook-{n}", "/home/dev/sechook"):
+            for ev in events_for(label, texts, f"hook-{n}", str(repos["sechook"])):
                 r = run_hook(cmd, ev, env)
                 assert r.rc == 0, r
                 responses.append(r.stdout + r.stderr)
-            for ev in events_for(label, texts, f"api-{n}", "/home/dev/secapi"):
+            for ev in events_for(label, texts, f"api-{n}", str(repos["secapi"])):
                 r = srv.post("/v1/observations", {"harness": "claude-code", "payload": ev})
                 assert r.status_code == 202, r.text
                 responses.append(r.content)

@@ -414,8 +414,7 @@ def test_c21_concurrent_puts_and_an_observation_while_git_holds_the_index_lock(t
         assert authors["Write notes/alpha.md"] == "user-a"
         assert authors["Write notes/beta.md"] == "user-b"
         assert any(
-            a == "user-a" and s.startswith(("End session", "Update session"))
-            for s, a in authors.items()
+            a == "user-a" and s.startswith(("Add session", "Session ")) for s, a in authors.items()
         )
         assert subprocess.run(["git", "fsck"], cwd=wiki, capture_output=True).returncode == 0
 

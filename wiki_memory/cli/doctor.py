@@ -168,6 +168,65 @@ def _server_commits(address: str | None) -> dict[str, Any] | None:
     return commits if isinstance(commits, dict) else None
 
 
+def _hooks_report(data_dir: Path, warnings: list[str]) -> dict[str, Any]:
+    """The hook side of ``data_dir``: its outbox (queued and dropped events, whether the
+    hooks found the server unreachable) and, for each harness whose configuration file
+    (as install-hooks finds it, profile variables included) holds our hook, what that
+    hook is pinned to. A hook pinned to another store, or not pinned at all, is a
+    warning, and so are queued and dropped events."""
+    import time
+
+    from wiki_memory.harness.hooks_install import AGENTS, installed_commands, pinned_target
+    from wiki_memory.harness.outbox import status
+
+    out: dict[str, Any] = {"installed": []}
+    try:
+        st = status(data_dir)
+    except FileNotFoundError as exc:
+        warnings.append(f"hook outbox not checked: {exc}")
+    else:
+        out["outbox"] = {
+            "path": str(st.outbox),
+            "queued": st.queued,
+            "oldest_seconds": st.oldest_seconds,
+            "dropped": st.dropped,
+            "unreachable": st.unreachable,
+        }
+        if st.queued:
+            age = f", the oldest {st.oldest_seconds:.0f} s old" if st.oldest_seconds else ""
+            warnings.append(
+                f"{st.queued} hook event(s) queued in {st.outbox}{age}; a running server "
+                "on this data directory sends them into itself (or `wiki-memory recover`)"
+            )
+        if st.dropped:
+            counts = ", ".join(f"{n} {k}" for k, n in sorted(st.dropped.items()))
+            warnings.append(f"hook events dropped so far: {counts} ({st.outbox}/dropped.jsonl)")
+        if st.unreachable and time.time() < float(st.unreachable.get("until") or 0):
+            since = time.strftime("%H:%M", time.localtime(float(st.unreachable["since"])))
+            warnings.append(
+                f"the hooks found the server {st.unreachable.get('url')} unreachable since "
+                f"{since} ({st.unreachable.get('error')}); they skip the network for a while"
+            )
+    mine = str(Path(data_dir).expanduser().resolve())
+    for spec in AGENTS.values():
+        path = spec.default_path()
+        for cmd in installed_commands(path):
+            target = pinned_target(cmd)
+            out["installed"].append({"agent": spec.name, "file": str(path), "target": target})
+            if target is None:
+                warnings.append(
+                    f"{spec.label} hook in {path} is not pinned to a data directory: it "
+                    "follows whatever WIKI_MEMORY_HOME the harness passes (run install-hooks "
+                    "again)"
+                )
+            elif not target.startswith(("http://", "https://")) and target != mine:
+                warnings.append(
+                    f"{spec.label} hook in {path} points to another store: {target} "
+                    f"(this is {mine})"
+                )
+    return out
+
+
 def _odd_names(pages: Iterable[str]) -> dict[str, list[Any]]:
     """Page names that work here but may surprise elsewhere: ``decomposed`` (not NFC, as
     macOS tools write them: served under their exact name) and ``case_twins`` (groups of
@@ -241,6 +300,7 @@ def doctor_report(
             f"capture refused by the server for project {project}: {entry.get('count')} "
             f"event(s) dropped (last {entry.get('last')}): {entry.get('message')}"
         )
+    rep["hooks"] = _hooks_report(settings.data_dir, warnings)
     # (the hook's outbox: on a machine that only runs hooks there is no wiki)
     wiki = settings.wiki_dir
     if not wiki.is_dir():
@@ -404,6 +464,13 @@ def print_report(rep: dict[str, Any], limit: int) -> None:
             f"git:   branch {git.get('branch') or '(detached)'}, HEAD {str(git.get('head') or '-')[:12]}, "
             f"{len(git.get('uncommitted_pages', []))} uncommitted page(s)"
         )
+    hooks = rep.get("hooks") or {}
+    ob = hooks.get("outbox")
+    if ob:
+        dropped = sum(ob["dropped"].values())
+        print(f"hooks: {ob['queued']} event(s) queued, {dropped} dropped ({ob['path']})")
+    for h in hooks.get("installed", []):
+        print(f"  {h['agent']}: {h['file']} -> {h['target'] or '(not pinned)'}")
     idx = rep.get("index")
     if idx:
         print(

@@ -18,6 +18,8 @@ from wiki_memory.capture.observation import (
     project_name,
     session_key,
 )
+from wiki_memory.capture.private import strip_private, strip_private_obj
+from wiki_memory.capture.project import resolve_project
 from wiki_memory.capture.sanitize import redact_obj
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.core.sessions import END_KINDS
@@ -48,8 +50,9 @@ class Capture:
 
         Every event is validated first (ObservationError names the field; nothing is
         written then), passed through :attr:`gate` (CaptureRefused: nothing is written),
-        sanitized (invariant 4), appended durably to the spool (fsynced before this
-        returns, invariant 3) and deduplicated by ``event_id``. Returns
+        stripped of ``<private>`` spans (:mod:`wiki_memory.capture.private`), sanitized
+        (invariant 4), appended durably to the spool (fsynced before this returns,
+        invariant 3) and deduplicated by ``event_id``. Returns
         ``[{"id": obs_id, "duplicate": bool, "session_key": ...}]``.
         """
         who = user
@@ -69,14 +72,22 @@ class Capture:
                     raise ObservationError(f"[{i}].{exc.field}", exc.message) from None
                 raise
             try:
-                clean, _ = redact_obj(obs.payload)
+                # private spans go first: before redaction, and before any cut
+                clean, _ = redact_obj(strip_private_obj(obs.payload)[0])
             except RecursionError:
                 raise ObservationError("payload", "nested too deeply") from None
             obs.payload = clean
+            if not obs.project and not obs.project_from and obs.cwd:
+                # a sender that did not resolve the project: the same order, on this
+                # machine's files (a folder name alone stays the spool's old fallback)
+                res = resolve_project(obs.cwd)
+                if res.name:
+                    obs.project = project_name(res.name)
+                    obs.project_from = res.source
             for attr in ("harness", "event", "cwd", "project", "session_id", "event_id"):
                 v = getattr(obs, attr)
                 if isinstance(v, str):
-                    setattr(obs, attr, redact_obj(v)[0])
+                    setattr(obs, attr, redact_obj(strip_private(v))[0])
             parsed.append(obs)
         if self.gate is not None:
             self.gate(parsed, who)
@@ -91,6 +102,11 @@ class Capture:
                 to_compile[acc.session_key] = to_compile.get(acc.session_key, False) or (
                     obs.kind in END_KINDS
                 )
+            if obs.kind in END_KINDS:
+                # the session ended: so did its parts in other projects
+                for part in self.spool.parts_of(acc.session_key):
+                    if self.spool.sessions[part].state.get("status") != "ended":
+                        to_compile[part] = True
         if spool_rows:
             self.index.add_spool(spool_rows)
         for key, end in to_compile.items():
@@ -99,6 +115,27 @@ class Capture:
             {"id": a.obs_id, "duplicate": a.duplicate, "session_key": a.session_key}
             for a in accepted
         ]
+
+    def project_of(
+        self, user: str, harness: str | None, session_id: str | None, cwd: str | None
+    ) -> str | None:
+        """The project a request about a session belongs to when it names none (the brief
+        of a hook that found none): by the one order of
+        :func:`wiki_memory.capture.project.resolve_project` on this machine's files, with
+        the session's current project (its spool part that took the last event) as the
+        fallback; None when there is none."""
+        current = None
+        if harness and session_id:
+            part = self.spool.current_part(user, harness, session_id)
+            if part is not None and part.project:
+                current = part.project
+        res = resolve_project(cwd, session_project=current)
+        if not res.name:
+            return None
+        try:
+            return project_name(res.name)
+        except ObservationError:
+            return None
 
     def _row(self, info: SessionInfo, obs: Observation) -> dict[str, Any]:
         text = observation_text(obs)

@@ -42,6 +42,7 @@ from wiki_memory.errors import (
     WikiMemoryError,
     rule_for,
 )
+from wiki_memory.harness.outbox import OutboxDrainer
 from wiki_memory.identity import CALLER, Identity
 from wiki_memory.mcp import app as mcp_app
 from wiki_memory.server import handoffs as handoff_api
@@ -430,12 +431,22 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
 
     @asynccontextmanager
     async def lifespan(app: Starlette):  # type: ignore[no-untyped-def]
+        drainer = None
         if manage_memory:
             await run_in_threadpool(memory.start)
+            # the hooks of this data directory queue here while the server is away
+            drainer = OutboxDrainer(
+                memory.settings.data_dir,
+                lambda events: memory.capture(events, memory.owner),
+                memory.settings.outbox_drain_seconds,
+            )
+            drainer.start()
         try:
             async with mcp_app.lifespan(memory):
                 yield
         finally:
+            if drainer is not None:
+                await run_in_threadpool(drainer.stop)
             if manage_memory:
                 await run_in_threadpool(memory.stop)
 

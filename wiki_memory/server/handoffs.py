@@ -137,16 +137,43 @@ def routes(memory: Memory) -> list[Any]:
         budget = _int(body, "budget_tokens", DEFAULT_BUDGET, 0, 1_000_000)
         offers = None if max_offers is None else _int(body, "max_offers", 0, 0, 100)
         who = ident(body)
+        if _str(body, "project"):
+            # an explicit name: any case, one the caller may read (404 unknown_project)
+            project = await call(body_project, memory, body, request.state.user, required=True)
+        else:
+            if not (_str(body, "cwd") or _str(body, "session_id")):
+                _str(body, "project", required=True)  # 400: a project, or a cwd or session
+            # a hook that found no project: the same order on the server's side (the
+            # session's current project, a cwd in a repository), else an empty brief
+            project = await call(
+                memory.capturer.project_of,
+                request.state.user,
+                _str(body, "harness"),
+                _str(body, "session_id"),
+                _str(body, "cwd"),
+            )
+            if project is None:
+                return JSONResponse(
+                    {
+                        "text": "",
+                        "used_tokens": 0,
+                        "budget_tokens": budget,
+                        "parts": [],
+                        "omitted": [],
+                        "offers": [],
+                        "project": None,
+                    }
+                )
         res = await call(
             build_brief,
             memory,
             request.state.user,
-            project=await call(body_project, memory, body, request.state.user, required=True),
+            project=project,
             budget_tokens=budget,
             max_offers=offers,
             **who,
         )
-        return JSONResponse(res)
+        return JSONResponse({**res, "project": project})
 
     return [
         Route("/v1/handoffs", create, methods=["POST"]),
