@@ -988,22 +988,22 @@ def redact(obj: object, stats: dict | None = None) -> tuple[object, int]:
     return fallback_redact(obj, stats)
 
 
-_PRIVATE: object = None
+_SPANS_MODULE: object = None
 
 
 def _private():  # -> module | False
     """``wiki_memory.capture.private`` (the one rule for ``<private>`` spans), imported
     like the sanitizer; False when it cannot be."""
-    global _PRIVATE
-    if _PRIVATE is None:
+    global _SPANS_MODULE
+    if _SPANS_MODULE is None:
         _sanitizer()  # puts the repository (or the installed package) on sys.path
         try:
             from wiki_memory.capture import private
 
-            _PRIVATE = private
+            _SPANS_MODULE = private
         except (Exception, SystemExit):
-            _PRIVATE = False
-    return _PRIVATE
+            _SPANS_MODULE = False
+    return _SPANS_MODULE
 
 
 def strip_private(obj: object) -> object:

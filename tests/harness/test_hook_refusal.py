@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from dulwich.repo import Repo
 from hookkit import hook_env, installed_command, pending, run_hook, wait_idle
 from serverproc import ServerProcess
 from support import all_text_under, run_cli, wait_for
@@ -53,8 +54,9 @@ def test_refused_capture_is_final_and_a_new_project_is_the_members(tmp_path: Pat
     )
     work = tmp_path / "work"
     atlas, fresh = work / "atlas", work / "newproj"
-    atlas.mkdir(parents=True)
-    fresh.mkdir()
+    for repo in (atlas, fresh):  # git repositories: their names are the projects
+        repo.mkdir(parents=True)
+        Repo.init(str(repo)).close()
     with ServerProcess(data, env=env0) as srv:
         client = tmp_path / "mo"
         env = hook_env(client, srv.url, WIKI_MEMORY_TOKEN=mo)

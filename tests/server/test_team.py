@@ -316,8 +316,13 @@ def test_c39_per_project_grants_deny_by_default(tmp_path: Path) -> None:
         # 2-4
         r2 = keep(ben.post("/v1/recall", json={"query": "contractor day rate"})).json()
         assert not [i for i in r2["items"] if "atlas" in i["path"]]
-        r3 = keep(ben.post("/v1/recall", json={"query": "rate", "project": "atlas"})).json()
-        assert r3["items"] == [] and r3["omitted"] == 0
+        # a project the caller may not read is answered like one that does not exist (the
+        # unknown-project error of docs/mcp.md, listing only what ben may read)
+        r3 = keep(ben.post("/v1/recall", json={"query": "rate", "project": "atlas"}))
+        c3 = ben.post("/v1/recall", json={"query": "rate", "project": "nosuch"})
+        assert r3.status_code == c3.status_code == 404
+        assert r3.json()["error"] == "unknown_project" and "atlas" not in str(r3.json()["projects"])
+        assert r3.text.replace("atlas", "nosuch") == c3.text
         assert keep(ben.get("/v1/pages", params={"project": "atlas"})).json()["pages"] == []
         # 5-8 over MCP
         m = McpRaw(srv.url, t["u-ben"])
@@ -353,7 +358,8 @@ def test_c39_per_project_grants_deny_by_default(tmp_path: Path) -> None:
         # 11: handoffs
         ans, text = m.call("handoff_list", {"project": "atlas"})
         bodies.append(text)
-        assert ans == "ok" and hid not in text
+        # like a project that does not exist: the unknown-project answer
+        assert ans == "404" and "unknown_project" in text and hid not in text
         ans, text = m.call("handoff_claim", {"id": hid})
         assert ans == "404"
         assert cl["u-ana"].get(f"/v1/handoffs/{hid}").json()["handoff"]["status"] == "open"
