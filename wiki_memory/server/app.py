@@ -29,6 +29,7 @@ from wiki_memory.audit import AuditLog, escape
 from wiki_memory.auth import TokenStore
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.core import pins
+from wiki_memory.core.forget import forget_page
 from wiki_memory.core.memory import Memory
 from wiki_memory.core.pages import page_text_for_write
 from wiki_memory.core.remember import remember as remember_note
@@ -394,6 +395,15 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         )
         return JSONResponse(res)
 
+    async def forget(request: Request) -> Response:
+        """``POST /v1/forget``: ``{"path"}``; any caller who may write the page
+        (docs/operations.md)."""
+        body = await read_json(request, limit)
+        if not isinstance(body, dict) or not isinstance(body.get("path"), str):
+            raise ApiError(400, "bad_request", "path must be a string", field="path")
+        res = await run_in_threadpool(forget_page, memory, body["path"], request.state.user)
+        return JSONResponse(res)
+
     async def audit(request: Request) -> Response:
         """``GET /v1/audit?user=&since=&limit=``: the audit log (owner and admins)."""
         q = request.query_params
@@ -429,6 +439,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         Route("/v1/remember", remember, methods=["POST"]),
         Route("/v1/admin/reindex", reindex, methods=["POST"]),
         Route("/v1/admin/pin", pin, methods=["POST"]),
+        Route("/v1/forget", forget, methods=["POST"]),
         Route("/v1/audit", audit, methods=["GET"]),
         *handoff_api.routes(memory),
         *mcp_app.routes(memory, tokens),
