@@ -62,6 +62,12 @@ class WriteOut(TypedDict):
     redacted: int
 
 
+class ForgetOut(TypedDict):
+    path: str
+    state: str
+    changed: bool
+
+
 class PageOps(ToolBase):
     """page_read, page_list and page_write, each sized to the cap."""
 
@@ -277,7 +283,7 @@ def register(server: MCPServer, tools: PageOps) -> None:
     def page_forget(
         path: Annotated[str, Field(description="Page path inside the wiki.", min_length=1)],
         ctx: Context,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, ForgetOut]:
         """Forget a page that is wrong or obsolete: it leaves recall, briefs and listings
         for everyone; git keeps its history. Needs write access to the page."""
         caller = tools.caller(ctx, None, None)
