@@ -622,6 +622,8 @@ ROWS: dict[str, Row] = {
     "POST /v1/admin/reindex": ("admin", NONE, p_http_reindex),
     "POST /v1/admin/pin": ("pin", ALL, p_http_pin),
     "GET /v1/audit": ("admin", NONE, p_http_audit),
+    "POST /v1/admin/purge": "exempt: rewrites the shared world's history "
+    "(tests/core/test_purge.py checks 403 for a member and ok for an admin)",
     "POST /v1/forget": "exempt: would hide the shared pages every read probe reads "
     "(tests/core/test_forget.py checks ok, 403 and 404)",
     "POST /v1/handoffs": ("write", PROJECTS_ONLY, p_http_handoff_create),
@@ -675,6 +677,7 @@ ROWS: dict[str, Row] = {
     "cli unpin": ("pin", ALL, p_cli_unpin),
     "cli reindex": ("admin", NONE, p_cli_reindex),
     "cli audit": ("admin", NONE, p_cli_audit),
+    "cli purge": "exempt: as POST /v1/admin/purge (tests/core/test_purge.py)",
     "cli forget": "exempt: as POST /v1/forget, which it calls (tests/core/test_forget.py)",
     "cli mcp": "exempt: a byte-for-byte bridge to /mcp (the tool rows)",
     "cli serve": "exempt: runs the server",

@@ -83,6 +83,43 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_purge(args: argparse.Namespace) -> int:
+    """``purge PATH [--text TEXT] [--yes]``: remove the page (or the text) for good."""
+    import sys
+
+    from wiki_memory.core.purge import MEANING, purge_page
+
+    what = f"every occurrence of the given text in {args.path}" if args.text else args.path
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise CliError("purge rewrites git history: confirm with --yes", 2)
+        print(f"Purge {what} from the working tree and all of history: {MEANING}.")
+        answer = input(f"Type the path ({args.path}) to go on: ")
+        if answer.strip() != args.path:
+            raise CliError("not confirmed: nothing was purged", 1)
+    body: dict[str, Any] = {"path": args.path}
+    if args.text:
+        body["text"] = args.text
+    if _remote(args):
+        res = _post(args, "/v1/admin/purge", body, timeout=3600)
+    else:
+        with local_memory(args) as memory:
+            res = _core(lambda: purge_page(memory, args.path, memory.owner, args.text))
+    print(
+        f"purged {what}: {res['commits_rewritten']} commit(s) rewritten, "
+        f"{res['versions']} stored version(s), refs moved: {', '.join(res['refs']) or 'none'}"
+    )
+    print(f"deleted means: {res['deleted_means']}")
+    remotes = res.get("remotes") or {}
+    if remotes:
+        for name, url in sorted(remotes.items()):
+            print(f"still there: remote {name} ({url}): push with --force, or purge it there")
+    else:
+        print("no git remote is configured")
+    print("still there: every clone of this wiki made before now, and every backup or export")
+    return 0
+
+
 def register(sub: Any) -> None:
     """Add ``forget`` and ``purge`` to the ``wiki-memory`` parser's subparsers."""
     f = sub.add_parser(
@@ -92,3 +129,13 @@ def register(sub: Any) -> None:
     f.add_argument("path", help="page path inside the wiki")
     f.add_argument("--url", help="server URL (default: the one running on the data directory)")
     f.set_defaults(fn=cmd_forget)
+    p = sub.add_parser(
+        "purge",
+        help="remove a page, or a text in it, from the files, all of git history, the index, "
+        "the spool and the logs (owner and admins)",
+    )
+    p.add_argument("path", help="page path inside the wiki")
+    p.add_argument("--text", help="purge only this text from every version of the page")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    p.set_defaults(fn=cmd_purge)
