@@ -684,6 +684,8 @@ ROWS: dict[str, Row] = {
     "cli token": "exempt: the data directory's owner, on its files (tests/base/test_auth.py)",
     "cli doctor": "exempt: the data directory's owner, on its files",
     "cli import": "exempt: the data directory's owner, on its files",
+    "cli backup": "exempt: the data directory's owner, on its files",
+    "cli restore": "exempt: the data directory's owner, on its files",
     "cli recover": "exempt: the data directory's owner, on its files",
     "cli install-hooks": "exempt: installer",
     "cli uninstall-hooks": "exempt: installer",
