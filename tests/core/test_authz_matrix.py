@@ -686,6 +686,7 @@ ROWS: dict[str, Row] = {
     "cli import": "exempt: the data directory's owner, on its files",
     "cli backup": "exempt: the data directory's owner, on its files",
     "cli restore": "exempt: the data directory's owner, on its files",
+    "cli export": "exempt: the data directory's owner, on its files",
     "cli recover": "exempt: the data directory's owner, on its files",
     "cli install-hooks": "exempt: installer",
     "cli uninstall-hooks": "exempt: installer",

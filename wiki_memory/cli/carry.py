@@ -1,5 +1,6 @@
-"""CLI subcommands that carry the memory elsewhere: ``backup FILE [--encrypt]`` and
-``restore FILE`` (docs/operations.md). They act as the data directory's owner on its
+"""CLI subcommands that carry the memory elsewhere: ``backup FILE [--encrypt]``,
+``restore FILE`` and ``export --json [FILE]`` (docs/operations.md; ``import --json`` is
+beside the vault import in :mod:`wiki_memory.cli.wiki`). They act as the data directory's owner on its
 files, like ``import`` and ``token``."""
 
 from __future__ import annotations
@@ -77,6 +78,32 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """``export --json [FILE]``: every page as JSON Lines, to FILE or stdout."""
+    from tqdm import tqdm
+
+    from wiki_memory.cli.wiki import _wiki_settings
+    from wiki_memory.wiki.exchange import export_pages, page_files
+
+    if not args.json:
+        raise CliError("the one export format is JSON: pass --json", 2)
+    wiki = _wiki_settings(args).wiki_dir
+    if not wiki.is_dir():
+        raise CliError(f"{wiki}: no wiki here", 2)
+    bar = tqdm(total=len(page_files(wiki)), unit="page", disable=not sys.stderr.isatty())
+    try:
+        if args.file and args.file != "-":
+            fd = os.open(args.file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                n = export_pages(wiki, out, bar.update)
+            print(f"exported {n} pages to {args.file}", file=sys.stderr)
+        else:
+            n = export_pages(wiki, sys.stdout, bar.update)
+    finally:
+        bar.close()
+    return 0
+
+
 def register(sub: Any) -> None:
     """Add ``backup`` and ``restore`` to the ``wiki-memory`` parser's subparsers."""
     b = sub.add_parser(
@@ -93,3 +120,8 @@ def register(sub: Any) -> None:
     r = sub.add_parser("restore", help="restore a backup into an empty data directory")
     r.add_argument("file", help="the backup file")
     r.set_defaults(fn=cmd_restore)
+    e = sub.add_parser("export", help="write every page (and handoff) as JSON Lines")
+    e.add_argument("file", nargs="?", help="the file to write (default: standard output)")
+    e.add_argument("--json", action="store_true", help="JSON Lines (the one format)")
+    e.add_argument("--wiki", metavar="PATH", help="the wiki folder (default <data-dir>/wiki)")
+    e.set_defaults(fn=cmd_export)
