@@ -155,6 +155,13 @@ def test_forget_through_every_face(tmp_path: Path) -> None:
         assert "zebrafinch" not in brief_text(srv, owner)
         assert "projects/p/notes/beta.md" in recall_paths(srv, owner, "quokkaword")
 
+        # the web view: not in its lists; the page itself opens, saying it is forgotten
+        web = {"Authorization": f"Bearer {owner}"}
+        assert f"/page/{alpha}" not in httpx.get(srv.url + "/pages", headers=web).text
+        page = httpx.get(srv.url + f"/page/{alpha}", headers=web)
+        assert page.status_code == 200 and 'id="page-state"' in page.text
+        assert "Forgotten" in page.text
+
         meta = parse_page((wiki / alpha).read_bytes(), alpha).metadata
         assert meta["state"] == "forgotten" and meta["forgotten_by"] == "wes"
         assert meta["forgotten_at"].endswith("Z")

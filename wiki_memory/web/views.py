@@ -33,6 +33,7 @@ from starlette.routing import Route
 from wiki_memory.errors import NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.index.store import SearchError, is_indexable
+from wiki_memory.states import page_state
 from wiki_memory.web import render as web_render
 from wiki_memory.web.context import (
     _CONTEXTS,
@@ -470,6 +471,7 @@ class _View:
             project=str(project) if project else None,
             via_session=via_session,
             version=None,
+            state=page_state(m if isinstance(m, dict) else {}),
         )
 
     def page(self, request: Request) -> Response:
