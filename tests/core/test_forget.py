@@ -27,6 +27,7 @@ PAGES = {
     "projects/p/notes/beta.md": "---\ntitle: Beta rule\n---\n# Beta\n\nThe quokkaword is kept.\n",
     "projects/p/notes/gamma.md": "# Gamma\n\nOrnithopter notes for the MCP face.\n",
     "projects/p/notes/delta.md": "# Delta\n\nArmadillo notes for the CLI face.\n",
+    "people/rob/private.md": "# Mine\n\nrob's own page\n",
 }
 
 
@@ -144,6 +145,9 @@ def test_forget_through_every_face(tmp_path: Path) -> None:
         r = forget(srv, rob, alpha)
         assert r.status_code == 403 and "write" in r.json()["grant"], r.text
         assert forget(srv, nia, alpha).status_code == 404
+        # another user's personal page is missing to everyone else, the owner included
+        for tok in (owner, wes):
+            assert forget(srv, tok, "people/rob/private.md").status_code == 404
         r = forget(srv, wes, alpha)
         assert r.status_code == 200, r.text
         assert r.json() == {"path": alpha, "state": "forgotten", "changed": True}
