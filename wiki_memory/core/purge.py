@@ -4,7 +4,9 @@
 every commit of git history (:func:`wiki_memory.wiki.purge.purge_history`: the branch
 rewritten, reflogs expired, old objects pruned), from the index (rebuilt from scratch, so
 no freed SQLite page keeps it), from the spool, from the access and server logs and from
-the as-of cache. Audit entries hold no page text and stay; one more says what was purged
+the as-of cache, and from the caches of page text in memory (recall's, the web view's
+rendered pages: :attr:`~wiki_memory.core.memory.Memory.on_purge`). Audit entries hold
+no page text and stay; one more says what was purged
 and where copies may remain. The wiki's owner and admins only, and it is the one action
 an admin may take on another user's personal page.
 """
@@ -20,6 +22,7 @@ from wiki_memory.core.scope import not_found
 from wiki_memory.core.writer import WriteResult
 from wiki_memory.errors import BadRequest, Forbidden
 from wiki_memory.identity import Identity, may_admin
+from wiki_memory.recall import rank
 from wiki_memory.wiki.paths import clean_rel
 from wiki_memory.wiki.purge import MARK, PurgeReport, purge_history
 
@@ -107,6 +110,9 @@ def purge_page(
         memory.index.checkpoint()
         shutil.rmtree(Path(memory.settings.index_path).parent / "as-of", ignore_errors=True)
         logs = _scrub_logs(memory.settings.logs_dir, needles)
+        rank.clear_caches()
+        for fn in memory.on_purge:
+            fn(rel)
         return WriteResult(value=(report, spool_files, logs))
 
     report, spool_files, logs = memory.writer.call(job, timeout=3600).value

@@ -133,6 +133,7 @@ def routes(memory: Memory, tokens: TokenStore) -> list[Any]:
     )
     ctx.env.globals["static_version"] = version
     _CONTEXTS[tokens] = ctx
+    memory.on_purge.append(lambda _rel: ctx.cache.clear())
     v = _View(ctx)
     sign_in = SignIn(ctx)
     return [
