@@ -27,6 +27,7 @@ SECRET = "-".join(["vault", "passphrase", "mauve", "otter", "4417"])
 PAGE = "projects/p/notes/setup.md"
 OTHER = "projects/p/notes/other.md"
 DIARY = "people/wes/diary.md"
+REMOTE = "https://git.example.org/team/wiki.git"
 
 
 def all_objects(wiki: Path) -> bytes:
@@ -84,6 +85,7 @@ def build_history(wiki: Path) -> None:
         )
     commit("secret removed", **{PAGE: "# Setup\n\nInstall the tools, step 6.\n"})
     commit("diary", **{DIARY: "# Diary\n\nwes private otterdiary entry\n"})
+    subprocess.run(["git", "-C", str(wiki), "remote", "add", "origin", REMOTE], check=True)
 
 
 def post(srv: ServerProcess, token: str, path: str, body: object) -> httpx.Response:
@@ -129,7 +131,7 @@ def test_purge_a_secret_from_five_versions(tmp_path: Path) -> None:
         assert r.status_code == 200, r.text
         res = r.json()
         assert res["versions"] == 5 and res["commits_rewritten"] >= 5
-        assert "clones" in res["deleted_means"] and res["remotes"] == {}
+        assert "clones" in res["deleted_means"] and res["remotes"] == {"origin": REMOTE}
 
         secret = SECRET.encode()
         assert secret not in all_objects(wiki)
@@ -167,7 +169,7 @@ def test_purge_a_secret_from_five_versions(tmp_path: Path) -> None:
         assert b"otterdiary" in all_objects(wiki)
         out = run_cli(data, "purge", DIARY, "--yes")
         assert out.returncode == 0, out.stderr
-        assert "clone" in out.stdout
+        assert "clone" in out.stdout and REMOTE in out.stdout
         assert b"otterdiary" not in all_objects(wiki)
         assert not (wiki / DIARY).exists()
         assert versions(wiki, OTHER) == before_other

@@ -35,8 +35,8 @@ __all__ = ["MEANING", "purge_page"]
 MEANING = (
     "removed from this data directory: the working tree, every commit of every local "
     "branch, tag and remote-tracking ref (history rewritten, reflogs expired, unreachable "
-    "objects pruned), the index, the spool, the access and server logs and the as-of "
-    "cache; copies may remain in git remotes, in other people's clones, in backups made "
+    "objects pruned), the index, the spool, the access and server logs, the as-of "
+    "cache and the caches in memory; copies may remain in git remotes, in other people's clones, in backups made "
     "before now, and in exports"
 )
 
