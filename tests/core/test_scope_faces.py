@@ -64,6 +64,10 @@ ROUTES: dict[str, str] = {
     "POST /v1/admin/reindex": "test_http_admin_reindex_needs_admin",
     "POST /v1/admin/pin": "test_http_pins_refused",
     "GET /v1/audit": "test_http_admin_reindex_needs_admin",
+    "POST /v1/forget": "exempt: a write through Memory.update_page with the caller (the one "
+    "door); its 404, 403 and ok are probed in the forget tests of tests/core",
+    "POST /v1/admin/purge": "exempt: admin only (may_admin before anything is read); probed "
+    "in the purge tests of tests/core",
     "POST /v1/handoffs": "test_http_handoffs_personal_invisible",
     "GET /v1/handoffs": "test_http_handoffs_personal_invisible",
     "GET /v1/handoffs/{hid}": "test_http_handoffs_personal_invisible",
@@ -99,6 +103,7 @@ TOOLS: dict[str, str] = {
     "page_read": "test_mcp_read_and_expand_hidden_like_missing, test_mcp_links_and_backlinks",
     "page_list": "test_mcp_lists_are_exactly_what_viewer_may_see",
     "page_write": "test_mcp_write_into_other_folder_like_missing, test_mcp_pins_refused",
+    "page_forget": "exempt: as POST /v1/forget (the same core operation)",
     "handoff_create": "test_mcp_brief_and_handoffs",
     "handoff_list": "test_mcp_brief_and_handoffs",
     "handoff_claim": "test_mcp_brief_and_handoffs",
@@ -116,6 +121,11 @@ CLI_COMMANDS: dict[str, str] = {
     "doctor": "exempt: owner command on files (DESIGN invariant 12)",
     "import": "exempt: owner command on files (DESIGN invariant 12)",
     "recover": "exempt: owner command on files",
+    "forget": "exempt: calls /v1/forget when a server runs, else the core as the owner",
+    "purge": "exempt: calls /v1/admin/purge when a server runs, else the core as the owner",
+    "backup": "exempt: owner command on files (DESIGN invariant 12)",
+    "restore": "exempt: owner command on files (DESIGN invariant 12)",
+    "export": "exempt: owner command on files (DESIGN invariant 12)",
     "pin": "exempt: calls /v1/admin/pin when a server runs (probed there), else the owner's "
     "hand edit of the file",
     "unpin": "exempt: as pin",

@@ -129,6 +129,7 @@ def test_tools_have_schemas_and_docstrings(mem):
         "page_read",
         "page_list",
         "page_write",
+        "page_forget",
         "handoff_create",
         "handoff_list",
         "handoff_claim",

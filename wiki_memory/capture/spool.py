@@ -307,6 +307,52 @@ class Spool:
                     gone.append(key)
         return gone
 
+    def scrub(self, needles: list[bytes], mark: bytes) -> int:
+        """Replace every occurrence of each of ``needles`` in every spool file (session
+        logs, their state, the dedup log) by ``mark``, in place (the append descriptors
+        stay valid) and fsynced; session states are re-read. Returns how many files
+        changed. Used by purge (docs/operations.md)."""
+        changed = 0
+        with self._lock:
+            for f in sorted(self.dir.iterdir()):
+                if not f.is_file() or f.is_symlink():
+                    continue
+                data = f.read_bytes()
+                new = data
+                for needle in needles:
+                    if needle:
+                        new = new.replace(needle, mark)
+                if new == data:
+                    continue
+                fd = os.open(f, os.O_WRONLY | os.O_TRUNC)
+                try:
+                    os.write(fd, new)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                changed += 1
+            for info in self.sessions.values():
+                info.state = self.read_state(info.key)
+        return changed
+
+    def drop(self, key: str) -> bool:
+        """Delete session ``key``'s spool files now (purge of its page); its dedup keys
+        are kept. Returns False for an unknown session."""
+        with self._lock:
+            if key not in self.sessions:
+                return False
+            fd = self._fds.pop(key, None)
+            if fd is not None:
+                os.close(fd)
+                self._dirty.discard(fd)
+            for suffix in (".jsonl", ".state"):
+                try:
+                    (self.dir / f"{key}{suffix}").unlink()
+                except OSError:
+                    pass
+            del self.sessions[key]
+            return True
+
     def close(self) -> None:
         with self._lock:
             for fd in list(self._fds.values()) + [self._seen_fd]:

@@ -514,9 +514,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--url", help="server URL (default: the one running on the data directory)")
     a.set_defaults(fn=cmd_audit)
 
-    from wiki_memory.cli import handoffs, hooks, mcp, wiki
+    from wiki_memory.cli import carry, handoffs, hooks, mcp, remove, wiki
 
-    for module in (hooks, handoffs, mcp, wiki):
+    for module in (hooks, handoffs, mcp, wiki, remove, carry):
         module.register(sub)
     return p
 

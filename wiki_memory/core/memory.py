@@ -157,6 +157,9 @@ class Memory:
         self.on_session_end: list[
             Callable[[Memory, SessionInfo, list[Observation], str], None]
         ] = []
+        #: called with the purged path after a purge (wiki_memory.core.purge): the faces
+        #: empty their caches of page text
+        self.on_purge: list[Callable[[str], None]] = []
         #: the claim-once handoff service (wiki_memory.core.handoffs); its hook opens an
         #: automatic handoff when a session ends with unfinished work
         self.handoffs = HandoffService(self)

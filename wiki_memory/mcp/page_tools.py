@@ -1,5 +1,5 @@
-"""The MCP tools over single pages: ``page_read``, ``page_list`` and ``page_write``
-(see ``docs/mcp.md``).
+"""The MCP tools over single pages: ``page_read``, ``page_list``, ``page_write`` and
+``page_forget`` (see ``docs/mcp.md``).
 
 :class:`PageOps` implements them over the core (``Memory.read_page``, ``list_pages``,
 ``write_page``; the path and text checks of :mod:`wiki_memory.core.pages`, the same as
@@ -16,12 +16,14 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from wiki_memory.core.forget import forget_page
 from wiki_memory.core.pages import page_text_for_write
 from wiki_memory.errors import Conflict
 from wiki_memory.mcp.common import (
     ADDITIVE,
     QUOTE_NOTE,
     READ_ONLY,
+    STATEFUL,
     Caller,
     Cursor,
     FilterProject,
@@ -165,6 +167,13 @@ class PageOps(ToolBase):
             msg += f" {redacted} secret(s) were replaced by [REDACTED:<kind>]."
         return self.result(dict(out), msg)
 
+    def page_forget(self, path: str, caller: Caller) -> CallToolResult:
+        res = forget_page(self.memory, path, caller.user)
+        msg = f"{res['path']} is forgotten: it leaves recall, briefs and listings; git keeps its history."
+        if not res["changed"]:
+            msg = f"{res['path']} was already forgotten."
+        return self.result(res, msg)
+
 
 def _page_result(res: dict[str, Any], first: bool) -> tuple[dict[str, Any], str]:
     """One chunk of ``Memory.read_page`` as the tool's structured part and text block
@@ -233,3 +242,12 @@ def register(server: MCPServer, tools: PageOps) -> None:
         memory_remember for a new fact."""
         caller = tools.caller(ctx)
         return guard(lambda: tools.page_write(path, text, expected_hash, caller))
+
+    @server.tool(annotations=STATEFUL, structured_output=False)
+    def page_forget(
+        path: Annotated[str, Field(description="Wiki path.", min_length=1)],
+        ctx: Context,
+    ) -> CallToolResult:
+        """Forget a wrong or obsolete page: out of recall, briefs and lists; history kept."""
+        caller = tools.caller(ctx)
+        return guard(lambda: tools.page_forget(path, caller))

@@ -712,6 +712,12 @@ def _content(c: _Cand) -> str:
     return _FENCE_LINE.sub("", text) or c.hit.heading
 
 
+def clear_caches() -> None:
+    """Empty the caches of section texts' words and counts (after a purge)."""
+    for fn in (_tokens, _count, _numbers):
+        fn.cache_clear()
+
+
 @functools.lru_cache(maxsize=20_000)
 def _tokens(text: str) -> frozenset[str]:
     """The words compared for near-duplicates."""

@@ -29,8 +29,10 @@ from wiki_memory.audit import AuditLog, escape
 from wiki_memory.auth import TokenStore
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.core import pins
+from wiki_memory.core.forget import forget_page
 from wiki_memory.core.memory import MAX_BUDGET_TOKENS, Memory
 from wiki_memory.core.pages import page_text_for_write
+from wiki_memory.core.purge import purge_page
 from wiki_memory.core.remember import remember as remember_note
 from wiki_memory.core.sessions import sha256
 from wiki_memory.errors import (
@@ -416,6 +418,27 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         )
         return JSONResponse(res)
 
+    async def forget(request: Request) -> Response:
+        """``POST /v1/forget``: ``{"path"}``; any caller who may write the page
+        (docs/operations.md)."""
+        body = await read_json(request, limit)
+        if not isinstance(body, dict) or not isinstance(body.get("path"), str):
+            raise ApiError(400, "bad_request", "path must be a string", field="path")
+        res = await run_in_threadpool(forget_page, memory, body["path"], request.state.user)
+        return JSONResponse(res)
+
+    async def purge(request: Request) -> Response:
+        """``POST /v1/admin/purge``: ``{"path", "text"?}`` (owner and admins;
+        docs/operations.md)."""
+        body = await read_json(request, limit)
+        if not isinstance(body, dict) or not isinstance(body.get("path"), str):
+            raise ApiError(400, "bad_request", "path must be a string", field="path")
+        text = body.get("text")
+        if text is not None and not isinstance(text, str):
+            raise ApiError(400, "bad_request", "text must be a string", field="text")
+        res = await run_in_threadpool(purge_page, memory, body["path"], request.state.user, text)
+        return JSONResponse(res)
+
     async def audit(request: Request) -> Response:
         """``GET /v1/audit?user=&since=&limit=``: the audit log (owner and admins)."""
         q = request.query_params
@@ -461,6 +484,8 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         Route("/v1/remember", remember, methods=["POST"]),
         Route("/v1/admin/reindex", reindex, methods=["POST"]),
         Route("/v1/admin/pin", pin, methods=["POST"]),
+        Route("/v1/forget", forget, methods=["POST"]),
+        Route("/v1/admin/purge", purge, methods=["POST"]),
         Route("/v1/audit", audit, methods=["GET"]),
         *handoff_api.routes(memory),
         *mcp_app.routes(memory, tokens),

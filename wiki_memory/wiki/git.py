@@ -183,6 +183,16 @@ class GitStore(GitHistory):
             self._repo.close()
             self._reader.close()
 
+    def reopen(self) -> None:
+        """Open the repository afresh (after a history rewrite replaced its packs:
+        :mod:`wiki_memory.wiki.purge`); the cached index is read again."""
+        with self._lock, self._read_lock:
+            self._repo.close()
+            self._reader.close()
+            self._repo = Repo(str(self.wiki_dir))
+            self._reader = Repo(str(self.wiki_dir))
+            self._index = IndexCache()
+
     def __enter__(self) -> GitStore:
         return self
 
