@@ -29,12 +29,15 @@ class ServerProcess:
         port: int | None = None,
         env: dict[str, str] | None = None,
         args: list[str] | None = None,
+        fd_limit: int | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.extra_env = env or {}
         self.args = args or []
+        #: the server's soft RLIMIT_NOFILE (``ulimit -n``), when set
+        self.fd_limit = fd_limit
         self.proc: subprocess.Popen[bytes] | None = None
         self.stderr_path = self.data_dir.parent / f"server-{self.port}.stderr"
 
@@ -67,6 +70,7 @@ class ServerProcess:
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=self._err,
+            preexec_fn=self._limit if self.fd_limit else None,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -79,6 +83,12 @@ class ServerProcess:
                 pass
             time.sleep(0.05)
         raise RuntimeError(f"server did not come up: {self.stderr()}")
+
+    def _limit(self) -> None:
+        import resource
+
+        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.fd_limit, hard))
 
     def stderr(self) -> str:
         try:

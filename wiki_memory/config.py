@@ -56,6 +56,14 @@ class Settings:
     #: accepts besides the bind address, loopback and this machine's names; ``*`` = any
     mcp_allowed_hosts: str = ""
 
+    #: a connection that has not sent a complete request head this long after it was
+    #: accepted (or after its previous response) is closed (docs/team-server.md)
+    header_timeout_seconds: float = 10.0
+    #: open connections one client address may hold; over it, its oldest waiting one goes
+    max_connections_per_address: int = 128
+    #: open connections in all (0: the soft file-descriptor limit minus a quarter of it)
+    max_connections: int = 0
+
     #: the web view lets the local owner in without a token, on a loopback server only
     web_local_owner: bool = False
     #: who creates a project by capturing into a name that does not exist yet:

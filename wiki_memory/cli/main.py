@@ -74,6 +74,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port_holder,
     )
     from wiki_memory.server.app import create_app
+    from wiki_memory.server.guard import Guard, GuardedServer, protocol_class
 
     overrides: dict[str, Any] = {"host": args.host, "port": args.port}
     if getattr(args, "wiki", None):
@@ -142,8 +143,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
             + " (Ctrl-C to stop)",
             file=sys.stderr,
         )
+        guard = Guard(
+            settings.header_timeout_seconds,
+            settings.max_connections_per_address,
+            settings.max_connections,
+        )
         config = uvicorn.Config(
             app,
+            http=protocol_class(guard),
+            backlog=guard.backlog,
             host=settings.host,
             port=settings.port,
             access_log=False,
@@ -153,7 +161,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             log_config=None,
             lifespan="on",
         )
-        server = uvicorn.Server(config)
+        server = GuardedServer(config)
         if getattr(args, "open", False):
             _open_when_up(settings.host, settings.port)
         # uvicorn stops gracefully on SIGINT/SIGTERM (the lifespan writes and commits
