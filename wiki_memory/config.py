@@ -52,8 +52,11 @@ class Settings:
     wiki_path: Path | None = None
     #: the most tokens one MCP tool result may hold, structured and text parts together
     mcp_max_result_tokens: int = 20_000
-    #: extra Host names (comma-separated, ``name`` or ``name:port``) the MCP endpoint
-    #: accepts besides the bind address, loopback and this machine's names; ``*`` = any
+    #: extra Host names (comma-separated, ``name`` or ``name:port``) every route
+    #: (``/v1``, ``/mcp``, the web view) accepts besides the bind address, loopback and
+    #: this machine's names; ``*`` = any (:mod:`wiki_memory.hosts`)
+    allowed_hosts: str = ""
+    #: the older name of ``allowed_hosts`` (both are read; their names add up)
     mcp_allowed_hosts: str = ""
 
     #: a connection that has not sent a complete request head this long after it was

@@ -394,12 +394,12 @@ def test_lan_bind_allows_its_host_names(tmp_path):
         assert init(f"{socket.gethostname()}:{s.port}") == 200
         assert init(f"wiki.lan:{s.port}") == 200
         assert init(f"evil.example:{s.port}") == 421
-        # /v1 is not affected by the MCP transport's Host check
+        # one Host rule for every route (docs/team-server.md, "Allowed hosts")
         assert (
             httpx.get(
                 s.url + "/v1/pages", headers={**s.headers, "Host": "evil.example"}
             ).status_code
-            == 200
+            == 421
         )
     finally:
         s.stop()
