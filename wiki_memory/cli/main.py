@@ -85,6 +85,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.no_auth:
         overrides["auth"] = False
     settings = _settings(args, **overrides)
+    # what the server creates (index, WAL, logs, spool, git objects, new pages) is the
+    # owner's alone; a vault's existing files keep their modes (docs/team-server.md)
+    os.umask(0o077)
     if not settings.auth and not _is_loopback(settings.host):
         raise CliError(
             f"refusing to serve {settings.host} without authentication: "
