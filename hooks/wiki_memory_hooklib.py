@@ -82,6 +82,8 @@ class Config:
         self.url = DEFAULT_URL
         self.token: str | None = None
         self.token_file = os.path.join(data_dir, "auth", "owner.token")
+        #: PEM CA trusted (besides the system's) for an https:// server
+        self.ca_file: str | None = None
         self.values: dict[str, float | int] = dict(DEFAULTS)
 
     def get(self, name: str) -> float:
@@ -127,7 +129,10 @@ def _read_toml(path: str) -> dict:
 
 
 def load_config(
-    data_dir: str | None = None, url: str | None = None, token_file: str | None = None
+    data_dir: str | None = None,
+    url: str | None = None,
+    token_file: str | None = None,
+    ca_file: str | None = None,
 ) -> Config:
     """Resolve the server URL, token and tunables.
 
@@ -135,6 +140,8 @@ def load_config(
     ``WIKI_MEMORY_TOKEN`` / ``WIKI_MEMORY_HOOK_<NAME>`` > ``<data_dir>/hook.toml``
     (``url``, ``token_file`` and any key of :data:`DEFAULTS`) > ``server.json``'s
     address > ``http://127.0.0.1:8765``. A bad hook.toml is ignored (with a warning).
+    The CA file for an ``https://`` server: ``ca_file`` > ``WIKI_MEMORY_CA_FILE`` >
+    ``ca_file`` in hook.toml.
     """
     cfg = Config(data_dir or default_data_dir())
     env = os.environ
@@ -165,6 +172,8 @@ def load_config(
         except (TypeError, ValueError):
             warn(f"ignoring {name}={raw!r}: not a number")
     cfg.url = url or env.get("WIKI_MEMORY_URL") or cfg.url
+    file_ca = file_cfg.get("ca_file") if isinstance(file_cfg.get("ca_file"), str) else None
+    cfg.ca_file = ca_file or env.get("WIKI_MEMORY_CA_FILE") or file_ca or None
     cfg.url = cfg.url.rstrip("/")
     cfg.token_file = token_file or env.get("WIKI_MEMORY_TOKEN_FILE") or cfg.token_file
     cfg.token = (
@@ -291,7 +300,7 @@ def read_stdin(idle_seconds: float, max_seconds: float = 30.0) -> bytes:
 
 def parse_args(argv: list[str]) -> dict:
     """``--harness NAME``, ``--event NAME``, ``--data-dir D``, ``--url U``,
-    ``--token-file F``, ``--deadline S``, ``--drain``, ``--notify`` and, for Codex
+    ``--token-file F``, ``--ca-file F``, ``--deadline S``, ``--drain``, ``--notify`` and, for Codex
     notify, the JSON argument (any argument starting with ``{``)."""
     opts: dict = {
         "harness": None,
@@ -299,12 +308,21 @@ def parse_args(argv: list[str]) -> dict:
         "data_dir": None,
         "url": None,
         "token_file": None,
+        "ca_file": None,
         "deadline": None,
         "drain": False,
         "notify_json": None,
     }
     i = 0
-    valued = {"--harness", "--event", "--data-dir", "--url", "--token-file", "--deadline"}
+    valued = {
+        "--harness",
+        "--event",
+        "--data-dir",
+        "--url",
+        "--token-file",
+        "--ca-file",
+        "--deadline",
+    }
     while i < len(argv):
         a = argv[i]
         if a.startswith("{"):
@@ -1229,13 +1247,20 @@ class HttpError(OSError):
 
 
 def http_post(
-    base_url: str, path: str, token: str | None, body: bytes, deadline: float
+    base_url: str,
+    path: str,
+    token: str | None,
+    body: bytes,
+    deadline: float,
+    ca_file: str | None = None,
 ) -> tuple[int, bytes]:
     """POST ``body`` (JSON) to ``base_url + path``; returns ``(status, body)``.
 
     ``deadline`` is a ``time.monotonic()`` instant bounding connect, send and receive.
     Plain ``http`` uses a raw socket (a fraction of ``http.client``'s import cost);
-    ``https`` uses ``http.client``. Raises :class:`HttpError` (an OSError) otherwise.
+    ``https`` uses ``http.client`` (and so ``ssl``, imported only then), trusting
+    ``ca_file`` (PEM) besides the system's CAs. Raises :class:`HttpError` (an OSError)
+    otherwise.
     """
     remaining = deadline - time.monotonic()
     if remaining <= 0.005:
@@ -1257,7 +1282,15 @@ def http_post(
         import http.client
 
         try:
-            conn = http.client.HTTPSConnection(hostport, timeout=remaining)
+            context = None
+            if ca_file:
+                import ssl
+
+                try:
+                    context = ssl.create_default_context(cafile=os.path.expanduser(ca_file))
+                except ssl.SSLError as exc:
+                    raise HttpError(f"ca_file {ca_file}: {exc}") from exc
+            conn = http.client.HTTPSConnection(hostport, timeout=remaining, context=context)
             conn.request("POST", full_path, body=body, headers=headers)
             resp = conn.getresponse()
             return resp.status, resp.read()
@@ -1418,7 +1451,7 @@ def deliver_one(cfg: Config, ob: Outbox, name: str, ev: dict, deadline: float) -
     counted in ``refused.json``) remove it from the outbox, ``shrunk`` means it was cut
     smaller after a 413 and waits, ``retry`` keeps it."""
     body = json.dumps(ev, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    status, reply = http_post(cfg.url, "/v1/observations", cfg.token, body, deadline)
+    status, reply = http_post(cfg.url, "/v1/observations", cfg.token, body, deadline, cfg.ca_file)
     refused = refusal_of(status, reply)
     if refused is not None:
         # final: the caller may not write this project; dropped, counted, never retried
@@ -1512,7 +1545,9 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
                 )
                 + "]"
             ).encode("utf-8")
-            status, reply = http_post(cfg.url, "/v1/observations", cfg.token, body, deadline)
+            status, reply = http_post(
+                cfg.url, "/v1/observations", cfg.token, body, deadline, cfg.ca_file
+            )
         except HttpError as exc:
             warn(f"server unreachable ({exc}); {len(names)} event(s) stay in the outbox")
             stats["failed"] = 1
@@ -1579,8 +1614,11 @@ def spawn_drainer(cfg: Config, ob: Outbox) -> bool:
         flags = getattr(subprocess, "DETACHED_PROCESS", 0) | getattr(
             subprocess, "CREATE_NEW_PROCESS_GROUP", 0
         )
+        cmd = [sys.executable, here, "--drain", "--data-dir", cfg.data_dir, "--url", cfg.url]
+        if cfg.ca_file:
+            cmd += ["--ca-file", cfg.ca_file]
         subprocess.Popen(
-            [sys.executable, here, "--drain", "--data-dir", cfg.data_dir, "--url", cfg.url],
+            cmd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -1620,7 +1658,7 @@ def fetch_brief(
         }
     ).encode()
     try:
-        status, reply = http_post(cfg.url, "/v1/brief", cfg.token, body, deadline)
+        status, reply = http_post(cfg.url, "/v1/brief", cfg.token, body, deadline, cfg.ca_file)
     except HttpError as exc:
         warn(f"no brief ({exc})", once=True)
         return ""
@@ -1648,7 +1686,7 @@ def run(argv: list[str]) -> None:
     global _PENDING_OUTPUT
     opts = parse_args(argv)
     if opts["drain"]:
-        cfg = load_config(opts["data_dir"], opts["url"], opts["token_file"])
+        cfg = load_config(opts["data_dir"], opts["url"], opts["token_file"], opts["ca_file"])
         ob = Outbox(cfg.outbox_dir, cfg.geti("outbox_max_events"), cfg.geti("outbox_max_bytes"))
         fd = ob.lock(5.0)
         if fd is not None:
@@ -1682,7 +1720,7 @@ def run(argv: list[str]) -> None:
     # The hard deadline counts from the process start; a slow stdin writer still
     # leaves a moment to store the event.
     now_m = time.monotonic()
-    cfg = load_config(opts["data_dir"], opts["url"], opts["token_file"])
+    cfg = load_config(opts["data_dir"], opts["url"], opts["token_file"], opts["ca_file"])
     if opts["deadline"]:
         deadline_s = float(opts["deadline"])
     else:

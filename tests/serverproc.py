@@ -30,10 +30,14 @@ class ServerProcess:
         env: dict[str, str] | None = None,
         args: list[str] | None = None,
         fd_limit: int | None = None,
+        ca_file: Path | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        #: with ``ca_file`` the server is expected to speak TLS (``--tls-cert`` in args)
+        self.ca_file = ca_file
+        scheme = "https" if ca_file else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.extra_env = env or {}
         self.args = args or []
         #: the server's soft RLIMIT_NOFILE (``ulimit -n``), when set
@@ -77,12 +81,24 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}: {self.stderr()}")
             try:
-                if httpx.get(self.url + "/v1/health", timeout=1).status_code == 200:
+                if (
+                    httpx.get(self.url + "/v1/health", timeout=1, verify=self.verify).status_code
+                    == 200
+                ):
                     return self
             except httpx.HTTPError:
                 pass
             time.sleep(0.05)
         raise RuntimeError(f"server did not come up: {self.stderr()}")
+
+    @property
+    def verify(self) -> Any:
+        """httpx's ``verify=`` for this server: its test CA, else the default."""
+        if self.ca_file is None:
+            return True
+        import ssl
+
+        return ssl.create_default_context(cafile=str(self.ca_file))
 
     def _limit(self) -> None:
         import resource
@@ -113,9 +129,11 @@ class ServerProcess:
         self.stop(signal.SIGKILL)
 
     def post(self, path: str, body: Any, **kw: Any) -> httpx.Response:
+        kw.setdefault("verify", self.verify)
         return httpx.post(self.url + path, json=body, headers=self.headers, timeout=60, **kw)
 
     def get(self, path: str, **kw: Any) -> httpx.Response:
+        kw.setdefault("verify", self.verify)
         return httpx.get(self.url + path, headers=self.headers, timeout=60, **kw)
 
     def __enter__(self) -> ServerProcess:

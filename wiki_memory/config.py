@@ -67,6 +67,15 @@ class Settings:
     #: open connections in all (0: the soft file-descriptor limit minus a quarter of it)
     max_connections: int = 0
 
+    #: the server's TLS certificate chain and private key (PEM; ``serve --tls-cert/--tls-key``)
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    #: serve plain HTTP on a non-loopback address (``serve --insecure-http``)
+    insecure_http: bool = False
+    #: for clients (CLI, MCP bridge, hook): a PEM file of the CA that signed the server's
+    #: certificate, trusted besides the system's (``--ca-file``)
+    ca_file: Path | None = None
+
     #: the web view lets the local owner in without a token, on a loopback server only
     web_local_owner: bool = False
     #: who creates a project by capturing into a name that does not exist yet:
@@ -112,6 +121,22 @@ def _coerce(value: Any, like: Any) -> Any:
     if isinstance(like, Path) or like is None:  # None: an optional path (wiki_path)
         return Path(str(value)).expanduser()
     return str(value)
+
+
+def tls_verify(ca_file: Path | str | None) -> Any:
+    """What an HTTPS client (httpx ``verify=``) should trust: an ``ssl.SSLContext``
+    trusting ``ca_file`` (PEM) besides the system's CAs, else True (the system's).
+    Raises ValueError when ``ca_file`` cannot be read as PEM certificates."""
+    if not ca_file:
+        return True
+    import ssl
+
+    ctx = ssl.create_default_context()
+    try:
+        ctx.load_verify_locations(cafile=str(Path(ca_file).expanduser()))
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"--ca-file {ca_file}: {exc}") from None
+    return ctx
 
 
 def load_settings(data_dir: Path | None = None, **overrides: Any) -> Settings:

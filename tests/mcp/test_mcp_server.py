@@ -379,7 +379,9 @@ def test_c24_put_and_mcp_traversal(srv, tmp_path):
 def test_lan_bind_allows_its_host_names(tmp_path):
     data = tmp_path / "data"
     s = ServerProcess(
-        data, args=["--host", "0.0.0.0"], env={"WIKI_MEMORY_MCP_ALLOWED_HOSTS": "wiki.lan"}
+        data,
+        args=["--host", "0.0.0.0", "--insecure-http"],
+        env={"WIKI_MEMORY_MCP_ALLOWED_HOSTS": "wiki.lan"},
     ).start()
     try:
         headers = {**MCP_HEADERS, **s.headers}

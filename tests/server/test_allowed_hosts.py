@@ -44,7 +44,7 @@ def test_lan_bind_own_address_works_and_a_foreign_host_gets_421(tmp_path: Path) 
     own = _own_address()
     if own is None:
         pytest.skip("this machine has no non-loopback address to reach itself by")
-    with ServerProcess(tmp_path / "d", args=["--host", "0.0.0.0"]) as srv:
+    with ServerProcess(tmp_path / "d", args=["--host", "0.0.0.0", "--insecure-http"]) as srv:
         base = f"http://{own}:{srv.port}"
         h = srv.headers
         r = httpx.post(base + "/v1/recall", json={"query": "x"}, headers=h, timeout=60)

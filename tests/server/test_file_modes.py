@@ -23,6 +23,7 @@ from tests.support import run_cli
 
 NOBODY = 65534
 
+
 @pytest.fixture
 def open_parent() -> Iterator[Path]:
     """A folder every account can pass through (pytest's own temp folders are 0700,

@@ -155,14 +155,17 @@ _ODD_REASON = (
 )
 
 
-def _server_commits(address: str | None) -> dict[str, Any] | None:
-    """The running server's commit status from ``GET /v1/health`` (None if unreachable)."""
+def _server_commits(address: str | None, ca_file: Path | None = None) -> dict[str, Any] | None:
+    """The running server's commit status from ``GET /v1/health`` (None if unreachable;
+    an https server is trusted through ``ca_file`` besides the system's CAs)."""
     if not address:
         return None
     import httpx
 
+    from wiki_memory.config import tls_verify
+
     try:
-        r = httpx.get(address.rstrip("/") + "/v1/health", timeout=3)
+        r = httpx.get(address.rstrip("/") + "/v1/health", timeout=3, verify=tls_verify(ca_file))
         commits = r.json().get("commits")
     except (httpx.HTTPError, ValueError, AttributeError):
         return None
@@ -261,7 +264,7 @@ def doctor_report(
     if running:
         rep["lock"]["holder"] = lock.holder()
         rep["lock"]["address"] = addr = server_address(settings.data_dir)
-        commits = _server_commits(addr)
+        commits = _server_commits(addr, settings.ca_file)
         if commits is not None:
             rep["commits"] = commits
             if not commits.get("ok", True):

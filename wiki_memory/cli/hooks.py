@@ -33,6 +33,7 @@ def cmd_install_hooks(args: argparse.Namespace) -> int:
             python=args.python,
             script=Path(args.hook_script).expanduser().resolve() if args.hook_script else None,
             data_dir=_data_dir(args),
+            ca_file=getattr(args, "ca_file", None),
         )
     except InstallError as exc:
         print(f"wiki-memory: {exc}", file=sys.stderr)

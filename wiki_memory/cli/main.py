@@ -84,6 +84,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         overrides["wiki_path"] = wiki
     if args.no_auth:
         overrides["auth"] = False
+    for name in ("tls_cert", "tls_key"):
+        if getattr(args, name, None):
+            overrides[name] = Path(getattr(args, name)).expanduser().resolve()
+    if getattr(args, "insecure_http", False):
+        overrides["insecure_http"] = True
     settings = _settings(args, **overrides)
     # what the server creates (index, WAL, logs, spool, git objects, new pages) is the
     # owner's alone; a vault's existing files keep their modes (docs/team-server.md)
@@ -94,9 +99,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "a non-loopback address needs tokens (drop --no-auth)",
             2,
         )
+    tls = settings.tls_cert is not None or settings.tls_key is not None
+    if tls and (settings.tls_cert is None or settings.tls_key is None):
+        raise CliError("--tls-cert and --tls-key go together", 2)
+    for f in (settings.tls_cert, settings.tls_key):
+        if f is not None and not f.is_file():
+            raise CliError(f"cannot read {f}: no such file", 2)
+    if not tls and not _is_loopback(settings.host) and not settings.insecure_http:
+        raise CliError(
+            f"refusing to serve {settings.host} over plain HTTP: tokens and pages would cross "
+            "the network unencrypted. Give --tls-cert and --tls-key, or put a TLS proxy in "
+            "front and pass --insecure-http (docs/team-server.md)",
+            2,
+        )
     ensure_layout(settings)
     lock = ServerLock(settings.data_dir)
-    address = f"http://{settings.host}:{settings.port}"
+    address = f"{'https' if tls else 'http'}://{settings.host}:{settings.port}"
     try:
         lock.acquire(address)
     except DataDirLocked as exc:
@@ -146,6 +164,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
             + " (Ctrl-C to stop)",
             file=sys.stderr,
         )
+        if not tls and not _is_loopback(settings.host):
+            print(
+                f"wiki-memory: WARNING: plain HTTP on {settings.host} (--insecure-http): "
+                "tokens and pages cross the network unencrypted unless a TLS proxy is in front",
+                file=sys.stderr,
+            )
         guard = Guard(
             settings.header_timeout_seconds,
             settings.max_connections_per_address,
@@ -154,6 +178,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config = uvicorn.Config(
             app,
             http=protocol_class(guard),
+            ssl_certfile=str(settings.tls_cert) if tls else None,
+            ssl_keyfile=str(settings.tls_key) if tls else None,
             backlog=guard.backlog,
             host=settings.host,
             port=settings.port,
@@ -461,6 +487,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--data-dir", help="data directory (default: $WIKI_MEMORY_HOME or the user data dir)"
     )
+    p.add_argument(
+        "--ca-file",
+        help="PEM file of the CA that signed an https:// server's certificate, trusted "
+        "besides the system's (env WIKI_MEMORY_CA_FILE)",
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("serve", help="run the server")
@@ -472,6 +503,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help=f"port (default {DEFAULT_PORT}; env WIKI_MEMORY_PORT)",
+    )
+    s.add_argument("--tls-cert", help="serve HTTPS with this certificate chain (PEM)")
+    s.add_argument("--tls-key", help="the private key of --tls-cert (PEM)")
+    s.add_argument(
+        "--insecure-http",
+        action="store_true",
+        help="allow plain HTTP on a non-loopback address (a TLS proxy in front)",
     )
     s.add_argument("--no-auth", action="store_true", help="no tokens (loopback only)")
     s.add_argument(

@@ -162,8 +162,10 @@ def hook_command(
     python: str | None = None,
     script: str | Path | None = None,
     data_dir: str | Path | None = None,
+    ca_file: str | Path | None = None,
 ) -> str:
-    """The shell command a harness runs per event.
+    """The shell command a harness runs per event (``ca_file``: ``--ca-file F``, the PEM
+    CA an ``https://`` server's certificate is checked against).
 
     ``'<python>' -S '<script>' --harness <agent> [--data-dir D] || { cat >/dev/null
     2>&1; true; }``: ``-S`` skips site-packages processing (~25 ms; the hook is
@@ -177,6 +179,8 @@ def hook_command(
     parts = [shlex.quote(py), "-S", shlex.quote(sc), "--harness", shlex.quote(agent)]
     if data_dir:
         parts += ["--data-dir", shlex.quote(str(data_dir))]
+    if ca_file:
+        parts += ["--ca-file", shlex.quote(str(Path(ca_file).expanduser().resolve()))]
     return " ".join(parts) + " || { cat >/dev/null 2>&1; true; }"
 
 
@@ -269,6 +273,7 @@ def plan_install(
     script: str | Path | None = None,
     data_dir: str | Path | None = None,
     home: Path | None = None,
+    ca_file: str | Path | None = None,
 ) -> Plan:
     """Compute the installed configuration for ``agent``; nothing is written.
 
@@ -282,7 +287,7 @@ def plan_install(
     before = read_config(path)
     after = copy.deepcopy(before) if before is not None else {}
     hooks = _hooks_table(after, path)
-    command = hook_command(spec.name, python, script, data_dir)
+    command = hook_command(spec.name, python, script, data_dir, ca_file)
     handler = spec.handler(command)
     for event in list(hooks):
         if event not in spec.events and isinstance(hooks[event], list):

@@ -105,11 +105,15 @@ def bridge_args(
     data_dir: str | Path | None = None,
     url: str | None = None,
     token_file: str | Path | None = None,
+    ca_file: str | Path | None = None,
 ) -> list[str]:
-    """The bridge's arguments (after the interpreter)."""
+    """The bridge's arguments (after the interpreter). ``ca_file``: the PEM CA an
+    ``https://`` server's certificate is checked against (``--ca-file``)."""
     args = ["-S", str(script or BRIDGE_SCRIPT)]
     if data_dir:
         args += ["--data-dir", str(data_dir)]
+    if ca_file:
+        args += ["--ca-file", str(Path(ca_file).expanduser().resolve())]
     args.append("mcp")
     if url:
         args += ["--url", url]
@@ -348,6 +352,7 @@ def plan_install(
     token_file: str | Path | None = None,
     name: str = "wiki-memory",
     home: Path | None = None,
+    ca_file: str | Path | None = None,
     **_: Any,
 ) -> Plan:
     """Compute the configuration with our server; nothing is written. Raises
@@ -362,7 +367,7 @@ def plan_install(
             "into a client's configuration"
         )
     command = python or interpreter_path()
-    entry = entry_for(client, command, bridge_args(script, data_dir, url, token_file))
+    entry = entry_for(client, command, bridge_args(script, data_dir, url, token_file, ca_file))
     before = _read_text(path)
     notes: list[str] = []
     created_table = False
