@@ -76,6 +76,10 @@ class Settings:
     #: certificate, trusted besides the system's (``--ca-file``)
     ca_file: Path | None = None
 
+    #: reverse proxies (comma-separated addresses or networks) whose ``X-Forwarded-For``
+    #: names the client for the audit log; their own connections skip the per-address cap
+    trusted_proxies: str = ""
+
     #: the web view lets the local owner in without a token, on a loopback server only
     web_local_owner: bool = False
     #: who creates a project by capturing into a name that does not exist yet:

@@ -33,6 +33,7 @@ INIT = {
         "clientInfo": {"name": "t", "version": "1"},
     },
 }
+HEADER_TIMEOUT = 3.0
 MCP = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -56,7 +57,8 @@ def tls(tmp_path_factory: pytest.TempPathFactory):
     names = ["127.0.0.1", "localhost", socket.gethostname()] + ([own] if own else [])
     pki = make_pki(root / "pki", names)
     args = ["--host", "0.0.0.0", "--tls-cert", str(pki.cert), "--tls-key", str(pki.key)]
-    with ServerProcess(root / "data", args=args, ca_file=pki.ca) as srv:
+    env = {"WIKI_MEMORY_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT)}
+    with ServerProcess(root / "data", args=args, ca_file=pki.ca, env=env) as srv:
         yield srv, pki, own
 
 
@@ -181,3 +183,22 @@ def test_installed_hook_over_tls_with_and_without_ca_file(
     assert any("tls-refused-start" in json.dumps(e) for e in pending(other))
     spooled = b"".join(p.read_bytes() for p in (srv.data_dir / "spool").rglob("*.jsonl"))
     assert b"tls-refused" not in spooled
+
+
+@pytest.mark.slow
+def test_a_tls_handshake_that_never_comes_is_cut(tls: tuple[ServerProcess, Pki, str]) -> None:
+    """A connection that never starts its TLS handshake is closed after the header
+    timeout, not asyncio's 60 s (it reaches the header timer only after a handshake)."""
+    import time
+
+    srv, _, _ = tls
+    with socket.create_connection(("127.0.0.1", srv.port)) as s:
+        s.settimeout(60)
+        start = time.monotonic()
+        try:
+            got = s.recv(1)
+        except ConnectionResetError:
+            got = b""
+        took = time.monotonic() - start
+    assert got == b""
+    assert HEADER_TIMEOUT - 0.5 <= took <= HEADER_TIMEOUT + 10, took

@@ -170,17 +170,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 "tokens and pages cross the network unencrypted unless a TLS proxy is in front",
                 file=sys.stderr,
             )
-        guard = Guard(
-            settings.header_timeout_seconds,
-            settings.max_connections_per_address,
-            settings.max_connections,
-        )
+        try:
+            guard = Guard(
+                settings.header_timeout_seconds,
+                settings.max_connections_per_address,
+                settings.max_connections,
+                settings.trusted_proxies,
+            )
+        except ValueError as exc:
+            raise CliError(f"trusted_proxies: {exc}", 2) from None
         config = uvicorn.Config(
             app,
             http=protocol_class(guard),
             ssl_certfile=str(settings.tls_cert) if tls else None,
             ssl_keyfile=str(settings.tls_key) if tls else None,
             backlog=guard.backlog,
+            # X-Forwarded-For is believed only from trusted_proxies (uvicorn's own
+            # middleware rewrites the client address; off when none is trusted)
+            proxy_headers=bool(settings.trusted_proxies.strip()),
+            forwarded_allow_ips=settings.trusted_proxies.strip() or None,
             host=settings.host,
             port=settings.port,
             access_log=False,
@@ -191,8 +199,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             lifespan="on",
         )
         server = GuardedServer(config)
+        server.tls_handshake_timeout = settings.header_timeout_seconds
         if getattr(args, "open", False):
-            _open_when_up(settings.host, settings.port)
+            _open_when_up(settings.host, settings.port, "https" if tls else "http")
         # uvicorn stops gracefully on SIGINT/SIGTERM (the lifespan writes and commits
         # pending pages), then re-raises the signal to the previous handler: make that a
         # no-op so a clean stop exits 0
@@ -232,17 +241,18 @@ def _upgrade_tokens(memory: Any, tokens: Any) -> None:
         )
 
 
-def _open_when_up(host: str, port: int, timeout: float = 30.0) -> None:
+def _open_when_up(host: str, port: int, scheme: str = "http", timeout: float = 30.0) -> None:
     """Open the web view in the user's browser once ``/v1/health`` answers (a daemon
     thread polls every 0.1 s for up to ``timeout`` seconds; a wildcard bind opens
-    loopback)."""
+    loopback). Over TLS the probe does not check the certificate (it only asks whether
+    this machine's own server is up; the browser checks it)."""
     import threading
     import webbrowser
 
     import httpx
 
     shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    base = f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
+    base = f"{scheme}://[{shown}]:{port}" if ":" in shown else f"{scheme}://{shown}:{port}"
 
     def wait_and_open() -> None:
         import time
@@ -250,7 +260,7 @@ def _open_when_up(host: str, port: int, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                if httpx.get(base + "/v1/health", timeout=1).status_code == 200:
+                if httpx.get(base + "/v1/health", timeout=1, verify=False).status_code == 200:
                     webbrowser.open(base + "/")
                     return
             except httpx.HTTPError:

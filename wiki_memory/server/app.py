@@ -175,7 +175,9 @@ class AuthMiddleware:
         for name, value in scope.get("headers", []):
             if name == b"user-agent":
                 agent = value.decode("latin-1")[:200]
-        ident = replace(ident, face=face, agent=agent)
+        client = scope.get("client")
+        address = str(client[0]) if client else ""
+        ident = replace(ident, face=face, agent=agent, address=address)
         state["user"] = ident.user
         state["identity"] = ident
         CALLER.set(ident)

@@ -31,6 +31,7 @@ attacker holds the same address's slots.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import resource
 import socket
@@ -46,6 +47,14 @@ __all__ = ["Guard", "GuardedServer", "protocol_class", "fd_soft_limit", "KERNEL_
 
 #: the kernel's accept queue asked for (``listen(2)``; Linux caps it at somaxconn)
 KERNEL_BACKLOG = 4096
+
+
+def _networks(spec: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    out = []
+    for part in spec.split(","):
+        if part.strip():
+            out.append(ipaddress.ip_network(part.strip(), strict=False))
+    return out
 
 
 def fd_soft_limit() -> int:
@@ -64,8 +73,13 @@ class Guard:
     (``total`` 0 = derived from the file-descriptor limit alone). Counters ``evicted``,
     ``refused`` and ``timed_out`` count connections closed for each reason."""
 
-    def __init__(self, header_timeout: float, per_address: int, total: int = 0) -> None:
+    def __init__(
+        self, header_timeout: float, per_address: int, total: int = 0, trusted: str = ""
+    ) -> None:
         self.header_timeout = float(header_timeout)
+        #: trusted reverse proxies (``trusted_proxies``): one address carrying many
+        #: clients, so the per-address cap does not apply to them (the total cap does)
+        self.trusted = _networks(trusted)
         self.per_address = max(1, int(per_address))
         soft = fd_soft_limit()
         reserve = max(64, soft // 4)
@@ -85,7 +99,8 @@ class Guard:
         an older waiting connection to make room (see the module doc)."""
         addr = proto.address
         conns = self.by_address.get(addr) or OrderedDict()
-        if len(conns) >= self.per_address and not self._evict_from(conns):
+        capped = not self.is_trusted(addr)
+        if capped and len(conns) >= self.per_address and not self._evict_from(conns):
             self.refused += 1
             return False
         if self.count >= self.total_cap:
@@ -97,6 +112,14 @@ class Guard:
         self.by_address[addr] = conns
         self.count += 1
         return True
+
+    def is_trusted(self, addr: str) -> bool:
+        """True when ``addr`` is one of the trusted proxies."""
+        try:
+            ip = ipaddress.ip_address(addr)
+        except ValueError:
+            return False
+        return any(ip in net for net in self.trusted)
 
     def _evict_from(self, conns: OrderedDict[int, GuardedProtocol]) -> bool:
         for old in list(conns.values()):
@@ -177,8 +200,29 @@ class GuardedServer(uvicorn.Server):
     :data:`KERNEL_BACKLOG` once they listen (asyncio keeps the smaller ``backlog`` of the
     config as its accept batch; see the module doc)."""
 
+    #: seconds a TLS handshake may take (asyncio's default is 60); set by the caller to
+    #: the header timeout, since a connection reaches the protocol (and its header
+    #: timer) only once its handshake is done
+    tls_handshake_timeout: float | None = None
+
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
+        loop = asyncio.get_running_loop()
+        limit = self.tls_handshake_timeout
+        if limit and self.config.is_ssl:
+            plain = loop.create_server
+
+            async def create_server(*args: Any, **kwargs: Any) -> Any:
+                if kwargs.get("ssl") is not None:
+                    kwargs.setdefault("ssl_handshake_timeout", limit)
+                return await plain(*args, **kwargs)
+
+            loop.create_server = create_server  # type: ignore[method-assign]
+            try:
+                await super().startup(sockets)
+            finally:
+                del loop.create_server
+        else:
+            await super().startup(sockets)
         for srv in getattr(self, "servers", []):
             for ts in srv.sockets:
                 try:
