@@ -127,3 +127,25 @@ def test_mcp_page_write_and_core_remember_refuse_windows_names(mem: Memory) -> N
         assert "Windows" in res.content[0].text
     with pytest.raises(BadPath):
         remember(mem, "a rule", project="aux", user=mem.owner)
+
+
+@pytest.mark.slow
+def test_symlink_loop_and_escaping_paths_are_4xx_on_api_and_web(srv: ServerProcess) -> None:
+    import os
+
+    wiki = srv.data_dir / "wiki"
+    os.symlink(wiki / "loop-b.md", wiki / "loop-a.md")
+    os.symlink(wiki / "loop-a.md", wiki / "loop-b.md")
+    os.symlink("..", wiki / "up")
+    h = srv.headers
+    for path in ["loop-a.md", "loop-a.md/x.md", "up/auth/owner.token", "up/x.md"]:
+        r = httpx.get(srv.url + "/v1/pages/" + path, headers=h, timeout=60)
+        assert r.status_code == 400 and r.json()["error"] == "bad_path", (path, r.text)
+        r = _put(srv, path)
+        assert 400 <= r.status_code < 500, (path, r.text)
+        for web in (f"/page/{path}", f"/page/{path}/history"):
+            r = httpx.get(srv.url + web, headers=h, timeout=60)
+            assert 400 <= r.status_code < 500, (web, r.status_code)
+            assert srv.token not in r.text
+    log = (srv.data_dir / "logs" / "server.log").read_text()
+    assert "Traceback" not in log and "Symlink loop" not in log

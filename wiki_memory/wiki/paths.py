@@ -156,7 +156,11 @@ def resolve(wiki_dir: Path, path: str) -> Path:
 
 
 def _checked(root: Path, rel: str) -> Path:
-    full = (root / rel).resolve()
+    try:
+        full = (root / rel).resolve()
+    except (RuntimeError, OSError):
+        # a symbolic-link loop (RuntimeError before Python 3.13, OSError ELOOP after)
+        raise PathRefused("the path runs into a loop of symbolic links") from None
     if full != root and root not in full.parents:
         raise PathRefused("path leads outside the wiki")
     if ".git" in full.relative_to(root).parts:
