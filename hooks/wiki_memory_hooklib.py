@@ -92,6 +92,8 @@ class Config:
         self.url = DEFAULT_URL
         self.token: str | None = None
         self.token_file = os.path.join(data_dir, "auth", "owner.token")
+        #: PEM CA trusted (besides the system's) for an https:// server
+        self.ca_file: str | None = None
         self.values: dict[str, float | int] = dict(DEFAULTS)
 
     def get(self, name: str) -> float:
@@ -141,6 +143,7 @@ def load_config(
     url: str | None = None,
     token_file: str | None = None,
     pinned: bool = False,
+    ca_file: str | None = None,
 ) -> Config:
     """Resolve the server URL, token and tunables.
 
@@ -151,6 +154,9 @@ def load_config(
     ``pinned`` (the installed command names its ``--data-dir`` or ``--url``): the
     ``WIKI_MEMORY_URL`` and ``WIKI_MEMORY_TOKEN*`` variables are ignored, so that no
     environment a harness passes redirects the events.
+
+    The CA file for an ``https://`` server: ``ca_file`` > ``WIKI_MEMORY_CA_FILE`` >
+    ``ca_file`` in hook.toml.
     """
     cfg = Config(data_dir or default_data_dir())
     env: dict[str, str] | os._Environ[str] = os.environ
@@ -187,6 +193,8 @@ def load_config(
         except (TypeError, ValueError):
             warn(f"ignoring {name}={raw!r}: not a number")
     cfg.url = url or env.get("WIKI_MEMORY_URL") or cfg.url
+    file_ca = file_cfg.get("ca_file") if isinstance(file_cfg.get("ca_file"), str) else None
+    cfg.ca_file = ca_file or env.get("WIKI_MEMORY_CA_FILE") or file_ca or None
     cfg.url = cfg.url.rstrip("/")
     cfg.token_file = token_file or env.get("WIKI_MEMORY_TOKEN_FILE") or cfg.token_file
     cfg.token = (
@@ -323,7 +331,7 @@ def read_stdin(idle_seconds: float, max_seconds: float = 30.0) -> bytes:
 
 def parse_args(argv: list[str]) -> dict:
     """``--harness NAME``, ``--event NAME``, ``--data-dir D``, ``--url U``,
-    ``--token-file F``, ``--deadline S``, ``--drain``, ``--notify`` and, for Codex
+    ``--token-file F``, ``--ca-file F``, ``--deadline S``, ``--drain``, ``--notify`` and, for Codex
     notify, the JSON argument (any argument starting with ``{``)."""
     opts: dict = {
         "harness": None,
@@ -331,12 +339,21 @@ def parse_args(argv: list[str]) -> dict:
         "data_dir": None,
         "url": None,
         "token_file": None,
+        "ca_file": None,
         "deadline": None,
         "drain": False,
         "notify_json": None,
     }
     i = 0
-    valued = {"--harness", "--event", "--data-dir", "--url", "--token-file", "--deadline"}
+    valued = {
+        "--harness",
+        "--event",
+        "--data-dir",
+        "--url",
+        "--token-file",
+        "--ca-file",
+        "--deadline",
+    }
     while i < len(argv):
         a = argv[i]
         if a.startswith("{"):
@@ -1330,13 +1347,20 @@ class HttpError(OSError):
 
 
 def http_post(
-    base_url: str, path: str, token: str | None, body: bytes, deadline: float
+    base_url: str,
+    path: str,
+    token: str | None,
+    body: bytes,
+    deadline: float,
+    ca_file: str | None = None,
 ) -> tuple[int, bytes]:
     """POST ``body`` (JSON) to ``base_url + path``; returns ``(status, body)``.
 
     ``deadline`` is a ``time.monotonic()`` instant bounding connect, send and receive.
     Plain ``http`` uses a raw socket (a fraction of ``http.client``'s import cost);
-    ``https`` uses ``http.client``. Raises :class:`HttpError` (an OSError) otherwise.
+    ``https`` uses ``http.client`` (and so ``ssl``, imported only then), trusting
+    ``ca_file`` (PEM) besides the system's CAs. Raises :class:`HttpError` (an OSError)
+    otherwise.
     """
     remaining = deadline - time.monotonic()
     if remaining <= 0.005:
@@ -1358,7 +1382,15 @@ def http_post(
         import http.client
 
         try:
-            conn = http.client.HTTPSConnection(hostport, timeout=remaining)
+            context = None
+            if ca_file:
+                import ssl
+
+                try:
+                    context = ssl.create_default_context(cafile=os.path.expanduser(ca_file))
+                except ssl.SSLError as exc:
+                    raise HttpError(f"ca_file {ca_file}: {exc}") from exc
+            conn = http.client.HTTPSConnection(hostport, timeout=remaining, context=context)
             conn.request("POST", full_path, body=body, headers=headers)
             resp = conn.getresponse()
             return resp.status, resp.read()
@@ -1519,7 +1551,7 @@ def deliver_one(cfg: Config, ob: Outbox, name: str, ev: dict, deadline: float) -
     counted in ``refused.json``) remove it from the outbox, ``shrunk`` means it was cut
     smaller after a 413 and waits, ``retry`` keeps it."""
     body = json.dumps(ev, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    status, reply = http_post(cfg.url, "/v1/observations", cfg.token, body, deadline)
+    status, reply = http_post(cfg.url, "/v1/observations", cfg.token, body, deadline, cfg.ca_file)
     note_reachable(ob)
     refused = refusal_of(status, reply)
     if refused is not None:
@@ -1614,7 +1646,9 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
                 )
                 + "]"
             ).encode("utf-8")
-            status, reply = http_post(cfg.url, "/v1/observations", cfg.token, body, deadline)
+            status, reply = http_post(
+                cfg.url, "/v1/observations", cfg.token, body, deadline, cfg.ca_file
+            )
         except HttpError as exc:
             warn(f"server unreachable ({exc}); {len(names)} event(s) stay in the outbox")
             note_unreachable(cfg, ob, str(exc))
@@ -1759,8 +1793,11 @@ def spawn_drainer(cfg: Config, ob: Outbox) -> bool:
         flags = getattr(subprocess, "DETACHED_PROCESS", 0) | getattr(
             subprocess, "CREATE_NEW_PROCESS_GROUP", 0
         )
+        cmd = [sys.executable, here, "--drain", "--data-dir", cfg.data_dir, "--url", cfg.url]
+        if cfg.ca_file:
+            cmd += ["--ca-file", cfg.ca_file]
         subprocess.Popen(
-            [sys.executable, here, "--drain", "--data-dir", cfg.data_dir, "--url", cfg.url],
+            cmd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -1813,7 +1850,7 @@ def fetch_brief(
         }
     ).encode()
     try:
-        status, reply = http_post(cfg.url, "/v1/brief", cfg.token, body, deadline)
+        status, reply = http_post(cfg.url, "/v1/brief", cfg.token, body, deadline, cfg.ca_file)
     except HttpError as exc:
         warn(f"no brief ({exc})", once=True)
         if str(exc).startswith("cannot connect"):
@@ -1845,7 +1882,9 @@ def run(argv: list[str]) -> None:
     opts = parse_args(argv)
     pinned = bool(opts["data_dir"] or opts["url"])
     if opts["drain"]:
-        cfg = load_config(opts["data_dir"], opts["url"], opts["token_file"], pinned)
+        cfg = load_config(
+            opts["data_dir"], opts["url"], opts["token_file"], pinned, opts["ca_file"]
+        )
         ob = Outbox(cfg.outbox_dir, cfg.geti("outbox_max_events"), cfg.geti("outbox_max_bytes"))
         fd = ob.lock(5.0)
         if fd is not None:
@@ -1885,7 +1924,7 @@ def run(argv: list[str]) -> None:
     # The hard deadline counts from the process start; a slow stdin writer still
     # leaves a moment to store the event.
     now_m = time.monotonic()
-    cfg = load_config(opts["data_dir"], opts["url"], opts["token_file"], pinned)
+    cfg = load_config(opts["data_dir"], opts["url"], opts["token_file"], pinned, opts["ca_file"])
     if opts["deadline"]:
         deadline_s = float(opts["deadline"])
     else:

@@ -121,6 +121,8 @@ class AuditLog:
         }
         if who is not None and who.agent:
             line["agent"] = who.agent
+        if who is not None and who.address:
+            line["address"] = who.address
         line.update(extra)
         text = json.dumps(line, ensure_ascii=False, default=str)
         # JSON leaves DEL, the C1 controls (NEL) and U+2028/2029 raw: escape them too, so

@@ -69,6 +69,9 @@ TABLE: dict[str, Rule] = {
     "state": Rule(409, 3, "the handoff's state forbids it; `error` names the state"),
     "conflict": Rule(412, 5, "the page changed since the caller read it; `hash` is current"),
     "too_large": Rule(413, 2, "the body is over the size limit"),
+    "wrong_host": Rule(
+        421, 2, "the Host header names no address of this server (setting `allowed_hosts`)"
+    ),
     "precondition_required": Rule(428, 5, "the page exists: send If-Match with its hash"),
     "busy": Rule(503, 7, "git is held by another program; retry after `Retry-After` s"),
     "unavailable": Rule(503, 7, "the search engine failed; retry"),

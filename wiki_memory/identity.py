@@ -79,7 +79,8 @@ class Identity:
     role allows; ignored for ``owner`` and ``admin``, who have every project);
     ``token_id``: the token's id, for the audit log (None when unknown); ``face``: where
     the call came in (``http``, ``mcp``, ``web``, ``cli``; ``""`` when unknown);
-    ``agent``: the request's ``User-Agent`` (at most 200 characters), for the audit log.
+    ``agent``: the request's ``User-Agent`` (at most 200 characters), for the audit log;
+    ``address``: the client's address (behind a trusted proxy, the one it forwarded).
     """
 
     user: str
@@ -88,6 +89,7 @@ class Identity:
     token_id: str | None = None
     face: str = ""
     agent: str = ""
+    address: str = ""
 
     @property
     def every_project(self) -> bool:

@@ -13,7 +13,7 @@ PKG = Path(__file__).resolve().parents[2] / "wiki_memory"
 
 #: room -> floor. A module may import from its own room or from a lower floor.
 ROOMS: dict[str, int] = {
-    "base": 0,  # config, errors, identity, auth, audit, datadir, states, the package
+    "base": 0,  # config, errors, identity, auth, audit, datadir, hosts, states, the package
     "capture": 1,
     "wiki": 2,
     "index": 3,
@@ -33,6 +33,7 @@ BASE = {
     "auth",
     "audit",
     "datadir",
+    "hosts",
     "states",
     "py",
 }

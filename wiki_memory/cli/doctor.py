@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.config import Settings
+from wiki_memory.wiki.names import unportable_parts
 from wiki_memory.wiki.paths import odd_name, shown_name
 
 
@@ -154,14 +155,17 @@ _ODD_REASON = (
 )
 
 
-def _server_commits(address: str | None) -> dict[str, Any] | None:
-    """The running server's commit status from ``GET /v1/health`` (None if unreachable)."""
+def _server_commits(address: str | None, ca_file: Path | None = None) -> dict[str, Any] | None:
+    """The running server's commit status from ``GET /v1/health`` (None if unreachable;
+    an https server is trusted through ``ca_file`` besides the system's CAs)."""
     if not address:
         return None
     import httpx
 
+    from wiki_memory.config import tls_verify
+
     try:
-        r = httpx.get(address.rstrip("/") + "/v1/health", timeout=3)
+        r = httpx.get(address.rstrip("/") + "/v1/health", timeout=3, verify=tls_verify(ca_file))
         commits = r.json().get("commits")
     except (httpx.HTTPError, ValueError, AttributeError):
         return None
@@ -227,17 +231,55 @@ def _hooks_report(data_dir: Path, warnings: list[str]) -> dict[str, Any]:
     return out
 
 
+def _others_reach(roots: Iterable[Path], limit: int = 1000) -> list[str]:
+    """Files and folders under ``roots`` that another local account can actually read:
+    the entry grants read to group or others *and* every folder on the way to it from
+    ``/`` lets group or others through (execute bit). A file with wide modes inside an
+    0700 folder is not listed: nobody else reaches it. At most ``limit`` paths."""
+
+    def passable(d: Path) -> bool:
+        try:
+            return all(os.stat(p).st_mode & 0o011 for p in [d, *d.parents])
+        except OSError:
+            return False
+
+    found: list[str] = []
+    for root in roots:
+        if not root.exists() or not passable(root.parent):
+            continue
+        stack = [root]
+        while stack and len(found) < limit:
+            d = stack.pop()
+            try:
+                st = os.lstat(d)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            if st.st_mode & 0o044:
+                found.append(str(d))
+            if stat.S_ISDIR(st.st_mode) and st.st_mode & 0o011:
+                try:
+                    stack.extend(d / n for n in os.listdir(d))
+                except OSError:
+                    continue
+    return sorted(found)
+
+
 def _odd_names(pages: Iterable[str]) -> dict[str, list[Any]]:
     """Page names that work here but may surprise elsewhere: ``decomposed`` (not NFC, as
     macOS tools write them: served under their exact name) and ``case_twins`` (groups of
     names in one folder differing only in case or Unicode form: one file each here, but
-    one file for all of them on a case-insensitive disk)."""
+    one file for all of them on a case-insensitive disk) and ``unportable`` (names Windows
+    cannot check out: a reserved device name, a trailing dot or space, a forbidden
+    character; they keep working here, but new pages cannot be given such names)."""
     decomposed = sorted(p for p in pages if not unicodedata.is_normalized("NFC", p))
     groups: dict[str, list[str]] = {}
     for p in pages:
         groups.setdefault(unicodedata.normalize("NFC", p).casefold(), []).append(p)
     twins = sorted(sorted(g) for g in groups.values() if len(g) > 1)
-    return {"decomposed": decomposed, "case_twins": twins}
+    unportable = sorted(p for p in pages if unportable_parts(p))
+    return {"decomposed": decomposed, "case_twins": twins, "unportable": unportable}
 
 
 def doctor_report(
@@ -281,7 +323,7 @@ def doctor_report(
     if running:
         rep["lock"]["holder"] = lock.holder()
         rep["lock"]["address"] = addr = server_address(settings.data_dir)
-        commits = _server_commits(addr)
+        commits = _server_commits(addr, settings.ca_file)
         if commits is not None:
             rep["commits"] = commits
             if not commits.get("ok", True):
@@ -333,6 +375,25 @@ def doctor_report(
             f"{len(names['case_twins'])} group(s) of page names differing only in case or "
             "Unicode form (separate pages here; one file on a case-insensitive disk): "
             + "; ".join(" = ".join(g) for g in names["case_twins"][:5])
+        )
+
+    if names["unportable"]:
+        warnings.append(
+            f"{len(names['unportable'])} page name(s) Windows cannot check out (they work "
+            "here; a clone on Windows fails on them): " + ", ".join(names["unportable"][:5])
+        )
+
+    reach_roots = [settings.data_dir]
+    if settings.wiki_path is not None:  # a vault's pages are its owner's business
+        reach_roots.append(settings.wiki_dir / ".git")
+    rep["reachable_by_others"] = reach = _others_reach(reach_roots)
+    if reach:
+        warnings.append(
+            f"{len(reach)} file(s) or folder(s) other local accounts can read: "
+            + ", ".join(reach[:5])
+            + f" (fix: chmod 700 {settings.data_dir}"
+            + (f" {settings.wiki_dir / '.git'}" if settings.wiki_path is not None else "")
+            + ")"
         )
 
     db = settings.index_path

@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _client, _post, _settings, server_error
+from wiki_memory.cli.common import CliError, _client, _post, _settings, _verify, server_error
 
 
 def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
@@ -28,7 +28,9 @@ def _request(args: argparse.Namespace, method: str, path: str, body: Any = None)
 
     url, headers = _client(args)
     try:
-        r = httpx.request(method, url + path, json=body, headers=headers, timeout=60)
+        r = httpx.request(
+            method, url + path, json=body, headers=headers, timeout=60, verify=_verify(args)
+        )
     except httpx.HTTPError as exc:
         raise CliError(f"cannot reach the server at {url}: {exc}") from None
     if r.status_code >= 400:

@@ -46,6 +46,7 @@ def cmd_install_hooks(args: argparse.Namespace) -> int:
             data_dir=pinned_data_dir(args),
             url=args.url,
             token_file=Path(args.token_file).expanduser().resolve() if args.token_file else None,
+            ca_file=getattr(args, "ca_file", None),
         )
     except InstallError as exc:
         print(f"wiki-memory: {exc}", file=sys.stderr)

@@ -74,6 +74,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port_holder,
     )
     from wiki_memory.server.app import create_app
+    from wiki_memory.server.guard import Guard, GuardedServer, protocol_class
 
     overrides: dict[str, Any] = {"host": args.host, "port": args.port}
     if getattr(args, "wiki", None):
@@ -83,16 +84,37 @@ def cmd_serve(args: argparse.Namespace) -> int:
         overrides["wiki_path"] = wiki
     if args.no_auth:
         overrides["auth"] = False
+    for name in ("tls_cert", "tls_key"):
+        if getattr(args, name, None):
+            overrides[name] = Path(getattr(args, name)).expanduser().resolve()
+    if getattr(args, "insecure_http", False):
+        overrides["insecure_http"] = True
     settings = _settings(args, **overrides)
+    # what the server creates (index, WAL, logs, spool, git objects, new pages) is the
+    # owner's alone; a vault's existing files keep their modes (docs/team-server.md)
+    os.umask(0o077)
     if not settings.auth and not _is_loopback(settings.host):
         raise CliError(
             f"refusing to serve {settings.host} without authentication: "
             "a non-loopback address needs tokens (drop --no-auth)",
             2,
         )
+    tls = settings.tls_cert is not None or settings.tls_key is not None
+    if tls and (settings.tls_cert is None or settings.tls_key is None):
+        raise CliError("--tls-cert and --tls-key go together", 2)
+    for f in (settings.tls_cert, settings.tls_key):
+        if f is not None and not f.is_file():
+            raise CliError(f"cannot read {f}: no such file", 2)
+    if not tls and not _is_loopback(settings.host) and not settings.insecure_http:
+        raise CliError(
+            f"refusing to serve {settings.host} over plain HTTP: tokens and pages would cross "
+            "the network unencrypted. Give --tls-cert and --tls-key, or put a TLS proxy in "
+            "front and pass --insecure-http (docs/team-server.md)",
+            2,
+        )
     ensure_layout(settings)
     lock = ServerLock(settings.data_dir)
-    address = f"http://{settings.host}:{settings.port}"
+    address = f"{'https' if tls else 'http'}://{settings.host}:{settings.port}"
     try:
         lock.acquire(address)
     except DataDirLocked as exc:
@@ -142,8 +164,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
             + " (Ctrl-C to stop)",
             file=sys.stderr,
         )
+        if not tls and not _is_loopback(settings.host):
+            print(
+                f"wiki-memory: WARNING: plain HTTP on {settings.host} (--insecure-http): "
+                "tokens and pages cross the network unencrypted unless a TLS proxy is in front",
+                file=sys.stderr,
+            )
+        try:
+            guard = Guard(
+                settings.header_timeout_seconds,
+                settings.max_connections_per_address,
+                settings.max_connections,
+                settings.trusted_proxies,
+            )
+        except ValueError as exc:
+            raise CliError(f"trusted_proxies: {exc}", 2) from None
         config = uvicorn.Config(
             app,
+            http=protocol_class(guard),
+            ssl_certfile=str(settings.tls_cert) if tls else None,
+            ssl_keyfile=str(settings.tls_key) if tls else None,
+            backlog=guard.backlog,
+            # X-Forwarded-For is believed only from trusted_proxies (uvicorn's own
+            # middleware rewrites the client address; off when none is trusted)
+            proxy_headers=bool(settings.trusted_proxies.strip()),
+            forwarded_allow_ips=settings.trusted_proxies.strip() or None,
             host=settings.host,
             port=settings.port,
             access_log=False,
@@ -153,9 +198,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             log_config=None,
             lifespan="on",
         )
-        server = uvicorn.Server(config)
+        server = GuardedServer(config)
+        server.tls_handshake_timeout = settings.header_timeout_seconds
         if getattr(args, "open", False):
-            _open_when_up(settings.host, settings.port)
+            _open_when_up(settings.host, settings.port, "https" if tls else "http")
         # uvicorn stops gracefully on SIGINT/SIGTERM (the lifespan writes and commits
         # pending pages), then re-raises the signal to the previous handler: make that a
         # no-op so a clean stop exits 0
@@ -195,17 +241,18 @@ def _upgrade_tokens(memory: Any, tokens: Any) -> None:
         )
 
 
-def _open_when_up(host: str, port: int, timeout: float = 30.0) -> None:
+def _open_when_up(host: str, port: int, scheme: str = "http", timeout: float = 30.0) -> None:
     """Open the web view in the user's browser once ``/v1/health`` answers (a daemon
     thread polls every 0.1 s for up to ``timeout`` seconds; a wildcard bind opens
-    loopback)."""
+    loopback). Over TLS the probe does not check the certificate (it only asks whether
+    this machine's own server is up; the browser checks it)."""
     import threading
     import webbrowser
 
     import httpx
 
     shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    base = f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
+    base = f"{scheme}://[{shown}]:{port}" if ":" in shown else f"{scheme}://{shown}:{port}"
 
     def wait_and_open() -> None:
         import time
@@ -213,7 +260,7 @@ def _open_when_up(host: str, port: int, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                if httpx.get(base + "/v1/health", timeout=1).status_code == 200:
+                if httpx.get(base + "/v1/health", timeout=1, verify=False).status_code == 200:
                     webbrowser.open(base + "/")
                     return
             except httpx.HTTPError:
@@ -450,6 +497,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--data-dir", help="data directory (default: $WIKI_MEMORY_HOME or the user data dir)"
     )
+    p.add_argument(
+        "--ca-file",
+        help="PEM file of the CA that signed an https:// server's certificate, trusted "
+        "besides the system's (env WIKI_MEMORY_CA_FILE)",
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("serve", help="run the server")
@@ -461,6 +513,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help=f"port (default {DEFAULT_PORT}; env WIKI_MEMORY_PORT)",
+    )
+    s.add_argument("--tls-cert", help="serve HTTPS with this certificate chain (PEM)")
+    s.add_argument("--tls-key", help="the private key of --tls-cert (PEM)")
+    s.add_argument(
+        "--insecure-http",
+        action="store_true",
+        help="allow plain HTTP on a non-loopback address (a TLS proxy in front)",
     )
     s.add_argument("--no-auth", action="store_true", help="no tokens (loopback only)")
     s.add_argument(

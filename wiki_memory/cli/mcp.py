@@ -28,6 +28,7 @@ def cmd_install_mcp(args: argparse.Namespace, uninstall: bool = False) -> int:
             data_dir=Path(args.data_dir).expanduser().resolve() if args.data_dir else None,
             url=getattr(args, "url", None),
             token_file=getattr(args, "token_file", None),
+            ca_file=getattr(args, "ca_file", None),
             name=args.name,
             force=getattr(args, "force", False),
         )

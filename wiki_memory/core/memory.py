@@ -44,6 +44,7 @@ from wiki_memory.index.watcher import Watcher
 from wiki_memory.recall import rank
 from wiki_memory.recall.tokens import count_item
 from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
+from wiki_memory.wiki.names import new_name_refusal
 from wiki_memory.wiki.paths import PathRefused, clean_rel, locate
 
 log = logging.getLogger("wiki_memory.core.memory")
@@ -444,7 +445,10 @@ class Memory:
         page that is gone raises NotFound. ``who``:
         the caller (see :meth:`update_page`): a page it may not see raises NotFound
         before any hash is compared, so no Conflict confirms it. ``on_current`` is told
-        the bytes the write replaced (None: it created the page).
+        the bytes the write replaced (None: it created the page). Creating a page whose
+        new path parts Windows cannot check out raises PathRefused (400 ``bad_path``,
+        ``rule: portable_name``; :func:`wiki_memory.wiki.names.new_name_refusal`);
+        an existing page with such a name is written as before.
         """
 
         def fn(current: bytes | None) -> bytes:
@@ -456,6 +460,10 @@ class Memory:
                 raise not_found(clean_rel(path))
             if create_only and current is not None:
                 raise Conflict(f"{path} already exists", cur)
+            if current is None:
+                why = new_name_refusal(self.settings.wiki_dir, clean_rel(path))
+                if why is not None:
+                    raise PathRefused(why, rule="portable_name")
             if expected_hash is not None and expected_hash != cur:
                 raise Conflict(f"{path} changed since it was read", cur)
             return data

@@ -165,8 +165,10 @@ def hook_command(
     data_dir: str | Path | None = None,
     url: str | None = None,
     token_file: str | Path | None = None,
+    ca_file: str | Path | None = None,
 ) -> str:
-    """The shell command a harness runs per event.
+    """The shell command a harness runs per event (``ca_file``: ``--ca-file F``, the PEM
+    CA an ``https://`` server's certificate is checked against).
 
     ``'<python>' -S '<script>' --harness <agent> [--data-dir D] [--url U --token-file F]
     || { cat >/dev/null 2>&1; true; }``. ``--data-dir`` (and for a team server ``--url``
@@ -187,6 +189,8 @@ def hook_command(
         parts += ["--url", shlex.quote(url)]
     if token_file:
         parts += ["--token-file", shlex.quote(str(token_file))]
+    if ca_file:
+        parts += ["--ca-file", shlex.quote(str(Path(ca_file).expanduser().resolve()))]
     return " ".join(parts) + " || { cat >/dev/null 2>&1; true; }"
 
 
@@ -317,6 +321,7 @@ def plan_install(
     token_file: str | Path | None = None,
     home: Path | None = None,
     env: dict[str, str] | None = None,
+    ca_file: str | Path | None = None,
 ) -> Plan:
     """Compute the installed configuration for ``agent``; nothing is written.
 
@@ -331,7 +336,7 @@ def plan_install(
     old_targets = [pinned_target(c) for c in installed_commands(path)]
     after = copy.deepcopy(before) if before is not None else {}
     hooks = _hooks_table(after, path)
-    command = hook_command(spec.name, python, script, data_dir, url, token_file)
+    command = hook_command(spec.name, python, script, data_dir, url, token_file, ca_file)
     new_target = pinned_target(command)
     was = next((t for t in old_targets if t and t != new_target), None)
     handler = spec.handler(command)

@@ -94,6 +94,7 @@ class Bridge:
         read_timeout: float = 600,
         harness: str | None = None,
         cwd: str | None = None,
+        verify: Any = True,
     ) -> None:
         import logging
         import threading
@@ -107,7 +108,8 @@ class Bridge:
         self.endpoint = self.base + "/mcp"
         self.token = token
         self.out_fd = out_fd
-        self.client = httpx.Client(timeout=httpx.Timeout(30, read=read_timeout))
+        # verify: httpx's ``verify=`` (True, or an SSLContext trusting --ca-file)
+        self.client = httpx.Client(timeout=httpx.Timeout(30, read=read_timeout), verify=verify)
         self.bridge_id = uuid.uuid4().hex
         self.harness = harness
         self.cwd = cwd
@@ -396,6 +398,17 @@ def resolve_target(args: argparse.Namespace) -> tuple[str | None, str | None]:
     return url, token
 
 
+def _ca_verify(args: argparse.Namespace) -> Any:
+    """httpx's ``verify=`` for the bridge: ``--ca-file`` or ``WIKI_MEMORY_CA_FILE``
+    trusted besides the system's CAs. Raises BridgeError for an unreadable file."""
+    from wiki_memory.config import tls_verify
+
+    try:
+        return tls_verify(getattr(args, "ca_file", None) or os.environ.get("WIKI_MEMORY_CA_FILE"))
+    except ValueError as exc:
+        raise BridgeError(str(exc)) from None
+
+
 def _wait_for_server(args: argparse.Namespace) -> tuple[str, str | None]:
     """``(base URL, token)`` once the server's ``/v1/health`` answers, re-reading the data
     directory while waiting (a server that is starting writes its address, and on its
@@ -405,6 +418,7 @@ def _wait_for_server(args: argparse.Namespace) -> tuple[str, str | None]:
 
     import httpx
 
+    verify = _ca_verify(args)
     deadline = time.monotonic() + max(0.0, args.wait)
     last = "no server has written its address into the data directory"
     while True:
@@ -412,10 +426,12 @@ def _wait_for_server(args: argparse.Namespace) -> tuple[str, str | None]:
         if url is not None:
             base = _local_address(url).rstrip("/")
             try:
-                r = httpx.get(base + "/v1/health", timeout=2)
+                r = httpx.get(base + "/v1/health", timeout=2, verify=verify)
                 if r.status_code == 200:
                     headers = {"Authorization": f"Bearer {token}"} if token else {}
-                    probe = httpx.get(base + "/v1/pages?limit=1", headers=headers, timeout=5)
+                    probe = httpx.get(
+                        base + "/v1/pages?limit=1", headers=headers, timeout=5, verify=verify
+                    )
                     if probe.status_code != 401:
                         return base, token
                     last = f"the server at {base} refused the token" + (
@@ -453,5 +469,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         cwd: str | None = os.getcwd()
     except OSError:
         cwd = None
-    bridge = Bridge(base, token, out_fd, harness=getattr(args, "harness", None), cwd=cwd)
+    bridge = Bridge(
+        base,
+        token,
+        out_fd,
+        harness=getattr(args, "harness", None),
+        cwd=cwd,
+        verify=_ca_verify(args),
+    )
     return bridge.run(sys.stdin.buffer)

@@ -45,6 +45,7 @@ from wiki_memory.errors import (
     rule_for,
 )
 from wiki_memory.harness.outbox import OutboxDrainer
+from wiki_memory.hosts import AllowedHosts, allowed_hosts
 from wiki_memory.identity import CALLER, Identity
 from wiki_memory.mcp import app as mcp_app
 from wiki_memory.server import handoffs as handoff_api
@@ -185,11 +186,49 @@ class AuthMiddleware:
         for name, value in scope.get("headers", []):
             if name == b"user-agent":
                 agent = value.decode("latin-1")[:200]
-        ident = replace(ident, face=face, agent=agent)
+        client = scope.get("client")
+        address = str(client[0]) if client else ""
+        ident = replace(ident, face=face, agent=agent, address=address)
         state["user"] = ident.user
         state["identity"] = ident
         CALLER.set(ident)
         await self.app(scope, receive, send)
+
+
+class HostCheckMiddleware:
+    """Answers 421 to a request whose ``Host`` header names none of this server's
+    addresses (:mod:`wiki_memory.hosts`), before authentication and on every route:
+    ``wrong_host`` JSON under ``/v1`` and ``/mcp``, a plain page on the web view."""
+
+    def __init__(self, app: ASGIApp, allowed: AllowedHosts) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.allowed.any_host:
+            await self.app(scope, receive, send)
+            return
+        host = ""
+        for name, value in scope.get("headers", []):
+            if name == b"host":
+                host = value.decode("latin-1")
+                break
+        if self.allowed.allows(host):
+            await self.app(scope, receive, send)
+            return
+        msg = (
+            f"this server does not answer to the Host {host!r}: add it to the setting "
+            "allowed_hosts (WIKI_MEMORY_ALLOWED_HOSTS) if it is one of its names"
+        )
+        resp: Response
+        if face_of(scope.get("path", "")) == "web":
+            resp = Response(
+                f"421 Misdirected Request: {msg}\n", 421, media_type="text/plain; charset=utf-8"
+            )
+        else:
+            err = ApiError(421, "wrong_host", msg)
+            resp = JSONResponse(err.body(), 421)
+        await resp(scope, receive, send)
 
 
 class AccessLogMiddleware:
@@ -502,7 +541,10 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
     )
     app.state.memory = memory
     return AccessLogMiddleware(
-        AuthMiddleware(app, tokens, enabled=memory.settings.auth, audit=memory.audit)
+        HostCheckMiddleware(
+            AuthMiddleware(app, tokens, enabled=memory.settings.auth, audit=memory.audit),
+            allowed_hosts(memory.settings),
+        )
     )
 
 

@@ -157,6 +157,9 @@ class GitStore(GitHistory):
             config.set((b"core",), b"quotePath", False)
             config.write_to_path()
             repo.close()
+            # the repository's objects hold every page: nothing in it for other accounts,
+            # whatever modes git gives the files it writes (docs/team-server.md)
+            os.chmod(self.wiki_dir / ".git", 0o700)
             created = True
         self._repo = Repo(str(self.wiki_dir))
         self._reader = Repo(str(self.wiki_dir))
