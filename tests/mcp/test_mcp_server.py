@@ -129,7 +129,7 @@ def test_tools_remember_recall_handoff_and_bad_arguments(srv, transport, mode):
     async def main() -> None:
         async with connect(srv, transport, mode, "claude-code") as a:
             tools = await a.list_tools()
-            assert len(tools.tools) == 11
+            assert len(tools.tools) == 12
             assert {"memory_recall", "page_read", "handoff_claim"} <= {t.name for t in tools.tools}
 
             r = await a.call_tool(
