@@ -472,6 +472,7 @@ C23_TITLES = ["Café résumé", "会议记录 第三周", "Ünïcödé – notes
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs the git binary")
 def test_c23_unicode_titles_give_nfc_names_readable_history_and_search(mem, tmp_path):
+    (mem.wiki_dir / "projects" / "u").mkdir(parents=True, exist_ok=True)  # a known project
     paths = []
     for t in C23_TITLES:
         sc = mcp_call(
@@ -522,6 +523,7 @@ C27_TITLES = [
 
 
 def test_c27_titles_give_portable_names_and_title_links_resolve(mem):
+    (mem.wiki_dir / "projects" / "p").mkdir(parents=True, exist_ok=True)  # a known project
     from wiki_memory.wiki.names import is_portable
 
     paths = []

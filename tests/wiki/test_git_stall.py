@@ -93,6 +93,7 @@ def test_stale_locks_stall_commits_until_doctor_fix(tmp_path: Path) -> None:
         assert any("cannot commit" in e for e in rep["errors"]), rep["errors"]
         assert any("index.lock" in e and "held by no process" in e for e in rep["errors"])
         # the next brief says memory is not being committed
+        (wiki / "projects" / "notes").mkdir(parents=True, exist_ok=True)  # a known project
         b = srv.post("/v1/brief", {"project": "notes"}).json()
         assert "not being committed" in b["text"], b["text"]
         # a lock a live process holds is never removed
