@@ -294,16 +294,7 @@ class Spool:
                     and st.get("committed_count", -1) >= info.count
                     and now - float(st.get("ended_at", now)) > keep_seconds
                 ):
-                    fd = self._fds.pop(key, None)
-                    if fd is not None:
-                        os.close(fd)
-                        self._dirty.discard(fd)
-                    for suffix in (".jsonl", ".state"):
-                        try:
-                            (self.dir / f"{key}{suffix}").unlink()
-                        except OSError:
-                            pass
-                    del self.sessions[key]
+                    self._remove_session(key)
                     gone.append(key)
         return gone
 
@@ -341,17 +332,22 @@ class Spool:
         with self._lock:
             if key not in self.sessions:
                 return False
-            fd = self._fds.pop(key, None)
-            if fd is not None:
-                os.close(fd)
-                self._dirty.discard(fd)
-            for suffix in (".jsonl", ".state"):
-                try:
-                    (self.dir / f"{key}{suffix}").unlink()
-                except OSError:
-                    pass
-            del self.sessions[key]
+            self._remove_session(key)
             return True
+
+    def _remove_session(self, key: str) -> None:
+        """Close session ``key``'s append descriptor and delete its log and state files
+        (its dedup keys stay). The caller holds ``self._lock``."""
+        fd = self._fds.pop(key, None)
+        if fd is not None:
+            os.close(fd)
+            self._dirty.discard(fd)
+        for suffix in (".jsonl", ".state"):
+            try:
+                (self.dir / f"{key}{suffix}").unlink()
+            except OSError:
+                pass
+        del self.sessions[key]
 
     def close(self) -> None:
         with self._lock:
