@@ -5,6 +5,7 @@ polling, running the CLI as a user does, and an in-process ``Memory``."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -179,3 +180,24 @@ def runtime_distributions() -> list[Any]:
                 todo.append(m.group())
     seen.pop("wiki-memory", None)
     return [seen[k] for k in sorted(seen)]
+
+
+#: The headers a streamable-HTTP MCP client sends with a JSON-RPC POST to ``/mcp``.
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def own_address() -> str | None:
+    """An IPv4 address of this machine other than loopback that a socket can bind (what a
+    LAN client would reach), or None when the machine has none."""
+    from wiki_memory.hosts import _primary_addresses
+
+    for ip in _primary_addresses():
+        if ":" in ip:
+            continue
+        try:
+            with socket.socket() as s:
+                s.bind((ip, 0))
+            return ip
+        except OSError:
+            continue
+    return None

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support import MCP_HEADERS, own_address
 
 from tests.serverproc import ServerProcess
-from wiki_memory.hosts import _primary_addresses
 
 INIT = {
     "jsonrpc": "2.0",
@@ -23,25 +23,11 @@ INIT = {
         "clientInfo": {"name": "t", "version": "1"},
     },
 }
-MCP = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-def _own_address() -> str | None:
-    for ip in _primary_addresses():
-        if ":" in ip:
-            continue
-        try:
-            with socket.socket() as s:
-                s.bind((ip, 0))
-            return ip
-        except OSError:
-            continue
-    return None
 
 
 @pytest.mark.slow
 def test_lan_bind_own_address_works_and_a_foreign_host_gets_421(tmp_path: Path) -> None:
-    own = _own_address()
+    own = own_address()
     if own is None:
         pytest.skip("this machine has no non-loopback address to reach itself by")
     with ServerProcess(tmp_path / "d", args=["--host", "0.0.0.0", "--insecure-http"]) as srv:
@@ -51,7 +37,9 @@ def test_lan_bind_own_address_works_and_a_foreign_host_gets_421(tmp_path: Path) 
         assert r.status_code == 200, r.text
         assert httpx.get(base + "/pages", headers=h, timeout=60).status_code == 200
         assert (
-            httpx.post(base + "/mcp", json=INIT, headers={**h, **MCP}, timeout=60).status_code
+            httpx.post(
+                base + "/mcp", json=INIT, headers={**h, **MCP_HEADERS}, timeout=60
+            ).status_code
             == 200
         )
         evil = {**h, "Host": f"evil.example:{srv.port}"}
@@ -61,7 +49,7 @@ def test_lan_bind_own_address_works_and_a_foreign_host_gets_421(tmp_path: Path) 
         # before the token is looked at: no token gives 421 too, not 401
         r = httpx.get(base + "/v1/pages", headers={"Host": "evil.example"}, timeout=60)
         assert r.status_code == 421
-        r = httpx.post(base + "/mcp", json=INIT, headers={**evil, **MCP}, timeout=60)
+        r = httpx.post(base + "/mcp", json=INIT, headers={**evil, **MCP_HEADERS}, timeout=60)
         assert r.status_code == 421
         r = httpx.get(base + "/pages", headers=evil, timeout=60)
         assert r.status_code == 421 and "Misdirected" in r.text

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support import MCP_HEADERS, own_address
 
 from tests.serverproc import ServerProcess, free_port
 from tests.support import run_cli
-from wiki_memory.hosts import _primary_addresses
 
 pytest.importorskip("cryptography", reason="the test CA is made with cryptography")
 
@@ -34,26 +34,12 @@ INIT = {
     },
 }
 HEADER_TIMEOUT = 3.0
-MCP = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-def _own_address() -> str | None:
-    for ip in _primary_addresses():
-        if ":" in ip:
-            continue
-        try:
-            with socket.socket() as s:
-                s.bind((ip, 0))
-            return ip
-        except OSError:
-            continue
-    return None
 
 
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("tls")
-    own = _own_address()
+    own = own_address()
     names = ["127.0.0.1", "localhost", socket.gethostname()] + ([own] if own else [])
     pki = make_pki(root / "pki", names)
     args = ["--host", "0.0.0.0", "--tls-cert", str(pki.cert), "--tls-key", str(pki.key)]
@@ -73,12 +59,12 @@ def test_lan_bind_over_tls_own_address_and_foreign_host(tls: tuple[ServerProcess
     r = httpx.post(base + "/v1/recall", json={"query": "x"}, headers=h, verify=v, timeout=60)
     assert r.status_code == 200, r.text
     assert httpx.get(base + "/pages", headers=h, verify=v, timeout=60).status_code == 200
-    r = httpx.post(base + "/mcp", json=INIT, headers={**h, **MCP}, verify=v, timeout=60)
+    r = httpx.post(base + "/mcp", json=INIT, headers={**h, **MCP_HEADERS}, verify=v, timeout=60)
     assert r.status_code == 200
     evil = {**h, "Host": f"evil.example:{srv.port}"}
     r = httpx.get(base + "/v1/pages", headers=evil, verify=v, timeout=60)
     assert r.status_code == 421 and r.json()["error"] == "wrong_host"
-    r = httpx.post(base + "/mcp", json=INIT, headers={**evil, **MCP}, verify=v, timeout=60)
+    r = httpx.post(base + "/mcp", json=INIT, headers={**evil, **MCP_HEADERS}, verify=v, timeout=60)
     assert r.status_code == 421
     assert httpx.get(base + "/pages", headers=evil, verify=v, timeout=60).status_code == 421
     # plain HTTP on the TLS port is not served
