@@ -183,6 +183,24 @@ def runtime_distributions() -> list[Any]:
 
 
 #: The headers a streamable-HTTP MCP client sends with a JSON-RPC POST to ``/mcp``.
+#: The twelve MCP tools the server lists, by name (docs/mcp.md); a new tool is added here.
+MCP_TOOL_NAMES = frozenset(
+    {
+        "memory_recall",
+        "memory_expand",
+        "memory_brief",
+        "memory_remember",
+        "page_read",
+        "page_list",
+        "page_write",
+        "page_forget",
+        "handoff_create",
+        "handoff_list",
+        "handoff_claim",
+        "handoff_update",
+    }
+)
+
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from serverproc import ServerProcess
-from support import shared_path
+from support import MCP_TOOL_NAMES, shared_path
 
 from wiki_memory.core.memory import sha256
 from wiki_memory.harness.mcp_install import BRIDGE_SCRIPT
@@ -129,8 +129,7 @@ def test_tools_remember_recall_handoff_and_bad_arguments(srv, transport, mode):
     async def main() -> None:
         async with connect(srv, transport, mode, "claude-code") as a:
             tools = await a.list_tools()
-            assert len(tools.tools) == 12
-            assert {"memory_recall", "page_read", "handoff_claim"} <= {t.name for t in tools.tools}
+            assert {t.name for t in tools.tools} == MCP_TOOL_NAMES
 
             r = await a.call_tool(
                 "memory_remember",
@@ -455,7 +454,7 @@ def check_frames(out: bytes) -> dict[Any, dict[str, Any]]:
 def check_answers(by_id: dict[Any, dict[str, Any]]) -> None:
     assert set(by_id) == {1, 2, 3, 4}
     assert by_id[1]["result"]["protocolVersion"] == LEGACY
-    assert len(by_id[2]["result"]["tools"]) == 11
+    assert {t["name"] for t in by_id[2]["result"]["tools"]} == MCP_TOOL_NAMES
     assert "blue-green" in json.dumps(by_id[3]["result"])
     page = by_id[4]["result"]
     assert not page.get("isError")

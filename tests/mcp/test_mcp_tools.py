@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import shared_path
+from support import MCP_TOOL_NAMES, shared_path
 
 from wiki_memory.core.memory import Memory, sha256
 from wiki_memory.mcp.bridge import encode_header_value
@@ -121,20 +121,7 @@ def test_page_paths_for_writing():
 def test_tools_have_schemas_and_docstrings(mem):
     tools = run(mem, lambda c: c.list_tools()).tools
     names = {t.name for t in tools}
-    assert names == {
-        "memory_recall",
-        "memory_expand",
-        "memory_brief",
-        "memory_remember",
-        "page_read",
-        "page_list",
-        "page_write",
-        "page_forget",
-        "handoff_create",
-        "handoff_list",
-        "handoff_claim",
-        "handoff_update",
-    }
+    assert names == MCP_TOOL_NAMES
     for t in tools:
         assert t.description and len(t.description) > 20, t.name
         assert "ctx" not in t.input_schema.get("properties", {}), t.name
