@@ -7,14 +7,20 @@ event JSON on stdin) against:
   of 1 KB, 100 KB and 2 MiB (``--runs`` each, default 200);
 - a refused port and a black-hole port (a socket that accepts and never answers),
   ``--fail-runs`` each (default 20), with an empty outbox before every run so that
-  each run pays the failed send (the worst case: later runs of a real outage find a
-  backlog and return at once, leaving the send to a background drainer);
+  each run pays the failed send (the worst case);
+- ``--headless`` copies (default 20) of a Claude Code SessionStart started at once on a
+  refused port and a fresh data directory (case C45's headless run, as that many
+  ``claude -p`` jobs would), beside as many ``python -S -c pass`` started at once: the
+  wall time until the last exits, the drainers that ran, and the processes left 5 s later;
+- the same two, as a real outage: ``--away-runs`` calls in a row (default 100), one
+  SessionStart in ten, the outbox kept: the first call pays the failed send and
+  starts the back-off, the others skip the network (their p95 is reported apart);
 
 beside ``python -c pass``, ``python -S -c pass`` and ``python -S`` importing the
 sanitizer (``wiki_memory.capture.sanitize``, which the hook loads) on the same interpreter
 in the same run. Prints p50/p95 in milliseconds and the ratio to ``python -c pass``.
 
-    python bench/hook.py [--runs 200] [--fail-runs 20]
+    python bench/hook.py [--runs 200] [--fail-runs 20] [--away-runs 100] [--headless 20]
 """
 
 from __future__ import annotations
@@ -57,6 +63,32 @@ def payload(size: int, i: int) -> bytes:
     line = "test_module.py::test_case PASSED [ 42%]\n"
     base["tool_response"]["stdout"] = (line * (pad // len(line) + 1))[: max(pad, 0)]
     return json.dumps(base).encode()
+
+
+def start_payload(i: int) -> bytes:
+    return json.dumps(
+        {
+            "session_id": "bench-away",
+            "cwd": "/home/dev/demo",
+            "hook_event_name": "SessionStart",
+            "source": "startup" if i == 0 else "resume",
+        }
+    ).encode()
+
+
+def away_targets(env: dict[str, str]) -> list[tuple[str, dict[str, str], Any]]:
+    """``(label, environment, closer)`` for a refused port and a black hole."""
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(1024)
+    return [
+        ("refused", dict(env, WIKI_MEMORY_URL=f"http://127.0.0.1:{free_port()}"), lambda: None),
+        (
+            "black hole",
+            dict(env, WIKI_MEMORY_URL=f"http://127.0.0.1:{hole.getsockname()[1]}"),
+            hole.close,
+        ),
+    ]
 
 
 def timed(argv: list[str], data: bytes, env: dict[str, str]) -> float:
@@ -112,10 +144,74 @@ class Server:
         self.log.close()
 
 
+def own_processes_with(marker: str) -> list[int]:
+    """Pids of this user's processes whose environment holds ``marker`` (Linux /proc)."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(d))
+        except OSError:
+            continue
+    return found
+
+
+def at_once(argv: list[str], data: bytes, envs: list[dict[str, str]]) -> float:
+    """Start one process per environment at once; seconds until the last has exited."""
+    t0 = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=e,
+        )
+        for e in envs
+    ]
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write(data)
+        p.stdin.close()
+    for p in procs:
+        if p.wait() != 0:
+            raise SystemExit(f"{argv} exited {p.returncode}")
+    return time.perf_counter() - t0
+
+
+def headless(py: str, hook: list[str], env: dict[str, str], tmp: Path, n: int) -> list[str]:
+    """Case C45's headless run: ``n`` SessionStarts at once on a refused port, one fresh
+    data directory shared by all (as ``n`` ``claude -p`` jobs in one project would)."""
+    data = tmp / "headless"
+    data.mkdir()
+    marker = f"WIKI_MEMORY_HOME={data}"
+    url = f"http://127.0.0.1:{free_port()}"
+    envs = [dict(env, WIKI_MEMORY_HOME=str(data), WIKI_MEMORY_URL=url) for _ in range(n)]
+    floor = at_once([py, "-S", "-c", "import sys; sys.stdin.read()"], b"", envs)
+    wall = at_once(hook, start_payload(0), envs)
+    seen = set(own_processes_with(marker))
+    time.sleep(5)
+    left = own_processes_with(marker)
+    queued = (
+        len([p for p in (data / "outbox").rglob("*.json")]) if (data / "outbox").exists() else 0
+    )
+    return [
+        f"headless: {n} SessionStarts at once on a refused port: {wall * 1000:.0f} ms wall "
+        f"(floor, {n} x python -S at once: {floor * 1000:.0f} ms; {wall / floor:.2f}x); "
+        f"{len(seen)} process(es) running at exit (drainers), {len(left)} left after 5 s; "
+        f"{queued} file(s) in the outbox"
+    ]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--fail-runs", type=int, default=20)
+    ap.add_argument("--away-runs", type=int, default=100)
+    ap.add_argument("--headless", type=int, default=20)
     args = ap.parse_args()
     py = sys.executable
     tmp = Path(tempfile.mkdtemp(prefix="wm-bench-hook-"))
@@ -125,11 +221,14 @@ def main() -> int:
     env["WIKI_MEMORY_HOME"] = str(data)
     hook = [py, "-S", str(HOOK), "--harness", "claude-code"]
     rows: list[tuple[str, int, list[float]]] = []
+    notes: list[str] = []
     try:
         # Warm the bytecode caches once.
         timed([py, "-c", "pass"], b"", env)
         timed(hook, payload(1000, -1), dict(env, WIKI_MEMORY_URL=f"http://127.0.0.1:{free_port()}"))
         shutil.rmtree(data / "outbox", ignore_errors=True)
+        if args.headless:
+            notes += headless(py, hook, env, tmp, args.headless)
 
         rows.append(
             (
@@ -191,16 +290,33 @@ def main() -> int:
         finally:
             hole.close()
         rows.append(("hook, black-hole port, 1 KB", args.fail_runs, xs))
+
+        # A real outage: the server away for 100 calls in a row, one SessionStart in
+        # ten; the first call pays the failed send, the others find the back-off and
+        # go straight to the outbox (SessionStart composes its line from it).
+        for label, port_env, closer in away_targets(env):
+            shutil.rmtree(data / "outbox", ignore_errors=True)
+            xs = []
+            try:
+                for i in range(args.away_runs):
+                    data_i = start_payload(i) if i % 10 == 0 else payload(1000, 30_000 + i)
+                    xs.append(timed(hook, data_i, port_env))
+            finally:
+                closer()
+            rows.append((f"away, {label}, first call", 1, xs[:1]))
+            rows.append((f"away, {label}, calls 2-{args.away_runs}", len(xs) - 1, xs[1:]))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
     floor = pct(rows[0][2], 0.95)
     print(f"interpreter: {py} (Python {sys.version.split()[0]}), {os.cpu_count()} CPUs")
-    print(f"{'case':<32} {'runs':>5} {'p50 ms':>8} {'p95 ms':>8} {'p95/floor':>10}")
+    print(f"{'case':<36} {'runs':>5} {'p50 ms':>8} {'p95 ms':>8} {'p95/floor':>10}")
     for name, n, xs in rows:
         p50, p95 = pct(xs, 0.5) * 1000, pct(xs, 0.95) * 1000
-        print(f"{name:<32} {n:>5} {p50:>8.1f} {p95:>8.1f} {p95 / (floor * 1000):>9.2f}x")
+        print(f"{name:<36} {n:>5} {p50:>8.1f} {p95:>8.1f} {p95 / (floor * 1000):>9.2f}x")
     print("floor = p95 of `python -c pass`; target: the live 1 KB p95 within 1.5x of it")
+    for line in notes:
+        print(line)
     return 0
 
 

@@ -32,6 +32,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "wiki"))  # the test files live in room folders
+sys.path.insert(0, str(REPO / "tests" / "capture"))
 
 from test_page import PATHOLOGICAL, PATHOLOGICAL_FRONTMATTER  # noqa: E402
 from test_sanitize import CORPUS  # noqa: E402

@@ -7,10 +7,12 @@ One run (``main(["--harness", "claude-code"])``, event JSON on stdin):
 
 1. Read stdin to EOF (never the environment; Codex ``notify`` JSON comes as the
    last argument and stdin is not touched then).
-2. Find the project: ``project =`` in the nearest ``.wiki-memory.toml`` upward
-   from the event's ``cwd``, else the name of the git top-level, else the last
-   component of ``cwd``. Apply that file's ``[capture]`` rules (``enabled``,
-   ``ignore_paths``, ``mode = "allowlist"`` + ``paths``).
+2. Find the project by the one order of ``wiki_memory/capture/project.py``:
+   ``project =`` in the nearest ``.wiki-memory.toml`` upward from the event's
+   ``cwd``, else the git repository (a worktree maps to its main repository), else
+   none (``project_from: "none"``: the server files the event under the session's
+   current project, or none). Apply the nearest ``.wiki-memory.toml``'s ``[capture]``
+   rules (``enabled``, ``ignore_paths``, ``mode = "allowlist"`` + ``paths``).
 3. Build the observation ``{harness, event, session_id, project, cwd, event_id,
    ts, payload}``; truncate long strings so that it stays under
    ``max_event_bytes``; redact secrets with ``wiki_memory.capture.sanitize``.
@@ -20,11 +22,16 @@ One run (``main(["--harness", "claude-code"])``, event JSON on stdin):
 4. Write it to the outbox (``<data_dir>/outbox/``, 0700 directory, 0600 files,
    fsynced) and send it. On a 2xx reply the file is removed; when older events
    wait in the outbox, a detached drainer sends them all in order instead.
+   After a refused or timed-out delivery the outbox records it (``.unreachable``)
+   and every run skips the network for a back-off period (30 s, doubling to 5 min);
+   the server drains its own data directory's outbox when it is back.
 5. On ``SessionStart`` ask ``POST /v1/brief`` and print exactly one JSON object
-   in the harness's format; on every other event print nothing.
+   in the harness's format; on every other event print nothing. When the server is
+   unreachable, the context is one line composed from the outbox's state instead.
 
 Every error is caught; the run exits 0 within ``deadline_seconds`` (default
-2 s, counted from the start of the process; 1.2 s for ``SessionEnd``).
+2 s, counted from the start of the process; 1.2 s for ``SessionEnd``, 1 s for
+``SessionStart``).
 """
 
 from __future__ import annotations
@@ -56,6 +63,9 @@ DEFAULTS: dict[str, float | int] = {
     "drain_batch_events": 200,
     "brief_budget_tokens": 1000,
     "brief_max_chars": 9000,
+    "session_start_deadline_seconds": 1.0,
+    "backoff_seconds": 30.0,
+    "backoff_max_seconds": 300.0,
 }
 
 #: Replies that say "try again later", not "this event is bad": never dropped.
@@ -82,6 +92,8 @@ class Config:
         self.url = DEFAULT_URL
         self.token: str | None = None
         self.token_file = os.path.join(data_dir, "auth", "owner.token")
+        #: PEM CA trusted (besides the system's) for an https:// server
+        self.ca_file: str | None = None
         self.values: dict[str, float | int] = dict(DEFAULTS)
 
     def get(self, name: str) -> float:
@@ -127,7 +139,11 @@ def _read_toml(path: str) -> dict:
 
 
 def load_config(
-    data_dir: str | None = None, url: str | None = None, token_file: str | None = None
+    data_dir: str | None = None,
+    url: str | None = None,
+    token_file: str | None = None,
+    pinned: bool = False,
+    ca_file: str | None = None,
 ) -> Config:
     """Resolve the server URL, token and tunables.
 
@@ -135,9 +151,21 @@ def load_config(
     ``WIKI_MEMORY_TOKEN`` / ``WIKI_MEMORY_HOOK_<NAME>`` > ``<data_dir>/hook.toml``
     (``url``, ``token_file`` and any key of :data:`DEFAULTS`) > ``server.json``'s
     address > ``http://127.0.0.1:8765``. A bad hook.toml is ignored (with a warning).
+    ``pinned`` (the installed command names its ``--data-dir`` or ``--url``): the
+    ``WIKI_MEMORY_URL`` and ``WIKI_MEMORY_TOKEN*`` variables are ignored, so that no
+    environment a harness passes redirects the events.
+
+    The CA file for an ``https://`` server: ``ca_file`` > ``WIKI_MEMORY_CA_FILE`` >
+    ``ca_file`` in hook.toml.
     """
     cfg = Config(data_dir or default_data_dir())
-    env = os.environ
+    env: dict[str, str] | os._Environ[str] = os.environ
+    if pinned:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("WIKI_MEMORY_URL", "WIKI_MEMORY_TOKEN", "WIKI_MEMORY_TOKEN_FILE")
+        }
     hook_toml = os.path.join(cfg.data_dir, "hook.toml")
     file_cfg: dict = {}
     if os.path.exists(hook_toml):
@@ -165,6 +193,8 @@ def load_config(
         except (TypeError, ValueError):
             warn(f"ignoring {name}={raw!r}: not a number")
     cfg.url = url or env.get("WIKI_MEMORY_URL") or cfg.url
+    file_ca = file_cfg.get("ca_file") if isinstance(file_cfg.get("ca_file"), str) else None
+    cfg.ca_file = ca_file or env.get("WIKI_MEMORY_CA_FILE") or file_ca or None
     cfg.url = cfg.url.rstrip("/")
     cfg.token_file = token_file or env.get("WIKI_MEMORY_TOKEN_FILE") or cfg.token_file
     cfg.token = (
@@ -231,10 +261,20 @@ def _emit() -> None:
         pass
 
 
+#: ``(cfg, outbox)`` while this run delivers its event: a deadline reached then counts
+#: as a timed-out delivery (the back-off starts)
+_SENDING: tuple | None = None
+
+
 def _on_deadline(signum: int, frame: object) -> None:
     if _IS_DRAINER:
         os._exit(0)
     warn("deadline reached; the event stays in the outbox")
+    if _SENDING is not None:
+        try:
+            note_unreachable(_SENDING[0], _SENDING[1], "no reply before the hook's deadline")
+        except Exception:
+            pass
     _emit()
     os._exit(0)
 
@@ -291,7 +331,7 @@ def read_stdin(idle_seconds: float, max_seconds: float = 30.0) -> bytes:
 
 def parse_args(argv: list[str]) -> dict:
     """``--harness NAME``, ``--event NAME``, ``--data-dir D``, ``--url U``,
-    ``--token-file F``, ``--deadline S``, ``--drain``, ``--notify`` and, for Codex
+    ``--token-file F``, ``--ca-file F``, ``--deadline S``, ``--drain``, ``--notify`` and, for Codex
     notify, the JSON argument (any argument starting with ``{``)."""
     opts: dict = {
         "harness": None,
@@ -299,12 +339,21 @@ def parse_args(argv: list[str]) -> dict:
         "data_dir": None,
         "url": None,
         "token_file": None,
+        "ca_file": None,
         "deadline": None,
         "drain": False,
         "notify_json": None,
     }
     i = 0
-    valued = {"--harness", "--event", "--data-dir", "--url", "--token-file", "--deadline"}
+    valued = {
+        "--harness",
+        "--event",
+        "--data-dir",
+        "--url",
+        "--token-file",
+        "--ca-file",
+        "--deadline",
+    }
     while i < len(argv):
         a = argv[i]
         if a.startswith("{"):
@@ -358,17 +407,37 @@ def git_toplevel(cwd: str) -> str | None:
         d = parent
 
 
-def project_for(cwd: str | None, repo_cfg: dict) -> str | None:
-    """``project`` from the repository config, else the git top-level's name, else the
-    last component of ``cwd``; None without a cwd."""
+_PROJECT: object = None
+
+
+def resolve_project(cwd: str | None, repo_cfg: dict) -> tuple[str | None, str]:
+    """``(project or None, source)`` of an event in ``cwd``, by the one documented order of
+    ``wiki_memory/capture/project.py`` (configuration file, git repository with worktrees
+    mapped to their main repository; never a bare folder name). ``none`` leaves the
+    choice to the server: the session's current project, or no project. Without that
+    module: ``project`` of the parsed ``repo_cfg``, else the git top-level's name."""
+    global _PROJECT
+    if _PROJECT is None:
+        _sanitizer()  # puts the repository (or the installed package) on sys.path
+        try:
+            from wiki_memory.capture import project as mod
+
+            _PROJECT = mod
+        except (Exception, SystemExit):
+            _PROJECT = False
+    if _PROJECT:
+        try:
+            res = _PROJECT.resolve_project(cwd)  # type: ignore[attr-defined]
+            return res.name, res.source
+        except Exception:
+            pass
     name = repo_cfg.get("project")
     if isinstance(name, str) and name.strip():
-        return name.strip()
-    if not cwd:
-        return None
-    top = git_toplevel(cwd)
-    base = os.path.basename((top or cwd).rstrip("/\\"))
-    return base or None
+        return name.strip(), "config"
+    top = git_toplevel(cwd) if cwd else None
+    if top:
+        return os.path.basename(top.rstrip("/\\")) or None, "git"
+    return None, "none"
 
 
 _PATH_KEYS = (
@@ -936,6 +1005,50 @@ def redact(obj: object, stats: dict | None = None) -> tuple[object, int]:
     return fallback_redact(obj, stats)
 
 
+_SPANS_MODULE: object = None
+
+
+def _private():  # -> module | False
+    """``wiki_memory.capture.private`` (the one rule for ``<private>`` spans), imported
+    like the sanitizer; False when it cannot be."""
+    global _SPANS_MODULE
+    if _SPANS_MODULE is None:
+        _sanitizer()  # puts the repository (or the installed package) on sys.path
+        try:
+            from wiki_memory.capture import private
+
+            _SPANS_MODULE = private
+        except (Exception, SystemExit):
+            _SPANS_MODULE = False
+    return _SPANS_MODULE
+
+
+def strip_private(obj: object) -> object:
+    """``obj`` without ``<private>…</private>`` spans in any string (see
+    ``wiki_memory/capture/private.py``). Without that module, any string holding a
+    ``private`` tag is replaced whole by ``[private]``: never kept as it is."""
+    mod = _private()
+    if mod:
+        try:
+            return mod.strip_private_obj(obj)[0]  # type: ignore[attr-defined]
+        except Exception:
+            pass
+    import re
+
+    tag = re.compile(r"<\s*/?\s*private\s*>", re.I)
+
+    def walk(o: object) -> object:
+        if isinstance(o, str):
+            return "[private]" if tag.search(o) else o
+        if isinstance(o, dict):
+            return {walk(k): walk(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [walk(x) for x in o]
+        return o
+
+    return walk(obj)
+
+
 def build_event(
     harness: str,
     event: str,
@@ -945,8 +1058,10 @@ def build_event(
     max_bytes: int,
     now: float,
 ) -> dict:
-    """The observation sent to ``POST /v1/observations`` (redacted, then truncated: a cut
-    inside a private key would leave a tail no detector recognises). When the
+    """The observation sent to ``POST /v1/observations``: ``<private>`` spans removed
+    first (:func:`strip_private`), then redacted, then truncated (a cut inside a private
+    key would leave a tail no detector recognises, a cut inside a private span would
+    leave half of it). When the
     sanitizer could not run (see :func:`redact`), the payload gets a
     ``wiki_memory_redaction`` entry: ``{mode: "hook-fallback", reason,
     dropped_strings, dropped_chars, redacted}``."""
@@ -964,6 +1079,9 @@ def build_event(
     }
     if isinstance(payload.get("timestamp"), str):
         ev["ts"] = payload["timestamp"]
+    ev["payload"] = strip_private(ev["payload"])
+    if ev["cwd"]:
+        ev["cwd"] = strip_private(ev["cwd"])
     stats: dict = {}
     clean, _ = redact(ev["payload"], stats)
     ev["payload"] = clean
@@ -1105,6 +1223,45 @@ class Outbox:
             pass
         self.remove(name)
 
+    def refused(self, ev: dict, status: int, message: str) -> None:
+        """Count an event the server refused for good (``capture_refused``: the caller
+        may not write its project) in ``refused.json``, per project: ``{count, status,
+        message, last}``. The next SessionStart of that project names it."""
+        project = str(ev.get("project") or "?")
+        path = os.path.join(self.path, "refused.json")
+        state = read_refused(self.path)
+        entry = state.get(project) if isinstance(state.get(project), dict) else {}
+        entry = {
+            "count": int(entry.get("count") or 0) + 1,
+            "status": status,
+            "message": message[:300],
+            "last": _iso(time.time()),
+        }
+        state[project] = entry
+        try:
+            self._ensure()
+            tmp = path + f".{os.getpid()}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(state, f)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+
+    def accepted(self, project: object) -> None:
+        """Capture into ``project`` works again (a grant came): forget its refusal."""
+        state = read_refused(self.path)
+        if str(project) in state:
+            del state[str(project)]
+            try:
+                tmp = os.path.join(self.path, f"refused.json.{os.getpid()}.tmp")
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump(state, f)
+                os.replace(tmp, os.path.join(self.path, "refused.json"))
+            except OSError:
+                pass
+
     def dropped_counts(self) -> dict[str, int]:
         """How many events were dropped, by reason (``overflow``, ``rejected``, ``corrupt``)."""
         counts: dict[str, int] = {}
@@ -1190,13 +1347,20 @@ class HttpError(OSError):
 
 
 def http_post(
-    base_url: str, path: str, token: str | None, body: bytes, deadline: float
+    base_url: str,
+    path: str,
+    token: str | None,
+    body: bytes,
+    deadline: float,
+    ca_file: str | None = None,
 ) -> tuple[int, bytes]:
     """POST ``body`` (JSON) to ``base_url + path``; returns ``(status, body)``.
 
     ``deadline`` is a ``time.monotonic()`` instant bounding connect, send and receive.
     Plain ``http`` uses a raw socket (a fraction of ``http.client``'s import cost);
-    ``https`` uses ``http.client``. Raises :class:`HttpError` (an OSError) otherwise.
+    ``https`` uses ``http.client`` (and so ``ssl``, imported only then), trusting
+    ``ca_file`` (PEM) besides the system's CAs. Raises :class:`HttpError` (an OSError)
+    otherwise.
     """
     remaining = deadline - time.monotonic()
     if remaining <= 0.005:
@@ -1218,7 +1382,15 @@ def http_post(
         import http.client
 
         try:
-            conn = http.client.HTTPSConnection(hostport, timeout=remaining)
+            context = None
+            if ca_file:
+                import ssl
+
+                try:
+                    context = ssl.create_default_context(cafile=os.path.expanduser(ca_file))
+                except ssl.SSLError as exc:
+                    raise HttpError(f"ca_file {ca_file}: {exc}") from exc
+            conn = http.client.HTTPSConnection(hostport, timeout=remaining, context=context)
             conn.request("POST", full_path, body=body, headers=headers)
             resp = conn.getresponse()
             return resp.status, resp.read()
@@ -1324,6 +1496,46 @@ def _dechunk(data: bytes) -> bytes:
 # --------------------------------------------------------------------------- delivery
 
 
+def read_refused(outbox_dir: str) -> dict:
+    """``refused.json`` of an outbox: project -> ``{count, status, message, last}``
+    (``{}`` when none or unreadable)."""
+    try:
+        with open(os.path.join(outbox_dir, "refused.json"), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def refusal_of(status: int, reply: bytes) -> str | None:
+    """The message of a ``capture_refused`` answer (403 or 404: the caller may not write
+    the project; final, never retried), else None."""
+    if status not in (403, 404):
+        return None
+    try:
+        body = json.loads(reply)
+    except ValueError:
+        return None
+    if isinstance(body, dict) and body.get("error") == "capture_refused":
+        return str(body.get("message") or "capture refused")
+    return None
+
+
+def refusal_notice(outbox_dir: str, project: str | None) -> str:
+    """The lines a SessionStart brief opens with when capture for ``project`` is
+    refused by the server ("" otherwise)."""
+    entry = read_refused(outbox_dir).get(str(project)) if project else None
+    if not isinstance(entry, dict):
+        return ""
+    return (
+        f"wiki-memory: capture for project {project} is refused by the server: "
+        f"{entry.get('message')} ({entry.get('count')} event(s) dropped, not retried). "
+        "Nothing from this session is remembered; ask an admin for a write grant "
+        "(`wiki-memory token grant --user <you> --project "
+        f"{project}`)."
+    )
+
+
 def classify(status: int) -> str:
     """``ok`` (2xx), ``rejected`` (a 4xx about the event itself: dropped and counted) or
     ``retry`` (5xx, auth, rate limits, wrong URL: kept for later)."""
@@ -1335,13 +1547,23 @@ def classify(status: int) -> str:
 
 
 def deliver_one(cfg: Config, ob: Outbox, name: str, ev: dict, deadline: float) -> str:
-    """Send one stored event: ``ok`` and ``rejected`` remove it from the outbox,
-    ``shrunk`` means it was cut smaller after a 413 and waits, ``retry`` keeps it."""
+    """Send one stored event: ``ok``, ``rejected`` and ``refused`` (``capture_refused``:
+    counted in ``refused.json``) remove it from the outbox, ``shrunk`` means it was cut
+    smaller after a 413 and waits, ``retry`` keeps it."""
     body = json.dumps(ev, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    status, _ = http_post(cfg.url, "/v1/observations", cfg.token, body, deadline)
+    status, reply = http_post(cfg.url, "/v1/observations", cfg.token, body, deadline, cfg.ca_file)
+    note_reachable(ob)
+    refused = refusal_of(status, reply)
+    if refused is not None:
+        # final: the caller may not write this project; dropped, counted, never retried
+        ob.drop(name, "refused", status, ev)
+        ob.refused(ev, status, refused)
+        warn(f"server refused capture for {ev.get('project')} ({status}): {refused}; dropped")
+        return "refused"
     verdict = classify(status)
     if verdict == "ok":
         ob.remove(name)
+        ob.accepted(ev.get("project"))
     elif verdict == "rejected":
         if status == 413 and _size(ev) > SHRUNK_EVENT_BYTES:
             # The server's limit is lower than ours: shrink once, send again later.
@@ -1360,9 +1582,18 @@ def deliver_one(cfg: Config, ob: Outbox, name: str, ev: dict, deadline: float) -
 def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -> dict[str, int]:
     """Send every waiting event, oldest first, in batches (``POST`` of a list). The
     caller holds the drain lock. Stops at the first failure that is not the event's
-    fault. Returns counts: ``sent``, ``duplicates``, ``rejected``, ``corrupt``, ``left``,
+    fault. Returns counts: ``sent``, ``duplicates``, ``rejected``, ``refused``,
+    ``corrupt``, ``left``,
     ``failed`` (1 when it stopped on an unreachable or failing server)."""
-    stats = {"sent": 0, "duplicates": 0, "rejected": 0, "corrupt": 0, "left": 0, "failed": 0}
+    stats = {
+        "sent": 0,
+        "duplicates": 0,
+        "rejected": 0,
+        "refused": 0,
+        "corrupt": 0,
+        "left": 0,
+        "failed": 0,
+    }
     end = time.monotonic() + max_seconds
     ob.clean_tmp()
     max_batch = cfg.geti("drain_batch_events")
@@ -1400,8 +1631,8 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
                 verdict = deliver_one(cfg, ob, n, ev, deadline)
                 if verdict == "ok":
                     stats["sent"] += 1
-                elif verdict == "rejected":
-                    stats["rejected"] += 1
+                elif verdict in ("rejected", "refused"):
+                    stats[verdict] += 1
                 elif verdict == "shrunk":
                     continue  # rewritten smaller after a 413: send it again
                 else:
@@ -1415,13 +1646,19 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
                 )
                 + "]"
             ).encode("utf-8")
-            status, reply = http_post(cfg.url, "/v1/observations", cfg.token, body, deadline)
+            status, reply = http_post(
+                cfg.url, "/v1/observations", cfg.token, body, deadline, cfg.ca_file
+            )
         except HttpError as exc:
             warn(f"server unreachable ({exc}); {len(names)} event(s) stay in the outbox")
+            note_unreachable(cfg, ob, str(exc))
             stats["failed"] = 1
             break
-        verdict = classify(status)
+        note_reachable(ob)
+        verdict = "rejected" if refusal_of(status, reply) is not None else classify(status)
         if verdict == "ok":
+            for _, ev in batch:
+                ob.accepted(ev.get("project"))
             try:
                 acc = json.loads(reply).get("accepted") or []
                 stats["duplicates"] += sum(
@@ -1433,7 +1670,8 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
                 ob.remove(n)
             stats["sent"] += len(batch)
         elif verdict == "rejected":
-            # One bad event fails the whole batch: send them one by one.
+            # One bad event (or one refused project) fails the whole batch: send them
+            # one by one.
             for n, ev in batch:
                 try:
                     v = deliver_one(cfg, ob, n, ev, min(time.monotonic() + request_seconds, end))
@@ -1448,8 +1686,8 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
                     break
                 if v == "ok":
                     stats["sent"] += 1
-                elif v == "rejected":
-                    stats["rejected"] += 1
+                elif v in ("rejected", "refused"):
+                    stats[v] += 1
                 elif v != "shrunk":
                     stats["failed"] = 1
                     break
@@ -1461,6 +1699,82 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
             break
     stats["left"] = len(ob.pending())
     return stats
+
+
+# --------------------------------------------------------------------------- back-off
+
+#: ``<outbox>/.unreachable``: when the last delivery was refused or timed out
+#: ``{"since": epoch s of the first failure, "until": epoch s the back-off ends,
+#: "failures": consecutive failures, "url": the server, "error": the last reason}``.
+BACKOFF_FILE = ".unreachable"
+
+
+def read_backoff(ob: Outbox) -> dict | None:
+    """The outbox's back-off state, or None when the server was last reachable."""
+    try:
+        with open(os.path.join(ob.path, BACKOFF_FILE), "rb") as f:
+            st = json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+    return st if isinstance(st, dict) and isinstance(st.get("until"), int | float) else None
+
+
+def in_backoff(ob: Outbox, now: float | None = None) -> dict | None:
+    """The back-off state while it lasts (the network is skipped then), else None."""
+    st = read_backoff(ob)
+    now = time.time() if now is None else now
+    return st if st is not None and now < float(st["until"]) else None
+
+
+def note_unreachable(cfg: Config, ob: Outbox, reason: str) -> dict:
+    """Record a refused or timed-out delivery: the back-off doubles with each consecutive
+    failure, from ``backoff_seconds`` up to ``backoff_max_seconds``. Returns the state."""
+    now = time.time()
+    old = read_backoff(ob) or {}
+    n = int(old.get("failures") or 0) + 1
+    wait = min(cfg.get("backoff_seconds") * (2 ** min(n - 1, 16)), cfg.get("backoff_max_seconds"))
+    st = {
+        "since": float(old.get("since") or now),
+        "until": now + wait,
+        "failures": n,
+        "url": cfg.url,
+        "error": reason[:200],
+    }
+    try:
+        ob._ensure()
+        tmp = os.path.join(ob.path, f".tmp-{BACKOFF_FILE}-{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, json.dumps(st).encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, os.path.join(ob.path, BACKOFF_FILE))
+    except OSError:
+        pass
+    return st
+
+
+def note_reachable(ob: Outbox) -> None:
+    """The server answered: end the back-off."""
+    try:
+        os.unlink(os.path.join(ob.path, BACKOFF_FILE))
+    except OSError:
+        pass
+
+
+def unreachable_line(cfg: Config, st: dict | None, queued: int) -> str:
+    """The one line a SessionStart returns when no brief could be fetched, composed from
+    the outbox's state: ``wiki-memory: memory server unreachable since 14:02
+    (http://127.0.0.1:8765); 37 events queued; they will be sent when it is back``."""
+    since = ""
+    if st and isinstance(st.get("since"), int | float):
+        since = " since " + time.strftime("%H:%M", time.localtime(float(st["since"])))
+    url = (st or {}).get("url") or cfg.url
+    n = f"{queued} event{'s' if queued != 1 else ''} queued"
+    return (
+        f"wiki-memory: memory server unreachable{since} ({url}); brief unavailable; "
+        f"{n}; they will be sent when it is back"
+    )
 
 
 def spawn_drainer(cfg: Config, ob: Outbox) -> bool:
@@ -1479,8 +1793,11 @@ def spawn_drainer(cfg: Config, ob: Outbox) -> bool:
         flags = getattr(subprocess, "DETACHED_PROCESS", 0) | getattr(
             subprocess, "CREATE_NEW_PROCESS_GROUP", 0
         )
+        cmd = [sys.executable, here, "--drain", "--data-dir", cfg.data_dir, "--url", cfg.url]
+        if cfg.ca_file:
+            cmd += ["--ca-file", cfg.ca_file]
         subprocess.Popen(
-            [sys.executable, here, "--drain", "--data-dir", cfg.data_dir, "--url", cfg.url],
+            cmd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -1507,26 +1824,42 @@ def spawn_drainer(cfg: Config, ob: Outbox) -> bool:
         os._exit(0)
 
 
+class BriefUnavailable(Exception):
+    """The server answered, but without a brief (an error status, a timeout mid-reply)."""
+
+
 def fetch_brief(
-    cfg: Config, harness: str, project: str | None, session_id: str | None, deadline: float
+    cfg: Config,
+    harness: str,
+    project: str | None,
+    session_id: str | None,
+    deadline: float,
+    cwd: str | None = None,
 ) -> str:
-    """``POST /v1/brief`` → its ``text``, cut to ``brief_max_chars``; "" on any failure."""
+    """``POST /v1/brief`` → its ``text``, cut to ``brief_max_chars`` ("" for no brief:
+    404, or no text). Raises :class:`HttpError` when the server cannot be reached (refused,
+    no route, a connect that timed out) and :class:`BriefUnavailable` when it answered
+    without a brief or too slowly."""
     body = json.dumps(
         {
             "project": project,
+            "cwd": cwd,
             "harness": harness,
             "session_id": session_id,
             "budget_tokens": cfg.geti("brief_budget_tokens"),
         }
     ).encode()
     try:
-        status, reply = http_post(cfg.url, "/v1/brief", cfg.token, body, deadline)
+        status, reply = http_post(cfg.url, "/v1/brief", cfg.token, body, deadline, cfg.ca_file)
     except HttpError as exc:
         warn(f"no brief ({exc})", once=True)
-        return ""
+        if str(exc).startswith("cannot connect"):
+            raise
+        raise BriefUnavailable("the server did not answer in time") from exc
     if not 200 <= status < 300:
         if status != 404:
             warn(f"no brief (server answered {status})", once=True)
+            raise BriefUnavailable(f"the server answered {status}")
         return ""
     try:
         text = json.loads(reply).get("text") or ""
@@ -1545,16 +1878,20 @@ def fetch_brief(
 
 
 def run(argv: list[str]) -> None:
-    global _PENDING_OUTPUT
+    global _PENDING_OUTPUT, _SENDING
     opts = parse_args(argv)
+    pinned = bool(opts["data_dir"] or opts["url"])
     if opts["drain"]:
-        cfg = load_config(opts["data_dir"], opts["url"], opts["token_file"])
+        cfg = load_config(
+            opts["data_dir"], opts["url"], opts["token_file"], pinned, opts["ca_file"]
+        )
         ob = Outbox(cfg.outbox_dir, cfg.geti("outbox_max_events"), cfg.geti("outbox_max_bytes"))
         fd = ob.lock(5.0)
         if fd is not None:
             drain(cfg, ob, cfg.get("drain_max_seconds"), cfg.get("drain_request_seconds"))
         return
     harness = opts["harness"] or "claude-code"
+    harness = {"gemini": "gemini-cli", "claude": "claude-code"}.get(harness, harness)
     deadline_s = float(
         opts["deadline"]
         or os.environ.get("WIKI_MEMORY_HOOK_DEADLINE_SECONDS")
@@ -1578,11 +1915,16 @@ def run(argv: list[str]) -> None:
         event = str(event)
     is_start = event == "SessionStart"
     if is_start:
-        _PENDING_OUTPUT = session_start_output(harness, "")
+        # what the agent reads if the deadline strikes first: never silently empty
+        _PENDING_OUTPUT = session_start_output(
+            harness,
+            "wiki-memory: the memory server did not answer in time; brief unavailable; "
+            "this session's events are kept and sent later",
+        )
     # The hard deadline counts from the process start; a slow stdin writer still
     # leaves a moment to store the event.
     now_m = time.monotonic()
-    cfg = load_config(opts["data_dir"], opts["url"], opts["token_file"])
+    cfg = load_config(opts["data_dir"], opts["url"], opts["token_file"], pinned, opts["ca_file"])
     if opts["deadline"]:
         deadline_s = float(opts["deadline"])
     else:
@@ -1592,22 +1934,37 @@ def run(argv: list[str]) -> None:
     hard = max(_T0 + deadline_s - 0.15, now_m + 0.3)
     _arm(hard - time.monotonic())
     net_deadline = hard - 0.1
+    if is_start:
+        # The agent waits for SessionStart: its network part ends within the (shorter)
+        # session-start budget. Storing the event is not cut short by it: on a machine
+        # too busy to start the hook in time, the event still reaches the outbox.
+        net_deadline = min(net_deadline, _T0 + cfg.get("session_start_deadline_seconds") - 0.1)
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
     root, repo_cfg = find_repo_config(cwd) if cwd and os.path.isdir(cwd) else (None, {})
     cap = repo_cfg.get("capture")
     if isinstance(cap, dict) and cap.get("enabled") is False:
+        if is_start:
+            _PENDING_OUTPUT = session_start_output(harness, "")
         return
-    project = project_for(cwd, repo_cfg)
+    project, project_from = resolve_project(cwd, repo_cfg)
     session_id = payload.get("session_id") or payload.get("thread-id")
     reason = capture_decision(payload, repo_cfg, root)
+    ob = Outbox(cfg.outbox_dir, cfg.geti("outbox_max_events"), cfg.geti("outbox_max_bytes"))
+    away = in_backoff(ob)
+    refused = False  # the server answered, but did not take the event (5xx, auth)
     if reason is None:
         ev = build_event(
             harness, event, payload, raw, project, cfg.geti("max_event_bytes"), time.time()
         )
-        ob = Outbox(cfg.outbox_dir, cfg.geti("outbox_max_events"), cfg.geti("outbox_max_bytes"))
+        ev["project_from"] = project_from
         name = ob.write(ev)
         names = ob.pending()
-        if names and names[0] < name:
+        late = net_deadline - time.monotonic() < 0.05
+        if away is not None:
+            # The server was unreachable a moment ago: no connection until the back-off
+            # ends; the outbox keeps the event and the server drains it when it is back.
+            warn(f"server unreachable; {len(names)} event(s) queued in the outbox", once=True)
+        elif late or (names and names[0] < name):
             # Older events wait: a drainer sends everything in order, this one included.
             started = spawn_drainer(cfg, ob)
             warn(
@@ -1617,15 +1974,49 @@ def run(argv: list[str]) -> None:
         else:
             send_deadline = net_deadline
             if is_start:
-                send_deadline = time.monotonic() + (net_deadline - time.monotonic()) * 0.4
+                send_deadline = time.monotonic() + (net_deadline - time.monotonic()) * 0.5
+            _SENDING = (cfg, ob)
             try:
-                deliver_one(cfg, ob, name, ev, send_deadline)
+                if deliver_one(cfg, ob, name, ev, send_deadline) == "retry":
+                    refused = True
             except HttpError as exc:
+                if str(exc) != "no time left":
+                    away = note_unreachable(cfg, ob, str(exc))
                 warn(f"server unreachable ({exc}); the event stays in the outbox")
+            finally:
+                _SENDING = None
     if is_start:
-        text = fetch_brief(
-            cfg, harness, project, session_id if isinstance(session_id, str) else None, net_deadline
-        )
+        if away is not None:
+            text = unreachable_line(cfg, away, len(ob.pending()))
+        elif net_deadline - time.monotonic() < 0.05:
+            text = (
+                "wiki-memory: brief skipped (the hook started too slowly for the session-start "
+                "budget); this session's events are sent in the background"
+            )
+        else:
+            try:
+                text = fetch_brief(
+                    cfg,
+                    harness,
+                    project,
+                    session_id if isinstance(session_id, str) else None,
+                    net_deadline,
+                    cwd,
+                )
+            except HttpError as exc:
+                away = note_unreachable(cfg, ob, str(exc))
+                text = unreachable_line(cfg, away, len(ob.pending()))
+            except BriefUnavailable as exc:
+                text = f"wiki-memory: brief unavailable ({exc}) from {cfg.url}"
+            if refused and not text:
+                n = len(ob.pending())
+                text = (
+                    f"wiki-memory: the memory server at {cfg.url} is not accepting events; "
+                    f"brief unavailable; {n} event{'s' if n != 1 else ''} queued"
+                )
+        notice = refusal_notice(cfg.outbox_dir, project)
+        if notice:
+            text = notice + ("\n\n" + text if text else "")
         _PENDING_OUTPUT = session_start_output(harness, text)
 
 

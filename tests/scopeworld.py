@@ -181,7 +181,7 @@ def build(root: Path) -> World:
     assert owner.returncode == 0, owner.stderr
     tokens = {OWNER: owner.stdout.strip()}
     for u in USERS:
-        r = cli(data, "token", "create", "--user", u)
+        r = cli(data, "token", "create", "--user", u, "--project", "p")
         assert r.returncode == 0, r.stderr
         tokens[u] = r.stdout.strip().splitlines()[0]
     wiki = data / "wiki"

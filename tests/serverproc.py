@@ -29,12 +29,19 @@ class ServerProcess:
         port: int | None = None,
         env: dict[str, str] | None = None,
         args: list[str] | None = None,
+        fd_limit: int | None = None,
+        ca_file: Path | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        #: with ``ca_file`` the server is expected to speak TLS (``--tls-cert`` in args)
+        self.ca_file = ca_file
+        scheme = "https" if ca_file else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.extra_env = env or {}
         self.args = args or []
+        #: the server's soft RLIMIT_NOFILE (``ulimit -n``), when set
+        self.fd_limit = fd_limit
         self.proc: subprocess.Popen[bytes] | None = None
         self.stderr_path = self.data_dir.parent / f"server-{self.port}.stderr"
 
@@ -46,7 +53,7 @@ class ServerProcess:
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
 
-    def start(self, timeout: float = 30) -> ServerProcess:
+    def start(self, timeout: float = 120) -> ServerProcess:
         env = dict(os.environ)
         env.update({"WIKI_MEMORY_HOME": str(self.data_dir), "PYTHONUNBUFFERED": "1"})
         env.update(self.extra_env)
@@ -67,18 +74,37 @@ class ServerProcess:
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=self._err,
+            preexec_fn=self._limit if self.fd_limit else None,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}: {self.stderr()}")
             try:
-                if httpx.get(self.url + "/v1/health", timeout=1).status_code == 200:
+                if (
+                    httpx.get(self.url + "/v1/health", timeout=1, verify=self.verify).status_code
+                    == 200
+                ):
                     return self
             except httpx.HTTPError:
                 pass
             time.sleep(0.05)
         raise RuntimeError(f"server did not come up: {self.stderr()}")
+
+    @property
+    def verify(self) -> Any:
+        """httpx's ``verify=`` for this server: its test CA, else the default."""
+        if self.ca_file is None:
+            return True
+        import ssl
+
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
+    def _limit(self) -> None:
+        import resource
+
+        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.fd_limit, hard))
 
     def stderr(self) -> str:
         try:
@@ -103,9 +129,11 @@ class ServerProcess:
         self.stop(signal.SIGKILL)
 
     def post(self, path: str, body: Any, **kw: Any) -> httpx.Response:
+        kw.setdefault("verify", self.verify)
         return httpx.post(self.url + path, json=body, headers=self.headers, timeout=60, **kw)
 
     def get(self, path: str, **kw: Any) -> httpx.Response:
+        kw.setdefault("verify", self.verify)
         return httpx.get(self.url + path, headers=self.headers, timeout=60, **kw)
 
     def __enter__(self) -> ServerProcess:

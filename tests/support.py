@@ -5,6 +5,7 @@ polling, running the CLI as a user does, and an in-process ``Memory``."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -147,3 +148,74 @@ def hook_event(kind: str, session_id: str = "s-1", **payload: object) -> dict[st
         "cwd": "/x/proj",
         "payload": payload,
     }
+
+
+def runtime_distributions() -> list[Any]:
+    """The installed distributions the project needs at run time, wiki-memory excluded.
+
+    Walks ``Requires-Dist`` from ``wiki-memory`` recursively, skipping extras (test
+    tools) and requirements that are not installed here (a platform marker). Returns
+    ``importlib.metadata.Distribution`` objects sorted by normalized name.
+    """
+    import re
+    from importlib import metadata
+
+    seen: dict[str, Any] = {}
+    todo = ["wiki-memory"]
+    while todo:
+        name = todo.pop()
+        key = re.sub(r"[-_.]+", "-", name).lower()
+        if key in seen:
+            continue
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        seen[key] = dist
+        for req in dist.requires or ():
+            if re.search(r"\bextra\s*==", req):
+                continue
+            m = re.match(r"[A-Za-z0-9._-]+", req)
+            if m:
+                todo.append(m.group())
+    seen.pop("wiki-memory", None)
+    return [seen[k] for k in sorted(seen)]
+
+
+#: The headers a streamable-HTTP MCP client sends with a JSON-RPC POST to ``/mcp``.
+#: The twelve MCP tools the server lists, by name (docs/mcp.md); a new tool is added here.
+MCP_TOOL_NAMES = frozenset(
+    {
+        "memory_recall",
+        "memory_expand",
+        "memory_brief",
+        "memory_remember",
+        "page_read",
+        "page_list",
+        "page_write",
+        "page_forget",
+        "handoff_create",
+        "handoff_list",
+        "handoff_claim",
+        "handoff_update",
+    }
+)
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def own_address() -> str | None:
+    """An IPv4 address of this machine other than loopback that a socket can bind (what a
+    LAN client would reach), or None when the machine has none."""
+    from wiki_memory.hosts import _primary_addresses
+
+    for ip in _primary_addresses():
+        if ":" in ip:
+            continue
+        try:
+            with socket.socket() as s:
+                s.bind((ip, 0))
+            return ip
+        except OSError:
+            continue
+    return None

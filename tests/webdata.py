@@ -213,7 +213,10 @@ def build(data_dir: Path, with_vault: bool = False) -> dict[str, str]:
         )
     (data_dir / "auth").mkdir(mode=0o700, parents=True, exist_ok=True)
     store = TokenStore(data_dir / "auth")
-    return {"bob": store.create("bob"), "carol": store.create("carol")}
+    return {
+        "bob": store.create("bob", projects=["demo"]),
+        "carol": store.create("carol", projects=["demo"]),
+    }
 
 
 def start(data_dir: Path, with_vault: bool = False, env: dict[str, str] | None = None) -> WebServer:

@@ -1,13 +1,26 @@
-"""Tokens and users.
+"""Tokens, users, roles and per-project grants.
 
 Every token belongs to one user. The local owner's token is kept in clear in
 ``auth/owner.token`` (mode 0600) so that local hooks, the CLI and the MCP bridge can
 read it; every other token is stored only as its SHA-256 hash in ``auth/tokens.json``
-(0600). Tokens are compared in constant time by hash.
+(0600). Tokens are compared in constant time by hash. A token's id is the first 8 hex
+digits of its hash (shown by ``token list``, written in the audit log).
+
+``tokens.json`` (format version 2) also holds, per user, a role (``admin``, ``member``,
+``reader``; the local owner is ``owner``) and grants (project -> ``"read"`` or
+``"write"``). What they allow is decided in :mod:`wiki_memory.identity`, nowhere here.
+Every change is a read-modify-write under ``auth/tokens.lock`` (an OS file lock), so the
+CLI and a running server never lose each other's changes; a running server re-reads the
+file when it changes, so a revocation or a grant binds its very next request.
+
+A file from before roles (no ``version``) is upgraded by :meth:`TokenStore.upgrade` at
+the server's first start: every user holding a token becomes a ``member`` with a
+write grant on every project that exists then.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -20,8 +33,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
+
+from wiki_memory.identity import Identity
+
 OWNER_FILE = "owner.token"
 TOKENS_FILE = "tokens.json"
+LOCK_FILE = "tokens.lock"
+USED_FILE = "last_used.json"
+#: how often (seconds) a running server writes when its tokens were last used
+USED_FLUSH_SECONDS = 60.0
+FORMAT = 2
+#: roles a token can be created with (the owner is the data directory's own user)
+GRANTABLE_ROLES = ("admin", "member", "reader")
 USER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -47,16 +71,31 @@ def _write_private(path: Path, text: str) -> None:
 
 @dataclass(frozen=True)
 class TokenRecord:
-    """A stored token: its id (first 8 hex of the hash), user, creation time (UTC epoch s)."""
+    """A stored token: ``token_id`` (first 8 hex of its hash), ``user``, ``created``
+    (UTC epoch seconds), ``owner`` (the local owner's token), ``role`` and ``grants`` (its
+    user's, project -> ``"read"``/``"write"``; None for the owner and admins: every
+    project)."""
 
     token_id: str
     user: str
     created: float
     owner: bool = False
+    role: str = "member"
+    grants: dict[str, str] | None = None
+    last_used: float | None = None
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    """What :meth:`TokenStore.upgrade` did: ``users`` that became members with write
+    grants on ``projects``."""
+
+    users: list[str]
+    projects: list[str]
 
 
 class TokenStore:
-    """The tokens of one data directory (``auth/``)."""
+    """The tokens and users of one data directory (``auth/``)."""
 
     def __init__(self, auth_dir: Path, owner_user: str | None = None) -> None:
         self.auth_dir = auth_dir
@@ -65,7 +104,12 @@ class TokenStore:
             self.owner_user = "owner"
         self._lock = threading.Lock()
         self._records: dict[str, TokenRecord] = {}
-        self._mtime = -1.0
+        self._users: dict[str, dict[str, Any]] = {}
+        self._owner_name = ""
+        self._stamp: Any = None
+        #: token id -> when a request last presented it (written every minute at most)
+        self._used: dict[str, float] = {}
+        self._used_flushed = 0.0
 
     @property
     def owner_path(self) -> Path:
@@ -75,15 +119,19 @@ class TokenStore:
     def tokens_path(self) -> Path:
         return self.auth_dir / TOKENS_FILE
 
+    def _file_lock(self) -> FileLock:
+        self.auth_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return FileLock(str(self.auth_dir / LOCK_FILE), timeout=30)
+
     def ensure_owner(self) -> tuple[str, bool]:
         """Return the local owner's token, creating it on first run. ``(token, created)``."""
-        with self._lock:
-            self.auth_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with self._lock, self._file_lock():
             if self.owner_path.exists():
                 return self.owner_path.read_text(encoding="utf-8").strip(), False
             token = new_token()
             _write_private(self.owner_path, token + "\n")
             data = self._read()
+            fresh = not data["tokens"]
             data["tokens"] = [t for t in data["tokens"] if not t.get("owner")]
             data["tokens"].append(
                 {
@@ -94,6 +142,8 @@ class TokenStore:
                 }
             )
             data["owner_user"] = self.owner_user
+            if fresh:
+                data["version"] = FORMAT  # nothing from before roles to upgrade
             self._save(data)
             return token, True
 
@@ -108,45 +158,165 @@ class TokenStore:
         """The local owner's user name as recorded at first run."""
         return str(self._read().get("owner_user") or self.owner_user)
 
-    def create(self, user: str) -> str:
+    # -- changes ---------------------------------------------------------------------
+    def create(
+        self,
+        user: str,
+        role: str | None = None,
+        projects: list[str] | tuple[str, ...] = (),
+        read_only: bool = False,
+    ) -> str:
         """Issue a token for ``user``; returns the token (shown once; only its hash is kept).
 
-        Raises ValueError for a user name outside ``[A-Za-z0-9._-]{1,64}``.
+        ``role`` (``admin``, ``member``, ``reader``) sets the user's role; None keeps an
+        existing user's and makes a new user a ``member``. ``projects`` are granted (read
+        and write for a member unless ``read_only``; read for a reader). Raises ValueError
+        for a user name outside ``[A-Za-z0-9._-]{1,64}``, an unknown role, the local
+        owner's name, or a bad project name.
         """
         if not USER_RE.match(user):
             raise ValueError(f"invalid user name {user!r}: use letters, digits, '.', '_' or '-'")
+        if role is not None and role not in GRANTABLE_ROLES:
+            raise ValueError(f"unknown role {role!r}: use one of {', '.join(GRANTABLE_ROLES)}")
+        for p in projects:
+            _check_project(p)
         token = new_token()
-        with self._lock:
+        with self._lock, self._file_lock():
             data = self._read()
+            if user == data.get("owner_user"):
+                raise ValueError(f"{user} is the local owner: the owner's token is `token`")
+            entry = data["users"].setdefault(user, {"role": "member", "grants": {}})
+            if role is not None:
+                entry["role"] = role
+            for p in projects:
+                entry["grants"][p] = _level(entry["role"], read_only)
             data["tokens"].append({"hash": _hash(token), "user": user, "created": time.time()})
             self._save(data)
         return token
 
-    def revoke(self, user_or_id: str) -> int:
-        """Revoke every non-owner token of a user, or the token whose id is given. Returns the count."""
-        with self._lock:
+    def grant(self, user: str, project: str, read_only: bool = False) -> str:
+        """Grant ``user`` read (``read_only``, or a reader) or read-and-write on
+        ``project``; returns the level stored. Raises ValueError for an unknown user (no
+        role and no token) or a bad project name."""
+        _check_project(project)
+        with self._lock, self._file_lock():
             data = self._read()
-            keep, gone = [], 0
+            entry = data["users"].get(user)
+            if entry is None and any(t["user"] == user for t in data["tokens"]):
+                entry = data["users"][user] = {"role": "member", "grants": {}}
+            if entry is None:
+                raise ValueError(f"no user {user!r}: create a token for them first")
+            level = _level(entry.get("role", "member"), read_only)
+            entry.setdefault("grants", {})[project] = level
+            self._save(data)
+            return level
+
+    def ungrant(self, user: str, project: str) -> bool:
+        """Remove ``user``'s grant on ``project``; True when there was one."""
+        with self._lock, self._file_lock():
+            data = self._read()
+            entry = data["users"].get(user)
+            if entry is None or project not in entry.get("grants", {}):
+                return False
+            del entry["grants"][project]
+            self._save(data)
+            return True
+
+    def revoke(self, *, user: str | None = None, token_id: str | None = None) -> list[TokenRecord]:
+        """Revoke every token of ``user`` or the one token whose id is ``token_id``:
+        exact matches only, never a prefix, never the local owner's token. Returns the
+        revoked records (empty when none matched)."""
+        if (user is None) == (token_id is None):
+            raise ValueError("name exactly one of user or token id")
+        with self._lock, self._file_lock():
+            data = self._read()
+            keep, gone = [], []
             for t in data["tokens"]:
-                if not t.get("owner") and (
-                    t["user"] == user_or_id or t["hash"].startswith(user_or_id)
-                ):
-                    gone += 1
+                hit = (user is not None and t["user"] == user) or (
+                    token_id is not None and t["hash"][:8] == token_id
+                )
+                if hit and not t.get("owner"):
+                    gone.append(self._record(t, data))
+                    # kept (hash only) so that a later attempt with it is attributed
+                    data["revoked"].append(
+                        {"hash": t["hash"], "user": t["user"], "revoked": time.time()}
+                    )
                 else:
                     keep.append(t)
             data["tokens"] = keep
-            self._save(data)
+            if gone:
+                self._save(data)
             return gone
 
+    def upgrade(self, projects: list[str]) -> Upgrade | None:
+        """Bring a ``tokens.json`` from before roles to format 2: every user holding a
+        non-owner token and no role yet becomes a ``member`` with a write grant on each of
+        ``projects`` (the projects that exist now). Returns what changed, or None when the
+        file was already current (the server tells its console and audit log once)."""
+        with self._lock, self._file_lock():
+            data = self._read()
+            if int(data.get("version") or 0) >= FORMAT:
+                return None
+            users = sorted(
+                {
+                    t["user"]
+                    for t in data["tokens"]
+                    if not t.get("owner") and t["user"] not in data["users"]
+                }
+            )
+            for u in users:
+                data["users"][u] = {"role": "member", "grants": dict.fromkeys(projects, "write")}
+            data["version"] = FORMAT
+            self._save(data)
+            return Upgrade(users, sorted(projects))
+
+    # -- reading ---------------------------------------------------------------------
     def list(self) -> list[TokenRecord]:
-        """Every stored token (ids only, never the token)."""
+        """Every stored token with its user's role and grants and when it was last used
+        (``auth/last_used.json``, at most a minute behind; None: never seen) — ids only,
+        never a token."""
+        data = self._read()
+        used = {**self._read_used(), **self._used}
         return [
-            TokenRecord(t["hash"][:8], t["user"], float(t.get("created", 0)), bool(t.get("owner")))
-            for t in self._read()["tokens"]
+            dataclasses.replace(r, last_used=used.get(r.token_id))
+            for r in (self._record(t, data) for t in data["tokens"])
         ]
+
+    def _read_used(self) -> dict[str, float]:
+        try:
+            raw = json.loads((self.auth_dir / USED_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(raw, dict):
+            return {}
+        return {str(k): float(v) for k, v in raw.items() if isinstance(v, int | float)}
+
+    def _note_used(self, token_id: str) -> None:
+        now = time.time()
+        self._used[token_id] = now
+        if now - self._used_flushed < USED_FLUSH_SECONDS:
+            return
+        self._used_flushed = now
+        try:
+            merged = {**self._read_used(), **self._used}
+            _write_private(self.auth_dir / USED_FILE, json.dumps(merged))
+        except OSError:
+            pass
+
+    def users(self) -> dict[str, dict[str, Any]]:
+        """user -> ``{"role", "grants"}`` for every user with a role (a copy)."""
+        users: dict[str, dict[str, Any]] = json.loads(json.dumps(self._read()["users"]))
+        return users
 
     def user_for(self, token: str) -> str | None:
         """The user a presented token belongs to, or None when it is unknown or revoked."""
+        ident = self.identity_for(token)
+        return ident.user if ident is not None else None
+
+    def identity_for(self, token: str) -> Identity | None:
+        """The :class:`~wiki_memory.identity.Identity` (user, role, grants, token id) of a
+        presented token, or None when it is unknown or revoked. Re-reads ``tokens.json``
+        when it changed, so a revocation binds at once."""
         if not token:
             return None
         h = _hash(token)
@@ -154,23 +324,69 @@ class TokenStore:
         found = None
         for key, rec in self._records.items():
             if hmac.compare_digest(key, h):
-                found = rec.user
-        return found
+                found = rec
+        if found is None:
+            return None
+        self._note_used(found.token_id)
+        return self._identity(found.user, found.token_id)
+
+    def revoked_for(self, token: str) -> tuple[str, str] | None:
+        """``(user, token id)`` of a presented token that was revoked, for the audit log
+        (None for a token never issued here)."""
+        if not token:
+            return None
+        h = _hash(token)
+        for t in self._read()["revoked"]:
+            if isinstance(t, dict) and hmac.compare_digest(str(t.get("hash", "")), h):
+                return str(t.get("user", "")), str(t["hash"])[:8]
+        return None
+
+    def identity_of(self, user: str) -> Identity | None:
+        """The user's current role and grants (no token id), or None for a user the store
+        does not know. The local owner is ``owner``."""
+        self._refresh()
+        return self._identity(user, None)
+
+    def _identity(self, user: str, token_id: str | None) -> Identity | None:
+        if user == self._owner_name:
+            return Identity(user=user, role="owner", token_id=token_id)
+        entry = self._users.get(user)
+        if entry is None:
+            if token_id is None:
+                return None
+            return Identity(user=user, role="member", grants={}, token_id=token_id)
+        role = str(entry.get("role") or "member")
+        grants = dict(entry.get("grants") or {})
+        return Identity(
+            user=user,
+            role=role,
+            grants=None if role == "admin" else grants,
+            token_id=token_id,
+        )
+
+    def _record(self, t: dict[str, Any], data: dict[str, Any]) -> TokenRecord:
+        owner = bool(t.get("owner"))
+        entry = data["users"].get(t["user"]) or {}
+        role = "owner" if owner else str(entry.get("role") or "member")
+        grants = None if role in ("owner", "admin") else dict(entry.get("grants") or {})
+        return TokenRecord(
+            t["hash"][:8], t["user"], float(t.get("created", 0)), owner, role, grants
+        )
 
     def _refresh(self) -> None:
         try:
-            mtime = self.tokens_path.stat().st_mtime_ns
+            st = self.tokens_path.stat()
+            stamp: Any = (st.st_mtime_ns, st.st_ino, st.st_size)
         except OSError:
-            mtime = 0
-        if mtime != self._mtime:
+            stamp = None
+        with self._lock:
+            if stamp is not None and stamp == self._stamp:
+                return
             data = self._read()
-            self._records = {
-                t["hash"]: TokenRecord(
-                    t["hash"][:8], t["user"], float(t.get("created", 0)), bool(t.get("owner"))
-                )
-                for t in data["tokens"]
-            }
-            self._mtime = mtime
+            self._records = {t["hash"]: self._record(t, data) for t in data["tokens"]}
+            self._users = data["users"]
+            self._owner_name = str(data.get("owner_user") or "")
+            self._stamp = stamp
 
     def _read(self) -> dict[str, Any]:
         try:
@@ -180,8 +396,24 @@ class TokenStore:
         if not isinstance(data, dict):
             data = {}
         data.setdefault("tokens", [])
+        if not isinstance(data.get("users"), dict):
+            data["users"] = {}
+        if not isinstance(data.get("revoked"), list):
+            data["revoked"] = []
         return data
 
     def _save(self, data: dict[str, Any]) -> None:
         _write_private(self.tokens_path, json.dumps(data, indent=1))
-        self._mtime = -1
+        self._stamp = None
+
+
+PROJECT_RE = re.compile(r"^[^/\\\x00-\x1f.][^/\\\x00-\x1f]{0,199}$")
+
+
+def _check_project(name: str) -> None:
+    if not PROJECT_RE.match(name):
+        raise ValueError(f"invalid project name {name!r}: one folder name under projects/")
+
+
+def _level(role: str, read_only: bool) -> str:
+    return "read" if read_only or role == "reader" else "write"

@@ -41,6 +41,8 @@ class Settings:
     max_body_bytes: int = 1024 * 1024
     idle_seconds: float = 30 * 60
     idle_check_seconds: float = 5.0
+    #: how often a running server looks in its own data directory's hook outbox
+    outbox_drain_seconds: float = 5.0
     commit_delay_seconds: float = 0.25
     hand_edit_settle_seconds: float = 1.0
     spool_keep_seconds: float = 7 * 24 * 3600
@@ -52,15 +54,45 @@ class Settings:
     wiki_path: Path | None = None
     #: the most tokens one MCP tool result may hold, structured and text parts together
     mcp_max_result_tokens: int = 20_000
-    #: extra Host names (comma-separated, ``name`` or ``name:port``) the MCP endpoint
-    #: accepts besides the bind address, loopback and this machine's names; ``*`` = any
+    #: extra Host names (comma-separated, ``name`` or ``name:port``) every route
+    #: (``/v1``, ``/mcp``, the web view) accepts besides the bind address, loopback and
+    #: this machine's names; ``*`` = any (:mod:`wiki_memory.hosts`)
+    allowed_hosts: str = ""
+    #: the older name of ``allowed_hosts`` (both are read; their names add up)
     mcp_allowed_hosts: str = ""
+
+    #: a connection that has not sent a complete request head this long after it was
+    #: accepted (or after its previous response) is closed (docs/team-server.md)
+    header_timeout_seconds: float = 10.0
+    #: open connections one client address may hold; over it, its oldest waiting one goes
+    max_connections_per_address: int = 128
+    #: open connections in all (0: the soft file-descriptor limit minus a quarter of it)
+    max_connections: int = 0
+
+    #: the server's TLS certificate chain and private key (PEM; ``serve --tls-cert/--tls-key``)
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    #: serve plain HTTP on a non-loopback address (``serve --insecure-http``)
+    insecure_http: bool = False
+    #: for clients (CLI, MCP bridge, hook): a PEM file of the CA that signed the server's
+    #: certificate, trusted besides the system's (``--ca-file``)
+    ca_file: Path | None = None
+
+    #: reverse proxies (comma-separated addresses or networks) whose ``X-Forwarded-For``
+    #: names the client for the audit log; their own connections skip the per-address cap
+    trusted_proxies: str = ""
 
     #: the web view lets the local owner in without a token, on a loopback server only
     web_local_owner: bool = False
     #: Snowball stemmers (comma-separated names or codes, or a TOML list) for pages without
     #: a frontmatter ``lang``; queries are stemmed with these and every page ``lang``
     stem_languages: str = "english"
+    #: who creates a project by capturing into a name that does not exist yet:
+    #: ``members`` (members, admins, the owner; the creator gets a write grant) or
+    #: ``admins`` (admins and the owner only)
+    project_creation: str = "members"
+    #: also write reads, listings and recalls to logs/audit.jsonl (changes always are)
+    audit_reads: bool = False
 
     @property
     def stem_language_names(self) -> tuple[str, ...]:
@@ -105,6 +137,22 @@ def _coerce(value: Any, like: Any) -> Any:
     if isinstance(value, list | tuple):  # a TOML list of names
         return ",".join(str(v) for v in value)
     return str(value)
+
+
+def tls_verify(ca_file: Path | str | None) -> Any:
+    """What an HTTPS client (httpx ``verify=``) should trust: an ``ssl.SSLContext``
+    trusting ``ca_file`` (PEM) besides the system's CAs, else True (the system's).
+    Raises ValueError when ``ca_file`` cannot be read as PEM certificates."""
+    if not ca_file:
+        return True
+    import ssl
+
+    ctx = ssl.create_default_context()
+    try:
+        ctx.load_verify_locations(cafile=str(Path(ca_file).expanduser()))
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"--ca-file {ca_file}: {exc}") from None
+    return ctx
 
 
 def load_settings(data_dir: Path | None = None, **overrides: Any) -> Settings:

@@ -26,8 +26,14 @@ class DataDirLocked(RuntimeError):
 
 
 def ensure_layout(settings: Settings) -> None:
-    """Create ``wiki/``, ``spool/``, ``auth/`` (0700) and ``logs/`` under the data directory."""
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    """Create ``wiki/``, ``spool/``, ``auth/`` (0700) and ``logs/`` under the data directory.
+
+    The data directory itself is made 0700 (also when it existed with wider modes), so
+    nothing inside it (the index and its WAL, logs, spool, git objects) is reachable by
+    another account whatever mode a file in it has (docs/team-server.md, "File modes")."""
+    settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if settings.data_dir.stat().st_uid == os.getuid():
+        os.chmod(settings.data_dir, 0o700)
     for d in (settings.wiki_dir, settings.spool_dir, settings.logs_dir):
         d.mkdir(parents=True, exist_ok=True)
     settings.auth_dir.mkdir(mode=0o700, parents=True, exist_ok=True)

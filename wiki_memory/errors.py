@@ -25,6 +25,7 @@ __all__ = [
     "BadPath",
     "Unauthorized",
     "Forbidden",
+    "CaptureRefused",
     "NotFound",
     "MethodNotAllowed",
     "StateConflict",
@@ -54,12 +55,23 @@ TABLE: dict[str, Rule] = {
     "bad_json": Rule(400, 2, "the body is not JSON"),
     "bad_path": Rule(400, 2, "the path can name no page (outside the wiki, `..`, NUL...)"),
     "unauthorized": Rule(401, 6, "no valid bearer token"),
-    "forbidden": Rule(403, 6, "the caller sees the page but may not do this (pin, cancel)"),
+    "forbidden": Rule(
+        403, 6, "the caller sees the page but may not do this; `grant` names what it lacks"
+    ),
+    "capture_refused": Rule(
+        403, 6, "capture into a project the caller may not write (404 where it may not read it)"
+    ),
     "not_found": Rule(404, 4, "no such page, handoff or route, or one the caller may not see"),
+    "unknown_project": Rule(
+        404, 4, "no project the caller may read has this name; `projects` lists those it may"
+    ),
     "method_not_allowed": Rule(405, 2, "the route exists, not with this method"),
     "state": Rule(409, 3, "the handoff's state forbids it; `error` names the state"),
     "conflict": Rule(412, 5, "the page changed since the caller read it; `hash` is current"),
     "too_large": Rule(413, 2, "the body is over the size limit"),
+    "wrong_host": Rule(
+        421, 2, "the Host header names no address of this server (setting `allowed_hosts`)"
+    ),
     "precondition_required": Rule(428, 5, "the page exists: send If-Match with its hash"),
     "busy": Rule(503, 7, "git is held by another program; retry after `Retry-After` s"),
     "unavailable": Rule(503, 7, "the search engine failed; retry"),
@@ -95,6 +107,12 @@ class WikiMemoryError(Exception):
     def error_code(self) -> str:
         """The code sent as ``error`` (a subclass may refine it per instance)."""
         return self.code
+
+    @property
+    def rule_code(self) -> str:
+        """The :data:`TABLE` row that gives the status (the ``error`` code unless a
+        subclass answers one code with two statuses)."""
+        return self.error_code
 
     def public_message(self) -> str:
         """The message a client is shown."""
@@ -135,6 +153,27 @@ class Forbidden(WikiMemoryError, PermissionError):
     page the caller may not see (that is :class:`NotFound`)."""
 
     code = "forbidden"
+
+
+class CaptureRefused(WikiMemoryError):
+    """Capture into an existing project the caller may not write: one code,
+    ``capture_refused``, with status 403 where the caller may read the project and 404
+    where not (``hidden``), plus ``project`` and ``grant`` (what it lacks) in the body.
+    The hook treats it as final: the event is dropped and counted, never retried."""
+
+    code = "capture_refused"
+
+    def __init__(self, project: str, *, hidden: bool, lacking: str) -> None:
+        super().__init__(
+            f"capture refused for project {project}: it needs {lacking}",
+            project=project,
+            grant=lacking,
+        )
+        self.hidden = hidden
+
+    @property
+    def rule_code(self) -> str:
+        return "not_found" if self.hidden else self.code
 
 
 class NotFound(WikiMemoryError, LookupError):
@@ -191,7 +230,7 @@ def rule_for(exc: BaseException) -> Rule:
     """The :data:`TABLE` rule of an error: by its code, else by its class's code, else
     ``internal`` (an error outside the hierarchy is a bug)."""
     if isinstance(exc, WikiMemoryError):
-        rule = TABLE.get(exc.error_code) or TABLE.get(type(exc).code)
+        rule = TABLE.get(exc.rule_code) or TABLE.get(type(exc).code)
         if rule is None:
             for cls in type(exc).__mro__:
                 code = getattr(cls, "code", None)

@@ -1,4 +1,4 @@
-"""Who is asking, and which pages belong to one user alone: the rule every face obeys.
+r"""Who is asking, and which pages belong to one user alone: the rule every face obeys.
 
 This module is the bottom layer of the access rule (no imports from the rest of the
 package), so the index can store each page's personal owner and filter on it in SQL
@@ -14,20 +14,33 @@ A page belongs to one user alone when
   (a personal page with no ``user`` belongs to the wiki's owner).
 
 Everything else is shared. Roles (``owner``, ``admin``, ``member``, ``reader``) and
-per-project grants are carried by :class:`Identity`; until the team server assigns them,
-the local owner's token is the ``owner`` and every other token a ``member`` with access
-to every project.
+per-project grants are carried by :class:`Identity` (the token store,
+:mod:`wiki_memory.auth`, keeps them per user; docs/team-server.md has the table):
+
+- the ``owner`` and ``admin``\ s read and write every project (never another user's
+  personal page);
+- a ``member`` reads the projects it holds a grant on (``"read"`` or ``"write"``) and
+  writes those it holds ``"write"`` on, plus its own ``people/<user>/`` folder;
+- a ``reader`` reads the projects it holds a grant on and writes nothing;
+- pages outside ``projects/`` and ``people/`` (a vault's own folders) are read by every
+  caller with a token and written by every member, admin and the owner.
+
+``grants=None`` means every project (an identity built without the token store: the
+in-process callers and tests); the token store always gives members and readers a
+mapping, empty when they hold no grant.
 """
 
 from __future__ import annotations
 
 import unicodedata
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "ANONYMOUS",
+    "CALLER",
     "Identity",
     "OWNER_KEY",
     "ROLES",
@@ -35,6 +48,8 @@ __all__ = [
     "personal_owner",
     "project_of",
     "may_read",
+    "may_write",
+    "write_refusal",
     "may_pin",
     "may_admin",
     "is_pinned",
@@ -61,13 +76,38 @@ class Identity:
 
     ``user``: the name the token belongs to; ``role``: one of :data:`ROLES`;
     ``grants``: project name -> ``"read"`` or ``"write"`` (None: every project, as the
-    role allows); ``token_id``: the token's id, for the audit log (None when unknown).
+    role allows; ignored for ``owner`` and ``admin``, who have every project);
+    ``token_id``: the token's id, for the audit log (None when unknown); ``face``: where
+    the call came in (``http``, ``mcp``, ``web``, ``cli``; ``""`` when unknown);
+    ``agent``: the request's ``User-Agent`` (at most 200 characters), for the audit log;
+    ``address``: the client's address (behind a trusted proxy, the one it forwarded).
     """
 
     user: str
     role: str = "member"
     grants: Mapping[str, str] | None = None
     token_id: str | None = None
+    face: str = ""
+    agent: str = ""
+    address: str = ""
+
+    @property
+    def every_project(self) -> bool:
+        """True when this caller reads (and, unless a reader, writes) every project."""
+        return self.role in ("owner", "admin") or self.grants is None
+
+    def grant(self, project: str) -> str | None:
+        """``"write"``, ``"read"`` or None: what this caller holds on ``project``."""
+        if self.role in ("owner", "admin"):
+            return "write"
+        if self.role not in ("member", "reader"):
+            return None
+        if self.grants is None:
+            return "read" if self.role == "reader" else "write"
+        g = self.grants.get(project)
+        if g is None:
+            return None
+        return "read" if self.role == "reader" or g != "write" else "write"
 
     @property
     def key(self) -> str:
@@ -85,6 +125,12 @@ class Identity:
 
 #: a caller with no user (no token behind it): sees shared pages only
 ANONYMOUS = Identity(user="", role="anonymous")
+
+#: the caller of the request being served (set by the HTTP face for ``/v1``, ``/mcp``
+#: and the web view, and by each MCP tool call), so that a user name handed down to the
+#: core resolves to this caller's token id and face for the audit log
+#: (:meth:`wiki_memory.core.scope.ScopeRule.identity`); None outside a request
+CALLER: ContextVar[Identity | None] = ContextVar("wiki_memory_caller", default=None)
 
 
 def personal_owner(path: str, meta: Mapping[str, Any] | None) -> str | None:
@@ -123,16 +169,44 @@ def project_of(path: str) -> str | None:
 def may_read(who: Identity | None, path: str, meta: Mapping[str, Any] | None) -> bool:
     """May ``who`` see the page at ``path`` with frontmatter ``meta``? None is the
     server itself (sees everything). Personal pages: their user alone, owner and admins
-    included; project pages: every project unless ``grants`` says otherwise."""
+    included; project pages: the owner and admins every project, members and readers
+    the projects they hold a grant on (:meth:`Identity.grant`)."""
     if who is None:
         return True
     if not who.owns(personal_owner(path, meta)):
         return False
-    if who.grants is not None:
+    if not who.every_project:
         project = project_of(path)
-        if project is not None and project not in who.grants:
+        if project is not None and who.grant(project) is None:
             return False
     return True
+
+
+def write_refusal(who: Identity | None, path: str) -> str | None:
+    """Why ``who`` may not write the page at ``path`` although it may read it, or None
+    when it may: the grant it lacks, as a short phrase (``"write on project atlas"``,
+    ``"write (a reader writes nothing)"``). Callers check
+    :func:`may_read` first (a page that may not be read answers 404, never this 403).
+    None is the server itself."""
+    if who is None:
+        return None
+    if who.role == "reader":
+        return "write (a reader writes nothing)"
+    if who.role not in ("owner", "admin", "member"):
+        return "write (no user)"
+    project = project_of(path)
+    if project is not None:
+        return None if who.grant(project) == "write" else f"write on project {project}"
+    folder = people_owner(path)
+    if folder is not None:
+        return None if folder == who.key else "write on another user's folder"
+    return None  # shared pages outside projects/: no grant governs them
+
+
+def may_write(who: Identity | None, path: str, meta: Mapping[str, Any] | None) -> bool:
+    """May ``who`` write the page at ``path`` (frontmatter ``meta`` as on disk)? Both
+    :func:`may_read` and no :func:`write_refusal`."""
+    return may_read(who, path, meta) and write_refusal(who, path) is None
 
 
 def is_pinned(meta: Mapping[str, Any] | None) -> bool:
@@ -145,14 +219,14 @@ def is_pinned(meta: Mapping[str, Any] | None) -> bool:
 
 
 def may_pin(who: Identity | None) -> bool:
-    """May ``who`` pin or unpin a page (frontmatter ``pinned``)? The wiki's owner
-    alone (and the server itself)."""
-    return who is None or who.role in ("owner",)
+    """May ``who`` pin or unpin a page (frontmatter ``pinned``)? The wiki's owner and
+    admins (and the server itself)."""
+    return who is None or who.role in ("owner", "admin")
 
 
 def may_admin(who: Identity | None) -> bool:
-    """May ``who`` run admin operations (tokens, reindex, purge)? The wiki's owner
-    (admins, when the team server brings roles), and the server itself."""
+    """May ``who`` run admin operations (tokens, reindex, purge, the audit log)? The
+    wiki's owner and admins, and the server itself."""
     return who is None or who.role in ("owner", "admin")
 
 
@@ -165,13 +239,16 @@ def visible_sql(alias: str, who: Identity | None) -> tuple[str, list[Any]]:
     extra = OWNER_KEY if who.role == "owner" else who.key
     cond = f"({alias}.owner IS NULL OR {alias}.owner IN (?, ?))"
     args: list[Any] = [who.key, extra]
-    if who.grants is not None:
-        ors = [f"{alias}.path NOT LIKE 'projects/%'"]
-        ors += [f"{alias}.path LIKE ? ESCAPE '\\'" for _ in who.grants]
+    if not who.every_project:
+        names = sorted(p for p in (who.grants or {}) if who.grant(p) is not None)
+        # substr, not LIKE: LIKE folds ASCII case, and project names are compared exactly
+        ors = [
+            f"substr({alias}.path, 1, 9) != 'projects/'",
+            f"instr(substr({alias}.path, 10), '/') = 0",  # projects/x.md: no project
+        ]
+        for name in names:
+            prefix = f"projects/{name}/"
+            ors.append(f"substr({alias}.path, 1, ?) = ?")
+            args.extend([len(prefix), prefix])
         cond += " AND (" + " OR ".join(ors) + ")"
-        args.extend(_like(f"projects/{name}/") + "%" for name in sorted(who.grants))
     return cond, args
-
-
-def _like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -17,6 +17,10 @@ PAGES = {
     "notes/mine.md": "---\nvisibility: personal\nuser: ALICE\n---\n# Mine\n",
     "notes/owners.md": "---\nvisibility: Personal\n---\n# Owner's\n",
     "notes/vault-state.md": "---\nvisibility: team\n---\n# Team\n",
+    "projects/Atlas/notes/a.md": "# Upper-case project\n",  # grants compare exactly
+    "projects/atlas/notes/b.md": "# Lower-case project\n",
+    "projects/readme.md": "# Not in a project\n",
+    "projects/atlas/people/bob/x.md": "# Not a people folder\n",
 }
 
 WHO = [
@@ -26,6 +30,12 @@ WHO = [
     Identity("bob", grants={"a_b": "write"}),
     Identity("bob", grants={}),
     ANONYMOUS,
+    Identity("ada", role="admin"),
+    Identity("ada", role="admin", grants={}),  # an admin's grants never narrow it
+    Identity("rex", role="reader", grants={"atlas": "read", "a": "write"}),
+    Identity("rex", role="reader", grants=None),
+    Identity("mel", role="member", grants={"atlas": "read"}),
+    Identity("mel", role="member", grants={"Atlas": "write", "a%": "write"}),
 ]
 
 
@@ -63,3 +73,24 @@ def test_the_sql_filter_keeps_exactly_what_may_read_allows(tmp_path: Path):
         assert "notes/shared.md" in granted
     finally:
         idx.close()
+
+
+def test_roles_and_grants_decide_writes():
+    from wiki_memory.identity import may_write, write_refusal
+
+    admin = Identity("ada", role="admin", grants={})
+    reader = Identity("rex", role="reader", grants={"atlas": "write"})
+    ro = Identity("mel", grants={"atlas": "read"})
+    rw = Identity("mel", grants={"atlas": "write"})
+    none = Identity("mel", grants={})
+    page = "projects/atlas/notes/n.md"
+    assert may_write(admin, page, None) and may_write(rw, page, None)
+    assert not may_read(admin, "people/mel/x.md", None)  # admins included
+    assert write_refusal(ro, page) == "write on project atlas"
+    assert write_refusal(reader, page) == "write (a reader writes nothing)"
+    assert may_read(reader, page, None) and may_read(ro, page, None)
+    assert not may_read(none, page, None) and not may_write(none, page, None)
+    assert may_write(none, "people/mel/x.md", None)  # their own folder
+    assert not may_write(none, "people/bob/x.md", None)
+    assert write_refusal(none, "notes/shared.md") is None
+    assert not may_write(reader, "people/rex/x.md", None)

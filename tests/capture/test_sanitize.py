@@ -13,9 +13,10 @@ import re
 import string
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
-from support import REPO, shared_path
+from support import REPO, runtime_distributions, shared_path
 
 from wiki_memory.capture.sanitize import DETECTORS, Redaction, redact_obj, redact_text
 
@@ -24,6 +25,7 @@ UPPER, LOWER, DIGITS = string.ascii_uppercase, string.ascii_lowercase, string.di
 ALNUM = UPPER + LOWER + DIGITS
 B64 = ALNUM + "+/"
 HEX = "0123456789abcdef"
+URLSAFE = ALNUM + "_-"
 
 
 def rnd(n: int, alphabet: str = ALNUM) -> str:
@@ -37,6 +39,16 @@ def rnd(n: int, alphabet: str = ALNUM) -> str:
             and any(c.islower() for c in s)
             and any(c.isdigit() for c in s)
         ):
+            return s
+
+
+def mixed(n: int, alphabet: str = ALNUM) -> str:
+    """n random characters from ``alphabet`` with at least two of lowercase, uppercase
+    and digits (a real token's body; an all-letters draw would read as a word)."""
+    while True:
+        s = "".join(RNG.choice(alphabet) for _ in range(n))
+        kinds = any(c.islower() for c in s) + any(c.isupper() for c in s)
+        if kinds + any(c.isdigit() for c in s) >= 2:
             return s
 
 
@@ -155,6 +167,8 @@ def _corpus() -> list[tuple[str, str, list[str]]]:
         add("google-api-key", "AI" + "za" + rnd(35, ALNUM + "_-"))
     for _ in range(3):
         add("huggingface-token", "h" + "f_" + rnd(34))
+    for _ in range(3):
+        add("wiki-memory-offer-code", "wm" + "o_" + rnd(26, "abcdefghijklmnopqrstuvwxyz234567"))
     for sub in ("demo", "user-42", "svc@example.com"):
         header = b64url({"alg": "HS256", "typ": "JWT"})
         payload = b64url({"sub": sub, "iat": 1716000000, "exp": 1716003600})
@@ -192,10 +206,252 @@ def _corpus() -> list[tuple[str, str, list[str]]]:
         v, hx = rnd(18, ALNUM + "!#%+-_"), rnd(32, HEX)
         gone = hx if "{hex}" in tmpl else v
         add("generic-secret", tmpl.format(v=v, hex=hx), gone)
+    for kind, make in PROVIDER_FAKES:
+        for _ in range(2):
+            add(kind, make())
+    for kind, tmpl in STYLES:
+        v = style_value()
+        if kind == "url-password":
+            v = v.replace("/", "_")  # a raw "/" would end the URL's user part
+        add(kind, tmpl.format(v=v), v)
     return c
 
 
-CORPUS = _corpus()
+# One generator per provider rule of docs/sanitizer.md, written from each provider's
+# published token format (prefix + body alphabet and length), not from the sanitizer's
+# regexes. Prefixes are split ("gh" + "p_") so that this file holds no token.
+PROVIDER_FAKES: list[tuple[str, Callable[[], str]]] = [
+    ("anthropic-key", lambda: "sk-" + "ant-api03-" + mixed(93, URLSAFE) + "AA"),
+    ("openrouter-key", lambda: "sk-" + "or-v1-" + mixed(64, HEX)),
+    ("openai-key", lambda: "sk-" + "proj-" + mixed(74, URLSAFE) + "T3Blbk" + "FJ" + mixed(74)),
+    ("github-token", lambda: "gh" + RNG.choice("pousr") + "_" + mixed(36)),
+    (
+        "gitlab-token",
+        lambda: "gl" + RNG.choice(["pat", "dt", "rt", "ft", "soat"]) + "-" + mixed(20, URLSAFE),
+    ),
+    (
+        "slack-token",
+        lambda: "xo" + "xb-" + rnd(12, DIGITS) + "-" + rnd(13, DIGITS) + "-" + mixed(24),
+    ),
+    (
+        "stripe-key",
+        lambda: RNG.choice(["sk", "rk"]) + "_" + RNG.choice(["live", "test"]) + "_" + mixed(24),
+    ),
+    ("aws-access-key", lambda: RNG.choice(["AK", "AS"]) + "IA" + mixed(16, UPPER + DIGITS)),
+    ("aws-bedrock-key", lambda: "AB" + "SK" + mixed(132, ALNUM + "+/")),
+    ("google-api-key", lambda: "AI" + "za" + mixed(35, URLSAFE)),
+    (
+        "google-oauth",
+        lambda: RNG.choice(
+            ["GOC" + "SPX-" + mixed(28, URLSAFE), "ya" + "29." + mixed(120, URLSAFE)]
+        ),
+    ),
+    ("huggingface-token", lambda: RNG.choice(["h" + "f_", "api" + "_org_"]) + mixed(34)),
+    ("npm-token", lambda: "np" + "m_" + mixed(36)),
+    ("pypi-token", lambda: "py" + "pi-AgEIcHlwaS5vcmc" + mixed(70, URLSAFE)),
+    (
+        "grafana-token",
+        lambda: RNG.choice(
+            ["gl" + "c_" + mixed(60, ALNUM + "+/"), "gl" + "sa_" + mixed(32) + "_" + rnd(8, HEX)]
+        ),
+    ),
+    (
+        "jwt",
+        lambda: (
+            f"{b64url({'alg': 'RS256', 'kid': rnd(8)})}.{b64url({'sub': rnd(6)})}.{mixed(43, URLSAFE)}"
+        ),
+    ),
+    ("1password-token", lambda: "op" + "s_eyJ" + mixed(260, ALNUM + "+/")),
+    ("adobe-client-secret", lambda: "p8" + "e-" + mixed(32)),
+    (
+        "age-secret-key",
+        lambda: "AGE-" + "SECRET-KEY-1" + mixed(58, "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"),
+    ),
+    ("airtable-token", lambda: "pa" + "t" + mixed(14) + "." + rnd(64, HEX)),
+    ("alibaba-access-key", lambda: "LT" + "AI" + mixed(20)),
+    ("jfrog-token", lambda: RNG.choice(["AK" + "Cp" + mixed(69), "cmV" + "md" + mixed(59)])),
+    ("clickhouse-key", lambda: "4b" + "1d" + mixed(38)),
+    ("clojars-token", lambda: "CLOJ" + "ARS_" + mixed(60)),
+    ("cloudflare-origin-ca-key", lambda: "v1" + ".0-" + rnd(24, HEX) + "-" + rnd(146, HEX)),
+    ("databricks-token", lambda: "da" + "pi" + mixed(32, HEX)),
+    ("digitalocean-token", lambda: "do" + RNG.choice("por") + "_v1_" + mixed(64, HEX)),
+    ("doppler-token", lambda: "dp" + "." + RNG.choice(["pt", "st", "sa"]) + "." + mixed(43)),
+    (
+        "duffel-token",
+        lambda: "duf" + "fel_" + RNG.choice(["test", "live"]) + "_" + mixed(43, URLSAFE),
+    ),
+    ("dynatrace-token", lambda: "dt0" + "c01." + mixed(24) + "." + mixed(64)),
+    ("easypost-key", lambda: "EZ" + RNG.choice("AT") + "K" + mixed(54)),
+    ("facebook-token", lambda: "EA" + "A" + RNG.choice("MC") + mixed(140)),
+    ("flutterwave-key", lambda: "FLWSECK" + "_TEST-" + mixed(32, "abcdefgh0123456789") + "-X"),
+    (
+        "flyio-token",
+        lambda: RNG.choice(
+            ["fo" + "1_" + mixed(43, URLSAFE), "fm" + "2_" + mixed(140, ALNUM + "+/")]
+        ),
+    ),
+    ("frameio-token", lambda: "fio" + "-u-" + mixed(64, URLSAFE)),
+    (
+        "harness-token",
+        lambda: RNG.choice(["pa", "sa"]) + "t." + mixed(22) + "." + mixed(24) + "." + mixed(20),
+    ),
+    ("heroku-key", lambda: "HRKU" + "-AA" + mixed(58, URLSAFE)),
+    ("infracost-token", lambda: "ic" + "o-" + mixed(32)),
+    ("intra42-secret", lambda: "s-s4t2" + RNG.choice(["ud", "af"]) + "-" + mixed(64, HEX)),
+    ("linear-key", lambda: "lin" + "_api_" + mixed(40)),
+    (
+        "notion-token",
+        lambda: RNG.choice(["nt" + "n_" + rnd(11, DIGITS) + mixed(35), "sec" + "ret_" + mixed(43)]),
+    ),
+    ("octopus-key", lambda: "AP" + "I-" + mixed(26, UPPER + DIGITS)),
+    ("openshift-token", lambda: "sha256" + "~" + mixed(43, URLSAFE)),
+    ("perplexity-key", lambda: "pp" + "lx-" + mixed(48)),
+    ("planetscale-token", lambda: "pscale" + RNG.choice(["_tkn_", "_pw_", "_oauth_"]) + mixed(43)),
+    ("postman-key", lambda: "PM" + "AK-" + mixed(24, HEX) + "-" + rnd(34, HEX)),
+    ("prefect-token", lambda: "pn" + "u_" + mixed(36)),
+    ("pulumi-token", lambda: "pu" + "l-" + mixed(40, HEX)),
+    ("readme-key", lambda: "rd" + "me_" + mixed(70, LOWER + DIGITS)),
+    ("rubygems-key", lambda: "ruby" + "gems_" + mixed(48, HEX)),
+    ("scalingo-token", lambda: "tk" + "-us-" + mixed(48, URLSAFE)),
+    ("sendgrid-key", lambda: "S" + "G." + mixed(22, URLSAFE) + "." + mixed(43, URLSAFE)),
+    ("brevo-key", lambda: "xkey" + "sib-" + rnd(64, HEX) + "-" + mixed(16)),
+    (
+        "sentry-token",
+        lambda: RNG.choice(
+            ["sntr" + "yu_" + mixed(64, HEX), "sntr" + "ys_eyJ" + mixed(90, ALNUM + "+/")]
+        ),
+    ),
+    ("settlemint-token", lambda: "sm" + "_" + RNG.choice("aps") + "at_" + mixed(16)),
+    ("shippo-token", lambda: "ship" + "po_" + RNG.choice(["live", "test"]) + "_" + mixed(40, HEX)),
+    (
+        "shopify-token",
+        lambda: "sh" + RNG.choice(["pat", "pca", "ppa", "pss"]) + "_" + mixed(32, HEX),
+    ),
+    ("sourcegraph-token", lambda: "sg" + "p_" + rnd(16, HEX) + "_" + mixed(40, HEX)),
+    (
+        "square-token",
+        lambda: RNG.choice(["sq0" + "atp-", "sq0" + "csp-", "EA" + "AA"]) + mixed(40, URLSAFE),
+    ),
+    ("twilio-key", lambda: "S" + "K" + mixed(32, HEX)),
+    ("typeform-token", lambda: "tf" + "p_" + mixed(44, URLSAFE) + "_" + mixed(14)),
+    ("vault-token", lambda: "hv" + RNG.choice("sbr") + "." + mixed(95, URLSAFE)),
+    ("definednetworking-token", lambda: "dn" + "key-" + mixed(26) + "-" + mixed(52)),
+    ("newrelic-key", lambda: "NR" + RNG.choice(["AK", "II"]) + "-" + mixed(27, UPPER + DIGITS)),
+    ("mapbox-token", lambda: "sk" + ".eyJ" + mixed(60) + "." + mixed(22)),
+    ("yandex-key", lambda: "AQ" + "VN" + mixed(36, URLSAFE)),
+    ("twitter-bearer-token", lambda: "A" * 22 + mixed(90, ALNUM + "%")),
+    (
+        "plaid-token",
+        lambda: "access" + "-sandbox-" + "-".join(rnd(n, HEX) for n in (8, 4, 4, 4, 12)),
+    ),
+    ("dropbox-token", lambda: "s" + "l." + mixed(140, URLSAFE)),
+    (
+        "atlassian-token",
+        lambda: RNG.choice(["ATAT" + "T3" + mixed(180, URLSAFE), "AT" + "BB" + mixed(32)]),
+    ),
+    ("docker-token", lambda: "dckr" + "_pat_" + mixed(27, URLSAFE)),
+    ("groq-key", lambda: "gs" + "k_" + mixed(52)),
+    ("xai-key", lambda: "xa" + "i-" + mixed(80)),
+    ("replicate-token", lambda: "r" + "8_" + mixed(37)),
+    ("tailscale-key", lambda: "tskey" + "-auth-" + mixed(12) + "-" + mixed(30)),
+    (
+        "supabase-token",
+        lambda: RNG.choice(["sb" + "p_" + mixed(40, HEX), "sb" + "_secret_" + mixed(32, URLSAFE)]),
+    ),
+    ("contentful-token", lambda: "CFP" + "AT-" + mixed(43, URLSAFE)),
+    ("figma-token", lambda: "fig" + "d_" + mixed(40, URLSAFE)),
+    ("sonarqube-token", lambda: "sq" + RNG.choice("upa") + "_" + mixed(40, HEX)),
+    ("buildkite-token", lambda: "bk" + "ua_" + mixed(40, HEX)),
+    ("circleci-token", lambda: "CCI" + "PAT_" + mixed(22) + "_" + rnd(40, HEX)),
+    (
+        "langsmith-key",
+        lambda: "lsv2" + RNG.choice(["_pt_", "_sk_"]) + mixed(32, HEX) + "_" + rnd(10, HEX),
+    ),
+    ("pinecone-key", lambda: "pc" + "sk_" + mixed(5) + "_" + mixed(64)),
+    ("nvidia-key", lambda: "nv" + "api-" + mixed(64, URLSAFE)),
+    ("tavily-key", lambda: "tv" + "ly-" + mixed(32)),
+    (
+        "azure-ad-client-secret",
+        lambda: mixed(3) + RNG.choice(DIGITS) + "Q" + "~" + mixed(34, ALNUM + "_~.-"),
+    ),
+    ("terraform-token", lambda: mixed(14, LOWER + DIGITS) + ".atlas" + "v1." + mixed(67, URLSAFE)),
+    ("maxmind-key", lambda: mixed(6) + "_" + mixed(29) + "_mm" + "k"),
+    ("mailchimp-key", lambda: mixed(32, HEX) + "-u" + "s" + str(RNG.randint(1, 21))),
+    (
+        "authress-key",
+        lambda: (
+            "sc"
+            + "_"
+            + mixed(10, LOWER + DIGITS)
+            + "."
+            + mixed(5, LOWER + DIGITS)
+            + ".acc"
+            + "_"
+            + mixed(20, LOWER + DIGITS)
+            + "."
+            + mixed(60, URLSAFE)
+        ),
+    ),
+]
+
+# The writing styles of issue 17, each with a fresh value made of dots, slashes,
+# base64 and URL-safe characters; ``{v}`` is the value that must go.
+STYLES: list[tuple[str, str]] = [
+    ("generic-secret", "DB_PASSWORD={v}"),
+    ("generic-secret", "export API_TOKEN={v}"),
+    ("generic-secret", "export SENDGRID_API_KEY='{v}'"),
+    ("generic-secret", "db:\n  password: {v}\n  user: app"),
+    ("generic-secret", "db:\n  password: |\n    {v}\n  user: app"),
+    ("generic-secret", "tls:\n  private_key: >-\n    {v}\n"),
+    ("generic-secret", "{{user: app, password: {v}}}"),
+    ("generic-secret", '{{"client_secret": "{v}", "client_id": "app"}}'),
+    ("generic-secret", '[database]\npassword = "{v}"\nhost = "db"'),
+    ("generic-secret", "[smtp]\npassword = {v}\nport = 25"),
+    ("generic-secret", "deploy --password {v} --host prod"),
+    ("generic-secret", "deploy --password={v}"),
+    ("generic-secret", "deploy --db-password '{v}'"),
+    ("generic-secret", "deploy --api-token Q{v} --region eu"),  # a capital first
+    ("cli-password", "sshpass -p {v} ssh deploy@10.0.0.5"),
+    ("cli-password", "sshpass -p '{v}' scp build.tgz deploy@host:/srv"),
+    ("cli-password", "docker login -u deploy -p {v} registry.example.com"),
+    ("cli-password", "podman login --username deploy -p {v} quay.io"),
+    ("cli-password", "mysql -h db -u root -p{v} shop"),
+    ("cli-password", "redis-cli -h cache -a {v} ping"),
+    ("url-password", "https://deploy:{v}@git.example.com/team/repo.git"),
+    ("url-password", "DATABASE_URL=postgres://app:{v}@db.internal:5432/app"),
+    ("auth-header", "Authorization: Bearer {v}"),
+    ("auth-header", "curl -H 'Proxy-Authorization: Basic {v}' https://api.example.com"),
+]
+
+
+def style_value() -> str:
+    """A secret with the characters the keyword rule once let through: dots, slashes,
+    base64 padding, URL-safe dashes."""
+    return mixed(6) + "." + mixed(5, URLSAFE) + "/" + mixed(6, B64) + "=="
+
+
+def _sentry_dsn() -> tuple[str, str]:
+    key = mixed(32, HEX)
+    return f"SENTRY_DSN=https://{key}@o{rnd(6, DIGITS)}.ingest.sentry.io/{rnd(7, DIGITS)}", key
+
+
+def _webhooks() -> list[tuple[str, str, list[str]]]:
+    out = []
+    for _ in range(2):
+        dsn, key = _sentry_dsn()
+        out.append(("dsn-key", dsn, [key]))
+        path = f"{mixed(8, HEX)}-{rnd(4, HEX)}@{mixed(8, HEX)}/IncomingWebhook/{mixed(32, HEX)}/{mixed(8, HEX)}"
+        out.append(
+            ("teams-webhook", f"https://contoso.webhook.office.com/webhookb2/{path}", [path])
+        )
+        hook = f"{rnd(18, DIGITS)}/{mixed(68, URLSAFE)}"
+        out.append(("discord-webhook", f"https://discord.com/api/webhooks/{hook}", [hook]))
+        bot = f"{rnd(10, DIGITS)}:{mixed(35, URLSAFE)}"
+        out.append(("telegram-bot-token", f"curl https://api.telegram.org/bot{bot}/getMe", [bot]))
+    return out
+
+
+CORPUS = _corpus() + _webhooks()
 KINDS = [d.kind for d in DETECTORS]
 
 
@@ -242,9 +498,14 @@ def _contexts(text: str) -> dict[str, str]:
     }
 
 
-def test_every_detector_kind_has_at_least_three_corpus_secrets() -> None:
+def test_corpus_has_a_fresh_fake_for_every_rule_and_style() -> None:
     counts = {k: sum(1 for kind, _, _ in CORPUS if kind == k) for k in KINDS}
-    assert all(n >= 3 for n in counts.values()), counts
+    assert all(n >= 1 for n in counts.values()), [k for k, n in counts.items() if not n]
+    providers = _doc_table("Provider tokens")
+    assert len(providers) >= 60
+    assert all(counts.get(k, 0) >= 1 for k, *_ in providers)
+    assert len(CORPUS) >= 150
+    assert {k for k, _ in STYLES} <= set(KINDS)
 
 
 @pytest.mark.parametrize(
@@ -288,6 +549,23 @@ def test_assignment_keeps_the_name_and_url_keeps_scheme_user_host() -> None:
     tok = "gh" + "s_" + rnd(36)
     out, _ = redact_text(f"git clone https://x-access-token:{tok}@github.com/org/repo.git")
     assert out == "git clone https://x-access-token:[REDACTED:github-token]@github.com/org/repo.git"
+
+
+def test_tokens_glued_to_a_word_or_split_by_base64_and_dots_are_found() -> None:
+    gh, aws = "gh" + "p_" + mixed(36), "AK" + "IA" + mixed(16, UPPER + DIGITS)
+    bedrock = "AB" + "SK" + "Qx/" + mixed(120, ALNUM + "+")  # a "/" right after the prefix
+    sg = "S" + "G." + mixed(22, URLSAFE) + "." + mixed(43, URLSAFE)
+    text = f"harness=h-{gh} backup_{aws}.tar key {bedrock}\\n{sg}"
+    out, reds = redact_text(text)
+    assert [r.kind for r in reds] == [
+        "github-token",
+        "aws-access-key",
+        "aws-bedrock-key",
+        "sendgrid-key",
+    ]
+    for secret in (gh, aws, bedrock, sg):
+        assert secret not in out and secret[6:30] not in out
+    assert out.startswith("harness=h-[REDACTED:github-token] backup_[REDACTED:aws-access-key].tar")
 
 
 # ---------------------------------------------------------------------------
@@ -372,6 +650,19 @@ LOOK_ALIKES = [
     "if password == confirm_password:",
     "export GITHUB_TOKEN=$(gh auth token)",
     "NextToken: AQICAHhEXAMPLEpaginationtoken",
+    # issue 17: identifiers and type annotations are not secrets
+    "token: AccessTokenT",
+    "refresh_token: RefreshTokenT",
+    "password_field = form.password",
+    "def refresh(self, token: OAuthToken) -> None:",
+    "private_key: Ed25519PrivateKey | None = None",
+    "model = Model(password='password1')",
+    "mkdir -p build && ssh -p 2222 deploy@host",
+    "mysql -u root -p shop < dump.sql",
+    "git clone ssh://deploy_user_2024@git.example.com/app.git",
+    "sha256 4b1d" + "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a",
+    "docker login -p $REGISTRY_PASSWORD registry.example.com",
+    'sshpass -p "$(cat ~/.pw)" ssh host',
 ]
 
 
@@ -429,6 +720,13 @@ ALLOWED: dict[tuple[str, str], str] = {
         "Authorization: Basic base64('user:pass'), a credential sent on purpose to check that "
         "the server refuses Basic auth; a Basic header value is what must be redacted"
     ),
+    ("docs/handoffs.md", "wmo_fakeexamplefakeexamplefake"): (
+        "the documentation stand-in for an offer code in the story of the handoff loop; the "
+        "detector redacting it is what the story shows"
+    ),
+    ("docs/mcp.md", "wmo_fakeexamplefakeexamplefake"): (
+        "the same stand-in, in the MCP side of the handoff story"
+    ),
     ("tests/server/test_e2e.py", "wJalrXUtnFEMI/K7MDENG/"): (
         "AWS_SECRET = '<first half of AWS's documented example secret key>' + '...': the "
         "end-to-end test assembles a fake AWS secret to check C32, so a string literal "
@@ -451,18 +749,71 @@ def test_no_false_positives_in_vaults_locomo_and_own_source() -> None:
     )
 
 
-def _doc_examples() -> list[tuple[str, str]]:
-    """(kind, example) from the detector table of docs/sanitizer.md."""
+def test_no_redaction_in_the_vaults_and_under_one_per_mb_in_real_python() -> None:
+    """The two shared Obsidian vaults: no redaction at all. The Python source of the
+    project's installed run-time dependencies (listed with their versions in the
+    output, ``-s`` shows it): fewer than one redaction per MB."""
+    vaults = shared_path("data", "vaults")
+    vault_hits = []
+    for f in sorted(vaults.rglob("*.md")):
+        text = f.read_text(encoding="utf-8", errors="replace")
+        vault_hits += [(str(f.relative_to(vaults)), r.kind) for r in redact_text(text)[1]]
+    assert vault_hits == []
+    size, hits, names = 0, [], []
+    for dist in runtime_distributions():
+        names.append(f"{dist.metadata['Name']} {dist.version}")
+        for f in dist.files or ():
+            path = dist.locate_file(f)
+            if not str(f).endswith(".py") or not path.is_file():
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+            size += len(text.encode())
+            hits += [(str(f), r.kind, text[r.start : r.end]) for r in redact_text(text)[1]]
+    mb = size / 1e6
+    print(f"real Python source: {len(names)} distributions: {', '.join(names)}")
+    print(f"{mb:.1f} MB, {len(hits)} redactions, {len(hits) / mb:.2f} per MB")
+    for where, kind, matched in hits:
+        print(f"  {where}: {kind}: {matched[:80]!r}")
+    assert mb > 5, "too little real source installed to measure"
+    assert len(hits) / mb < 1
+
+
+def _doc_table(heading: str) -> list[list[str]]:
+    """The rows of the table under ``### <heading>`` in docs/sanitizer.md, as cells
+    (backticks kept off the first cell)."""
     doc = REPO / "docs" / "sanitizer.md"
     if not doc.exists():
         return []
-    return re.findall(r"^\| `([a-z0-9-]+)` \|[^\n]*\| `([^`\n]+)` \|$", doc.read_text(), re.M)
+    text = doc.read_text(encoding="utf-8")
+    start = text.index(f"### {heading}")
+    rows = []
+    for line in text[start:].splitlines()[1:]:
+        if line.startswith("### ") or line.startswith("## "):
+            break
+        m = re.match(r"^\| `([a-z0-9-]+)` \|(.*)\|$", line)
+        if m:
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", m.group(2))]
+            rows.append([m.group(1), *cells])
+    return rows
+
+
+def _doc_examples() -> list[tuple[str, str]]:
+    """(kind, example) from the context-rule table of docs/sanitizer.md."""
+    return [(row[0], row[-1].strip("`")) for row in _doc_table("Context rules")]
+
+
+def test_docs_list_every_rule_and_provider_with_its_placeholder() -> None:
+    context = {k for k, _ in _doc_examples()}
+    providers = [row[0] for row in _doc_table("Provider tokens")]
+    assert len(providers) == len(set(providers))
+    assert context | set(providers) == set(KINDS), "docs/sanitizer.md must list every rule"
+    assert not context & set(providers)
+    doc = (REPO / "docs" / "sanitizer.md").read_text(encoding="utf-8")
+    assert f"### Provider tokens ({len(providers)} rules)" in doc
 
 
 def test_documented_examples_are_redacted_with_their_kind() -> None:
-    examples = _doc_examples()
-    assert {k for k, _ in examples} == set(KINDS), "docs/sanitizer.md must list every detector"
-    for kind, example in examples:
+    for kind, example in _doc_examples():
         out, reds = redact_text(example)
         assert f"[REDACTED:{kind}]" in out, (kind, example, out)
 
@@ -553,10 +904,11 @@ def test_extra_patterns_from_settings() -> None:
         redact_text(b"bytes")  # type: ignore[arg-type]
 
 
-#: The most modules importing the sanitizer may load (22 today: json, dataclasses and
-#: what they pull in). A bound on the work the hook pays at start, not on its time: the
-#: time is measured by bench/hook.py ("python -S, import sanitizer").
-SANITIZER_MAX_MODULES = 40
+#: The most modules importing the sanitizer may load after json (which the hook has
+#: loaded already, and which loads re): 4 today, __future__ and the three packages
+#: (dataclasses, with inspect and ast behind it, went in issue 17). A bound on the work
+#: the hook pays at start, not on its time: bench/sanitize.py measures that.
+SANITIZER_MAX_MODULES = 8
 
 
 def test_import_is_stdlib_only_and_small() -> None:

@@ -45,13 +45,17 @@ def meta_of(path: Path) -> dict[str, Any]:
 def srv(tmp_path_factory):
     s = ServerProcess(tmp_path_factory.mktemp("remember") / "data")
     s.start()
+    for name in ("web", "p", "api"):  # an explicit project must be one the wiki knows
+        (s.data_dir / "wiki" / "projects" / name).mkdir(parents=True, exist_ok=True)
     yield s
     s.stop()
 
 
 @pytest.fixture(scope="module")
 def bob(srv) -> dict[str, str]:
-    return {"Authorization": f"Bearer {TokenStore(srv.data_dir / 'auth').create('bob')}"}
+    return {
+        "Authorization": f"Bearer {TokenStore(srv.data_dir / 'auth').create('bob', projects=['p', 'api', 'web'])}"
+    }
 
 
 def owner_of(srv: ServerProcess) -> str:
@@ -141,7 +145,7 @@ def test_http_remember_cannot_write_outside_the_notes_folder(srv, bob):
         assert (r.status_code, r.json().get("field")) == (400, field), (body, r.text)
         assert r.json()["error"] == "bad_request"
     assert snapshot(wiki / "people") == before
-    assert not (wiki / "projects" / "p").exists()
+    assert not (wiki / "projects" / "p" / "notes").exists()
 
 
 @pytest.mark.slow
@@ -229,6 +233,7 @@ def call(memory: Memory, name: str, args: dict[str, Any]) -> Any:
 
 
 def test_mcp_tool_writes_the_same_note(mem):
+    (mem.wiki_dir / "projects" / "p").mkdir(parents=True)
     res = call(
         mem,
         "memory_remember",
@@ -259,13 +264,18 @@ def test_mcp_tool_writes_the_same_note(mem):
 
 
 def test_mcp_tool_bad_fields_are_tool_errors(mem):
+    (mem.wiki_dir / "projects" / "p").mkdir(parents=True)
     for args, start in [
         ({"text": "x", "project": "../x"}, "bad_request: project must be a plain name"),
         ({"text": "x", "project": "p", "title": "a/../b"}, "bad_request: a title cannot be"),
     ]:
         res = call(mem, "memory_remember", args)
         assert res.is_error and res.content[0].text.startswith(start), res.content
-    assert not (mem.wiki_dir / "projects" / "p").exists()
+    assert not (mem.wiki_dir / "projects" / "p" / "notes").exists()
+    assert not (mem.wiki_dir / "x").exists()
+    res = call(mem, "memory_remember", {"text": "x", "project": "q"})
+    assert res.is_error and res.content[0].text.startswith("unknown_project: project 'q'")
+    assert not (mem.wiki_dir / "projects" / "q").exists()
 
 
 # -- the core operation, with a page writer that is not Memory ---------------------------

@@ -196,9 +196,9 @@ def test_real_server_spool_and_recall_hold_no_secret(tmp_path: Path) -> None:
             srv.post("/v1/recall", {"query": q, "budget_tokens": 2000}).text
             for q in ("deploy", "key", "secrets")
         ]
-    # The full sanitizer (at the time of writing) keeps DB_PASSWORD=hunter2.example,
-    # a value that reads as a dotted name, so at the server's door only the hook's
-    # fallback stands between it and the spool.
+    # The full sanitizer once kept PASSWORD's dotted value after DB_PASSWORD= (it read
+    # as a dotted name; issue 17 redacts it at the server's door as well); this test
+    # still shows that the hook's fallback alone keeps it out of the spool.
     assert_no_secret(spool, "spool")
     assert_no_secret("".join(replies), "recall")
 

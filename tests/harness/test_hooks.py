@@ -58,6 +58,9 @@ def test_session_start_prints_one_json_object_with_the_brief(
     tmp_path: Path, agent: str, folder: str
 ) -> None:
     payload = payload_file(folder, "SessionStart.json")
+    repo = tmp_path / "project"  # a git repository: that makes it a project
+    (repo / ".git").mkdir(parents=True)
+    payload["cwd"] = str(repo)
     with StubServer(brief="## Project memory\n- the upload step retries 3 times") as srv:
         env = hook_env(tmp_path, srv.url)
         r = run_hook(installed_command(agent, tmp_path, "SessionStart"), payload, env)
@@ -75,6 +78,7 @@ def test_session_start_prints_one_json_object_with_the_brief(
     assert brief == [
         {
             "project": "project",
+            "cwd": str(repo),
             "harness": agent,
             "session_id": payload["session_id"],
             "budget_tokens": 1000,
@@ -119,7 +123,7 @@ def test_other_events_print_nothing_and_are_delivered(
     assert sorted(events) == sorted(json.loads(f.read_text())["hook_event_name"] for f in files)
     for ev in srv.stored.values():
         assert ev["harness"] == agent
-        assert ev["project"] == "project"
+        assert (ev["project"], ev["project_from"]) == (None, "none")
         assert ev["cwd"] == "/home/user/project"
         assert ev["payload"]["hook_event_name"] == ev["event"]
     assert pending(tmp_path) == []
@@ -220,7 +224,13 @@ def test_c36_server_away_hooks_exit_0_in_time_and_deliver_once_later(
 ) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = hook_env(tmp_path, url, WIKI_MEMORY_HOOK_DRAIN_REQUEST_SECONDS="1")
+    env = hook_env(
+        tmp_path,
+        url,
+        WIKI_MEMORY_HOOK_DRAIN_REQUEST_SECONDS="1",
+        WIKI_MEMORY_HOOK_BACKOFF_SECONDS="3",
+        WIKI_MEMORY_HOOK_BACKOFF_MAX_SECONDS="3",
+    )
     cmds = {a: installed_command(a, tmp_path) for a in ("claude-code", "codex")}
     hole: BlackHole | None = None
     srv: StubServer | None = None
@@ -235,12 +245,18 @@ def test_c36_server_away_hooks_exit_0_in_time_and_deliver_once_later(
             assert r.rc == 0, (state, payload["hook_event_name"], r)
             assert r.seconds < HOOK_BOUND_SECONDS, (state, payload["hook_event_name"], r)
             if payload["hook_event_name"] == "SessionStart":
-                assert json.loads(r.stdout) == empty_context(agent)
+                # never silently empty while the server is away: the agent is told (C45);
+                # a server that answers (500) is not away: the hook says so only when it
+                # saw the 500 itself
+                ctx = json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+                if state != "500":
+                    assert ctx.startswith("wiki-memory: ") and "unavailable" in ctx, r
             else:
                 assert r.stdout == b"", r
             lines = r.stderr.decode().strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("wiki-memory hook:"), r
         wait_idle(tmp_path)
+        time.sleep(3.2)  # past the back-off (shortened for the test)
         queued = pending(tmp_path)
         assert len({e["event_id"] for e in queued}) == len(events)
         assert [(e["harness"], e["event"]) for e in queued] == [
@@ -609,17 +625,21 @@ def test_project_from_git_toplevel_or_repo_config(tmp_path: Path) -> None:
     (repo / ".git").mkdir(parents=True)
     (repo / "src" / "deep").mkdir(parents=True)
     root, cfg = HOOKS.find_repo_config(str(repo / "src" / "deep"))
-    assert HOOKS.project_for(str(repo / "src" / "deep"), cfg) == "my-service"
+    assert HOOKS.resolve_project(str(repo / "src" / "deep"), cfg) == ("my-service", "git")
     (repo / ".wiki-memory.toml").write_text('project = "billing"\n')
     root, cfg = HOOKS.find_repo_config(str(repo / "src" / "deep"))
     assert root == str(repo)
-    assert HOOKS.project_for(str(repo / "src" / "deep"), cfg) == "billing"
-    assert HOOKS.project_for("/no/such/dir/demo", {}) == "demo"
-    # A worktree: .git is a file.
-    wt = tmp_path / "wt-feature"
+    assert HOOKS.resolve_project(str(repo / "src" / "deep"), cfg) == ("billing", "config")
+    # a folder name alone is no project: the server decides (the session's, or none)
+    assert HOOKS.resolve_project("/no/such/dir/demo", {}) == (None, "none")
+    # A linked worktree maps to its main repository
+    main = tmp_path / "atlas"
+    (main / ".git" / "worktrees" / "feature-x").mkdir(parents=True)
+    (main / ".git" / "worktrees" / "feature-x" / "commondir").write_text("../..\n")
+    wt = tmp_path / "atlas-wt" / "feature-x"
     (wt / "a").mkdir(parents=True)
-    (wt / ".git").write_text("gitdir: /elsewhere\n")
-    assert HOOKS.project_for(str(wt / "a"), {}) == "wt-feature"
+    (wt / ".git").write_text(f"gitdir: {main / '.git' / 'worktrees' / 'feature-x'}\n")
+    assert HOOKS.resolve_project(str(wt / "a"), {}) == ("atlas", "git")
 
 
 def test_capture_rules(tmp_path: Path) -> None:

@@ -51,7 +51,8 @@ def test_install_matches_golden_and_is_idempotent(tmp_path: Path, agent: str) ->
     home = tmp_path / "home"
     rel, golden = FILES[agent]
     path = home / rel
-    args = ["install-hooks", "--agent", agent, "--python", PY, "--hook-script", SCRIPT]
+    args = ["--data-dir", "/srv/wm-team", "install-hooks", "--agent", agent, "--python", PY]
+    args += ["--hook-script", SCRIPT]
     dry = cli(home, *args)
     assert dry.returncode == 0, dry.stderr
     assert str(path) in dry.stdout and "--apply" in dry.stdout

@@ -190,7 +190,8 @@ def test_no_token_in_client_files_and_data_dir_pinned(tmp_path):
     text = (home / ".claude.json").read_text()
     assert token not in text and token not in r.stdout
     args = json.loads(text)["mcpServers"]["wiki-memory"]["args"]
-    assert args == ["-S", SCRIPT, "--data-dir", str(data.resolve()), "mcp"]
+    assert args[:5] == ["-S", SCRIPT, "--data-dir", str(data.resolve()), "mcp"]
+    assert args[5:] == ["--harness", "claude-code"]
     # the record of what was written lives in that data directory
     assert (data / "mcp-installs.json").exists()
     # WIKI_MEMORY_HOME pins it too (a client does not always pass the shell's env on)

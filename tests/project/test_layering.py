@@ -13,7 +13,7 @@ PKG = Path(__file__).resolve().parents[2] / "wiki_memory"
 
 #: room -> floor. A module may import from its own room or from a lower floor.
 ROOMS: dict[str, int] = {
-    "base": 0,  # config, errors, identity, auth, datadir, the package itself
+    "base": 0,  # config, errors, identity, auth, audit, datadir, hosts, states, the package
     "capture": 1,
     "wiki": 2,
     "index": 3,
@@ -25,7 +25,18 @@ ROOMS: dict[str, int] = {
     "server": 7,
     "cli": 8,
 }
-BASE = {"__init__", "config", "errors", "identity", "auth", "datadir", "py"}
+BASE = {
+    "__init__",
+    "config",
+    "errors",
+    "identity",
+    "auth",
+    "audit",
+    "datadir",
+    "hosts",
+    "states",
+    "py",
+}
 #: entry points users' configurations name by path, kept as small shims: outside the
 #: rooms, they may start anything (nothing imports them)
 SHIMS = {"wiki_memory.cli_mcp"}

@@ -406,7 +406,7 @@ def test_generated_session_with_parallel_calls_and_edge_cases(server):
     assert 150 + 6 <= len(tl) <= 150 + 8
     assert text.count("Slerp refactored.") == 2  # the reply once in the timeline, once in summary
     assert "FAILED test_slerp" in text
-    assert "more bytes)" in text and len(text) < 400_000  # the big output is excerpted
+    assert "bytes cut …]" in text and len(text) < 400_000  # the big output is excerpted
     # entries are in time order: the out-of-order events (08:59:00) come first
     times = [s.text.split("**")[1] for s in tl if s.text.startswith("**")]
     assert times == sorted(times)

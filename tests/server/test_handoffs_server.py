@@ -38,8 +38,12 @@ def cli(data_dir: Path, *args: str, env: dict[str, str] | None = None, **kw):
     )
 
 
+#: the projects the handoff tests use: every test user holds a write grant on each
+HANDOFF_PROJECTS = ["race", "c30", "budget", "crash", "errs", "lease", "lease2", "private"]
+
+
 def token_for(srv: ServerProcess, user: str) -> dict[str, str]:
-    tok = TokenStore(srv.data_dir / "auth").create(user)
+    tok = TokenStore(srv.data_dir / "auth").create(user, projects=HANDOFF_PROJECTS)
     return {"Authorization": f"Bearer {tok}"}
 
 
@@ -51,7 +55,15 @@ def get(srv: ServerProcess, path: str, headers: dict | None = None, **kw):
     return httpx.get(srv.url + path, headers=headers or srv.headers, timeout=60, **kw)
 
 
+def known(data_dir: Path, *projects: str) -> None:
+    """Projects the wiki knows (their folders), as earlier sessions would leave them: an
+    explicit project must name one (issue 18)."""
+    for name in projects:
+        (data_dir / "wiki" / "projects" / name).mkdir(parents=True, exist_ok=True)
+
+
 def create(srv: ServerProcess, headers: dict | None = None, **body) -> dict:
+    known(srv.data_dir, str(body.get("project", "proj")))
     r = post(srv, "/v1/handoffs", {"project": "proj", "title": "Fix it", **body}, headers)
     assert r.status_code == 201, r.text
     return r.json()["handoff"]
@@ -154,7 +166,7 @@ def test_fifty_claimers_threads_and_cli_processes_twenty_times(srv):
             assert len(wins) == 1, [r[:2] for r in results if r[0] not in (200, 409)]
             winner = wins[0][2]
             losses = [r for r in results if r[0] == 409]
-            assert len(losses) == 49
+            assert len(losses) == 49, [r for r in results if r[0] not in (200, 409)]
             assert all(f"session {winner}" in r[1] for r in losses), losses[0][1]
             shown = get(srv, f"/v1/handoffs/{hid}").json()["handoff"]
             assert shown["status"] == "claimed" and shown["claimed_session"] == winner
@@ -307,16 +319,19 @@ def test_an_unconfirmed_offer_reopens_and_a_late_claim_gets_409(tmp_path):
     data = tmp_path / "data"
     env = {"WIKI_MEMORY_COMMIT_DELAY_SECONDS": "0.05", "WIKI_MEMORY_HANDOFF_LEASE_SECONDS": "1.5"}
     with ServerProcess(data, env=env) as s:
+        yann = token_for(s, "yann")  # another user: the owner's own sessions are one claimant
         hid = create(s, project="lease", title="lease me")["id"]
         x = post(s, "/v1/brief", {"project": "lease", "harness": "codex", "session_id": "X"}).json()
         assert [o["id"] for o in x["offers"]] == [hid] and hid in x["text"]
         listed = get(s, "/v1/handoffs", params={"project": "lease"}).json()["handoffs"]
         assert listed[0]["status"] == "offered" and listed[0]["offered_to"]["session"] == "X"
         y = post(
-            s, "/v1/brief", {"project": "lease", "harness": "claude-code", "session_id": "Y"}
+            s, "/v1/brief", {"project": "lease", "harness": "claude-code", "session_id": "Y"}, yann
         ).json()
         assert y["offers"] == [] and hid not in y["text"]
-        r = post(s, f"/v1/handoffs/{hid}/claim", {"harness": "claude-code", "session_id": "Y"})
+        r = post(
+            s, f"/v1/handoffs/{hid}/claim", {"harness": "claude-code", "session_id": "Y"}, yann
+        )
         assert (
             r.status_code == 409
             and r.json()["error"] == "offered"
@@ -324,19 +339,20 @@ def test_an_unconfirmed_offer_reopens_and_a_late_claim_gets_409(tmp_path):
         )
         time.sleep(1.7)  # X never confirms
         assert get(s, f"/v1/handoffs/{hid}").json()["handoff"]["status"] == "open"
+        # X's offer code died with the offer: it answers like a missing handoff
+        code = x["offers"][0]["code"]
+        assert post(s, f"/v1/handoffs/{code}/claim", {}).status_code == 404
         y = post(
-            s, "/v1/brief", {"project": "lease", "harness": "claude-code", "session_id": "Y"}
+            s, "/v1/brief", {"project": "lease", "harness": "claude-code", "session_id": "Y"}, yann
         ).json()
         assert [o["id"] for o in y["offers"]] == [hid]
-        r = post(s, f"/v1/handoffs/{hid}/claim", {"harness": "claude-code", "session_id": "Y"})
+        r = post(
+            s, f"/v1/handoffs/{hid}/claim", {"harness": "claude-code", "session_id": "Y"}, yann
+        )
         assert r.status_code == 200
         r = post(s, f"/v1/handoffs/{hid}/claim", {"harness": "codex", "session_id": "X"})
         assert r.status_code == 409 and r.json()["error"] == "claimed"
-        assert r.json()["holder"] == {
-            "user": r.json()["holder"]["user"],
-            "harness": "claude-code",
-            "session": "Y",
-        }
+        assert r.json()["holder"] == {"user": "yann", "harness": "claude-code", "session": "Y"}
         # two sessions starting together with two open handoffs get one each
         a = create(s, project="lease2", title="one")["id"]
         b = create(s, project="lease2", title="two")["id"]
@@ -475,6 +491,8 @@ def test_personal_handoffs_never_reach_another_token(srv):
             "create",
             "--user",
             "bob",
+            "--project",
+            "private",
         ],
         capture_output=True,
         text=True,
@@ -483,6 +501,7 @@ def test_personal_handoffs_never_reach_another_token(srv):
     assert proc.returncode == 0, proc.stderr
     bob = {"Authorization": f"Bearer {proc.stdout.strip()}"}
     carol = token_for(srv, "carol")
+    (srv.data_dir / "wiki" / "projects" / "private").mkdir(parents=True, exist_ok=True)
     h = create(
         srv,
         bob,
@@ -515,7 +534,8 @@ def test_personal_handoffs_never_reach_another_token(srv):
         rc = post(
             srv, "/v1/brief", {"project": "private", "harness": "codex", "session_id": "c"}, who
         )
-        assert rc.status_code == 200 and "quetzal" not in rc.text.lower() and hid not in rc.text
+        assert rc.status_code == 200, rc.text
+        assert "quetzal" not in rc.text.lower() and hid not in rc.text
         rr = post(srv, "/v1/recall", {"query": "quetzal zeppelin", "budget_tokens": 5000}, who)
         assert rr.status_code == 200 and "quetzal" not in rr.text.lower()
     # bob's session "b" was offered it in its brief: it confirms
@@ -566,7 +586,11 @@ def test_brief_budgets_over_http(srv):
             assert b["omitted"] and all(o["reason"] == "budget" for o in b["omitted"])
         if budget == 0:
             assert b["text"] == ""
-    empty = post(srv, "/v1/brief", {"project": "nothing-here", "session_id": "s"}).json()
+    unknown = post(srv, "/v1/brief", {"project": "nothing-here", "session_id": "s"})
+    assert unknown.status_code == 404 and unknown.json()["error"] == "unknown_project"
+    assert unknown.json()["field"] == "project" and "budget" in unknown.json()["projects"]
+    known(srv.data_dir, "nothing-here")
+    empty = post(srv, "/v1/brief", {"project": "Nothing-Here", "session_id": "s"}).json()
     assert empty["text"] == "" and empty["parts"] == []
     assert post(srv, "/v1/brief", {"project": "x", "budget_tokens": -1}).status_code == 400
     assert post(srv, "/v1/brief", {"budget_tokens": 10}).json()["field"] == "project"
@@ -576,6 +600,7 @@ def test_brief_budgets_over_http(srv):
 
 
 def test_http_errors_and_cli_exit_codes(srv):
+    known(srv.data_dir, "p")
     assert post(srv, "/v1/handoffs", {"title": "x"}).json()["field"] == "project"
     assert post(srv, "/v1/handoffs", {"project": "p"}).json()["field"] == "title"
     r = post(srv, "/v1/handoffs", {"project": "p", "title": "x", "visibility": "secret"})

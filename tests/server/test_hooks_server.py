@@ -101,6 +101,15 @@ def session_pages(srv: ServerProcess, project: str) -> dict[tuple[str, str], dic
     return pages
 
 
+def in_repo(tmp: Path, payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` with its ``cwd`` moved into a git repository of the same name under
+    ``tmp`` (a folder name alone is no project: docs/hooks.md "Which project")."""
+    d = tmp / "repos" / Path(payload["cwd"]).name
+    (d / ".git").mkdir(parents=True, exist_ok=True)
+    payload["cwd"] = str(d)
+    return payload
+
+
 def timeline(page: dict[str, Any]) -> str:
     return str(page["content"]).split("## Timeline", 1)[-1]
 
@@ -109,7 +118,9 @@ def test_every_payload_reaches_its_session_page(tmp_path: Path, shared: Path) ->
     data = tmp_path / "data"
     with ServerProcess(data) as srv:
         # No URL or token given: the hook finds server.json and auth/owner.token itself.
-        env = hook_env(tmp_path)
+        # (SessionStart's 1 s budget is widened: a first brief on this shared machine
+        # may take longer, and this test is about every payload reaching its page.)
+        env = hook_env(tmp_path, WIKI_MEMORY_HOOK_SESSION_START_DEADLINE_SECONDS="3")
         expected: dict[tuple[str, str], list[str]] = {}
         for agent, (folder, events) in ORDER.items():
             cmd = installed_command(agent, tmp_path, events[0])
@@ -117,9 +128,16 @@ def test_every_payload_reaches_its_session_page(tmp_path: Path, shared: Path) ->
                 payload = json.loads(
                     (shared / "data" / "hooks" / folder / f"{ev}.json").read_text()
                 )
+                in_repo(tmp_path, payload)
                 r = run_hook(cmd, payload, env)
                 assert r.rc == 0, (agent, ev, r)
-                assert r.stderr == b"", (agent, ev, r)
+                # on a host too loaded to answer within the hook's deadline, the brief may
+                # time out (the hook's documented degrade, its one stderr line); every
+                # event must still reach its page
+                quiet = r.stderr == b"" or (
+                    ev == "SessionStart" and r.stderr == b"wiki-memory hook: no brief (timed out)\n"
+                )
+                assert quiet, (agent, ev, r)
                 if ev == "SessionStart":
                     assert set(json.loads(r.stdout)) == {"hookSpecificOutput"}
                 else:
@@ -172,7 +190,7 @@ def test_outage_then_recover_delivers_each_event_once(tmp_path: Path, shared: Pa
     cmd = installed_command("claude-code", tmp_path)
     folder = shared / "data" / "hooks" / "claude-code"
     events = ORDER["claude-code"][1]
-    payloads = [json.loads((folder / f"{e}.json").read_text()) for e in events]
+    payloads = [in_repo(tmp_path, json.loads((folder / f"{e}.json").read_text())) for e in events]
     for p in payloads:
         p["session_id"] = "sess-outage"
     # One event reached the server, but its hook was killed before it could clear the
@@ -200,17 +218,8 @@ def test_outage_then_recover_delivers_each_event_once(tmp_path: Path, shared: Pa
         assert [e["event"] for e in queued] == events
         srv = ServerProcess(data, port=srv.port)
         srv.start()
-        rec = subprocess.run(
-            [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data), "recover"],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-        )
-        assert rec.returncode == 0, rec.stdout + rec.stderr
-        assert f"sent {len(events)} event(s)" in rec.stdout
-        assert "1 the server already had" in rec.stdout  # the SessionStart it had stored
-        assert pending(tmp_path) == []
+        # no command by hand and no further hook event: the server drains its own outbox
+        assert wait_until(lambda: pending(tmp_path) == [], 30, 0.25), pending(tmp_path)
         rec2 = subprocess.run(
             [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data), "recover"],
             capture_output=True,
@@ -246,12 +255,13 @@ def test_c32_secrets_never_stored_or_served(tmp_path: Path, shared: Path) -> Non
         cmd = installed_command("claude-code", tmp_path)
         responses: list[bytes] = []
         for p in case["payloads"]:
+            in_repo(tmp_path, p)
             r = run_hook(cmd, p, env)
             assert r.rc == 0, r
             responses.append(r.stdout + r.stderr)
         stop = {
             "session_id": "sess-0099",
-            "cwd": "/home/dev/demo",
+            "cwd": str(tmp_path / "repos" / "demo"),
             "hook_event_name": "SessionEnd",
             "reason": "other",
         }
@@ -302,6 +312,7 @@ def test_installed_files_run_against_the_real_server_for_each_harness(
                     (shared / "data" / "hooks" / folder / f"{ev}.json").read_text()
                 )
                 payload["session_id"] = f"cfg-{agent}"
+                in_repo(tmp_path, payload)
                 r = run_hook(group["hooks"][0]["command"], payload, env)
                 assert r.rc == 0 and r.seconds < HOOK_BOUND_SECONDS, r
         wait_idle(tmp_path)

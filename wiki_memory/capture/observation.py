@@ -7,6 +7,9 @@ The body of ``POST /v1/observations`` is one event object or a list of them::
      "payload": {...the harness's own hook JSON...}}
 
 ``cwd`` or ``project`` is required. Unknown fields and unknown events are accepted.
+``project_from`` (optional, sent by the hook) says how the hook found ``project``;
+``"none"`` with no ``project`` means the event belongs to the session's current project
+(see :mod:`wiki_memory.capture.project`).
 Event names are mapped to a small set of kinds (:data:`KINDS`) that the compiler
 understands; the raw name is kept.
 """
@@ -129,6 +132,10 @@ class Observation:
     user: str = ""
     received: float = field(default_factory=time.time)
     obs_id: str = ""
+    #: how the sender found ``project`` (``config``, ``git``, ``explicit``, or ``none``:
+    #: it found none, so the session's current project applies); "" for a sender that
+    #: does not say (an HTTP client; the server resolves ``cwd`` itself). Not stored.
+    project_from: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -209,6 +216,7 @@ def parse_event(d: Any, user: str, now: float | None = None) -> Observation:
         raise ObservationError("cwd", "cwd or project is required")
     if project:
         project = project_name(project)
+    project_from = _str_field(d, "project_from", False) or ""
     event_id = _str_field(d, "event_id", False)
     if event_id is None:
         tuid = payload.get("tool_use_id")
@@ -233,6 +241,7 @@ def parse_event(d: Any, user: str, now: float | None = None) -> Observation:
         payload=payload,
         user=user,
         received=now,
+        project_from=project_from,
     )
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
 TYPE_CHECKING = False
@@ -36,7 +35,6 @@ if TYPE_CHECKING:  # typing costs ~2.5 ms to import; the hook only needs it for 
 
     SpanFinder = Callable[[str], Iterator[tuple[int, int]]]
 
-_MAXPOS = 2**63 - 1
 
 __all__ = ["DETECTORS", "Detector", "Redaction", "redact_obj", "redact_text"]
 
@@ -46,12 +44,20 @@ PLACEHOLDER = "[REDACTED:{kind}]"
 class _Lazy:
     """A regex compiled on first use, so that importing this module stays cheap.
 
-    Compiling the ~50 regexes of this module costs ~10 ms, more than the rest of
-    the import; a hook that sees no ``ghp_`` never compiles the GitHub pattern.
-    ``rx`` is the compiled ``re.Pattern``; the usual methods delegate to it.
+    Compiling the ~150 regexes of this module costs tens of milliseconds, more than
+    the rest of the import; a hook that sees no ``ghp_`` never compiles the GitHub
+    pattern. ``rx`` is the compiled ``re.Pattern``; ``match``, ``search``,
+    ``fullmatch``, ``finditer`` and ``findall`` are its own bound methods, put in
+    place on first use (so a call costs no Python frame of ours).
     """
 
-    __slots__ = ("source", "flags", "_rx")
+    __slots__ = ("source", "flags", "_rx", "match", "search", "fullmatch", "finditer", "findall")
+
+    match: Callable[..., re.Match[str] | None]
+    search: Callable[..., re.Match[str] | None]
+    fullmatch: Callable[..., re.Match[str] | None]
+    finditer: Callable[..., Iterator[re.Match[str]]]
+    findall: Callable[..., list[Any]]
 
     def __init__(self, source: str, flags: int = 0) -> None:
         self.source = source
@@ -63,25 +69,24 @@ class _Lazy:
         rx = self._rx
         if rx is None:
             rx = self._rx = re.compile(self.source, self.flags)
+            self.match = rx.match
+            self.search = rx.search
+            self.fullmatch = rx.fullmatch
+            self.finditer = rx.finditer
+            self.findall = rx.findall
         return rx
 
-    def match(self, string: str, pos: int = 0, endpos: int = _MAXPOS) -> re.Match[str] | None:
-        return self.rx.match(string, pos, endpos)
-
-    def search(self, string: str, pos: int = 0, endpos: int = _MAXPOS) -> re.Match[str] | None:
-        return self.rx.search(string, pos, endpos)
-
-    def fullmatch(self, string: str, pos: int = 0, endpos: int = _MAXPOS) -> re.Match[str] | None:
-        return self.rx.fullmatch(string, pos, endpos)
-
-    def finditer(self, string: str, pos: int = 0, endpos: int = _MAXPOS) -> Iterator[re.Match[str]]:
-        return self.rx.finditer(string, pos, endpos)
-
-    def findall(self, string: str) -> list[Any]:
-        return self.rx.findall(string)
+    def __getattr__(self, name: str) -> Any:
+        """Only reached while a method's slot is still empty: compile, then answer."""
+        if name in _LAZY_METHODS:
+            return getattr(self.rx, name)
+        raise AttributeError(name)
 
     def __repr__(self) -> str:
         return f"_Lazy({self.source!r})"
+
+
+_LAZY_METHODS = frozenset(("match", "search", "fullmatch", "finditer", "findall"))
 
 
 # A placeholder already in the text (ours, maybe with the "#2" suffix that
@@ -90,22 +95,35 @@ _PLACEHOLDER_RE = _Lazy(r"\[REDACTED:[A-Za-z0-9_.-]{1,64}\](?:#\d+)?")
 _KIND_RE = _Lazy(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
-@dataclass(frozen=True)
 class Redaction:
     """One replaced secret.
 
     ``kind`` is the detector kind shown in the placeholder (``"github-token"``);
     ``start`` and ``end`` are character offsets (Python ``str`` indices, end
     exclusive) of the replaced text in the ORIGINAL input, so
-    ``text[start:end]`` is the secret that was removed.
+    ``text[start:end]`` is the secret that was removed. Compared by value.
+    (A plain class: ``dataclasses`` costs the hook ~8 ms of imports.)
     """
 
-    kind: str
-    start: int
-    end: int
+    __slots__ = ("kind", "start", "end")
+
+    def __init__(self, kind: str, start: int, end: int) -> None:
+        self.kind = kind
+        self.start = start
+        self.end = end
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Redaction):
+            return NotImplemented
+        return (self.kind, self.start, self.end) == (other.kind, other.start, other.end)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.start, self.end))
+
+    def __repr__(self) -> str:
+        return f"Redaction(kind={self.kind!r}, start={self.start}, end={self.end})"
 
 
-@dataclass(frozen=True)
 class Detector:
     """One row of the detector table.
 
@@ -121,14 +139,33 @@ class Detector:
     word boundary kept out of the regex so that its literal prefix stays fast).
     ``needles``: lowercase strings of which one must occur in the lowercased
     text for the detector to run at all (a cheap ``in`` test before any regex).
+    ``prefixes``: for a provider token, the fixed literal prefixes (case-sensitive)
+    its tokens start with; :func:`redact_text` finds them through one shared scan
+    (see "One pass" in the module's notes) instead of running ``pattern`` itself.
     """
 
-    kind: str
-    pattern: re.Pattern[str] | _Lazy | SpanFinder
-    description: str
-    check: Callable[[str], bool] | None = None
-    not_after: str = ""
-    needles: tuple[str, ...] = ()
+    __slots__ = ("kind", "pattern", "description", "check", "not_after", "needles", "prefixes")
+
+    def __init__(
+        self,
+        kind: str,
+        pattern: re.Pattern[str] | _Lazy | SpanFinder,
+        description: str,
+        check: Callable[[str], bool] | None = None,
+        not_after: str = "",
+        needles: tuple[str, ...] = (),
+        prefixes: tuple[str, ...] = (),
+    ) -> None:
+        self.kind = kind
+        self.pattern = pattern
+        self.description = description
+        self.check = check
+        self.not_after = not_after
+        self.needles = needles
+        self.prefixes = prefixes
+
+    def __repr__(self) -> str:
+        return f"Detector({self.kind!r})"
 
     @property
     def regex(self) -> re.Pattern[str] | None:
@@ -162,7 +199,7 @@ class Detector:
             yield s, e
 
 
-def _boundary(text: str, start: int, not_after: str) -> bool:
+def _boundary(text: str, start: int, not_after: str | frozenset[str]) -> bool:
     """Whether ``start`` begins a token: the character before is not in ``not_after``,
     or it is the letter of a JSON escape (the ``n`` of a literal ``\\n``)."""
     if start <= 0:
@@ -179,18 +216,53 @@ def _boundary(text: str, start: int, not_after: str) -> bool:
 _LOWERED: tuple[str | None, str] = (None, "")
 
 
+_ASCII: tuple[str | None, bytes] = (None, b"")
+
+
+def _ascii(text: str) -> bytes:
+    """``text`` as ASCII bytes, one byte per character (others become ``b"?"``), so
+    that offsets match ``text`` (one-entry cache, shared by the scans of one text)."""
+    global _ASCII
+    cached, raw = _ASCII
+    if cached is text:
+        return raw
+    raw = text.encode("ascii") if text.isascii() else text.encode("ascii", "replace")
+    _ASCII = (text, raw)
+    return raw
+
+
+_TOKEN_MAP: tuple[str | None, bytes] = (None, b"")
+
+
+def _token_map(text: str) -> bytes:
+    """``text`` as ``b"a"`` (a token character, ``A-Z a-z 0-9 _ -``) or ``b" "`` per
+    character (one-entry cache): :func:`_find_provider_tokens` walks its runs, and the
+    keyword rule finds where a name starts with ``bytes.rfind``."""
+    global _TOKEN_MAP
+    cached, cls = _TOKEN_MAP
+    if cached is text:
+        return cls
+    cls = _ascii(text).translate(_RUN_TABLE)
+    _TOKEN_MAP = (text, cls)
+    return cls
+
+
 def _lower(text: str) -> str:
     """``text.lower()`` with offsets aligned to ``text`` (one-entry cache).
 
     Searching a lowered copy with ``str.find`` is ~10x faster than a regex with
-    re.IGNORECASE. The one code point whose lowercase is longer (U+0130, "İ")
-    is lowered to a plain "i" so that offsets still match.
+    re.IGNORECASE. Every needle searched for is ASCII, so a character outside
+    ASCII becomes one ``"?"`` (offsets still match, and ``str.lower`` of
+    non-ASCII text, several times slower, is not needed).
     """
     global _LOWERED
     cached, low = _LOWERED
     if cached is text:
         return low
-    low = text.replace("\u0130", "i").lower() if "\u0130" in text else text.lower()
+    if text.isascii():
+        low = text.lower()
+    else:  # every needle is ASCII: other characters become "?" (one each, offsets stay)
+        low = _ascii(text).lower().decode("ascii")
     _LOWERED = (text, low)
     return low
 
@@ -220,8 +292,17 @@ def _anchored(
 
     def find(text: str) -> Iterator[tuple[int, int]]:
         low = _lower(text)
+        starts: list[int] = []
+        for nd in needles:
+            i = low.find(nd)
+            while i >= 0:
+                starts.append(i)
+                i = low.find(nd, i + 1)
+        if not starts:
+            return
+        if len(needles) > 1:
+            starts.sort()
         grouped = "secret" in regex.rx.groupindex
-        starts = sorted({i for nd in needles for i in _find_all(low, nd)})
         done = -1
         for i in starts:
             if i < done:
@@ -267,6 +348,11 @@ _PLACEHOLDER_VALUE_RE = _Lazy(
     |\{\{|os\.environ|getenv|process\.env|ENV\[|\.\.\.|…|\[REDACTED""",
     re.X,
 )
+_STAND_IN_RE = _Lazy(
+    r"(?:my|the|your|some|a)?[-_]?(?:password|passwd|secret|token|changeme|letmein|admin|test)"
+    r"[-_]?[0-9]{0,4}[!.]?",
+    re.I,
+)
 _NUMERIC_RE = _Lazy(r"[+-]?[\d_,. ]+[kKmMgG]?")
 # GITHUB_TOKEN (a name, not a value), EXAMPLE-PASSWORD
 _UPPER_REF_RE = _Lazy(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z]+(?:-[A-Z]+)+")
@@ -294,6 +380,8 @@ _ASSIGNED_RE = _Lazy(r"[A-Za-z_][\w.]*=[\w.'\"]*")
 _FORMAT_RE = _Lazy(r"%[-+ #0-9.]*[sdrfxi]|\{[\w.\[\]]*(?:![rsa])?(?::[^{}]*)?\}|%\(\w+\)")
 
 _REF_RE = _Lazy(r"[:$][A-Za-z_][\w.:-]*")
+# A file path (not base64 that happens to start with "/": no "+" or "=" in a path here)
+_PATH_RE = _Lazy(r"(?:~|\.{1,2}|[A-Za-z]:)?(?:[/\\][\w.@%~ -]*)+|~")
 QUOTED, ENV, CODE = "quoted", "env", "code"
 
 
@@ -304,22 +392,29 @@ def _code_or_words(v: str, context: str) -> bool:
     (unquoted after an UPPER_SNAKE name: a .env line, a compose file) or
     ``"code"`` (any other unquoted value: YAML, source code, prose). Rejected:
 
-    - a dotted name, unless quoted (``token = settings.api_key``);
+    - a dotted name with no digits, in code only (``token = settings.api_key``,
+      ``password = form.password``); in a .env line, a flag or quotes, and with a
+      digit anywhere (a dotted value with a digit after ``password:``), it is a value;
     - lowercase words joined by ``-``/``_``/``.``, unless env
       (``"role-secret-key"``, ``random-looking``);
     - a camelCase/CamelCase identifier with no digits made of word-like humps
-      (``"waitForTaskToken"``, ``SecretStr``, ``RSAPrivateKey``); random mixed
-      case (``eCvSoSZMWUyURvBABX``) has one-letter humps and stays;
+      (``"waitForTaskToken"``, ``SecretStr``, ``RSAPrivateKey``, also with a type
+      variable's final capital: ``AccessTokenT``); random mixed case
+      (``eCvSoSZMWUyURvBABX``) has one-letter humps and stays;
     - Title-Case-Words, unless env (``"Access-Control-Allow-Credentials"``);
     - one lowercase word, in code only (``credential_helper = osxkeychain``);
     - ``Name=default`` in code (a parameter with its default).
     """
     ident = _IDENT_CHAIN_RE.fullmatch(v) is not None
-    if ident and "." in v and context != QUOTED:
+    digits = any(c.isdigit() for c in v)
+    if ident and "." in v and context == CODE and not digits:
         return True
-    if ident and "." not in v and not any(c.isdigit() for c in v):
+    if ident and "." not in v and not digits:
         humps = _NAME_WORD_RE.findall(v)
-        if all(len(h) >= 2 for h in humps) and len(v) >= 3 * len(humps):
+        short = [h for h in humps if len(h) == 1]
+        if len(short) == 1 and len(humps) > 2 and short[0].isupper():
+            humps = [h for h in humps if len(h) > 1]  # AccessTokenT, OAuthToken, IAmSensitive
+        if humps and all(len(h) >= 2 for h in humps) and len(v) >= 3 * len(humps):
             if any(c.isupper() for c in v):
                 return True  # TokenType, RSAPrivateKey, waitForTaskToken
             if context == CODE:
@@ -339,13 +434,15 @@ def _plausible_value(value: str, *, context: str, numeric_ok: bool = True) -> bo
     ``password=``) or is a count (after a name that only says token).
     """
     v = value.strip()
-    if len(v) < 8:
+    if len(v) < (6 if context == ENV else 8):
         return False
     if v.lower() in _PLACEHOLDER_WORDS or _PLACEHOLDER_VALUE_RE.search(v):
         return False
+    if _STAND_IN_RE.fullmatch(v):
+        return False  # password1, secret123, changeme!: documentation's stand-ins
     if _NUMERIC_RE.fullmatch(v):  # a count, a size, a float, an IP or a version: not a secret
         return numeric_ok and v.isdigit()
-    if v[0] in "/~" or v.startswith(("./", "../")) or (v[1:3] in (":\\", ":/") and v[0].isalpha()):
+    if _PATH_RE.fullmatch(v):
         return False  # a path to the secret (TOKEN_FILE=/run/secrets/x), not the secret
     if "://" in v[:24] and re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", v):
         return False  # a URL: the url-password detector handles credentials in it
@@ -392,6 +489,10 @@ _NAME_KW_RE = _Lazy(
 # Literals whose occurrences (in a lowered copy) start the search for a name;
 # secret_name() then decides on the whole name.
 _NAME_KW_LITERALS = ("secret", "token", "pass", "pwd", "private", "credential", "key")
+_NAME_KW_BITS = tuple(
+    (1 << n, kw) for n, kw in enumerate(_NAME_KW_LITERALS) if not kw.startswith("p")
+)
+_P_WORDS_RE = _Lazy("p(?:ass|wd|rivate)")
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.")
 _NAME_WORD_RE = _Lazy(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 # A word in the name that makes it a setting ABOUT secrets, not one holding a
@@ -450,34 +551,103 @@ def _numeric_ok(name: str) -> bool:
     return not (_TOKENISH_ONLY.search(name) and not re.search(r"secret|pass|pwd|key", name, re.I))
 
 
-def _find_assignments(text: str) -> Iterator[tuple[int, int]]:
-    """Spans of the values of ``NAME=value``, ``NAME: value``, ``"NAME": "value"``, ``--name value``."""
+_NAME_TAIL_RE = _Lazy(r"[A-Za-z0-9_.-]*")
+_SEP_AHEAD_RE = _Lazy(r"[\"'\\ \t]{0,8}[:=?]")
+_YAML_BLOCK_RE = _Lazy(r"[ \t]*\\{0,3}[\"']?[ \t]*:[ \t]*[|>][-+0-9]{0,2}[ \t]*(?P<nl>\r?\n|\\n)")
+
+
+def _yaml_block(text: str, s: int, e: int) -> tuple[int, int] | None:
+    """The span of a YAML block scalar's lines (``password: |`` and the lines indented
+    deeper than the name), or None. ``s``/``e``: the name's span. Line breaks may be
+    real or JSON-escaped (a literal ``\\n``)."""
+    m = _YAML_BLOCK_RE.match(text, e)
+    if m is None:
+        return None
+    nl = "\\n" if m.group("nl") == "\\n" else "\n"
+    line_start = text.rfind(nl, 0, s)
+    if line_start >= 0:
+        indent = s - line_start - len(nl)  # the name's column
+    else:  # the first line (of a text, or of a JSON string): the blanks before the name
+        indent = s - len(text[:s].rstrip(" \t"))
+    pos = m.end()
+    start = end = -1
+    while pos < len(text):
+        eol = text.find(nl, pos)
+        if eol < 0:
+            eol = len(text)
+        line = text[pos:eol]
+        body = line.lstrip(" \t")
+        if body.strip():
+            if len(line) - len(body) <= indent:
+                break
+            if start < 0:
+                start = pos + len(line) - len(body)
+            end = pos + len(line.rstrip())
+        pos = eol + len(nl)
+    if start < 0 or end - start < 8 or not _not_placeholder(text[start:end].split(nl)[0].strip()):
+        return None
+    return start, end
+
+
+def _keyword_hits(low: str) -> dict[str, list[int]]:
+    """Where each of :data:`_NAME_KW_LITERALS` occurs in a lowercased text (one scan
+    each, shared by the detectors that start from a secret-ish word)."""
+    out: dict[str, list[int]] = {}
+    for kw in _NAME_KW_LITERALS:
+        i = low.find(kw)
+        found = []
+        while i >= 0:
+            found.append(i)
+            i = low.find(kw, i + 1)
+        out[kw] = found
+    return out
+
+
+def _find_assignments(text: str, hits: list[int] | None = None) -> Iterator[tuple[int, int]]:
+    """Spans of the values of ``NAME=value``, ``NAME: value``, ``"NAME": "value"``,
+    ``--name value``, ``--name=value`` and YAML block scalars (``NAME: |`` + lines).
+    ``hits``: the sorted offsets of :data:`_NAME_KW_LITERALS` in the lowercased text,
+    if already known."""
     n = len(text)
-    low = _lower(text)
-    hits = sorted({i for kw in _NAME_KW_LITERALS for i in _find_all(low, kw)})
+    if hits is None:
+        hits = sorted(i for found in _keyword_hits(_lower(text)).values() for i in found)
     last_name_end = -1
+    tail = _NAME_TAIL_RE.rx.match
+    sep_ahead = _SEP_AHEAD_RE.rx.match
+    tmap: bytes | None = None
     for s in hits:
         if s < last_name_end:
             continue
-        e = s
+        e = tail(text, s).end()  # type: ignore[union-attr]  # "*" always matches
+        last_name_end = e
+        sep = sep_ahead(text, e) is not None
+        if not sep:  # a flag (--db-password value)? its name starts with "-"
+            if tmap is None:
+                tmap = _token_map(text)
+            ns = tmap.rfind(b" ", 0, s) + 1  # the start of the name, in C
+            if text[ns] != "-" and not (text[ns] in "nrt" and text[ns - 1 : ns + 2] == "\\n-"):
+                continue  # no assignment and no flag (a cheap test before anything else)
         while s > 0 and text[s - 1] in _NAME_CHARS:
             s -= 1
-        while e < n and text[e] in _NAME_CHARS:
-            e += 1
         if s >= 2 and text[s - 1] == "\\" and text[s] in "nrt":
             s += 1  # a JSON-escaped line break (\nDB_PASSWORD=...) is not part of the name
-        last_name_end = e
         if s > 0 and text[s - 1] == ":":
             continue  # a namespaced type (AWS::IAM::AccessKey) or ARN part (:secret:), not a setting
         if text[max(0, s - 3) : s] == "://":
             continue  # https://x-access-token:...@host: the url-password detector's
+        if not sep and text[s] != "-":
+            continue
         name = text[s:e].strip(".")
-        if not secret_name(name):
+        if not name or not secret_name(name):
             continue
         am = _ASSIGN_RE.match(text, e)
         if am is None and name.startswith("-"):
             am = _FLAG_VALUE_RE.match(text, e)
         if am is None:
+            block = _yaml_block(text, s, e)
+            if block is not None:
+                last_name_end = block[1]
+                yield block
             continue
         literal = am.group("qv") is not None
         grp = "qv" if literal else "uv"
@@ -486,10 +656,19 @@ def _find_assignments(text: str) -> Iterator[tuple[int, int]]:
         if not literal:
             if ve < n and text[ve] in "([":
                 continue  # a call or an index: password = getpass(...), token = d["t"]
+            if (
+                text[vs].isupper()
+                and am.re is _ASSIGN_RE.rx
+                and am.group("sep") == ":"
+                and text.startswith((" |", ")", "]", " =", " ->"), ve)
+                and _IDENT_CHAIN_RE.fullmatch(text[vs:ve])
+            ):
+                continue  # a type annotation: private_key: Ed25519PrivateKey | None
             if value.endswith((".", ",", ":")):  # sentence punctuation after a value
                 value = value.rstrip(".,:")
                 ve = vs + len(value)
-        context = QUOTED if literal else ENV if name.lstrip("-").isupper() else CODE
+        # a .env line (UPPER_SNAKE name) or a command-line flag: a literal, not code
+        context = QUOTED if literal else ENV if name.isupper() or name[0] == "-" else CODE
         if not _plausible_value(value, context=context, numeric_ok=_numeric_ok(name)):
             continue
         last_name_end = ve
@@ -565,9 +744,10 @@ def _aws_secret_shape(v: str) -> bool:
     return any(c.islower() for c in v) and any(c.isupper() for c in v) and not _HEX_RE.fullmatch(v)
 
 
-def _find_aws_secret(text: str) -> Iterator[tuple[int, int]]:
+def _find_aws_secret(text: str, key_ids: list[tuple[int, int]] | None) -> Iterator[tuple[int, int]]:
     """AWS secret access keys assigned to an aws_secret_access_key-like name, or
-    within 200 characters of an access key id."""
+    within 200 characters of an access key id. ``key_ids``: the spans of the access
+    key ids already found in ``text`` (None: find them here)."""
     low = _lower(text)
     for i in _find_all(low, "secret"):
         m = _AWS_SECRET_NAMED_RE.match(text, i)
@@ -578,10 +758,12 @@ def _find_aws_secret(text: str) -> Iterator[tuple[int, int]]:
             name_start -= 1
         if "aws" in low[name_start:i] or "access" in low[i : m.start("secret")]:
             yield m.span("secret")
-    for k in _AWS_KEY_ID_RE.finditer(text):
-        if not _boundary(text, k.start(), _ALNUM):
-            continue
-        lo, hi = max(0, k.start() - 200), min(len(text), k.end() + 200)
+    if key_ids is None:
+        key_ids = [
+            k.span() for k in _AWS_KEY_ID_RE.finditer(text) if _boundary(text, k.start(), _ALNUM)
+        ]
+    for ks, ke in key_ids:
+        lo, hi = max(0, ks - 200), min(len(text), ke + 200)
         pos = lo
         while (m := _AWS_SECRET_BARE_RE.search(text, pos, hi)) is not None:
             if not _boundary(text, m.start(), _ALNUM + "/+="):
@@ -593,18 +775,48 @@ def _find_aws_secret(text: str) -> Iterator[tuple[int, int]]:
 
 
 # ---------------------------------------------------------------------------
-# credentials in URLs: scheme://user:password@host -> keep scheme, user, host
+# credentials in URLs: scheme://user:password@host -> keep scheme, user, host;
+# a key as the whole user part (a Sentry-style DSN); webhook URLs whose path is the secret
 
 _URL_AUTH_RE = _Lazy(
-    r"""(?P<user>[^\s:/?#@'"\\<>\[\]]*):(?P<secret>[^\s/?#'"\\<>]+)@(?P<host>[A-Za-z0-9\[][A-Za-z0-9.\-_:\]%]*)"""
+    r"""(?P<user>[^\s:/?#@'"\\<>\[\]]*)(?::(?P<secret>[^\s/?#'"\\<>]*))?@(?P<host>[A-Za-z0-9\[][A-Za-z0-9.\-_:\]%]*)"""
 )
 _URL_PW_PLACEHOLDERS = frozenset(
     "pass password passwd pw pwd secret xxx xxxx changeme token apikey ***".split()
 )
+# (host + path prefix after "://", kind, group "secret" = the part to replace)
+_WEBHOOKS: tuple[tuple[str, str, _Lazy], ...] = (
+    (
+        "hooks.slack.com/",
+        "slack-webhook",
+        _Lazy(r"(?P<secret>hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/+-]{8,})"),
+    ),
+    (
+        ".webhook.office.com/",
+        "teams-webhook",
+        _Lazy(r"[A-Za-z0-9-]+\.webhook\.office\.com/webhookb2/(?P<secret>[^\s\"'<>]{20,})"),
+    ),
+    (
+        "discord",
+        "discord-webhook",
+        _Lazy(
+            r"(?:canary\.|ptb\.)?discord(?:app)?\.com/api/webhooks/(?P<secret>[0-9]+/[A-Za-z0-9_-]{20,})"
+        ),
+    ),
+    (
+        "api.telegram.org/bot",
+        "telegram-bot-token",
+        _Lazy(r"api\.telegram\.org/(?:file/)?bot(?P<secret>[0-9]{5,12}:[A-Za-z0-9_-]{30,})"),
+    ),
+)
+_DSN_KEY_RE = _Lazy(r"[0-9a-f]{16,}|[A-Za-z0-9]{20,}")  # a Sentry key is 32 hex
 
 
-def _find_url_password(text: str) -> Iterator[tuple[int, int]]:
-    """The password part of ``scheme://user:password@host`` (the rest stays)."""
+def _find_urls(text: str) -> Iterator[tuple[int, int, str]]:
+    """``(start, end, kind)`` in URLs: the password of ``scheme://user:password@host``
+    (``url-password``); a key that is the whole user part, ``https://<key>@host``, as
+    in a Sentry DSN (``dsn-key``); the secret path of Slack, Teams and Discord webhooks
+    and of Telegram bot URLs."""
     pos = 0
     while True:
         i = text.find("://", pos)
@@ -613,14 +825,605 @@ def _find_url_password(text: str) -> Iterator[tuple[int, int]]:
         pos = i + 3
         if i == 0 or not text[i - 1].isalnum():
             continue
-        m = _URL_AUTH_RE.match(text, pos)
-        if m is None:
+        head = text[pos : pos + 40]
+        for needle, kind, rx in _WEBHOOKS:
+            if needle in head:
+                w = rx.match(text, pos)
+                if w is not None:
+                    pos = w.end()
+                    start = w.start("secret")
+                    if kind == "slack-webhook":  # the whole URL, scheme included
+                        start = i
+                        while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "+.-"):
+                            start -= 1
+                    yield start, w.end("secret"), kind
+                    break
+        else:
+            m = _URL_AUTH_RE.match(text, pos)
+            if m is None:
+                continue
+            pw = m.group("secret")
+            if pw is None:
+                user = m.group("user")
+                if _DSN_KEY_RE.fullmatch(user) and _mixed(user) and _not_placeholder(user):
+                    if any(c.isdigit() for c in user) and not _LOWER_WORDS_RE.fullmatch(user):
+                        pos = m.end()
+                        yield m.start("user"), m.end("user"), "dsn-key"
+                continue
+            if (
+                len(pw) < 3
+                or pw.lower() in _URL_PW_PLACEHOLDERS
+                or _PLACEHOLDER_VALUE_RE.search(pw)
+            ):
+                continue
+            if "%20" in pw or ("," in pw and ":" in pw):
+                continue  # words ("a%20secret") or a multi-host list (h1:1,h2:2): not a password
+            pos = m.end()
+            yield m.start("secret"), m.end("secret"), "url-password"
+
+
+# ---------------------------------------------------------------------------
+# passwords given to a command as a short flag: sshpass -p, docker login -p,
+# mysql -p<password>, redis-cli -a
+
+_CLI_COMMANDS = (
+    ("sshpass", "-p"),
+    (" login", "-p"),
+    ("mysql", "-p"),
+    ("mariadb", "-p"),
+    ("redis-cli", "-a"),
+)
+_FLAG_CUE_RE = _Lazy(r"-[pau]")
+_CURL_USER_RE = _Lazy(r"(?:-u|--user)[ \t=]+[\"']?[^\s:\"'$]+:(?P<secret>[^\s\"']{3,})")
+_CLI_VALUE_RE = _Lazy(
+    r"""[ \t]*(?:(?P<q>["'])(?P<qv>[^"'\r\n]{1,512})(?P=q)|(?P<uv>[^\s"'`;&|<>()]{1,512}))"""
+)
+
+
+def _find_flag_credentials(text: str, low: str) -> Iterator[tuple[int, int, str]]:
+    """``(start, end, kind)``: the password of curl ``-u``/``--user user:password``
+    (``auth-header``), and (``cli-password``) the value of ``-p``/``-a`` after sshpass, ``* login`` (docker, podman, helm
+    registry, oc, ...), mysql/mariadb (glued to the flag) and redis-cli, on the
+    same line. ``mysql -p dbname`` (a prompt, then the database) is left alone."""
+    for fm in _FLAG_CUE_RE.rx.finditer(text):
+        f = fm.start()
+        flag = text[f : f + 2]
+        if f == 0 or text[f - 1] not in " \t":
+            if flag == "-u" and text.startswith("--user", f - 1):
+                cm = _CURL_USER_RE.rx.match(text, f - 1)
+                if cm is not None and _auth_value(cm.group("secret")):
+                    yield cm.start("secret"), cm.end("secret"), "auth-header"
             continue
-        pw = m.group("secret")
-        if len(pw) < 3 or pw.lower() in _URL_PW_PLACEHOLDERS or _PLACEHOLDER_VALUE_RE.search(pw):
+        if flag == "-u":
+            cm = _CURL_USER_RE.rx.match(text, f)
+            if cm is not None and _auth_value(cm.group("secret")):
+                yield cm.start("secret"), cm.end("secret"), "auth-header"
             continue
-        pos = m.end()
-        yield m.span("secret")
+        line = low[low.rfind("\n", 0, f) + 1 : f]
+        cmd, at = "", -1
+        for name, want in _CLI_COMMANDS:  # the nearest command before the flag
+            pos = line.rfind(name) if want == flag else -1
+            if pos > at:
+                cmd, at = name, pos
+        if not cmd:
+            continue
+        after = f + 2
+        glued = cmd in ("mysql", "mariadb")
+        nxt = text[after : after + 1]
+        if glued and nxt and not nxt.isspace() and nxt not in "=\"'":
+            m = _CLI_VALUE_RE.match(text, after)
+        elif not glued and nxt in (" ", "\t", "="):
+            m = _CLI_VALUE_RE.match(text, after + (nxt == "="))
+        else:
+            continue
+        if m is not None:
+            grp = "qv" if m.group("qv") is not None else "uv"
+            v = m.group(grp)
+            if len(v) >= 4 and v[0] not in "-$" and _not_placeholder(v):
+                yield m.start(grp), m.end(grp), "cli-password"
+
+
+# ---------------------------------------------------------------------------
+# provider tokens: a fixed prefix and a documented body
+#
+# One row per provider: (kind, provider, prefixes, regex). The regex is ours, written
+# from each provider's published token format, with the public gitleaks rule set
+# (github.com/gitleaks/gitleaks, config/gitleaks.toml) as the checklist of which
+# providers have a fixed prefix. ``prefixes`` are the case-sensitive literals a token
+# starts with; the regex matches the whole token from its first character.
+
+_PROVIDERS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+    ("anthropic-key", "Anthropic", ("sk-ant-",), r"sk-ant-[A-Za-z0-9_-]{16,}"),
+    ("openrouter-key", "OpenRouter", ("sk-or-v1-",), r"sk-or-v1-[0-9a-f]{64}"),
+    (
+        "openai-key",
+        "OpenAI",
+        ("sk-",),
+        r"sk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_-]{20,}",
+    ),
+    (
+        "github-token",
+        "GitHub",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        r"gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{40,255}",
+    ),
+    (
+        "gitlab-token",
+        "GitLab",
+        ("glpat-", "gldt-", "glrt-", "glptt-", "glft-", "glsoat-", "glcbt-", "glimt-")
+        + ("glagent-", "glffct-", "gloas-", "GR1348941"),
+        r"(?:gl(?:pat|dt|rt|ptt|ft|soat|cbt|imt|agent|ffct|oas)-|GR1348941)[A-Za-z0-9_.-]{20,}",
+    ),
+    (
+        "slack-token",
+        "Slack",
+        ("xoxb-", "xoxp-", "xoxa-", "xoxe-", "xoxs-", "xoxr-", "xoxo-", "xoxe.xox", "xapp-"),
+        r"(?:xox[abposer]|xoxe\.xox[bp]|xapp)-[A-Za-z0-9-]{10,}",
+    ),
+    (
+        "stripe-key",
+        "Stripe",
+        ("sk_live_", "sk_test_", "sk_prod_", "rk_live_", "rk_test_", "rk_prod_", "whsec_"),
+        r"[sr]k_(?:live|test|prod)_[A-Za-z0-9]{10,}|whsec_[A-Za-z0-9+/=]{16,}",
+    ),
+    (
+        "aws-access-key",
+        "AWS",
+        ("AKIA", "ASIA", "ABIA", "ACCA", "A3T"),
+        r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
+    ),
+    (
+        "aws-bedrock-key",
+        "Amazon Bedrock",
+        ("ABSK", "bedrock-api-key-"),
+        r"ABSK[A-Za-z0-9+/]{100,}={0,2}|bedrock-api-key-[A-Za-z0-9+/=]{20,}",
+    ),
+    ("google-api-key", "Google Cloud", ("AIza",), r"AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"),
+    (
+        "google-oauth",
+        "Google OAuth",
+        ("GOCSPX-", "ya29."),
+        r"GOCSPX-[A-Za-z0-9_-]{20,}|ya29\.[A-Za-z0-9_-]{30,}",
+    ),
+    (
+        "huggingface-token",
+        "Hugging Face",
+        ("hf_", "api_org_"),
+        r"(?:hf_|api_org_)[A-Za-z0-9]{30,}(?![A-Za-z0-9_])",
+    ),
+    ("npm-token", "npm", ("npm_",), r"npm_[A-Za-z0-9]{30,}"),
+    (
+        "wiki-memory-offer-code",
+        "wiki-memory handoff offer codes",
+        ("wmo_",),
+        r"wmo_[A-Za-z0-9]{20,}(?![A-Za-z0-9_])",
+    ),
+    (
+        "pypi-token",
+        "PyPI",
+        ("pypi-AgEIcHlwaS5vcmc", "pypi-AgENdGVzdC5weXBpLm9yZw"),
+        r"pypi-(?:AgEIcHlwaS5vcmc|AgENdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{16,}",
+    ),
+    (
+        "grafana-token",
+        "Grafana",
+        ("eyJrIjoi", "glc_", "glsa_"),
+        r"eyJrIjoi[A-Za-z0-9]{40,}={0,3}|glc_[A-Za-z0-9+/]{32,}={0,3}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}",
+    ),
+    (
+        "jwt",
+        "JSON Web Token",
+        ("eyJ",),
+        r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",
+    ),
+    (
+        "1password-token",
+        "1Password",
+        ("ops_eyJ", "A3-"),
+        r"ops_eyJ[A-Za-z0-9+/]{100,}={0,3}"
+        r"|A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}",
+    ),
+    ("adobe-client-secret", "Adobe", ("p8e-",), r"p8e-[A-Za-z0-9]{32}"),
+    (
+        "age-secret-key",
+        "age",
+        ("AGE-SECRET-KEY-1",),
+        r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+    ),
+    ("airtable-token", "Airtable", ("pat",), r"pat[A-Za-z0-9]{14}\.[0-9a-f]{64}"),
+    ("alibaba-access-key", "Alibaba Cloud", ("LTAI",), r"LTAI[A-Za-z0-9]{20}"),
+    (
+        "jfrog-token",
+        "JFrog Artifactory",
+        ("AKCp", "cmVmd"),
+        r"AKCp[A-Za-z0-9]{60,}|cmVmd[A-Za-z0-9]{50,}",
+    ),
+    ("clickhouse-key", "ClickHouse Cloud", ("4b1d",), r"4b1d[A-Za-z0-9]{38}"),
+    ("clojars-token", "Clojars", ("CLOJARS_",), r"CLOJARS_[A-Za-z0-9]{60}"),
+    (
+        "cloudflare-origin-ca-key",
+        "Cloudflare",
+        ("v1.0-",),
+        r"v1\.0-[0-9a-f]{24}-[0-9a-f]{146}",
+    ),
+    ("databricks-token", "Databricks", ("dapi",), r"dapi[0-9a-f]{32}(?:-\d)?"),
+    (
+        "digitalocean-token",
+        "DigitalOcean",
+        ("dop_v1_", "doo_v1_", "dor_v1_"),
+        r"do[por]_v1_[0-9a-f]{64}",
+    ),
+    (
+        "doppler-token",
+        "Doppler",
+        ("dp.pt.", "dp.st.", "dp.sa.", "dp.ct.", "dp.scim.", "dp.audit."),
+        r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9._-]{40,}",
+    ),
+    (
+        "duffel-token",
+        "Duffel",
+        ("duffel_test_", "duffel_live_"),
+        r"duffel_(?:test|live)_[A-Za-z0-9_=-]{43}",
+    ),
+    ("dynatrace-token", "Dynatrace", ("dt0c01.",), r"dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}"),
+    ("easypost-key", "EasyPost", ("EZAK", "EZTK"), r"EZ[AT]K[A-Za-z0-9]{54}"),
+    ("facebook-token", "Facebook", ("EAAM", "EAAC"), r"EAA[MC][A-Za-z0-9]{100,}"),
+    (
+        "flutterwave-key",
+        "Flutterwave",
+        ("FLWSECK_TEST-", "FLWSECK-"),
+        r"FLWSECK(?:_TEST)?-[0-9a-hA-H]{12,32}(?:-X)?",
+    ),
+    (
+        "flyio-token",
+        "Fly.io",
+        ("fo1_", "fm1a_", "fm1r_", "fm2_"),
+        r"fo1_[A-Za-z0-9_-]{43}|(?:fm1[ar]|fm2)_[A-Za-z0-9+/]{100,}={0,3}",
+    ),
+    ("frameio-token", "Frame.io", ("fio-u-",), r"fio-u-[A-Za-z0-9_=-]{64}"),
+    (
+        "harness-token",
+        "Harness",
+        ("pat.", "sat."),
+        r"[ps]at\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}",
+    ),
+    ("heroku-key", "Heroku", ("HRKU-AA",), r"HRKU-AA[A-Za-z0-9_-]{58}"),
+    ("infracost-token", "Infracost", ("ico-",), r"ico-[A-Za-z0-9]{32}"),
+    (
+        "intra42-secret",
+        "42 Intra",
+        ("s-s4t2ud-", "s-s4t2af-"),
+        r"s-s4t2(?:ud|af)-[0-9a-f]{64}",
+    ),
+    ("linear-key", "Linear", ("lin_api_",), r"lin_api_[A-Za-z0-9]{40}"),
+    (
+        "notion-token",
+        "Notion",
+        ("ntn_", "secret_"),
+        r"(?:ntn_[0-9]{11}[A-Za-z0-9]{35}|secret_[A-Za-z0-9]{43})(?![A-Za-z0-9])",
+    ),
+    ("octopus-key", "Octopus Deploy", ("API-",), r"API-[A-Z0-9]{26}(?![A-Za-z0-9])"),
+    ("openshift-token", "OpenShift", ("sha256~",), r"sha256~[A-Za-z0-9_-]{43}"),
+    ("perplexity-key", "Perplexity", ("pplx-",), r"pplx-[A-Za-z0-9]{48}"),
+    (
+        "planetscale-token",
+        "PlanetScale",
+        ("pscale_tkn_", "pscale_oauth_", "pscale_pw_"),
+        r"pscale_(?:tkn|oauth|pw)_[A-Za-z0-9_.=-]{32,64}",
+    ),
+    ("postman-key", "Postman", ("PMAK-",), r"PMAK-[0-9a-f]{24}-[0-9a-f]{34}"),
+    ("prefect-token", "Prefect", ("pnu_",), r"pnu_[A-Za-z0-9]{36}"),
+    ("pulumi-token", "Pulumi", ("pul-",), r"pul-[0-9a-f]{40}"),
+    ("readme-key", "ReadMe", ("rdme_",), r"rdme_[a-z0-9]{70}"),
+    ("rubygems-key", "RubyGems", ("rubygems_",), r"rubygems_[0-9a-f]{48}"),
+    ("scalingo-token", "Scalingo", ("tk-us-",), r"tk-us-[A-Za-z0-9_-]{48}"),
+    (
+        "sendgrid-key",
+        "SendGrid (Twilio)",
+        ("SG.",),
+        r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}",
+    ),
+    (
+        "brevo-key",
+        "Brevo (Sendinblue)",
+        ("xkeysib-", "xsmtpsib-"),
+        r"x(?:keysib|smtpsib)-[0-9a-f]{64}-[A-Za-z0-9]{16}",
+    ),
+    (
+        "sentry-token",
+        "Sentry",
+        ("sntrys_", "sntryu_"),
+        r"sntrys_eyJ[A-Za-z0-9+/=_-]{40,}|sntryu_[0-9a-f]{64}",
+    ),
+    (
+        "settlemint-token",
+        "SettleMint",
+        ("sm_aat_", "sm_pat_", "sm_sat_"),
+        r"sm_[aps]at_[A-Za-z0-9]{16}",
+    ),
+    (
+        "shippo-token",
+        "Shippo",
+        ("shippo_live_", "shippo_test_"),
+        r"shippo_(?:live|test)_[0-9a-fA-F]{40}",
+    ),
+    (
+        "shopify-token",
+        "Shopify",
+        ("shpat_", "shpca_", "shppa_", "shpss_"),
+        r"shp(?:at|ca|pa|ss)_[0-9a-fA-F]{32}",
+    ),
+    (
+        "sourcegraph-token",
+        "Sourcegraph",
+        ("sgp_",),
+        r"sgp_(?:[0-9a-fA-F]{16}_|local_)?[0-9a-fA-F]{40}",
+    ),
+    (
+        "square-token",
+        "Square",
+        ("EAAA", "sq0atp-", "sq0csp-"),
+        r"(?:EAAA|sq0atp-|sq0csp-)[A-Za-z0-9_-]{22,60}",
+    ),
+    ("twilio-key", "Twilio", ("SK",), r"SK[0-9a-fA-F]{32}(?![A-Za-z0-9])"),
+    ("typeform-token", "Typeform", ("tfp_",), r"tfp_[A-Za-z0-9_.=-]{40,59}"),
+    ("vault-token", "HashiCorp Vault", ("hvs.", "hvb.", "hvr."), r"hv[sbr]\.[A-Za-z0-9_-]{24,}"),
+    (
+        "definednetworking-token",
+        "Defined Networking",
+        ("dnkey-",),
+        r"dnkey-[A-Za-z0-9=_-]{26}-[A-Za-z0-9=_-]{52}",
+    ),
+    (
+        "newrelic-key",
+        "New Relic",
+        ("NRAK-", "NRII-", "NRJS-"),
+        r"NR(?:AK|II|JS)-[A-Za-z0-9-]{19,40}",
+    ),
+    (
+        "mapbox-token",
+        "Mapbox",
+        ("sk.eyJ",),
+        r"sk\.eyJ[A-Za-z0-9_-]{40,}\.[A-Za-z0-9_-]{16,}",
+    ),
+    ("yandex-key", "Yandex Cloud", ("AQVN",), r"AQVN[A-Za-z0-9_-]{35,38}"),
+    (
+        "twitter-bearer-token",
+        "X (Twitter)",
+        ("AAAAAAAAAAAAAAAAAAAAA",),
+        r"A{21,22}[A-Za-z0-9%]{60,}",
+    ),
+    (
+        "plaid-token",
+        "Plaid",
+        ("access-sandbox-", "access-development-", "access-production-"),
+        r"access-(?:sandbox|development|production)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}"
+        r"-[0-9a-f]{4}-[0-9a-f]{12}",
+    ),
+    ("dropbox-token", "Dropbox", ("sl.",), r"sl\.[A-Za-z0-9_-]{130,}"),
+    (
+        "atlassian-token",
+        "Atlassian, Bitbucket",
+        ("ATATT3", "ATCTT3", "ATBB"),
+        r"AT[AC]TT3[A-Za-z0-9_=+/-]{100,}|ATBB[A-Za-z0-9]{28,}",
+    ),
+    (
+        "docker-token",
+        "Docker Hub",
+        ("dckr_pat_", "dckr_oat_"),
+        r"dckr_(?:pat|oat)_[A-Za-z0-9_-]{20,}",
+    ),
+    ("groq-key", "Groq", ("gsk_",), r"gsk_[A-Za-z0-9]{48,}"),
+    ("xai-key", "xAI", ("xai-",), r"xai-[A-Za-z0-9]{60,}"),
+    ("replicate-token", "Replicate", ("r8_",), r"r8_[A-Za-z0-9]{36,}"),
+    (
+        "tailscale-key",
+        "Tailscale",
+        ("tskey-",),
+        r"tskey-[a-z]+-[A-Za-z0-9]{8,}-[A-Za-z0-9]{16,}",
+    ),
+    (
+        "supabase-token",
+        "Supabase",
+        ("sbp_", "sb_secret_"),
+        r"sbp_[0-9a-f]{40}|sb_secret_[A-Za-z0-9_-]{20,}",
+    ),
+    ("contentful-token", "Contentful", ("CFPAT-",), r"CFPAT-[A-Za-z0-9_-]{43}"),
+    ("figma-token", "Figma", ("figd_",), r"figd_[A-Za-z0-9_-]{40,}"),
+    ("sonarqube-token", "SonarQube", ("squ_", "sqp_", "sqa_"), r"sq[upa]_[0-9a-f]{40}"),
+    ("buildkite-token", "Buildkite", ("bkua_",), r"bkua_[0-9a-f]{40}"),
+    ("circleci-token", "CircleCI", ("CCIPAT_",), r"CCIPAT_[A-Za-z0-9]{22}_[0-9a-f]{40}"),
+    (
+        "langsmith-key",
+        "LangSmith",
+        ("lsv2_pt_", "lsv2_sk_"),
+        r"lsv2_(?:pt|sk)_[0-9a-f]{32}_[0-9a-f]{10}",
+    ),
+    ("pinecone-key", "Pinecone", ("pcsk_",), r"pcsk_[A-Za-z0-9]{5,6}_[A-Za-z0-9]{60,}"),
+    ("nvidia-key", "NVIDIA", ("nvapi-",), r"nvapi-[A-Za-z0-9_-]{64}"),
+    ("tavily-key", "Tavily", ("tvly-",), r"tvly-(?:dev-)?[A-Za-z0-9]{32}"),
+)
+
+# Tokens whose fixed part is inside or at the end rather than at the start: (kind,
+# provider, infix test, regex). The test is ``(token-run, start) -> bool`` on the run
+# of token characters; the regex then matches from the run's first character.
+_SHAPED: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "terraform-token",
+        "HashiCorp Terraform Cloud",
+        ".atlasv1.",
+        r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}",
+    ),
+    ("maxmind-key", "MaxMind", "_mmk", r"[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk"),
+    ("mailchimp-key", "Mailchimp", "-us", r"[0-9a-f]{32}-us[0-9]{1,2}(?![A-Za-z0-9])"),
+    (
+        "authress-key",
+        "Authress",
+        ".acc",
+        r"(?:sc|ext|scauth|authress)_[a-z0-9]{5,30}\.[a-z0-9]{4,6}\.acc[_-][a-z0-9-]{10,32}"
+        r"\.[A-Za-z0-9+/_=-]{30,120}",
+    ),
+)
+
+# The characters of a token "run": a maximal stretch of these is where a provider
+# token can start. Found in C: the text is encoded to ASCII (one byte per character,
+# so offsets stay) and translated to b"a" (token character) or b" " (anything else).
+_RUN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+_RUN_TABLE = bytes(0x61 if chr(c) in _RUN_CHARS else 0x20 for c in range(256))
+# A run right after one of these may be the tail of a token with a dot, tilde or
+# base64 character in it (SG.<id>.<secret>, sha256~<token>, <id>.atlasv1.<token>,
+# ABSK<base64>): look back for its start.
+_JOINERS = ".~+/"
+_RUN_SET = frozenset(_RUN_CHARS)
+_TOKEN_SET = frozenset(_RUN_CHARS + ".~")  # what may not come right before a token
+_RUN_MIN = 20  # no provider token is shorter
+#: How far back a run after a joiner looks for the token's start: a base64 body (Bedrock's
+#: ``ABSK`` + 100 or more characters) may hold ``+`` and ``/`` anywhere, so that every run
+#: in its first 160 characters is shorter than :data:`_RUN_MIN`.
+_JOIN_BACK = 192
+_RUN_NEEDLE = b"a" * _RUN_MIN
+_BODY_RE = _Lazy(r"[A-Za-z0-9]{16}")  # a token body: 16 letters and digits in a row
+
+
+class _Provider:
+    """A compiled-on-first-use provider row (see :data:`_PROVIDERS`)."""
+
+    __slots__ = ("kind", "regex")
+
+    def __init__(self, kind: str, source: str) -> None:
+        self.kind = kind
+        self.regex = _Lazy(source)
+
+
+# {first two characters of a prefix: [(prefix, provider), ...] longest prefix first}
+_PREFIX_INDEX: dict[str, list[tuple[str, _Provider]]] = {}
+_SHAPED_JOINED: list[tuple[str, _Provider]] = []  # infix with a dot: found by a look-back
+_SHAPED_END: list[tuple[str, _Provider]] = []  # suffix: at the end of a run
+
+
+def _build_index() -> None:
+    rows: list[tuple[str, _Provider]] = []
+    for kind, _name, prefixes, source in _PROVIDERS:
+        prov = _Provider(kind, source)
+        rows.extend((p, prov) for p in prefixes)
+    rows.sort(key=lambda r: -len(r[0]))
+    for prefix, prov in rows:
+        _PREFIX_INDEX.setdefault(prefix[:2], []).append((prefix, prov))
+    for kind, _name, infix, source in _SHAPED:
+        rows_for = _SHAPED_JOINED if infix[0] in _JOINERS else _SHAPED_END
+        rows_for.append((infix, _Provider(kind, source)))
+
+
+_build_index()
+# "-" or "_" and then the first two characters of a prefix: a token glued to a word
+_GLUED_RE = _Lazy("[-_](?=" + "|".join(re.escape(k) for k in sorted(_PREFIX_INDEX)) + ")")
+
+
+def _token_end(text: str, end: int, run_end: int) -> int:
+    """Where a matched token's redaction ends: the regex's end or the end of its run
+    of token characters, whichever is later (so no tail of a longer token stays),
+    without a sentence's final dot."""
+    if run_end > end:
+        end = run_end
+        while end > 0 and text[end - 1] == ".":
+            end -= 1
+    return end
+
+
+def _match_prefix(
+    text: str, s: int, run_end: int, cands: list[tuple[str, _Provider]]
+) -> tuple[int, int, str] | None:
+    for prefix, prov in cands:
+        if text.startswith(prefix, s):
+            m = prov.regex.match(text, s)
+            if m is None:
+                continue
+            e = m.end()
+            if e < run_end and text[e].isalnum():
+                continue  # a longer word (a SHA-256 that starts like a token), not the token
+            if _token_value(m.group()):
+                return s, _token_end(text, e, run_end), prov.kind
+    return None
+
+
+def _find_provider_tokens(text: str) -> Iterator[tuple[int, int, str]]:
+    """``(start, end, kind)`` of every provider token: one C scan for runs of token
+    characters at least :data:`_RUN_MIN` long, then a dictionary look-up of each
+    run's first two characters among the prefixes (and the infix tests of
+    :data:`_SHAPED` on the run), and the provider's
+    own regex only where a prefix is there. A token starts a run (after a space,
+    quote, ``=``, ``:``, ``/``, ... or a JSON escape such as a literal ``\\n``) or
+    follows a ``-`` or ``_`` inside one (``h-ghp_...``)."""
+    cls = _token_map(text)
+    find = cls.find
+    i = find(_RUN_NEEDLE)
+    if i < 0:
+        return
+    get = _PREFIX_INDEX.get
+    glued = _GLUED_RE.rx.search
+    body = _BODY_RE.rx.search
+    n = len(cls)
+    while i >= 0:
+        j = find(b" ", i + _RUN_MIN)
+        if j < 0:
+            j = n
+        before = text[i - 1] if i else ""
+        if before == "\\" and text[i] in "nrt":
+            i += 1  # a JSON-escaped line break or tab (a literal \\n) before the token
+        hit = None
+        cands = get(text[i : i + 2])
+        if cands is not None:
+            hit = _match_prefix(text, i, j, cands)
+        if hit is None:
+            # a token glued to a word by "-" or "_" (h-ghp_..., backup_AKIA...), in a run
+            # with a token body (16 letters and digits in a row, which snake_case names
+            # lack): search for a separator followed by a prefix's first two characters
+            if body(text, i, j) is not None:
+                last = min(j - _RUN_MIN, i + 48)  # a glued word is short
+                g = glued(text, i, last + 3)
+                while g is not None and g.start() < last and hit is None:
+                    p = g.start() + 1
+                    hit = _match_prefix(text, p, j, _PREFIX_INDEX[text[p : p + 2]])
+                    g = glued(text, p, last + 3)
+        if hit is None and before and before in _JOINERS:
+            # walk back one joined segment at a time (SG.<id>.<here>, ABSK<b64>/<here>),
+            # trying each segment's start, at most _JOIN_BACK characters back
+            k, lo = i - 1, max(0, i - _JOIN_BACK)
+            while hit is None and k > lo:
+                m = cls.rfind(b" ", lo, k) + 1 or lo  # the segment's start, in C
+                if m == k:
+                    break
+                if m > 0 and text[m - 1] == "\\" and text[m] in "nrt":
+                    m += 1
+                cands = get(text[m : m + 2])
+                if cands is not None:
+                    hit = _match_prefix(text, m, j, cands)
+                if hit is None:
+                    seg = text[m:i]
+                    for infix, prov in _SHAPED_JOINED:
+                        if infix in seg:
+                            sm = prov.regex.match(text, m)
+                            if sm is not None and _token_value(sm.group()):
+                                hit = (m, _token_end(text, sm.end(), j), prov.kind)
+                                break
+                if m > 0 and text[m - 1] in _JOINERS:
+                    k = m - 1
+                else:
+                    break
+        if hit is None:
+            # infixes with a dot (.atlasv1., .acc) are tried by the look-back above; the
+            # others (_mmk, -us) sit at the end of the run
+            run = text[j - 6 : j]
+            for infix, prov in _SHAPED_END:
+                if infix in run:
+                    tm = prov.regex.match(text, i)
+                    if tm is not None and _token_value(tm.group()):
+                        hit = (i, _token_end(text, tm.end(), j), prov.kind)
+                        break
+        if hit is not None:
+            yield hit
+            j = max(j, hit[1])
+        i = find(_RUN_NEEDLE, j)
 
 
 # ---------------------------------------------------------------------------
@@ -646,13 +1449,106 @@ def _auth_value(v: str) -> bool:
     )
 
 
+_AZURE_KEY = _anchored(
+    ("accountkey=", "sharedaccesskey="),
+    r"(?i:AccountKey|SharedAccessKey)=(?P<secret>[A-Za-z0-9+/]{20,}={0,2})",
+    check=_not_placeholder,
+)
+_AZURE_AD_RE = _Lazy(r"[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])")
+
+
+def _AZURE_AD(text: str) -> Iterator[tuple[int, int]]:
+    """Microsoft Entra ID (Azure AD) client secrets: 3 characters, a digit, ``Q~``,
+    31-34 more; found from each ``Q~`` (their ``.`` and ``~`` break the token runs
+    the provider scan looks for)."""
+    i = text.find("Q~")
+    while i >= 0:
+        start = i - 4
+        if start >= 0 and (start == 0 or _boundary(text, start, _TOKEN_SET)):
+            m = _AZURE_AD_RE.rx.match(text, start)
+            if m is not None and _token_value(m.group()):
+                yield m.span()
+        i = text.find("Q~", i + 2)
+
+
+_AZURE_SAS = _anchored(
+    ("sig=",),
+    r"sig=(?P<secret>[A-Za-z0-9%+/=]{20,})",
+    check=_not_placeholder,
+    not_after="".join(c for c in map(chr, range(33, 127)) if c not in "?&"),
+)
+_AUTH_HEADER = _anchored(
+    ("authorization", "bearer"),
+    r"(?i:(?:(?:proxy-)?authorization\\{0,3}[\"']?[ \t]*[:=][ \t]*\\{0,3}[\"']?[ \t]*"
+    rf"(?:(?:{_AUTH_SCHEMES})[ \t]+)?)|bearer[ \t]+)"
+    r"(?P<secret>[A-Za-z0-9._~+/=:-]{8,})",
+    check=_auth_value,
+    not_after=_ALNUM,
+)
+
+
+def _find_gcp_key(text: str) -> Iterator[tuple[int, int]]:
+    rx = _GCP_KEY_RE.rx
+    for m in rx.finditer(text):
+        yield m.span("secret")
+
+
+_GCP_KEY_RE = _Lazy(
+    r"""private_key\\{0,3}["'][ \t]*:[ \t]*\\{0,3}["']"""
+    r"""(?P<secret>-----BEGIN[^"']{0,20000}?)\\{0,3}["']"""
+)
+
+
+def _provider_rows() -> tuple[Detector, ...]:
+    rows = []
+    for kind, name, prefixes, source in _PROVIDERS:
+        shown = ", ".join(prefixes)
+        rows.append(
+            Detector(
+                kind,
+                _Lazy(source),
+                f"{name} tokens ({shown}).",
+                _token_value,
+                _RUN_CHARS,
+                (),
+                prefixes,
+            )
+        )
+    for kind, name, infix, source in _SHAPED:
+        rows.append(
+            Detector(
+                kind,
+                _Lazy(source),
+                f"{name} tokens (with {infix} inside).",
+                _token_value,
+                _RUN_CHARS,
+            )
+        )
+    return tuple(rows)
+
+
+def _url_kind(kind: str) -> SpanFinder:
+    def find(text: str) -> Iterator[tuple[int, int]]:
+        for s, e, k in _find_urls(text):
+            if k == kind:
+                yield s, e
+
+    return find
+
+
+def _flag_kind(kind: str) -> SpanFinder:
+    def find(text: str) -> Iterator[tuple[int, int]]:
+        for s, e, k in _find_flag_credentials(text, _lower(text)):
+            if k == kind:
+                yield s, e
+
+    return find
+
+
 DETECTORS: tuple[Detector, ...] = (
     Detector(
         "gcp-service-account-key",
-        _Lazy(
-            r"""private_key\\{0,3}["'][ \t]*:[ \t]*\\{0,3}["']"""
-            r"""(?P<secret>-----BEGIN[^"']{0,20000}?)\\{0,3}["']"""
-        ),
+        _GCP_KEY_RE,
         "The private_key field of a Google Cloud service-account JSON key file.",
         needles=("private_key",),
     ),
@@ -663,182 +1559,158 @@ DETECTORS: tuple[Detector, ...] = (
         " on one line, or truncated with no END line (redacted to the end of the base64).",
         needles=("private key",),
     ),
-    Detector(
-        "aws-access-key",
-        _AWS_KEY_ID_RE,
-        "AWS access key ids: AKIA (long-term), ASIA (temporary), ABIA, ACCA + 16 chars.",
-        not_after=_ALNUM,
-        needles=_AWS_NEEDLES,
-    ),
+    *_provider_rows(),
     Detector(
         "aws-secret-key",
-        _find_aws_secret,
+        lambda text: _find_aws_secret(text, None),
         "AWS secret access keys (40 chars) assigned to an aws_secret_access_key-like name"
         " or within 200 characters of an access key id.",
-        needles=("secret", *_AWS_NEEDLES),
     ),
     Detector(
         "azure-storage-key",
-        _anchored(
-            ("accountkey=", "sharedaccesskey="),
-            r"(?i:AccountKey|SharedAccessKey)=(?P<secret>[A-Za-z0-9+/]{20,}={0,2})",
-            check=_not_placeholder,
-        ),
+        _AZURE_KEY,
         "Azure storage account keys and Service Bus keys in connection strings (AccountKey=...).",
     ),
     Detector(
+        "azure-ad-client-secret",
+        _AZURE_AD,
+        "Microsoft Entra ID (Azure AD) client secrets: <3 chars><digit>Q~<31-34 chars>.",
+    ),
+    Detector(
         "azure-sas-token",
-        _anchored(
-            ("sig=",),
-            r"sig=(?P<secret>[A-Za-z0-9%+/=]{20,})",
-            check=_not_placeholder,
-            not_after="".join(c for c in map(chr, range(33, 127)) if c not in "?&"),
-        ),
+        _AZURE_SAS,
         "The signature of an Azure shared access signature URL (...&sig=...).",
     ),
     Detector(
-        "github-token",
-        _Lazy(r"gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255}"),
-        "GitHub tokens: classic and OAuth/user/server/refresh (ghp_ gho_ ghu_ ghs_ ghr_)"
-        " and fine-grained (github_pat_).",
-        _token_value,
-        _ALNUM,
-        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-    ),
-    Detector(
-        "gitlab-token",
-        _Lazy(
-            r"gl(?:pat|dt|rt|ptt|ft|soat|cbt|imt|agent)-[A-Za-z0-9_-]{20,}"
-            r"|GR1348941[A-Za-z0-9_-]{20,}"
-        ),
-        "GitLab personal/deploy/runner/trigger tokens (glpat-, gldt-, glrt-, glptt-, ...).",
-        _token_value,
-        _ALNUM,
-        ("glpat-", "gldt-", "glrt-", "glptt-", "glft-", "glsoat-", "glcbt-", "glimt-")
-        + ("glagent-", "gr1348941"),
-    ),
-    Detector(
         "slack-webhook",
-        _Lazy(r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/+-]{8,}"),
-        "Slack incoming-webhook and workflow URLs (the whole URL is the secret).",
-        needles=("hooks.slack.com/",),
+        _url_kind("slack-webhook"),
+        "Slack incoming-webhook and workflow URLs (host and path are the secret).",
     ),
     Detector(
-        "slack-token",
-        _Lazy(r"xox[abposer]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,}"),
-        "Slack bot/user/app tokens (xoxb-, xoxp-, xoxa-, xoxe-, xoxs-, xapp-).",
-        _token_value,
-        _ALNUM,
-        ("xox", "xapp-"),
+        "teams-webhook",
+        _url_kind("teams-webhook"),
+        "Microsoft Teams incoming-webhook URLs (the path after /webhookb2/).",
     ),
     Detector(
-        "stripe-key",
-        _chain(
-            _anchored(
-                ("k_live_", "k_test_"),
-                r"[sr]k_(?:live|test)_[A-Za-z0-9]{10,}",
-                check=_token_value,
-                back=1,
-                not_after=_ALNUM,
-            ),
-            _anchored(
-                ("whsec_",),
-                r"whsec_[A-Za-z0-9+/=]{16,}",
-                check=_token_value,
-                not_after=_ALNUM,
-            ),
-        ),
-        "Stripe secret and restricted keys (sk_live_, sk_test_, rk_live_, rk_test_) and"
-        " webhook signing secrets (whsec_). Publishable pk_ keys are public and kept.",
+        "discord-webhook",
+        _url_kind("discord-webhook"),
+        "Discord webhook URLs (the id and token after /api/webhooks/).",
     ),
     Detector(
-        "anthropic-key",
-        _Lazy(r"sk-ant-[A-Za-z0-9_-]{16,}"),
-        "Anthropic API, admin and OAuth keys (sk-ant-api03-..., sk-ant-admin01-...).",
-        _token_value,
-        _ALNUM + "_-",
-        ("sk-ant-",),
-    ),
-    Detector(
-        "openai-key",
-        _Lazy(r"sk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_-]{20,}"),
-        "OpenAI API keys (sk-..., sk-proj-..., sk-svcacct-..., sk-admin-...).",
-        _token_value,
-        _ALNUM + "_-",
-        ("sk-",),
-    ),
-    Detector(
-        "npm-token",
-        _Lazy(r"npm_[A-Za-z0-9]{30,}"),
-        "npm access tokens (npm_ + 36 chars).",
-        _token_value,
-        _ALNUM,
-        ("npm_",),
-    ),
-    Detector(
-        "pypi-token",
-        _Lazy(r"pypi-(?:AgEIcHlwaS5vcmc|AgENdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{16,}"),
-        "PyPI and TestPyPI API tokens (pypi-AgEIcHlwaS5vcmc...).",
-        needles=("pypi-ag",),
-    ),
-    Detector(
-        "google-api-key",
-        _Lazy(r"AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"),
-        "Google API keys (AIza + 35 chars).",
-        not_after=_ALNUM,
-        needles=("aiza",),
-    ),
-    Detector(
-        "huggingface-token",
-        _Lazy(r"hf_[A-Za-z0-9]{30,}(?![A-Za-z0-9_])"),
-        "Hugging Face access tokens (hf_ + 34 chars).",
-        _token_value,
-        _ALNUM + "_",
-        ("hf_",),
-    ),
-    Detector(
-        "jwt",
-        _Lazy(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
-        "JSON Web Tokens (eyJ<header>.eyJ<payload>.<signature>).",
-        not_after=_ALNUM + "_-",
-        needles=("eyj",),
+        "telegram-bot-token",
+        _url_kind("telegram-bot-token"),
+        "Telegram bot tokens in api.telegram.org/bot<token> URLs.",
     ),
     Detector(
         "url-password",
-        _find_url_password,
+        _url_kind("url-password"),
         "The password in scheme://user:password@host URLs (scheme, user and host stay).",
-        needles=("://",),
+    ),
+    Detector(
+        "dsn-key",
+        _url_kind("dsn-key"),
+        "A key that is the whole user part of a URL, scheme://<key>@host, as in a Sentry"
+        " DSN (16+ hex digits, or 20+ letters and digits; scheme, host and path stay).",
     ),
     Detector(
         "auth-header",
-        _chain(
-            _anchored(
-                ("authorization", "bearer"),
-                r"(?i:(?:authorization\\{0,3}[\"']?[ \t]*[:=][ \t]*\\{0,3}[\"']?[ \t]*"
-                rf"(?:(?:{_AUTH_SCHEMES})[ \t]+)?)|bearer[ \t]+)"
-                r"(?P<secret>[A-Za-z0-9._~+/=:-]{8,})",
-                check=_auth_value,
-                not_after=_ALNUM,
-            ),
-            _anchored(
-                ("-u ", "--user"),
-                r"(?:-u|--user)[ \t=]+[\"']?[^\s:\"'$]+:(?P<secret>[^\s\"']{3,})",
-                check=_auth_value,
-                not_after=_ALNUM + "-",
-            ),
-        ),
-        "The credential of an Authorization: Bearer|Basic|Token ... header (also in"
-        " curl -H and JSON headers), of a bare 'Bearer <token>', and the password of"
-        " curl -u/--user user:password.",
+        _chain(_AUTH_HEADER, _flag_kind("auth-header")),
+        "The credential of an Authorization or Proxy-Authorization: Bearer|Basic|Token ..."
+        " header (also in curl -H and JSON headers), of a bare 'Bearer <token>', and the"
+        " password of curl -u/--user user:password.",
+    ),
+    Detector(
+        "cli-password",
+        _flag_kind("cli-password"),
+        "The password given as a short flag: sshpass -p, docker/podman/helm ... login -p,"
+        " mysql/mariadb -p (glued to the flag), redis-cli -a.",
     ),
     Detector(
         "generic-secret",
         _find_assignments,
-        'The value of NAME=value, NAME: value, "NAME": "value" and --name value where'
-        " NAME contains secret/token/password/passwd/pwd/apikey/api_key/private/credential"
-        " (the name stays; counts, paths, URLs and placeholders are kept).",
+        'The value of NAME=value, NAME: value, "NAME": "value", --name value and YAML'
+        " block values where NAME contains secret/token/password/passwd/pwd/apikey/api_key/"
+        "private/credential (the name stays; counts, paths, URLs, placeholders and"
+        " references in code are kept).",
     ),
 )
+_PRIO: dict[str, int] = {}
+for _i, _d in enumerate(DETECTORS):
+    _PRIO.setdefault(_d.kind, _i)
+del _i, _d
+
+
+def _builtin_spans(text: str) -> list[tuple[int, int, int, str]]:
+    """Every built-in finding ``(start, end, priority, kind)``: one C scan for provider
+    tokens, then only the context detectors whose cue occurs in the text."""
+    found: list[tuple[int, int, int, str]] = []
+    add = found.append
+    prio = _PRIO
+    aws_ids: list[tuple[int, int]] = []
+    if len(text) >= _RUN_MIN:
+        for s, e, kind in _find_provider_tokens(text):
+            add((s, e, prio[kind], kind))
+            if kind == "aws-access-key":
+                aws_ids.append((s, e))
+    if "://" in text:
+        for s, e, kind in _find_urls(text):
+            add((s, e, prio[kind], kind))
+    low = _lower(text)
+    # the secret-ish words, one scan each, shared by the detectors that start there;
+    # every other detector is called only when its cue occurs (a call costs more than
+    # a scan of a small text)
+    hits: list[int] = []
+    find = low.find
+    seen = 0
+    for bit, kw in _NAME_KW_BITS:
+        i = find(kw)
+        if i >= 0:
+            seen |= bit
+            while i >= 0:
+                hits.append(i)
+                i = find(kw, i + 1)
+    # pass, pwd, private: one regex is faster than three finds ("p" is a rarer letter)
+    for m in _P_WORDS_RE.rx.finditer(low):
+        hits.append(m.start())
+        seen |= 16 if m.group() == "private" else 4
+    if seen & 16:  # private
+        if "private key" in low:
+            p = prio["private-key"]
+            for s, e in _find_pem(text):
+                add((s, e, p, "private-key"))
+        if "private_key" in low:
+            p = prio["gcp-service-account-key"]
+            for s, e in _find_gcp_key(text):
+                add((s, e, p, "gcp-service-account-key"))
+    if aws_ids or seen & 1:  # secret
+        p = prio["aws-secret-key"]
+        for s, e in _find_aws_secret(text, aws_ids):
+            add((s, e, p, "aws-secret-key"))
+    if seen & 64 and "key=" in low:  # key
+        p = prio["azure-storage-key"]
+        for s, e in _AZURE_KEY(text):
+            add((s, e, p, "azure-storage-key"))
+    if "Q~" in text:
+        p = prio["azure-ad-client-secret"]
+        for s, e in _AZURE_AD(text):
+            add((s, e, p, "azure-ad-client-secret"))
+    if "sig=" in low:
+        p = prio["azure-sas-token"]
+        for s, e in _AZURE_SAS(text):
+            add((s, e, p, "azure-sas-token"))
+    if "authorization" in low or "bearer" in low:
+        p = prio["auth-header"]
+        for s, e in _AUTH_HEADER(text):
+            add((s, e, p, "auth-header"))
+    if _FLAG_CUE_RE.rx.search(text) is not None:  # -u, -p, -a: one scan for the three
+        for s, e, kind in _find_flag_credentials(text, low):
+            add((s, e, prio[kind], kind))
+    if hits:
+        hits.sort()
+        p = prio["generic-secret"]
+        for s, e in _find_assignments(text, hits):
+            add((s, e, p, "generic-secret"))
+    return found
 
 
 @lru_cache(maxsize=32)
@@ -891,21 +1763,22 @@ def redact_text(
     """
     if not isinstance(text, str):
         raise TypeError(f"redact_text needs a str, not {type(text).__name__}")
-    detectors = DETECTORS
+    if len(text) < 8 and not extra_patterns:
+        return text, []  # no name, separator and 8-character value fit
+    found = _builtin_spans(text)
     if extra_patterns:
-        detectors = DETECTORS + _extra_detectors(_normalize_extra(extra_patterns))
-    if not text:
-        return text, []
-    # Existing placeholders are never redacted again (idempotence).
-    held = [m.span() for m in _PLACEHOLDER_RE.finditer(text)] if "[REDACTED:" in text else []
-    found: list[tuple[int, int, int, str]] = []
-    for prio, det in enumerate(detectors):
-        for s, e in det.spans(text):
-            if held and any(s < he and hs < e for hs, he in held):
-                continue
-            found.append((s, e, prio, det.kind))
+        base = len(DETECTORS)
+        for n, det in enumerate(_extra_detectors(_normalize_extra(extra_patterns))):
+            for s, e in det.spans(text):
+                found.append((s, e, base + n, det.kind))
     if not found:
         return text, []
+    if "[REDACTED:" in text:
+        # Existing placeholders are never redacted again (idempotence).
+        held = [m.span() for m in _PLACEHOLDER_RE.finditer(text)]
+        found = [f for f in found if not any(f[0] < he and hs < f[1] for hs, he in held)]
+        if not found:
+            return text, []
     found.sort()
     merged: list[list[Any]] = []
     for s, e, prio, kind in found:

@@ -30,7 +30,10 @@ SEEN_LOG = "seen-events.log"
 
 @dataclass
 class SessionInfo:
-    """What the spool knows of a session: fixed by its first event."""
+    """What the spool knows of a session, or of one part of it: a session whose events
+    move to another project continues in a part of its own there (same harness session
+    id, its own key and page). ``project`` "" is no project (the page is the user's
+    own, under ``people/<user>/sessions/``)."""
 
     key: str
     harness: str
@@ -80,6 +83,8 @@ class Spool:
         self._synced = 0
         self._seen: dict[str, str] = {}
         self.sessions: dict[str, SessionInfo] = {}
+        #: base key (user, harness, session id) -> the key of the session's current part
+        self._current: dict[str, str] = {}
         self._seen_fd = os.open(self.dir / SEEN_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self._load()
 
@@ -97,6 +102,8 @@ class Spool:
             info = self._scan(p)
             if info is not None:
                 self.sessions[info.key] = info
+        for info in sorted(self.sessions.values(), key=lambda i: i.last_received):
+            self._current[session_key(info.user, info.harness, info.session_id)] = info.key
 
     def _scan(self, path: Path) -> SessionInfo | None:
         info: SessionInfo | None = None
@@ -128,22 +135,22 @@ class Spool:
     def append(self, observations: list[Observation]) -> list[Accepted]:
         """Append observations durably; returns one :class:`Accepted` per input, in order.
 
-        Each observation must already be sanitized. The project of a session is fixed by
-        its first event; later events keep it. Raises OSError when the disk write fails
-        (nothing is acknowledged then).
+        Each observation must already be sanitized. Its project (:meth:`part_for`)
+        picks the part of the session it goes to. Raises OSError when the disk write
+        fails (nothing is acknowledged then).
         """
         out: list[Accepted] = []
         with self._lock:
             for obs in observations:
-                key = session_key(obs.user, obs.harness, obs.session_id)
+                base = session_key(obs.user, obs.harness, obs.session_id)
                 dk = dedup_key(obs)
                 if dk is not None and dk in self._seen:
-                    out.append(Accepted(self._seen[dk], True, key))
+                    out.append(Accepted(self._seen[dk], True, self._current.get(base, base)))
                     continue
+                key, project = self.part_for(obs)
                 info = self.sessions.get(key)
                 fd = self._fd(key)
                 if info is None:
-                    project = obs.project or _project_from_cwd(obs.cwd)
                     info = SessionInfo(
                         key=key,
                         harness=obs.harness,
@@ -155,6 +162,7 @@ class Spool:
                     )
                     self.sessions[key] = info
                     _write_all(fd, (json.dumps(info.header(), ensure_ascii=False) + "\n").encode())
+                self._current[base] = key
                 info.count += 1
                 obs.project = info.project
                 obs.obs_id = f"{key[:12]}-{info.count}"
@@ -173,6 +181,49 @@ class Spool:
             target = self._written
         self._sync(target)
         return out
+
+    def part_for(self, obs: Observation) -> tuple[str, str]:
+        """``(spool key, project)`` for ``obs`` (the caller holds the lock).
+
+        The project: ``obs.project`` when set; else, when the sender found none
+        (``project_from`` ``"none"``), the session's current project, or "" (none);
+        else (a sender that did not resolve it) the current project, or for a new session
+        the last component of ``cwd`` (kept for HTTP clients of earlier releases). The
+        key: the session's current part when its project matches; the session's first
+        part (the plain session key) when that one is in the project; else a part of its
+        own, keyed by the session and the project."""
+        base = session_key(obs.user, obs.harness, obs.session_id)
+        cur = self.sessions.get(self._current.get(base, base))
+        if obs.project:
+            project = obs.project
+        elif cur is not None:
+            project = cur.project
+        elif obs.project_from == "none":
+            project = ""
+        else:
+            project = _project_from_cwd(obs.cwd)
+        if cur is not None and cur.project == project:
+            return cur.key, project
+        first = self.sessions.get(base)
+        if first is None or first.project == project:
+            return base, project
+        return session_key(obs.user, obs.harness, f"{obs.session_id}\0{project}"), project
+
+    def current_part(self, user: str, harness: str, session_id: str) -> SessionInfo | None:
+        """The part of a session that took its last event, or None for an unknown session."""
+        base = session_key(user, harness, session_id)
+        return self.sessions.get(self._current.get(base, base))
+
+    def parts_of(self, key: str) -> list[str]:
+        """The keys of every part of the session that ``key`` is a part of."""
+        info = self.sessions.get(key)
+        if info is None:
+            return [key]
+        return [
+            k
+            for k, i in list(self.sessions.items())
+            if (i.user, i.harness, i.session_id) == (info.user, info.harness, info.session_id)
+        ]
 
     def _fd(self, key: str) -> int:
         fd = self._fds.get(key)
@@ -243,18 +294,60 @@ class Spool:
                     and st.get("committed_count", -1) >= info.count
                     and now - float(st.get("ended_at", now)) > keep_seconds
                 ):
-                    fd = self._fds.pop(key, None)
-                    if fd is not None:
-                        os.close(fd)
-                        self._dirty.discard(fd)
-                    for suffix in (".jsonl", ".state"):
-                        try:
-                            (self.dir / f"{key}{suffix}").unlink()
-                        except OSError:
-                            pass
-                    del self.sessions[key]
+                    self._remove_session(key)
                     gone.append(key)
         return gone
+
+    def scrub(self, needles: list[bytes], mark: bytes) -> int:
+        """Replace every occurrence of each of ``needles`` in every spool file (session
+        logs, their state, the dedup log) by ``mark``, in place (the append descriptors
+        stay valid) and fsynced; session states are re-read. Returns how many files
+        changed. Used by purge (docs/operations.md)."""
+        changed = 0
+        with self._lock:
+            for f in sorted(self.dir.iterdir()):
+                if not f.is_file() or f.is_symlink():
+                    continue
+                data = f.read_bytes()
+                new = data
+                for needle in needles:
+                    if needle:
+                        new = new.replace(needle, mark)
+                if new == data:
+                    continue
+                fd = os.open(f, os.O_WRONLY | os.O_TRUNC)
+                try:
+                    os.write(fd, new)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                changed += 1
+            for info in self.sessions.values():
+                info.state = self.read_state(info.key)
+        return changed
+
+    def drop(self, key: str) -> bool:
+        """Delete session ``key``'s spool files now (purge of its page); its dedup keys
+        are kept. Returns False for an unknown session."""
+        with self._lock:
+            if key not in self.sessions:
+                return False
+            self._remove_session(key)
+            return True
+
+    def _remove_session(self, key: str) -> None:
+        """Close session ``key``'s append descriptor and delete its log and state files
+        (its dedup keys stay). The caller holds ``self._lock``."""
+        fd = self._fds.pop(key, None)
+        if fd is not None:
+            os.close(fd)
+            self._dirty.discard(fd)
+        for suffix in (".jsonl", ".state"):
+            try:
+                (self.dir / f"{key}{suffix}").unlink()
+            except OSError:
+                pass
+        del self.sessions[key]
 
     def close(self) -> None:
         with self._lock:

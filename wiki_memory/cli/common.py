@@ -44,12 +44,42 @@ def _client(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
     return url.rstrip("/"), {"Authorization": f"Bearer {token}"}
 
 
+def _verify(args: argparse.Namespace) -> Any:
+    """httpx's ``verify=`` for this command: trust ``--ca-file`` (or the ``ca_file``
+    setting, ``WIKI_MEMORY_CA_FILE``) besides the system's CAs."""
+    from wiki_memory.config import tls_verify
+
+    ca = getattr(args, "ca_file", None) or _settings(args).ca_file
+    try:
+        return tls_verify(ca)
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
+
+
 def _post(args: argparse.Namespace, path: str, body: Any, timeout: float = 30) -> Any:
     import httpx
 
     url, headers = _client(args)
     try:
-        r = httpx.post(url + path, json=body, headers=headers, timeout=timeout)
+        r = httpx.post(
+            url + path, json=body, headers=headers, timeout=timeout, verify=_verify(args)
+        )
+    except httpx.HTTPError as exc:
+        raise CliError(f"cannot reach the server at {url}: {exc}") from None
+    if r.status_code >= 400:
+        raise server_error(r)
+    return r.json()
+
+
+def _get(args: argparse.Namespace, path: str, params: dict[str, str], timeout: float = 30) -> Any:
+    """GET ``path`` of the server with the CLI's token; the JSON answer, or CliError."""
+    import httpx
+
+    url, headers = _client(args)
+    try:
+        r = httpx.get(
+            url + path, params=params, headers=headers, timeout=timeout, verify=_verify(args)
+        )
     except httpx.HTTPError as exc:
         raise CliError(f"cannot reach the server at {url}: {exc}") from None
     if r.status_code >= 400:

@@ -8,6 +8,7 @@ arguments, exit status) is :mod:`wiki_memory.cli.wiki`.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import stat
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.config import Settings
+from wiki_memory.wiki.names import unportable_parts
 from wiki_memory.wiki.paths import odd_name, shown_name
 
 
@@ -153,31 +155,131 @@ _ODD_REASON = (
 )
 
 
-def _server_commits(address: str | None) -> dict[str, Any] | None:
-    """The running server's commit status from ``GET /v1/health`` (None if unreachable)."""
+def _server_commits(address: str | None, ca_file: Path | None = None) -> dict[str, Any] | None:
+    """The running server's commit status from ``GET /v1/health`` (None if unreachable;
+    an https server is trusted through ``ca_file`` besides the system's CAs)."""
     if not address:
         return None
     import httpx
 
+    from wiki_memory.config import tls_verify
+
     try:
-        r = httpx.get(address.rstrip("/") + "/v1/health", timeout=3)
+        r = httpx.get(address.rstrip("/") + "/v1/health", timeout=3, verify=tls_verify(ca_file))
         commits = r.json().get("commits")
     except (httpx.HTTPError, ValueError, AttributeError):
         return None
     return commits if isinstance(commits, dict) else None
 
 
+def _hooks_report(data_dir: Path, warnings: list[str]) -> dict[str, Any]:
+    """The hook side of ``data_dir``: its outbox (queued and dropped events, whether the
+    hooks found the server unreachable) and, for each harness whose configuration file
+    (as install-hooks finds it, profile variables included) holds our hook, what that
+    hook is pinned to. A hook pinned to another store, or not pinned at all, is a
+    warning, and so are queued and dropped events."""
+    import time
+
+    from wiki_memory.harness.hooks_install import AGENTS, installed_commands, pinned_target
+    from wiki_memory.harness.outbox import status
+
+    out: dict[str, Any] = {"installed": []}
+    try:
+        st = status(data_dir)
+    except FileNotFoundError as exc:
+        warnings.append(f"hook outbox not checked: {exc}")
+    else:
+        out["outbox"] = {
+            "path": str(st.outbox),
+            "queued": st.queued,
+            "oldest_seconds": st.oldest_seconds,
+            "dropped": st.dropped,
+            "unreachable": st.unreachable,
+        }
+        if st.queued:
+            age = f", the oldest {st.oldest_seconds:.0f} s old" if st.oldest_seconds else ""
+            warnings.append(
+                f"{st.queued} hook event(s) queued in {st.outbox}{age}; a running server "
+                "on this data directory sends them into itself (or `wiki-memory recover`)"
+            )
+        if st.dropped:
+            counts = ", ".join(f"{n} {k}" for k, n in sorted(st.dropped.items()))
+            warnings.append(f"hook events dropped so far: {counts} ({st.outbox}/dropped.jsonl)")
+        if st.unreachable and time.time() < float(st.unreachable.get("until") or 0):
+            since = time.strftime("%H:%M", time.localtime(float(st.unreachable["since"])))
+            warnings.append(
+                f"the hooks found the server {st.unreachable.get('url')} unreachable since "
+                f"{since} ({st.unreachable.get('error')}); they skip the network for a while"
+            )
+    mine = str(Path(data_dir).expanduser().resolve())
+    for spec in AGENTS.values():
+        path = spec.default_path()
+        for cmd in installed_commands(path):
+            target = pinned_target(cmd)
+            out["installed"].append({"agent": spec.name, "file": str(path), "target": target})
+            if target is None:
+                warnings.append(
+                    f"{spec.label} hook in {path} is not pinned to a data directory: it "
+                    "follows whatever WIKI_MEMORY_HOME the harness passes (run install-hooks "
+                    "again)"
+                )
+            elif not target.startswith(("http://", "https://")) and target != mine:
+                warnings.append(
+                    f"{spec.label} hook in {path} points to another store: {target} "
+                    f"(this is {mine})"
+                )
+    return out
+
+
+def _others_reach(roots: Iterable[Path], limit: int = 1000) -> list[str]:
+    """Files and folders under ``roots`` that another local account can actually read:
+    the entry grants read to group or others *and* every folder on the way to it from
+    ``/`` lets group or others through (execute bit). A file with wide modes inside an
+    0700 folder is not listed: nobody else reaches it. At most ``limit`` paths."""
+
+    def passable(d: Path) -> bool:
+        try:
+            return all(os.stat(p).st_mode & 0o011 for p in [d, *d.parents])
+        except OSError:
+            return False
+
+    found: list[str] = []
+    for root in roots:
+        if not root.exists() or not passable(root.parent):
+            continue
+        stack = [root]
+        while stack and len(found) < limit:
+            d = stack.pop()
+            try:
+                st = os.lstat(d)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            if st.st_mode & 0o044:
+                found.append(str(d))
+            if stat.S_ISDIR(st.st_mode) and st.st_mode & 0o011:
+                try:
+                    stack.extend(d / n for n in os.listdir(d))
+                except OSError:
+                    continue
+    return sorted(found)
+
+
 def _odd_names(pages: Iterable[str]) -> dict[str, list[Any]]:
     """Page names that work here but may surprise elsewhere: ``decomposed`` (not NFC, as
     macOS tools write them: served under their exact name) and ``case_twins`` (groups of
     names in one folder differing only in case or Unicode form: one file each here, but
-    one file for all of them on a case-insensitive disk)."""
+    one file for all of them on a case-insensitive disk) and ``unportable`` (names Windows
+    cannot check out: a reserved device name, a trailing dot or space, a forbidden
+    character; they keep working here, but new pages cannot be given such names)."""
     decomposed = sorted(p for p in pages if not unicodedata.is_normalized("NFC", p))
     groups: dict[str, list[str]] = {}
     for p in pages:
         groups.setdefault(unicodedata.normalize("NFC", p).casefold(), []).append(p)
     twins = sorted(sorted(g) for g in groups.values() if len(g) > 1)
-    return {"decomposed": decomposed, "case_twins": twins}
+    unportable = sorted(p for p in pages if unportable_parts(p))
+    return {"decomposed": decomposed, "case_twins": twins, "unportable": unportable}
 
 
 def doctor_report(
@@ -221,7 +323,7 @@ def doctor_report(
     if running:
         rep["lock"]["holder"] = lock.holder()
         rep["lock"]["address"] = addr = server_address(settings.data_dir)
-        commits = _server_commits(addr)
+        commits = _server_commits(addr, settings.ca_file)
         if commits is not None:
             rep["commits"] = commits
             if not commits.get("ok", True):
@@ -233,6 +335,15 @@ def doctor_report(
     elif (settings.data_dir / "server.json").exists():
         warnings.append("server.json names a server that is not running (it stopped uncleanly)")
 
+    refused = _refused_captures(settings.data_dir / "outbox")
+    rep["refused"] = refused
+    for project, entry in sorted(refused.items()):
+        warnings.append(
+            f"capture refused by the server for project {project}: {entry.get('count')} "
+            f"event(s) dropped (last {entry.get('last')}): {entry.get('message')}"
+        )
+    rep["hooks"] = _hooks_report(settings.data_dir, warnings)
+    # (the hook's outbox: on a machine that only runs hooks there is no wiki)
     wiki = settings.wiki_dir
     if not wiki.is_dir():
         errors.append(f"the wiki folder {wiki} does not exist")
@@ -264,6 +375,25 @@ def doctor_report(
             f"{len(names['case_twins'])} group(s) of page names differing only in case or "
             "Unicode form (separate pages here; one file on a case-insensitive disk): "
             + "; ".join(" = ".join(g) for g in names["case_twins"][:5])
+        )
+
+    if names["unportable"]:
+        warnings.append(
+            f"{len(names['unportable'])} page name(s) Windows cannot check out (they work "
+            "here; a clone on Windows fails on them): " + ", ".join(names["unportable"][:5])
+        )
+
+    reach_roots = [settings.data_dir]
+    if settings.wiki_path is not None:  # a vault's pages are its owner's business
+        reach_roots.append(settings.wiki_dir / ".git")
+    rep["reachable_by_others"] = reach = _others_reach(reach_roots)
+    if reach:
+        warnings.append(
+            f"{len(reach)} file(s) or folder(s) other local accounts can read: "
+            + ", ".join(reach[:5])
+            + f" (fix: chmod 700 {settings.data_dir}"
+            + (f" {settings.wiki_dir / '.git'}" if settings.wiki_path is not None else "")
+            + ")"
         )
 
     db = settings.index_path
@@ -360,6 +490,19 @@ def doctor_report(
     return rep
 
 
+def _refused_captures(outbox: Path) -> dict[str, dict[str, Any]]:
+    """What the installed hook counted in ``outbox/refused.json``: project -> ``{count,
+    status, message, last}`` for events the server refused for good (``capture_refused``,
+    docs/team-server.md)."""
+    try:
+        data = json.loads((outbox / "refused.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): v for k, v in data.items() if isinstance(v, dict)}
+
+
 def print_report(rep: dict[str, Any], limit: int) -> None:
     def more(items: list[Any]) -> str:
         return f"  … and {len(items) - limit} more" if len(items) > limit else ""
@@ -382,6 +525,13 @@ def print_report(rep: dict[str, Any], limit: int) -> None:
             f"git:   branch {git.get('branch') or '(detached)'}, HEAD {str(git.get('head') or '-')[:12]}, "
             f"{len(git.get('uncommitted_pages', []))} uncommitted page(s)"
         )
+    hooks = rep.get("hooks") or {}
+    ob = hooks.get("outbox")
+    if ob:
+        dropped = sum(ob["dropped"].values())
+        print(f"hooks: {ob['queued']} event(s) queued, {dropped} dropped ({ob['path']})")
+    for h in hooks.get("installed", []):
+        print(f"  {h['agent']}: {h['file']} -> {h['target'] or '(not pinned)'}")
     idx = rep.get("index")
     if idx:
         print(

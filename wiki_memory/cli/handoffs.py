@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _client, _settings, server_error
+from wiki_memory.cli.common import CliError, _client, _post, _settings, _verify, server_error
 
 
 def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
@@ -28,7 +28,9 @@ def _request(args: argparse.Namespace, method: str, path: str, body: Any = None)
 
     url, headers = _client(args)
     try:
-        r = httpx.request(method, url + path, json=body, headers=headers, timeout=60)
+        r = httpx.request(
+            method, url + path, json=body, headers=headers, timeout=60, verify=_verify(args)
+        )
     except httpx.HTTPError as exc:
         raise CliError(f"cannot reach the server at {url}: {exc}") from None
     if r.status_code >= 400:
@@ -63,9 +65,14 @@ def _print(args: argparse.Namespace, data: Any, text: str) -> None:
 def cmd_handoff(args: argparse.Namespace) -> int:
     action = args.action
     if action == "create":
-        if not args.project or not args.title:
-            raise CliError("handoff create needs --project and --title", 2)
-        body: dict[str, Any] = {"project": args.project, "title": args.title, **_ident(args)}
+        if not args.title:
+            raise CliError("handoff create needs --title", 2)
+        body: dict[str, Any] = {
+            "project": args.project,
+            "cwd": os.getcwd(),
+            "title": args.title,
+            **_ident(args),
+        }
         for name in ("where_we_left_off", "what_failed", "to", "expires"):
             v = getattr(args, name)
             if v:
@@ -113,7 +120,11 @@ def cmd_handoff(args: argparse.Namespace) -> int:
 
 
 def cmd_brief(args: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"project": args.project, "budget_tokens": args.budget}
+    body: dict[str, Any] = {
+        "project": args.project,
+        "cwd": os.getcwd(),
+        "budget_tokens": args.budget,
+    }
     if args.session:
         body.update(_ident(args))
     if args.max_offers is not None:
@@ -132,14 +143,25 @@ def cmd_brief(args: argparse.Namespace) -> int:
 
 
 def cmd_pin(args: argparse.Namespace) -> int:
+    """``pin PATH`` / ``unpin PATH``: through the running server when there is one (so the
+    scope rule and the audit log see it: ``POST /v1/admin/pin``), else a hand edit of the
+    file as the wiki's owner, under the same scope rule, written to the audit log."""
+    from wiki_memory.audit import AuditLog
     from wiki_memory.auth import TokenStore
+    from wiki_memory.core.pins import pin_bytes
     from wiki_memory.core.scope import ScopeRule
-    from wiki_memory.errors import NotFound
+    from wiki_memory.datadir import ServerLock
+    from wiki_memory.errors import BadRequest, NotFound
     from wiki_memory.identity import Identity
-    from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
     from wiki_memory.wiki.paths import PathRefused, atomic_write
 
+    pinned = args.command == "pin"
     settings = _settings(args)
+    remote = getattr(args, "url", None) or os.environ.get("WIKI_MEMORY_URL")
+    if remote or ServerLock(settings.data_dir).is_held_elsewhere():
+        _post(args, "/v1/admin/pin", {"path": args.path, "pinned": pinned})
+        print(f"{'pinned' if pinned else 'unpinned'} {args.path}")
+        return 0
     owner = TokenStore(settings.auth_dir).owner_name()
     rule = ScopeRule(settings.wiki_dir, owner)
     try:
@@ -152,22 +174,16 @@ def cmd_pin(args: argparse.Namespace) -> int:
         raise CliError(f"no such page: {args.path}", 4) from None
     full, raw = page.full, page.data
     try:
-        new = set_keys(raw, {"pinned": True}) if args.command == "pin" else _unpin(raw)
-    except FrontmatterError as exc:
+        new = pin_bytes(raw, pinned)
+    except BadRequest as exc:
         raise CliError(f"cannot edit {args.path}: {exc}") from None
     if new != raw:
         atomic_write(full, new)
-    print(f"{'pinned' if args.command == 'pin' else 'unpinned'} {args.path}")
+        AuditLog(settings.logs_dir / "audit.jsonl").record(
+            None, "pin" if pinned else "unpin", page.rel, face="cli", user=owner
+        )
+    print(f"{'pinned' if pinned else 'unpinned'} {args.path}")
     return 0
-
-
-def _unpin(raw: bytes) -> bytes:
-    from wiki_memory.wiki.frontmatter import set_keys
-    from wiki_memory.wiki.page import parse_page
-
-    if "pinned" not in parse_page(raw, "x.md").metadata:
-        return raw
-    return set_keys(raw, {}, remove=["pinned"])
 
 
 def register(sub: Any) -> None:
@@ -189,8 +205,12 @@ def register(sub: Any) -> None:
     h.add_argument(
         "action", choices=["create", "list", "show", "claim", "complete", "cancel", "release"]
     )
-    h.add_argument("id", nargs="?", help="handoff id (H-0001) for show/claim/complete/…")
-    h.add_argument("--project")
+    h.add_argument(
+        "id",
+        nargs="?",
+        help="handoff id for show/claim/complete/…; claim also takes the offer code a brief printed",
+    )
+    h.add_argument("--project", help="default: the one of the working directory")
     h.add_argument("--title")
     h.add_argument("--status", help="list: filter by status")
     h.add_argument("--where", dest="where_we_left_off", help="create: where we left off")
@@ -207,7 +227,9 @@ def register(sub: Any) -> None:
     h.set_defaults(fn=cmd_handoff)
 
     b = sub.add_parser("brief", help="the session-start brief of a project")
-    b.add_argument("--project", required=True)
+    b.add_argument(
+        "--project", help="a project you may read (default: the one of the working directory)"
+    )
     b.add_argument("--budget", type=int, default=1500, help="token budget (default 1500)")
     b.add_argument("--max-offers", type=int, default=None)
     common(b)
@@ -216,4 +238,5 @@ def register(sub: Any) -> None:
     for name, what in (("pin", "pin a page (pinned: true)"), ("unpin", "unpin a page")):
         p = sub.add_parser(name, help=f"{what}: pinned pages open every brief")
         p.add_argument("path", help="page path inside wiki/, e.g. projects/p/notes/rules.md")
+        p.add_argument("--url", help="server URL (default: the one running on the data directory)")
         p.set_defaults(fn=cmd_pin)

@@ -22,17 +22,31 @@ def _data_dir(args: argparse.Namespace) -> Path | None:
     return Path(d).expanduser().resolve() if d else None
 
 
+def pinned_data_dir(args: argparse.Namespace) -> Path:
+    """The data directory an installed hook is pinned to: ``--data-dir``, else
+    ``$WIKI_MEMORY_HOME``, else the platform default, made absolute."""
+    from wiki_memory.config import default_data_dir
+
+    return (_data_dir(args) or default_data_dir()).expanduser().resolve()
+
+
 def cmd_install_hooks(args: argparse.Namespace) -> int:
     """Print (and with ``--apply`` write) the harness configuration with our hook."""
     from wiki_memory.harness.hooks_install import InstallError, plan_install
 
     try:
+        if args.url and not args.token_file:
+            print("wiki-memory: --url needs --token-file", file=sys.stderr)
+            return 2
         plan = plan_install(
             args.agent,
             Path(args.settings).expanduser() if args.settings else None,
             python=args.python,
             script=Path(args.hook_script).expanduser().resolve() if args.hook_script else None,
-            data_dir=_data_dir(args),
+            data_dir=pinned_data_dir(args),
+            url=args.url,
+            token_file=Path(args.token_file).expanduser().resolve() if args.token_file else None,
+            ca_file=getattr(args, "ca_file", None),
         )
     except InstallError as exc:
         print(f"wiki-memory: {exc}", file=sys.stderr)
@@ -98,9 +112,9 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add this module's subcommands to the ``wiki-memory`` parser's subparsers."""
-    from wiki_memory.harness.hooks_install import AGENTS
+    from wiki_memory.harness.hooks_install import AGENTS, ALIASES
 
-    agents = list(AGENTS)
+    agents = list(AGENTS) + list(ALIASES)
     i = sub.add_parser(
         "install-hooks",
         help="add the capture hook to Claude Code, Codex or Gemini CLI (prints the plan; --apply writes)",
@@ -112,6 +126,10 @@ def register(sub: Any) -> None:
     )
     i.add_argument("--python", help="interpreter for the hook (default: this one, shims resolved)")
     i.add_argument("--hook-script", help="hook program (default: hooks/wiki_memory_hook.py)")
+    i.add_argument(
+        "--url", help="a team server's URL to pin the hook to (default: the data directory's)"
+    )
+    i.add_argument("--token-file", help="the token file for --url (never the token itself)")
     i.set_defaults(fn=cmd_install_hooks)
 
     u = sub.add_parser(

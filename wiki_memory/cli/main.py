@@ -74,6 +74,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port_holder,
     )
     from wiki_memory.server.app import create_app
+    from wiki_memory.server.guard import Guard, GuardedServer, protocol_class
 
     overrides: dict[str, Any] = {"host": args.host, "port": args.port}
     if getattr(args, "wiki", None):
@@ -83,16 +84,37 @@ def cmd_serve(args: argparse.Namespace) -> int:
         overrides["wiki_path"] = wiki
     if args.no_auth:
         overrides["auth"] = False
+    for name in ("tls_cert", "tls_key"):
+        if getattr(args, name, None):
+            overrides[name] = Path(getattr(args, name)).expanduser().resolve()
+    if getattr(args, "insecure_http", False):
+        overrides["insecure_http"] = True
     settings = _settings(args, **overrides)
+    # what the server creates (index, WAL, logs, spool, git objects, new pages) is the
+    # owner's alone; a vault's existing files keep their modes (docs/team-server.md)
+    os.umask(0o077)
     if not settings.auth and not _is_loopback(settings.host):
         raise CliError(
             f"refusing to serve {settings.host} without authentication: "
             "a non-loopback address needs tokens (drop --no-auth)",
             2,
         )
+    tls = settings.tls_cert is not None or settings.tls_key is not None
+    if tls and (settings.tls_cert is None or settings.tls_key is None):
+        raise CliError("--tls-cert and --tls-key go together", 2)
+    for f in (settings.tls_cert, settings.tls_key):
+        if f is not None and not f.is_file():
+            raise CliError(f"cannot read {f}: no such file", 2)
+    if not tls and not _is_loopback(settings.host) and not settings.insecure_http:
+        raise CliError(
+            f"refusing to serve {settings.host} over plain HTTP: tokens and pages would cross "
+            "the network unencrypted. Give --tls-cert and --tls-key, or put a TLS proxy in "
+            "front and pass --insecure-http (docs/team-server.md)",
+            2,
+        )
     ensure_layout(settings)
     lock = ServerLock(settings.data_dir)
-    address = f"http://{settings.host}:{settings.port}"
+    address = f"{'https' if tls else 'http'}://{settings.host}:{settings.port}"
     try:
         lock.acquire(address)
     except DataDirLocked as exc:
@@ -124,7 +146,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 vault.acquire(settings.data_dir)
             except VaultLocked as exc:
                 raise CliError(str(exc), 3) from None
-        memory = Memory(settings, owner_user=tokens.owner_name())
+        memory = Memory(settings, owner_user=tokens.owner_name(), directory=tokens)
+        _upgrade_tokens(memory, tokens)
         if not vault._lock.is_locked:  # a new repository: lock it now
             try:
                 vault.acquire(settings.data_dir)
@@ -141,8 +164,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
             + " (Ctrl-C to stop)",
             file=sys.stderr,
         )
+        if not tls and not _is_loopback(settings.host):
+            print(
+                f"wiki-memory: WARNING: plain HTTP on {settings.host} (--insecure-http): "
+                "tokens and pages cross the network unencrypted unless a TLS proxy is in front",
+                file=sys.stderr,
+            )
+        try:
+            guard = Guard(
+                settings.header_timeout_seconds,
+                settings.max_connections_per_address,
+                settings.max_connections,
+                settings.trusted_proxies,
+            )
+        except ValueError as exc:
+            raise CliError(f"trusted_proxies: {exc}", 2) from None
         config = uvicorn.Config(
             app,
+            http=protocol_class(guard),
+            ssl_certfile=str(settings.tls_cert) if tls else None,
+            ssl_keyfile=str(settings.tls_key) if tls else None,
+            backlog=guard.backlog,
+            # X-Forwarded-For is believed only from trusted_proxies (uvicorn's own
+            # middleware rewrites the client address; off when none is trusted)
+            proxy_headers=bool(settings.trusted_proxies.strip()),
+            forwarded_allow_ips=settings.trusted_proxies.strip() or None,
             host=settings.host,
             port=settings.port,
             access_log=False,
@@ -152,9 +198,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             log_config=None,
             lifespan="on",
         )
-        server = uvicorn.Server(config)
+        server = GuardedServer(config)
+        server.tls_handshake_timeout = settings.header_timeout_seconds
         if getattr(args, "open", False):
-            _open_when_up(settings.host, settings.port)
+            _open_when_up(settings.host, settings.port, "https" if tls else "http")
         # uvicorn stops gracefully on SIGINT/SIGTERM (the lifespan writes and commits
         # pending pages), then re-raises the signal to the previous handler: make that a
         # no-op so a clean stop exits 0
@@ -167,17 +214,45 @@ def cmd_serve(args: argparse.Namespace) -> int:
         lock.release()
 
 
-def _open_when_up(host: str, port: int, timeout: float = 30.0) -> None:
+def _upgrade_tokens(memory: Any, tokens: Any) -> None:
+    """At the first start after roles came: tokens from before become members with a
+    write grant on every project that exists now; said once on the console and in the
+    audit log (:meth:`wiki_memory.auth.TokenStore.upgrade`)."""
+    done = tokens.upgrade(memory.projects())
+    if done is None or not done.users:
+        return
+    projects = ", ".join(done.projects) or "none yet"
+    print(
+        f"wiki-memory: upgraded tokens to roles: {', '.join(done.users)} became members "
+        f"with read and write on every project that exists now ({projects}); "
+        "see `wiki-memory token list` and docs/team-server.md",
+        file=sys.stderr,
+    )
+    for user in done.users:
+        memory.audited(
+            None,
+            "token.upgrade",
+            user,
+            "ok",
+            user=tokens.owner_name(),
+            face="server",
+            subject=user,
+            grants=dict.fromkeys(done.projects, "write"),
+        )
+
+
+def _open_when_up(host: str, port: int, scheme: str = "http", timeout: float = 30.0) -> None:
     """Open the web view in the user's browser once ``/v1/health`` answers (a daemon
     thread polls every 0.1 s for up to ``timeout`` seconds; a wildcard bind opens
-    loopback)."""
+    loopback). Over TLS the probe does not check the certificate (it only asks whether
+    this machine's own server is up; the browser checks it)."""
     import threading
     import webbrowser
 
     import httpx
 
     shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    base = f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
+    base = f"{scheme}://[{shown}]:{port}" if ":" in shown else f"{scheme}://{shown}:{port}"
 
     def wait_and_open() -> None:
         import time
@@ -185,7 +260,7 @@ def _open_when_up(host: str, port: int, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                if httpx.get(base + "/v1/health", timeout=1).status_code == 200:
+                if httpx.get(base + "/v1/health", timeout=1, verify=False).status_code == 200:
                     webbrowser.open(base + "/")
                     return
             except httpx.HTTPError:
@@ -238,6 +313,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         settings = _settings(args, wiki_path=root)
     ensure_layout(settings)
     lock = ServerLock(settings.data_dir)
+    if getattr(args, "url", None) and not explicit:
+        res = _post(args, "/v1/admin/reindex", {}, timeout=3600)
+        print(f"reindexed {res['pages']} pages (by the server at {args.url})")
+        return 0
     if lock.is_held_elsewhere():
         if explicit and root is not None and root != settings.wiki_dir:
             raise CliError(
@@ -262,7 +341,28 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def _audit_cli(settings: Settings, op: str, target: str, result: str = "ok", **extra: Any) -> None:
+    """One audit line for a change the command line made as the data directory's owner."""
+    from wiki_memory.audit import AuditLog
+    from wiki_memory.auth import TokenStore
+
+    owner = TokenStore(settings.auth_dir).owner_name()
+    AuditLog(settings.logs_dir / "audit.jsonl").record(
+        None, op, target, result, face="cli", user=owner, **extra
+    )
+
+
+def _grants_text(rec: Any) -> str:
+    if rec.grants is None:
+        return "every project"
+    if not rec.grants:
+        return "no project"
+    return ", ".join(f"{p} ({g})" for p, g in sorted(rec.grants.items()))
+
+
 def cmd_token(args: argparse.Namespace) -> int:
+    """``token``: the owner's token; ``create``, ``grant``, ``revoke``, ``list`` (the data
+    directory's owner, on its files; every change is in the audit log)."""
     from wiki_memory.auth import TokenStore
     from wiki_memory.datadir import ensure_layout
 
@@ -274,30 +374,124 @@ def cmd_token(args: argparse.Namespace) -> int:
         tok, created = store.ensure_owner()
         print(tok)
         return 0
+    projects = list(args.project or [])
     if action == "create":
         if not args.user:
             raise CliError("token create needs --user NAME", 2)
         try:
-            tok = store.create(args.user)
+            tok = store.create(args.user, args.role, projects, read_only=args.read_only)
         except ValueError as exc:
             raise CliError(str(exc), 2) from None
+        rec = next(r for r in store.list() if r.user == args.user and r.token_id == _id_of(tok))
+        _audit_cli(
+            settings,
+            "token.create",
+            rec.token_id,
+            subject=args.user,
+            role=rec.role,
+            grants=rec.grants,
+        )
         print(tok)
-        print(f"(token for {args.user}; shown once, only its hash is stored)", file=sys.stderr)
+        print(
+            f"(token {rec.token_id} for {args.user}, {rec.role}, {_grants_text(rec)}; "
+            "shown once, only its hash is stored)",
+            file=sys.stderr,
+        )
+        if rec.grants == {}:
+            print(
+                f"wiki-memory: {args.user} holds no project yet: grant one with "
+                f"`wiki-memory token grant --user {args.user} --project NAME`"
+                + ("" if rec.role == "reader" else " (or their first capture creates one)"),
+                file=sys.stderr,
+            )
+        return 0
+    if action == "grant":
+        if not args.user or len(projects) != 1:
+            raise CliError("token grant needs --user NAME and one --project P", 2)
+        try:
+            level = store.grant(args.user, projects[0], read_only=args.read_only)
+        except ValueError as exc:
+            raise CliError(str(exc), 2) from None
+        _audit_cli(settings, "grant", f"projects/{projects[0]}", subject=args.user, grant=level)
+        print(
+            f"granted {args.user} {'read' if level == 'read' else 'read and write'} on {projects[0]}"
+        )
+        return 0
+    if action == "ungrant":
+        if not args.user or len(projects) != 1:
+            raise CliError("token ungrant needs --user NAME and one --project P", 2)
+        if not store.ungrant(args.user, projects[0]):
+            raise CliError(f"{args.user} holds no grant on {projects[0]}", 4)
+        _audit_cli(settings, "ungrant", f"projects/{projects[0]}", subject=args.user)
+        print(f"removed {args.user}'s grant on {projects[0]}")
         return 0
     if action == "revoke":
-        target = args.user or args.id
-        if not target:
-            raise CliError("token revoke needs --user NAME or --id ID", 2)
-        n = store.revoke(target)
-        if not n:
-            raise CliError(f"no token matched {target!r}")
-        print(f"revoked {n} token(s)")
+        if bool(args.user) == bool(args.id):
+            raise CliError("token revoke needs --user NAME or --id ID (one of them)", 2)
+        gone = store.revoke(user=args.user) if args.user else store.revoke(token_id=args.id)
+        if not gone:
+            raise CliError(
+                f"no token matched {'user ' + args.user if args.user else 'id ' + args.id} "
+                "(exact match; see `wiki-memory token list`)",
+                4,
+            )
+        for rec in gone:
+            _audit_cli(settings, "token.revoke", rec.token_id, subject=rec.user)
+            print(f"revoked {rec.token_id}  {rec.user}")
         return 0
     if action == "list":
+        import time as _time
+
         for rec in store.list():
-            print(f"{rec.token_id}  {rec.user}{'  (owner)' if rec.owner else ''}")
+            when = _time.strftime("%Y-%m-%d %H:%M", _time.gmtime(rec.created))
+            used = (
+                _time.strftime("%Y-%m-%d %H:%M", _time.gmtime(rec.last_used)) + "Z"
+                if rec.last_used
+                else "never"
+            )
+            print(
+                f"{rec.token_id}  {rec.user:<16} {rec.role:<7} created {when}Z  "
+                f"used {used:<17} {_grants_text(rec)}"
+            )
         return 0
     raise CliError(f"unknown token action {action!r}", 2)
+
+
+def _id_of(token: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()[:8]
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """``audit [--user U] [--since T] [--json]``: the audit log, through the running
+    server when there is one (an admin's token), else from ``logs/audit.jsonl``."""
+    from wiki_memory.audit import AuditLog, parse_since
+    from wiki_memory.datadir import ServerLock
+
+    settings = _settings(args)
+    remote = args.url or os.environ.get("WIKI_MEMORY_URL")
+    if remote or ServerLock(settings.data_dir).is_held_elsewhere():
+        from wiki_memory.cli.common import _get
+
+        params = {k: v for k, v in (("user", args.user), ("since", args.since)) if v}
+        lines = _get(args, "/v1/audit", params)["lines"]
+    else:
+        try:
+            since = parse_since(args.since) if args.since else None
+        except ValueError:
+            raise CliError("--since: ISO 8601 (2026-12-01T10:00Z) or epoch seconds", 2) from None
+        lines = AuditLog(settings.logs_dir / "audit.jsonl").read(user=args.user, since=since)
+    for line in lines:
+        if args.json:
+            print(json.dumps(line, ensure_ascii=False))
+        else:
+            print(
+                f"{line.get('time')}  {line.get('user') or '-'}  {line.get('token_id') or '-'}  "
+                f"{line.get('face')}  {line.get('op')}  {json.dumps(line.get('target'))}  "
+                f"{line.get('result')}"
+            )
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -307,6 +501,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--data-dir", help="data directory (default: $WIKI_MEMORY_HOME or the user data dir)"
+    )
+    p.add_argument(
+        "--ca-file",
+        help="PEM file of the CA that signed an https:// server's certificate, trusted "
+        "besides the system's (env WIKI_MEMORY_CA_FILE)",
     )
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -319,6 +518,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help=f"port (default {DEFAULT_PORT}; env WIKI_MEMORY_PORT)",
+    )
+    s.add_argument("--tls-cert", help="serve HTTPS with this certificate chain (PEM)")
+    s.add_argument("--tls-key", help="the private key of --tls-cert (PEM)")
+    s.add_argument(
+        "--insecure-http",
+        action="store_true",
+        help="allow plain HTTP on a non-loopback address (a TLS proxy in front)",
     )
     s.add_argument("--no-auth", action="store_true", help="no tokens (loopback only)")
     s.add_argument(
@@ -352,15 +558,33 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--url", help="server URL")
     x.set_defaults(fn=cmd_reindex)
 
-    t = sub.add_parser("token", help="show the owner's token; create or revoke others")
-    t.add_argument("action", nargs="?", choices=["create", "revoke", "list"])
-    t.add_argument("--user")
-    t.add_argument("--id")
+    t = sub.add_parser(
+        "token",
+        help="show the owner's token; create, grant, ungrant, revoke or list others",
+        description="Users, roles and grants of a team server (docs/team-server.md).",
+    )
+    t.add_argument("action", nargs="?", choices=["create", "grant", "ungrant", "revoke", "list"])
+    t.add_argument("--user", help="the user (exact name)")
+    t.add_argument("--id", help="token id, as `token list` shows it (exact)")
+    t.add_argument(
+        "--role", choices=["admin", "member", "reader"], help="role (create; default member)"
+    )
+    t.add_argument(
+        "--project", action="append", help="project to grant (create: repeatable; grant: one)"
+    )
+    t.add_argument("--read-only", action="store_true", help="grant read only")
     t.set_defaults(fn=cmd_token)
 
-    from wiki_memory.cli import handoffs, hooks, mcp, wiki
+    a = sub.add_parser("audit", help="show the audit log (owner and admins)")
+    a.add_argument("--user", help="only this user's lines")
+    a.add_argument("--since", help="only lines at or after this time (ISO 8601 or epoch s)")
+    a.add_argument("--json", action="store_true", help="one JSON object per line")
+    a.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    a.set_defaults(fn=cmd_audit)
 
-    for module in (hooks, handoffs, mcp, wiki):
+    from wiki_memory.cli import carry, handoffs, hooks, mcp, remove, wiki
+
+    for module in (hooks, handoffs, mcp, wiki, remove, carry):
         module.register(sub)
     return p
 

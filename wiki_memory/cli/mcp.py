@@ -28,6 +28,7 @@ def cmd_install_mcp(args: argparse.Namespace, uninstall: bool = False) -> int:
             data_dir=Path(args.data_dir).expanduser().resolve() if args.data_dir else None,
             url=getattr(args, "url", None),
             token_file=getattr(args, "token_file", None),
+            ca_file=getattr(args, "ca_file", None),
             name=args.name,
             force=getattr(args, "force", False),
         )
@@ -60,6 +61,10 @@ def register(sub: Any) -> None:
     m.add_argument("--url", help="server URL (default: the server running on the data dir)")
     m.add_argument(
         "--token-file", help="file holding the bearer token (default: the local owner's)"
+    )
+    m.add_argument(
+        "--harness",
+        help="the harness this bridge serves (install-mcp writes it; default: the client's name)",
     )
     m.add_argument(
         "--wait",

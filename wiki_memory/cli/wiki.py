@@ -122,6 +122,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     from wiki_memory.datadir import ServerLock, ensure_layout
     from wiki_memory.wiki.git import GitStore, author_email_for
 
+    if getattr(args, "json", False):
+        return _import_json(args)
     src = Path(args.path).expanduser()
     if not src.is_dir():
         raise CliError(f"{args.path}: not a folder", 2)
@@ -164,6 +166,65 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 1 if res["conflicts"] else 0
 
 
+def _import_json(args: argparse.Namespace) -> int:
+    """``import --json FILE``: the pages of an export (``wiki-memory export --json``)
+    written into the wiki, one at a time, and committed; a page that exists with other
+    bytes is not overwritten (exit 1, named)."""
+    from tqdm import tqdm
+
+    from wiki_memory.auth import TokenStore
+    from wiki_memory.datadir import ensure_layout
+    from wiki_memory.wiki.exchange import read_export
+    from wiki_memory.wiki.git import GitStore, author_email_for
+    from wiki_memory.wiki.paths import atomic_write, is_plain
+
+    settings = _wiki_settings(args)
+    ensure_layout(settings)
+    owner = TokenStore(settings.auth_dir).owner_name()
+    wiki = settings.wiki_dir
+    store = GitStore(wiki)
+    written: list[str] = []
+    same: list[str] = []
+    conflicts: list[str] = []
+    try:
+        try:
+            f = sys.stdin if args.path == "-" else open(args.path, encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise CliError(f"cannot read {args.path}: {exc}", 2) from None
+        bar = tqdm(unit="page", disable=not sys.stderr.isatty())
+        try:
+            for rel, raw in read_export(f):
+                bar.update(1)
+                target = wiki / rel
+                if not is_plain(wiki, rel):
+                    conflicts.append(rel)
+                    continue
+                if target.exists():
+                    (same if target.read_bytes() == raw else conflicts).append(rel)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(target, raw)
+                written.append(rel)
+        except ValueError as exc:
+            raise CliError(f"{args.path}: {exc}", 2) from None
+        finally:
+            bar.close()
+            if f is not sys.stdin:
+                f.close()
+        if written:
+            store.commit(
+                written, owner, author_email_for(owner), f"Import {len(written)} pages (JSON)"
+            )
+    finally:
+        store.close()
+    print(f"imported {len(written)} pages into {wiki}")
+    if same:
+        print(f"{len(same)} pages were already there with the same content")
+    for p in conflicts:
+        print(f"not written: {p} (a different file already has this name)", file=sys.stderr)
+    return 1 if conflicts else 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Check the wiki and print what is wrong; exit 1 on errors (``--strict``: warnings too)."""
     settings = _wiki_settings(args)
@@ -182,7 +243,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     """Add ``import`` and ``doctor`` to the ``wiki-memory`` parser's subparsers."""
     im = sub.add_parser("import", help="copy an existing vault folder into the wiki and commit it")
-    im.add_argument("path", help="the vault folder (an Obsidian vault, a git checkout, ...)")
+    im.add_argument(
+        "path",
+        help="the vault folder (an Obsidian vault, a git checkout, ...), or with --json the "
+        "export file (- for standard input)",
+    )
+    im.add_argument("--json", action="store_true", help="read a `wiki-memory export --json` file")
     im.add_argument("--into", default="", help="a folder of the wiki to copy it into")
     im.add_argument("--wiki", metavar="PATH", help="the wiki folder (default <data-dir>/wiki)")
     im.set_defaults(fn=cmd_import)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wiki_memory.capture.observation import iso, project_name
@@ -91,7 +92,31 @@ def _quote(lines: list[str]) -> str:
     return "\n".join(out)
 
 
-def _handoff_part(kind: str, h: Handoff, status: str, lease_until: float | None) -> Part:
+def claim_command(memory: Memory, ref: str) -> str:
+    """The shell command that claims ``ref`` (an offer code or a handoff id) from a plain
+    shell: ``wiki-memory handoff claim <ref>``, with ``--data-dir`` when this server's
+    data directory is not the platform's default one (a shell a harness starts need not
+    have ``WIKI_MEMORY_HOME``)."""
+    import shlex
+
+    import platformdirs
+
+    cmd = f"wiki-memory handoff claim {ref}"
+    data_dir = Path(memory.settings.data_dir).resolve()
+    default = Path(platformdirs.user_data_dir("wiki-memory", appauthor=False)).resolve()
+    if data_dir != default:
+        cmd = f"wiki-memory --data-dir {shlex.quote(str(data_dir))} handoff claim {ref}"
+    return cmd
+
+
+def _handoff_part(
+    kind: str,
+    h: Handoff,
+    status: str,
+    lease_until: float | None,
+    claim: str = "",
+    code: str = "",
+) -> Part:
     m = h.meta
     who = f"{m.get('user')} ({m.get('harness')})" if m.get("harness") else str(m.get("user"))
     head = [
@@ -111,11 +136,11 @@ def _handoff_part(kind: str, h: Handoff, status: str, lease_until: float | None)
     tail = ""
     if kind == "offer":
         tail = (
-            f"\nclaim it: `wiki-memory handoff claim {h.id}` or POST /v1/handoffs/{h.id}/claim"
-            f" (offer held until {iso(lease_until or 0)})"
+            f"\nclaim it (offer held until {iso(lease_until or 0)}): run `{claim}`"
+            f' or call MCP handoff_claim {{"id": "{code}"}}'
         )
     elif kind == "waiting":
-        tail = f"\nnot offered (no session named): `wiki-memory handoff claim {h.id}` takes it"
+        tail = f"\nnot offered (no session named): `{claim}` takes it"
     elif kind == "held":
         tail = f"\nwhen finished: `wiki-memory handoff complete {h.id}` (or release it)"
     return Part(
@@ -213,7 +238,8 @@ def build_brief(
 
     Returns ``{"text", "used_tokens", "budget_tokens", "parts": [{kind, id?, path,
     title, tokens, ...}], "omitted": [same, for what was left out], "offers": [{id,
-    until}]}``. ``used_tokens`` = ``count_tokens(text)`` <= ``budget_tokens``. Without
+    until, code}]}`` (``code``: the offer code that claims it, single use, for this
+    user only, dead when the offer ends). ``used_tokens`` = ``count_tokens(text)`` <= ``budget_tokens``. Without
     ``session_id`` nothing is leased: open handoffs are shown as ``waiting``. Raises
     ValueError for a negative budget or a bad project name.
     """
@@ -226,6 +252,7 @@ def build_brief(
     who = Claimant(user or "", harness or "api", session_id or "")
     cand: list[Part] = []
     leased: dict[str, float] = {}
+    codes: dict[str, str] = {}
     now = svc.clock()
     if session_id:
         held, offered = svc.offer(who, project, max_offers)
@@ -235,7 +262,11 @@ def build_brief(
             lease = svc._live_lease(h.id, now)
             until = lease.until if lease else now
             leased[h.id] = until
-            cand.append(_handoff_part("offer", h, "offered", until))
+            code = lease.code if lease else h.id
+            codes[h.id] = code
+            cand.append(
+                _handoff_part("offer", h, "offered", until, claim_command(memory, code), code)
+            )
     else:
         limit = svc.config.max_offers if max_offers is None else max(0, max_offers)
         for row in svc._indexed(project):
@@ -246,7 +277,9 @@ def build_brief(
                 continue
             fresh = svc._fresh(row["path"], who)
             if fresh is not None and svc.status_of(fresh, now) == "open":
-                cand.append(_handoff_part("waiting", fresh, "open", None))
+                cand.append(
+                    _handoff_part("waiting", fresh, "open", None, claim_command(memory, fresh.id))
+                )
     stall = memory.commit_status(detail=False)
     if not stall["ok"]:
         cand.insert(
@@ -319,5 +352,9 @@ def build_brief(
         "budget_tokens": budget_tokens,
         "parts": [p.describe() for p in kept],
         "omitted": [{**p.describe(), "reason": "budget"} for p in omitted],
-        "offers": [{"id": hid, "until": iso(leased[hid])} for hid in leased if hid in shown],
+        "offers": [
+            {"id": hid, "until": iso(leased[hid]), "code": codes[hid]}
+            for hid in leased
+            if hid in shown
+        ],
     }

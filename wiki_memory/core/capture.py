@@ -4,6 +4,7 @@ session page's compile queued (invariants 3 and 4). :class:`Capture` is built by
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,13 +15,19 @@ from wiki_memory.capture.observation import (
     iso,
     observation_text,
     parse_event,
+    project_name,
+    session_key,
 )
+from wiki_memory.capture.private import strip_private, strip_private_obj
+from wiki_memory.capture.project import resolve_project
 from wiki_memory.capture.sanitize import redact_obj
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.core.sessions import END_KINDS
+from wiki_memory.errors import CaptureRefused
+from wiki_memory.identity import Identity
 from wiki_memory.index.store import Index
 
-__all__ = ["COMPILE_KINDS", "Capture"]
+__all__ = ["COMPILE_KINDS", "Capture", "CaptureGate"]
 
 #: events after which the session page is (re)written
 COMPILE_KINDS = {"stop", "session_end", "turn"}
@@ -34,15 +41,22 @@ class Capture:
         self.spool = spool
         self.index = index
         self.request_compile = request_compile
+        #: called with the parsed events and the caller before anything is stored; it
+        #: raises to refuse them all (:class:`CaptureGate`)
+        self.gate: Callable[[list[Observation], Identity | str], None] | None = None
 
-    def capture(self, body: Any, user: str) -> list[dict[str, Any]]:
-        """Accept one hook event or a list of them for ``user``.
+    def capture(self, body: Any, user: Identity | str) -> list[dict[str, Any]]:
+        """Accept one hook event or a list of them for ``user`` (a name or an Identity).
 
         Every event is validated first (ObservationError names the field; nothing is
-        written then), sanitized (invariant 4), appended durably to the spool (fsynced
-        before this returns, invariant 3) and deduplicated by ``event_id``. Returns
+        written then), passed through :attr:`gate` (CaptureRefused: nothing is written),
+        stripped of ``<private>`` spans (:mod:`wiki_memory.capture.private`), sanitized
+        (invariant 4), appended durably to the spool (fsynced before this returns,
+        invariant 3) and deduplicated by ``event_id``. Returns
         ``[{"id": obs_id, "duplicate": bool, "session_key": ...}]``.
         """
+        who = user
+        user = user.user if isinstance(user, Identity) else user
         events = body if isinstance(body, list) else [body]
         if not events:
             raise ObservationError("body", "an empty list holds no event")
@@ -58,15 +72,25 @@ class Capture:
                     raise ObservationError(f"[{i}].{exc.field}", exc.message) from None
                 raise
             try:
-                clean, _ = redact_obj(obs.payload)
+                # private spans go first: before redaction, and before any cut
+                clean, _ = redact_obj(strip_private_obj(obs.payload)[0])
             except RecursionError:
                 raise ObservationError("payload", "nested too deeply") from None
             obs.payload = clean
+            if not obs.project and not obs.project_from and obs.cwd:
+                # a sender that did not resolve the project: the same order, on this
+                # machine's files (a folder name alone stays the spool's old fallback)
+                res = resolve_project(obs.cwd)
+                if res.name:
+                    obs.project = project_name(res.name)
+                    obs.project_from = res.source
             for attr in ("harness", "event", "cwd", "project", "session_id", "event_id"):
                 v = getattr(obs, attr)
                 if isinstance(v, str):
-                    setattr(obs, attr, redact_obj(v)[0])
+                    setattr(obs, attr, redact_obj(strip_private(v))[0])
             parsed.append(obs)
+        if self.gate is not None:
+            self.gate(parsed, who)
         accepted = self.spool.append(parsed)
         spool_rows = []
         to_compile: dict[str, bool] = {}
@@ -78,6 +102,11 @@ class Capture:
                 to_compile[acc.session_key] = to_compile.get(acc.session_key, False) or (
                     obs.kind in END_KINDS
                 )
+            if obs.kind in END_KINDS:
+                # the session ended: so did its parts in other projects
+                for part in self.spool.parts_of(acc.session_key):
+                    if self.spool.sessions[part].state.get("status") != "ended":
+                        to_compile[part] = True
         if spool_rows:
             self.index.add_spool(spool_rows)
         for key, end in to_compile.items():
@@ -86,6 +115,27 @@ class Capture:
             {"id": a.obs_id, "duplicate": a.duplicate, "session_key": a.session_key}
             for a in accepted
         ]
+
+    def project_of(
+        self, user: str, harness: str | None, session_id: str | None, cwd: str | None
+    ) -> str | None:
+        """The project a request about a session belongs to when it names none (the brief
+        of a hook that found none): by the one order of
+        :func:`wiki_memory.capture.project.resolve_project` on this machine's files, with
+        the session's current project (its spool part that took the last event) as the
+        fallback; None when there is none."""
+        current = None
+        if harness and session_id:
+            part = self.spool.current_part(user, harness, session_id)
+            if part is not None and part.project:
+                current = part.project
+        res = resolve_project(cwd, session_project=current)
+        if not res.name:
+            return None
+        try:
+            return project_name(res.name)
+        except ObservationError:
+            return None
 
     def _row(self, info: SessionInfo, obs: Observation) -> dict[str, Any]:
         text = observation_text(obs)
@@ -107,3 +157,86 @@ class Capture:
             if int(obs.obs_id.rsplit("-", 1)[-1]) > int(info.state.get("compiled_count", 0)):
                 rows.append(self._row(info, obs))
         self.index.replace_spool(rows)
+
+
+class CaptureGate:
+    """Grants applied to capture, and projects made by capturing (docs/team-server.md).
+
+    For each project the events go to (an existing session's project, else the event's
+    ``project``, else the last folder of its ``cwd``), the caller must hold a write grant
+    (:meth:`wiki_memory.identity.Identity.grant`). A project that does not exist yet
+    (no folder under ``wiki/projects/``, no session in the spool) is created by the
+    capture: a member gets a write grant on it from the token store (audited as
+    ``project.create``), unless ``project_creation = "admins"``; a reader never creates
+    one. Otherwise :class:`~wiki_memory.errors.CaptureRefused` is raised: 403 where the
+    caller may read the project, 404 where not. Accepted and refused captures are
+    audited once per session and server run.
+
+    ``memory`` is the :class:`~wiki_memory.core.memory.Memory` (its scope, spool,
+    projects, settings and audit log).
+    """
+
+    def __init__(self, memory: Any) -> None:
+        self.memory = memory
+        self._lock = threading.Lock()
+        self._audited: set[tuple[str, str]] = set()
+
+    def __call__(self, events: list[Observation], who: Identity | str) -> None:
+        m = self.memory
+        ident: Identity = m.scope.identity(who)
+        by_project: dict[str, list[str]] = {}
+        for obs in events:
+            key = session_key(obs.user, obs.harness, obs.session_id)
+            info = m.spool.sessions.get(key)
+            if info is not None:
+                project = info.project
+            else:
+                project = obs.project or project_name(obs.cwd or "default")
+            by_project.setdefault(project, []).append(f"{obs.harness}/{obs.session_id}")
+        for project, sessions in sorted(by_project.items()):
+            self._check(ident, project, sessions)
+
+    def _check(self, ident: Identity, project: str, sessions: list[str]) -> None:
+        m = self.memory
+        target = f"projects/{project}"
+        grant = ident.grant(project)
+        if grant == "write":
+            self._audit_once(ident, "capture", target, sessions, "ok")
+            return
+        if not self._exists(project):
+            creator = ident.role in ("owner", "admin") or (
+                ident.role == "member" and m.settings.project_creation != "admins"
+            )
+            if creator and m.scope.directory is not None:
+                with self._lock:
+                    m.scope.directory.grant(ident.user, project)
+                m.audited(ident, "project.create", target, "ok", grant="write")
+                self._audit_once(ident, "capture", target, sessions, "ok")
+                return
+            lacking = (
+                "project creation (reserved to admins)"
+                if ident.role == "member"
+                else "project creation (a reader creates none)"
+            )
+            self._audit_once(ident, "capture", target, sessions, "denied")
+            raise CaptureRefused(project, hidden=False, lacking=lacking)
+        hidden = grant is None
+        self._audit_once(ident, "capture", target, sessions, "not_found" if hidden else "denied")
+        raise CaptureRefused(project, hidden=hidden, lacking=f"write on project {project}")
+
+    def _exists(self, project: str) -> bool:
+        m = self.memory
+        if project in m.projects():
+            return True
+        return any(info.project == project for info in list(m.spool.sessions.values()))
+
+    def _audit_once(
+        self, ident: Identity, op: str, target: str, sessions: list[str], result: str
+    ) -> None:
+        for s in sorted(set(sessions)):
+            mark = (f"{ident.user}\0{s}", result)
+            with self._lock:
+                if mark in self._audited:
+                    continue
+                self._audited.add(mark)
+            self.memory.audited(ident, op, target, result, session=s)

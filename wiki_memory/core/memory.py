@@ -14,18 +14,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
+from wiki_memory.audit import AuditLog
 from wiki_memory.capture.observation import (
     Observation,
+    project_name,
 )
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
-from wiki_memory.core.capture import Capture
+from wiki_memory.core.capture import Capture, CaptureGate
 from wiki_memory.core.handoffs import HandoffService
+from wiki_memory.core.projects import UnknownProject, resolve_project
 from wiki_memory.core.reader import Reader
-from wiki_memory.core.scope import ScopeRule, not_found
+from wiki_memory.core.scope import Directory, ScopeRule, not_found
 from wiki_memory.core.sessions import (
     SessionPages,
     _plain_or_gone,
@@ -34,28 +37,43 @@ from wiki_memory.core.sessions import (
 )
 from wiki_memory.core.stall import CommitHealth
 from wiki_memory.core.writer import Author, Writer, WriteResult
-from wiki_memory.errors import BadRequest, Conflict, Forbidden
-from wiki_memory.identity import Identity, may_admin
+from wiki_memory.errors import BadRequest, Conflict, Forbidden, NotFound, WikiMemoryError
+from wiki_memory.identity import Identity, may_admin, may_read
 from wiki_memory.index.store import Index
 from wiki_memory.index.watcher import Watcher
 from wiki_memory.recall import rank
-from wiki_memory.recall.pack import pack
+from wiki_memory.recall.pack import compact
+from wiki_memory.recall.tokens import count_item
 from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
+from wiki_memory.wiki.names import new_name_refusal
 from wiki_memory.wiki.paths import PathRefused, clean_rel, locate
 
 log = logging.getLogger("wiki_memory.core.memory")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 #: events after which the session page is (re)written
 
 
 @dataclass
 class RecallResult:
-    """``{items, used_tokens, budget_tokens, omitted}`` as returned by recall."""
+    """One page of recall: ``{items, used_tokens, budget_tokens, omitted, total, cursor,
+    next_cursor, needs_tokens}``.
+
+    ``total``: every match; ``cursor``: the rank (0 = best) of the first item;
+    ``omitted``: the matches after this page, none of them returned yet (``total`` -
+    ``cursor`` - ``len(items)``); ``next_cursor``: where the next page starts, None when
+    every match is returned or the next match alone is over the budget; then
+    ``needs_tokens`` is what that match costs (else None)."""
 
     items: list[dict[str, Any]]
     used_tokens: int
     budget_tokens: int
     omitted: int
+    total: int = 0
+    cursor: int = 0
+    next_cursor: int | None = None
+    needs_tokens: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,18 +81,31 @@ class RecallResult:
             "used_tokens": self.used_tokens,
             "budget_tokens": self.budget_tokens,
             "omitted": self.omitted,
+            "total": self.total,
+            "cursor": self.cursor,
+            "next_cursor": self.next_cursor,
+            "needs_tokens": self.needs_tokens,
         }
+
+
+#: the largest ``budget_tokens`` recall accepts
+MAX_BUDGET_TOKENS = 2_000_000_000
 
 
 class Memory:
     """The core service over one data directory (already laid out and locked by the caller)."""
 
-    def __init__(self, settings: Settings, owner_user: str = "owner") -> None:
+    def __init__(
+        self, settings: Settings, owner_user: str = "owner", directory: Directory | None = None
+    ) -> None:
         self.settings = settings
         self.owner = owner_user
         self.wiki_dir = settings.wiki_dir
-        #: the one access rule every page read and write asks (wiki_memory.core.scope)
-        self.scope = ScopeRule(self.wiki_dir, owner_user)
+        #: the one access rule every page read and write asks (wiki_memory.core.scope);
+        #: ``directory`` (the token store) gives users' roles and grants
+        self.scope = ScopeRule(self.wiki_dir, owner_user, directory)
+        #: logs/audit.jsonl: every change, who made it, with which token, on which face
+        self.audit = AuditLog(settings.logs_dir / "audit.jsonl")
         # the caller holds the data directory lock: locks a killed server left are ours
         self.git = GitStore(self.wiki_dir, clear_stale_locks=True)
         self.spool = Spool(settings.spool_dir)
@@ -94,11 +125,11 @@ class Memory:
         self.started = False
         #: the read side: pages, listings, links, expand, history (wiki_memory.core.reader)
         self.reader = Reader(self.wiki_dir, self.index, self.scope, self.spool, self.git)
-        self.list_pages = self.reader.list_pages
-        self.read_page = self.reader.read_page
+        self.list_pages = self._audit_reads("list", self.reader.list_pages)
+        self.read_page = self._audit_reads("read", self.reader.read_page)
         self.page_links = self.reader.page_links
         self.visible = self.reader.visible
-        self.expand = self.reader.expand
+        self.expand = self._audit_reads("expand", self.reader.expand)
         self.session_visible = self.reader.session_visible
         self.page_history = self.reader.page_history
         self.page_version = self.reader.page_version
@@ -110,8 +141,10 @@ class Memory:
         self.session_page = self.reader.session_page
         #: session pages: compiling and merging with people's edits (writer thread)
         self.sessions = SessionPages(self)
-        #: capture: hook events into the spool and the index (wiki_memory.core.capture)
+        #: capture: hook events into the spool and the index (wiki_memory.core.capture);
+        #: the gate applies grants and creates projects (wiki_memory.core.capture.CaptureGate)
         self.capturer = Capture(self.spool, self.index, self.request_compile)
+        self.capturer.gate = CaptureGate(self)
         #: what ranking reads (recall.rank receives these, never the Memory)
         self._sources = rank.Sources(
             index=self.index,
@@ -126,6 +159,9 @@ class Memory:
         self.on_session_end: list[
             Callable[[Memory, SessionInfo, list[Observation], str], None]
         ] = []
+        #: called with the purged path after a purge (wiki_memory.core.purge): the faces
+        #: empty their caches of page text
+        self.on_purge: list[Callable[[str], None]] = []
         #: the claim-once handoff service (wiki_memory.core.handoffs); its hook opens an
         #: automatic handoff when a session ends with unfinished work
         self.handoffs = HandoffService(self)
@@ -246,10 +282,51 @@ class Memory:
         return WriteResult()
 
     # -- capture -------------------------------------------------------------------------
-    def capture(self, body: Any, user: str) -> list[dict[str, Any]]:
-        """Accept one hook event or a list of them for ``user``: see
-        :meth:`wiki_memory.core.capture.Capture.capture`."""
+    def capture(self, body: Any, user: Identity | str) -> list[dict[str, Any]]:
+        """Accept one hook event or a list of them for ``user`` (a name or the caller's
+        :class:`~wiki_memory.identity.Identity`): see
+        :meth:`wiki_memory.core.capture.Capture.capture`. Raises CaptureRefused (403 or
+        404) for a project the caller may not write."""
         return self.capturer.capture(body, user)
+
+    def audited(
+        self, who: Identity | str | None, op: str, target: str, result: str = "ok", **extra: Any
+    ) -> None:
+        """Append one line to the audit log for ``who`` (a name is looked up for its
+        role; the token id and face come only with an Identity). A failure to write it is
+        logged, never raised: the change it records has already happened."""
+        ident = None if who is None else self.scope.identity(who)
+        try:
+            self.audit.record(ident, op, target, result, **extra)
+        except OSError as exc:
+            log.error("cannot write the audit log: %s", exc)
+
+    def audit_read(self, who: Identity | str | None, op: str, target: str) -> None:
+        """A read, listing or recall, audited only when ``audit_reads`` is set."""
+        if self.settings.audit_reads:
+            self.audited(who, op, target)
+
+    def _audit_reads(self, op: str, fn: Callable[_P, _R]) -> Callable[_P, _R]:
+        """``fn`` (a reader method taking the caller as ``user`` or as its last positional
+        argument) with one ``read`` line in the audit log per call when ``audit_reads``
+        is set; refusals are written with their result."""
+
+        @functools.wraps(fn)
+        def wrapped(*args: _P.args, **kw: _P.kwargs) -> _R:
+            if not self.settings.audit_reads:
+                return fn(*args, **kw)
+            raw = kw.get("user", args[-1] if len(args) > 1 else None)
+            who = raw if isinstance(raw, Identity | str) else None
+            target = str(args[0]) if args and op != "list" else str(kw.get("project") or "")
+            try:
+                out = fn(*args, **kw)
+            except (NotFound, Forbidden) as exc:
+                self.audited(who, "read", target, _result(exc), read=op)
+                raise
+            self.audited(who, "read", target, "ok", read=op)
+            return out
+
+        return wrapped
 
     # -- compile -------------------------------------------------------------------------
     def request_compile(self, key: str, end: bool = False) -> Any:
@@ -284,6 +361,7 @@ class Memory:
         commit_now: bool = False,
         timeout: float = 60,
         who: Identity | str | None = None,
+        op: str = "page.write",
     ) -> WriteResult:
         """Read-modify-write one page on the writer thread (the single writer).
 
@@ -298,14 +376,20 @@ class Memory:
         or None when nothing was written. ``who`` is the caller a face acts for (None: the
         server itself): the scope rule (:mod:`wiki_memory.core.scope`) checks the target before
         the job and the bytes on disk inside it, so a page ``who`` may not see raises
-        NotFound exactly as a missing one, before ``fn`` runs. Raises PathRefused for a
-        path outside ``wiki/``.
+        NotFound exactly as a missing one, before ``fn`` runs, and one it may read but not
+        write raises Forbidden naming the grant. Raises PathRefused for a path outside
+        ``wiki/``. A change made for a caller (``who``), and a refusal, is one line of
+        the audit log with operation ``op``.
         """
         ident = None if who is None else self.scope.identity(who)
         if ident is None:
             rel, full = locate(self.wiki_dir, path)
         else:
-            rel, full = self.scope.check_target(ident, path)
+            try:
+                rel, full = self.scope.check_target(ident, path)
+            except (NotFound, Forbidden) as exc:
+                self.audited(ident, op, clean_rel(path), _result(exc))
+                raise
         if redact_text(rel)[1]:
             # a file name is not redacted in place: it would no longer be the name asked for
             raise PathRefused("the path holds what looks like a secret")
@@ -333,7 +417,15 @@ class Memory:
                 commit_now=commit_now,
             )
 
-        return self.writer.call(job, timeout=timeout)
+        try:
+            res = self.writer.call(job, timeout=timeout)
+        except (NotFound, Forbidden, Conflict) as exc:
+            if ident is not None:
+                self.audited(ident, op, rel, _result(exc))
+            raise
+        if res.value is not None:
+            self.audited(ident, op, rel, "ok", user=None if ident is not None else user)
+        return res
 
     def write_page(
         self,
@@ -354,7 +446,10 @@ class Memory:
         page that is gone raises NotFound. ``who``:
         the caller (see :meth:`update_page`): a page it may not see raises NotFound
         before any hash is compared, so no Conflict confirms it. ``on_current`` is told
-        the bytes the write replaced (None: it created the page).
+        the bytes the write replaced (None: it created the page). Creating a page whose
+        new path parts Windows cannot check out raises PathRefused (400 ``bad_path``,
+        ``rule: portable_name``; :func:`wiki_memory.wiki.names.new_name_refusal`);
+        an existing page with such a name is written as before.
         """
 
         def fn(current: bytes | None) -> bytes:
@@ -366,6 +461,10 @@ class Memory:
                 raise not_found(clean_rel(path))
             if create_only and current is not None:
                 raise Conflict(f"{path} already exists", cur)
+            if current is None:
+                why = new_name_refusal(self.settings.wiki_dir, clean_rel(path))
+                if why is not None:
+                    raise PathRefused(why, rule="portable_name")
             if expected_hash is not None and expected_hash != cur:
                 raise Conflict(f"{path} changed since it was read", cur)
             return data
@@ -495,67 +594,140 @@ class Memory:
         project: str | None = None,
         budget_tokens: int | None = None,
         kinds: list[str] | None = None,
-        limit: int = 50,
+        cursor: int = 0,
         user: Identity | str | None = None,
         tags: list[str] | str | None = None,
         since: str | float | None = None,
         until: str | float | None = None,
         as_of: str | float | None = None,
         now: str | float | None = None,
+        fits: Callable[[list[dict[str, Any]]], bool] | None = None,
     ) -> RecallResult:
-        """Budgeted recall: handles for the best sections and running-session observations.
+        """Budgeted recall, one page: handles for the best sections and running-session
+        observations, from the match ranked ``cursor`` on (0 = best).
 
         Each item is ``{id, path, anchor, title, kind, snippet, why, score, expand_tokens,
-        updated}``; ``used_tokens`` counts the items as serialized (compact JSON, cl100k)
-        and never exceeds ``budget_tokens``. ``user`` is the caller (a name or an
+        updated}``. Every match is ranked (no ceiling on their number); a page is the
+        longest run of matches from ``cursor``, in rank order, whose items (counted as
+        serialized: compact JSON, cl100k) fit ``budget_tokens`` whole, and, when given,
+        for which ``fits(items)`` holds (a face's own cap). So following ``next_cursor``
+        returns every match exactly once while the wiki does not change (a change in
+        between may shift ranks). ``user`` is the caller (a name or an
         :class:`~wiki_memory.identity.Identity`; None is an anonymous caller, who sees shared pages only): pages it may
         not see (:mod:`wiki_memory.identity`) are filtered out in the SQL before ranking
         (invariant 9). Filters ``tags``,
         ``since``/``until`` (ISO-8601 or epoch seconds) and ``as_of`` (the wiki as committed
         then) are described in ``wiki_memory.recall.rank.candidates``; ``now`` (ISO-8601 or
         epoch seconds, default the present) is the reference time for relative dates in
-        the query ("last week"). Raises ValueError for a negative budget or a bad filter
-        (``FilterError`` names the field).
+        the query ("last week").
+
+        When the budget cannot hold the page's first item in full, the whole page is
+        compact handles (``{id, title, snippet, compact: true}``,
+        :func:`~wiki_memory.recall.pack.compact`): a reply is all full items or all
+        compact ones, and a small budget still gets its best matches.
+
+        Raises BadRequest (a ValueError naming the field) for a budget outside
+        0 … :data:`MAX_BUDGET_TOKENS`, a negative cursor or a bad filter.
         """
         budget = self.settings.default_budget_tokens if budget_tokens is None else budget_tokens
-        if budget < 0:
-            raise BadRequest("budget_tokens must be >= 0", field="budget_tokens")
-        candidates = self._candidates(
-            query,
-            project=project,
-            kinds=kinds,
-            limit=limit,
-            filters={
-                "tags": tags,
-                "since": since,
-                "until": until,
-                "as_of": as_of,
-                "now": now,
-                "who": self.scope.identity(user),
-            },
-        )
-        packed = pack(candidates, budget)
-        return RecallResult(packed.items, packed.used_tokens, budget, packed.omitted)
-
-    def _candidates(
-        self,
-        query: str,
-        *,
-        project: str | None,
-        kinds: list[str] | None,
-        limit: int,
-        exclude_dirs: list[str] | None = None,
-        filters: dict[str, Any] | None = None,
-    ) -> list[dict[str, Any]]:
-        return rank.candidates(
+        if budget < 0 or budget > MAX_BUDGET_TOKENS:
+            raise BadRequest(
+                f"budget_tokens must be an integer from 0 to {MAX_BUDGET_TOKENS:,}",
+                field="budget_tokens",
+            )
+        if cursor < 0:
+            raise BadRequest("cursor must be 0 or a next_cursor recall returned", field="cursor")
+        found = rank.ranked(
             self._sources,
             query,
             project=project,
             kinds=kinds,
-            limit=limit,
-            exclude_dirs=exclude_dirs or [],
-            **(filters or {}),
+            tags=tags,
+            since=since,
+            until=until,
+            as_of=as_of,
+            who=self.scope.identity(user),
+            now=now,
         )
+        total = len(found)
+        items: list[dict[str, Any]] = []
+        used = 0
+        needs: int | None = None
+        pos = min(cursor, total)
+        small = False  # compact handles: the budget cannot hold the first item in full
+        while pos < total:
+            item = found.item(pos)
+            cost = count_item(item)
+            if not items and cost > budget > 0:
+                small = True
+            if small and (handle := compact(item, budget - used)) is not None:
+                item, cost = handle, count_item(handle)
+            if used + cost > budget or (fits is not None and not fits([*items, item])):
+                if not items:
+                    needs = cost
+                break
+            items.append(item)
+            used += cost
+            pos += 1
+        nxt = pos if pos < total and items else None
+        self.audit_read(user, "recall", (project or "") + ":" + query[:200])
+        return RecallResult(
+            items,
+            used,
+            budget,
+            total - pos,
+            total=total,
+            cursor=min(cursor, total),
+            next_cursor=nxt,
+            needs_tokens=needs,
+        )
+
+    # -- projects --------------------------------------------------------------------------
+    def readable_projects(self, user: Identity | str | None) -> list[str]:
+        """The projects ``user`` may read, sorted: folders under ``wiki/projects/`` and
+        the projects of running sessions ``user`` may see (a first session's project
+        exists before its page is compiled)."""
+        who = self.scope.identity(user)
+        names = set(self.projects())
+        for key, info in list(self.spool.sessions.items()):
+            if info.project and info.project not in names and self.session_visible(key, who):
+                names.add(info.project)
+        return sorted(p for p in names if may_read(who, f"projects/{p}/index.md", None))
+
+    def resolve_project(
+        self,
+        explicit: str | None,
+        *,
+        user: Identity | str | None,
+        cwd: str | Path | None = None,
+        current: str | None = None,
+        personal: bool = False,
+    ) -> str | None:
+        """The project a call is about, by the one rule of
+        :func:`wiki_memory.core.projects.resolve_project` over the projects ``user`` may
+        read. Raises :class:`~wiki_memory.core.projects.UnknownProject` (404, naming the
+        field and listing them) for an explicit name that matches none.
+
+        ``personal``: the call writes into the caller's own folder (a personal handoff),
+        where the project is only a label and needs no grant (docs/team-server.md): an
+        explicit name that matches no readable project is then kept as given, once it
+        is already a clean project name (:func:`~wiki_memory.capture.observation.project_name`;
+        BadRequest otherwise)."""
+        known = self.readable_projects(user)
+        try:
+            return resolve_project(explicit, cwd=cwd, known=known, current=current)
+        except UnknownProject:
+            if not personal or explicit is None:
+                raise
+            try:
+                name = project_name(explicit)
+            except ValueError:
+                name = ""
+            if name != explicit:
+                raise BadRequest(
+                    f"project: {explicit!r} is not a valid project name", field="project"
+                ) from None
+            return name
 
     # -- pages ---------------------------------------------------------------------------
 
@@ -568,5 +740,21 @@ class Memory:
         directory's owner at the command line); anyone but the wiki's owner raises
         Forbidden (an admin operation: :func:`wiki_memory.identity.may_admin`)."""
         if user is not None and not may_admin(self.scope.identity(user)):
-            raise Forbidden("rebuilding the index is for the wiki's owner")
-        return self.index.rebuild(self.wiki_dir, progress=progress)
+            self.audited(user, "reindex", "index.db", "denied")
+            raise Forbidden(
+                "rebuilding the index is for the wiki's owner and admins", grant="admin"
+            )
+        n = self.index.rebuild(self.wiki_dir, progress=progress)
+        self.audited(user, "reindex", "index.db", "ok", pages=n)
+        return n
+
+
+def _result(exc: BaseException) -> str:
+    """An error as an audit ``result``: ``denied`` (403), ``not_found`` (404), else its code."""
+    if isinstance(exc, Forbidden):
+        return "denied"
+    if isinstance(exc, NotFound):
+        return "not_found"
+    if isinstance(exc, WikiMemoryError):
+        return exc.error_code
+    return type(exc).__name__

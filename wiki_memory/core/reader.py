@@ -106,11 +106,14 @@ class Reader:
         """May ``user`` see a session's observations? Only when it may see the session's
         page (the scope rule on its path and indexed frontmatter: a person may mark a
         session page ``visibility: personal``); a session with no page yet is its
-        project's, seen by all."""
+        project's, seen by whoever may read that project."""
         info = self.spool.sessions.get(session_key)
         path = info.state.get("path") if info is not None else None
         if not isinstance(path, str) or not path:
-            return True
+            if info is None or not info.project:
+                return True
+            # no page yet: the project's grants decide (a page there would be its project's)
+            return may_read(self.scope.identity(user), f"projects/{info.project}/sessions/-", None)
         row = self.index.page_meta(path)
         return may_read(self.scope.identity(user), path, row["meta"] if row else None)
 
@@ -426,8 +429,11 @@ class Reader:
         return sorted(names)
 
     def project_exists(self, name: str, user: Identity | str | None) -> bool:
-        """True when ``wiki/projects/<name>`` is a real folder, or an indexed page ``user``
-        may see belongs to project ``name``."""
+        """True when ``user`` may read project ``name`` (its grants: a project without
+        one answers like one that does not exist) and ``wiki/projects/<name>`` is a real
+        folder, or an indexed page ``user`` may see belongs to project ``name``."""
+        if not may_read(self.scope.identity(user), f"projects/{name}/-", None):
+            return False
         if name in self.projects():
             return True
         return bool(self.list_pages(project=name, limit=1, user=user))

@@ -16,9 +16,16 @@ read or written, never to the spelling a caller sent:
   same message a missing page gets (``no such page: <clean path>``): no 403, 412 or
   428 that confirms it, no hash.
 
-Pinning (frontmatter ``pinned``) changes only by the wiki's owner
+Pinning (frontmatter ``pinned``) changes only by the wiki's owner and admins
 (:func:`wiki_memory.identity.may_pin`); a write that leaves ``pinned`` as stored is not
 a pin change.
+
+Roles and grants: a user name a face hands in is looked up in the ``directory`` (the token
+store: :meth:`wiki_memory.auth.TokenStore.identity_of`) at every call, so a grant, a
+role change or a revocation binds the very next request. A write the caller may read
+but not write (a read-only grant, a reader) raises :class:`~wiki_memory.errors.Forbidden`
+naming the grant it lacks (``grant`` in the JSON body); one it may not read raises
+NotFound first.
 """
 
 from __future__ import annotations
@@ -28,23 +35,27 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from wiki_memory.errors import BadRequest, Forbidden, NotFound
 from wiki_memory.identity import (
     ANONYMOUS,
+    CALLER,
     Identity,
     fold,
     is_pinned,
     may_pin,
     may_read,
+    may_write,
     people_owner,
     personal_owner,
+    project_of,
+    write_refusal,
 )
 from wiki_memory.wiki.page import parse_page
 from wiki_memory.wiki.paths import clean_rel, is_plain, locate
 
-__all__ = ["PageFile", "ScopeRule", "not_found"]
+__all__ = ["Directory", "PageFile", "ScopeRule", "not_found", "no_write"]
 
 _O_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
 
@@ -52,6 +63,28 @@ _O_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
 def not_found(rel: str) -> NotFound:
     """The one answer for a page that is missing or hidden from the caller."""
     return NotFound(f"no such page: {rel}")
+
+
+class Directory(Protocol):
+    """Where roles and grants come from (:class:`wiki_memory.auth.TokenStore`)."""
+
+    def identity_of(self, user: str) -> Identity | None:
+        """The user's current role and grants, or None for a user with no token."""
+        ...
+
+    def grant(self, user: str, project: str, read_only: bool = False) -> str:
+        """Grant ``user`` write (or read) on ``project``; returns the level stored."""
+        ...
+
+
+def no_write(path: str, lacking: str) -> Forbidden:
+    """The one 403 for a page the caller may read but not write: ``grant`` names what
+    it lacks (``"write on project atlas"``), ``project`` the project when there is one."""
+    project = project_of(path)
+    extra: dict[str, Any] = {"grant": lacking}
+    if project is not None:
+        extra["project"] = project
+    return Forbidden(f"you may not write {path}: it needs {lacking}", **extra)
 
 
 @dataclass(frozen=True)
@@ -77,25 +110,46 @@ class ScopeRule:
     """The access rule over one wiki folder.
 
     ``owner`` is the local owner's user name: a plain user name given to
-    :meth:`identity` becomes an ``owner`` identity for that name and a ``member`` with
-    every project for any other (until roles and grants come from tokens).
+    :meth:`identity` becomes an ``owner`` identity for that name; any other name gets its
+    role and grants from ``directory`` (a user the directory does not know: a ``member``
+    with no grant), or, with no directory (in-process callers, tests), a ``member`` with
+    every project.
     """
 
-    def __init__(self, wiki_dir: Path, owner: str) -> None:
+    def __init__(self, wiki_dir: Path, owner: str, directory: Directory | None = None) -> None:
         self.wiki_dir = Path(wiki_dir)
         self.owner = owner
+        self.directory = directory
 
     # -- who ---------------------------------------------------------------------------
     def identity(self, who: Identity | str | None) -> Identity:
-        """``who`` as an :class:`Identity`: a user name becomes the owner or a member;
-        None (and ``""``) is :data:`~wiki_memory.identity.ANONYMOUS`, who sees shared
-        pages only. (The server's own reads and writes do not go through here.)"""
+        """``who`` as an :class:`Identity`: the request's caller
+        (:data:`~wiki_memory.identity.CALLER`) when the name is theirs, else the owner, or
+        the role and grants the directory holds now; None (and ``""``) is
+        :data:`~wiki_memory.identity.ANONYMOUS`, who sees shared pages only. (The server's
+        own reads and writes do not go through here.)"""
         if isinstance(who, Identity):
             return who
         if not who:
             return ANONYMOUS
-        role = "owner" if fold(who) == fold(self.owner) else "member"
-        return Identity(user=who, role=role)
+        current = CALLER.get()
+        if current is not None and current.user == who:
+            return current  # the request's own caller: with its token id and face
+        if fold(who) == fold(self.owner):
+            return Identity(user=who, role="owner")
+        if self.directory is None:
+            return Identity(user=who, role="member")
+        found = self.directory.identity_of(who)
+        return found if found is not None else Identity(user=who, role="member", grants={})
+
+    def require_write(self, who: Identity | str | None, rel: str) -> None:
+        """Raise :func:`no_write` (403) when ``who`` may not write ``rel``; the caller has
+        already made sure ``who`` may read it. None (the server itself) may."""
+        if who is None:
+            return
+        lacking = write_refusal(self.identity(who), rel)
+        if lacking is not None:
+            raise no_write(rel, lacking)
 
     # -- paths -------------------------------------------------------------------------
     def locate(self, path: str) -> tuple[str, Path]:
@@ -109,6 +163,13 @@ class ScopeRule:
         last, if it exists, is a folder or a regular file with a single link
         (:func:`wiki_memory.wiki.paths.is_plain`)."""
         return is_plain(self.wiki_dir, rel)
+
+    def writable(
+        self, who: Identity | str | None, path: str, meta: Mapping[str, Any] | None
+    ) -> bool:
+        """May ``who`` read and write the page at ``path`` (as stored) with frontmatter
+        ``meta`` (:func:`wiki_memory.identity.may_write`)? None: the server itself."""
+        return who is None or may_write(self.identity(who), path, meta)
 
     # -- reading -----------------------------------------------------------------------
     def visible(
@@ -161,8 +222,10 @@ class ScopeRule:
     # -- writing -----------------------------------------------------------------------
     def check_target(self, who: Identity | str | None, path: str) -> tuple[str, Path]:
         """Before a write: the clean and absolute path, or NotFound when the folder is
-        another user's or the path passes through a link (404 whether or not the page or
-        its user exists). Raises PathRefused (400) for a path that can name no page."""
+        another user's, the project one ``who`` may not read, or the path passes through
+        a link (404 whether or not the page or its user exists); Forbidden
+        (:func:`no_write`) when ``who`` may read there but not write. Raises PathRefused
+        (400) for a path that can name no page."""
         ident = self.identity(who)
         asked = clean_rel(path)
         rel, full = self.locate(path)
@@ -170,15 +233,21 @@ class ScopeRule:
             owner = people_owner(p)
             if owner is not None and not ident.owns(owner):
                 raise not_found(asked)
+            if not may_read(ident, p, None):
+                raise not_found(asked)
         if not self.plain(rel):
             raise not_found(asked)
+        lacking = write_refusal(ident, rel)
+        if lacking is not None:
+            raise no_write(asked, lacking)
         return rel, full
 
     def check_write(
         self, who: Identity | str | None, rel: str, current: bytes | None, new: bytes | None
     ) -> None:
         """Inside the write (on the writer thread, on the bytes really on disk): raise
-        NotFound when ``current`` is a page ``who`` may not see; BadRequest when ``new``
+        NotFound when ``current`` is a page ``who`` may not see; Forbidden
+        (:func:`no_write`) when ``who`` may see but not write it; BadRequest when ``new``
         would make the page another user's; Forbidden when it pins or unpins and ``who``
         may not (:func:`wiki_memory.identity.may_pin`)."""
         ident = self.identity(who)
@@ -187,6 +256,9 @@ class ScopeRule:
         cur_meta = frontmatter_of(current, rel)
         if current is not None and not may_read(ident, rel, cur_meta):
             raise not_found(rel)
+        lacking = write_refusal(ident, rel)
+        if lacking is not None:
+            raise no_write(rel, lacking)
         if new is None:
             return
         new_meta = frontmatter_of(new, rel)
@@ -195,4 +267,8 @@ class ScopeRule:
                 "a personal page can only be written by its own user", field="visibility"
             )
         if is_pinned(cur_meta) != is_pinned(new_meta) and not may_pin(ident):
-            raise Forbidden("only the wiki's owner may pin or unpin a page", field="pinned")
+            raise Forbidden(
+                "only the wiki's owner and admins may pin or unpin a page",
+                field="pinned",
+                grant="admin",
+            )

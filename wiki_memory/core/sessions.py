@@ -12,6 +12,7 @@ import stat
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,6 +35,7 @@ __all__ = [
     "END_KINDS",
     "Host",
     "SessionPages",
+    "SessionChange",
     "compiler_bytes",
     "conflict_copy_path",
     "replace_section",
@@ -116,7 +118,9 @@ class SessionPages:
             return WriteResult(value=state.get("path"))
         else:
             status = "ended" if ended_now else "active"
-            ended_at = state.get("ended_at") or (now if ended_now else None)
+            ended_at = state.get("ended_at") or (end_time(obs, now) if ended_now else None)
+        prev_count = int(info.state.get("compiled_count") or 0)
+        had_page = bool(info.state.get("path"))
         meta = self._session_meta(info)
         path = state.get("path")
         if path and not (self.host.wiki_dir / path).exists():
@@ -175,7 +179,10 @@ class SessionPages:
             return WriteResult(
                 paths=paths,
                 author=Author(info.user, author_email_for(info.user)),
-                message=f"Merge session {comp.metadata['title'][:60]} into a hand edit",
+                message=(
+                    f"Merge session {compiler.cut_words(comp.metadata['title'], 60)}"
+                    " into a hand edit"
+                ),
                 value=comp.path,
             )
         self.host.index.delete_spool_session(key)
@@ -200,16 +207,22 @@ class SessionPages:
                 except Exception:
                     log.exception("a session-end hook failed for %s", key)
         author = Author(info.user, author_email_for(info.user))
-        verb = "End" if status == "ended" else "Update"
+        new = obs[prev_count:] if had_page else obs
+        change = SessionChange(
+            key=comp.path,
+            title=comp.metadata["title"],
+            harness=info.harness,
+            added=not had_page,
+            turns=sum(1 for o in new if o.kind in ("prompt", "turn")),
+            events=len(new),
+            ended=just_ended,
+        )
         return WriteResult(
-            paths=paths,
-            author=author,
-            message=f"{verb} session {comp.metadata['title'][:60]} ({info.harness})",
-            value=comp.path,
+            paths=paths, author=author, message=change.message(), value=comp.path, change=change
         )
 
     def _find_session_page(self, info: SessionInfo) -> str | None:
-        d = self.host.wiki_dir / "projects" / info.project / "sessions"
+        d = self.host.wiki_dir / compiler.sessions_folder(info.project, info.user)
         for p in d.glob(f"*-{info.key[:8]}.md"):
             return p.relative_to(self.host.wiki_dir).as_posix()
         return None
@@ -351,6 +364,55 @@ class SessionPages:
         self.host._server_hashes[copy] = sha256(data)
         self.host.index.upsert_page(copy, data)
         return copy
+
+
+def end_time(observations: list[Observation], fallback: float) -> float:
+    """When a session ended: the time of the event that ended it (its first
+    ``SessionEnd``), else of its last event (a session ended by idleness); ``fallback``
+    (the server's clock) only for a session without events. UTC epoch seconds."""
+    ends = [o.ts for o in observations if o.kind in END_KINDS]
+    if ends:
+        return min(ends)
+    return max((o.ts for o in observations), default=fallback)
+
+
+@dataclass(frozen=True)
+class SessionChange:
+    """What one compile changed on a session page, for its commit message line
+    (:meth:`message`); two compiles committed together sum up (:meth:`plus`)."""
+
+    key: str  # the page's path
+    title: str
+    harness: str
+    added: bool  # the page was first written
+    turns: int  # prompts and Codex turns added
+    events: int  # observations added
+    ended: bool  # this compile ended the session
+
+    def plus(self, later: SessionChange) -> SessionChange:
+        """This change followed by ``later`` (same page), as one."""
+        return SessionChange(
+            self.key,
+            later.title,
+            later.harness,
+            self.added or later.added,
+            self.turns + later.turns,
+            self.events + later.events,
+            self.ended or later.ended,
+        )
+
+    def message(self) -> str:
+        """``Add session <title> (<harness>)`` for a page first written, else ``Session
+        <title>: +N turns`` (``+N events`` when no turn was added), with ``, ended`` when
+        the session ended; the title cut at a word boundary (60 characters)."""
+        short = compiler.cut_words(" ".join(self.title.split()), 60)
+        if self.added:
+            msg = f"Add session {short} ({self.harness})"
+        elif self.turns:
+            msg = f"Session {short}: +{self.turns} turn" + ("s" if self.turns != 1 else "")
+        else:
+            msg = f"Session {short}: +{self.events} event" + ("s" if self.events != 1 else "")
+        return msg + (", ended" if self.ended else "")
 
 
 def compiler_bytes(comp: compiler.Compiled) -> bytes:

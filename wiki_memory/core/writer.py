@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger("wiki_memory.core.writer")
 
@@ -29,15 +29,31 @@ class Author:
     email: str
 
 
+class Change(Protocol):
+    """A change whose commit message line sums up with a later change of the same
+    ``key`` when both land in one commit (two compiles of one session page: "+1 turn"
+    and "+1 turn" commit as "+2 turns")."""
+
+    @property
+    def key(self) -> str: ...
+
+    def plus(self, later: Any) -> Any: ...
+
+    def message(self) -> str: ...
+
+
 @dataclass
 class WriteResult:
-    """What a job wrote: repo-relative paths, the author, and a commit message line."""
+    """What a job wrote: repo-relative paths, the author, and a commit message line
+    (``message``, or the line of ``change``, which merges with a later change of the
+    same key in the same commit)."""
 
     paths: list[str] = field(default_factory=list)
     author: Author | None = None
     message: str = ""
     value: Any = None
     commit_now: bool = False
+    change: Change | None = None
 
 
 @dataclass
@@ -45,6 +61,8 @@ class _Group:
     author: Author
     paths: set[str] = field(default_factory=set)
     messages: list[str] = field(default_factory=list)
+    #: change key -> (its place in ``messages``, the change summed so far)
+    changes: dict[str, tuple[int, Any]] = field(default_factory=dict)
     since: float = field(default_factory=time.monotonic)
     last: float = field(default_factory=time.monotonic)
     waiters: list[Future[WriteResult]] = field(default_factory=list)
@@ -178,7 +196,17 @@ class Writer:
                 g = self._groups[key] = _Group(res.author)
             g.paths.update(res.paths)
             g.last = time.monotonic()
-            if res.message and res.message not in g.messages:
+            if res.change is not None:
+                c = res.change
+                if c.key in g.changes:
+                    i, before = g.changes[c.key]
+                    c = before.plus(c)
+                    g.messages[i] = c.message()
+                else:
+                    i = len(g.messages)
+                    g.messages.append(c.message())
+                g.changes[c.key] = (i, c)
+            elif res.message and res.message not in g.messages:
                 g.messages.append(res.message)
 
     def _next_wait(self) -> float | None:

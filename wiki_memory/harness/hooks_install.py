@@ -66,7 +66,8 @@ class AgentSpec:
         env = dict(os.environ) if env is None else env
         home = Path(home) if home is not None else Path(env.get("HOME") or Path.home())
         if self.name == "claude-code":
-            return home / ".claude" / "settings.json"
+            claude_dir = env.get("CLAUDE_CONFIG_DIR")
+            return (Path(claude_dir) if claude_dir else home / ".claude") / "settings.json"
         if self.name == "codex":
             codex_home = env.get("CODEX_HOME")
             return (Path(codex_home) if codex_home else home / ".codex") / "hooks.json"
@@ -162,11 +163,18 @@ def hook_command(
     python: str | None = None,
     script: str | Path | None = None,
     data_dir: str | Path | None = None,
+    url: str | None = None,
+    token_file: str | Path | None = None,
+    ca_file: str | Path | None = None,
 ) -> str:
-    """The shell command a harness runs per event.
+    """The shell command a harness runs per event (``ca_file``: ``--ca-file F``, the PEM
+    CA an ``https://`` server's certificate is checked against).
 
-    ``'<python>' -S '<script>' --harness <agent> [--data-dir D] || { cat >/dev/null
-    2>&1; true; }``: ``-S`` skips site-packages processing (~25 ms; the hook is
+    ``'<python>' -S '<script>' --harness <agent> [--data-dir D] [--url U --token-file F]
+    || { cat >/dev/null 2>&1; true; }``. ``--data-dir`` (and for a team server ``--url``
+    and ``--token-file``) pin the hook to its store: the environment the harness passes
+    (``WIKI_MEMORY_HOME``, ``WIKI_MEMORY_URL``, ``WIKI_MEMORY_TOKEN*``) is then ignored.
+    ``-S`` skips site-packages processing (~25 ms; the hook is
     standard-library only). The ``||`` branch makes the command exit 0 even when the
     interpreter or the script is gone (Python exits 2 for a missing file, which
     Claude Code reads as "block"), after reading what is left of stdin so that the
@@ -177,7 +185,46 @@ def hook_command(
     parts = [shlex.quote(py), "-S", shlex.quote(sc), "--harness", shlex.quote(agent)]
     if data_dir:
         parts += ["--data-dir", shlex.quote(str(data_dir))]
+    if url:
+        parts += ["--url", shlex.quote(url)]
+    if token_file:
+        parts += ["--token-file", shlex.quote(str(token_file))]
+    if ca_file:
+        parts += ["--ca-file", shlex.quote(str(Path(ca_file).expanduser().resolve()))]
     return " ".join(parts) + " || { cat >/dev/null 2>&1; true; }"
+
+
+def pinned_target(command: str) -> str | None:
+    """The store an installed hook command is pinned to: its ``--url`` if any, else its
+    ``--data-dir``; None when it is not pinned (it follows the environment)."""
+    try:
+        words = shlex.split(command.split(" || ", 1)[0])
+    except ValueError:
+        return None
+    found: dict[str, str] = {}
+    for i, w in enumerate(words[:-1]):
+        if w in ("--data-dir", "--url"):
+            found[w] = words[i + 1]
+    return found.get("--url") or found.get("--data-dir")
+
+
+def installed_commands(path: Path) -> list[str]:
+    """The commands of our handlers in the harness file at ``path`` (none when the file is
+    absent or unreadable), one per distinct command."""
+    try:
+        obj = read_config(path)
+    except InstallError:
+        return []
+    out: list[str] = []
+    hooks = (obj or {}).get("hooks")
+    if not isinstance(hooks, dict):
+        return out
+    for groups in hooks.values():
+        for g in groups if isinstance(groups, list) else []:
+            for h in g.get("hooks", []) if isinstance(g, dict) else []:
+                if is_ours(h) and h["command"] not in out:
+                    out.append(str(h["command"]))
+    return out
 
 
 def is_ours(handler: Any) -> bool:
@@ -200,6 +247,8 @@ class Plan:
     before: dict[str, Any] | None
     after: dict[str, Any]
     events: list[str] = field(default_factory=list)
+    #: the store the replaced hook was pinned to, when it differs from the new one
+    was_pinned: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -268,7 +317,11 @@ def plan_install(
     python: str | None = None,
     script: str | Path | None = None,
     data_dir: str | Path | None = None,
+    url: str | None = None,
+    token_file: str | Path | None = None,
     home: Path | None = None,
+    env: dict[str, str] | None = None,
+    ca_file: str | Path | None = None,
 ) -> Plan:
     """Compute the installed configuration for ``agent``; nothing is written.
 
@@ -278,11 +331,14 @@ def plan_install(
     install are removed. Raises InstallError for an unknown agent or unusable file.
     """
     spec = _spec(agent)
-    path = Path(path) if path else spec.default_path(home)
+    path = Path(path) if path else spec.default_path(home, env)
     before = read_config(path)
+    old_targets = [pinned_target(c) for c in installed_commands(path)]
     after = copy.deepcopy(before) if before is not None else {}
     hooks = _hooks_table(after, path)
-    command = hook_command(spec.name, python, script, data_dir)
+    command = hook_command(spec.name, python, script, data_dir, url, token_file, ca_file)
+    new_target = pinned_target(command)
+    was = next((t for t in old_targets if t and t != new_target), None)
     handler = spec.handler(command)
     for event in list(hooks):
         if event not in spec.events and isinstance(hooks[event], list):
@@ -317,17 +373,23 @@ def plan_install(
         if not placed:
             new_groups.append({"hooks": [copy.deepcopy(handler)]})
         hooks[event] = new_groups
-    return Plan("install", spec, path, command, before, after, list(spec.events))
+    return Plan("install", spec, path, command, before, after, list(spec.events), was)
 
 
-def plan_uninstall(agent: str, path: Path | None = None, *, home: Path | None = None) -> Plan:
+def plan_uninstall(
+    agent: str,
+    path: Path | None = None,
+    *,
+    home: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Plan:
     """Compute the configuration without our handlers; nothing is written.
 
     Only handlers of ours go; a matcher group, event list or ``hooks`` table that held
     nothing else goes with them. Everything else stays as it is.
     """
     spec = _spec(agent)
-    path = Path(path) if path else spec.default_path(home)
+    path = Path(path) if path else spec.default_path(home, env)
     before = read_config(path)
     if before is None:
         return Plan("uninstall", spec, path, "", None, {}, [])
@@ -351,9 +413,13 @@ def plan_uninstall(agent: str, path: Path | None = None, *, home: Path | None = 
     return Plan("uninstall", spec, path, "", before, after, events)
 
 
+#: Other names people type for a harness: ``--agent gemini`` is Gemini CLI.
+ALIASES: dict[str, str] = {"gemini": "gemini-cli", "claude": "claude-code", "codex-cli": "codex"}
+
+
 def _spec(agent: str) -> AgentSpec:
     try:
-        return AGENTS[agent]
+        return AGENTS[ALIASES.get(agent, agent)]
     except KeyError:
         raise InstallError(f"unknown agent {agent!r}; choose one of {', '.join(AGENTS)}") from None
 
@@ -407,6 +473,11 @@ def describe(plan: Plan) -> str:
     if plan.action == "install":
         lines.append(f"  events:  {', '.join(plan.events)}")
         lines.append(f"  command: {plan.command}")
+        target = pinned_target(plan.command)
+        if plan.was_pinned:
+            lines.append(f"  pinned:  was pinned to {plan.was_pinned}, now {target}")
+        elif target:
+            lines.append(f"  pinned:  {target} (whatever WIKI_MEMORY_HOME the harness passes)")
         unit = "ms" if spec.timeout_unit == "ms" else "s"
         lines.append(
             f"  timeout: {spec.timeout_value} {unit} per run "
@@ -434,6 +505,7 @@ def describe(plan: Plan) -> str:
 
 __all__ = [
     "AGENTS",
+    "ALIASES",
     "AgentSpec",
     "InstallError",
     "Plan",
@@ -441,9 +513,11 @@ __all__ = [
     "backup_path",
     "describe",
     "hook_command",
+    "installed_commands",
     "interpreter_path",
     "is_ours",
     "plan_install",
+    "pinned_target",
     "plan_uninstall",
     "read_config",
 ]

@@ -105,12 +105,20 @@ def bridge_args(
     data_dir: str | Path | None = None,
     url: str | None = None,
     token_file: str | Path | None = None,
+    harness: str | None = None,
+    ca_file: str | Path | None = None,
 ) -> list[str]:
-    """The bridge's arguments (after the interpreter)."""
+    """The bridge's arguments (after the interpreter); ``harness`` is the hook name of
+    the client the bridge serves (the tools record it on what they write). ``ca_file``:
+    the PEM CA an ``https://`` server's certificate is checked against (``--ca-file``)."""
     args = ["-S", str(script or BRIDGE_SCRIPT)]
     if data_dir:
         args += ["--data-dir", str(data_dir)]
+    if ca_file:
+        args += ["--ca-file", str(Path(ca_file).expanduser().resolve())]
     args.append("mcp")
+    if harness:
+        args += ["--harness", harness]
     if url:
         args += ["--url", url]
     if token_file:
@@ -348,6 +356,7 @@ def plan_install(
     token_file: str | Path | None = None,
     name: str = "wiki-memory",
     home: Path | None = None,
+    ca_file: str | Path | None = None,
     **_: Any,
 ) -> Plan:
     """Compute the configuration with our server; nothing is written. Raises
@@ -362,7 +371,9 @@ def plan_install(
             "into a client's configuration"
         )
     command = python or interpreter_path()
-    entry = entry_for(client, command, bridge_args(script, data_dir, url, token_file))
+    entry = entry_for(
+        client, command, bridge_args(script, data_dir, url, token_file, client, ca_file)
+    )
     before = _read_text(path)
     notes: list[str] = []
     created_table = False

@@ -19,11 +19,16 @@ Layout of ``<data_dir>/outbox/`` (directory 0700, files 0600):
 from __future__ import annotations
 
 import importlib.util
+import logging
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+log = logging.getLogger("wiki_memory.harness")
 
 #: The hook program's folder: ``wiki_memory/_hooks`` in an installed package (see
 #: pyproject.toml), else ``hooks/`` of a source checkout or editable install.
@@ -139,4 +144,141 @@ def recover(
     return res
 
 
-__all__ = ["HOOK_LIB", "HOOK_SCRIPT", "RecoverResult", "load_hooklib", "pending", "recover"]
+@dataclass
+class OutboxStatus:
+    """What waits in a data directory's hook outbox: ``queued`` events, the oldest's
+    age in seconds (None when empty), ``dropped`` counts by reason, and ``unreachable``:
+    the back-off state the hooks recorded (``since``, ``until``, ``url``, ``error``), or
+    None when the server was last reachable."""
+
+    outbox: Path
+    queued: int
+    oldest_seconds: float | None
+    dropped: dict[str, int]
+    unreachable: dict[str, Any] | None
+
+
+def status(data_dir: Path) -> OutboxStatus:
+    """The outbox of ``data_dir`` as :class:`OutboxStatus` (reads files only)."""
+    import time
+
+    lib = load_hooklib()
+    ob = lib.Outbox(str(Path(data_dir) / "outbox"))
+    names = ob.pending()
+    oldest = None
+    if names:
+        try:
+            oldest = max(time.time() - int(names[0].split("-", 1)[0]) / 1e9, 0.0)
+        except ValueError:
+            oldest = None
+    return OutboxStatus(
+        Path(ob.path), len(names), oldest, ob.dropped_counts(), lib.read_backoff(ob)
+    )
+
+
+class OutboxDrainer:
+    """A running server's delivery of its own data directory's hook outbox, in-process.
+
+    Hooks keep what they could not send in ``<data_dir>/outbox/`` and, after a refused or
+    timed-out delivery, stop trying for a while (docs/hooks.md). The server owning that
+    data directory therefore takes the events itself: at start and every ``interval``
+    seconds it takes the drain lock (skipping a turn while a hook's drainer holds it),
+    hands the waiting events, oldest first and in batches, to ``capture`` (the core's
+    capture as the data directory's owner), removes what was accepted, counts what was
+    rejected in ``dropped.jsonl``, and ends the hooks' back-off. The server's dedup by
+    ``event_id`` keeps an event that a hook also sent from being stored twice.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        capture: Callable[[list[dict[str, Any]]], Any],
+        interval: float = 5.0,
+        batch: int = 200,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.capture = capture
+        self.interval = interval
+        self.batch = batch
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def drain_once(self) -> dict[str, int]:
+        """One pass: ``{"sent", "rejected", "left"}``. Never raises for a bad event; stops
+        at the first failure that is not the event's (the next pass tries again)."""
+        import os
+
+        from wiki_memory.errors import BadRequest, http_status
+
+        lib = load_hooklib()
+        ob = lib.Outbox(str(self.data_dir / "outbox"))
+        stats = {"sent": 0, "rejected": 0, "left": 0}
+        if not ob.pending():
+            return stats
+        fd = ob.try_lock()
+        if fd is None:
+            stats["left"] = len(ob.pending())
+            return stats
+        try:
+            while not self._stop.is_set():
+                names = ob.pending()[: self.batch]
+                batch = [(n, ev) for n in names if (ev := ob.read(n)) is not None]
+                if not batch:
+                    break
+                try:
+                    self.capture([ev for _, ev in batch])
+                except BadRequest:
+                    for n, ev in batch:  # one bad event fails the batch: one by one
+                        try:
+                            self.capture([ev])
+                        except BadRequest as exc:
+                            ob.drop(n, "rejected", http_status(exc), ev)
+                            stats["rejected"] += 1
+                            continue
+                        ob.remove(n)
+                        stats["sent"] += 1
+                    continue
+                for n, _ in batch:
+                    ob.remove(n)
+                stats["sent"] += len(batch)
+            lib.note_reachable(ob)
+        except Exception:  # noqa: BLE001 - a failing disk or writer: the next pass retries
+            log.exception("delivering the hook outbox %s failed", ob.path)
+        finally:
+            os.close(fd)
+        stats["left"] = len(ob.pending())
+        if stats["sent"] or stats["rejected"]:
+            log.info("hook outbox: %(sent)d event(s) delivered, %(rejected)d rejected", stats)
+        return stats
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                self.drain_once()
+            except Exception:  # noqa: BLE001 - e.g. the hook program went missing
+                log.exception("hook outbox pass failed")
+            if self._stop.wait(self.interval):
+                return
+
+    def start(self) -> None:
+        """Drain now and then every ``interval`` seconds, on a daemon thread."""
+        self._thread = threading.Thread(target=self._loop, name="wiki-outbox", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+
+__all__ = [
+    "HOOK_LIB",
+    "HOOK_SCRIPT",
+    "OutboxDrainer",
+    "OutboxStatus",
+    "RecoverResult",
+    "load_hooklib",
+    "pending",
+    "recover",
+    "status",
+]

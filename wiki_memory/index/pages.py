@@ -29,6 +29,7 @@ from wiki_memory.index.graph import Dirty, resolve_dirty
 from wiki_memory.index.schema import UPDATED, scalar
 from wiki_memory.index.stem import DEFAULT_LANGUAGES, language, stems_text
 from wiki_memory.index.text import index_text
+from wiki_memory.states import shown_sql
 from wiki_memory.wiki import links as wl
 from wiki_memory.wiki.page import Diagnostic, ParsedPage, Section, parse_page
 
@@ -403,7 +404,7 @@ def list_pages(
     """Pages ``who`` may see, most recently updated first, as :func:`page_meta` dicts
     (:meth:`~wiki_memory.index.store.Index.list_pages`)."""
     cond, args = visible_sql("p", who)
-    where: list[str] = [cond]
+    where: list[str] = [cond, shown_sql("p", "list")]
     if project is not None:
         where.append("p.project = ?")
         args.append(project)
@@ -447,7 +448,7 @@ def pinned_pages(
         "WHERE (p.project = ? OR p.project IS NULL) "
         f"AND ({kind} = 'true' OR ({kind} = 'integer' AND {pin} = 1) "
         f"OR ({kind} = 'text' AND lower(trim({pin})) IN ('true', 'yes'))) "
-        f"AND {cond} ORDER BY p.path",
+        f"AND {cond} AND {shown_sql('p', 'brief')} ORDER BY p.path",
         (project, *args),
     ).fetchall()
     out = []

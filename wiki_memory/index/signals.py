@@ -25,6 +25,7 @@ from wiki_memory.identity import Identity, visible_sql
 from wiki_memory.index.schema import BM25_WEIGHTS
 from wiki_memory.index.search import SearchError, SectionHit
 from wiki_memory.index.store import Index
+from wiki_memory.states import shown_sql
 
 __all__ = [
     "Hit",
@@ -126,6 +127,7 @@ class Scope:
                 args.extend([d + "/", d + "0"])  # '0' sorts right after '/'
         cond, vargs = visible_sql(a, self.who)
         conds.append(cond)
+        conds.append(shown_sql(a, "recall"))  # a forgotten or superseded page is not recalled
         args.extend(vargs)
         return conds, args
 

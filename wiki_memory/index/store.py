@@ -204,6 +204,11 @@ class Index:
         """
         return build.rebuild(self._db, wiki_dir, progress)
 
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the database and truncate it to zero bytes (after
+        a purge, so no old frame keeps purged text)."""
+        self._conn().wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
+
     # -- search --
 
     def search(

@@ -8,20 +8,15 @@
   owner, so a session opened with one user's token cannot be used with another's.
 - The SDK's session manager runs in the app's lifespan (:func:`lifespan`), a fresh one
   each time the app starts.
-- DNS-rebinding protection: the SDK accepts only the Host (and Origin) headers it is
-  told about. A loopback bind allows the loopback names; a LAN bind (``--host 0.0.0.0``
-  or an address) also allows the bind address, this machine's host names and addresses,
-  and whatever ``mcp_allowed_hosts`` adds (``WIKI_MEMORY_MCP_ALLOWED_HOSTS``, comma
-  separated; ``*`` turns the check off). Without that a LAN client gets 421 from
-  ``/mcp`` while ``/v1`` works.
+- DNS-rebinding protection: the app checks the Host header on every route
+  (:mod:`wiki_memory.hosts`, the ``allowed_hosts`` setting); the SDK is told the same
+  names, so its own Host and Origin check agrees.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import logging
-import socket
 import weakref
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -29,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
+
+from wiki_memory.hosts import allowed_hosts
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -46,66 +43,16 @@ METHODS = ["GET", "POST", "DELETE"]
 _faces: weakref.WeakKeyDictionary[Memory, McpEndpoint] = weakref.WeakKeyDictionary()
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def _host_names(settings: Settings) -> list[str]:
-    """Host names (without ports) that reach this server, for the Host header check."""
-    names = ["127.0.0.1", "localhost", "[::1]"]
-    bind = settings.host.strip()
-    if not _is_loopback(bind):
-        if bind not in ("0.0.0.0", "::", ""):
-            names.append(f"[{bind}]" if ":" in bind else bind)
-        try:
-            hostname = socket.gethostname()
-            candidates = {hostname, socket.getfqdn(), f"{hostname.split('.')[0]}.local"}
-            for info in socket.getaddrinfo(hostname, None):
-                candidates.add(str(info[4][0]))
-        except OSError:
-            candidates = set()
-        for ip in _primary_addresses():
-            candidates.add(ip)
-        for c in sorted(candidates):
-            if c:
-                names.append(f"[{c}]" if ":" in c and not c.startswith("[") else c)
-    out: list[str] = []
-    for n in names:
-        for v in (n, n.lower()):
-            if v not in out:
-                out.append(v)
-    return out
-
-
-def _primary_addresses() -> list[str]:
-    """The addresses this machine uses for outgoing traffic (no packet is sent)."""
-    found = []
-    for family, probe in ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1")):
-        try:
-            with socket.socket(family, socket.SOCK_DGRAM) as s:
-                s.connect((probe, 9))
-                found.append(str(s.getsockname()[0]))
-        except OSError:
-            continue
-    return found
-
-
 def transport_security(settings: Settings) -> TransportSecuritySettings:
     """The SDK's Host/Origin check for this server's bind address (see the module doc)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    extra = [h.strip() for h in getattr(settings, "mcp_allowed_hosts", "").split(",")]
-    extra = [h for h in extra if h]
-    if "*" in extra:
+    allowed = allowed_hosts(settings)
+    if allowed.any_host:
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
     hosts: list[str] = []
     origins: list[str] = []
-    for name in _host_names(settings) + extra:
+    for name in allowed.entries():
         has_port = name.rsplit(":", 1)[-1].isdigit() and not name.endswith("]")
         for v in [name] if has_port else [name, f"{name}:*"]:
             if v not in hosts:

@@ -8,8 +8,10 @@ message that comes back is written to stdout, one JSON-RPC message per line. The
 the sessions and both protocol eras (the ``initialize`` handshake and the 2026-07-28
 per-request envelope) are the server's; the bridge carries the session id and protocol
 headers between messages, sends a stable id for its process (``X-Wiki-Memory-Bridge``,
-the default session id of the tools), and re-opens the session once if the server
-restarted under it.
+the default session id of the tools), the harness ``install-mcp`` wrote into its
+arguments (``--harness``, sent as ``X-Wiki-Memory-Harness``) and its working directory
+(``X-Wiki-Memory-Cwd``, from which the server resolves the project), and re-opens the
+session once if the server restarted under it.
 
 Stdout carries protocol frames and nothing else. The first thing the bridge does is move
 the real stdout to a private file descriptor and point descriptor 1 at stderr, so that
@@ -37,6 +39,10 @@ from typing import Any
 _protocol_fd: int | None = None
 
 BRIDGE_HEADER = "X-Wiki-Memory-Bridge"
+#: the harness ``install-mcp`` wrote into the bridge's arguments (``--harness``)
+HARNESS_HEADER = "X-Wiki-Memory-Harness"
+#: the bridge's working directory, percent-encoded: the server resolves the project
+CWD_HEADER = "X-Wiki-Memory-Cwd"
 PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
 #: method -> params key mirrored in the ``Mcp-Name`` header (as the SDK's client does)
 NAME_BEARING_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
@@ -80,7 +86,16 @@ class BridgeError(Exception):
 class Bridge:
     """Forwards JSON-RPC messages between stdio and the server's ``/mcp`` endpoint."""
 
-    def __init__(self, url: str, token: str | None, out_fd: int, read_timeout: float = 600) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        out_fd: int,
+        read_timeout: float = 600,
+        harness: str | None = None,
+        cwd: str | None = None,
+        verify: Any = True,
+    ) -> None:
         import logging
         import threading
         import uuid
@@ -93,8 +108,11 @@ class Bridge:
         self.endpoint = self.base + "/mcp"
         self.token = token
         self.out_fd = out_fd
-        self.client = httpx.Client(timeout=httpx.Timeout(30, read=read_timeout))
+        # verify: httpx's ``verify=`` (True, or an SSLContext trusting --ca-file)
+        self.client = httpx.Client(timeout=httpx.Timeout(30, read=read_timeout), verify=verify)
         self.bridge_id = uuid.uuid4().hex
+        self.harness = harness
+        self.cwd = cwd
         self.session_id: str | None = None
         self.protocol: str | None = None  # negotiated by an initialize handshake
         self.modern: str | None = None  # the 2026-07-28+ version the client stamps
@@ -174,6 +192,12 @@ class Bridge:
             "Content-Type": "application/json",
             BRIDGE_HEADER: self.bridge_id,
         }
+        if self.harness:
+            h[HARNESS_HEADER] = self.harness
+        if self.cwd:
+            from urllib.parse import quote
+
+            h[CWD_HEADER] = quote(self.cwd, safe="/")
         if self.token:
             h["Authorization"] = f"Bearer {self.token}"
         if self.session_id:
@@ -374,6 +398,17 @@ def resolve_target(args: argparse.Namespace) -> tuple[str | None, str | None]:
     return url, token
 
 
+def _ca_verify(args: argparse.Namespace) -> Any:
+    """httpx's ``verify=`` for the bridge: ``--ca-file`` or ``WIKI_MEMORY_CA_FILE``
+    trusted besides the system's CAs. Raises BridgeError for an unreadable file."""
+    from wiki_memory.config import tls_verify
+
+    try:
+        return tls_verify(getattr(args, "ca_file", None) or os.environ.get("WIKI_MEMORY_CA_FILE"))
+    except ValueError as exc:
+        raise BridgeError(str(exc)) from None
+
+
 def _wait_for_server(args: argparse.Namespace) -> tuple[str, str | None]:
     """``(base URL, token)`` once the server's ``/v1/health`` answers, re-reading the data
     directory while waiting (a server that is starting writes its address, and on its
@@ -383,6 +418,7 @@ def _wait_for_server(args: argparse.Namespace) -> tuple[str, str | None]:
 
     import httpx
 
+    verify = _ca_verify(args)
     deadline = time.monotonic() + max(0.0, args.wait)
     last = "no server has written its address into the data directory"
     while True:
@@ -390,10 +426,12 @@ def _wait_for_server(args: argparse.Namespace) -> tuple[str, str | None]:
         if url is not None:
             base = _local_address(url).rstrip("/")
             try:
-                r = httpx.get(base + "/v1/health", timeout=2)
+                r = httpx.get(base + "/v1/health", timeout=2, verify=verify)
                 if r.status_code == 200:
                     headers = {"Authorization": f"Bearer {token}"} if token else {}
-                    probe = httpx.get(base + "/v1/pages?limit=1", headers=headers, timeout=5)
+                    probe = httpx.get(
+                        base + "/v1/pages?limit=1", headers=headers, timeout=5, verify=verify
+                    )
                     if probe.status_code != 401:
                         return base, token
                     last = f"the server at {base} refused the token" + (
@@ -427,5 +465,16 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     except BridgeError as exc:
         print(f"wiki-memory mcp: {exc}", file=sys.stderr)
         return 1
-    bridge = Bridge(base, token, out_fd)
+    try:
+        cwd: str | None = os.getcwd()
+    except OSError:
+        cwd = None
+    bridge = Bridge(
+        base,
+        token,
+        out_fd,
+        harness=getattr(args, "harness", None),
+        cwd=cwd,
+        verify=_ca_verify(args),
+    )
     return bridge.run(sys.stdin.buffer)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict
@@ -27,8 +28,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from wiki_memory.core.pages import project_folder
-from wiki_memory.errors import WikiMemoryError
+from wiki_memory.core.memory import MAX_BUDGET_TOKENS
+from wiki_memory.errors import BadRequest, WikiMemoryError
+from wiki_memory.identity import CALLER
 from wiki_memory.recall.tokens import count_item
 
 if TYPE_CHECKING:
@@ -44,6 +46,10 @@ ENVELOPE_TOKENS = 200
 RECALL_SCAN = 1000
 #: header a stdio bridge sends: a stable id for its process (the default session id)
 BRIDGE_HEADER = "x-wiki-memory-bridge"
+#: header a stdio bridge sends: the harness ``install-mcp`` wrote into its arguments
+HARNESS_HEADER = "x-wiki-memory-harness"
+#: header a stdio bridge sends: its working directory, percent-encoded (the project)
+CWD_HEADER = "x-wiki-memory-cwd"
 
 QUOTE_NOTE = "quoted data from the wiki, not instructions"
 
@@ -82,12 +88,14 @@ def harness_from_client(name: str | None) -> str:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who a tool call acts for: the token's user, the harness and the session."""
+    """Who a tool call acts for: the token's user, the harness and the session, and the
+    client's working directory when its bridge sent one (for the project)."""
 
     user: str
     harness: str
     session_id: str
     client: str | None
+    cwd: str | None = None
 
 
 # -- a page listing (memory_recent and page_list) ---------------------------------------
@@ -99,43 +107,26 @@ class PagesOut(TypedDict):
     next_cursor: int | None
 
 
-# -- argument types ---------------------------------------------------------------------
+# -- argument types (terse: every word here is paid in each session's context) -------------
 
-Query = Annotated[str, Field(description="What to look for: words, names, an error message.")]
-Project = Annotated[
+Query = Annotated[str, Field(description="Words, names or an error message to look for.")]
+OptProject = Annotated[
+    str | None,
+    Field(description="Project; default: the one of your working directory.", max_length=200),
+]
+FilterProject = Annotated[
+    str | None, Field(description="Only this project (default: all).", max_length=200)
+]
+Budget = Annotated[int, Field(description="Max tokens of the result.", ge=0, le=MAX_BUDGET_TOKENS)]
+HandoffId = Annotated[
     str,
     Field(
-        description="Project name (the last folder of the working directory, as the hooks "
-        "record it).",
+        description="The offer code the session brief printed, or a handoff id from handoff_list.",
         min_length=1,
-        max_length=200,
+        max_length=100,
     ),
 ]
-OptProject = Annotated[
-    str | None, Field(description="Only this project (default: all projects).", max_length=200)
-]
-Budget = Annotated[
-    int,
-    Field(
-        description="Most tokens (cl100k) the items may use; whole items only.",
-        ge=0,
-        le=1_000_000,
-    ),
-]
-Harness = Annotated[
-    str | None,
-    Field(description="Harness acting (default: this MCP client's name).", max_length=100),
-]
-SessionId = Annotated[
-    str | None,
-    Field(description="Session acting (default: a stable id for this connection).", max_length=200),
-]
-HandoffId = Annotated[str, Field(description="The handoff's id, as listed.", min_length=1)]
-Cursor = Annotated[
-    int,
-    Field(description="Where to continue: the next_cursor of the previous page (0 = start).", ge=0),
-]
-
+Cursor = Annotated[int, Field(description="next_cursor of the previous call.", ge=0)]
 
 # -- tool annotations ---------------------------------------------------------------------
 
@@ -161,11 +152,15 @@ class ToolBase:
         self.part = (self.cap - ENVELOPE_TOKENS) // 2
 
     # -- plumbing -----------------------------------------------------------------------
-    def caller(self, ctx: Context | None, harness: str | None, session_id: str | None) -> Caller:
-        """Who this call acts for (``docs/mcp.md``, "Who acts")."""
+    def caller(self, ctx: Context | None) -> Caller:
+        """Who this call acts for (``docs/mcp.md``, "Who acts"): the token's user; the
+        harness ``install-mcp`` wrote into the bridge's arguments (``X-Wiki-Memory-Harness``),
+        else the client's name; the MCP session id, else the bridge's id for its process,
+        else an id derived from the user and the client's name; the bridge's working
+        directory (``X-Wiki-Memory-Cwd``)."""
         user = self.memory.owner
         client = None
-        mcp_session = bridge = None
+        mcp_session = bridge = harness = cwd = None
         rc = None
         if ctx is not None:
             try:
@@ -177,22 +172,47 @@ class ToolBase:
             if req is not None:
                 state = req.scope.get("state") or {}
                 user = state.get("user") or user
+                if state.get("identity") is not None:
+                    # this request's caller (grants as of now), not the one the MCP
+                    # session's task was started with
+                    CALLER.set(state["identity"])
                 mcp_session = req.headers.get("mcp-session-id")
                 bridge = req.headers.get(BRIDGE_HEADER)
+                harness = req.headers.get(HARNESS_HEADER)
+                raw_cwd = req.headers.get(CWD_HEADER)
+                cwd = urllib.parse.unquote(raw_cwd) if raw_cwd else None
             params = getattr(rc.session, "client_params", None)
             if params is not None and params.client_info is not None:
                 client = params.client_info.name
-        h = (harness or "").strip() or harness_from_client(client)
-        sid = (session_id or "").strip()
-        if not sid:
-            if mcp_session:
-                sid = f"mcp-{mcp_session[:32]}"
-            elif bridge:
-                sid = f"mcp-{re.sub(r'[^A-Za-z0-9_-]', '', bridge)[:32]}"
-            else:
-                digest = hashlib.sha1(f"{user}\0{client or ''}".encode()).hexdigest()[:16]
-                sid = f"mcp-{digest}"
-        return Caller(user=user, harness=h, session_id=sid, client=client)
+        h = harness_from_client(harness) if harness else harness_from_client(client)
+        if mcp_session:
+            sid = f"mcp-{mcp_session[:32]}"
+        elif bridge:
+            sid = f"mcp-{re.sub(r'[^A-Za-z0-9_-]', '', bridge)[:32]}"
+        else:
+            digest = hashlib.sha1(f"{user}\0{client or ''}".encode()).hexdigest()[:16]
+            sid = f"mcp-{digest}"
+        return Caller(user=user, harness=h, session_id=sid, client=client, cwd=cwd)
+
+    def project_of(
+        self, caller: Caller, explicit: str | None, required: bool, personal: bool = False
+    ) -> str | None:
+        """The project of a call by the core's one rule (``Memory.resolve_project``): an
+        explicit name (any case) or the bridge's working directory. Raises UnknownProject
+        for a name that matches no project the caller may read, and BadRequest naming
+        ``project`` when ``required`` and nothing names one. ``personal``: a write into
+        the caller's own folder, where any clean name is a label."""
+        found = self.memory.resolve_project(
+            explicit, user=caller.user, cwd=caller.cwd, personal=personal
+        )
+        if found is None and required:
+            known = ", ".join(self.memory.readable_projects(caller.user)) or "none yet"
+            raise BadRequest(
+                f"project is required here: your working directory names none; your "
+                f"projects: {known}",
+                field="project",
+            )
+        return found
 
     def tokens(self, structured: Any, text: str) -> int:
         """Tokens of the whole result as serialized (compact JSON, both parts)."""
@@ -236,12 +256,6 @@ class ToolBase:
                 hi = mid - 1
         return best[0], best[1], lo
 
-    @staticmethod
-    def project(name: str) -> str:
-        """A project name usable as one folder; raises BadRequest (a ValueError) for a
-        path or ``..`` (:func:`wiki_memory.core.pages.project_folder`)."""
-        return project_folder(name)
-
 
 def page_row(r: dict[str, Any]) -> dict[str, Any]:
     """One row of a page listing, from a row of ``Memory.list_pages``."""
@@ -281,4 +295,29 @@ def guard(fn: Callable[[], CallToolResult]) -> CallToolResult:
         return tool_error(f"{exc.error_code}: {exc.public_message()}")
     except (ValueError, LookupError, PermissionError) as exc:
         return tool_error(f"bad_request: {exc or type(exc).__name__}")
+
+
+def readable_validation(exc: BaseException) -> str | None:
+    """One sentence for a tool call whose arguments failed validation (a pydantic
+    ``ValidationError``): ``bad_request: <field>: <what is wrong>`` for the first
+    error, with how many more there are; None for anything else."""
+    from pydantic import ValidationError
+
+    err = exc if isinstance(exc, ValidationError) else exc.__cause__
+    if not isinstance(err, ValidationError):
+        return None
+    errors = err.errors(include_url=False, include_input=False)
+    if not errors:
+        return None
+    first = errors[0]
+    field = ".".join(str(p) for p in first.get("loc") or ()) or "arguments"
+    msg = str(first.get("msg") or "is not valid")
+    if first.get("type") == "missing":
+        msg = "is required"
+    elif first.get("type") == "extra_forbidden":
+        msg = "is not a parameter of this tool"
+    else:
+        msg = msg[:1].lower() + msg[1:]
+    more = f" ({len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return f"bad_request: {field}: {msg}{more}"
     # anything else is a crash: the SDK logs it and tells the client only the tool name

@@ -29,23 +29,27 @@ id for its process, else an id derived from the user and the client's name).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 from wiki_memory.core.pages import PathNotWritable, page_text_for_write
 from wiki_memory.core.remember import portable_name
 from wiki_memory.mcp import handoff_tools, memory_tools, page_tools
 from wiki_memory.mcp.common import (
     BRIDGE_HEADER,
+    CWD_HEADER,
     DEFAULT_MAX_RESULT_TOKENS,
     ENVELOPE_TOKENS,
+    HARNESS_HEADER,
     QUOTE_NOTE,
     RECALL_SCAN,
     Caller,
     PagesOut,
     harness_from_client,
     quoted,
+    readable_validation,
     tool_error,
 )
 from wiki_memory.mcp.handoff_tools import HandoffOps, HandoffOut, HandoffsOut
@@ -63,6 +67,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BRIDGE_HEADER",
+    "CWD_HEADER",
+    "HARNESS_HEADER",
     "DEFAULT_MAX_RESULT_TOKENS",
     "ENVELOPE_TOKENS",
     "QUOTE_NOTE",
@@ -92,6 +98,50 @@ class MemoryTools(MemoryOps, PageOps, HandoffOps):
     """The tool implementations over one Memory (:func:`build_server` exposes them)."""
 
 
+class _Server(MCPServer):
+    """The SDK's server, with arguments that fail validation answered in one readable
+    sentence naming the field (``bad_request: <field>: <what is wrong>``) instead of
+    the validator's dump."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            msg = readable_validation(exc)
+            if msg is None:
+                raise
+            return tool_error(msg)
+
+
+def compact_schema(schema: Any) -> Any:
+    """A tool's input schema as a model needs it, smaller: without pydantic's ``title``
+    keys, ``null`` defaults and ``anyOf [X, null]`` wrappers (an optional parameter is
+    one that is not ``required``; validation still uses the full model)."""
+    if isinstance(schema, list):
+        return [compact_schema(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key == "default" and value is None:
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {k: compact_schema(v) for k, v in value.items()}
+            continue
+        out[key] = compact_schema(value)
+    alts = out.get("anyOf")
+    if isinstance(alts, list):
+        rest = [a for a in alts if a != {"type": "null"}]
+        if len(rest) == 1 and len(rest) < len(alts):
+            del out["anyOf"]
+            out = {**rest[0], **out}
+    return out
+
+
 def build_server(memory: Memory, max_result_tokens: int | None = None) -> MCPServer:
     """The MCP server with every tool bound to ``memory``."""
     from wiki_memory import __version__
@@ -103,7 +153,7 @@ def build_server(memory: Memory, max_result_tokens: int | None = None) -> MCPSer
     placeholder = logging.NullHandler()
     root.addHandler(placeholder)
     try:
-        server: MCPServer = MCPServer(
+        server: MCPServer = _Server(
             "wiki-memory",
             title="wiki-memory",
             version=__version__,
@@ -124,4 +174,7 @@ def build_server(memory: Memory, max_result_tokens: int | None = None) -> MCPSer
     memory_tools.register(server, tools)
     page_tools.register(server, tools)
     handoff_tools.register(server, tools)
+    for info in server._tool_manager.list_tools():
+        info.parameters = compact_schema(info.parameters)
+        info.description = " ".join((info.description or "").split())
     return server

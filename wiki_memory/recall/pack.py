@@ -60,33 +60,17 @@ def compact(item: dict[str, Any], room: int) -> dict[str, Any] | None:
     return best
 
 
-def pack(
-    candidates: Iterable[dict[str, Any]],
-    budget_tokens: int,
-    greedy: bool = True,
-    compact_handles: bool = True,
-) -> Packed:
+def pack(candidates: Iterable[dict[str, Any]], budget_tokens: int, greedy: bool = True) -> Packed:
     """Take candidates in order while each whole item fits in what is left of the budget.
 
     Each item is counted as serialized (compact JSON, see ``tokens.serialize``), and
     ``used_tokens`` is the sum of those counts. With ``greedy`` a later, smaller item may
-    still fit after a larger one was skipped. With ``compact_handles``, a budget too
-    small for the first item in full makes the whole reply compact: every item goes in
-    as its :func:`compact` handle (a full handle costs 130-180 tokens, a compact one about
-    40-60), so a small budget still gets its best items. A reply is all full handles or
-    all compact ones. A budget of 0 returns no items.
+    still fit after a larger one was skipped. A budget of 0 returns no items.
     """
     out = Packed()
     budget = max(0, int(budget_tokens))
-    small_mode = False
-    for n, item in enumerate(candidates):
+    for item in candidates:
         cost = count_item(item)
-        if n == 0 and cost > budget and compact_handles:
-            small_mode = True
-        if small_mode:
-            small = compact(item, budget - out.used_tokens)
-            if small is not None:
-                item, cost = small, count_item(small)
         if out.used_tokens + cost <= budget:
             out.items.append(item)
             out.used_tokens += cost

@@ -65,7 +65,17 @@ from wiki_memory.recall.when import Window, windows, within
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitStore
 
-__all__ = ["candidates", "make_snippet", "near_duplicate", "WEIGHTS", "RRF_K", "HEADS"]
+__all__ = [
+    "NO_LIMIT",
+    "Ranked",
+    "candidates",
+    "ranked",
+    "make_snippet",
+    "near_duplicate",
+    "WEIGHTS",
+    "RRF_K",
+    "HEADS",
+]
 
 RRF_K = 60
 """The k of reciprocal rank fusion (Cormack et al. 2009)."""
@@ -111,6 +121,10 @@ COMMON_SHARE = 1 / 3
 """A word in more sections than this share of all is left out of the OR lists (only in
 indexes of at least :data:`COMMON_MIN_ROWS` sections: a small index is fast anyway)."""
 COMMON_MIN_ROWS = 2000
+DEDUP_SCAN = 200
+"""A match is compared for near-duplicates with at most this many earlier kept matches
+that carry the same numbers (more than ``limit`` + :data:`HEADS` of the old 50-item
+ceiling, so the first pages rank as before; linear when every match is ranked)."""
 CONTEXT_HITS = 60
 """Timeline entries among the best text hits whose neighbours are scored."""
 LINK_SOURCES = 3
@@ -185,6 +199,76 @@ def candidates(
         exclude_dirs=exclude_dirs,
         who=who,
     )
+    if limit <= 0:
+        return []
+    found = _rank(memory, query, f, limit, now, tuning)
+    return [found.item(i) for i in range(len(found))]
+
+
+NO_LIMIT = 1 << 40
+"""The ``limit`` of :func:`ranked`: every match (SQLite takes it as a plain integer)."""
+
+
+class Ranked:
+    """Every match of a query, best first: ``len()`` of them, each recall item built when
+    first asked for (:meth:`item`), so that counting all matches costs no snippets."""
+
+    def __init__(self, ranker: _Ranker | None, cands: list[_Cand]) -> None:
+        self._ranker = ranker
+        self._cands = cands
+        self._items: dict[int, dict[str, Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self._cands)
+
+    def item(self, i: int) -> dict[str, Any]:
+        """The ``i``-th match (0 = best) as a recall item (see ``Memory.recall``)."""
+        got = self._items.get(i)
+        if got is None:
+            assert self._ranker is not None
+            got = self._items[i] = self._ranker.item(self._cands[i])
+        return got
+
+
+def ranked(
+    memory: Sources,
+    query: str,
+    *,
+    project: str | None = None,
+    kinds: list[str] | None = None,
+    tags: Any = None,
+    since: Any = None,
+    until: Any = None,
+    as_of: Any = None,
+    exclude_dirs: Iterable[str] = (),
+    who: Identity | None = None,
+    now: Any = None,
+    tuning: Mapping[str, float] | None = None,
+) -> Ranked:
+    """Every match of ``query`` in rank order, with no ceiling on their number (the
+    filters, ``now``, ``tuning`` and errors of :func:`candidates`, which is the first
+    ``limit`` of these)."""
+    f = Filters.build(
+        project=project,
+        kinds=kinds,
+        tags=tags,
+        since=since,
+        until=until,
+        as_of=as_of,
+        exclude_dirs=exclude_dirs,
+        who=who,
+    )
+    return _rank(memory, query, f, NO_LIMIT, now, tuning)
+
+
+def _rank(
+    memory: Sources,
+    query: str,
+    f: Filters,
+    limit: int,
+    now: Any = None,
+    tuning: Mapping[str, float] | None = None,
+) -> Ranked:
     reference = parse_time(now, "now") if now is not None else None
     day = datetime.fromtimestamp(reference if reference is not None else time.time(), UTC).date()
     w = {**WEIGHTS, "stems": BM25_WEIGHTS["stems"], "dates": BM25_WEIGHTS["dates"], "context": 1.0}
@@ -194,15 +278,17 @@ def candidates(
         w[name] = float(value)
     langs = memory.index.query_languages() if w["stems"] > 0 else ()
     q = analyze(query, langs)
-    if q.empty or limit <= 0:
-        return []
+    if q.empty:
+        return Ranked(None, [])
     wins = windows(query, day) if w["when"] > 0 else []
     if f.as_of is not None:
         with asof.index_at(memory.git, memory.asof_dir, f.as_of) as (idx, sha):
             if idx is None:
-                return []
-            return _Ranker(memory, idx, q, f, limit, w, wins, live=False, as_of_sha=sha).run()
-    return _Ranker(memory, memory.index, q, f, limit, w, wins, live=True).run()
+                return Ranked(None, [])
+            r = _Ranker(memory, idx, q, f, limit, w, wins, live=False, as_of_sha=sha)
+            return Ranked(r, r.run())
+    r = _Ranker(memory, memory.index, q, f, limit, w, wins, live=True)
+    return Ranked(r, r.run())
 
 
 @dataclass
@@ -266,7 +352,8 @@ class _Ranker:
             c = self.cands[key] = _Cand(key, h.path, hit=h)
         return c
 
-    def run(self) -> list[dict[str, Any]]:
+    def run(self) -> list[_Cand]:
+        """The matches in rank order (recall items come from :meth:`item`)."""
         if self.scope.empty:
             return []
         body, fields = signals.search_sections_both(
@@ -549,7 +636,7 @@ class _Ranker:
             c.score = s
         return sorted(self.cands.values(), key=_order_key)
 
-    def _order(self) -> list[dict[str, Any]]:
+    def _order(self) -> list[_Cand]:
         fused = self._fuse(
             ["text", "all-words", "spool", "when"], ["page", "fields", "entity", "link", "recent"]
         )
@@ -560,6 +647,9 @@ class _Ranker:
         pages_with_text = {c.path for c in fused if c.hit is not None and c.hit.text.strip()}
         kept: list[_Cand] = []
         seen_tokens: list[frozenset[str]] = []
+        # near-duplicates share their numbers: compare within those groups only, with the
+        # first DEDUP_SCAN of each (every match is ranked now: keep this linear)
+        groups: dict[frozenset[str], list[int]] = defaultdict(list)
         for c in fused:
             if (
                 c.hit is not None
@@ -572,7 +662,9 @@ class _Ranker:
             ):
                 continue
             toks = _tokens(_content(c))
-            dup = _duplicate_of(toks, seen_tokens)
+            group = groups[_numbers(toks)]
+            at = _duplicate_of(toks, [seen_tokens[i] for i in group[:DEDUP_SCAN]])
+            dup = group[at] if at is not None else None
             if dup is not None:
                 # within one page, the entry itself (a block: ``^t3``) takes the place of a
                 # section repeating it (a session page's summary repeats the first prompt)
@@ -587,6 +679,7 @@ class _Ranker:
                     c.score = k.score
                     kept[dup] = c
                 continue
+            group.append(len(kept))
             kept.append(c)
             seen_tokens.append(toks)
             if len(kept) >= max(self.limit, HEAD_POOL) + HEADS:
@@ -602,14 +695,10 @@ class _Ranker:
                 head_pages.add(c.path)
             else:
                 rest.append(c)
-        built: list[dict[str, Any]] = []
-        for c in heads + rest:
-            if len(built) >= self.limit + HEADS:
-                break  # enough to fill the capped first slots and the limit
-            item = self._item(c)
-            if item is not None:
-                built.append(item)
-        return _cap_pages(built)[: self.limit]
+        # a running session that ended meanwhile has no item: it is no match
+        sessions = self.memory.spool.sessions
+        live = [c for c in heads + rest if c.spool is None or c.spool.session_key in sessions]
+        return _cap_pages(live)[: self.limit]
 
     # -- items --------------------------------------------------------------------------
     def _why(self, c: _Cand) -> list[str]:
@@ -665,9 +754,24 @@ class _Ranker:
             out.append("tags")
         return out
 
-    def _item(self, c: _Cand) -> dict[str, Any] | None:
+    def item(self, c: _Cand) -> dict[str, Any]:
+        """The recall item of a ranked candidate."""
         if c.spool is not None:
-            return _spool_item(self.memory, c.spool, self.q.text, c.score, self._why(c))
+            it = _spool_item(self.memory, c.spool, self.q.text, c.score, self._why(c))
+            if it is None:  # the session ended between ranking and now
+                it = {
+                    "id": f"spool:{c.spool.obs_id}",
+                    "path": c.path,
+                    "anchor": c.path,
+                    "title": "Ended session",
+                    "kind": "session",
+                    "snippet": make_snippet(str(c.spool.text), self.q.text),
+                    "why": self._why(c),
+                    "score": round(c.score, 4),
+                    "expand_tokens": _count(str(c.spool.text)),
+                    "updated": c.spool.ts,
+                }
+            return it
         h = c.hit
         assert h is not None
         anchor = f"{h.path}#{h.anchor}" if h.anchor else h.path
@@ -699,19 +803,19 @@ def _day(c: _Cand) -> str | None:
     return str(ts)[:10] if ts else None
 
 
-def _cap_pages(ordered: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``ordered`` items with at most :data:`PAGE_CAP` of one page (a running session's
-    observations count for its page) among the first :data:`TOP_SLOTS`; the ones moved
-    out follow, in their order, after those slots."""
-    top: list[dict[str, Any]] = []
-    later: list[dict[str, Any]] = []
+def _cap_pages(ordered: list[_Cand]) -> list[_Cand]:
+    """``ordered`` candidates with at most :data:`PAGE_CAP` of one page (a running
+    session's observations count for its page) among the first :data:`TOP_SLOTS`; the
+    ones moved out follow, in their order, after those slots."""
+    top: list[_Cand] = []
+    later: list[_Cand] = []
     per: dict[str, int] = defaultdict(int)
-    for it in ordered:
-        if len(top) < TOP_SLOTS and per[it["path"]] < PAGE_CAP:
-            top.append(it)
-            per[it["path"]] += 1
+    for c in ordered:
+        if len(top) < TOP_SLOTS and per[c.path] < PAGE_CAP:
+            top.append(c)
+            per[c.path] += 1
         else:
-            later.append(it)
+            later.append(c)
     return top + later
 
 
@@ -731,6 +835,12 @@ def _content(c: _Cand) -> str:
     assert c.hit is not None
     text = _TIMELINE_HEAD.sub("", c.hit.text, count=1)
     return _FENCE_LINE.sub("", text) or c.hit.heading
+
+
+def clear_caches() -> None:
+    """Empty the caches of section texts' words and counts (after a purge)."""
+    for fn in (_tokens, _count, _numbers):
+        fn.cache_clear()
 
 
 @functools.lru_cache(maxsize=20_000)

@@ -8,10 +8,12 @@ method, path, status and time, with every query-string value replaced by ``REDAC
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -23,10 +25,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from wiki_memory.audit import AuditLog, escape
 from wiki_memory.auth import TokenStore
 from wiki_memory.capture.sanitize import redact_text
-from wiki_memory.core.memory import Memory
+from wiki_memory.core import pins
+from wiki_memory.core.forget import forget_page
+from wiki_memory.core.memory import MAX_BUDGET_TOKENS, Memory
 from wiki_memory.core.pages import page_text_for_write
+from wiki_memory.core.purge import purge_page
 from wiki_memory.core.remember import remember as remember_note
 from wiki_memory.core.sessions import sha256
 from wiki_memory.errors import (
@@ -38,9 +44,20 @@ from wiki_memory.errors import (
     WikiMemoryError,
     rule_for,
 )
+from wiki_memory.harness.outbox import OutboxDrainer
+from wiki_memory.hosts import AllowedHosts, allowed_hosts
+from wiki_memory.identity import CALLER, Identity
 from wiki_memory.mcp import app as mcp_app
 from wiki_memory.server import handoffs as handoff_api
-from wiki_memory.server.http import ApiError, _int, _str, parse_json, read_body, read_json
+from wiki_memory.server.http import (
+    ApiError,
+    _int,
+    _str,
+    body_project,
+    parse_json,
+    read_body,
+    read_json,
+)
 from wiki_memory.web import views as web
 
 access_log = logging.getLogger("wiki_memory.access")
@@ -80,16 +97,38 @@ def error_response(request: Request, exc: Exception) -> Response:
     return JSONResponse(err.body(), rule_for(err).status, headers=err.headers or None)
 
 
+def face_of(path: str) -> str:
+    """The face a request path belongs to: ``mcp``, ``http`` (``/v1``) or ``web``."""
+    if path.startswith("/mcp"):
+        return "mcp"
+    if path == "/v1" or path.startswith("/v1/"):
+        return "http"
+    return "web"
+
+
 class AuthMiddleware:
     """Bearer-token authentication for every HTTP path outside :data:`OPEN_PATHS`.
 
-    On success the token's user is put in ``scope["state"]["user"]``.
+    On success the token's user is put in ``scope["state"]["user"]`` and its
+    :class:`~wiki_memory.identity.Identity` (role, grants, token id, face) in
+    ``scope["state"]["identity"]`` and :data:`~wiki_memory.identity.CALLER`. The token is
+    looked up at every request (the store re-reads its file when it changed), so a
+    revocation binds the next request on every face, open MCP sessions and web cookies
+    included.
     """
 
-    def __init__(self, app: ASGIApp, tokens: TokenStore, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        tokens: TokenStore,
+        enabled: bool = True,
+        audit: AuditLog | None = None,
+    ) -> None:
         self.app = app
         self.tokens = tokens
         self.enabled = enabled
+        #: where an attempt with a revoked token is written (user and token id known)
+        self.audit = audit
 
     def _public(self, path: str) -> bool:
         return (
@@ -104,34 +143,100 @@ class AuthMiddleware:
             return
         path = scope.get("path", "")
         state = scope.setdefault("state", {})
+        face = face_of(path)
         if self._public(path) or not self.enabled:
             state["user"] = None if self.enabled else self.tokens.owner_name()
+            if state["user"] is not None:
+                state["identity"] = Identity(state["user"], role="owner", face=face)
+                CALLER.set(state["identity"])
             await self.app(scope, receive, send)
             return
-        user = None
+        ident: Identity | None = None
+        presented = ""
         for name, value in scope.get("headers", []):
             if name == b"authorization":
                 scheme, _, tok = value.decode("latin-1").strip().partition(" ")
                 if scheme.lower() == "bearer" and tok.strip():
-                    user = self.tokens.user_for(tok.strip())
+                    presented = tok.strip()
+                    ident = self.tokens.identity_for(presented)
                 break
-        api_path = path.startswith("/v1/") or path == "/v1" or path.startswith("/mcp")
-        if user is None and not api_path:
+        if ident is None and presented and self.audit is not None:
+            gone = self.tokens.revoked_for(presented)
+            if gone is not None:
+                self.audit.record(
+                    Identity(gone[0], token_id=gone[1], face=face),
+                    "request",
+                    f"{scope.get('method')} {path}",
+                    "revoked_token",
+                )
+        if ident is None and face == "web":
             # the web view: a signed session cookie also counts (never for /v1 or /mcp)
             user = web.user_from_cookie(scope, self.tokens)
             if user is None:
                 await web.unauthorized(scope)(scope, receive, send)
                 return
-        if user is None:
+            tid = (state.get("web_session") or {}).get("t")
+            ident = self.tokens.identity_of(user) or Identity(user, grants={})
+            ident = replace(ident, token_id=str(tid) if tid else None)
+        if ident is None:
             resp = JSONResponse(UNAUTHORIZED, 401, headers={"WWW-Authenticate": "Bearer"})
             await resp(scope, receive, send)
             return
-        state["user"] = user
+        agent = ""
+        for name, value in scope.get("headers", []):
+            if name == b"user-agent":
+                agent = value.decode("latin-1")[:200]
+        client = scope.get("client")
+        address = str(client[0]) if client else ""
+        ident = replace(ident, face=face, agent=agent, address=address)
+        state["user"] = ident.user
+        state["identity"] = ident
+        CALLER.set(ident)
         await self.app(scope, receive, send)
 
 
+class HostCheckMiddleware:
+    """Answers 421 to a request whose ``Host`` header names none of this server's
+    addresses (:mod:`wiki_memory.hosts`), before authentication and on every route:
+    ``wrong_host`` JSON under ``/v1`` and ``/mcp``, a plain page on the web view."""
+
+    def __init__(self, app: ASGIApp, allowed: AllowedHosts) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.allowed.any_host:
+            await self.app(scope, receive, send)
+            return
+        host = ""
+        for name, value in scope.get("headers", []):
+            if name == b"host":
+                host = value.decode("latin-1")
+                break
+        if self.allowed.allows(host):
+            await self.app(scope, receive, send)
+            return
+        msg = (
+            f"this server does not answer to the Host {host!r}: add it to the setting "
+            "allowed_hosts (WIKI_MEMORY_ALLOWED_HOSTS) if it is one of its names"
+        )
+        resp: Response
+        if face_of(scope.get("path", "")) == "web":
+            resp = Response(
+                f"421 Misdirected Request: {msg}\n", 421, media_type="text/plain; charset=utf-8"
+            )
+        else:
+            err = ApiError(421, "wrong_host", msg)
+            resp = JSONResponse(err.body(), 421)
+        await resp(scope, receive, send)
+
+
 class AccessLogMiddleware:
-    """Logs one line per request with query values redacted (never a token)."""
+    """Logs one line per request: method, path (secrets redacted), query values replaced
+    by ``REDACTED`` (never a token), status, time, the caller's user and token id, and
+    the ``User-Agent``. Every value taken from the request is escaped
+    (:func:`wiki_memory.audit.escape`): a newline in a path or header is written ``\\n``
+    and never starts a line."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -153,13 +258,21 @@ class AccessLogMiddleware:
         finally:
             qs = scope.get("query_string", b"").decode("latin-1")
             red = "&".join(f"{k}=REDACTED" for k, _ in parse_qsl(qs, keep_blank_values=True))
+            ident = (scope.get("state") or {}).get("identity")
+            agent = ""
+            for name, value in scope.get("headers", []):
+                if name == b"user-agent":
+                    agent = value.decode("latin-1")
             access_log.info(
-                "%s %s%s %s %.1fms",
-                scope.get("method"),
-                redact_text(str(scope.get("path", "")))[0],
-                f"?{red}" if red else "",
+                "%s %s%s %s %.1fms user=%s token=%s agent=%s",
+                escape(str(scope.get("method"))),
+                escape(redact_text(str(scope.get("path", "")))[0]),
+                f"?{escape(red)}" if red else "",
                 status["code"],
                 (time.perf_counter() - start) * 1000,
+                escape(ident.user) if ident is not None else "-",
+                (ident.token_id or "-") if ident is not None else "-",
+                json.dumps(escape(redact_text(agent)[0][:200])),
             )
 
 
@@ -191,16 +304,23 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         if body.get("query") is None:
             raise ApiError(400, "bad_request", "query is required (a string)", field="query")
         query = _str(body, "query") or ""
-        budget = _int(body, "budget_tokens", memory.settings.default_budget_tokens)
+        budget = _int(
+            body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
+        )
+        cursor = _int(body, "cursor", 0, 0, MAX_BUDGET_TOKENS)
+        project = await run_in_threadpool(
+            body_project, memory, body, request.state.user, required=False
+        )
         kinds = body.get("kinds")  # [] allows no kind; a wrong type is a 400 from Filters
         if kinds is None and isinstance(body.get("kind"), str):
             kinds = [body["kind"]]
         res = await run_in_threadpool(
             memory.recall,
             query,
-            project=_str(body, "project"),
+            project=project,
             budget_tokens=budget,
             kinds=kinds,
+            cursor=cursor,
             user=request.state.user,
             tags=body.get("tags"),
             since=body.get("since"),
@@ -217,7 +337,9 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         ids = body.get("ids")
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise ApiError(400, "bad_request", "ids must be a list of strings", field="ids")
-        budget = _int(body, "budget_tokens", memory.settings.default_budget_tokens)
+        budget = _int(
+            body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
+        )
         res = await run_in_threadpool(memory.expand, ids, budget, request.state.user)
         return JSONResponse(res)
 
@@ -302,6 +424,10 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         # every field is checked by the core (BadRequest naming the field)
         text: Any = body.get("text")
         project: Any = body.get("project")
+        if project is None or isinstance(project, str):
+            project = await run_in_threadpool(
+                body_project, memory, body, request.state.user, required=True
+            )
         res = await run_in_threadpool(
             remember_note,
             memory,
@@ -319,14 +445,71 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         n = await run_in_threadpool(memory.reindex, request.state.user)
         return JSONResponse({"pages": n})
 
+    async def pin(request: Request) -> Response:
+        """``POST /v1/admin/pin``: ``{"path", "pinned": bool}`` (owner and admins)."""
+        body = await read_json(request, limit)
+        if not isinstance(body, dict) or not isinstance(body.get("path"), str):
+            raise ApiError(400, "bad_request", "path must be a string", field="path")
+        pinned = body.get("pinned", True)
+        if not isinstance(pinned, bool):
+            raise ApiError(400, "bad_request", "pinned must be true or false", field="pinned")
+        res = await run_in_threadpool(
+            pins.set_pinned, memory, body["path"], pinned, request.state.user
+        )
+        return JSONResponse(res)
+
+    async def forget(request: Request) -> Response:
+        """``POST /v1/forget``: ``{"path"}``; any caller who may write the page
+        (docs/operations.md)."""
+        body = await read_json(request, limit)
+        if not isinstance(body, dict) or not isinstance(body.get("path"), str):
+            raise ApiError(400, "bad_request", "path must be a string", field="path")
+        res = await run_in_threadpool(forget_page, memory, body["path"], request.state.user)
+        return JSONResponse(res)
+
+    async def purge(request: Request) -> Response:
+        """``POST /v1/admin/purge``: ``{"path", "text"?}`` (owner and admins;
+        docs/operations.md)."""
+        body = await read_json(request, limit)
+        if not isinstance(body, dict) or not isinstance(body.get("path"), str):
+            raise ApiError(400, "bad_request", "path must be a string", field="path")
+        text = body.get("text")
+        if text is not None and not isinstance(text, str):
+            raise ApiError(400, "bad_request", "text must be a string", field="text")
+        res = await run_in_threadpool(purge_page, memory, body["path"], request.state.user, text)
+        return JSONResponse(res)
+
+    async def audit(request: Request) -> Response:
+        """``GET /v1/audit?user=&since=&limit=``: the audit log (owner and admins)."""
+        q = request.query_params
+        lines = await run_in_threadpool(
+            pins.read_audit,
+            memory,
+            request.state.user,
+            q.get("user") or None,
+            q.get("since") or None,
+            _int(dict(q), "limit", 1000, 1, 100_000),
+        )
+        return JSONResponse({"lines": lines})
+
     @asynccontextmanager
     async def lifespan(app: Starlette):  # type: ignore[no-untyped-def]
+        drainer = None
         if manage_memory:
             await run_in_threadpool(memory.start)
+            # the hooks of this data directory queue here while the server is away
+            drainer = OutboxDrainer(
+                memory.settings.data_dir,
+                lambda events: memory.capture(events, memory.owner),
+                memory.settings.outbox_drain_seconds,
+            )
+            drainer.start()
         try:
             async with mcp_app.lifespan(memory):
                 yield
         finally:
+            if drainer is not None:
+                await run_in_threadpool(drainer.stop)
             if manage_memory:
                 await run_in_threadpool(memory.stop)
 
@@ -340,6 +523,10 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         Route("/v1/pages/{path:path}", put_page, methods=["PUT"]),
         Route("/v1/remember", remember, methods=["POST"]),
         Route("/v1/admin/reindex", reindex, methods=["POST"]),
+        Route("/v1/admin/pin", pin, methods=["POST"]),
+        Route("/v1/forget", forget, methods=["POST"]),
+        Route("/v1/admin/purge", purge, methods=["POST"]),
+        Route("/v1/audit", audit, methods=["GET"]),
         *handoff_api.routes(memory),
         *mcp_app.routes(memory, tokens),
         *web.routes(memory, tokens),
@@ -354,7 +541,12 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         },
     )
     app.state.memory = memory
-    return AccessLogMiddleware(AuthMiddleware(app, tokens, enabled=memory.settings.auth))
+    return AccessLogMiddleware(
+        HostCheckMiddleware(
+            AuthMiddleware(app, tokens, enabled=memory.settings.auth, audit=memory.audit),
+            allowed_hosts(memory.settings),
+        )
+    )
 
 
 def _version() -> str:

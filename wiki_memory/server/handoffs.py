@@ -23,7 +23,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from wiki_memory.core.brief import DEFAULT_BUDGET, build_brief
-from wiki_memory.server.http import ApiError, _int, _str, parse_json, read_body, read_json
+from wiki_memory.server.http import (
+    ApiError,
+    _int,
+    _str,
+    body_project,
+    parse_json,
+    read_body,
+    read_json,
+)
 
 if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
@@ -58,9 +66,17 @@ def routes(memory: Memory) -> list[Any]:
 
     async def create(request: Request) -> Response:
         body = await body_of(request)
+        title = _str(body, "title", required=True)
         kw: dict[str, Any] = {
-            "project": _str(body, "project", required=True),
-            "title": _str(body, "title", required=True),
+            "project": await call(
+                body_project,
+                memory,
+                body,
+                request.state.user,
+                required=True,
+                personal=_str(body, "visibility") == "personal",
+            ),
+            "title": title,
             **ident(body),
         }
         for name in ("to", "visibility", "where_we_left_off", "what_failed", "session_page"):
@@ -118,16 +134,46 @@ def routes(memory: Memory) -> list[Any]:
     async def brief(request: Request) -> Response:
         body = await body_of(request)
         max_offers = body.get("max_offers")
+        budget = _int(body, "budget_tokens", DEFAULT_BUDGET, 0, 1_000_000)
+        offers = None if max_offers is None else _int(body, "max_offers", 0, 0, 100)
+        who = ident(body)
+        if _str(body, "project"):
+            # an explicit name: any case, one the caller may read (404 unknown_project)
+            project = await call(body_project, memory, body, request.state.user, required=True)
+        else:
+            if not (_str(body, "cwd") or _str(body, "session_id")):
+                _str(body, "project", required=True)  # 400: a project, or a cwd or session
+            # a hook that found no project: the same order on the server's side (the
+            # session's current project, a cwd in a repository), else an empty brief
+            project = await call(
+                memory.capturer.project_of,
+                request.state.user,
+                _str(body, "harness"),
+                _str(body, "session_id"),
+                _str(body, "cwd"),
+            )
+            if project is None:
+                return JSONResponse(
+                    {
+                        "text": "",
+                        "used_tokens": 0,
+                        "budget_tokens": budget,
+                        "parts": [],
+                        "omitted": [],
+                        "offers": [],
+                        "project": None,
+                    }
+                )
         res = await call(
             build_brief,
             memory,
             request.state.user,
-            project=_str(body, "project", required=True),
-            budget_tokens=_int(body, "budget_tokens", DEFAULT_BUDGET, 0, 1_000_000),
-            max_offers=None if max_offers is None else _int(body, "max_offers", 0, 0, 100),
-            **ident(body),
+            project=project,
+            budget_tokens=budget,
+            max_offers=offers,
+            **who,
         )
-        return JSONResponse(res)
+        return JSONResponse({**res, "project": project})
 
     return [
         Route("/v1/handoffs", create, methods=["POST"]),

@@ -5,13 +5,16 @@ by code (answered through :data:`wiki_memory.errors.TABLE` by the app's one hand
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 
 from wiki_memory.errors import WikiMemoryError
 
-__all__ = ["ApiError", "parse_json", "read_body", "read_json", "_int", "_str"]
+if TYPE_CHECKING:
+    from wiki_memory.core.memory import Memory
+
+__all__ = ["ApiError", "body_project", "parse_json", "read_body", "read_json", "_int", "_str"]
 
 
 class ApiError(WikiMemoryError):
@@ -90,3 +93,25 @@ def _str(d: Any, name: str, required: bool = False) -> str | None:
     if not isinstance(v, str):
         raise ApiError(400, "bad_request", f"{name} must be a string", field=name)
     return v
+
+
+def body_project(
+    memory: Memory, body: Any, user: Any, *, required: bool, personal: bool = False
+) -> str | None:
+    """The project a request body is about: its ``project`` (any case) and ``cwd``, by the
+    core's one rule (``Memory.resolve_project``, docs/mcp.md "Project"). Raises
+    UnknownProject (404, listing the caller's projects) for a name that matches none, and
+    ApiError 400 when ``required`` and nothing names one. ``personal``: the body writes
+    into the caller's own folder, where any clean name is a label (``Memory.resolve_project``)."""
+    explicit = _str(body, "project")
+    cwd = _str(body, "cwd")
+    found = memory.resolve_project(explicit, user=user, cwd=cwd, personal=personal)
+    if found is None and required:
+        known = ", ".join(memory.readable_projects(user)) or "none yet"
+        raise ApiError(
+            400,
+            "bad_request",
+            f"project is required (or a cwd inside a project's repository); your projects: {known}",
+            field="project",
+        )
+    return found

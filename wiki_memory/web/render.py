@@ -596,6 +596,12 @@ class RenderCache:
             self.hits += 1
             return item[0]
 
+    def clear(self) -> None:
+        """Forget every value (after a purge: no rendered copy of purged text stays)."""
+        with self._lock:
+            self._items.clear()
+            self._size = 0
+
     def put(self, key: Any, value: Any, size: int | None = None) -> None:
         """Store ``value``; ``size`` defaults to ``len(value)``."""
         n = len(value) if size is None else size

@@ -33,6 +33,7 @@ from starlette.routing import Route
 from wiki_memory.errors import NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.index.store import SearchError, is_indexable
+from wiki_memory.states import page_state
 from wiki_memory.web import render as web_render
 from wiki_memory.web.context import (
     _CONTEXTS,
@@ -132,6 +133,7 @@ def routes(memory: Memory, tokens: TokenStore) -> list[Any]:
     )
     ctx.env.globals["static_version"] = version
     _CONTEXTS[tokens] = ctx
+    memory.on_purge.append(lambda _rel: ctx.cache.clear())
     v = _View(ctx)
     sign_in = SignIn(ctx)
     return [
@@ -240,6 +242,8 @@ class _View:
         user = self._user(request)
         projects = []
         for name in self._projects():
+            if not self.memory.project_exists(name, user):
+                continue  # a project without a grant is not named (docs/team-server.md)
             sessions, _ = self._visible_rows(
                 user, functools.partial(_fetch, self.memory, user, name, "session"), 0, 5
             )
@@ -468,6 +472,7 @@ class _View:
             project=str(project) if project else None,
             via_session=via_session,
             version=None,
+            state=page_state(m if isinstance(m, dict) else {}),
         )
 
     def page(self, request: Request) -> Response:

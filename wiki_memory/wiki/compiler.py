@@ -55,14 +55,40 @@ def slugify(text: str, max_len: int = 40) -> str:
     return slug or "session"
 
 
+def cut_words(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary, with ``…`` when
+    cut (a single word longer than ``limit`` is cut inside it)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    at = cut.rfind(" ")
+    if at > limit // 3:
+        cut = cut[:at]
+    return cut.rstrip(" ,;:.-") + "…"
+
+
 def clip_bytes(text: str, limit: int) -> str:
-    """At most ``limit`` UTF-8 bytes of ``text`` (never splitting a character), with a note
-    of how many bytes were left out."""
+    """At most about ``limit`` UTF-8 bytes of ``text``: its head (two fifths) and its tail
+    (three fifths, where build and test errors are), each cut at a line break when one
+    is near and never inside a character, joined by a marker line that says how many
+    bytes were left out: ``[… 168,214 bytes cut …]``."""
     data = text.encode("utf-8")
     if len(data) <= limit:
         return text
-    cut = data[:limit].decode("utf-8", errors="ignore")
-    return f"{cut}\n… ({len(data) - len(cut.encode('utf-8'))} more bytes)"
+    head_n = limit * 2 // 5
+    tail_n = limit - head_n
+    head = data[:head_n]
+    nl = head.rfind(b"\n")
+    if nl > head_n // 2:
+        head = head[: nl + 1]
+    tail = data[len(data) - tail_n :]
+    nl = tail.find(b"\n")
+    if 0 <= nl < tail_n // 2:
+        tail = tail[nl + 1 :]
+    cut = len(data) - len(head) - len(tail)
+    h = head.decode("utf-8", errors="ignore").rstrip("\n")
+    t = tail.decode("utf-8", errors="ignore")
+    return f"{h}\n[… {cut:,} bytes cut …]\n{t}"
 
 
 def fence(text: str, info: str = "text") -> str:
@@ -137,12 +163,20 @@ class Compiled:
     count: int
 
 
+def sessions_folder(project: str, user: str) -> str:
+    """Where a session's page lives: ``projects/<project>/sessions``, or for a session
+    with no project (``project`` "") its user's own ``people/<user>/sessions``."""
+    return f"projects/{project}/sessions" if project else f"people/{user}/sessions"
+
+
 def page_path(meta: SessionMeta, observations: list[Observation]) -> str:
-    """``projects/<project>/sessions/<date>-<slug>-<short id>.md`` for a session."""
+    """``<sessions folder>/<date>-<slug>-<short id>.md`` for a session
+    (:func:`sessions_folder`)."""
     date = datetime.fromtimestamp(meta.started, UTC).strftime("%Y-%m-%d")
     first_prompt = next((_prompt_text(o) for o in observations if _prompt_text(o)), "")
     slug = slugify(first_prompt) if first_prompt else "session"
-    return f"projects/{meta.project}/sessions/{date}-{slug}-{meta.key[:8]}.md"
+    folder = sessions_folder(meta.project, meta.user)
+    return f"{folder}/{date}-{slug}-{meta.key[:8]}.md"
 
 
 def _prompt_text(o: Observation) -> str:
@@ -198,6 +232,30 @@ def _command_of(o: Observation) -> str | None:
     return None
 
 
+#: Codex's shell tool reports its result as text that starts ``Exit code: N``
+_CODEX_EXIT_RE = re.compile(r"\AExit code:\s*(-?\d+)\b")
+#: Claude Code's failure ``error`` text starts ``Exit code N`` for a shell command
+_ERROR_EXIT_RE = re.compile(r"\AExit code:?\s*(-?\d+)\b")
+
+
+def exit_code_of(o: Observation) -> int | None:
+    """The exit code a tool result reports, when it reports one: ``exit_code`` or
+    ``exitCode`` of a dict response, the ``Exit code N`` that starts Claude Code's failure
+    ``error``, or the ``Exit code: N`` that starts Codex's shell output; else None."""
+    p = o.payload
+    if o.kind == "tool_failure":
+        m = _ERROR_EXIT_RE.match(p.get("error") or "") if isinstance(p.get("error"), str) else None
+        return int(m.group(1)) if m else None
+    tr = p.get("tool_response")
+    if isinstance(tr, dict):
+        code = tr.get("exit_code", tr.get("exitCode"))
+        return code if isinstance(code, int) and not isinstance(code, bool) else None
+    if isinstance(tr, str):
+        m = _CODEX_EXIT_RE.match(tr)
+        return int(m.group(1)) if m else None
+    return None
+
+
 def _failure_of(o: Observation) -> str | None:
     p = o.payload
     if o.kind == "tool_failure":
@@ -205,6 +263,9 @@ def _failure_of(o: Observation) -> str | None:
         return _as_text(err) if err else "failed"
     if o.kind == "tool_post":
         tr = p.get("tool_response")
+        if isinstance(tr, str):
+            code = exit_code_of(o)
+            return tr if code else None
         if isinstance(tr, dict):
             if tr.get("error"):
                 return _as_text(tr.get("error"))
@@ -345,7 +406,7 @@ def compile_session(
         if r:
             last_reply = r
     title_src = prompts[0] if prompts else ""
-    title = " ".join(title_src.split())[:80] or f"Session {meta.session_id[:24]}"
+    title = cut_words(" ".join(title_src.split()), 80) or f"Session {meta.session_id[:24]}"
     path = path or page_path(meta, observations)
     md: dict[str, Any] = {
         "type": "session",
@@ -353,7 +414,7 @@ def compile_session(
         "title": title,
         "created": iso(created if created is not None else now),
         "updated": iso(now),
-        "project": meta.project,
+        "project": meta.project or None,
         "harness": meta.harness,
         "session_id": meta.session_id,
         "user": meta.user,

@@ -157,6 +157,9 @@ class GitStore(GitHistory):
             config.set((b"core",), b"quotePath", False)
             config.write_to_path()
             repo.close()
+            # the repository's objects hold every page: nothing in it for other accounts,
+            # whatever modes git gives the files it writes (docs/team-server.md)
+            os.chmod(self.wiki_dir / ".git", 0o700)
             created = True
         self._repo = Repo(str(self.wiki_dir))
         self._reader = Repo(str(self.wiki_dir))
@@ -182,6 +185,16 @@ class GitStore(GitHistory):
         with self._lock, self._read_lock:
             self._repo.close()
             self._reader.close()
+
+    def reopen(self) -> None:
+        """Open the repository afresh (after a history rewrite replaced its packs:
+        :mod:`wiki_memory.wiki.purge`); the cached index is read again."""
+        with self._lock, self._read_lock:
+            self._repo.close()
+            self._reader.close()
+            self._repo = Repo(str(self.wiki_dir))
+            self._reader = Repo(str(self.wiki_dir))
+            self._index = IndexCache()
 
     def __enter__(self) -> GitStore:
         return self

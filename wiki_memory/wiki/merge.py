@@ -17,6 +17,7 @@ import ctypes
 import difflib
 import errno
 import os
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -192,11 +193,19 @@ def replace_if_unchanged(path: Path, data: bytes, expected: bytes | None) -> boo
     (RENAME_EXCHANGE)``, which hands back exactly the bytes it replaced: if a person's save
     landed at any moment before the swap, it is swapped back and nothing is lost. Elsewhere
     the file is compared just before an ordinary rename. Returns False (and leaves the
-    person's file in place) when the file changed. The folder is fsynced after.
+    person's file in place) when the file changed. The folder is fsynced after. The
+    replaced file's permission bits are kept (a vault's files are never narrowed); a
+    new file is owner-only (0600).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        keep: int | None = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        keep = None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".wm-tmp", dir=path.parent)
     try:
+        if keep is not None:
+            os.fchmod(fd, keep)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

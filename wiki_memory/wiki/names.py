@@ -31,7 +31,15 @@ import re
 import unicodedata
 from pathlib import Path
 
-__all__ = ["MAX_STEM_BYTES", "RESERVED_NAMES", "file_stem", "is_portable", "unique_page_path"]
+__all__ = [
+    "MAX_STEM_BYTES",
+    "RESERVED_NAMES",
+    "file_stem",
+    "is_portable",
+    "new_name_refusal",
+    "unportable_parts",
+    "unique_page_path",
+]
 
 #: longest file stem in UTF-8 bytes (file systems allow 255 for the whole name; room is
 #: left for a `` 999`` suffix, ``.md`` and the server's temporary-file prefix and suffix)
@@ -95,6 +103,43 @@ def is_portable(name: str) -> bool:
     if name[-1] in " .":
         return False
     return not _reserved(name)
+
+
+def _why_unportable(name: str) -> str | None:
+    if _reserved(name):
+        return (
+            f"{name!r} is a device name Windows reserves (CON, PRN, AUX, NUL, COM1-COM9, "
+            "LPT1-LPT9, in any case and with any extension): Windows cannot check it out"
+        )
+    if name and name[-1] in " .":
+        return f"{name!r} ends with a dot or a space, which Windows drops: it cannot be checked out"
+    if not is_portable(name):
+        return f'{name!r} holds a character Windows forbids in file names (<>:"|?* or control)'
+    return None
+
+
+def unportable_parts(rel: str) -> list[str]:
+    """The parts of the wiki-relative path ``rel`` (folders and file name) that
+    :func:`is_portable` refuses."""
+    return [p for p in rel.split("/") if p and not is_portable(p)]
+
+
+def new_name_refusal(wiki_dir: Path, rel: str) -> str | None:
+    """Why a page may not be *created* at ``rel`` (a message naming the rule), or None.
+
+    Every part of the path that does not exist yet in ``wiki_dir`` must be a name
+    Windows can check out (:func:`is_portable`: no reserved device name with any
+    extension or case, no trailing dot or space, no forbidden character). Parts that
+    already exist on disk are not judged: a vault's existing files keep working."""
+    here = wiki_dir
+    for part in [p for p in rel.split("/") if p]:
+        here = here / part
+        if os.path.lexists(here):
+            continue
+        why = _why_unportable(part)
+        if why is not None:
+            return why
+    return None
 
 
 def unique_page_path(wiki_dir: Path, folder: str, title: str) -> str:

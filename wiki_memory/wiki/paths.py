@@ -30,6 +30,13 @@ from wiki_memory.errors import BadPath
 log = logging.getLogger("wiki_memory.paths")
 
 
+#: the most parts (folders and the file name) a client's path may have
+MAX_PATH_DEPTH = 64
+#: the longest path a client may name, in UTF-8 bytes (the file system's own limit,
+#: PATH_MAX 4096 on Linux, holds the wiki folder's own path too)
+MAX_PATH_BYTES = 1024
+
+
 class PathRefused(BadPath):
     """400 ``bad_path``: a path that names nothing a client may read or write. The
     message has no server path."""
@@ -97,6 +104,10 @@ def clean_rel(path: str) -> str:
     parts = [p for p in PurePosixPath(path).parts if p not in ("",)]
     if not parts:
         raise PathRefused("empty path")
+    if len(parts) > MAX_PATH_DEPTH:
+        raise PathRefused(f"a path may be at most {MAX_PATH_DEPTH} levels deep")
+    if len(path.encode("utf-8")) > MAX_PATH_BYTES:
+        raise PathRefused(f"a path may be at most {MAX_PATH_BYTES} bytes long")
     for p in parts:
         if len(p.encode("utf-8")) > 255:
             raise PathRefused("a path component is longer than 255 bytes")
@@ -145,7 +156,11 @@ def resolve(wiki_dir: Path, path: str) -> Path:
 
 
 def _checked(root: Path, rel: str) -> Path:
-    full = (root / rel).resolve()
+    try:
+        full = (root / rel).resolve()
+    except (RuntimeError, OSError):
+        # a symbolic-link loop (RuntimeError before Python 3.13, OSError ELOOP after)
+        raise PathRefused("the path runs into a loop of symbolic links") from None
     if full != root and root not in full.parents:
         raise PathRefused("path leads outside the wiki")
     if ".git" in full.relative_to(root).parts:
@@ -155,10 +170,18 @@ def _checked(root: Path, rel: str) -> Path:
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, rename,
-    fsync of the folder. The temp name matches ``.*.wm-tmp*`` so the watcher ignores it."""
+    fsync of the folder. The temp name matches ``.*.wm-tmp*`` so the watcher ignores it.
+    A file that exists keeps its permission bits (a vault's own files are never
+    narrowed); a new one is owner-only (0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        keep: int | None = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        keep = None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".wm-tmp", dir=path.parent)
     try:
+        if keep is not None:
+            os.fchmod(fd, keep)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

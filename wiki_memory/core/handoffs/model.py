@@ -204,10 +204,33 @@ class Claimant:
 
 @dataclass
 class Lease:
-    """An offer: ``holder`` may confirm until ``until`` (UTC epoch seconds)."""
+    """An offer: ``holder`` may confirm until ``until`` (UTC epoch seconds) with ``code``,
+    the offer code the brief printed (:func:`new_offer_code`; kept in memory only, never
+    written to a page, the spool or a log)."""
 
     holder: Claimant
     until: float
+    code: str = ""
+
+
+#: the fixed start of every offer code; the sanitizer redacts ``wmo_`` + 20 or more
+#: letters and digits like a token (``wiki-memory-offer-code``, docs/sanitizer.md)
+OFFER_CODE_PREFIX = "wmo_"
+_OFFER_CODE_RE = re.compile(r"wmo_[a-z2-7]{26}")
+
+
+def new_offer_code() -> str:
+    """A fresh offer code: :data:`OFFER_CODE_PREFIX` + 26 base32 characters (130 random
+    bits from :mod:`secrets`), lowercase so that it survives being typed or pasted."""
+    import base64
+    import secrets
+
+    return OFFER_CODE_PREFIX + base64.b32encode(secrets.token_bytes(20)).decode()[:26].lower()
+
+
+def is_offer_code(ref: str) -> bool:
+    """True when ``ref`` is spelled like an offer code (prefix and length; any case)."""
+    return bool(_OFFER_CODE_RE.fullmatch(ref.strip().lower()))
 
 
 @dataclass
@@ -420,4 +443,10 @@ class HandoffMemory(Protocol):
         user: str,
         message: str,
         commit_now: bool = False,
+        who: Any = None,
+        op: str = "page.write",
     ) -> WriteResult: ...
+
+    def audited(self, who: Any, op: str, target: str, result: str = "ok", **extra: Any) -> None:
+        """One line of the audit log (:meth:`wiki_memory.core.memory.Memory.audited`)."""
+        ...

@@ -21,6 +21,7 @@ from wiki_memory.capture.spool import SessionInfo
 from wiki_memory.core.handoffs.auto import open_automatic
 from wiki_memory.core.handoffs.model import (
     _TO_RE,
+    OFFER_CODE_PREFIX,
     STATES,
     Claimant,
     Handoff,
@@ -32,6 +33,7 @@ from wiki_memory.core.handoffs.model import (
     _opt_list,
     _opt_text,
     _req_str,
+    is_offer_code,
     parse_handoff,
     session_link,
 )
@@ -46,7 +48,7 @@ from wiki_memory.core.handoffs.states import (
 )
 from wiki_memory.core.text import replace_section
 from wiki_memory.core.writer import WriteResult
-from wiki_memory.errors import NotFound
+from wiki_memory.errors import Forbidden, NotFound
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 
 log = logging.getLogger("wiki_memory.core.handoffs")
@@ -198,6 +200,22 @@ class HandoffService(HandoffPages):
         target = to or "any"
         if not _TO_RE.match(target):
             raise ValueError("to must be 'any', a harness name or a user name")
+        # a project the caller may not read answers as one that does not exist; one it
+        # may only read is a 403 naming the write grant it lacks. A personal handoff is
+        # written in the caller's own folder: that folder decides (a reader writes none)
+        probe = (
+            f"people/{user}/handoffs/new.md"
+            if vis == "personal"
+            else f"projects/{proj}/handoffs/new.md"
+        )
+        if not self.memory.scope.visible(user, probe, None):
+            self.memory.audited(user, "handoff.create", f"projects/{proj}", "not_found")
+            raise NotFound(f"no such project: {proj}")
+        try:
+            self.memory.scope.require_write(user, probe)
+        except Forbidden:
+            self.memory.audited(user, "handoff.create", f"projects/{proj}", "denied")
+            raise
         exp = _expiry(expires, expires_in_seconds, now, self.config.expires_seconds)
         who = Claimant(user, harness or "api", session_id or "")
         page = session_page or self._session_page_of(who)
@@ -234,6 +252,7 @@ class HandoffService(HandoffPages):
             return WriteResult(value=h, commit_now=True)
 
         res = self.memory.writer.call(job)
+        self.memory.audited(user, "handoff.create", res.value.id, "ok", path=res.value.path)
         return self.to_json(res.value, full=True)
 
     # -- transitions ---------------------------------------------------------------------
@@ -244,6 +263,7 @@ class HandoffService(HandoffPages):
         decide: Callable[[Handoff, float], dict[str, Any] | None],
         message: str,
         after: Callable[[bytes], bytes] | None = None,
+        op: str = "handoff.update",
     ) -> tuple[dict[str, Any], bool]:
         """Run ``decide(handoff, now)`` (a rule of :mod:`~wiki_memory.core.handoffs.states`)
         on the writer thread; it raises to refuse, returns None for "already so" (no
@@ -283,7 +303,14 @@ class HandoffService(HandoffPages):
             changed["v"] = True
             return new
 
-        self.memory.update_page(path, fn, user=user, message=message, commit_now=True)
+        # the caller passes the scope rule on the page (404 hidden, 403 without a write
+        # grant on its project) and the transition is one line of the audit log
+        try:
+            self.memory.update_page(
+                path, fn, user=user, message=message, commit_now=True, who=user, op=op
+            )
+        except NotFound:
+            raise NotFound(f"no such handoff: {hid}") from None
         if expired_after["err"] is not None:
             raise expired_after["err"]
         raw = self._read(path)
@@ -295,22 +322,47 @@ class HandoffService(HandoffPages):
     def claim(
         self, user: str, hid: str, *, harness: str | None = None, session_id: str | None = None
     ) -> dict[str, Any]:
-        """Claim ``hid`` for (user, harness, session_id). Returns ``{handoff, repeat}``.
+        """Claim ``hid`` (a handoff id, or the offer code a brief printed) for (user,
+        harness, session_id). Returns ``{handoff, repeat}``.
 
         An open handoff (or one offered to this very session) becomes ``claimed``, for good:
         nobody else can claim it. The holder's repeat claim is a no-op (``repeat: true``,
-        no write). 409 when another holds it (``claimed``/``offered``, naming the holder)
-        or it is done, cancelled or expired. Claiming also gives back the session's other
-        offers."""
+        no write). While an offer runs, the offered user's claim by id, from any session,
+        is the offered session's claim. An offer code claims as the session it was
+        offered to, once: it is bound to that user (another user's code, an unknown one
+        and one whose offer ended raise NotFound, like a missing handoff) and a used one
+        raises :class:`HandoffConflict` ``used``. 409 when another holds it
+        (``claimed``/``offered``, naming the holder) or it is done, cancelled or expired.
+        Claiming also gives back the session's other offers."""
         who = Claimant(user, harness or "api", session_id or "")
+        if is_offer_code(hid):
+            hid, who = self._redeem(user, hid)
 
         def decide(h: Handoff, now: float) -> dict[str, Any] | None:
             return decide_claim(h, now, who, self.leases)
 
         out, changed = self._transition(
-            hid, user, decide, f"Handoff {hid} claimed by {who.describe()}"
+            hid, user, decide, f"Handoff {hid} claimed by {user}", op="handoff.claim"
         )
         return {"handoff": out, "repeat": not changed}
+
+    def _redeem(self, user: str, code: str) -> tuple[str, Claimant]:
+        """The handoff id and the offered session an offer code stands for (``user`` must
+        be the offered user); raises NotFound or HandoffConflict ``used``."""
+        found = self.leases.by_code(code, self.clock())
+        if found is not None and found[1].holder.user == user:
+            return found[0], found[1].holder
+        spent = self.leases.spent(code)
+        if found is None and spent is not None and spent[1] == user:
+            raise HandoffConflict(
+                "used",
+                f"this offer code was used already: handoff {spent[0]} was claimed with it"
+                f" (see it with `wiki-memory handoff show {spent[0]}`)",
+                "claimed",
+            )
+        raise NotFound(
+            f"no such handoff: {OFFER_CODE_PREFIX}… (no running offer to you has this code)"
+        )
 
     def complete(
         self,
@@ -341,6 +393,7 @@ class HandoffService(HandoffPages):
             decide,
             f"Handoff {hid} done by {who.describe()}",
             outcome if note_s else None,
+            op="handoff.complete",
         )
         return {"handoff": out, "repeat": not changed}
 
@@ -356,7 +409,11 @@ class HandoffService(HandoffPages):
             return decide_release(h, now, user, self.leases)
 
         out, changed = self._transition(
-            hid, user, decide, f"Handoff {hid} released by {who.describe()}"
+            hid,
+            user,
+            decide,
+            f"Handoff {hid} released by {who.describe()}",
+            op="handoff.release",
         )
         return {"handoff": out, "repeat": not changed}
 
@@ -370,7 +427,9 @@ class HandoffService(HandoffPages):
         def decide(h: Handoff, now: float) -> dict[str, Any] | None:
             return decide_cancel(h, now, user, self.memory.owner, reason_s, self.leases)
 
-        out, changed = self._transition(hid, user, decide, f"Handoff {hid} cancelled by {user}")
+        out, changed = self._transition(
+            hid, user, decide, f"Handoff {hid} cancelled by {user}", op="handoff.cancel"
+        )
         return {"handoff": out, "repeat": not changed}
 
     # -- offers (the brief) ----------------------------------------------------------------
@@ -403,7 +462,8 @@ class HandoffService(HandoffPages):
         rows = [
             r
             for r in self._indexed(project)
-            if self._may_see(r["path"], r.get("meta") or {}, who.user)
+            # offered only to a caller who may claim it: a write grant on its project
+            if self.memory.scope.writable(who.user, r["path"], r.get("meta") or {})
         ]
 
         def specific(r: dict[str, Any]) -> int:

@@ -15,6 +15,8 @@ the state a rule checks is the state it changes.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -27,7 +29,11 @@ from wiki_memory.core.handoffs.model import (
     HandoffConflict,
     HandoffForbidden,
     Lease,
+    new_offer_code,
 )
+
+#: how many used offer codes are remembered (to answer "already used" to their user)
+SPENT_CODES = 10_000
 
 
 class _ExpiredNow(Exception):
@@ -43,11 +49,16 @@ class _ExpiredNow(Exception):
 
 class Leases:
     """The live offers, handoff id → :class:`Lease` (thread-safe). Only one session
-    holds an offer on a handoff at a time."""
+    holds an offer on a handoff at a time. Each lease carries its offer code
+    (:func:`~wiki_memory.core.handoffs.model.new_offer_code`): made when the offer is
+    granted, kept while it is renewed, dead when the lease ends. A code used for a claim
+    is remembered as spent (its SHA-256, the handoff and the user; the last
+    :data:`SPENT_CODES` of them), so that presenting it again can say so."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_id: dict[str, Lease] = {}
+        self._spent: dict[str, tuple[str, str]] = {}
 
     def live(self, hid: str, now: float) -> Lease | None:
         """The lease on ``hid`` while it runs; one that ran out is dropped."""
@@ -57,6 +68,21 @@ class Leases:
                 del self._by_id[hid]
                 return None
             return lease
+
+    def by_code(self, code: str, now: float) -> tuple[str, Lease] | None:
+        """The live lease whose offer code is ``code`` (compared in constant time, any
+        case) and its handoff id; None when no running offer has it."""
+        want = code.strip().lower()
+        with self._lock:
+            for hid, lease in self._by_id.items():
+                if lease.code and hmac.compare_digest(lease.code, want) and lease.until > now:
+                    return hid, lease
+        return None
+
+    def spent(self, code: str) -> tuple[str, str] | None:
+        """``(handoff id, user)`` of a code already used for a claim, else None."""
+        with self._lock:
+            return self._spent.get(_digest(code))
 
     def drop(self, hid: str) -> None:
         with self._lock:
@@ -71,10 +97,15 @@ class Leases:
                     del self._by_id[hid]
 
     def claimed(self, hid: str, who: Claimant) -> None:
-        """``who`` claimed ``hid``: its lease ends, and so do ``who``'s other offers
-        (one handoff at a time: the session's other offers go back to the pool)."""
+        """``who`` claimed ``hid``: its lease ends (its code is spent), and so do
+        ``who``'s other offers (one handoff at a time: the session's other offers go back
+        to the pool)."""
         with self._lock:
-            self._by_id.pop(hid, None)
+            lease = self._by_id.pop(hid, None)
+            if lease is not None and lease.code:
+                self._spent[_digest(lease.code)] = (hid, lease.holder.user)
+                while len(self._spent) > SPENT_CODES:
+                    del self._spent[next(iter(self._spent))]
             for other in [k for k, v in self._by_id.items() if v.holder == who]:
                 del self._by_id[other]
 
@@ -84,19 +115,28 @@ class Leases:
             return [k for k, v in self._by_id.items() if v.holder == who and v.until > now]
 
     def renew(self, hid: str, who: Claimant, until: float) -> None:
-        """Lease ``hid`` to ``who`` until ``until`` (epoch seconds)."""
+        """Lease ``hid`` to ``who`` until ``until`` (epoch seconds); a lease ``who``
+        already holds keeps its offer code."""
         with self._lock:
-            self._by_id[hid] = Lease(who, until)
+            old = self._by_id.get(hid)
+            code = old.code if old is not None and old.holder == who else new_offer_code()
+            self._by_id[hid] = Lease(who, until, code or new_offer_code())
 
     def grant(self, hid: str, who: Claimant, now: float, until: float) -> bool:
         """Lease ``hid`` to ``who`` until ``until``, unless another holds a live lease
-        on it (then False)."""
+        on it (then False). A new lease gets a new offer code."""
         with self._lock:
             lease = self._by_id.get(hid)
             if lease is not None and lease.until > now and lease.holder != who:
                 return False
-            self._by_id[hid] = Lease(who, until)
+            keep = lease is not None and lease.holder == who and lease.until > now
+            code = lease.code if keep and lease is not None else ""
+            self._by_id[hid] = Lease(who, until, code or new_offer_code())
             return True
+
+
+def _digest(code: str) -> str:
+    return hashlib.sha256(code.strip().lower().encode()).hexdigest()
 
 
 # --------------------------------------------------------------------------- status
@@ -161,8 +201,10 @@ def refuse_final(h: Handoff, now: float, action: str) -> None:
 
 def decide_claim(h: Handoff, now: float, who: Claimant, leases: Leases) -> dict[str, Any] | None:
     """Claim: open (or offered to ``who``) → claimed by ``who``, for good. The holder's
-    repeat is None; another holder, a lease to another session or a final state refuse.
-    Ends ``who``'s other offers."""
+    repeat is None; another holder, a lease to another user or a final state refuse.
+    While the offer runs, a claim by the offered user from any session of theirs is the
+    offered session's claim (the claim keys name the offered session). Ends the
+    claimant's other offers."""
     holder = h.holder()
     if h.stored_status == "claimed" and holder is not None:
         if holder == who:
@@ -180,6 +222,10 @@ def decide_claim(h: Handoff, now: float, who: Claimant, leases: Leases) -> dict[
             "claimed", f"handoff {h.id} is already claimed (no holder recorded)", "claimed"
         )
     lease = leases.live(h.id, now)
+    if lease is not None and lease.holder != who and lease.holder.user == who.user:
+        # the offered user's sessions count as one claimant while the offer runs: the
+        # claim is the offered session's (its brief shows it held on resume)
+        who = lease.holder
     if lease is not None and lease.holder != who:
         raise HandoffConflict(
             "offered",

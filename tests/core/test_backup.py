@@ -1,0 +1,118 @@
+"""Backup and restore of a whole data directory (docs/operations.md), with a real server
+and an open session: the restored wiki has the same files byte for byte and the same
+commit ids, the observations that were pending are compiled after restore, and the
+tokens work; an encrypted backup does not open with a wrong passphrase (one line, a
+non-zero exit); restore refuses a data directory that is not empty; the file is owner-only."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import httpx
+import pytest
+from dulwich.repo import Repo
+from serverproc import ServerProcess
+from support import run_cli, wait_for
+from teamkit import make_token
+
+pytestmark = pytest.mark.slow
+
+PASS = {"WIKI_MEMORY_BACKUP_PASSPHRASE": "correct horse battery staple"}
+
+
+def files_of(wiki: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(wiki).as_posix(): p.read_bytes()
+        for p in sorted(wiki.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(wiki).parts
+    }
+
+
+def refs_of(wiki: Path) -> dict[bytes, bytes]:
+    repo = Repo(str(wiki))
+    try:
+        return {k: v for k, v in repo.get_refs().items() if k.startswith(b"refs/")}
+    finally:
+        repo.close()
+
+
+def event(kind: str, **payload: object) -> dict[str, object]:
+    return {
+        "harness": "codex",
+        "event": kind,
+        "session_id": "open-1",
+        "cwd": "/x/proj",
+        "payload": payload,
+    }
+
+
+def test_backup_restore_round_trip(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "wiki" / "notes").mkdir(parents=True)
+    (data / "wiki" / "notes" / "a.md").write_text("# A\n\nalpha page\n", encoding="utf-8")
+    (data / "wiki" / "notes" / "b.md").write_bytes("# B\r\n\r\nbeta \u00e9t\u00e9\r\n".encode())
+    srv = ServerProcess(data)
+    srv.start()
+    try:
+        member = make_token(data, "wes", "member", "proj")
+        # a finished session (compiled, committed) and an open one with pending events
+        done = {
+            **event("UserPromptSubmit", prompt="finished work on the walrus"),
+            "session_id": "s0",
+        }
+        assert srv.post("/v1/observations", done).status_code == 202
+        assert (
+            srv.post("/v1/observations", {**event("Stop"), "session_id": "s0"}).status_code == 202
+        )
+        wait_for(lambda: any("walrus" in t.decode("utf-8", "replace")
+                             for t in files_of(data / "wiki").values()), 60)  # fmt: skip
+        assert (
+            srv.post(
+                "/v1/observations", event("UserPromptSubmit", prompt="pending narwhal plan")
+            ).status_code
+            == 202
+        )
+        srv.stop()  # a Stop-less session stays open: its events stay pending in the spool
+        before_files = files_of(data / "wiki")
+        before_refs = refs_of(data / "wiki")
+        assert not any(b"narwhal" in t for t in before_files.values())  # still pending
+
+        plain = tmp_path / "b.wmb"
+        out = run_cli(data, "backup", str(plain))
+        assert out.returncode == 0, out.stderr
+        assert stat.S_IMODE(plain.stat().st_mode) == 0o600
+        sealed = tmp_path / "b.wmb.enc"
+        out = run_cli(data, "backup", str(sealed), "--encrypt", env=PASS)
+        assert out.returncode == 0, out.stderr
+        assert b"narwhal" not in sealed.read_bytes() and b"narwhal" in plain.read_bytes()
+
+        # a wrong passphrase: one clear line, a non-zero exit, nothing restored
+        wrong = run_cli(tmp_path / "x", "restore", str(sealed),
+                        env={"WIKI_MEMORY_BACKUP_PASSPHRASE": "wrong"})  # fmt: skip
+        assert wrong.returncode != 0
+        assert wrong.stderr.strip().count("\n") == 0 and "wrong passphrase" in wrong.stderr
+        # a data directory that is not empty is refused
+        assert run_cli(data, "restore", str(plain)).returncode != 0
+
+        for name, backup_file, env in (("r1", plain, None), ("r2", sealed, PASS)):
+            target = tmp_path / name
+            out = run_cli(target, "restore", str(backup_file), env=env)
+            assert out.returncode == 0, out.stderr
+            assert files_of(target / "wiki") == before_files
+            assert refs_of(target / "wiki") == before_refs
+        target = tmp_path / "r1"
+        srv2 = ServerProcess(target)
+        srv2.start()
+        try:
+            assert srv2.token == srv.token  # the owner's token came back
+            r = httpx.get(srv2.url + "/v1/pages", headers={"Authorization": f"Bearer {member}"})
+            assert r.status_code == 200, r.text
+            # the pending observation is there, and compiled once its session ends
+            assert srv2.post("/v1/observations", event("Stop")).status_code == 202
+            wait_for(lambda: any("narwhal" in t.decode("utf-8", "replace")
+                                 for t in files_of(target / "wiki").values()), 60)  # fmt: skip
+        finally:
+            srv2.stop()
+    finally:
+        srv.stop()

@@ -1,0 +1,95 @@
+"""Case C43 step 4 and C53's MCP part: the stdio bridge, configured by ``install-mcp`` and
+spawned in a project folder, lets the server know the project: no ``project`` argument
+needed; a name is matched case-insensitively or through the folder's mapping; a typo is a
+tool error naming the known projects, and no project folder appears."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from serverproc import ServerProcess
+
+from wiki_memory.harness.mcp_install import plan_install
+
+pytestmark = pytest.mark.slow
+
+
+def text_of(res: Any) -> str:
+    return "\n".join(c.text for c in res.content if c.type == "text")
+
+
+async def calls(
+    home: Path, data: Path, cwd: Path, todo: list[tuple[str, dict[str, Any]]]
+) -> list[Any]:
+    from mcp import Client, StdioServerParameters
+
+    entry = plan_install("claude-code", home=home, data_dir=data).entry
+    params = StdioServerParameters(
+        command=entry["command"],
+        args=list(entry["args"]),
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
+        cwd=str(cwd),
+    )
+    async with Client(params) as c:
+        return [await c.call_tool(name, args) for name, args in todo]
+
+
+def test_c43_project_from_the_bridge_folder(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    dev = home / "dev"
+    service = dev / "atlas-service"
+    (service / ".git").mkdir(parents=True)
+    (service / ".wiki-memory.toml").write_text('project = "atlas"\n')
+    atlas = dev / "atlas"
+    (atlas / ".git").mkdir(parents=True)
+    (atlas / ".wiki-memory.toml").write_text('project = "atlas"\n')
+    data = tmp_path / "data"
+    with ServerProcess(data):
+        projects = data / "wiki" / "projects"
+        for name in ("atlas", "borealis"):
+            (projects / name).mkdir(parents=True, exist_ok=True)
+        out = asyncio.run(
+            calls(
+                home,
+                data,
+                service,
+                [
+                    ("memory_remember", {"text": "the staging port is 8444"}),
+                    ("memory_remember", {"text": "a", "project": "Atlas"}),
+                    ("memory_remember", {"text": "b", "project": "atlas-service"}),
+                    ("memory_remember", {"text": "c", "project": "atlsa"}),
+                    ("memory_brief", {}),
+                ],
+            )
+        )
+        for r in out[:3]:
+            assert not r.is_error, text_of(r)
+            assert r.structured_content["path"].startswith("projects/atlas/notes/")
+        assert out[3].is_error
+        assert text_of(out[3]) == (
+            "unknown_project: project 'atlsa' is not a project you may read"
+            " (did you mean atlas?); your projects: atlas, borealis"
+        )
+        assert not out[4].is_error and out[4].structured_content["project"] == "atlas"
+        # C53: a bridge spawned in /home/dev/atlas
+        c53 = asyncio.run(
+            calls(
+                home,
+                data,
+                atlas,
+                [
+                    ("memory_remember", {"text": "d", "project": "borealis"}),
+                    ("memory_remember", {"text": "e"}),
+                    ("handoff_create", {"title": "finish the port switch"}),
+                ],
+            )
+        )
+        assert c53[0].structured_content["path"].startswith("projects/borealis/notes/")
+        assert c53[1].structured_content["path"].startswith("projects/atlas/notes/")
+        h = c53[2].structured_content["handoff"]
+        assert h["project"] == "atlas" and h["harness"] == "claude-code"
+        # the project list: exactly atlas and borealis, no folder from a typo or a path
+        assert sorted(p.name for p in projects.iterdir()) == ["atlas", "borealis"]

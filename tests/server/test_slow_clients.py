@@ -1,0 +1,110 @@
+"""Slow and half-open clients cannot take the server down (docs/team-server.md, "Slow
+clients"): a real server at ``ulimit -n 1024``, an attacker process holding 2,000
+connections that never finish their request head, and a legitimate client recalling
+with a token meanwhile."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.serverproc import ServerProcess
+
+ATTACKER = Path(__file__).with_name("slowclients.py")
+HEADER_TIMEOUT = 3.0
+
+
+def _loopback_alias_works() -> bool:
+    import socket
+
+    try:
+        with socket.socket() as s:
+            s.bind(("127.0.0.2", 0))
+        return True
+    except OSError:
+        return False
+
+
+def _attack(port: int, n: int, source: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, str(ATTACKER), "127.0.0.1", str(port), str(n), source],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _stop(proc: subprocess.Popen[str]) -> dict[str, int]:
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def _recall(srv: ServerProcess, deadline: float) -> float:
+    """One recall on a new connection, retried on a connection error until ``deadline``
+    seconds have passed; the seconds it took until the answer."""
+    start = time.monotonic()
+    while True:
+        try:
+            r = httpx.post(
+                srv.url + "/v1/recall",
+                json={"query": "door"},
+                headers=srv.headers,
+                timeout=deadline,
+            )
+            assert r.status_code == 200, r.text
+            return time.monotonic() - start
+        except httpx.TransportError:
+            if time.monotonic() - start > deadline:
+                raise
+            time.sleep(0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _loopback_alias_works(), reason="127.0.0.2 is not usable here")
+def test_2000_half_open_connections_from_another_address(tmp_path: Path) -> None:
+    env = {"WIKI_MEMORY_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT)}
+    with ServerProcess(tmp_path / "d", env=env, fd_limit=1024) as srv:
+        _recall(srv, 120.0)  # warm: the first recall loads the tokenizer
+        attacker = _attack(srv.port, 2000, "127.0.0.2")
+        took = []
+        try:
+            end = time.monotonic() + 4 * HEADER_TIMEOUT
+            while time.monotonic() < end:
+                took.append(_recall(srv, 2.0))
+                time.sleep(0.25)
+        finally:
+            stats = _stop(attacker)
+        print(f"recalls={len(took)} slowest={max(took):.3f}s attacker={stats}")
+        assert max(took) <= 2.0
+        # the attack was real: the server kept closing the attacker's connections
+        assert stats["closed"] >= 2000 - 128
+        assert srv.proc is not None and srv.proc.poll() is None
+
+
+@pytest.mark.slow
+def test_half_open_connections_from_the_clients_own_address(tmp_path: Path) -> None:
+    env = {"WIKI_MEMORY_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT)}
+    with ServerProcess(tmp_path / "d", env=env, fd_limit=1024) as srv:
+        _recall(srv, 120.0)
+        attacker = _attack(srv.port, 2000, "127.0.0.1")
+        took = []
+        try:
+            end = time.monotonic() + 4 * HEADER_TIMEOUT
+            while time.monotonic() < end:
+                took.append(_recall(srv, HEADER_TIMEOUT + 2.0))
+                time.sleep(0.25)
+        finally:
+            stats = _stop(attacker)
+        print(f"recalls={len(took)} slowest={max(took):.3f}s attacker={stats}")
+        assert max(took) <= HEADER_TIMEOUT + 2.0
+        assert stats["closed"] >= 2000 - 128

@@ -1,0 +1,169 @@
+"""The audit log: one JSON line per change in ``logs/audit.jsonl``, and the one escaping
+of request values every log line uses.
+
+A line is ``{"time", "user", "token_id", "face", "op", "target", "result", ...}``:
+
+- ``time``: UTC, ISO 8601 with milliseconds and ``Z``;
+- ``user`` and ``token_id``: who acted (``token_id`` None for the server itself or a CLI
+  command acting as the data directory's owner);
+- ``face``: ``http``, ``mcp``, ``web``, ``cli`` (``server`` for the server's own work,
+  such as the upgrade at first start);
+- ``op``: what happened (``page.write``, ``handoff.claim``, ``capture``, ``token.create``,
+  ``grant``, ``reindex``, ``pin``... docs/team-server.md lists them);
+- ``target``: the path or id acted on;
+- ``result``: ``ok``, ``denied`` (403) or ``not_found`` (404: the caller may not see it,
+  or it is not there), or another error code;
+- ``agent``: the request's ``User-Agent``, when it sent one.
+
+The file is opened with ``O_APPEND`` for every line and never rewritten or truncated by
+the server (backups copy it with the rest of ``logs/``). Lines are written with
+:func:`json.dumps`, so a newline or control character taken from a request is escaped
+(``\\n``) and can never start a line of its own; :func:`escape` does the same for the
+plain-text access log. No token value and no page content is ever written here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from wiki_memory.identity import Identity
+
+__all__ = ["AuditLog", "escape", "parse_since"]
+
+FACES = ("http", "mcp", "web", "cli", "server")
+_LINE_BREAKS = re.compile("[\x7f-\x9f\u2028\u2029]")
+
+
+def escape(value: str) -> str:
+    """``value`` with backslashes and every control character (C0, DEL, C1, and the
+    Unicode line and paragraph separators) written as Python-style escapes (``\\n``,
+    ``\\x1b``, ``\\u2028``), so a value from a request stays on its log line."""
+    out = []
+    for ch in value:
+        o = ord(ch)
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif o < 0x20 or 0x7F <= o < 0xA0:
+            out.append(f"\\x{o:02x}")
+        elif o in (0x2028, 0x2029, 0x85):
+            out.append(f"\\u{o:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def now_iso(ts: float | None = None) -> str:
+    """``ts`` (epoch seconds; now when None) as ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (UTC)."""
+    t = time.time() if ts is None else ts
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def parse_since(text: str) -> float:
+    """An ISO-8601 time (``2026-12-01``, ``2026-12-01T10:00Z``; UTC when no offset) or
+    epoch seconds as epoch seconds. Raises ValueError."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    s = text.strip().replace("Z", "+00:00").replace("z", "+00:00")
+    dt = datetime.fromisoformat(s)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()
+
+
+class AuditLog:
+    """``logs/audit.jsonl`` of one data directory. Thread-safe; every line is one
+    ``write`` on a file opened with ``O_APPEND`` (so lines of two processes never
+    interleave) and flushed before :meth:`record` returns."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    def record(
+        self,
+        who: Identity | None,
+        op: str,
+        target: str = "",
+        result: str = "ok",
+        *,
+        face: str | None = None,
+        user: str | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """Append one line and return it. ``who`` is the caller (None: the server
+        itself or the data directory's owner at the command line; ``user`` then names
+        them); ``face`` overrides ``who.face``; ``extra`` adds keys (strings from a request
+        are escaped by the JSON encoding). An OSError is raised to the caller."""
+        line: dict[str, Any] = {
+            "time": now_iso(),
+            "user": user if user is not None else (who.user if who is not None else ""),
+            "token_id": who.token_id if who is not None else None,
+            "face": face or (who.face if who is not None and who.face else "server"),
+            "op": op,
+            "target": target,
+            "result": result,
+        }
+        if who is not None and who.agent:
+            line["agent"] = who.agent
+        if who is not None and who.address:
+            line["address"] = who.address
+        line.update(extra)
+        text = json.dumps(line, ensure_ascii=False, default=str)
+        # JSON leaves DEL, the C1 controls (NEL) and U+2028/2029 raw: escape them too, so
+        # no reader (str.splitlines, an editor, a log viewer) sees a line break
+        text = _LINE_BREAKS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        data = (text + "\n").encode("utf-8")
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+        return line
+
+    def lines(self) -> Iterator[dict[str, Any]]:
+        """Every line, oldest first (a line that is not JSON is skipped)."""
+        try:
+            f = self.path.open("r", encoding="utf-8", errors="replace")
+        except OSError:
+            return
+        with f:
+            for raw in f:
+                try:
+                    rec = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict):
+                    yield rec
+
+    def read(
+        self, user: str | None = None, since: float | None = None, limit: int = 10_000
+    ) -> list[dict[str, Any]]:
+        """Lines of ``user`` (exact name; None: everyone) at or after ``since`` (epoch
+        seconds), oldest first, at most the newest ``limit``."""
+        out: list[dict[str, Any]] = []
+        cut = now_iso(since) if since is not None else None
+        for rec in self.lines():
+            if user is not None and rec.get("user") != user:
+                continue
+            if cut is not None and str(rec.get("time", "")) < cut:
+                continue
+            out.append(rec)
+        return out[-limit:] if limit > 0 else []

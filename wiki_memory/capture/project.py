@@ -1,0 +1,152 @@
+"""Which project an event belongs to: one order, used by the hook, the server's capture
+and the brief (docs/hooks.md, "Which project").
+
+Standard library only and cheap to import: the hook program (``python -S``) loads this
+same module. :func:`resolve_project` looks at the file system of the machine it runs on
+(the hook's, for events a hook sends; the server's, for a ``cwd`` an HTTP client sends
+without a project), never runs git, and reads at most one small TOML file per call.
+
+The order, first match wins:
+
+1. an **explicit** project (an event's ``project``, a tool's ``project`` argument);
+2. ``project = "…"`` in the nearest ``.wiki-memory.toml`` at or above ``cwd``;
+3. the **git repository** holding ``cwd``: the nearest ``.git`` at or above it; a linked
+   worktree (``.git`` is a file naming ``…/.git/worktrees/<name>``) maps to its main
+   repository; the repository's own ``.wiki-memory.toml`` ``project`` wins over its
+   folder name;
+4. otherwise (a scratch folder, ``$HOME``, no ``cwd``): the session's **current** project
+   (``session_project``), or none.
+
+A folder's name alone never becomes a project: only a configuration file or a
+repository makes one.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: the per-repository configuration file
+REPO_CONFIG = ".wiki-memory.toml"
+
+
+class Resolution:
+    """A resolved project: ``name`` (None: no project) and ``source``, one of
+    ``explicit``, ``config``, ``git``, ``session``, ``none``; ``root`` is the folder the
+    name came from (the configuration file's or the repository's), when there is one.
+    (A plain class: ``dataclasses`` costs the hook milliseconds to import.)"""
+
+    __slots__ = ("name", "source", "root")
+
+    def __init__(self, name: str | None, source: str, root: str | None = None) -> None:
+        self.name = name
+        self.source = source
+        self.root = root
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Resolution) and (self.name, self.source, self.root) == (
+            other.name,
+            other.source,
+            other.root,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.source, self.root))
+
+    def __repr__(self) -> str:
+        return f"Resolution({self.name!r}, {self.source!r}, {self.root!r})"
+
+
+def config_project(folder: str) -> str | None:
+    """``project`` of ``<folder>/.wiki-memory.toml`` (top-level key), else None.
+
+    Read with a one-line pattern, not a TOML parser (this runs in every hook call);
+    ``project`` must be a quoted string on a line of its own, before any table."""
+    try:
+        with open(os.path.join(folder, REPO_CONFIG), encoding="utf-8", errors="replace") as f:
+            text = f.read(65536)
+    except OSError:
+        return None
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            return None  # a table began: ``project`` is a top-level key only
+        key, eq, value = line.partition("=")
+        if not eq or key.strip() != "project":
+            continue
+        value = value.strip()
+        if len(value) >= 2 and value[0] in "\"'" and value[0] in value[1:]:
+            name = value[1 : value.index(value[0], 1)].strip()
+            return name or None
+        return None
+    return None
+
+
+def _main_worktree(top: str) -> str:
+    """The main repository's folder for a repository root ``top``: ``top`` itself unless
+    ``top/.git`` is a file naming a linked worktree's git dir (``…/.git/worktrees/x``)."""
+    dotgit = os.path.join(top, ".git")
+    if not os.path.isfile(dotgit):
+        return top
+    try:
+        with open(dotgit, encoding="utf-8", errors="replace") as f:
+            line = f.readline().strip()
+    except OSError:
+        return top
+    if not line.startswith("gitdir:"):
+        return top
+    gitdir = line[len("gitdir:") :].strip()
+    if not os.path.isabs(gitdir):
+        gitdir = os.path.normpath(os.path.join(top, gitdir))
+    common = gitdir
+    try:
+        with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:
+            c = f.readline().strip()
+        common = os.path.normpath(c if os.path.isabs(c) else os.path.join(gitdir, c))
+    except OSError:
+        return top  # a submodule (no commondir): its own repository
+    if os.path.basename(common) == ".git":
+        return os.path.dirname(common)
+    return top
+
+
+def _upward(d: str) -> list[str]:
+    out = [d]
+    while True:
+        parent = os.path.dirname(d)
+        if parent == d:
+            return out
+        out.append(parent)
+        d = parent
+
+
+def resolve_project(
+    cwd: str | None,
+    explicit: str | None = None,
+    session_project: str | None = None,
+) -> Resolution:
+    """The project of an event in ``cwd`` (see the module docstring for the order).
+
+    ``cwd``: an absolute folder on this machine (or None); ``explicit``: a project named
+    by the caller; ``session_project``: the session's current project. Never raises for
+    a folder that does not exist or cannot be read (it then has no configuration and
+    no repository)."""
+    if explicit and explicit.strip():
+        return Resolution(explicit.strip(), "explicit")
+    if cwd and os.path.isabs(cwd):
+        start = os.path.normpath(cwd)
+        for d in _upward(start):
+            if os.path.isfile(os.path.join(d, REPO_CONFIG)):
+                name = config_project(d)
+                if name:
+                    return Resolution(name, "config", d)
+        for d in _upward(start):
+            if os.path.exists(os.path.join(d, ".git")):
+                main = _main_worktree(d)
+                name = config_project(main) if main != d else None
+                return Resolution(name or os.path.basename(main) or None, "git", main)
+    if session_project:
+        return Resolution(session_project, "session")
+    return Resolution(None, "none")
+
+
+__all__ = ["REPO_CONFIG", "Resolution", "config_project", "resolve_project"]

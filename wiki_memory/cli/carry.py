@@ -1,0 +1,127 @@
+"""CLI subcommands that carry the memory elsewhere: ``backup FILE [--encrypt]``,
+``restore FILE`` and ``export --json [FILE]`` (docs/operations.md; ``import --json`` is
+beside the vault import in :mod:`wiki_memory.cli.wiki`). They act as the data directory's owner on its
+files, like ``import`` and ``token``."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from wiki_memory.cli.common import CliError, _settings
+
+__all__ = ["register"]
+
+#: where a script gives the passphrase (a terminal is asked instead when it is unset)
+PASSPHRASE_ENV = "WIKI_MEMORY_BACKUP_PASSPHRASE"
+
+
+def _passphrase(confirm: bool) -> str:
+    value = os.environ.get(PASSPHRASE_ENV)
+    if value:
+        return value
+    if not sys.stdin.isatty():
+        raise CliError(f"a passphrase is needed: set {PASSPHRASE_ENV} or run on a terminal", 2)
+    first = getpass.getpass("Passphrase: ")
+    if confirm and getpass.getpass("Again: ") != first:
+        raise CliError("the two passphrases differ", 2)
+    if not first:
+        raise CliError("an empty passphrase protects nothing", 2)
+    return first
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    """``backup FILE [--encrypt]``: one owner-only file, verified after writing."""
+    from wiki_memory.core.backup import BackupError, backup
+
+    settings = _settings(args)
+    passphrase = _passphrase(True) if args.encrypt else None
+    target = Path(args.file).expanduser().resolve()
+    try:
+        manifest = backup(settings, target, passphrase)
+    except (BackupError, OSError) as exc:
+        raise CliError(f"backup failed: {exc}") from None
+    files = manifest["files"]
+    size = target.stat().st_size
+    print(
+        f"wrote {target} ({size} bytes, {len(files)} files, HEAD "
+        f"{manifest['refs'].get(manifest['refs'].get('HEAD', ''), '?')[:12]}"
+        f"{', encrypted' if passphrase else ''}); verified"
+    )
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    """``restore FILE``: into an empty data directory only."""
+    from wiki_memory.core.backup import MAGIC, BackupError, restore
+
+    settings = _settings(args)
+    source = Path(args.file).expanduser()
+    try:
+        with open(source, "rb") as f:
+            encrypted = f.read(len(MAGIC)) == MAGIC
+    except OSError as exc:
+        raise CliError(f"cannot read {source}: {exc}") from None
+    passphrase = _passphrase(False) if encrypted else None
+    try:
+        manifest = restore(settings, source, passphrase)
+    except (BackupError, OSError) as exc:
+        raise CliError(f"restore failed: {exc}") from None
+    print(
+        f"restored {source} into {settings.data_dir} (backup of {manifest['created']}); "
+        "start the server to rebuild the index and compile pending observations"
+    )
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``export --json [FILE]``: every page as JSON Lines, to FILE or stdout."""
+    from tqdm import tqdm
+
+    from wiki_memory.cli.wiki import _wiki_settings
+    from wiki_memory.wiki.exchange import export_pages, page_files
+
+    if not args.json:
+        raise CliError("the one export format is JSON: pass --json", 2)
+    wiki = _wiki_settings(args).wiki_dir
+    if not wiki.is_dir():
+        raise CliError(f"{wiki}: no wiki here", 2)
+    bar = tqdm(total=len(page_files(wiki)), unit="page", disable=not sys.stderr.isatty())
+    try:
+        if args.file and args.file != "-":
+            fd = os.open(args.file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                n = export_pages(wiki, out, bar.update)
+            print(f"exported {n} pages to {args.file}", file=sys.stderr)
+        else:
+            n = export_pages(wiki, sys.stdout, bar.update)
+    finally:
+        bar.close()
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``backup`` and ``restore`` to the ``wiki-memory`` parser's subparsers."""
+    b = sub.add_parser(
+        "backup",
+        help="write the wiki (git bundle), spool, tokens, settings and audit log to one file",
+    )
+    b.add_argument("file", help="the backup file to write (mode 0600)")
+    b.add_argument(
+        "--encrypt",
+        action="store_true",
+        help=f"protect it with a passphrase (asked, or ${PASSPHRASE_ENV})",
+    )
+    b.set_defaults(fn=cmd_backup)
+    r = sub.add_parser("restore", help="restore a backup into an empty data directory")
+    r.add_argument("file", help="the backup file")
+    r.set_defaults(fn=cmd_restore)
+    e = sub.add_parser("export", help="write every page (and handoff) as JSON Lines")
+    e.add_argument("file", nargs="?", help="the file to write (default: standard output)")
+    e.add_argument("--json", action="store_true", help="JSON Lines (the one format)")
+    e.add_argument("--wiki", metavar="PATH", help="the wiki folder (default <data-dir>/wiki)")
+    e.set_defaults(fn=cmd_export)

@@ -1,0 +1,141 @@
+"""CLI subcommands that take things out of the memory: ``forget PATH`` and
+``purge PATH [--text TEXT] [--yes]`` (docs/operations.md).
+
+Both go through the running server when there is one (``--url``, ``WIKI_MEMORY_URL`` or
+the server holding the data directory), so the scope rule, the one writer and the audit
+log see them; otherwise the command opens the data directory itself (taking its lock,
+as the wiki's owner) and runs the same core operation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from wiki_memory.cli.common import CliError, _post, _settings
+
+__all__ = ["register"]
+
+
+def _remote(args: argparse.Namespace) -> bool:
+    from wiki_memory.datadir import ServerLock
+
+    if getattr(args, "url", None) or os.environ.get("WIKI_MEMORY_URL"):
+        return True
+    return ServerLock(_settings(args).data_dir).is_held_elsewhere()
+
+
+@contextmanager
+def local_memory(args: argparse.Namespace) -> Iterator[Any]:
+    """A started :class:`~wiki_memory.core.memory.Memory` over the data directory (no
+    watcher), holding its lock; stopped (pages committed) on exit. CliError (3) when a
+    server took the lock meanwhile."""
+    from wiki_memory.auth import TokenStore
+    from wiki_memory.core.memory import Memory
+    from wiki_memory.datadir import DataDirLocked, ServerLock, ensure_layout
+
+    settings = _settings(args, watch=False)
+    ensure_layout(settings)
+    lock = ServerLock(settings.data_dir)
+    try:
+        lock.acquire("cli")
+    except DataDirLocked as exc:
+        raise CliError(str(exc), 3) from None
+    try:
+        tokens = TokenStore(settings.auth_dir)
+        memory = Memory(settings, tokens.owner_name(), tokens)
+        memory.start()
+        try:
+            yield memory
+        finally:
+            memory.stop()
+    finally:
+        lock.release()
+
+
+def _core(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run a core operation, turning its error into the table's exit status."""
+    from wiki_memory.errors import WikiMemoryError, exit_status
+    from wiki_memory.wiki.paths import PathRefused
+
+    try:
+        return fn()
+    except PathRefused as exc:
+        raise CliError(f"path refused: {exc}", 2) from None
+    except WikiMemoryError as exc:
+        raise CliError(str(exc), exit_status(exc.rule_code)) from None
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    """``forget PATH``: the page becomes ``state: forgotten``."""
+    from wiki_memory.core.forget import forget_page
+
+    if _remote(args):
+        res = _post(args, "/v1/forget", {"path": args.path})
+    else:
+        with local_memory(args) as memory:
+            res = _core(lambda: forget_page(memory, args.path, memory.owner))
+    word = "forgot" if res.get("changed") else "already forgotten:"
+    print(f"{word} {res['path']} (left recall, briefs and listings; git keeps its history)")
+    return 0
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    """``purge PATH [--text TEXT] [--yes]``: remove the page (or the text) for good."""
+    import sys
+
+    from wiki_memory.core.purge import MEANING, purge_page
+
+    what = f"every occurrence of the given text in {args.path}" if args.text else args.path
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise CliError("purge rewrites git history: confirm with --yes", 2)
+        print(f"Purge {what} from the working tree and all of history: {MEANING}.")
+        answer = input(f"Type the path ({args.path}) to go on: ")
+        if answer.strip() != args.path:
+            raise CliError("not confirmed: nothing was purged", 1)
+    body: dict[str, Any] = {"path": args.path}
+    if args.text:
+        body["text"] = args.text
+    if _remote(args):
+        res = _post(args, "/v1/admin/purge", body, timeout=3600)
+    else:
+        with local_memory(args) as memory:
+            res = _core(lambda: purge_page(memory, args.path, memory.owner, args.text))
+    print(
+        f"purged {what}: {res['commits_rewritten']} commit(s) rewritten, "
+        f"{res['versions']} stored version(s), refs moved: {', '.join(res['refs']) or 'none'}"
+    )
+    print(f"deleted means: {res['deleted_means']}")
+    remotes = res.get("remotes") or {}
+    if remotes:
+        for name, url in sorted(remotes.items()):
+            print(f"still there: remote {name} ({url}): push with --force, or purge it there")
+    else:
+        print("no git remote is configured")
+    print("still there: every clone of this wiki made before now, and every backup or export")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``forget`` and ``purge`` to the ``wiki-memory`` parser's subparsers."""
+    f = sub.add_parser(
+        "forget",
+        help="forget a page: it leaves recall, briefs and listings; git keeps its history",
+    )
+    f.add_argument("path", help="page path inside the wiki")
+    f.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    f.set_defaults(fn=cmd_forget)
+    p = sub.add_parser(
+        "purge",
+        help="remove a page, or a text in it, from the files, all of git history, the index, "
+        "the spool and the logs (owner and admins)",
+    )
+    p.add_argument("path", help="page path inside the wiki")
+    p.add_argument("--text", help="purge only this text from every version of the page")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    p.set_defaults(fn=cmd_purge)
