@@ -387,6 +387,7 @@ ABLATE = (
     "dates",
     "stems",
     "context",
+    "cap",
 )
 """``entity`` and ``recent`` are left out: LoCoMo's pages are session pages titled by
 their first turn and compiled within seconds of each other, so neither moves it."""
@@ -431,7 +432,7 @@ def evaluate(
     tuning: dict[str, float],
 ) -> Hits:
     """Every category 1-4 question through the core's ranking in this process (the same
-    ``rank.candidates`` and ``pack`` that ``Memory.recall`` runs) with ``tuning``."""
+    ``rank.ranked`` that ``Memory.recall`` runs, then ``pack``) with ``tuning``."""
     from wiki_memory.recall import rank
     from wiki_memory.recall.pack import pack
 
@@ -443,16 +444,12 @@ def evaluate(
             gold = norm_evidence(qa.get("evidence", [])) & valid
             if not gold or int(qa["category"]) == 5:
                 continue
-            # the first 15 candidates decide S@5 and T@10 (the first 10 always fit the
-            # budget); building fewer items keeps the many runs of the tables short
-            items = rank.candidates(
-                mem._sources,
-                str(qa["question"]),
-                project=conv.sample_id,
-                limit=15,
-                now=now,
-                tuning=tuning,
+            # the first 15 matches decide S@5 and T@10 (the first 10 always fit the
+            # budget); items are built only for those, as Memory.recall builds them
+            found = rank.ranked(
+                mem._sources, str(qa["question"]), project=conv.sample_id, now=now, tuning=tuning
             )
+            items = [found.item(i) for i in range(min(15, len(found)))]
             packed = pack(items, budget).items
             sess = [pages.get(i.get("path", ""), ("", None))[1] for i in packed]
             turns = [anchors.get(i.get("anchor", "")) for i in packed]

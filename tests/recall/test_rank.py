@@ -4,6 +4,7 @@ near-duplicates, anchors and ``why``."""
 
 from __future__ import annotations
 
+import random
 import time
 
 import apsw
@@ -267,6 +268,37 @@ def test_near_duplicates_collapse(wiki):
     assert rank.near_duplicate({"a", "b", "c", "d", "e"}, {"a", "b", "c", "d", "e", "f"})
     assert not rank.near_duplicate({"a", "b"}, {"c", "d"})
     assert not rank.near_duplicate(set(), set())
+
+
+def test_near_duplicate_lookup_answers_as_comparing_with_each_kept_match():
+    """Recall keeps a match unless it nearly duplicates an earlier kept one; the lookup
+    through word prefixes must name the same earlier match as comparing in turn, or a
+    reply would keep a copy (or drop a distinct entry) that the rule says otherwise."""
+    rng = random.Random(23)
+    common = frozenset(f"word{chr(97 + i)}" for i in range(20))  # no digits: no numbers
+    dedup = rank._Dedup([common] * 5)  # these words are frequent, the two below unseen
+    dedup.add(0, common | {"rareone"})
+    # Jaccard 20/22: a copy, though neither set's rarest word is in the other
+    assert dedup.find(common | {"raretwo"}) == 0
+    vocab = [f"w{i}" for i in range(60)] + ["2023", "v1"]
+    for _round in range(30):
+        base = [frozenset(rng.sample(vocab, rng.randint(1, 40))) for _ in range(12)]
+        sets = []
+        for _ in range(300):  # copies with a word or two changed, and fresh sets
+            b = set(rng.choice(base))
+            for _ in range(rng.randint(0, 4)):
+                b.symmetric_difference_update({rng.choice(vocab)})
+            sets.append(frozenset(b) if rng.random() < 0.8 else frozenset())
+        dedup = rank._Dedup(sets[:50])
+        kept: list[frozenset[str]] = []
+        for toks in sets:
+            group = [i for i, k in enumerate(kept) if rank._numbers(k) == rank._numbers(toks)]
+            at = rank._duplicate_of(toks, [kept[i] for i in group[: rank.DEDUP_SCAN]])
+            want = group[at] if at is not None else None
+            assert dedup.find(toks) == want
+            if want is None:
+                dedup.add(len(kept), toks)
+                kept.append(toks)
 
 
 def test_anchor_points_at_the_best_section_and_timeline_entry(wiki):

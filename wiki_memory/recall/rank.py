@@ -93,10 +93,11 @@ WEIGHTS: dict[str, float] = {
 }
 """Weight of each signal in the fusion. Set once for every wiki (docs/ranking.md)."""
 
-TUNABLE: tuple[str, ...] = (*WEIGHTS, "stems", "dates", "context")
+TUNABLE: tuple[str, ...] = (*WEIGHTS, "stems", "dates", "context", "cap")
 """Names a benchmark may set through ``candidates(tuning=...)``: the fusion weights, the
 bm25 weights of the ``stems`` and ``dates`` columns (``stems`` 0 also stops stemming the
-query) and ``context`` (0 turns timeline context off)."""
+query), ``context`` (0 turns timeline context off) and ``cap`` (the per-page cap of the
+first slots, :data:`PAGE_CAP`; 0 turns it off)."""
 
 CONTEXT_BEFORE = 0.3
 """Share of the previous timeline entry's bm25 added to an entry (an answer follows its
@@ -271,7 +272,13 @@ def _rank(
 ) -> Ranked:
     reference = parse_time(now, "now") if now is not None else None
     day = datetime.fromtimestamp(reference if reference is not None else time.time(), UTC).date()
-    w = {**WEIGHTS, "stems": BM25_WEIGHTS["stems"], "dates": BM25_WEIGHTS["dates"], "context": 1.0}
+    w = {
+        **WEIGHTS,
+        "stems": BM25_WEIGHTS["stems"],
+        "dates": BM25_WEIGHTS["dates"],
+        "context": 1.0,
+        "cap": float(PAGE_CAP),
+    }
     for name, value in (tuning or {}).items():
         if name not in w:
             raise ValueError(f"unknown tuning name: {name!r}")
@@ -646,10 +653,9 @@ class _Ranker:
         # otherwise it only stands for its page when nothing else of the page is there
         pages_with_text = {c.path for c in fused if c.hit is not None and c.hit.text.strip()}
         kept: list[_Cand] = []
-        seen_tokens: list[frozenset[str]] = []
         # near-duplicates share their numbers: compare within those groups only, with the
         # first DEDUP_SCAN of each (every match is ranked now: keep this linear)
-        groups: dict[frozenset[str], list[int]] = defaultdict(list)
+        dedup = _Dedup(_tokens(_content(c)) for c in fused[:DEDUP_SAMPLE])
         for c in fused:
             if (
                 c.hit is not None
@@ -662,9 +668,7 @@ class _Ranker:
             ):
                 continue
             toks = _tokens(_content(c))
-            group = groups[_numbers(toks)]
-            at = _duplicate_of(toks, [seen_tokens[i] for i in group[:DEDUP_SCAN]])
-            dup = group[at] if at is not None else None
+            dup = dedup.find(toks)
             if dup is not None:
                 # within one page, the entry itself (a block: ``^t3``) takes the place of a
                 # section repeating it (a session page's summary repeats the first prompt)
@@ -679,9 +683,8 @@ class _Ranker:
                     c.score = k.score
                     kept[dup] = c
                 continue
-            group.append(len(kept))
+            dedup.add(len(kept), toks)
             kept.append(c)
-            seen_tokens.append(toks)
             if len(kept) >= max(self.limit, HEAD_POOL) + HEADS:
                 break
         # the heads come from the first HEAD_POOL candidates whatever the limit, so the
@@ -698,7 +701,8 @@ class _Ranker:
         # a running session that ended meanwhile has no item: it is no match
         sessions = self.memory.spool.sessions
         live = [c for c in heads + rest if c.spool is None or c.spool.session_key in sessions]
-        return _cap_pages(live)[: self.limit]
+        cap = int(self.w["cap"])
+        return (_cap_pages(live, cap) if cap > 0 else live)[: self.limit]
 
     # -- items --------------------------------------------------------------------------
     def _why(self, c: _Cand) -> list[str]:
@@ -803,15 +807,15 @@ def _day(c: _Cand) -> str | None:
     return str(ts)[:10] if ts else None
 
 
-def _cap_pages(ordered: list[_Cand]) -> list[_Cand]:
-    """``ordered`` candidates with at most :data:`PAGE_CAP` of one page (a running
+def _cap_pages(ordered: list[_Cand], cap: int = PAGE_CAP) -> list[_Cand]:
+    """``ordered`` candidates with at most ``cap`` of one page (a running
     session's observations count for its page) among the first :data:`TOP_SLOTS`; the
     ones moved out follow, in their order, after those slots."""
     top: list[_Cand] = []
     later: list[_Cand] = []
     per: dict[str, int] = defaultdict(int)
     for c in ordered:
-        if len(top) < TOP_SLOTS and per[c.path] < PAGE_CAP:
+        if len(top) < TOP_SLOTS and per[c.path] < cap:
             top.append(c)
             per[c.path] += 1
         else:
@@ -875,6 +879,81 @@ def _duplicate_of(toks: frozenset[str], seen: list[frozenset[str]]) -> int | Non
         if small >= 5 and inter * 10 >= 9 * small:
             return i
     return None
+
+
+DEDUP_SAMPLE = 500
+"""The first this many matches give the word counts that order :class:`_Dedup`'s prefixes."""
+
+
+class _Dedup:
+    """The near-duplicate rule of :func:`_duplicate_of` against the first
+    :data:`DEDUP_SCAN` kept matches of each group of equal numbers, without comparing with
+    each of them: a prefix filter (Chaudhuri et al. 2006, "A primitive operator for
+    similarity joins"). Both of the rule's tests need the two word sets to share at least
+    8/9 of the smaller one's words (Jaccard ≥ 0.8 gives 9·shared ≥ 4·(n+m) ≥ 8·min), so
+    with every set's words in one fixed order (rarest in ``sample`` first), the smaller
+    set's first ``s - ⌊8s/9⌋ + 1`` words hold a shared word. ``find`` looks only at kept
+    sets found through those prefixes and answers exactly what comparing in turn would:
+    the earliest kept match that is a near-duplicate."""
+
+    def __init__(self, sample: Iterable[frozenset[str]]) -> None:
+        counts: dict[str, int] = defaultdict(int)
+        for toks in sample:
+            for w in toks:
+                counts[w] += 1
+        #: word -> its place in the fixed order (rarest first; unseen words before all,
+        #: among themselves alphabetical)
+        self._place = {w: i for i, w in enumerate(sorted(counts, key=lambda w: (counts[w], w)))}
+        self._prefixes: dict[frozenset[str], list[str]] = {}
+        #: numbers -> (members [(kept index, words)], word -> members holding it,
+        #: prefix word -> members whose prefix holds it)
+        self._groups: dict[
+            frozenset[str],
+            tuple[list[tuple[int, frozenset[str]]], dict[str, list[int]], dict[str, list[int]]],
+        ] = {}
+
+    def _prefix(self, toks: frozenset[str]) -> list[str]:
+        got = self._prefixes.get(toks)
+        if got is None:
+            k = len(toks) - (8 * len(toks)) // 9 + 1
+            place = self._place
+            unseen = sorted(w for w in toks if w not in place)
+            if len(unseen) < k:
+                unseen += sorted((w for w in toks if w in place), key=place.__getitem__)
+            got = self._prefixes[toks] = unseen[:k]
+        return got
+
+    def find(self, toks: frozenset[str]) -> int | None:
+        """The kept index of the first kept set ``toks`` nearly duplicates, or None."""
+        group = self._groups.get(_numbers(toks)) if toks else None
+        if group is None:
+            return None
+        members, every, prefix = group
+        near: set[int] = set()
+        for w in self._prefix(toks):
+            near.update(every.get(w, ()))
+        for w in toks:
+            near.update(prefix.get(w, ()))
+        for pos in sorted(near):
+            kept_at, other = members[pos]
+            if _duplicate_of(toks, [other]) is not None:
+                return kept_at
+        return None
+
+    def add(self, kept_at: int, toks: frozenset[str]) -> None:
+        """Keep ``toks`` (kept index ``kept_at``) for later :meth:`find` calls."""
+        group = self._groups.setdefault(_numbers(toks), ([], {}, {}))
+        members, every, prefix = group
+        if len(members) >= DEDUP_SCAN:
+            return
+        pos = len(members)
+        members.append((kept_at, toks))
+        if not toks:
+            return  # an empty set never matches
+        for w in toks:
+            every.setdefault(w, []).append(pos)
+        for w in self._prefix(toks):
+            prefix.setdefault(w, []).append(pos)
 
 
 def near_duplicate(a: Set[str], b: Set[str]) -> bool:
