@@ -88,7 +88,7 @@ WEIGHTS: dict[str, float] = {
     "fields": 0.5,
     "entity": 1.0,
     "link": 0.5,
-    "recent": 0.25,
+    "recent": 0.1,
     "when": 1.0,
 }
 """Weight of each signal in the fusion. Set once for every wiki (docs/ranking.md)."""
