@@ -12,22 +12,21 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from wiki_memory.audit import AuditLog
 from wiki_memory.capture.observation import (
     Observation,
-    project_name,
 )
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
 from wiki_memory.core.capture import Capture, CaptureGate
 from wiki_memory.core.handoffs import HandoffService
-from wiki_memory.core.projects import UnknownProject, resolve_project
+from wiki_memory.core.project_access import ProjectAccess
 from wiki_memory.core.reader import Reader
+from wiki_memory.core.recaller import Recaller
 from wiki_memory.core.scope import Directory, ScopeRule, not_found
 from wiki_memory.core.sessions import (
     SessionPages,
@@ -37,12 +36,11 @@ from wiki_memory.core.sessions import (
 )
 from wiki_memory.core.stall import CommitHealth
 from wiki_memory.core.writer import Author, Writer, WriteResult
-from wiki_memory.errors import BadRequest, Conflict, Forbidden, NotFound, WikiMemoryError
-from wiki_memory.identity import Identity, may_admin, may_read
+from wiki_memory.errors import Conflict, Forbidden, NotFound, WikiMemoryError
+from wiki_memory.identity import Identity, may_admin
 from wiki_memory.index.store import Index
 from wiki_memory.index.watcher import Watcher
 from wiki_memory.recall import rank
-from wiki_memory.recall.tokens import count_item
 from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
 from wiki_memory.wiki.names import new_name_refusal
 from wiki_memory.wiki.paths import PathRefused, clean_rel, locate
@@ -50,45 +48,6 @@ from wiki_memory.wiki.paths import PathRefused, clean_rel, locate
 log = logging.getLogger("wiki_memory.core.memory")
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-
-#: events after which the session page is (re)written
-
-
-@dataclass
-class RecallResult:
-    """One page of recall: ``{items, used_tokens, budget_tokens, omitted, total, cursor,
-    next_cursor, needs_tokens}``.
-
-    ``total``: every match; ``cursor``: the rank (0 = best) of the first item;
-    ``omitted``: the matches after this page, none of them returned yet (``total`` -
-    ``cursor`` - ``len(items)``); ``next_cursor``: where the next page starts, None when
-    every match is returned or the next match alone is over the budget; then
-    ``needs_tokens`` is what that match costs (else None)."""
-
-    items: list[dict[str, Any]]
-    used_tokens: int
-    budget_tokens: int
-    omitted: int
-    total: int = 0
-    cursor: int = 0
-    next_cursor: int | None = None
-    needs_tokens: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "items": self.items,
-            "used_tokens": self.used_tokens,
-            "budget_tokens": self.budget_tokens,
-            "omitted": self.omitted,
-            "total": self.total,
-            "cursor": self.cursor,
-            "next_cursor": self.next_cursor,
-            "needs_tokens": self.needs_tokens,
-        }
-
-
-#: the largest ``budget_tokens`` recall accepts
-MAX_BUDGET_TOKENS = 2_000_000_000
 
 
 class Memory:
@@ -153,6 +112,15 @@ class Memory:
             handle=self.reader.handle,
             session_visible=self.reader.session_visible,
         )
+        #: the projects a caller may read, and the one rule naming a call's project
+        self.project_access = ProjectAccess(
+            self.scope, self.spool, self.reader.projects, self.reader.session_visible
+        )
+        self.readable_projects = self.project_access.readable_projects
+        self.resolve_project = self.project_access.resolve_project
+        #: budgeted recall over what ranking reads (wiki_memory.core.recaller)
+        self.recaller = Recaller(self._sources, self.scope, settings, self.audit_read)
+        self.recall = self.recaller.recall
         #: called on the writer thread when a session ends (SessionEnd or idle; never on
         #: a server restart): ``fn(memory, info, observations, page_path)``
         self.on_session_end: list[
@@ -586,137 +554,6 @@ class Memory:
         return None
 
     # -- recall --------------------------------------------------------------------------
-    def recall(
-        self,
-        query: str,
-        *,
-        project: str | None = None,
-        budget_tokens: int | None = None,
-        kinds: list[str] | None = None,
-        cursor: int = 0,
-        user: Identity | str | None = None,
-        tags: list[str] | str | None = None,
-        since: str | float | None = None,
-        until: str | float | None = None,
-        as_of: str | float | None = None,
-        fits: Callable[[list[dict[str, Any]]], bool] | None = None,
-    ) -> RecallResult:
-        """Budgeted recall, one page: handles for the best sections and running-session
-        observations, from the match ranked ``cursor`` on (0 = best).
-
-        Each item is ``{id, path, anchor, title, kind, snippet, why, score, expand_tokens,
-        updated}``. Every match is ranked (no ceiling on their number); a page is the
-        longest run of matches from ``cursor``, in rank order, whose items (counted as
-        serialized: compact JSON, cl100k) fit ``budget_tokens`` whole, and, when given,
-        for which ``fits(items)`` holds (a face's own cap). So following ``next_cursor``
-        returns every match exactly once while the wiki does not change (a change in
-        between may shift ranks). ``user`` is the caller (a name or an
-        :class:`~wiki_memory.identity.Identity`; None is an anonymous caller, who sees shared pages only): pages it may
-        not see (:mod:`wiki_memory.identity`) are filtered out in the SQL before ranking
-        (invariant 9). Filters ``tags``,
-        ``since``/``until`` (ISO-8601 or epoch seconds) and ``as_of`` (the wiki as committed
-        then) are described in ``wiki_memory.recall.rank.candidates``. Raises BadRequest
-        (a ValueError naming the field) for a budget outside 0 … :data:`MAX_BUDGET_TOKENS`,
-        a negative cursor or a bad filter.
-        """
-        budget = self.settings.default_budget_tokens if budget_tokens is None else budget_tokens
-        if budget < 0 or budget > MAX_BUDGET_TOKENS:
-            raise BadRequest(
-                f"budget_tokens must be an integer from 0 to {MAX_BUDGET_TOKENS:,}",
-                field="budget_tokens",
-            )
-        if cursor < 0:
-            raise BadRequest("cursor must be 0 or a next_cursor recall returned", field="cursor")
-        found = rank.ranked(
-            self._sources,
-            query,
-            project=project,
-            kinds=kinds,
-            tags=tags,
-            since=since,
-            until=until,
-            as_of=as_of,
-            who=self.scope.identity(user),
-        )
-        total = len(found)
-        items: list[dict[str, Any]] = []
-        used = 0
-        needs: int | None = None
-        pos = min(cursor, total)
-        while pos < total:
-            item = found.item(pos)
-            cost = count_item(item)
-            if used + cost > budget or (fits is not None and not fits([*items, item])):
-                if not items:
-                    needs = cost
-                break
-            items.append(item)
-            used += cost
-            pos += 1
-        nxt = pos if pos < total and items else None
-        self.audit_read(user, "recall", (project or "") + ":" + query[:200])
-        return RecallResult(
-            items,
-            used,
-            budget,
-            total - pos,
-            total=total,
-            cursor=min(cursor, total),
-            next_cursor=nxt,
-            needs_tokens=needs,
-        )
-
-    # -- projects --------------------------------------------------------------------------
-    def readable_projects(self, user: Identity | str | None) -> list[str]:
-        """The projects ``user`` may read, sorted: folders under ``wiki/projects/`` and
-        the projects of running sessions ``user`` may see (a first session's project
-        exists before its page is compiled)."""
-        who = self.scope.identity(user)
-        names = set(self.projects())
-        for key, info in list(self.spool.sessions.items()):
-            if info.project and info.project not in names and self.session_visible(key, who):
-                names.add(info.project)
-        return sorted(p for p in names if may_read(who, f"projects/{p}/index.md", None))
-
-    def resolve_project(
-        self,
-        explicit: str | None,
-        *,
-        user: Identity | str | None,
-        cwd: str | Path | None = None,
-        current: str | None = None,
-        personal: bool = False,
-    ) -> str | None:
-        """The project a call is about, by the one rule of
-        :func:`wiki_memory.core.projects.resolve_project` over the projects ``user`` may
-        read. Raises :class:`~wiki_memory.core.projects.UnknownProject` (404, naming the
-        field and listing them) for an explicit name that matches none.
-
-        ``personal``: the call writes into the caller's own folder (a personal handoff),
-        where the project is only a label and needs no grant (docs/team-server.md): an
-        explicit name that matches no readable project is then kept as given, once it
-        is already a clean project name (:func:`~wiki_memory.capture.observation.project_name`;
-        BadRequest otherwise)."""
-        known = self.readable_projects(user)
-        try:
-            return resolve_project(explicit, cwd=cwd, known=known, current=current)
-        except UnknownProject:
-            if not personal or explicit is None:
-                raise
-            try:
-                name = project_name(explicit)
-            except ValueError:
-                name = ""
-            if name != explicit:
-                raise BadRequest(
-                    f"project: {explicit!r} is not a valid project name", field="project"
-                ) from None
-            return name
-
-    # -- pages ---------------------------------------------------------------------------
-
-    # -- history -------------------------------------------------------------------------
-
     # -- index maintenance -----------------------------------------------------------------
     def reindex(self, user: Identity | str | None = None, progress: bool = False) -> int:
         """Rebuild the index from the files beside the old one and swap it in; returns

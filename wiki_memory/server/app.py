@@ -30,9 +30,10 @@ from wiki_memory.auth import TokenStore
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.core import pins
 from wiki_memory.core.forget import forget_page
-from wiki_memory.core.memory import MAX_BUDGET_TOKENS, Memory
+from wiki_memory.core.memory import Memory
 from wiki_memory.core.pages import page_text_for_write
 from wiki_memory.core.purge import purge_page
+from wiki_memory.core.recaller import MAX_BUDGET_TOKENS
 from wiki_memory.core.remember import remember as remember_note
 from wiki_memory.core.sessions import sha256
 from wiki_memory.errors import (
