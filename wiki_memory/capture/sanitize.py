@@ -1351,17 +1351,18 @@ def _match_prefix(
     return None
 
 
-def _find_provider_tokens(text: str) -> Iterator[tuple[int, int, str]]:
+def _find_provider_tokens(text: str, first: int = 0) -> Iterator[tuple[int, int, str]]:
     """``(start, end, kind)`` of every provider token: one C scan for runs of token
     characters at least :data:`_RUN_MIN` long, then a dictionary look-up of each
     run's first two characters among the prefixes (and the infix tests of
     :data:`_SHAPED` on the run), and the provider's
     own regex only where a prefix is there. A token starts a run (after a space,
     quote, ``=``, ``:``, ``/``, ... or a JSON escape such as a literal ``\\n``) or
-    follows a ``-`` or ``_`` inside one (``h-ghp_...``)."""
+    follows a ``-`` or ``_`` inside one (``h-ghp_...``). ``first``: where to start
+    looking for the first run (the caller's own find of it, so the scan is not repeated)."""
     cls = _token_map(text)
     find = cls.find
-    i = find(_RUN_NEEDLE)
+    i = find(_RUN_NEEDLE, first)
     if i < 0:
         return
     get = _PREFIX_INDEX.get
@@ -1669,8 +1670,9 @@ def _builtin_spans(text: str) -> list[tuple[int, int, int, str]]:
     if len(text) >= _RUN_MIN:
         cls = raw.translate(_RUN_TABLE)
         _TOKEN_MAP = (text, cls)
-        if _RUN_NEEDLE in cls:  # no run of 20 token characters, no provider token
-            for s, e, kind in _find_provider_tokens(text):
+        first = cls.find(_RUN_NEEDLE)
+        if first >= 0:  # no run of 20 token characters, no provider token (and no call)
+            for s, e, kind in _find_provider_tokens(text, first):
                 add((s, e, prio[kind], kind))
                 if kind == "aws-access-key":
                     aws_ids.append((s, e))
