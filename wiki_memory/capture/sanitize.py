@@ -529,6 +529,7 @@ _FLAG_VALUE_RE = _Lazy(
 )
 
 
+@lru_cache(maxsize=4096)
 def secret_name(name: str) -> bool:
     """Whether an identifier names a secret (``DB_PASSWORD``, ``apiKey``, ``x-api-key``).
 
@@ -537,7 +538,8 @@ def secret_name(name: str) -> bool:
     access/auth/signing/encryption/master/client key) in its last dotted part,
     none of its words marks it as a setting about secrets (``max_tokens``,
     ``token_count``, ``password_reset_url``, ``NextToken``), and it is not the id
-    of a key (``AccessKeyId``; ``secret_id`` stays a secret).
+    of a key (``AccessKeyId``; ``secret_id`` stays a secret). Cached: code and tool
+    output repeat the same few names (``max_tokens``, ``api_key``) many times.
     """
     name = name.rsplit(".", 1)[-1]  # Token.String.Symbol, credential.helper: a namespace
     words = [w.lower() for w in _NAME_WORD_RE.findall(name)]
@@ -556,8 +558,9 @@ def _numeric_ok(name: str) -> bool:
     return not (_TOKENISH_ONLY.search(name) and not re.search(r"secret|pass|pwd|key", name, re.I))
 
 
-_NAME_TAIL_RE = _Lazy(r"[A-Za-z0-9_.-]*")
-_SEP_AHEAD_RE = _Lazy(r"[\"'\\ \t]{0,8}[:=?]")
+# The rest of a name from a keyword on, then (as the empty group "sep") whether a
+# separator follows: one match per keyword hit where two would cost a call more.
+_NAME_TAIL_RE = _Lazy(r"[A-Za-z0-9_.-]*(?:(?=[\"'\\ \t]{0,8}[:=?])(?P<sep>))?")
 _YAML_BLOCK_RE = _Lazy(r"[ \t]*\\{0,3}[\"']?[ \t]*:[ \t]*[|>][-+0-9]{0,2}[ \t]*(?P<nl>\r?\n|\\n)")
 
 
@@ -618,14 +621,14 @@ def _find_assignments(text: str, hits: list[int] | None = None) -> Iterator[tupl
         hits = sorted(i for found in _keyword_hits(_lower(text)).values() for i in found)
     last_name_end = -1
     tail = _NAME_TAIL_RE.rx.match
-    sep_ahead = _SEP_AHEAD_RE.rx.match
     tmap: bytes | None = None
     for s in hits:
         if s < last_name_end:
             continue
-        e = tail(text, s).end()  # type: ignore[union-attr]  # "*" always matches
+        tm = tail(text, s)
+        e = tm.end()  # type: ignore[union-attr]  # "*" always matches
         last_name_end = e
-        sep = sep_ahead(text, e) is not None
+        sep = tm.lastindex is not None  # type: ignore[union-attr]
         if not sep:  # a flag (--db-password value)? its name starts with "-"
             if tmap is None:
                 tmap = _token_map(text)
