@@ -169,7 +169,17 @@ class Record:
             # a re-run keeps what the first run found
             "created": old["created"] if old else created,
         }
-        if backup is not None:
+        if backup is None:
+            return
+        try:
+            own = old is not None and digest(backup.read_text(encoding="utf-8")) == old["sha256"]
+        except (OSError, UnicodeDecodeError):
+            own = False
+        if own:
+            # a copy of what setup itself wrote (a second write to one file, Gemini CLI's
+            # hooks then MCP): nothing of the user's is in it
+            backup.unlink()
+        else:
             self.backups.setdefault(key, []).append(str(backup))
 
 
@@ -204,6 +214,13 @@ def _server_running(settings: Settings) -> bool:
     from wiki_memory.datadir import ServerLock
 
     return settings.data_dir.exists() and ServerLock(settings.data_dir).is_held_elsewhere()
+
+
+def _serves_here(settings: Settings, address: str) -> bool:
+    """True when the server holding this data directory's lock serves ``address``."""
+    from wiki_memory.datadir import server_address
+
+    return _server_running(settings) and server_address(settings.data_dir) == address
 
 
 def _start_background(argv: list[str], settings: Settings) -> int:
@@ -334,8 +351,10 @@ def cmd_setup(args: argparse.Namespace) -> int:
             )
     record.save()
 
-    # 3, 4. hooks and MCP
+    # 3, 4. hooks and MCP: each planned again just before it is written, since a
+    # harness may keep both in one file (Gemini CLI's settings.json)
     for p in hook_plans:
+        p = hi.plan_install(p.agent.name, None, python=python, data_dir=data_dir)
         record.note_dirs(p.path)
         created_file = not p.path.exists()
         if p.changed:
@@ -350,6 +369,12 @@ def cmd_setup(args: argparse.Namespace) -> int:
         if p.agent.name not in record.hooks:
             record.hooks.append(p.agent.name)
     for mp in mcp_plans:
+        try:
+            mp = mi.plan_install(mp.client, python=python, data_dir=data_dir)
+        except mi.InstallError as exc:
+            print(f"wiki-memory: {exc}", file=sys.stderr)
+            failed = True
+            continue
         record.note_dirs(mp.path)
         created_file = not mp.path.exists()
         try:
@@ -365,10 +390,20 @@ def cmd_setup(args: argparse.Namespace) -> int:
             record.mcp.append(mp.client)
     record.save()
 
-    # 5. the self-check
+    # 5. the self-check, on the server of this data directory (not whatever else answers)
     health = _wait_health(address, args.wait)
+    deadline = time.monotonic() + args.wait
+    while health is not None and not _serves_here(settings, address):
+        if time.monotonic() >= deadline:
+            health = None
+            break
+        time.sleep(0.2)
     if health is None:
-        print(f"self-check: FAILED: no server answers at {address} within {args.wait:.0f} s")
+        print(
+            f"self-check: FAILED: no server of {data_dir} answers at {address} within "
+            f"{args.wait:.0f} s (see {settings.logs_dir / 'service.log'} and "
+            f"{settings.logs_dir / 'server.log'})"
+        )
         failed = True
     else:
         ok, msg = self_check(settings, address, record.hooks)
@@ -407,6 +442,7 @@ def self_check(settings: Settings, address: str, hook_agents: list[str]) -> tupl
     sent = False
     # the session's folder: the data directory (no project of the user's is touched)
     cwd = str(settings.data_dir)
+    harness = "wiki-memory-setup"  # the session is the hook's harness's when a hook sends
     for agent in hook_agents:
         cmds = installed_commands(AGENTS[agent].default_path())
         if not cmds:
@@ -426,11 +462,12 @@ def self_check(settings: Settings, address: str, hook_agents: list[str]) -> tupl
         if r.returncode != 0:
             return False, f"the {agent} hook exited {r.returncode}"
         via = f"the installed {AGENTS[agent].label} hook"
+        harness = agent
         sent = True
         break
     try:
         if not sent:
-            body: dict[str, Any] = {"harness": "wiki-memory-setup", "event": "UserPromptSubmit"}
+            body: dict[str, Any] = {"harness": harness, "event": "UserPromptSubmit"}
             body |= {"session_id": session, "cwd": cwd, "payload": {"prompt": text}}
             r2 = httpx.post(address + "/v1/observations", json=body, headers=headers, timeout=10)
             if r2.status_code != 202:
@@ -447,7 +484,7 @@ def self_check(settings: Settings, address: str, hook_agents: list[str]) -> tupl
             found = r3.status_code == 200 and nonce in r3.text
             if not found:
                 time.sleep(0.3)
-        end = {"harness": "wiki-memory-setup", "event": "SessionEnd", "session_id": session}
+        end = {"harness": harness, "event": "SessionEnd", "session_id": session}
         end["cwd"] = cwd
         httpx.post(address + "/v1/observations", json=end | {"payload": {}}, headers=headers)
     except httpx.HTTPError as exc:
