@@ -180,7 +180,9 @@ class Memory:
         self.capturer.reindex_spool()
         for key, info in self.spool.sessions.items():
             if info.state.get("compiled_count", 0) < info.count:
-                self.request_compile(key, end=info.state.get("status") == "ended")
+                # a self-check session left by a setup that was stopped: deleted now
+                ended = info.state.get("status") == "ended" or is_self_check(info.session_id)
+                self.request_compile(key, end=ended)
         t = threading.Thread(target=self._idle_loop, name="wiki-idle", daemon=True)
         t.start()
         self._threads.append(t)
