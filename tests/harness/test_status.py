@@ -92,3 +92,35 @@ def test_status_with_commits_stalled(tmp_path: Path) -> None:
         assert "STALLED" in text
         lock.unlink()
         wait_for(lambda: not status(data, home)[1]["commits"]["stalled"], 60, "commits resume")
+
+
+def remote_line(settings: Any) -> dict[str, Any]:
+    """A status line as a feature would register it (used by the test below)."""
+    return {"remotes": 2, "data_dir": str(settings.data_dir)}
+
+
+def failing_line(settings: Any) -> None:
+    raise OSError("remote unreachable")
+
+
+def test_a_status_line_registers_with_one_line(tmp_path: Path, capsys) -> None:
+    """What issue 22 will do for sync: one ``register_status`` call."""
+    import argparse
+
+    from wiki_memory.cli import setup
+    from wiki_memory.config import load_settings
+
+    before = dict(setup.STATUS_LINES)
+    try:
+        setup.register_status("sync", f"{__name__}:remote_line")
+        setup.register_status("broken", f"{__name__}:failing_line")
+        rep = setup.status_report(load_settings(tmp_path / "data"))
+        setup.cmd_status(argparse.Namespace(data_dir=str(tmp_path / "data"), json=False))
+    finally:
+        setup.STATUS_LINES.clear()
+        setup.STATUS_LINES.update(before)
+    assert rep["sync"] == {"remotes": 2, "data_dir": str(tmp_path / "data")}
+    assert rep["broken"] == {"error": "OSError: remote unreachable"}
+    out = capsys.readouterr().out
+    assert 'sync:      {"remotes": 2' in out
+    assert "sync" not in setup.status_report(load_settings(tmp_path / "data"))

@@ -47,6 +47,7 @@ __all__ = [
     "cmd_uninstall",
     "detect_harnesses",
     "register",
+    "register_status",
     "self_check",
     "status_report",
 ]
@@ -354,7 +355,12 @@ def cmd_setup(args: argparse.Namespace) -> int:
     # 3, 4. hooks and MCP: each planned again just before it is written, since a
     # harness may keep both in one file (Gemini CLI's settings.json)
     for p in hook_plans:
-        p = hi.plan_install(p.agent.name, None, python=python, data_dir=data_dir)
+        try:
+            p = hi.plan_install(p.agent.name, None, python=python, data_dir=data_dir)
+        except hi.InstallError as exc:
+            print(f"wiki-memory: {exc}", file=sys.stderr)
+            failed = True
+            continue
         record.note_dirs(p.path)
         created_file = not p.path.exists()
         if p.changed:
@@ -639,6 +645,33 @@ def _stop_background(settings: Settings, pid: int) -> None:
 # --------------------------------------------------------------------------------------
 
 
+#: lines other features add to ``status``: name -> ``"module:function"``, a function of
+#: the Settings returning a JSON value (None: nothing to say) shown as ``name: value``
+#: and as key ``name`` of ``--json``. A feature adds its line with one call of
+#: :func:`register_status` (docs/operations.md, "Adding a check").
+STATUS_LINES: dict[str, str] = {}
+
+
+def register_status(name: str, function: str) -> None:
+    """Add (or replace) the ``status`` line ``name``, computed by ``function`` (its
+    ``"module:function"`` path, imported when status runs)."""
+    STATUS_LINES[name] = function
+
+
+def _extra_status(settings: Settings) -> dict[str, Any]:
+    """The registered :data:`STATUS_LINES`; one that raises says so instead."""
+    import importlib
+
+    out: dict[str, Any] = {}
+    for name, path in STATUS_LINES.items():
+        module, _, attr = path.partition(":")
+        try:
+            out[name] = getattr(importlib.import_module(module), attr)(settings)
+        except Exception as exc:  # noqa: BLE001 - one broken line must not hide the rest
+            out[name] = {"error": f"{type(exc).__name__}: {exc}"}
+    return out
+
+
 def status_report(settings: Settings) -> dict[str, Any]:
     """Whether memory is on, for ``wiki-memory status``; reads files and ``/v1/health``
     only. Returns ``{"server": {"running", "reachable", "pid", "address", "version",
@@ -715,6 +748,7 @@ def status_report(settings: Settings) -> dict[str, Any]:
         rep["index"] = None
     kind = service.kind_for_platform()
     rep["service"] = service.state(kind).as_dict()
+    rep.update(_extra_status(settings))
     rep["ok"] = bool(
         running
         and srv["reachable"]
@@ -793,6 +827,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             else "not installed (`wiki-memory setup`)"
         )
     )
+    for name in STATUS_LINES:
+        if rep.get(name) is not None:
+            value = rep[name]
+            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            print(f"{name + ':':<10} {shown}")
     print("memory is on" if rep["ok"] else "memory is NOT fully on (`wiki-memory doctor` says why)")
     return 0 if rep["ok"] else 1
 
