@@ -146,6 +146,12 @@ def test_setup_dry_run_setup_again_and_uninstall(user) -> None:
     edited["model"] = "opus"
     settings.write_text(json.dumps(edited, indent=2) + "\n")
 
+    # and gives the MCP server an environment variable of their own
+    claude_json = home / ".claude.json"
+    mine = json.loads(claude_json.read_text())
+    mine["mcpServers"]["wiki-memory"]["env"] = {"WIKI_MEMORY_LOG": "debug"}
+    claude_json.write_text(json.dumps(mine, indent=2) + "\n")
+
     out = cli_as(env, "uninstall")
     assert out.returncode == 0, out.stdout + out.stderr
     assert not (data / "server.json").exists()  # the server setup started is stopped
@@ -156,10 +162,19 @@ def test_setup_dry_run_setup_again_and_uninstall(user) -> None:
     # the backup of the file as it was before setup stays beside it (it differs now)
     kept = [k for k in left if k.startswith(".claude/settings.json.wiki-memory-backup-")]
     assert len(kept) == 1 and json.loads(left.pop(kept[0])) == CLAUDE_BEFORE
+    # the MCP entry they changed stays, in the file setup created for it
+    assert json.loads(left.pop(".claude.json")) == mine
     assert left == {k: v for k, v in before.items() if k != ".claude/settings.json"}
     assert not (home / ".config").exists()
-    assert sorted(p.name for p in home.iterdir()) == [".claude", ".codex", ".gemini", ".local"]
+    assert sorted(p.name for p in home.iterdir()) == [
+        ".claude",
+        ".claude.json",
+        ".codex",
+        ".gemini",
+        ".local",
+    ]
     assert f"kept: {home / kept[0]}" in out.stdout
+    assert f"kept: {claude_json}: " in out.stdout
 
 
 def test_uninstall_without_setup_changes_nothing(tmp_path: Path) -> None:

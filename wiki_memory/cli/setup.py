@@ -548,7 +548,7 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     if kind:
         unit = Path(record.service["path"])
         if unit.exists() and not unchanged(unit):
-            kept.append(f"{unit} (changed since setup: left installed and running)")
+            kept.append(f"{unit} (changed since setup: left installed and enabled)")
         else:
             for n in service.stop_and_disable(kind):
                 print(f"note: {n}")
