@@ -328,13 +328,21 @@ def cmd_setup(args: argparse.Namespace) -> int:
         print(f"wrote {path}")
     record.service = {"kind": kind, "path": str(unit)}
     running = _server_running(settings)
-    started, notes = service.enable_and_start(kind, restart=running and not unit_same)
+    # a server the manager did not start (`serve` in a terminal) keeps the data directory:
+    # the service is only enabled then, and takes over at the next login or boot
+    managed = service.state(kind).active is True
+    started, notes = service.enable_and_start(
+        kind, restart=running and not unit_same, start=managed or not running
+    )
     for n in notes:
         print(f"note: {n}")
     if started:
         print("the service manager started the server")
     elif running:
-        print(f"a server already runs on {data_dir}")
+        print(
+            f"a server already runs on {data_dir}"
+            + ("" if managed else "; the service takes over from it at the next login or boot")
+        )
     else:
         pid = _start_background(argv, settings)
         record.background_pid = pid

@@ -233,15 +233,20 @@ def state(kind: str, env: dict[str, str] | None = None, want: str | None = None)
     )
 
 
-def enable_and_start(kind: str, restart: bool = False) -> tuple[bool, list[str]]:
-    """Ask the service manager to start the service now and at every login (systemd:
-    ``daemon-reload``, ``enable``, then ``start`` or ``restart``; launchd: ``bootstrap``
-    then ``kickstart``). Returns ``(running, notes)``: False when the manager is absent
-    or unreachable (no login session, a container), with what it said."""
+def enable_and_start(
+    kind: str, restart: bool = False, start: bool = True
+) -> tuple[bool, list[str]]:
+    """Ask the service manager to start the service at every login and (``start``) now
+    (systemd: ``enable``, ``daemon-reload``, then ``start`` or ``restart``; launchd:
+    ``bootstrap``, which also starts it). Returns ``(running, notes)``: False when the
+    manager is absent or unreachable (no login session, a container), with what it said,
+    or when ``start`` is False."""
     notes: list[str] = []
     if kind == "launchd":
         domain = f"gui/{os.getuid()}"
         path = unit_path(kind)
+        if not start:
+            return False, ["the LaunchAgent starts at the next login"]
         _run(["launchctl", "bootout", f"{domain}/{LAUNCHD_LABEL}"])
         r = _run(["launchctl", "bootstrap", domain, str(path)])
         if r is None:
@@ -259,6 +264,8 @@ def enable_and_start(kind: str, restart: bool = False) -> tuple[bool, list[str]]
     if r is None or r.returncode != 0:
         said = (r.stderr or r.stdout).strip() if r is not None else "timed out"
         notes.append(f"the systemd user manager is not reachable ({said})")
+        return False, notes
+    if not start:
         return False, notes
     r = _run(["systemctl", "--user", "restart" if restart else "start", UNIT_NAME])
     if r is None or r.returncode != 0:
