@@ -219,3 +219,31 @@ def own_address() -> str | None:
         except OSError:
             continue
     return None
+
+
+def home_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a user whose HOME is ``home`` (made if missing): nothing of the
+    real home's configuration reaches the command (no XDG folders, harness profile
+    variables, session bus or ``WIKI_MEMORY_*`` settings), and ``XDG_RUNTIME_DIR`` is an
+    empty owner-only folder beside it, so ``systemctl --user`` finds no user manager."""
+    home.mkdir(parents=True, exist_ok=True)
+    run = home.parent / (home.name + "-run")
+    run.mkdir(mode=0o700, exist_ok=True)
+    drop = ("XDG_", "WIKI_MEMORY_", "DBUS_", "CLAUDE_CONFIG_DIR", "CODEX_HOME")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(HOME=str(home), XDG_RUNTIME_DIR=str(run), PYTHONUNBUFFERED="1")
+    env.update(extra)
+    return env
+
+
+def cli_as(
+    env: dict[str, str], *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run ``wiki-memory ARGS...`` (this interpreter, the installed package) in ``env``."""
+    return subprocess.run(
+        [sys.executable, "-m", "wiki_memory.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )

@@ -686,6 +686,9 @@ ROWS: dict[str, Row] = {
     "cli uninstall-hooks": "exempt: installer",
     "cli install-mcp": "exempt: installer",
     "cli uninstall-mcp": "exempt: installer",
+    "cli setup": "exempt: installer; its self-check sends as the owner",
+    "cli uninstall": "exempt: installer",
+    "cli status": "exempt: the data directory's owner, on its files and GET /v1/health",
 }
 
 

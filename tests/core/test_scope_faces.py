@@ -134,6 +134,9 @@ CLI_COMMANDS: dict[str, str] = {
     "uninstall-hooks": "exempt: installer",
     "install-mcp": "exempt: installer (DESIGN invariant 12)",
     "uninstall-mcp": "exempt: installer",
+    "setup": "exempt: installer (DESIGN invariant 12); its self-check sends as the owner",
+    "uninstall": "exempt: installer",
+    "status": "exempt: owner command on files and GET /v1/health (no page read)",
 }
 
 

@@ -141,6 +141,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 f"{shown}(show it with `wiki-memory token`)",
                 file=sys.stderr,
             )
+            print(
+                f"wiki-memory: next: the web view is {address}/ (sign in with that token); "
+                "`wiki-memory status` says whether memory is on; `wiki-memory setup` keeps "
+                "the server running as a service and wires the hooks and MCP",
+                file=sys.stderr,
+            )
         if (settings.wiki_dir / ".git").exists():
             try:
                 vault.acquire(settings.data_dir)
@@ -573,9 +579,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--url", help="server URL (default: the one running on the data directory)")
     a.set_defaults(fn=cmd_audit)
 
-    from wiki_memory.cli import carry, handoffs, hooks, mcp, remove, wiki
+    from wiki_memory.cli import carry, handoffs, hooks, mcp, remove, setup, wiki
 
-    for module in (hooks, handoffs, mcp, wiki, remove, carry):
+    for module in (setup, hooks, handoffs, mcp, wiki, remove, carry):
         module.register(sub)
     return p
 

@@ -22,7 +22,7 @@ from wiki_memory.capture.observation import (
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
-from wiki_memory.core.capture import Capture, CaptureGate
+from wiki_memory.core.capture import Capture, CaptureGate, is_self_check
 from wiki_memory.core.handoffs import HandoffService
 from wiki_memory.core.project_access import ProjectAccess
 from wiki_memory.core.reader import Reader
@@ -148,7 +148,9 @@ class Memory:
         self.capturer.reindex_spool()
         for key, info in self.spool.sessions.items():
             if info.state.get("compiled_count", 0) < info.count:
-                self.request_compile(key, end=info.state.get("status") == "ended")
+                # a self-check session left by a setup that was stopped: deleted now
+                ended = info.state.get("status") == "ended" or is_self_check(info.session_id)
+                self.request_compile(key, end=ended)
         t = threading.Thread(target=self._idle_loop, name="wiki-idle", daemon=True)
         t.start()
         self._threads.append(t)
@@ -297,7 +299,19 @@ class Memory:
 
     # -- compile -------------------------------------------------------------------------
     def request_compile(self, key: str, end: bool = False) -> Any:
-        """Queue a (re)compile of a session's page on the writer; returns a Future."""
+        """Queue a (re)compile of a session's page on the writer; returns a Future.
+
+        A self-check session (:func:`~wiki_memory.core.capture.is_self_check`) is never
+        compiled: its end (idle, or found at start) deletes its spool instead."""
+        info = self.spool.sessions.get(key)
+        if info is not None and is_self_check(info.session_id):
+
+            def discard() -> WriteResult:
+                if end:
+                    self.capturer.discard(key)
+                return WriteResult()
+
+            return self.writer.submit(discard)
         return self.writer.submit(lambda: self.sessions.compile_job(key, end))
 
     def _cas_write(
@@ -499,6 +513,12 @@ class Memory:
         if self.health.succeeded():
             self._recover_due = True  # hand edits that failed meanwhile
         return sha
+
+    def watcher_alive(self) -> bool | None:
+        """Whether the file watcher runs: None when watching is off (``watch`` false)."""
+        if not self.settings.watch:
+            return None
+        return self.watcher is not None and bool(self.watcher.alive())
 
     def commit_status(self, detail: bool = True) -> dict[str, Any]:
         """Whether commits reach git: :meth:`wiki_memory.core.stall.CommitHealth.status`."""

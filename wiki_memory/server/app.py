@@ -287,7 +287,14 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
 
     async def health(request: Request) -> Response:
         commits = memory.commit_status(detail=False)
-        return JSONResponse({"ok": commits["ok"], "version": _version(), "commits": commits})
+        return JSONResponse(
+            {
+                "ok": commits["ok"],
+                "version": _version(),
+                "commits": commits,
+                "watcher": memory.watcher_alive(),
+            }
+        )
 
     async def observations(request: Request) -> Response:
         body = await read_json(request, limit)
