@@ -478,3 +478,91 @@ def diagnostics(conn: apsw.Connection) -> list[dict[str, Any]]:
         for item in json.loads(d):
             out.append({"path": p, **item})
     return out
+
+
+# --- browsing: folders, tags, most-linked pages (the web view's listings) -----------------
+
+
+def _prefix_range(prefix: str) -> tuple[str, str]:
+    """``(low, high)`` bounds of the paths that start with ``prefix`` (a primary-key range
+    scan; ``prefix`` ends with ``/`` or is empty)."""
+    return prefix, prefix + "\U0010ffff"
+
+
+def _count(conn: apsw.Connection, sql: str, args: Sequence[Any]) -> int:
+    row: Any = conn.execute(sql, args).fetchone()
+    return int(row[0])
+
+
+def folder_listing(
+    conn: apsw.Connection, folder: str, limit: int, offset: int, who: Identity | None = None
+) -> dict[str, Any]:
+    """What the folder ``folder`` (``""`` for the wiki's top, else ``a/b`` without a
+    trailing ``/``) holds that ``who`` may see: ``{"folders": [(name, pages under it)],
+    "pages": [{path, title, kind, updated}], "pages_total": n}``. Subfolders are those of
+    the visible pages below (a folder of hidden pages only is not named); pages are the
+    folder's own, by title, ``limit`` from ``offset`` on. Pages a listing hides (a
+    forgotten page, :func:`wiki_memory.states.shown_sql`) are left out too."""
+    prefix = folder + "/" if folder else ""
+    low, high = _prefix_range(prefix)
+    cond, args = visible_sql("p", who)
+    where = f"p.path >= ? AND p.path < ? AND {cond} AND {shown_sql('p', 'list')}"
+    n = len(prefix) + 1
+    sub_sql = f"""
+        SELECT substr(rest, 1, instr(rest, '/') - 1) AS name, count(*)
+        FROM (SELECT substr(p.path, {n}) AS rest FROM pages AS p WHERE {where})
+        WHERE instr(rest, '/') > 0 GROUP BY name ORDER BY name COLLATE NOCASE, name
+    """
+    folders = [(str(r[0]), int(r[1])) for r in conn.execute(sub_sql, (low, high, *args))]
+    own = f"{where} AND instr(substr(p.path, {n}), '/') = 0"
+    total = _count(conn, f"SELECT count(*) FROM pages AS p WHERE {own}", (low, high, *args))
+    rows = conn.execute(
+        f"""SELECT p.path, p.title, p.kind, {UPDATED} AS updated FROM pages AS p WHERE {own}
+            ORDER BY coalesce(p.title, p.path) COLLATE NOCASE, p.path LIMIT ? OFFSET ?""",
+        (low, high, *args, int(limit), int(offset)),
+    )
+    pages = [dict(zip(("path", "title", "kind", "updated"), r, strict=True)) for r in rows]
+    return {"folders": folders, "pages": pages, "pages_total": total}
+
+
+def tagged_pages(
+    conn: apsw.Connection, tag: str, limit: int, offset: int, who: Identity | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """Pages ``who`` may see whose tags (frontmatter ``tags`` and ``#tags``) include
+    ``tag`` or a nested tag below it (``ops`` also finds ``ops/deploy``), compared
+    case-insensitively, newest first: ``([{path, title, kind, project, updated}], total)``."""
+    cond, args = visible_sql("p", who)
+    t = tag.strip().lstrip("#").lower()
+    where = (
+        f"{cond} AND {shown_sql('p', 'list')} AND EXISTS (SELECT 1 FROM json_each(p.tags) AS j "
+        "WHERE lower(ltrim(j.value, '#')) = ? OR substr(lower(ltrim(j.value, '#')), 1, ?) = ?)"
+    )
+    wargs = [*args, t, len(t) + 1, t + "/"]
+    total = _count(conn, f"SELECT count(*) FROM pages AS p WHERE {where}", wargs)
+    rows = conn.execute(
+        f"""SELECT p.path, p.title, p.kind, p.project, {UPDATED} AS updated FROM pages AS p
+            WHERE {where} ORDER BY updated DESC, p.path LIMIT ? OFFSET ?""",
+        (*wargs, int(limit), int(offset)),
+    )
+    keys = ("path", "title", "kind", "project", "updated")
+    return [dict(zip(keys, r, strict=True)) for r in rows], total
+
+
+def most_linked(
+    conn: apsw.Connection, project: str, limit: int, who: Identity | None = None
+) -> list[dict[str, Any]]:
+    """The pages of ``project`` that most visible pages link to (links from pages ``who``
+    may not see are not counted, and only pages ``who`` may see are named):
+    ``[{path, title, kind, links}]``, most links first, then by path."""
+    cond, args = visible_sql("p", who)
+    scond, sargs = visible_sql("s", who)
+    rows = conn.execute(
+        f"""SELECT p.path, p.title, p.kind, count(DISTINCT l.src_path) AS n
+            FROM links AS l JOIN pages AS p ON p.path = l.resolved_path
+            JOIN pages AS s ON s.path = l.src_path
+            WHERE p.project = ? AND l.src_path != p.path AND {cond} AND {scond}
+              AND {shown_sql("p", "list")}
+            GROUP BY p.path ORDER BY n DESC, p.path LIMIT ?""",
+        (project, *args, *sargs, int(limit)),
+    )
+    return [dict(zip(("path", "title", "kind", "links"), r, strict=True)) for r in rows]
