@@ -227,8 +227,11 @@ def test_folders_tags_and_project_pages(aw):
     assert c.get("/f/no/such/folder").status_code == 404
     assert c.get("/f/../etc").status_code in (400, 404)
     # bob's personal pages are not named in a folder listing or on a tag page
-    olivia_view = c.get("/f/people").text
-    assert "bob" not in olivia_view
+    assert 'href="/f/people/bob"' not in c.get("/f/people").text
+    assert c.get("/f/people/bob").status_code == 404
+    bob = client(aw.url, aw.tokens["bob"])
+    assert 'href="/f/people/bob"' in bob.get("/f/people").text
+    assert "h-bob-folder.md" in bob.get("/f/people/bob/handoffs").text
     r = c.get("/tag/retry")
     assert f'href="/page/{RETRY}"' in r.text
     page = c.get(f"/page/{RETRY}").text
@@ -316,7 +319,7 @@ def test_folder_pages_reach_every_page_of_the_vault(browser, vw, shots):
         page.goto(vw.url + "/")
         assert "No projects yet" not in page.content()
         assert page.locator("#folders a.folder").count() >= 3
-        shot(page, shots, "b02-vault-home", "web-home.png")
+        shot(page, shots, "b02-vault-home", "web-vault-home.png")
         wanted = {
             p.relative_to(vw.vault).as_posix()
             for p in vw.vault.rglob("*.md")
@@ -355,7 +358,7 @@ def test_folder_pages_reach_every_page_of_the_vault(browser, vw, shots):
         # a table with <br> renders a line break
         page.goto(vw.url + "/page/Getting%20Started/Tags.md")
         assert page.locator("table td br").count() > 0
-        shot(page, shots, "b04-vault-page", "web-page.png")
+        shot(page, shots, "b04-vault-page", "web-vault-page.png")
     finally:
         ctx.close()
 
@@ -416,7 +419,7 @@ def test_session_reads_as_a_conversation(browser, aw, shots):
         assert not first_tool.locator("pre").first.is_visible()  # collapsed with its result
         first_tool.locator("details.tool-io summary").click()
         assert first_tool.locator("pre").first.is_visible()
-        shot(page, shots, "b06-session", "web-session.png")
+        shot(page, shots, "b06-session", "web-conversation.png")
         # the file itself is unchanged: the source view still shows the fences
         src = client(aw.url, aw.tokens[OWNER]).get(
             "/page/" + aw.session_path, params={"view": "source"}

@@ -41,7 +41,6 @@ FOR_DOCS = {
     "03-project": "web-project.png",
     "04-page": "web-page.png",
     "07-session-t12": "web-session.png",
-    "08-search": "web-search.png",
     "10-diff": "web-history.png",
 }
 

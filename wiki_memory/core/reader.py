@@ -419,8 +419,9 @@ class Reader:
     ) -> dict[str, Any]:
         """What the wiki folder ``folder`` (``""``: the top; ``a/b``, no trailing ``/``)
         holds that ``user`` may see, by the one scope rule applied in the index's SQL:
-        ``{"folders": [(name, visible pages below)], "pages": [{path, title, kind,
-        updated}], "pages_total": n}`` (pages by title, ``limit`` from ``offset``)."""
+        ``{"folders": [name], "pages": [{path, title, kind, updated}], "pages_total": n}``
+        (subfolders holding a visible page; pages by title, ``limit`` from ``offset``;
+        ``limit=0``: the subfolders only, ``pages_total`` None)."""
         return self.index.folder_listing(folder, limit, offset, self.scope.identity(user))
 
     def tagged(

@@ -494,27 +494,51 @@ def _count(conn: apsw.Connection, sql: str, args: Sequence[Any]) -> int:
     return int(row[0])
 
 
+def subfolders(conn: apsw.Connection, folder: str, who: Identity | None = None) -> list[str]:
+    """The names of the folders directly in ``folder`` (``""``: the top) that hold a page
+    ``who`` may see and a listing shows, sorted by path. A loose scan of the ``pages``
+    primary key (one short query per subfolder, each jumping past the subfolder it
+    found), so its cost grows with the number of subfolders, not of pages below."""
+    prefix = folder + "/" if folder else ""
+    _, high = _prefix_range(prefix)
+    cond, args = visible_sql("p", who)
+    n = len(prefix) + 1
+    sql = f"""SELECT p.path FROM pages AS p
+        WHERE p.path >= ? AND p.path < ? AND instr(substr(p.path, {n}), '/') > 0
+          AND {cond} AND {shown_sql("p", "list")}
+        ORDER BY p.path LIMIT 1"""
+    names: list[str] = []
+    low = prefix
+    while True:
+        row: Any = conn.execute(sql, (low, high, *args)).fetchone()
+        if row is None:
+            return names
+        name = str(row[0])[len(prefix) :].split("/", 1)[0]
+        names.append(name)
+        low = prefix + name + "0"  # "0" sorts right after "/": past everything in name/
+
+
 def folder_listing(
     conn: apsw.Connection, folder: str, limit: int, offset: int, who: Identity | None = None
 ) -> dict[str, Any]:
     """What the folder ``folder`` (``""`` for the wiki's top, else ``a/b`` without a
-    trailing ``/``) holds that ``who`` may see: ``{"folders": [(name, pages under it)],
-    "pages": [{path, title, kind, updated}], "pages_total": n}``. Subfolders are those of
-    the visible pages below (a folder of hidden pages only is not named); pages are the
-    folder's own, by title, ``limit`` from ``offset`` on. Pages a listing hides (a
-    forgotten page, :func:`wiki_memory.states.shown_sql`) are left out too."""
+    trailing ``/``) holds that ``who`` may see: ``{"folders": [name], "pages": [{path,
+    title, kind, updated}], "pages_total": n}``. Subfolders are those holding a visible
+    page (:func:`subfolders`: a folder of hidden pages only is not named); pages are the
+    folder's own, by title, ``limit`` from ``offset`` on (no page query when ``limit``
+    is 0). Pages a listing hides (a forgotten page, :func:`wiki_memory.states.shown_sql`)
+    are left out too."""
     prefix = folder + "/" if folder else ""
     low, high = _prefix_range(prefix)
     cond, args = visible_sql("p", who)
-    where = f"p.path >= ? AND p.path < ? AND {cond} AND {shown_sql('p', 'list')}"
     n = len(prefix) + 1
-    sub_sql = f"""
-        SELECT substr(rest, 1, instr(rest, '/') - 1) AS name, count(*)
-        FROM (SELECT substr(p.path, {n}) AS rest FROM pages AS p WHERE {where})
-        WHERE instr(rest, '/') > 0 GROUP BY name ORDER BY name COLLATE NOCASE, name
-    """
-    folders = [(str(r[0]), int(r[1])) for r in conn.execute(sub_sql, (low, high, *args))]
-    own = f"{where} AND instr(substr(p.path, {n}), '/') = 0"
+    own = (
+        f"p.path >= ? AND p.path < ? AND instr(substr(p.path, {n}), '/') = 0 "
+        f"AND {cond} AND {shown_sql('p', 'list')}"
+    )
+    folders = subfolders(conn, folder, who)
+    if limit <= 0:
+        return {"folders": folders, "pages": [], "pages_total": None}
     total = _count(conn, f"SELECT count(*) FROM pages AS p WHERE {own}", (low, high, *args))
     rows = conn.execute(
         f"""SELECT p.path, p.title, p.kind, {UPDATED} AS updated FROM pages AS p WHERE {own}

@@ -311,7 +311,8 @@ class Index:
     def folder_listing(
         self, folder: str, limit: int = 500, offset: int = 0, who: Identity | None = None
     ) -> dict[str, Any]:
-        """A folder's subfolders and own pages as ``who`` sees them
+        """A folder's subfolders and own pages as ``who`` sees them (``limit=0``: only
+        its subfolders)
         (:func:`wiki_memory.index.pages.folder_listing`)."""
         return pages.folder_listing(self._conn(), folder, limit, offset, who)
 

@@ -324,10 +324,10 @@ class _View:
             10,
             keep=for_me,
         )
-        top = self.memory.folder("", user=user, limit=0)
+        top = self.memory.folder("", user=user, limit=1)
         folders = [
-            {"name": n, "count": c, "url": web_render.folder_url(n)}
-            for n, c in top["folders"][:FOLDER_MAX_SUBFOLDERS]
+            {"name": n, "url": web_render.folder_url(n)}
+            for n in top["folders"][:FOLDER_MAX_SUBFOLDERS]
         ]
         return self._html(
             request,
@@ -442,7 +442,7 @@ class _View:
 
         def level(prefix: str, depth: int) -> None:
             listing = self.memory.folder(prefix, user=user, limit=0)
-            for name, _n in listing["folders"][:cap]:
+            for name in listing["folders"][:cap]:
                 full = f"{prefix}/{name}" if prefix else name
                 on_path = depth < len(parts) and parts[depth] == name
                 out.append(
@@ -480,8 +480,8 @@ class _View:
         more = f"?offset={off + FOLDER_PAGE_SIZE}" if off + FOLDER_PAGE_SIZE < total else None
         first = folder_url(folder) if off else None
         subfolders = [
-            {"name": n, "count": c, "url": folder_url(f"{folder}/{n}" if folder else n)}
-            for n, c in listing["folders"][:FOLDER_MAX_SUBFOLDERS]
+            {"name": n, "url": folder_url(f"{folder}/{n}" if folder else n)}
+            for n in listing["folders"][:FOLDER_MAX_SUBFOLDERS]
         ]
         return self._html(
             request,
