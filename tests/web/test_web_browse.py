@@ -175,6 +175,12 @@ def test_c52_results_are_grouped_marked_and_safe(aw):
     # the title is marked too
     retry = next(r for r in d.results if r["path"] == RETRY)
     assert ("Retry", True) in retry["title"]
+    # "+N more in this page" opens the page with its hits marked
+    more = re.search(r'href="(/page/[^"]*retry-policy\.md\?hl=retry)">\+(\d+) more', d.raw)
+    assert more, d.raw
+    shown = c.get(more.group(1).replace("&amp;", "&")).text
+    body = shown.split('class="body markdown">', 1)[1]
+    assert body.count("<mark>") >= 20 and "<mark>**" not in body
 
     # both words of a two-word query are marked, in any case
     for q in ("retry budget", '"retry budget"', "RETRY BUDGET"):

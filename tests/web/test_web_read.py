@@ -10,7 +10,7 @@ import pytest
 
 from wiki_memory.recall.terms import match_forms
 from wiki_memory.web.render import render_markdown
-from wiki_memory.web.search import group, mark, plain
+from wiki_memory.web.search import group, mark, mark_html, plain
 
 
 class Elements(html.parser.HTMLParser):
@@ -169,3 +169,14 @@ def test_results_are_grouped_per_page_in_rank_order():
     assert len(groups[0].anchors) == 3 and groups[0].more == 1
     assert groups[0].anchors[0]["url"] == "/page/a.md#^t3"
     assert groups[1].anchors[0]["url"] == "/page/b.md#rule"
+
+
+def test_page_marks_leave_tags_entities_links_and_code_alone():
+    out = mark_html(
+        '<p>Retry &lt;retry&gt; <a href="/retry">retry</a> <code>retry</code> retrying</p>',
+        match_forms("retry lt"),
+    )
+    assert out == (
+        '<p><mark>Retry</mark> &lt;<mark>retry</mark>&gt; <a href="/retry">retry</a> '
+        "<code>retry</code> <mark>retrying</mark></p>"
+    )

@@ -19,13 +19,14 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from markupsafe import Markup
 
 from wiki_memory.recall.terms import words
 from wiki_memory.web.render import escape, fragment_for, page_url, parse_wikilink
 
-__all__ = ["ANCHORS_PER_PAGE", "Group", "group", "mark", "plain"]
+__all__ = ["ANCHORS_PER_PAGE", "Group", "group", "mark", "mark_html", "plain"]
 
 #: how many entries of one page the results show under it
 ANCHORS_PER_PAGE = 3
@@ -101,6 +102,45 @@ def mark(text: str, forms: Sequence[tuple[str, bool]]) -> Markup:
     return Markup("".join(out))
 
 
+_HTML_PARTS = re.compile(r"(<[^>]*>|&[#A-Za-z0-9]+;)")
+#: elements whose text is never marked (their text is not prose, or is a control)
+_NO_MARK = {"a", "code", "pre", "summary", "mark", "kbd"}
+
+
+def mark_html(html: str, forms: Sequence[tuple[str, bool]]) -> str:
+    """Rendered, trusted page HTML with the words matching ``forms`` in its text wrapped in
+    ``<mark>`` (the page view's ``?hl=``). Only text between tags changes, entities are
+    kept whole, and text inside links, code, ``<summary>`` and existing marks is left as
+    it is. The HTML is this view's own output (:func:`~wiki_memory.web.render.render_markdown`),
+    so a tag never holds a raw ``>``."""
+    if not forms:
+        return html
+    out: list[str] = []
+    depth = 0
+    for part in _HTML_PARTS.split(html):
+        if not part:
+            continue
+        if part.startswith("<"):
+            name = (
+                part[1:].split(None, 1)[0].rstrip(">/").lstrip("/").lower() if len(part) > 2 else ""
+            )
+            if name in _NO_MARK and not part.endswith("/>"):
+                depth += -1 if part.startswith("</") else 1
+                depth = max(depth, 0)
+            out.append(part)
+        elif part.startswith("&") or depth:
+            out.append(part)
+        else:
+            last = 0
+            for m in _WORD.finditer(part):
+                if _matches(m.group(0), forms):
+                    out.append(part[last : m.start()])
+                    out.append(f"<mark>{m.group(0)}</mark>")
+                    last = m.end()
+            out.append(part[last:])
+    return "".join(out)
+
+
 @dataclass
 class Group:
     """One page in the results: its best item's rank decides its place."""
@@ -111,6 +151,7 @@ class Group:
     project: str | None
     updated: Any
     url: str
+    more_url: str = ""
     anchors: list[dict[str, Any]] = field(default_factory=list)
     more: int = 0
 
@@ -129,11 +170,14 @@ def _anchor_label(anchor: str) -> str:
     return frag.lstrip("^")
 
 
-def group(items: Iterable[dict[str, Any]], forms: Sequence[tuple[str, bool]]) -> list[Group]:
+def group(
+    items: Iterable[dict[str, Any]], forms: Sequence[tuple[str, bool]], query: str = ""
+) -> list[Group]:
     """Recall's items (best first) as one :class:`Group` per page, in the order of each
     page's best item, each with its first :data:`ANCHORS_PER_PAGE` items as ``{url,
     label, snippet}`` (snippet: :func:`plain`, then :func:`mark`) and the number left
-    over in ``more``. Items of running sessions (no page yet) are a group of their own."""
+    over in ``more`` and ``more_url``: the page with ``query``'s words marked (``?hl=``).
+    Items of running sessions (no page yet) are a group of their own."""
     out: dict[str, Group] = {}
     for it in items:
         path = str(it.get("path") or "")
@@ -147,6 +191,7 @@ def group(items: Iterable[dict[str, Any]], forms: Sequence[tuple[str, bool]]) ->
                 project=_project_of(path),
                 updated=it.get("updated"),
                 url=page_url(path),
+                more_url=page_url(path) + "?" + urlencode({"hl": query}) if query else "",
             )
         if len(g.anchors) >= ANCHORS_PER_PAGE:
             g.more += 1

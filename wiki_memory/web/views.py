@@ -557,7 +557,7 @@ class _View:
                 omitted = res.omitted
                 matches = len(res.items)
                 forms = match_forms(q)
-                groups = web_search.group(res.items, forms)
+                groups = web_search.group(res.items, forms, q)
                 kinds = sorted({g.kind for g in groups} | ({kind} if kind else set()))
                 projects = sorted(
                     {g.project for g in groups if g.project} | ({project} if project else set())
@@ -677,6 +677,12 @@ class _View:
         view = self._render_page(user, rel, raw)
         m = view["meta"]
         source = request.query_params.get("view") == "source"
+        hl = request.query_params.get("hl", "").strip()[:500]
+        if hl and not source:  # from search's "+N more in this page": its words marked
+            view = {
+                **view,
+                "body": Markup(web_search.mark_html(str(view["body"]), match_forms(hl))),
+            }
         project = m.get("project") or (meta_row or {}).get("project")
         return self._html(
             request,
