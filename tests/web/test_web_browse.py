@@ -159,6 +159,8 @@ def test_c52_results_are_grouped_marked_and_safe(aw):
     assert RETRY in paths and SESSION in paths
     ses = next(r for r in d.results if r["path"] == SESSION)
     assert len(ses["snippets"]) == 3  # its entries ^t3, ^t9, ^t14 under it
+    row = d.raw.split(f'data-path="{SESSION}"', 1)[1].split('<li class="result"', 1)[0]
+    assert {f"#^t{n}" for n in (3, 9, 14)} <= set(re.findall(r'href="[^"#]*(#\^t\d+)"', row))
     assert re.fullmatch(r"\d+ pages?, \d+ match(es)?.*", d.counts.strip()), d.counts
     for r in d.results:
         for s in r["snippets"]:

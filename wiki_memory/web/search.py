@@ -174,8 +174,9 @@ def group(
     items: Iterable[dict[str, Any]], forms: Sequence[tuple[str, bool]], query: str = ""
 ) -> list[Group]:
     """Recall's items (best first) as one :class:`Group` per page, in the order of each
-    page's best item, each with its first :data:`ANCHORS_PER_PAGE` items as ``{url,
-    label, snippet}`` (snippet: :func:`plain`, then :func:`mark`) and the number left
+    page's best item, each with its best :data:`ANCHORS_PER_PAGE` items as ``{url,
+    label, snippet}`` (snippet: :func:`plain`, then :func:`mark`; items whose snippet
+    shows a matched word first, then in rank order) and the number left
     over in ``more`` and ``more_url``: the page with ``query``'s words marked (``?hl=``).
     Items of running sessions (no page yet) are a group of their own."""
     out: dict[str, Group] = {}
@@ -193,9 +194,6 @@ def group(
                 url=page_url(path),
                 more_url=page_url(path) + "?" + urlencode({"hl": query}) if query else "",
             )
-        if len(g.anchors) >= ANCHORS_PER_PAGE:
-            g.more += 1
-            continue
         anchor = str(it.get("anchor") or path)
         frag = anchor.partition("#")[2]
         g.anchors.append(
@@ -205,4 +203,10 @@ def group(
                 "snippet": mark(plain(str(it.get("snippet") or "")), forms),
             }
         )
+    for g in out.values():
+        # the page's best entries: those whose text shows a matched word first (an entry
+        # recall ranked for its page's title alone says nothing), then in rank order
+        ranked = sorted(g.anchors, key=lambda a: "<mark>" not in a["snippet"])
+        g.more = max(0, len(ranked) - ANCHORS_PER_PAGE)
+        g.anchors = ranked[:ANCHORS_PER_PAGE]
     return list(out.values())
