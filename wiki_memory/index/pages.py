@@ -494,19 +494,35 @@ def _count(conn: apsw.Connection, sql: str, args: Sequence[Any]) -> int:
     return int(row[0])
 
 
+#: the ``pages`` rows under a path prefix, in path order, as a subquery the planner
+#: keeps (its ``LIMIT -1`` stops SQLite from flattening it): it walks the primary key's
+#: range, where the scope condition's ``owner IN (...)`` would otherwise make it read the
+#: ``pages_owner`` index for every row and sort them all
+_UNDER = """(SELECT path, title, kind, owner, meta, updated, created, mtime FROM pages
+    WHERE path >= ? AND path < ? ORDER BY path LIMIT -1) AS p"""
+
+
+def _shown_in_lists() -> str:
+    """:func:`~wiki_memory.states.shown_sql` for listings, reading the stored frontmatter
+    as JSON only when it names a ``state`` at all (most pages do not)."""
+    return f"(instr(p.meta, '\"state\"') = 0 OR {shown_sql('p', 'list')})"
+
+
 def subfolders(conn: apsw.Connection, folder: str, who: Identity | None = None) -> list[str]:
     """The names of the folders directly in ``folder`` (``""``: the top) that hold a page
     ``who`` may see and a listing shows, sorted by path. A loose scan of the ``pages``
     primary key (one short query per subfolder, each jumping past the subfolder it
     found), so its cost grows with the number of subfolders, not of pages below."""
     prefix = folder + "/" if folder else ""
-    _, high = _prefix_range(prefix)
     cond, args = visible_sql("p", who)
+    return _subfolder_names(conn, prefix, f"{cond} AND {_shown_in_lists()}", args)
+
+
+def _subfolder_names(conn: apsw.Connection, prefix: str, cond: str, args: list[Any]) -> list[str]:
+    _, high = _prefix_range(prefix)
     n = len(prefix) + 1
-    sql = f"""SELECT p.path FROM pages AS p
-        WHERE p.path >= ? AND p.path < ? AND instr(substr(p.path, {n}), '/') > 0
-          AND {cond} AND {shown_sql("p", "list")}
-        ORDER BY p.path LIMIT 1"""
+    sql = f"""SELECT p.path FROM {_UNDER}
+        WHERE instr(substr(p.path, {n}), '/') > 0 AND {cond} LIMIT 1"""
     names: list[str] = []
     low = prefix
     while True:
@@ -525,27 +541,33 @@ def folder_listing(
     trailing ``/``) holds that ``who`` may see: ``{"folders": [name], "pages": [{path,
     title, kind, updated}], "pages_total": n}``. Subfolders are those holding a visible
     page (:func:`subfolders`: a folder of hidden pages only is not named); pages are the
-    folder's own, by title, ``limit`` from ``offset`` on (no page query when ``limit``
-    is 0). Pages a listing hides (a forgotten page, :func:`wiki_memory.states.shown_sql`)
+    folder's own, by title (case-folded), ``limit`` from ``offset`` on (no page query
+    when ``limit`` is 0). Pages a listing hides (a forgotten page, :func:`wiki_memory.states.shown_sql`)
     are left out too."""
     prefix = folder + "/" if folder else ""
     low, high = _prefix_range(prefix)
     cond, args = visible_sql("p", who)
     n = len(prefix) + 1
-    own = (
-        f"p.path >= ? AND p.path < ? AND instr(substr(p.path, {n}), '/') = 0 "
-        f"AND {cond} AND {shown_sql('p', 'list')}"
-    )
+    own = f"instr(substr(p.path, {n}), '/') = 0 AND {cond} AND {_shown_in_lists()}"
     folders = subfolders(conn, folder, who)
     if limit <= 0:
         return {"folders": folders, "pages": [], "pages_total": None}
-    total = _count(conn, f"SELECT count(*) FROM pages AS p WHERE {own}", (low, high, *args))
-    rows = conn.execute(
-        f"""SELECT p.path, p.title, p.kind, {UPDATED} AS updated FROM pages AS p WHERE {own}
-            ORDER BY coalesce(p.title, p.path) COLLATE NOCASE, p.path LIMIT ? OFFSET ?""",
-        (low, high, *args, int(limit), int(offset)),
-    )
-    pages = [dict(zip(("path", "title", "kind", "updated"), r, strict=True)) for r in rows]
+    # the folder's own pages lie in the gaps between its subfolders' ranges: reading only
+    # the gaps keeps the cost with the folder's own pages, not with everything below it
+    gaps: list[tuple[str, str]] = []
+    start = low
+    for name in _subfolder_names(conn, prefix, "1", []):  # hidden ones too: skip them all
+        gaps.append((start, prefix + name + "/"))
+        start = prefix + name + "0"
+    gaps.append((start, high))
+    sql = f"SELECT p.path, p.title, p.kind, {UPDATED} AS updated FROM {_UNDER} WHERE {own}"
+    keys = ("path", "title", "kind", "updated")
+    found = [
+        dict(zip(keys, r, strict=True)) for a, b in gaps for r in conn.execute(sql, (a, b, *args))
+    ]
+    found.sort(key=lambda r: (str(r["title"] or r["path"]).casefold(), r["path"]))
+    total = len(found)
+    pages = found[int(offset) : int(offset) + int(limit)]
     return {"folders": folders, "pages": pages, "pages_total": total}
 
 
