@@ -117,6 +117,8 @@ PAGE_SIZE = 25
 #: a folder page lists at most this many of its pages (then pages on); with its
 #: subfolders (:data:`FOLDER_MAX_SUBFOLDERS`) and the tree no page has 500 links
 FOLDER_PAGE_SIZE = 250
+#: the handoffs page shows the newest this many (two links each: under 500 links)
+HANDOFFS_SHOWN = 200
 FOLDER_MAX_SUBFOLDERS = 150
 
 #: the date filters of the search page: name → (label, seconds back from now)
@@ -406,13 +408,13 @@ class _View:
     def handoffs(self, request: Request) -> Response:
         user = self._user(request)
         project = request.query_params.get("project") or None
-        rows, _ = self._visible_rows(
+        rows, more = self._visible_rows(
             user,
             lambda lim, off: self.memory.list_pages(
                 project=project, kind="handoff", limit=lim, offset=off, user=user
             ),
             0,
-            2000,
+            HANDOFFS_SHOWN,
         )
         groups: dict[str, list[dict[str, Any]]] = {}
         for r in rows:
@@ -428,6 +430,7 @@ class _View:
             groups=[(s, groups[s]) for s in order],
             project=project,
             total=len(rows),
+            cut=more is not None,
         )
 
     # -- browsing ----------------------------------------------------------------------
