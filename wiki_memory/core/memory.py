@@ -95,6 +95,9 @@ class Memory:
         self.page_meta = self.reader.page_meta
         self.names_for = self.reader.names_for
         self.projects = self.reader.projects
+        self.folder = self._audit_reads("list", self.reader.folder)
+        self.tagged = self._audit_reads("list", self.reader.tagged)
+        self.most_linked = self.reader.most_linked
         self.project_exists = self.reader.project_exists
         self.session_page = self.reader.session_page
         #: session pages: compiling and merging with people's edits (writer thread)

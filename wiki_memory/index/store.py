@@ -308,6 +308,28 @@ class Index:
         """
         return pages.list_pages(self._conn(), project, kind, since, limit, offset, who)
 
+    def folder_listing(
+        self, folder: str, limit: int = 500, offset: int = 0, who: Identity | None = None
+    ) -> dict[str, Any]:
+        """A folder's subfolders and own pages as ``who`` sees them (``limit=0``: only
+        its subfolders)
+        (:func:`wiki_memory.index.pages.folder_listing`)."""
+        return pages.folder_listing(self._conn(), folder, limit, offset, who)
+
+    def tagged_pages(
+        self, tag: str, limit: int = 100, offset: int = 0, who: Identity | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Pages tagged ``tag`` that ``who`` may see, and their number
+        (:func:`wiki_memory.index.pages.tagged_pages`)."""
+        return pages.tagged_pages(self._conn(), tag, limit, offset, who)
+
+    def most_linked(
+        self, project: str, limit: int = 10, who: Identity | None = None
+    ) -> list[dict[str, Any]]:
+        """A project's pages with the most visible linking pages
+        (:func:`wiki_memory.index.pages.most_linked`)."""
+        return pages.most_linked(self._conn(), project, limit, who)
+
     def sections_of(self, path: str) -> list[dict[str, Any]]:
         """The sections of ``path`` in page order: dicts with anchor, heading, ord, line, hash, text."""
         return pages.sections_of(self._conn(), path)

@@ -55,12 +55,16 @@ __all__ = [
     "Rendered",
     "Resolver",
     "Target",
+    "crumbs",
     "escape",
+    "folder_url",
     "heading_id",
     "link_key",
     "page_url",
     "render_markdown",
     "render_value",
+    "sanitize_body",
+    "tag_url",
 ]
 
 #: markdown bodies larger than this are shown as escaped text, not parsed (bytes)
@@ -109,6 +113,23 @@ def page_url(path: str, fragment: str | None = None) -> str:
     (already safe: a block id or a :func:`heading_id`)."""
     url = "/page/" + quote(path, safe="/")
     return url + "#" + quote(fragment, safe="^-") if fragment else url
+
+
+def folder_url(folder: str) -> str:
+    """``/f/<folder>`` (percent-encoded, ``/`` kept); ``/f`` for the wiki's top."""
+    return "/f/" + quote(folder, safe="/") if folder else "/f"
+
+
+def crumbs(path: str, is_folder: bool = False) -> list[tuple[str, str]]:
+    """``[(name, folder URL)]`` from the wiki's top to the folder holding ``path`` (to
+    ``path`` itself when ``is_folder``): the linked breadcrumbs of a page or folder."""
+    parts = [p for p in path.split("/") if p]
+    if not is_folder:
+        parts = parts[:-1]
+    out = [("wiki", folder_url(""))]
+    for i in range(len(parts)):
+        out.append((parts[i], folder_url("/".join(parts[: i + 1]))))
+    return out
 
 
 def link_key(target: str) -> str:
@@ -484,8 +505,253 @@ def _attrs(tok: Token) -> str:
     return "".join(f' {escape(k)}="{escape(v)}"' for k, v in tok.attrItems())
 
 
+# --------------------------------------------------------------------------- inline HTML
+
+#: the inline HTML Obsidian notes use that the view renders (docs/web.md); every other
+#: tag is shown as text. ``open`` on ``details`` is the only attribute kept.
+HTML_ALLOWED = frozenset({"br", "kbd", "sub", "sup", "details", "summary"})
+#: layout-only tags whose markup is dropped while their text stays (a vault's
+#: ``<span class="related-pages">#css</span>`` shows ``#css`` as a tag link)
+HTML_UNWRAPPED = frozenset({"span", "div", "font", "center"})
+_HTML_TAG_RE = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)((?:[^<>\"']|\"[^\"]*\"|'[^']*')*)>")
+_OPEN_ATTR_RE = re.compile(r"(?:^|\s)open(?:\s|=|/|$)", re.I)
+_TEXT_NEWLINE_RE = re.compile(r"(?<=[^>\n])\n(?=[^<\n])")
+_HTML_COMMENT_RE = re.compile(r"\s*<!--.*?-->\s*", re.S)
+
+#: what nh3 keeps of a body that holds allowlisted inline HTML: the elements and
+#: attributes this renderer writes itself, plus :data:`HTML_ALLOWED` (``open`` on details)
+_NH3_TAGS = HTML_ALLOWED | {
+    "a", "p", "div", "span", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li",
+    "blockquote", "pre", "code", "table", "thead", "tbody", "tr", "th", "td", "em",
+    "strong", "s", "del", "hr", "input", "section", "time", "mark",
+}  # fmt: skip
+_NH3_ATTRS = {
+    "*": {"class", "id", "title"},
+    "a": {"href", "rel"},
+    "input": {"type", "disabled", "checked"},
+    "ol": {"start"},
+    "details": {"open"},
+}
+
+
+def _html_fragment(text: str, env: MutableMapping[str, Any]) -> str:
+    """Raw HTML from a page: tags of :data:`HTML_ALLOWED` without their attributes (but
+    ``open`` on ``details``), tags of :data:`HTML_UNWRAPPED` left out (their text
+    stays), everything else escaped, so it shows as text."""
+    out: list[str] = []
+    last = 0
+    for m in _HTML_TAG_RE.finditer(text):
+        out.append(escape(text[last : m.start()]))
+        last = m.end()
+        closing, name, attrs = m.group(1), m.group(2).lower(), m.group(3)
+        if name in HTML_UNWRAPPED:
+            continue  # its markup is dropped, its text stays
+        if name not in HTML_ALLOWED or (closing and attrs.strip()):
+            out.append(escape(m.group(0)))
+            continue
+        env["inline_html"] = True
+        if closing:
+            out.append("" if name == "br" else f"</{name}>")
+        elif name == "details" and _OPEN_ATTR_RE.search(attrs):
+            out.append("<details open>")
+        else:
+            out.append(f"<{name}>")
+    out.append(escape(text[last:]))
+    return "".join(out)
+
+
+def _render_html_inline(
+    self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any
+) -> str:
+    return _html_fragment(tokens[idx].content, env)
+
+
+def _render_html_block(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    content = tokens[idx].content
+    if _HTML_COMMENT_RE.fullmatch(content):
+        return ""  # a comment on its own lines is hidden, as Obsidian hides it
+    html = _html_fragment(content.rstrip("\n"), env)
+    if "<" not in html.replace("&lt;", ""):
+        return f"<p>{html}</p>\n"  # no allowed tag in it: the block is text
+    # a line break inside the block's text is kept (not after a tag: that is layout)
+    return _TEXT_NEWLINE_RE.sub("<br>\n", html) + "\n"
+
+
+def sanitize_body(html: str) -> str:
+    """The rendered body through nh3 (the Rust ``ammonia`` allowlist sanitizer) with
+    this renderer's own elements and attributes: it balances the inline HTML a page
+    holds (an unclosed ``<kbd>``) and is the last guard on what reaches the browser."""
+    import nh3
+
+    return nh3.clean(
+        html,
+        tags=set(_NH3_TAGS),
+        attributes={k: set(v) for k, v in _NH3_ATTRS.items()},
+        link_rel=None,
+        url_schemes={"http", "https", "mailto"},
+        strip_comments=True,
+    )
+
+
+# --------------------------------------------------------------------------- tags
+
+_TAG_RE = re.compile(r"#([^\s#!\"$%&'()*+,.:;<=>?@\[\\\]^`{|}~]+)")
+
+
+def tag_url(tag: str) -> str:
+    """``/tag/<tag>`` (percent-encoded, ``/`` of nested tags kept) for ``tag`` (``#`` or not)."""
+    return "/tag/" + quote(tag.lstrip("#"), safe="/")
+
+
+def _tag_rule(state: StateInline, silent: bool) -> bool:
+    """``#tag`` (Obsidian: after a space or at the start, not only digits) → a link."""
+    pos = state.pos
+    src = state.src
+    if src[pos] != "#":
+        return False
+    if pos > 0 and not src[pos - 1].isspace():
+        after_tag = (
+            src[pos - 1] == ">"
+            and not state.pending
+            and bool(state.tokens)
+            and state.tokens[-1].type == "html_inline"
+        )
+        if not after_tag:
+            return False
+    m = _TAG_RE.match(src, pos)
+    if m is None or m.group(1).replace("/", "").isdigit():
+        return False
+    if not silent:
+        tok = state.push("tag", "", 0)
+        tok.content = m.group(1).rstrip("/")
+    state.pos = m.end()
+    return True
+
+
+def _render_tag(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    tag = tokens[idx].content
+    return f'<a class="tag" href="{escape(tag_url(tag))}">#{escape(tag)}</a>'
+
+
+# --------------------------------------------------------------------------- sessions
+
+#: the first line of a timeline entry (wiki_memory.wiki.compiler): ``**10:01:02** · head``
+_TURN_HEAD_RE = re.compile(r"\*\*(\d{1,2}:\d{2}(?::\d{2})?)\*\*\s*·\s*(.+)")
+_TOOL_HEAD_RE = re.compile(r"tool \*\*(.+?)\*\*\s*·\s*(\w+)")
+
+
+def _turn_kind(head: str) -> tuple[str, dict[str, str]]:
+    """``(kind, facts)`` of an entry's head: prompt, reply, tool (name, status) or event."""
+    if head.startswith("prompt"):
+        who = head.split("·")[1].strip() if "·" in head else ""
+        return "prompt", {"speaker": who}
+    if head.startswith(("reply", "subagent reply")):
+        return "reply", {"label": head.replace("·", "").strip()}
+    m = _TOOL_HEAD_RE.match(head)
+    if m:
+        return "tool", {"tool": m.group(1), "status": m.group(2)}
+    return "event", {"label": head.replace("`", "")}
+
+
+def _conversation(state: StateCore) -> None:
+    """A session page's timeline as a conversation (only when ``env["conversation"]``):
+    each entry (``<div class="block">`` from :func:`_structure`) becomes a turn with who
+    spoke and when; a prompt's and a reply's fenced text is shown as text, not code; a
+    tool call's input and output fold into one ``<details>`` under a line naming the
+    tool and whether it failed. The page file is not changed: this is rendering only."""
+    env = state.env
+    if not env.get("conversation"):
+        return
+    tokens = state.tokens
+    out: list[Token] = []
+    i = 0
+    n = len(tokens)
+    while i < n:
+        t = tokens[i]
+        out.append(t)
+        i += 1
+        if t.type != "block_open" or i + 2 >= n:
+            continue
+        if tokens[i].type != "paragraph_open" or tokens[i + 1].type != "inline":
+            continue
+        m = _TURN_HEAD_RE.fullmatch(tokens[i + 1].content.strip())
+        if m is None:
+            continue
+        kind, facts = _turn_kind(m.group(2))
+        failed = facts.get("status") == "failed"
+        t.attrs["class"] = f"block turn turn-{kind}" + (" turn-failed" if failed else "")
+        head = Token("turn_head", "", 0)
+        head.meta = {"time": m.group(1), "kind": kind, **facts}
+        out.append(head)
+        i += 3
+        # the entry's own blocks, up to its closing wrapper
+        j = i
+        while j < n and not (tokens[j].type == "block_close" and tokens[j].level == t.level):
+            j += 1
+        inner = tokens[i:j]
+        if kind == "tool" and inner:
+            opener = Token("turn_io_open", "", 0)
+            opener.meta = {"failed": failed}
+            out.append(opener)
+            out.extend(inner)
+            out.append(Token("turn_io_close", "", 0))
+        else:
+            for tok in inner:
+                if tok.type == "fence" and kind in ("prompt", "reply"):
+                    tok.type = "said"
+                out.append(tok)
+        i = j
+    state.tokens = out
+
+
+def _render_turn_head(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    m = tokens[idx].meta
+    kind = m["kind"]
+    when = f'<span class="when">{escape(m["time"])}</span>'
+    if kind == "prompt":
+        who = m.get("speaker") or env.get("speaker") or "user"
+        return f'<p class="turn-head"><strong class="who">{escape(who)}</strong> {when}</p>\n'
+    if kind == "reply":
+        who = env.get("agent") or "agent"
+        label = m.get("label", "reply")
+        extra = f' <span class="muted">{escape(label)}</span>' if label != "reply" else ""
+        return (
+            f'<p class="turn-head"><strong class="who">{escape(who)}</strong>{extra} {when}</p>\n'
+        )
+    if kind == "tool":
+        status = m.get("status", "")
+        badge = (
+            '<span class="badge failed">failed</span>'
+            if status == "failed"
+            else f'<span class="badge">{escape(status)}</span>'
+        )
+        return (
+            f'<p class="turn-head"><span class="tool-name">{escape(m.get("tool", ""))}</span> '
+            f"{badge} {when}</p>\n"
+        )
+    return f'<p class="turn-head event">{escape(m.get("label", ""))} {when}</p>\n'
+
+
+def _render_turn_io_open(
+    self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any
+) -> str:
+    failed = tokens[idx].meta.get("failed")
+    label = "input, output and error" if failed else "input and output"
+    return f'<details class="tool-io"><summary>{label}</summary>\n'
+
+
+def _render_turn_io_close(
+    self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any
+) -> str:
+    return "</details>\n"
+
+
+def _render_said(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    return f'<div class="said">{escape(tokens[idx].content.rstrip())}</div>\n'
+
+
 def _make_md() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md = MarkdownIt("commonmark", {"html": True, "linkify": False, "typographer": False})
     md.enable(["table", "strikethrough"])
     md.use(tasklists_plugin)
     md.use(footnote_plugin)
@@ -498,6 +764,15 @@ def _make_md() -> MarkdownIt:
     md.add_render_rule("block_ref", _render_block_ref)
     md.add_render_rule("image", _render_image)
     md.add_render_rule("link_open", _link_open)
+    md.add_render_rule("html_inline", _render_html_inline)
+    md.add_render_rule("html_block", _render_html_block)
+    md.inline.ruler.push("tag", _tag_rule)
+    md.add_render_rule("tag", _render_tag)
+    md.core.ruler.push("conversation", _conversation)
+    md.add_render_rule("turn_head", _render_turn_head)
+    md.add_render_rule("turn_io_open", _render_turn_io_open)
+    md.add_render_rule("turn_io_close", _render_turn_io_close)
+    md.add_render_rule("said", _render_said)
     return md
 
 
@@ -524,13 +799,17 @@ def render_markdown(
     rel: str,
     targets: Mapping[str, Target],
     lazy: Callable[[str], Target] | None = None,
+    session: Mapping[str, str] | None = None,
 ) -> Rendered:
     """Render a page body (frontmatter already removed) to HTML.
 
     ``rel`` is the page's wiki path (relative markdown links resolve from its folder),
     ``targets`` the resolved wikilinks (``{link_key: Target}``); a target missing from
     it is resolved with ``lazy`` (and the result is then not cacheable). A body over
-    :data:`MAX_MARKDOWN_BYTES` is shown as escaped text in a ``<pre>``.
+    :data:`MAX_MARKDOWN_BYTES` is shown as escaped text in a ``<pre>``. ``session``
+    (``{"speaker": user, "agent": harness}`` of a session page) renders the timeline as
+    a conversation (:func:`_conversation`). A body holding allowlisted inline HTML
+    (:data:`HTML_ALLOWED`) passes through :func:`sanitize_body` last.
     """
     if len(body.encode("utf-8", "surrogatepass")) > MAX_MARKDOWN_BYTES:
         return Rendered(
@@ -538,7 +817,12 @@ def render_markdown(
             f'<pre class="source">{escape(body)}</pre>'
         )
     env: dict[str, Any] = {"rel": rel, "targets": targets, "lazy": lazy, "ids": set()}
+    if session is not None:
+        env["conversation"] = True
+        env.update({k: v for k, v in session.items() if v})
     html = _md().render(body, env)
+    if env.get("inline_html"):
+        html = sanitize_body(html)
     return Rendered(html, not env.get("uncached"))
 
 

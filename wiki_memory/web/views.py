@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlencode
@@ -30,11 +31,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from wiki_memory.errors import NotFound
+from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.index.store import SearchError, is_indexable
+from wiki_memory.recall.terms import match_forms
 from wiki_memory.states import page_state
 from wiki_memory.web import render as web_render
+from wiki_memory.web import search as web_search
 from wiki_memory.web.context import (
     _CONTEXTS,
     CATCH_ALL,
@@ -53,6 +56,8 @@ from wiki_memory.web.render import (
     RenderCache,
     Resolver,
     Target,
+    crumbs,
+    folder_url,
     render_markdown,
     render_value,
     targets_fingerprint,
@@ -109,6 +114,20 @@ __all__ = [
 #: how many tokens recall may spend on one search page (cl100k tokens)
 SEARCH_BUDGET_TOKENS = 8000
 PAGE_SIZE = 25
+#: a folder page lists at most this many of its pages (then pages on); with its
+#: subfolders (:data:`FOLDER_MAX_SUBFOLDERS`) and the tree no page has 500 links
+FOLDER_PAGE_SIZE = 250
+#: the handoffs page shows the newest this many (two links each: under 500 links)
+HANDOFFS_SHOWN = 200
+FOLDER_MAX_SUBFOLDERS = 150
+
+#: the date filters of the search page: name → (label, seconds back from now)
+SEARCH_WITHIN = {
+    "day": ("past day", 86400),
+    "week": ("past week", 7 * 86400),
+    "month": ("past month", 31 * 86400),
+    "year": ("past year", 366 * 86400),
+}
 
 HANDOFF_STATES = ("offered", "open", "claimed", "done", "cancelled", "expired")
 _REV_RE = re.compile(r"[0-9a-f]{7,40}")
@@ -148,6 +167,9 @@ def routes(memory: Memory, tokens: TokenStore) -> list[Any]:
         ),
         Route("/p/{project}", v.project, methods=["GET"]),
         Route("/pages", v.all_pages, methods=["GET"]),
+        Route("/f", v.folder, methods=["GET"]),
+        Route("/f/{folder:path}", v.folder, methods=["GET"]),
+        Route("/tag/{tag:path}", v.tag, methods=["GET"]),
         Route("/page/{path:path}", v.page, methods=["GET"]),
         Route("/search", v.search, methods=["GET"]),
         Route("/handoffs", v.handoffs, methods=["GET"]),
@@ -165,6 +187,27 @@ def _fetch(
 
 class _NotFound(Exception):
     pass
+
+
+def _session_of(parsed: ParsedPage) -> dict[str, str] | None:
+    """``{"speaker", "agent"}`` of a session page (frontmatter ``type: session``: its
+    ``user`` and ``harness``), which the renderer shows as a conversation; else None."""
+    meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
+    if str(meta.get("type") or "") != "session":
+        return None
+    return {"speaker": str(meta.get("user") or ""), "agent": str(meta.get("harness") or "")}
+
+
+def _tag_links(value: Any) -> str:
+    """Frontmatter ``tags`` (a list or one string) as links to their tag pages."""
+    tags = value if isinstance(value, list) else str(value or "").replace(",", " ").split()
+    links = [
+        f'<a class="tag" href="{web_render.escape(web_render.tag_url(str(t)))}">'
+        f"#{web_render.escape(str(t).lstrip('#'))}</a>"
+        for t in tags
+        if str(t).strip("# ")
+    ]
+    return ", ".join(links) or '<span class="muted">—</span>'
 
 
 class _View:
@@ -267,8 +310,36 @@ class _View:
         recent, _ = self._visible_rows(
             user, lambda lim, off: self.memory.list_pages(limit=lim, offset=off, user=user), 0, 15
         )
+        me = user.user
+
+        def for_me(r: dict[str, Any]) -> bool:
+            m = r.get("meta") or {}
+            to = m.get("to")
+            return m.get("status") in ("open", "offered") and to in (None, "", "any", me)
+
+        waiting, _ = self._visible_rows(
+            user,
+            lambda lim, off: self.memory.list_pages(
+                kind="handoff", limit=lim, offset=off, user=user
+            ),
+            0,
+            10,
+            keep=for_me,
+        )
+        top = self.memory.folder("", user=user, limit=1)
+        folders = [
+            {"name": n, "url": web_render.folder_url(n)}
+            for n in top["folders"][:FOLDER_MAX_SUBFOLDERS]
+        ]
         return self._html(
-            request, "home.html", title="wiki-memory", projects=projects, recent=recent
+            request,
+            "home.html",
+            title="Home",
+            projects=projects,
+            recent=recent,
+            waiting=waiting,
+            folders=folders,
+            top_pages=top["pages_total"],
         )
 
     def project(self, request: Request) -> Response:
@@ -308,7 +379,16 @@ class _View:
                 q.pop(key, None)
                 first = "?" + urlencode(q) if q else request.url.path
             lists[key] = {"rows": rows, "more": more, "first": first}
-        return self._html(request, "project.html", title=name, project=name, lists=lists)
+        linked = self.memory.most_linked(name, user, limit=10)
+        return self._html(
+            request,
+            "project.html",
+            title=name,
+            project=name,
+            lists=lists,
+            linked=linked,
+            folder=web_render.folder_url(f"projects/{name}"),
+        )
 
     def all_pages(self, request: Request) -> Response:
         user = self._user(request)
@@ -328,13 +408,13 @@ class _View:
     def handoffs(self, request: Request) -> Response:
         user = self._user(request)
         project = request.query_params.get("project") or None
-        rows, _ = self._visible_rows(
+        rows, more = self._visible_rows(
             user,
             lambda lim, off: self.memory.list_pages(
                 project=project, kind="handoff", limit=lim, offset=off, user=user
             ),
             0,
-            2000,
+            HANDOFFS_SHOWN,
         )
         groups: dict[str, list[dict[str, Any]]] = {}
         for r in rows:
@@ -350,27 +430,157 @@ class _View:
             groups=[(s, groups[s]) for s in order],
             project=project,
             total=len(rows),
+            cut=more is not None,
+        )
+
+    # -- browsing ----------------------------------------------------------------------
+
+    def _tree(self, user: Identity, folder: str) -> list[dict[str, Any]]:
+        """The folder tree with the path to ``folder`` expanded: ``[{name, url, depth,
+        current, open}]`` for the top folders and, below each folder on the path, its
+        subfolders (at most :data:`FOLDER_MAX_SUBFOLDERS` // 3 a level)."""
+        parts = [p for p in folder.split("/") if p]
+        out: list[dict[str, Any]] = []
+        cap = FOLDER_MAX_SUBFOLDERS // 3
+
+        def level(prefix: str, depth: int) -> None:
+            listing = self.memory.folder(prefix, user=user, limit=0)
+            for name in listing["folders"][:cap]:
+                full = f"{prefix}/{name}" if prefix else name
+                on_path = depth < len(parts) and parts[depth] == name
+                out.append(
+                    {
+                        "name": name,
+                        "url": folder_url(full),
+                        "depth": depth,
+                        "current": full == folder,
+                        "open": on_path,
+                    }
+                )
+                if on_path and full != folder:
+                    level(full, depth + 1)
+
+        level("", 0)
+        return out
+
+    def folder(self, request: Request) -> Response:
+        """``/f/<folder>``: the folder's subfolders and pages the reader may see (through
+        the index's scope filter), paged by :data:`FOLDER_PAGE_SIZE`, with linked
+        breadcrumbs and the folder tree expanded to it."""
+        user = self._user(request)
+        raw = request.path_params.get("folder", "").strip("/")
+        folder = ""
+        if raw:
+            try:
+                folder = clean_rel(raw)
+            except PathRefused:
+                return self._not_found(request, "No such folder.")
+        off = self._offset(request, "offset")
+        listing = self.memory.folder(folder, user=user, limit=FOLDER_PAGE_SIZE, offset=off)
+        if folder and not listing["folders"] and not listing["pages_total"]:
+            return self._not_found(request, "No such folder.")
+        total = listing["pages_total"]
+        more = f"?offset={off + FOLDER_PAGE_SIZE}" if off + FOLDER_PAGE_SIZE < total else None
+        first = folder_url(folder) if off else None
+        subfolders = [
+            {"name": n, "url": folder_url(f"{folder}/{n}" if folder else n)}
+            for n in listing["folders"][:FOLDER_MAX_SUBFOLDERS]
+        ]
+        return self._html(
+            request,
+            "folder.html",
+            title=folder.rsplit("/", 1)[-1] if folder else "All folders",
+            folder=folder,
+            crumbs=crumbs(folder, is_folder=True)[:-1] if folder else [],
+            tree=self._tree(user, folder),
+            subfolders=subfolders,
+            hidden_folders=max(0, len(listing["folders"]) - FOLDER_MAX_SUBFOLDERS),
+            pages=listing["pages"],
+            total=total,
+            offset=off,
+            more=more,
+            first=first,
+        )
+
+    def tag(self, request: Request) -> Response:
+        """``/tag/<tag>``: the pages the reader may see with that tag (or a nested tag
+        below it), newest first, paged."""
+        user = self._user(request)
+        tag = request.path_params["tag"].strip().lstrip("#").strip("/")[:200]
+        off = self._offset(request, "offset")
+        rows, total = self.memory.tagged(tag, user=user, limit=100, offset=off)
+        return self._html(
+            request,
+            "tag.html",
+            title=f"#{tag}",
+            tag=tag,
+            rows=rows,
+            total=total,
+            more=f"?offset={off + 100}" if off + 100 < total else None,
+            first=request.url.path if off else None,
         )
 
     # -- search ------------------------------------------------------------------------
 
     def search(self, request: Request) -> Response:
+        """``/search?q=&project=&kind=&within=``: recall's results (same ranking and scope)
+        grouped per page, snippets as text with the matched forms marked, and the
+        filters as links (:mod:`wiki_memory.web.search`)."""
         user = self._user(request)
         q = request.query_params.get("q", "").strip()[:500]
         project = request.query_params.get("project") or None
-        items: list[dict[str, Any]] = []
+        kind = request.query_params.get("kind") or None
+        within = request.query_params.get("within") or ""
+        if within not in SEARCH_WITHIN:
+            within = ""
+        groups: list[web_search.Group] = []
+        kinds: list[str] = []
+        projects: list[str] = []
         error = None
         omitted = 0
+        matches = 0
         if q:
+            since = None
+            if within:
+                since = time.time() - SEARCH_WITHIN[within][1]
             try:
                 res = self.memory.recall(
-                    q, project=project, budget_tokens=SEARCH_BUDGET_TOKENS, user=user
+                    q,
+                    project=project,
+                    budget_tokens=SEARCH_BUDGET_TOKENS,
+                    user=user,
+                    kinds=[kind] if kind else None,
+                    since=since,
                 )
             except SearchError:
                 error = "The search engine failed; try again in a moment."
+            except BadRequest as exc:
+                error = f"Bad search: {exc}"
             else:  # recall filtered by the reader before ranking
                 omitted = res.omitted
-                items = list(res.items)
+                matches = len(res.items)
+                forms = match_forms(q)
+                groups = web_search.group(res.items, forms, q)
+                kinds = sorted({g.kind for g in groups} | ({kind} if kind else set()))
+                projects = sorted(
+                    {g.project for g in groups if g.project} | ({project} if project else set())
+                )
+        base = {"q": q, "project": project or "", "kind": kind or "", "within": within}
+
+        def link(**change: str) -> str:
+            params = {k: v for k, v in {**base, **change}.items() if v}
+            return "/search?" + urlencode(params)
+
+        filters = {
+            "project": [(p, link(project=p), p == project) for p in projects],
+            "kind": [(k, link(kind=k), k == kind) for k in kinds],
+            "within": [(w, link(within=w), w == within) for w in SEARCH_WITHIN],
+        }
+        clear = {
+            "project": link(project="") if project else None,
+            "kind": link(kind="") if kind else None,
+            "within": link(within="") if within else None,
+        }
         return self._html(
             request,
             "search.html",
@@ -378,7 +588,13 @@ class _View:
             title=f"Search: {q}" if q else "Search",
             q=q,
             project=project or "",
-            items=items,
+            kind=kind or "",
+            within=within,
+            within_labels={w: v[0] for w, v in SEARCH_WITHIN.items()},
+            groups=groups,
+            matches=matches,
+            filters=filters,
+            clear=clear,
             error=error,
             omitted=omitted,
         )
@@ -423,12 +639,15 @@ class _View:
                     web_render.link_key(target), Target(None)
                 )
 
-            rendered = render_markdown(parsed.body, rel, targets, lazy)
+            rendered = render_markdown(parsed.body, rel, targets, lazy, _session_of(parsed))
             html = rendered.html
             if rendered.cacheable:
                 self.ctx.cache.put(key, html)
         meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
-        props = [(str(k), Markup(render_value(v, rel, targets))) for k, v in meta.items()]
+        props = [
+            (str(k), Markup(_tag_links(v) if k == "tags" else render_value(v, rel, targets)))
+            for k, v in meta.items()
+        ]
         return {
             "rel": rel,
             "meta": meta,
@@ -461,6 +680,12 @@ class _View:
         view = self._render_page(user, rel, raw)
         m = view["meta"]
         source = request.query_params.get("view") == "source"
+        hl = request.query_params.get("hl", "").strip()[:500]
+        if hl and not source:  # from search's "+N more in this page": its words marked
+            view = {
+                **view,
+                "body": Markup(web_search.mark_html(str(view["body"]), match_forms(hl))),
+            }
         project = m.get("project") or (meta_row or {}).get("project")
         return self._html(
             request,
