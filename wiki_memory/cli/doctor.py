@@ -486,6 +486,10 @@ def doctor_report(
             idx.close()
     if skipped:
         warnings.append(f"{len(skipped)} file(s) skipped (see the list)")
+    from wiki_memory.core.sync import sync_lines, sync_status
+
+    rep["sync"] = sync_status(wiki)
+    warnings.extend(sync_lines(wiki))
     rep.update(ok=not errors, errors=errors, warnings=warnings)
     return rep
 
@@ -524,6 +528,12 @@ def print_report(rep: dict[str, Any], limit: int) -> None:
         print(
             f"git:   branch {git.get('branch') or '(detached)'}, HEAD {str(git.get('head') or '-')[:12]}, "
             f"{len(git.get('uncommitted_pages', []))} uncommitted page(s)"
+        )
+    sync = rep.get("sync") or {}
+    for name, r in sorted((sync.get("remotes") or {}).items()):
+        print(
+            f"sync:  {name} ({r['url']}): last success {r['last_success'] or 'never'}"
+            + (f", last error: {r['last_error']}" if r["last_error"] else "")
         )
     hooks = rep.get("hooks") or {}
     ob = hooks.get("outbox")
