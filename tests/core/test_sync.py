@@ -388,6 +388,9 @@ def test_remote_commands_refuse_passwords_and_list_and_remove(tmp_path, stop_aft
     r = run_cli(tmp_path / "d", "remote", "add", "origin", pw)
     assert r.returncode == 2 and "password" in r.stderr
     assert pw not in (m.wiki_dir / ".git" / "config").read_text()
+    token_url = "https://ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8" + "@github.com/t/w.git"
+    r = run_cli(tmp_path / "d", "remote", "add", "origin", token_url)
+    assert r.returncode == 2 and "token" in r.stderr
     assert (
         run_cli(tmp_path / "d", "remote", "add", "origin", "git@example.org:t/w.git").returncode
         == 0
@@ -433,3 +436,19 @@ def test_sync_with_an_unreachable_remote_is_recorded_not_raised_into_capture(tmp
         m.sync.sync()
     st = m.sync.status()
     assert st["last_success"] is None and "origin" in st["last_error"]
+
+
+def test_periodic_sync_pushes_without_a_command_and_only_admins_may_sync(tmp_path, stop_after):
+    from wiki_memory.errors import Forbidden
+
+    hub = bare(tmp_path / "hub.git")
+    m = make_memory(
+        tmp_path / "d", files={"projects/p/index.md": "# p\n"}, sync_interval_seconds=0.3
+    )
+    stop_after(m)
+    rp.add_remote(m.wiki_dir, "origin", str(hub))
+    _write(m, "projects/p/notes/auto.md", "# auto\nPERIODICMARK\n")
+    wait_for(lambda: b"PERIODICMARK" in all_objects(hub), timeout=30)
+    assert m.sync.status()["last_success"]
+    with pytest.raises(Forbidden):
+        m.sync.sync(who="mallory")
