@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -147,10 +148,26 @@ def test_two_servers_converge_three_rounds_and_keep_personal_pages_home(tmp_path
             for srv in servers.values():
                 wiki = srv.data_dir / "wiki"
                 wait_for(lambda wiki=wiki: committed_clean(wiki), timeout=60)
+            # captures keep arriving on both servers while they sync
+            during = threading.Thread(
+                target=lambda rnd=rnd: [
+                    capture(srv, f"{name}-d{rnd}-{k}", f"during{name}word{rnd}x{k} sync")
+                    for k in range(3)
+                    for name, srv in servers.items()
+                ]
+            )
+            during.start()
             for srv in (a, b, a):
                 r = run_cli(srv.data_dir, "sync")
                 assert r.returncode == 0, r.stdout + r.stderr
-            out_b = r.stdout  # noqa: F841 - the last run's report
+            during.join()
+        # once everything is committed, one more round brings the last pages across
+        for srv in (a, b):
+            wiki = srv.data_dir / "wiki"
+            wait_for(lambda wiki=wiki: committed_clean(wiki), timeout=60)
+        for srv in (a, b, a):
+            r = run_cli(srv.data_dir, "sync")
+            assert r.returncode == 0, r.stdout + r.stderr
         for srv in (a, b):
             wiki = srv.data_dir / "wiki"
             wait_for(lambda wiki=wiki: committed_clean(wiki), timeout=60)
@@ -189,6 +206,13 @@ def test_two_servers_converge_three_rounds_and_keep_personal_pages_home(tmp_path
         wait_for(lambda: recall_paths(a, "capturebword3"), timeout=60)
         wait_for(lambda: recall_paths(b, "captureaword3"), timeout=60)
         assert any("/sessions/" in p for p in recall_paths(b, "captureaword2"))
+        # and the captures made during the syncs are pages on both sides
+        for name in ("a", "b"):
+            for rnd in range(1, 4):
+                for k in range(3):
+                    word = f"during{name}word{rnd}x{k}".encode()
+                    assert word in b"".join(shared_files(wa).values()), word
+                    assert word in b"".join(shared_files(wb).values()), word
     finally:
         for srv in servers.values():
             srv.stop()
