@@ -476,3 +476,35 @@ def test_periodic_sync_pushes_without_a_command_and_only_admins_may_sync(tmp_pat
     assert m.sync.status()["last_success"]
     with pytest.raises(Forbidden):
         m.sync.sync(who="mallory")
+
+
+def test_a_save_not_yet_committed_wins_and_the_incoming_version_is_kept_beside(
+    tmp_path, stop_after
+):
+    hub = bare(tmp_path / "hub.git")
+    a = make_memory(tmp_path / "a", files={"projects/p/index.md": "# p\n"})
+    stop_after(a)
+    b = make_memory(tmp_path / "b", owner="ben")
+    stop_after(b)
+    for m in (a, b):
+        rp.add_remote(m.wiki_dir, "origin", str(hub))
+    page = "projects/p/notes/plan.md"
+    _write(a, page, "# plan\nv1\n")
+    a.sync.sync()
+    b.sync.sync()
+    a.sync.sync()
+    _write(b, page, "# plan\nv2 FROMBEN\n")
+    b.sync.sync()
+    # a person on A saves the page; the watcher has not committed it yet
+    (a.wiki_dir / page).write_text("# plan\nv2 FROMANA unsaved\n")
+    rep = a.sync.sync()
+    assert (a.wiki_dir / page).read_text() == "# plan\nv2 FROMANA unsaved\n"
+    copy = rep[0].conflicts[page]
+    assert "FROMBEN" in (a.wiki_dir / copy).read_text()
+    a._commit_hand_edits_now([page, copy])
+    a.sync.sync()
+    b.sync.sync()
+    for m in (a, b):
+        together = b"".join(shared_files(m.wiki_dir).values())
+        assert b"FROMANA" in together and b"FROMBEN" in together
+    assert copy in a.sync.status()["conflicts"]

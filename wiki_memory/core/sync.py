@@ -108,6 +108,8 @@ class SyncService:
         self._state_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: the last merge's files a person saved during it: path -> the incoming copy
+        self.kept_beside: dict[str, str] = {}
 
     # ------------------------------------------------------------------ state
     @property
@@ -378,7 +380,9 @@ class SyncService:
             files = dict(merged.files)
             files.update(personal)
             new = self._commit(repo, files, parents, f"Sync with {name}: {action}")
-            changed = self._apply(repo, local_files, files, local, new)
+            self.kept_beside.clear()
+            changed = self._apply(name, repo, local_files, files, local, new)
+            conflicts.update(self.kept_beside)
             for rel in changed:  # conflict copies another server made arrive here too
                 m = rp.CONFLICT_RE.search(rel)
                 if m and rel.encode() not in local_files and (self.wiki_dir / rel).is_file():
@@ -420,6 +424,7 @@ class SyncService:
 
     def _apply(
         self,
+        remote: str,
         repo: Repo,
         old: dict[bytes, tuple[int, ObjectID]],
         new: dict[bytes, tuple[int, ObjectID]],
@@ -429,7 +434,8 @@ class SyncService:
         """Write the files that differ between the trees, move the branch from
         ``old_head`` to ``new_head`` and update git's index for them. A file whose bytes
         on disk are not the old tree's (a person saved it a moment ago) is left as it is:
-        their edit wins and is committed as a hand edit afterwards."""
+        their edit wins and is committed as a hand edit afterwards; the incoming version
+        is written beside it as a conflict copy (recorded in :attr:`kept_beside`)."""
         changed: list[str] = []
         kept: set[bytes] = set()
         for path in sorted(set(old) | set(new)):
@@ -447,6 +453,15 @@ class SyncService:
             ):
                 kept.add(path)
                 log.warning("sync left %s as a person saved it", full.name)
+                if path in new and new[path] != before:
+                    # keep both: the incoming version beside the person's (invariant 8)
+                    copy = rp.conflict_name(path, remote, new[path][1])
+                    blob = repo[new[path][1]]
+                    assert isinstance(blob, Blob)
+                    _replace(self.wiki_dir / copy.decode("utf-8", "surrogateescape"), blob.data)
+                    self.kept_beside[path.decode("utf-8", "surrogateescape")] = copy.decode(
+                        "utf-8", "surrogateescape"
+                    )
                 continue
             if path in new:
                 blob = repo[new[path][1]]
