@@ -508,3 +508,50 @@ def test_a_save_not_yet_committed_wins_and_the_incoming_version_is_kept_beside(
         together = b"".join(shared_files(m.wiki_dir).values())
         assert b"FROMANA" in together and b"FROMBEN" in together
     assert copy in a.sync.status()["conflicts"]
+
+
+@pytest.mark.slow
+def test_purge_then_sync_after_purge_through_the_cli_of_two_running_servers(tmp_path):
+    hub = bare(tmp_path / "hub.git")
+    servers = []
+    for name in ("a", "b"):
+        data = tmp_path / name
+        (data / "wiki" / "projects" / "p").mkdir(parents=True)
+        (data / "wiki" / "projects" / "p" / "index.md").write_text("# p\n")
+        servers.append(ServerProcess(data).start())
+    a, b = servers
+    try:
+        for srv in servers:
+            assert run_cli(srv.data_dir, "remote", "add", "origin", str(hub)).returncode == 0
+        page = a.data_dir / "wiki" / "projects" / "p" / "notes" / "vendor.md"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(f"# vendor\n{SECRET}\n")
+        wait_for(lambda: committed_clean(a.data_dir / "wiki"))
+        for srv in (a, b, a):
+            r = run_cli(srv.data_dir, "sync")
+            assert r.returncode == 0, r.stdout + r.stderr
+        wait_for(lambda: (b.data_dir / "wiki" / "projects/p/notes/vendor.md").is_file())
+        r = run_cli(a.data_dir, "purge", "projects/p/notes/vendor.md", "--yes", timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert "sync --after-purge origin" in r.stdout
+        refused = run_cli(a.data_dir, "sync")
+        assert refused.returncode == 3 and "after-purge" in refused.stderr
+        assert run_cli(a.data_dir, "sync", "--after-purge").returncode == 2  # needs --yes
+        forced = run_cli(a.data_dir, "sync", "--after-purge", "--yes", timeout=300)
+        assert forced.returncode == 0, forced.stdout + forced.stderr
+        assert "origin: forced after purge; old objects on the remote: pruned" in forced.stdout
+        followed = run_cli(b.data_dir, "sync", timeout=300)
+        assert followed.returncode == 0, followed.stdout + followed.stderr
+        assert "origin: followed rewrite" in followed.stdout
+        wait_for(lambda: not (b.data_dir / "wiki" / "projects/p/notes/vendor.md").exists())
+        for repo in (a.data_dir / "wiki", b.data_dir / "wiki", hub):
+            objects = all_objects(repo)
+            for needle in NEEDLES:
+                assert needle not in objects, f"{needle!r} still in {repo}"
+            fsck_clean(repo)
+        # B's recall no longer finds it; a plain sync on A works again
+        assert not recall_paths(b, "PURGE-7Z1K")
+        assert run_cli(a.data_dir, "sync").returncode == 0
+    finally:
+        for srv in servers:
+            srv.stop()
