@@ -622,6 +622,8 @@ ROWS: dict[str, Row] = {
     "GET /v1/audit": ("admin", NONE, p_http_audit),
     "POST /v1/admin/purge": "exempt: rewrites the shared world's history "
     "(tests/core/test_purge.py checks 403 for a member and ok for an admin)",
+    "POST /v1/admin/sync": "exempt: admin only (may_admin before any remote is touched; "
+    "tests/core/test_sync.py checks Forbidden for a non-admin); reads no page for a caller",
     "POST /v1/forget": "exempt: would hide the shared pages every read probe reads "
     "(tests/core/test_forget.py checks ok, 403 and 404)",
     "POST /v1/handoffs": ("write", PROJECTS_ONLY, p_http_handoff_create),
@@ -673,6 +675,8 @@ ROWS: dict[str, Row] = {
     "cli audit": ("admin", NONE, p_cli_audit),
     "cli purge": "exempt: as POST /v1/admin/purge (tests/core/test_purge.py)",
     "cli forget": "exempt: as POST /v1/forget, which it calls (tests/core/test_forget.py)",
+    "cli sync": "exempt: as POST /v1/admin/sync, which it calls when a server runs",
+    "cli remote": "exempt: the data directory's owner, on its git config",
     "cli mcp": "exempt: a byte-for-byte bridge to /mcp (the tool rows)",
     "cli serve": "exempt: runs the server",
     "cli token": "exempt: the data directory's owner, on its files (tests/base/test_auth.py)",

@@ -68,6 +68,8 @@ ROUTES: dict[str, str] = {
     "door); its 404, 403 and ok are probed in the forget tests of tests/core",
     "POST /v1/admin/purge": "exempt: admin only (may_admin before anything is read); probed "
     "in the purge tests of tests/core",
+    "POST /v1/admin/sync": "exempt: admin only (may_admin before any remote is touched); "
+    "personal pages never leave through it: tests/core/test_sync.py",
     "POST /v1/handoffs": "test_http_handoffs_personal_invisible",
     "GET /v1/handoffs": "test_http_handoffs_personal_invisible",
     "GET /v1/handoffs/{hid}": "test_http_handoffs_personal_invisible",
@@ -123,6 +125,8 @@ CLI_COMMANDS: dict[str, str] = {
     "recover": "exempt: owner command on files",
     "forget": "exempt: calls /v1/forget when a server runs, else the core as the owner",
     "purge": "exempt: calls /v1/admin/purge when a server runs, else the core as the owner",
+    "sync": "exempt: calls /v1/admin/sync when a server runs, else the core as the owner",
+    "remote": "exempt: owner command on the git config (DESIGN invariant 12)",
     "backup": "exempt: owner command on files (DESIGN invariant 12)",
     "restore": "exempt: owner command on files (DESIGN invariant 12)",
     "export": "exempt: owner command on files (DESIGN invariant 12)",

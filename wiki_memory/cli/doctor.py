@@ -821,6 +821,7 @@ for _check in (
     Check("skipped", check_skipped, needs_wiki=True),
 ):
     register(_check)
+register(Check("sync", "wiki_memory.cli.replicas:check_sync", needs_wiki=True))
 
 
 def run_checks(
@@ -912,6 +913,12 @@ def print_report(rep: dict[str, Any], limit: int) -> None:
         print(
             f"git:   branch {git.get('branch') or '(detached)'}, HEAD {str(git.get('head') or '-')[:12]}, "
             f"{len(git.get('uncommitted_pages', []))} uncommitted page(s)"
+        )
+    sync = rep.get("sync") or {}
+    for name, r in sorted((sync.get("remotes") or {}).items()):
+        print(
+            f"sync:  {name} ({r['url']}): last success {r['last_success'] or 'never'}"
+            + (f", last error: {r['last_error']}" if r["last_error"] else "")
         )
     hooks = rep.get("hooks") or {}
     ob = hooks.get("outbox")

@@ -579,9 +579,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--url", help="server URL (default: the one running on the data directory)")
     a.set_defaults(fn=cmd_audit)
 
-    from wiki_memory.cli import carry, handoffs, hooks, mcp, remove, setup, wiki
+    from wiki_memory.cli import carry, handoffs, hooks, mcp, remove, replicas, setup, wiki
 
-    for module in (setup, hooks, handoffs, mcp, wiki, remove, carry):
+    for module in (setup, hooks, handoffs, mcp, wiki, remove, carry, replicas):
         module.register(sub)
     return p
 

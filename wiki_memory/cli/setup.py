@@ -666,6 +666,9 @@ def register_status(name: str, function: str) -> None:
     STATUS_LINES[name] = function
 
 
+register_status("sync", "wiki_memory.cli.replicas:status_line")
+
+
 def _extra_status(settings: Settings) -> dict[str, Any]:
     """The registered :data:`STATUS_LINES`; one that raises says so instead."""
     import importlib

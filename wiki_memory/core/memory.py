@@ -35,6 +35,7 @@ from wiki_memory.core.sessions import (
     sha256,
 )
 from wiki_memory.core.stall import CommitHealth
+from wiki_memory.core.sync import SyncService
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.errors import Conflict, Forbidden, NotFound, WikiMemoryError
 from wiki_memory.identity import Identity, may_admin
@@ -136,6 +137,10 @@ class Memory:
         #: automatic handoff when a session ends with unfinished work
         self.handoffs = HandoffService(self)
         self.on_session_end.append(self.handoffs.on_session_end)
+        #: replication through git remotes (wiki_memory.core.sync); a purge makes it wait
+        #: for an admin's ``sync --after-purge``
+        self.sync = SyncService(self)
+        self.on_purge.append(self.sync.on_purge)
 
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> None:
@@ -166,11 +171,13 @@ class Memory:
                 self.settings.hand_edit_settle_seconds,
             )
             self.watcher.start()
+        self.sync.start(self.settings.sync_interval_seconds)
         self.started = True
 
     def stop(self) -> None:
         """Write pending pages, commit them, and stop every thread (SIGINT/SIGTERM path)."""
         self._stop.set()
+        self.sync.stop()
         if self.watcher is not None:
             self.watcher.stop()
         # queued compiles run first, then every pending group is committed; a lock held

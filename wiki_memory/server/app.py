@@ -486,6 +486,24 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         res = await run_in_threadpool(purge_page, memory, body["path"], request.state.user, text)
         return JSONResponse(res)
 
+    async def sync(request: Request) -> Response:
+        """``POST /v1/admin/sync``: ``{"remote"?, "after_purge"?}`` (owner and admins);
+        ``{"reports": [...], "status": {...}}`` (docs/operations.md, "Sync")."""
+        body = await read_json(request, limit)
+        if not isinstance(body, dict):
+            raise ApiError(400, "bad_request", "the body must be an object")
+        remote = body.get("remote")
+        if remote is not None and not isinstance(remote, str):
+            raise ApiError(400, "bad_request", "remote must be a string", field="remote")
+        after = body.get("after_purge", False)
+        if not isinstance(after, bool):
+            raise ApiError(400, "bad_request", "after_purge must be a boolean", field="after_purge")
+        reports = await run_in_threadpool(
+            lambda: memory.sync.sync(remote, after_purge=after, who=request.state.user)
+        )
+        status = await run_in_threadpool(memory.sync.status)
+        return JSONResponse({"reports": [r.to_json() for r in reports], "status": status})
+
     async def audit(request: Request) -> Response:
         """``GET /v1/audit?user=&since=&limit=``: the audit log (owner and admins)."""
         q = request.query_params
@@ -533,6 +551,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         Route("/v1/admin/pin", pin, methods=["POST"]),
         Route("/v1/forget", forget, methods=["POST"]),
         Route("/v1/admin/purge", purge, methods=["POST"]),
+        Route("/v1/admin/sync", sync, methods=["POST"]),
         Route("/v1/audit", audit, methods=["GET"]),
         *handoff_api.routes(memory),
         *mcp_app.routes(memory, tokens),
