@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,7 +44,7 @@ def rss(key):
             return int(line.split()[1]) / 1024
 sys.path.insert(0, sys.argv[1])
 from wiki_memory.config import load_settings
-from wiki_memory.core.backup import backup
+from wiki_memory.core.backup import backup, restore
 settings = load_settings(Path(sys.argv[2]))
 import threading
 peaks = {'RssAnon:': 0.0, 'RssFile:': 0.0}
@@ -65,6 +66,13 @@ if mode == 'floor':
             with open(p, 'rb') as f:
                 while b := f.read(1 << 20):
                     n += len(b)
+elif mode == 'copy':
+    with open(sys.argv[3], 'rb') as f, open(Path(sys.argv[2]) / 'copy', 'wb') as g:
+        while b := f.read(1 << 20):
+            g.write(b)
+elif mode.startswith('restore'):
+    secret = 'bench passphrase' if mode == 'restore-encrypted' else None
+    restore(settings, Path(sys.argv[3]), secret)
 else:
     backup(settings, Path(sys.argv[3]), 'bench passphrase' if mode == 'encrypted' else None)
 stop.set()
@@ -105,40 +113,58 @@ def run(data: Path, out: Path, mode: str) -> dict[str, float]:
     return dict(json.loads(r.stdout.strip().splitlines()[-1]))
 
 
+def row(name: str, res: dict[str, float], floor: dict[str, float]) -> None:
+    extra = res["peak"] - res["idle"]
+    ratio = res["seconds"] / floor["seconds"] if floor["seconds"] else 0
+    anon = res["anon"] - res["idle_anon"]
+    print(f"{name:<28}{res['idle']:>9.0f}{res['peak']:>9.0f}{extra:>11.0f}{200:>8}"
+          f"{anon:>8.0f}{res['file']:>9.0f}"
+          f"{res['seconds']:>8.1f}  ({ratio:.1f}x the floor's time)")  # fmt: skip
+
+
+def head_of(wiki: Path) -> str:
+    r = subprocess.run(["git", "-C", str(wiki), "rev-parse", "HEAD"],
+                       capture_output=True, text=True, check=True)  # fmt: skip
+    return r.stdout.strip()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=500)
+    ap.add_argument("--keep", type=Path, help="build the wiki here once and reuse it")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-backup-") as tmp:
-        data = Path(tmp) / "data"
+        data = (args.keep or Path(tmp)) / "data"
         t = time.perf_counter()
-        build(data, args.mb)
+        if not (data / "wiki" / ".git").is_dir():
+            build(data, args.mb)
         text_mb = sum(p.stat().st_size for p in (data / "wiki" / "notes").rglob("*.md")) / 2**20
         pack_mb = (
             sum(p.stat().st_size for p in (data / "wiki" / ".git").rglob("*") if p.is_file())
             / 2**20
         )
         print(
-            f"wiki: {text_mb:.0f} MB of pages, .git {pack_mb:.0f} MB (built in {time.perf_counter() - t:.0f} s)"
+            f"wiki: {text_mb:.0f} MB of pages, .git {pack_mb:.0f} MB (ready in {time.perf_counter() - t:.0f} s)"
         )
         print(
             f"{'run':<28}{'idle MB':>9}{'peak MB':>9}{'peak-idle':>11}{'target':>8}"
             f"{'anon+':>8}{'file pk':>9}{'s':>8}"
         )
         floor = run(data, Path(tmp) / "none", "floor")
-        for mode in ("floor", "plain", "encrypted"):
-            res = floor if mode == "floor" else run(data, Path(tmp) / f"b-{mode}", mode)
-            name = {
-                "floor": "floor: read .git once",
-                "plain": "backup",
-                "encrypted": "backup --encrypt",
-            }[mode]
-            extra = res["peak"] - res["idle"]
-            ratio = res["seconds"] / floor["seconds"] if floor["seconds"] else 0
-            anon = res["anon"] - res["idle_anon"]
-            print(f"{name:<28}{res['idle']:>9.0f}{res['peak']:>9.0f}{extra:>11.0f}{200:>8}"
-                  f"{anon:>8.0f}{res['file']:>9.0f}"
-                  f"{res['seconds']:>8.1f}  ({ratio:.1f}x the floor's time)")  # fmt: skip
+        row("floor: read .git once", floor, floor)
+        for mode, name in (("plain", "backup"), ("encrypted", "backup --encrypt")):
+            row(name, run(data, Path(tmp) / f"b-{mode}", mode), floor)
+        copy = Path(tmp) / "copy"
+        copy.mkdir()
+        floor = run(copy, Path(tmp) / "b-plain", "copy")
+        row("floor: copy the backup once", floor, floor)
+        want = head_of(data / "wiki")
+        for mode, name in (("plain", "restore"), ("encrypted", "restore --encrypt")):
+            target = Path(tmp) / f"r-{mode}"
+            secret = "restore-encrypted" if mode == "encrypted" else "restore"
+            row(name, run(target, Path(tmp) / f"b-{mode}", secret), floor)
+            assert head_of(target / "wiki") == want, "the restored HEAD differs"
+            shutil.rmtree(target)
 
 
 if __name__ == "__main__":
