@@ -1,24 +1,26 @@
-"""Backup of a large wiki, measured: the peak memory of the ``wiki-memory backup``
-process against its idle memory, and the time, next to the floor of copying the same
-bytes.
+"""Backup and restore of a large wiki, measured: the peak memory of the process against
+its idle memory, and the time, next to the floor of reading or copying the same bytes.
 
 Builds a data directory whose wiki holds ``--mb`` megabytes of page text that does not
-compress (random words, 100 KB pages, committed with the stock ``git`` binary as setup),
-then runs, each in a fresh process:
+compress well (random words, pages of ``--page-kb`` KB, committed with the stock ``git``
+binary as setup and packed by ``git gc``), then runs, each in a fresh process:
 
 - **backup** (the product): ``core.backup.backup`` (bundle, tar, verify), plain and
-  ``--encrypt``; RSS read from ``/proc/self/status`` after the imports (idle) and
-  ``VmHWM`` (peak) at the end;
-- **floor: read the pack**: reading every byte of ``.git/objects`` once, the least any
-  backup must do.
+  ``--encrypt``, beside the floor **read .git once** (every byte of ``.git/objects``);
+- **restore** (the product): ``core.backup.restore`` of those two backups into empty
+  data directories (the restored ``HEAD`` is checked against the wiki's), beside the
+  floor **copy the backup once**.
 
-The issue's target: peak at most idle + 200 MB for a 500 MB wiki. Prints a table: idle
-and peak RSS (``VmHWM``), their difference beside the target, and from samples every
+RSS is read from ``/proc/self/status`` after the imports (idle) and ``VmHWM`` (peak) at
+the end. The issue's target: peak at most idle + 200 MB for a 500 MB wiki. Prints a
+table: idle and peak RSS, their difference beside the target, and from samples every
 20 ms the peak growth of anonymous memory (``RssAnon``: what the process allocates) and
-the peak of file-backed resident pages (``RssFile``: mapped files such as pack indexes,
-which the kernel can drop).
+the peak of file-backed resident pages (``RssFile``: mapped files such as pack files,
+which count in RSS while mapped).
 
-    python bench/backup.py [--mb 500]
+    python bench/backup.py [--mb 500] [--page-kb 100] [--keep DIR]
+
+``--keep DIR`` builds the wiki in ``DIR/data`` once and reuses it on later runs.
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ print(json.dumps({'idle': idle, 'peak': rss('VmHWM:'), 'seconds': time.perf_coun
 """
 
 
-def build(data: Path, mb: int) -> None:
+def build(data: Path, mb: int, page_kb: int) -> None:
     wiki = data / "wiki"
     wiki.mkdir(parents=True)
     rng = random.Random(7)
@@ -89,7 +91,7 @@ def build(data: Path, mb: int) -> None:
         "".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(3, 9)))
         for _ in range(50000)
     ]
-    page = 100 * 1024
+    page = page_kb * 1024
     for i in range(mb * 1024 * 1024 // page):
         p = wiki / "notes" / f"{i % 100:02d}" / f"page-{i}.md"
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -98,8 +100,10 @@ def build(data: Path, mb: int) -> None:
     env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@example.org",
            "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@example.org"}  # fmt: skip
     subprocess.run(["git", "init", "-q", "-b", "main", str(wiki)], check=True)
-    subprocess.run(["git", "-C", str(wiki), "add", "-A"], check=True, env=env)
-    subprocess.run(["git", "-C", str(wiki), "commit", "-qm", "seed"], check=True, env=env)
+    subprocess.run(["git", "-C", str(wiki), "-c", "gc.auto=0", "add", "-A"], check=True, env=env)
+    subprocess.run(
+        ["git", "-C", str(wiki), "-c", "gc.auto=0", "commit", "-qm", "seed"], check=True, env=env
+    )
     subprocess.run(["git", "-C", str(wiki), "gc", "-q"], check=True, env=env)
 
 
@@ -131,13 +135,14 @@ def head_of(wiki: Path) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=500)
+    ap.add_argument("--page-kb", type=int, default=100, help="size of one page (KB)")
     ap.add_argument("--keep", type=Path, help="build the wiki here once and reuse it")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-backup-") as tmp:
         data = (args.keep or Path(tmp)) / "data"
         t = time.perf_counter()
         if not (data / "wiki" / ".git").is_dir():
-            build(data, args.mb)
+            build(data, args.mb, args.page_kb)
         text_mb = sum(p.stat().st_size for p in (data / "wiki" / "notes").rglob("*.md")) / 2**20
         pack_mb = (
             sum(p.stat().st_size for p in (data / "wiki" / ".git").rglob("*") if p.is_file())
