@@ -161,9 +161,13 @@ def _copy_entries(
             f.seek(start)
             first = f.read(min(end - start, _BLOCK))
             crc = zlib.crc32(first)
-            kind, size, used = _entry_header(first)
+            try:
+                kind, size, used = _entry_header(first)
+                if kind == OFS_DELTA:
+                    base_offset, used = _ofs_base(first, used, start)
+            except IndexError:
+                raise ValueError(f"{pack_path.name}: object {sha.decode()} is damaged") from None
             if kind == OFS_DELTA:
-                base_offset, used = _ofs_base(first, used, start)
                 j = bisect.bisect_left(starts, base_offset)
                 if j == len(starts) or starts[j] != base_offset:
                     raise ValueError(
