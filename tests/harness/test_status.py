@@ -12,8 +12,9 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from dulwich.repo import Repo
 from serverproc import ServerProcess
-from support import cli_as, committed, home_env, wait_for
+from support import cli_as, committed, home_env, make_memory, wait_for
 
 ENV = {"WIKI_MEMORY_COMMIT_DELAY_SECONDS": "0.05", "WIKI_MEMORY_IDLE_CHECK_SECONDS": "1"}
 
@@ -104,7 +105,8 @@ def failing_line(settings: Any) -> None:
 
 
 def test_a_status_line_registers_with_one_line(tmp_path: Path, capsys) -> None:
-    """What issue 22 will do for sync: one ``register_status`` call."""
+    """A feature adds its status line with one ``register_status`` call (as sync does);
+    a line that fails says so, and the rest of the status still prints."""
     import argparse
 
     from wiki_memory.cli import setup
@@ -112,15 +114,33 @@ def test_a_status_line_registers_with_one_line(tmp_path: Path, capsys) -> None:
 
     before = dict(setup.STATUS_LINES)
     try:
-        setup.register_status("sync", f"{__name__}:remote_line")
+        setup.register_status("remote-example", f"{__name__}:remote_line")
         setup.register_status("broken", f"{__name__}:failing_line")
         rep = setup.status_report(load_settings(tmp_path / "data"))
         setup.cmd_status(argparse.Namespace(data_dir=str(tmp_path / "data"), json=False))
     finally:
         setup.STATUS_LINES.clear()
         setup.STATUS_LINES.update(before)
-    assert rep["sync"] == {"remotes": 2, "data_dir": str(tmp_path / "data")}
+    assert rep["remote-example"] == {"remotes": 2, "data_dir": str(tmp_path / "data")}
     assert rep["broken"] == {"error": "OSError: remote unreachable"}
     out = capsys.readouterr().out
-    assert 'sync:      {"remotes": 2' in out
-    assert "sync" not in setup.status_report(load_settings(tmp_path / "data"))
+    assert '"remotes": 2' in out
+    assert "remote-example" not in setup.status_report(load_settings(tmp_path / "data"))
+
+
+def test_status_has_a_sync_line_once_a_remote_is_configured(tmp_path: Path) -> None:
+    from wiki_memory.cli import setup
+    from wiki_memory.wiki import replicate
+
+    m = make_memory(tmp_path / "data", watch=False)
+    m.stop()
+    settings = m.settings
+    assert "sync" not in setup.status_report(settings)  # no remote: nothing to say
+    hub = tmp_path / "hub.git"
+    Repo.init_bare(str(hub), mkdir=True)
+    replicate.add_remote(settings.wiki_dir, "hub", str(hub))
+    assert setup.status_report(settings)["sync"] == {
+        "last_success": None,
+        "last_error": None,
+        "conflicts": 0,
+    }

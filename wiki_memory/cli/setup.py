@@ -677,9 +677,12 @@ def _extra_status(settings: Settings) -> dict[str, Any]:
     for name, path in STATUS_LINES.items():
         module, _, attr = path.partition(":")
         try:
-            out[name] = getattr(importlib.import_module(module), attr)(settings)
+            value = getattr(importlib.import_module(module), attr)(settings)
         except Exception as exc:  # noqa: BLE001 - one broken line must not hide the rest
             out[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            continue
+        if value is not None:  # None: nothing to say
+            out[name] = value
     return out
 
 
