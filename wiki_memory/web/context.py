@@ -29,7 +29,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from wiki_memory.web.render import RenderCache, crumbs, folder_url, fragment_for, page_url, tag_url
+from wiki_memory.web.links import crumbs, folder_url, fragment_for, page_url, tag_url
+from wiki_memory.web.render import RenderCache
 
 if TYPE_CHECKING:
     from wiki_memory.auth import TokenStore

@@ -33,38 +33,37 @@ import json
 import posixpath
 import re
 import threading
-import unicodedata
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from markdown_it import MarkdownIt
-from markdown_it.common.utils import escapeHtml
 from markdown_it.rules_core import StateCore
 from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.tasklists import tasklists_plugin
 
-from wiki_memory.identity import Identity
+from wiki_memory.web.conversation import conversation_plugin
+from wiki_memory.web.htmlallow import render_html_block, render_html_inline, sanitize_body
+from wiki_memory.web.links import (
+    Target,
+    escape,
+    fragment_for,
+    heading_id,
+    link_key,
+    page_url,
+    tag_url,
+)
 
 __all__ = [
     "RenderCache",
     "Rendered",
-    "Resolver",
-    "Target",
-    "crumbs",
-    "escape",
-    "folder_url",
-    "heading_id",
-    "link_key",
-    "page_url",
     "render_markdown",
     "render_value",
-    "sanitize_body",
-    "tag_url",
+    "targets_fingerprint",
 ]
 
 #: markdown bodies larger than this are shown as escaped text, not parsed (bytes)
@@ -73,176 +72,12 @@ MAX_MARKDOWN_BYTES = 2 * 1024 * 1024
 _SCHEME_RE = re.compile(r"^([a-z][a-z0-9+.\-]*):")
 _ALLOWED_SCHEMES = frozenset({"http", "https", "mailto"})
 _CTRL_RE = re.compile(r"[\x00-\x20\x7f]+")
-_BLOCK_ID_CHARS = re.compile(r"[A-Za-z0-9-]+")
 _LONE_ID_RE = re.compile(r"\^([A-Za-z0-9-]+)")
 _TRAILING_ID_RE = re.compile(r"(?:^|[ \t])\^([A-Za-z0-9-]+)[ \t]*$")
 _COMMENT_RE = re.compile(r"<!--(?:(?!-->).)*-->|%%(?:(?!%%).)*%%", re.S)
 _CALLOUT_RE = re.compile(r"\[!([^\]\s]{1,40})\]([+-]?)[ \t]*(.*)")
 _WIKILINK_INNER = re.compile(r"[^\[\]\n]+")
-_SLUG_DROP = re.compile(r"[^\w\- ]+")
-_SLUG_SPACE = re.compile(r"[\s_]+")
 _ATTACHMENT_RE = re.compile(r"\.(?!md$)[A-Za-z0-9]{1,8}$")
-
-
-def escape(text: Any) -> str:
-    """HTML-escape ``text`` (``&``, ``<``, ``>``, ``"``) for text and attribute values."""
-    return escapeHtml(str(text))
-
-
-def heading_id(text: str) -> str:
-    """The HTML id (and URL fragment) of a heading: NFC, casefolded, punctuation dropped,
-    spaces and ``_`` runs turned into ``-`` (``"Rollback plan (v2)"`` → ``"rollback-plan-v2"``);
-    ``"section"`` when nothing is left. Never starts with ``^`` (block ids do)."""
-    s = unicodedata.normalize("NFC", text).strip().casefold()
-    s = _SLUG_DROP.sub("", s.replace("`", ""))
-    s = _SLUG_SPACE.sub("-", s).strip("-")
-    return s or "section"
-
-
-def fragment_for(anchor: str) -> str:
-    """The URL fragment (without ``#``) for a recall anchor or a link fragment:
-    ``"^t12"`` stays as it is, a heading becomes :func:`heading_id`."""
-    a = anchor.strip()
-    if a.startswith("^") and _BLOCK_ID_CHARS.fullmatch(a[1:]):
-        return a
-    return heading_id(a)
-
-
-def page_url(path: str, fragment: str | None = None) -> str:
-    """``/page/<path>`` with the path percent-encoded (``/`` kept) and an optional fragment
-    (already safe: a block id or a :func:`heading_id`)."""
-    url = "/page/" + quote(path, safe="/")
-    return url + "#" + quote(fragment, safe="^-") if fragment else url
-
-
-def folder_url(folder: str) -> str:
-    """``/f/<folder>`` (percent-encoded, ``/`` kept); ``/f`` for the wiki's top."""
-    return "/f/" + quote(folder, safe="/") if folder else "/f"
-
-
-def crumbs(path: str, is_folder: bool = False) -> list[tuple[str, str]]:
-    """``[(name, folder URL)]`` from the wiki's top to the folder holding ``path`` (to
-    ``path`` itself when ``is_folder``): the linked breadcrumbs of a page or folder."""
-    parts = [p for p in path.split("/") if p]
-    if not is_folder:
-        parts = parts[:-1]
-    out = [("wiki", folder_url(""))]
-    for i in range(len(parts)):
-        out.append((parts[i], folder_url("/".join(parts[: i + 1]))))
-    return out
-
-
-def link_key(target: str) -> str:
-    """How a wikilink target is looked up: NFC, casefolded, without a ``.md`` suffix."""
-    key = unicodedata.normalize("NFC", target).strip().casefold()
-    return key[:-3] if key.endswith(".md") else key
-
-
-# --------------------------------------------------------------------------- resolution
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a wikilink target leads: ``path`` (None when unresolved or ambiguous) and,
-    when ambiguous, the visible ``candidates`` (sorted paths)."""
-
-    path: str | None
-    candidates: tuple[str, ...] = ()
-
-    @property
-    def ambiguous(self) -> bool:
-        return self.path is None and len(self.candidates) > 1
-
-
-class Resolver:
-    """Resolves wikilink targets to page paths through the index's ``names`` table
-    (title, file stem, aliases, path and path suffixes of every page), never fuzzily.
-
-    When :mod:`wiki_memory.wiki.links` is present its rules decide (precedence of path,
-    stem, title and alias; several pages: the one in the linking page's folder, else
-    ambiguous), so the view agrees with the index and the API. Without it: case-folded,
-    NFC names, a target with ``/`` matches a path suffix, and several matches go to the
-    page sharing the longest folder prefix with the linking page, else ambiguous. Pages
-    the reader ``who`` may not see (:mod:`wiki_memory.identity`, filtered by the index)
-    are never candidates: a hidden page looks like a missing one.
-    """
-
-    def __init__(self, index: Any, who: Identity | None) -> None:
-        self.index = index
-        self.who = who
-
-    def resolve_many(self, current: str, targets: Iterable[str]) -> dict[str, Target]:
-        """``{link_key(target): Target}`` for every target, with one query to the index."""
-        wanted = sorted({t for t in targets if t and t.strip()})
-        if not wanted:
-            return {}
-        try:
-            from wiki_memory.wiki import links as wl
-        except ImportError:  # pragma: no cover - the links module is part of the package
-            wl = None  # type: ignore[assignment]
-        if wl is not None and hasattr(wl, "resolve") and hasattr(wl, "target_key"):
-            return self._with_links_module(wl, current, wanted)
-        return self._fallback(current, wanted)
-
-    def _visible_rows(self, keys: Iterable[str]) -> list[tuple[str, str, str]]:
-        """``(key, path, source)`` rows of the names table for ``keys``, visible pages only."""
-        return list(self.index.names_for(keys, self.who))
-
-    def _with_links_module(self, wl: Any, current: str, wanted: list[str]) -> dict[str, Target]:
-        keys = {t: wl.target_key(t, current) for t in wanted}
-        names: dict[str, list[tuple[str, str]]] = {}
-        for k, path, source in self._visible_rows(keys.values()):
-            if source in getattr(wl, "SOURCE_RANK", {source: 0}):
-                names.setdefault(k, []).append((path, source))
-        out: dict[str, Target] = {}
-        for t in wanted:
-            res = wl.resolve(t, current, names, None)
-            if res.status == getattr(wl, "RESOLVED", "resolved") and res.path:
-                out[link_key(t)] = Target(res.path)
-            else:
-                out[link_key(t)] = Target(None, tuple(res.candidates or ()))
-        return out
-
-    def _fallback(self, current: str, wanted: list[str]) -> dict[str, Target]:
-        keys = {link_key(t) for t in wanted}
-        lookup: dict[str, set[str]] = {}
-        for k in keys:
-            last = k.rsplit("/", 1)[-1]
-            for form in {k, last}:
-                lookup.setdefault(form, set()).add(k)
-                lookup.setdefault(unicodedata.normalize("NFD", form), set()).add(k)
-        found: dict[str, set[str]] = {k: set() for k in keys}
-        for name_key, path, _source in self._visible_rows(lookup):
-            bare = path[:-3].casefold() if path.endswith(".md") else path.casefold()
-            for k in lookup.get(name_key, ()):
-                if "/" in k:
-                    if bare == k or bare.endswith("/" + k):
-                        found[k].add(path)
-                elif unicodedata.normalize("NFC", name_key) == k:
-                    found[k].add(path)
-        return {k: _choose(current, sorted(paths)) for k, paths in found.items()}
-
-
-def _choose(current: str, paths: list[str]) -> Target:
-    if not paths:
-        return Target(None)
-    if len(paths) == 1:
-        return Target(paths[0])
-    here = current.split("/")[:-1]
-
-    def shared(p: str) -> int:
-        n = 0
-        for a, b in zip(here, p.split("/")[:-1], strict=False):
-            if a != b:
-                break
-            n += 1
-        return n
-
-    best = max(shared(p) for p in paths)
-    top = [p for p in paths if shared(p) == best]
-    if len(top) == 1:
-        return Target(top[0])
-    return Target(None, tuple(paths))
 
 
 # --------------------------------------------------------------------------- markdown
@@ -505,102 +340,9 @@ def _attrs(tok: Token) -> str:
     return "".join(f' {escape(k)}="{escape(v)}"' for k, v in tok.attrItems())
 
 
-# --------------------------------------------------------------------------- inline HTML
-
-#: the inline HTML Obsidian notes use that the view renders (docs/web.md); every other
-#: tag is shown as text. ``open`` on ``details`` is the only attribute kept.
-HTML_ALLOWED = frozenset({"br", "kbd", "sub", "sup", "details", "summary"})
-#: layout-only tags whose markup is dropped while their text stays (a vault's
-#: ``<span class="related-pages">#css</span>`` shows ``#css`` as a tag link)
-HTML_UNWRAPPED = frozenset({"span", "div", "font", "center"})
-_HTML_TAG_RE = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)((?:[^<>\"']|\"[^\"]*\"|'[^']*')*)>")
-_OPEN_ATTR_RE = re.compile(r"(?:^|\s)open(?:\s|=|/|$)", re.I)
-_TEXT_NEWLINE_RE = re.compile(r"(?<=[^>\n])\n(?=[^<\n])")
-_HTML_COMMENT_RE = re.compile(r"\s*<!--.*?-->\s*", re.S)
-
-#: what nh3 keeps of a body that holds allowlisted inline HTML: the elements and
-#: attributes this renderer writes itself, plus :data:`HTML_ALLOWED` (``open`` on details)
-_NH3_TAGS = HTML_ALLOWED | {
-    "a", "p", "div", "span", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li",
-    "blockquote", "pre", "code", "table", "thead", "tbody", "tr", "th", "td", "em",
-    "strong", "s", "del", "hr", "input", "section", "time", "mark",
-}  # fmt: skip
-_NH3_ATTRS = {
-    "*": {"class", "id", "title"},
-    "a": {"href", "rel"},
-    "input": {"type", "disabled", "checked"},
-    "ol": {"start"},
-    "details": {"open"},
-}
-
-
-def _html_fragment(text: str, env: MutableMapping[str, Any]) -> str:
-    """Raw HTML from a page: tags of :data:`HTML_ALLOWED` without their attributes (but
-    ``open`` on ``details``), tags of :data:`HTML_UNWRAPPED` left out (their text
-    stays), everything else escaped, so it shows as text."""
-    out: list[str] = []
-    last = 0
-    for m in _HTML_TAG_RE.finditer(text):
-        out.append(escape(text[last : m.start()]))
-        last = m.end()
-        closing, name, attrs = m.group(1), m.group(2).lower(), m.group(3)
-        if name in HTML_UNWRAPPED:
-            continue  # its markup is dropped, its text stays
-        if name not in HTML_ALLOWED or (closing and attrs.strip()):
-            out.append(escape(m.group(0)))
-            continue
-        env["inline_html"] = True
-        if closing:
-            out.append("" if name == "br" else f"</{name}>")
-        elif name == "details" and _OPEN_ATTR_RE.search(attrs):
-            out.append("<details open>")
-        else:
-            out.append(f"<{name}>")
-    out.append(escape(text[last:]))
-    return "".join(out)
-
-
-def _render_html_inline(
-    self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any
-) -> str:
-    return _html_fragment(tokens[idx].content, env)
-
-
-def _render_html_block(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
-    content = tokens[idx].content
-    if _HTML_COMMENT_RE.fullmatch(content):
-        return ""  # a comment on its own lines is hidden, as Obsidian hides it
-    html = _html_fragment(content.rstrip("\n"), env)
-    if "<" not in html.replace("&lt;", ""):
-        return f"<p>{html}</p>\n"  # no allowed tag in it: the block is text
-    # a line break inside the block's text is kept (not after a tag: that is layout)
-    return _TEXT_NEWLINE_RE.sub("<br>\n", html) + "\n"
-
-
-def sanitize_body(html: str) -> str:
-    """The rendered body through nh3 (the Rust ``ammonia`` allowlist sanitizer) with
-    this renderer's own elements and attributes: it balances the inline HTML a page
-    holds (an unclosed ``<kbd>``) and is the last guard on what reaches the browser."""
-    import nh3
-
-    return nh3.clean(
-        html,
-        tags=set(_NH3_TAGS),
-        attributes={k: set(v) for k, v in _NH3_ATTRS.items()},
-        link_rel=None,
-        url_schemes={"http", "https", "mailto"},
-        strip_comments=True,
-    )
-
-
 # --------------------------------------------------------------------------- tags
 
 _TAG_RE = re.compile(r"#([^\s#!\"$%&'()*+,.:;<=>?@\[\\\]^`{|}~]+)")
-
-
-def tag_url(tag: str) -> str:
-    """``/tag/<tag>`` (percent-encoded, ``/`` of nested tags kept) for ``tag`` (``#`` or not)."""
-    return "/tag/" + quote(tag.lstrip("#"), safe="/")
 
 
 def _tag_rule(state: StateInline, silent: bool) -> bool:
@@ -633,123 +375,6 @@ def _render_tag(self: Any, tokens: Sequence[Token], idx: int, options: Any, env:
     return f'<a class="tag" href="{escape(tag_url(tag))}">#{escape(tag)}</a>'
 
 
-# --------------------------------------------------------------------------- sessions
-
-#: the first line of a timeline entry (wiki_memory.wiki.compiler): ``**10:01:02** · head``
-_TURN_HEAD_RE = re.compile(r"\*\*(\d{1,2}:\d{2}(?::\d{2})?)\*\*\s*·\s*(.+)")
-_TOOL_HEAD_RE = re.compile(r"tool \*\*(.+?)\*\*\s*·\s*(\w+)")
-
-
-def _turn_kind(head: str) -> tuple[str, dict[str, str]]:
-    """``(kind, facts)`` of an entry's head: prompt, reply, tool (name, status) or event."""
-    if head.startswith("prompt"):
-        who = head.split("·")[1].strip() if "·" in head else ""
-        return "prompt", {"speaker": who}
-    if head.startswith(("reply", "subagent reply")):
-        return "reply", {"label": head.replace("·", "").strip()}
-    m = _TOOL_HEAD_RE.match(head)
-    if m:
-        return "tool", {"tool": m.group(1), "status": m.group(2)}
-    return "event", {"label": head.replace("`", "")}
-
-
-def _conversation(state: StateCore) -> None:
-    """A session page's timeline as a conversation (only when ``env["conversation"]``):
-    each entry (``<div class="block">`` from :func:`_structure`) becomes a turn with who
-    spoke and when; a prompt's and a reply's fenced text is shown as text, not code; a
-    tool call's input and output fold into one ``<details>`` under a line naming the
-    tool and whether it failed. The page file is not changed: this is rendering only."""
-    env = state.env
-    if not env.get("conversation"):
-        return
-    tokens = state.tokens
-    out: list[Token] = []
-    i = 0
-    n = len(tokens)
-    while i < n:
-        t = tokens[i]
-        out.append(t)
-        i += 1
-        if t.type != "block_open" or i + 2 >= n:
-            continue
-        if tokens[i].type != "paragraph_open" or tokens[i + 1].type != "inline":
-            continue
-        m = _TURN_HEAD_RE.fullmatch(tokens[i + 1].content.strip())
-        if m is None:
-            continue
-        kind, facts = _turn_kind(m.group(2))
-        failed = facts.get("status") == "failed"
-        t.attrs["class"] = f"block turn turn-{kind}" + (" turn-failed" if failed else "")
-        head = Token("turn_head", "", 0)
-        head.meta = {"time": m.group(1), "kind": kind, **facts}
-        out.append(head)
-        i += 3
-        # the entry's own blocks, up to its closing wrapper
-        j = i
-        while j < n and not (tokens[j].type == "block_close" and tokens[j].level == t.level):
-            j += 1
-        inner = tokens[i:j]
-        if kind == "tool" and inner:
-            opener = Token("turn_io_open", "", 0)
-            opener.meta = {"failed": failed}
-            out.append(opener)
-            out.extend(inner)
-            out.append(Token("turn_io_close", "", 0))
-        else:
-            for tok in inner:
-                if tok.type == "fence" and kind in ("prompt", "reply"):
-                    tok.type = "said"
-                out.append(tok)
-        i = j
-    state.tokens = out
-
-
-def _render_turn_head(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
-    m = tokens[idx].meta
-    kind = m["kind"]
-    when = f'<span class="when">{escape(m["time"])}</span>'
-    if kind == "prompt":
-        who = m.get("speaker") or env.get("speaker") or "user"
-        return f'<p class="turn-head"><strong class="who">{escape(who)}</strong> {when}</p>\n'
-    if kind == "reply":
-        who = env.get("agent") or "agent"
-        label = m.get("label", "reply")
-        extra = f' <span class="muted">{escape(label)}</span>' if label != "reply" else ""
-        return (
-            f'<p class="turn-head"><strong class="who">{escape(who)}</strong>{extra} {when}</p>\n'
-        )
-    if kind == "tool":
-        status = m.get("status", "")
-        badge = (
-            '<span class="badge failed">failed</span>'
-            if status == "failed"
-            else f'<span class="badge">{escape(status)}</span>'
-        )
-        return (
-            f'<p class="turn-head"><span class="tool-name">{escape(m.get("tool", ""))}</span> '
-            f"{badge} {when}</p>\n"
-        )
-    return f'<p class="turn-head event">{escape(m.get("label", ""))} {when}</p>\n'
-
-
-def _render_turn_io_open(
-    self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any
-) -> str:
-    failed = tokens[idx].meta.get("failed")
-    label = "input, output and error" if failed else "input and output"
-    return f'<details class="tool-io"><summary>{label}</summary>\n'
-
-
-def _render_turn_io_close(
-    self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any
-) -> str:
-    return "</details>\n"
-
-
-def _render_said(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
-    return f'<div class="said">{escape(tokens[idx].content.rstrip())}</div>\n'
-
-
 def _make_md() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": True, "linkify": False, "typographer": False})
     md.enable(["table", "strikethrough"])
@@ -764,15 +389,11 @@ def _make_md() -> MarkdownIt:
     md.add_render_rule("block_ref", _render_block_ref)
     md.add_render_rule("image", _render_image)
     md.add_render_rule("link_open", _link_open)
-    md.add_render_rule("html_inline", _render_html_inline)
-    md.add_render_rule("html_block", _render_html_block)
+    md.add_render_rule("html_inline", render_html_inline)
+    md.add_render_rule("html_block", render_html_block)
     md.inline.ruler.push("tag", _tag_rule)
     md.add_render_rule("tag", _render_tag)
-    md.core.ruler.push("conversation", _conversation)
-    md.add_render_rule("turn_head", _render_turn_head)
-    md.add_render_rule("turn_io_open", _render_turn_io_open)
-    md.add_render_rule("turn_io_close", _render_turn_io_close)
-    md.add_render_rule("said", _render_said)
+    conversation_plugin(md)
     return md
 
 
@@ -808,8 +429,8 @@ def render_markdown(
     it is resolved with ``lazy`` (and the result is then not cacheable). A body over
     :data:`MAX_MARKDOWN_BYTES` is shown as escaped text in a ``<pre>``. ``session``
     (``{"speaker": user, "agent": harness}`` of a session page) renders the timeline as
-    a conversation (:func:`_conversation`). A body holding allowlisted inline HTML
-    (:data:`HTML_ALLOWED`) passes through :func:`sanitize_body` last.
+    a conversation (:mod:`wiki_memory.web.conversation`). A body holding allowlisted inline HTML
+    (:data:`~wiki_memory.web.htmlallow.HTML_ALLOWED`) passes through :func:`sanitize_body` last.
     """
     if len(body.encode("utf-8", "surrogatepass")) > MAX_MARKDOWN_BYTES:
         return Rendered(

@@ -24,7 +24,8 @@ from urllib.parse import urlencode
 from markupsafe import Markup
 
 from wiki_memory.recall.terms import words
-from wiki_memory.web.render import escape, fragment_for, page_url, parse_wikilink
+from wiki_memory.web.links import escape, fragment_for, page_url
+from wiki_memory.web.render import parse_wikilink
 
 __all__ = ["ANCHORS_PER_PAGE", "Group", "group", "mark", "mark_html", "plain"]
 
