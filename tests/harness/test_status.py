@@ -107,20 +107,20 @@ def test_a_status_line_registers_with_one_line(tmp_path: Path, capsys) -> None:
     """What issue 22 will do for sync: one ``register_status`` call."""
     import argparse
 
-    from wiki_memory.cli import setup
+    from wiki_memory.cli import status
     from wiki_memory.config import load_settings
 
-    before = dict(setup.STATUS_LINES)
+    before = dict(status.STATUS_LINES)
     try:
-        setup.register_status("sync", f"{__name__}:remote_line")
-        setup.register_status("broken", f"{__name__}:failing_line")
-        rep = setup.status_report(load_settings(tmp_path / "data"))
-        setup.cmd_status(argparse.Namespace(data_dir=str(tmp_path / "data"), json=False))
+        status.register_status("sync", f"{__name__}:remote_line")
+        status.register_status("broken", f"{__name__}:failing_line")
+        rep = status.status_report(load_settings(tmp_path / "data"))
+        status.cmd_status(argparse.Namespace(data_dir=str(tmp_path / "data"), json=False))
     finally:
-        setup.STATUS_LINES.clear()
-        setup.STATUS_LINES.update(before)
+        status.STATUS_LINES.clear()
+        status.STATUS_LINES.update(before)
     assert rep["sync"] == {"remotes": 2, "data_dir": str(tmp_path / "data")}
     assert rep["broken"] == {"error": "OSError: remote unreachable"}
     out = capsys.readouterr().out
     assert 'sync:      {"remotes": 2' in out
-    assert "sync" not in setup.status_report(load_settings(tmp_path / "data"))
+    assert "sync" not in status.status_report(load_settings(tmp_path / "data"))
