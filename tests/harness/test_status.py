@@ -109,37 +109,37 @@ def test_a_status_line_registers_with_one_line(tmp_path: Path, capsys) -> None:
     a line that fails says so, and the rest of the status still prints."""
     import argparse
 
-    from wiki_memory.cli import setup
+    from wiki_memory.cli import status
     from wiki_memory.config import load_settings
 
-    before = dict(setup.STATUS_LINES)
+    before = dict(status.STATUS_LINES)
     try:
-        setup.register_status("remote-example", f"{__name__}:remote_line")
-        setup.register_status("broken", f"{__name__}:failing_line")
-        rep = setup.status_report(load_settings(tmp_path / "data"))
-        setup.cmd_status(argparse.Namespace(data_dir=str(tmp_path / "data"), json=False))
+        status.register_status("remote-example", f"{__name__}:remote_line")
+        status.register_status("broken", f"{__name__}:failing_line")
+        rep = status.status_report(load_settings(tmp_path / "data"))
+        status.cmd_status(argparse.Namespace(data_dir=str(tmp_path / "data"), json=False))
     finally:
-        setup.STATUS_LINES.clear()
-        setup.STATUS_LINES.update(before)
+        status.STATUS_LINES.clear()
+        status.STATUS_LINES.update(before)
     assert rep["remote-example"] == {"remotes": 2, "data_dir": str(tmp_path / "data")}
     assert rep["broken"] == {"error": "OSError: remote unreachable"}
     out = capsys.readouterr().out
     assert '"remotes": 2' in out
-    assert "remote-example" not in setup.status_report(load_settings(tmp_path / "data"))
+    assert "remote-example" not in status.status_report(load_settings(tmp_path / "data"))
 
 
 def test_status_has_a_sync_line_once_a_remote_is_configured(tmp_path: Path) -> None:
-    from wiki_memory.cli import setup
+    from wiki_memory.cli import status
     from wiki_memory.wiki import replicate
 
     m = make_memory(tmp_path / "data", watch=False)
     m.stop()
     settings = m.settings
-    assert "sync" not in setup.status_report(settings)  # no remote: nothing to say
+    assert "sync" not in status.status_report(settings)  # no remote: nothing to say
     hub = tmp_path / "hub.git"
     Repo.init_bare(str(hub), mkdir=True)
     replicate.add_remote(settings.wiki_dir, "hub", str(hub))
-    assert setup.status_report(settings)["sync"] == {
+    assert status.status_report(settings)["sync"] == {
         "last_success": None,
         "last_error": None,
         "conflicts": 0,

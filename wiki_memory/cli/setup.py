@@ -6,10 +6,11 @@
   started in the background with a note on ``loginctl enable-linger``); hooks and MCP
   for every supported harness found on this machine; a self-check. Run again, it
   changes nothing that is already right.
-- ``uninstall`` removes what setup recorded in ``<data_dir>/setup.json`` and nothing
-  else; a file the user changed since is left (and named).
-- ``status [--json]`` says whether memory is on: the server, the data directory, the
-  backlog, commits, the index, the watcher, the service.
+- ``uninstall`` (:mod:`wiki_memory.cli.uninstall`) removes what setup recorded in
+  ``<data_dir>/setup.json`` and nothing else; a file the user changed since is left
+  (and named).
+- ``status [--json]`` (:mod:`wiki_memory.cli.status`) says whether memory is on: the
+  server, the data directory, the backlog, commits, the index, the watcher, the service.
 
 The self-check sends one observation in a reserved session
 (:data:`wiki_memory.core.capture.SELF_CHECK_PREFIX`), through an installed hook when
@@ -28,32 +29,25 @@ import os
 import secrets
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from wiki_memory.cli.common import CliError, _settings
+from wiki_memory.cli.status import _server_running
+from wiki_memory.cli.uninstall import SETUP_RECORD, Record
 from wiki_memory.config import DEFAULT_PORT, Settings
 
 __all__ = [
     "HARNESSES",
-    "SETUP_RECORD",
     "cmd_setup",
-    "cmd_status",
-    "cmd_uninstall",
     "detect_harnesses",
     "register",
-    "register_status",
     "self_check",
-    "status_report",
 ]
-
-#: what setup wrote, in the data directory (uninstall reads it)
-SETUP_RECORD = "setup.json"
 
 
 @dataclass(frozen=True)
@@ -92,99 +86,6 @@ def detect_harnesses(env: dict[str, str] | None = None) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------
-# The record of what setup did
-# --------------------------------------------------------------------------------------
-
-
-@dataclass
-class Record:
-    """``<data_dir>/setup.json``: ``files`` (path -> ``{"sha256", "created"}``: what setup
-    last wrote there and whether the file was new), ``backups`` (path -> the backups
-    setup's writes made of the file before), ``dirs`` (folders setup created, removed by
-    uninstall when empty), ``hooks`` and ``mcp`` (harnesses wired), ``service`` (kind and
-    path), ``background_pid`` (a server setup started itself, with no service manager)."""
-
-    path: Path
-    files: dict[str, dict[str, Any]] = field(default_factory=dict)
-    backups: dict[str, list[str]] = field(default_factory=dict)
-    dirs: list[str] = field(default_factory=list)
-    hooks: list[str] = field(default_factory=list)
-    mcp: list[str] = field(default_factory=list)
-    service: dict[str, Any] = field(default_factory=dict)
-    background_pid: int | None = None
-
-    @classmethod
-    def load(cls, path: Path) -> Record:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return cls(path)
-        if not isinstance(data, dict):
-            return cls(path)
-        return cls(
-            path,
-            dict(data.get("files") or {}),
-            dict(data.get("backups") or {}),
-            list(data.get("dirs") or []),
-            list(data.get("hooks") or []),
-            list(data.get("mcp") or []),
-            dict(data.get("service") or {}),
-            data.get("background_pid"),
-        )
-
-    def save(self) -> None:
-        body = {
-            "files": self.files,
-            "backups": self.backups,
-            "dirs": self.dirs,
-            "hooks": self.hooks,
-            "mcp": self.mcp,
-            "service": self.service,
-            "background_pid": self.background_pid,
-        }
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(body, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, self.path)
-
-    def note_dirs(self, path: Path) -> None:
-        """Remember the folders above ``path`` that do not exist yet (setup makes them)."""
-        missing = []
-        d = path.parent
-        while not d.exists():
-            missing.append(str(d))
-            d = d.parent
-        for m in missing:
-            if m not in self.dirs:
-                self.dirs.append(m)
-
-    def wrote(self, path: Path, created: bool, backup: Path | None) -> None:
-        from wiki_memory.harness.service import digest
-
-        key = str(path)
-        old = self.files.get(key)
-        text = path.read_text(encoding="utf-8") if path.exists() else ""
-        self.files[key] = {
-            "sha256": digest(text),
-            # a re-run keeps what the first run found
-            "created": old["created"] if old else created,
-        }
-        if backup is None:
-            return
-        try:
-            own = old is not None and digest(backup.read_text(encoding="utf-8")) == old["sha256"]
-        except (OSError, UnicodeDecodeError):
-            own = False
-        if own:
-            # a copy of what setup itself wrote (a second write to one file, Gemini CLI's
-            # hooks then MCP): nothing of the user's is in it
-            backup.unlink()
-        else:
-            self.backups.setdefault(key, []).append(str(backup))
-
-
-# --------------------------------------------------------------------------------------
 # setup
 # --------------------------------------------------------------------------------------
 
@@ -209,12 +110,6 @@ def _wait_health(address: str, seconds: float) -> dict[str, Any] | None:
         if time.monotonic() >= deadline:
             return None
         time.sleep(0.2)
-
-
-def _server_running(settings: Settings) -> bool:
-    from wiki_memory.datadir import ServerLock
-
-    return settings.data_dir.exists() and ServerLock(settings.data_dir).is_held_elsewhere()
 
 
 def _serves_here(settings: Settings, address: str) -> bool:
@@ -511,347 +406,8 @@ def self_check(settings: Settings, address: str, hook_agents: list[str]) -> tupl
     return True, f"an observation sent through {via} was captured and recalled"
 
 
-# --------------------------------------------------------------------------------------
-# uninstall
-# --------------------------------------------------------------------------------------
-
-
-def _remove_own_backup(path: Path, before: set[Path]) -> None:
-    """Delete the backup an uninstall write just made of ``path`` (it holds what setup
-    wrote, which uninstall is taking away); backups that were there before stay."""
-    for b in path.parent.glob(path.name + ".wiki-memory-backup-*"):
-        if b not in before:
-            b.unlink()
-
-
-def _backups(path: Path) -> set[Path]:
-    return set(path.parent.glob(path.name + ".wiki-memory-backup-*"))
-
-
-def cmd_uninstall(args: argparse.Namespace) -> int:
-    """Undo what ``setup`` recorded: the service, our hooks and MCP entries, the folders
-    it made; keep files the user changed since, and the data directory."""
-    from wiki_memory.harness import hooks_install as hi
-    from wiki_memory.harness import mcp_install as mi
-    from wiki_memory.harness import service
-    from wiki_memory.harness.service import digest
-
-    settings = _settings(args)
-    data_dir = settings.data_dir.expanduser().resolve()
-    record = Record.load(data_dir / SETUP_RECORD)
-    if not record.path.exists():
-        print(f"nothing to undo: no {SETUP_RECORD} in {data_dir} (setup was not run here)")
-        return 0
-    kept: list[str] = []
-
-    def unchanged(path: Path) -> bool:
-        want = record.files.get(str(path), {}).get("sha256")
-        try:
-            return want is not None and digest(path.read_text(encoding="utf-8")) == want
-        except OSError:
-            return False
-
-    # the service: stopped and removed only while it is what setup wrote
-    kind = record.service.get("kind")
-    if kind:
-        unit = Path(record.service["path"])
-        if unit.exists() and not unchanged(unit):
-            kept.append(f"{unit} (changed since setup: left installed and enabled)")
-        else:
-            for n in service.stop_and_disable(kind):
-                print(f"note: {n}")
-            if unit.exists():
-                unit.unlink()
-                print(f"removed {unit}")
-    if record.background_pid:
-        _stop_background(settings, record.background_pid)
-    # hooks and MCP: only our entries go; the rest of each file stays as it is now
-    for agent in record.hooks:
-        path = hi.AGENTS[agent].default_path()
-        try:
-            plan = hi.plan_uninstall(agent, None)
-            if plan.changed:
-                before = _backups(path)
-                if record.files.get(str(path), {}).get("created") and not _meaningful(plan.after):
-                    path.unlink()
-                    print(f"removed {path}")
-                else:
-                    hi.apply(plan)
-                    _remove_own_backup(path, before)
-                    print(f"removed our hooks from {path}")
-        except hi.InstallError as exc:
-            kept.append(f"{path} ({exc})")
-    for client in record.mcp:
-        try:
-            mplan = mi.plan_uninstall(client, data_dir=data_dir)
-            if mplan.changed:
-                before = _backups(mplan.path)
-                mi.apply(mplan)
-                _remove_own_backup(mplan.path, before)
-                print(
-                    f"removed {mplan.path}"
-                    if mplan.delete
-                    else f"removed our MCP server from {mplan.path}"
-                )
-            elif mplan.notes and mplan.path.exists() and mi.read_entry(client, mplan.path):
-                kept.append(f"{mplan.path}: " + "; ".join(mplan.notes))
-        except mi.InstallError as exc:
-            kept.append(f"{client} ({exc})")
-    # setup's backups: gone once the file is back to the same bytes (nothing is lost)
-    for key, backups in record.backups.items():
-        for b in map(Path, backups):
-            try:
-                same = b.read_bytes() == Path(key).read_bytes()
-            except OSError:
-                same = False
-            if same:
-                b.unlink()
-            elif b.exists():
-                kept.append(f"{b} (the file before setup changed it)")
-    for d in sorted(record.dirs, key=len, reverse=True):
-        try:
-            Path(d).rmdir()
-        except OSError:
-            pass
-    record.path.unlink()
-    for k in kept:
-        print(f"kept: {k}")
-    print(
-        f"kept the data directory {data_dir} (your pages, history and token); remove it "
-        "yourself if you mean to"
-    )
-    return 0
-
-
-def _meaningful(obj: dict[str, Any]) -> bool:
-    """False for a harness file left with nothing but empty tables."""
-    return any(v not in ({}, [], None) for v in obj.values())
-
-
-def _stop_background(settings: Settings, pid: int) -> None:
-    """SIGTERM the server setup started itself, if it still holds this data directory."""
-    from wiki_memory.datadir import ServerLock
-
-    try:
-        info = json.loads((settings.data_dir / "server.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return
-    if info.get("pid") != pid or not ServerLock(settings.data_dir).is_held_elsewhere():
-        return
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except OSError:
-        return
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and ServerLock(settings.data_dir).is_held_elsewhere():
-        time.sleep(0.2)
-    print(f"stopped the server setup started (pid {pid})")
-
-
-# --------------------------------------------------------------------------------------
-# status
-# --------------------------------------------------------------------------------------
-
-
-#: lines other features add to ``status``: name -> ``"module:function"``, a function of
-#: the Settings returning a JSON value (None: nothing to say) shown as ``name: value``
-#: and as key ``name`` of ``--json``. A feature adds its line with one call of
-#: :func:`register_status` (docs/operations.md, "Adding a check").
-STATUS_LINES: dict[str, str] = {}
-
-
-def register_status(name: str, function: str) -> None:
-    """Add (or replace) the ``status`` line ``name``, computed by ``function`` (its
-    ``"module:function"`` path, imported when status runs)."""
-    STATUS_LINES[name] = function
-
-
-register_status("sync", "wiki_memory.cli.replicas:status_line")
-
-
-def _extra_status(settings: Settings) -> dict[str, Any]:
-    """The registered :data:`STATUS_LINES`; one that raises says so instead."""
-    import importlib
-
-    out: dict[str, Any] = {}
-    for name, path in STATUS_LINES.items():
-        module, _, attr = path.partition(":")
-        try:
-            value = getattr(importlib.import_module(module), attr)(settings)
-        except Exception as exc:  # noqa: BLE001 - one broken line must not hide the rest
-            out[name] = {"error": f"{type(exc).__name__}: {exc}"}
-            continue
-        if value is not None:  # None: nothing to say
-            out[name] = value
-    return out
-
-
-def status_report(settings: Settings) -> dict[str, Any]:
-    """Whether memory is on, for ``wiki-memory status``; reads files and ``/v1/health``
-    only. Returns ``{"server": {"running", "reachable", "pid", "address", "version",
-    "uptime_seconds"}, "data_dir", "pages", "open_sessions", "outbox": {"queued",
-    "dropped"}, "last_commit": {"sha", "time", "age_seconds"} | None, "commits":
-    {"ok", "stalled", ...} , "index": {"pages", "lag"} | None, "watcher": bool | None,
-    "service": {"kind", "path", "installed", "enabled", "active", ...}, "ok"}``. ``ok``
-    is False when no server runs, commits stall, events are queued or the index lags.
-    ``uptime_seconds`` is measured from the server's start as ``server.json`` records it."""
-    from wiki_memory.cli.doctor import Context, _scan_files, check_index
-    from wiki_memory.harness import service
-    from wiki_memory.harness.outbox import status as outbox_status
-
-    data_dir = settings.data_dir
-    rep: dict[str, Any] = {"data_dir": str(data_dir)}
-    running = _server_running(settings)
-    srv: dict[str, Any] = {"running": running, "reachable": False}
-    health = None
-    if running:
-        try:
-            info = json.loads((data_dir / "server.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            info = {}
-        srv["pid"] = info.get("pid")
-        srv["address"] = info.get("address")
-        if info.get("started"):
-            srv["uptime_seconds"] = round(time.time() - float(info["started"]), 1)
-        from wiki_memory.cli.doctor import _server_health
-
-        health = _server_health(srv.get("address"), settings.ca_file)
-        if health is not None:
-            srv["reachable"] = True
-            srv["version"] = health.get("version")
-    rep["server"] = srv
-
-    # sessions with events and no end yet
-    open_sessions = 0
-    for log in sorted(settings.spool_dir.glob("*.jsonl")) if settings.spool_dir.is_dir() else []:
-        try:
-            st = json.loads(log.with_suffix(".state").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            st = {}
-        if not isinstance(st, dict) or st.get("status") != "ended":
-            open_sessions += 1
-    rep["open_sessions"] = open_sessions
-
-    try:
-        ob = outbox_status(data_dir)
-        rep["outbox"] = {"queued": ob.queued, "dropped": sum(ob.dropped.values())}
-    except FileNotFoundError:
-        rep["outbox"] = {"queued": 0, "dropped": 0}
-
-    rep["last_commit"] = _last_commit(settings.wiki_dir)
-    if health is not None:
-        commits = dict(health.get("commits") or {})
-        commits["stalled"] = not commits.get("ok", True)
-        rep["commits"] = commits
-        rep["watcher"] = health.get("watcher")
-    else:
-        rep["commits"] = {"ok": None, "stalled": None}
-        rep["watcher"] = None
-
-    if settings.wiki_dir.is_dir():
-        ctx = Context(settings, wait_seconds=0)
-        ctx.running = running
-        ctx.on_disk, _ = _scan_files(settings.wiki_dir)
-        ctx.rep["pages"] = {}
-        check_index(ctx)
-        rep["pages"] = len(ctx.on_disk)
-        idx = ctx.rep.get("index")
-        rep["index"] = {"pages": idx["pages"], "lag": idx["lag"]} if idx else None
-    else:
-        rep["pages"] = 0
-        rep["index"] = None
-    kind = service.kind_for_platform()
-    rep["service"] = service.state(kind).as_dict()
-    rep.update(_extra_status(settings))
-    rep["ok"] = bool(
-        running
-        and srv["reachable"]
-        and not rep["commits"].get("stalled")
-        and not rep["outbox"]["queued"]
-        and (rep["index"] is None or not rep["index"]["lag"])
-    )
-    return rep
-
-
-def _last_commit(wiki: Path) -> dict[str, Any] | None:
-    """HEAD's sha, commit time (epoch seconds) and age; None without a commit."""
-    if not (wiki / ".git").exists():
-        return None
-    from dulwich.repo import Repo
-
-    try:
-        with Repo(str(wiki)) as repo:
-            head = repo.head()
-            c = repo[head]
-            t = float(c.commit_time)  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - no HEAD yet, or an unreadable repository
-        return None
-    return {"sha": head.decode("ascii"), "time": t, "age_seconds": round(time.time() - t, 1)}
-
-
-def _age(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.0f} h"
-    return f"{seconds / 86400:.0f} days"
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    """Print :func:`status_report`; exit 0 when memory is on, 1 when something is off."""
-    rep = status_report(_settings(args))
-    if args.json:
-        print(json.dumps(rep, indent=1, ensure_ascii=False))
-        return 0 if rep["ok"] else 1
-    srv = rep["server"]
-    if srv["running"]:
-        up = f", up {_age(srv['uptime_seconds'])}" if srv.get("uptime_seconds") is not None else ""
-        ver = f", version {srv['version']}" if srv.get("version") else ""
-        reach = "" if srv["reachable"] else " (NOT answering)"
-        print(f"server:    running, pid {srv.get('pid')}, {srv.get('address')}{ver}{up}{reach}")
-    else:
-        print("server:    NOT running (hooks spool to the outbox; `wiki-memory setup` or `serve`)")
-    print(f"data dir:  {rep['data_dir']}")
-    print(f"pages:     {rep['pages']}   open sessions: {rep['open_sessions']}")
-    ob = rep["outbox"]
-    print(f"outbox:    {ob['queued']} queued, {ob['dropped']} dropped")
-    lc = rep["last_commit"]
-    print(
-        "commits:   "
-        + (f"last {lc['sha'][:12]}, {_age(lc['age_seconds'])} ago" if lc else "none yet")
-        + (
-            "; STALLED: " + str(rep["commits"].get("cause"))
-            if rep["commits"].get("stalled")
-            else ""
-        )
-    )
-    idx = rep["index"]
-    if idx:
-        print(f"index:     {idx['pages']} pages, lag {idx['lag']}")
-    w = rep["watcher"]
-    print("watcher:   " + ("alive" if w else "unknown" if w is None else "NOT running"))
-    svc = rep["service"]
-    print(
-        f"service:   {svc['path']}: "
-        + (
-            ("installed, " + ("enabled" if svc["enabled"] else "not enabled"))
-            if svc["installed"]
-            else "not installed (`wiki-memory setup`)"
-        )
-    )
-    for name in STATUS_LINES:
-        if rep.get(name) is not None:
-            value = rep[name]
-            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            print(f"{name + ':':<10} {shown}")
-    print("memory is on" if rep["ok"] else "memory is NOT fully on (`wiki-memory doctor` says why)")
-    return 0 if rep["ok"] else 1
-
-
 def register(sub: Any) -> None:
-    """Add ``setup``, ``uninstall`` and ``status`` to the ``wiki-memory`` parser."""
+    """Add ``setup`` to the ``wiki-memory`` parser."""
     s = sub.add_parser(
         "setup",
         help="one command: data directory, token, service, hooks and MCP for the harnesses "
@@ -871,10 +427,3 @@ def register(sub: Any) -> None:
         help="print the generated unit (user, system: the team server's, launchd) and exit",
     )
     s.set_defaults(fn=cmd_setup)
-
-    u = sub.add_parser("uninstall", help="remove what setup added (keeps the data directory)")
-    u.set_defaults(fn=cmd_uninstall)
-
-    st = sub.add_parser("status", help="is memory on: server, backlog, commits, index, service")
-    st.add_argument("--json", action="store_true", help="print the status as JSON")
-    st.set_defaults(fn=cmd_status)

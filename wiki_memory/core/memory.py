@@ -15,10 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from wiki_memory.audit import AuditLog
-from wiki_memory.capture.observation import (
-    Observation,
-)
+from wiki_memory.audit import AuditLog, audit_result
+from wiki_memory.capture.observation import Observation
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
@@ -32,12 +30,13 @@ from wiki_memory.core.sessions import (
     SessionPages,
     _plain_or_gone,
     _read_plain,
+    seed_server_hashes,
     sha256,
 )
 from wiki_memory.core.stall import CommitHealth
 from wiki_memory.core.sync import SyncService
 from wiki_memory.core.writer import Author, Writer, WriteResult
-from wiki_memory.errors import Conflict, Forbidden, NotFound, WikiMemoryError
+from wiki_memory.errors import Conflict, Forbidden, NotFound
 from wiki_memory.identity import Identity, may_admin
 from wiki_memory.index.store import Index
 from wiki_memory.index.watcher import Watcher
@@ -72,7 +71,7 @@ class Memory:
         self.writer = Writer(self._commit, commit_delay=settings.commit_delay_seconds)
         #: path → sha256 of the bytes the server last wrote or committed there
         self._server_hashes: dict[str, str] = {}
-        #: session page path → its user, for pages seeded at start (see _seed_server_hashes)
+        #: session page path → its user, for pages seeded at start (see sessions.seed_server_hashes)
         self._server_authors: dict[str, str] = {}
         #: the start-up recovery commit met GitBusy: the idle loop tries it again
         self._recover_due = False
@@ -145,7 +144,7 @@ class Memory:
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> None:
         """Recover, index, and start the writer, idle and watcher threads."""
-        self._seed_server_hashes()
+        seed_server_hashes(self.spool, self.wiki_dir, self._server_hashes, self._server_authors)
         self.writer.start()
         self.writer.call(self._recover_job)
         if self.index.needs_rebuild or not self.index.paths():
@@ -191,27 +190,6 @@ class Memory:
             )
         self.spool.close()
         self.index.close()
-
-    def _seed_server_hashes(self) -> None:
-        """After a restart, know which session pages on disk hold the server's own bytes:
-        those whose sha256 the session's spool state recorded as written (``page_sha256``),
-        about to be written (``pending_sha256``, a crash before the state caught up), or
-        rendered. Such a page is never taken for a person's hand edit."""
-        for info in list(self.spool.sessions.values()):
-            st = info.state
-            path = st.get("path")
-            if not isinstance(path, str):
-                continue
-            full = self.wiki_dir / path
-            data = _read_plain(full) if _plain_or_gone(full) else None
-            if data is None:
-                continue
-            digest = sha256(data)
-            known = {st.get("page_sha256"), st.get("pending_sha256")}
-            known.update(r.get("sha256") for r in st.get("renders") or [] if isinstance(r, dict))
-            if digest in known:
-                self._server_hashes[path] = digest
-                self._server_authors[path] = info.user
 
     def _recover_job(self) -> WriteResult:
         """Commit files that changed on disk while no server ran (hand edits, or a page
@@ -300,7 +278,7 @@ class Memory:
             try:
                 out = fn(*args, **kw)
             except (NotFound, Forbidden) as exc:
-                self.audited(who, "read", target, _result(exc), read=op)
+                self.audited(who, "read", target, audit_result(exc), read=op)
                 raise
             self.audited(who, "read", target, "ok", read=op)
             return out
@@ -379,7 +357,7 @@ class Memory:
             try:
                 rel, full = self.scope.check_target(ident, path)
             except (NotFound, Forbidden) as exc:
-                self.audited(ident, op, clean_rel(path), _result(exc))
+                self.audited(ident, op, clean_rel(path), audit_result(exc))
                 raise
         if redact_text(rel)[1]:
             # a file name is not redacted in place: it would no longer be the name asked for
@@ -412,7 +390,7 @@ class Memory:
             res = self.writer.call(job, timeout=timeout)
         except (NotFound, Forbidden, Conflict) as exc:
             if ident is not None:
-                self.audited(ident, op, rel, _result(exc))
+                self.audited(ident, op, rel, audit_result(exc))
             raise
         if res.value is not None:
             self.audited(ident, op, rel, "ok", user=None if ident is not None else user)
@@ -598,14 +576,3 @@ class Memory:
         n = self.index.rebuild(self.wiki_dir, progress=progress)
         self.audited(user, "reindex", "index.db", "ok", pages=n)
         return n
-
-
-def _result(exc: BaseException) -> str:
-    """An error as an audit ``result``: ``denied`` (403), ``not_found`` (404), else its code."""
-    if isinstance(exc, Forbidden):
-        return "denied"
-    if isinstance(exc, NotFound):
-        return "not_found"
-    if isinstance(exc, WikiMemoryError):
-        return exc.error_code
-    return type(exc).__name__
