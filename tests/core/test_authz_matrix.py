@@ -217,11 +217,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
     for u in USERS:
         p = wiki / "people" / u / "own.md"
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(_page(f"Own {u}", f"pmark{u} zebra notes of {u}"))
+        p.write_text(_page(f"Own {u}", f"pmark{u} zebra notes of {u}", "tags: [zebratag]\n"))
     for proj in (GRANTED, UNGRANTED):
         d = wiki / "projects" / proj / "notes"
         d.mkdir(parents=True, exist_ok=True)
-        (d / "page.md").write_text(_page(f"Page {proj}", f"{proj}markword zebra plan"))
+        (d / "page.md").write_text(
+            _page(f"Page {proj}", f"{proj}markword zebra plan", "tags: [zebratag]\n")
+        )
         (d / "pinned.md").write_text(
             _page(f"Rules {proj}", f"{proj}pinword always", "pinned: true\n")
         )
@@ -481,6 +483,24 @@ def p_web_session(w: World, v: str, t: str) -> str:
     return web_answer(http(w, v, "GET", f"/session/sess-{project_of(t)}"))
 
 
+def p_web_folders(w: World, v: str, t: str) -> str:
+    """The top of the folder tree: any token; it names no folder of another user."""
+    r = http(w, v, "GET", "/f")
+    if r.status_code == 200 and f"people/{other_of(v)}" in r.text:
+        return "names another user's folder"
+    return web_answer(r)
+
+
+def p_web_folder(w: World, v: str, t: str) -> str:
+    """The target's folder lists the target page (hidden: missing, or not listed)."""
+    return seen(http(w, v, "GET", f"/f/{folder_of(v, t)}"), page_of(v, t))
+
+
+def p_web_tag(w: World, v: str, t: str) -> str:
+    """Every target page carries ``zebratag``: its tag page lists the target or not."""
+    return seen(http(w, v, "GET", "/tag/zebratag"), page_of(v, t))
+
+
 def p_web_no_route(w: World, v: str, t: str) -> str:
     return web_answer(http(w, v, "GET", "/no/such/route"))
 
@@ -649,6 +669,9 @@ ROWS: dict[str, Row] = {
     "GET /pages": ("read", ALL, p_web_pages),
     "GET /page/{path:path}": ("read", ALL, p_web_page),
     "GET /search": ("read", ALL, p_web_search),
+    "GET /f": ("any token", NONE, p_web_folders),
+    "GET /f/{folder:path}": ("read", ALL, p_web_folder),
+    "GET /tag/{tag:path}": ("read", ALL, p_web_tag),
     "GET /handoffs": ("read", PROJECTS_ONLY, p_web_handoffs),
     "GET /session/{sid}": ("read", PROJECTS_ONLY, p_web_session),
     "GET /{rest:path}": ("any token", ("a path with no route",), p_web_no_route),

@@ -92,6 +92,9 @@ ROUTES: dict[str, str] = {
     "GET /pages": "test_web_lists_show_nothing_hidden",
     "GET /page/{path:path}": "test_web_page_hidden_like_missing, test_web_shared_page_links",
     "GET /search": "test_web_lists_show_nothing_hidden",
+    "GET /f": "test_web_lists_show_nothing_hidden",
+    "GET /f/{folder:path}": "test_web_lists_show_nothing_hidden",
+    "GET /tag/{tag:path}": "test_web_lists_show_nothing_hidden",
     "GET /handoffs": "test_web_lists_show_nothing_hidden",
     "GET /session/{sid}": "test_web_session_hidden_like_missing",
     "GET /{rest:path}": "test_web_no_route_same_for_hidden_and_missing",
@@ -700,6 +703,9 @@ def test_web_lists_show_nothing_hidden(world: Any, web: dict[str, Raw]) -> None:
             f"/search?q={sw.WORD}&project=p",
             "/handoffs",
             "/handoffs?project=p",
+            "/f",
+            "/f/projects",
+            "/f/projects/p",
         ):
             status, body = web[viewer]("GET", url)
             assert status == 200, (url, status, body[:300])
@@ -707,6 +713,10 @@ def test_web_lists_show_nothing_hidden(world: Any, web: dict[str, Raw]) -> None:
             assert f">{PERSONAL_HID}<" not in body and f"/{PERSONAL_HID}" not in body, (url, viewer)
         status, body = web[viewer]("GET", "/pages")
         assert sw.SHARED in body
+        # a folder holding only pages the viewer may not see answers like a missing one
+        hidden, _ = web[viewer]("GET", "/f/projects/p/notes")
+        missing, _ = web[viewer]("GET", "/f/projects/p/no-such-folder")
+        assert hidden == missing == 404, (viewer, hidden, missing)
 
 
 def test_web_session_hidden_like_missing(world: Any, web: dict[str, Raw]) -> None:
