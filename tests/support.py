@@ -247,3 +247,21 @@ def cli_as(
         timeout=timeout,
         env=env,
     )
+
+
+def files_of(wiki: Path) -> dict[str, bytes]:
+    """Every file of a wiki's worktree (``.git`` left out): relative path -> bytes."""
+    return {
+        p.relative_to(wiki).as_posix(): p.read_bytes()
+        for p in sorted(wiki.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(wiki).parts
+    }
+
+
+def refs_of(wiki: Path) -> dict[bytes, bytes]:
+    """The wiki repository's ``refs/…`` names and the object ids they point at."""
+    repo = Repo(str(wiki))
+    try:
+        return {k: v for k, v in repo.get_refs().items() if k.startswith(b"refs/")}
+    finally:
+        repo.close()

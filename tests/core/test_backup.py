@@ -14,30 +14,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from dulwich.repo import Repo
 from serverproc import ServerProcess
-from support import run_cli, wait_for
+from support import files_of, refs_of, run_cli, wait_for
 from teamkit import make_token
 
 pytestmark = pytest.mark.slow
 
 PASS = {"WIKI_MEMORY_BACKUP_PASSPHRASE": "correct horse battery staple"}
-
-
-def files_of(wiki: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(wiki).as_posix(): p.read_bytes()
-        for p in sorted(wiki.rglob("*"))
-        if p.is_file() and ".git" not in p.relative_to(wiki).parts
-    }
-
-
-def refs_of(wiki: Path) -> dict[bytes, bytes]:
-    repo = Repo(str(wiki))
-    try:
-        return {k: v for k, v in repo.get_refs().items() if k.startswith(b"refs/")}
-    finally:
-        repo.close()
 
 
 def event(kind: str, **payload: object) -> dict[str, object]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from dulwich.repo import Repo
+from support import files_of, refs_of
 from test_git import GIT, git, needs_git
 
 from wiki_memory.wiki.bundle import read_bundle_into, write_bundle
@@ -29,22 +30,6 @@ def words(n: int, seed: int) -> str:
         "".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(3, 9))) for _ in range(3000)
     ]
     return " ".join(rng.choices(vocab, k=n))
-
-
-def files_of(wiki: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(wiki).as_posix(): p.read_bytes()
-        for p in sorted(wiki.rglob("*"))
-        if p.is_file() and ".git" not in p.relative_to(wiki).parts
-    }
-
-
-def refs_of(wiki: Path) -> dict[bytes, bytes]:
-    repo = Repo(str(wiki))
-    try:
-        return {k: v for k, v in repo.get_refs().items() if k.startswith(b"refs/")}
-    finally:
-        repo.close()
 
 
 def bundle(wiki: Path, path: Path) -> dict[str, str]:
