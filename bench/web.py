@@ -9,6 +9,16 @@ the cost of rendering the page in-process with an empty render cache every time 
 the first request after a change to the page pays).
 
     python bench/web.py [--requests 100] [--page "Queries/Filters.md"] [--json]
+
+``--scale 10000`` measures instead a generated wiki of that many pages (the generator of
+``bench/recall.py``: ten projects of 1,000 notes each) on one server, in the same run:
+the web search (``GET /search?q=``: recall plus grouping, plain snippets and marking)
+beside ``POST /v1/recall`` with the same budget (its floor: search is recall plus
+shaping; target p95 ≤ 2×), and a folder page (``GET /f/...``: 250 of a folder's 1,000
+pages, its subfolders and the tree) beside a plain page view (``GET /page/...``, a
+different page each time, so each is rendered; target p95 ≤ 3×).
+
+    python bench/web.py --scale 10000 [--queries 200]
 """
 
 from __future__ import annotations
@@ -68,12 +78,127 @@ def cold_render_ms(wiki: Path, rel: str, runs: int) -> list[float]:
     return out
 
 
+def timed(c: httpx.Client, method: str, url: str, **kw: object) -> float:
+    """Milliseconds one request takes (raises on a non-2xx answer)."""
+    t = time.perf_counter()
+    r = c.request(method, url, **kw)  # type: ignore[arg-type]
+    ms = (time.perf_counter() - t) * 1000
+    r.raise_for_status()
+    return ms
+
+
+def scale(pages: int, n_queries: int) -> dict[str, object]:
+    """Search against recall and a folder page against a page view, on ``pages`` pages."""
+    import os
+    import random
+    import subprocess
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import recall as rb  # bench/recall.py: the same generated wiki and queries
+
+    vocab = rb.vocabulary(random.Random(rb.SEED))
+    tmp = Path(tempfile.mkdtemp(prefix="wm-bench-web-scale-"))
+    try:
+        data = tmp / "data"
+        wiki = data / "wiki"
+        wiki.mkdir(parents=True)
+        titles = rb.generate(wiki, pages, vocab)
+        qs = rb.queries(vocab, titles, n_queries)
+        env = {**os.environ, "WIKI_MEMORY_HOME": str(data)}
+        subprocess.run(
+            [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data)]
+            + ["reindex", "--quiet"],
+            check=True,
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
+        srv = ServerProcess(data).start(timeout=600)
+        try:
+            rng = random.Random(7)
+            with httpx.Client(base_url=srv.url, headers=srv.headers, timeout=120) as c:
+                for q in qs[:10]:  # warm up: tokenizer, caches, connections
+                    timed(c, "GET", "/search", params={"q": q})
+                    timed(c, "POST", "/v1/recall", json={"query": q, "budget_tokens": 8000})
+                recall_ms, search_ms = [], []
+                for q in qs:  # interleaved, so that both see the same load
+                    recall_ms.append(
+                        timed(c, "POST", "/v1/recall", json={"query": q, "budget_tokens": 8000})
+                    )
+                    search_ms.append(timed(c, "GET", "/search", params={"q": q}))
+                page_ms, folder_ms = [], []
+                order = list(range(pages))
+                rng.shuffle(order)
+                folders = [f"/f/projects/p{i}/notes" for i in range(10)] + ["/f", "/f/projects"]
+                for k in range(n_queries):
+                    i = order[k % pages]
+                    page_ms.append(timed(c, "GET", f"/page/projects/p{i % 10}/notes/note-{i}.md"))
+                    folder_ms.append(timed(c, "GET", folders[k % len(folders)]))
+                repeat_ms = [
+                    timed(c, "GET", "/page/projects/p1/notes/note-1.md") for _ in range(n_queries)
+                ]
+        finally:
+            srv.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    out: dict[str, object] = {"pages": pages, "requests": n_queries}
+    for name, values in (
+        ("recall", recall_ms),
+        ("search", search_ms),
+        ("page", page_ms),
+        ("page_repeat", repeat_ms),
+        ("folder", folder_ms),
+    ):
+        out[f"{name}_p50_ms"] = round(statistics.median(values), 1)
+        out[f"{name}_p95_ms"] = round(pct(values, 95), 1)
+    out["search_over_recall_p95"] = round(
+        float(out["search_p95_ms"]) / float(out["recall_p95_ms"]),
+        2,  # type: ignore[arg-type]
+    )
+    out["folder_over_page_p95"] = round(
+        float(out["folder_p95_ms"]) / float(out["page_p95_ms"]),
+        2,  # type: ignore[arg-type]
+    )
+    return out
+
+
+def print_scale(r: dict[str, object]) -> None:
+    rows = [
+        ("web search GET /search", "search", "POST /v1/recall (budget 8000)", "recall", 2.0),
+        ("folder page GET /f/...", "folder", "page view GET /page/... (each new)", "page", 3.0),
+    ]
+    print(f"{r['pages']} pages, {r['requests']} requests each, one server, interleaved")
+    head = f"{'product':<26} {'p50':>7} {'p95':>7}   {'floor':<36} {'p50':>7} {'p95':>7}  ratio p95 (target)"
+    print(head)
+    print("-" * len(head))
+    for label, key, flabel, fkey, target in rows:
+        ratio = float(r[f"{key}_p95_ms"]) / float(r[f"{fkey}_p95_ms"])  # type: ignore[arg-type]
+        print(
+            f"{label:<26} {r[f'{key}_p50_ms']:>7} {r[f'{key}_p95_ms']:>7}   {flabel:<36} "
+            f"{r[f'{fkey}_p50_ms']:>7} {r[f'{fkey}_p95_ms']:>7}  {ratio:.2f}x "
+            f"(<= {target:.0f}x: {'met' if ratio <= target else 'MISSED'})"
+        )
+    print(
+        f"(the same page again, cached: p50 {r['page_repeat_p50_ms']} ms, "
+        f"p95 {r['page_repeat_p95_ms']} ms)"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=100)
     ap.add_argument("--page", default="Queries/Filters.md", help="path inside the vault")
+    ap.add_argument("--scale", type=int, default=0, help="pages of a generated wiki (10000)")
+    ap.add_argument("--queries", type=int, default=200, help="requests of each kind (--scale)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.scale:
+        res = scale(args.scale, args.queries)
+        if args.json:
+            print(json.dumps(res))
+        else:
+            print_scale(res)
+        ok = float(res["search_over_recall_p95"]) <= 2 and float(res["folder_over_page_p95"]) <= 3  # type: ignore[arg-type]
+        return 0 if ok else 1
     if not VAULT.is_dir():
         print(f"the shared vault is missing: {VAULT}", file=sys.stderr)
         return 2

@@ -219,3 +219,49 @@ def own_address() -> str | None:
         except OSError:
             continue
     return None
+
+
+def home_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a user whose HOME is ``home`` (made if missing): nothing of the
+    real home's configuration reaches the command (no XDG folders, harness profile
+    variables, session bus or ``WIKI_MEMORY_*`` settings), and ``XDG_RUNTIME_DIR`` is an
+    empty owner-only folder beside it, so ``systemctl --user`` finds no user manager."""
+    home.mkdir(parents=True, exist_ok=True)
+    run = home.parent / (home.name + "-run")
+    run.mkdir(mode=0o700, exist_ok=True)
+    drop = ("XDG_", "WIKI_MEMORY_", "DBUS_", "CLAUDE_CONFIG_DIR", "CODEX_HOME")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(HOME=str(home), XDG_RUNTIME_DIR=str(run), PYTHONUNBUFFERED="1")
+    env.update(extra)
+    return env
+
+
+def cli_as(
+    env: dict[str, str], *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run ``wiki-memory ARGS...`` (this interpreter, the installed package) in ``env``."""
+    return subprocess.run(
+        [sys.executable, "-m", "wiki_memory.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def files_of(wiki: Path) -> dict[str, bytes]:
+    """Every file of a wiki's worktree (``.git`` left out): relative path -> bytes."""
+    return {
+        p.relative_to(wiki).as_posix(): p.read_bytes()
+        for p in sorted(wiki.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(wiki).parts
+    }
+
+
+def refs_of(wiki: Path) -> dict[bytes, bytes]:
+    """The wiki repository's ``refs/…`` names and the object ids they point at."""
+    repo = Repo(str(wiki))
+    try:
+        return {k: v for k, v in repo.get_refs().items() if k.startswith(b"refs/")}
+    finally:
+        repo.close()

@@ -34,9 +34,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from wiki_memory.errors import Forbidden, NotFound, WikiMemoryError
 from wiki_memory.identity import Identity
 
-__all__ = ["AuditLog", "escape", "parse_since"]
+__all__ = ["AuditLog", "audit_result", "escape", "parse_since"]
 
 FACES = ("http", "mcp", "web", "cli", "server")
 _LINE_BREAKS = re.compile("[\x7f-\x9f\u2028\u2029]")
@@ -167,3 +168,14 @@ class AuditLog:
                 continue
             out.append(rec)
         return out[-limit:] if limit > 0 else []
+
+
+def audit_result(exc: BaseException) -> str:
+    """An error as an audit ``result``: ``denied`` (403), ``not_found`` (404), else its code."""
+    if isinstance(exc, Forbidden):
+        return "denied"
+    if isinstance(exc, NotFound):
+        return "not_found"
+    if isinstance(exc, WikiMemoryError):
+        return exc.error_code
+    return type(exc).__name__

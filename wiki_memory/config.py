@@ -50,6 +50,8 @@ class Settings:
     default_budget_tokens: int = 1000
     pack_every_commits: int = 500
     watch: bool = True
+    #: sync with every git remote this often (0: only when `wiki-memory sync` runs)
+    sync_interval_seconds: float = 0.0
     #: serve an existing vault folder instead of ``<data_dir>/wiki`` (``serve --wiki PATH``)
     wiki_path: Path | None = None
     #: the most tokens one MCP tool result may hold, structured and text parts together

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -57,7 +58,7 @@ class ServerLock:
             self._lock.acquire()
         except Timeout:
             raise DataDirLocked(self.data_dir, self.holder()) from None
-        info = {"pid": os.getpid(), "address": address}
+        info = {"pid": os.getpid(), "address": address, "started": time.time()}
         tmp = self.info_path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(info), encoding="utf-8")
         os.replace(tmp, self.info_path)

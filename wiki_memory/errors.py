@@ -33,6 +33,7 @@ __all__ = [
     "TooLarge",
     "PreconditionRequired",
     "Unavailable",
+    "SyncRefused",
     "rule_for",
     "http_status",
     "exit_status",
@@ -73,8 +74,11 @@ TABLE: dict[str, Rule] = {
         421, 2, "the Host header names no address of this server (setting `allowed_hosts`)"
     ),
     "precondition_required": Rule(428, 5, "the page exists: send If-Match with its hash"),
+    "sync_refused": Rule(
+        409, 3, "a sync waits for an admin: a purge needs `--after-purge`, or the remote moved"
+    ),
     "busy": Rule(503, 7, "git is held by another program; retry after `Retry-After` s"),
-    "unavailable": Rule(503, 7, "the search engine failed; retry"),
+    "unavailable": Rule(503, 7, "the search engine or a git remote failed; retry"),
     "internal": Rule(500, 1, "a bug: the server log has the traceback"),
 }
 
@@ -206,6 +210,13 @@ class Conflict(WikiMemoryError):
     def __init__(self, message: str, current_hash: str | None = None) -> None:
         super().__init__(message)
         self.current_hash = current_hash
+
+
+class SyncRefused(WikiMemoryError):
+    """409: a sync would undo a purge or drop another server's commits; an admin decides
+    (``sync --after-purge``, docs/operations.md)."""
+
+    code = "sync_refused"
 
 
 class PreconditionRequired(WikiMemoryError):

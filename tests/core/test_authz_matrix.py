@@ -217,11 +217,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
     for u in USERS:
         p = wiki / "people" / u / "own.md"
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(_page(f"Own {u}", f"pmark{u} zebra notes of {u}"))
+        p.write_text(_page(f"Own {u}", f"pmark{u} zebra notes of {u}", "tags: [zebratag]\n"))
     for proj in (GRANTED, UNGRANTED):
         d = wiki / "projects" / proj / "notes"
         d.mkdir(parents=True, exist_ok=True)
-        (d / "page.md").write_text(_page(f"Page {proj}", f"{proj}markword zebra plan"))
+        (d / "page.md").write_text(
+            _page(f"Page {proj}", f"{proj}markword zebra plan", "tags: [zebratag]\n")
+        )
         (d / "pinned.md").write_text(
             _page(f"Rules {proj}", f"{proj}pinword always", "pinned: true\n")
         )
@@ -481,6 +483,24 @@ def p_web_session(w: World, v: str, t: str) -> str:
     return web_answer(http(w, v, "GET", f"/session/sess-{project_of(t)}"))
 
 
+def p_web_folders(w: World, v: str, t: str) -> str:
+    """The top of the folder tree: any token; it names no folder of another user."""
+    r = http(w, v, "GET", "/f")
+    if r.status_code == 200 and f"people/{other_of(v)}" in r.text:
+        return "names another user's folder"
+    return web_answer(r)
+
+
+def p_web_folder(w: World, v: str, t: str) -> str:
+    """The target's folder lists the target page (hidden: missing, or not listed)."""
+    return seen(http(w, v, "GET", f"/f/{folder_of(v, t)}"), page_of(v, t))
+
+
+def p_web_tag(w: World, v: str, t: str) -> str:
+    """Every target page carries ``zebratag``: its tag page lists the target or not."""
+    return seen(http(w, v, "GET", "/tag/zebratag"), page_of(v, t))
+
+
 def p_web_no_route(w: World, v: str, t: str) -> str:
     return web_answer(http(w, v, "GET", "/no/such/route"))
 
@@ -622,6 +642,8 @@ ROWS: dict[str, Row] = {
     "GET /v1/audit": ("admin", NONE, p_http_audit),
     "POST /v1/admin/purge": "exempt: rewrites the shared world's history "
     "(tests/core/test_purge.py checks 403 for a member and ok for an admin)",
+    "POST /v1/admin/sync": "exempt: admin only (may_admin before any remote is touched; "
+    "tests/core/test_sync.py checks Forbidden for a non-admin); reads no page for a caller",
     "POST /v1/forget": "exempt: would hide the shared pages every read probe reads "
     "(tests/core/test_forget.py checks ok, 403 and 404)",
     "POST /v1/handoffs": ("write", PROJECTS_ONLY, p_http_handoff_create),
@@ -647,6 +669,9 @@ ROWS: dict[str, Row] = {
     "GET /pages": ("read", ALL, p_web_pages),
     "GET /page/{path:path}": ("read", ALL, p_web_page),
     "GET /search": ("read", ALL, p_web_search),
+    "GET /f": ("any token", NONE, p_web_folders),
+    "GET /f/{folder:path}": ("read", ALL, p_web_folder),
+    "GET /tag/{tag:path}": ("read", ALL, p_web_tag),
     "GET /handoffs": ("read", PROJECTS_ONLY, p_web_handoffs),
     "GET /session/{sid}": ("read", PROJECTS_ONLY, p_web_session),
     "GET /{rest:path}": ("any token", ("a path with no route",), p_web_no_route),
@@ -673,6 +698,8 @@ ROWS: dict[str, Row] = {
     "cli audit": ("admin", NONE, p_cli_audit),
     "cli purge": "exempt: as POST /v1/admin/purge (tests/core/test_purge.py)",
     "cli forget": "exempt: as POST /v1/forget, which it calls (tests/core/test_forget.py)",
+    "cli sync": "exempt: as POST /v1/admin/sync, which it calls when a server runs",
+    "cli remote": "exempt: the data directory's owner, on its git config",
     "cli mcp": "exempt: a byte-for-byte bridge to /mcp (the tool rows)",
     "cli serve": "exempt: runs the server",
     "cli token": "exempt: the data directory's owner, on its files (tests/base/test_auth.py)",
@@ -686,6 +713,9 @@ ROWS: dict[str, Row] = {
     "cli uninstall-hooks": "exempt: installer",
     "cli install-mcp": "exempt: installer",
     "cli uninstall-mcp": "exempt: installer",
+    "cli setup": "exempt: installer; its self-check sends as the owner",
+    "cli uninstall": "exempt: installer",
+    "cli status": "exempt: the data directory's owner, on its files and GET /v1/health",
 }
 
 
@@ -734,14 +764,25 @@ def face_of_row(key: str) -> str:
     return "http" if " /v1" in key else "web"
 
 
-@pytest.mark.parametrize("face", ["http", "web", "mcp", "cli", "cli-admin"])
+#: the HTTP face has the most cells: they run as this many tests, so that each stays well
+#: inside the per-test timeout on a loaded machine (a hang guard, not a speed bound)
+HTTP_SHARDS = 3
+
+
+@pytest.mark.parametrize(
+    "face", [*(f"http-{i}" for i in range(HTTP_SHARDS)), "web", "mcp", "cli", "cli-admin"]
+)
 def test_the_matrix(world: World, face: str) -> None:
     """Every cell of one face answers as documented; the failures are listed together.
-    The CLI's cells (a process each, independent of one another) run three at a time."""
+    The CLI's cells (a process each, independent of one another) run three at a time;
+    the HTTP face's cells are dealt round-robin into :data:`HTTP_SHARDS` tests."""
     from concurrent.futures import ThreadPoolExecutor
 
     started = time.monotonic()
-    cells = [c for c in _cells() if face_of_row(c[0]) == face]
+    base, _, shard = face.partition("-") if face.startswith("http-") else (face, "", "")
+    cells = [c for c in _cells() if face_of_row(c[0]) == base]
+    if shard:
+        cells = cells[int(shard) :: HTTP_SHARDS]
     assert cells
     workers = 3 if face.startswith("cli") else 1
     with ThreadPoolExecutor(workers) as pool:

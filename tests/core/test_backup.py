@@ -6,35 +6,21 @@ non-zero exit); restore refuses a data directory that is not empty; the file is 
 
 from __future__ import annotations
 
+import os
+import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
-from dulwich.repo import Repo
 from serverproc import ServerProcess
-from support import run_cli, wait_for
+from support import files_of, refs_of, run_cli, wait_for
 from teamkit import make_token
 
 pytestmark = pytest.mark.slow
 
 PASS = {"WIKI_MEMORY_BACKUP_PASSPHRASE": "correct horse battery staple"}
-
-
-def files_of(wiki: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(wiki).as_posix(): p.read_bytes()
-        for p in sorted(wiki.rglob("*"))
-        if p.is_file() and ".git" not in p.relative_to(wiki).parts
-    }
-
-
-def refs_of(wiki: Path) -> dict[bytes, bytes]:
-    repo = Repo(str(wiki))
-    try:
-        return {k: v for k, v in repo.get_refs().items() if k.startswith(b"refs/")}
-    finally:
-        repo.close()
 
 
 def event(kind: str, **payload: object) -> dict[str, object]:
@@ -116,3 +102,27 @@ def test_backup_restore_round_trip(tmp_path: Path) -> None:
             srv2.stop()
     finally:
         srv.stop()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="stock git binary not installed")
+def test_a_damaged_repository_is_not_backed_up(tmp_path: Path) -> None:
+    """A page whose packed bytes were changed on disk: backup says so in one line, exits
+    non-zero and leaves no file (nor a temporary one) beside the target."""
+    wiki = tmp_path / "data" / "wiki"
+    wiki.mkdir(parents=True)
+    (wiki / "page.md").write_text("walrus " * 20000, encoding="utf-8")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "w", "GIT_AUTHOR_EMAIL": "w@example.org",
+           "GIT_COMMITTER_NAME": "w", "GIT_COMMITTER_EMAIL": "w@example.org"}  # fmt: skip
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "one"], ["gc", "-q"]):
+        subprocess.run(["git", "-C", str(wiki), *args], check=True, env=env)
+    pack = next((wiki / ".git" / "objects" / "pack").glob("*.pack"))
+    raw = bytearray(pack.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # inside one of the packed objects
+    pack.chmod(0o644)
+    pack.write_bytes(bytes(raw))
+
+    out = run_cli(tmp_path / "data", "backup", str(tmp_path / "b.wmb"))
+    assert out.returncode != 0
+    assert out.stderr.strip().count("\n") == 0, out.stderr
+    assert "backup failed: the wiki's repository cannot be read whole" in out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from wiki_memory.core.brief import build_brief
-from wiki_memory.core.handoffs import install
 from wiki_memory.core.memory import Memory
 from wiki_memory.recall.tokens import count_tokens
 
@@ -27,7 +26,7 @@ def session_page(m: Memory, n: int) -> None:
 
 @pytest.fixture
 def full(mem):
-    svc = install(mem)
+    svc = mem.handoffs
     for i in range(4):
         svc.create(
             "bob",
@@ -106,7 +105,7 @@ def test_budgets_are_never_exceeded_and_say_what_was_left_out(full, budget):
     # an offer that did not make it into the text is not held
     shown = {p["id"] for p in b["parts"] if p["kind"] == "offer"}
     assert {o["id"] for o in b["offers"]} == shown
-    svc = install(full)
+    svc = full.handoffs
     for h in svc.list_handoffs("dave", project="proj"):
         if h["id"] not in shown:
             assert h["status"] == "open"
@@ -146,7 +145,7 @@ def test_two_sessions_starting_together_get_one_each(full):
 
 
 def test_with_default_offers_the_second_session_gets_one_once_the_first_claims(mem):
-    svc = install(mem)
+    svc = mem.handoffs
     a = svc.create("bob", project="proj", title="one")["id"]
     b = svc.create("bob", project="proj", title="two")["id"]
     x = build_brief(mem, "x", project="proj", harness="codex", session_id="x")
@@ -161,7 +160,7 @@ def test_brief_without_a_session_leases_nothing(full):
     b = build_brief(full, "dave", project="proj")
     assert b["offers"] == []
     assert [p["kind"] for p in b["parts"]].count("waiting") == 3
-    assert all(h["status"] == "open" for h in install(full).list_handoffs("dave"))
+    assert all(h["status"] == "open" for h in full.handoffs.list_handoffs("dave"))
 
 
 def test_bad_arguments(mem):

@@ -17,7 +17,6 @@ from wiki_memory.core.handoffs import (
     HandoffConfig,
     HandoffConflict,
     HandoffForbidden,
-    install,
     next_step_lines,
     session_signals,
 )
@@ -49,7 +48,7 @@ def new(svc, **kw):
 
 
 def test_create_writes_a_typed_page_with_every_key_and_section(mem):
-    svc = install(mem)
+    svc = mem.handoffs
     h = new(
         svc,
         session_id="s1",
@@ -101,7 +100,7 @@ def test_create_writes_a_typed_page_with_every_key_and_section(mem):
 
 
 def test_claim_once_repeat_conflict_complete_and_final_states(mem):
-    svc = install(mem)
+    svc = mem.handoffs
     hid = new(svc)["id"]
     r = svc.claim("bob", hid, harness="codex", session_id="b1")
     assert r["handoff"]["status"] == "claimed" and r["repeat"] is False
@@ -140,7 +139,7 @@ def test_claim_once_repeat_conflict_complete_and_final_states(mem):
 
 
 def test_release_reopens_and_cancel_is_for_the_creator(mem):
-    svc = install(mem)
+    svc = mem.handoffs
     hid = new(svc)["id"]
     with pytest.raises(HandoffConflict) as e:
         svc.release("bob", hid)
@@ -170,7 +169,7 @@ def test_release_reopens_and_cancel_is_for_the_creator(mem):
 
 
 def test_expiry_is_a_state_in_the_page(mem):
-    svc = install(mem)
+    svc = mem.handoffs
     hid = new(svc, expires_in_seconds=60)["id"]
     path = f"projects/proj/handoffs/{hid}.md"
     real = time.time
@@ -190,7 +189,7 @@ def test_expiry_is_a_state_in_the_page(mem):
 
 
 def test_unknown_malformed_and_non_handoff_ids(mem):
-    svc = install(mem)
+    svc = mem.handoffs
     with pytest.raises(NotFound):
         svc.claim("bob", "H-9999")
     with pytest.raises(ValueError):
@@ -208,7 +207,7 @@ def test_unknown_malformed_and_non_handoff_ids(mem):
 
 
 def test_server_edits_keep_a_persons_edits_byte_for_byte(mem):
-    svc = install(mem)
+    svc = mem.handoffs
     h = new(svc, next_steps=["one"])
     full = mem.wiki_dir / h["path"]
     raw = full.read_text()
@@ -239,7 +238,7 @@ def test_server_edits_keep_a_persons_edits_byte_for_byte(mem):
 
 
 def test_fifty_threads_claim_at_once_one_wins(mem):
-    svc = install(mem)
+    svc = mem.handoffs
     for _ in range(3):
         hid = new(svc)["id"]
         barrier = threading.Barrier(50)
@@ -277,7 +276,7 @@ def test_fifty_threads_claim_at_once_one_wins(mem):
 
 
 def test_offers_are_leases_that_run_out(mem):
-    svc = install(mem)
+    svc = mem.handoffs
     svc.config = HandoffConfig(lease_seconds=0.5)
     hid = new(svc)["id"]
     x = ("dave", "codex", "x")
@@ -301,7 +300,7 @@ def test_offers_are_leases_that_run_out(mem):
 
 
 def test_offers_respect_to_visibility_and_own_handoffs(mem):
-    svc = install(mem)
+    svc = mem.handoffs
     a = new(svc, to="codex", title="for codex")["id"]
     b = new(svc, to="gemini-cli", title="for gemini")["id"]
     c = new(svc, to="bob", title="for bob")["id"]
@@ -315,7 +314,7 @@ def test_offers_respect_to_visibility_and_own_handoffs(mem):
 
 
 def test_claiming_one_offer_gives_back_the_others(mem):
-    svc = install(mem)
+    svc = mem.handoffs
     ids = [new(svc, title=f"task {i}")["id"] for i in range(3)]
     x = svc_claimant("bob", "codex", "x")
     offered = svc.offer(x, "proj")[1]
@@ -334,7 +333,7 @@ def svc_claimant(user, harness, session):
 
 
 def test_personal_handoffs_are_seen_by_their_owner_alone(mem):
-    svc = install(mem)
+    svc = mem.handoffs
     h = new(
         svc,
         user="bob",
@@ -488,7 +487,7 @@ def locomo_events(sample: dict, session_id: str, alternate: bool) -> list[dict]:
 
 
 def test_ingesting_a_locomo_conversation_opens_no_handoff(mem):
-    svc = install(mem)
+    svc = mem.handoffs
     sample = locomo_conversation()[0]
     for sid, alternate in (("conv-a", False), ("conv-b", True)):
         evs = locomo_events(sample, sid, alternate)
@@ -503,9 +502,8 @@ def test_ingesting_a_locomo_conversation_opens_no_handoff(mem):
 
 
 def test_session_end_opens_a_linked_automatic_handoff_that_supersedes_older(mem):
-    svc = install(mem)
+    svc = mem.handoffs
     assert mem.on_session_end.count(svc.on_session_end) == 1
-    install(mem)  # idempotent
     assert mem.on_session_end.count(svc.on_session_end) == 1
     failing = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUseFailure"]
     mem.capture(events(failing + ["SessionEnd"], "a1"), "alice")
@@ -534,7 +532,7 @@ def test_session_end_opens_a_linked_automatic_handoff_that_supersedes_older(mem)
 
 
 def test_no_automatic_handoff_when_off_or_when_the_session_left_one(mem, monkeypatch):
-    svc = install(mem)
+    svc = mem.handoffs
     failing = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUseFailure"]
     # the session left an explicit handoff
     mem.capture(events(failing, "e1"), "alice")
@@ -570,7 +568,7 @@ def test_state_survives_a_restart_and_a_reindex(tmp_path):
     ensure_layout(settings)
     m = Memory(settings, owner_user="alice")
     m.start()
-    svc = install(m)
+    svc = m.handoffs
     hid = svc.create("alice", project="proj", title="t")["id"]
     svc.claim("bob", hid, harness="codex", session_id="b")
     m.stop()
@@ -578,7 +576,7 @@ def test_state_survives_a_restart_and_a_reindex(tmp_path):
     m2 = Memory(settings, owner_user="alice")
     m2.start()
     try:
-        svc2 = install(m2)
+        svc2 = m2.handoffs
         assert svc2.show("carol", hid)["claimed_by"] == "bob"
         assert [h["status"] for h in svc2.list_handoffs("carol")] == ["claimed"]
         with pytest.raises(HandoffConflict):

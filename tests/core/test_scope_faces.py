@@ -68,6 +68,8 @@ ROUTES: dict[str, str] = {
     "door); its 404, 403 and ok are probed in the forget tests of tests/core",
     "POST /v1/admin/purge": "exempt: admin only (may_admin before anything is read); probed "
     "in the purge tests of tests/core",
+    "POST /v1/admin/sync": "exempt: admin only (may_admin before any remote is touched); "
+    "personal pages never leave through it: tests/core/test_sync.py",
     "POST /v1/handoffs": "test_http_handoffs_personal_invisible",
     "GET /v1/handoffs": "test_http_handoffs_personal_invisible",
     "GET /v1/handoffs/{hid}": "test_http_handoffs_personal_invisible",
@@ -90,6 +92,9 @@ ROUTES: dict[str, str] = {
     "GET /pages": "test_web_lists_show_nothing_hidden",
     "GET /page/{path:path}": "test_web_page_hidden_like_missing, test_web_shared_page_links",
     "GET /search": "test_web_lists_show_nothing_hidden",
+    "GET /f": "test_web_lists_show_nothing_hidden",
+    "GET /f/{folder:path}": "test_web_lists_show_nothing_hidden",
+    "GET /tag/{tag:path}": "test_web_lists_show_nothing_hidden",
     "GET /handoffs": "test_web_lists_show_nothing_hidden",
     "GET /session/{sid}": "test_web_session_hidden_like_missing",
     "GET /{rest:path}": "test_web_no_route_same_for_hidden_and_missing",
@@ -123,6 +128,8 @@ CLI_COMMANDS: dict[str, str] = {
     "recover": "exempt: owner command on files",
     "forget": "exempt: calls /v1/forget when a server runs, else the core as the owner",
     "purge": "exempt: calls /v1/admin/purge when a server runs, else the core as the owner",
+    "sync": "exempt: calls /v1/admin/sync when a server runs, else the core as the owner",
+    "remote": "exempt: owner command on the git config (DESIGN invariant 12)",
     "backup": "exempt: owner command on files (DESIGN invariant 12)",
     "restore": "exempt: owner command on files (DESIGN invariant 12)",
     "export": "exempt: owner command on files (DESIGN invariant 12)",
@@ -134,6 +141,9 @@ CLI_COMMANDS: dict[str, str] = {
     "uninstall-hooks": "exempt: installer",
     "install-mcp": "exempt: installer (DESIGN invariant 12)",
     "uninstall-mcp": "exempt: installer",
+    "setup": "exempt: installer (DESIGN invariant 12); its self-check sends as the owner",
+    "uninstall": "exempt: installer",
+    "status": "exempt: owner command on files and GET /v1/health (no page read)",
 }
 
 
@@ -693,6 +703,9 @@ def test_web_lists_show_nothing_hidden(world: Any, web: dict[str, Raw]) -> None:
             f"/search?q={sw.WORD}&project=p",
             "/handoffs",
             "/handoffs?project=p",
+            "/f",
+            "/f/projects",
+            "/f/projects/p",
         ):
             status, body = web[viewer]("GET", url)
             assert status == 200, (url, status, body[:300])
@@ -700,6 +713,10 @@ def test_web_lists_show_nothing_hidden(world: Any, web: dict[str, Raw]) -> None:
             assert f">{PERSONAL_HID}<" not in body and f"/{PERSONAL_HID}" not in body, (url, viewer)
         status, body = web[viewer]("GET", "/pages")
         assert sw.SHARED in body
+        # a folder holding only pages the viewer may not see answers like a missing one
+        hidden, _ = web[viewer]("GET", "/f/projects/p/notes")
+        missing, _ = web[viewer]("GET", "/f/projects/p/no-such-folder")
+        assert hidden == missing == 404, (viewer, hidden, missing)
 
 
 def test_web_session_hidden_like_missing(world: Any, web: dict[str, Raw]) -> None:

@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 from serverproc import ServerProcess
 from support import make_memory
 
-from wiki_memory.core.memory import MAX_BUDGET_TOKENS, Memory
+from wiki_memory.core.memory import Memory
+from wiki_memory.core.recaller import MAX_BUDGET_TOKENS
 from wiki_memory.recall.tokens import count_item
 
 WORDS = (

@@ -72,3 +72,17 @@ def test_recall_without_a_query_is_a_400_naming_the_field(tmp_path: Path, body) 
         assert r.status_code == 400
         assert r.json()["field"] == "query"
         assert srv.post("/v1/recall", {"query": ""}).status_code == 200
+
+
+def test_the_first_run_says_what_to_do_next(tmp_path: Path) -> None:
+    """The first start (the owner's token is created) names the web view's address and
+    `wiki-memory status`; later starts do not repeat it (docs/operations.md)."""
+    srv = ServerProcess(tmp_path / "data")
+    with srv:
+        pass
+    assert f"next: the web view is {srv.url}/" in srv.stderr()
+    assert "`wiki-memory status`" in srv.stderr()
+    again = ServerProcess(tmp_path / "data")
+    with again:
+        pass
+    assert "next:" not in again.stderr()

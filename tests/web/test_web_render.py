@@ -1,4 +1,4 @@
-"""Markdown → HTML for the web view (wiki_memory/server/web_render.py), without a server."""
+"""Markdown → HTML for the web view (wiki_memory/web/render.py and its helpers links.py, htmlallow.py, conversation.py), without a server."""
 
 from __future__ import annotations
 
@@ -8,17 +8,8 @@ import pytest
 
 from wiki_memory.identity import Identity
 from wiki_memory.index.store import Index
-from wiki_memory.web.render import (
-    RenderCache,
-    Resolver,
-    Target,
-    fragment_for,
-    heading_id,
-    link_key,
-    page_url,
-    render_markdown,
-    render_value,
-)
+from wiki_memory.web.links import Resolver, Target, fragment_for, heading_id, link_key, page_url
+from wiki_memory.web.render import RenderCache, render_markdown, render_value
 from wiki_memory.web.views import make_session_cookie, read_session_cookie
 
 T = {

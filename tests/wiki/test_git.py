@@ -18,6 +18,7 @@ import pytest
 from dulwich import porcelain
 from dulwich.repo import Repo
 
+from wiki_memory.wiki import git as gitmod
 from wiki_memory.wiki.git import (
     GITIGNORE_TEXT,
     GitBusy,
@@ -329,11 +330,11 @@ def test_head_moved_while_building_is_retried(
     w = store.wiki_dir
     write(w, "side.md", "from plumbing\n")
     blob = git(w, "hash-object", "-w", "side.md").strip()
-    real_build = store._build_tree
+    real_build = gitmod.build_tree
     calls = {"n": 0}
 
-    def build_then_move_head(tree_id, items):  # type: ignore[no-untyped-def]
-        result = real_build(tree_id, items)
+    def build_then_move_head(objects, tree_id, items):  # type: ignore[no-untyped-def]
+        result = real_build(objects, tree_id, items)
         calls["n"] += 1
         if calls["n"] == 1:
             head = git(w, "rev-parse", "HEAD").strip()
@@ -350,7 +351,7 @@ def test_head_moved_while_building_is_retried(
             git(w, "update-ref", "refs/heads/main", side, head)
         return result
 
-    monkeypatch.setattr(store, "_build_tree", build_then_move_head)
+    monkeypatch.setattr(gitmod, "build_tree", build_then_move_head)
     write(w, "ours.md", "ours\n")
     sha = store.commit(["ours.md"], "A", "a@x", "ours")
     assert calls["n"] >= 2  # built twice: the first swap failed

@@ -73,7 +73,11 @@ def add_key_and_paragraph(n: int):  # type: ignore[no-untyped-def]
 
 
 def settle(m: Memory, seconds: float = 0.9) -> None:
-    deadline = time.monotonic() + 20
+    """Wait until every save on disk is committed: the worktree is clean, the watcher has
+    nothing pending, and neither HEAD nor the watcher's batch count moved over one poll.
+    (A quiet spell alone is not enough: on a loaded machine the watcher may hear of a
+    save later than one poll, which once let this return before a hand edit's commit.)"""
+    deadline = time.monotonic() + 60
     last = None
     while time.monotonic() < deadline:
         time.sleep(seconds / 3)
@@ -83,7 +87,7 @@ def settle(m: Memory, seconds: float = 0.9) -> None:
             m.git.head(),
             bool(m.watcher and m.watcher._pending),
         )
-        if now == last and not now[2]:
+        if now == last and not now[2] and m.git.is_clean(include_untracked=True):
             return
         last = now
     raise AssertionError("did not settle")

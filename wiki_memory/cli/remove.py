@@ -113,7 +113,9 @@ def cmd_purge(args: argparse.Namespace) -> int:
     remotes = res.get("remotes") or {}
     if remotes:
         for name, url in sorted(remotes.items()):
-            print(f"still there: remote {name} ({url}): push with --force, or purge it there")
+            print(
+                f"still there: remote {name} ({url}): run `wiki-memory sync --after-purge {name}`"
+            )
     else:
         print("no git remote is configured")
     print("still there: every clone of this wiki made before now, and every backup or export")

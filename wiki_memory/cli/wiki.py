@@ -229,7 +229,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     """Check the wiki and print what is wrong; exit 1 on errors (``--strict``: warnings too)."""
     settings = _wiki_settings(args)
     if getattr(args, "fix", False):
-        fix(settings)
+        fix(settings, follow_index=not getattr(args, "wiki", None))
     rep = doctor_report(settings, follow_index=not getattr(args, "wiki", None))
     if args.json:
         print(json.dumps(rep, indent=1, ensure_ascii=False, default=str))
@@ -254,7 +254,8 @@ def register(sub: Any) -> None:
     im.set_defaults(fn=cmd_import)
 
     dr = sub.add_parser(
-        "doctor", help="check the wiki, the index, git and the lock; exit 1 on errors"
+        "doctor",
+        help="check the service, hooks, MCP, outbox, token, git, index and files; exit 1 on errors",
     )
     dr.add_argument("--wiki", metavar="PATH", help="the wiki folder (for `serve --wiki PATH`)")
     dr.add_argument("--json", action="store_true", help="print the whole report as JSON")
@@ -263,6 +264,7 @@ def register(sub: Any) -> None:
     dr.add_argument(
         "--fix",
         action="store_true",
-        help="remove git lock files that no process holds and that are over 10 minutes old",
+        help="apply the safe fixes: git lock files no process holds (over 10 minutes old), "
+        "owner-only modes on the data directory and the token file",
     )
     dr.set_defaults(fn=cmd_doctor)

@@ -19,7 +19,9 @@ salt, n=2^15, r=8, p=1, 32 bytes) (RFC 7914; 32 MiB of memory per guess). The
 primitives come from the ``cryptography`` package.
 
 Nothing is held whole in memory: the bundle is streamed into a temporary file beside the
-backup, every member is copied through in blocks, and restore reads the stream once.
+backup (its pack copied from the repository's pack files with ordinary reads, no memory
+map, :mod:`wiki_memory.wiki.bundle`), every member is copied through in blocks, and
+restore reads the stream once.
 """
 
 from __future__ import annotations
@@ -203,7 +205,8 @@ def _add(tar: tarfile.TarFile, name: str, f: IO[bytes], size: int, sums: dict[st
 def backup(settings: Settings, target: Path, passphrase: str | None = None) -> dict[str, Any]:
     """Write a backup of the data directory of ``settings`` to ``target`` (created with
     mode 0600, replaced only once complete and verified) and return its manifest.
-    Raises BackupError (the wiki has no git repository, the file cannot be written)."""
+    Raises BackupError (the wiki has no git repository or a damaged one, the file cannot
+    be written)."""
     wiki = settings.wiki_dir
     if not (wiki / ".git").exists():
         raise BackupError(f"{wiki} is not a git repository")
@@ -215,7 +218,10 @@ def backup(settings: Settings, target: Path, passphrase: str | None = None) -> d
         os.fchmod(fd, 0o600)
         bfd = os.open(bundle_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(bfd, "wb") as bf:
-            refs = write_bundle(wiki, bf)
+            try:
+                refs = write_bundle(wiki, bf)
+            except (ValueError, KeyError) as exc:  # a missing or damaged object
+                raise BackupError(f"the wiki's repository cannot be read whole: {exc}") from None
         sums: dict[str, Any] = {}
         with os.fdopen(fd, "wb") as raw:
             fd = -1

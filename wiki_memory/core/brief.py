@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wiki_memory.capture.observation import iso, project_name
-from wiki_memory.core.handoffs import Claimant, Handoff, install
+from wiki_memory.core.handoffs import Claimant, Handoff
+from wiki_memory.core.sync import sync_lines
 from wiki_memory.errors import NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.recall.tokens import count_tokens
@@ -248,7 +249,7 @@ def build_brief(
     proj = project_name(project)
     if proj != project:
         raise ValueError(f"project: {project!r} is not a valid project name")
-    svc = install(memory)
+    svc = memory.handoffs
     who = Claimant(user or "", harness or "api", session_id or "")
     cand: list[Part] = []
     leased: dict[str, float] = {}
@@ -291,6 +292,8 @@ def build_brief(
                 {},
             ),
         )
+    for i, line in enumerate(sync_lines(memory.wiki_dir)):
+        cand.insert(i, Part("warning", f"Warning: {line}.", {}))
     for page in pinned_pages(memory, project, user):
         part = _pinned_part(memory, page, svc.config.pinned_max_tokens, user)
         if part is not None:

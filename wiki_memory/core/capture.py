@@ -27,7 +27,19 @@ from wiki_memory.errors import CaptureRefused
 from wiki_memory.identity import Identity
 from wiki_memory.index.store import Index
 
-__all__ = ["COMPILE_KINDS", "Capture", "CaptureGate"]
+__all__ = ["COMPILE_KINDS", "SELF_CHECK_PREFIX", "Capture", "CaptureGate", "is_self_check"]
+
+#: Session ids starting with this are reserved for ``wiki-memory setup``'s self-check
+#: (docs/operations.md, "The self-check"): their events are sanitized, spooled and
+#: searchable like any other, but never compiled into a page or committed; the session's
+#: end (or its idle end, or a restart) deletes its spool files and spool rows.
+SELF_CHECK_PREFIX = "wiki-memory-self-check-"
+
+
+def is_self_check(session_id: str | None) -> bool:
+    """True for a session id reserved for the self-check (:data:`SELF_CHECK_PREFIX`)."""
+    return bool(session_id) and str(session_id).startswith(SELF_CHECK_PREFIX)
+
 
 #: events after which the session page is (re)written
 COMPILE_KINDS = {"stop", "session_end", "turn"}
@@ -110,11 +122,21 @@ class Capture:
         if spool_rows:
             self.index.add_spool(spool_rows)
         for key, end in to_compile.items():
+            if is_self_check(self.spool.sessions[key].session_id):
+                if end:
+                    self.discard(key)
+                continue
             self.request_compile(key, end=end)
         return [
             {"id": a.obs_id, "duplicate": a.duplicate, "session_key": a.session_key}
             for a in accepted
         ]
+
+    def discard(self, key: str) -> None:
+        """Forget self-check session ``key``: its spool files and its searchable spool
+        rows go (its ``event_id`` dedup keys stay, like any dropped session's)."""
+        self.spool.drop(key)
+        self.index.delete_spool_session(key)
 
     def project_of(
         self, user: str, harness: str | None, session_id: str | None, cwd: str | None

@@ -12,38 +12,35 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from wiki_memory.audit import AuditLog
-from wiki_memory.capture.observation import (
-    Observation,
-    project_name,
-)
+from wiki_memory.audit import AuditLog, audit_result
+from wiki_memory.capture.observation import Observation
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
-from wiki_memory.core.capture import Capture, CaptureGate
+from wiki_memory.core.capture import Capture, CaptureGate, is_self_check
 from wiki_memory.core.handoffs import HandoffService
-from wiki_memory.core.projects import UnknownProject, resolve_project
+from wiki_memory.core.project_access import ProjectAccess
 from wiki_memory.core.reader import Reader
+from wiki_memory.core.recaller import Recaller
 from wiki_memory.core.scope import Directory, ScopeRule, not_found
 from wiki_memory.core.sessions import (
     SessionPages,
     _plain_or_gone,
     _read_plain,
+    seed_server_hashes,
     sha256,
 )
 from wiki_memory.core.stall import CommitHealth
+from wiki_memory.core.sync import SyncService
 from wiki_memory.core.writer import Author, Writer, WriteResult
-from wiki_memory.errors import BadRequest, Conflict, Forbidden, NotFound, WikiMemoryError
-from wiki_memory.identity import Identity, may_admin, may_read
+from wiki_memory.errors import Conflict, Forbidden, NotFound
+from wiki_memory.identity import Identity, may_admin
 from wiki_memory.index.store import Index
 from wiki_memory.index.watcher import Watcher
 from wiki_memory.recall import rank
-from wiki_memory.recall.pack import compact
-from wiki_memory.recall.tokens import count_item
 from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
 from wiki_memory.wiki.names import new_name_refusal
 from wiki_memory.wiki.paths import PathRefused, clean_rel, locate
@@ -51,45 +48,6 @@ from wiki_memory.wiki.paths import PathRefused, clean_rel, locate
 log = logging.getLogger("wiki_memory.core.memory")
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-
-#: events after which the session page is (re)written
-
-
-@dataclass
-class RecallResult:
-    """One page of recall: ``{items, used_tokens, budget_tokens, omitted, total, cursor,
-    next_cursor, needs_tokens}``.
-
-    ``total``: every match; ``cursor``: the rank (0 = best) of the first item;
-    ``omitted``: the matches after this page, none of them returned yet (``total`` -
-    ``cursor`` - ``len(items)``); ``next_cursor``: where the next page starts, None when
-    every match is returned or the next match alone is over the budget; then
-    ``needs_tokens`` is what that match costs (else None)."""
-
-    items: list[dict[str, Any]]
-    used_tokens: int
-    budget_tokens: int
-    omitted: int
-    total: int = 0
-    cursor: int = 0
-    next_cursor: int | None = None
-    needs_tokens: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "items": self.items,
-            "used_tokens": self.used_tokens,
-            "budget_tokens": self.budget_tokens,
-            "omitted": self.omitted,
-            "total": self.total,
-            "cursor": self.cursor,
-            "next_cursor": self.next_cursor,
-            "needs_tokens": self.needs_tokens,
-        }
-
-
-#: the largest ``budget_tokens`` recall accepts
-MAX_BUDGET_TOKENS = 2_000_000_000
 
 
 class Memory:
@@ -113,7 +71,7 @@ class Memory:
         self.writer = Writer(self._commit, commit_delay=settings.commit_delay_seconds)
         #: path → sha256 of the bytes the server last wrote or committed there
         self._server_hashes: dict[str, str] = {}
-        #: session page path → its user, for pages seeded at start (see _seed_server_hashes)
+        #: session page path → its user, for pages seeded at start (see sessions.seed_server_hashes)
         self._server_authors: dict[str, str] = {}
         #: the start-up recovery commit met GitBusy: the idle loop tries it again
         self._recover_due = False
@@ -137,6 +95,9 @@ class Memory:
         self.page_meta = self.reader.page_meta
         self.names_for = self.reader.names_for
         self.projects = self.reader.projects
+        self.folder = self._audit_reads("list", self.reader.folder)
+        self.tagged = self._audit_reads("list", self.reader.tagged)
+        self.most_linked = self.reader.most_linked
         self.project_exists = self.reader.project_exists
         self.session_page = self.reader.session_page
         #: session pages: compiling and merging with people's edits (writer thread)
@@ -154,6 +115,15 @@ class Memory:
             handle=self.reader.handle,
             session_visible=self.reader.session_visible,
         )
+        #: the projects a caller may read, and the one rule naming a call's project
+        self.project_access = ProjectAccess(
+            self.scope, self.spool, self.reader.projects, self.reader.session_visible
+        )
+        self.readable_projects = self.project_access.readable_projects
+        self.resolve_project = self.project_access.resolve_project
+        #: budgeted recall over what ranking reads (wiki_memory.core.recaller)
+        self.recaller = Recaller(self._sources, self.scope, settings, self.audit_read)
+        self.recall = self.recaller.recall
         #: called on the writer thread when a session ends (SessionEnd or idle; never on
         #: a server restart): ``fn(memory, info, observations, page_path)``
         self.on_session_end: list[
@@ -166,11 +136,15 @@ class Memory:
         #: automatic handoff when a session ends with unfinished work
         self.handoffs = HandoffService(self)
         self.on_session_end.append(self.handoffs.on_session_end)
+        #: replication through git remotes (wiki_memory.core.sync); a purge makes it wait
+        #: for an admin's ``sync --after-purge``
+        self.sync = SyncService(self)
+        self.on_purge.append(self.sync.on_purge)
 
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> None:
         """Recover, index, and start the writer, idle and watcher threads."""
-        self._seed_server_hashes()
+        seed_server_hashes(self.spool, self.wiki_dir, self._server_hashes, self._server_authors)
         self.writer.start()
         self.writer.call(self._recover_job)
         if self.index.needs_rebuild or not self.index.paths():
@@ -181,7 +155,9 @@ class Memory:
         self.capturer.reindex_spool()
         for key, info in self.spool.sessions.items():
             if info.state.get("compiled_count", 0) < info.count:
-                self.request_compile(key, end=info.state.get("status") == "ended")
+                # a self-check session left by a setup that was stopped: deleted now
+                ended = info.state.get("status") == "ended" or is_self_check(info.session_id)
+                self.request_compile(key, end=ended)
         t = threading.Thread(target=self._idle_loop, name="wiki-idle", daemon=True)
         t.start()
         self._threads.append(t)
@@ -194,11 +170,13 @@ class Memory:
                 self.settings.hand_edit_settle_seconds,
             )
             self.watcher.start()
+        self.sync.start(self.settings.sync_interval_seconds)
         self.started = True
 
     def stop(self) -> None:
         """Write pending pages, commit them, and stop every thread (SIGINT/SIGTERM path)."""
         self._stop.set()
+        self.sync.stop()
         if self.watcher is not None:
             self.watcher.stop()
         # queued compiles run first, then every pending group is committed; a lock held
@@ -212,27 +190,6 @@ class Memory:
             )
         self.spool.close()
         self.index.close()
-
-    def _seed_server_hashes(self) -> None:
-        """After a restart, know which session pages on disk hold the server's own bytes:
-        those whose sha256 the session's spool state recorded as written (``page_sha256``),
-        about to be written (``pending_sha256``, a crash before the state caught up), or
-        rendered. Such a page is never taken for a person's hand edit."""
-        for info in list(self.spool.sessions.values()):
-            st = info.state
-            path = st.get("path")
-            if not isinstance(path, str):
-                continue
-            full = self.wiki_dir / path
-            data = _read_plain(full) if _plain_or_gone(full) else None
-            if data is None:
-                continue
-            digest = sha256(data)
-            known = {st.get("page_sha256"), st.get("pending_sha256")}
-            known.update(r.get("sha256") for r in st.get("renders") or [] if isinstance(r, dict))
-            if digest in known:
-                self._server_hashes[path] = digest
-                self._server_authors[path] = info.user
 
     def _recover_job(self) -> WriteResult:
         """Commit files that changed on disk while no server ran (hand edits, or a page
@@ -321,7 +278,7 @@ class Memory:
             try:
                 out = fn(*args, **kw)
             except (NotFound, Forbidden) as exc:
-                self.audited(who, "read", target, _result(exc), read=op)
+                self.audited(who, "read", target, audit_result(exc), read=op)
                 raise
             self.audited(who, "read", target, "ok", read=op)
             return out
@@ -330,7 +287,19 @@ class Memory:
 
     # -- compile -------------------------------------------------------------------------
     def request_compile(self, key: str, end: bool = False) -> Any:
-        """Queue a (re)compile of a session's page on the writer; returns a Future."""
+        """Queue a (re)compile of a session's page on the writer; returns a Future.
+
+        A self-check session (:func:`~wiki_memory.core.capture.is_self_check`) is never
+        compiled: its end (idle, or found at start) deletes its spool instead."""
+        info = self.spool.sessions.get(key)
+        if info is not None and is_self_check(info.session_id):
+
+            def discard() -> WriteResult:
+                if end:
+                    self.capturer.discard(key)
+                return WriteResult()
+
+            return self.writer.submit(discard)
         return self.writer.submit(lambda: self.sessions.compile_job(key, end))
 
     def _cas_write(
@@ -388,7 +357,7 @@ class Memory:
             try:
                 rel, full = self.scope.check_target(ident, path)
             except (NotFound, Forbidden) as exc:
-                self.audited(ident, op, clean_rel(path), _result(exc))
+                self.audited(ident, op, clean_rel(path), audit_result(exc))
                 raise
         if redact_text(rel)[1]:
             # a file name is not redacted in place: it would no longer be the name asked for
@@ -421,7 +390,7 @@ class Memory:
             res = self.writer.call(job, timeout=timeout)
         except (NotFound, Forbidden, Conflict) as exc:
             if ident is not None:
-                self.audited(ident, op, rel, _result(exc))
+                self.audited(ident, op, rel, audit_result(exc))
             raise
         if res.value is not None:
             self.audited(ident, op, rel, "ok", user=None if ident is not None else user)
@@ -533,6 +502,12 @@ class Memory:
             self._recover_due = True  # hand edits that failed meanwhile
         return sha
 
+    def watcher_alive(self) -> bool | None:
+        """Whether the file watcher runs: None when watching is off (``watch`` false)."""
+        if not self.settings.watch:
+            return None
+        return self.watcher is not None and bool(self.watcher.alive())
+
     def commit_status(self, detail: bool = True) -> dict[str, Any]:
         """Whether commits reach git: :meth:`wiki_memory.core.stall.CommitHealth.status`."""
         return self.health.status(detail)
@@ -587,152 +562,6 @@ class Memory:
         return None
 
     # -- recall --------------------------------------------------------------------------
-    def recall(
-        self,
-        query: str,
-        *,
-        project: str | None = None,
-        budget_tokens: int | None = None,
-        kinds: list[str] | None = None,
-        cursor: int = 0,
-        user: Identity | str | None = None,
-        tags: list[str] | str | None = None,
-        since: str | float | None = None,
-        until: str | float | None = None,
-        as_of: str | float | None = None,
-        now: str | float | None = None,
-        fits: Callable[[list[dict[str, Any]]], bool] | None = None,
-    ) -> RecallResult:
-        """Budgeted recall, one page: handles for the best sections and running-session
-        observations, from the match ranked ``cursor`` on (0 = best).
-
-        Each item is ``{id, path, anchor, title, kind, snippet, why, score, expand_tokens,
-        updated}``. Every match is ranked (no ceiling on their number); a page is the
-        longest run of matches from ``cursor``, in rank order, whose items (counted as
-        serialized: compact JSON, cl100k) fit ``budget_tokens`` whole, and, when given,
-        for which ``fits(items)`` holds (a face's own cap). So following ``next_cursor``
-        returns every match exactly once while the wiki does not change (a change in
-        between may shift ranks). ``user`` is the caller (a name or an
-        :class:`~wiki_memory.identity.Identity`; None is an anonymous caller, who sees shared pages only): pages it may
-        not see (:mod:`wiki_memory.identity`) are filtered out in the SQL before ranking
-        (invariant 9). Filters ``tags``,
-        ``since``/``until`` (ISO-8601 or epoch seconds) and ``as_of`` (the wiki as committed
-        then) are described in ``wiki_memory.recall.rank.candidates``; ``now`` (ISO-8601 or
-        epoch seconds, default the present) is the reference time for relative dates in
-        the query ("last week").
-
-        When the budget cannot hold the page's first item in full, the whole page is
-        compact handles (``{id, title, snippet, compact: true}``,
-        :func:`~wiki_memory.recall.pack.compact`): a reply is all full items or all
-        compact ones, and a small budget still gets its best matches.
-
-        Raises BadRequest (a ValueError naming the field) for a budget outside
-        0 … :data:`MAX_BUDGET_TOKENS`, a negative cursor or a bad filter.
-        """
-        budget = self.settings.default_budget_tokens if budget_tokens is None else budget_tokens
-        if budget < 0 or budget > MAX_BUDGET_TOKENS:
-            raise BadRequest(
-                f"budget_tokens must be an integer from 0 to {MAX_BUDGET_TOKENS:,}",
-                field="budget_tokens",
-            )
-        if cursor < 0:
-            raise BadRequest("cursor must be 0 or a next_cursor recall returned", field="cursor")
-        found = rank.ranked(
-            self._sources,
-            query,
-            project=project,
-            kinds=kinds,
-            tags=tags,
-            since=since,
-            until=until,
-            as_of=as_of,
-            who=self.scope.identity(user),
-            now=now,
-        )
-        total = len(found)
-        items: list[dict[str, Any]] = []
-        used = 0
-        needs: int | None = None
-        pos = min(cursor, total)
-        small = False  # compact handles: the budget cannot hold the first item in full
-        while pos < total:
-            item = found.item(pos)
-            cost = count_item(item)
-            if not items and cost > budget > 0:
-                small = True
-            if small and (handle := compact(item, budget - used)) is not None:
-                item, cost = handle, count_item(handle)
-            if used + cost > budget or (fits is not None and not fits([*items, item])):
-                if not items:
-                    needs = cost
-                break
-            items.append(item)
-            used += cost
-            pos += 1
-        nxt = pos if pos < total and items else None
-        self.audit_read(user, "recall", (project or "") + ":" + query[:200])
-        return RecallResult(
-            items,
-            used,
-            budget,
-            total - pos,
-            total=total,
-            cursor=min(cursor, total),
-            next_cursor=nxt,
-            needs_tokens=needs,
-        )
-
-    # -- projects --------------------------------------------------------------------------
-    def readable_projects(self, user: Identity | str | None) -> list[str]:
-        """The projects ``user`` may read, sorted: folders under ``wiki/projects/`` and
-        the projects of running sessions ``user`` may see (a first session's project
-        exists before its page is compiled)."""
-        who = self.scope.identity(user)
-        names = set(self.projects())
-        for key, info in list(self.spool.sessions.items()):
-            if info.project and info.project not in names and self.session_visible(key, who):
-                names.add(info.project)
-        return sorted(p for p in names if may_read(who, f"projects/{p}/index.md", None))
-
-    def resolve_project(
-        self,
-        explicit: str | None,
-        *,
-        user: Identity | str | None,
-        cwd: str | Path | None = None,
-        current: str | None = None,
-        personal: bool = False,
-    ) -> str | None:
-        """The project a call is about, by the one rule of
-        :func:`wiki_memory.core.projects.resolve_project` over the projects ``user`` may
-        read. Raises :class:`~wiki_memory.core.projects.UnknownProject` (404, naming the
-        field and listing them) for an explicit name that matches none.
-
-        ``personal``: the call writes into the caller's own folder (a personal handoff),
-        where the project is only a label and needs no grant (docs/team-server.md): an
-        explicit name that matches no readable project is then kept as given, once it
-        is already a clean project name (:func:`~wiki_memory.capture.observation.project_name`;
-        BadRequest otherwise)."""
-        known = self.readable_projects(user)
-        try:
-            return resolve_project(explicit, cwd=cwd, known=known, current=current)
-        except UnknownProject:
-            if not personal or explicit is None:
-                raise
-            try:
-                name = project_name(explicit)
-            except ValueError:
-                name = ""
-            if name != explicit:
-                raise BadRequest(
-                    f"project: {explicit!r} is not a valid project name", field="project"
-                ) from None
-            return name
-
-    # -- pages ---------------------------------------------------------------------------
-
-    # -- history -------------------------------------------------------------------------
-
     # -- index maintenance -----------------------------------------------------------------
     def reindex(self, user: Identity | str | None = None, progress: bool = False) -> int:
         """Rebuild the index from the files beside the old one and swap it in; returns
@@ -747,14 +576,3 @@ class Memory:
         n = self.index.rebuild(self.wiki_dir, progress=progress)
         self.audited(user, "reindex", "index.db", "ok", pages=n)
         return n
-
-
-def _result(exc: BaseException) -> str:
-    """An error as an audit ``result``: ``denied`` (403), ``not_found`` (404), else its code."""
-    if isinstance(exc, Forbidden):
-        return "denied"
-    if isinstance(exc, NotFound):
-        return "not_found"
-    if isinstance(exc, WikiMemoryError):
-        return exc.error_code
-    return type(exc).__name__

@@ -414,6 +414,30 @@ class Reader:
         a face resolves wikilinks with."""
         return self.index.names_for(keys, self.scope.identity(user))
 
+    def folder(
+        self, folder: str, user: Identity | str | None, limit: int = 500, offset: int = 0
+    ) -> dict[str, Any]:
+        """What the wiki folder ``folder`` (``""``: the top; ``a/b``, no trailing ``/``)
+        holds that ``user`` may see, by the one scope rule applied in the index's SQL:
+        ``{"folders": [name], "pages": [{path, title, kind, updated}], "pages_total": n}``
+        (subfolders holding a visible page; pages by title, ``limit`` from ``offset``;
+        ``limit=0``: the subfolders only, ``pages_total`` None)."""
+        return self.index.folder_listing(folder, limit, offset, self.scope.identity(user))
+
+    def tagged(
+        self, tag: str, user: Identity | str | None, limit: int = 100, offset: int = 0
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Pages tagged ``tag`` (or a nested tag below it) that ``user`` may see, newest
+        first, and how many there are: ``([{path, title, kind, project, updated}], n)``."""
+        return self.index.tagged_pages(tag, limit, offset, self.scope.identity(user))
+
+    def most_linked(
+        self, project: str, user: Identity | str | None, limit: int = 10
+    ) -> list[dict[str, Any]]:
+        """The pages of ``project`` most linked to by pages ``user`` may see (only pages
+        ``user`` may see are named): ``[{path, title, kind, links}]``."""
+        return self.index.most_linked(project, limit, self.scope.identity(user))
+
     def projects(self) -> list[str]:
         """Sorted names of the project folders under ``wiki/projects/`` (real folders
         only: no symbolic links, no dot-folders)."""

@@ -431,6 +431,31 @@ def conflict_copy_path(path: str) -> str:
 _O_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
 
 
+def seed_server_hashes(
+    spool: Spool, wiki_dir: Path, hashes: dict[str, str], authors: dict[str, str]
+) -> None:
+    """After a restart, know which session pages on disk hold the server's own bytes:
+    those whose sha256 the session's spool state recorded as written (``page_sha256``),
+    about to be written (``pending_sha256``, a crash before the state caught up), or
+    rendered. Such a page is never taken for a person's hand edit: its digest goes into
+    ``hashes`` and its user into ``authors`` (both by page path; Memory's own maps)."""
+    for info in list(spool.sessions.values()):
+        st = info.state
+        path = st.get("path")
+        if not isinstance(path, str):
+            continue
+        full = wiki_dir / path
+        data = _read_plain(full) if _plain_or_gone(full) else None
+        if data is None:
+            continue
+        digest = sha256(data)
+        known = {st.get("page_sha256"), st.get("pending_sha256")}
+        known.update(r.get("sha256") for r in st.get("renders") or [] if isinstance(r, dict))
+        if digest in known:
+            hashes[path] = digest
+            authors[path] = info.user
+
+
 def _read_plain(full: Path) -> bytes | None:
     """The bytes of a regular file (never through a symlink); None when absent."""
     try:

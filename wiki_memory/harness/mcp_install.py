@@ -458,6 +458,20 @@ def plan_uninstall(
     return plan
 
 
+def read_entry(client: str, path: Path, name: str = "wiki-memory") -> dict[str, Any] | None:
+    """Our server's entry in ``client``'s configuration file at ``path`` (None when the
+    file or the entry is absent). Raises InstallError for a file that cannot be parsed."""
+    text = _read_text(path)
+    if text is None:
+        return None
+    if client == "codex":
+        entry = _toml_entry(_toml_load(text, path), name)
+    else:
+        servers = (read_config(path) or {}).get("mcpServers")
+        entry = servers.get(name) if isinstance(servers, dict) else None
+    return entry if isinstance(entry, dict) else None
+
+
 def describe(plan: Plan) -> str:
     """The plan as a few lines for people: the file and the entry."""
     label = CLIENTS[plan.client]
@@ -554,6 +568,7 @@ def _update_record(plan: Plan) -> None:
 
 
 __all__ = [
+    "read_entry",
     "BRIDGE_SCRIPT",
     "CLIENTS",
     "InstallError",

@@ -32,7 +32,7 @@ from typing import Any, Literal
 import apsw
 
 from wiki_memory.identity import Identity
-from wiki_memory.index import build, files, graph, pages, search, stem
+from wiki_memory.index import browse, build, files, graph, pages, search, stem
 from wiki_memory.index.db import Database
 from wiki_memory.index.files import is_indexable
 from wiki_memory.index.schema import BM25_WEIGHTS, SCHEMA_VERSION, read_wiki_root, set_meta
@@ -345,6 +345,28 @@ class Index:
         not see are left out in the SQL, so they take no place in ``limit``/``offset``.
         """
         return pages.list_pages(self._conn(), project, kind, since, limit, offset, who)
+
+    def folder_listing(
+        self, folder: str, limit: int = 500, offset: int = 0, who: Identity | None = None
+    ) -> dict[str, Any]:
+        """A folder's subfolders and own pages as ``who`` sees them (``limit=0``: only
+        its subfolders)
+        (:func:`wiki_memory.index.browse.folder_listing`)."""
+        return browse.folder_listing(self._conn(), folder, limit, offset, who)
+
+    def tagged_pages(
+        self, tag: str, limit: int = 100, offset: int = 0, who: Identity | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Pages tagged ``tag`` that ``who`` may see, and their number
+        (:func:`wiki_memory.index.browse.tagged_pages`)."""
+        return browse.tagged_pages(self._conn(), tag, limit, offset, who)
+
+    def most_linked(
+        self, project: str, limit: int = 10, who: Identity | None = None
+    ) -> list[dict[str, Any]]:
+        """A project's pages with the most visible linking pages
+        (:func:`wiki_memory.index.browse.most_linked`)."""
+        return browse.most_linked(self._conn(), project, limit, who)
 
     def sections_of(self, path: str) -> list[dict[str, Any]]:
         """The sections of ``path`` in page order: dicts with anchor, heading, ord, line, hash, text."""

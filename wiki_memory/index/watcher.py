@@ -124,6 +124,10 @@ class Watcher:
         self._settle.start()
         self.ready.wait(5)
 
+    def alive(self) -> bool:
+        """True while the watching thread runs (``wiki-memory status`` shows it)."""
+        return self._thread.is_alive()
+
     def stop(self) -> None:
         self._stop.set()
         with self._cond:

@@ -28,7 +28,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from wiki_memory.core.memory import MAX_BUDGET_TOKENS
+from wiki_memory.core.recaller import MAX_BUDGET_TOKENS
 from wiki_memory.errors import BadRequest, WikiMemoryError
 from wiki_memory.identity import CALLER
 from wiki_memory.recall.tokens import count_item

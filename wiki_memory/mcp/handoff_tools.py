@@ -3,7 +3,7 @@
 release or cancel) (see ``docs/mcp.md`` and ``docs/handoffs.md``).
 
 :class:`HandoffOps` reaches the memory's handoff service
-(:func:`wiki_memory.core.handoffs.install`) and sizes one handoff or a list of them to the
+(``memory.handoffs``, built by the core) and sizes one handoff or a list of them to the
 result cap; :func:`register` declares the tools on an ``MCPServer``. The claim-once
 protocol, the states and who may do what are the service's, not this module's.
 """
@@ -46,10 +46,8 @@ class HandoffOps(ToolBase):
     """The handoff service, and one handoff or a list of them sized to the cap."""
 
     def handoffs(self) -> Any:
-        """The memory's handoff service (``wiki_memory.core.handoffs``)."""
-        from wiki_memory.core.handoffs import install
-
-        return install(self.memory)
+        """The memory's handoff service (``memory.handoffs``, built by the core)."""
+        return self.memory.handoffs
 
     def handoff_result(self, res: dict[str, Any], verb: str) -> CallToolResult:
         """One handoff (``{handoff, repeat}`` or a bare handoff dict), bounded by the cap."""

@@ -16,7 +16,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from wiki_memory.core.memory import RecallResult
+from wiki_memory.core.recaller import RecallResult
 from wiki_memory.core.remember import remember
 from wiki_memory.mcp.common import (
     ADDITIVE,

@@ -32,7 +32,7 @@ from wiki_memory.index.query import MAX_TERMS, STOP_WORDS, _term, quote
 from wiki_memory.index.stem import DEFAULT_LANGUAGES, stem_words
 from wiki_memory.index.text import fold, normalize
 
-__all__ = ["Query", "analyze", "words"]
+__all__ = ["Query", "analyze", "match_forms", "words"]
 
 _WORD = re.compile(r"[^\W_]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -172,3 +172,23 @@ def analyze(text: str, langs: tuple[str, ...] = DEFAULT_LANGUAGES) -> Query:
         chunks=chunks,
         probes=[p for _, _, p in found],
     )
+
+
+def match_forms(text: str) -> list[tuple[str, bool]]:
+    """The word forms a query matches, as ``(form, is_prefix)`` pairs over normalised
+    words (:func:`words`): each term's exact word and, for a stemmed one, its stem as a
+    prefix (``retrying`` → ``[("retrying", False), ("retr", True)]``); the words of
+    phrases and identifiers as written. What a face highlights: a word of shown text
+    matches when its :func:`words` form equals a form, or starts with a prefix form.
+    Follows :func:`analyze`, so a change to stemming there changes the highlights too."""
+    q = analyze(text)
+    forms: dict[tuple[str, bool], None] = {}
+    for probe in q.probes:
+        for form in probe:
+            forms.setdefault(form, None)
+    if len(q.probes) != len(q.terms) or any(not p for p in q.probes):
+        for chunk in q.chunks:  # phrases and identifiers: their words as written
+            for w in words(chunk):
+                if w not in STOP_WORDS or not q.content_tokens - STOP_WORDS:
+                    forms.setdefault((w, False), None)
+    return list(forms)

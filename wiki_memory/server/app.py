@@ -30,9 +30,10 @@ from wiki_memory.auth import TokenStore
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.core import pins
 from wiki_memory.core.forget import forget_page
-from wiki_memory.core.memory import MAX_BUDGET_TOKENS, Memory
+from wiki_memory.core.memory import Memory
 from wiki_memory.core.pages import page_text_for_write
 from wiki_memory.core.purge import purge_page
+from wiki_memory.core.recaller import MAX_BUDGET_TOKENS
 from wiki_memory.core.remember import remember as remember_note
 from wiki_memory.core.sessions import sha256
 from wiki_memory.errors import (
@@ -286,7 +287,14 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
 
     async def health(request: Request) -> Response:
         commits = memory.commit_status(detail=False)
-        return JSONResponse({"ok": commits["ok"], "version": _version(), "commits": commits})
+        return JSONResponse(
+            {
+                "ok": commits["ok"],
+                "version": _version(),
+                "commits": commits,
+                "watcher": memory.watcher_alive(),
+            }
+        )
 
     async def observations(request: Request) -> Response:
         body = await read_json(request, limit)
@@ -479,6 +487,24 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         res = await run_in_threadpool(purge_page, memory, body["path"], request.state.user, text)
         return JSONResponse(res)
 
+    async def sync(request: Request) -> Response:
+        """``POST /v1/admin/sync``: ``{"remote"?, "after_purge"?}`` (owner and admins);
+        ``{"reports": [...], "status": {...}}`` (docs/operations.md, "Sync")."""
+        body = await read_json(request, limit)
+        if not isinstance(body, dict):
+            raise ApiError(400, "bad_request", "the body must be an object")
+        remote = body.get("remote")
+        if remote is not None and not isinstance(remote, str):
+            raise ApiError(400, "bad_request", "remote must be a string", field="remote")
+        after = body.get("after_purge", False)
+        if not isinstance(after, bool):
+            raise ApiError(400, "bad_request", "after_purge must be a boolean", field="after_purge")
+        reports = await run_in_threadpool(
+            lambda: memory.sync.sync(remote, after_purge=after, who=request.state.user)
+        )
+        status = await run_in_threadpool(memory.sync.status)
+        return JSONResponse({"reports": [r.to_json() for r in reports], "status": status})
+
     async def audit(request: Request) -> Response:
         """``GET /v1/audit?user=&since=&limit=``: the audit log (owner and admins)."""
         q = request.query_params
@@ -526,6 +552,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         Route("/v1/admin/pin", pin, methods=["POST"]),
         Route("/v1/forget", forget, methods=["POST"]),
         Route("/v1/admin/purge", purge, methods=["POST"]),
+        Route("/v1/admin/sync", sync, methods=["POST"]),
         Route("/v1/audit", audit, methods=["GET"]),
         *handoff_api.routes(memory),
         *mcp_app.routes(memory, tokens),

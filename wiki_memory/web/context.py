@@ -29,7 +29,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from wiki_memory.web.render import RenderCache, fragment_for, page_url
+from wiki_memory.web.links import crumbs, folder_url, fragment_for, page_url, tag_url
+from wiki_memory.web.render import RenderCache
 
 if TYPE_CHECKING:
     from wiki_memory.auth import TokenStore
@@ -136,6 +137,9 @@ def make_env(tdir: Path) -> Environment:
     env.filters["when"] = _when
     env.globals["page_url"] = page_url
     env.globals["anchor_url"] = _anchor_url
+    env.globals["folder_url"] = folder_url
+    env.globals["tag_url"] = tag_url
+    env.globals["crumbs"] = crumbs
     return env
 
 

@@ -33,34 +33,37 @@ import json
 import posixpath
 import re
 import threading
-import unicodedata
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from markdown_it import MarkdownIt
-from markdown_it.common.utils import escapeHtml
 from markdown_it.rules_core import StateCore
 from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 from mdit_py_plugins.footnote import footnote_plugin
 from mdit_py_plugins.tasklists import tasklists_plugin
 
-from wiki_memory.identity import Identity
+from wiki_memory.web.conversation import conversation_plugin
+from wiki_memory.web.htmlallow import render_html_block, render_html_inline, sanitize_body
+from wiki_memory.web.links import (
+    Target,
+    escape,
+    fragment_for,
+    heading_id,
+    link_key,
+    page_url,
+    tag_url,
+)
 
 __all__ = [
     "RenderCache",
     "Rendered",
-    "Resolver",
-    "Target",
-    "escape",
-    "heading_id",
-    "link_key",
-    "page_url",
     "render_markdown",
     "render_value",
+    "targets_fingerprint",
 ]
 
 #: markdown bodies larger than this are shown as escaped text, not parsed (bytes)
@@ -69,159 +72,12 @@ MAX_MARKDOWN_BYTES = 2 * 1024 * 1024
 _SCHEME_RE = re.compile(r"^([a-z][a-z0-9+.\-]*):")
 _ALLOWED_SCHEMES = frozenset({"http", "https", "mailto"})
 _CTRL_RE = re.compile(r"[\x00-\x20\x7f]+")
-_BLOCK_ID_CHARS = re.compile(r"[A-Za-z0-9-]+")
 _LONE_ID_RE = re.compile(r"\^([A-Za-z0-9-]+)")
 _TRAILING_ID_RE = re.compile(r"(?:^|[ \t])\^([A-Za-z0-9-]+)[ \t]*$")
 _COMMENT_RE = re.compile(r"<!--(?:(?!-->).)*-->|%%(?:(?!%%).)*%%", re.S)
 _CALLOUT_RE = re.compile(r"\[!([^\]\s]{1,40})\]([+-]?)[ \t]*(.*)")
 _WIKILINK_INNER = re.compile(r"[^\[\]\n]+")
-_SLUG_DROP = re.compile(r"[^\w\- ]+")
-_SLUG_SPACE = re.compile(r"[\s_]+")
 _ATTACHMENT_RE = re.compile(r"\.(?!md$)[A-Za-z0-9]{1,8}$")
-
-
-def escape(text: Any) -> str:
-    """HTML-escape ``text`` (``&``, ``<``, ``>``, ``"``) for text and attribute values."""
-    return escapeHtml(str(text))
-
-
-def heading_id(text: str) -> str:
-    """The HTML id (and URL fragment) of a heading: NFC, casefolded, punctuation dropped,
-    spaces and ``_`` runs turned into ``-`` (``"Rollback plan (v2)"`` → ``"rollback-plan-v2"``);
-    ``"section"`` when nothing is left. Never starts with ``^`` (block ids do)."""
-    s = unicodedata.normalize("NFC", text).strip().casefold()
-    s = _SLUG_DROP.sub("", s.replace("`", ""))
-    s = _SLUG_SPACE.sub("-", s).strip("-")
-    return s or "section"
-
-
-def fragment_for(anchor: str) -> str:
-    """The URL fragment (without ``#``) for a recall anchor or a link fragment:
-    ``"^t12"`` stays as it is, a heading becomes :func:`heading_id`."""
-    a = anchor.strip()
-    if a.startswith("^") and _BLOCK_ID_CHARS.fullmatch(a[1:]):
-        return a
-    return heading_id(a)
-
-
-def page_url(path: str, fragment: str | None = None) -> str:
-    """``/page/<path>`` with the path percent-encoded (``/`` kept) and an optional fragment
-    (already safe: a block id or a :func:`heading_id`)."""
-    url = "/page/" + quote(path, safe="/")
-    return url + "#" + quote(fragment, safe="^-") if fragment else url
-
-
-def link_key(target: str) -> str:
-    """How a wikilink target is looked up: NFC, casefolded, without a ``.md`` suffix."""
-    key = unicodedata.normalize("NFC", target).strip().casefold()
-    return key[:-3] if key.endswith(".md") else key
-
-
-# --------------------------------------------------------------------------- resolution
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a wikilink target leads: ``path`` (None when unresolved or ambiguous) and,
-    when ambiguous, the visible ``candidates`` (sorted paths)."""
-
-    path: str | None
-    candidates: tuple[str, ...] = ()
-
-    @property
-    def ambiguous(self) -> bool:
-        return self.path is None and len(self.candidates) > 1
-
-
-class Resolver:
-    """Resolves wikilink targets to page paths through the index's ``names`` table
-    (title, file stem, aliases, path and path suffixes of every page), never fuzzily.
-
-    When :mod:`wiki_memory.wiki.links` is present its rules decide (precedence of path,
-    stem, title and alias; several pages: the one in the linking page's folder, else
-    ambiguous), so the view agrees with the index and the API. Without it: case-folded,
-    NFC names, a target with ``/`` matches a path suffix, and several matches go to the
-    page sharing the longest folder prefix with the linking page, else ambiguous. Pages
-    the reader ``who`` may not see (:mod:`wiki_memory.identity`, filtered by the index)
-    are never candidates: a hidden page looks like a missing one.
-    """
-
-    def __init__(self, index: Any, who: Identity | None) -> None:
-        self.index = index
-        self.who = who
-
-    def resolve_many(self, current: str, targets: Iterable[str]) -> dict[str, Target]:
-        """``{link_key(target): Target}`` for every target, with one query to the index."""
-        wanted = sorted({t for t in targets if t and t.strip()})
-        if not wanted:
-            return {}
-        try:
-            from wiki_memory.wiki import links as wl
-        except ImportError:  # pragma: no cover - the links module is part of the package
-            wl = None  # type: ignore[assignment]
-        if wl is not None and hasattr(wl, "resolve") and hasattr(wl, "target_key"):
-            return self._with_links_module(wl, current, wanted)
-        return self._fallback(current, wanted)
-
-    def _visible_rows(self, keys: Iterable[str]) -> list[tuple[str, str, str]]:
-        """``(key, path, source)`` rows of the names table for ``keys``, visible pages only."""
-        return list(self.index.names_for(keys, self.who))
-
-    def _with_links_module(self, wl: Any, current: str, wanted: list[str]) -> dict[str, Target]:
-        keys = {t: wl.target_key(t, current) for t in wanted}
-        names: dict[str, list[tuple[str, str]]] = {}
-        for k, path, source in self._visible_rows(keys.values()):
-            if source in getattr(wl, "SOURCE_RANK", {source: 0}):
-                names.setdefault(k, []).append((path, source))
-        out: dict[str, Target] = {}
-        for t in wanted:
-            res = wl.resolve(t, current, names, None)
-            if res.status == getattr(wl, "RESOLVED", "resolved") and res.path:
-                out[link_key(t)] = Target(res.path)
-            else:
-                out[link_key(t)] = Target(None, tuple(res.candidates or ()))
-        return out
-
-    def _fallback(self, current: str, wanted: list[str]) -> dict[str, Target]:
-        keys = {link_key(t) for t in wanted}
-        lookup: dict[str, set[str]] = {}
-        for k in keys:
-            last = k.rsplit("/", 1)[-1]
-            for form in {k, last}:
-                lookup.setdefault(form, set()).add(k)
-                lookup.setdefault(unicodedata.normalize("NFD", form), set()).add(k)
-        found: dict[str, set[str]] = {k: set() for k in keys}
-        for name_key, path, _source in self._visible_rows(lookup):
-            bare = path[:-3].casefold() if path.endswith(".md") else path.casefold()
-            for k in lookup.get(name_key, ()):
-                if "/" in k:
-                    if bare == k or bare.endswith("/" + k):
-                        found[k].add(path)
-                elif unicodedata.normalize("NFC", name_key) == k:
-                    found[k].add(path)
-        return {k: _choose(current, sorted(paths)) for k, paths in found.items()}
-
-
-def _choose(current: str, paths: list[str]) -> Target:
-    if not paths:
-        return Target(None)
-    if len(paths) == 1:
-        return Target(paths[0])
-    here = current.split("/")[:-1]
-
-    def shared(p: str) -> int:
-        n = 0
-        for a, b in zip(here, p.split("/")[:-1], strict=False):
-            if a != b:
-                break
-            n += 1
-        return n
-
-    best = max(shared(p) for p in paths)
-    top = [p for p in paths if shared(p) == best]
-    if len(top) == 1:
-        return Target(top[0])
-    return Target(None, tuple(paths))
 
 
 # --------------------------------------------------------------------------- markdown
@@ -484,8 +340,43 @@ def _attrs(tok: Token) -> str:
     return "".join(f' {escape(k)}="{escape(v)}"' for k, v in tok.attrItems())
 
 
+# --------------------------------------------------------------------------- tags
+
+_TAG_RE = re.compile(r"#([^\s#!\"$%&'()*+,.:;<=>?@\[\\\]^`{|}~]+)")
+
+
+def _tag_rule(state: StateInline, silent: bool) -> bool:
+    """``#tag`` (Obsidian: after a space or at the start, not only digits) → a link."""
+    pos = state.pos
+    src = state.src
+    if src[pos] != "#":
+        return False
+    if pos > 0 and not src[pos - 1].isspace():
+        after_tag = (
+            src[pos - 1] == ">"
+            and not state.pending
+            and bool(state.tokens)
+            and state.tokens[-1].type == "html_inline"
+        )
+        if not after_tag:
+            return False
+    m = _TAG_RE.match(src, pos)
+    if m is None or m.group(1).replace("/", "").isdigit():
+        return False
+    if not silent:
+        tok = state.push("tag", "", 0)
+        tok.content = m.group(1).rstrip("/")
+    state.pos = m.end()
+    return True
+
+
+def _render_tag(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    tag = tokens[idx].content
+    return f'<a class="tag" href="{escape(tag_url(tag))}">#{escape(tag)}</a>'
+
+
 def _make_md() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md = MarkdownIt("commonmark", {"html": True, "linkify": False, "typographer": False})
     md.enable(["table", "strikethrough"])
     md.use(tasklists_plugin)
     md.use(footnote_plugin)
@@ -498,6 +389,11 @@ def _make_md() -> MarkdownIt:
     md.add_render_rule("block_ref", _render_block_ref)
     md.add_render_rule("image", _render_image)
     md.add_render_rule("link_open", _link_open)
+    md.add_render_rule("html_inline", render_html_inline)
+    md.add_render_rule("html_block", render_html_block)
+    md.inline.ruler.push("tag", _tag_rule)
+    md.add_render_rule("tag", _render_tag)
+    conversation_plugin(md)
     return md
 
 
@@ -524,13 +420,17 @@ def render_markdown(
     rel: str,
     targets: Mapping[str, Target],
     lazy: Callable[[str], Target] | None = None,
+    session: Mapping[str, str] | None = None,
 ) -> Rendered:
     """Render a page body (frontmatter already removed) to HTML.
 
     ``rel`` is the page's wiki path (relative markdown links resolve from its folder),
     ``targets`` the resolved wikilinks (``{link_key: Target}``); a target missing from
     it is resolved with ``lazy`` (and the result is then not cacheable). A body over
-    :data:`MAX_MARKDOWN_BYTES` is shown as escaped text in a ``<pre>``.
+    :data:`MAX_MARKDOWN_BYTES` is shown as escaped text in a ``<pre>``. ``session``
+    (``{"speaker": user, "agent": harness}`` of a session page) renders the timeline as
+    a conversation (:mod:`wiki_memory.web.conversation`). A body holding allowlisted inline HTML
+    (:data:`~wiki_memory.web.htmlallow.HTML_ALLOWED`) passes through :func:`sanitize_body` last.
     """
     if len(body.encode("utf-8", "surrogatepass")) > MAX_MARKDOWN_BYTES:
         return Rendered(
@@ -538,7 +438,12 @@ def render_markdown(
             f'<pre class="source">{escape(body)}</pre>'
         )
     env: dict[str, Any] = {"rel": rel, "targets": targets, "lazy": lazy, "ids": set()}
+    if session is not None:
+        env["conversation"] = True
+        env.update({k: v for k, v in session.items() if v})
     html = _md().render(body, env)
+    if env.get("inline_html"):
+        html = sanitize_body(html)
     return Rendered(html, not env.get("uncached"))
 
 

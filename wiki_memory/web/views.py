@@ -1,5 +1,6 @@
 """The read-only web view's pages: their handlers and :func:`routes`, which builds one
-app's view (docs/web.md).
+app's view (docs/web.md). The browsing handlers (home, projects, pages, handoffs,
+folders, tags) are :mod:`.browse`'s; search, pages, history and sessions are here.
 
 Routes (all ``GET``/``HEAD`` but the two forms): ``/`` (projects with their latest
 sessions and open handoffs), ``/p/<project>`` (sessions, notes and handoffs, newest first,
@@ -21,20 +22,23 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlencode
 
 from markupsafe import Markup
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
-from wiki_memory.errors import NotFound
+from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.index.store import SearchError, is_indexable
+from wiki_memory.recall.terms import match_forms
 from wiki_memory.states import page_state
-from wiki_memory.web import render as web_render
+from wiki_memory.web import search as web_search
+from wiki_memory.web.browse import BrowseView
 from wiki_memory.web.context import (
     _CONTEXTS,
     CATCH_ALL,
@@ -42,17 +46,15 @@ from wiki_memory.web.context import (
     _Web,
     allowed_methods,
     error_page,
-    html_page,
     load_static,
     make_env,
     no_route,
     static_file,
     template_dir,
 )
+from wiki_memory.web.links import Resolver, Target, escape, link_key, tag_url
 from wiki_memory.web.render import (
     RenderCache,
-    Resolver,
-    Target,
     render_markdown,
     render_value,
     targets_fingerprint,
@@ -81,8 +83,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     # this module's own
-    "HANDOFF_STATES",
-    "PAGE_SIZE",
     "SEARCH_BUDGET_TOKENS",
     "routes",
     # re-exported: wiki_memory.server.app, tests and bench/ take them from here
@@ -108,9 +108,15 @@ __all__ = [
 
 #: how many tokens recall may spend on one search page (cl100k tokens)
 SEARCH_BUDGET_TOKENS = 8000
-PAGE_SIZE = 25
 
-HANDOFF_STATES = ("offered", "open", "claimed", "done", "cancelled", "expired")
+#: the date filters of the search page: name → (label, seconds back from now)
+SEARCH_WITHIN = {
+    "day": ("past day", 86400),
+    "week": ("past week", 7 * 86400),
+    "month": ("past month", 31 * 86400),
+    "year": ("past year", 366 * 86400),
+}
+
 _REV_RE = re.compile(r"[0-9a-f]{7,40}")
 
 
@@ -148,6 +154,9 @@ def routes(memory: Memory, tokens: TokenStore) -> list[Any]:
         ),
         Route("/p/{project}", v.project, methods=["GET"]),
         Route("/pages", v.all_pages, methods=["GET"]),
+        Route("/f", v.folder, methods=["GET"]),
+        Route("/f/{folder:path}", v.folder, methods=["GET"]),
+        Route("/tag/{tag:path}", v.tag, methods=["GET"]),
         Route("/page/{path:path}", v.page, methods=["GET"]),
         Route("/search", v.search, methods=["GET"]),
         Route("/handoffs", v.handoffs, methods=["GET"]),
@@ -157,220 +166,95 @@ def routes(memory: Memory, tokens: TokenStore) -> list[Any]:
     ]
 
 
-def _fetch(
-    memory: Memory, who: Identity, project: str | None, kind: str | None, limit: int, offset: int
-) -> Any:
-    return memory.list_pages(project=project, kind=kind, limit=limit, offset=offset, user=who)
-
-
 class _NotFound(Exception):
     pass
 
 
-class _View:
-    """The page handlers. Sync handlers run in Starlette's thread pool (one index
-    connection per thread)."""
+def _session_of(parsed: ParsedPage) -> dict[str, str] | None:
+    """``{"speaker", "agent"}`` of a session page (frontmatter ``type: session``: its
+    ``user`` and ``harness``), which the renderer shows as a conversation; else None."""
+    meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
+    if str(meta.get("type") or "") != "session":
+        return None
+    return {"speaker": str(meta.get("user") or ""), "agent": str(meta.get("harness") or "")}
 
-    def __init__(self, ctx: _Web) -> None:
-        self.ctx = ctx
-        self.memory = ctx.memory
-        self.resolver_cls = Resolver
 
-    # -- helpers -----------------------------------------------------------------------
+def _tag_links(value: Any) -> str:
+    """Frontmatter ``tags`` (a list or one string) as links to their tag pages."""
+    tags = value if isinstance(value, list) else str(value or "").replace(",", " ").split()
+    links = [
+        f'<a class="tag" href="{escape(tag_url(str(t)))}">#{escape(str(t).lstrip("#"))}</a>'
+        for t in tags
+        if str(t).strip("# ")
+    ]
+    return ", ".join(links) or '<span class="muted">—</span>'
 
-    def _html(
-        self,
-        request: Request,
-        template: str,
-        status: int = 200,
-        headers: dict[str, str] | None = None,
-        **values: Any,
-    ) -> HTMLResponse:
-        return html_page(self.ctx, request, template, status, headers, **values)
 
-    def _not_found(self, request: Request, message: str = "No such page.") -> HTMLResponse:
-        return self._html(request, "error.html", 404, title="Not found", message=message)
-
-    def _user(self, request: Request) -> Identity:
-        """The reader as the scope rule sees them (a signed-out reader never gets here;
-        an unknown one sees only shared pages)."""
-        u = getattr(request.state, "user", None)
-        who = self.memory.scope.identity("" if u is None else str(u))
-        assert who is not None
-        return who
-
-    def _visible_rows(
-        self,
-        user: Identity,
-        fetch: Callable[[int, int], list[dict[str, Any]]],
-        offset: int,
-        want: int,
-        keep: Callable[[dict[str, Any]], bool] = lambda r: True,
-    ) -> tuple[list[dict[str, Any]], int | None]:
-        """Up to ``want`` visible rows from raw offset ``offset`` on; and the raw offset
-        of the next page (None at the end). Hidden rows never count towards a page."""
-        out: list[dict[str, Any]] = []
-        raw = offset
-        batch = max(want * 2, 50)
-        while len(out) < want:
-            rows = fetch(batch, raw)
-            for i, row in enumerate(rows):
-                if keep(row):
-                    out.append(row)
-                    if len(out) == want:
-                        nxt = raw + i + 1
-                        more = fetch(1, nxt)
-                        return out, (nxt if more else None)
-            if len(rows) < batch:
-                return out, None
-            raw += len(rows)
-        return out, None
-
-    def _projects(self) -> list[str]:
-        return self.memory.projects()
-
-    @staticmethod
-    def _offset(request: Request, name: str) -> int:
-        try:
-            return max(0, min(10**7, int(request.query_params.get(name, "0"))))
-        except ValueError:
-            return 0
-
-    # -- lists -------------------------------------------------------------------------
-
-    def home(self, request: Request) -> Response:
-        user = self._user(request)
-        projects = []
-        for name in self._projects():
-            if not self.memory.project_exists(name, user):
-                continue  # a project without a grant is not named (docs/team-server.md)
-            sessions, _ = self._visible_rows(
-                user, functools.partial(_fetch, self.memory, user, name, "session"), 0, 5
-            )
-            waiting, _ = self._visible_rows(
-                user,
-                functools.partial(_fetch, self.memory, user, name, "handoff"),
-                0,
-                5,
-                keep=lambda r: (r.get("meta") or {}).get("status") in ("open", "offered"),
-            )
-            latest = self.memory.list_pages(project=name, limit=1, user=user)
-            projects.append(
-                {
-                    "name": name,
-                    "sessions": sessions,
-                    "handoffs": waiting,
-                    "updated": latest[0]["updated"] if latest else None,
-                }
-            )
-        projects.sort(key=lambda p: p["updated"] or "", reverse=True)
-        recent, _ = self._visible_rows(
-            user, lambda lim, off: self.memory.list_pages(limit=lim, offset=off, user=user), 0, 15
-        )
-        return self._html(
-            request, "home.html", title="wiki-memory", projects=projects, recent=recent
-        )
-
-    def project(self, request: Request) -> Response:
-        user = self._user(request)
-        name = request.path_params["project"]
-        try:
-            if "/" in name or clean_rel(name) != name:
-                raise PathRefused("not a project name")
-        except PathRefused:
-            return self._not_found(request, "No such project.")
-        if not self.memory.project_exists(name, user):
-            return self._not_found(request, "No such project.")
-        lists = {}
-        for key, kind, keep in (
-            ("handoffs", "handoff", None),
-            ("sessions", "session", None),
-            ("notes", None, lambda r: r.get("kind") not in ("session", "handoff")),
-        ):
-            off = self._offset(request, key)
-
-            def fetch(lim: int, o: int, kind: str | None = kind) -> list[dict[str, Any]]:
-                return self.memory.list_pages(
-                    project=name, kind=kind, limit=lim, offset=o, user=user
-                )
-
-            rows, nxt = self._visible_rows(
-                user, fetch, off, PAGE_SIZE, keep=keep or (lambda r: True)
-            )
-            more = None
-            if nxt is not None:
-                q = dict(request.query_params)
-                q[key] = str(nxt)
-                more = "?" + urlencode(q)
-            first = None
-            if off:
-                q = dict(request.query_params)
-                q.pop(key, None)
-                first = "?" + urlencode(q) if q else request.url.path
-            lists[key] = {"rows": rows, "more": more, "first": first}
-        return self._html(request, "project.html", title=name, project=name, lists=lists)
-
-    def all_pages(self, request: Request) -> Response:
-        user = self._user(request)
-        off = self._offset(request, "offset")
-        rows, nxt = self._visible_rows(
-            user, lambda lim, o: self.memory.list_pages(limit=lim, offset=o, user=user), off, 50
-        )
-        return self._html(
-            request,
-            "pages.html",
-            title="All pages",
-            rows=rows,
-            more=f"?offset={nxt}" if nxt is not None else None,
-            first="/pages" if off else None,
-        )
-
-    def handoffs(self, request: Request) -> Response:
-        user = self._user(request)
-        project = request.query_params.get("project") or None
-        rows, _ = self._visible_rows(
-            user,
-            lambda lim, off: self.memory.list_pages(
-                project=project, kind="handoff", limit=lim, offset=off, user=user
-            ),
-            0,
-            2000,
-        )
-        groups: dict[str, list[dict[str, Any]]] = {}
-        for r in rows:
-            status = str((r.get("meta") or {}).get("status") or "open")
-            groups.setdefault(status, []).append(r)
-        order = [s for s in HANDOFF_STATES if s in groups] + sorted(
-            s for s in groups if s not in HANDOFF_STATES
-        )
-        return self._html(
-            request,
-            "handoffs.html",
-            title="Handoffs",
-            groups=[(s, groups[s]) for s in order],
-            project=project,
-            total=len(rows),
-        )
+class _View(BrowseView):
+    """The page handlers: browsing (:class:`~wiki_memory.web.browse.BrowseView`) plus
+    search, pages, their history and sessions."""
 
     # -- search ------------------------------------------------------------------------
 
     def search(self, request: Request) -> Response:
+        """``/search?q=&project=&kind=&within=``: recall's results (same ranking and scope)
+        grouped per page, snippets as text with the matched forms marked, and the
+        filters as links (:mod:`wiki_memory.web.search`)."""
         user = self._user(request)
         q = request.query_params.get("q", "").strip()[:500]
         project = request.query_params.get("project") or None
-        items: list[dict[str, Any]] = []
+        kind = request.query_params.get("kind") or None
+        within = request.query_params.get("within") or ""
+        if within not in SEARCH_WITHIN:
+            within = ""
+        groups: list[web_search.Group] = []
+        kinds: list[str] = []
+        projects: list[str] = []
         error = None
         omitted = 0
+        matches = 0
         if q:
+            since = None
+            if within:
+                since = time.time() - SEARCH_WITHIN[within][1]
             try:
                 res = self.memory.recall(
-                    q, project=project, budget_tokens=SEARCH_BUDGET_TOKENS, user=user
+                    q,
+                    project=project,
+                    budget_tokens=SEARCH_BUDGET_TOKENS,
+                    user=user,
+                    kinds=[kind] if kind else None,
+                    since=since,
                 )
             except SearchError:
                 error = "The search engine failed; try again in a moment."
+            except BadRequest as exc:
+                error = f"Bad search: {exc}"
             else:  # recall filtered by the reader before ranking
                 omitted = res.omitted
-                items = list(res.items)
+                matches = len(res.items)
+                forms = match_forms(q)
+                groups = web_search.group(res.items, forms, q)
+                kinds = sorted({g.kind for g in groups} | ({kind} if kind else set()))
+                projects = sorted(
+                    {g.project for g in groups if g.project} | ({project} if project else set())
+                )
+        base = {"q": q, "project": project or "", "kind": kind or "", "within": within}
+
+        def link(**change: str) -> str:
+            params = {k: v for k, v in {**base, **change}.items() if v}
+            return "/search?" + urlencode(params)
+
+        filters = {
+            "project": [(p, link(project=p), p == project) for p in projects],
+            "kind": [(k, link(kind=k), k == kind) for k in kinds],
+            "within": [(w, link(within=w), w == within) for w in SEARCH_WITHIN],
+        }
+        clear = {
+            "project": link(project="") if project else None,
+            "kind": link(kind="") if kind else None,
+            "within": link(within="") if within else None,
+        }
         return self._html(
             request,
             "search.html",
@@ -378,7 +262,13 @@ class _View:
             title=f"Search: {q}" if q else "Search",
             q=q,
             project=project or "",
-            items=items,
+            kind=kind or "",
+            within=within,
+            within_labels={w: v[0] for w, v in SEARCH_WITHIN.items()},
+            groups=groups,
+            matches=matches,
+            filters=filters,
+            clear=clear,
             error=error,
             omitted=omitted,
         )
@@ -419,16 +309,17 @@ class _View:
             resolver = self.resolver_cls(self.memory, user)
 
             def lazy(target: str) -> Target:
-                return resolver.resolve_many(rel, [target]).get(
-                    web_render.link_key(target), Target(None)
-                )
+                return resolver.resolve_many(rel, [target]).get(link_key(target), Target(None))
 
-            rendered = render_markdown(parsed.body, rel, targets, lazy)
+            rendered = render_markdown(parsed.body, rel, targets, lazy, _session_of(parsed))
             html = rendered.html
             if rendered.cacheable:
                 self.ctx.cache.put(key, html)
         meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
-        props = [(str(k), Markup(render_value(v, rel, targets))) for k, v in meta.items()]
+        props = [
+            (str(k), Markup(_tag_links(v) if k == "tags" else render_value(v, rel, targets)))
+            for k, v in meta.items()
+        ]
         return {
             "rel": rel,
             "meta": meta,
@@ -461,6 +352,12 @@ class _View:
         view = self._render_page(user, rel, raw)
         m = view["meta"]
         source = request.query_params.get("view") == "source"
+        hl = request.query_params.get("hl", "").strip()[:500]
+        if hl and not source:  # from search's "+N more in this page": its words marked
+            view = {
+                **view,
+                "body": Markup(web_search.mark_html(str(view["body"]), match_forms(hl))),
+            }
         project = m.get("project") or (meta_row or {}).get("project")
         return self._html(
             request,

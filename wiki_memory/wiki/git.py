@@ -25,7 +25,8 @@ This module owns :class:`GitStore` (creating a repository, building and committi
 packing) and is the git layer's public API: its parts are
 :mod:`~wiki_memory.wiki.gitcommon` (errors, records, identities; re-exported here),
 :mod:`~wiki_memory.wiki.gitread` (the read side, :class:`GitStore`'s base class),
-:mod:`~wiki_memory.wiki.gitindex` (keeping ``.git/index`` in step) and
+:mod:`~wiki_memory.wiki.gitindex` (keeping ``.git/index`` in step),
+:mod:`~wiki_memory.wiki.gittree` (building the trees of a commit) and
 :mod:`~wiki_memory.wiki.locks` (the lock-owner sidecar, clearing our own stale locks).
 """
 
@@ -66,6 +67,7 @@ from wiki_memory.wiki.gitcommon import (
 )
 from wiki_memory.wiki.gitindex import Changes, IndexCache, Leaf, load_index, update_index
 from wiki_memory.wiki.gitread import GitHistory
+from wiki_memory.wiki.gittree import build_tree, tree_files
 from wiki_memory.wiki.locks import OWNER_PREFIX, clear_recorded_locks, record_owner, unlink
 from wiki_memory.wiki.paths import is_plain, odd_name, report_odd_name
 
@@ -378,7 +380,7 @@ class GitStore(GitHistory):
                     tracked = self._tracked(head_tree, rel)
                 if tracked is not None and stat.S_ISDIR(tracked[0]):
                     # tracked files below the folder that are gone from disk
-                    for sub in self._tree_files(tracked[1], rel):
+                    for sub in tree_files(self._repo.object_store, tracked[1], rel):
                         if not os.path.lexists(os.path.join(self._root, sub)):
                             changes[sub] = None
                 elif tracked is not None:
@@ -415,66 +417,6 @@ class GitStore(GitHistory):
                 self._repo.object_store.add_object(blob)
             changes[rel] = Leaf(mode, blob.id, st)
         return changes
-
-    def _tree_files(self, tree_id: ObjectID, prefix: bytes) -> Iterable[bytes]:
-        tree = self._repo.object_store[tree_id]
-        assert isinstance(tree, Tree)
-        for item in tree.iteritems():
-            child = prefix + b"/" + item.path if prefix else item.path
-            if stat.S_ISDIR(item.mode):
-                yield from self._tree_files(item.sha, child)
-            else:
-                yield child
-
-    def _build_tree(
-        self, tree_id: ObjectID | None, items: list[tuple[list[bytes], Leaf | None]]
-    ) -> ObjectID | None:
-        store = self._repo.object_store
-        if tree_id is not None:
-            old = store[tree_id]
-            assert isinstance(old, Tree)
-            tree = old.copy()
-            assert isinstance(tree, Tree)
-        else:
-            tree = Tree()
-        direct: dict[bytes, Leaf | None] = {}
-        nested: dict[bytes, list[tuple[list[bytes], Leaf | None]]] = {}
-        for parts, leaf in items:
-            if len(parts) == 1:
-                direct[parts[0]] = leaf
-            else:
-                nested.setdefault(parts[0], []).append((parts[1:], leaf))
-        changed = False
-        for name, leaf in direct.items():
-            if name in nested and leaf is None:
-                continue  # handled below: the folder's own changes decide
-            current = tree[name] if name in tree else None
-            if leaf is None:
-                if current is not None:
-                    del tree[name]
-                    changed = True
-            elif current != (leaf.mode, leaf.sha):
-                tree[name] = (leaf.mode, leaf.sha)
-                changed = True
-        for name, sub in nested.items():
-            if direct.get(name) is not None:
-                continue  # a file and a folder of the same name: the file is on disk
-            current = tree[name] if name in tree else None
-            sub_id = current[1] if current is not None and stat.S_ISDIR(current[0]) else None
-            new_id = self._build_tree(sub_id, sub)
-            if new_id is None:
-                if current is not None:
-                    del tree[name]
-                    changed = True
-            elif current != (stat.S_IFDIR, new_id):
-                tree[name] = (stat.S_IFDIR, new_id)
-                changed = True
-        if not changed and tree_id is not None:
-            return tree_id
-        if not tree.items():
-            return None
-        store.add_object(tree)
-        return tree.id
 
     def _acquire_index_lock(self) -> Any:
         deadline = time.monotonic() + self.lock_wait_seconds
@@ -522,7 +464,7 @@ class GitStore(GitHistory):
                     oc = self._repo[old]
                     assert isinstance(oc, Commit)
                     base = oc.tree
-                new_tree = self._build_tree(base, items)
+                new_tree = build_tree(self._repo.object_store, base, items)
                 if new_tree is None:
                     empty = Tree()
                     self._repo.object_store.add_object(empty)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from wiki_memory.wiki.frontmatter import (
+from wiki_memory.wiki.frontmatter_read import (
     find_closing_fence,
     is_opening_fence,
     load_yaml,

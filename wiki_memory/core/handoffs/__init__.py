@@ -22,8 +22,7 @@ creator/claimant), ``ValueError`` (400: a bad field).
 The package owns nothing itself; it re-exports the public names of its modules:
 ``model`` (data, page format, errors, tunables, the :class:`HandoffMemory` protocol),
 ``states`` (effective status, leases, the rule of each transition), ``pages`` (finding,
-reading, numbering and writing the pages), ``service`` (:class:`HandoffService` and
-:func:`install`) and ``auto`` (automatic handoffs at session end). It never imports
+reading, numbering and writing the pages), ``service`` (:class:`HandoffService`) and ``auto`` (automatic handoffs at session end). It never imports
 ``wiki_memory.core.memory``: the core's ``Memory`` builds ``HandoffService(self)``.
 """
 
@@ -51,7 +50,7 @@ from wiki_memory.core.handoffs.model import (
     session_link,
 )
 from wiki_memory.core.handoffs.pages import HandoffPages
-from wiki_memory.core.handoffs.service import HandoffService, install
+from wiki_memory.core.handoffs.service import HandoffService
 from wiki_memory.core.handoffs.states import Leases, status_of
 
 __all__ = [
@@ -71,7 +70,6 @@ __all__ = [
     "Lease",
     "Leases",
     "SessionSignals",
-    "install",
     "next_step_lines",
     "open_automatic",
     "parse_handoff",

@@ -1,7 +1,7 @@
 """The handoff service: the operations every face calls (HTTP, CLI through HTTP, MCP, web).
 
 Owns :class:`HandoffService` (create, list, show, claim, complete, release, cancel, and
-the brief's offers) and :func:`install`. It finds handoff pages, runs every transition as
+the brief's offers); the core's ``Memory`` builds it as ``memory.handoffs``. It finds handoff pages, runs every transition as
 a compare-and-set job on the single writer thread (the rules are in
 :mod:`~wiki_memory.core.handoffs.states`), commits it before it returns, and writes
 ``status: expired`` on handoffs found past ``expires``. It reaches the core only through
@@ -11,7 +11,6 @@ a compare-and-set job on the single writer thread (the rules are in
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -26,7 +25,6 @@ from wiki_memory.core.handoffs.model import (
     Claimant,
     Handoff,
     HandoffConflict,
-    HandoffMemory,
     Lease,
     _bullets,
     _expiry,
@@ -550,28 +548,3 @@ def _own(meta: dict[str, Any], who: Claimant) -> bool:
         and meta.get("harness") == who.harness
         and meta.get("session") == who.session
     )
-
-
-# --------------------------------------------------------------------------- wiring
-
-_install_lock = threading.Lock()
-
-
-def install(memory: HandoffMemory) -> HandoffService:
-    """The :class:`HandoffService` ``memory`` owns (``memory.handoffs``); idempotent and
-    cheap. Faces call this (``server.handoffs.routes`` does at app creation).
-
-    The core builds the service in ``Memory.__init__`` and registers its
-    :meth:`~HandoffService.on_session_end` hook there. For a memory that does not (yet),
-    the service is built here once, kept on it and hooked to session ends."""
-    svc = getattr(memory, "handoffs", None)
-    if isinstance(svc, HandoffService):
-        return svc
-    with _install_lock:
-        svc = getattr(memory, "handoffs", None)
-        if isinstance(svc, HandoffService):
-            return svc
-        svc = HandoffService(memory)
-        memory.handoffs = svc  # type: ignore[attr-defined]
-        memory.on_session_end.append(svc.on_session_end)  # type: ignore[attr-defined]
-        return svc

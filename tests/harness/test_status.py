@@ -1,0 +1,146 @@
+"""``wiki-memory status --json`` with the server up, down, and with commits stalled
+(docs/operations.md, "Status and doctor")."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+from dulwich.repo import Repo
+from serverproc import ServerProcess
+from support import cli_as, committed, home_env, make_memory, wait_for
+
+ENV = {"WIKI_MEMORY_COMMIT_DELAY_SECONDS": "0.05", "WIKI_MEMORY_IDLE_CHECK_SECONDS": "1"}
+
+
+def status(data: Path, home: Path) -> tuple[int, dict[str, Any]]:
+    r = cli_as(home_env(home), "--data-dir", str(data), "status", "--json")
+    assert r.stdout, r.stderr
+    return r.returncode, json.loads(r.stdout)
+
+
+def put(srv: ServerProcess, path: str, text: str) -> None:
+    r = httpx.put(
+        srv.url + "/v1/pages/" + quote(path), content=text.encode(), headers=srv.headers, timeout=60
+    )
+    assert r.status_code == 201, r.text
+
+
+@pytest.mark.slow
+def test_status_with_the_server_up_then_down(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    home = tmp_path / "home"
+    with ServerProcess(data, env=ENV) as srv:
+        put(srv, "notes/a.md", "# a\n")
+        wait_for(lambda: "notes/a.md" in committed(data / "wiki"), 30, "the commit")
+        r = httpx.post(
+            srv.url + "/v1/observations",
+            json={"harness": "codex", "event": "UserPromptSubmit", "session_id": "s-open"}
+            | {"cwd": "/x/proj", "payload": {"prompt": "hello"}},
+            headers=srv.headers,
+        )
+        assert r.status_code == 202
+        rc, st = status(data, home)
+        assert rc == 0 and st["ok"], st
+        server = st["server"]
+        assert server["running"] and server["reachable"]
+        assert server["pid"] == srv.proc.pid
+        assert server["address"] == srv.url
+        assert server["version"] and 0 <= server["uptime_seconds"] < 600
+        assert st["data_dir"] == str(data)
+        assert st["pages"] == 1 and st["open_sessions"] == 1
+        assert st["outbox"] == {"queued": 0, "dropped": 0}
+        assert st["commits"]["ok"] is True and st["commits"]["stalled"] is False
+        assert 0 <= st["last_commit"]["age_seconds"] < 600
+        assert st["index"] == {"pages": 1, "lag": 0}
+        assert st["watcher"] is True
+        assert st["service"]["installed"] is False
+    rc, st = status(data, home)
+    assert rc == 1 and not st["ok"]
+    assert st["server"] == {"running": False, "reachable": False}
+    assert st["commits"] == {"ok": None, "stalled": None} and st["watcher"] is None
+    assert st["last_commit"]["sha"] and st["pages"] == 1
+    # the text form says the same
+    text = cli_as(home_env(home), "--data-dir", str(data), "status")
+    assert text.returncode == 1 and "NOT running" in text.stdout
+
+
+@pytest.mark.slow
+def test_status_with_commits_stalled(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    home = tmp_path / "home"
+    with ServerProcess(data, env=ENV) as srv:
+        put(srv, "notes/first.md", "# first\n")
+        wait_for(lambda: "notes/first.md" in committed(data / "wiki"), 30, "first commit")
+        lock = data / "wiki" / ".git" / "index.lock"
+        lock.write_bytes(b"")
+        t = time.time() - 3600
+        os.utime(lock, (t, t))
+        put(srv, "notes/second.md", "# second\n")
+        wait_for(lambda: status(data, home)[1]["commits"]["stalled"], 60, "status sees the stall")
+        rc, st = status(data, home)
+        assert rc == 1 and not st["ok"]
+        assert st["server"]["running"] and st["server"]["reachable"]
+        assert st["commits"]["ok"] is False and "lock" in st["commits"]["cause"]
+        assert st["commits"]["since"]
+        text = cli_as(home_env(home), "--data-dir", str(data), "status").stdout
+        assert "STALLED" in text
+        lock.unlink()
+        wait_for(lambda: not status(data, home)[1]["commits"]["stalled"], 60, "commits resume")
+
+
+def remote_line(settings: Any) -> dict[str, Any]:
+    """A status line as a feature would register it (used by the test below)."""
+    return {"remotes": 2, "data_dir": str(settings.data_dir)}
+
+
+def failing_line(settings: Any) -> None:
+    raise OSError("remote unreachable")
+
+
+def test_a_status_line_registers_with_one_line(tmp_path: Path, capsys) -> None:
+    """A feature adds its status line with one ``register_status`` call (as sync does);
+    a line that fails says so, and the rest of the status still prints."""
+    import argparse
+
+    from wiki_memory.cli import status
+    from wiki_memory.config import load_settings
+
+    before = dict(status.STATUS_LINES)
+    try:
+        status.register_status("remote-example", f"{__name__}:remote_line")
+        status.register_status("broken", f"{__name__}:failing_line")
+        rep = status.status_report(load_settings(tmp_path / "data"))
+        status.cmd_status(argparse.Namespace(data_dir=str(tmp_path / "data"), json=False))
+    finally:
+        status.STATUS_LINES.clear()
+        status.STATUS_LINES.update(before)
+    assert rep["remote-example"] == {"remotes": 2, "data_dir": str(tmp_path / "data")}
+    assert rep["broken"] == {"error": "OSError: remote unreachable"}
+    out = capsys.readouterr().out
+    assert '"remotes": 2' in out
+    assert "remote-example" not in status.status_report(load_settings(tmp_path / "data"))
+
+
+def test_status_has_a_sync_line_once_a_remote_is_configured(tmp_path: Path) -> None:
+    from wiki_memory.cli import status
+    from wiki_memory.wiki import replicate
+
+    m = make_memory(tmp_path / "data", watch=False)
+    m.stop()
+    settings = m.settings
+    assert "sync" not in status.status_report(settings)  # no remote: nothing to say
+    hub = tmp_path / "hub.git"
+    Repo.init_bare(str(hub), mkdir=True)
+    replicate.add_remote(settings.wiki_dir, "hub", str(hub))
+    assert status.status_report(settings)["sync"] == {
+        "last_success": None,
+        "last_error": None,
+        "conflicts": 0,
+    }

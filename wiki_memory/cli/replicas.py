@@ -1,0 +1,139 @@
+"""CLI subcommands for more than one machine: ``remote add|list|remove`` and ``sync``
+(docs/operations.md, "More than one machine").
+
+``remote`` edits the wiki repository's git configuration as the data directory's owner
+(it works on files directly, like ``doctor``). ``sync`` goes through the running server
+when there is one, so the one writer merges; otherwise it opens the data directory
+itself (taking its lock) and runs the same core operation.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from wiki_memory.cli.common import CliError, _post, _settings
+from wiki_memory.cli.remove import _core, _remote, local_memory
+
+__all__ = ["check_sync", "register", "status_line"]
+
+
+def check_sync(ctx: Any) -> None:
+    """doctor's ``sync`` check (registered in ``cli/doctor.py``): the sync state as key
+    ``sync`` of the report, and one warning per thing a person should know
+    (:func:`wiki_memory.core.sync.sync_lines`: sync failing since, a purge waiting for
+    ``sync --after-purge``, conflict copies to resolve)."""
+    from wiki_memory.core.sync import sync_lines, sync_status
+
+    wiki = ctx.settings.wiki_dir
+    ctx.rep["sync"] = sync_status(wiki)
+    for line in sync_lines(wiki):
+        ctx.warn(line, "wiki-memory sync")
+
+
+def status_line(settings: Any) -> dict[str, Any] | None:
+    """status's ``sync`` line (registered in ``cli/setup.py``): ``{last_success,
+    last_error, conflicts}`` (ISO-8601 UTC or None; the conflict copies' count), None
+    with no remote configured."""
+    from wiki_memory.core.sync import sync_status
+
+    st = sync_status(settings.wiki_dir)
+    if not st["remotes"]:
+        return None
+    return {
+        "last_success": st["last_success"],
+        "last_error": st["last_error"],
+        "conflicts": len(st["conflicts"]),
+    }
+
+
+def cmd_remote(args: argparse.Namespace) -> int:
+    """``remote add NAME URL`` / ``remote list`` / ``remote remove NAME``."""
+    from wiki_memory.wiki import replicate as rp
+
+    wiki = _settings(args, watch=False).wiki_dir
+    if not (wiki / ".git").is_dir():
+        raise CliError(f"no wiki at {wiki}: run `wiki-memory init` or start the server first", 4)
+    try:
+        if args.action == "add":
+            if not args.name or not args.url:
+                raise CliError("usage: wiki-memory remote add NAME URL", 2)
+            rp.add_remote(wiki, args.name, args.url)
+            print(f"added remote {args.name} ({args.url})")
+            print(
+                "personal pages (people/<user>/ and visibility: personal) stay on this "
+                "machine: sync sends the shared projection only (docs/git.md)"
+            )
+        elif args.action == "remove":
+            if not args.name:
+                raise CliError("usage: wiki-memory remote remove NAME", 2)
+            rp.remove_remote(wiki, args.name)
+            print(f"removed remote {args.name}")
+        else:
+            for name, url in sorted(rp.list_remotes(wiki).items()):
+                print(f"{name}\t{url}")
+    except rp.RemoteError as exc:
+        raise CliError(str(exc), 2) from None
+    return 0
+
+
+def _show(res: dict[str, Any]) -> None:
+    for rep in res["reports"]:
+        line = f"{rep['remote']}: {rep['action']}"
+        if rep.get("remote_gc"):
+            line += f"; old objects on the remote: {rep['remote_gc']}"
+        print(line)
+        for path, copy in sorted(rep["conflicts"].items()):
+            print(f"  conflict: {path}: the other version is kept as {copy}")
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    """``sync [NAME] [--after-purge]``: fetch, merge, push."""
+    if args.after_purge and not args.yes:
+        import sys
+
+        if not sys.stdin.isatty():
+            raise CliError("--after-purge replaces the remote's history: confirm with --yes", 2)
+        answer = input("Replace the remote's branch with this wiki's rewritten history? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            raise CliError("not confirmed: nothing was pushed", 1)
+    body: dict[str, Any] = {"after_purge": bool(args.after_purge)}
+    if args.name:
+        body["remote"] = args.name
+    if _remote(args):
+        res = _post(args, "/v1/admin/sync", body, timeout=3600)
+    else:
+        with local_memory(args) as memory:
+
+            def run() -> dict[str, Any]:
+                reports = memory.sync.sync(args.name, after_purge=bool(args.after_purge))
+                return {"reports": [r.to_json() for r in reports], "status": memory.sync.status()}
+
+            res = _core(run)
+    _show(res)
+    for copy in res["status"].get("conflicts", []):
+        print(f"conflict copy to resolve: {copy}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``remote`` and ``sync`` to the ``wiki-memory`` parser's subparsers."""
+    r = sub.add_parser("remote", help="git remotes the wiki syncs with (add, list, remove)")
+    r.add_argument("action", choices=["add", "list", "remove"])
+    r.add_argument("name", nargs="?", help="the remote's name (add, remove)")
+    r.add_argument("url", nargs="?", help="the remote's URL (add): a path, ssh or https")
+    r.set_defaults(fn=cmd_remote)
+    s = sub.add_parser(
+        "sync",
+        help="fetch, merge and push with a git remote (all of them when no name is given)",
+    )
+    s.add_argument("name", nargs="?", help="the remote (default: every remote)")
+    s.add_argument(
+        "--after-purge",
+        action="store_true",
+        help="after a purge: replace the remote's branch with the rewritten history "
+        "(force with lease; owner and admins)",
+    )
+    s.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    s.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    s.set_defaults(fn=cmd_sync)

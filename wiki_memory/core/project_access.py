@@ -1,0 +1,83 @@
+"""Which projects a caller may read, and which project a call is about.
+
+:class:`ProjectAccess` joins the one access rule (:mod:`wiki_memory.core.scope`) with the
+one project rule (:func:`wiki_memory.core.projects.resolve_project`): capture, the brief,
+recall and every face's ``project`` argument go through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from wiki_memory.capture.observation import project_name
+from wiki_memory.capture.spool import Spool
+from wiki_memory.core.projects import UnknownProject, resolve_project
+from wiki_memory.core.scope import ScopeRule
+from wiki_memory.errors import BadRequest
+from wiki_memory.identity import Identity, may_read
+
+
+class ProjectAccess:
+    """The projects of one memory as callers see them: ``scope`` (the access rule),
+    ``spool`` (running sessions, whose project exists before its first page),
+    ``projects()`` (folder names under ``wiki/projects/``) and
+    ``session_visible(key, who)``."""
+
+    def __init__(
+        self,
+        scope: ScopeRule,
+        spool: Spool,
+        projects: Callable[[], list[str]],
+        session_visible: Callable[[str, Identity], bool],
+    ) -> None:
+        self.scope = scope
+        self.spool = spool
+        self.projects = projects
+        self.session_visible = session_visible
+
+    def readable_projects(self, user: Identity | str | None) -> list[str]:
+        """The projects ``user`` may read, sorted: folders under ``wiki/projects/`` and
+        the projects of running sessions ``user`` may see (a first session's project
+        exists before its page is compiled)."""
+        who = self.scope.identity(user)
+        names = set(self.projects())
+        for key, info in list(self.spool.sessions.items()):
+            if info.project and info.project not in names and self.session_visible(key, who):
+                names.add(info.project)
+        return sorted(p for p in names if may_read(who, f"projects/{p}/index.md", None))
+
+    def resolve_project(
+        self,
+        explicit: str | None,
+        *,
+        user: Identity | str | None,
+        cwd: str | Path | None = None,
+        current: str | None = None,
+        personal: bool = False,
+    ) -> str | None:
+        """The project a call is about, by the one rule of
+        :func:`wiki_memory.core.projects.resolve_project` over the projects ``user`` may
+        read. Raises :class:`~wiki_memory.core.projects.UnknownProject` (404, naming the
+        field and listing them) for an explicit name that matches none.
+
+        ``personal``: the call writes into the caller's own folder (a personal handoff),
+        where the project is only a label and needs no grant (docs/team-server.md): an
+        explicit name that matches no readable project is then kept as given, once it
+        is already a clean project name (:func:`~wiki_memory.capture.observation.project_name`;
+        BadRequest otherwise)."""
+        known = self.readable_projects(user)
+        try:
+            return resolve_project(explicit, cwd=cwd, known=known, current=current)
+        except UnknownProject:
+            if not personal or explicit is None:
+                raise
+            try:
+                name = project_name(explicit)
+            except ValueError:
+                name = ""
+            if name != explicit:
+                raise BadRequest(
+                    f"project: {explicit!r} is not a valid project name", field="project"
+                ) from None
+            return name

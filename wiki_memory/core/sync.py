@@ -1,0 +1,547 @@
+"""Sync: replicating the wiki through git remotes (docs/git.md, "Replication";
+docs/operations.md, "More than one machine").
+
+:class:`SyncService` runs ``sync`` for one remote or all: fetch (network, off the writer
+thread), then on the writer thread merge the remote's branch
+with the shared projection of the local one (:mod:`wiki_memory.wiki.replicate`), write the
+changed files and move the branch; then push the new projection with a lease (network
+again, off the writer thread). Capture and recall never wait for a remote: only the
+short local merge step holds the writer.
+
+After a purge (:mod:`wiki_memory.core.purge` calls :meth:`SyncService.on_purge` through
+``Memory.on_purge``) a sync refuses to fetch or push until an admin runs it with
+``after_purge``: then the remote's branch is replaced by the rewritten history with a
+lease on the commit this server last saw there, and a remote on a local path is
+garbage-collected. Another server whose last-seen commit is no longer an ancestor of the
+remote's branch follows the rewrite: its pages are merged onto the new history and its
+old history is dropped (reflogs expired, unreachable objects pruned).
+
+:meth:`SyncService.status` is the one summary of the sync state (last success, last
+error, conflict copies) that ``doctor``, ``status`` and the brief show.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from dulwich import porcelain
+from dulwich.file import FileLocked
+from dulwich.index import index_entry_from_stat
+from dulwich.objects import Blob, Commit, ObjectID
+from dulwich.refs import HEADREF
+from dulwich.repo import Repo
+
+from wiki_memory.core.syncstate import STATE as _STATE
+from wiki_memory.core.syncstate import sync_lines, sync_status
+from wiki_memory.core.writer import WriteResult
+from wiki_memory.errors import Forbidden, NotFound, SyncRefused, Unavailable
+from wiki_memory.identity import Identity, may_admin
+from wiki_memory.recall import rank
+from wiki_memory.wiki import replicate as rp
+from wiki_memory.wiki.gitcommon import SYSTEM_AUTHOR, author_identity, tz_offset
+from wiki_memory.wiki.purge import _drop_stale, _expire_reflogs
+
+__all__ = ["SyncReport", "SyncService", "local_path", "sync_lines", "sync_status"]
+
+# the state and its summary live in syncstate.py (doctor and the brief read them without
+# a Memory); re-exported here as the one place faces import them from
+
+log = logging.getLogger(__name__)
+
+_CACHE = "wiki-memory-shared.json"
+_ATTEMPTS = 3
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def local_path(url: str) -> Path | None:
+    """The folder of a remote on this machine (a plain path or ``file://``), else None."""
+    if url.startswith("file://"):
+        return Path(url[len("file://") :])
+    if "://" in url or (":" in url.split("/", 1)[0] and not url.startswith("/")):
+        return None
+    return Path(url)
+
+
+@dataclass
+class SyncReport:
+    """What one remote's sync did: ``action`` (``up to date``, ``pushed``, ``pulled``,
+    ``merged``, ``followed rewrite``, ``forced after purge``), ``pushed`` (a push moved
+    the remote), ``conflicts`` (path -> conflict copy), ``remote_gc`` (what happened to
+    the old objects on the remote after a forced push: ``pruned`` or ``needs gc on the
+    host``)."""
+
+    remote: str
+    action: str
+    pushed: bool = False
+    conflicts: dict[str, str] = field(default_factory=dict)
+    remote_gc: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "remote": self.remote,
+            "action": self.action,
+            "pushed": self.pushed,
+            "conflicts": self.conflicts,
+            "remote_gc": self.remote_gc,
+        }
+
+
+class SyncService:
+    """Sync of one Memory's wiki with its git remotes (see the module). Thread-safe: one
+    sync runs at a time."""
+
+    def __init__(self, memory: Any) -> None:
+        #: the :class:`~wiki_memory.core.memory.Memory` (typed loosely: it builds this
+        #: service, and the rooms allow no import cycle)
+        self.memory = memory
+        self.wiki_dir: Path = Path(memory.wiki_dir)
+        self._lock = threading.Lock()
+        self._state_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        #: the last merge's files a person saved during it: path -> the incoming copy
+        self.kept_beside: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ state
+    @property
+    def _control(self) -> Path:
+        return self.wiki_dir / ".git"
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            data = json.loads((self._control / _STATE).read_text("utf-8"))
+            return data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    def _save(self, state: dict[str, Any]) -> None:
+        path = self._control / _STATE
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(state, indent=1, sort_keys=True), "utf-8")
+        os.replace(tmp, path)
+
+    def _update(self, name: str, **values: Any) -> None:
+        with self._state_lock:
+            state = self._load()
+            entry = state.setdefault("remotes", {}).setdefault(name, {})
+            entry.update(values)
+            self._save(state)
+
+    def status(self) -> dict[str, Any]:
+        """The sync state of this wiki: :func:`sync_status`."""
+        with self._state_lock:
+            return sync_status(self.wiki_dir)
+
+    def on_purge(self, _rel: str) -> None:
+        """A purge rewrote history: no sync pushes or fetches until ``after_purge``."""
+        for name in rp.list_remotes(self.wiki_dir):
+            self._update(name, purge_pending=True)
+        (self._control / _CACHE).unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ periodic
+    def start(self, every_seconds: float) -> None:
+        """Sync every remote every ``every_seconds`` (0: never) on a thread of its own;
+        failures are recorded in the state and logged, never raised."""
+        if every_seconds <= 0 or self._thread is not None:
+            return
+
+        def loop() -> None:
+            while not self._stop.wait(every_seconds):
+                if not rp.list_remotes(self.wiki_dir):
+                    continue
+                try:
+                    self.sync()
+                except Exception as exc:  # noqa: BLE001 - recorded in the state already
+                    log.warning("periodic sync failed: %s", exc)
+
+        self._thread = threading.Thread(target=loop, name="wiki-sync", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the periodic thread (a sync under way finishes)."""
+        self._stop.set()
+
+    # ------------------------------------------------------------------ sync
+    def sync(
+        self,
+        remote: str | None = None,
+        *,
+        after_purge: bool = False,
+        who: Identity | str | None = None,
+    ) -> list[SyncReport]:
+        """Sync with ``remote`` (None: every configured remote, in name order).
+
+        ``who``: the caller (None: the server itself or the owner at the command line);
+        anyone but the owner or an admin raises Forbidden (``grant: admin``). Raises
+        NotFound for an unknown remote or when none is configured, SyncRefused (409) when a purge
+        waits for ``after_purge`` or, with it, when the remote moved since this server
+        last saw it, Unavailable (503) when a remote cannot be reached; each is recorded
+        in the state, the other remotes are still tried, and the first error is raised
+        after them."""
+        ident = None if who is None else self.memory.scope.identity(who)
+        if who is not None and not may_admin(ident):
+            self.memory.audited(ident, "sync", remote or "*", "denied")
+            raise Forbidden("sync is for the wiki's owner and admins", grant="admin")
+        remotes = rp.list_remotes(self.wiki_dir)
+        if remote is not None and remote not in remotes:
+            raise NotFound(f"no remote named {remote!r}")
+        names = [remote] if remote is not None else sorted(remotes)
+        if not names:
+            raise NotFound("no remote is configured: wiki-memory remote add NAME URL")
+        reports: list[SyncReport] = []
+        first: Exception | None = None
+        with self._lock:
+            for name in names:
+                self._update(name, last_attempt=_now())
+                try:
+                    rep = (
+                        self._after_purge(name, remotes[name])
+                        if after_purge
+                        else self._sync_one(name)
+                    )
+                except (rp.RemoteError, SyncRefused, FileLocked) as exc:
+                    msg = str(exc)
+                    self._update(name, last_error=msg)
+                    self.memory.audited(ident, "sync", name, "failed", error=msg[:200])
+                    log.warning("sync with %s failed: %s", name, msg)
+                    if first is None:
+                        first = (
+                            exc
+                            if isinstance(exc, SyncRefused)
+                            else Unavailable(f"sync with {name} failed: {msg}")
+                        )
+                    continue
+                self._update(name, last_success=_now(), last_error=None)
+                if rep.conflicts:
+                    with self._state_lock:
+                        state = self._load()
+                        state["conflicts"] = sorted(
+                            set(state.get("conflicts", [])) | set(rep.conflicts.values())
+                        )
+                        self._save(state)
+                self.memory.audited(
+                    ident, "sync", name, "ok", action=rep.action, conflicts=len(rep.conflicts)
+                )
+                reports.append(rep)
+        if first is not None:
+            raise first
+        return reports
+
+    def _sync_one(self, name: str) -> SyncReport:
+        entry = self._load().get("remotes", {}).get(name, {})
+        if entry.get("purge_pending"):
+            raise SyncRefused(
+                "a purge rewrote this wiki's history: nothing is fetched or pushed until an "
+                "admin runs `wiki-memory sync --after-purge`"
+            )
+        seen = entry.get("remote_sha")
+        for _attempt in range(_ATTEMPTS):
+            with Repo(str(self.wiki_dir)) as repo:
+                theirs = rp.fetch(repo, name)
+            self.memory.writer.flush()
+            job = functools.partial(self._merge_write, name, theirs, seen)
+            res = self.memory.writer.call(job, timeout=600).value
+            shared, action, conflicts = res
+            rep = SyncReport(name, action, conflicts=conflicts)
+            if shared != theirs:
+                try:
+                    with Repo(str(self.wiki_dir)) as repo:
+                        rp.push(repo, name, shared, theirs)
+                except rp.LeaseFailed:
+                    continue  # someone pushed meanwhile: fetch and merge again
+                rep.pushed = True
+                if action == "up to date":
+                    rep.action = "pushed"
+            self._update(name, remote_sha=shared.decode())
+            return rep
+        raise rp.RemoteError("the remote kept moving during the sync; try again")
+
+    def _after_purge(self, name: str, url: str) -> SyncReport:
+        entry = self._load().get("remotes", {}).get(name, {})
+        seen = entry.get("remote_sha")
+        current = rp.remote_head(url)
+        action = "forced after purge"
+        if current is not None and current.decode() != seen:
+            # another server pushed since: its pages are taken in as one commit on the
+            # rewritten history, and the old history it came with is dropped again
+            self.memory.writer.flush()
+            with Repo(str(self.wiki_dir)) as repo:
+                theirs = rp.fetch(repo, name)
+            if theirs != current:
+                raise SyncRefused(f"{name} kept moving during the sync; try again")
+            job = functools.partial(self._merge_write, name, theirs, seen, True)
+            shared = self.memory.writer.call(job, timeout=600).value[0]
+            action = "forced after purge, with the remote's new pages"
+        else:
+            self.memory.writer.flush()
+            shared = self.memory.writer.call(
+                lambda: WriteResult(value=self._project_job()), timeout=600
+            ).value
+        with Repo(str(self.wiki_dir)) as repo:
+            rp.push(repo, name, shared, current)
+        gc = "needs gc on the host"
+        folder = local_path(url)
+        if folder is not None and folder.is_dir():
+            with Repo(str(folder)) as remote_repo:
+                _expire_reflogs(remote_repo)
+                porcelain.gc(remote_repo, prune=True, grace_period=0)
+            gc = "pruned"
+        self._update(name, remote_sha=shared.decode(), purge_pending=False)
+        return SyncReport(name, action, pushed=True, remote_gc=gc)
+
+    # ------------------------------------------------------------------ writer jobs
+    def _project_job(self) -> ObjectID:
+        with Repo(str(self.wiki_dir)) as repo:
+            head = repo.refs.follow(HEADREF)[1]
+            assert head is not None
+            shared = rp.Shared(repo, self._control / _CACHE)
+            out = shared.project(head)
+            shared.save()
+            repo.refs[rp.SHARED_REF] = out
+        return out
+
+    def _merge_write(
+        self, name: str, theirs: ObjectID | None, seen: str | None, squash: bool = False
+    ) -> WriteResult:
+        return WriteResult(value=self._merge_job(name, theirs, seen, squash))
+
+    def _merge_job(
+        self, name: str, theirs: ObjectID | None, seen: str | None, squash: bool = False
+    ) -> tuple[ObjectID, str, dict[str, str]]:
+        """On the writer thread: merge the fetched ``theirs`` into the local branch and
+        return (the new shared projection, the action, the conflicts).
+
+        ``squash`` (after a purge, when the remote moved): take ``theirs``'s changes
+        since ``seen`` as one commit on the local branch, without ``theirs`` as a parent,
+        then drop the fetched history again.
+
+        Hand edits the watcher has not committed yet are not walked for (a status walk
+        of the whole wiki cost ~1 s at 1,000 pages): :meth:`_apply` leaves every file
+        whose bytes are not the old commit's as the person saved it, and the watcher
+        commits it; the next sync carries it."""
+        with Repo(str(self.wiki_dir)) as repo:
+            local = repo.refs.follow(HEADREF)[1]
+            assert local is not None
+            shared = rp.Shared(repo, self._control / _CACHE)
+            mine = shared.project(local)
+            conflicts: dict[str, str] = {}
+            rewritten = False
+            if squash:
+                rewritten = True
+            elif seen and theirs is not None and seen.encode() != theirs:
+                try:
+                    rewritten = not rp.is_ancestor(repo, ObjectID(seen.encode()), theirs)
+                except KeyError:
+                    rewritten = True
+            if not squash and (
+                theirs is None or theirs == mine or rp.is_ancestor(repo, theirs, mine)
+            ):
+                repo.refs[rp.SHARED_REF] = mine
+                shared.save()
+                return mine, "up to date", conflicts
+            assert theirs is not None
+            local_files = rp.flat_tree(repo, _tree(repo, local))
+            personal = rp.personal_files(shared, local_files)
+            their_files = rp.flat_tree(repo, _tree(repo, theirs))
+            if rewritten:
+                base_sha = ObjectID(seen.encode()) if seen else None
+                try:
+                    base = rp.flat_tree(repo, _tree(repo, base_sha)) if base_sha else {}
+                except KeyError:
+                    base = their_files
+                merged = rp.merge_trees(
+                    base, rp.flat_tree(repo, _tree(repo, mine)), their_files, name
+                )
+                assert theirs is not None
+                parents = [local] if squash else [theirs]
+                action = "squashed after purge" if squash else "followed rewrite"
+            elif rp.is_ancestor(repo, mine, theirs):
+                merged = rp.MergeResult(dict(their_files))
+                parents = [local, theirs]
+                action = "pulled"
+            else:
+                base_sha = rp.merge_base(repo, mine, theirs)
+                base = rp.flat_tree(repo, _tree(repo, base_sha)) if base_sha else {}
+                merged = rp.merge_trees(
+                    base, rp.flat_tree(repo, _tree(repo, mine)), their_files, name
+                )
+                parents = [local, theirs]
+                action = "merged"
+            conflicts = dict(merged.conflicts)
+            files = dict(merged.files)
+            files.update(personal)
+            new = self._commit(repo, files, parents, f"Sync with {name}: {action}")
+            self.kept_beside.clear()
+            changed = self._apply(name, repo, local_files, files, local, new)
+            conflicts.update(self.kept_beside)
+            for rel in changed:  # conflict copies another server made arrive here too
+                m = rp.CONFLICT_RE.search(rel)
+                if m and rel.encode() not in local_files and (self.wiki_dir / rel).is_file():
+                    orig = rel[: m.start()] + (m.group(1) or "")
+                    conflicts[orig if orig not in conflicts else rel] = rel
+            self.memory.git.reopen()
+            out = shared.project(new)
+            repo.refs[rp.SHARED_REF] = out
+            if rewritten:
+                self._drop_old_history(repo, None if squash else name)
+                shared.map.clear()
+                out = shared.project(new)
+            shared.save()
+        self.memory.git.reopen()
+        if rewritten:
+            self._forget_caches()
+        elif changed:
+            self.memory.index.sync_paths(self.wiki_dir, changed)
+        log.info("sync with %s: %s, %d file(s) changed", name, action, len(changed))
+        return out, action, conflicts
+
+    def _commit(
+        self,
+        repo: Repo,
+        files: dict[bytes, tuple[int, ObjectID]],
+        parents: list[ObjectID],
+        message: str,
+    ) -> ObjectID:
+        c = Commit()
+        c.tree = rp.build_tree(repo, files)
+        c.parents = parents
+        c.author = c.committer = author_identity(*SYSTEM_AUTHOR)
+        t = int(time.time())
+        c.author_time = c.commit_time = t
+        c.author_timezone = c.commit_timezone = tz_offset(t)
+        c.message = (message + "\n").encode("utf-8")
+        repo.object_store.add_object(c)
+        return c.id
+
+    def _apply(
+        self,
+        remote: str,
+        repo: Repo,
+        old: dict[bytes, tuple[int, ObjectID]],
+        new: dict[bytes, tuple[int, ObjectID]],
+        old_head: ObjectID,
+        new_head: ObjectID,
+    ) -> list[str]:
+        """Write the files that differ between the trees, move the branch from
+        ``old_head`` to ``new_head`` and update git's index for them. A file whose bytes
+        on disk are not the old tree's (a person saved it a moment ago) is left as it is:
+        their edit wins and is committed as a hand edit afterwards; the incoming version
+        is written beside it as a conflict copy (recorded in :attr:`kept_beside`)."""
+        changed: list[str] = []
+        kept: set[bytes] = set()
+        for path in sorted(set(old) | set(new)):
+            if old.get(path) == new.get(path):
+                continue
+            full = self.wiki_dir / path.decode("utf-8", "surrogateescape")
+            before = old.get(path)
+            try:
+                disk = full.read_bytes() if full.is_file() and not full.is_symlink() else None
+            except OSError:
+                disk = None
+            disk_id = Blob.from_string(disk).id if disk is not None else None
+            if disk_id != (before[1] if before else None) and disk_id != (
+                new[path][1] if path in new else None
+            ):
+                kept.add(path)
+                log.warning("sync left %s as a person saved it", full.name)
+                if path in new and new[path] != before:
+                    # keep both: the incoming version beside the person's (invariant 8)
+                    copy = rp.conflict_name(path, remote, new[path][1])
+                    blob = repo[new[path][1]]
+                    assert isinstance(blob, Blob)
+                    _replace(self.wiki_dir / copy.decode("utf-8", "surrogateescape"), blob.data)
+                    self.kept_beside[path.decode("utf-8", "surrogateescape")] = copy.decode(
+                        "utf-8", "surrogateescape"
+                    )
+                continue
+            if path in new:
+                blob = repo[new[path][1]]
+                assert isinstance(blob, Blob)
+                full.parent.mkdir(parents=True, exist_ok=True)
+                _replace(full, blob.data)
+            elif full.is_file():
+                full.unlink()
+                _prune_empty(full.parent, self.wiki_dir)
+            changed.append(path.decode("utf-8", "surrogateescape"))
+        if changed:
+            os.sync()  # one flush for every file written, before the branch names them
+        if not repo.refs.set_if_equals(HEADREF, old_head, new_head, message=b"sync"):
+            raise rp.RemoteError("the branch moved during the sync; try again")
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                index = repo.open_index()
+                for rel in changed:
+                    key = rel.encode("utf-8", "surrogateescape")
+                    full = self.wiki_dir / rel
+                    if key in new and full.is_file():
+                        index[key] = index_entry_from_stat(os.lstat(full), new[key][1], new[key][0])
+                    elif key in index:
+                        del index[key]
+                index.write()
+                break
+            except FileLocked:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        return changed
+
+    def _drop_old_history(self, repo: Repo, name: str | None) -> None:
+        """After following a rewritten remote (``name``: its tracking ref stays) or
+        squashing after a purge (None): nothing may keep the old commits alive."""
+        keep = f"refs/remotes/{name}/".encode() if name else b"\0"
+        for ref in list(repo.refs.allkeys()):
+            if ref.startswith(b"refs/remotes/") and not ref.startswith(keep):
+                repo.refs.remove_if_equals(ref, None)
+        _expire_reflogs(repo)
+        _drop_stale(repo, set())
+        porcelain.gc(repo, prune=True, grace_period=0)
+
+    def _forget_caches(self) -> None:
+        """The index and the caches of page text may hold what the rewrite removed."""
+        m = self.memory
+        m.index.rebuild(self.wiki_dir)
+        m.index.checkpoint()
+        shutil.rmtree(Path(m.settings.index_path).parent / "as-of", ignore_errors=True)
+        rank.clear_caches()
+
+
+def _tree(repo: Repo, sha: ObjectID | None) -> ObjectID | None:
+    if sha is None:
+        return None
+    c = repo[sha]
+    assert isinstance(c, Commit)
+    return ObjectID(c.tree)
+
+
+def _replace(full: Path, data: bytes) -> None:
+    """Write ``data`` to ``full`` through a temporary file and a rename (readers see the
+    old bytes or the new, never half); durability comes from one ``os.sync`` for the whole
+    batch (an fsync per file cost ~2 ms each: 4 s for a 900-page first pull)."""
+    tmp = full.with_name(f".{full.name}.wm-tmp-sync")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, full)
+
+
+def _prune_empty(folder: Path, root: Path) -> None:
+    """Remove folders the sync emptied, up to the wiki's root."""
+    while folder != root and folder.is_dir():
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent

@@ -1,0 +1,92 @@
+"""The sync state of a wiki and its one summary (docs/operations.md, "What `sync` does").
+
+:mod:`wiki_memory.core.sync` writes ``wiki/.git/wiki-memory-sync.json`` after every
+attempt; :func:`sync_status` and :func:`sync_lines` read it with the git config, so
+``doctor``, ``status`` and the brief need neither a server nor a Memory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from wiki_memory.wiki import replicate as rp
+
+__all__ = ["STATE", "sync_lines", "sync_status"]
+
+#: the state file's name inside ``wiki/.git``
+STATE = "wiki-memory-sync.json"
+
+
+def sync_status(wiki_dir: Path) -> dict[str, Any]:
+    """The sync state of the wiki in ``wiki_dir``, read from its files (so ``doctor`` and
+    ``status`` need no server): ``{"remotes": {name: {"url", "last_success",
+    "last_attempt", "last_error", "purge_pending"}}, "last_success", "last_error",
+    "conflicts"}``.
+
+    Times are ISO-8601 UTC strings (None: never). ``last_success`` is the newest of the
+    remotes', ``last_error`` names the remote whose last attempt failed (None when every
+    remote's last attempt worked). ``conflicts`` lists the conflict copies syncs made
+    that are still in the wiki (a person deletes one once resolved). With no remote
+    configured ``remotes`` is empty."""
+    wiki_dir = Path(wiki_dir)
+    try:
+        remotes = rp.list_remotes(wiki_dir)
+    except Exception:  # noqa: BLE001 - no repository yet: nothing to report
+        remotes = {}
+    try:
+        state = json.loads((wiki_dir / ".git" / STATE).read_text("utf-8"))
+    except (OSError, ValueError):
+        state = {}
+    known = state.get("remotes", {}) if isinstance(state, dict) else {}
+    out: dict[str, Any] = {}
+    successes = []
+    error = None
+    for name, url in sorted(remotes.items()):
+        e = known.get(name, {})
+        out[name] = {
+            "url": url,
+            "last_success": e.get("last_success"),
+            "last_attempt": e.get("last_attempt"),
+            "last_error": e.get("last_error"),
+            "purge_pending": bool(e.get("purge_pending")),
+        }
+        if e.get("last_success"):
+            successes.append(e["last_success"])
+        if e.get("last_error"):
+            error = f"{name}: {e['last_error']}"
+    conflicts = sorted(
+        c
+        for c in (state.get("conflicts", []) if isinstance(state, dict) else [])
+        if (wiki_dir / c).is_file()
+    )
+    return {
+        "remotes": out,
+        "last_success": max(successes) if successes else None,
+        "last_error": error,
+        "conflicts": conflicts,
+    }
+
+
+def sync_lines(wiki_dir: Path) -> list[str]:
+    """What a person should know about sync, one sentence each (empty when there are no
+    remotes, or sync is fine): the last error with the last success, a purge waiting
+    for ``sync --after-purge``, conflict copies to resolve. Used by the brief and
+    ``doctor``."""
+    st = sync_status(wiki_dir)
+    if not st["remotes"]:
+        return []
+    out = []
+    if st["last_error"]:
+        out.append(
+            f"sync failing ({st['last_error']}); last succeeded {st['last_success'] or 'never'}"
+        )
+    if any(r["purge_pending"] for r in st["remotes"].values()):
+        out.append("a purge waits for an admin's `wiki-memory sync --after-purge`")
+    if st["conflicts"]:
+        out.append(
+            f"{len(st['conflicts'])} sync conflict copy(ies) to resolve: "
+            + ", ".join(st["conflicts"][:5])
+        )
+    return out

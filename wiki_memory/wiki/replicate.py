@@ -1,0 +1,581 @@
+"""Replication over git: remotes, the shared projection of history, merging, fetch and push.
+
+Git is the replication engine (docs/git.md, "Replication"). This module is the git side
+only; :mod:`wiki_memory.core.sync` runs it on the server's writer thread and keeps the
+sync state.
+
+* **Remotes** are ordinary git remotes in ``.git/config`` (:func:`add_remote`,
+  :func:`list_remotes`, :func:`remove_remote`). A URL holding a password is refused:
+  credentials come from git's usual places (SSH keys and agent through the ``ssh``
+  program; for HTTPS, dulwich reads ``~/.git-credentials`` and the ``credential.helper =
+  store`` file), never from the wiki.
+* **The shared projection.** The local branch keeps every page, personal ones included.
+  What leaves the machine is :meth:`Shared.project` of it: each commit rebuilt with the
+  personal pages (``people/<user>/...`` and pages whose frontmatter says ``visibility:
+  personal``) removed from its tree and their paths removed from its message. The
+  projection is deterministic (same commit in, same commit out), so the shared history
+  is stable across syncs. A commit that changed only personal pages projects onto its
+  parent's projection (no empty commit betrays a personal edit), and a sync merge that
+  brought in the remote's tip unchanged projects onto that tip (so two servers stop
+  trading merge commits once they agree).
+* **Merging** (:func:`merge_trees`) is per file: what one side changed wins; a file both
+  sides changed differently keeps the local bytes at its path and the remote's as a
+  conflict copy beside it (invariant 8: people's edits win, nothing is lost).
+* **Fetch and push** use dulwich's clients (``file``, ``ssh``, ``git``, ``http(s)``
+  URLs). :func:`push` is always a compare-and-swap on the remote's branch ("force with
+  lease"): it fails with :class:`LeaseFailed` when the branch is not what the caller last
+  saw, so a push never drops another server's commits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from dulwich.client import get_credentials_from_store, get_transport_and_path
+from dulwich.index import commit_tree
+from dulwich.objects import Blob, Commit, ObjectID, Tree
+from dulwich.protocol import ZERO_SHA
+from dulwich.refs import Ref
+from dulwich.repo import Repo
+
+from wiki_memory.capture.sanitize import redact_text
+from wiki_memory.identity import personal_owner
+from wiki_memory.wiki.page import parse_page
+
+__all__ = [
+    "CONFLICT_RE",
+    "LeaseFailed",
+    "MergeResult",
+    "RemoteError",
+    "Shared",
+    "add_remote",
+    "conflict_name",
+    "fetch",
+    "flat_tree",
+    "is_ancestor",
+    "list_remotes",
+    "merge_base",
+    "merge_trees",
+    "push",
+    "remote_head",
+    "remove_remote",
+]
+
+#: the ref holding the projection of the local branch (what a plain ``git push`` sends)
+SHARED_REF = Ref(b"refs/wiki-memory/shared")
+#: a conflict copy's name: ``<stem>.conflict-<remote>-<7 hex of its blob><suffix>``
+CONFLICT_RE = re.compile(r"\.conflict-[A-Za-z0-9._-]+-[0-9a-f]{7}(\.[^/]*)?$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_PASSWORD_RE = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@:]*:[^/@]*@", re.IGNORECASE)
+
+
+class RemoteError(Exception):
+    """A remote cannot be added, found, reached or written: the message says which."""
+
+
+class LeaseFailed(RemoteError):
+    """The remote's branch was not at the commit the push expected (someone pushed)."""
+
+
+# --------------------------------------------------------------------------- remotes
+
+
+def _config_remotes(repo: Repo) -> dict[str, str]:
+    config = repo.get_config()
+    out: dict[str, str] = {}
+    for section in config.sections():
+        if len(section) == 2 and section[0] == b"remote":
+            try:
+                url = config.get(section, b"url").decode("utf-8", "replace")
+            except KeyError:
+                url = ""
+            out[section[1].decode("utf-8", "replace")] = url
+    return out
+
+
+def list_remotes(wiki_dir: Path) -> dict[str, str]:
+    """Every configured remote of the wiki's repository: name -> URL."""
+    with Repo(str(wiki_dir)) as repo:
+        return _config_remotes(repo)
+
+
+def add_remote(wiki_dir: Path, name: str, url: str, branch: str = "main") -> None:
+    """Add remote ``name`` at ``url`` to the wiki's ``.git/config``, with a fetch refspec
+    into ``refs/remotes/<name>/`` and a push refspec sending the shared projection
+    (:data:`SHARED_REF`), never the local branch, to ``branch`` (so a person's plain
+    ``git push <name>`` sends no personal page either).
+
+    Raises RemoteError for a bad name (letters, digits, ``._-``, at most 64), a name in
+    use, an empty URL, or a URL holding a password or anything the sanitizer takes for a
+    secret (a token as the user name): credentials belong to git's credential store or
+    ssh, never to the wiki's files."""
+    if not _NAME_RE.match(name):
+        raise RemoteError(f"bad remote name {name!r}: use letters, digits, '.', '_' or '-'")
+    if not url.strip():
+        raise RemoteError("the remote URL is empty")
+    if _PASSWORD_RE.match(url) or redact_text(url)[1]:
+        raise RemoteError(
+            "the URL holds a password or token: keep it in git's credential store or use ssh keys"
+        )
+    with Repo(str(wiki_dir)) as repo:
+        if name in _config_remotes(repo):
+            raise RemoteError(f"remote {name!r} exists already")
+        config = repo.get_config()
+        section = (b"remote", name.encode())
+        config.set(section, b"url", url.encode())
+        config.set(section, b"fetch", f"+refs/heads/*:refs/remotes/{name}/*".encode())
+        config.set(section, b"push", SHARED_REF + f":refs/heads/{branch}".encode())
+        config.write_to_path()
+
+
+def remove_remote(wiki_dir: Path, name: str) -> None:
+    """Remove remote ``name`` and its remote-tracking refs. RemoteError when unknown."""
+    with Repo(str(wiki_dir)) as repo:
+        if name not in _config_remotes(repo):
+            raise RemoteError(f"no remote named {name!r}")
+        config = repo.get_config()
+        del config[(b"remote", name.encode())]
+        config.write_to_path()
+        prefix = f"refs/remotes/{name}/".encode()
+        for ref in [r for r in repo.refs.allkeys() if r.startswith(prefix)]:
+            repo.refs.remove_if_equals(ref, None)
+
+
+def remote_url(repo: Repo, name: str) -> str:
+    """The URL of remote ``name``; RemoteError when there is none."""
+    url = _config_remotes(repo).get(name)
+    if not url:
+        raise RemoteError(f"no remote named {name!r}")
+    return url
+
+
+# --------------------------------------------------------------------------- network
+
+
+def _client(url: str) -> tuple[Any, str]:
+    """dulwich's client and path for ``url``. For ``http(s)`` URLs with no password, the
+    first matching line of git's credential store (``~/.git-credentials``,
+    ``$XDG_CONFIG_HOME/git/credentials``: what ``credential.helper = store`` writes) gives
+    the user name and password; other credential helpers are not run (docs/operations.md,
+    "Credentials"). ssh URLs use the ``ssh`` program, so keys and the agent work."""
+    parsed = urlparse(url)
+    found: tuple[str, str] | None = None
+    if parsed.scheme in ("http", "https") and parsed.hostname and not parsed.password:
+        found = next(
+            iter(get_credentials_from_store(parsed.scheme, parsed.hostname, parsed.username)),
+            None,
+        )
+    if found is not None:
+        client, path = get_transport_and_path(url, username=found[0], password=found[1])
+    else:
+        client, path = get_transport_and_path(url)
+    return client, path
+
+
+def remote_head(url: str, branch: str = "main") -> ObjectID | None:
+    """The commit id the remote's ``branch`` points at now (None: no such branch), without
+    fetching anything. RemoteError when the remote cannot be reached."""
+    try:
+        client, path = _client(url)
+        refs = client.get_refs(path.encode()).refs
+    except Exception as exc:  # noqa: BLE001 - every transport has its own errors
+        raise RemoteError(f"cannot reach the remote: {exc}") from None
+    sha = refs.get(Ref(f"refs/heads/{branch}".encode()))
+    return None if sha is None or sha == ZERO_SHA else ObjectID(sha)
+
+
+def fetch(repo: Repo, name: str, branch: str = "main") -> ObjectID | None:
+    """Fetch the remote's ``branch`` into the repository and point
+    ``refs/remotes/<name>/<branch>`` at it (moved even when the remote was rewritten: the
+    caller compares it with what it knew). Returns its commit id, None when the remote
+    has no such branch (an empty hub). RemoteError when unreachable."""
+    url = remote_url(repo, name)
+    ref = f"refs/heads/{branch}".encode()
+
+    def wants(refs: Any, depth: int | None = None) -> list[ObjectID]:
+        sha = refs.get(ref)
+        if sha in (None, ZERO_SHA) or sha in repo.object_store:
+            return []
+        return [sha]
+
+    try:
+        client, path = _client(url)
+        result = client.fetch(path.encode(), repo, determine_wants=wants)
+    except Exception as exc:  # noqa: BLE001 - every transport has its own errors
+        raise RemoteError(f"cannot fetch from {name}: {exc}") from None
+    sha = result.refs.get(Ref(ref))
+    tracking = Ref(f"refs/remotes/{name}/{branch}".encode())
+    if sha is None or sha == ZERO_SHA:
+        return None
+    repo.refs[tracking] = ObjectID(sha)
+    return ObjectID(sha)
+
+
+def push(
+    repo: Repo, name: str, sha: ObjectID, expected: ObjectID | None, branch: str = "main"
+) -> None:
+    """Set the remote's ``branch`` to ``sha`` only if it is at ``expected`` now (None: the
+    branch must not exist): git's ``push --force-with-lease``. Sends the objects reachable
+    from ``sha`` that the remote lacks, and nothing else. Raises LeaseFailed when the
+    branch moved, RemoteError when the remote cannot be reached or refuses."""
+    url = remote_url(repo, name)
+    ref = f"refs/heads/{branch}".encode()
+
+    def update_refs(refs: dict[Any, ObjectID]) -> dict[Any, ObjectID]:
+        cur = refs.get(ref)
+        if cur == ZERO_SHA:
+            cur = None
+        if cur != expected:
+            raise LeaseFailed(f"the remote's {branch} moved since it was fetched")
+        return {ref: sha}
+
+    def pack_data(have: Any, want: Any, *, ofs_delta: bool = False, progress: Any = None) -> Any:
+        return repo.generate_pack_data(set(have), set(want), progress=progress, ofs_delta=ofs_delta)
+
+    try:
+        client, path = _client(url)
+        result = client.send_pack(path.encode(), update_refs, generate_pack_data=pack_data)
+    except LeaseFailed:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every transport has its own errors
+        raise RemoteError(f"cannot push to {name}: {exc}") from None
+    for _ref, error in (result.ref_status or {}).items():
+        if error is not None:
+            raise RemoteError(f"{name} refused the push: {error}")
+    repo.refs[Ref(f"refs/remotes/{name}/{branch}".encode())] = sha
+
+
+# --------------------------------------------------------------------------- history
+
+
+def is_ancestor(repo: Repo, a: ObjectID, b: ObjectID) -> bool:
+    """True when commit ``a`` is ``b`` or one of its ancestors (a walk from ``b``)."""
+    if a == b:
+        return True
+    seen: set[ObjectID] = set()
+    todo = [b]
+    while todo:
+        sha = todo.pop()
+        if sha in seen:
+            continue
+        seen.add(sha)
+        c = repo[sha]
+        assert isinstance(c, Commit)
+        for p in c.parents:
+            if p == a:
+                return True
+            todo.append(p)
+    return False
+
+
+def _ancestors(repo: Repo, sha: ObjectID) -> set[ObjectID]:
+    seen: set[ObjectID] = set()
+    todo = [sha]
+    while todo:
+        s = todo.pop()
+        if s in seen:
+            continue
+        seen.add(s)
+        c = repo[s]
+        assert isinstance(c, Commit)
+        todo.extend(c.parents)
+    return seen
+
+
+def merge_base(repo: Repo, a: ObjectID, b: ObjectID) -> ObjectID | None:
+    """A best common ancestor of ``a`` and ``b`` (one that is no other common ancestor's
+    ancestor; the newest by commit time when a criss-cross leaves several); None for
+    unrelated histories (two servers that started apart).
+
+    The common ancestors are closed under "parent of", so the best ones are exactly
+    those that are no common ancestor's parent. Commit times never decide ancestry here:
+    two commits in the same second are common."""
+    common = _ancestors(repo, a) & _ancestors(repo, b)
+    if not common:
+        return None
+    parents: set[ObjectID] = set()
+    for sha in common:
+        c = repo[sha]
+        assert isinstance(c, Commit)
+        parents.update(c.parents)
+    best = [s for s in common if s not in parents]
+    return max(best, key=lambda s: (repo[s].commit_time, s))  # type: ignore[attr-defined]
+
+
+def flat_tree(repo: Repo, tree_id: ObjectID | None) -> dict[bytes, tuple[int, ObjectID]]:
+    """Every file of a tree: path -> (mode, blob id)."""
+    out: dict[bytes, tuple[int, ObjectID]] = {}
+    if tree_id is None:
+        return out
+    todo: list[tuple[bytes, ObjectID]] = [(b"", tree_id)]
+    while todo:
+        prefix, tid = todo.pop()
+        tree = repo[tid]
+        assert isinstance(tree, Tree)
+        for item in tree.iteritems():
+            path = prefix + item.path
+            if stat.S_ISDIR(item.mode):
+                todo.append((path + b"/", item.sha))
+            else:
+                out[path] = (item.mode, item.sha)
+    return out
+
+
+def build_tree(repo: Repo, files: dict[bytes, tuple[int, ObjectID]]) -> ObjectID:
+    """Write the tree holding exactly ``files`` (path -> (mode, blob id)); its id."""
+    if not files:
+        empty = Tree()
+        repo.object_store.add_object(empty)
+        return empty.id
+    return commit_tree(repo.object_store, [(p, sha, mode) for p, (mode, sha) in files.items()])
+
+
+def conflict_name(path: bytes, remote: str, blob: ObjectID) -> bytes:
+    """Where the remote's version of a conflicting file is kept: ``notes/a.md`` ->
+    ``notes/a.conflict-origin-1a2b3c4.md`` (the blob's first 7 hex digits, so both
+    servers name the same copy the same)."""
+    head, sep, name = path.rpartition(b"/")
+    stem, dot, suffix = name.rpartition(b".")
+    if not dot or not stem:
+        stem, suffix = name, b""
+    tag = b".conflict-" + remote.encode() + b"-" + blob[:7]
+    new = stem + tag + (b"." + suffix if suffix else b"")
+    return head + sep + new
+
+
+@dataclass
+class MergeResult:
+    """A merged tree: ``files`` (path -> (mode, blob id)) and ``conflicts`` (path ->
+    the conflict copy's path) for files both sides changed differently."""
+
+    files: dict[bytes, tuple[int, ObjectID]]
+    conflicts: dict[str, str] = field(default_factory=dict)
+
+
+def merge_trees(
+    base: dict[bytes, tuple[int, ObjectID]],
+    ours: dict[bytes, tuple[int, ObjectID]],
+    theirs: dict[bytes, tuple[int, ObjectID]],
+    remote: str,
+) -> MergeResult:
+    """Three-way merge of flat trees, per file. A file changed on one side only takes that
+    side; changed the same way on both, either; changed differently on both, ours stays
+    at the path and theirs goes to :func:`conflict_name` (a file one side deleted and the
+    other changed is kept, changed). No line-level merge: a page two people edited is kept
+    whole twice rather than stitched."""
+    out: dict[bytes, tuple[int, ObjectID]] = {}
+    conflicts: dict[str, str] = {}
+    for path in set(base) | set(ours) | set(theirs):
+        b, o, t = base.get(path), ours.get(path), theirs.get(path)
+        if o == t or t == b:
+            pick = o
+        elif o == b:
+            pick = t
+        elif o is None:
+            pick = t  # deleted here, changed there: the change is kept
+        elif t is None:
+            pick = o
+        else:
+            pick = o
+            copy = conflict_name(path, remote, t[1])
+            out[copy] = t
+            conflicts[path.decode("utf-8", "surrogateescape")] = copy.decode(
+                "utf-8", "surrogateescape"
+            )
+        if pick is not None:
+            out[path] = pick
+    return MergeResult(out, conflicts)
+
+
+# --------------------------------------------------------------------------- projection
+
+
+class Shared:
+    """The shared projection of a repository's history (what may leave this machine).
+
+    ``project(sha)`` returns the id of the commit whose tree is ``sha``'s without personal
+    pages (``people/<user>/`` at the top, and any ``.md`` page whose frontmatter makes it
+    personal: :func:`wiki_memory.identity.personal_owner`), whose parents are its parents'
+    projections, and whose message has every personal path replaced by
+    ``[personal page]``; author, committer and dates are kept. Results are cached in
+    ``cache_path`` (JSON, old id -> projected id) and memoized per tree and blob, so a
+    sync projects only the commits made since the last one.
+    """
+
+    def __init__(self, repo: Repo, cache_path: Path | None = None) -> None:
+        self.repo = repo
+        self.cache_path = cache_path
+        self.map: dict[ObjectID, ObjectID] = {}
+        if cache_path is not None and cache_path.is_file():
+            try:
+                raw = json.loads(cache_path.read_text("ascii"))
+                self.map = {k.encode(): v.encode() for k, v in raw.items()}
+            except (ValueError, OSError):
+                self.map = {}
+        self._blob_personal: dict[ObjectID, bool] = {}
+        #: objects made by the projection, written as one pack by :meth:`flush` (a loose
+        #: object per new tree cost ~6 ms each here: 11 s for 200 commits)
+        self._pending: dict[ObjectID, Any] = {}
+        self._trees: dict[ObjectID, tuple[ObjectID | None, list[bytes]]] = {}
+
+    def _get(self, sha: ObjectID) -> Any:
+        obj = self._pending.get(sha)
+        return obj if obj is not None else self.repo[sha]
+
+    def _add(self, obj: Any) -> None:
+        self._pending[obj.id] = obj
+
+    def flush(self) -> None:
+        """Write the objects made so far to the repository, as one pack."""
+        if self._pending:
+            self.repo.object_store.add_objects([(o, None) for o in self._pending.values()])
+            self._pending.clear()
+
+    def save(self) -> None:
+        """Write the pending objects and the cache (atomically)."""
+        self.flush()
+        if self.cache_path is None:
+            return
+        tmp = self.cache_path.with_name(self.cache_path.name + ".tmp")
+        tmp.write_text(json.dumps({k.decode(): v.decode() for k, v in self.map.items()}))
+        os.replace(tmp, self.cache_path)
+
+    def personal_blob(self, path: bytes, sha: ObjectID) -> bool:
+        """True when the page at ``path`` with blob ``sha`` is personal by its frontmatter."""
+        if not path.lower().endswith(b".md"):
+            return False
+        if sha not in self._blob_personal:
+            blob = self.repo[sha]
+            assert isinstance(blob, Blob)
+            data = blob.data
+            personal = False
+            if b"visibility" in data[:8192]:
+                parsed = parse_page(data, path.decode("utf-8", "surrogateescape"))
+                meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
+                personal = personal_owner("shared/x.md", meta) is not None
+            self._blob_personal[sha] = personal
+        return self._blob_personal[sha]
+
+    def _filter(self, tree_id: ObjectID, top: bool) -> tuple[ObjectID | None, list[bytes]]:
+        """The tree without personal pages (None when nothing is left) and the removed
+        paths, relative to this tree. Memoized by tree id below the top (personal-ness
+        there depends on the bytes alone)."""
+        if not top and tree_id in self._trees:
+            return self._trees[tree_id]
+        tree = self.repo[tree_id]
+        assert isinstance(tree, Tree)
+        new = Tree()
+        removed: list[bytes] = []
+        changed = False
+        for item in tree.iteritems():
+            if top and item.path.lower() == b"people" and stat.S_ISDIR(item.mode):
+                removed.extend(item.path + b"/" + p for p in flat_tree(self.repo, item.sha))
+                changed = True
+                continue
+            if stat.S_ISDIR(item.mode):
+                sub, gone = self._filter(item.sha, False)
+                removed.extend(item.path + b"/" + g for g in gone)
+                if sub != item.sha:
+                    changed = True
+                if sub is not None:
+                    new.add(item.path, item.mode, sub)
+                continue
+            if stat.S_ISREG(item.mode) and self.personal_blob(item.path, item.sha):
+                removed.append(item.path)
+                changed = True
+                continue
+            new.add(item.path, item.mode, item.sha)
+        if not changed:
+            out: tuple[ObjectID | None, list[bytes]] = (tree_id, [])
+        elif not new.items() and not top:
+            out = (None, removed)
+        else:
+            self._add(new)
+            out = (new.id, removed)
+        if not top:
+            self._trees[tree_id] = out
+        return out
+
+    def project(self, sha: ObjectID) -> ObjectID:
+        """The projection of commit ``sha`` (see the class); computed parents first."""
+        order: list[ObjectID] = []
+        todo: list[tuple[ObjectID, bool]] = [(sha, False)]
+        seen: set[ObjectID] = set()
+        while todo:
+            s, done = todo.pop()
+            if done:
+                order.append(s)
+                continue
+            if s in self.map or s in seen:
+                continue
+            seen.add(s)
+            todo.append((s, True))
+            c = self.repo[s]
+            assert isinstance(c, Commit)
+            todo.extend((p, False) for p in c.parents if p not in self.map)
+        for s in order:
+            self.map[s] = self._project_one(s)
+        self.flush()
+        return self.map[sha]
+
+    def _project_one(self, sha: ObjectID) -> ObjectID:
+        c = self.repo[sha]
+        assert isinstance(c, Commit)
+        tree, removed = self._filter(c.tree, True)
+        if tree is None:
+            empty = Tree()
+            self._add(empty)
+            tree = empty.id
+        parents = [self.map[p] for p in c.parents]
+        unique: list[ObjectID] = []
+        for p in parents:
+            if p not in unique:
+                unique.append(p)
+        if tree == c.tree and unique == list(c.parents):
+            return sha
+        # a commit that changed only personal pages, or a merge that took one parent's
+        # tree whole while the others are its ancestors, adds nothing to share
+        for p in unique:
+            pc = self._get(p)
+            assert isinstance(pc, Commit)
+            if pc.tree == tree and len(unique) > 1:
+                self.flush()  # the ancestry walk reads the projected commits
+            if pc.tree == tree and all(q == p or is_ancestor(self.repo, q, p) for q in unique):
+                return p
+        new = Commit()
+        new.tree = tree
+        new.parents = unique
+        new.author, new.committer = c.author, c.committer
+        new.author_time, new.commit_time = c.author_time, c.commit_time
+        new.author_timezone, new.commit_timezone = c.author_timezone, c.commit_timezone
+        new.encoding = c.encoding
+        message = c.message
+        for path in sorted(removed, key=len, reverse=True):
+            if path in message:
+                message = message.replace(path, b"[personal page]")
+        if b"people/" in message:
+            message = re.sub(rb"people/[^\s,]+", b"[personal page]", message)
+        new.message = message
+        self._add(new)
+        return new.id
+
+
+def personal_files(
+    shared: Shared, files: dict[bytes, tuple[int, ObjectID]]
+) -> dict[bytes, tuple[int, ObjectID]]:
+    """The entries of ``files`` that the projection leaves out (personal pages)."""
+    out = {}
+    for path, (mode, sha) in files.items():
+        top = path.split(b"/", 1)[0].lower()
+        if (top == b"people" and b"/" in path) or (
+            stat.S_ISREG(mode) and shared.personal_blob(path, sha)
+        ):
+            out[path] = (mode, sha)
+    return out
