@@ -1,4 +1,5 @@
-"""Recall latency over 1k and 10k pages, and reindex speed. Prints one table.
+"""Recall latency at 1k to 100k pages beside a bare FTS5 floor, the server's resident
+memory, and reindex speed. Prints one table.
 
 For each size, a temp data directory gets that many generated markdown pages (notes with
 frontmatter, 3 sections of about 300 bytes of English-like text drawn from a 20,000-word
@@ -7,14 +8,26 @@ tags on some, aliases on some), then:
 
 1. ``wiki-memory reindex`` (the CLI, no server running) builds the index from the files:
    wall time of the command and pages/s;
-2. recall in process (``Memory.recall``, the core every face calls) for a fixed mix of
+2. the floor: a bare FTS5 table (apsw, default tokenizer) of the same pages' titles and
+   bodies, one row per page, queried with the query's words OR-ed, ``ORDER BY bm25 LIMIT
+   20``; p50 / p95 ms;
+3. recall in process (``Memory.recall``, the core every face calls) for a fixed mix of
    queries: 2-word keywords, 4-word keywords, 9-word natural-language questions, code
-   identifiers and a page title; p50 / p95 ms;
-3. the same queries through ``POST /v1/recall`` of a real server (127.0.0.1): p50 / p95 ms.
+   identifiers and a page title; p50 / p95 ms (with ``--plain`` also the plain path,
+   ``recall_plain = true``, in the same run);
+4. the same queries through ``POST /v1/recall`` of a real server (127.0.0.1): p50 / p95
+   ms, and the server's resident memory (``VmRSS``) idle (started, one health check) and
+   serving (after every query), and its peak (``VmHWM``), in MB.
 
-Every recall uses ``budget_tokens`` 1000 (the default). Run:
+Every recall uses ``budget_tokens`` 1000 (the default). The ratio columns are the
+product's p95 over the floor's p95 of the same run. ``--profile`` prints where the
+in-process time goes (cProfile, the 25 functions with the most own time). Run:
 
-    python bench/recall.py [--sizes 1000 10000] [--queries 200]
+    python bench/recall.py [--sizes 1000 10000] [--queries 200] [--plain] [--profile]
+
+``--sizes 100000`` takes about 12 minutes on a quiet 2-core machine (writing the files
+about 1 min, reindex about 1.5 min, the in-process and HTTP queries the rest) and needs
+about 1.5 GB of temporary disk (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -22,11 +35,14 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -120,7 +136,50 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
 
 
-def measure(size: int, n_queries: int) -> dict[str, float]:
+def floor_db(wiki: Path, path: Path) -> Any:
+    """The bare FTS5 table of the floor: one row per page, its title and body (the text
+    after the frontmatter), default tokenizer, nothing else."""
+    import apsw
+
+    conn = apsw.Connection(str(path))
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(title, body)")
+    with conn:
+        for f in sorted(wiki.rglob("*.md")):
+            text = f.read_text(encoding="utf-8")
+            _, _, rest = text.partition("\n---\n")
+            title = next((ln[7:] for ln in text.splitlines() if ln.startswith("title: ")), "")
+            conn.execute("INSERT INTO t(title, body) VALUES (?, ?)", (title, rest))
+    return conn
+
+
+def floor_match(query: str) -> str:
+    """The query's words, each quoted, OR-ed (what a minimal search box would send)."""
+    words = re.findall(r"\w+", query.lower())
+    return " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
+
+
+def timed(fn: Callable[[str], Any], qs: list[str]) -> list[float]:
+    for q in qs[:10]:  # warm caches and the tokenizer
+        fn(q)
+    out = []
+    for q in qs:
+        t1 = time.perf_counter()
+        fn(q)
+        out.append((time.perf_counter() - t1) * 1000)
+    return out
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """(VmRSS, VmHWM) of process ``pid`` in MB, from /proc."""
+    vals = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            vals[key] = int(rest.split()[0]) / 1024
+    return vals["VmRSS"], vals["VmHWM"]
+
+
+def measure(size: int, n_queries: int, plain: bool, profile: bool) -> dict[str, float]:
     vocab = vocabulary(random.Random(SEED))
     with tempfile.TemporaryDirectory(prefix=f"recall-{size}-") as tmp:
         data = Path(tmp) / "data"
@@ -146,66 +205,92 @@ def measure(size: int, n_queries: int) -> dict[str, float]:
         )
         reindex_s = time.perf_counter() - t0
 
+        fconn = floor_db(wiki, Path(tmp) / "floor.db")
+        floor_sql = "SELECT rowid, bm25(t) FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT 20"
+        floor_ms = timed(lambda q: fconn.execute(floor_sql, (floor_match(q),)).fetchall(), qs)
+        fconn.close()
+
         from wiki_memory.config import load_settings
         from wiki_memory.core.memory import Memory
 
-        mem = Memory(load_settings(data, watch=False))
-        try:
-            for q in qs[:10]:  # warm caches and the tokenizer
-                mem.recall(q)
-            core_ms = []
-            hits = 0
-            for q in qs:
-                t1 = time.perf_counter()
-                res = mem.recall(q)
-                core_ms.append((time.perf_counter() - t1) * 1000)
-                hits += bool(res.items)
-        finally:
-            mem.index.close()
+        row: dict[str, float] = {"pages": size, "reindex_s": reindex_s}
+        row["pages_per_s"] = size / reindex_s
+        row["floor_p50"], row["floor_p95"] = pct(floor_ms, 50), pct(floor_ms, 95)
+        for label, is_plain in [("core", False)] + ([("plain", True)] if plain else []):
+            mem = Memory(load_settings(data, watch=False, recall_plain=is_plain))
+            try:
+                hits = sum(bool(mem.recall(q).items) for q in qs)
+                ms = timed(mem.recall, qs)
+                if profile and not is_plain:
+                    import cProfile
+                    import pstats
+
+                    prof = cProfile.Profile()
+                    prof.enable()
+                    for q in qs:
+                        mem.recall(q)
+                    prof.disable()
+                    print(f"-- profile, {size} pages, {len(qs)} recalls in process")
+                    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+            finally:
+                mem.index.close()
+            row[f"{label}_p50"], row[f"{label}_p95"] = pct(ms, 50), pct(ms, 95)
+            row["answered"] = hits / len(qs)
         srv = ServerProcess(data)
         srv.start(timeout=600)
         try:
-            http_ms = []
+            assert srv.proc is not None
             with httpx.Client(base_url=srv.url, headers=srv.headers, timeout=60) as cl:
-                for q in qs[:10]:
-                    cl.post("/v1/recall", json={"query": q})
-                for q in qs:
-                    t1 = time.perf_counter()
-                    r = cl.post("/v1/recall", json={"query": q})
-                    http_ms.append((time.perf_counter() - t1) * 1000)
-                    r.raise_for_status()
+                cl.get("/v1/health")
+                time.sleep(1.0)
+                row["rss_idle"], _ = rss_mb(srv.proc.pid)
+
+                def post(q: str) -> None:
+                    cl.post("/v1/recall", json={"query": q}).raise_for_status()
+
+                http_ms = timed(post, qs)
+            row["rss_serving"], row["rss_peak"] = rss_mb(srv.proc.pid)
         finally:
             srv.stop()
-    return {
-        "pages": size,
-        "reindex_s": reindex_s,
-        "pages_per_s": size / reindex_s,
-        "core_p50": pct(core_ms, 50),
-        "core_p95": pct(core_ms, 95),
-        "http_p50": pct(http_ms, 50),
-        "http_p95": pct(http_ms, 95),
-        "answered": hits / len(qs),
-    }
+    row["http_p50"], row["http_p95"] = pct(http_ms, 50), pct(http_ms, 95)
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--plain", action="store_true", help="also time the plain path in process")
+    ap.add_argument("--profile", action="store_true", help="print a cProfile of recall")
     args = ap.parse_args(argv)
-    rows = [measure(n, args.queries) for n in args.sizes]
-    head = (
-        f"{'pages':>7} {'reindex s':>10} {'pages/s':>8} {'core p50':>9} {'core p95':>9} "
-        f"{'HTTP p50':>9} {'HTTP p95':>9} {'answered':>9}"
+    rows = []
+    for n in args.sizes:
+        t0 = time.perf_counter()
+        rows.append(measure(n, args.queries, args.plain, args.profile))
+        print(f"({n} pages: {time.perf_counter() - t0:.0f} s in all)", flush=True)
+    print(
+        f"recall latency in ms ({args.queries} queries, budget_tokens 1000); reindex by the "
+        "CLI; floor: bare FTS5 bm25 top-20; x: p95 / floor p95; memory of the server in MB"
     )
-    print(f"recall latency in ms ({args.queries} queries, budget_tokens 1000); reindex by the CLI")
+    head = (
+        f"{'pages':>7} {'reindex s':>9} {'pages/s':>7} {'floor p50':>9} {'floor p95':>9} "
+        f"{'core p50':>8} {'core p95':>8} {'x':>5} "
+        + (f"{'plain p50':>9} {'plain p95':>9} " if args.plain else "")
+        + f"{'HTTP p50':>8} {'HTTP p95':>8} {'x':>5} "
+        f"{'RSS idle':>8} {'serving':>7} {'peak':>6} {'answered':>8}"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
         print(
-            f"{r['pages']:>7} {r['reindex_s']:>10.1f} {r['pages_per_s']:>8.0f} "
-            f"{r['core_p50']:>9.1f} {r['core_p95']:>9.1f} {r['http_p50']:>9.1f} "
-            f"{r['http_p95']:>9.1f} {r['answered']:>9.0%}"
+            f"{r['pages']:>7.0f} {r['reindex_s']:>9.1f} {r['pages_per_s']:>7.0f} "
+            f"{r['floor_p50']:>9.2f} {r['floor_p95']:>9.2f} "
+            f"{r['core_p50']:>8.1f} {r['core_p95']:>8.1f} {r['core_p95'] / r['floor_p95']:>5.1f} "
+            + (f"{r['plain_p50']:>9.1f} {r['plain_p95']:>9.1f} " if args.plain else "")
+            + f"{r['http_p50']:>8.1f} {r['http_p95']:>8.1f} "
+            f"{r['http_p95'] / r['floor_p95']:>5.1f} "
+            f"{r['rss_idle']:>8.0f} {r['rss_serving']:>7.0f} {r['rss_peak']:>6.0f} "
+            f"{r['answered']:>8.0%}"
         )
     return 0
 

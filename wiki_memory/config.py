@@ -48,6 +48,9 @@ class Settings:
     spool_keep_seconds: float = 7 * 24 * 3600
     tool_output_excerpt_bytes: int = 2000
     default_budget_tokens: int = 1000
+    #: recall ranks every match in Python (the plain path) instead of the optimized one;
+    #: both give the same replies (docs/ranking.md, "The optimized path")
+    recall_plain: bool = False
     pack_every_commits: int = 500
     watch: bool = True
     #: sync with every git remote this often (0: only when `wiki-memory sync` runs)

@@ -78,6 +78,9 @@ class Recaller:
         self.sources = sources
         self.scope = scope
         self.default_budget = settings.default_budget_tokens
+        #: ``recall_plain``: every match read into Python (the path the optimized one is
+        #: checked against; docs/ranking.md)
+        self.plain = settings.recall_plain
         self.audit_read = audit_read
 
     def recall(
@@ -141,6 +144,7 @@ class Recaller:
             as_of=as_of,
             who=self.scope.identity(user),
             now=now,
+            plain=self.plain,
         )
         total = len(found)
         items: list[dict[str, Any]] = []
@@ -149,7 +153,11 @@ class Recaller:
         pos = min(cursor, total)
         small = False  # compact handles: the budget cannot hold the first item in full
         while pos < total:
-            item = found.item(pos)
+            try:
+                item = found.item(pos)
+            except IndexError:  # the index lost matches since they were counted
+                total = pos
+                break
             cost = count_item(item)
             if not items and cost > budget > 0:
                 small = True

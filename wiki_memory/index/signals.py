@@ -32,6 +32,9 @@ __all__ = [
     "Scope",
     "search_sections",
     "search_sections_both",
+    "own_sections",
+    "count_own",
+    "HEAD_ONLY_SQL",
     "doc_counts",
     "row_estimate",
     "universal_tags",
@@ -143,12 +146,14 @@ class Hit(SectionHit):
 
     ord: int
     day: str | None = None  # the day the section happened (YYYY-MM-DD) or None
+    rid: int = 0  # the section's rowid in this index (0: not from the index)
 
 
 _HIT_COLUMNS = (
     f"s.path, s.anchor, s.heading, p.title, p.kind, p.project, {_UPDATED}, s.text, s.line, "
-    "s.ord, s.day"
+    "s.ord, s.day, s.rowid"
 )
+_SCORE = 12  # the column after _HIT_COLUMNS
 
 
 def _hit(row: Sequence[Any], score: float) -> Hit:
@@ -165,6 +170,7 @@ def _hit(row: Sequence[Any], score: float) -> Hit:
         line=int(row[8] or 0),
         ord=int(row[9] or 0),
         day=row[10],
+        rid=int(row[11]),
     )
 
 
@@ -210,7 +216,82 @@ def search_sections(
         ORDER BY ranked.r, ranked.path, ranked.ord
     """
     rows = _run(index, sql, [match, *args, int(limit)])
-    return [_hit(r, float(r[11])) for r in rows]
+    return [_hit(r, float(r[_SCORE])) for r in rows]
+
+
+HEAD_ONLY_SQL = (
+    "(s.anchor LIKE '^%' AND s.text GLOB '[*][*][0-9][0-9]:[0-9][0-9]:[0-9][0-9][*][*] · *' "
+    "AND trim(substr(s.text, instr(s.text || char(10), char(10)) + 1), "
+    "' ' || char(9, 10, 11, 12, 13)) = '')"
+)
+"""SQL that holds for a section that is a timeline entry with nothing but its head line
+(``**09:01:39** · session end``): the compiler's words, on every page of its kind."""
+
+
+def _own_matches(
+    match: str, scope: Scope, weights: Mapping[str, float] | None, exclude: Iterable[int]
+) -> tuple[str, list[Any]]:
+    """The subquery of :func:`own_sections`: ``(rid, r, path, ord)`` of every match."""
+    conds, args = scope.where("p")
+    rids = sorted(set(exclude))
+    skip = ["s.rowid NOT IN (SELECT value FROM json_each(?))"] if rids else []
+    where = " AND ".join(["fts MATCH ?", *conds, f"NOT {HEAD_ONLY_SQL}", *skip])
+    sql = f"""
+        SELECT fts.rowid AS rid, {_bm25(weights, _SECTION_COLUMNS)} AS r, s.path AS path,
+               s.ord AS ord
+        FROM fts JOIN sections AS s ON s.rowid = fts.rowid
+        JOIN pages AS p ON p.path = s.path
+        WHERE {where}
+    """
+    return sql, [match, *args, *([json.dumps(rids)] if rids else [])]
+
+
+def own_sections(
+    index: Index,
+    match: str,
+    scope: Scope,
+    limit: int,
+    weights: Mapping[str, float] | None = None,
+    *,
+    offset: int = 0,
+    exclude: Iterable[int] = (),
+) -> list[Hit]:
+    """Sections holding ``match`` in their own text (heading, body, its other word forms,
+    its day: the first list of :func:`search_sections_both`), timeline entries that are
+    only their head line (:data:`HEAD_ONLY_SQL`) and the rowids in ``exclude``
+    (:attr:`Hit.rid`) left out; best first by the bm25 of that text, ties by path and page
+    order; ``limit`` of them from the ``offset``-th on. Scope and ``weights`` as in
+    :func:`search_sections`."""
+    if not match or limit <= 0 or scope.empty:
+        return []
+    inner, args = _own_matches(match, scope, weights, exclude)
+    sql = f"""
+        WITH m AS ({inner}),
+        ranked AS (SELECT * FROM m WHERE r < 0 ORDER BY r, path, ord LIMIT ? OFFSET ?)
+        SELECT {_HIT_COLUMNS}, -ranked.r
+        FROM ranked
+        JOIN sections AS s ON s.rowid = ranked.rid
+        JOIN pages AS p ON p.path = s.path
+        ORDER BY ranked.r, ranked.path, ranked.ord
+    """
+    rows = _run(index, sql, [*args, int(limit), max(0, int(offset))])
+    return [_hit(r, float(r[_SCORE])) for r in rows]
+
+
+def count_own(
+    index: Index,
+    match: str,
+    scope: Scope,
+    weights: Mapping[str, float] | None = None,
+    exclude: Iterable[int] = (),
+) -> int:
+    """How many sections :func:`own_sections` would list with no limit, counted in SQL:
+    no row leaves SQLite."""
+    if not match or scope.empty:
+        return 0
+    inner, args = _own_matches(match, scope, weights, exclude)
+    rows = _run(index, f"SELECT count(*) FROM ({inner}) WHERE r < 0", args)
+    return int(rows[0][0]) if rows else 0
 
 
 def search_sections_both(
@@ -249,8 +330,8 @@ def search_sections_both(
         ORDER BY both.which, both.r, both.path, both.ord
     """
     rows = _run(index, sql, [match, *args, int(limit), int(limit)])
-    body = [_hit(r, float(r[11])) for r in rows if r[12] == 0]
-    alls = [_hit(r, float(r[11])) for r in rows if r[12] == 1]
+    body = [_hit(r, float(r[_SCORE])) for r in rows if r[_SCORE + 1] == 0]
+    alls = [_hit(r, float(r[_SCORE])) for r in rows if r[_SCORE + 1] == 1]
     return body, alls
 
 
@@ -370,8 +451,11 @@ def pages_named(index: Index, keys: Iterable[str], scope: Scope) -> list[tuple[s
     out: list[tuple[str, str, str]] = []
     for i in range(0, len(uniq), 400):
         chunk = uniq[i : i + 400]
+        # CROSS JOIN keeps names (by key) the outer loop: with a caller's scope the
+        # planner otherwise walks every shared page by owner (90 ms at 20k pages)
         sql = f"""
-            SELECT n.key, n.path, n.source FROM names AS n JOIN pages AS p ON p.path = n.path
+            SELECT n.key, n.path, n.source FROM names AS n CROSS JOIN pages AS p
+            ON p.path = n.path
             WHERE n.key IN ({", ".join("?" * len(chunk))})
               AND n.source IN ({", ".join("?" * len(ENTITY_SOURCES))})
               {"AND " + " AND ".join(conds) if conds else ""}

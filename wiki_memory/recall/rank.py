@@ -118,6 +118,14 @@ TEXT_LIMIT = 100
 more when the caller asks for more items (``limit``)."""
 OTHER_LIMIT = 100
 """Sections fetched for the ``all-words`` signal, and spool rows (or ``limit``)."""
+POOL = 100
+"""When every match is asked for (:func:`ranked`), the fusion ranks the pool of the best
+this many sections of each section list (``text``, ``all-words``, ``fields``) with every
+running-session observation that matches, their timeline neighbours and the pages named
+or linked; every other section of the ``text`` list (the query's words in its own text)
+follows the pool, by that bm25, score 0 (docs/ranking.md, "Every match")."""
+TAIL_CHUNK = 32
+"""Sections after the pool read from SQLite at a time by the optimized path."""
 COMMON_SHARE = 1 / 3
 """A word in more sections than this share of all is left out of the OR lists (only in
 indexes of at least :data:`COMMON_MIN_ROWS` sections: a small index is fast anyway)."""
@@ -210,24 +218,86 @@ NO_LIMIT = 1 << 40
 """The ``limit`` of :func:`ranked`: every match (SQLite takes it as a plain integer)."""
 
 
+class _ListTail:
+    """The matches after the pool, every one read (the plain path, and ``as_of``)."""
+
+    def __init__(self, hits: list[Hit]) -> None:
+        self.hits = hits
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def hit(self, j: int) -> Hit:
+        return self.hits[j]
+
+
+class _SqlTail:
+    """The matches after the pool, counted in SQL and read :data:`TAIL_CHUNK` at a time
+    from the ``j``-th on, when asked for (the optimized path): the same sections in the
+    same order as :class:`_ListTail`."""
+
+    def __init__(
+        self, index: Index, match: str, scope: signals.Scope, cols: dict[str, float], pool: set[int]
+    ) -> None:
+        self.index, self.match, self.scope, self.cols, self.pool = index, match, scope, cols, pool
+        self.n = signals.count_own(index, match, scope, cols, pool)
+        self.rows: dict[int, Hit] = {}
+
+    def __len__(self) -> int:
+        return self.n
+
+    def hit(self, j: int) -> Hit:
+        """The ``j``-th section after the pool; IndexError when the index changed since
+        the count and has fewer now."""
+        got = self.rows.get(j)
+        if got is None:
+            found = signals.own_sections(
+                self.index,
+                self.match,
+                self.scope,
+                TAIL_CHUNK,
+                self.cols,
+                offset=j,
+                exclude=self.pool,
+            )
+            for k, h in enumerate(found):
+                self.rows[j + k] = h
+            if j not in self.rows:
+                raise IndexError(j)
+            got = self.rows[j]
+        return got
+
+
 class Ranked:
     """Every match of a query, best first: ``len()`` of them, each recall item built when
-    first asked for (:meth:`item`), so that counting all matches costs no snippets."""
+    first asked for (:meth:`item`), so that counting all matches costs no snippets. The
+    ranked pool (``cands``) comes first, then the ``tail`` (see :data:`POOL`)."""
 
-    def __init__(self, ranker: _Ranker | None, cands: list[_Cand]) -> None:
+    def __init__(
+        self, ranker: _Ranker | None, cands: list[_Cand], tail: _ListTail | _SqlTail | None = None
+    ) -> None:
         self._ranker = ranker
         self._cands = cands
+        self._tail = tail
         self._items: dict[int, dict[str, Any]] = {}
 
     def __len__(self) -> int:
-        return len(self._cands)
+        return len(self._cands) + (len(self._tail) if self._tail is not None else 0)
 
     def item(self, i: int) -> dict[str, Any]:
-        """The ``i``-th match (0 = best) as a recall item (see ``Memory.recall``)."""
+        """The ``i``-th match (0 = best) as a recall item (see ``Memory.recall``). Raises
+        IndexError past the end (also when the index shrank since the count)."""
         got = self._items.get(i)
         if got is None:
             assert self._ranker is not None
-            got = self._items[i] = self._ranker.item(self._cands[i])
+            if i < len(self._cands):
+                c = self._cands[i]
+            else:
+                if self._tail is None:
+                    raise IndexError(i)
+                h = self._tail.hit(i - len(self._cands))
+                c = _Cand((h.path, h.anchor), h.path, hit=h)
+            got = self._items[i] = self._ranker.item(c)
         return got
 
 
@@ -245,10 +315,14 @@ def ranked(
     who: Identity | None = None,
     now: Any = None,
     tuning: Mapping[str, float] | None = None,
+    plain: bool = False,
 ) -> Ranked:
     """Every match of ``query`` in rank order, with no ceiling on their number (the
-    filters, ``now``, ``tuning`` and errors of :func:`candidates`, which is the first
-    ``limit`` of these)."""
+    filters, ``now``, ``tuning`` and errors of :func:`candidates`): the ranked pool
+    (:data:`POOL`), then every other section holding the query's words in its own text,
+    by bm25. ``plain`` reads every match into Python; otherwise the matches after the pool
+    are counted in SQL and read when asked for (the same list either way, checked by
+    ``tests/recall/test_recall_fast.py``)."""
     f = Filters.build(
         project=project,
         kinds=kinds,
@@ -259,7 +333,7 @@ def ranked(
         exclude_dirs=exclude_dirs,
         who=who,
     )
-    return _rank(memory, query, f, NO_LIMIT, now, tuning)
+    return _rank(memory, query, f, NO_LIMIT, now, tuning, tail="plain" if plain else "sql")
 
 
 def _rank(
@@ -269,7 +343,10 @@ def _rank(
     limit: int,
     now: Any = None,
     tuning: Mapping[str, float] | None = None,
+    tail: str | None = None,
 ) -> Ranked:
+    """The ranking; with ``tail`` (``"plain"`` or ``"sql"``) the fusion ranks the pool
+    (:data:`POOL`) and every other match follows as that kind of tail."""
     reference = parse_time(now, "now") if now is not None else None
     day = datetime.fromtimestamp(reference if reference is not None else time.time(), UTC).date()
     w = {
@@ -292,10 +369,11 @@ def _rank(
         with asof.index_at(memory.git, memory.asof_dir, f.as_of) as (idx, sha):
             if idx is None:
                 return Ranked(None, [])
-            r = _Ranker(memory, idx, q, f, limit, w, wins, live=False, as_of_sha=sha)
-            return Ranked(r, r.run())
-    r = _Ranker(memory, memory.index, q, f, limit, w, wins, live=True)
-    return Ranked(r, r.run())
+            r = _Ranker(memory, idx, q, f, limit, w, wins, live=False, as_of_sha=sha, tail=tail)
+            # the as-of index closes when this block ends: its tail is read now
+            return Ranked(r, r.run(), r.tail("plain") if tail else None)
+    r = _Ranker(memory, memory.index, q, f, limit, w, wins, live=True, tail=tail)
+    return Ranked(r, r.run(), r.tail(tail) if tail else None)
 
 
 @dataclass
@@ -325,6 +403,7 @@ class _Ranker:
         *,
         live: bool,
         as_of_sha: str | None = None,
+        tail: str | None = None,
     ) -> None:
         self.memory = memory
         self.index = index
@@ -336,6 +415,11 @@ class _Ranker:
         self.f = f
         self.scope = f.scope()
         self.limit = limit
+        #: sections fetched per section list: the pool when a tail follows, else as many
+        #: as the caller asks for
+        self.fetch = POOL if tail else limit
+        #: the OR expression of the text and fields lists (what the tail matches)
+        self.or_match = ""
         self.live = live
         self.as_of_sha = as_of_sha
         self.cands: dict[tuple[str, str], _Cand] = {}
@@ -351,6 +435,18 @@ class _Ranker:
         self.recent_why: set[str] = set()
         self.best_field: dict[str, Hit] = {}
 
+    def tail(self, kind: str) -> _ListTail | _SqlTail:
+        """The sections of the ``text`` list (:attr:`or_match` in their own text, not a
+        timeline entry's bare head line) that are not candidates of the pool (ranked or
+        left out by it), by the bm25 of their own text, path, page order: ``"plain"``
+        reads them all and leaves the pool out in Python, ``"sql"`` counts them in SQL and
+        reads them when asked for."""
+        pool = {c.hit.rid for c in self.cands.values() if c.hit is not None}
+        if kind == "sql":
+            return _SqlTail(self.index, self.or_match, self.scope, self.cols, pool)
+        every = signals.own_sections(self.index, self.or_match, self.scope, NO_LIMIT, self.cols)
+        return _ListTail([h for h in every if h.rid not in pool])
+
     # -- signals ------------------------------------------------------------------------
     def _cand(self, h: Hit) -> _Cand:
         key = (h.path, h.anchor)
@@ -363,18 +459,15 @@ class _Ranker:
         """The matches in rank order (recall items come from :meth:`item`)."""
         if self.scope.empty:
             return []
+        self.or_match = self._without_common().any_match or ""
         body, fields = signals.search_sections_both(
-            self.index,
-            self._without_common().any_match or "",
-            self.scope,
-            max(TEXT_LIMIT, self.limit),
-            self.cols,
+            self.index, self.or_match, self.scope, max(TEXT_LIMIT, self.fetch), self.cols
         )
         text = self._text(body)
         self._section_list("text", text)
         if self.q.all_match:
             allw = signals.search_sections(
-                self.index, self.q.all_match, self.scope, max(OTHER_LIMIT, self.limit), self.cols
+                self.index, self.q.all_match, self.scope, max(OTHER_LIMIT, self.fetch), self.cols
             )
             self._section_list("all-words", allw)
         best_field = self.best_field
@@ -860,7 +953,8 @@ def _count(text: str) -> int:
 
 @functools.lru_cache(maxsize=20_000)
 def _numbers(toks: frozenset[str]) -> frozenset[str]:
-    return frozenset(t for t in toks if any(ch.isdigit() for ch in t))
+    # isalpha() (one C call) rules out most words: a letter is never a digit
+    return frozenset(t for t in toks if not t.isalpha() and any(ch.isdigit() for ch in t))
 
 
 def _duplicate_of(toks: frozenset[str], seen: list[frozenset[str]]) -> int | None:

@@ -1,0 +1,205 @@
+"""Issue 24: recall's optimized path against the plain one, and never over budget.
+
+The setting ``recall_plain`` switches recall between the plain path (every match read into
+Python, the pool's candidates left out there) and the optimized one (the matches after the
+ranked pool counted and read page by page in SQL). On one fixed corpus, larger than the
+pool so that both the pool and what follows it are reached: compiled session pages
+(timeline entries with context), a running session (spool items), notes with near-duplicate
+sections, headings without text, tags, aliases and links. For many queries, filters and
+budgets, both paths give the same pages when following cursors from 0 to the end: the same
+items in the same order, the same ``omitted``, ``total``, ``used_tokens``,
+``next_cursor`` and ``needs_tokens``.
+
+Invariant 5 (docs/api.md, "Recall"): every reply, re-counted item by item with the real
+tokenizer, holds at most ``budget_tokens`` (and exactly ``used_tokens``), over random
+queries, budgets and cursors, on both paths.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import make_memory
+
+from wiki_memory.core.memory import Memory
+from wiki_memory.core.recaller import Recaller
+from wiki_memory.recall import rank
+from wiki_memory.recall.tokens import count_item
+
+WORDS = (
+    "harbor meadow copper violet amber quartz falcon lantern orchard prism tundra river "
+    "stone cloud ember frost signal anchor beacon cipher delta glacier mosaic nectar"
+).split()
+COMMON = "deploy"  # in most sections: far more matches than the pool holds
+
+
+def _text(rng: random.Random, n: int) -> str:
+    return " ".join(
+        rng.choice(WORDS) + (str(rng.randint(0, 99)) if rng.random() < 0.2 else "")
+        for _ in range(n)
+    )
+
+
+def _files() -> dict[str, str]:
+    rng = random.Random(24)
+    files: dict[str, str] = {}
+    for i in range(90):
+        project = f"p{i % 3}"
+        meta = [f"title: {rng.choice(WORDS).title()} {COMMON} notes {i}"]
+        if i % 4 == 0:
+            meta.append(f"tags: [{rng.choice(WORDS)}, area/{i % 5}]")
+        if i % 7 == 0:
+            meta.append(f"aliases: [{rng.choice(WORDS)} handbook {i}]")
+        meta.append(f"updated: 2026-{1 + i % 12:02d}-{1 + i % 27:02d}")
+        body = [f"# Notes {i}", ""]
+        shared = _text(rng, 12)
+        for s in range(3):
+            body += [f"## Part {s} {rng.choice(WORDS)}", ""]
+            if s == 1 and i % 5 == 0:
+                # a near-duplicate of the first part, and a heading with no text under it
+                body += [f"{COMMON} {shared} again", "", "## Empty heading", ""]
+                continue
+            word = COMMON if rng.random() < 0.8 else rng.choice(WORDS)
+            body += [f"{word} {shared if s == 0 else _text(rng, rng.randint(5, 25))}", ""]
+        body.append(f"See [[{rng.choice(WORDS).title()} {COMMON} notes {rng.randrange(90)}]].")
+        files[f"projects/{project}/notes/n{i:03d}.md"] = (
+            "---\n" + "\n".join(meta) + "\n---\n" + ("\n".join(body) + "\n")
+        )
+    return files
+
+
+def _events(session: str, project: str, turns: int, seed: int, end: bool) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    out: list[dict[str, Any]] = []
+    for t in range(turns):
+        prompt = f"{COMMON if t % 2 == 0 else rng.choice(WORDS)} {_text(rng, rng.randint(4, 14))}?"
+        out.append(
+            {
+                "harness": "chat",
+                "event": "UserPromptSubmit",
+                "session_id": session,
+                "project": project,
+                "ts": 1_780_000_000 + seed * 1000 + t,
+                "payload": {"prompt": prompt, "speaker": "Alice" if t % 2 else "Bob"},
+            }
+        )
+    if end:
+        out.append(
+            {
+                "harness": "chat",
+                "event": "SessionEnd",
+                "session_id": session,
+                "project": project,
+                "ts": 1_780_000_000 + seed * 1000 + turns,
+            }
+        )
+    return out
+
+
+@pytest.fixture(scope="module")
+def mem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
+    m = make_memory(tmp_path_factory.mktemp("fast") / "data", files=_files())
+    events: list[dict[str, Any]] = []
+    for k in range(3):
+        events += _events(f"s{k}", f"p{k}", 30, k, end=True)
+    events += _events("live", "p0", 12, 9, end=False)  # a running session: spool items
+    m.capture(events, "alice")
+    import time
+
+    deadline = time.monotonic() + 30
+    while len(m.list_pages(kind="session")) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(m.list_pages(kind="session")) == 3
+    yield m
+    m.stop()
+
+
+def _recaller(m: Memory, plain: bool) -> Recaller:
+    """A recaller of ``m`` with the setting ``recall_plain`` as given."""
+    return Recaller(m._sources, m.scope, replace(m.settings, recall_plain=plain), m.audit_read)
+
+
+def _walk(
+    r: Recaller, query: str, budget: int, most: int = 5000, **kw: Any
+) -> list[dict[str, Any]]:
+    """Every page from cursor 0 while there is a next one (at most ``most`` pages)."""
+    pages = []
+    cursor = 0
+    for _ in range(most):
+        res = r.recall(query, budget_tokens=budget, cursor=cursor, user="alice", **kw).to_json()
+        pages.append(res)
+        if res["next_cursor"] is None or len(pages) == most:
+            return pages
+        cursor = res["next_cursor"]
+    raise AssertionError("the cursors never ended")
+
+
+QUERIES: list[tuple[str, dict[str, Any]]] = [
+    (COMMON, {}),
+    (f"{COMMON} harbor", {}),
+    ("harbor copper falcon", {}),
+    (f"what did we {COMMON} about the glacier river", {}),
+    ("Amber deploy notes 12", {}),
+    (COMMON, {"project": "p1"}),
+    (f"{COMMON} cipher", {"kinds": ["session"]}),
+    (f"{COMMON} mosaic", {"tags": "area"}),
+    (f"{COMMON} beacon", {"since": "2026-03-01", "until": "2026-08-31"}),
+    ("handbook", {}),
+    ("nothingmatchesthis", {}),
+]
+
+
+@pytest.mark.parametrize("query,filters", QUERIES)
+def test_optimized_and_plain_give_the_same_pages(mem: Memory, query: str, filters: dict) -> None:
+    fast, plain = _recaller(mem, False), _recaller(mem, True)
+    for budget in (0, 1000, 20_000):
+        a = _walk(fast, query, budget, **filters)
+        b = _walk(plain, query, budget, **filters)
+        assert a == b, (query, filters, budget)
+
+
+def test_same_pages_with_compact_handles(mem: Memory) -> None:
+    """A budget too small for the first item: compact handles, a few per page (the first
+    25 pages)."""
+    a = _walk(_recaller(mem, False), f"{COMMON} harbor", 120, most=25)
+    b = _walk(_recaller(mem, True), f"{COMMON} harbor", 120, most=25)
+    assert a == b
+    assert any(i.get("compact") for p in a for i in p["items"])
+
+
+def test_the_corpus_reaches_past_the_pool(mem: Memory) -> None:
+    """The comparison above means something: the common word's matches go past the ranked
+    pool, and the pages after it are reached by the cursors."""
+    found = rank.ranked(mem._sources, COMMON)
+    assert len(found._cands) > 0 and found._tail is not None
+    assert len(found._tail) > rank.POOL
+    pages = _walk(_recaller(mem, False), COMMON, 1000)
+    ids = [i["id"] for p in pages for i in p["items"]]
+    assert len(ids) == len(set(ids)) == pages[0]["total"]
+    # after the pool come the other matches, by bm25, score 0
+    tail = [i for p in pages for i in p["items"]][len(found._cands) :]
+    assert tail and all(i["score"] == 0 for i in tail)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    words=st.lists(st.sampled_from([*WORDS, COMMON, "notes", "again"]), min_size=1, max_size=5),
+    budget=st.integers(0, 4000),
+    cursor=st.integers(0, 400),
+    plain=st.booleans(),
+)
+def test_replies_never_exceed_their_budget_recounted(
+    mem: Memory, words: list[str], budget: int, cursor: int, plain: bool
+) -> None:
+    res = _recaller(mem, plain).recall(" ".join(words), budget_tokens=budget, cursor=cursor)
+    recounted = sum(count_item(i) for i in res.items)
+    assert recounted == res.used_tokens <= budget
+    assert res.omitted == res.total - res.cursor - len(res.items) >= 0
