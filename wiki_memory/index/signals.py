@@ -98,6 +98,20 @@ class Scope:
         """True when nothing can match (an empty ``kinds`` list)."""
         return self.kinds is not None and not self.kinds
 
+    @property
+    def wide(self) -> bool:
+        """True when only the caller and the pages' states narrow the scope (no project,
+        kind, tag, time or folder filter): most matches are in scope, so the best ones
+        are best found by FTS5 alone first (:func:`_top_first`)."""
+        return (
+            self.project is None
+            and self.kinds is None
+            and not self.tags
+            and self.since is None
+            and self.until is None
+            and not self.exclude_dirs
+        )
+
     def where(self, alias: str = "p") -> tuple[list[str], list[Any]]:
         """SQL conditions on the ``pages`` row ``alias`` and their arguments."""
         conds: list[str] = []
@@ -187,6 +201,7 @@ def search_sections(
     scope: Scope,
     limit: int,
     weights: Mapping[str, float] | None = None,
+    plain: bool = False,
 ) -> list[Hit]:
     """Sections matching the FTS5 expression ``match``, best first by weighted bm25
     (title 10, aliases 8, tags 4, heading 3, body 1), ties by path and page order.
@@ -194,10 +209,16 @@ def search_sections(
     ``match`` must be built from quoted strings (``wiki_memory.recall.terms``); a column
     filter (``{heading body} : (...)``) limits which columns may match. The ``scope``
     conditions are applied in SQL before ``ORDER BY ... LIMIT``. ``weights`` overrides
-    column weights (:data:`~wiki_memory.index.schema.BM25_WEIGHTS`).
+    column weights (:data:`~wiki_memory.index.schema.BM25_WEIGHTS`). Unless ``plain``,
+    the best rows of a :attr:`Scope.wide` scope are found by FTS5 alone first
+    (:func:`_top_first`; the same list).
     """
     if not match or limit <= 0 or scope.empty:
         return []
+    if not plain and limit < FIRST_MAX and scope.wide:
+        got = _top_first(index, match, scope, limit, [(weights, ())])
+        if got is not None:
+            return got[0]
     conds, args = scope.where("p")
     where = " AND ".join(["fts MATCH ?", *conds])
     sql = f"""
@@ -303,20 +324,105 @@ def count_own(
     return int(rows[0][0]) if rows else 0
 
 
+FIRST_K = 2
+""":func:`_top_first` reads this many times ``limit`` rows (plus one) at first, and this
+many times more on each retry, up to :data:`FIRST_MAX` rows."""
+FIRST_MAX = 3_200
+
+
+def _top_first(
+    index: Index,
+    match: str,
+    scope: Scope,
+    limit: int,
+    lists: Sequence[tuple[Mapping[str, float] | None, Sequence[str]]],
+) -> list[list[Hit]] | None:
+    """The best ``limit`` sections in scope for each ``(weights, only)`` ranking of
+    ``match`` (``only``: the columns that count, the others weigh 0 and rows scoring 0
+    are left out), as the full queries give them, or None when this way does not get
+    there (then the caller runs the full query).
+
+    FTS5 alone (no join, no scope) ranks every match and hands over the best ``k + 1``
+    rowids of each ranking. Every match scoring below the last of those is among them;
+    only they are joined with their pages and filtered by ``scope``. When at least
+    ``limit`` of them are in scope (or the ranking has no more rows) their first
+    ``limit`` by (score, path, position) are the full query's. Otherwise ``k`` grows
+    :data:`FIRST_K`-fold, up to :data:`FIRST_MAX`."""
+    k = FIRST_K * limit
+    conds, args = scope.where("p")
+    while k <= FIRST_MAX:
+        cols = ", ".join(f"{_bm25(w, only)} AS r{i}" for i, (w, only) in enumerate(lists))
+        parts = [
+            f"SELECT * FROM (SELECT rid, r{i} AS r, {i} AS which FROM m"
+            + (f" WHERE r{i} < 0" if only else "")
+            + f" ORDER BY r{i} LIMIT {k + 1})"
+            for i, (_w, only) in enumerate(lists)
+        ]
+        sql = (
+            f"WITH m AS MATERIALIZED (SELECT rowid AS rid, {cols} FROM fts WHERE fts MATCH ?) "
+            + " UNION ALL ".join(parts)
+        )
+        ranked: list[list[tuple[int, float]]] = [[] for _ in lists]
+        for rid, r, which in _run(index, sql, [match]):
+            ranked[which].append((int(rid), float(r)))
+        # the rows sure to be all the matches scoring that well: below the (k+1)-th
+        sure = [got if len(got) <= k else [t for t in got if t[1] < got[-1][1]] for got in ranked]
+        rids = sorted({rid for got in sure for rid, _ in got})
+        where = " AND ".join(["s.rowid IN (SELECT value FROM json_each(?))", *conds])
+        # CROSS JOIN: the few sections first, then their pages (not every page the
+        # scope lets through)
+        seen = {
+            int(row[0]): (str(row[1]), int(row[2] or 0))
+            for row in _run(
+                index,
+                f"SELECT s.rowid, s.path, s.ord FROM sections AS s CROSS JOIN pages AS p "
+                f"ON p.path = s.path WHERE {where}",
+                [json.dumps(rids), *args],
+            )
+        }
+        best: list[list[tuple[float, str, int, int]]] = []
+        for got, full in zip(sure, ranked, strict=True):
+            kept = sorted((r, *seen[rid], rid) for rid, r in got if rid in seen)
+            if len(kept) < limit and len(full) > k:
+                break  # too few in scope among the rows read: read more
+            best.append(kept[:limit])
+        else:
+            want = sorted({t[3] for b in best for t in b})
+            rows = {
+                int(row[11]): row
+                for row in _run(
+                    index,
+                    f"SELECT {_HIT_COLUMNS} FROM sections AS s CROSS JOIN pages AS p "
+                    "ON p.path = s.path WHERE s.rowid IN (SELECT value FROM json_each(?))",
+                    [json.dumps(want)],
+                )
+            }
+            return [[_hit(rows[t[3]], -t[0]) for t in b] for b in best]
+        k *= FIRST_K
+    return None
+
+
 def search_sections_both(
     index: Index,
     match: str,
     scope: Scope,
     limit: int,
     weights: Mapping[str, float] | None = None,
+    plain: bool = False,
 ) -> tuple[list[Hit], list[Hit]]:
     """One FTS5 scan, two rankings of the sections matching ``match``: by bm25 of the
     section's own text only (heading, body, its other word forms and its day as words;
     title, aliases and tags weighted 0; sections that match only there are left out), and
     by the weighted bm25 of all columns. At most ``limit`` of each, best first; scope as
-    in :func:`search_sections`; ``weights`` overrides column weights."""
+    in :func:`search_sections`; ``weights`` overrides column weights. Unless ``plain``,
+    the best rows of a :attr:`Scope.wide` scope are found by FTS5 alone first
+    (:func:`_top_first`; the same lists)."""
     if not match or limit <= 0 or scope.empty:
         return [], []
+    if not plain and limit < FIRST_MAX and scope.wide:
+        got = _top_first(index, match, scope, limit, [(weights, _SECTION_COLUMNS), (weights, ())])
+        if got is not None:
+            return got[0], got[1]
     conds, args = scope.where("p")
     where = " AND ".join(["fts MATCH ?", *conds])
     sql = f"""

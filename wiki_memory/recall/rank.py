@@ -418,6 +418,8 @@ class _Ranker:
         #: sections fetched per section list: the pool when a tail follows, else as many
         #: as the caller asks for
         self.fetch = POOL if tail else limit
+        #: the plain path: every query over all matches with the scope joined in SQL
+        self.plain = tail == "plain"
         #: the OR expression of the text and fields lists (what the tail matches)
         self.or_match = ""
         self.live = live
@@ -461,13 +463,23 @@ class _Ranker:
             return []
         self.or_match = self._without_common().any_match or ""
         body, fields = signals.search_sections_both(
-            self.index, self.or_match, self.scope, max(TEXT_LIMIT, self.fetch), self.cols
+            self.index,
+            self.or_match,
+            self.scope,
+            max(TEXT_LIMIT, self.fetch),
+            self.cols,
+            plain=self.plain,
         )
         text = self._text(body)
         self._section_list("text", text)
         if self.q.all_match:
             allw = signals.search_sections(
-                self.index, self.q.all_match, self.scope, max(OTHER_LIMIT, self.fetch), self.cols
+                self.index,
+                self.q.all_match,
+                self.scope,
+                max(OTHER_LIMIT, self.fetch),
+                self.cols,
+                plain=self.plain,
             )
             self._section_list("all-words", allw)
         best_field = self.best_field
