@@ -1,8 +1,10 @@
 """Issue 24: recall's optimized path against the plain one, and never over budget.
 
-The setting ``recall_plain`` switches recall between the plain path (every match read into
-Python, the pool's candidates left out there) and the optimized one (the matches after the
-ranked pool counted and read page by page in SQL). On one fixed corpus, larger than the
+The setting ``recall_plain`` switches recall between the plain path (the pool's lists by
+the full SQL queries that join every match with its page; every match after the pool read
+into Python and the pool's candidates left out there) and the optimized one (the pool's
+lists from FTS5 alone first; the matches after the pool counted and read page by page in
+SQL). On one fixed corpus, larger than the
 pool so that both the pool and what follows it are reached: compiled session pages
 (timeline entries with context), a running session (spool items), notes with near-duplicate
 sections, headings without text, tags, aliases and links. For many queries, filters and

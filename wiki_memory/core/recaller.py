@@ -1,7 +1,7 @@
 """Budgeted recall, one page at a time: the core operation behind HTTP ``/v1/recall``,
 MCP ``memory_recall``, the CLI's ``recall`` and the web view's search.
 
-:class:`Recaller` ranks every match with :func:`wiki_memory.recall.rank.ranked` over the
+:class:`Recaller` orders every match with :func:`wiki_memory.recall.rank.ranked` over the
 :class:`~wiki_memory.recall.rank.Sources` the core gives it (never the whole ``Memory``),
 filtered by the scope rule before ranking, and packs the longest run of matches that fits
 the budget (tokens counted by :func:`wiki_memory.recall.tokens.count_item`). The paging
@@ -103,7 +103,10 @@ class Recaller:
         observations, from the match ranked ``cursor`` on (0 = best).
 
         Each item is ``{id, path, anchor, title, kind, snippet, why, score, expand_tokens,
-        updated}``. Every match is ranked (no ceiling on their number); a page is the
+        updated}``. Every match is reachable (no ceiling on their number: the fusion ranks a
+        pool, the other matches follow by bm25, :data:`wiki_memory.recall.rank.POOL`;
+        ``recall_plain`` reads them all into Python, the default counts them in SQL and
+        reads those it returns); a page is the
         longest run of matches from ``cursor``, in rank order, whose items (counted as
         serialized: compact JSON, cl100k) fit ``budget_tokens`` whole, and, when given,
         for which ``fits(items)`` holds (a face's own cap). So following ``next_cursor``
