@@ -54,6 +54,7 @@ from typing import Any
 from wiki_memory.capture.spool import Spool
 from wiki_memory.identity import Identity
 from wiki_memory.index import signals
+from wiki_memory.index import tail as tail_rows
 from wiki_memory.index.schema import BM25_WEIGHTS
 from wiki_memory.index.signals import Hit
 from wiki_memory.index.store import Index
@@ -240,7 +241,7 @@ class _SqlTail:
         self, index: Index, match: str, scope: signals.Scope, cols: dict[str, float], pool: set[int]
     ) -> None:
         self.index, self.match, self.scope, self.cols, self.pool = index, match, scope, cols, pool
-        self.n = signals.count_own(index, match, scope, cols, pool)
+        self.n = tail_rows.count_own(index, match, scope, cols, pool)
         self.rows: dict[int, Hit] = {}
 
     def __len__(self) -> int:
@@ -251,7 +252,7 @@ class _SqlTail:
         the count and has fewer now."""
         got = self.rows.get(j)
         if got is None:
-            found = signals.own_sections(
+            found = tail_rows.own_sections(
                 self.index,
                 self.match,
                 self.scope,
@@ -446,7 +447,7 @@ class _Ranker:
         pool = {c.hit.rid for c in self.cands.values() if c.hit is not None}
         if kind == "sql":
             return _SqlTail(self.index, self.or_match, self.scope, self.cols, pool)
-        every = signals.own_sections(self.index, self.or_match, self.scope, NO_LIMIT, self.cols)
+        every = tail_rows.own_sections(self.index, self.or_match, self.scope, NO_LIMIT, self.cols)
         return _ListTail([h for h in every if h.rid not in pool])
 
     # -- signals ------------------------------------------------------------------------

@@ -1,0 +1,111 @@
+"""The matches after recall's ranked pool: sections holding the query's words in their
+own text, counted and read a page at a time in SQL (see ``wiki_memory.recall.rank.POOL``).
+
+Read-only, like :mod:`wiki_memory.index.signals`, whose helpers and :class:`Scope` it
+uses; raises :class:`~wiki_memory.index.store.SearchError` when SQLite fails.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from wiki_memory.index.schema import BM25_WEIGHTS
+from wiki_memory.index.signals import (
+    _HIT_COLUMNS,
+    _SCORE,
+    _SECTION_COLUMNS,
+    Hit,
+    Scope,
+    _bm25,
+    _hit,
+    _run,
+)
+from wiki_memory.index.store import Index
+
+__all__ = ["HEAD_ONLY_SQL", "own_sections", "count_own"]
+
+
+HEAD_ONLY_SQL = (
+    "(s.anchor LIKE '^%' AND s.text GLOB '[*][*][0-9][0-9]:[0-9][0-9]:[0-9][0-9][*][*] · *' "
+    "AND trim(substr(s.text, instr(s.text || char(10), char(10)) + 1), "
+    "' ' || char(9, 10, 11, 12, 13)) = '')"
+)
+"""SQL that holds for a section that is a timeline entry with nothing but its head line
+(``**09:01:39** · session end``): the compiler's words, on every page of its kind."""
+
+
+def _own_matches(
+    match: str, scope: Scope, weights: Mapping[str, float] | None, exclude: Iterable[int]
+) -> tuple[str, list[Any]]:
+    """The subquery of :func:`own_sections`: ``(rid, r, path, ord)`` of every match."""
+    conds, args = scope.where("p")
+    rids = sorted(set(exclude))
+    skip = ["s.rowid NOT IN (SELECT value FROM json_each(?))"] if rids else []
+    where = " AND ".join(["fts MATCH ?", *conds, f"NOT {HEAD_ONLY_SQL}", *skip])
+    sql = f"""
+        SELECT fts.rowid AS rid, {_bm25(weights, _SECTION_COLUMNS)} AS r, s.path AS path,
+               s.ord AS ord
+        FROM fts JOIN sections AS s ON s.rowid = fts.rowid
+        JOIN pages AS p ON p.path = s.path
+        WHERE {where}
+    """
+    return sql, [match, *args, *([json.dumps(rids)] if rids else [])]
+
+
+def own_sections(
+    index: Index,
+    match: str,
+    scope: Scope,
+    limit: int,
+    weights: Mapping[str, float] | None = None,
+    *,
+    offset: int = 0,
+    exclude: Iterable[int] = (),
+) -> list[Hit]:
+    """Sections holding ``match`` in their own text (heading, body, its other word forms,
+    its day: the first list of :func:`search_sections_both`), timeline entries that are
+    only their head line (:data:`HEAD_ONLY_SQL`) and the rowids in ``exclude``
+    (:attr:`Hit.rid`) left out; best first by the bm25 of that text, ties by path and page
+    order; ``limit`` of them from the ``offset``-th on. Scope and ``weights`` as in
+    :func:`search_sections`."""
+    if not match or limit <= 0 or scope.empty:
+        return []
+    inner, args = _own_matches(match, scope, weights, exclude)
+    sql = f"""
+        WITH m AS ({inner}),
+        ranked AS (SELECT * FROM m WHERE r < 0 ORDER BY r, path, ord LIMIT ? OFFSET ?)
+        SELECT {_HIT_COLUMNS}, -ranked.r
+        FROM ranked
+        JOIN sections AS s ON s.rowid = ranked.rid
+        JOIN pages AS p ON p.path = s.path
+        ORDER BY ranked.r, ranked.path, ranked.ord
+    """
+    rows = _run(index, sql, [*args, int(limit), max(0, int(offset))])
+    return [_hit(r, float(r[_SCORE])) for r in rows]
+
+
+def count_own(
+    index: Index,
+    match: str,
+    scope: Scope,
+    weights: Mapping[str, float] | None = None,
+    exclude: Iterable[int] = (),
+) -> int:
+    """How many sections :func:`own_sections` would list with no limit, counted in SQL:
+    no row leaves SQLite."""
+    if not match or scope.empty:
+        return 0
+    # bm25 of the own columns is below 0 exactly when a term occurs in one of them with a
+    # weight above 0 (FTS5 keeps every idf above 0): a column filter says the same, and
+    # FTS5 counts it without computing bm25 for each match
+    w = {**BM25_WEIGHTS, **(weights or {})}
+    own = [c for c in _SECTION_COLUMNS if float(w[c]) > 0]
+    if not own:
+        return 0
+    inner, args = _own_matches(match, scope, weights, exclude)
+    inner = inner.replace(f"{_bm25(weights, _SECTION_COLUMNS)} AS r", "0 AS r", 1)
+    args[0] = "{" + " ".join(own) + "} : (" + match + ")"
+    rows = _run(index, f"SELECT count(*) FROM ({inner})", args)
+    return int(rows[0][0]) if rows else 0
