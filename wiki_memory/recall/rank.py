@@ -310,6 +310,7 @@ class _Cand:
     signals: dict[str, int] = field(default_factory=dict)  # section-level: name -> rank
     raw: float = 0.0  # own bm25 in the text signal
     context: float = 0.0  # bm25 share from neighbouring entries
+    also: list[_Cand] = field(default_factory=list)  # entries of its page carried in its slot
 
 
 class _Ranker:
@@ -775,7 +776,7 @@ class _Ranker:
                     "expand_tokens": _count(str(c.spool.text)),
                     "updated": c.spool.ts,
                 }
-            return it
+            return {**it, **self._also(c)}
         h = c.hit
         assert h is not None
         anchor = f"{h.path}#{h.anchor}" if h.anchor else h.path
@@ -793,7 +794,19 @@ class _Ranker:
             "score": round(c.score, 4),
             "expand_tokens": _count(h.text),
             "updated": h.updated,
+            **self._also(c),
         }
+
+    def _also(self, c: _Cand) -> dict[str, Any]:
+        """``{"also": [{id, anchor, snippet}, ...]}`` for the entries of its page carried
+        in this item's slot by the per-page cap (:func:`_cap_pages`), else ``{}``."""
+        if not c.also:
+            return {}
+        out = []
+        for sub in c.also:
+            it = self.item(sub)
+            out.append({"id": it["id"], "anchor": it["anchor"], "snippet": it["snippet"]})
+        return {"also": out}
 
 
 def _head_only(h: Hit) -> bool:
@@ -808,16 +821,26 @@ def _day(c: _Cand) -> str | None:
 
 
 def _cap_pages(ordered: list[_Cand], cap: int = PAGE_CAP) -> list[_Cand]:
-    """``ordered`` candidates with at most ``cap`` of one page (a running
-    session's observations count for its page) among the first :data:`TOP_SLOTS`; the
-    ones moved out follow, in their order, after those slots."""
+    """``ordered`` candidates with at most ``cap`` slots of one page (a running
+    session's observations count for its page) among the first :data:`TOP_SLOTS`.
+
+    A page's further entries that rank within the first :data:`TOP_SLOTS` matches are
+    carried in its last capped slot (``also`` of that candidate, in rank order): they
+    take no slot of their own, and the first slots show other pages. Entries moved out
+    from further down follow, in their order, after those slots. So the first slots'
+    items, read with what they carry, hold every one of the first :data:`TOP_SLOTS`
+    matches (docs/ranking.md, "Diversity and order")."""
     top: list[_Cand] = []
     later: list[_Cand] = []
     per: dict[str, int] = defaultdict(int)
-    for c in ordered:
+    last: dict[str, _Cand] = {}
+    for i, c in enumerate(ordered):
         if len(top) < TOP_SLOTS and per[c.path] < cap:
             top.append(c)
             per[c.path] += 1
+            last[c.path] = c
+        elif len(top) < TOP_SLOTS and i < TOP_SLOTS and c.path in last:
+            last[c.path].also.append(c)
         else:
             later.append(c)
     return top + later

@@ -193,15 +193,16 @@ def group(
                 url=page_url(path),
                 more_url=page_url(path) + "?" + urlencode({"hl": query}) if query else "",
             )
-        anchor = str(it.get("anchor") or path)
-        frag = anchor.partition("#")[2]
-        g.anchors.append(
-            {
-                "url": page_url(path, fragment_for(frag) if frag else None),
-                "label": _anchor_label(anchor),
-                "snippet": mark(plain(str(it.get("snippet") or "")), forms),
-            }
-        )
+        for part in [it, *it.get("also", [])]:  # and its page's entries carried in its slot
+            anchor = str(part.get("anchor") or path)
+            frag = anchor.partition("#")[2]
+            g.anchors.append(
+                {
+                    "url": page_url(path, fragment_for(frag) if frag else None),
+                    "label": _anchor_label(anchor),
+                    "snippet": mark(plain(str(part.get("snippet") or "")), forms),
+                }
+            )
     for g in out.values():
         # the page's best entries: those whose text shows a matched word first (an entry
         # recall ranked for its page's title alone says nothing), then in rank order
