@@ -407,13 +407,12 @@ their first turn and compiled within seconds of each other, so neither moves it.
 #: and scored on the seventh; the default is the one best on all 7 (docs/ranking.md)
 GRID: dict[str, dict[str, float]] = {
     "default": {},
+    "page 2 d3 .5": {"page": 2.0, "page_depth": 3, "page_ratio": 0.5},
+    "page 2": {"page": 2.0},
+    "d6": {"page_depth": 6},
     "context 0.6": {"context": 0.6},
-    "context 1.67": {"context": 1.0 / 0.6},
-    "when 2": {"when": 2.0},
-    "dates 2": {"dates": 2.0},
-    "stems 1": {"stems": 1.0},
-    "page 1": {"page": 1.0},
 }
+"""``page 2 d3 .5`` is what shipped before (page weight 2 over best + ½ second + ¼ third)."""
 
 
 @dataclass

@@ -84,7 +84,7 @@ WEIGHTS: dict[str, float] = {
     "text": 1.0,
     "all-words": 2.0,
     "spool": 1.0,
-    "page": 2.0,
+    "page": 3.0,
     "fields": 0.5,
     "entity": 1.0,
     "link": 0.5,
@@ -93,19 +93,32 @@ WEIGHTS: dict[str, float] = {
 }
 """Weight of each signal in the fusion. Set once for every wiki (docs/ranking.md)."""
 
-TUNABLE: tuple[str, ...] = (*WEIGHTS, "stems", "dates", "context", "cap")
+TUNABLE: tuple[str, ...] = (
+    *WEIGHTS,
+    "stems",
+    "dates",
+    "context",
+    "cap",
+    "page_depth",
+    "page_ratio",
+)
 """Names a benchmark may set through ``candidates(tuning=...)``: the fusion weights, the
 bm25 weights of the ``stems`` and ``dates`` columns (``stems`` 0 also stops stemming the
-query), ``context`` (0 turns timeline context off) and ``cap`` (the per-page cap of the
-first slots, :data:`PAGE_CAP`; 0 turns it off)."""
+query), ``context`` (0 turns timeline context off), ``cap`` (the per-page cap of the
+first slots, :data:`PAGE_CAP`; 0 turns it off), ``page_depth`` and ``page_ratio`` (how
+many of a page's best sections the ``page`` signal sums, and how each weighs against the
+one before: :data:`PAGE_DEPTH`, :data:`PAGE_RATIO`)."""
 
 CONTEXT_BEFORE = 0.3
 """Share of the previous timeline entry's bm25 added to an entry (an answer follows its
 question; a tool result follows the prompt that asked for it)."""
 CONTEXT_AFTER = 0.12
 """Share of the next timeline entry's bm25 added to an entry."""
-PAGE_DECAY = (1.0, 0.5, 0.25)
-"""Weights of a page's best, second and third section scores in the ``page`` signal."""
+PAGE_DEPTH = 10
+"""The ``page`` signal of a page sums its best this many section scores, ..."""
+PAGE_RATIO = 0.7
+"""... each weighted this much of the one before (best + 0.7 second + 0.49 third ...):
+nearer a whole-page score than best + ½ second + ¼ third (docs/ranking.md)."""
 HEADS = 5
 """The first this many items come from distinct pages."""
 TOP_SLOTS = 10
@@ -278,6 +291,8 @@ def _rank(
         "dates": BM25_WEIGHTS["dates"],
         "context": 1.0,
         "cap": float(PAGE_CAP),
+        "page_depth": float(PAGE_DEPTH),
+        "page_ratio": PAGE_RATIO,
     }
     for name, value in (tuning or {}).items():
         if name not in w:
@@ -498,7 +513,9 @@ class _Ranker:
         for c in self.cands.values():
             if c.raw > 0:
                 per[c.path].append(c.raw)
-        score = {p: _decayed(v) for p, v in per.items()}
+        score = {
+            p: _decayed(v, int(self.w["page_depth"]), self.w["page_ratio"]) for p, v in per.items()
+        }
         order = sorted(score, key=lambda p: (-score[p], p))
         return {p: i for i, p in enumerate(order)}
 
@@ -560,7 +577,9 @@ class _Ranker:
             if c.spool is not None and "spool" in c.signals:
                 per[c.path].append(c.spool.score)
                 self.spool_ts[c.path] = max(self.spool_ts.get(c.path, ""), c.spool.ts or "")
-        score = {p: _decayed(v) for p, v in per.items()}
+        score = {
+            p: _decayed(v, int(self.w["page_depth"]), self.w["page_ratio"]) for p, v in per.items()
+        }
         self.spool_rank = {p: i for i, p in enumerate(sorted(score, key=lambda p: (-score[p], p)))}
 
     def _represent(self, best_field: dict[str, Hit], paths: list[str]) -> None:
@@ -846,8 +865,10 @@ def _cap_pages(ordered: list[_Cand], cap: int = PAGE_CAP) -> list[_Cand]:
     return top + later
 
 
-def _decayed(scores: list[float]) -> float:
-    return sum(w * s for w, s in zip(PAGE_DECAY, sorted(scores, reverse=True), strict=False))
+def _decayed(scores: list[float], depth: int = PAGE_DEPTH, ratio: float = PAGE_RATIO) -> float:
+    """The sum of the best ``depth`` of ``scores``, each weighted ``ratio`` times the one
+    before (the first weighs 1)."""
+    return sum(s * ratio**i for i, s in enumerate(sorted(scores, reverse=True)[:depth]))
 
 
 def _order_key(c: _Cand) -> tuple[float, str, int, str]:
