@@ -334,6 +334,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
             since=body.get("since"),
             until=body.get("until"),
             as_of=body.get("as_of"),
+            now=body.get("now"),
         )
         return JSONResponse(res.to_json())
 
