@@ -98,6 +98,23 @@ def error_response(request: Request, exc: Exception) -> Response:
     return JSONResponse(err.body(), rule_for(err).status, headers=err.headers or None)
 
 
+def list_reply(results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The per-item entries of a list's reply to ``POST /v1/observations`` (docs/api.md)
+    and how many items were refused. An accepted item is ``{"status": 202, "id",
+    "duplicate", "session_key"}``; a refused one is ``{"status": <the status the error
+    would have alone>, "error", "message", "field"?, ...}`` from the one error table."""
+    items: list[dict[str, Any]] = []
+    refused = 0
+    for r in results:
+        err = r.get("refused")
+        if isinstance(err, WikiMemoryError):
+            items.append({"status": rule_for(err).status, **err.body()})
+            refused += 1
+        else:
+            items.append({"status": 202, **r})
+    return items, refused
+
+
 def face_of(path: str) -> str:
     """The face a request path belongs to: ``mcp``, ``http`` (``/v1``) or ``web``."""
     if path.startswith("/mcp"):
@@ -301,7 +318,8 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         user = request.state.user
         result = await run_in_threadpool(memory.capture, body, user)
         if isinstance(body, list):
-            return JSONResponse({"accepted": result}, 202)
+            items, refused = list_reply(result)
+            return JSONResponse({"accepted": items, "refused": refused}, 207 if refused else 202)
         r = result[0]
         return JSONResponse({"id": r["id"], "duplicate": r["duplicate"]}, 202)
 
