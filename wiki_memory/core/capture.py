@@ -27,7 +27,14 @@ from wiki_memory.errors import CaptureRefused, WikiMemoryError
 from wiki_memory.identity import Identity
 from wiki_memory.index.store import Index
 
-__all__ = ["COMPILE_KINDS", "SELF_CHECK_PREFIX", "Capture", "CaptureGate", "is_self_check"]
+__all__ = [
+    "COMPILE_KINDS",
+    "SELF_CHECK_PREFIX",
+    "Capture",
+    "CaptureGate",
+    "GroupedRows",
+    "is_self_check",
+]
 
 #: Session ids starting with this are reserved for ``wiki-memory setup``'s self-check
 #: (docs/operations.md, "The self-check"): their events are sanitized, spooled and
@@ -47,6 +54,48 @@ COMPILE_KINDS = {"stop", "session_end", "turn"}
 #: most events in one request (a list)
 MAX_EVENTS = 1000
 
+#: an observation's string fields that are sanitized like its payload
+_FIELDS = ("harness", "event", "cwd", "project", "session_id", "event_id")
+
+
+class GroupedRows:
+    """Spool rows put into the index in shared transactions (group commit, as the spool
+    shares fsyncs): a caller's rows are queued, and whoever holds the write turn writes
+    every queued row in one ``write(rows)`` call, so concurrent requests pay for one
+    SQLite transaction (one FTS5 segment) instead of one each. :meth:`add` returns once
+    a write that holds the caller's rows is done, so they are searchable when it returns.
+    A failing write raises to the caller holding the turn and leaves its rows queued for
+    the next one (they are in the durable spool either way; a restart re-indexes it)."""
+
+    def __init__(self, write: Callable[[list[dict[str, Any]]], Any]) -> None:
+        self._write = write
+        self._lock = threading.Lock()
+        self._turn = threading.Lock()
+        self._pending: list[dict[str, Any]] = []
+        self._queued = 0
+        self._done = 0
+
+    def add(self, rows: list[dict[str, Any]]) -> None:
+        """Queue ``rows`` and return when a write holding them has committed."""
+        with self._lock:
+            self._pending.extend(rows)
+            self._queued += 1
+            target = self._queued
+        with self._turn:
+            if self._done >= target:
+                return
+            with self._lock:
+                batch, self._pending = self._pending, []
+                upto = self._queued
+            try:
+                if batch:
+                    self._write(batch)
+            except BaseException:
+                with self._lock:
+                    self._pending[:0] = batch
+                raise
+            self._done = upto
+
 
 class Capture:
     """Accepts hook events into ``spool`` and ``index``; ``request_compile(key, end)``
@@ -56,6 +105,7 @@ class Capture:
         self.spool = spool
         self.index = index
         self.request_compile = request_compile
+        self._rows = GroupedRows(index.add_spool)
         #: called with the parsed events and the caller before anything is stored; it
         #: returns, per event, None (allowed) or the error refusing it (:class:`CaptureGate`)
         self.gate: (
@@ -89,9 +139,10 @@ class Capture:
             raise ObservationError("body", f"at most {MAX_EVENTS} events per request")
         now = time.time()
         parsed: list[Observation | WikiMemoryError] = []
+        projects: dict[str, Any] = {}  # cwd -> resolution, looked up once per request
         for ev in events:
             try:
-                parsed.append(self._clean(parse_event(ev, user, now)))
+                parsed.append(self._clean(parse_event(ev, user, now), projects))
             except ObservationError as exc:
                 if single:
                     raise
@@ -133,7 +184,9 @@ class Capture:
                     if self.spool.sessions[part].state.get("status") != "ended":
                         to_compile[part] = True
         if spool_rows:
-            self.index.add_spool(spool_rows)
+            # after the fsync: searchable once durable, in a transaction shared with
+            # the concurrent requests
+            self._rows.add(spool_rows)
         for key, end in to_compile.items():
             if is_self_check(self.spool.sessions[key].session_id):
                 if end:
@@ -142,10 +195,11 @@ class Capture:
             self.request_compile(key, end=end)
         return out
 
-    def _clean(self, obs: Observation) -> Observation:
+    def _clean(self, obs: Observation, projects: dict[str, Any]) -> Observation:
         """``obs`` with its ``<private>`` spans removed and its secrets redacted (payload
         and string fields), and its project resolved on this machine when the sender did
-        not; raises ObservationError for a payload nested too deeply."""
+        not (``projects`` holds the resolutions of this request by ``cwd``: the events of
+        one list share them); raises ObservationError for a payload nested too deeply."""
         try:
             # private spans go first: before redaction, and before any cut
             clean, _ = redact_obj(strip_private_obj(obs.payload)[0])
@@ -155,14 +209,18 @@ class Capture:
         if not obs.project and not obs.project_from and obs.cwd:
             # a sender that did not resolve the project: the same order, on this
             # machine's files (a folder name alone stays the spool's old fallback)
-            res = resolve_project(obs.cwd)
+            res = projects.get(obs.cwd)
+            if res is None:
+                res = projects[obs.cwd] = resolve_project(obs.cwd)
             if res.name:
                 obs.project = project_name(res.name)
                 obs.project_from = res.source
-        for attr in ("harness", "event", "cwd", "project", "session_id", "event_id"):
-            v = getattr(obs, attr)
-            if isinstance(v, str):
-                setattr(obs, attr, redact_obj(strip_private(v))[0])
+        # the string fields in one pass of the sanitizer (a list of strings redacts each
+        # string as it would alone)
+        names = [a for a in _FIELDS if isinstance(getattr(obs, a), str)]
+        clean_fields, _ = redact_obj([strip_private(getattr(obs, a)) for a in names])
+        for attr, v in zip(names, clean_fields, strict=True):
+            setattr(obs, attr, v)
         return obs
 
     def discard(self, key: str) -> None:

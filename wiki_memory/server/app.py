@@ -8,14 +8,10 @@ method, path, status and time, with every query-string value replaced by ``REDAC
 
 from __future__ import annotations
 
-import json
-import logging
-import time
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
-from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -23,11 +19,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from wiki_memory.audit import AuditLog, escape
+from wiki_memory.audit import AuditLog
 from wiki_memory.auth import TokenStore
-from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.core import pins
 from wiki_memory.core.forget import forget_page
 from wiki_memory.core.memory import Memory
@@ -50,6 +45,7 @@ from wiki_memory.hosts import AllowedHosts, allowed_hosts
 from wiki_memory.identity import CALLER, Identity
 from wiki_memory.mcp import app as mcp_app
 from wiki_memory.server import handoffs as handoff_api
+from wiki_memory.server.access import AccessLogMiddleware
 from wiki_memory.server.http import (
     ApiError,
     _int,
@@ -60,8 +56,6 @@ from wiki_memory.server.http import (
     read_json,
 )
 from wiki_memory.web import views as web
-
-access_log = logging.getLogger("wiki_memory.access")
 
 OPEN_PATHS = {"/v1/health"}
 UNAUTHORIZED = {"error": "unauthorized", "message": "a valid bearer token is required"}
@@ -247,51 +241,6 @@ class HostCheckMiddleware:
             err = ApiError(421, "wrong_host", msg)
             resp = JSONResponse(err.body(), 421)
         await resp(scope, receive, send)
-
-
-class AccessLogMiddleware:
-    """Logs one line per request: method, path (secrets redacted), query values replaced
-    by ``REDACTED`` (never a token), status, time, the caller's user and token id, and
-    the ``User-Agent``. Every value taken from the request is escaped
-    (:func:`wiki_memory.audit.escape`): a newline in a path or header is written ``\\n``
-    and never starts a line."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        start = time.perf_counter()
-        status = {"code": 0}
-
-        async def send_wrapper(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                status["code"] = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_wrapper)
-        finally:
-            qs = scope.get("query_string", b"").decode("latin-1")
-            red = "&".join(f"{k}=REDACTED" for k, _ in parse_qsl(qs, keep_blank_values=True))
-            ident = (scope.get("state") or {}).get("identity")
-            agent = ""
-            for name, value in scope.get("headers", []):
-                if name == b"user-agent":
-                    agent = value.decode("latin-1")
-            access_log.info(
-                "%s %s%s %s %.1fms user=%s token=%s agent=%s",
-                escape(str(scope.get("method"))),
-                escape(redact_text(str(scope.get("path", "")))[0]),
-                f"?{escape(red)}" if red else "",
-                status["code"],
-                (time.perf_counter() - start) * 1000,
-                escape(ident.user) if ident is not None else "-",
-                (ident.token_id or "-") if ident is not None else "-",
-                json.dumps(escape(redact_text(agent)[0][:200])),
-            )
 
 
 Handler = Callable[[Request], Awaitable[Response]]
