@@ -19,8 +19,8 @@ the median of ``--rounds`` rounds; the ratio columns are the product's rate over
 floor's. ``server CPU µs/obs`` is the product process's user+system CPU time
 (``/proc/<pid>/stat``) over the observations of the row; ``sanitizer µs/obs`` is the
 redaction the request path runs on one bench observation (its payload and its string
-fields, as ``wiki_memory/core/capture.py`` calls it), timed in this process, and its
-share is of the server's CPU per observation.
+fields, as ``wiki_memory/core/capture.py`` calls it), in CPU time of this process, and
+its share is of the server's CPU per observation.
 
 ``--profile FILE``: also samples the product server with ``py-spy`` (when installed; a
 developer tool, not a dependency) during one extra single-observation run and writes the
@@ -149,19 +149,20 @@ class Floor:
 
 
 def sanitizer_us(n: int = 2000) -> float:
-    """µs of redaction per bench observation, as the capture path runs it: the payload
-    (``strip_private_obj`` then ``redact_obj``) and each string field (``strip_private``
-    then ``redact_obj``)."""
+    """CPU µs of redaction per bench observation, as the capture path runs it: the payload
+    (``strip_private_obj`` then ``redact_obj``) and its string fields (``strip_private``,
+    then one ``redact_obj`` over them). CPU time, so that a busy machine does not inflate
+    it beside the server's CPU time."""
     from wiki_memory.capture.private import strip_private, strip_private_obj
     from wiki_memory.capture.sanitize import redact_obj
 
     evs = [event("s", 0, i) for i in range(n)]
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for ev in evs:
         redact_obj(strip_private_obj(ev["payload"])[0])
-        for k in ("harness", "event", "cwd", "session_id", "event_id"):
-            redact_obj(strip_private(ev[k]))
-    return (time.perf_counter() - t0) / n * 1e6
+        fields = ("harness", "event", "cwd", "session_id", "event_id")
+        redact_obj([strip_private(ev[k]) for k in fields])
+    return (time.process_time() - t0) / n * 1e6
 
 
 def compile_rate(srv: ServerProcess, sessions: int) -> float:
@@ -233,9 +234,7 @@ def profile_shares(raw: Path) -> list[tuple[str, float]]:
             if "fsync" not in stack:
                 continue
         total += int(n)
-        part = next(
-            (name for f in reversed(frames) for name, match in PARTS if match(f)), "other"
-        )
+        part = next((name for f in reversed(frames) for name, match in PARTS if match(f)), "other")
         counts[part] = counts.get(part, 0) + int(n)
     return sorted(((k, v / max(1, total)) for k, v in counts.items()), key=lambda kv: -kv[1])
 
