@@ -95,6 +95,18 @@ def test_dedup_keys_survive_a_crash_that_took_the_seen_logs_tail(tmp_path):
     sp3 = Spool(tmp_path)
     assert [a.duplicate for a in sp3.append([parse_event(ev(2), "alice")])] == [True]
     assert sp3.append([parse_event(ev(1), "alice")])[0].obs_id == acc[0].obs_id
+    # a crash that cut the log's last line short: the next key still gets a line of its own
+    new = sp3.append([parse_event(ev(3), "alice")])[0]
+    with open(tmp_path / "seen-events.log", "ab") as f:
+        f.write(b"0123456789abcdef")
+    sp4 = Spool(tmp_path)
+    sp4.append([parse_event(ev(4), "alice")])
+    # its session file goes too: the key must be found in the log alone
+    sp4.write_state(new.session_key, {"status": "ended", "committed_count": 9, "ended_at": 0})
+    assert sp4.cleanup(keep_seconds=10, now=1000) == [new.session_key]
+    sp5 = Spool(tmp_path)
+    assert sp5.append([parse_event(ev(4), "alice")])[0].duplicate
+    assert sp5.append([parse_event(ev(3), "alice")])[0].obs_id == new.obs_id
 
 
 def test_project_is_fixed_by_the_first_event(tmp_path):

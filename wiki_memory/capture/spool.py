@@ -96,14 +96,22 @@ class Spool:
 
     # -- loading -----------------------------------------------------------------------
     def _load(self) -> None:
+        torn = False
         try:
-            with open(self.dir / SEEN_LOG, encoding="utf-8") as f:
-                for line in f:
-                    parts = line.strip().split(" ", 1)
+            with open(self.dir / SEEN_LOG, "rb") as f:
+                for raw in f:
+                    if not raw.endswith(b"\n"):
+                        torn = True  # a line a crash cut short: its key is in its spool line
+                        break
+                    parts = raw.decode("utf-8", "replace").strip().split(" ", 1)
                     if len(parts[0]) == 32:
                         self._seen[parts[0]] = parts[1] if len(parts) > 1 else ""
         except OSError:
             pass
+        if torn:
+            # end the cut line, so that the next key starts a line of its own
+            _write_all(self._seen_fd, b"\n")
+            os.fsync(self._seen_fd)
         logged = len(self._seen)
         for p in sorted(self.dir.glob("*.jsonl")):
             info = self._scan(p)
