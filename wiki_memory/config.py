@@ -86,12 +86,20 @@ class Settings:
 
     #: the web view lets the local owner in without a token, on a loopback server only
     web_local_owner: bool = False
+    #: Snowball stemmers (comma-separated names or codes, or a TOML list) for pages without
+    #: a frontmatter ``lang``; queries are stemmed with these and every page ``lang``
+    stem_languages: str = "english"
     #: who creates a project by capturing into a name that does not exist yet:
     #: ``members`` (members, admins, the owner; the creator gets a write grant) or
     #: ``admins`` (admins and the owner only)
     project_creation: str = "members"
     #: also write reads, listings and recalls to logs/audit.jsonl (changes always are)
     audit_reads: bool = False
+
+    @property
+    def stem_language_names(self) -> tuple[str, ...]:
+        """``stem_languages`` split on commas and whitespace (``"english, german"``)."""
+        return tuple(self.stem_languages.replace(",", " ").split())
 
     @property
     def wiki_dir(self) -> Path:
@@ -128,6 +136,8 @@ def _coerce(value: Any, like: Any) -> Any:
         return float(value)
     if isinstance(like, Path) or like is None:  # None: an optional path (wiki_path)
         return Path(str(value)).expanduser()
+    if isinstance(value, list | tuple):  # a TOML list of names
+        return ",".join(str(v) for v in value)
     return str(value)
 
 

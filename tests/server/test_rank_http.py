@@ -167,6 +167,18 @@ def test_filters_over_http(srv):
     assert listed("1735689600") == {"notes/untagged.md"}  # 2025-01-01T00:00:00Z
 
 
+def test_now_sets_what_last_month_means_over_http(srv):
+    # both pages match; the query's "last month" lifts the one dated inside it
+    def top(now: str) -> str:
+        got = names(recall(srv, "postgres vacuum replicas last month", now=now))
+        return [n for n in got if n in ("tagged", "untagged")][0]
+
+    assert top("2024-04-05") == "tagged"  # dated 2024-03-10
+    assert top("2025-07-01T08:00:00Z") == "untagged"  # dated 2025-06-01
+    r = srv.post("/v1/recall", {"query": "x", "now": "someday"})
+    assert r.status_code == 400 and r.json()["field"] == "now"
+
+
 def test_as_of_over_http(srv):
     # the start-up commit holds the pages; a later edit is not visible as of before it
     time.sleep(1.1)

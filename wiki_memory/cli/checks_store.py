@@ -348,7 +348,7 @@ def check_index(ctx: Context) -> None:
             index_ok = True
     if not index_ok:
         return
-    idx = Index(db)
+    idx = Index(db, stem_languages=settings.stem_language_names)
     try:
         deadline = time.monotonic() + (ctx.wait_seconds if running else 0)
         while True:

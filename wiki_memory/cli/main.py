@@ -282,6 +282,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
     body = {"query": args.query, "budget_tokens": args.budget}
     if args.project:
         body["project"] = args.project
+    if args.now:
+        body["now"] = args.now
     res = _post(args, "/v1/recall", body)
     if args.json:
         print(json.dumps(res, indent=1, ensure_ascii=False))
@@ -295,8 +297,13 @@ def cmd_recall(args: argparse.Namespace) -> int:
     print(f"{'#':>2}  {'title':<{wide}}  {'kind':<8} {'score':>7}  anchor")
     for n, it in enumerate(items, 1):
         title = (it["title"] or "")[:wide]
-        print(f"{n:>2}  {title:<{wide}}  {it['kind']:<8} {it['score']:>7.2f}  {it['anchor']}")
+        if it.get("compact"):  # a small budget: id, title and snippet only
+            print(f"{n:>2}  {title:<{wide}}  {'':<8} {'':>7}  {it['id']}")
+        else:
+            print(f"{n:>2}  {title:<{wide}}  {it['kind']:<8} {it['score']:>7.2f}  {it['anchor']}")
         print(f"    {it['snippet'][:160]}")
+        for sub in it.get("also", []):  # its page's entries carried in this slot
+            print(f"    also {sub['anchor']}: {sub['snippet'][:120]}")
     print(f"({res['used_tokens']}/{res['budget_tokens']} tokens, {res['omitted']} more left out)")
     return 0
 
@@ -335,7 +342,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     lock.acquire("reindex")
     try:
-        idx = Index(settings.index_path)
+        idx = Index(settings.index_path, stem_languages=settings.stem_language_names)
         n = idx.rebuild(settings.wiki_dir, progress=not args.quiet)
         idx.close()
     finally:
@@ -390,6 +397,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("query")
     r.add_argument("--project")
     r.add_argument("--budget", type=int, default=1000, help="token budget (default 1000)")
+    r.add_argument(
+        "--now",
+        help="reference time for relative dates in the query (ISO-8601; default: the present)",
+    )
     r.add_argument("--json", action="store_true", help="print the raw JSON")
     r.add_argument("--url", help="server URL (default: the one running on the data directory)")
     r.set_defaults(fn=cmd_recall)

@@ -19,6 +19,7 @@ from wiki_memory.core.scope import ScopeRule
 from wiki_memory.errors import BadRequest
 from wiki_memory.identity import Identity
 from wiki_memory.recall import rank
+from wiki_memory.recall.pack import compact
 from wiki_memory.recall.tokens import count_item
 
 #: the largest ``budget_tokens`` recall accepts
@@ -92,6 +93,7 @@ class Recaller:
         since: str | float | None = None,
         until: str | float | None = None,
         as_of: str | float | None = None,
+        now: str | float | None = None,
         fits: Callable[[list[dict[str, Any]]], bool] | None = None,
     ) -> RecallResult:
         """Budgeted recall, one page: handles for the best sections and running-session
@@ -108,9 +110,17 @@ class Recaller:
         not see (:mod:`wiki_memory.identity`) are filtered out in the SQL before ranking
         (invariant 9). Filters ``tags``,
         ``since``/``until`` (ISO-8601 or epoch seconds) and ``as_of`` (the wiki as committed
-        then) are described in ``wiki_memory.recall.rank.candidates``. Raises BadRequest
-        (a ValueError naming the field) for a budget outside 0 … :data:`MAX_BUDGET_TOKENS`,
-        a negative cursor or a bad filter.
+        then) are described in ``wiki_memory.recall.rank.candidates``; ``now`` (ISO-8601 or
+        epoch seconds, default the present) is the reference time for relative dates in
+        the query ("last week").
+
+        When the budget cannot hold the page's first item in full, the whole page is
+        compact handles (``{id, title, snippet, compact: true}``,
+        :func:`~wiki_memory.recall.pack.compact`): a reply is all full items or all
+        compact ones, and a small budget still gets its best matches.
+
+        Raises BadRequest (a ValueError naming the field) for a budget outside
+        0 … :data:`MAX_BUDGET_TOKENS`, a negative cursor or a bad filter.
         """
         budget = self.default_budget if budget_tokens is None else budget_tokens
         if budget < 0 or budget > MAX_BUDGET_TOKENS:
@@ -130,15 +140,21 @@ class Recaller:
             until=until,
             as_of=as_of,
             who=self.scope.identity(user),
+            now=now,
         )
         total = len(found)
         items: list[dict[str, Any]] = []
         used = 0
         needs: int | None = None
         pos = min(cursor, total)
+        small = False  # compact handles: the budget cannot hold the first item in full
         while pos < total:
             item = found.item(pos)
             cost = count_item(item)
+            if not items and cost > budget > 0:
+                small = True
+            if small and (handle := compact(item, budget - used)) is not None:
+                item, cost = handle, count_item(handle)
             if used + cost > budget or (fits is not None and not fits([*items, item])):
                 if not items:
                     needs = cost

@@ -123,7 +123,7 @@ def sync_paths(db: Database, wiki_dir: Path | str, rel_paths: Iterable[str]) -> 
                     changed += int(delete(conn, rel, dirty))
                 else:
                     db.record(("upsert", rel, raw, st.st_mtime))
-                    changed += int(upsert(conn, rel, raw, st.st_mtime, dirty))
+                    changed += int(upsert(conn, rel, raw, st.st_mtime, dirty, db.langs))
             resolve_dirty(conn, dirty)
     if others:
         with db.writing() as conn:
@@ -188,7 +188,7 @@ def _reconcile(db: Database, root: Path, root_real: str, rel_dir: str) -> int:
             dirty = Dirty()
             for rel, raw, mtime in batch:
                 db.record(("upsert", rel, raw, mtime))
-                changed += int(upsert(conn, rel, raw, mtime, dirty))
+                changed += int(upsert(conn, rel, raw, mtime, dirty, db.langs))
             resolve_dirty(conn, dirty)
     return changed
 
@@ -213,11 +213,12 @@ def rebuild(db: Database, wiki_dir: Path | str, progress: bool = False) -> int:
                 new.execute(SCHEMA_TABLES)
                 new.pragma("user_version", SCHEMA_VERSION)
                 set_meta(new, "wiki_root", os.path.abspath(root))
+                set_meta(new, "stem_languages", ",".join(db.langs))
             pages: list[tuple[str, os.stat_result]] = []
             other: list[tuple[str, os.stat_result]] = []
             for rel, st, is_page in walk(root, root_real, "", files=True):
                 (pages if is_page else other).append((rel, st))
-            _fill(new, root, pages, progress)
+            _fill(new, root, pages, progress, db.langs)
             with new:
                 new.execute(SCHEMA_INDEXES)
                 scratch = Dirty()
@@ -232,7 +233,7 @@ def rebuild(db: Database, wiki_dir: Path | str, progress: bool = False) -> int:
                     dirty = Dirty()
                     for op in ops:
                         if op[0] == "upsert":
-                            upsert(new, op[1], op[2], op[3], dirty)
+                            upsert(new, op[1], op[2], op[3], dirty, db.langs)
                         elif op[0] == "delete":
                             delete(new, op[1], dirty)
                         elif op[0] == "under":
@@ -259,6 +260,7 @@ def _fill(
     root: Path,
     files: list[tuple[str, os.stat_result]],
     progress: bool,
+    langs: tuple[str, ...],
 ) -> int:
     """Insert every page of ``files`` into the fresh database ``conn`` (links left
     unresolved). Pages are parsed by helper processes for large wikis (see
@@ -266,7 +268,7 @@ def _fill(
     and by this thread, which also does the inserts, 512 pages per transaction."""
     from tqdm import tqdm
 
-    jobs = [(str(root), rel, st.st_mtime) for rel, st in files]
+    jobs = [(str(root), rel, st.st_mtime, langs) for rel, st in files]
     helpers = rebuild_workers(len(jobs)) - 1
     count = 0
     batch: list[tuple[Any, ...]] = []

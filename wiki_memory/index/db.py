@@ -26,6 +26,7 @@ from typing import Literal
 import apsw
 
 from wiki_memory.index.schema import SCHEMA, SCHEMA_VERSION, drop_all, remove_db
+from wiki_memory.index.stem import DEFAULT_LANGUAGES
 
 BUSY_TIMEOUT_MS = 5000
 """How long a connection waits for another writer's lock, in milliseconds."""
@@ -48,8 +49,10 @@ class Database:
     (or is corrupt) is replaced by an empty one, also setting :attr:`needs_rebuild`.
     """
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, langs: tuple[str, ...] = DEFAULT_LANGUAGES) -> None:
         self.path = Path(path)
+        self.langs = langs
+        """Snowball stemmers for pages without a frontmatter ``lang`` (``stem_languages``)."""
         self.needs_rebuild = False
         self.write_lock = threading.RLock()
         """Serialises this process's writes; held by :meth:`writing`."""

@@ -23,9 +23,11 @@ from typing import Any
 import apsw
 
 from wiki_memory.identity import Identity, is_pinned, personal_owner, visible_sql
+from wiki_memory.index.dates import date_words, page_day, section_days
 from wiki_memory.index.files import read_file, sha256
 from wiki_memory.index.graph import Dirty, resolve_dirty
 from wiki_memory.index.schema import UPDATED, scalar
+from wiki_memory.index.stem import DEFAULT_LANGUAGES, language, stems_text
 from wiki_memory.index.text import index_text
 from wiki_memory.states import shown_sql
 from wiki_memory.wiki import links as wl
@@ -99,9 +101,11 @@ def upsert(
     raw: bytes,
     mtime: float | None,
     dirty: Dirty | None = None,
+    langs: tuple[str, ...] = DEFAULT_LANGUAGES,
 ) -> bool:
     """Index one page's bytes (skipped when the hash is unchanged). Links touched by the
-    change are resolved again before returning, or added to ``dirty`` for the caller."""
+    change are resolved again before returning, or added to ``dirty`` for the caller.
+    ``langs``: the Snowball stemmers for a page without a known frontmatter ``lang``."""
     digest = sha256(raw)
     row = conn.execute("SELECT hash, mtime FROM pages WHERE path = ?", (path,)).fetchone()
     if row is not None and row[0] == digest:
@@ -111,16 +115,24 @@ def upsert(
     local = dirty if dirty is not None else Dirty()
     if row is not None:
         delete(conn, path, local)
-    _insert(conn, path, raw, mtime, digest, local)
+    insert_prepared(conn, [prepare(path, raw, mtime, digest, langs)], local)
     if dirty is None:
         resolve_dirty(conn, local)
     return True
 
 
 def prepare(
-    path: str, raw: bytes, mtime: float | None, digest: str | None = None
+    path: str,
+    raw: bytes,
+    mtime: float | None,
+    digest: str | None = None,
+    langs: tuple[str, ...] = DEFAULT_LANGUAGES,
 ) -> tuple[Any, ...]:
-    """Parse and normalise one page (pure CPU work: runs in worker processes on rebuild)."""
+    """Parse and normalise one page (pure CPU work: runs in worker processes on rebuild).
+
+    Each section also gets its other word forms (stemmed with the page's frontmatter
+    ``lang`` when Snowball knows it, else with ``langs``) and its day, as ISO date and
+    as words (:mod:`wiki_memory.index.dates`)."""
     parsed = _parse(raw, path)
     meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
     stem = _stem(path)
@@ -148,9 +160,15 @@ def prepare(
         personal_owner(path, meta),
     )
     fts_page = (index_text(title), index_text("\n".join(aliases)), index_text(" ".join(tags)))
+    page_lang = language(meta.get("lang"))
+    stem_langs = (page_lang,) if page_lang else langs
+    secs = parsed.sections or [Section("", "", 0, parsed.body, parsed.body_line)]
+    days = section_days(page_day(meta), [s.text or "" for s in secs])
     sections = []
-    for sec in parsed.sections or [Section("", "", 0, parsed.body, parsed.body_line)]:
+    for sec, day in zip(secs, days, strict=True):
         text = sec.text or ""
+        hf = index_text(sec.heading or "")
+        bf = index_text(text)
         sections.append(
             (
                 sec.anchor or "",
@@ -158,8 +176,11 @@ def prepare(
                 sec.line,
                 sha256(text.encode("utf-8", "surrogatepass")),
                 text,
-                index_text(sec.heading or ""),
-                index_text(text),
+                hf,
+                bf,
+                stems_text(hf + "\n" + bf, stem_langs),
+                date_words(day),
+                day.isoformat() if day else None,
             )
         )
     links = [
@@ -181,14 +202,14 @@ def prepare(
     return (path, page_row, project, kind, fts_page, sections, links, names)
 
 
-def prepare_file(job: tuple[str, str, float | None]) -> tuple[Any, ...] | None:
-    """:func:`prepare` for ``(root, rel, mtime)``; None when the file cannot be read
+def prepare_file(job: tuple[str, str, float | None, tuple[str, ...]]) -> tuple[Any, ...] | None:
+    """:func:`prepare` for ``(root, rel, mtime, langs)``; None when the file cannot be read
     (gone, or no longer a regular file)."""
-    root, rel, mtime = job
+    root, rel, mtime, langs = job
     raw = read_file(Path(root) / rel)
     if raw is None:
         return None
-    return prepare(rel, raw, mtime)
+    return prepare(rel, raw, mtime, langs=langs)
 
 
 _SQL_PAGE = (
@@ -196,10 +217,13 @@ _SQL_PAGE = (
     "hash, size, mtime, meta, diagnostics, owner) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 _SQL_SECTION = (
-    "INSERT INTO sections(rowid, path, anchor, heading, ord, line, hash, text, project, kind) "
-    "VALUES (?,?,?,?,?,?,?,?,?,?)"
+    "INSERT INTO sections(rowid, path, anchor, heading, ord, line, hash, text, project, kind, "
+    "day) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 )
-_SQL_FTS = "INSERT INTO fts(rowid, title, aliases, tags, heading, body) VALUES (?,?,?,?,?,?)"
+_SQL_FTS = (
+    "INSERT INTO fts(rowid, title, aliases, tags, heading, body, stems, dates) "
+    "VALUES (?,?,?,?,?,?,?,?)"
+)
 _SQL_LINK = (
     "INSERT INTO links(src_path, target, fragment, alias, embed, line, target_key, "
     "in_frontmatter, status, resolved_path) VALUES (?,?,?,?,?,?,?,?,?,?)"
@@ -226,9 +250,9 @@ def insert_prepared(
     names: list[tuple[Any, ...]] = []
     for path, page_row, project, kind, (tf, af, gf), sections, plinks, pnames in preps:
         pages.append(page_row)
-        for ordinal, (anchor, heading, line, h, text, hf, bf) in enumerate(sections):
-            secs.append((rowid, path, anchor, heading, ordinal, line, h, text, project, kind))
-            fts.append((rowid, tf, af, gf, hf, bf))
+        for ordinal, (anchor, heading, line, h, text, hf, bf, sf, df, day) in enumerate(sections):
+            secs.append((rowid, path, anchor, heading, ordinal, line, h, text, project, kind, day))
+            fts.append((rowid, tf, af, gf, hf, bf, sf, df))
             rowid += 1
         links.extend(plinks)
         names.extend((k, path, src) for k, src in pnames)
@@ -241,19 +265,6 @@ def insert_prepared(
     if links:
         conn.executemany(_SQL_LINK, links)
     conn.executemany(_SQL_NAME, names)
-
-
-def _insert(
-    conn: apsw.Connection,
-    path: str,
-    raw: bytes,
-    mtime: float | None,
-    digest: str | None = None,
-    dirty: Dirty | None = None,
-) -> None:
-    """Insert a page that is not indexed yet. With ``dirty`` None, links are left
-    unresolved (a rebuild resolves them all at the end)."""
-    insert_prepared(conn, [prepare(path, raw, mtime, digest)], dirty)
 
 
 def delete(conn: apsw.Connection, path: str, dirty: Dirty | None = None) -> bool:

@@ -17,7 +17,9 @@ Tables (docs/index.md has the full description)
     ``sections``  one row per section (heading or block id) with the original text.
     ``fts``       FTS5 (contentless, ``contentless_delete=1``) with rowid =
                   ``sections.rowid``, columns title, aliases, tags, heading, body
-                  holding :func:`wiki_memory.index.text.index_text` of each value.
+                  holding :func:`wiki_memory.index.text.index_text` of each value,
+                  ``stems`` (other word forms of heading and body) and ``dates``
+                  (the section's day as words).
     ``links``     outgoing wikilinks as written (``target_key`` = casefolded target)
                   with their status and resolved path; an ambiguous link's
                   candidates are worked out from ``names`` when read, not stored.
@@ -40,11 +42,21 @@ from typing import Any
 
 import apsw
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Bump when the schema or what is stored in it changes: old indexes are then rebuilt."""
 
-BM25_WEIGHTS = {"title": 10.0, "aliases": 8.0, "tags": 4.0, "heading": 3.0, "body": 1.0}
-"""bm25 column weights, in FTS column order."""
+BM25_WEIGHTS = {
+    "title": 10.0,
+    "aliases": 8.0,
+    "tags": 4.0,
+    "heading": 3.0,
+    "body": 1.0,
+    "stems": 0.5,
+    "dates": 1.0,
+}
+"""bm25 column weights, in FTS column order (``stems``: other word forms of heading and
+body, :mod:`wiki_memory.index.stem`; ``dates``: the section's day as words,
+:mod:`wiki_memory.index.dates`)."""
 
 UPDATED = "COALESCE(p.updated, p.created, strftime('%Y-%m-%dT%H:%M:%SZ', p.mtime, 'unixepoch'))"
 """SQL for a page's ``updated`` (alias ``p`` for ``pages``): frontmatter ``updated``, else
@@ -82,11 +94,13 @@ CREATE TABLE sections(
     hash TEXT,          -- sha256 hex of the section text (UTF-8)
     text TEXT,          -- original text, for snippets
     project TEXT,       -- copy of pages.project (filter without a join)
-    kind TEXT           -- copy of pages.kind
+    kind TEXT,          -- copy of pages.kind
+    day TEXT            -- the day the section happened (YYYY-MM-DD, UTC) or NULL
+                        -- (wiki_memory.index.dates.section_days)
 );
 CREATE INDEX sections_path ON sections(path);
 CREATE VIRTUAL TABLE fts USING fts5(
-    title, aliases, tags, heading, body,
+    title, aliases, tags, heading, body, stems, dates,
     tokenize = "unicode61 remove_diacritics 2",
     content = '', contentless_delete = 1
 );

@@ -13,7 +13,9 @@ never returns "no results" for an error.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+import time
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +34,7 @@ __all__ = [
     "search_sections_both",
     "doc_counts",
     "row_estimate",
+    "universal_tags",
     "neighbours",
     "pages_named",
     "linked_pages",
@@ -41,7 +44,17 @@ __all__ = [
     "PAGE_END",
 ]
 
-_BM25 = "bm25(fts, {})".format(", ".join(str(w) for w in BM25_WEIGHTS.values()))
+_SECTION_COLUMNS = ("heading", "body", "stems", "dates")
+
+
+def _bm25(weights: Mapping[str, float] | None, only: Sequence[str] = ()) -> str:
+    """The bm25() call with column ``weights`` (missing columns: :data:`BM25_WEIGHTS`);
+    with ``only``, every other column weighs 0."""
+    w = {**BM25_WEIGHTS, **(weights or {})}
+    vals = [float(w[c]) if (not only or c in only) else 0.0 for c in BM25_WEIGHTS]
+    return "bm25(fts, {})".format(", ".join(repr(v) for v in vals))
+
+
 _UPDATED = "COALESCE(p.updated, p.created, strftime('%Y-%m-%dT%H:%M:%SZ', p.mtime, 'unixepoch'))"
 
 PAGE_END = f"COALESCE(json_extract(p.meta, '$.ended'), {_UPDATED})"
@@ -129,10 +142,12 @@ class Hit(SectionHit):
     text) plus ``ord``, its 0-based position in its page."""
 
     ord: int
+    day: str | None = None  # the day the section happened (YYYY-MM-DD) or None
 
 
 _HIT_COLUMNS = (
-    f"s.path, s.anchor, s.heading, p.title, p.kind, p.project, {_UPDATED}, s.text, s.line, s.ord"
+    f"s.path, s.anchor, s.heading, p.title, p.kind, p.project, {_UPDATED}, s.text, s.line, "
+    "s.ord, s.day"
 )
 
 
@@ -149,6 +164,7 @@ def _hit(row: Sequence[Any], score: float) -> Hit:
         text=row[7] or "",
         line=int(row[8] or 0),
         ord=int(row[9] or 0),
+        day=row[10],
     )
 
 
@@ -159,13 +175,20 @@ def _run(index: Index, sql: str, args: Sequence[Any]) -> list[Any]:
         raise SearchError(f"search failed: {type(exc).__name__}: {exc}") from exc
 
 
-def search_sections(index: Index, match: str, scope: Scope, limit: int) -> list[Hit]:
+def search_sections(
+    index: Index,
+    match: str,
+    scope: Scope,
+    limit: int,
+    weights: Mapping[str, float] | None = None,
+) -> list[Hit]:
     """Sections matching the FTS5 expression ``match``, best first by weighted bm25
     (title 10, aliases 8, tags 4, heading 3, body 1), ties by path and page order.
 
     ``match`` must be built from quoted strings (``wiki_memory.recall.terms``); a column
     filter (``{heading body} : (...)``) limits which columns may match. The ``scope``
-    conditions are applied in SQL before ``ORDER BY ... LIMIT``.
+    conditions are applied in SQL before ``ORDER BY ... LIMIT``. ``weights`` overrides
+    column weights (:data:`~wiki_memory.index.schema.BM25_WEIGHTS`).
     """
     if not match or limit <= 0 or scope.empty:
         return []
@@ -173,7 +196,7 @@ def search_sections(index: Index, match: str, scope: Scope, limit: int) -> list[
     where = " AND ".join(["fts MATCH ?", *conds])
     sql = f"""
         WITH ranked AS (
-            SELECT fts.rowid AS rid, {_BM25} AS r, s.path AS path, s.ord AS ord
+            SELECT fts.rowid AS rid, {_bm25(weights)} AS r, s.path AS path, s.ord AS ord
             FROM fts JOIN sections AS s ON s.rowid = fts.rowid
             JOIN pages AS p ON p.path = s.path
             WHERE {where}
@@ -187,28 +210,29 @@ def search_sections(index: Index, match: str, scope: Scope, limit: int) -> list[
         ORDER BY ranked.r, ranked.path, ranked.ord
     """
     rows = _run(index, sql, [match, *args, int(limit)])
-    return [_hit(r, float(r[10])) for r in rows]
-
-
-_BODY_BM25 = "bm25(fts, {})".format(
-    ", ".join(str(w if c in ("heading", "body") else 0) for c, w in BM25_WEIGHTS.items())
-)
+    return [_hit(r, float(r[11])) for r in rows]
 
 
 def search_sections_both(
-    index: Index, match: str, scope: Scope, limit: int
+    index: Index,
+    match: str,
+    scope: Scope,
+    limit: int,
+    weights: Mapping[str, float] | None = None,
 ) -> tuple[list[Hit], list[Hit]]:
     """One FTS5 scan, two rankings of the sections matching ``match``: by bm25 of the
-    section's own heading and body only (title, aliases and tags weighted 0; sections that
-    match only there are left out), and by the weighted bm25 of all columns. At most
-    ``limit`` of each, best first; scope as in :func:`search_sections`."""
+    section's own text only (heading, body, its other word forms and its day as words;
+    title, aliases and tags weighted 0; sections that match only there are left out), and
+    by the weighted bm25 of all columns. At most ``limit`` of each, best first; scope as
+    in :func:`search_sections`; ``weights`` overrides column weights."""
     if not match or limit <= 0 or scope.empty:
         return [], []
     conds, args = scope.where("p")
     where = " AND ".join(["fts MATCH ?", *conds])
     sql = f"""
         WITH m AS MATERIALIZED (
-            SELECT fts.rowid AS rid, {_BM25} AS r, {_BODY_BM25} AS rb,
+            SELECT fts.rowid AS rid, {_bm25(weights)} AS r,
+                   {_bm25(weights, _SECTION_COLUMNS)} AS rb,
                    s.path AS path, s.ord AS ord
             FROM fts JOIN sections AS s ON s.rowid = fts.rowid
             JOIN pages AS p ON p.path = s.path
@@ -225,9 +249,40 @@ def search_sections_both(
         ORDER BY both.which, both.r, both.path, both.ord
     """
     rows = _run(index, sql, [match, *args, int(limit), int(limit)])
-    body = [_hit(r, float(r[10])) for r in rows if r[11] == 0]
-    alls = [_hit(r, float(r[10])) for r in rows if r[11] == 1]
+    body = [_hit(r, float(r[11])) for r in rows if r[12] == 0]
+    alls = [_hit(r, float(r[11])) for r in rows if r[12] == 1]
     return body, alls
+
+
+def universal_tags(index: Index) -> set[str]:
+    """Tags (lowercased, without ``#``) that every page of some kind carries, for kinds
+    with at least :data:`UNIVERSAL_MIN_PAGES` pages (``session`` on every session page):
+    a query word matching one says nothing about which page is meant. Read at most every
+    :data:`UNIVERSAL_CACHE_SECONDS` per index."""
+    now = time.monotonic()
+    cached = _UNIVERSAL.get(index)
+    if cached is not None and now - cached[0] < UNIVERSAL_CACHE_SECONDS:
+        return cached[1]
+    rows = _run(
+        index,
+        """WITH k AS (SELECT kind, count(*) AS n FROM pages GROUP BY kind HAVING n >= ?)
+           SELECT lower(ltrim(jt.value, '#')) AS tag, p.kind, count(DISTINCT p.path), k.n
+           FROM pages AS p JOIN k ON k.kind = p.kind, json_each(p.tags) AS jt
+           GROUP BY tag, p.kind""",
+        [UNIVERSAL_MIN_PAGES],
+    )
+    found = {str(tag) for tag, _kind, n, total in rows if tag and n == total}
+    _UNIVERSAL[index] = (now, found)
+    return found
+
+
+UNIVERSAL_CACHE_SECONDS = 30.0
+"""How long :func:`universal_tags` reuses what it read."""
+_UNIVERSAL: weakref.WeakKeyDictionary[Index, tuple[float, set[str]]] = weakref.WeakKeyDictionary()
+
+
+UNIVERSAL_MIN_PAGES = 5
+"""A tag on every page of a kind counts as universal only when the kind has this many."""
 
 
 def row_estimate(index: Index) -> int:

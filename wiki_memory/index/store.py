@@ -24,6 +24,7 @@ The names other modules import from here (:class:`SectionHit`, :class:`SpoolHit`
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -31,11 +32,12 @@ from typing import Any, Literal
 import apsw
 
 from wiki_memory.identity import Identity
-from wiki_memory.index import browse, build, files, graph, pages, search
+from wiki_memory.index import browse, build, files, graph, pages, search, stem
 from wiki_memory.index.db import Database
 from wiki_memory.index.files import is_indexable
 from wiki_memory.index.schema import BM25_WEIGHTS, SCHEMA_VERSION, read_wiki_root, set_meta
 from wiki_memory.index.search import SearchError, SectionHit, SpoolHit
+from wiki_memory.index.stem import DEFAULT_LANGUAGES
 
 __all__ = [
     "Index",
@@ -50,6 +52,9 @@ __all__ = [
 
 _read = files.read_file  # the name tests import
 
+LANG_CACHE_SECONDS = 10.0
+"""How long :meth:`Index.query_languages` reuses what it read."""
+
 
 class Index:
     """The search index of one wiki, stored at ``db_path`` (usually ``<data_dir>/index.db``).
@@ -59,9 +64,42 @@ class Index:
     :attr:`needs_rebuild` is set (the caller then runs :meth:`rebuild`).
     """
 
-    def __init__(self, db_path: Path | str) -> None:
-        self._db = Database(db_path)
+    def __init__(
+        self, db_path: Path | str, stem_languages: Iterable[str] = DEFAULT_LANGUAGES
+    ) -> None:
+        langs = stem.languages(stem_languages)
+        self._db = Database(db_path, langs)
         self.db_path = self._db.path
+        self.stem_languages = langs
+        self._query_langs: tuple[float, tuple[str, ...]] | None = None
+        """Snowball stemmers of the ``stem_languages`` setting (unknown names left out);
+        the query side stems with these and with every page ``lang`` indexed."""
+        if not self._db.needs_rebuild and self._stored_languages() not in (None, langs):
+            self._db.needs_rebuild = True  # the setting changed: stems must be redone
+
+    def _stored_languages(self) -> tuple[str, ...] | None:
+        row = self._conn().execute("SELECT value FROM meta WHERE key = 'stem_languages'").fetchone()
+        return None if row is None else tuple(x for x in str(row[0]).split(",") if x)
+
+    def query_languages(self) -> tuple[str, ...]:
+        """The stemmers a query is stemmed with: the setting's, then every Snowball
+        language named by an indexed page's frontmatter ``lang`` (read at most every
+        :data:`LANG_CACHE_SECONDS`)."""
+        now = time.monotonic()
+        cached = self._query_langs
+        if cached is not None and now - cached[0] < LANG_CACHE_SECONDS:
+            return cached[1]
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT DISTINCT json_extract(meta, '$.lang') FROM pages "
+                "WHERE json_extract(meta, '$.lang') IS NOT NULL"
+            )
+            .fetchall()
+        )
+        langs = stem.languages([*self.stem_languages, *(r[0] for r in rows)])
+        self._query_langs = (now, langs)
+        return langs
 
     @property
     def needs_rebuild(self) -> bool:
@@ -103,7 +141,7 @@ class Index:
         pages.check_rel(path)
         with self._db.writing() as conn:
             self._db.record(("upsert", path, raw, mtime))
-            return pages.upsert(conn, path, raw, mtime)
+            return pages.upsert(conn, path, raw, mtime, langs=self._db.langs)
 
     def set_wiki_root(self, wiki_dir: Path | str) -> None:
         """Record the wiki folder the index holds (so a tool run without ``--wiki`` can

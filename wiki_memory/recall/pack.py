@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,46 @@ class Packed:
     used_tokens: int = 0
     omitted: int = 0
     omitted_ids: list[str] = field(default_factory=list)
+
+
+COMPACT_TITLE_WORDS = 8
+"""A compact handle's title keeps at most this many words."""
+COMPACT_MIN_WORDS = 10
+"""A compact handle's snippet keeps at least this many words (fewer only when the
+snippet has fewer), and at most :data:`COMPACT_MAX_WORDS`."""
+COMPACT_MAX_WORDS = 40
+
+
+_TIME_HEAD = re.compile(r"^\*\*\d\d:\d\d:\d\d\*\* · ")
+
+
+def _cut(text: str, n: int) -> str:
+    words = text.split()
+    return " ".join(words[:n]) + ("…" if len(words) > n else "")
+
+
+def compact(item: dict[str, Any], room: int) -> dict[str, Any] | None:
+    """The compact handle of a recall item: ``{id, title, snippet, compact: true}`` with
+    the title cut to :data:`COMPACT_TITLE_WORDS` words and the snippet to the most words
+    (between :data:`COMPACT_MIN_WORDS` and :data:`COMPACT_MAX_WORDS`) that keep it within
+    ``room`` tokens as serialized; None when even the shortest does not fit, or the item
+    has no ``id``. ``expand(id)`` gives the whole section."""
+    if "id" not in item or room <= 0:
+        return None
+    snippet = _TIME_HEAD.sub("", str(item.get("snippet") or ""), count=1)
+    title = _cut(str(item.get("title") or ""), COMPACT_TITLE_WORDS)
+    n_words = len(snippet.split())
+    hi = min(n_words, COMPACT_MAX_WORDS)
+    lo = min(n_words, COMPACT_MIN_WORDS)
+    best: dict[str, Any] | None = None
+    while lo <= hi:  # the longest snippet that fits (token cost grows with the words)
+        mid = (lo + hi) // 2
+        cand = {"id": item["id"], "title": title, "snippet": _cut(snippet, mid), "compact": True}
+        if count_item(cand) <= room:
+            best, lo = cand, mid + 1
+        else:
+            hi = mid - 1
+    return best
 
 
 def pack(candidates: Iterable[dict[str, Any]], budget_tokens: int, greedy: bool = True) -> Packed:

@@ -43,21 +43,25 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Set
+from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from wiki_memory.capture.spool import Spool
 from wiki_memory.identity import Identity
 from wiki_memory.index import signals
+from wiki_memory.index.schema import BM25_WEIGHTS
 from wiki_memory.index.signals import Hit
 from wiki_memory.index.store import Index
 from wiki_memory.recall import asof
 from wiki_memory.recall.filters import Filters, parse_time
 from wiki_memory.recall.terms import Query, analyze, words
 from wiki_memory.recall.tokens import count_tokens
+from wiki_memory.recall.when import Window, windows, within
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitStore
 
@@ -80,23 +84,48 @@ WEIGHTS: dict[str, float] = {
     "text": 1.0,
     "all-words": 2.0,
     "spool": 1.0,
-    "page": 1.0,
+    "page": 3.0,
     "fields": 0.5,
     "entity": 1.0,
     "link": 0.5,
-    "recent": 0.25,
+    "recent": 0.1,
+    "when": 1.0,
 }
 """Weight of each signal in the fusion. Set once for every wiki (docs/ranking.md)."""
 
-CONTEXT_BEFORE = 0.5
+TUNABLE: tuple[str, ...] = (
+    *WEIGHTS,
+    "stems",
+    "dates",
+    "context",
+    "cap",
+    "page_depth",
+    "page_ratio",
+)
+"""Names a benchmark may set through ``candidates(tuning=...)``: the fusion weights, the
+bm25 weights of the ``stems`` and ``dates`` columns (``stems`` 0 also stops stemming the
+query), ``context`` (0 turns timeline context off), ``cap`` (the per-page cap of the
+first slots, :data:`PAGE_CAP`; 0 turns it off), ``page_depth`` and ``page_ratio`` (how
+many of a page's best sections the ``page`` signal sums, and how each weighs against the
+one before: :data:`PAGE_DEPTH`, :data:`PAGE_RATIO`)."""
+
+CONTEXT_BEFORE = 0.3
 """Share of the previous timeline entry's bm25 added to an entry (an answer follows its
 question; a tool result follows the prompt that asked for it)."""
-CONTEXT_AFTER = 0.2
+CONTEXT_AFTER = 0.12
 """Share of the next timeline entry's bm25 added to an entry."""
-PAGE_DECAY = (1.0, 0.5, 0.25)
-"""Weights of a page's best, second and third section scores in the ``page`` signal."""
+PAGE_DEPTH = 10
+"""The ``page`` signal of a page sums its best this many section scores, ..."""
+PAGE_RATIO = 0.7
+"""... each weighted this much of the one before (best + 0.7 second + 0.49 third ...):
+nearer a whole-page score than best + ½ second + ¼ third (docs/ranking.md)."""
 HEADS = 5
 """The first this many items come from distinct pages."""
+TOP_SLOTS = 10
+"""The first this many items hold at most :data:`PAGE_CAP` sections of any one page."""
+PAGE_CAP = 3
+HEAD_POOL = 50
+"""The breadth-first heads are chosen among this many candidates, whatever the limit."""
 TEXT_LIMIT = 100
 """Sections fetched for the ``text`` and ``fields`` signals (and the ``page`` aggregate);
 more when the caller asks for more items (``limit``)."""
@@ -153,6 +182,8 @@ def candidates(
     as_of: Any = None,
     exclude_dirs: Iterable[str] = (),
     who: Identity | None = None,
+    now: Any = None,
+    tuning: Mapping[str, float] | None = None,
 ) -> list[dict[str, Any]]:
     """Ranked recall items for ``query``, at most ``limit``, best first.
 
@@ -167,6 +198,10 @@ def candidates(
     ranking, in every signal (a hidden page never lends its links or name). Raises ``FilterError`` (a ValueError naming the field) for a bad filter
     value and ``SearchError`` when the index fails. Text with nothing searchable gives
     ``[]``.
+
+    ``now`` (ISO-8601 or epoch seconds; default the present) is the reference time for
+    relative dates in the query ("last week", "in May": :mod:`wiki_memory.recall.when`).
+    ``tuning`` overrides weights (names in :data:`TUNABLE`); for benchmarks, not faces.
     """
     f = Filters.build(
         project=project,
@@ -180,7 +215,7 @@ def candidates(
     )
     if limit <= 0:
         return []
-    found = _rank(memory, query, f, limit)
+    found = _rank(memory, query, f, limit, now, tuning)
     return [found.item(i) for i in range(len(found))]
 
 
@@ -221,9 +256,12 @@ def ranked(
     as_of: Any = None,
     exclude_dirs: Iterable[str] = (),
     who: Identity | None = None,
+    now: Any = None,
+    tuning: Mapping[str, float] | None = None,
 ) -> Ranked:
     """Every match of ``query`` in rank order, with no ceiling on their number (the
-    filters and errors of :func:`candidates`, which is the first ``limit`` of these)."""
+    filters, ``now``, ``tuning`` and errors of :func:`candidates`, which is the first
+    ``limit`` of these)."""
     f = Filters.build(
         project=project,
         kinds=kinds,
@@ -234,20 +272,44 @@ def ranked(
         exclude_dirs=exclude_dirs,
         who=who,
     )
-    return _rank(memory, query, f, NO_LIMIT)
+    return _rank(memory, query, f, NO_LIMIT, now, tuning)
 
 
-def _rank(memory: Sources, query: str, f: Filters, limit: int) -> Ranked:
-    q = analyze(query)
+def _rank(
+    memory: Sources,
+    query: str,
+    f: Filters,
+    limit: int,
+    now: Any = None,
+    tuning: Mapping[str, float] | None = None,
+) -> Ranked:
+    reference = parse_time(now, "now") if now is not None else None
+    day = datetime.fromtimestamp(reference if reference is not None else time.time(), UTC).date()
+    w = {
+        **WEIGHTS,
+        "stems": BM25_WEIGHTS["stems"],
+        "dates": BM25_WEIGHTS["dates"],
+        "context": 1.0,
+        "cap": float(PAGE_CAP),
+        "page_depth": float(PAGE_DEPTH),
+        "page_ratio": PAGE_RATIO,
+    }
+    for name, value in (tuning or {}).items():
+        if name not in w:
+            raise ValueError(f"unknown tuning name: {name!r}")
+        w[name] = float(value)
+    langs = memory.index.query_languages() if w["stems"] > 0 else ()
+    q = analyze(query, langs)
     if q.empty:
         return Ranked(None, [])
+    wins = windows(query, day) if w["when"] > 0 else []
     if f.as_of is not None:
         with asof.index_at(memory.git, memory.asof_dir, f.as_of) as (idx, sha):
             if idx is None:
                 return Ranked(None, [])
-            r = _Ranker(memory, idx, q, f, limit, live=False, as_of_sha=sha)
+            r = _Ranker(memory, idx, q, f, limit, w, wins, live=False, as_of_sha=sha)
             return Ranked(r, r.run())
-    r = _Ranker(memory, memory.index, q, f, limit, live=True)
+    r = _Ranker(memory, memory.index, q, f, limit, w, wins, live=True)
     return Ranked(r, r.run())
 
 
@@ -263,6 +325,7 @@ class _Cand:
     signals: dict[str, int] = field(default_factory=dict)  # section-level: name -> rank
     raw: float = 0.0  # own bm25 in the text signal
     context: float = 0.0  # bm25 share from neighbouring entries
+    also: list[_Cand] = field(default_factory=list)  # entries of its page carried in its slot
 
 
 class _Ranker:
@@ -273,13 +336,19 @@ class _Ranker:
         q: Query,
         f: Filters,
         limit: int,
+        w: dict[str, float],
+        wins: list[Window],
         *,
         live: bool,
         as_of_sha: str | None = None,
     ) -> None:
         self.memory = memory
         self.index = index
-        self.q = q
+        self.w = w
+        self.cols = {"stems": w["stems"], "dates": w["dates"]}
+        self.wins = wins
+        self.q_plain = q  # for the spool's index, which has no tags column
+        self.q = self._without_universal_tags(q)
         self.f = f
         self.scope = f.scope()
         self.limit = limit
@@ -296,6 +365,7 @@ class _Ranker:
         #: path -> recency factor in (0, 1]; paths named ``recent`` in ``why``
         self.recency: dict[str, float] = {}
         self.recent_why: set[str] = set()
+        self.best_field: dict[str, Hit] = {}
 
     # -- signals ------------------------------------------------------------------------
     def _cand(self, h: Hit) -> _Cand:
@@ -314,15 +384,16 @@ class _Ranker:
             self._without_common().any_match or "",
             self.scope,
             max(TEXT_LIMIT, self.limit),
+            self.cols,
         )
         text = self._text(body)
         self._section_list("text", text)
         if self.q.all_match:
             allw = signals.search_sections(
-                self.index, self.q.all_match, self.scope, max(OTHER_LIMIT, self.limit)
+                self.index, self.q.all_match, self.scope, max(OTHER_LIMIT, self.limit), self.cols
             )
             self._section_list("all-words", allw)
-        best_field: dict[str, Hit] = {}
+        best_field = self.best_field
         for h in fields:
             best_field.setdefault(h.path, h)
         self.page_ranks["fields"] = {p: i for i, p in enumerate(best_field)}
@@ -336,12 +407,42 @@ class _Ranker:
         self.page_ranks["link"] = self._links()
         self._represent(best_field, list(self.page_ranks["link"]))
         self._recent()
+        self._when()
         return self._order()
+
+    def _without_universal_tags(self, q: Query) -> Query:
+        """``q`` with the tags column left out for words that are a tag every page of
+        some kind carries (``session``): such a tag matches every page of the kind."""
+        if not q.terms:
+            return q
+        tags = signals.universal_tags(self.index)
+        if not tags:
+            return q
+        drop = {i for i, probe in enumerate(q.probes) if probe and probe[0][0] in tags}
+        return q.untagged(drop) if drop else q
+
+    def _when(self) -> None:
+        """The ``when`` signal: candidates whose day lies in a window the query names,
+        ranked by their own text (``text``, then ``all-words``) rank."""
+        if not self.wins:
+            return
+        inside = [c for c in self.cands.values() if within(_day(c), self.wins)]
+        big = 1 << 30
+        inside.sort(
+            key=lambda c: (
+                c.signals.get("text", big),
+                c.signals.get("all-words", big),
+                _order_key(c)[1:],
+            )
+        )
+        for rank, c in enumerate(inside):
+            c.signals["when"] = rank
 
     def _without_common(self) -> Query:
         """The query without words found in more than :data:`COMMON_SHARE` of all sections
         (their bm25 weight is near zero, their cost the highest): for the OR lists only;
-        the rarest word always stays."""
+        the rarest word always stays, and so does the rarest of them when the words left
+        match no section at all."""
         if len(self.q.terms) < 2:
             return self.q
         rows = signals.row_estimate(self.index)
@@ -350,26 +451,36 @@ class _Ranker:
         counts = signals.doc_counts(self.index, self.q.probes)
         limit = COMMON_SHARE * rows
         common = {i for i, n in enumerate(counts) if n is not None and n > limit}
-        if len(common) == len(self.q.terms):
-            rarest = min(common, key=lambda i: counts[i] or 0)
-            common.discard(rarest)
+        kept_found = any(
+            counts[i] is None or (counts[i] or 0) > 0 for i in range(len(counts)) if i not in common
+        )
+        if common and not kept_found:
+            # what is left would find nothing (a frequent name beside a word the index
+            # lacks): the rarest common word stays, so the name's pages come back
+            common.discard(min(common, key=lambda i: (counts[i] or 0, i)))
         return self.q.without(common) if common else self.q
 
     def _text(self, hits: list[Hit]) -> list[Hit]:
-        """``hits`` (by heading+body bm25) re-scored with their timeline neighbours."""
+        """``hits`` (by heading+body bm25) re-scored with their timeline neighbours.
+
+        A timeline entry that is only its head line (``**09:01:39** · session end``) is
+        left out: its words are the compiler's, on every page of its kind."""
+        hits = [h for h in hits if not _head_only(h)]
         raw = {(h.path, h.ord): h for h in hits}
         for h in hits:
             c = self._cand(h)
             c.raw = h.score
         want = set()
-        for h in hits[:CONTEXT_HITS]:
+        before_share = CONTEXT_BEFORE * self.w["context"]
+        after_share = CONTEXT_AFTER * self.w["context"]
+        for h in hits[:CONTEXT_HITS] if self.w["context"] > 0 else []:
             if h.anchor.startswith("^"):
                 want.update({(h.path, h.ord - 1), (h.path, h.ord + 1)})
         known = {k for k in want if k in raw}
         extra = {
             (n.path, n.ord): n
             for n in signals.neighbours(self.index, want - known)
-            if n.anchor.startswith("^")
+            if n.anchor.startswith("^") and not _head_only(n)
         }
         pool = {**extra, **raw}
         blocks = {k: h for k, h in pool.items() if h.anchor.startswith("^")}
@@ -381,9 +492,9 @@ class _Ranker:
                 before = blocks.get((path, o - 1))
                 after = blocks.get((path, o + 1))
                 if before is not None and (path, o - 1) in raw:
-                    ctx += CONTEXT_BEFORE * before.score
+                    ctx += before_share * before.score
                 if after is not None and (path, o + 1) in raw:
-                    ctx += CONTEXT_AFTER * after.score
+                    ctx += after_share * after.score
             if own <= 0 and ctx <= 0:
                 continue
             c = self._cand(h)
@@ -402,7 +513,9 @@ class _Ranker:
         for c in self.cands.values():
             if c.raw > 0:
                 per[c.path].append(c.raw)
-        score = {p: _decayed(v) for p, v in per.items()}
+        score = {
+            p: _decayed(v, int(self.w["page_depth"]), self.w["page_ratio"]) for p, v in per.items()
+        }
         order = sorted(score, key=lambda p: (-score[p], p))
         return {p: i for i, p in enumerate(order)}
 
@@ -434,7 +547,10 @@ class _Ranker:
         """Uncompiled observations (sessions only: no tags, no ``as_of``)."""
         if self.f.tags or (self.f.kinds is not None and "session" not in self.f.kinds):
             return
-        for name, match in (("spool", self.q.any_match), ("all-words", self.q.all_match)):
+        for name, match in (
+            ("spool", self.q_plain.any_match),
+            ("all-words", self.q_plain.all_match),
+        ):
             if not match:
                 continue
             hits = self.memory.index.search_spool(
@@ -461,7 +577,9 @@ class _Ranker:
             if c.spool is not None and "spool" in c.signals:
                 per[c.path].append(c.spool.score)
                 self.spool_ts[c.path] = max(self.spool_ts.get(c.path, ""), c.spool.ts or "")
-        score = {p: _decayed(v) for p, v in per.items()}
+        score = {
+            p: _decayed(v, int(self.w["page_depth"]), self.w["page_ratio"]) for p, v in per.items()
+        }
         self.spool_rank = {p: i for i, p in enumerate(sorted(score, key=lambda p: (-score[p], p)))}
 
     def _represent(self, best_field: dict[str, Hit], paths: list[str]) -> None:
@@ -482,10 +600,14 @@ class _Ranker:
                 sources.append(c.path)
             if len(sources) >= LINK_SOURCES:
                 break
+        # a neighbour joins only when it shares query words (found by the text, all-words
+        # or fields lists) or the query names it: links alone bring no unrelated page
+        related = {c.path for c in self.cands.values()} | set(self.best_field)
+        related |= set(self.page_ranks.get("entity", {}))
         order: list[str] = []
         for src in sources:
             for other, _direction in signals.linked_pages(self.index, src, self.scope):
-                if other not in order:
+                if other not in order and other in related:
                     order.append(other)
         return {p: i for i, p in enumerate(order)}
 
@@ -524,9 +646,9 @@ class _Ranker:
             for name in section_sigs:
                 r = c.signals.get(name)
                 if r is not None:
-                    s += WEIGHTS[name] / (RRF_K + r + 1)
+                    s += self.w[name] / (RRF_K + r + 1)
             if "recent" in page_sigs:
-                s += WEIGHTS["recent"] / (RRF_K + 1) * self.recency.get(c.path, 0.0)
+                s += self.w["recent"] / (RRF_K + 1) * self.recency.get(c.path, 0.0)
             for name in page_sigs:
                 if name == "recent":
                     continue
@@ -537,13 +659,13 @@ class _Ranker:
                 else:
                     r = self.page_ranks.get(name, {}).get(c.path)
                 if r is not None:
-                    s += WEIGHTS[name] / (RRF_K + r + 1)
+                    s += self.w[name] / (RRF_K + r + 1)
             c.score = s
         return sorted(self.cands.values(), key=_order_key)
 
     def _order(self) -> list[_Cand]:
         fused = self._fuse(
-            ["text", "all-words", "spool"], ["page", "fields", "entity", "link", "recent"]
+            ["text", "all-words", "spool", "when"], ["page", "fields", "entity", "link", "recent"]
         )
         fused = [c for c in fused if c.score > 0]
         # a section with no text of its own (a bare heading, its content in blocks with
@@ -551,10 +673,9 @@ class _Ranker:
         # otherwise it only stands for its page when nothing else of the page is there
         pages_with_text = {c.path for c in fused if c.hit is not None and c.hit.text.strip()}
         kept: list[_Cand] = []
-        seen_tokens: list[frozenset[str]] = []
         # near-duplicates share their numbers: compare within those groups only, with the
         # first DEDUP_SCAN of each (every match is ranked now: keep this linear)
-        groups: dict[frozenset[str], list[int]] = defaultdict(list)
+        dedup = _Dedup(_tokens(_content(c)) for c in fused[:DEDUP_SAMPLE])
         for c in fused:
             if (
                 c.hit is not None
@@ -567,9 +688,7 @@ class _Ranker:
             ):
                 continue
             toks = _tokens(_content(c))
-            group = groups[_numbers(toks)]
-            at = _duplicate_of(toks, [seen_tokens[i] for i in group[:DEDUP_SCAN]])
-            dup = group[at] if at is not None else None
+            dup = dedup.find(toks)
             if dup is not None:
                 # within one page, the entry itself (a block: ``^t3``) takes the place of a
                 # section repeating it (a session page's summary repeats the first prompt)
@@ -584,25 +703,26 @@ class _Ranker:
                     c.score = k.score
                     kept[dup] = c
                 continue
-            group.append(len(kept))
+            dedup.add(len(kept), toks)
             kept.append(c)
-            seen_tokens.append(toks)
-            if len(kept) >= self.limit + HEADS:
+            if len(kept) >= max(self.limit, HEAD_POOL) + HEADS:
                 break
+        # the heads come from the first HEAD_POOL candidates whatever the limit, so the
+        # first items do not depend on how many the caller asked for
         heads: list[_Cand] = []
         rest: list[_Cand] = []
         head_pages: set[str] = set()
-        for c in kept:
-            if len(heads) < HEADS and c.path not in head_pages:
+        for i, c in enumerate(kept):
+            if len(heads) < HEADS and c.path not in head_pages and i < HEAD_POOL:
                 heads.append(c)
                 head_pages.add(c.path)
             else:
                 rest.append(c)
         # a running session that ended meanwhile has no item: it is no match
         sessions = self.memory.spool.sessions
-        return [c for c in heads + rest if c.spool is None or c.spool.session_key in sessions][
-            : self.limit
-        ]
+        live = [c for c in heads + rest if c.spool is None or c.spool.session_key in sessions]
+        cap = int(self.w["cap"])
+        return (_cap_pages(live, cap) if cap > 0 else live)[: self.limit]
 
     # -- items --------------------------------------------------------------------------
     def _why(self, c: _Cand) -> list[str]:
@@ -638,6 +758,8 @@ class _Ranker:
             why.append("link")
         if c.path in self.recent_why:
             why.append("recent")
+        if "when" in c.signals:
+            why.append("when")
         if not self.live:
             why.append("as_of")
         return why or ["text"]
@@ -673,7 +795,7 @@ class _Ranker:
                     "expand_tokens": _count(str(c.spool.text)),
                     "updated": c.spool.ts,
                 }
-            return it
+            return {**it, **self._also(c)}
         h = c.hit
         assert h is not None
         anchor = f"{h.path}#{h.anchor}" if h.anchor else h.path
@@ -691,11 +813,62 @@ class _Ranker:
             "score": round(c.score, 4),
             "expand_tokens": _count(h.text),
             "updated": h.updated,
+            **self._also(c),
         }
 
+    def _also(self, c: _Cand) -> dict[str, Any]:
+        """``{"also": [{id, anchor, snippet}, ...]}`` for the entries of its page carried
+        in this item's slot by the per-page cap (:func:`_cap_pages`), else ``{}``."""
+        if not c.also:
+            return {}
+        out = []
+        for sub in c.also:
+            it = self.item(sub)
+            out.append({"id": it["id"], "anchor": it["anchor"], "snippet": it["snippet"]})
+        return {"also": out}
 
-def _decayed(scores: list[float]) -> float:
-    return sum(w * s for w, s in zip(PAGE_DECAY, sorted(scores, reverse=True), strict=False))
+
+def _head_only(h: Hit) -> bool:
+    return h.anchor.startswith("^") and not _TIMELINE_HEAD.sub("", h.text, count=1).strip()
+
+
+def _day(c: _Cand) -> str | None:
+    if c.hit is not None:
+        return c.hit.day
+    ts = getattr(c.spool, "ts", None)
+    return str(ts)[:10] if ts else None
+
+
+def _cap_pages(ordered: list[_Cand], cap: int = PAGE_CAP) -> list[_Cand]:
+    """``ordered`` candidates with at most ``cap`` slots of one page (a running
+    session's observations count for its page) among the first :data:`TOP_SLOTS`.
+
+    A page's further entries that rank within the first :data:`TOP_SLOTS` matches are
+    carried in its last capped slot (``also`` of that candidate, in rank order): they
+    take no slot of their own, and the first slots show other pages. Entries moved out
+    from further down follow, in their order, after those slots. So the first slots'
+    items, read with what they carry, hold every one of the first :data:`TOP_SLOTS`
+    matches (docs/ranking.md, "Diversity and order")."""
+    top: list[_Cand] = []
+    later: list[_Cand] = []
+    per: dict[str, int] = defaultdict(int)
+    last: dict[str, _Cand] = {}
+    for i, c in enumerate(ordered):
+        if len(top) < TOP_SLOTS and per[c.path] < cap:
+            top.append(c)
+            per[c.path] += 1
+            last[c.path] = c
+        elif len(top) < TOP_SLOTS and i < TOP_SLOTS and c.path in last:
+            last[c.path].also.append(c)
+        else:
+            later.append(c)
+    return top + later
+
+
+def _decayed(scores: list[float], depth: int = PAGE_DEPTH, ratio: float = PAGE_RATIO) -> float:
+    """The sum of the best ``depth`` of ``scores``, each weighted ``ratio`` times the one
+    before (the first weighs 1)."""
+    return sum(s * ratio**i for i, s in enumerate(sorted(scores, reverse=True)[:depth]))
 
 
 def _order_key(c: _Cand) -> tuple[float, str, int, str]:
@@ -750,6 +923,81 @@ def _duplicate_of(toks: frozenset[str], seen: list[frozenset[str]]) -> int | Non
         if small >= 5 and inter * 10 >= 9 * small:
             return i
     return None
+
+
+DEDUP_SAMPLE = 500
+"""The first this many matches give the word counts that order :class:`_Dedup`'s prefixes."""
+
+
+class _Dedup:
+    """The near-duplicate rule of :func:`_duplicate_of` against the first
+    :data:`DEDUP_SCAN` kept matches of each group of equal numbers, without comparing with
+    each of them: a prefix filter (Chaudhuri et al. 2006, "A primitive operator for
+    similarity joins"). Both of the rule's tests need the two word sets to share at least
+    8/9 of the smaller one's words (Jaccard ≥ 0.8 gives 9·shared ≥ 4·(n+m) ≥ 8·min), so
+    with every set's words in one fixed order (rarest in ``sample`` first), the smaller
+    set's first ``s - ⌊8s/9⌋ + 1`` words hold a shared word. ``find`` looks only at kept
+    sets found through those prefixes and answers exactly what comparing in turn would:
+    the earliest kept match that is a near-duplicate."""
+
+    def __init__(self, sample: Iterable[frozenset[str]]) -> None:
+        counts: dict[str, int] = defaultdict(int)
+        for toks in sample:
+            for w in toks:
+                counts[w] += 1
+        #: word -> its place in the fixed order (rarest first; unseen words before all,
+        #: among themselves alphabetical)
+        self._place = {w: i for i, w in enumerate(sorted(counts, key=lambda w: (counts[w], w)))}
+        self._prefixes: dict[frozenset[str], list[str]] = {}
+        #: numbers -> (members [(kept index, words)], word -> members holding it,
+        #: prefix word -> members whose prefix holds it)
+        self._groups: dict[
+            frozenset[str],
+            tuple[list[tuple[int, frozenset[str]]], dict[str, list[int]], dict[str, list[int]]],
+        ] = {}
+
+    def _prefix(self, toks: frozenset[str]) -> list[str]:
+        got = self._prefixes.get(toks)
+        if got is None:
+            k = len(toks) - (8 * len(toks)) // 9 + 1
+            place = self._place
+            unseen = sorted(w for w in toks if w not in place)
+            if len(unseen) < k:
+                unseen += sorted((w for w in toks if w in place), key=place.__getitem__)
+            got = self._prefixes[toks] = unseen[:k]
+        return got
+
+    def find(self, toks: frozenset[str]) -> int | None:
+        """The kept index of the first kept set ``toks`` nearly duplicates, or None."""
+        group = self._groups.get(_numbers(toks)) if toks else None
+        if group is None:
+            return None
+        members, every, prefix = group
+        near: set[int] = set()
+        for w in self._prefix(toks):
+            near.update(every.get(w, ()))
+        for w in toks:
+            near.update(prefix.get(w, ()))
+        for pos in sorted(near):
+            kept_at, other = members[pos]
+            if _duplicate_of(toks, [other]) is not None:
+                return kept_at
+        return None
+
+    def add(self, kept_at: int, toks: frozenset[str]) -> None:
+        """Keep ``toks`` (kept index ``kept_at``) for later :meth:`find` calls."""
+        group = self._groups.setdefault(_numbers(toks), ([], {}, {}))
+        members, every, prefix = group
+        if len(members) >= DEDUP_SCAN:
+            return
+        pos = len(members)
+        members.append((kept_at, toks))
+        if not toks:
+            return  # an empty set never matches
+        for w in toks:
+            every.setdefault(w, []).append(pos)
+        for w in self._prefix(toks):
+            prefix.setdefault(w, []).append(pos)
 
 
 def near_duplicate(a: Set[str], b: Set[str]) -> bool:

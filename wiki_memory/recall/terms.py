@@ -6,14 +6,15 @@ questions:
 
 - **Stop words** are dropped when another word is left (``what did Caroline research``
   searches ``caroline research``), as in ``query_terms``.
-- **Light stemming**: an English word (ASCII letters after folding, not a stop word) of
-  4+ letters also matches as a prefix of its stem: ``married`` → ``("married" OR
-  "marr" *)``, ``paint`` → ``"paint" *`` (finds ``painted``, ``painting``). The exact
-  form stays an alternative, so a section with the very word scores higher. Other
-  scripts and identifiers are matched as written (after the index's folding).
-- Three expressions: ``any_match`` (OR of the terms), ``all_match`` (AND; ``None`` for a
-  single term) and ``body_match`` (the OR limited to the ``heading`` and ``body`` columns,
-  so a section is found by its own text, not by its page's title).
+- **Stop words written in capitals** stay when the query is not all capitals: ``SO``
+  (significant other), ``US``, ``IT`` are names there, not filler.
+- **Word forms**: a word also matches its Snowball stem (:mod:`wiki_memory.index.stem`,
+  the index stores the stems of the words it holds in its ``stems`` column): ``married``
+  → ``("married" OR "marri")``, ``biking`` → ``("biking" OR "bike")``. The exact form
+  stays an alternative, so a section with the very word scores higher. Numbers,
+  identifiers and CJK bigrams are matched as written (after the index's folding).
+- Two expressions: ``any_match`` (OR of the terms) and ``all_match`` (AND; ``None`` for a
+  single term).
 - :meth:`Query.name_keys`: the query's runs of 1-6 words as ``names.key`` values (NFC,
   casefolded, also folded: ``Łódź`` → ``łódź`` and ``lodz``) for finding pages named in
   the query; :attr:`Query.tokens`: its normalised words (CJK as bigrams) for checking
@@ -24,40 +25,19 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from wiki_memory.index.query import MAX_TERMS, STOP_WORDS, _term, quote
+from wiki_memory.index.stem import DEFAULT_LANGUAGES, stem_words
 from wiki_memory.index.text import fold, normalize
 
-__all__ = ["Query", "analyze", "match_forms", "stem_prefix", "words"]
+__all__ = ["Query", "analyze", "match_forms", "matches_form", "words"]
 
 _WORD = re.compile(r"[^\W_]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_ASCII_WORD = re.compile(r"[a-z]+")
 _EDGE = "\"'()[]{}<>,;:!?*^+#@=/\\|`~$%&.-_"
-_VOWELS = set("aeiou")
-#: suffixes removed to find a stem prefix, longest first
-_SUFFIXES = (
-    "ations",
-    "ation",
-    "ments",
-    "ment",
-    "ness",
-    "ings",
-    "ing",
-    "edly",
-    "ied",
-    "ies",
-    "ers",
-    "ed",
-    "er",
-    "es",
-    "ly",
-    "s",
-)
-MIN_STEM = 4
-"""Shortest prefix used for stemming (shorter prefixes match too many words)."""
 MAX_NGRAM = 6
 """Longest run of query words looked up as a page name."""
 
@@ -66,31 +46,6 @@ def words(text: str) -> list[str]:
     """The normalised, lowercased words of ``text`` as the index sees them (folded; CJK
     runs as bigrams)."""
     return [w.lower() for w in _WORD.findall(normalize(text))]
-
-
-def stem_prefix(word: str) -> str | None:
-    """A prefix that the word's inflections share, or None (too short, not English).
-
-    ``married`` → ``marr``, ``agency`` and ``agencies`` → ``agenc``, ``running`` →
-    ``runn``, ``dance`` → ``danc``, ``paint`` → ``paint``. Only for lowercase ASCII words of at
-    least :data:`MIN_STEM` letters that are not stop words.
-    """
-    if len(word) < MIN_STEM or word in STOP_WORDS or not _ASCII_WORD.fullmatch(word):
-        return None
-    stem = word
-    for suf in _SUFFIXES:
-        if word.endswith(suf) and len(word) - len(suf) >= MIN_STEM:
-            base = word[: -len(suf)]
-            if suf == "s" and base.endswith(("s", "u", "i")):  # class, status, analysis
-                continue
-            stem = base
-            break
-    if stem == word:
-        if word.endswith("y") and len(word) > MIN_STEM and word[-2] not in _VOWELS:
-            stem = word[:-1]  # agency → agenc (agencies), as -ies/-ied strip to
-        elif word.endswith("e") and len(word) > MIN_STEM:
-            stem = word[:-1]  # dance → danc (dancing, danced)
-    return stem
 
 
 @dataclass
@@ -114,6 +69,16 @@ class Query:
             [self.probes[i] for i in keep],
         )
 
+    def untagged(self, drop: set[int]) -> Query:
+        """This query with the terms at the indexes in ``drop`` matching every column but
+        ``tags`` (FTS5 ``- {tags} : (...)``; for the sections index only)."""
+        return Query(
+            self.text,
+            [f"- {{tags}} : ({t})" if i in drop else t for i, t in enumerate(self.terms)],
+            self.chunks,
+            self.probes,
+        )
+
     @property
     def empty(self) -> bool:
         """True when nothing is searchable (``""``, ``*``, punctuation)."""
@@ -126,10 +91,6 @@ class Query:
     @property
     def all_match(self) -> str | None:
         return " AND ".join(self.terms) if len(self.terms) > 1 else None
-
-    @property
-    def body_match(self) -> str | None:
-        return "{heading body} : (" + " OR ".join(self.terms) + ")" if self.terms else None
 
     @cached_property
     def tokens(self) -> list[str]:
@@ -171,9 +132,19 @@ class Query:
         return any(q[i : i + n] == toks for i in range(len(q) - n + 1))
 
 
-def analyze(text: str) -> Query:
-    """Analyse free text into a :class:`Query` (never raises for any input)."""
+def _acronym(chunk: str, shouting: bool) -> bool:
+    """A stop word written in capitals (``SO``, ``US``, ``IT``) in a query that is not all
+    capitals: a name, kept."""
+    letters = chunk.strip(_EDGE)
+    return not shouting and len(letters) >= 2 and letters.isalpha() and letters.isupper()
+
+
+def analyze(text: str, langs: tuple[str, ...] = DEFAULT_LANGUAGES) -> Query:
+    """Analyse free text into a :class:`Query` (never raises for any input); words are
+    also searched by their stems in the Snowball languages ``langs``."""
     chunks = _CONTROL.sub(" ", text or "").split()[:MAX_TERMS]
+    letters = "".join(ch for ch in " ".join(chunks) if ch.isalpha())
+    shouting = bool(letters) and letters.isupper()
     found: list[tuple[str, bool, list[tuple[str, bool]]]] = []
     seen: set[str] = set()
     for chunk in chunks:
@@ -181,18 +152,15 @@ def analyze(text: str) -> Query:
         if term is None:
             continue
         ws = words(chunk)
-        stop = bool(ws) and all(w in STOP_WORDS for w in ws)
+        stop = bool(ws) and all(w in STOP_WORDS for w in ws) and not _acronym(chunk, shouting)
         probe: list[tuple[str, bool]] = []
         if len(ws) == 1 and term == quote(ws[0]):
             probe = [(ws[0], False)]
-            prefix = stem_prefix(ws[0])
-            if prefix is not None:
-                term = (
-                    f"{quote(prefix)} *"
-                    if prefix == ws[0]
-                    else f"({quote(ws[0])} OR {quote(prefix)} *)"
-                )
-                probe = [(prefix, True)] if prefix == ws[0] else [(ws[0], False), (prefix, True)]
+            if not stop:
+                stems = sorted(stem_words(ws, langs)[0])
+                if stems:
+                    term = "(" + " OR ".join(quote(x) for x in [ws[0], *stems]) + ")"
+                    probe += [(x, False) for x in stems]
         if term in seen:
             continue
         seen.add(term)
@@ -209,11 +177,12 @@ def analyze(text: str) -> Query:
 
 def match_forms(text: str) -> list[tuple[str, bool]]:
     """The word forms a query matches, as ``(form, is_prefix)`` pairs over normalised
-    words (:func:`words`): each term's exact word and, for a stemmed one, its stem as a
-    prefix (``retrying`` → ``[("retrying", False), ("retr", True)]``); the words of
-    phrases and identifiers as written. What a face highlights: a word of shown text
-    matches when its :func:`words` form equals a form, or starts with a prefix form.
-    Follows :func:`analyze`, so a change to stemming there changes the highlights too."""
+    words (:func:`words`): each term's exact word and, for a stemmed one, its Snowball
+    stems (``retrying`` → ``[("retrying", False), ("retri", False)]``); the words of
+    phrases and identifiers as written. ``is_prefix`` is False for every form
+    :func:`analyze` makes today (kept for callers that add prefix forms of their own).
+    What a face highlights, with :func:`matches_form`. Follows :func:`analyze`, so a
+    change to stemming there changes the highlights too."""
     q = analyze(text)
     forms: dict[tuple[str, bool], None] = {}
     for probe in q.probes:
@@ -225,3 +194,24 @@ def match_forms(text: str) -> list[tuple[str, bool]]:
                 if w not in STOP_WORDS or not q.content_tokens - STOP_WORDS:
                     forms.setdefault((w, False), None)
     return list(forms)
+
+
+def matches_form(
+    word: str,
+    forms: Sequence[tuple[str, bool]],
+    langs: tuple[str, ...] = DEFAULT_LANGUAGES,
+) -> bool:
+    """True when a word of shown text matches one of ``forms`` (from :func:`match_forms`)
+    the way the index matched it: one of its :func:`words` equals a form, starts with a
+    prefix form, or has a Snowball stem (in ``langs``) equal to a form. So the query
+    ``retrying`` (stem ``retri``) marks ``retry`` and ``retries``, as recall found them
+    through the index's ``stems`` column."""
+    if not forms:
+        return False
+    exact = {f for f, prefix in forms if not prefix}
+    prefixes = [f for f, prefix in forms if prefix]
+    ws = words(word)
+    for w, stems in zip(ws, stem_words(ws, langs), strict=True):
+        if w in exact or any(w.startswith(p) for p in prefixes) or stems & exact:
+            return True
+    return False

@@ -1,0 +1,131 @@
+"""Word forms: Snowball stems (PyStemmer) written beside the exact words.
+
+The index keeps every word exactly as written (folded, CJK bigrams, identifier parts:
+:mod:`wiki_memory.index.text`) and adds, in the ``stems`` column, the Snowball stem of
+each word whose stem differs from it (``married`` → ``marri``, ``biking`` → ``bike``).
+The query side (:mod:`wiki_memory.recall.terms`) asks for a word *or* its stem, so a
+section holding the very word matches both and stays ahead of one holding another form.
+
+Only words of letters are stemmed: numbers, identifiers' parts and CJK bigrams are left
+alone (a stemmer knows nothing of them), and so are words shorter than 3 letters.
+
+Stemmers come from PyStemmer (the Snowball project's C stemmers: Porter, "Snowball: A
+language for stemming algorithms", 2001; https://snowballstem.org). Which language:
+a page's frontmatter ``lang`` when it names one Snowball knows (``de``, ``german``),
+else every language of the ``stem_languages`` setting (default English).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Sequence
+
+import Stemmer
+
+__all__ = ["language", "stem_words", "stems_text", "DEFAULT_LANGUAGES"]
+
+DEFAULT_LANGUAGES: tuple[str, ...] = ("english",)
+"""The ``stem_languages`` setting's default."""
+
+_ISO = {
+    "ar": "arabic",
+    "hy": "armenian",
+    "eu": "basque",
+    "ca": "catalan",
+    "cs": "czech",
+    "da": "danish",
+    "nl": "dutch",
+    "en": "english",
+    "eo": "esperanto",
+    "et": "estonian",
+    "fi": "finnish",
+    "fr": "french",
+    "de": "german",
+    "el": "greek",
+    "hi": "hindi",
+    "hu": "hungarian",
+    "id": "indonesian",
+    "ga": "irish",
+    "it": "italian",
+    "lt": "lithuanian",
+    "ne": "nepali",
+    "no": "norwegian",
+    "nb": "norwegian",
+    "nn": "norwegian",
+    "fa": "persian",
+    "pl": "polish",
+    "pt": "portuguese",
+    "ro": "romanian",
+    "ru": "russian",
+    "sr": "serbian",
+    "st": "sesotho",
+    "es": "spanish",
+    "sv": "swedish",
+    "ta": "tamil",
+    "tr": "turkish",
+    "yi": "yiddish",
+}
+_KNOWN = frozenset(Stemmer.algorithms())
+_WORD = re.compile(r"[^\W\d_]{3,}")
+_CACHE_MAX = 200_000
+
+
+def language(name: object) -> str | None:
+    """The Snowball algorithm for a language name or code (``"de"``, ``"de-AT"``,
+    ``"German"``, ``"english"``), or None when Snowball has none."""
+    if not isinstance(name, str) or not name.strip():
+        return None
+    key = name.strip().lower().replace("_", "-")
+    if key in _KNOWN:
+        return key
+    return _ISO.get(key.split("-", 1)[0])
+
+
+def languages(names: Iterable[object]) -> tuple[str, ...]:
+    """The known Snowball algorithms among ``names``, in order, each once."""
+    out: dict[str, None] = {}
+    for n in names:
+        lang = language(n)
+        if lang is not None:
+            out.setdefault(lang, None)
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _stemmer(lang: str) -> Stemmer.Stemmer:
+    s = Stemmer.Stemmer(lang)
+    s.maxCacheSize = _CACHE_MAX
+    return s
+
+
+def stem_words(words: Sequence[str], langs: Sequence[str]) -> list[set[str]]:
+    """For each lowercase word, its stems in ``langs`` that differ from it (empty for
+    numbers, words under 3 letters and words every stemmer leaves alone)."""
+    out: list[set[str]] = [set() for _ in words]
+    idx = [i for i, w in enumerate(words) if _WORD.fullmatch(w)]
+    if not idx:
+        return out
+    todo = [words[i] for i in idx]
+    for lang in langs:
+        for i, stem in zip(idx, _stemmer(lang).stemWords(todo), strict=True):
+            if stem and stem != words[i]:
+                out[i].add(stem)
+    return out
+
+
+def stems_text(normalized: str, langs: Sequence[str]) -> str:
+    """The ``stems`` column value for already normalised text: the stems of its words
+    that differ from the words, space-separated, in text order (repeats kept, so bm25's
+    term frequency sees them as often as the words)."""
+    if not normalized or not langs:
+        return ""
+    # identifiers (``getUserName``) are not words of a language: their parts are indexed
+    ws = [w.lower() for w in _WORD.findall(normalized) if w.islower() or w.istitle() or w.isupper()]
+    if not ws:
+        return ""
+    parts: list[str] = []
+    for s in stem_words(ws, langs):
+        if s:
+            parts.extend(sorted(s))
+    return " ".join(parts)

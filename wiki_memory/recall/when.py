@@ -1,0 +1,261 @@
+"""Dates in a query: the time window a question asks about.
+
+"What did Caroline do in June 2023?", "Where did we deploy last week?", "the bug from
+May 8th": :func:`windows` finds such phrases and turns each into a range of days, which
+recall uses to lift sections whose day (``sections.day``, :mod:`wiki_memory.index.dates`)
+lies inside (the ``when`` signal, docs/ranking.md). Nothing is filtered out: a window
+only boosts.
+
+Understood (English, case-insensitive unless noted):
+
+- ISO dates ``2023-05-08``; ``8 May 2023``, ``8th of May``, ``May 8``, ``May 8th, 2023``;
+- ``May 2023``, ``June of 2023``, a month alone (``in June``); ``May``, ``March`` and
+  ``August`` count as months only when capitalised mid-sentence, or next to a year, or
+  after ``in``/``of``/``during``/``since``/``early``/``late``/``mid``/``last``/``this``;
+- seasons (meteorological, northern hemisphere: :data:`wiki_memory.index.dates.SEASONS`)
+  with an optional year or ``last``/``this``; ``fall`` only after ``the``/``last``/``this``/
+  ``in``/``during`` or before a year;
+- years ``1900``-``2099`` on their own;
+- relative phrases, counted back from ``now`` (the reference time: the caller's, else the
+  present): ``today``, ``yesterday``, ``the day before yesterday``, ``last night``,
+  ``this``/``last`` ``week``/``weekend``/``month``/``year``, ``N days|weeks|months|years
+  ago`` (``a``, ``one`` ... ``ten``, ``a few``, ``a couple of``), ``last``/``on`` a weekday.
+
+A date without a year is the latest such date on or before ``now``. Days are UTC.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+from wiki_memory.index.dates import MONTHS, SEASONS, WEEKDAYS
+
+__all__ = ["Window", "windows", "within"]
+
+
+@dataclass(frozen=True)
+class Window:
+    """Days ``first`` to ``last`` (both included) and the query text that named them."""
+
+    first: date
+    last: date
+    phrase: str
+
+    def holds(self, day: date) -> bool:
+        """True when ``day`` lies inside the window."""
+        return self.first <= day <= self.last
+
+
+_MONTH_RE = "|".join(MONTHS) + "|" + "|".join(m[:3] for m in MONTHS if len(m) > 3) + "|sept"
+_MONTH_NUM = {m: i + 1 for i, m in enumerate(MONTHS)} | {m[:3]: i + 1 for i, m in enumerate(MONTHS)}
+_MONTH_NUM["sept"] = 9
+_AMBIGUOUS = {"may", "march", "august", "mar", "aug"}
+_MONTH_CUES = {"in", "of", "during", "since", "early", "late", "mid", "last", "this", "until"}
+_NUMBER = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "a few": 3,
+    "few": 3,
+    "a couple of": 2,
+    "couple of": 2,
+    "several": 4,
+}
+_ORD = r"(?:st|nd|rd|th)?"
+
+_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_DAY_MONTH = re.compile(
+    rf"\b(\d{{1,2}}){_ORD}\s+(?:of\s+)?({_MONTH_RE})\.?\b(?:,?\s+(\d{{4}})\b)?", re.I
+)
+_MONTH_DAY = re.compile(
+    rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}}){_ORD}\b(?!:)(?:,?\s+(\d{{4}})\b)?", re.I
+)
+_MONTH = re.compile(rf"\b({_MONTH_RE})\b(?:\s+(?:of\s+)?(\d{{4}})\b)?", re.I)
+_SEASON = re.compile(
+    r"\b(?:(last|this|next)\s+)?(spring|summer|autumn|fall|winter)\b(?:\s+(?:of\s+)?(\d{4})\b)?",
+    re.I,
+)
+_YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
+_AGO = re.compile(
+    r"\b(\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|(?:a\s+)?few|"
+    r"(?:a\s+)?couple\s+of|several)\s+(day|week|month|year)s?\s+ago\b",
+    re.I,
+)
+_RELATIVE = re.compile(
+    r"\b(the\s+day\s+before\s+yesterday|yesterday|today|tonight|last\s+night|"
+    r"(?:this|last|past|previous)\s+(?:week|weekend|month|year))\b",
+    re.I,
+)
+_WEEKDAY = re.compile(r"\b(last|on|this|past)\s+(" + "|".join(WEEKDAYS) + r")\b", re.I)
+
+
+def _month_end(year: int, month: int) -> date:
+    nxt = date(year + (month == 12), month % 12 + 1, 1)
+    return nxt - timedelta(days=1)
+
+
+def _latest_year(month: int, day: int, now: date) -> int:
+    """The year of the latest (month, day) on or before ``now``."""
+    return now.year if (month, day) <= (now.month, now.day) else now.year - 1
+
+
+def _shift_months(d: date, months: int) -> date:
+    total = d.year * 12 + d.month - 1 - months
+    return date(total // 12, total % 12 + 1, 1)
+
+
+def _safe_date(y: int, m: int, d: int) -> date | None:
+    try:
+        return date(y, m, d)
+    except ValueError:
+        return None
+
+
+def _season_window(name: str, year: int | None, which: str | None, now: date) -> Window | None:
+    months = SEASONS[name.lower()]
+    first_m = months[0]
+    # a season is named by the year it starts in (winter 2023 = Dec 2023 - Feb 2024)
+    if year is None:
+        year = now.year if (first_m, 1) <= (now.month, now.day) else now.year - 1
+        start = date(year, first_m, 1)
+        if which and which.lower() == "last" and start <= now <= _season_end(start, months):
+            year -= 1  # "last summer", said in summer, is the one before
+    start = date(year, first_m, 1)
+    return Window(start, _season_end(start, months), "")
+
+
+def _season_end(start: date, months: tuple[int, int, int]) -> date:
+    last_m = months[-1]
+    year = start.year + (last_m < months[0])
+    return _month_end(year, last_m)
+
+
+def _relative(phrase: str, now: date) -> tuple[date, date]:
+    p = " ".join(phrase.lower().split())
+    if p == "today" or p == "tonight":
+        return now, now
+    if p in ("yesterday", "last night"):
+        d = now - timedelta(days=1)
+        return d, d
+    if p == "the day before yesterday":
+        d = now - timedelta(days=2)
+        return d, d
+    which, unit = p.split()
+    monday = now - timedelta(days=now.weekday())
+    if unit == "week":
+        if which == "this":
+            return monday, now
+        return monday - timedelta(days=7), monday - timedelta(days=1)
+    if unit == "weekend":
+        sat = monday - timedelta(days=2) if which != "this" else monday + timedelta(days=5)
+        if which == "this" and sat > now:
+            sat -= timedelta(days=7)
+        return sat, sat + timedelta(days=1)
+    if unit == "month":
+        if which == "this":
+            return now.replace(day=1), now
+        first = _shift_months(now, 1)
+        return first, _month_end(first.year, first.month)
+    if which == "this":
+        return date(now.year, 1, 1), now
+    return date(now.year - 1, 1, 1), date(now.year - 1, 12, 31)
+
+
+def _ago(count: str, unit: str, now: date) -> tuple[date, date]:
+    c = " ".join(count.lower().split())
+    n = int(c) if c.isdigit() else _NUMBER.get(c, 1)
+    u = unit.lower()
+    if u == "day":
+        d = now - timedelta(days=n)
+        return d - timedelta(days=1), d + timedelta(days=1)
+    if u == "week":
+        d = now - timedelta(days=7 * n)
+        return d - timedelta(days=3), d + timedelta(days=3)
+    if u == "month":
+        first = _shift_months(now, n)
+        return first, _month_end(first.year, first.month)
+    return date(now.year - n, 1, 1), date(now.year - n, 12, 31)
+
+
+def windows(query: str, now: date) -> list[Window]:
+    """The date windows named in ``query``, in the order found, relative to ``now``
+    (a UTC day). Never raises; ``[]`` when the query names no time."""
+    text = query or ""
+    taken: list[tuple[int, int]] = []
+    out: list[Window] = []
+
+    def free(m: re.Match[str]) -> bool:
+        return all(m.end() <= a or m.start() >= b for a, b in taken)
+
+    def add(m: re.Match[str], first: date | None, last: date | None) -> None:
+        if first is None or last is None or not free(m):
+            return
+        taken.append((m.start(), m.end()))
+        out.append(Window(first, last, m.group(0)))
+
+    for m in _ISO.finditer(text):
+        d = _safe_date(int(m[1]), int(m[2]), int(m[3]))
+        add(m, d, d)
+    for rx, day_i, mon_i in ((_DAY_MONTH, 1, 2), (_MONTH_DAY, 2, 1)):
+        for m in rx.finditer(text):
+            mon = _MONTH_NUM[m[mon_i].lower()]
+            day = int(m[day_i])
+            year = int(m[3]) if m[3] else _latest_year(mon, day, now)
+            d = _safe_date(year, mon, day)
+            add(m, d, d)
+    for m in _MONTH.finditer(text):
+        word = m[1]
+        if word.lower() in _AMBIGUOUS and not m[2]:
+            before = text[: m.start()].split()
+            cue = bool(before) and before[-1].lower().strip(",;") in _MONTH_CUES
+            capital = word[0].isupper() and bool(before) and not before[-1].endswith((".", "?"))
+            if not (cue or capital):
+                continue
+        mon = _MONTH_NUM[word.lower()]
+        year = int(m[2]) if m[2] else (now.year if mon <= now.month else now.year - 1)
+        add(m, date(year, mon, 1), _month_end(year, mon))
+    for m in _SEASON.finditer(text):
+        if m[2].lower() == "fall" and not (m[1] or m[3]):
+            before = text[: m.start()].split()
+            if not before or before[-1].lower() not in {"the", "in", "during", "this", "last"}:
+                continue
+        w = _season_window(m[2], int(m[3]) if m[3] else None, m[1], now)
+        if w is not None:
+            add(m, w.first, w.last)
+    for m in _AGO.finditer(text):
+        add(m, *_ago(m[1], m[2], now))
+    for m in _RELATIVE.finditer(text):
+        add(m, *_relative(m[1], now))
+    for m in _WEEKDAY.finditer(text):
+        target = WEEKDAYS.index(m[2].lower())
+        back = (now.weekday() - target) % 7
+        if m[1].lower() == "last" and back == 0:
+            back = 7
+        d = now - timedelta(days=back)
+        add(m, d, d)
+    for m in _YEAR.finditer(text):
+        y = int(m[1])
+        add(m, date(y, 1, 1), date(y, 12, 31))
+    return out
+
+
+def within(day: str | None, wins: list[Window]) -> bool:
+    """True when the ISO day ``day`` (``YYYY-MM-DD``) lies in one of ``wins``."""
+    if not day or not wins:
+        return False
+    try:
+        d = date.fromisoformat(day[:10])
+    except ValueError:
+        return False
+    return any(w.holds(d) for w in wins)
