@@ -1579,6 +1579,46 @@ def deliver_one(cfg: Config, ob: Outbox, name: str, ev: dict, deadline: float) -
     return verdict
 
 
+def settle_batch(ob: Outbox, batch: list, reply: bytes, stats: dict[str, int]) -> int:
+    """Settle a batch the server answered with a 2xx: each event by its own entry of the
+    reply's ``accepted`` list (docs/api.md): a 2xx entry is accepted and leaves the
+    outbox, a ``capture_refused`` entry is dropped and counted in ``refused.json``, any
+    other 4xx entry is dropped as rejected, and an entry asking for a retry (5xx, 429)
+    stays. A reply without per-event entries (a server of an earlier release) accepted
+    the whole batch. Returns how many events stay."""
+    try:
+        acc = json.loads(reply).get("accepted")
+    except (ValueError, AttributeError):
+        acc = None
+    if not isinstance(acc, list) or len(acc) != len(batch):
+        acc = [{} for _ in batch]
+    kept = 0
+    for (n, ev), a in zip(batch, acc, strict=True):
+        a = a if isinstance(a, dict) else {}
+        status = a.get("status", 202)
+        status = status if isinstance(status, int) else 202
+        verdict = classify(status)
+        if verdict == "ok":
+            ob.accepted(ev.get("project"))
+            if a.get("duplicate"):
+                stats["duplicates"] += 1
+            ob.remove(n)
+            stats["sent"] += 1
+        elif a.get("error") == "capture_refused":
+            message = str(a.get("message") or "capture refused")
+            ob.drop(n, "refused", status, ev)
+            ob.refused(ev, status, message)
+            warn(f"server refused capture for {ev.get('project')} ({status}): {message}; dropped")
+            stats["refused"] += 1
+        elif verdict == "rejected":
+            ob.drop(n, "rejected", status, ev)
+            warn(f"server rejected {ev.get('event')} ({status}): {a.get('message')}; dropped")
+            stats["rejected"] += 1
+        else:
+            kept += 1
+    return kept
+
+
 def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -> dict[str, int]:
     """Send every waiting event, oldest first, in batches (``POST`` of a list). The
     caller holds the drain lock. Stops at the first failure that is not the event's
@@ -1657,21 +1697,13 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
         note_reachable(ob)
         verdict = "rejected" if refusal_of(status, reply) is not None else classify(status)
         if verdict == "ok":
-            for _, ev in batch:
-                ob.accepted(ev.get("project"))
-            try:
-                acc = json.loads(reply).get("accepted") or []
-                stats["duplicates"] += sum(
-                    1 for a in acc if isinstance(a, dict) and a.get("duplicate")
-                )
-            except (ValueError, AttributeError):
-                pass
-            for n, _ in batch:
-                ob.remove(n)
-            stats["sent"] += len(batch)
+            if settle_batch(ob, batch, reply, stats):
+                warn(f"server answered {status} with events to retry; they stay in the outbox")
+                stats["failed"] = 1
+                break
         elif verdict == "rejected":
-            # One bad event (or one refused project) fails the whole batch: send them
-            # one by one.
+            # The whole list was refused (a server of an earlier release refuses a list
+            # for one bad event or one refused project): send them one by one.
             for n, ev in batch:
                 try:
                     v = deliver_one(cfg, ob, n, ev, min(time.monotonic() + request_seconds, end))

@@ -79,6 +79,36 @@ def test_spool_is_durable_and_dedup_survives_restart_and_cleanup(tmp_path):
     assert not sp3.append([parse_event(ev(1), "bob")])[0].duplicate
 
 
+def test_dedup_keys_survive_a_crash_that_took_the_seen_logs_tail(tmp_path):
+    # an append fsyncs the session file (whose lines carry their dedup keys), not the
+    # seen-events log: a crash may take the log's unsynced tail
+    sp = Spool(tmp_path)
+    acc = sp.append([parse_event(ev(1), "alice"), parse_event(ev(2), "alice")])
+    key = acc[0].session_key
+    (tmp_path / "seen-events.log").write_bytes(b"")  # the tail the crash took
+    sp2 = Spool(tmp_path)  # no close(): the first process died
+    assert sp2.append([parse_event(ev(1), "alice")])[0].duplicate
+    # the session file goes after its page is committed: its keys must outlive it
+    sp2.write_state(key, {"status": "ended", "committed_count": 2, "ended_at": 0})
+    assert sp2.cleanup(keep_seconds=10, now=1000) == [key]
+    assert not (tmp_path / f"{key}.jsonl").exists()
+    sp3 = Spool(tmp_path)
+    assert [a.duplicate for a in sp3.append([parse_event(ev(2), "alice")])] == [True]
+    assert sp3.append([parse_event(ev(1), "alice")])[0].obs_id == acc[0].obs_id
+    # a crash that cut the log's last line short: the next key still gets a line of its own
+    new = sp3.append([parse_event(ev(3), "alice")])[0]
+    with open(tmp_path / "seen-events.log", "ab") as f:
+        f.write(b"0123456789abcdef")
+    sp4 = Spool(tmp_path)
+    sp4.append([parse_event(ev(4), "alice")])
+    # its session file goes too: the key must be found in the log alone
+    sp4.write_state(new.session_key, {"status": "ended", "committed_count": 9, "ended_at": 0})
+    assert sp4.cleanup(keep_seconds=10, now=1000) == [new.session_key]
+    sp5 = Spool(tmp_path)
+    assert sp5.append([parse_event(ev(4), "alice")])[0].duplicate
+    assert sp5.append([parse_event(ev(3), "alice")])[0].obs_id == new.obs_id
+
+
 def test_project_is_fixed_by_the_first_event(tmp_path):
     sp = Spool(tmp_path)
     a = sp.append([parse_event(ev(1, project="alpha"), "u")])[0]

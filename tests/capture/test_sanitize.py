@@ -732,6 +732,10 @@ ALLOWED: dict[tuple[str, str], str] = {
         "end-to-end test assembles a fake AWS secret to check C32, so a string literal "
         "assigned to a *_SECRET name is exactly what must be redacted"
     ),
+    ("tests/harness/test_hook_lists.py", "srv.token"): (
+        "WIKI_MEMORY_TOKEN=srv.token hands the hook the test server's token: in captured "
+        "text, a value assigned to a *_TOKEN name is exactly what must be redacted"
+    ),
 }
 
 

@@ -218,6 +218,23 @@ def test_alias_with_diacritics_found_folded(wiki):
     assert top["path"] == "notes/plant.md" and "entity" in top["why"]
 
 
+def test_a_page_at_the_wiki_root_is_named_by_its_file_name(wiki):
+    # a page at the root has its file name as its whole path: its name key was kept as a
+    # "path" name only, which the entity signal did not look at ("Tasks" in a vault where
+    # every page says "tasks" missed Tasks.md)
+    write(wiki, "Tasks.md", "# Tasks\n\n## All\n\nquery block\n")
+    for i in range(12):
+        write(
+            wiki,
+            f"notes/plugin-{i}.md",
+            note(f"Plugin {i}", "Tasks tasks tasks: toggling tasks, recurring tasks."),
+        )
+    got = first(wiki, "Tasks")
+    assert got["path"] == "Tasks.md" and "entity" in got["why"]
+    named = signals.pages_named(wiki.index, ["tasks"], Filters.build().scope())
+    assert [p for _, p, _ in named] == ["Tasks.md"]
+
+
 def test_wikilinks_bring_linked_pages_that_share_query_words(wiki):
     write(
         wiki,

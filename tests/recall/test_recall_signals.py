@@ -176,10 +176,25 @@ def test_one_pages_entries_take_at_most_three_of_the_first_ten_slots(mem):
     session(mem, "k", "2024-04-01T09:00:00", turns)
     for i in range(8):
         write(mem, f"notes/k{i}.md", note(f"Gear {i}", f"The kayak rack number {i} is loose."))
-    got = top_paths(mem, "kayak paddle")
-    assert Counter(got[:10]).most_common(1)[0][0].startswith("projects/p/sessions/")
+    items = mem.recall("kayak paddle", budget_tokens=8000).items
+    got = [i["path"] for i in items]
+    ses = Counter(got[:10]).most_common(1)[0][0]
+    assert ses.startswith("projects/p/sessions/")
     assert max(Counter(got[:10]).values()) <= 3
     assert len(got) > 10  # the rest of the page's entries still come, after the first ten
+    # its entries that ranked among the first ten matches ride in its third slot: quoted
+    # with their anchors, not lost and not listed twice
+    first = [i for i in items[:10] if i["path"] == ses]
+    carried = [a for i in first for a in i.get("also", [])]
+    assert carried and "also" in first[-1] and all("also" not in i for i in first[:-1])
+    anchors = [a["anchor"] for a in carried]
+    assert all(a.startswith(ses + "#^t") for a in anchors)
+    assert all("paddle" in a["snippet"] for a in carried)
+    listed = {i["anchor"] for i in items}
+    assert not listed & set(anchors) and len(set(anchors)) == len(anchors)
+    # each of the session's ten turns comes back once: in a slot, carried, or later
+    entries = [i["anchor"] for i in items if i["anchor"].startswith(ses + "#^t")] + anchors
+    assert len(entries) == len(set(entries)) >= 10
 
 
 # --- small budgets -----------------------------------------------------------------------

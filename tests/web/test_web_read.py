@@ -5,6 +5,7 @@ plain, marked snippets (case C52: escaping before marking, ``<mark>`` the only e
 from __future__ import annotations
 
 import html.parser
+import re
 
 import pytest
 
@@ -153,6 +154,15 @@ def test_marking_escapes_first_and_writes_only_mark():
     assert "&lt;<mark>img</mark> src=q onerror=alert(7)&gt;" in out
     assert [t for t, _ in elements(out)] == ["mark", "mark", "mark"]
     assert "<mark>Retry</mark>" in out and "<mark>retrying</mark>" in out  # a stemmed form
+
+
+def test_marks_follow_the_stems_recall_matched_with():
+    # "retrying" is in no text below: the words sharing its stem are marked, as recall
+    # found them; "retrieve" starts like the stem but recall does not match it
+    text = "We retry, it retried and retries; retrieve the budgets"
+    out = str(mark(text, match_forms("retrying budget")))
+    assert re.findall(r"<mark>(\w+)</mark>", out) == ["retry", "retried", "retries", "budgets"]
+    assert "retrieve" in out and "<mark>retrieve" not in out
 
 
 def test_results_are_grouped_per_page_in_rank_order():

@@ -202,6 +202,30 @@ def test_commit_only_named_paths_and_keeps_persons_staged_work(store: GitStore) 
         assert git(w, "show", "HEAD:theirs.md") == "person v2, staged\n"
 
 
+def test_only_if_leaves_out_a_file_that_changed_since_the_caller_looked(store: GitStore) -> None:
+    w = store.wiki_dir
+    write(w, "a.md", "server v1\n")
+    write(w, "b.md", "server v1\n")
+    store.commit(["a.md", "b.md"], "A", "a@x", "first")
+    write(w, "a.md", "server v2\n")
+    write(w, "b.md", "person's save\n")  # the caller looked when b held "server v2"
+    sha = store.commit(
+        ["a.md", "b.md"],
+        "A",
+        "a@x",
+        "server's",
+        only_if={"a.md": b"server v2\n", "b.md": b"server v2\n"},
+    )
+    assert sha is not None and store.commit_info(sha).paths == ["a.md"]
+    assert store.read_at("b.md", sha) == b"server v1\n"  # the person's bytes not in it
+    assert not store.is_clean()  # b.md shows as modified, for its own commit
+    # nothing of the caller's left: no commit at all
+    assert store.commit(["b.md"], "A", "a@x", "x", only_if={"b.md": b"server v2\n"}) is None
+    sha2 = store.commit(["b.md"], "P", "p@x", "Edit by hand: b.md")
+    assert store.read_at("b.md", sha2) == b"person's save\n"
+    assert_clean(store)
+
+
 def test_folders_ignored_files_and_path_validation(store: GitStore) -> None:
     w = store.wiki_dir
     for i in range(3):

@@ -201,6 +201,43 @@ def test_a_save_between_the_servers_read_and_write_is_merged_not_replaced(tmp_pa
         m.stop()
 
 
+def test_a_save_between_the_servers_look_and_its_commit_is_committed_as_the_persons(tmp_path):
+    # CI once saw a hand note reach git only inside the server's commit: the person saved
+    # after the server decided the page was its own and before git read the file
+    m = make_memory(tmp_path / "data", watch=False)
+    try:
+        rel = compile_turn(m, "first question")
+        page = m.wiki_dir / rel
+        real_commit = m.git.commit
+        saved = []
+
+        def commit_after_a_save(paths, name, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if name == "alice" and not saved:  # the person's editor saves at this moment
+                editor_save(page, add_key_and_paragraph(1))
+                saved.append(True)
+            return real_commit(paths, name, *args, **kwargs)
+
+        m.git.commit = commit_after_a_save  # type: ignore[method-assign]
+        compile_turn(m, "second question")
+        m.writer.flush()
+        assert saved
+        log = m.git.log(rel, limit=50)
+        server = [c for c in log if c.author_name == "alice"]
+        hand = [c for c in log if c.message.startswith("Edit by hand")]
+        assert server and not any(
+            "Hand note 1." in (m.git.read_at(rel, c.sha) or b"").decode() for c in server
+        )
+        assert hand and hand[0].author_name == "owner"
+        assert "Hand note 1." in (m.git.read_at(rel, hand[0].sha) or b"").decode()
+        # the server's turn is kept: merged back into the person's save, or in its commit
+        text = page.read_text()
+        assert "Hand note 1." in text and "second question" in text
+        m.writer.flush()
+        assert m.git.is_clean(include_untracked=True)
+    finally:
+        m.stop()
+
+
 def test_merge_after_a_restart_uses_the_rendering_kept_in_the_session_state(tmp_path):
     data = tmp_path / "data"
     m = make_memory(data, watch=False)

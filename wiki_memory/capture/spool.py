@@ -10,6 +10,12 @@ Appends are flushed and fsynced before :meth:`Spool.append` returns (invariant 3
 Concurrent appends share fsyncs (group commit): a caller waits for a sync that
 covers its write, and one sync covers every write made before it started.
 Readers tolerate a torn last line left by a crash.
+
+An accepted event's dedup key is durable in its session's spool line (``"dedup"``),
+which that fsync covers, so an append fsyncs the session files alone. ``seen-events.log``
+keeps the keys once the session files are gone: it is fsynced before any session file
+is deleted (clean-up, drop) and at close, and at start every key found in a session
+file but missing from the log (its tail, after a crash) is written back to it.
 """
 
 from __future__ import annotations
@@ -90,18 +96,33 @@ class Spool:
 
     # -- loading -----------------------------------------------------------------------
     def _load(self) -> None:
+        torn = False
         try:
-            with open(self.dir / SEEN_LOG, encoding="utf-8") as f:
-                for line in f:
-                    parts = line.strip().split(" ", 1)
+            with open(self.dir / SEEN_LOG, "rb") as f:
+                for raw in f:
+                    if not raw.endswith(b"\n"):
+                        torn = True  # a line a crash cut short: its key is in its spool line
+                        break
+                    parts = raw.decode("utf-8", "replace").strip().split(" ", 1)
                     if len(parts[0]) == 32:
                         self._seen[parts[0]] = parts[1] if len(parts) > 1 else ""
         except OSError:
             pass
+        if torn:
+            # end the cut line, so that the next key starts a line of its own
+            _write_all(self._seen_fd, b"\n")
+            os.fsync(self._seen_fd)
+        logged = len(self._seen)
         for p in sorted(self.dir.glob("*.jsonl")):
             info = self._scan(p)
             if info is not None:
                 self.sessions[info.key] = info
+        if len(self._seen) > logged:
+            # keys whose log lines a crash took (only the session files were fsynced):
+            # write them back before any session file can be cleaned up
+            missing = list(self._seen.items())[logged:]
+            _write_all(self._seen_fd, "".join(f"{k} {v}\n" for k, v in missing).encode())
+            os.fsync(self._seen_fd)
         for info in sorted(self.sessions.values(), key=lambda i: i.last_received):
             self._current[session_key(info.user, info.harness, info.session_id)] = info.key
 
@@ -171,8 +192,9 @@ class Spool:
                 _write_all(fd, (json.dumps(rec, ensure_ascii=False) + "\n").encode())
                 self._dirty.add(fd)
                 if dk is not None:
+                    # durable through the spool line's own "dedup" (fsynced below); the log
+                    # is fsynced before that line's file can go (_remove_session)
                     _write_all(self._seen_fd, f"{dk} {obs.obs_id}\n".encode())
-                    self._dirty.add(self._seen_fd)
                     self._seen[dk] = obs.obs_id
                 info.last_ts = max(info.last_ts, obs.ts)
                 info.last_received = max(info.last_received, obs.received)
@@ -337,7 +359,8 @@ class Spool:
 
     def _remove_session(self, key: str) -> None:
         """Close session ``key``'s append descriptor and delete its log and state files
-        (its dedup keys stay). The caller holds ``self._lock``."""
+        (its dedup keys stay: the log is fsynced first). The caller holds ``self._lock``."""
+        os.fsync(self._seen_fd)
         fd = self._fds.pop(key, None)
         if fd is not None:
             os.close(fd)

@@ -302,6 +302,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
         else:
             print(f"{n:>2}  {title:<{wide}}  {it['kind']:<8} {it['score']:>7.2f}  {it['anchor']}")
         print(f"    {it['snippet'][:160]}")
+        for sub in it.get("also", []):  # its page's entries carried in this slot
+            print(f"    also {sub['anchor']}: {sub['snippet'][:120]}")
     print(f"({res['used_tokens']}/{res['budget_tokens']} tokens, {res['omitted']} more left out)")
     return 0
 

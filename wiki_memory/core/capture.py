@@ -23,11 +23,18 @@ from wiki_memory.capture.project import resolve_project
 from wiki_memory.capture.sanitize import redact_obj
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.core.sessions import END_KINDS
-from wiki_memory.errors import CaptureRefused
+from wiki_memory.errors import CaptureRefused, WikiMemoryError
 from wiki_memory.identity import Identity
 from wiki_memory.index.store import Index
 
-__all__ = ["COMPILE_KINDS", "SELF_CHECK_PREFIX", "Capture", "CaptureGate", "is_self_check"]
+__all__ = [
+    "COMPILE_KINDS",
+    "SELF_CHECK_PREFIX",
+    "Capture",
+    "CaptureGate",
+    "GroupedRows",
+    "is_self_check",
+]
 
 #: Session ids starting with this are reserved for ``wiki-memory setup``'s self-check
 #: (docs/operations.md, "The self-check"): their events are sanitized, spooled and
@@ -44,6 +51,51 @@ def is_self_check(session_id: str | None) -> bool:
 #: events after which the session page is (re)written
 COMPILE_KINDS = {"stop", "session_end", "turn"}
 
+#: most events in one request (a list)
+MAX_EVENTS = 1000
+
+#: an observation's string fields that are sanitized like its payload
+_FIELDS = ("harness", "event", "cwd", "project", "session_id", "event_id")
+
+
+class GroupedRows:
+    """Spool rows put into the index in shared transactions (group commit, as the spool
+    shares fsyncs): a caller's rows are queued, and whoever holds the write turn writes
+    every queued row in one ``write(rows)`` call, so concurrent requests pay for one
+    SQLite transaction (one FTS5 segment) instead of one each. :meth:`add` returns once
+    a write that holds the caller's rows is done, so they are searchable when it returns.
+    A failing write raises to the caller holding the turn and leaves its rows queued for
+    the next one (they are in the durable spool either way; a restart re-indexes it)."""
+
+    def __init__(self, write: Callable[[list[dict[str, Any]]], Any]) -> None:
+        self._write = write
+        self._lock = threading.Lock()
+        self._turn = threading.Lock()
+        self._pending: list[dict[str, Any]] = []
+        self._queued = 0
+        self._done = 0
+
+    def add(self, rows: list[dict[str, Any]]) -> None:
+        """Queue ``rows`` and return when a write holding them has committed."""
+        with self._lock:
+            self._pending.extend(rows)
+            self._queued += 1
+            target = self._queued
+        with self._turn:
+            if self._done >= target:
+                return
+            with self._lock:
+                batch, self._pending = self._pending, []
+                upto = self._queued
+            try:
+                if batch:
+                    self._write(batch)
+            except BaseException:
+                with self._lock:
+                    self._pending[:0] = batch
+                raise
+            self._done = upto
+
 
 class Capture:
     """Accepts hook events into ``spool`` and ``index``; ``request_compile(key, end)``
@@ -53,62 +105,74 @@ class Capture:
         self.spool = spool
         self.index = index
         self.request_compile = request_compile
+        self._rows = GroupedRows(index.add_spool)
         #: called with the parsed events and the caller before anything is stored; it
-        #: raises to refuse them all (:class:`CaptureGate`)
-        self.gate: Callable[[list[Observation], Identity | str], None] | None = None
+        #: returns, per event, None (allowed) or the error refusing it (:class:`CaptureGate`)
+        self.gate: (
+            Callable[[list[Observation], Identity | str], list[WikiMemoryError | None]] | None
+        ) = None
 
     def capture(self, body: Any, user: Identity | str) -> list[dict[str, Any]]:
-        """Accept one hook event or a list of them for ``user`` (a name or an Identity).
+        """Accept one hook event or a list of up to 1,000 for ``user`` (a name or an
+        Identity).
 
-        Every event is validated first (ObservationError names the field; nothing is
-        written then), passed through :attr:`gate` (CaptureRefused: nothing is written),
-        stripped of ``<private>`` spans (:mod:`wiki_memory.capture.private`), sanitized
-        (invariant 4), appended durably to the spool (fsynced before this returns,
-        invariant 3) and deduplicated by ``event_id``. Returns
-        ``[{"id": obs_id, "duplicate": bool, "session_key": ...}]``.
+        Every event is validated (:class:`ObservationError` names the field), passed
+        through :attr:`gate` (:class:`~wiki_memory.errors.CaptureRefused`), stripped of
+        ``<private>`` spans (:mod:`wiki_memory.capture.private`), sanitized (invariant 4),
+        appended durably to the spool (fsynced before this returns, invariant 3) and
+        deduplicated by ``event_id``.
+
+        Returns one dict per event, in order: ``{"id": obs_id, "duplicate": bool,
+        "session_key": ...}`` for an accepted one. A single event (``body`` a dict) that
+        is refused raises that error and nothing is written. In a list each event is
+        judged on its own: a refused one is ``{"refused": <the WikiMemoryError>}`` in its
+        place and the others are accepted (docs/api.md, "POST /v1/observations"). A list
+        that is empty or longer than 1,000 raises ObservationError (field ``body``).
         """
         who = user
         user = user.user if isinstance(user, Identity) else user
-        events = body if isinstance(body, list) else [body]
+        single = not isinstance(body, list)
+        events = [body] if single else body
         if not events:
             raise ObservationError("body", "an empty list holds no event")
-        if len(events) > 1000:
-            raise ObservationError("body", "at most 1000 events per request")
+        if len(events) > MAX_EVENTS:
+            raise ObservationError("body", f"at most {MAX_EVENTS} events per request")
         now = time.time()
-        parsed: list[Observation] = []
-        for i, ev in enumerate(events):
+        parsed: list[Observation | WikiMemoryError] = []
+        projects: dict[str, Any] = {}  # cwd -> resolution, looked up once per request
+        for ev in events:
             try:
-                obs = parse_event(ev, user, now)
+                parsed.append(self._clean(parse_event(ev, user, now), projects))
             except ObservationError as exc:
-                if len(events) > 1:
-                    raise ObservationError(f"[{i}].{exc.field}", exc.message) from None
-                raise
-            try:
-                # private spans go first: before redaction, and before any cut
-                clean, _ = redact_obj(strip_private_obj(obs.payload)[0])
-            except RecursionError:
-                raise ObservationError("payload", "nested too deeply") from None
-            obs.payload = clean
-            if not obs.project and not obs.project_from and obs.cwd:
-                # a sender that did not resolve the project: the same order, on this
-                # machine's files (a folder name alone stays the spool's old fallback)
-                res = resolve_project(obs.cwd)
-                if res.name:
-                    obs.project = project_name(res.name)
-                    obs.project_from = res.source
-            for attr in ("harness", "event", "cwd", "project", "session_id", "event_id"):
-                v = getattr(obs, attr)
-                if isinstance(v, str):
-                    setattr(obs, attr, redact_obj(strip_private(v))[0])
-            parsed.append(obs)
+                if single:
+                    raise
+                parsed.append(exc)
         if self.gate is not None:
-            self.gate(parsed, who)
-        accepted = self.spool.append(parsed)
+            good = [p for p in parsed if isinstance(p, Observation)]
+            refusals = iter(self.gate(good, who) if good else [])
+            for i, p in enumerate(parsed):
+                if isinstance(p, Observation):
+                    refused = next(refusals)
+                    if refused is not None:
+                        if single:
+                            raise refused
+                        parsed[i] = refused
+        good = [p for p in parsed if isinstance(p, Observation)]
+        accepted = iter(self.spool.append(good) if good else [])
+        out: list[dict[str, Any]] = []
         spool_rows = []
         to_compile: dict[str, bool] = {}
-        for obs, acc in zip(parsed, accepted, strict=True):
+        for p in parsed:
+            if not isinstance(p, Observation):
+                out.append({"refused": p})
+                continue
+            acc = next(accepted)
+            out.append(
+                {"id": acc.obs_id, "duplicate": acc.duplicate, "session_key": acc.session_key}
+            )
             if acc.duplicate:
                 continue
+            obs = p
             spool_rows.append(self._row(self.spool.sessions[acc.session_key], obs))
             if obs.kind in COMPILE_KINDS:
                 to_compile[acc.session_key] = to_compile.get(acc.session_key, False) or (
@@ -120,17 +184,44 @@ class Capture:
                     if self.spool.sessions[part].state.get("status") != "ended":
                         to_compile[part] = True
         if spool_rows:
-            self.index.add_spool(spool_rows)
+            # after the fsync: searchable once durable, in a transaction shared with
+            # the concurrent requests
+            self._rows.add(spool_rows)
         for key, end in to_compile.items():
             if is_self_check(self.spool.sessions[key].session_id):
                 if end:
                     self.discard(key)
                 continue
             self.request_compile(key, end=end)
-        return [
-            {"id": a.obs_id, "duplicate": a.duplicate, "session_key": a.session_key}
-            for a in accepted
-        ]
+        return out
+
+    def _clean(self, obs: Observation, projects: dict[str, Any]) -> Observation:
+        """``obs`` with its ``<private>`` spans removed and its secrets redacted (payload
+        and string fields), and its project resolved on this machine when the sender did
+        not (``projects`` holds the resolutions of this request by ``cwd``: the events of
+        one list share them); raises ObservationError for a payload nested too deeply."""
+        try:
+            # private spans go first: before redaction, and before any cut
+            clean, _ = redact_obj(strip_private_obj(obs.payload)[0])
+        except RecursionError:
+            raise ObservationError("payload", "nested too deeply") from None
+        obs.payload = clean
+        if not obs.project and not obs.project_from and obs.cwd:
+            # a sender that did not resolve the project: the same order, on this
+            # machine's files (a folder name alone stays the spool's old fallback)
+            res = projects.get(obs.cwd)
+            if res is None:
+                res = projects[obs.cwd] = resolve_project(obs.cwd)
+            if res.name:
+                obs.project = project_name(res.name)
+                obs.project_from = res.source
+        # the string fields in one pass of the sanitizer (a list of strings redacts each
+        # string as it would alone)
+        names = [a for a in _FIELDS if isinstance(getattr(obs, a), str)]
+        clean_fields, _ = redact_obj([strip_private(getattr(obs, a)) for a in names])
+        for attr, v in zip(names, clean_fields, strict=True):
+            setattr(obs, attr, v)
+        return obs
 
     def discard(self, key: str) -> None:
         """Forget self-check session ``key``: its spool files and its searchable spool
@@ -203,10 +294,16 @@ class CaptureGate:
         self._lock = threading.Lock()
         self._audited: set[tuple[str, str]] = set()
 
-    def __call__(self, events: list[Observation], who: Identity | str) -> None:
+    def __call__(
+        self, events: list[Observation], who: Identity | str
+    ) -> list[WikiMemoryError | None]:
+        """Per event of ``events``, in order: None when ``who`` may capture it, else the
+        :class:`~wiki_memory.errors.CaptureRefused` for its project (every event of a
+        refused project gets the same one)."""
         m = self.memory
         ident: Identity = m.scope.identity(who)
         by_project: dict[str, list[str]] = {}
+        projects: list[str] = []
         for obs in events:
             key = session_key(obs.user, obs.harness, obs.session_id)
             info = m.spool.sessions.get(key)
@@ -215,8 +312,14 @@ class CaptureGate:
             else:
                 project = obs.project or project_name(obs.cwd or "default")
             by_project.setdefault(project, []).append(f"{obs.harness}/{obs.session_id}")
+            projects.append(project)
+        refused: dict[str, WikiMemoryError] = {}
         for project, sessions in sorted(by_project.items()):
-            self._check(ident, project, sessions)
+            try:
+                self._check(ident, project, sessions)
+            except CaptureRefused as exc:
+                refused[project] = exc
+        return [refused.get(p) for p in projects]
 
     def _check(self, ident: Identity, project: str, sessions: list[str]) -> None:
         m = self.memory

@@ -11,7 +11,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -468,32 +468,48 @@ class Memory:
         attributed to the server, and the server's write is merged back into it)."""
         mine: list[str] = []
         theirs: list[str] = []
-        seen: dict[str, str] = {}
+        seen: dict[str, bytes] = {}
         for p in paths:
             data = _read_plain(self.wiki_dir / p) if _plain_or_gone(self.wiki_dir / p) else None
             if data is None or self._server_hashes.get(p) in (None, sha256(data)):
                 mine.append(p)
                 if data is not None:
-                    seen[p] = sha256(data)
+                    seen[p] = data
             else:
                 theirs.append(p)
         if theirs:
             self._commit_hand_edits_now(theirs)
-        sha = self._git_commit(mine, author.name, author.email, message) if mine else None
+        sha = (
+            self._git_commit(mine, author.name, author.email, message, only_if=seen)
+            if mine
+            else None
+        )
         for p in mine:
             if p in seen:
-                self._server_hashes[p] = seen[p]
+                self._server_hashes[p] = sha256(seen[p])
             else:
                 self._server_hashes.pop(p, None)
+        # A save that landed after the look above was left out of the server's commit
+        # (``only_if``) or came after it: either way it is the person's, committed as such.
+        late = [p for p in seen if _read_plain(self.wiki_dir / p) != seen[p]]
+        if late:
+            self._commit_hand_edits_now(late)
         if sha:
             self.git.maybe_pack(self.settings.pack_every_commits)
         return sha
 
-    def _git_commit(self, paths: list[str], name: str, email: str, message: str) -> str | None:
+    def _git_commit(
+        self,
+        paths: list[str],
+        name: str,
+        email: str,
+        message: str,
+        only_if: Mapping[str, bytes] | None = None,
+    ) -> str | None:
         """``self.git.commit`` that keeps :meth:`commit_status` true: a failure starts (or
         continues) a stall, a success ends it. Raises what the commit raised."""
         try:
-            sha = self.git.commit(paths, name, email, message)
+            sha = self.git.commit(paths, name, email, message, only_if=only_if)
         except Exception as exc:
             self._recover_due = True  # the idle loop commits what is left once it works
             self.health.failed(exc)

@@ -184,8 +184,8 @@ class OutboxDrainer:
     data directory therefore takes the events itself: at start and every ``interval``
     seconds it takes the drain lock (skipping a turn while a hook's drainer holds it),
     hands the waiting events, oldest first and in batches, to ``capture`` (the core's
-    capture as the data directory's owner), removes what was accepted, counts what was
-    rejected in ``dropped.jsonl``, and ends the hooks' back-off. The server's dedup by
+    capture as the data directory's owner, which judges each event of a batch on its
+    own), removes what was accepted, counts what was refused in ``dropped.jsonl``, and ends the hooks' back-off. The server's dedup by
     ``event_id`` keeps an event that a hook also sent from being stored twice.
     """
 
@@ -208,7 +208,7 @@ class OutboxDrainer:
         at the first failure that is not the event's (the next pass tries again)."""
         import os
 
-        from wiki_memory.errors import BadRequest, http_status
+        from wiki_memory.errors import CaptureRefused, WikiMemoryError, http_status
 
         lib = load_hooklib()
         ob = lib.Outbox(str(self.data_dir / "outbox"))
@@ -225,22 +225,19 @@ class OutboxDrainer:
                 batch = [(n, ev) for n in names if (ev := ob.read(n)) is not None]
                 if not batch:
                     break
-                try:
-                    self.capture([ev for _, ev in batch])
-                except BadRequest:
-                    for n, ev in batch:  # one bad event fails the batch: one by one
-                        try:
-                            self.capture([ev])
-                        except BadRequest as exc:
-                            ob.drop(n, "rejected", http_status(exc), ev)
-                            stats["rejected"] += 1
-                            continue
-                        ob.remove(n)
-                        stats["sent"] += 1
-                    continue
-                for n, _ in batch:
+                results = self.capture([ev for _, ev in batch])
+                for (n, ev), res in zip(batch, results, strict=True):
+                    err = res.get("refused") if isinstance(res, dict) else None
+                    if isinstance(err, WikiMemoryError):
+                        # refused on its own (the others of the batch are accepted)
+                        why = "refused" if isinstance(err, CaptureRefused) else "rejected"
+                        ob.drop(n, why, http_status(err), ev)
+                        if why == "refused":
+                            ob.refused(ev, http_status(err), err.message)
+                        stats["rejected"] += 1
+                        continue
                     ob.remove(n)
-                stats["sent"] += len(batch)
+                    stats["sent"] += 1
             lib.note_reachable(ob)
         except Exception:  # noqa: BLE001 - a failing disk or writer: the next pass retries
             log.exception("delivering the hook outbox %s failed", ob.path)

@@ -466,7 +466,8 @@ def first_sections(index: Index, paths: Iterable[str]) -> dict[str, Hit]:
 
 
 #: ``names.source`` values that name a page the way a person would write it in a query
-ENTITY_SOURCES = ("title", "title_other", "alias", "stem")
+#: (``path`` too: a page at the wiki's root keeps its file name only as its ``path`` name)
+ENTITY_SOURCES = ("path", "title", "title_other", "alias", "stem")
 
 
 def pages_named(index: Index, keys: Iterable[str], scope: Scope) -> list[tuple[str, str, str]]:

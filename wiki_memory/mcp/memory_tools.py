@@ -131,6 +131,11 @@ class MemoryOps(ToolBase):
                     head_line += f" · {it.get('kind')} · updated {it.get('updated') or '?'}"
                 source = str(it.get("anchor") or it.get("path") or it.get("id"))
                 parts.append(head_line + "\n" + quoted(str(it.get("snippet") or ""), source))
+                for sub in it.get("also", []):  # its page's entries carried in this slot
+                    parts.append(
+                        f"    also id={sub.get('id')}\n"
+                        + quoted(str(sub.get("snippet") or ""), str(sub.get("anchor")))
+                    )
             return dict(data), "\n\n".join(parts)
 
         def fits(sel: list[dict[str, Any]]) -> bool:

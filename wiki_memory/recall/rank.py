@@ -85,7 +85,7 @@ WEIGHTS: dict[str, float] = {
     "text": 1.0,
     "all-words": 2.0,
     "spool": 1.0,
-    "page": 2.0,
+    "page": 3.0,
     "fields": 0.5,
     "entity": 1.0,
     "link": 0.5,
@@ -94,19 +94,32 @@ WEIGHTS: dict[str, float] = {
 }
 """Weight of each signal in the fusion. Set once for every wiki (docs/ranking.md)."""
 
-TUNABLE: tuple[str, ...] = (*WEIGHTS, "stems", "dates", "context", "cap")
+TUNABLE: tuple[str, ...] = (
+    *WEIGHTS,
+    "stems",
+    "dates",
+    "context",
+    "cap",
+    "page_depth",
+    "page_ratio",
+)
 """Names a benchmark may set through ``candidates(tuning=...)``: the fusion weights, the
 bm25 weights of the ``stems`` and ``dates`` columns (``stems`` 0 also stops stemming the
-query), ``context`` (0 turns timeline context off) and ``cap`` (the per-page cap of the
-first slots, :data:`PAGE_CAP`; 0 turns it off)."""
+query), ``context`` (0 turns timeline context off), ``cap`` (the per-page cap of the
+first slots, :data:`PAGE_CAP`; 0 turns it off), ``page_depth`` and ``page_ratio`` (how
+many of a page's best sections the ``page`` signal sums, and how each weighs against the
+one before: :data:`PAGE_DEPTH`, :data:`PAGE_RATIO`)."""
 
 CONTEXT_BEFORE = 0.3
 """Share of the previous timeline entry's bm25 added to an entry (an answer follows its
 question; a tool result follows the prompt that asked for it)."""
 CONTEXT_AFTER = 0.12
 """Share of the next timeline entry's bm25 added to an entry."""
-PAGE_DECAY = (1.0, 0.5, 0.25)
-"""Weights of a page's best, second and third section scores in the ``page`` signal."""
+PAGE_DEPTH = 10
+"""The ``page`` signal of a page sums its best this many section scores, ..."""
+PAGE_RATIO = 0.7
+"""... each weighted this much of the one before (best + 0.7 second + 0.49 third ...):
+nearer a whole-page score than best + ½ second + ¼ third (docs/ranking.md)."""
 HEADS = 5
 """The first this many items come from distinct pages."""
 TOP_SLOTS = 10
@@ -356,6 +369,8 @@ def _rank(
         "dates": BM25_WEIGHTS["dates"],
         "context": 1.0,
         "cap": float(PAGE_CAP),
+        "page_depth": float(PAGE_DEPTH),
+        "page_ratio": PAGE_RATIO,
     }
     for name, value in (tuning or {}).items():
         if name not in w:
@@ -389,6 +404,7 @@ class _Cand:
     signals: dict[str, int] = field(default_factory=dict)  # section-level: name -> rank
     raw: float = 0.0  # own bm25 in the text signal
     context: float = 0.0  # bm25 share from neighbouring entries
+    also: list[_Cand] = field(default_factory=list)  # entries of its page carried in its slot
 
 
 class _Ranker:
@@ -603,7 +619,9 @@ class _Ranker:
         for c in self.cands.values():
             if c.raw > 0:
                 per[c.path].append(c.raw)
-        score = {p: _decayed(v) for p, v in per.items()}
+        score = {
+            p: _decayed(v, int(self.w["page_depth"]), self.w["page_ratio"]) for p, v in per.items()
+        }
         order = sorted(score, key=lambda p: (-score[p], p))
         return {p: i for i, p in enumerate(order)}
 
@@ -665,7 +683,9 @@ class _Ranker:
             if c.spool is not None and "spool" in c.signals:
                 per[c.path].append(c.spool.score)
                 self.spool_ts[c.path] = max(self.spool_ts.get(c.path, ""), c.spool.ts or "")
-        score = {p: _decayed(v) for p, v in per.items()}
+        score = {
+            p: _decayed(v, int(self.w["page_depth"]), self.w["page_ratio"]) for p, v in per.items()
+        }
         self.spool_rank = {p: i for i, p in enumerate(sorted(score, key=lambda p: (-score[p], p)))}
 
     def _represent(self, best_field: dict[str, Hit], paths: list[str]) -> None:
@@ -881,7 +901,7 @@ class _Ranker:
                     "expand_tokens": _count(str(c.spool.text)),
                     "updated": c.spool.ts,
                 }
-            return it
+            return {**it, **self._also(c)}
         h = c.hit
         assert h is not None
         anchor = f"{h.path}#{h.anchor}" if h.anchor else h.path
@@ -899,7 +919,19 @@ class _Ranker:
             "score": round(c.score, 4),
             "expand_tokens": _count(h.text),
             "updated": h.updated,
+            **self._also(c),
         }
+
+    def _also(self, c: _Cand) -> dict[str, Any]:
+        """``{"also": [{id, anchor, snippet}, ...]}`` for the entries of its page carried
+        in this item's slot by the per-page cap (:func:`_cap_pages`), else ``{}``."""
+        if not c.also:
+            return {}
+        out = []
+        for sub in c.also:
+            it = self.item(sub)
+            out.append({"id": it["id"], "anchor": it["anchor"], "snippet": it["snippet"]})
+        return {"also": out}
 
 
 def _head_only(h: Hit) -> bool:
@@ -914,23 +946,35 @@ def _day(c: _Cand) -> str | None:
 
 
 def _cap_pages(ordered: list[_Cand], cap: int = PAGE_CAP) -> list[_Cand]:
-    """``ordered`` candidates with at most ``cap`` of one page (a running
-    session's observations count for its page) among the first :data:`TOP_SLOTS`; the
-    ones moved out follow, in their order, after those slots."""
+    """``ordered`` candidates with at most ``cap`` slots of one page (a running
+    session's observations count for its page) among the first :data:`TOP_SLOTS`.
+
+    A page's further entries that rank within the first :data:`TOP_SLOTS` matches are
+    carried in its last capped slot (``also`` of that candidate, in rank order): they
+    take no slot of their own, and the first slots show other pages. Entries moved out
+    from further down follow, in their order, after those slots. So the first slots'
+    items, read with what they carry, hold every one of the first :data:`TOP_SLOTS`
+    matches (docs/ranking.md, "Diversity and order")."""
     top: list[_Cand] = []
     later: list[_Cand] = []
     per: dict[str, int] = defaultdict(int)
-    for c in ordered:
+    last: dict[str, _Cand] = {}
+    for i, c in enumerate(ordered):
         if len(top) < TOP_SLOTS and per[c.path] < cap:
             top.append(c)
             per[c.path] += 1
+            last[c.path] = c
+        elif len(top) < TOP_SLOTS and i < TOP_SLOTS and c.path in last:
+            last[c.path].also.append(c)
         else:
             later.append(c)
     return top + later
 
 
-def _decayed(scores: list[float]) -> float:
-    return sum(w * s for w, s in zip(PAGE_DECAY, sorted(scores, reverse=True), strict=False))
+def _decayed(scores: list[float], depth: int = PAGE_DEPTH, ratio: float = PAGE_RATIO) -> float:
+    """The sum of the best ``depth`` of ``scores``, each weighted ``ratio`` times the one
+    before (the first weighs 1)."""
+    return sum(s * ratio**i for i, s in enumerate(sorted(scores, reverse=True)[:depth]))
 
 
 def _order_key(c: _Cand) -> tuple[float, str, int, str]:

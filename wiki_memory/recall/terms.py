@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -32,7 +33,7 @@ from wiki_memory.index.query import MAX_TERMS, STOP_WORDS, _term, quote
 from wiki_memory.index.stem import DEFAULT_LANGUAGES, stem_words
 from wiki_memory.index.text import fold, normalize
 
-__all__ = ["Query", "analyze", "match_forms", "words"]
+__all__ = ["Query", "analyze", "match_forms", "matches_form", "words"]
 
 _WORD = re.compile(r"[^\W_]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -176,11 +177,12 @@ def analyze(text: str, langs: tuple[str, ...] = DEFAULT_LANGUAGES) -> Query:
 
 def match_forms(text: str) -> list[tuple[str, bool]]:
     """The word forms a query matches, as ``(form, is_prefix)`` pairs over normalised
-    words (:func:`words`): each term's exact word and, for a stemmed one, its stem as a
-    prefix (``retrying`` → ``[("retrying", False), ("retr", True)]``); the words of
-    phrases and identifiers as written. What a face highlights: a word of shown text
-    matches when its :func:`words` form equals a form, or starts with a prefix form.
-    Follows :func:`analyze`, so a change to stemming there changes the highlights too."""
+    words (:func:`words`): each term's exact word and, for a stemmed one, its Snowball
+    stems (``retrying`` → ``[("retrying", False), ("retri", False)]``); the words of
+    phrases and identifiers as written. ``is_prefix`` is False for every form
+    :func:`analyze` makes today (kept for callers that add prefix forms of their own).
+    What a face highlights, with :func:`matches_form`. Follows :func:`analyze`, so a
+    change to stemming there changes the highlights too."""
     q = analyze(text)
     forms: dict[tuple[str, bool], None] = {}
     for probe in q.probes:
@@ -192,3 +194,24 @@ def match_forms(text: str) -> list[tuple[str, bool]]:
                 if w not in STOP_WORDS or not q.content_tokens - STOP_WORDS:
                     forms.setdefault((w, False), None)
     return list(forms)
+
+
+def matches_form(
+    word: str,
+    forms: Sequence[tuple[str, bool]],
+    langs: tuple[str, ...] = DEFAULT_LANGUAGES,
+) -> bool:
+    """True when a word of shown text matches one of ``forms`` (from :func:`match_forms`)
+    the way the index matched it: one of its :func:`words` equals a form, starts with a
+    prefix form, or has a Snowball stem (in ``langs``) equal to a form. So the query
+    ``retrying`` (stem ``retri``) marks ``retry`` and ``retries``, as recall found them
+    through the index's ``stems`` column."""
+    if not forms:
+        return False
+    exact = {f for f, prefix in forms if not prefix}
+    prefixes = [f for f, prefix in forms if prefix]
+    ws = words(word)
+    for w, stems in zip(ws, stem_words(ws, langs), strict=True):
+        if w in exact or any(w.startswith(p) for p in prefixes) or stems & exact:
+            return True
+    return False

@@ -8,14 +8,13 @@ method, path, status and time, with every query-string value replaced by ``REDAC
 
 from __future__ import annotations
 
-import json
-import logging
-import time
+import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
-from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -23,11 +22,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from wiki_memory.audit import AuditLog, escape
+from wiki_memory.audit import AuditLog
 from wiki_memory.auth import TokenStore
-from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.core import pins
 from wiki_memory.core.forget import forget_page
 from wiki_memory.core.memory import Memory
@@ -50,6 +48,7 @@ from wiki_memory.hosts import AllowedHosts, allowed_hosts
 from wiki_memory.identity import CALLER, Identity
 from wiki_memory.mcp import app as mcp_app
 from wiki_memory.server import handoffs as handoff_api
+from wiki_memory.server.access import AccessLogMiddleware
 from wiki_memory.server.http import (
     ApiError,
     _int,
@@ -61,9 +60,9 @@ from wiki_memory.server.http import (
 )
 from wiki_memory.web import views as web
 
-access_log = logging.getLogger("wiki_memory.access")
-
 OPEN_PATHS = {"/v1/health"}
+#: threads that run captures (each waits for its group's fsync there)
+CAPTURE_THREADS = 16
 UNAUTHORIZED = {"error": "unauthorized", "message": "a valid bearer token is required"}
 
 
@@ -96,6 +95,23 @@ def error_response(request: Request, exc: Exception) -> Response:
     else:
         err = BadRequest(str(exc) or type(exc).__name__)
     return JSONResponse(err.body(), rule_for(err).status, headers=err.headers or None)
+
+
+def list_reply(results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The per-item entries of a list's reply to ``POST /v1/observations`` (docs/api.md)
+    and how many items were refused. An accepted item is ``{"status": 202, "id",
+    "duplicate", "session_key"}``; a refused one is ``{"status": <the status the error
+    would have alone>, "error", "message", "field"?, ...}`` from the one error table."""
+    items: list[dict[str, Any]] = []
+    refused = 0
+    for r in results:
+        err = r.get("refused")
+        if isinstance(err, WikiMemoryError):
+            items.append({"status": rule_for(err).status, **err.body()})
+            refused += 1
+        else:
+            items.append({"status": 202, **r})
+    return items, refused
 
 
 def face_of(path: str) -> str:
@@ -232,51 +248,6 @@ class HostCheckMiddleware:
         await resp(scope, receive, send)
 
 
-class AccessLogMiddleware:
-    """Logs one line per request: method, path (secrets redacted), query values replaced
-    by ``REDACTED`` (never a token), status, time, the caller's user and token id, and
-    the ``User-Agent``. Every value taken from the request is escaped
-    (:func:`wiki_memory.audit.escape`): a newline in a path or header is written ``\\n``
-    and never starts a line."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        start = time.perf_counter()
-        status = {"code": 0}
-
-        async def send_wrapper(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                status["code"] = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_wrapper)
-        finally:
-            qs = scope.get("query_string", b"").decode("latin-1")
-            red = "&".join(f"{k}=REDACTED" for k, _ in parse_qsl(qs, keep_blank_values=True))
-            ident = (scope.get("state") or {}).get("identity")
-            agent = ""
-            for name, value in scope.get("headers", []):
-                if name == b"user-agent":
-                    agent = value.decode("latin-1")
-            access_log.info(
-                "%s %s%s %s %.1fms user=%s token=%s agent=%s",
-                escape(str(scope.get("method"))),
-                escape(redact_text(str(scope.get("path", "")))[0]),
-                f"?{escape(red)}" if red else "",
-                status["code"],
-                (time.perf_counter() - start) * 1000,
-                escape(ident.user) if ident is not None else "-",
-                (ident.token_id or "-") if ident is not None else "-",
-                json.dumps(escape(redact_text(agent)[0][:200])),
-            )
-
-
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -296,12 +267,21 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
             }
         )
 
+    # capture's own threads: a plain executor hop costs the event loop less per request
+    # than anyio's (capacity limiter, cancel scope); the request waits there for its
+    # fsync, so there are enough threads for concurrent requests to share one
+    capture_pool = ThreadPoolExecutor(CAPTURE_THREADS, thread_name_prefix="wiki-capture")
+
     async def observations(request: Request) -> Response:
         body = await read_json(request, limit)
         user = request.state.user
-        result = await run_in_threadpool(memory.capture, body, user)
+        ctx = contextvars.copy_context()  # the caller's identity goes along
+        result = await asyncio.get_running_loop().run_in_executor(
+            capture_pool, ctx.run, memory.capture, body, user
+        )
         if isinstance(body, list):
-            return JSONResponse({"accepted": result}, 202)
+            items, refused = list_reply(result)
+            return JSONResponse({"accepted": items, "refused": refused}, 207 if refused else 202)
         r = result[0]
         return JSONResponse({"id": r["id"], "duplicate": r["duplicate"]}, 202)
 
@@ -534,6 +514,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
             async with mcp_app.lifespan(memory):
                 yield
         finally:
+            await run_in_threadpool(capture_pool.shutdown)
             if drainer is not None:
                 await run_in_threadpool(drainer.stop)
             if manage_memory:

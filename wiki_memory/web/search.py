@@ -10,7 +10,9 @@ ranking) decides what matches and in which order; this module only shapes it:
   fences or block ids; a wikilink shows its alias or its target);
 - :func:`mark` escapes the text first and then wraps each word that matches one of the
   query's forms (:func:`wiki_memory.recall.terms.match_forms`: the exact words and the
-  stems recall matched with) in ``<mark>``, the only element it ever writes (case C52).
+  stems recall matched with; a shown word matches by its own stem too:
+  :func:`~wiki_memory.recall.terms.matches_form`) in ``<mark>``, the only element it ever
+  writes (case C52).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from urllib.parse import urlencode
 
 from markupsafe import Markup
 
-from wiki_memory.recall.terms import words
+from wiki_memory.recall.terms import matches_form
 from wiki_memory.web.links import escape, fragment_for, page_url
 from wiki_memory.web.render import parse_wikilink
 
@@ -78,11 +80,7 @@ def _link_label(inner: str) -> str:
 
 
 def _matches(word: str, forms: Sequence[tuple[str, bool]]) -> bool:
-    for w in words(word):
-        for form, prefix in forms:
-            if w == form or (prefix and w.startswith(form)):
-                return True
-    return False
+    return matches_form(word, forms)
 
 
 def mark(text: str, forms: Sequence[tuple[str, bool]]) -> Markup:
@@ -195,15 +193,16 @@ def group(
                 url=page_url(path),
                 more_url=page_url(path) + "?" + urlencode({"hl": query}) if query else "",
             )
-        anchor = str(it.get("anchor") or path)
-        frag = anchor.partition("#")[2]
-        g.anchors.append(
-            {
-                "url": page_url(path, fragment_for(frag) if frag else None),
-                "label": _anchor_label(anchor),
-                "snippet": mark(plain(str(it.get("snippet") or "")), forms),
-            }
-        )
+        for part in [it, *it.get("also", [])]:  # and its page's entries carried in its slot
+            anchor = str(part.get("anchor") or path)
+            frag = anchor.partition("#")[2]
+            g.anchors.append(
+                {
+                    "url": page_url(path, fragment_for(frag) if frag else None),
+                    "label": _anchor_label(anchor),
+                    "snippet": mark(plain(str(part.get("snippet") or "")), forms),
+                }
+            )
     for g in out.values():
         # the page's best entries: those whose text shows a matched word first (an entry
         # recall ranked for its page's title alone says nothing), then in rank order

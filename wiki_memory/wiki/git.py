@@ -38,7 +38,7 @@ import stat
 import threading
 import time
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -237,8 +237,15 @@ class GitStore(GitHistory):
         author_email: str,
         message: str,
         when: float | None = None,
+        only_if: Mapping[str, bytes] | None = None,
     ) -> str | None:
         """Commit exactly ``paths`` (repo-relative POSIX) as they are on disk now.
+
+        ``only_if`` maps some of ``paths`` to the bytes the caller expects there: such a
+        path is committed only when the file holds exactly those bytes when it is read
+        (under the index lock); otherwise it is left out of this commit, as it is in
+        HEAD, and shows as modified. The server uses it so that a person's save landing
+        between its decision and the commit is never committed under the server's name.
 
         A path that no longer exists is removed from the tree (a whole subtree when it
         was a folder); a path that is a folder commits every file below it. Untracked
@@ -261,8 +268,11 @@ class GitStore(GitHistory):
             kept.append(validate_path(p))
         if not kept and paths:
             return None
+        expect = None
+        if only_if:
+            expect = {self._resolve(validate_path(p)): data for p, data in only_if.items()}
         with self._lock:
-            return self._commit(kept, author_name, author_email, message, when)
+            return self._commit(kept, author_name, author_email, message, when, expect)
 
     def commit_many(
         self, groups: Sequence[tuple[str, str, str, Sequence[str]]], when: float | None = None
@@ -346,10 +356,13 @@ class GitStore(GitHistory):
             return None
         return found
 
-    def _collect(self, paths: Iterable[bytes]) -> Changes:
+    def _collect(
+        self, paths: Iterable[bytes], expect: Mapping[bytes, bytes] | None = None
+    ) -> Changes:
         """Read the named paths from disk and store their blobs. Stat is taken BEFORE
         the read, so a file changed during the read looks modified to git afterwards
-        (never falsely clean)."""
+        (never falsely clean). A file named in ``expect`` whose bytes differ from the
+        expected ones is left out (see :meth:`commit`'s ``only_if``)."""
         head_tree = self._head_tree()
         ignore: IgnoreFilterManager | None = None
 
@@ -412,6 +425,8 @@ class GitStore(GitHistory):
                 with open(full, "rb") as fh:
                     data = fh.read()
                 mode = cleanup_mode(st.st_mode)
+                if expect is not None and rel in expect and expect[rel] != data:
+                    continue  # changed since the caller looked: not the caller's to commit
             blob = Blob.from_string(data)
             if tracked is None or tracked[1] != blob.id:
                 self._repo.object_store.add_object(blob)
@@ -438,6 +453,7 @@ class GitStore(GitHistory):
         author_email: str,
         message: str,
         when: float | None,
+        expect: Mapping[bytes, bytes] | None = None,
     ) -> str | None:
         self._check_operations()
         ident = author_identity(author_name, author_email)
@@ -450,7 +466,7 @@ class GitStore(GitHistory):
         lockfile = self._acquire_index_lock()
         self._record_owner(lockfile)
         try:
-            changes = self._collect(self._resolve(p) for p in paths)
+            changes = self._collect((self._resolve(p) for p in paths), expect)
             if not changes:
                 lockfile.abort()
                 return None
