@@ -23,7 +23,7 @@ from typing import Any
 import apsw
 
 from wiki_memory.identity import Identity, is_pinned, personal_owner, visible_sql
-from wiki_memory.index.dates import date_words, page_day, section_days
+from wiki_memory.index.dates import page_day, section_date_words, section_days
 from wiki_memory.index.files import read_file, sha256
 from wiki_memory.index.graph import Dirty, resolve_dirty
 from wiki_memory.index.schema import UPDATED, scalar
@@ -179,7 +179,7 @@ def prepare(
                 hf,
                 bf,
                 stems_text(hf + "\n" + bf, stem_langs),
-                date_words(day),
+                section_date_words(text, day),
                 day.isoformat() if day else None,
             )
         )

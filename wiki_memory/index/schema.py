@@ -42,7 +42,7 @@ from typing import Any
 
 import apsw
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Bump when the schema or what is stored in it changes: old indexes are then rebuilt."""
 
 BM25_WEIGHTS = {

@@ -47,13 +47,13 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
 from wiki_memory.capture.spool import Spool
 from wiki_memory.identity import Identity
-from wiki_memory.index import signals
+from wiki_memory.index import dates, signals
 from wiki_memory.index.schema import BM25_WEIGHTS
 from wiki_memory.index.signals import Hit
 from wiki_memory.index.store import Index
@@ -61,7 +61,7 @@ from wiki_memory.recall import asof
 from wiki_memory.recall.filters import Filters, parse_time
 from wiki_memory.recall.terms import Query, analyze, words
 from wiki_memory.recall.tokens import count_tokens
-from wiki_memory.recall.when import Window, windows, within
+from wiki_memory.recall.when import Window, overlaps, windows, within
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitStore
 
@@ -426,7 +426,7 @@ class _Ranker:
         ranked by their own text (``text``, then ``all-words``) rank."""
         if not self.wins:
             return
-        inside = [c for c in self.cands.values() if within(_day(c), self.wins)]
+        inside = [c for c in self.cands.values() if self._inside(c)]
         big = 1 << 30
         inside.sort(
             key=lambda c: (
@@ -437,6 +437,16 @@ class _Ranker:
         )
         for rank, c in enumerate(inside):
             c.signals["when"] = rank
+
+    def _inside(self, c: _Cand) -> bool:
+        """``c`` happened inside a window of the query, or is a timeline entry whose
+        relative phrases ("last night") name a day inside one."""
+        day = _day(c)
+        if within(day, self.wins):
+            return True
+        if c.hit is None or not day or not dates.is_timeline_entry(c.hit.text):
+            return False
+        return overlaps(dates.referred_ranges(c.hit.text, date.fromisoformat(day)), self.wins)
 
     def _without_common(self) -> Query:
         """The query without words found in more than :data:`COMMON_SHARE` of all sections
