@@ -407,12 +407,16 @@ their first turn and compiled within seconds of each other, so neither moves it.
 #: and scored on the seventh; the default is the one best on all 7 (docs/ranking.md)
 GRID: dict[str, dict[str, float]] = {
     "default": {},
+    "fields 0.5": {"fields": 0.5},
+    "fields 0.8": {"fields": 0.8},
     "page 2 d3 .5": {"page": 2.0, "page_depth": 3, "page_ratio": 0.5},
     "page 2": {"page": 2.0},
-    "d6": {"page_depth": 6},
+    "d10": {"page_depth": 10},
     "context 0.6": {"context": 0.6},
 }
-"""``page 2 d3 .5`` is what shipped before (page weight 2 over best + ½ second + ¼ third)."""
+"""``page 2 d3 .5`` is the ``page`` signal of the first grid (weight 2 over best + ½ second
++ ¼ third); ``d10`` and ``fields 0.5`` are the depth and the ``fields`` weight shipped
+before the days that entries refer to joined the index (docs/ranking.md)."""
 
 
 @dataclass

@@ -85,7 +85,7 @@ WEIGHTS: dict[str, float] = {
     "all-words": 2.0,
     "spool": 1.0,
     "page": 3.0,
-    "fields": 0.5,
+    "fields": 1.0,
     "entity": 1.0,
     "link": 0.5,
     "recent": 0.1,
@@ -114,7 +114,7 @@ CONTEXT_BEFORE = 0.3
 question; a tool result follows the prompt that asked for it)."""
 CONTEXT_AFTER = 0.12
 """Share of the next timeline entry's bm25 added to an entry."""
-PAGE_DEPTH = 10
+PAGE_DEPTH = 6
 """The ``page`` signal of a page sums its best this many section scores, ..."""
 PAGE_RATIO = 0.7
 """... each weighted this much of the one before (best + 0.7 second + 0.49 third ...):
