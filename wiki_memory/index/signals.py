@@ -262,7 +262,7 @@ sections first, then eight times more each round, until it has ``limit`` visible
 
 def dense_sections(
     index: Index,
-    query: str,
+    query: str | tuple[Any, Any] | None,
     scope: Scope,
     limit: int,
     min_score: float,
@@ -271,7 +271,9 @@ def dense_sections(
     """Sections ``scope`` lets the caller see, most similar to ``query`` first by the
     cosine similarity of their dense vectors (:meth:`Index.dense`; ties by rowid), those
     of at least ``min_score`` only, at most ``limit``, each with score 0 (not a text
-    match). ``paths``: only the sections of these pages (else of every page).
+    match). ``query`` is the text, or what :meth:`Index.dense` gave for it (to score the
+    rows once for several lists). ``paths``: only the sections of these pages (else of
+    every page).
 
     The scope is applied before the limit (invariant 9): with ``paths``, the SQL that
     reads those pages' sections applies it; without, the rows are visited in similarity
@@ -281,7 +283,7 @@ def dense_sections(
     """
     if limit <= 0 or scope.empty or (paths is not None and not paths):
         return []
-    got = index.dense(query)
+    got = index.dense(query) if isinstance(query, str) else query
     if got is None:
         return []
     import numpy as np

@@ -421,7 +421,7 @@ class _Ranker:
         self._represent(best_field, list(self.page_ranks["entity"]))
         self.page_ranks["link"] = self._links()
         self._represent(best_field, list(self.page_ranks["link"]))
-        if self.w["dense"] > 0:
+        if self.w["dense"] > 0 and self.index.vectors_on:
             self._dense()
         self._recent()
         self._when()
@@ -639,14 +639,15 @@ class _Ranker:
                 pages.append(c.path)
             if len(pages) >= DENSE_PAGES:
                 break
+        scored = self.index.dense(self.q.text)
+        if scored is None:
+            return
         found = signals.dense_sections(
-            self.index, self.q.text, self.scope, DENSE_LIMIT, DENSE_MIN, paths=pages
+            self.index, scored, self.scope, DENSE_LIMIT, DENSE_MIN, paths=pages
         )
         if DENSE_ALONE <= 1:
             seen = {(h.path, h.anchor) for h in found}
-            alone = signals.dense_sections(
-                self.index, self.q.text, self.scope, DENSE_LIMIT, DENSE_ALONE
-            )
+            alone = signals.dense_sections(self.index, scored, self.scope, DENSE_LIMIT, DENSE_ALONE)
             found += [h for h in alone if (h.path, h.anchor) not in seen]
         self._section_list("dense", found)
 
