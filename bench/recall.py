@@ -22,6 +22,11 @@ rows as float32, already in memory: no conversion at all), and the server's resi
 memory after the queries. Run:
 
     python bench/recall.py [--sizes 1000 10000] [--queries 200] [--vectors]
+
+``--dense-rows N [N ...]`` measures only the dense scoring, without generating a wiki:
+N random unit vectors stored as the index stores them (int8 + scale, in a ``vectors``
+table of a temp database), loaded as a server loads them, then the same table as above
+(for sizes whose reindex would take too long here).
 """
 
 from __future__ import annotations
@@ -175,6 +180,61 @@ def dense_cost(mem: object, qs: list[str]) -> dict[str, float]:
     }
 
 
+def dense_synthetic(n_rows: int, n_queries: int) -> dict[str, float]:
+    """:func:`dense_cost` over ``n_rows`` random unit vectors (no pages, no model)."""
+    import apsw
+    import numpy as np
+
+    from wiki_memory.index import vectors
+    from wiki_memory.index.schema import SCHEMA
+
+    rng = np.random.default_rng(SEED)
+    with tempfile.TemporaryDirectory(prefix="dense-") as tmp:
+        conn = apsw.Connection(str(Path(tmp) / "index.db"))
+        conn.execute(SCHEMA)
+        with conn:
+            for i in range(0, n_rows, 50_000):
+                m = min(50_000, n_rows - i)
+                v = rng.standard_normal((m, vectors.DIM)).astype(np.float32)
+                v /= np.linalg.norm(v, axis=1, keepdims=True)
+                conn.executemany(
+                    "INSERT INTO vectors(rowid, v) VALUES (?, ?)",
+                    zip(range(i + 1, i + m + 1), vectors.encode(v), strict=True),
+                )
+            conn.execute("INSERT INTO meta(key, value) VALUES ('vectors_gen', 'x')")
+        stored = conn.execute("SELECT sum(pgsize) FROM dbstat WHERE name = 'vectors'").fetchone()[0]
+        matrix = vectors.Matrix()
+        qs = rng.standard_normal((n_queries, vectors.DIM)).astype(np.float32)
+        qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+        t = time.perf_counter()
+        rowids, codes, scales = matrix._current(conn)
+        load_s = time.perf_counter() - t
+        full = codes.astype(np.float32) * scales[:, None]
+        ours, floor = [], []
+        for q in qs:
+            t = time.perf_counter()
+            matrix.scores(conn, q)
+            ours.append((time.perf_counter() - t) * 1000)
+            best = float("inf")
+            for blas in (True, False):
+                t = time.perf_counter()
+                _ = full @ q if blas else np.einsum("ij,j->i", full, q)
+                best = min(best, (time.perf_counter() - t) * 1000)
+            floor.append(best)
+        conn.close()
+    return {
+        "pages": 0,
+        "rows": n_rows,
+        "stored_bytes": stored or 0,
+        "matrix_bytes": matrix.nbytes(),
+        "load_s": load_s,
+        "score_p50": pct(ours, 50),
+        "score_p95": pct(ours, 95),
+        "floor_p50": pct(floor, 50),
+        "floor_p95": pct(floor, 95),
+    }
+
+
 def measure(size: int, n_queries: int, dense: bool = False) -> dict[str, float]:
     vocab = vocabulary(random.Random(SEED))
     with tempfile.TemporaryDirectory(prefix=f"recall-{size}-") as tmp:
@@ -256,7 +316,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--vectors", action="store_true", help="the vectors setting on (the extra)")
+    ap.add_argument("--dense-rows", type=int, nargs="+", default=None)
     args = ap.parse_args(argv)
+    if args.dense_rows:
+        print("dense scoring only: random unit vectors, ms per query; load: reading the table")
+        print(
+            f"{'rows':>9} {'stored MB':>10} {'matrix MB':>10} {'load s':>7} {'p50':>6} {'p95':>6} "
+            f"{'floor p50':>10} {'floor p95':>10} {'ratio p50':>10}"
+        )
+        for n in args.dense_rows:
+            r = dense_synthetic(n, args.queries)
+            print(
+                f"{r['rows']:>9} {r['stored_bytes'] / 1e6:>10.1f} {r['matrix_bytes'] / 1e6:>10.1f} "
+                f"{r['load_s']:>7.2f} {r['score_p50']:>6.1f} {r['score_p95']:>6.1f} "
+                f"{r['floor_p50']:>10.1f} {r['floor_p95']:>10.1f} "
+                f"{r['score_p50'] / max(r['floor_p50'], 1e-9):>10.1f}",
+                flush=True,
+            )
+        return 0
     rows = [measure(n, args.queries, args.vectors) for n in args.sizes]
     head = (
         f"{'pages':>7} {'reindex s':>10} {'pages/s':>8} {'core p50':>9} {'core p95':>9} "
