@@ -391,7 +391,8 @@ def run(convs: list[Conversation], srv: ServerProcess, budget: int) -> dict[str,
 
 # --- in process: ablation and leave-one-conversation-out ------------------------------
 
-#: signals switched off one at a time in the ablation table (names of rank.TUNABLE)
+#: signals switched off one at a time in the ablation table (names of rank.TUNABLE;
+#: ``dense`` too when the index holds vectors)
 ABLATE = (
     "text",
     "all-words",
@@ -403,7 +404,6 @@ ABLATE = (
     "stems",
     "context",
     "cap",
-    "dense",
 )
 """``entity`` and ``recent`` are left out: LoCoMo's pages are session pages titled by
 their first turn and compiled within seconds of each other, so neither moves it."""
@@ -495,11 +495,12 @@ def tune(
     mem = Memory(load_settings(data_dir, watch=False), owner_user="owner")
     mem.start()
     grid = {**GRID, **(DENSE_GRID if mem.index.vectors_on else {})}
+    ablate = (*ABLATE, "dense") if mem.index.vectors_on else ABLATE
     try:
         runs: dict[str, Hits] = {}
         for name, tuning in grid.items():
             runs[name] = evaluate(mem, convs, anchors, pages, budget, tuning)
-        for name in ABLATE:
+        for name in ablate:
             runs[f"-{name}"] = evaluate(mem, convs, anchors, pages, budget, {name: 0.0})
     finally:
         mem.stop()
@@ -509,7 +510,7 @@ def tune(
         f"{'signal off':<14} {'S@5':>6} {'ΔS@5':>7} {'T@10':>6} {'ΔT@10':>7}",
         f"{'(none)':<14} {base_s:6.3f} {'':>7} {base_t:6.3f}",
     ]
-    for name in ABLATE:
+    for name in ablate:
         s5, t10 = runs[f"-{name}"].rate()
         lines.append(f"{name:<14} {s5:6.3f} {s5 - base_s:+7.3f} {t10:6.3f} {t10 - base_t:+7.3f}")
     lines += [
