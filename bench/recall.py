@@ -12,9 +12,21 @@ tags on some, aliases on some), then:
    identifiers and a page title; p50 / p95 ms;
 3. the same queries through ``POST /v1/recall`` of a real server (127.0.0.1): p50 / p95 ms.
 
-Every recall uses ``budget_tokens`` 1000 (the default). Run:
+Every recall uses ``budget_tokens`` 1000 (the default). With ``--vectors`` (needs the
+``vectors`` extra) the reindex, the in-process recall and the server run with the setting
+``vectors`` on, and a second table gives the dense signal's own cost: the rows and bytes
+of the ``vectors`` table (SQLite's ``dbstat``), the in-memory matrix, the time to score
+every row against one query (``Matrix.scores``: ``einsum`` over int8 chunks, then the
+scales) beside the floor (the faster of numpy's BLAS product and ``einsum`` over the same
+rows as float32, already in memory: no conversion at all), and the server's resident
+memory after the queries. Run:
 
-    python bench/recall.py [--sizes 1000 10000] [--queries 200]
+    python bench/recall.py [--sizes 1000 10000] [--queries 200] [--vectors]
+
+``--dense-rows N [N ...]`` measures only the dense scoring, without generating a wiki:
+N random unit vectors stored as the index stores them (int8 + scale, in a ``vectors``
+table of a temp database), loaded as a server loads them, then the same table as above
+(for sizes whose reindex would take too long here).
 """
 
 from __future__ import annotations
@@ -120,7 +132,110 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
 
 
-def measure(size: int, n_queries: int) -> dict[str, float]:
+def rss_kb(pid: int) -> int:
+    """Resident memory of process ``pid`` in KiB (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def dense_cost(mem: object, qs: list[str]) -> dict[str, float]:
+    """The dense signal's storage and scoring time (ms per query), with numpy's floor."""
+    import numpy as np
+
+    from wiki_memory.index import vectors
+
+    idx = mem.index  # type: ignore[attr-defined]
+    conn = idx._conn()
+    rows = conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+    stored = conn.execute("SELECT sum(pgsize) FROM dbstat WHERE name = 'vectors'").fetchone()[0]
+    vecs = vectors.model().embed(qs)
+    idx.dense(qs[0])  # load the matrix
+    rowids, codes, scales = idx._matrix._current(conn)
+    full = codes.astype(np.float32) * scales[:, None]
+    ours, floor = [], []
+    for q in vecs:
+        t = time.perf_counter()
+        idx._matrix.scores(conn, q)
+        ours.append((time.perf_counter() - t) * 1000)
+        best = float("inf")
+        for blas in (True, False):
+            t = time.perf_counter()
+            _ = full @ q if blas else np.einsum("ij,j->i", full, q)
+            best = min(best, (time.perf_counter() - t) * 1000)
+        floor.append(best)
+    return {
+        "rows": rows,
+        "stored_bytes": stored or 0,
+        "matrix_bytes": idx.vector_bytes(),
+        "score_p50": pct(ours, 50),
+        "score_p95": pct(ours, 95),
+        "floor_p50": pct(floor, 50),
+        "floor_p95": pct(floor, 95),
+    }
+
+
+def dense_synthetic(n_rows: int, n_queries: int) -> dict[str, float]:
+    """:func:`dense_cost` over ``n_rows`` random unit vectors (no pages, no model)."""
+    import apsw
+    import numpy as np
+
+    from wiki_memory.index import vectors
+    from wiki_memory.index.schema import SCHEMA
+
+    rng = np.random.default_rng(SEED)
+    with tempfile.TemporaryDirectory(prefix="dense-") as tmp:
+        conn = apsw.Connection(str(Path(tmp) / "index.db"))
+        conn.execute(SCHEMA)
+        with conn:
+            for i in range(0, n_rows, 50_000):
+                m = min(50_000, n_rows - i)
+                v = rng.standard_normal((m, vectors.DIM)).astype(np.float32)
+                v /= np.linalg.norm(v, axis=1, keepdims=True)
+                conn.executemany(
+                    "INSERT INTO vectors(rowid, v) VALUES (?, ?)",
+                    zip(range(i + 1, i + m + 1), vectors.encode(v), strict=True),
+                )
+            conn.execute("INSERT INTO meta(key, value) VALUES ('vectors_gen', 'x')")
+        stored = conn.execute("SELECT sum(pgsize) FROM dbstat WHERE name = 'vectors'").fetchone()[0]
+        matrix = vectors.Matrix()
+        qs = rng.standard_normal((n_queries, vectors.DIM)).astype(np.float32)
+        qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+        t = time.perf_counter()
+        rowids, codes, scales = matrix._current(conn)
+        load_s = time.perf_counter() - t
+        full = codes.astype(np.float32) * scales[:, None]
+        ours, floor = [], []
+        for q in qs:
+            t = time.perf_counter()
+            matrix.scores(conn, q)
+            ours.append((time.perf_counter() - t) * 1000)
+            best = float("inf")
+            for blas in (True, False):
+                t = time.perf_counter()
+                _ = full @ q if blas else np.einsum("ij,j->i", full, q)
+                best = min(best, (time.perf_counter() - t) * 1000)
+            floor.append(best)
+        conn.close()
+    return {
+        "pages": 0,
+        "rows": n_rows,
+        "stored_bytes": stored or 0,
+        "matrix_bytes": matrix.nbytes(),
+        "load_s": load_s,
+        "score_p50": pct(ours, 50),
+        "score_p95": pct(ours, 95),
+        "floor_p50": pct(floor, 50),
+        "floor_p95": pct(floor, 95),
+    }
+
+
+def measure(size: int, n_queries: int, dense: bool = False) -> dict[str, float]:
     vocab = vocabulary(random.Random(SEED))
     with tempfile.TemporaryDirectory(prefix=f"recall-{size}-") as tmp:
         data = Path(tmp) / "data"
@@ -129,6 +244,7 @@ def measure(size: int, n_queries: int) -> dict[str, float]:
         titles = generate(wiki, size, vocab)
         qs = queries(vocab, titles, n_queries)
         env = {**os.environ, "WIKI_MEMORY_HOME": str(data)}
+        env["WIKI_MEMORY_VECTORS"] = "true" if dense else "false"
         t0 = time.perf_counter()
         subprocess.run(
             [
@@ -149,7 +265,8 @@ def measure(size: int, n_queries: int) -> dict[str, float]:
         from wiki_memory.config import load_settings
         from wiki_memory.core.memory import Memory
 
-        mem = Memory(load_settings(data, watch=False))
+        mem = Memory(load_settings(data, watch=False, vectors=dense))
+        cost: dict[str, float] = {}
         try:
             for q in qs[:10]:  # warm caches and the tokenizer
                 mem.recall(q)
@@ -160,9 +277,11 @@ def measure(size: int, n_queries: int) -> dict[str, float]:
                 res = mem.recall(q)
                 core_ms.append((time.perf_counter() - t1) * 1000)
                 hits += bool(res.items)
+            if dense:
+                cost = dense_cost(mem, qs)
         finally:
             mem.index.close()
-        srv = ServerProcess(data)
+        srv = ServerProcess(data, env={"WIKI_MEMORY_VECTORS": env["WIKI_MEMORY_VECTORS"]})
         srv.start(timeout=600)
         try:
             http_ms = []
@@ -174,6 +293,8 @@ def measure(size: int, n_queries: int) -> dict[str, float]:
                     r = cl.post("/v1/recall", json={"query": q})
                     http_ms.append((time.perf_counter() - t1) * 1000)
                     r.raise_for_status()
+            assert srv.proc is not None
+            server_rss = rss_kb(srv.proc.pid)
         finally:
             srv.stop()
     return {
@@ -185,6 +306,8 @@ def measure(size: int, n_queries: int) -> dict[str, float]:
         "http_p50": pct(http_ms, 50),
         "http_p95": pct(http_ms, 95),
         "answered": hits / len(qs),
+        "server_rss_mb": server_rss / 1024,
+        **cost,
     }
 
 
@@ -192,21 +315,58 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--vectors", action="store_true", help="the vectors setting on (the extra)")
+    ap.add_argument("--dense-rows", type=int, nargs="+", default=None)
     args = ap.parse_args(argv)
-    rows = [measure(n, args.queries) for n in args.sizes]
+    if args.dense_rows:
+        print("dense scoring only: random unit vectors, ms per query; load: reading the table")
+        print(
+            f"{'rows':>9} {'stored MB':>10} {'matrix MB':>10} {'load s':>7} {'p50':>6} {'p95':>6} "
+            f"{'floor p50':>10} {'floor p95':>10} {'ratio p50':>10}"
+        )
+        for n in args.dense_rows:
+            r = dense_synthetic(n, args.queries)
+            print(
+                f"{r['rows']:>9} {r['stored_bytes'] / 1e6:>10.1f} {r['matrix_bytes'] / 1e6:>10.1f} "
+                f"{r['load_s']:>7.2f} {r['score_p50']:>6.1f} {r['score_p95']:>6.1f} "
+                f"{r['floor_p50']:>10.1f} {r['floor_p95']:>10.1f} "
+                f"{r['score_p50'] / max(r['floor_p50'], 1e-9):>10.1f}",
+                flush=True,
+            )
+        return 0
+    rows = [measure(n, args.queries, args.vectors) for n in args.sizes]
     head = (
         f"{'pages':>7} {'reindex s':>10} {'pages/s':>8} {'core p50':>9} {'core p95':>9} "
-        f"{'HTTP p50':>9} {'HTTP p95':>9} {'answered':>9}"
+        f"{'HTTP p50':>9} {'HTTP p95':>9} {'answered':>9} {'RSS MB':>7}"
     )
-    print(f"recall latency in ms ({args.queries} queries, budget_tokens 1000); reindex by the CLI")
+    print(
+        f"recall latency in ms ({args.queries} queries, budget_tokens 1000); reindex by the CLI; "
+        f"vectors {'on' if args.vectors else 'off'}; RSS: the server's after the queries"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
         print(
             f"{r['pages']:>7} {r['reindex_s']:>10.1f} {r['pages_per_s']:>8.0f} "
             f"{r['core_p50']:>9.1f} {r['core_p95']:>9.1f} {r['http_p50']:>9.1f} "
-            f"{r['http_p95']:>9.1f} {r['answered']:>9.0%}"
+            f"{r['http_p95']:>9.1f} {r['answered']:>9.0%} {r['server_rss_mb']:>7.0f}"
         )
+    if args.vectors:
+        print()
+        print("dense signal: score every row for one query (ms) beside numpy's float32 floor")
+        head = (
+            f"{'pages':>7} {'rows':>8} {'stored MB':>10} {'matrix MB':>10} {'p50':>6} "
+            f"{'p95':>6} {'floor p50':>10} {'floor p95':>10} {'ratio p50':>10}"
+        )
+        print(head)
+        print("-" * len(head))
+        for r in rows:
+            print(
+                f"{r['pages']:>7} {r['rows']:>8} {r['stored_bytes'] / 1e6:>10.1f} "
+                f"{r['matrix_bytes'] / 1e6:>10.1f} {r['score_p50']:>6.1f} {r['score_p95']:>6.1f} "
+                f"{r['floor_p50']:>10.1f} {r['floor_p95']:>10.1f} "
+                f"{r['score_p50'] / max(r['floor_p50'], 1e-9):>10.1f}"
+            )
     return 0
 
 

@@ -89,6 +89,11 @@ class Settings:
     #: Snowball stemmers (comma-separated names or codes, or a TOML list) for pages without
     #: a frontmatter ``lang``; queries are stemmed with these and every page ``lang``
     stem_languages: str = "english"
+    #: the ``dense`` recall signal (docs/ranking.md#vectors): store a dense vector of every
+    #: section at index time and rank by it; needs the ``vectors`` extra
+    #: (``pip install 'wiki-memory[vectors]'``), without which it is off whatever this
+    #: says. Off by default: on LoCoMo it did not add the 0.02 turn R@10 issue 23 asks for
+    vectors: bool = False
     #: who creates a project by capturing into a name that does not exist yet:
     #: ``members`` (members, admins, the owner; the creator gets a write grant) or
     #: ``admins`` (admins and the owner only)

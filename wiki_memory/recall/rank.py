@@ -19,6 +19,10 @@ text          section  FTS5 bm25 of the query's words (OR, stemmed) in the secti
 all-words     section  sections matching every query word (AND), weighted bm25 over all
                        columns (title 10, aliases 8, tags 4, heading 3, body 1)
 spool         section  uncompiled observations of running sessions (bm25, OR)
+dense         section  with the ``vectors`` extra and setting: the sections of the
+                       strongest pages whose dense vector is nearest the query's, and of
+                       any page a near paraphrase (cosine ≥ :data:`DENSE_ALONE`) with no
+                       shared word (:mod:`wiki_memory.index.vectors`)
 page          page     pages whose best sections match best (sum of the top section
                        scores, halved each step: 1, 1/2, 1/4)
 fields        page     weighted bm25 over all columns: title and aliases above tags above
@@ -90,6 +94,7 @@ WEIGHTS: dict[str, float] = {
     "link": 0.5,
     "recent": 0.1,
     "when": 1.0,
+    "dense": 0.1,
 }
 """Weight of each signal in the fusion. Set once for every wiki (docs/ranking.md)."""
 
@@ -139,6 +144,16 @@ DEDUP_SCAN = 200
 """A match is compared for near-duplicates with at most this many earlier kept matches
 that carry the same numbers (more than ``limit`` + :data:`HEADS` of the old 50-item
 ceiling, so the first pages rank as before; linear when every match is ranked)."""
+DENSE_LIMIT = 30
+"""Sections in the ``dense`` list (whatever the limit: a dense neighbour is no match of
+the query's words, so asking for every match does not ask for every neighbour)."""
+DENSE_PAGES = 10
+"""The ``dense`` list ranks the sections of this many of the strongest pages ..."""
+DENSE_MIN = 0.0
+"""... those at least this similar (cosine) to the query ..."""
+DENSE_ALONE = 0.4
+"""... and, from every page, sections at least this similar (a paraphrase that shares
+no word with its section has no strong page to come from; above 1: none)."""
 CONTEXT_HITS = 60
 """Timeline entries among the best text hits whose neighbours are scored."""
 LINK_SOURCES = 3
@@ -406,6 +421,8 @@ class _Ranker:
         self._represent(best_field, list(self.page_ranks["entity"]))
         self.page_ranks["link"] = self._links()
         self._represent(best_field, list(self.page_ranks["link"]))
+        if self.w["dense"] > 0 and self.index.vectors_on:
+            self._dense()
         self._recent()
         self._when()
         return self._order()
@@ -621,6 +638,29 @@ class _Ranker:
                     order.append(other)
         return {p: i for i, p in enumerate(order)}
 
+    def _dense(self) -> None:
+        """The ``dense`` list: the sections of the strongest :data:`DENSE_PAGES` pages so
+        far, by the similarity of their vectors with the query's, and sections of any
+        page at least :data:`DENSE_ALONE` similar (a paraphrase that shares no word)."""
+        prelim = self._fuse(["text", "all-words"], ["page", "fields", "entity"])
+        pages: list[str] = []
+        for c in prelim:
+            if c.hit is not None and c.path not in pages:
+                pages.append(c.path)
+            if len(pages) >= DENSE_PAGES:
+                break
+        scored = self.index.dense(self.q.text)
+        if scored is None:
+            return
+        found = signals.dense_sections(
+            self.index, scored, self.scope, DENSE_LIMIT, DENSE_MIN, paths=pages
+        )
+        if DENSE_ALONE <= 1:
+            seen = {(h.path, h.anchor) for h in found}
+            alone = signals.dense_sections(self.index, scored, self.scope, DENSE_LIMIT, DENSE_ALONE)
+            found += [h for h in alone if (h.path, h.anchor) not in seen]
+        self._section_list("dense", found)
+
     def _recent(self) -> None:
         """Recency of candidate pages and running sessions (a page by the end of the time
         it covers, a running session by its newest matching observation): a factor that
@@ -675,7 +715,8 @@ class _Ranker:
 
     def _order(self) -> list[_Cand]:
         fused = self._fuse(
-            ["text", "all-words", "spool", "when"], ["page", "fields", "entity", "link", "recent"]
+            ["text", "all-words", "spool", "when", "dense"],
+            ["page", "fields", "entity", "link", "recent"],
         )
         fused = [c for c in fused if c.score > 0]
         # a section with no text of its own (a bare heading, its content in blocks with
@@ -754,6 +795,8 @@ class _Ranker:
             why.append("context")
         if "all-words" in c.signals:
             why.append("all-words")
+        if c.signals.get("dense", WHY_TOP) < WHY_TOP:
+            why.append("dense")
         pr = self.page_ranks
         if pr.get("entity", {}).get(c.path) is not None:
             why.append("entity")
