@@ -21,7 +21,7 @@ convention of the UK Met Office and NOAA.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -94,7 +94,10 @@ def page_day(meta: Mapping[str, Any]) -> datetime | None:
     for key in _DAY_KEYS:
         dt = _as_datetime(meta.get(key))
         if dt is not None:
-            return dt.astimezone(UTC)
+            try:
+                return dt.astimezone(UTC)
+            except (ValueError, OverflowError):
+                continue  # 9999-12-31T23:00-05:00 is past the calendar's end in UTC
     return None
 
 
@@ -112,7 +115,7 @@ def section_days(start: datetime | None, texts: Sequence[str]) -> list[date | No
         m = _TIME.match(text or "")
         if m:
             secs = int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3])
-            if secs < last:
+            if secs < last and day < date.max:
                 day = date.fromordinal(day.toordinal() + 1)
             last = secs
         out.append(day)
@@ -264,6 +267,11 @@ def weekday_day(which: str, name: str, now: date) -> date:
     return now - timedelta(days=back)
 
 
+def _weekday_days(which: str, name: str, now: date) -> tuple[date, date]:
+    d = weekday_day(which, name, now)
+    return d, d
+
+
 def relative_ranges(text: str, now: date) -> list[tuple[int, int, str, date, date]]:
     """Relative time phrases in ``text`` said on the day ``now``: ``(start, end, phrase,
     first, last)`` per phrase (character offsets in ``text``, the days it names), the
@@ -271,13 +279,20 @@ def relative_ranges(text: str, now: date) -> list[tuple[int, int, str, date, dat
     caller's to settle. One rule for queries (:mod:`wiki_memory.recall.when`) and for the
     days an entry refers to (:func:`referred_words`)."""
     out: list[tuple[int, int, str, date, date]] = []
+
+    def add(m: re.Match[str], days: Callable[..., tuple[date, date]], *a: str) -> None:
+        try:
+            first, last = days(*a, now)
+        except (ValueError, OverflowError):
+            return  # "5000 years ago", "a million days ago": outside the calendar
+        out.append((m.start(), m.end(), m[0], first, last))
+
     for m in AGO.finditer(text):
-        out.append((m.start(), m.end(), m[0], *ago_range(m[1], m[2], now)))
+        add(m, ago_range, m[1], m[2])
     for m in RELATIVE.finditer(text):
-        out.append((m.start(), m.end(), m[0], *relative_range(m[1], now)))
+        add(m, relative_range, m[1])
     for m in WEEKDAY_REF.finditer(text):
-        d = weekday_day(m[1], m[2], now)
-        out.append((m.start(), m.end(), m[0], d, d))
+        add(m, _weekday_days, m[1], m[2])
     return out
 
 
@@ -285,6 +300,8 @@ REFERRED_DAYS = 3
 """A relative phrase naming at most this many days adds their words to an entry's
 ``dates`` column; a longer one ("last month", "last year") adds none: a month's or a
 year's worth of words would match every question that names any day of it."""
+REFERRED_MAX = 20
+"""At most this many distinct ranges per entry (a long tool output may hold many)."""
 REFERRED_SPAN = 7
 """The longest span (days) a relative phrase may name and still be :func:`referred_ranges`
 of an entry ("last week" is; "last month" is not)."""
@@ -306,6 +323,8 @@ def referred_ranges(text: str, day: date) -> list[tuple[date, date]]:
         span = (last - first).days + 1
         if span <= REFERRED_SPAN and not first <= day <= last and (first, last) not in out:
             out.append((first, last))
+            if len(out) >= REFERRED_MAX:
+                break
     return out
 
 

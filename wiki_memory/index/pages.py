@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,24 @@ def upsert(
     return True
 
 
+def _days(meta: Mapping[str, Any], texts: list[str]) -> list[date | None]:
+    """Each section's day (:func:`section_days`); none for a page whose dates the
+    calendar cannot hold: a page is indexed whatever its frontmatter says."""
+    try:
+        return section_days(page_day(meta), texts)
+    except (ValueError, OverflowError):
+        return [None] * len(texts)
+
+
+def _date_words(text: str, day: date | None) -> str:
+    """The ``dates`` column (:func:`section_date_words`), or the day's own words when a
+    phrase of ``text`` names a day outside the calendar."""
+    try:
+        return section_date_words(text, day)
+    except (ValueError, OverflowError):
+        return section_date_words("", day)
+
+
 def prepare(
     path: str,
     raw: bytes,
@@ -166,7 +185,7 @@ def prepare(
     page_lang = language(meta.get("lang"))
     stem_langs = (page_lang,) if page_lang else langs
     secs = parsed.sections or [Section("", "", 0, parsed.body, parsed.body_line)]
-    days = section_days(page_day(meta), [s.text or "" for s in secs])
+    days = _days(meta, [s.text or "" for s in secs])
     sections = []
     for sec, day in zip(secs, days, strict=True):
         text = sec.text or ""
@@ -182,7 +201,7 @@ def prepare(
                 hf,
                 bf,
                 stems_text(hf + "\n" + bf, stem_langs),
-                section_date_words(text, day),
+                _date_words(text, day),
                 day.isoformat() if day else None,
             )
         )

@@ -27,8 +27,10 @@ A date without a year is the latest such date on or before ``now``. Days are UTC
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 from wiki_memory.index.dates import MONTHS, SEASONS, month_end, relative_ranges
 
@@ -101,34 +103,47 @@ def _season_end(start: date, months: tuple[int, int, int]) -> date:
     return month_end(year, last_m)
 
 
+QUERY_CHARS = 1000
+"""Only the first this many characters of a query are read for dates (a question names
+its dates early; reading a 1 MiB query would cost seconds for nothing)."""
+MAX_WINDOWS = 12
+"""At most this many windows per query."""
+
+
 def windows(query: str, now: date) -> list[Window]:
-    """The date windows named in ``query``, in the order found, relative to ``now``
-    (a UTC day). Never raises; ``[]`` when the query names no time."""
-    text = query or ""
+    """The date windows named in ``query`` (its first :data:`QUERY_CHARS` characters, at
+    most :data:`MAX_WINDOWS`), in the order found, relative to ``now`` (a UTC day). Never
+    raises: a phrase whose days fall outside the calendar (years 1-9999, "5000 years
+    ago", "winter 9999") names no window. ``[]`` when the query names no time."""
+    text = (query or "")[:QUERY_CHARS]
     taken: list[tuple[int, int]] = []
     out: list[Window] = []
 
     def span(start: int, end: int, phrase: str, first: date | None, last: date | None) -> None:
-        if first is None or last is None:
+        if first is None or last is None or len(out) >= MAX_WINDOWS:
             return
         if any(start < b and end > a for a, b in taken):
             return
         taken.append((start, end))
         out.append(Window(first, last, phrase))
 
-    def add(m: re.Match[str], first: date | None, last: date | None) -> None:
+    def add(
+        m: re.Match[str], days: Callable[..., tuple[date | None, date | None]], *a: Any
+    ) -> None:
+        try:
+            first, last = days(*a)
+        except (ValueError, OverflowError):
+            return  # outside the calendar
         span(m.start(), m.end(), m.group(0), first, last)
 
     for m in _ISO.finditer(text):
-        d = _safe_date(int(m[1]), int(m[2]), int(m[3]))
-        add(m, d, d)
+        add(m, _one_day, int(m[1]), int(m[2]), int(m[3]))
     for rx, day_i, mon_i in ((_DAY_MONTH, 1, 2), (_MONTH_DAY, 2, 1)):
         for m in rx.finditer(text):
             mon = _MONTH_NUM[m[mon_i].lower()]
             day = int(m[day_i])
             year = int(m[3]) if m[3] else _latest_year(mon, day, now)
-            d = _safe_date(year, mon, day)
-            add(m, d, d)
+            add(m, _one_day, year, mon, day)
     for m in _MONTH.finditer(text):
         word = m[1]
         if word.lower() in _AMBIGUOUS and not m[2]:
@@ -139,21 +154,37 @@ def windows(query: str, now: date) -> list[Window]:
                 continue
         mon = _MONTH_NUM[word.lower()]
         year = int(m[2]) if m[2] else (now.year if mon <= now.month else now.year - 1)
-        add(m, date(year, mon, 1), month_end(year, mon))
+        add(m, _month_days, year, mon)
     for m in _SEASON.finditer(text):
         if m[2].lower() == "fall" and not (m[1] or m[3]):
             before = text[: m.start()].split()
             if not before or before[-1].lower() not in {"the", "in", "during", "this", "last"}:
                 continue
-        w = _season_window(m[2], int(m[3]) if m[3] else None, m[1], now)
-        if w is not None:
-            add(m, w.first, w.last)
+        add(m, _season_days, m, now)
     for start, end, phrase, first, last in relative_ranges(text, now):
         span(start, end, phrase, first, last)
     for m in _YEAR.finditer(text):
         y = int(m[1])
-        add(m, date(y, 1, 1), date(y, 12, 31))
+        add(m, _year_days, y)
     return out
+
+
+def _one_day(y: int, m: int, d: int) -> tuple[date | None, date | None]:
+    day = _safe_date(y, m, d)
+    return day, day
+
+
+def _month_days(y: int, m: int) -> tuple[date | None, date | None]:
+    return date(y, m, 1), month_end(y, m)
+
+
+def _year_days(y: int) -> tuple[date | None, date | None]:
+    return date(y, 1, 1), date(y, 12, 31)
+
+
+def _season_days(m: re.Match[str], now: date) -> tuple[date | None, date | None]:
+    w = _season_window(m[2], int(m[3]) if m[3] else None, m[1], now)
+    return (w.first, w.last) if w is not None else (None, None)
 
 
 def within(day: str | None, wins: list[Window]) -> bool:
