@@ -322,28 +322,26 @@ def dense_sections(
 
 def _sections_of(index: Index, paths: Sequence[str], scope: Scope) -> dict[int, Hit]:
     """Every section of the pages ``paths`` that ``scope`` admits, by rowid (score 0)."""
-    conds, args = scope.where("p")
-    out: dict[int, Hit] = {}
-    for i in range(0, len(paths), 400):
-        chunk = list(paths[i : i + 400])
-        sql = f"""
-            SELECT {_HIT_COLUMNS}, s.rowid FROM sections AS s JOIN pages AS p ON p.path = s.path
-            WHERE s.path IN ({", ".join("?" * len(chunk))}) AND {" AND ".join(conds)}
-        """
-        for r in _run(index, sql, [*chunk, *args]):
-            out[int(r[11])] = _hit(r, 0.0)
-    return out
+    return _admitted(index, "s.path", paths, scope)
 
 
 def _visible(index: Index, rowids: Sequence[int], scope: Scope) -> dict[int, Hit]:
     """The sections among ``rowids`` that ``scope`` admits, by rowid (score 0)."""
+    return _admitted(index, "s.rowid", rowids, scope)
+
+
+def _admitted(
+    index: Index, column: str, values: Sequence[str] | Sequence[int], scope: Scope
+) -> dict[int, Hit]:
+    """The sections whose ``column`` (``s.path`` or ``s.rowid``) is one of ``values`` and
+    that ``scope`` admits, by rowid (score 0); read 400 values at a time."""
     conds, args = scope.where("p")
     out: dict[int, Hit] = {}
-    for i in range(0, len(rowids), 400):
-        chunk = list(rowids[i : i + 400])
+    for i in range(0, len(values), 400):
+        chunk = list(values[i : i + 400])
         sql = f"""
             SELECT {_HIT_COLUMNS}, s.rowid FROM sections AS s JOIN pages AS p ON p.path = s.path
-            WHERE s.rowid IN ({", ".join("?" * len(chunk))}) AND {" AND ".join(conds)}
+            WHERE {column} IN ({", ".join("?" * len(chunk))}) AND {" AND ".join(conds)}
         """
         for r in _run(index, sql, [*chunk, *args]):
             out[int(r[11])] = _hit(r, 0.0)
