@@ -130,11 +130,22 @@ class Settings:
 _ENV_PREFIX = "WIKI_MEMORY_"
 
 
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+
+
 def _coerce(value: Any, like: Any) -> Any:
+    """``value`` (TOML, environment text or an override) as the type of the default
+    ``like``. Raises ValueError when it does not convert: a switch is one of
+    ``true/false``, ``1/0``, ``yes/no``, ``on/off`` (any case; empty text is false), so a
+    typo such as ``auth = "ture"`` stops the start instead of turning a switch off."""
     if isinstance(like, bool):
         if isinstance(value, bool):
             return value
-        return str(value).strip().lower() in {"1", "true", "yes", "on"}
+        text = str(value).strip().lower()
+        if text in _TRUE or text in _FALSE:
+            return text in _TRUE
+        raise ValueError(f"expected true or false, got {value!r}")
     if isinstance(like, int):
         return int(value)
     if isinstance(like, float):
@@ -181,5 +192,11 @@ def load_settings(data_dir: Path | None = None, **overrides: Any) -> Settings:
             values[f.name] = env
     values.update({k: v for k, v in overrides.items() if v is not None})
     known = {f.name: getattr(base, f.name) for f in fields(Settings)}
-    clean = {k: _coerce(v, known[k]) for k, v in values.items() if k in known}
+    clean: dict[str, Any] = {}
+    for k, v in values.items():
+        if k in known:
+            try:
+                clean[k] = _coerce(v, known[k])
+            except ValueError as exc:
+                raise ValueError(f"setting {k}: {exc}") from None
     return replace(base, **clean)
