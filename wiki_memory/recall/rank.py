@@ -619,14 +619,20 @@ class _Ranker:
         for _p, h in signals.first_sections(self.index, rest).items():
             self._cand(h)
 
-    def _links(self) -> dict[str, int]:
-        prelim = self._fuse(["text", "all-words"], ["page", "fields", "entity"])
-        sources: list[str] = []
-        for c in prelim:
-            if c.hit is not None and c.path not in sources:
-                sources.append(c.path)
-            if len(sources) >= LINK_SOURCES:
+    def _strongest_pages(self, n: int) -> list[str]:
+        """The first ``n`` distinct pages of a preliminary fusion of the word signals
+        (``text``, ``all-words``, ``page``, ``fields``, ``entity``), best first: the pages
+        whose links (``link``) and vectors (``dense``) are followed."""
+        pages: list[str] = []
+        for c in self._fuse(["text", "all-words"], ["page", "fields", "entity"]):
+            if c.hit is not None and c.path not in pages:
+                pages.append(c.path)
+            if len(pages) >= n:
                 break
+        return pages
+
+    def _links(self) -> dict[str, int]:
+        sources = self._strongest_pages(LINK_SOURCES)
         # a neighbour joins only when it shares query words (found by the text, all-words
         # or fields lists) or the query names it: links alone bring no unrelated page
         related = {c.path for c in self.cands.values()} | set(self.best_field)
@@ -642,13 +648,7 @@ class _Ranker:
         """The ``dense`` list: the sections of the strongest :data:`DENSE_PAGES` pages so
         far, by the similarity of their vectors with the query's, and sections of any
         page at least :data:`DENSE_ALONE` similar (a paraphrase that shares no word)."""
-        prelim = self._fuse(["text", "all-words"], ["page", "fields", "entity"])
-        pages: list[str] = []
-        for c in prelim:
-            if c.hit is not None and c.path not in pages:
-                pages.append(c.path)
-            if len(pages) >= DENSE_PAGES:
-                break
+        pages = self._strongest_pages(DENSE_PAGES)
         scored = self.index.dense(self.q.text)
         if scored is None:
             return
