@@ -4,7 +4,10 @@ Run: ``python bench/locomo.py`` (about 3-6 minutes here). Options: ``--data FILE
 ``../shared/data/locomo/locomo7-dev.json``), ``--conversations N`` (first N only),
 ``--budget 4000`` (``budget_tokens`` of every recall), ``--data-dir DIR`` (keep the
 server's data directory there; an existing one that already holds the pages is reused,
-which skips ingestion), ``--json FILE`` (also write the numbers as JSON).
+which skips ingestion), ``--json FILE`` (also write the numbers as JSON), ``--vectors``
+(the ``vectors`` setting on, with the extra installed: the ``dense`` signal joins, an
+index built without vectors is rebuilt when the server starts, and the tuning tries
+:data:`DENSE_GRID` too).
 
 Method (see docs/benchmarks.md):
 
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import sys
@@ -387,7 +391,8 @@ def run(convs: list[Conversation], srv: ServerProcess, budget: int) -> dict[str,
 
 # --- in process: ablation and leave-one-conversation-out ------------------------------
 
-#: signals switched off one at a time in the ablation table (names of rank.TUNABLE)
+#: signals switched off one at a time in the ablation table (names of rank.TUNABLE;
+#: ``dense`` too when the index holds vectors)
 ABLATE = (
     "text",
     "all-words",
@@ -407,12 +412,23 @@ their first turn and compiled within seconds of each other, so neither moves it.
 #: and scored on the seventh; the default is the one best on all 7 (docs/ranking.md)
 GRID: dict[str, dict[str, float]] = {
     "default": {},
+    "fields 0.5": {"fields": 0.5},
+    "fields 0.8": {"fields": 0.8},
     "page 2 d3 .5": {"page": 2.0, "page_depth": 3, "page_ratio": 0.5},
     "page 2": {"page": 2.0},
-    "d6": {"page_depth": 6},
+    "d10": {"page_depth": 10},
     "context 0.6": {"context": 0.6},
 }
-"""``page 2 d3 .5`` is what shipped before (page weight 2 over best + ½ second + ¼ third)."""
+"""``page 2 d3 .5`` is the ``page`` signal of the first grid (weight 2 over best + ½ second
++ ¼ third); ``d10`` and ``fields 0.5`` are the depth and the ``fields`` weight shipped
+before the days that entries refer to joined the index (docs/ranking.md)."""
+
+#: tried besides :data:`GRID` when the index holds vectors (the ``vectors`` extra and
+#: setting): the ``dense`` signal's weight
+DENSE_GRID: dict[str, dict[str, float]] = {
+    "dense 0.3": {"dense": 0.3},
+    "dense 1": {"dense": 1.0},
+}
 
 
 @dataclass
@@ -482,11 +498,13 @@ def tune(
 
     mem = Memory(load_settings(data_dir, watch=False), owner_user="owner")
     mem.start()
+    grid = {**GRID, **(DENSE_GRID if mem.index.vectors_on else {})}
+    ablate = (*ABLATE, "dense") if mem.index.vectors_on else ABLATE
     try:
         runs: dict[str, Hits] = {}
-        for name, tuning in GRID.items():
+        for name, tuning in grid.items():
             runs[name] = evaluate(mem, convs, anchors, pages, budget, tuning)
-        for name in ABLATE:
+        for name in ablate:
             runs[f"-{name}"] = evaluate(mem, convs, anchors, pages, budget, {name: 0.0})
     finally:
         mem.stop()
@@ -496,24 +514,24 @@ def tune(
         f"{'signal off':<14} {'S@5':>6} {'ΔS@5':>7} {'T@10':>6} {'ΔT@10':>7}",
         f"{'(none)':<14} {base_s:6.3f} {'':>7} {base_t:6.3f}",
     ]
-    for name in ABLATE:
+    for name in ablate:
         s5, t10 = runs[f"-{name}"].rate()
         lines.append(f"{name:<14} {s5:6.3f} {s5 - base_s:+7.3f} {t10:6.3f} {t10 - base_t:+7.3f}")
     lines += [
         "",
         "Leave one conversation out: the setting with the best S@5 + T@10 on the other six"
-        f" (of {len(GRID)}: {', '.join(GRID)}), scored on the held-out one",
+        f" (of {len(grid)}: {', '.join(grid)}), scored on the held-out one",
         f"{'held out':<10} {'chosen':<12} {'S@5':>6} {'T@10':>6}",
     ]
     folds: list[tuple[float, float]] = []
     every = set(range(len(convs)))
     for ci, conv in enumerate(convs):
         train = every - {ci}
-        best = max(GRID, key=lambda n: (sum(runs[n].rate(train)), n == "default"))
+        best = max(grid, key=lambda n: (sum(runs[n].rate(train)), n == "default"))
         s5, t10 = runs[best].rate({ci})
         folds.append((s5, t10))
         lines.append(f"{conv.sample_id:<10} {best:<12} {s5:6.3f} {t10:6.3f}")
-    chosen = max(GRID, key=lambda n: (sum(runs[n].rate()), n == "default"))
+    chosen = max(grid, key=lambda n: (sum(runs[n].rate()), n == "default"))
     lines += [
         f"{'mean':<10} {'':<12} {statistics.mean(f[0] for f in folds):6.3f} "
         f"{statistics.mean(f[1] for f in folds):6.3f}",
@@ -573,7 +591,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="skip the ablation and leave-one-out tables (in process, about 10 minutes)",
     )
+    ap.add_argument(
+        "--vectors",
+        action="store_true",
+        help="the vectors setting on (needs the vectors extra): the dense signal joins",
+    )
     args = ap.parse_args(argv)
+    if args.vectors:
+        os.environ["WIKI_MEMORY_VECTORS"] = "true"  # the server and the in-process runs
     convs = load(args.data, args.conversations)
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
@@ -607,7 +632,8 @@ def report(
     print(
         f"LoCoMo evidence recall, {args.data.name}: {len(convs)} conversations, "
         f"{sum(len(c.sessions) for c in convs)} sessions, {n_turns} turns; "
-        f"budget_tokens={args.budget}; {res['skipped']} questions without valid evidence skipped"
+        f"budget_tokens={args.budget}; {res['skipped']} questions without valid evidence skipped; "
+        f"vectors {'on' if args.vectors else 'off'}"
     )
     print(
         "S@k: an evidence session among the top-k units; T@k: an evidence turn is the anchor of "

@@ -27,6 +27,19 @@ in-process time goes (cProfile, the 25 functions with the most own time). Run:
 
 ``--sizes 100000`` writes 100,000 files and a 410 MB index (about 1.6 GB of temporary
 disk); its run time on the shared 2-core machine is in docs/benchmarks.md.
+
+With ``--vectors`` (needs the
+``vectors`` extra) the reindex, the in-process recall and the server run with the setting
+``vectors`` on, and a second table gives the dense signal's own cost: the rows and bytes
+of the ``vectors`` table (SQLite's ``dbstat``), the in-memory matrix, the time to score
+every row against one query (``Matrix.scores``: ``einsum`` over int8 chunks, then the
+scales) beside the floor (the faster of numpy's BLAS product and ``einsum`` over the same
+rows as float32, already in memory: no conversion at all), and the server's resident
+memory after the queries. Run with ``[--vectors]``.
+``--dense-rows N [N ...]`` measures only the dense scoring, without generating a wiki:
+N random unit vectors stored as the index stores them (int8 + scale, in a ``vectors``
+table of a temp database), loaded as a server loads them, then the same table as above
+(for sizes whose reindex would take too long here).
 """
 
 from __future__ import annotations
@@ -178,7 +191,100 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return vals["VmRSS"], vals["VmHWM"]
 
 
-def measure(size: int, n_queries: int, plain: bool, profile: bool) -> dict[str, float]:
+def dense_cost(mem: object, qs: list[str]) -> dict[str, float]:
+    """The dense signal's storage and scoring time (ms per query), with numpy's floor."""
+    import numpy as np
+
+    from wiki_memory.index import vectors
+
+    idx = mem.index  # type: ignore[attr-defined]
+    conn = idx._conn()
+    rows = conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+    stored = conn.execute("SELECT sum(pgsize) FROM dbstat WHERE name = 'vectors'").fetchone()[0]
+    vecs = vectors.model().embed(qs)
+    idx.dense(qs[0])  # load the matrix
+    rowids, codes, scales = idx._matrix._current(conn)
+    full = codes.astype(np.float32) * scales[:, None]
+    ours, floor = [], []
+    for q in vecs:
+        t = time.perf_counter()
+        idx._matrix.scores(conn, q)
+        ours.append((time.perf_counter() - t) * 1000)
+        best = float("inf")
+        for blas in (True, False):
+            t = time.perf_counter()
+            _ = full @ q if blas else np.einsum("ij,j->i", full, q)
+            best = min(best, (time.perf_counter() - t) * 1000)
+        floor.append(best)
+    return {
+        "rows": rows,
+        "stored_bytes": stored or 0,
+        "matrix_bytes": idx.vector_bytes(),
+        "score_p50": pct(ours, 50),
+        "score_p95": pct(ours, 95),
+        "floor_p50": pct(floor, 50),
+        "floor_p95": pct(floor, 95),
+    }
+
+
+def dense_synthetic(n_rows: int, n_queries: int) -> dict[str, float]:
+    """:func:`dense_cost` over ``n_rows`` random unit vectors (no pages, no model)."""
+    import apsw
+    import numpy as np
+
+    from wiki_memory.index import vectors
+    from wiki_memory.index.schema import SCHEMA
+
+    rng = np.random.default_rng(SEED)
+    with tempfile.TemporaryDirectory(prefix="dense-") as tmp:
+        conn = apsw.Connection(str(Path(tmp) / "index.db"))
+        conn.execute(SCHEMA)
+        with conn:
+            for i in range(0, n_rows, 50_000):
+                m = min(50_000, n_rows - i)
+                v = rng.standard_normal((m, vectors.DIM)).astype(np.float32)
+                v /= np.linalg.norm(v, axis=1, keepdims=True)
+                conn.executemany(
+                    "INSERT INTO vectors(rowid, v) VALUES (?, ?)",
+                    zip(range(i + 1, i + m + 1), vectors.encode(v), strict=True),
+                )
+            conn.execute("INSERT INTO meta(key, value) VALUES ('vectors_gen', 'x')")
+        stored = conn.execute("SELECT sum(pgsize) FROM dbstat WHERE name = 'vectors'").fetchone()[0]
+        matrix = vectors.Matrix()
+        qs = rng.standard_normal((n_queries, vectors.DIM)).astype(np.float32)
+        qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+        t = time.perf_counter()
+        rowids, codes, scales = matrix._current(conn)
+        load_s = time.perf_counter() - t
+        full = codes.astype(np.float32) * scales[:, None]
+        ours, floor = [], []
+        for q in qs:
+            t = time.perf_counter()
+            matrix.scores(conn, q)
+            ours.append((time.perf_counter() - t) * 1000)
+            best = float("inf")
+            for blas in (True, False):
+                t = time.perf_counter()
+                _ = full @ q if blas else np.einsum("ij,j->i", full, q)
+                best = min(best, (time.perf_counter() - t) * 1000)
+            floor.append(best)
+        conn.close()
+    return {
+        "pages": 0,
+        "rows": n_rows,
+        "stored_bytes": stored or 0,
+        "matrix_bytes": matrix.nbytes(),
+        "load_s": load_s,
+        "score_p50": pct(ours, 50),
+        "score_p95": pct(ours, 95),
+        "floor_p50": pct(floor, 50),
+        "floor_p95": pct(floor, 95),
+    }
+
+
+def measure(
+    size: int, n_queries: int, plain: bool, profile: bool, dense: bool = False
+) -> dict[str, float]:
     vocab = vocabulary(random.Random(SEED))
     with tempfile.TemporaryDirectory(prefix=f"recall-{size}-") as tmp:
         data = Path(tmp) / "data"
@@ -187,6 +293,7 @@ def measure(size: int, n_queries: int, plain: bool, profile: bool) -> dict[str, 
         titles = generate(wiki, size, vocab)
         qs = queries(vocab, titles, n_queries)
         env = {**os.environ, "WIKI_MEMORY_HOME": str(data)}
+        env["WIKI_MEMORY_VECTORS"] = "true" if dense else "false"
         t0 = time.perf_counter()
         subprocess.run(
             [
@@ -216,7 +323,7 @@ def measure(size: int, n_queries: int, plain: bool, profile: bool) -> dict[str, 
         row["pages_per_s"] = size / reindex_s
         row["floor_p50"], row["floor_p95"] = pct(floor_ms, 50), pct(floor_ms, 95)
         for label, is_plain in [("core", False)] + ([("plain", True)] if plain else []):
-            mem = Memory(load_settings(data, watch=False, recall_plain=is_plain))
+            mem = Memory(load_settings(data, watch=False, recall_plain=is_plain, vectors=dense))
             try:
                 hits = sum(bool(mem.recall(q).items) for q in qs)
                 ms = timed(mem.recall, qs)
@@ -231,11 +338,13 @@ def measure(size: int, n_queries: int, plain: bool, profile: bool) -> dict[str, 
                     prof.disable()
                     print(f"-- profile, {size} pages, {len(qs)} recalls in process")
                     pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+                if dense and not is_plain:
+                    row.update(dense_cost(mem, qs))
             finally:
                 mem.index.close()
             row[f"{label}_p50"], row[f"{label}_p95"] = pct(ms, 50), pct(ms, 95)
             row["answered"] = hits / len(qs)
-        srv = ServerProcess(data)
+        srv = ServerProcess(data, env={"WIKI_MEMORY_VECTORS": env["WIKI_MEMORY_VECTORS"]})
         srv.start(timeout=600)
         try:
             assert srv.proc is not None
@@ -261,15 +370,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--plain", action="store_true", help="also time the plain path in process")
     ap.add_argument("--profile", action="store_true", help="print a cProfile of recall")
+    ap.add_argument("--vectors", action="store_true", help="the vectors setting on (the extra)")
+    ap.add_argument("--dense-rows", type=int, nargs="+", default=None)
     args = ap.parse_args(argv)
+    if args.dense_rows:
+        print("dense scoring only: random unit vectors, ms per query; load: reading the table")
+        print(
+            f"{'rows':>9} {'stored MB':>10} {'matrix MB':>10} {'load s':>7} {'p50':>6} {'p95':>6} "
+            f"{'floor p50':>10} {'floor p95':>10} {'ratio p50':>10}"
+        )
+        for n in args.dense_rows:
+            r = dense_synthetic(n, args.queries)
+            print(
+                f"{r['rows']:>9} {r['stored_bytes'] / 1e6:>10.1f} {r['matrix_bytes'] / 1e6:>10.1f} "
+                f"{r['load_s']:>7.2f} {r['score_p50']:>6.1f} {r['score_p95']:>6.1f} "
+                f"{r['floor_p50']:>10.1f} {r['floor_p95']:>10.1f} "
+                f"{r['score_p50'] / max(r['floor_p50'], 1e-9):>10.1f}",
+                flush=True,
+            )
+        return 0
     rows = []
     for n in args.sizes:
         t0 = time.perf_counter()
-        rows.append(measure(n, args.queries, args.plain, args.profile))
+        rows.append(measure(n, args.queries, args.plain, args.profile, args.vectors))
         print(f"({n} pages: {time.perf_counter() - t0:.0f} s in all) {rows[-1]}", flush=True)
     print(
         f"recall latency in ms ({args.queries} queries, budget_tokens 1000); reindex by the "
-        "CLI; floor: bare FTS5 bm25 top-20; x: p95 / floor p95; memory of the server in MB"
+        "CLI; floor: bare FTS5 bm25 top-20; x: p95 / floor p95; memory of the server in MB; "
+        f"vectors {'on' if args.vectors else 'off'}"
     )
     head = (
         f"{'pages':>7} {'reindex s':>9} {'pages/s':>7} {'floor p50':>9} {'floor p95':>9} "
@@ -291,6 +419,22 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['rss_idle']:>8.0f} {r['rss_serving']:>7.0f} {r['rss_peak']:>6.0f} "
             f"{r['answered']:>8.0%}"
         )
+    if args.vectors:
+        print()
+        print("dense signal: score every row for one query (ms) beside numpy's float32 floor")
+        head = (
+            f"{'pages':>7} {'rows':>8} {'stored MB':>10} {'matrix MB':>10} {'p50':>6} "
+            f"{'p95':>6} {'floor p50':>10} {'floor p95':>10} {'ratio p50':>10}"
+        )
+        print(head)
+        print("-" * len(head))
+        for r in rows:
+            print(
+                f"{r['pages']:>7} {r['rows']:>8} {r['stored_bytes'] / 1e6:>10.1f} "
+                f"{r['matrix_bytes'] / 1e6:>10.1f} {r['score_p50']:>6.1f} {r['score_p95']:>6.1f} "
+                f"{r['floor_p50']:>10.1f} {r['floor_p95']:>10.1f} "
+                f"{r['score_p50'] / max(r['floor_p50'], 1e-9):>10.1f}"
+            )
     return 0
 
 

@@ -92,6 +92,11 @@ class Settings:
     #: Snowball stemmers (comma-separated names or codes, or a TOML list) for pages without
     #: a frontmatter ``lang``; queries are stemmed with these and every page ``lang``
     stem_languages: str = "english"
+    #: the ``dense`` recall signal (docs/ranking.md#vectors): store a dense vector of every
+    #: section at index time and rank by it; needs the ``vectors`` extra
+    #: (``pip install 'wiki-memory[vectors]'``), without which it is off whatever this
+    #: says. Off by default: on LoCoMo it did not add the 0.02 turn R@10 issue 23 asks for
+    vectors: bool = False
     #: who creates a project by capturing into a name that does not exist yet:
     #: ``members`` (members, admins, the owner; the creator gets a write grant) or
     #: ``admins`` (admins and the owner only)
@@ -128,11 +133,22 @@ class Settings:
 _ENV_PREFIX = "WIKI_MEMORY_"
 
 
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+
+
 def _coerce(value: Any, like: Any) -> Any:
+    """``value`` (TOML, environment text or an override) as the type of the default
+    ``like``. Raises ValueError when it does not convert: a switch is one of
+    ``true/false``, ``1/0``, ``yes/no``, ``on/off`` (any case; empty text is false), so a
+    typo such as ``auth = "ture"`` stops the start instead of turning a switch off."""
     if isinstance(like, bool):
         if isinstance(value, bool):
             return value
-        return str(value).strip().lower() in {"1", "true", "yes", "on"}
+        text = str(value).strip().lower()
+        if text in _TRUE or text in _FALSE:
+            return text in _TRUE
+        raise ValueError(f"expected true or false, got {value!r}")
     if isinstance(like, int):
         return int(value)
     if isinstance(like, float):
@@ -179,5 +195,11 @@ def load_settings(data_dir: Path | None = None, **overrides: Any) -> Settings:
             values[f.name] = env
     values.update({k: v for k, v in overrides.items() if v is not None})
     known = {f.name: getattr(base, f.name) for f in fields(Settings)}
-    clean = {k: _coerce(v, known[k]) for k, v in values.items() if k in known}
+    clean: dict[str, Any] = {}
+    for k, v in values.items():
+        if k in known:
+            try:
+                clean[k] = _coerce(v, known[k])
+            except ValueError as exc:
+                raise ValueError(f"setting {k}: {exc}") from None
     return replace(base, **clean)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -193,3 +194,17 @@ def test_print_unit_fills_in_the_packaged_template(tmp_path: Path) -> None:
     assert f"ReadWritePaths=-{data}" in out.stdout
     assert f"--data-dir {data} serve --host 127.0.0.1 --port 9" in out.stdout
     assert not data.exists()
+
+
+def test_the_plan_numbers_every_step_when_no_harness_is_found(tmp_path: Path) -> None:
+    # a new user's first `setup --dry-run` on a machine with no harness printed steps
+    # 1, 2, 3 and 5: the MCP step vanished instead of saying there was nothing to do
+    home = tmp_path / "home"
+    home.mkdir()
+    env = home_env(home, PATH=os.path.dirname(interpreter_path()) + ":/usr/bin:/bin")
+    dry = cli_as(env, "setup", "--dry-run", "--port", str(free_port()))
+    assert dry.returncode == 0, dry.stderr
+    steps = re.findall(r"^  (\d)\. ", dry.stdout, re.MULTILINE)
+    assert steps == ["1", "2", "3", "4", "5"], dry.stdout
+    assert "4. MCP: nothing to set up (no harness found)" in dry.stdout
+    assert not (home / ".local").exists()

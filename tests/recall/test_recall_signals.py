@@ -78,6 +78,40 @@ def test_a_month_in_the_question_finds_the_session_of_that_month(mem):
     assert got.items[0]["path"] == june
 
 
+def test_a_date_in_the_question_finds_the_entry_that_said_yesterday(mem):
+    # the evidence was told the day after ("last night"); a later session matches the
+    # question's words better but lies a week away from the date it names
+    session(mem, "d2", "2022-05-02T11:00:00", ["I watched the whole trilogy last night!"])
+    session(mem, "d9", "2022-05-09T11:00:00", ["I watched a film about whales, a great film."])
+    got = mem.recall("What film did Jo watch on 1 May, 2022?", budget_tokens=4000).items
+    assert "/2022-05-02-" in got[0]["path"], [i["path"] for i in got]
+    assert "when" in got[0]["why"] and "when" not in got[1]["why"]
+    # without the date, the better words win
+    assert "/2022-05-09-" in top_paths(mem, "What film did Jo watch?")[0]
+
+
+def test_an_entry_indexes_the_days_its_relative_phrases_name():
+    from datetime import date
+
+    from wiki_memory.index.dates import referred_words, section_date_words
+
+    said = date(2022, 5, 2)  # a Monday
+    assert (
+        referred_words("we watched it last night", said)
+        == "Sunday 1 1st May 2022 2022-05-01 spring"
+    )
+    # "two days ago" names a day either side too; a longer span ("last month", "three
+    # weeks ago") adds no words, as they would match any question about that month
+    assert referred_words("two days ago", said).split()[::7] == ["Friday", "Saturday", "Sunday"]
+    assert referred_words("moved in last month, three weeks ago", said) == ""
+    # phrases naming the day itself add nothing
+    assert referred_words("today and this week", said) == ""
+    # only timeline entries (their day is exact) carry the referred days
+    entry = "**11:54:00** · prompt · Jo · D10:1\n\nI went there yesterday."
+    assert section_date_words(entry, said).endswith("Sunday 1 1st May 2022 2022-05-01 spring")
+    assert section_date_words("## Notes\n\nI went there yesterday.", said).count("May") == 1
+
+
 # --- word forms --------------------------------------------------------------------------
 
 

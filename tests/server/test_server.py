@@ -206,8 +206,9 @@ def test_cli_recall_table_and_reindex_with_and_without_a_server(tmp_path):
     (data / "index.db").unlink()
     r = cli(data, "reindex", "--quiet")
     assert r.returncode == 0 and "reindexed" in r.stdout, r.stderr
-    # no server: recall says so clearly and exits non-zero
-    r = cli(data, "recall", "kiwi")
+    # no server: recall says so clearly and exits non-zero (on a port nothing listens on:
+    # another server on the machine's default port once answered 401 here instead)
+    r = cli(data, "recall", "kiwi", env={"WIKI_MEMORY_URL": f"http://127.0.0.1:{free_port()}"})
     assert r.returncode != 0 and "cannot reach the server" in r.stderr
 
 

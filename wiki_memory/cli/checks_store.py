@@ -348,7 +348,7 @@ def check_index(ctx: Context) -> None:
             index_ok = True
     if not index_ok:
         return
-    idx = Index(db, stem_languages=settings.stem_language_names)
+    idx = Index(db, stem_languages=settings.stem_language_names, vectors=settings.vectors)
     try:
         deadline = time.monotonic() + (ctx.wait_seconds if running else 0)
         while True:
@@ -419,3 +419,49 @@ def check_skipped(ctx: Context) -> None:
     """A line for the files the index skips (listed by :func:`check_names`)."""
     if ctx.rep.get("skipped"):
         ctx.warn(f"{len(ctx.rep['skipped'])} file(s) skipped (see the list)")
+
+
+def check_signals(ctx: Context) -> None:
+    """Which recall signals are on (docs/ranking.md): every signal with a weight, and the
+    ``dense`` one only with the ``vectors`` extra installed and the ``vectors`` setting
+    true. Puts ``signals`` (``{"on": [...], "off": {name: reason}}``) and ``vectors`` (a
+    line for people) into the report; an index built without the vectors that are now on
+    is an info finding (the server rebuilds it at start)."""
+    import apsw
+
+    from wiki_memory.index import vectors
+    from wiki_memory.recall.rank import WEIGHTS
+
+    on = [name for name, w in WEIGHTS.items() if w > 0 and name != "dense"]
+    off: dict[str, str] = {name: "weight 0" for name, w in WEIGHTS.items() if w <= 0}
+    if not vectors.available():
+        line = f"off (the vectors extra is not installed: {vectors.INSTALL_HINT})"
+        off["dense"] = "the vectors extra is not installed"
+    elif not ctx.settings.vectors:
+        line = "off (setting vectors = false)"
+        off["dense"] = "setting vectors = false"
+    else:
+        line = f"on ({vectors.MODEL_ID})"
+        on.append("dense")
+        built = None
+        if ctx.settings.index_path.exists():
+            try:
+                conn = apsw.Connection(
+                    str(ctx.settings.index_path), flags=apsw.SQLITE_OPEN_READONLY
+                )
+                try:
+                    row = conn.execute("SELECT value FROM meta WHERE key = 'vectors'").fetchone()
+                    n = conn.execute("SELECT count(*) FROM vectors").fetchone()
+                finally:
+                    conn.close()
+                built = str(row[0]) if row else None
+                line += f", {int(n[0]) if n else 0} section vectors stored"
+            except apsw.Error:
+                built = None
+        if built is not None and built != vectors.MODEL_ID:
+            ctx.info(
+                "the index was built without vectors: the server rebuilds it at its next start",
+                "wiki-memory reindex",
+            )
+    ctx.rep["signals"] = {"on": on, "off": off}
+    ctx.rep["vectors"] = line

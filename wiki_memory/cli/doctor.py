@@ -139,6 +139,7 @@ for _check in (
     Check("modes", "wiki_memory.cli.checks_store:check_modes", needs_wiki=True),
     Check("index", "wiki_memory.cli.checks_store:check_index", needs_wiki=True),
     Check("skipped", "wiki_memory.cli.checks_store:check_skipped", needs_wiki=True),
+    Check("signals", "wiki_memory.cli.checks_store:check_signals"),
 ):
     register(_check)
 register(Check("sync", "wiki_memory.cli.replicas:check_sync", needs_wiki=True))
@@ -239,6 +240,10 @@ def print_report(rep: dict[str, Any], limit: int) -> None:
         print(
             f"index: {idx['pages']} pages indexed, {rep['pages']['on_disk']} on disk, lag {idx['lag']}"
         )
+    sig = rep.get("signals")
+    if sig:
+        print(f"signals: {', '.join(sig['on'])}")
+        print(f"vectors: {rep.get('vectors')}")
     links = rep.get("links")
     if links:
         s = links["stats"]

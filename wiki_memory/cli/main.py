@@ -342,7 +342,11 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     lock.acquire("reindex")
     try:
-        idx = Index(settings.index_path, stem_languages=settings.stem_language_names)
+        idx = Index(
+            settings.index_path,
+            stem_languages=settings.stem_language_names,
+            vectors=settings.vectors,
+        )
         n = idx.rebuild(settings.wiki_dir, progress=not args.quiet)
         idx.close()
     finally:

@@ -197,6 +197,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
             f"  4. MCP for {mi.CLIENTS[mp.client]}: {mp.path}: "
             + ("write" if mp.changed else "up to date")
         )
+    if not mcp_plans:
+        print("  4. MCP: nothing to set up (no harness found)")
     print("  5. self-check: one observation in a reserved session, read back, then deleted")
     if args.dry_run:
         print("(dry run: nothing was written; run `wiki-memory setup` to do it)")

@@ -67,7 +67,11 @@ class Memory:
         # the caller holds the data directory lock: locks a killed server left are ours
         self.git = GitStore(self.wiki_dir, clear_stale_locks=True)
         self.spool = Spool(settings.spool_dir)
-        self.index = Index(settings.index_path, stem_languages=settings.stem_language_names)
+        self.index = Index(
+            settings.index_path,
+            stem_languages=settings.stem_language_names,
+            vectors=settings.vectors,
+        )
         self.writer = Writer(self._commit, commit_delay=settings.commit_delay_seconds)
         #: path → sha256 of the bytes the server last wrote or committed there
         self._server_hashes: dict[str, str] = {}

@@ -61,6 +61,7 @@ from wiki_memory.index.schema import (
     set_meta,
 )
 from wiki_memory.index.search import copy_spool
+from wiki_memory.index.vectors import MODEL_ID
 
 WRITE_BATCH = 256
 """Paths applied per write transaction by :func:`sync_paths` and directory reconciling."""
@@ -123,7 +124,7 @@ def sync_paths(db: Database, wiki_dir: Path | str, rel_paths: Iterable[str]) -> 
                     changed += int(delete(conn, rel, dirty))
                 else:
                     db.record(("upsert", rel, raw, st.st_mtime))
-                    changed += int(upsert(conn, rel, raw, st.st_mtime, dirty, db.langs))
+                    changed += int(upsert(conn, rel, raw, st.st_mtime, dirty, db.langs, db.vectors))
             resolve_dirty(conn, dirty)
     if others:
         with db.writing() as conn:
@@ -188,7 +189,7 @@ def _reconcile(db: Database, root: Path, root_real: str, rel_dir: str) -> int:
             dirty = Dirty()
             for rel, raw, mtime in batch:
                 db.record(("upsert", rel, raw, mtime))
-                changed += int(upsert(conn, rel, raw, mtime, dirty, db.langs))
+                changed += int(upsert(conn, rel, raw, mtime, dirty, db.langs, db.vectors))
             resolve_dirty(conn, dirty)
     return changed
 
@@ -214,11 +215,12 @@ def rebuild(db: Database, wiki_dir: Path | str, progress: bool = False) -> int:
                 new.pragma("user_version", SCHEMA_VERSION)
                 set_meta(new, "wiki_root", os.path.abspath(root))
                 set_meta(new, "stem_languages", ",".join(db.langs))
+                set_meta(new, "vectors", MODEL_ID if db.vectors else "")
             pages: list[tuple[str, os.stat_result]] = []
             other: list[tuple[str, os.stat_result]] = []
             for rel, st, is_page in walk(root, root_real, "", files=True):
                 (pages if is_page else other).append((rel, st))
-            _fill(new, root, pages, progress, db.langs)
+            _fill(new, root, pages, progress, db.langs, db.vectors)
             with new:
                 new.execute(SCHEMA_INDEXES)
                 scratch = Dirty()
@@ -233,7 +235,7 @@ def rebuild(db: Database, wiki_dir: Path | str, progress: bool = False) -> int:
                     dirty = Dirty()
                     for op in ops:
                         if op[0] == "upsert":
-                            upsert(new, op[1], op[2], op[3], dirty, db.langs)
+                            upsert(new, op[1], op[2], op[3], dirty, db.langs, db.vectors)
                         elif op[0] == "delete":
                             delete(new, op[1], dirty)
                         elif op[0] == "under":
@@ -261,11 +263,13 @@ def _fill(
     files: list[tuple[str, os.stat_result]],
     progress: bool,
     langs: tuple[str, ...],
+    vectors: bool = False,
 ) -> int:
     """Insert every page of ``files`` into the fresh database ``conn`` (links left
     unresolved). Pages are parsed by helper processes for large wikis (see
     :func:`rebuild_workers` and :func:`~wiki_memory.index.parallel.map_unordered`)
-    and by this thread, which also does the inserts, 512 pages per transaction."""
+    and by this thread, which also does the inserts, 512 pages per transaction (and,
+    with ``vectors``, embeds their sections)."""
     from tqdm import tqdm
 
     jobs = [(str(root), rel, st.st_mtime, langs) for rel, st in files]
@@ -281,12 +285,12 @@ def _fill(
                 batch.append(prep)
             if len(batch) >= INSERT_BATCH:
                 with conn:
-                    insert_prepared(conn, batch)
+                    insert_prepared(conn, batch, vectors=vectors)
                 count += len(batch)
                 batch = []
         if batch:
             with conn:
-                insert_prepared(conn, batch)
+                insert_prepared(conn, batch, vectors=vectors)
             count += len(batch)
     return count
 

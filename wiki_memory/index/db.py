@@ -49,10 +49,15 @@ class Database:
     (or is corrupt) is replaced by an empty one, also setting :attr:`needs_rebuild`.
     """
 
-    def __init__(self, path: Path | str, langs: tuple[str, ...] = DEFAULT_LANGUAGES) -> None:
+    def __init__(
+        self, path: Path | str, langs: tuple[str, ...] = DEFAULT_LANGUAGES, vectors: bool = False
+    ) -> None:
         self.path = Path(path)
         self.langs = langs
         """Snowball stemmers for pages without a frontmatter ``lang`` (``stem_languages``)."""
+        self.vectors = vectors
+        """Every page write also stores its sections' dense vectors
+        (:mod:`wiki_memory.index.vectors`; the ``vectors`` setting with the extra)."""
         self.needs_rebuild = False
         self.write_lock = threading.RLock()
         """Serialises this process's writes; held by :meth:`writing`."""

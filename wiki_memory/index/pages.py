@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 import apsw
 
 from wiki_memory.identity import Identity, is_pinned, personal_owner, visible_sql
-from wiki_memory.index.dates import date_words, page_day, section_days
+from wiki_memory.index import vectors as vec
+from wiki_memory.index.dates import page_day, section_date_words, section_days
 from wiki_memory.index.files import read_file, sha256
 from wiki_memory.index.graph import Dirty, resolve_dirty
 from wiki_memory.index.schema import UPDATED, scalar
@@ -102,10 +104,12 @@ def upsert(
     mtime: float | None,
     dirty: Dirty | None = None,
     langs: tuple[str, ...] = DEFAULT_LANGUAGES,
+    vectors: bool = False,
 ) -> bool:
     """Index one page's bytes (skipped when the hash is unchanged). Links touched by the
     change are resolved again before returning, or added to ``dirty`` for the caller.
-    ``langs``: the Snowball stemmers for a page without a known frontmatter ``lang``."""
+    ``langs``: the Snowball stemmers for a page without a known frontmatter ``lang``;
+    ``vectors``: also store its sections' dense vectors (:mod:`wiki_memory.index.vectors`)."""
     digest = sha256(raw)
     row = conn.execute("SELECT hash, mtime FROM pages WHERE path = ?", (path,)).fetchone()
     if row is not None and row[0] == digest:
@@ -115,10 +119,28 @@ def upsert(
     local = dirty if dirty is not None else Dirty()
     if row is not None:
         delete(conn, path, local)
-    insert_prepared(conn, [prepare(path, raw, mtime, digest, langs)], local)
+    insert_prepared(conn, [prepare(path, raw, mtime, digest, langs)], local, vectors)
     if dirty is None:
         resolve_dirty(conn, local)
     return True
+
+
+def _days(meta: Mapping[str, Any], texts: list[str]) -> list[date | None]:
+    """Each section's day (:func:`section_days`); none for a page whose dates the
+    calendar cannot hold: a page is indexed whatever its frontmatter says."""
+    try:
+        return section_days(page_day(meta), texts)
+    except (ValueError, OverflowError):
+        return [None] * len(texts)
+
+
+def _date_words(text: str, day: date | None) -> str:
+    """The ``dates`` column (:func:`section_date_words`), or the day's own words when a
+    phrase of ``text`` names a day outside the calendar."""
+    try:
+        return section_date_words(text, day)
+    except (ValueError, OverflowError):
+        return section_date_words("", day)
 
 
 def prepare(
@@ -163,7 +185,7 @@ def prepare(
     page_lang = language(meta.get("lang"))
     stem_langs = (page_lang,) if page_lang else langs
     secs = parsed.sections or [Section("", "", 0, parsed.body, parsed.body_line)]
-    days = section_days(page_day(meta), [s.text or "" for s in secs])
+    days = _days(meta, [s.text or "" for s in secs])
     sections = []
     for sec, day in zip(secs, days, strict=True):
         text = sec.text or ""
@@ -179,7 +201,7 @@ def prepare(
                 hf,
                 bf,
                 stems_text(hf + "\n" + bf, stem_langs),
-                date_words(day),
+                _date_words(text, day),
                 day.isoformat() if day else None,
             )
         )
@@ -237,9 +259,14 @@ def _next_rowid(conn: apsw.Connection) -> int:
 
 
 def insert_prepared(
-    conn: apsw.Connection, preps: Sequence[tuple[Any, ...]], dirty: Dirty | None = None
+    conn: apsw.Connection,
+    preps: Sequence[tuple[Any, ...]],
+    dirty: Dirty | None = None,
+    vectors: bool = False,
 ) -> None:
-    """Insert prepared pages (none of them indexed yet) with a few ``executemany`` calls."""
+    """Insert prepared pages (none of them indexed yet) with a few ``executemany`` calls;
+    ``vectors``: embed their sections and store the vectors too (in this process: the
+    model is loaded once, not in each rebuild helper)."""
     if not preps:
         return
     rowid = _next_rowid(conn)
@@ -262,6 +289,8 @@ def insert_prepared(
     conn.executemany(_SQL_PAGE, pages)
     conn.executemany(_SQL_SECTION, secs)
     conn.executemany(_SQL_FTS, fts)
+    if vectors:
+        vec.write(conn, [(r[0], r[3], r[2], r[7]) for r in secs])
     if links:
         conn.executemany(_SQL_LINK, links)
     conn.executemany(_SQL_NAME, names)
@@ -270,6 +299,7 @@ def insert_prepared(
 def delete(conn: apsw.Connection, path: str, dirty: Dirty | None = None) -> bool:
     """Remove a page's rows. Links elsewhere that named it are resolved again."""
     keys = [r[0] for r in conn.execute("SELECT key FROM names WHERE path = ?", (path,))]
+    vec.delete_path(conn, path)
     conn.execute(
         "DELETE FROM fts WHERE rowid IN (SELECT rowid FROM sections WHERE path = ?)", (path,)
     )

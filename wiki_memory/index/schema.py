@@ -29,6 +29,9 @@ Tables (docs/index.md has the full description)
     ``meta``      ``wiki_root``: the wiki folder the index was built from.
     ``spool``/``spool_fts``  uncompiled observations, so a running session is
                   searchable before its page is written.
+    ``vectors``   with the ``vectors`` extra: one compact dense vector per section
+                  (rowid = ``sections.rowid``; :mod:`wiki_memory.index.vectors`),
+                  empty without it.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from typing import Any
 
 import apsw
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 8
 """Bump when the schema or what is stored in it changes: old indexes are then rebuilt."""
 
 BM25_WEIGHTS = {
@@ -158,6 +161,10 @@ CREATE VIRTUAL TABLE spool_fts USING fts5(
     body,
     tokenize = "unicode61 remove_diacritics 2",
     content = '', contentless_delete = 1
+);
+CREATE TABLE vectors(
+    rowid INTEGER PRIMARY KEY,  -- sections.rowid
+    v BLOB NOT NULL             -- float32 scale + int8 codes (wiki_memory.index.vectors)
 );
 """
 

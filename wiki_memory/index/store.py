@@ -33,6 +33,7 @@ import apsw
 
 from wiki_memory.identity import Identity
 from wiki_memory.index import browse, build, files, graph, pages, search, stem
+from wiki_memory.index import vectors as vecs
 from wiki_memory.index.db import Database
 from wiki_memory.index.files import is_indexable
 from wiki_memory.index.schema import BM25_WEIGHTS, SCHEMA_VERSION, read_wiki_root, set_meta
@@ -62,24 +63,58 @@ class Index:
     Thread-safe: each thread gets its own connection. Opening creates the file and
     schema when missing; a file with another schema version is emptied and
     :attr:`needs_rebuild` is set (the caller then runs :meth:`rebuild`).
+
+    ``vectors``: store and search dense vectors of sections (the ``vectors`` setting);
+    ignored when the extra is not installed (:attr:`vectors_on` says what holds). An
+    index built with the other choice is marked for a rebuild.
     """
 
     def __init__(
-        self, db_path: Path | str, stem_languages: Iterable[str] = DEFAULT_LANGUAGES
+        self,
+        db_path: Path | str,
+        stem_languages: Iterable[str] = DEFAULT_LANGUAGES,
+        vectors: bool = False,
     ) -> None:
         langs = stem.languages(stem_languages)
-        self._db = Database(db_path, langs)
+        on = bool(vectors) and vecs.available()
+        self._db = Database(db_path, langs, on)
         self.db_path = self._db.path
         self.stem_languages = langs
+        self.vectors_on = on
+        """Dense vectors are stored at index time and searched (:meth:`dense`)."""
+        self._matrix = vecs.Matrix()
         self._query_langs: tuple[float, tuple[str, ...]] | None = None
         """Snowball stemmers of the ``stem_languages`` setting (unknown names left out);
         the query side stems with these and with every page ``lang`` indexed."""
         if not self._db.needs_rebuild and self._stored_languages() not in (None, langs):
             self._db.needs_rebuild = True  # the setting changed: stems must be redone
+        want = vecs.MODEL_ID if on else ""
+        if not self._db.needs_rebuild and self._meta("vectors") not in (None, want):
+            self._db.needs_rebuild = True  # vectors turned on or off: store or drop them
+
+    def _meta(self, key: str) -> str | None:
+        row = self._conn().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
 
     def _stored_languages(self) -> tuple[str, ...] | None:
-        row = self._conn().execute("SELECT value FROM meta WHERE key = 'stem_languages'").fetchone()
-        return None if row is None else tuple(x for x in str(row[0]).split(",") if x)
+        value = self._meta("stem_languages")
+        return None if value is None else tuple(x for x in value.split(",") if x)
+
+    def dense(self, text: str) -> tuple[Any, Any] | None:
+        """``(rowids, cosine similarities)`` of every section that has a vector with the
+        vector of ``text`` (numpy arrays of equal length, in rowid order; unfiltered: the
+        caller applies the scope, :func:`wiki_memory.index.nearest.dense_sections`).
+        None when vectors are off or ``text`` has no token the model knows."""
+        if not self.vectors_on:
+            return None
+        q = vecs.model().embed([text])[0]
+        if not q.any():
+            return None
+        return self._matrix.scores(self._conn(), q)
+
+    def vector_bytes(self) -> int:
+        """Bytes the in-memory vectors hold now (0 when off or not loaded yet)."""
+        return self._matrix.nbytes()
 
     def query_languages(self) -> tuple[str, ...]:
         """The stemmers a query is stemmed with: the setting's, then every Snowball
@@ -141,7 +176,9 @@ class Index:
         pages.check_rel(path)
         with self._db.writing() as conn:
             self._db.record(("upsert", path, raw, mtime))
-            return pages.upsert(conn, path, raw, mtime, langs=self._db.langs)
+            return pages.upsert(
+                conn, path, raw, mtime, langs=self._db.langs, vectors=self._db.vectors
+            )
 
     def set_wiki_root(self, wiki_dir: Path | str) -> None:
         """Record the wiki folder the index holds (so a tool run without ``--wiki`` can

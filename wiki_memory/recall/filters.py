@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from typing import Any
 
 from wiki_memory.errors import BadRequest
@@ -43,26 +43,39 @@ def parse_time(value: Any, field: str, end_of_day: bool = False) -> float | None
     if isinstance(value, bool):
         raise FilterError(field, "expected an ISO-8601 time or epoch seconds")
     if isinstance(value, int | float):
-        return float(value)
+        return _epoch(float(value), field)
     if not isinstance(value, str):
         raise FilterError(field, "expected an ISO-8601 time or epoch seconds")
     text = value.strip()
     try:
         if _DATE_ONLY.match(text):
             d = date.fromisoformat(text)
-            start = datetime(d.year, d.month, d.day, tzinfo=UTC)
-            if end_of_day:
-                return (start + timedelta(days=1)).timestamp() - 1e-6
-            return start.timestamp()
+            start = datetime(d.year, d.month, d.day, tzinfo=UTC).timestamp()
+            # the last instant of the day, without date arithmetic (9999-12-31 has no next day)
+            return start + 86400 - 1e-6 if end_of_day else start
         dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         try:
-            return float(text)
+            number = float(text)
         except ValueError:
             raise FilterError(field, f"not an ISO-8601 time or epoch seconds: {value!r}") from None
+        return _epoch(number, field)
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp()
+    try:
+        return _epoch(dt.timestamp(), field)
+    except (ValueError, OverflowError):
+        raise FilterError(field, f"outside the years 1-9999 (UTC): {value!r}") from None
+
+
+def _epoch(seconds: float, field: str) -> float:
+    """``seconds`` when it is a UTC time of the years 1-9999; :class:`FilterError` else
+    (NaN, infinities, 1e20)."""
+    try:
+        datetime.fromtimestamp(seconds, UTC)
+    except (ValueError, OverflowError, OSError):
+        raise FilterError(field, f"epoch seconds outside the years 1-9999: {seconds!r}") from None
+    return seconds
 
 
 def _str_list(value: Any, field: str) -> tuple[str, ...] | None:

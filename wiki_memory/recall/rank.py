@@ -19,6 +19,10 @@ text          section  FTS5 bm25 of the query's words (OR, stemmed) in the secti
 all-words     section  sections matching every query word (AND), weighted bm25 over all
                        columns (title 10, aliases 8, tags 4, heading 3, body 1)
 spool         section  uncompiled observations of running sessions (bm25, OR)
+dense         section  with the ``vectors`` extra and setting: the sections of the
+                       strongest pages whose dense vector is nearest the query's, and of
+                       any page a near paraphrase (cosine ≥ :data:`DENSE_ALONE`) with no
+                       shared word (:mod:`wiki_memory.index.vectors`)
 page          page     pages whose best sections match best (sum of the top section
                        scores, halved each step: 1, 1/2, 1/4)
 fields        page     weighted bm25 over all columns: title and aliases above tags above
@@ -47,13 +51,13 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
 from wiki_memory.capture.spool import Spool
 from wiki_memory.identity import Identity
-from wiki_memory.index import signals
+from wiki_memory.index import dates, nearest, signals
 from wiki_memory.index import tail as tail_rows
 from wiki_memory.index.schema import BM25_WEIGHTS
 from wiki_memory.index.signals import Hit
@@ -62,7 +66,7 @@ from wiki_memory.recall import asof
 from wiki_memory.recall.filters import Filters, parse_time
 from wiki_memory.recall.terms import Query, analyze, words
 from wiki_memory.recall.tokens import count_tokens
-from wiki_memory.recall.when import Window, windows, within
+from wiki_memory.recall.when import Window, overlaps, windows, within
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitStore
 
@@ -86,11 +90,12 @@ WEIGHTS: dict[str, float] = {
     "all-words": 2.0,
     "spool": 1.0,
     "page": 3.0,
-    "fields": 0.5,
+    "fields": 1.0,
     "entity": 1.0,
     "link": 0.5,
     "recent": 0.1,
     "when": 1.0,
+    "dense": 0.1,
 }
 """Weight of each signal in the fusion. Set once for every wiki (docs/ranking.md)."""
 
@@ -115,7 +120,7 @@ CONTEXT_BEFORE = 0.3
 question; a tool result follows the prompt that asked for it)."""
 CONTEXT_AFTER = 0.12
 """Share of the next timeline entry's bm25 added to an entry."""
-PAGE_DEPTH = 10
+PAGE_DEPTH = 6
 """The ``page`` signal of a page sums its best this many section scores, ..."""
 PAGE_RATIO = 0.7
 """... each weighted this much of the one before (best + 0.7 second + 0.49 third ...):
@@ -148,6 +153,16 @@ DEDUP_SCAN = 200
 """A match is compared for near-duplicates with at most this many earlier kept matches
 that carry the same numbers (more than ``limit`` + :data:`HEADS` of the old 50-item
 ceiling, so the first pages rank as before; linear when every match is ranked)."""
+DENSE_LIMIT = 30
+"""Sections in the ``dense`` list (whatever the limit: a dense neighbour is no match of
+the query's words, so asking for every match does not ask for every neighbour)."""
+DENSE_PAGES = 10
+"""The ``dense`` list ranks the sections of this many of the strongest pages ..."""
+DENSE_MIN = 0.0
+"""... those at least this similar (cosine) to the query ..."""
+DENSE_ALONE = 0.4
+"""... and, from every page, sections at least this similar (a paraphrase that shares
+no word with its section has no strong page to come from; above 1: none)."""
 CONTEXT_HITS = 60
 """Timeline entries among the best text hits whose neighbours are scored."""
 LINK_SOURCES = 3
@@ -512,6 +527,8 @@ class _Ranker:
         self._represent(best_field, list(self.page_ranks["entity"]))
         self.page_ranks["link"] = self._links()
         self._represent(best_field, list(self.page_ranks["link"]))
+        if self.w["dense"] > 0 and self.index.vectors_on:
+            self._dense()
         self._recent()
         self._when()
         return self._order()
@@ -532,7 +549,7 @@ class _Ranker:
         ranked by their own text (``text``, then ``all-words``) rank."""
         if not self.wins:
             return
-        inside = [c for c in self.cands.values() if within(_day(c), self.wins)]
+        inside = [c for c in self.cands.values() if self._inside(c)]
         big = 1 << 30
         inside.sort(
             key=lambda c: (
@@ -543,6 +560,16 @@ class _Ranker:
         )
         for rank, c in enumerate(inside):
             c.signals["when"] = rank
+
+    def _inside(self, c: _Cand) -> bool:
+        """``c`` happened inside a window of the query, or is a timeline entry whose
+        relative phrases ("last night") name a day inside one."""
+        day = _day(c)
+        if within(day, self.wins):
+            return True
+        if c.hit is None or not day or not dates.is_timeline_entry(c.hit.text):
+            return False
+        return overlaps(dates.referred_ranges(c.hit.text, date.fromisoformat(day)), self.wins)
 
     def _without_common(self) -> Query:
         """The query without words found in more than :data:`COMMON_SHARE` of all sections
@@ -698,14 +725,20 @@ class _Ranker:
         for _p, h in signals.first_sections(self.index, rest).items():
             self._cand(h)
 
-    def _links(self) -> dict[str, int]:
-        prelim = self._fuse(["text", "all-words"], ["page", "fields", "entity"])
-        sources: list[str] = []
-        for c in prelim:
-            if c.hit is not None and c.path not in sources:
-                sources.append(c.path)
-            if len(sources) >= LINK_SOURCES:
+    def _strongest_pages(self, n: int) -> list[str]:
+        """The first ``n`` distinct pages of a preliminary fusion of the word signals
+        (``text``, ``all-words``, ``page``, ``fields``, ``entity``), best first: the pages
+        whose links (``link``) and vectors (``dense``) are followed."""
+        pages: list[str] = []
+        for c in self._fuse(["text", "all-words"], ["page", "fields", "entity"]):
+            if c.hit is not None and c.path not in pages:
+                pages.append(c.path)
+            if len(pages) >= n:
                 break
+        return pages
+
+    def _links(self) -> dict[str, int]:
+        sources = self._strongest_pages(LINK_SOURCES)
         # a neighbour joins only when it shares query words (found by the text, all-words
         # or fields lists) or the query names it: links alone bring no unrelated page
         related = {c.path for c in self.cands.values()} | set(self.best_field)
@@ -716,6 +749,23 @@ class _Ranker:
                 if other not in order and other in related:
                     order.append(other)
         return {p: i for i, p in enumerate(order)}
+
+    def _dense(self) -> None:
+        """The ``dense`` list: the sections of the strongest :data:`DENSE_PAGES` pages so
+        far, by the similarity of their vectors with the query's, and sections of any
+        page at least :data:`DENSE_ALONE` similar (a paraphrase that shares no word)."""
+        pages = self._strongest_pages(DENSE_PAGES)
+        scored = self.index.dense(self.q.text)
+        if scored is None:
+            return
+        found = nearest.dense_sections(
+            self.index, scored, self.scope, DENSE_LIMIT, DENSE_MIN, paths=pages
+        )
+        if DENSE_ALONE <= 1:
+            seen = {(h.path, h.anchor) for h in found}
+            alone = nearest.dense_sections(self.index, scored, self.scope, DENSE_LIMIT, DENSE_ALONE)
+            found += [h for h in alone if (h.path, h.anchor) not in seen]
+        self._section_list("dense", found)
 
     def _recent(self) -> None:
         """Recency of candidate pages and running sessions (a page by the end of the time
@@ -771,7 +821,8 @@ class _Ranker:
 
     def _order(self) -> list[_Cand]:
         fused = self._fuse(
-            ["text", "all-words", "spool", "when"], ["page", "fields", "entity", "link", "recent"]
+            ["text", "all-words", "spool", "when", "dense"],
+            ["page", "fields", "entity", "link", "recent"],
         )
         fused = [c for c in fused if c.score > 0]
         # a section with no text of its own (a bare heading, its content in blocks with
@@ -850,6 +901,8 @@ class _Ranker:
             why.append("context")
         if "all-words" in c.signals:
             why.append("all-words")
+        if c.signals.get("dense", WHY_TOP) < WHY_TOP:
+            why.append("dense")
         pr = self.page_ranks
         if pr.get("entity", {}).get(c.path) is not None:
             why.append("entity")

@@ -27,12 +27,14 @@ A date without a year is the latest such date on or before ``now``. Days are UTC
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date
+from typing import Any
 
-from wiki_memory.index.dates import MONTHS, SEASONS, WEEKDAYS
+from wiki_memory.index.dates import MONTHS, SEASONS, month_end, relative_ranges
 
-__all__ = ["Window", "windows", "within"]
+__all__ = ["Window", "windows", "within", "overlaps"]
 
 
 @dataclass(frozen=True)
@@ -53,25 +55,6 @@ _MONTH_NUM = {m: i + 1 for i, m in enumerate(MONTHS)} | {m[:3]: i + 1 for i, m i
 _MONTH_NUM["sept"] = 9
 _AMBIGUOUS = {"may", "march", "august", "mar", "aug"}
 _MONTH_CUES = {"in", "of", "during", "since", "early", "late", "mid", "last", "this", "until"}
-_NUMBER = {
-    "a": 1,
-    "an": 1,
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-    "a few": 3,
-    "few": 3,
-    "a couple of": 2,
-    "couple of": 2,
-    "several": 4,
-}
 _ORD = r"(?:st|nd|rd|th)?"
 
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
@@ -87,32 +70,11 @@ _SEASON = re.compile(
     re.I,
 )
 _YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
-_AGO = re.compile(
-    r"\b(\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|(?:a\s+)?few|"
-    r"(?:a\s+)?couple\s+of|several)\s+(day|week|month|year)s?\s+ago\b",
-    re.I,
-)
-_RELATIVE = re.compile(
-    r"\b(the\s+day\s+before\s+yesterday|yesterday|today|tonight|last\s+night|"
-    r"(?:this|last|past|previous)\s+(?:week|weekend|month|year))\b",
-    re.I,
-)
-_WEEKDAY = re.compile(r"\b(last|on|this|past)\s+(" + "|".join(WEEKDAYS) + r")\b", re.I)
-
-
-def _month_end(year: int, month: int) -> date:
-    nxt = date(year + (month == 12), month % 12 + 1, 1)
-    return nxt - timedelta(days=1)
 
 
 def _latest_year(month: int, day: int, now: date) -> int:
     """The year of the latest (month, day) on or before ``now``."""
     return now.year if (month, day) <= (now.month, now.day) else now.year - 1
-
-
-def _shift_months(d: date, months: int) -> date:
-    total = d.year * 12 + d.month - 1 - months
-    return date(total // 12, total % 12 + 1, 1)
 
 
 def _safe_date(y: int, m: int, d: int) -> date | None:
@@ -138,82 +100,50 @@ def _season_window(name: str, year: int | None, which: str | None, now: date) ->
 def _season_end(start: date, months: tuple[int, int, int]) -> date:
     last_m = months[-1]
     year = start.year + (last_m < months[0])
-    return _month_end(year, last_m)
+    return month_end(year, last_m)
 
 
-def _relative(phrase: str, now: date) -> tuple[date, date]:
-    p = " ".join(phrase.lower().split())
-    if p == "today" or p == "tonight":
-        return now, now
-    if p in ("yesterday", "last night"):
-        d = now - timedelta(days=1)
-        return d, d
-    if p == "the day before yesterday":
-        d = now - timedelta(days=2)
-        return d, d
-    which, unit = p.split()
-    monday = now - timedelta(days=now.weekday())
-    if unit == "week":
-        if which == "this":
-            return monday, now
-        return monday - timedelta(days=7), monday - timedelta(days=1)
-    if unit == "weekend":
-        sat = monday - timedelta(days=2) if which != "this" else monday + timedelta(days=5)
-        if which == "this" and sat > now:
-            sat -= timedelta(days=7)
-        return sat, sat + timedelta(days=1)
-    if unit == "month":
-        if which == "this":
-            return now.replace(day=1), now
-        first = _shift_months(now, 1)
-        return first, _month_end(first.year, first.month)
-    if which == "this":
-        return date(now.year, 1, 1), now
-    return date(now.year - 1, 1, 1), date(now.year - 1, 12, 31)
-
-
-def _ago(count: str, unit: str, now: date) -> tuple[date, date]:
-    c = " ".join(count.lower().split())
-    n = int(c) if c.isdigit() else _NUMBER.get(c, 1)
-    u = unit.lower()
-    if u == "day":
-        d = now - timedelta(days=n)
-        return d - timedelta(days=1), d + timedelta(days=1)
-    if u == "week":
-        d = now - timedelta(days=7 * n)
-        return d - timedelta(days=3), d + timedelta(days=3)
-    if u == "month":
-        first = _shift_months(now, n)
-        return first, _month_end(first.year, first.month)
-    return date(now.year - n, 1, 1), date(now.year - n, 12, 31)
+QUERY_CHARS = 1000
+"""Only the first this many characters of a query are read for dates (a question names
+its dates early; reading a 1 MiB query would cost seconds for nothing)."""
+MAX_WINDOWS = 12
+"""At most this many windows per query."""
 
 
 def windows(query: str, now: date) -> list[Window]:
-    """The date windows named in ``query``, in the order found, relative to ``now``
-    (a UTC day). Never raises; ``[]`` when the query names no time."""
-    text = query or ""
+    """The date windows named in ``query`` (its first :data:`QUERY_CHARS` characters, at
+    most :data:`MAX_WINDOWS`), in the order found, relative to ``now`` (a UTC day). Never
+    raises: a phrase whose days fall outside the calendar (years 1-9999, "5000 years
+    ago", "winter 9999") names no window. ``[]`` when the query names no time."""
+    text = (query or "")[:QUERY_CHARS]
     taken: list[tuple[int, int]] = []
     out: list[Window] = []
 
-    def free(m: re.Match[str]) -> bool:
-        return all(m.end() <= a or m.start() >= b for a, b in taken)
-
-    def add(m: re.Match[str], first: date | None, last: date | None) -> None:
-        if first is None or last is None or not free(m):
+    def span(start: int, end: int, phrase: str, first: date | None, last: date | None) -> None:
+        if first is None or last is None or len(out) >= MAX_WINDOWS:
             return
-        taken.append((m.start(), m.end()))
-        out.append(Window(first, last, m.group(0)))
+        if any(start < b and end > a for a, b in taken):
+            return
+        taken.append((start, end))
+        out.append(Window(first, last, phrase))
+
+    def add(
+        m: re.Match[str], days: Callable[..., tuple[date | None, date | None]], *a: Any
+    ) -> None:
+        try:
+            first, last = days(*a)
+        except (ValueError, OverflowError):
+            return  # outside the calendar
+        span(m.start(), m.end(), m.group(0), first, last)
 
     for m in _ISO.finditer(text):
-        d = _safe_date(int(m[1]), int(m[2]), int(m[3]))
-        add(m, d, d)
+        add(m, _one_day, int(m[1]), int(m[2]), int(m[3]))
     for rx, day_i, mon_i in ((_DAY_MONTH, 1, 2), (_MONTH_DAY, 2, 1)):
         for m in rx.finditer(text):
             mon = _MONTH_NUM[m[mon_i].lower()]
             day = int(m[day_i])
             year = int(m[3]) if m[3] else _latest_year(mon, day, now)
-            d = _safe_date(year, mon, day)
-            add(m, d, d)
+            add(m, _one_day, year, mon, day)
     for m in _MONTH.finditer(text):
         word = m[1]
         if word.lower() in _AMBIGUOUS and not m[2]:
@@ -224,30 +154,37 @@ def windows(query: str, now: date) -> list[Window]:
                 continue
         mon = _MONTH_NUM[word.lower()]
         year = int(m[2]) if m[2] else (now.year if mon <= now.month else now.year - 1)
-        add(m, date(year, mon, 1), _month_end(year, mon))
+        add(m, _month_days, year, mon)
     for m in _SEASON.finditer(text):
         if m[2].lower() == "fall" and not (m[1] or m[3]):
             before = text[: m.start()].split()
             if not before or before[-1].lower() not in {"the", "in", "during", "this", "last"}:
                 continue
-        w = _season_window(m[2], int(m[3]) if m[3] else None, m[1], now)
-        if w is not None:
-            add(m, w.first, w.last)
-    for m in _AGO.finditer(text):
-        add(m, *_ago(m[1], m[2], now))
-    for m in _RELATIVE.finditer(text):
-        add(m, *_relative(m[1], now))
-    for m in _WEEKDAY.finditer(text):
-        target = WEEKDAYS.index(m[2].lower())
-        back = (now.weekday() - target) % 7
-        if m[1].lower() == "last" and back == 0:
-            back = 7
-        d = now - timedelta(days=back)
-        add(m, d, d)
+        add(m, _season_days, m, now)
+    for start, end, phrase, first, last in relative_ranges(text, now):
+        span(start, end, phrase, first, last)
     for m in _YEAR.finditer(text):
         y = int(m[1])
-        add(m, date(y, 1, 1), date(y, 12, 31))
+        add(m, _year_days, y)
     return out
+
+
+def _one_day(y: int, m: int, d: int) -> tuple[date | None, date | None]:
+    day = _safe_date(y, m, d)
+    return day, day
+
+
+def _month_days(y: int, m: int) -> tuple[date | None, date | None]:
+    return date(y, m, 1), month_end(y, m)
+
+
+def _year_days(y: int) -> tuple[date | None, date | None]:
+    return date(y, 1, 1), date(y, 12, 31)
+
+
+def _season_days(m: re.Match[str], now: date) -> tuple[date | None, date | None]:
+    w = _season_window(m[2], int(m[3]) if m[3] else None, m[1], now)
+    return (w.first, w.last) if w is not None else (None, None)
 
 
 def within(day: str | None, wins: list[Window]) -> bool:
@@ -259,3 +196,9 @@ def within(day: str | None, wins: list[Window]) -> bool:
     except ValueError:
         return False
     return any(w.holds(d) for w in wins)
+
+
+def overlaps(ranges: list[tuple[date, date]], wins: list[Window]) -> bool:
+    """True when one of the day ranges ``ranges`` (first, last) shares a day with one of
+    ``wins``."""
+    return any(f <= w.last and w.first <= lst for f, lst in ranges for w in wins)
