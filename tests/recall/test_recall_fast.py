@@ -122,6 +122,13 @@ def mem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
     m.stop()
 
 
+@pytest.fixture(autouse=True)
+def _pool_always(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This corpus is smaller than :data:`rank.FULL_RANK` matches: the tests of the pool
+    rank a pool whatever the number of matches (the rule's own tests set it back)."""
+    monkeypatch.setattr(rank, "FULL_RANK", 0)
+
+
 def _recaller(m: Memory, plain: bool) -> Recaller:
     """A recaller of ``m`` with the setting ``recall_plain`` as given."""
     return Recaller(m._sources, m.scope, replace(m.settings, recall_plain=plain), m.audit_read)
@@ -187,6 +194,44 @@ def test_the_corpus_reaches_past_the_pool(mem: Memory) -> None:
     # after the pool come the other matches, by bm25, score 0
     tail = [i for p in pages for i in p["items"]][len(found._cands) :]
     assert tail and all(i["score"] == 0 for i in tail)
+
+
+def _ids(found: rank.Ranked) -> list[str]:
+    return [found.item(i)["id"] for i in range(len(found))]
+
+
+def test_few_matches_are_ranked_whole(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most FULL_RANK matches: no pool, and the order is the whole ranking's (every
+    match through the fusion, as with no pool at all), items and scores alike."""
+    monkeypatch.setattr(rank, "FULL_RANK", 1000)
+    for query in (COMMON, f"{COMMON} harbor", "harbor copper falcon"):
+        for plain in (False, True):
+            found = rank.ranked(mem._sources, query, plain=plain)
+            whole = rank._rank(mem._sources, query, rank.Filters.build(), rank.NO_LIMIT)
+            assert found._tail is None
+            assert len(found) == len(whole) > 0
+            assert [found.item(i) for i in range(len(found))] == [
+                whole.item(i) for i in range(len(whole))
+            ]
+
+
+def test_the_pool_starts_past_full_rank_matches(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool is ranked exactly when the caller's own-text matches are more than
+    FULL_RANK: at the count itself every match is ranked, one below it a pool."""
+    from wiki_memory.index import tail
+
+    r = rank.ranked(mem._sources, COMMON)
+    assert r._tail is not None  # FULL_RANK 0 here
+    n = tail.count_own(mem.index, COMMON, rank.Filters.build().scope())
+    assert n > rank.POOL
+    monkeypatch.setattr(rank, "FULL_RANK", n)
+    assert rank.ranked(mem._sources, COMMON)._tail is None
+    monkeypatch.setattr(rank, "FULL_RANK", n - 1)
+    pooled = rank.ranked(mem._sources, COMMON)
+    assert pooled._tail is not None and len(pooled._tail) > 0
+    assert len(set(_ids(pooled))) == len(pooled)
 
 
 @settings(

@@ -92,9 +92,12 @@ def count_own(
     scope: Scope,
     weights: Mapping[str, float] | None = None,
     exclude: Iterable[int] = (),
+    *,
+    upto: int | None = None,
 ) -> int:
     """How many sections :func:`own_sections` would list with no limit, counted in SQL:
-    no row leaves SQLite."""
+    no row leaves SQLite. With ``upto``, counting stops there (the answer is then
+    ``min(count, upto)``: enough to tell whether there are more than ``upto - 1``)."""
     if not match or scope.empty:
         return 0
     # bm25 of the own columns is below 0 exactly when a term occurs in one of them with a
@@ -107,5 +110,8 @@ def count_own(
     inner, args = _own_matches(match, scope, weights, exclude)
     inner = inner.replace(f"{_bm25(weights, _SECTION_COLUMNS)} AS r", "0 AS r", 1)
     args[0] = "{" + " ".join(own) + "} : (" + match + ")"
+    if upto is not None:
+        inner += " LIMIT ?"
+        args.append(max(0, int(upto)))
     rows = _run(index, f"SELECT count(*) FROM ({inner})", args)
     return int(rows[0][0]) if rows else 0

@@ -143,6 +143,11 @@ this many sections of each section list (``text``, ``all-words``, ``fields``) wi
 running-session observation that matches, their timeline neighbours and the pages named
 or linked; every other section of the ``text`` list (the query's words in its own text)
 follows the pool, by that bm25, score 0 (docs/ranking.md, "Every match")."""
+FULL_RANK = 1000
+"""When the sections holding the query's words in their own text (what the caller may
+read) are at most this many, the fusion ranks every match, as if there were no pool: the
+order is then the whole ranking's, and a pool only starts where ranking everything would
+cost more than a pool (docs/ranking.md, "Every match")."""
 TAIL_CHUNK = 32
 """Sections after the pool read from SQLite at a time by the optimized path."""
 COMMON_SHARE = 1 / 3
@@ -454,6 +459,8 @@ class _Ranker:
         self.plain = tail == "plain"
         #: the OR expression of the text and fields lists (what the tail matches)
         self.or_match = ""
+        #: a tail follows the ranked candidates (a pool was ranked, :data:`FULL_RANK`)
+        self.pooled = tail is not None
         self.live = live
         self.as_of_sha = as_of_sha
         self.cands: dict[tuple[str, str], _Cand] = {}
@@ -469,12 +476,14 @@ class _Ranker:
         self.recent_why: set[str] = set()
         self.best_field: dict[str, Hit] = {}
 
-    def tail(self, kind: str) -> _ListTail | _SqlTail:
+    def tail(self, kind: str) -> _ListTail | _SqlTail | None:
         """The sections of the ``text`` list (:attr:`or_match` in their own text, not a
         timeline entry's bare head line) that are not candidates of the pool (ranked or
         left out by it), by the bm25 of their own text, path, page order: ``"plain"``
         reads them all and leaves the pool out in Python, ``"sql"`` counts them in SQL and
-        reads them when asked for."""
+        reads them when asked for. None when every match was ranked (:data:`FULL_RANK`)."""
+        if not self.pooled:
+            return None
         pool = {c.hit.rid for c in self.cands.values() if c.hit is not None}
         if kind == "sql":
             return _SqlTail(self.index, self.or_match, self.scope, self.cols, pool)
@@ -494,6 +503,8 @@ class _Ranker:
         if self.scope.empty:
             return []
         self.or_match = self._without_common().any_match or ""
+        if self.pooled and self._few_matches():
+            self.pooled, self.fetch = False, self.limit
         body, fields = signals.search_sections_both(
             self.index,
             self.or_match,
@@ -532,6 +543,14 @@ class _Ranker:
         self._recent()
         self._when()
         return self._order()
+
+    def _few_matches(self) -> bool:
+        """At most :data:`FULL_RANK` sections hold :attr:`or_match` in their own text
+        (counting stops after one more)."""
+        n = tail_rows.count_own(
+            self.index, self.or_match, self.scope, self.cols, upto=FULL_RANK + 1
+        )
+        return n <= FULL_RANK
 
     def _without_universal_tags(self, q: Query) -> Query:
         """``q`` with the tags column left out for words that are a tag every page of
