@@ -114,18 +114,47 @@ def stem_words(words: Sequence[str], langs: Sequence[str]) -> list[set[str]]:
     return out
 
 
+_STEMS_MAX = 100_000
+"""Words whose ``stems`` column value :func:`stems_text` keeps, per tuple of languages
+(a word costs about 100-200 bytes; the dict is emptied when full)."""
+_STEMS: dict[tuple[str, ...], dict[str, str]] = {}
+
+
+def _word_stems(token: str, langs: Sequence[str]) -> str:
+    """What ``token`` (as found in the text) adds to the ``stems`` column: its stems in
+    ``langs`` that differ from its lowercase form, sorted, space-separated; "" for an
+    identifier in mixed case (``getUserName``), a number or a word under 3 letters."""
+    if not (token.islower() or token.istitle() or token.isupper()):
+        return ""
+    word = token.lower()
+    if not _WORD.fullmatch(word):
+        return ""
+    stems = {_stemmer(lang).stemWord(word) for lang in langs}
+    stems.discard(word)
+    stems.discard("")
+    return " ".join(sorted(stems))
+
+
 def stems_text(normalized: str, langs: Sequence[str]) -> str:
     """The ``stems`` column value for already normalised text: the stems of its words
     that differ from the words, space-separated, in text order (repeats kept, so bm25's
-    term frequency sees them as often as the words)."""
+    term frequency sees them as often as the words). Identifiers (``getUserName``) are
+    not words of a language: their parts are indexed instead. Each distinct word is
+    stemmed once and remembered (:data:`_STEMS_MAX`)."""
     if not normalized or not langs:
         return ""
-    # identifiers (``getUserName``) are not words of a language: their parts are indexed
-    ws = [w.lower() for w in _WORD.findall(normalized) if w.islower() or w.istitle() or w.isupper()]
-    if not ws:
+    tokens = _WORD.findall(normalized)
+    if not tokens:
         return ""
-    parts: list[str] = []
-    for s in stem_words(ws, langs):
-        if s:
-            parts.extend(sorted(s))
-    return " ".join(parts)
+    key = tuple(langs)
+    known = _STEMS.get(key)
+    if known is None:
+        known = _STEMS[key] = {}
+    new = set(tokens).difference(known)
+    if new:
+        if len(known) + len(new) > _STEMS_MAX:
+            known.clear()
+            new = set(tokens)
+        for t in new:
+            known[t] = _word_stems(t, key)
+    return " ".join(filter(None, map(known.__getitem__, tokens)))

@@ -1,0 +1,62 @@
+"""``stems_text`` stems each distinct word once and remembers it: the ``stems`` column
+must be what stemming every word in turn gives (text order, repeats kept, a word's
+stems in several languages sorted), for any text and languages, and stay so when the
+remembered words are emptied half-way (docs/index.md, "Word forms")."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wiki_memory.index import stem
+from wiki_memory.index.stem import _WORD, stem_words, stems_text
+
+WORDS = st.sampled_from(
+    "running Runs RUNNER ran connection connected getUserName naïve Straße İstanbul ǅemal "
+    "½ly 3rd x2y abc ab ÉCOLES caffè indexing indices größten ﬁnding HTTPServer".split()
+)
+LANGS = st.sampled_from(
+    [("english",), ("german",), ("turkish",), ("english", "german"), ("french", "english")]
+)
+
+
+def _every_word(text: str, langs: tuple[str, ...]) -> str:
+    """Each word stemmed in turn (the rule, written plainly)."""
+    ws = [w.lower() for w in _WORD.findall(text) if w.islower() or w.istitle() or w.isupper()]
+    return " ".join(st for s in stem_words(ws, langs) for st in sorted(s))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    words=st.lists(st.one_of(WORDS, st.text(min_size=1, max_size=12)), max_size=40),
+    langs=LANGS,
+)
+def test_the_stems_column_is_each_word_stemmed_in_turn(
+    words: list[str], langs: tuple[str, ...]
+) -> None:
+    text = " ".join(words)
+    assert stems_text(text, langs) == _every_word(text, langs)
+
+
+def test_repeats_and_order_are_kept() -> None:
+    text = "Running runs connected running getUserName"
+    assert stems_text(text, ("english",)) == "run run connect run"
+
+
+def test_a_full_memory_of_words_is_emptied_and_answers_stay_right(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(stem, "_STEMS_MAX", 3)
+    monkeypatch.setattr(stem, "_STEMS", {})
+    english = ("english",)
+    assert stems_text("running runs", english) == "run run"
+    assert set(stem._STEMS[english]) == {"running", "runs"}
+    # three new words do not fit beside two: emptied, then the new text's words kept
+    assert stems_text("connected indexing indices", english) == _every_word(
+        "connected indexing indices", english
+    )
+    assert set(stem._STEMS[english]) == {"connected", "indexing", "indices"}
+    assert stems_text("running caffè RUNNER", english) == _every_word(
+        "running caffè RUNNER", english
+    )
