@@ -158,8 +158,17 @@ class Spool:
 
         Each observation must already be sanitized. Its project (:meth:`part_for`)
         picks the part of the session it goes to. Raises OSError when the disk write
-        fails (nothing is acknowledged then).
+        fails (nothing is acknowledged then). :meth:`write` then :meth:`sync_to`.
         """
+        out, target = self.write(observations)
+        self.sync_to(target)
+        return out
+
+    def write(self, observations: list[Observation]) -> tuple[list[Accepted], int]:
+        """Append observations WITHOUT waiting for their fsync: returns one
+        :class:`Accepted` per input, in order, and the sync target to give
+        :meth:`sync_to` (or :meth:`synced`) before any of them is acknowledged.
+        Raises OSError when the write fails."""
         out: list[Accepted] = []
         with self._lock:
             for obs in observations:
@@ -201,8 +210,7 @@ class Spool:
                 out.append(Accepted(obs.obs_id, False, key))
             self._written += 1
             target = self._written
-        self._sync(target)
-        return out
+        return out, target
 
     def part_for(self, obs: Observation) -> tuple[str, str]:
         """``(spool key, project)`` for ``obs`` (the caller holds the lock).
@@ -254,7 +262,15 @@ class Spool:
             self._fds[key] = fd
         return fd
 
-    def _sync(self, target: int) -> None:
+    def synced(self, target: int) -> bool:
+        """True when the writes up to sync target ``target`` are fsynced."""
+        return self._synced >= target
+
+    def sync_to(self, target: int) -> None:
+        """Return once the writes up to sync target ``target`` (from :meth:`write`) are
+        fsynced: a caller waits for a sync that covers its write, and one sync covers
+        every write made before it started (concurrent callers share it). Raises
+        OSError when an fsync fails."""
         with self._sync_lock:
             if self._synced >= target:
                 return
@@ -262,8 +278,15 @@ class Spool:
                 fds = list(self._dirty)
                 self._dirty.clear()
                 upto = self._written
-            for fd in fds:
-                os.fsync(fd)
+            for i, fd in enumerate(fds):
+                try:
+                    os.fsync(fd)
+                except OSError:
+                    # not synced: the next caller syncs these again, never skips them
+                    with self._lock:
+                        open_fds = set(self._fds.values())
+                        self._dirty.update(f for f in fds[i:] if f in open_fds)
+                    raise
             self._synced = upto
 
     # -- reading -----------------------------------------------------------------------
