@@ -56,6 +56,11 @@ COMPILE_KINDS = {"stop", "session_end", "turn"}
 #: most events in one request (a list)
 MAX_EVENTS = 1000
 
+#: how long the server's own project look-up of a folder is reused, in seconds (for
+#: senders that name no project; the hook resolves its events itself): a
+#: ``.wiki-memory.toml`` or ``.git`` made in that folder counts from then on
+PROJECT_CACHE_SECONDS = 2.0
+
 #: an observation's string fields that are sanitized like its payload
 _FIELDS = ("harness", "event", "cwd", "project", "session_id", "event_id")
 
@@ -82,6 +87,8 @@ class Capture:
         self.request_compile = request_compile
         #: the fsyncs :meth:`capture_async` awaits
         self.syncer = SpoolSyncer(spool)
+        #: cwd -> (monotonic seconds, its resolution): see :meth:`_resolve`
+        self._projects: dict[str, tuple[float, Any]] = {}
         #: called with the parsed events and the caller before anything is stored; it
         #: returns, per event, None (allowed) or the error refusing it (:class:`CaptureGate`)
         self.gate: (
@@ -215,7 +222,7 @@ class Capture:
             # machine's files (a folder name alone stays the spool's old fallback)
             res = projects.get(obs.cwd)
             if res is None:
-                res = projects[obs.cwd] = resolve_project(obs.cwd)
+                res = projects[obs.cwd] = self._resolve(obs.cwd)
             if res.name:
                 obs.project = project_name(res.name)
                 obs.project_from = res.source
@@ -226,6 +233,20 @@ class Capture:
         for attr, v in zip(names, clean_fields, strict=True):
             setattr(obs, attr, v)
         return obs
+
+    def _resolve(self, cwd: str) -> Any:
+        """:func:`resolve_project` of ``cwd``, remembered for
+        :data:`PROJECT_CACHE_SECONDS`: a hook sends many events from one folder, and the
+        look-up is a stat of every folder above it, twice."""
+        now = time.monotonic()
+        hit = self._projects.get(cwd)
+        if hit is not None and now - hit[0] < PROJECT_CACHE_SECONDS:
+            return hit[1]
+        res = resolve_project(cwd)
+        if len(self._projects) >= 1024:
+            self._projects.clear()
+        self._projects[cwd] = (now, res)
+        return res
 
     def discard(self, key: str) -> None:
         """Forget self-check session ``key``: its spool files and its searchable spool
