@@ -1774,6 +1774,14 @@ def _normalize_extra(extra_patterns: Sequence[tuple[str, str]]) -> tuple[tuple[s
     return tuple((k, p) for k, p in items)
 
 
+#: short texts in which no built-in detector found anything (dict keys, field values and
+#: short values repeat across events): answered without a scan. Only texts with nothing
+#: to redact are kept, so the set holds no secret; emptied when it reaches _CLEAN_SIZE.
+_CLEAN: set[str] = set()
+_CLEAN_MAX_LEN = 128
+_CLEAN_SIZE = 4096
+
+
 def redact_text(
     text: str, extra_patterns: Sequence[tuple[str, str]] = ()
 ) -> tuple[str, list[Redaction]]:
@@ -1799,6 +1807,9 @@ def redact_text(
         raise TypeError(f"redact_text needs a str, not {type(text).__name__}")
     if len(text) < 8 and not extra_patterns:
         return text, []  # no name, separator and 8-character value fit
+    short = len(text) <= _CLEAN_MAX_LEN and not extra_patterns
+    if short and text in _CLEAN:
+        return text, []
     found = _builtin_spans(text)
     if extra_patterns:
         base = len(DETECTORS)
@@ -1806,6 +1817,10 @@ def redact_text(
             for s, e in det.spans(text):
                 found.append((s, e, base + n, det.kind))
     if not found:
+        if short:
+            if len(_CLEAN) >= _CLEAN_SIZE:
+                _CLEAN.clear()
+            _CLEAN.add(text)
         return text, []
     if "[REDACTED:" in text:
         # Existing placeholders are never redacted again (idempotence).
@@ -1844,6 +1859,23 @@ def _name_hint(key: str) -> bool:
     return len(key) <= 80 and all(c in _NAME_CHARS for c in key) and secret_name(key)
 
 
+#: :func:`_name_hint` of keys that hold nothing to redact (shorter than 8 characters, or
+#: in :data:`_CLEAN`): payloads repeat the same few keys; emptied at _CLEAN_SIZE
+_HINTS: dict[str, bool] = {}
+
+
+def _key_hint(key: str) -> bool:
+    """:func:`_name_hint`, remembered for keys that hold no secret."""
+    hint = _HINTS.get(key)
+    if hint is None:
+        hint = _name_hint(key)
+        if len(key) < 8 or key in _CLEAN:
+            if len(_HINTS) >= _CLEAN_SIZE:
+                _HINTS.clear()
+            _HINTS[key] = hint
+    return hint
+
+
 def redact_obj(obj: Any, extra_patterns: Sequence[tuple[str, str]] = ()) -> tuple[Any, int]:
     """Return a sanitized deep copy of a JSON value and the number of redactions.
 
@@ -1872,7 +1904,7 @@ def redact_obj(obj: Any, extra_patterns: Sequence[tuple[str, str]] = ()) -> tupl
         nonlocal count
         red, found = redact_text(s, extra)
         count += len(found)
-        if hint is not None and "[REDACTED:" not in red and _name_hint(hint):
+        if hint is not None and "[REDACTED:" not in red and _key_hint(hint):
             if _plausible_value(red, context=QUOTED, numeric_ok=_numeric_ok(hint)):
                 count += 1
                 return PLACEHOLDER.format(kind="generic-secret")

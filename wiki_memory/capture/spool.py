@@ -13,8 +13,9 @@ Readers tolerate a torn last line left by a crash.
 
 An accepted event's dedup key is durable in its session's spool line (``"dedup"``),
 which that fsync covers, so an append fsyncs the session files alone. ``seen-events.log``
-keeps the keys once the session files are gone: it is fsynced before any session file
-is deleted (clean-up, drop) and at close, and at start every key found in a session
+keeps the keys once the session files are gone: they are written to it in batches of
+:data:`SEEN_BATCH`, and written and fsynced before any session file is deleted (clean-up,
+drop) and at close, and at start every key found in a session
 file but missing from the log (its tail, after a crash) is written back to it.
 """
 
@@ -32,6 +33,9 @@ from typing import Any
 from wiki_memory.capture.observation import Observation, dedup_key, session_key
 
 SEEN_LOG = "seen-events.log"
+#: dedup keys gathered before one write to ``seen-events.log`` (each is durable in its
+#: spool line already; the log needs them only once that file can be deleted)
+SEEN_BATCH = 256
 
 
 @dataclass
@@ -88,6 +92,8 @@ class Spool:
         self._written = 0
         self._synced = 0
         self._seen: dict[str, str] = {}
+        #: lines of ``seen-events.log`` not written yet (see :meth:`_write_seen`)
+        self._seen_pending: list[str] = []
         self.sessions: dict[str, SessionInfo] = {}
         #: base key (user, harness, session id) -> the key of the session's current part
         self._current: dict[str, str] = {}
@@ -158,8 +164,17 @@ class Spool:
 
         Each observation must already be sanitized. Its project (:meth:`part_for`)
         picks the part of the session it goes to. Raises OSError when the disk write
-        fails (nothing is acknowledged then).
+        fails (nothing is acknowledged then). :meth:`write` then :meth:`sync_to`.
         """
+        out, target = self.write(observations)
+        self.sync_to(target)
+        return out
+
+    def write(self, observations: list[Observation]) -> tuple[list[Accepted], int]:
+        """Append observations WITHOUT waiting for their fsync: returns one
+        :class:`Accepted` per input, in order, and the sync target to give
+        :meth:`sync_to` (or :meth:`synced`) before any of them is acknowledged.
+        Raises OSError when the write fails."""
         out: list[Accepted] = []
         with self._lock:
             for obs in observations:
@@ -192,17 +207,26 @@ class Spool:
                 _write_all(fd, (json.dumps(rec, ensure_ascii=False) + "\n").encode())
                 self._dirty.add(fd)
                 if dk is not None:
-                    # durable through the spool line's own "dedup" (fsynced below); the log
-                    # is fsynced before that line's file can go (_remove_session)
-                    _write_all(self._seen_fd, f"{dk} {obs.obs_id}\n".encode())
+                    # durable through the spool line's own "dedup" (fsynced with it); the
+                    # log gets it later, written and fsynced before that line's file can
+                    # go (_remove_session)
+                    self._seen_pending.append(f"{dk} {obs.obs_id}\n")
                     self._seen[dk] = obs.obs_id
                 info.last_ts = max(info.last_ts, obs.ts)
                 info.last_received = max(info.last_received, obs.received)
                 out.append(Accepted(obs.obs_id, False, key))
+            if len(self._seen_pending) >= SEEN_BATCH:
+                self._write_seen()
             self._written += 1
             target = self._written
-        self._sync(target)
-        return out
+        return out, target
+
+    def _write_seen(self) -> None:
+        """Append the dedup keys not yet in ``seen-events.log`` (not fsynced; the caller
+        holds the lock)."""
+        if self._seen_pending:
+            _write_all(self._seen_fd, "".join(self._seen_pending).encode())
+            self._seen_pending.clear()
 
     def part_for(self, obs: Observation) -> tuple[str, str]:
         """``(spool key, project)`` for ``obs`` (the caller holds the lock).
@@ -254,7 +278,15 @@ class Spool:
             self._fds[key] = fd
         return fd
 
-    def _sync(self, target: int) -> None:
+    def synced(self, target: int) -> bool:
+        """True when the writes up to sync target ``target`` are fsynced."""
+        return self._synced >= target
+
+    def sync_to(self, target: int) -> None:
+        """Return once the writes up to sync target ``target`` (from :meth:`write`) are
+        fsynced: a caller waits for a sync that covers its write, and one sync covers
+        every write made before it started (concurrent callers share it). Raises
+        OSError when an fsync fails."""
         with self._sync_lock:
             if self._synced >= target:
                 return
@@ -262,8 +294,15 @@ class Spool:
                 fds = list(self._dirty)
                 self._dirty.clear()
                 upto = self._written
-            for fd in fds:
-                os.fsync(fd)
+            for i, fd in enumerate(fds):
+                try:
+                    os.fsync(fd)
+                except OSError:
+                    # not synced: the next caller syncs these again, never skips them
+                    with self._lock:
+                        open_fds = set(self._fds.values())
+                        self._dirty.update(f for f in fds[i:] if f in open_fds)
+                    raise
             self._synced = upto
 
     # -- reading -----------------------------------------------------------------------
@@ -360,6 +399,7 @@ class Spool:
     def _remove_session(self, key: str) -> None:
         """Close session ``key``'s append descriptor and delete its log and state files
         (its dedup keys stay: the log is fsynced first). The caller holds ``self._lock``."""
+        self._write_seen()
         os.fsync(self._seen_fd)
         fd = self._fds.pop(key, None)
         if fd is not None:
@@ -373,7 +413,12 @@ class Spool:
         del self.sessions[key]
 
     def close(self) -> None:
+        """Write the pending dedup keys, fsync and close every file."""
         with self._lock:
+            try:
+                self._write_seen()
+            except OSError:
+                pass  # the session files hold them: the next start writes them back
             for fd in list(self._fds.values()) + [self._seen_fd]:
                 try:
                     os.fsync(fd)

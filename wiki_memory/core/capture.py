@@ -1,5 +1,5 @@
-"""Capture: hook events in, sanitized, durably spooled, searchable at once, and the
-session page's compile queued (invariants 3 and 4). :class:`Capture` is built by
+"""Capture: hook events in, sanitized, durably spooled, searchable by any search made
+after the reply, and the session page's compile queued (invariants 3 and 4). :class:`Capture` is built by
 :class:`~wiki_memory.core.memory.Memory`."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from wiki_memory.capture.observation import (
@@ -22,6 +23,7 @@ from wiki_memory.capture.private import strip_private, strip_private_obj
 from wiki_memory.capture.project import resolve_project
 from wiki_memory.capture.sanitize import redact_obj
 from wiki_memory.capture.spool import SessionInfo, Spool
+from wiki_memory.capture.syncer import SpoolSyncer
 from wiki_memory.core.sessions import END_KINDS
 from wiki_memory.errors import CaptureRefused, WikiMemoryError
 from wiki_memory.identity import Identity
@@ -32,7 +34,7 @@ __all__ = [
     "SELF_CHECK_PREFIX",
     "Capture",
     "CaptureGate",
-    "GroupedRows",
+    "Written",
     "is_self_check",
 ]
 
@@ -54,47 +56,25 @@ COMPILE_KINDS = {"stop", "session_end", "turn"}
 #: most events in one request (a list)
 MAX_EVENTS = 1000
 
+#: how long the server's own project look-up of a folder is reused, in seconds (for
+#: senders that name no project; the hook resolves its events itself): a
+#: ``.wiki-memory.toml`` or ``.git`` made in that folder counts from then on
+PROJECT_CACHE_SECONDS = 2.0
+
 #: an observation's string fields that are sanitized like its payload
 _FIELDS = ("harness", "event", "cwd", "project", "session_id", "event_id")
 
 
-class GroupedRows:
-    """Spool rows put into the index in shared transactions (group commit, as the spool
-    shares fsyncs): a caller's rows are queued, and whoever holds the write turn writes
-    every queued row in one ``write(rows)`` call, so concurrent requests pay for one
-    SQLite transaction (one FTS5 segment) instead of one each. :meth:`add` returns once
-    a write that holds the caller's rows is done, so they are searchable when it returns.
-    A failing write raises to the caller holding the turn and leaves its rows queued for
-    the next one (they are in the durable spool either way; a restart re-indexes it)."""
+@dataclass
+class Written:
+    """A capture written to the spool and not acknowledged yet (:meth:`Capture.begin`):
+    the reply's entries, the spool's sync target, the index rows and the compiles
+    (session key -> the session ended) that follow the fsync."""
 
-    def __init__(self, write: Callable[[list[dict[str, Any]]], Any]) -> None:
-        self._write = write
-        self._lock = threading.Lock()
-        self._turn = threading.Lock()
-        self._pending: list[dict[str, Any]] = []
-        self._queued = 0
-        self._done = 0
-
-    def add(self, rows: list[dict[str, Any]]) -> None:
-        """Queue ``rows`` and return when a write holding them has committed."""
-        with self._lock:
-            self._pending.extend(rows)
-            self._queued += 1
-            target = self._queued
-        with self._turn:
-            if self._done >= target:
-                return
-            with self._lock:
-                batch, self._pending = self._pending, []
-                upto = self._queued
-            try:
-                if batch:
-                    self._write(batch)
-            except BaseException:
-                with self._lock:
-                    self._pending[:0] = batch
-                raise
-            self._done = upto
+    out: list[dict[str, Any]]
+    target: int
+    rows: list[dict[str, Any]]
+    to_compile: dict[str, bool]
 
 
 class Capture:
@@ -105,7 +85,10 @@ class Capture:
         self.spool = spool
         self.index = index
         self.request_compile = request_compile
-        self._rows = GroupedRows(index.add_spool)
+        #: the fsyncs :meth:`capture_async` awaits
+        self.syncer = SpoolSyncer(spool)
+        #: cwd -> (monotonic seconds, its resolution): see :meth:`_resolve`
+        self._projects: dict[str, tuple[float, Any]] = {}
         #: called with the parsed events and the caller before anything is stored; it
         #: returns, per event, None (allowed) or the error refusing it (:class:`CaptureGate`)
         self.gate: (
@@ -113,8 +96,8 @@ class Capture:
         ) = None
 
     def capture(self, body: Any, user: Identity | str) -> list[dict[str, Any]]:
-        """Accept one hook event or a list of up to 1,000 for ``user`` (a name or an
-        Identity).
+        """:meth:`begin`, the fsync, then :meth:`finish`: accept one hook event or a list
+        of up to 1,000 for ``user`` (a name or an Identity).
 
         Every event is validated (:class:`ObservationError` names the field), passed
         through :attr:`gate` (:class:`~wiki_memory.errors.CaptureRefused`), stripped of
@@ -129,6 +112,23 @@ class Capture:
         place and the others are accepted (docs/api.md, "POST /v1/observations"). A list
         that is empty or longer than 1,000 raises ObservationError (field ``body``).
         """
+        written = self.begin(body, user)
+        self.spool.sync_to(written.target)
+        return self.finish(written)
+
+    async def capture_async(self, body: Any, user: Identity | str) -> list[dict[str, Any]]:
+        """:meth:`capture` for an event loop: :meth:`begin` runs in the caller (CPU work
+        and page-cache writes, about a millisecond for one event), the fsync on the
+        spool's sync thread (:class:`~wiki_memory.capture.syncer.SpoolSyncer`, shared by
+        the concurrent requests), then :meth:`finish`. No thread per waiting request."""
+        written = self.begin(body, user)
+        await self.syncer.wait(written.target)
+        return self.finish(written)
+
+    def begin(self, body: Any, user: Identity | str) -> Written:
+        """Everything :meth:`capture` does before the fsync: validate, gate, clean and
+        write to the spool (not fsynced yet). Raises what :meth:`capture` raises; the
+        result is acknowledged only after ``spool.sync_to(result.target)``."""
         who = user
         user = user.user if isinstance(user, Identity) else user
         single = not isinstance(body, list)
@@ -158,7 +158,8 @@ class Capture:
                             raise refused
                         parsed[i] = refused
         good = [p for p in parsed if isinstance(p, Observation)]
-        accepted = iter(self.spool.append(good) if good else [])
+        written, target = self.spool.write(good) if good else ([], 0)
+        accepted = iter(written)
         out: list[dict[str, Any]] = []
         spool_rows = []
         to_compile: dict[str, bool] = {}
@@ -183,17 +184,27 @@ class Capture:
                 for part in self.spool.parts_of(acc.session_key):
                     if self.spool.sessions[part].state.get("status") != "ended":
                         to_compile[part] = True
-        if spool_rows:
-            # after the fsync: searchable once durable, in a transaction shared with
-            # the concurrent requests
-            self._rows.add(spool_rows)
-        for key, end in to_compile.items():
+        return Written(out, target, spool_rows, to_compile)
+
+    def finish(self, written: Written) -> list[dict[str, Any]]:
+        """What follows the fsync of a :meth:`begin`: its spool rows queued for the
+        index and its sessions' compiles requested. Returns :meth:`capture`'s list."""
+        if written.rows:
+            # off the request path: written by the index's own thread, many requests'
+            # rows per transaction; a search flushes them first, so they are found by
+            # any search made after the reply
+            self.index.queue_spool(written.rows)
+        for key, end in written.to_compile.items():
             if is_self_check(self.spool.sessions[key].session_id):
                 if end:
                     self.discard(key)
                 continue
             self.request_compile(key, end=end)
-        return out
+        return written.out
+
+    def close(self) -> None:
+        """Stop the spool's sync thread (the server's shutdown)."""
+        self.syncer.close()
 
     def _clean(self, obs: Observation, projects: dict[str, Any]) -> Observation:
         """``obs`` with its ``<private>`` spans removed and its secrets redacted (payload
@@ -211,7 +222,7 @@ class Capture:
             # machine's files (a folder name alone stays the spool's old fallback)
             res = projects.get(obs.cwd)
             if res is None:
-                res = projects[obs.cwd] = resolve_project(obs.cwd)
+                res = projects[obs.cwd] = self._resolve(obs.cwd)
             if res.name:
                 obs.project = project_name(res.name)
                 obs.project_from = res.source
@@ -222,6 +233,20 @@ class Capture:
         for attr, v in zip(names, clean_fields, strict=True):
             setattr(obs, attr, v)
         return obs
+
+    def _resolve(self, cwd: str) -> Any:
+        """:func:`resolve_project` of ``cwd``, remembered for
+        :data:`PROJECT_CACHE_SECONDS`: a hook sends many events from one folder, and the
+        look-up is a stat of every folder above it, twice."""
+        now = time.monotonic()
+        hit = self._projects.get(cwd)
+        if hit is not None and now - hit[0] < PROJECT_CACHE_SECONDS:
+            return hit[1]
+        res = resolve_project(cwd)
+        if len(self._projects) >= 1024:
+            self._projects.clear()
+        self._projects[cwd] = (now, res)
+        return res
 
     def discard(self, key: str) -> None:
         """Forget self-check session ``key``: its spool files and its searchable spool

@@ -38,6 +38,7 @@ from wiki_memory.index.db import Database
 from wiki_memory.index.files import is_indexable
 from wiki_memory.index.schema import BM25_WEIGHTS, SCHEMA_VERSION, read_wiki_root, set_meta
 from wiki_memory.index.search import SearchError, SectionHit, SpoolHit
+from wiki_memory.index.spoolqueue import SpoolQueue
 from wiki_memory.index.stem import DEFAULT_LANGUAGES
 
 __all__ = [
@@ -83,6 +84,9 @@ class Index:
         self.vectors_on = on
         """Dense vectors are stored at index time and searched (:meth:`dense`)."""
         self._matrix = vecs.Matrix()
+        self._spool_rows = SpoolQueue(self._write_spool)
+        """Spool rows written after the reply (:meth:`queue_spool`); every spool read
+        and change below flushes it first."""
         self._query_langs: tuple[float, tuple[str, ...]] | None = None
         """Snowball stemmers of the ``stem_languages`` setting (unknown names left out);
         the query side stems with these and with every page ``lang`` indexed."""
@@ -153,7 +157,9 @@ class Index:
         return self._db.conn()
 
     def close(self) -> None:
-        """Close every connection this object opened (in all threads)."""
+        """Write the queued spool rows, then close every connection this object opened
+        (in all threads)."""
+        self._spool_rows.close()
         self._db.close()
 
     def __enter__(self) -> Index:
@@ -313,16 +319,29 @@ class Index:
         ``harness``, ``session_id``, ``user`` and ``ts`` (ISO-8601) are optional.
         Returns how many rows were written. Raises KeyError for a missing key.
         """
+        self._spool_rows.flush()
+        return self._write_spool(rows)
+
+    def _write_spool(self, rows: Iterable[Mapping[str, Any]]) -> int:
         with self._db.writing() as conn:
             return search.add_spool(conn, rows)
 
+    def queue_spool(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Queue rows for :meth:`add_spool` and return at once: a background thread
+        writes them, many per transaction (:mod:`wiki_memory.index.spoolqueue`). Every
+        spool read and change of this object writes the queued rows first, so they are
+        found by any search made after this returns."""
+        self._spool_rows.put(rows)
+
     def delete_spool_session(self, session_key: str) -> int:
         """Remove every spooled observation of ``session_key`` (after it was compiled)."""
+        self._spool_rows.flush()
         with self._db.writing() as conn:
             return search.delete_spool_session(conn, session_key)
 
     def replace_spool(self, rows: Iterable[Mapping[str, Any]]) -> int:
         """Replace the whole spool table with ``rows`` (same keys as :meth:`add_spool`)."""
+        self._spool_rows.flush()
         with self._db.writing() as conn:
             return search.replace_spool(conn, rows)
 
@@ -339,6 +358,7 @@ class Index:
         Returns at most ``limit`` observations, best first. Raises
         :class:`SearchError` when SQLite fails.
         """
+        self._spool_rows.flush()
         return search.search_spool(self._conn(), match, project=project, user=user, limit=limit)
 
     def query_spool(
@@ -351,6 +371,7 @@ class Index:
         mode: Literal["and", "or"] = "and",
     ) -> list[SpoolHit]:
         """:meth:`search_spool` for free text (built safely with ``build_match``)."""
+        self._spool_rows.flush()
         return search.query_spool(
             self._conn(), text, project=project, user=user, limit=limit, mode=mode
         )

@@ -61,8 +61,10 @@ from wiki_memory.server.http import (
 from wiki_memory.web import views as web
 
 OPEN_PATHS = {"/v1/health"}
-#: threads that run captures (each waits for its group's fsync there)
+#: threads that run the captures of longer lists (each waits for its group's fsync there)
 CAPTURE_THREADS = 16
+#: most events of a request captured on the event loop itself (the fsync awaited)
+INLINE_EVENTS = 4
 UNAUTHORIZED = {"error": "unauthorized", "message": "a valid bearer token is required"}
 
 
@@ -272,13 +274,20 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
     # fsync, so there are enough threads for concurrent requests to share one
     capture_pool = ThreadPoolExecutor(CAPTURE_THREADS, thread_name_prefix="wiki-capture")
 
+    capturer = memory.capturer
+
     async def observations(request: Request) -> Response:
         body = await read_json(request, limit)
         user = request.state.user
-        ctx = contextvars.copy_context()  # the caller's identity goes along
-        result = await asyncio.get_running_loop().run_in_executor(
-            capture_pool, ctx.run, memory.capture, body, user
-        )
+        if not isinstance(body, list) or len(body) <= INLINE_EVENTS:
+            # a few events: their CPU work here, on the loop, costs less than a hop to a
+            # thread and back; only the fsync is waited for elsewhere
+            result = await capturer.capture_async(body, user)
+        else:
+            ctx = contextvars.copy_context()  # the caller's identity goes along
+            result = await asyncio.get_running_loop().run_in_executor(
+                capture_pool, ctx.run, memory.capture, body, user
+            )
         if isinstance(body, list):
             items, refused = list_reply(result)
             return JSONResponse({"accepted": items, "refused": refused}, 207 if refused else 202)
@@ -515,6 +524,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
                 yield
         finally:
             await run_in_threadpool(capture_pool.shutdown)
+            capturer.close()
             if drainer is not None:
                 await run_in_threadpool(drainer.stop)
             if manage_memory:
