@@ -46,9 +46,10 @@ ranked it (see :func:`_why`); its ``anchor`` is the section itself: ``path#Headi
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -1127,13 +1128,9 @@ class _Dedup:
     the earliest kept match that is a near-duplicate."""
 
     def __init__(self, sample: Iterable[frozenset[str]]) -> None:
-        counts: dict[str, int] = defaultdict(int)
-        for toks in sample:
-            for w in toks:
-                counts[w] += 1
-        #: word -> its place in the fixed order (rarest first; unseen words before all,
-        #: among themselves alphabetical)
-        self._place = {w: i for i, w in enumerate(sorted(counts, key=lambda w: (counts[w], w)))}
+        #: how many sets of ``sample`` hold each word: the fixed order is by (count, word),
+        #: so unseen words come first, among themselves alphabetical
+        self._counts = Counter(itertools.chain.from_iterable(sample))
         self._prefixes: dict[frozenset[str], list[str]] = {}
         #: numbers -> (members [(kept index, words)], word -> members holding it,
         #: prefix word -> members whose prefix holds it)
@@ -1146,11 +1143,8 @@ class _Dedup:
         got = self._prefixes.get(toks)
         if got is None:
             k = len(toks) - (8 * len(toks)) // 9 + 1
-            place = self._place
-            unseen = sorted(w for w in toks if w not in place)
-            if len(unseen) < k:
-                unseen += sorted((w for w in toks if w in place), key=place.__getitem__)
-            got = self._prefixes[toks] = unseen[:k]
+            count = self._counts.get
+            got = self._prefixes[toks] = sorted(toks, key=lambda w: (count(w, 0), w))[:k]
         return got
 
     def find(self, toks: frozenset[str]) -> int | None:
