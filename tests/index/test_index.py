@@ -662,3 +662,29 @@ def test_rebuild_while_searching(tmp_path: Path, wiki: Path) -> None:
     assert answered[0] > 0  # the searchers really searched during the rebuilds
     # How fast: bench/index.py (rebuild pages/s; query latency quiet and during rebuilds).
     ix.close()
+
+
+def test_a_pages_lang_counts_for_the_next_query(wiki: Path, index: Index) -> None:
+    """A page that names its ``lang`` adds that stemmer to the queries from the next
+    recall on (no wait), and the lookup reads only the pages that name one (the partial
+    index ``pages_lang``), not every page's frontmatter: it runs on every recall."""
+    for i in range(30):
+        write_page(wiki, f"notes/n{i}.md", f"plain note {i}", title=f"Note {i}")
+    index.rebuild(wiki)
+    assert index.query_languages() == ("english",)
+    p = write_page(wiki, "notes/haus.md", "Die Häuser am Fluss", title="Häuser", lang="de")
+    index.upsert_page("notes/haus.md", p.read_bytes())
+    assert index.query_languages() == ("english", "german")
+    conn = apsw.Connection(str(index.db_path))
+    plan = " ".join(
+        str(row[3])
+        for row in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT DISTINCT json_extract(meta, '$.lang') FROM pages "
+            "WHERE json_extract(meta, '$.lang') IS NOT NULL"
+        )
+    )
+    conn.close()
+    assert "pages_lang" in plan, plan
+    p.unlink()
+    index.sync_paths(wiki, ["notes/haus.md"])
+    assert index.query_languages() == ("english",)

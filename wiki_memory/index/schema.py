@@ -45,7 +45,7 @@ from typing import Any
 
 import apsw
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 """Bump when the schema or what is stored in it changes: old indexes are then rebuilt."""
 
 BM25_WEIGHTS = {
@@ -87,6 +87,8 @@ CREATE TABLE pages(
 CREATE INDEX pages_project_kind ON pages(project, kind);
 CREATE INDEX pages_kind ON pages(kind);
 CREATE INDEX pages_owner ON pages(owner);
+CREATE INDEX pages_lang ON pages(json_extract(meta, '$.lang'))
+    WHERE json_extract(meta, '$.lang') IS NOT NULL;  -- Index.query_languages reads these
 CREATE TABLE sections(
     rowid INTEGER PRIMARY KEY,
     path TEXT NOT NULL,

@@ -24,7 +24,6 @@ The names other modules import from here (:class:`SectionHit`, :class:`SpoolHit`
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -54,9 +53,6 @@ __all__ = [
 
 _read = files.read_file  # the name tests import
 
-LANG_CACHE_SECONDS = 10.0
-"""How long :meth:`Index.query_languages` reuses what it read."""
-
 
 class Index:
     """The search index of one wiki, stored at ``db_path`` (usually ``<data_dir>/index.db``).
@@ -81,15 +77,14 @@ class Index:
         self._db = Database(db_path, langs, on)
         self.db_path = self._db.path
         self.stem_languages = langs
+        """Snowball stemmers of the ``stem_languages`` setting (unknown names left out);
+        the query side stems with these and with every page ``lang`` indexed."""
         self.vectors_on = on
         """Dense vectors are stored at index time and searched (:meth:`dense`)."""
         self._matrix = vecs.Matrix()
         self._spool_rows = SpoolQueue(self._write_spool)
         """Spool rows written after the reply (:meth:`queue_spool`); every spool read
         and change below flushes it first."""
-        self._query_langs: tuple[float, tuple[str, ...]] | None = None
-        """Snowball stemmers of the ``stem_languages`` setting (unknown names left out);
-        the query side stems with these and with every page ``lang`` indexed."""
         if not self._db.needs_rebuild and self._stored_languages() not in (None, langs):
             self._db.needs_rebuild = True  # the setting changed: stems must be redone
         want = vecs.MODEL_ID if on else ""
@@ -122,12 +117,9 @@ class Index:
 
     def query_languages(self) -> tuple[str, ...]:
         """The stemmers a query is stemmed with: the setting's, then every Snowball
-        language named by an indexed page's frontmatter ``lang`` (read at most every
-        :data:`LANG_CACHE_SECONDS`)."""
-        now = time.monotonic()
-        cached = self._query_langs
-        if cached is not None and now - cached[0] < LANG_CACHE_SECONDS:
-            return cached[1]
+        language named by an indexed page's frontmatter ``lang``, read from the partial
+        index ``pages_lang`` (only the pages that name one), so a page's ``lang`` counts
+        from the recall after it is indexed."""
         rows = (
             self._conn()
             .execute(
@@ -136,9 +128,7 @@ class Index:
             )
             .fetchall()
         )
-        langs = stem.languages([*self.stem_languages, *(r[0] for r in rows)])
-        self._query_langs = (now, langs)
-        return langs
+        return stem.languages([*self.stem_languages, *(r[0] for r in rows)])
 
     @property
     def needs_rebuild(self) -> bool:
