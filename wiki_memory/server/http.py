@@ -36,7 +36,11 @@ class ApiError(WikiMemoryError):
 
 async def read_json(request: Request, limit: int) -> Any:
     """The request body as JSON; raises ApiError 413 over ``limit`` bytes, 400 when invalid."""
-    raw = await read_body(request, limit)
+    return json_body(await read_body(request, limit))
+
+
+def json_body(raw: bytes) -> Any:
+    """``raw`` (a request body) as JSON; raises ApiError 400 when it is empty or invalid."""
     if not raw.strip():
         raise ApiError(400, "bad_request", "the request body is empty; JSON expected", field="body")
     return parse_json(raw)
