@@ -60,3 +60,36 @@ def test_a_full_memory_of_words_is_emptied_and_answers_stay_right(
     assert stems_text("running caffè RUNNER", english) == _every_word(
         "running caffè RUNNER", english
     )
+
+
+def test_threads_filling_the_memory_at_once_get_every_stem(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rebuild's worker and a live upsert stem at once: one of them emptying the
+    remembered words must not make the other lose a word it just stemmed (KeyError)."""
+    import random
+    import threading
+
+    monkeypatch.setattr(stem, "_STEMS_MAX", 500)
+    monkeypatch.setattr(stem, "_STEMS", {})
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for _ in range(60):
+                text = " ".join(
+                    "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(8))
+                    + rng.choice(["ing", "ed", "s", ""])
+                    for _ in range(300)
+                )
+                assert stems_text(text, ("english",)) == _every_word(text, ("english",))
+        except BaseException as exc:  # noqa: BLE001 - collected for the assert below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

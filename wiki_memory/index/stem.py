@@ -153,7 +153,8 @@ def stems_text(normalized: str, langs: Sequence[str]) -> str:
     new = set(tokens).difference(known)
     if new:
         if len(known) + len(new) > _STEMS_MAX:
-            known.clear()
+            # a new dict, not clear(): another thread may be reading the old one
+            known = _STEMS[key] = {}
             new = set(tokens)
         for t in new:
             known[t] = _word_stems(t, key)
