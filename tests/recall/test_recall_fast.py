@@ -250,3 +250,52 @@ def test_replies_never_exceed_their_budget_recounted(
     recounted = sum(count_item(i) for i in res.items)
     assert recounted == res.used_tokens <= budget
     assert res.omitted == res.total - res.cursor - len(res.items) >= 0
+
+
+def test_a_repeated_heading_is_one_match_in_the_pool_and_after_it(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages that repeat a heading (two ``## Notes``) have two sections with one id: the
+    reply lists that id once, past the pool as in it, so ``total`` is the same whether the
+    matches are ranked whole or pooled (a reply listed it twice past the pool, the second
+    with text that ``expand`` of its id does not give)."""
+    files = {
+        f"notes/n{i:03d}.md": f"# N{i}\n\n## Notes\n\nzebra first {i}\n\n## Notes\n\n"
+        f"zebra second {i} other words here\n"
+        for i in range(150)
+    }
+    m = make_memory(tmp_path / "data", files=files)
+    try:
+        totals = []
+        for full_rank in (0, 1000):  # pooled (the pool holds 100 a list), then whole
+            monkeypatch.setattr(rank, "FULL_RANK", full_rank)
+            for plain in (False, True):
+                pages = _walk(_recaller(m, plain), "zebra", 100_000)
+                ids = [i["id"] for p in pages for i in p["items"]]
+                assert len(ids) == len(set(ids)) == pages[0]["total"], (full_rank, plain)
+                totals.append(pages[0]["total"])
+        assert totals == [150] * 4
+    finally:
+        m.stop()
+
+
+def test_walking_a_long_tail_in_one_reply_reads_it_a_few_times(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A budget that holds every match reads the tail in growing chunks (each read sorts
+    every match in SQLite): a handful of reads, not one per 32 rows."""
+    from wiki_memory.index import tail
+
+    calls: list[int] = []
+    real = tail.own_sections
+
+    def counting(*a: Any, **kw: Any) -> Any:
+        calls.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(tail, "own_sections", counting)
+    res = _recaller(mem, False).recall(COMMON, budget_tokens=2_000_000, user="alice")
+    tail_len = res.total - len(rank.ranked(mem._sources, COMMON)._cands)
+    assert tail_len > 4 * rank.TAIL_CHUNK
+    assert res.next_cursor is None and len(res.items) == res.total
+    assert len(calls) <= 1 + (tail_len // rank.TAIL_CHUNK).bit_length()

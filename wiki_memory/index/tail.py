@@ -37,21 +37,32 @@ HEAD_ONLY_SQL = (
 
 
 def _own_matches(
-    match: str, scope: Scope, weights: Mapping[str, float] | None, exclude: Iterable[int]
+    match: str,
+    scope: Scope,
+    weights: Mapping[str, float] | None,
+    exclude: Iterable[tuple[str, str]],
 ) -> tuple[str, list[Any]]:
-    """The subquery of :func:`own_sections`: ``(rid, r, path, ord)`` of every match."""
+    """The subquery of :func:`own_sections`: ``(rid, r, path, anchor, ord)`` of every
+    match whose ``(path, anchor)`` is not in ``exclude``."""
     conds, args = scope.where("p")
-    rids = sorted(set(exclude))
-    skip = ["s.rowid NOT IN (SELECT value FROM json_each(?))"] if rids else []
+    keys = sorted(set(exclude))
+    skip = (
+        [
+            "(s.path, s.anchor) NOT IN (SELECT json_extract(value, '$[0]'), "
+            "json_extract(value, '$[1]') FROM json_each(?))"
+        ]
+        if keys
+        else []
+    )
     where = " AND ".join(["fts MATCH ?", *conds, f"NOT {HEAD_ONLY_SQL}", *skip])
     sql = f"""
         SELECT fts.rowid AS rid, {_bm25(weights, _SECTION_COLUMNS)} AS r, s.path AS path,
-               s.ord AS ord
+               s.anchor AS anchor, s.ord AS ord
         FROM fts JOIN sections AS s ON s.rowid = fts.rowid
         JOIN pages AS p ON p.path = s.path
         WHERE {where}
     """
-    return sql, [match, *args, *([json.dumps(rids)] if rids else [])]
+    return sql, [match, *args, *([json.dumps([list(k) for k in keys])] if keys else [])]
 
 
 def own_sections(
@@ -62,20 +73,27 @@ def own_sections(
     weights: Mapping[str, float] | None = None,
     *,
     offset: int = 0,
-    exclude: Iterable[int] = (),
+    exclude: Iterable[tuple[str, str]] = (),
 ) -> list[Hit]:
     """Sections holding ``match`` in their own text (heading, body, its other word forms,
     its day: the first list of :func:`search_sections_both`), timeline entries that are
-    only their head line (:data:`HEAD_ONLY_SQL`) and the rowids in ``exclude``
-    (:attr:`Hit.rid`) left out; best first by the bm25 of that text, ties by path and page
-    order; ``limit`` of them from the ``offset``-th on. Scope and ``weights`` as in
-    :func:`search_sections`."""
+    only their head line (:data:`HEAD_ONLY_SQL`) and the ``(path, anchor)`` keys in
+    ``exclude`` left out, one section per key (a page may repeat a heading: its best
+    section, as recall's items are one per key); best first by the bm25 of that text, ties
+    by path and page order; ``limit`` of them from the ``offset``-th on. Scope and
+    ``weights`` as in :func:`search_sections`."""
     if not match or limit <= 0 or scope.empty:
         return []
     inner, args = _own_matches(match, scope, weights, exclude)
     sql = f"""
         WITH m AS ({inner}),
-        ranked AS (SELECT * FROM m WHERE r < 0 ORDER BY r, path, ord LIMIT ? OFFSET ?)
+        firsts AS (
+            SELECT * FROM (
+                SELECT *, row_number() OVER (PARTITION BY path, anchor ORDER BY r, ord) AS k
+                FROM m WHERE r < 0
+            ) WHERE k = 1
+        ),
+        ranked AS (SELECT * FROM firsts ORDER BY r, path, ord LIMIT ? OFFSET ?)
         SELECT {_HIT_COLUMNS}, -ranked.r
         FROM ranked
         JOIN sections AS s ON s.rowid = ranked.rid
@@ -91,13 +109,14 @@ def count_own(
     match: str,
     scope: Scope,
     weights: Mapping[str, float] | None = None,
-    exclude: Iterable[int] = (),
+    exclude: Iterable[tuple[str, str]] = (),
     *,
     upto: int | None = None,
 ) -> int:
-    """How many sections :func:`own_sections` would list with no limit, counted in SQL:
-    no row leaves SQLite. With ``upto``, counting stops there (the answer is then
-    ``min(count, upto)``: enough to tell whether there are more than ``upto - 1``)."""
+    """How many sections :func:`own_sections` would list with no limit (one per key),
+    counted in SQL: no row leaves SQLite. With ``upto``, the sections are counted
+    (not their keys) and counting stops there (the answer is then at most ``upto``:
+    enough to tell whether there are more than ``upto - 1``)."""
     if not match or scope.empty:
         return 0
     # bm25 of the own columns is below 0 exactly when a term occurs in one of them with a
@@ -113,5 +132,8 @@ def count_own(
     if upto is not None:
         inner += " LIMIT ?"
         args.append(max(0, int(upto)))
-    rows = _run(index, f"SELECT count(*) FROM ({inner})", args)
+        sql = f"SELECT count(*) FROM ({inner})"
+    else:
+        sql = f"SELECT count(*) FROM (SELECT DISTINCT path, anchor FROM ({inner}))"
+    rows = _run(index, sql, args)
     return int(rows[0][0]) if rows else 0

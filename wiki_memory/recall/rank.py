@@ -267,12 +267,19 @@ class _ListTail:
 
 
 class _SqlTail:
-    """The matches after the pool, counted in SQL and read :data:`TAIL_CHUNK` at a time
-    from the ``j``-th on, when asked for (the optimized path): the same sections in the
-    same order as :class:`_ListTail`."""
+    """The matches after the pool, counted in SQL and read from the ``j``-th on when
+    asked for (the optimized path): the same sections in the same order as
+    :class:`_ListTail`. Each read takes :data:`TAIL_CHUNK` rows or as many as were read
+    before, whichever is more, so a reply that walks the whole tail sorts the matches a
+    logarithmic number of times, not once per chunk."""
 
     def __init__(
-        self, index: Index, match: str, scope: signals.Scope, cols: dict[str, float], pool: set[int]
+        self,
+        index: Index,
+        match: str,
+        scope: signals.Scope,
+        cols: dict[str, float],
+        pool: set[tuple[str, str]],
     ) -> None:
         self.index, self.match, self.scope, self.cols, self.pool = index, match, scope, cols, pool
         self.n = tail_rows.count_own(index, match, scope, cols, pool)
@@ -290,7 +297,7 @@ class _SqlTail:
                 self.index,
                 self.match,
                 self.scope,
-                TAIL_CHUNK,
+                max(TAIL_CHUNK, len(self.rows)),
                 self.cols,
                 offset=j,
                 exclude=self.pool,
@@ -485,11 +492,11 @@ class _Ranker:
         reads them when asked for. None when every match was ranked (:data:`FULL_RANK`)."""
         if not self.pooled:
             return None
-        pool = {c.hit.rid for c in self.cands.values() if c.hit is not None}
+        pool = {(c.hit.path, c.hit.anchor) for c in self.cands.values() if c.hit is not None}
         if kind == "sql":
             return _SqlTail(self.index, self.or_match, self.scope, self.cols, pool)
         every = tail_rows.own_sections(self.index, self.or_match, self.scope, NO_LIMIT, self.cols)
-        return _ListTail([h for h in every if h.rid not in pool])
+        return _ListTail([h for h in every if (h.path, h.anchor) not in pool])
 
     # -- signals ------------------------------------------------------------------------
     def _cand(self, h: Hit) -> _Cand:
