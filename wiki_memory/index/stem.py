@@ -126,13 +126,7 @@ def _word_stems(token: str, langs: Sequence[str]) -> str:
     identifier in mixed case (``getUserName``), a number or a word under 3 letters."""
     if not (token.islower() or token.istitle() or token.isupper()):
         return ""
-    word = token.lower()
-    if not _WORD.fullmatch(word):
-        return ""
-    stems = {_stemmer(lang).stemWord(word) for lang in langs}
-    stems.discard(word)
-    stems.discard("")
-    return " ".join(sorted(stems))
+    return " ".join(sorted(stem_words([token.lower()], langs)[0]))
 
 
 def stems_text(normalized: str, langs: Sequence[str]) -> str:
