@@ -230,6 +230,13 @@ def may_admin(who: Identity | None) -> bool:
     return who is None or who.role in ("owner", "admin")
 
 
+def sees_every_shared_page(who: Identity | None) -> bool:
+    """True when :func:`visible_sql` keeps every shared page (``owner`` NULL) for ``who``:
+    the server itself and a caller who reads every project. Recall's count of matches
+    relies on it (:func:`wiki_memory.index.tail.count_own`)."""
+    return who is None or who.every_project
+
+
 def visible_sql(alias: str, who: Identity | None) -> tuple[str, list[Any]]:
     """The SQL condition (and its arguments) that keeps the ``pages`` rows ``alias``
     that ``who`` may see, from the ``owner`` column the index fills with

@@ -1,6 +1,6 @@
 """Page rows: turning a page's bytes into index rows, removing them, and reading them back.
 
-Owns what the ``pages``, ``sections`` and ``fts`` tables (and a page's ``links`` and
+Owns what the ``pages``, ``sections``, ``fts`` and ``sections_apart`` tables (and a page's ``links`` and
 ``names`` rows, and the ``files``/``file_keys`` rows of attachments) hold for each file:
 :func:`prepare` parses and normalises one page (pure CPU, so a rebuild runs it in helper
 processes), :func:`insert_prepared` writes prepared pages with a few ``executemany``
@@ -28,7 +28,7 @@ from wiki_memory.index import vectors as vec
 from wiki_memory.index.dates import page_day, section_date_words, section_days
 from wiki_memory.index.files import read_file, sha256
 from wiki_memory.index.graph import Dirty, resolve_dirty
-from wiki_memory.index.schema import UPDATED, scalar
+from wiki_memory.index.schema import APART_SQL, UPDATED, scalar
 from wiki_memory.index.stem import DEFAULT_LANGUAGES, language, stems_text
 from wiki_memory.index.text import index_text
 from wiki_memory.states import shown_sql
@@ -269,7 +269,7 @@ def insert_prepared(
     model is loaded once, not in each rebuild helper)."""
     if not preps:
         return
-    rowid = _next_rowid(conn)
+    rowid = first = _next_rowid(conn)
     pages: list[tuple[Any, ...]] = []
     secs: list[tuple[Any, ...]] = []
     fts: list[tuple[Any, ...]] = []
@@ -289,6 +289,7 @@ def insert_prepared(
     conn.executemany(_SQL_PAGE, pages)
     conn.executemany(_SQL_SECTION, secs)
     conn.executemany(_SQL_FTS, fts)
+    conn.execute(APART_SQL, (first, rowid - 1))
     if vectors:
         vec.write(conn, [(r[0], r[3], r[2], r[7]) for r in secs])
     if links:
@@ -300,9 +301,11 @@ def delete(conn: apsw.Connection, path: str, dirty: Dirty | None = None) -> bool
     """Remove a page's rows. Links elsewhere that named it are resolved again."""
     keys = [r[0] for r in conn.execute("SELECT key FROM names WHERE path = ?", (path,))]
     vec.delete_path(conn, path)
-    conn.execute(
-        "DELETE FROM fts WHERE rowid IN (SELECT rowid FROM sections WHERE path = ?)", (path,)
-    )
+    for table in ("fts", "sections_apart"):
+        conn.execute(
+            f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM sections WHERE path = ?)",
+            (path,),
+        )
     conn.execute("DELETE FROM sections WHERE path = ?", (path,))
     conn.execute("DELETE FROM links WHERE src_path = ?", (path,))
     conn.execute("DELETE FROM names WHERE path = ?", (path,))

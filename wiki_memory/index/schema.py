@@ -29,6 +29,9 @@ Tables (docs/index.md has the full description)
     ``meta``      ``wiki_root``: the wiki folder the index was built from.
     ``spool``/``spool_fts``  uncompiled observations, so a running session is
                   searchable before its page is written.
+    ``sections_apart``  the rowids of sections recall's count of matches cannot take
+                  from FTS5 alone (:data:`APART_SQL`): every other section is counted
+                  for a caller who sees every shared page without joining its rows.
     ``vectors``   with the ``vectors`` extra: one compact dense vector per section
                   (rowid = ``sections.rowid``; :mod:`wiki_memory.index.vectors`),
                   empty without it.
@@ -45,7 +48,7 @@ from typing import Any
 
 import apsw
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 """Bump when the schema or what is stored in it changes: old indexes are then rebuilt."""
 
 BM25_WEIGHTS = {
@@ -64,6 +67,33 @@ body, :mod:`wiki_memory.index.stem`; ``dates``: the section's day as words,
 UPDATED = "COALESCE(p.updated, p.created, strftime('%Y-%m-%dT%H:%M:%SZ', p.mtime, 'unixepoch'))"
 """SQL for a page's ``updated`` (alias ``p`` for ``pages``): frontmatter ``updated``, else
 ``created``, else the file's mtime, as ISO-8601 UTC."""
+
+HEAD_ONLY_SQL = (
+    "(s.anchor LIKE '^%' AND s.text GLOB '[*][*][0-9][0-9]:[0-9][0-9]:[0-9][0-9][*][*] · *' "
+    "AND trim(substr(s.text, instr(s.text || char(10), char(10)) + 1), "
+    "' ' || char(9, 10, 11, 12, 13)) = '')"
+)
+"""SQL that holds for a section (alias ``s``) that is a timeline entry with nothing but
+its head line (``**09:01:39** · session end``): the compiler's words, on every page of
+its kind. Recall neither ranks nor counts these."""
+
+APART_SQL = f"""
+INSERT INTO sections_apart(rowid)
+SELECT s.rowid FROM (
+    SELECT rowid, path, anchor, text, count(*) OVER (PARTITION BY path, anchor) AS n
+    FROM sections WHERE rowid BETWEEN ? AND ?
+) AS s JOIN pages AS p ON p.path = s.path
+WHERE s.n > 1 OR p.owner IS NOT NULL OR json_type(p.meta, '$.state') IS NOT NULL
+   OR {HEAD_ONLY_SQL}
+"""
+"""Fills ``sections_apart`` for the sections with rowids from the first to the second
+argument (whole pages: a page's sections are written together): a section is apart
+when its page repeats its anchor (recall's items are one per anchor), its page belongs
+to one user (``owner``, :func:`wiki_memory.identity.visible_sql`), its page names any
+``state`` (:func:`wiki_memory.states.shown_sql` decides which hide it: any state at all
+is apart, so that rule stays in its one place), or it is a bare timeline head
+(:data:`HEAD_ONLY_SQL`). Every other section is one recall item of a shared page that
+every caller who sees every shared page may read."""
 
 SCHEMA = """
 CREATE TABLE pages(
@@ -163,6 +193,9 @@ CREATE VIRTUAL TABLE spool_fts USING fts5(
     body,
     tokenize = "unicode61 remove_diacritics 2",
     content = '', contentless_delete = 1
+);
+CREATE TABLE sections_apart(
+    rowid INTEGER PRIMARY KEY   -- sections.rowid (APART_SQL)
 );
 CREATE TABLE vectors(
     rowid INTEGER PRIMARY KEY,  -- sections.rowid

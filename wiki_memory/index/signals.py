@@ -21,7 +21,7 @@ from typing import Any
 
 import apsw
 
-from wiki_memory.identity import Identity, visible_sql
+from wiki_memory.identity import Identity, sees_every_shared_page, visible_sql
 from wiki_memory.index.schema import BM25_WEIGHTS
 from wiki_memory.index.search import SearchError, SectionHit
 from wiki_memory.index.store import Index
@@ -108,6 +108,14 @@ class Scope:
             and self.until is None
             and not self.exclude_dirs
         )
+
+    @property
+    def every_shared(self) -> bool:
+        """True when every shared page that names no ``state`` is in scope (a wide scope
+        whose caller sees every shared page, :func:`wiki_memory.identity.
+        sees_every_shared_page`): the sections outside ``sections_apart`` are then
+        counted without reading their rows (:func:`wiki_memory.index.tail.count_own`)."""
+        return self.wide and sees_every_shared_page(self.who)
 
     def where(self, alias: str = "p") -> tuple[list[str], list[Any]]:
         """SQL conditions on the ``pages`` row ``alias`` and their arguments."""

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from wiki_memory.index.schema import BM25_WEIGHTS
+from wiki_memory.index.schema import BM25_WEIGHTS, HEAD_ONLY_SQL
 from wiki_memory.index.signals import (
     _HIT_COLUMNS,
     _SCORE,
@@ -25,15 +25,6 @@ from wiki_memory.index.signals import (
 from wiki_memory.index.store import Index
 
 __all__ = ["HEAD_ONLY_SQL", "own_sections", "count_own"]
-
-
-HEAD_ONLY_SQL = (
-    "(s.anchor LIKE '^%' AND s.text GLOB '[*][*][0-9][0-9]:[0-9][0-9]:[0-9][0-9][*][*] · *' "
-    "AND trim(substr(s.text, instr(s.text || char(10), char(10)) + 1), "
-    "' ' || char(9, 10, 11, 12, 13)) = '')"
-)
-"""SQL that holds for a section that is a timeline entry with nothing but its head line
-(``**09:01:39** · session end``): the compiler's words, on every page of its kind."""
 
 
 def _rowids_of(index: Index, keys: Iterable[tuple[str, str]]) -> list[int]:
@@ -57,19 +48,23 @@ def _own_matches(
     match: str,
     scope: Scope,
     weights: Mapping[str, float] | None,
-    exclude: Iterable[tuple[str, str]],
+    exclude: Iterable[tuple[str, str]] | list[int],
+    *,
+    apart: bool = False,
 ) -> tuple[str, list[Any]]:
     """The subquery of :func:`own_sections`: ``(rid, r, path, anchor, ord)`` of every
     match whose ``(path, anchor)`` is not in ``exclude`` (left out by rowid: a row-value
-    ``NOT IN`` over the keys took SQLite 6 times longer at 100,000 pages)."""
+    ``NOT IN`` over the keys took SQLite 6 times longer at 100,000 pages; a list of ints
+    is those rowids already). ``apart``: only the matches in ``sections_apart``."""
     conds, args = scope.where("p")
-    rids = _rowids_of(index, exclude)
+    rids = exclude if isinstance(exclude, list) else _rowids_of(index, exclude)
     skip = ["s.rowid NOT IN (SELECT value FROM json_each(?))"] if rids else []
     where = " AND ".join(["fts MATCH ?", *conds, f"NOT {HEAD_ONLY_SQL}", *skip])
+    only = "JOIN sections_apart AS a ON a.rowid = fts.rowid" if apart else ""
     sql = f"""
         SELECT fts.rowid AS rid, {_bm25(weights, _SECTION_COLUMNS)} AS r, s.path AS path,
                s.anchor AS anchor, s.ord AS ord
-        FROM fts JOIN sections AS s ON s.rowid = fts.rowid
+        FROM fts {only} JOIN sections AS s ON s.rowid = fts.rowid
         JOIN pages AS p ON p.path = s.path
         WHERE {where}
     """
@@ -126,8 +121,16 @@ def count_own(
 ) -> int:
     """How many sections :func:`own_sections` would list with no limit (one per key),
     counted in SQL: no row leaves SQLite. With ``upto``, the sections are counted
-    (not their keys) and counting stops there (the answer is then at most ``upto``:
-    enough to tell whether there are more than ``upto - 1``)."""
+    (not their keys) and the answer is at most ``upto`` (enough to tell whether there
+    are more than ``upto - 1``).
+
+    When the scope holds every shared page (:attr:`Scope.every_shared`), the matches
+    outside ``sections_apart`` are counted by FTS5 alone (each is one key of a shared,
+    stateless page that is in scope: :data:`~wiki_memory.index.schema.APART_SQL`), and
+    only the matches in it are joined with their rows for the scope, the head-line test
+    and their keys; the same number as joining every match (checked by
+    ``tests/recall/test_recall_fast.py``), 4 to 30 times faster at 100,000 pages
+    (docs/benchmarks.md)."""
     if not match or scope.empty:
         return 0
     # bm25 of the own columns is below 0 exactly when a term occurs in one of them with a
@@ -137,9 +140,36 @@ def count_own(
     own = [c for c in _SECTION_COLUMNS if float(w[c]) > 0]
     if not own:
         return 0
-    inner, args = _own_matches(index, match, scope, weights, exclude)
+    own_match = "{" + " ".join(own) + "} : (" + match + ")"
+    rids = _rowids_of(index, exclude)
+    if scope.every_shared:
+        n = _count_joined(index, own_match, scope, weights, rids, upto, apart=True)
+        skip = " AND fts.rowid NOT IN (SELECT value FROM json_each(?))" if rids else ""
+        rows = _run(
+            index,
+            "SELECT count(*) FROM fts WHERE fts MATCH ? "
+            f"AND fts.rowid NOT IN (SELECT rowid FROM sections_apart){skip}",
+            [own_match, *([json.dumps(rids)] if rids else [])],
+        )
+        n += int(rows[0][0]) if rows else 0
+        return n if upto is None else min(n, max(0, int(upto)))
+    return _count_joined(index, own_match, scope, weights, rids, upto)
+
+
+def _count_joined(
+    index: Index,
+    own_match: str,
+    scope: Scope,
+    weights: Mapping[str, float] | None,
+    rids: list[int],
+    upto: int | None,
+    *,
+    apart: bool = False,
+) -> int:
+    """:func:`count_own` by joining each match with its section and page (``apart``:
+    only the matches in ``sections_apart``); ``rids``: the rowids left out."""
+    inner, args = _own_matches(index, own_match, scope, weights, rids, apart=apart)
     inner = inner.replace(f"{_bm25(weights, _SECTION_COLUMNS)} AS r", "0 AS r", 1)
-    args[0] = "{" + " ".join(own) + "} : (" + match + ")"
     if upto is not None:
         inner += " LIMIT ?"
         args.append(max(0, int(upto)))
