@@ -1140,10 +1140,11 @@ class _Dedup:
         self._counts = Counter(itertools.chain.from_iterable(sample))
         self._prefixes: dict[frozenset[str], list[str]] = {}
         #: numbers -> (members [(kept index, words)], word -> members holding it,
-        #: prefix word -> members whose prefix holds it)
+        #: prefix word -> members whose prefix holds it); members as bits of an int
+        #: (bit ``pos`` for ``members[pos]``): one OR per word, no list per word
         self._groups: dict[
             frozenset[str],
-            tuple[list[tuple[int, frozenset[str]]], dict[str, list[int]], dict[str, list[int]]],
+            tuple[list[tuple[int, frozenset[str]]], dict[str, int], dict[str, int]],
         ] = {}
 
     def _prefix(self, toks: frozenset[str]) -> list[str]:
@@ -1160,15 +1161,19 @@ class _Dedup:
         if group is None:
             return None
         members, every, prefix = group
-        near: set[int] = set()
+        near = 0
+        get = every.get
         for w in self._prefix(toks):
-            near.update(every.get(w, ()))
+            near |= get(w, 0)
+        get = prefix.get
         for w in toks:
-            near.update(prefix.get(w, ()))
-        for pos in sorted(near):
-            kept_at, other = members[pos]
+            near |= get(w, 0)
+        while near:  # the members in kept order: lowest bit first
+            low = near & -near
+            kept_at, other = members[low.bit_length() - 1]
             if _duplicate_of(toks, [other]) is not None:
                 return kept_at
+            near ^= low
         return None
 
     def add(self, kept_at: int, toks: frozenset[str]) -> None:
@@ -1177,14 +1182,16 @@ class _Dedup:
         members, every, prefix = group
         if len(members) >= DEDUP_SCAN:
             return
-        pos = len(members)
+        bit = 1 << len(members)
         members.append((kept_at, toks))
         if not toks:
             return  # an empty set never matches
+        get = every.get
         for w in toks:
-            every.setdefault(w, []).append(pos)
+            every[w] = get(w, 0) | bit
+        get = prefix.get
         for w in self._prefix(toks):
-            prefix.setdefault(w, []).append(pos)
+            prefix[w] = get(w, 0) | bit
 
 
 def near_duplicate(a: Set[str], b: Set[str]) -> bool:
