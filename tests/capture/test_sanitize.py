@@ -936,3 +936,23 @@ def test_large_payload_is_redacted() -> None:
     blob = "\n".join(t for _, t, _ in CORPUS) + ("x = 1  # filler line with a token word\n" * 40000)
     out, reds = redact_text(blob)
     assert len(reds) >= len(CORPUS)
+
+
+@pytest.mark.parametrize("prefix", ["AKIA", "ASIA", "ABIA", "ACCA"])
+def test_an_aws_key_id_of_letters_only_is_redacted(prefix: str) -> None:
+    """AWS key ids are base32 (A-Z, 2-7): about one in 28 has no digit in its 16 characters,
+    and such an id was kept whole because a token body had to mix letter cases or digits.
+    Every context that finds a mixed id finds it; a run of X's stays (a stand-in)."""
+    rng = random.Random(prefix)
+    for _ in range(10):
+        key = prefix + "".join(rng.choice(UPPER) for _ in range(16))
+        for text in (
+            f"the key {key} was rotated",
+            f"AWS_ACCESS_KEY_ID={key}",
+            json.dumps({"command": f"aws configure set aws_access_key_id {key}"}),
+            f"tar xf backup_{key}.tar",
+        ):
+            out, found = redact_text(text)
+            assert key not in out and "[REDACTED:aws-access-key]" in out, text
+            assert [r.kind for r in found] == ["aws-access-key"], text
+    assert redact_text(f"{prefix}XXXXXXXXXXXXXXXX in the docs")[1] == []

@@ -1349,7 +1349,12 @@ def _match_prefix(
             e = m.end()
             if e < run_end and text[e].isalnum():
                 continue  # a longer word (a SHA-256 that starts like a token), not the token
-            if _token_value(m.group()):
+            value = m.group()
+            if (
+                _not_placeholder(value[4:])  # AWS ids are base32: all letters 1 time in 28
+                if prov.kind == "aws-access-key"
+                else _token_value(value)
+            ):
                 return s, _token_end(text, e, run_end), prov.kind
     return None
 
