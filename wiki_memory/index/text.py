@@ -43,6 +43,7 @@ __all__ = [
     "identifier_expansions",
     "split_identifiers",
     "index_text",
+    "index_text_words",
     "normalize",
     "CJK_CHARS",
 ]
@@ -317,15 +318,21 @@ def identifier_expansions(text: str) -> list[str]:
     query side can match it as a phrase. Groups come in the sorted order of the
     identifiers they expand.
     """
-    words = set(text.split())
-    words.difference_update(_PLAIN_WORDS)  # words known to expand to nothing
-    if not words:
+    return _expansions(text.split())
+
+
+def _expansions(words: list[str]) -> list[str]:
+    """:func:`identifier_expansions` of the text whose whitespace-separated words are
+    ``words``."""
+    found_words = set(words)
+    found_words.difference_update(_PLAIN_WORDS)  # words known to expand to nothing
+    if not found_words:
         return []
     if len(_WORD_IDS) + len(_PLAIN_WORDS) >= _WORD_CACHE_MAX:
         _WORD_IDS.clear()
         _PLAIN_WORDS.clear()
     found: set[str] = set()
-    for word in words:
+    for word in found_words:
         ids = _WORD_IDS.get(word)
         if ids is None:
             ids = _word_identifiers(word)
@@ -400,10 +407,20 @@ def index_text(text: str) -> str:
     The original token sequence comes first, then a newline and the expansion
     groups. The result is only for matching; show the original text to people.
     """
+    return index_text_words(text)[0]
+
+
+def index_text_words(text: str) -> tuple[str, list[str]]:
+    """:func:`index_text` of ``text`` and that value's whitespace-separated words
+    (``value.split()``), found in the same pass: the indexer stems these words
+    (:func:`wiki_memory.index.stem.stems_of_words`) without splitting the text again."""
     if not text:
-        return ""
+        return "", []
     out = normalize(text)
-    extra = identifier_expansions(out)
+    words = out.split()
+    extra = _expansions(words)
     if extra:
-        return out + "\n" + "\n".join(extra)
-    return out
+        for group in extra:
+            words.extend(group.split())
+        return out + "\n" + "\n".join(extra), words
+    return out, words
