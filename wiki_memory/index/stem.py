@@ -20,6 +20,8 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Sequence
+from itertools import compress, repeat
+from operator import is_
 
 import Stemmer
 
@@ -167,7 +169,9 @@ def stems_of_words(words: Sequence[str], langs: Sequence[str]) -> str:
         seen = _WORD_STEMS[key] = {}
     got = list(map(seen.get, words))
     if None in got:
-        missing = list({w: None for w, g in zip(words, got, strict=True) if g is None})
+        # the words not seen yet, found at C speed (a section holding a URL, too long to
+        # be kept, comes here every time)
+        missing = list(dict.fromkeys(compress(words, map(is_, got, repeat(None)))))
         tokens = [_WORD.findall(w) for w in missing]
         flat = _token_stems([t for ts in tokens for t in ts], key)
         fresh: dict[str, str] = {}
@@ -181,7 +185,7 @@ def stems_of_words(words: Sequence[str], langs: Sequence[str]) -> str:
         for w, v in fresh.items():
             if len(w) <= _WORDS_LEN:
                 seen[w] = v
-        got = [fresh[w] if g is None else g for w, g in zip(words, got, strict=True)]
+        got = list(map(fresh.get, words, got))  # a word's fresh value, else the one seen
     return " ".join(filter(None, got))
 
 
