@@ -100,3 +100,24 @@ def test_threads_filling_the_memory_at_once_get_every_stem(
     for t in threads:
         t.join()
     assert errors == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    heading=st.lists(st.one_of(WORDS, st.text(min_size=1, max_size=12)), max_size=6),
+    body=st.lists(st.one_of(WORDS, st.text(min_size=1, max_size=12)), max_size=40),
+    langs=LANGS,
+)
+def test_the_indexer_stems_the_words_index_text_found(
+    heading: list[str], body: list[str], langs: tuple[str, ...]
+) -> None:
+    """The rebuild stems the words ``index_text_words`` returns instead of scanning the
+    column values again: the same stems column as the rule over the joined values."""
+    from wiki_memory.index.stem import stems_of_words
+    from wiki_memory.index.text import index_text, index_text_words
+
+    hf, hw = index_text_words(" ".join(heading))
+    bf, bw = index_text_words(" ".join(body))
+    assert (hf, hw) == (index_text(" ".join(heading)), hf.split())
+    assert (bf, bw) == (index_text(" ".join(body)), bf.split())
+    assert stems_of_words(hw + bw, langs) == _every_word(hf + "\n" + bf, langs)
