@@ -4,7 +4,9 @@ Copies the vaults in ../shared/data/vaults side by side ``--copies`` times (34: 
 pages, as ``bench/watcher.py``), then, ``--rounds`` times, rebuilds an index of them with
 the code of ``--old`` (a source tree, e.g. ``git archive main | tar -x -C /tmp/old``) and
 with this tree, alternating, with the default worker processes and with one process
-(``WIKI_MEMORY_REINDEX_WORKERS=1``); each rebuild runs in a fresh interpreter. Then dumps
+(``WIKI_MEMORY_REINDEX_WORKERS=1``); each rebuild runs in a fresh interpreter. Prints
+pages/s and CPU time a page (the rebuilding process and its helpers: on a shared,
+loaded host the wall-clock rate swings by 2x between runs, CPU time far less). Then dumps
 every index and checks that they hold the same content:
 
 - every row of every ordinary table (``pages``, ``sections``, ``links``, ``names``,
@@ -37,19 +39,21 @@ REPO = Path(__file__).resolve().parents[1]
 VAULTS = REPO.parent / "shared" / "data" / "vaults"
 
 _BUILD = """
-import sys, time
+import resource, sys, time
 from wiki_memory.index.store import Index
 idx = Index(sys.argv[1])
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 n = idx.rebuild(sys.argv[2])
-dt = time.perf_counter() - t0
+dt, cpu = time.perf_counter() - t0, time.process_time() - c0
 idx.close()
-print(n, dt)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)  # the helpers, ended and waited for
+print(n, dt, cpu + r.ru_utime + r.ru_stime)
 """
 
 
-def build(tree: Path, db: Path, corpus: Path, workers: str | None) -> tuple[int, float]:
-    """Rebuild ``db`` from ``corpus`` with the code in ``tree``: (pages, seconds)."""
+def build(tree: Path, db: Path, corpus: Path, workers: str | None) -> tuple[int, float, float]:
+    """Rebuild ``db`` from ``corpus`` with the code in ``tree``: (pages, seconds, CPU
+    seconds of the rebuilding process and its helpers)."""
     env = dict(os.environ, PYTHONPATH=str(tree))
     env.pop("WIKI_MEMORY_REINDEX_WORKERS", None)
     if workers is not None:
@@ -64,7 +68,7 @@ def build(tree: Path, db: Path, corpus: Path, workers: str | None) -> tuple[int,
         capture_output=True,
         text=True,
     ).stdout.split()
-    return int(out[0]), float(out[1])
+    return int(out[0]), float(out[1]), float(out[2])
 
 
 def dump(db: Path, exact: bool) -> dict[str, str]:
@@ -142,18 +146,21 @@ def main() -> int:
             for v in ("obsidian-tasks-docs", "obsidian-tasks-demo"):
                 shutil.copytree(VAULTS / v / "vault", corpus / f"copy-{i:02d}" / v)
         rates: dict[tuple[str, str], list[float]] = {}
+        cpus: dict[tuple[str, str], list[float]] = {}
         n = 0
         for rnd in range(args.rounds):
             order = ("old", "new") if rnd % 2 == 0 else ("new", "old")
             for w in args.workers.split(","):
                 for name in order:
-                    n, dt = build(
+                    n, dt, cpu = build(
                         trees[name], root / f"{name}-{w}.db", corpus, None if w == "default" else w
                     )
                     rates.setdefault((w, name), []).append(n / dt)
+                    cpus.setdefault((w, name), []).append(cpu * 1000 / n)
                     print(
                         f"round {rnd + 1} workers={w} {name}: {n} pages in {dt:.2f} s "
-                        f"= {n / dt:,.0f} pages/s  (load {os.getloadavg()[0]:.2f})",
+                        f"= {n / dt:,.0f} pages/s, CPU {cpu * 1000 / n:.3f} ms a page "
+                        f"(load {os.getloadavg()[0]:.2f})",
                         flush=True,
                     )
         print(f"\n| workers | old pages/s | new pages/s | new/old |  ({n} pages)")
@@ -163,6 +170,15 @@ def main() -> int:
             ratios = [b / a for a, b in zip(o, nw, strict=True)]
             print(
                 f"| {w} | {' '.join(f'{x:,.0f}' for x in o)} | {' '.join(f'{x:,.0f}' for x in nw)}"
+                f" | {' '.join(f'{x:.2f}' for x in ratios)} |"
+            )
+        print("\n| workers | old CPU ms/page | new CPU ms/page | new/old |")
+        print("|---|---|---|---|")
+        for w in args.workers.split(","):
+            o, nw = cpus[(w, "old")], cpus[(w, "new")]
+            ratios = [b / a for a, b in zip(o, nw, strict=True)]
+            print(
+                f"| {w} | {' '.join(f'{x:.3f}' for x in o)} | {' '.join(f'{x:.3f}' for x in nw)}"
                 f" | {' '.join(f'{x:.2f}' for x in ratios)} |"
             )
         if args.no_check:
