@@ -1,4 +1,5 @@
-"""``stems_text`` stems each distinct word once and remembers it: the ``stems`` column
+"""``stems_text`` stems each distinct word once and remembers it (and each distinct
+whitespace-separated word's share of the column): the ``stems`` column
 must be what stemming every word in turn gives (text order, repeats kept, a word's
 stems in several languages sorted), for any text and languages, and stay so when the
 remembered words are emptied half-way (docs/index.md, "Word forms")."""
@@ -49,14 +50,18 @@ def test_a_full_memory_of_words_is_emptied_and_answers_stay_right(
 ) -> None:
     monkeypatch.setattr(stem, "_STEMS_MAX", 3)
     monkeypatch.setattr(stem, "_STEMS", {})
+    monkeypatch.setattr(stem, "_WORDS_MAX", 3)
+    monkeypatch.setattr(stem, "_WORD_STEMS", {})
     english = ("english",)
     assert stems_text("running runs", english) == "run run"
     assert set(stem._STEMS[english]) == {"running", "runs"}
+    assert stem._WORD_STEMS[english] == {"running": "run", "runs": "run"}
     # three new words do not fit beside two: emptied, then the new text's words kept
     assert stems_text("connected indexing indices", english) == _every_word(
         "connected indexing indices", english
     )
     assert set(stem._STEMS[english]) == {"connected", "indexing", "indices"}
+    assert set(stem._WORD_STEMS[english]) == {"connected", "indexing", "indices"}
     assert stems_text("running caffè RUNNER", english) == _every_word(
         "running caffè RUNNER", english
     )
@@ -72,6 +77,8 @@ def test_threads_filling_the_memory_at_once_get_every_stem(
 
     monkeypatch.setattr(stem, "_STEMS_MAX", 500)
     monkeypatch.setattr(stem, "_STEMS", {})
+    monkeypatch.setattr(stem, "_WORDS_MAX", 500)
+    monkeypatch.setattr(stem, "_WORD_STEMS", {})
     errors: list[BaseException] = []
 
     def work(seed: int) -> None:
@@ -93,3 +100,24 @@ def test_threads_filling_the_memory_at_once_get_every_stem(
     for t in threads:
         t.join()
     assert errors == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    heading=st.lists(st.one_of(WORDS, st.text(min_size=1, max_size=12)), max_size=6),
+    body=st.lists(st.one_of(WORDS, st.text(min_size=1, max_size=12)), max_size=40),
+    langs=LANGS,
+)
+def test_the_indexer_stems_the_words_index_text_found(
+    heading: list[str], body: list[str], langs: tuple[str, ...]
+) -> None:
+    """The rebuild stems the words ``index_text_words`` returns instead of scanning the
+    column values again: the same stems column as the rule over the joined values."""
+    from wiki_memory.index.stem import stems_of_words
+    from wiki_memory.index.text import index_text, index_text_words
+
+    hf, hw = index_text_words(" ".join(heading))
+    bf, bw = index_text_words(" ".join(body))
+    assert (hf, hw) == (index_text(" ".join(heading)), hf.split())
+    assert (bf, bw) == (index_text(" ".join(body)), bf.split())
+    assert stems_of_words(hw + bw, langs) == _every_word(hf + "\n" + bf, langs)

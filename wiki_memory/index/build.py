@@ -222,11 +222,13 @@ def rebuild(db: Database, wiki_dir: Path | str, progress: bool = False) -> int:
                 (pages if is_page else other).append((rel, st))
             _fill(new, root, pages, progress, db.langs, db.vectors)
             with new:
-                new.execute(SCHEMA_INDEXES)
                 scratch = Dirty()
                 for rel, st in other:
                     file_add(new, rel, st.st_size, st.st_mtime, scratch)
                 resolve_all(new)
+                # after the links' status is set: an index is then sorted once, not
+                # updated row by row
+                new.execute(SCHEMA_INDEXES)
             new.execute("INSERT INTO fts(fts) VALUES('optimize')")
             # Switch: no other write of this process may run from here to the copy.
             with db.write_lock:

@@ -29,8 +29,8 @@ from wiki_memory.index.dates import page_day, section_date_words, section_days
 from wiki_memory.index.files import read_file, sha256
 from wiki_memory.index.graph import Dirty, resolve_dirty
 from wiki_memory.index.schema import APART_SQL, UPDATED, scalar
-from wiki_memory.index.stem import DEFAULT_LANGUAGES, language, stems_text
-from wiki_memory.index.text import index_text
+from wiki_memory.index.stem import DEFAULT_LANGUAGES, language, stems_of_words
+from wiki_memory.index.text import index_text, index_text_words
 from wiki_memory.states import shown_sql
 from wiki_memory.wiki import links as wl
 from wiki_memory.wiki.page import Diagnostic, ParsedPage, Section, parse_page
@@ -189,8 +189,8 @@ def prepare(
     sections = []
     for sec, day in zip(secs, days, strict=True):
         text = sec.text or ""
-        hf = index_text(sec.heading or "")
-        bf = index_text(text)
+        hf, hwords = index_text_words(sec.heading or "")
+        bf, bwords = index_text_words(text)
         sections.append(
             (
                 sec.anchor or "",
@@ -200,7 +200,7 @@ def prepare(
                 text,
                 hf,
                 bf,
-                stems_text(hf + "\n" + bf, stem_langs),
+                stems_of_words(hwords + bwords, stem_langs),
                 _date_words(text, day),
                 day.isoformat() if day else None,
             )

@@ -20,10 +20,12 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Sequence
+from itertools import compress, repeat
+from operator import is_
 
 import Stemmer
 
-__all__ = ["language", "stem_words", "stems_text", "DEFAULT_LANGUAGES"]
+__all__ = ["language", "stem_words", "stems_of_words", "stems_text", "DEFAULT_LANGUAGES"]
 
 DEFAULT_LANGUAGES: tuple[str, ...] = ("english",)
 """The ``stem_languages`` setting's default."""
@@ -129,18 +131,9 @@ def _word_stems(token: str, langs: Sequence[str]) -> str:
     return " ".join(sorted(stem_words([token.lower()], langs)[0]))
 
 
-def stems_text(normalized: str, langs: Sequence[str]) -> str:
-    """The ``stems`` column value for already normalised text: the stems of its words
-    that differ from the words, space-separated, in text order (repeats kept, so bm25's
-    term frequency sees them as often as the words). Identifiers (``getUserName``) are
-    not words of a language: their parts are indexed instead. Each distinct word is
-    stemmed once and remembered (:data:`_STEMS_MAX`)."""
-    if not normalized or not langs:
-        return ""
-    tokens = _WORD.findall(normalized)
-    if not tokens:
-        return ""
-    key = tuple(langs)
+def _token_stems(tokens: list[str], key: tuple[str, ...]) -> list[str]:
+    """What each of ``tokens`` (matches of :data:`_WORD`) adds to the ``stems`` column,
+    each distinct token stemmed once and remembered (:data:`_STEMS_MAX`)."""
     known = _STEMS.get(key)
     if known is None:
         known = _STEMS[key] = {}
@@ -152,4 +145,58 @@ def stems_text(normalized: str, langs: Sequence[str]) -> str:
             new = set(tokens)
         for t in new:
             known[t] = _word_stems(t, key)
-    return " ".join(filter(None, map(known.__getitem__, tokens)))
+    return list(map(known.__getitem__, tokens))
+
+
+_WORDS_MAX = 200_000
+"""Whitespace-separated words whose share of the ``stems`` column :func:`stems_of_words`
+keeps, per tuple of languages (the dict is replaced by an empty one when full)."""
+_WORDS_LEN = 64
+"""Longer words (URLs, base64) are not kept."""
+_WORD_STEMS: dict[tuple[str, ...], dict[str, str]] = {}
+
+
+def stems_of_words(words: Sequence[str], langs: Sequence[str]) -> str:
+    """The ``stems`` column value for the text whose whitespace-separated words are
+    ``words`` (already normalised): :func:`stems_text` of ``" ".join(words)``. Each
+    distinct word's share (the stems of the :data:`_WORD` tokens in it) is worked out
+    once and remembered, so a page's words are mostly looked up at C speed."""
+    if not words or not langs:
+        return ""
+    key = tuple(langs)
+    seen = _WORD_STEMS.get(key)
+    if seen is None:
+        seen = _WORD_STEMS[key] = {}
+    got = list(map(seen.get, words))
+    if None in got:
+        # the words not seen yet, found at C speed (a section holding a URL, too long to
+        # be kept, comes here every time)
+        missing = list(dict.fromkeys(compress(words, map(is_, got, repeat(None)))))
+        tokens = [_WORD.findall(w) for w in missing]
+        flat = _token_stems([t for ts in tokens for t in ts], key)
+        fresh: dict[str, str] = {}
+        at = 0
+        for w, ts in zip(missing, tokens, strict=True):
+            fresh[w] = " ".join(filter(None, flat[at : at + len(ts)]))
+            at += len(ts)
+        if len(seen) + len(fresh) > _WORDS_MAX:
+            # a new dict, not clear(): another thread may be reading the old one
+            seen = _WORD_STEMS[key] = {}
+        for w, v in fresh.items():
+            if len(w) <= _WORDS_LEN:
+                seen[w] = v
+        got = list(map(fresh.get, words, got))  # a word's fresh value, else the one seen
+    return " ".join(filter(None, got))
+
+
+def stems_text(normalized: str, langs: Sequence[str]) -> str:
+    """The ``stems`` column value for already normalised text: the stems of its words
+    that differ from the words, space-separated, in text order (repeats kept, so bm25's
+    term frequency sees them as often as the words). Identifiers (``getUserName``) are
+    not words of a language: their parts are indexed instead. Each distinct word is
+    stemmed once and remembered (:data:`_STEMS_MAX`, :func:`stems_of_words`)."""
+    if not normalized or not langs:
+        return ""
+    # A _WORD match never spans whitespace (no whitespace character is a letter), so
+    # the words of the split text hold the same tokens in the same order.
+    return stems_of_words(normalized.split(), langs)

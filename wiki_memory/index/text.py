@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from itertools import chain
+from typing import cast
 
 __all__ = [
     "fold",
@@ -43,6 +45,7 @@ __all__ = [
     "identifier_expansions",
     "split_identifiers",
     "index_text",
+    "index_text_words",
     "normalize",
     "CJK_CHARS",
 ]
@@ -317,32 +320,52 @@ def identifier_expansions(text: str) -> list[str]:
     query side can match it as a phrase. Groups come in the sorted order of the
     identifiers they expand.
     """
-    words = set(text.split())
-    words.difference_update(_PLAIN_WORDS)  # words known to expand to nothing
-    if not words:
+    return _expansions(text.split())
+
+
+def _expansions(words: list[str]) -> list[str]:
+    """:func:`identifier_expansions` of the text whose whitespace-separated words are
+    ``words``. Words and identifiers seen before are looked up at C speed (``map``);
+    only new ones are examined in Python."""
+    found_words = set(words)
+    found_words.difference_update(_PLAIN_WORDS)  # words known to expand to nothing
+    if not found_words:
         return []
     if len(_WORD_IDS) + len(_PLAIN_WORDS) >= _WORD_CACHE_MAX:
         _WORD_IDS.clear()
         _PLAIN_WORDS.clear()
-    found: set[str] = set()
-    for word in words:
-        ids = _WORD_IDS.get(word)
-        if ids is None:
-            ids = _word_identifiers(word)
-            if len(word) > _WORD_CACHE_LEN:  # base64 blobs, URLs: not worth keeping
-                pass
-            elif not ids:
-                _PLAIN_WORDS.add(word)
-            else:
-                _WORD_IDS[word] = ids
-        found.update(ids)
-    if not found:
+    known: list[tuple[str, ...] | None] = list(map(_WORD_IDS.get, found_words))
+    ids_of: list[tuple[str, ...]] = (
+        [
+            _learn_word(word) if ids is None else ids
+            for word, ids in zip(found_words, known, strict=True)
+        ]
+        if None in known
+        else cast("list[tuple[str, ...]]", known)
+    )
+    idents = sorted(set(chain.from_iterable(ids_of)))
+    if not idents:
         return []
-    seen: dict[str, None] = {}
-    for ident in sorted(found):
-        for group in _expand_token(ident):
-            seen.setdefault(group, None)
-    return list(seen)
+    cached: list[list[str] | None] = list(map(_EXPAND_CACHE.get, idents))
+    groups: list[list[str]] = (
+        [_expand_token(i) if g is None else g for i, g in zip(idents, cached, strict=True)]
+        if None in cached
+        else cast("list[list[str]]", cached)
+    )
+    return list(dict.fromkeys(chain.from_iterable(groups)))
+
+
+def _learn_word(word: str) -> tuple[str, ...]:
+    """:func:`_word_identifiers` of a word not seen before, remembered (unless longer
+    than :data:`_WORD_CACHE_LEN`)."""
+    ids = _word_identifiers(word)
+    if len(word) > _WORD_CACHE_LEN:  # base64 blobs, URLs: not worth keeping
+        pass
+    elif not ids:
+        _PLAIN_WORDS.add(word)
+    else:
+        _WORD_IDS[word] = ids
+    return ids
 
 
 def _split_word(m: re.Match[str]) -> str:
@@ -400,10 +423,20 @@ def index_text(text: str) -> str:
     The original token sequence comes first, then a newline and the expansion
     groups. The result is only for matching; show the original text to people.
     """
+    return index_text_words(text)[0]
+
+
+def index_text_words(text: str) -> tuple[str, list[str]]:
+    """:func:`index_text` of ``text`` and that value's whitespace-separated words
+    (``value.split()``), found in the same pass: the indexer stems these words
+    (:func:`wiki_memory.index.stem.stems_of_words`) without splitting the text again."""
     if not text:
-        return ""
+        return "", []
     out = normalize(text)
-    extra = identifier_expansions(out)
+    words = out.split()
+    extra = _expansions(words)
     if extra:
-        return out + "\n" + "\n".join(extra)
-    return out
+        for group in extra:
+            words.extend(group.split())
+        return out + "\n" + "\n".join(extra), words
+    return out, words
