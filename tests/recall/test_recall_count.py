@@ -14,6 +14,7 @@ the counts are also compared with the count that joins every match with its rows
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -160,15 +161,17 @@ def _counts(mem: Memory, query: str, who: Identity | None, upto: int | None) -> 
     assert ranker is not None and ranker.pooled
     pool = {(c.hit.path, c.hit.anchor) for c in ranker.cands.values() if c.hit is not None}
     out = []
-    for joined in (False, True):
-        with pytest.MonkeyPatch.context() as mp:
-            if joined:
-                mp.setattr(signals.Scope, "every_shared", property(lambda s: False))
-            scope = ranker.scope
-            out.append(tail.count_own(mem.index, ranker.or_match, scope, ranker.cols, pool))
-            out.append(
-                tail.count_own(mem.index, ranker.or_match, scope, ranker.cols, (), upto=upto)
+    for plain in (False, True):  # plain: every match joined with its rows
+        scope = ranker.scope
+        assert scope.every_shared
+        out.append(
+            tail.count_own(mem.index, ranker.or_match, scope, ranker.cols, pool, plain=plain)
+        )
+        out.append(
+            tail.count_own(
+                mem.index, ranker.or_match, scope, ranker.cols, (), upto=upto, plain=plain
             )
+        )
     return out
 
 
@@ -217,3 +220,40 @@ def test_an_edit_or_delete_moves_a_page_in_and_out(tmp_path: Any) -> None:
         assert stale[0][0] == 0
     finally:
         m.stop()
+
+
+def test_a_count_is_one_snapshot_while_pages_change(tmp_path: Any) -> None:
+    """A writer adds and removes ``state: current`` on 20 of 130 matching notes (each
+    version matches, so the wiki always holds 130) while the count runs 3,000 times: every
+    count is 130. The two parts of the count (the sections set apart, the others) once ran
+    as two statements, and a page that moved between them in between was counted twice or
+    not at all (counts of 110 and 150 were seen)."""
+    files = {f"n{i:03d}.md": f"# N{i}\n\nyak words {i}\n" for i in range(130)}
+    m = make_memory(tmp_path / "data", files=files)
+    wiki = m.settings.wiki_dir
+    stop = threading.Event()
+
+    def writer() -> None:
+        k = 0
+        rels = [f"n{i:03d}.md" for i in range(20)]
+        while not stop.is_set():
+            head = "---\nstate: current\n---\n" if k % 2 == 0 else ""
+            for i, rel in enumerate(rels):
+                (wiki / rel).write_text(f"{head}# N{i}\n\nyak words {i}\n", encoding="utf-8")
+            m.index.sync_paths(wiki, rels)
+            k += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    seen: dict[int, int] = {}
+    try:
+        scope = signals.Scope(who=None)  # the server: every shared page, the FTS5 count
+        assert scope.every_shared
+        for _ in range(3000):
+            n = tail.count_own(m.index, '"yak"', scope)
+            seen[n] = seen.get(n, 0) + 1
+    finally:
+        stop.set()
+        t.join()
+        m.stop()
+    assert set(seen) == {130}, f"counts seen (value: times): {seen}"

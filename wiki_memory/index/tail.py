@@ -118,19 +118,21 @@ def count_own(
     exclude: Iterable[tuple[str, str]] = (),
     *,
     upto: int | None = None,
+    plain: bool = False,
 ) -> int:
     """How many sections :func:`own_sections` would list with no limit (one per key),
-    counted in SQL: no row leaves SQLite. With ``upto``, the sections are counted
-    (not their keys) and the answer is at most ``upto`` (enough to tell whether there
-    are more than ``upto - 1``).
+    counted in SQL, in one statement (one snapshot of the index): no row leaves SQLite.
+    With ``upto``, the sections are counted (not their keys) and the answer is at most
+    ``upto`` (enough to tell whether there are more than ``upto - 1``).
 
-    When the scope holds every shared page (:attr:`Scope.every_shared`), the matches
-    outside ``sections_apart`` are counted by FTS5 alone (each is one key of a shared,
-    stateless page that is in scope: :data:`~wiki_memory.index.schema.APART_SQL`), and
-    only the matches in it are joined with their rows for the scope, the head-line test
-    and their keys; the same number as joining every match (checked by
-    ``tests/recall/test_recall_fast.py``), 4 to 30 times faster at 100,000 pages
-    (docs/benchmarks.md)."""
+    Unless ``plain``, when the scope holds every shared page (:attr:`Scope.every_shared`),
+    the matches outside ``sections_apart`` are counted by FTS5 alone (each is one key of a
+    shared page that names no state, in scope:
+    :data:`~wiki_memory.index.schema.APART_SQL`) and only the matches in it are joined
+    with their rows for the scope, the head-line test and their keys; the same number as
+    joining every match, which ``plain`` does (checked by
+    ``tests/recall/test_recall_count.py``; 3.3 against 31.7 ms a count at 100,000 pages,
+    docs/benchmarks.md)."""
     if not match or scope.empty:
         return 0
     # bm25 of the own columns is below 0 exactly when a term occurs in one of them with a
@@ -142,21 +144,21 @@ def count_own(
         return 0
     own_match = "{" + " ".join(own) + "} : (" + match + ")"
     rids = _rowids_of(index, exclude)
-    if scope.every_shared:
-        n = _count_joined(index, own_match, scope, weights, rids, upto, apart=True)
+    fast = not plain and scope.every_shared
+    sql, args = _joined_count(index, own_match, scope, weights, rids, upto, apart=fast)
+    if fast:
         skip = " AND fts.rowid NOT IN (SELECT value FROM json_each(?))" if rids else ""
-        rows = _run(
-            index,
-            "SELECT count(*) FROM fts WHERE fts MATCH ? "
-            f"AND fts.rowid NOT IN (SELECT rowid FROM sections_apart){skip}",
-            [own_match, *([json.dumps(rids)] if rids else [])],
+        sql = (
+            f"SELECT ({sql}) + (SELECT count(*) FROM fts WHERE fts MATCH ? "
+            f"AND fts.rowid NOT IN (SELECT rowid FROM sections_apart){skip})"
         )
-        n += int(rows[0][0]) if rows else 0
-        return n if upto is None else min(n, max(0, int(upto)))
-    return _count_joined(index, own_match, scope, weights, rids, upto)
+        args += [own_match, *([json.dumps(rids)] if rids else [])]
+    rows = _run(index, sql, args)
+    n = int(rows[0][0]) if rows else 0
+    return n if upto is None else min(n, max(0, int(upto)))
 
 
-def _count_joined(
+def _joined_count(
     index: Index,
     own_match: str,
     scope: Scope,
@@ -165,16 +167,14 @@ def _count_joined(
     upto: int | None,
     *,
     apart: bool = False,
-) -> int:
-    """:func:`count_own` by joining each match with its section and page (``apart``:
-    only the matches in ``sections_apart``); ``rids``: the rowids left out."""
+) -> tuple[str, list[Any]]:
+    """The SQL (and its arguments) of :func:`count_own` by joining each match with its
+    section and page (``apart``: only the matches in ``sections_apart``); ``rids``: the
+    rowids left out."""
     inner, args = _own_matches(index, own_match, scope, weights, rids, apart=apart)
     inner = inner.replace(f"{_bm25(weights, _SECTION_COLUMNS)} AS r", "0 AS r", 1)
     if upto is not None:
         inner += " LIMIT ?"
         args.append(max(0, int(upto)))
-        sql = f"SELECT count(*) FROM ({inner})"
-    else:
-        sql = f"SELECT count(*) FROM (SELECT DISTINCT path, anchor FROM ({inner}))"
-    rows = _run(index, sql, args)
-    return int(rows[0][0]) if rows else 0
+        return f"SELECT count(*) FROM ({inner})", args
+    return f"SELECT count(*) FROM (SELECT DISTINCT path, anchor FROM ({inner}))", args

@@ -556,7 +556,7 @@ class _Ranker:
         """At most :data:`FULL_RANK` sections hold :attr:`or_match` in their own text
         (counting stops after one more)."""
         n = tail_rows.count_own(
-            self.index, self.or_match, self.scope, self.cols, upto=FULL_RANK + 1
+            self.index, self.or_match, self.scope, self.cols, upto=FULL_RANK + 1, plain=self.plain
         )
         return n <= FULL_RANK
 
