@@ -26,6 +26,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ SEEN_LOG = "seen-events.log"
 #: dedup keys gathered before one write to ``seen-events.log`` (each is durable in its
 #: spool line already; the log needs them only once that file can be deleted)
 SEEN_BATCH = 256
+#: threads that fsync a group's session files side by side (:meth:`Spool.sync_to`)
+SYNC_THREADS = 8
 
 
 @dataclass
@@ -97,6 +100,8 @@ class Spool:
         self.sessions: dict[str, SessionInfo] = {}
         #: base key (user, harness, session id) -> the key of the session's current part
         self._current: dict[str, str] = {}
+        #: the threads of :meth:`_fsync_all`, started with the first group of several files
+        self._pool: ThreadPoolExecutor | None = None
         self._seen_fd = os.open(self.dir / SEEN_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self._load()
 
@@ -294,16 +299,40 @@ class Spool:
                 fds = list(self._dirty)
                 self._dirty.clear()
                 upto = self._written
-            for i, fd in enumerate(fds):
+            failed = self._fsync_all(fds)
+            if failed:
+                # not synced: the next caller syncs these again, never skips them
+                with self._lock:
+                    open_fds = set(self._fds.values())
+                    self._dirty.update(f for f in failed if f in open_fds)
+                raise failed[fds[0]] if fds[0] in failed else next(iter(failed.values()))
+            self._synced = upto
+
+    def _fsync_all(self, fds: list[int]) -> dict[int, OSError]:
+        """fsync every one of ``fds``, at the same time when there are several (their
+        journal commits are shared: 8 session files took 0.55 ms here against 1.8 ms one
+        after the other); returns the descriptors whose fsync failed, with the error."""
+        failed: dict[int, OSError] = {}
+        if len(fds) <= 1:
+            for fd in fds:
                 try:
                     os.fsync(fd)
-                except OSError:
-                    # not synced: the next caller syncs these again, never skips them
-                    with self._lock:
-                        open_fds = set(self._fds.values())
-                        self._dirty.update(f for f in fds[i:] if f in open_fds)
-                    raise
-            self._synced = upto
+                except OSError as exc:
+                    failed[fd] = exc
+            return failed
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(SYNC_THREADS, thread_name_prefix="wiki-fsync")
+        futures = [(fd, self._pool.submit(os.fsync, fd)) for fd in fds[1:]]
+        try:
+            os.fsync(fds[0])
+        except OSError as exc:
+            failed[fds[0]] = exc
+        for fd, fut in futures:
+            try:
+                fut.result()
+            except OSError as exc:
+                failed[fd] = exc
+        return failed
 
     # -- reading -----------------------------------------------------------------------
     def observations(self, key: str) -> list[Observation]:
@@ -426,6 +455,8 @@ class Spool:
                 except OSError:
                     pass
             self._fds.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
 
 def _project_from_cwd(cwd: str | None) -> str:
