@@ -181,6 +181,9 @@ class Spool:
         :meth:`sync_to` (or :meth:`synced`) before any of them is acknowledged.
         Raises OSError when the write fails."""
         out: list[Accepted] = []
+        #: per session file, its new lines: (line, dedup key, observation id); written
+        #: with one write per file once every observation is placed
+        lines: dict[int, list[tuple[bytes, str | None, str]]] = {}
         with self._lock:
             for obs in observations:
                 base = session_key(obs.user, obs.harness, obs.session_id)
@@ -202,29 +205,57 @@ class Spool:
                         started=obs.ts,
                     )
                     self.sessions[key] = info
-                    _write_all(fd, (json.dumps(info.header(), ensure_ascii=False) + "\n").encode())
+                    _write_all(fd, (_LINE_JSON.encode(info.header()) + "\n").encode())
                 self._current[base] = key
                 info.count += 1
                 obs.project = info.project
                 obs.obs_id = f"{key[:12]}-{info.count}"
                 rec = obs.to_json()
                 rec["dedup"] = dk
-                _write_all(fd, (json.dumps(rec, ensure_ascii=False) + "\n").encode())
-                self._dirty.add(fd)
+                line = (_LINE_JSON.encode(rec) + "\n").encode()
+                lines.setdefault(fd, []).append((line, dk, obs.obs_id))
                 if dk is not None:
-                    # durable through the spool line's own "dedup" (fsynced with it); the
-                    # log gets it later, written and fsynced before that line's file can
-                    # go (_remove_session)
-                    self._seen_pending.append(f"{dk} {obs.obs_id}\n")
+                    # seen at once (a second copy later in this list is a duplicate);
+                    # taken back below if its line is not written
                     self._seen[dk] = obs.obs_id
                 info.last_ts = max(info.last_ts, obs.ts)
                 info.last_received = max(info.last_received, obs.received)
                 out.append(Accepted(obs.obs_id, False, key))
+            self._write_lines(lines)
             if len(self._seen_pending) >= SEEN_BATCH:
                 self._write_seen()
             self._written += 1
             target = self._written
         return out, target
+
+    def _write_lines(self, lines: dict[int, list[tuple[bytes, str | None, str]]]) -> None:
+        """Append each file's new lines with one write (the caller holds the lock) and
+        note their dedup keys for ``seen-events.log``: each is durable through its spool
+        line's own ``"dedup"`` (fsynced with it); the log gets it later, written and
+        fsynced before that line's file can go (:meth:`_remove_session`). A failed write
+        raises its OSError after taking back the keys of the lines not written in full."""
+        failed: OSError | None = None
+        for fd, items in lines.items():
+            done = 0
+            if failed is None:
+                data = b"".join(line for line, _, _ in items)
+                try:
+                    done = _write_all(fd, data)
+                except _PartialWrite as exc:
+                    done, failed = exc.done, exc.error
+                if done:
+                    self._dirty.add(fd)
+            end = 0
+            for line, dk, obs_id in items:
+                end += len(line)
+                if dk is None:
+                    continue
+                if end <= done:
+                    self._seen_pending.append(f"{dk} {obs_id}\n")
+                elif self._seen.get(dk) == obs_id:
+                    del self._seen[dk]  # not on disk: never acknowledged, not seen
+        if failed is not None:
+            raise failed
 
     def _write_seen(self) -> None:
         """Append the dedup keys not yet in ``seen-events.log`` (not fsynced; the caller
@@ -465,11 +496,30 @@ def _project_from_cwd(cwd: str | None) -> str:
     return project_name(cwd or "default")
 
 
-def _write_all(fd: int, data: bytes) -> None:
+#: ``json.dumps(rec, ensure_ascii=False)`` without making its encoder at every line
+_LINE_JSON = json.JSONEncoder(ensure_ascii=False)
+
+
+class _PartialWrite(OSError):
+    """A write that failed after ``done`` of its bytes: ``error`` is the OSError."""
+
+    def __init__(self, done: int, error: OSError) -> None:
+        super().__init__(error.errno, error.strerror)
+        self.done = done
+        self.error = error
+
+
+def _write_all(fd: int, data: bytes) -> int:
+    """Write all of ``data`` to ``fd``; returns its length. Raises :class:`_PartialWrite`
+    (an OSError) with how many bytes were written before a write failed."""
     view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+    done = 0
+    while done < len(data):
+        try:
+            done += os.write(fd, view[done:])
+        except OSError as exc:
+            raise _PartialWrite(done, exc) from exc
+    return done
 
 
 def _read_lines(path: Path) -> Iterator[dict[str, Any]]:
