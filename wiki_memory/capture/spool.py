@@ -22,6 +22,7 @@ file but missing from the log (its tail, after a crash) is written back to it.
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -30,6 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from wiki_memory.capture.observation import Observation, dedup_key, session_key
 
@@ -212,7 +215,7 @@ class Spool:
                 obs.obs_id = f"{key[:12]}-{info.count}"
                 rec = obs.to_json()
                 rec["dedup"] = dk
-                line = (_LINE_JSON.encode(rec) + "\n").encode()
+                line = _line(rec)
                 lines.setdefault(fd, []).append((line, dk, obs.obs_id))
                 if dk is not None:
                     # seen at once (a second copy later in this list is a duplicate);
@@ -498,6 +501,33 @@ def _project_from_cwd(cwd: str | None) -> str:
 
 #: ``json.dumps(rec, ensure_ascii=False)`` without making its encoder at every line
 _LINE_JSON = json.JSONEncoder(ensure_ascii=False)
+
+
+def _line(rec: dict[str, Any]) -> bytes:
+    """One spool line: ``rec`` as JSON and a newline. orjson writes it about 8 times
+    faster than the standard library and escapes every string the same way (so purge's
+    needles still match); the standard library writes what orjson refuses (integers
+    over 64 bits; a lone surrogate fails there as it always did) and what it would
+    change (NaN and infinities, which orjson writes as null): read back, every line is
+    ``rec``."""
+    try:
+        out = orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError:
+        return (_LINE_JSON.encode(rec) + "\n").encode()
+    if b"null" in out and _non_finite(rec):
+        return (_LINE_JSON.encode(rec) + "\n").encode()
+    return out
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether a JSON value holds a float that is NaN or infinite."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_non_finite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_non_finite(v) for v in value)
+    return False
 
 
 class _PartialWrite(OSError):
