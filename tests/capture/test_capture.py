@@ -159,6 +159,38 @@ def test_concurrent_appends_lose_nothing_and_share_fsyncs(tmp_path, monkeypatch)
     assert len(seen) == 800  # key and observation id per accepted event
 
 
+def test_a_failed_fsync_of_one_of_several_files_is_never_counted_as_synced(tmp_path, monkeypatch):
+    # a group's session files are fsynced side by side; one that fails makes the sync
+    # fail (nothing acknowledged) and is fsynced again by the next caller
+    import os
+
+    sp = Spool(tmp_path)
+    _, target = sp.write([parse_event(ev(i, session_id=f"s{i}"), "u") for i in range(4)])
+    files = {fd: key for key, fd in sp._fds.items()}
+    bad = sorted(files)[2]
+    real = os.fsync
+    synced: list[int] = []
+    lock = threading.Lock()
+
+    def failing(fd):
+        if fd == bad:
+            raise OSError(5, "Input/output error")
+        with lock:
+            synced.append(fd)
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(OSError):
+        sp.sync_to(target)
+    assert not sp.synced(target)
+    assert sorted(synced) == sorted(set(files) - {bad})
+    synced.clear()
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real(fd))
+    sp.sync_to(target)
+    assert sp.synced(target) and synced == [bad]
+    sp.close()
+
+
 def test_out_of_range_times_are_refused_before_anything_is_stored(tmp_path):
     for bad in (
         1e300,

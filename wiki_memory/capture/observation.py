@@ -23,6 +23,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from wiki_memory.errors import BadRequest
@@ -111,9 +112,23 @@ def parse_ts(value: Any) -> float | None:
     return v
 
 
+#: the last second :func:`iso` wrote: (whole epoch seconds, its text)
+_ISO_LAST: tuple[int, str] = (-1, "")
+
+
 def iso(ts: float) -> str:
-    """UTC epoch seconds → ``YYYY-MM-DDTHH:MM:SSZ``."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """UTC epoch seconds → ``YYYY-MM-DDTHH:MM:SSZ``. The last second's text is reused
+    (events arrive many to a second), except within a microsecond of the next second,
+    which the conversion may round up to."""
+    global _ISO_LAST
+    whole = int(ts)
+    last = _ISO_LAST
+    if whole == last[0] and ts - whole < 0.999998:
+        return last[1]
+    text = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if ts - whole < 0.999998:
+        _ISO_LAST = (whole, text)
+    return text
 
 
 @dataclass
@@ -245,8 +260,11 @@ def parse_event(d: Any, user: str, now: float | None = None) -> Observation:
     )
 
 
+@lru_cache(maxsize=4096)
 def session_key(user: str, harness: str, session_id: str) -> str:
-    """The spool's key for a session: 24 hex of SHA-1 over user, harness and session id."""
+    """The spool's key for a session: 24 hex of SHA-1 over user, harness and session id
+    (remembered for the last 4,096 sessions: every event of a session asks for it,
+    several times)."""
     h = hashlib.sha1(f"{user}\0{harness}\0{session_id}".encode()).hexdigest()
     return h[:24]
 
@@ -257,6 +275,10 @@ def dedup_key(obs: Observation) -> str | None:
         return None
     raw = f"{obs.user}\0{obs.harness}\0{obs.session_id}\0{obs.event_id}"
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+#: ``json.dumps(v, ensure_ascii=False)`` without making its encoder at every call
+_TEXT_JSON = json.JSONEncoder(ensure_ascii=False)
 
 
 def observation_text(obs: Observation) -> str:
@@ -282,6 +304,6 @@ def observation_text(obs: Observation) -> str:
     for k in ("tool_input", "tool_response"):
         v = p.get(k)
         if v not in (None, "", {}):
-            s = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+            s = v if isinstance(v, str) else _TEXT_JSON.encode(v)
             parts.append(s[:4000])
     return "\n".join(parts)

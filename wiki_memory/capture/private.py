@@ -25,6 +25,8 @@ from typing import Any
 MARK = "[private]"
 
 _TAG_RE = re.compile(r"<\s*(/?)\s*private\s*>", re.I)
+#: a JSON escape of an ASCII letter (``\u0070`` is ``p``): it could spell ``private``
+_ESCAPED_LETTER_RE = re.compile(rb"\\u00[4-7]")
 
 
 def strip_private(text: str) -> str:
@@ -54,6 +56,16 @@ def strip_private(text: str) -> str:
     return "".join(out)
 
 
+def may_hold_private(raw: bytes) -> bool:
+    """Whether some string of the JSON text ``raw`` may hold a private tag: False only
+    when ``raw`` holds neither ``private`` (ASCII, any case) nor a ``\\u`` escape of an
+    ASCII letter. Then :func:`strip_private` leaves every string of it unchanged (no
+    other character lowercases into those letters; ``İ`` lowercases to ``i`` and a
+    combining dot), and a caller may skip :func:`strip_private_obj`. Linear in
+    ``len(raw)``, in C."""
+    return b"private" in raw.lower() or _ESCAPED_LETTER_RE.search(raw) is not None
+
+
 def strip_private_obj(obj: Any) -> tuple[Any, int]:
     """A copy of a JSON value with :func:`strip_private` applied to every string (dict
     keys included): ``(copy, number of strings changed)``. Other values are kept."""
@@ -75,4 +87,4 @@ def strip_private_obj(obj: Any) -> tuple[Any, int]:
     return walk(obj), changed
 
 
-__all__ = ["MARK", "strip_private", "strip_private_obj"]
+__all__ = ["MARK", "may_hold_private", "strip_private", "strip_private_obj"]

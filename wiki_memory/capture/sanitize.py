@@ -1770,6 +1770,8 @@ def _extra_detectors(extra: tuple[tuple[str, str], ...]) -> tuple[Detector, ...]
 
 
 def _normalize_extra(extra_patterns: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    if extra_patterns.__class__ is tuple and not extra_patterns:
+        return ()  # the default: no extra patterns (every redact_obj call)
     items = tuple(extra_patterns) if not isinstance(extra_patterns, (str, dict)) else None
     if items is None or not all(
         isinstance(it, (tuple, list)) and len(it) == 2 and all(isinstance(x, str) for x in it)
@@ -1904,33 +1906,51 @@ def redact_obj(obj: Any, extra_patterns: Sequence[tuple[str, str]] = ()) -> tupl
     if extra:
         _extra_detectors(extra)  # validate once, up front
     count = 0
+    # redact_text's own quick answers, given here without its call (most strings of a
+    # payload are keys and short values): a text shorter than 8 characters, or a short
+    # one found clean before, has nothing to redact (with no extra patterns)
+    quick = not extra
+    clean = _CLEAN
+    short_max = _CLEAN_MAX_LEN
+    hints = _HINTS
 
     def walk_str(s: str, hint: str | None) -> str:
         nonlocal count
-        red, found = redact_text(s, extra)
-        count += len(found)
-        if hint is not None and "[REDACTED:" not in red and _key_hint(hint):
-            if _plausible_value(red, context=QUOTED, numeric_ok=_numeric_ok(hint)):
-                count += 1
-                return PLACEHOLDER.format(kind="generic-secret")
-        head = red.lstrip()[:1]
-        if head in ("{", "[") and len(red) <= 8_000_000:
+        n = len(s)
+        if quick and (n < 8 or (n <= short_max and s in clean)):
+            red = s
+        else:
+            red, found = redact_text(s, extra)
+            count += len(found)
+        if hint is not None:
+            named = hints.get(hint)
+            if named is None:
+                named = _key_hint(hint)
+            if named and "[REDACTED:" not in red:
+                if _plausible_value(red, context=QUOTED, numeric_ok=_numeric_ok(hint)):
+                    count += 1
+                    return PLACEHOLDER.format(kind="generic-secret")
+        head = red[:1]
+        if head.isspace():
+            head = red.lstrip()[:1]
+        if (head == "{" or head == "[") and len(red) <= 8_000_000:
             try:
                 parsed = json.loads(red)
             except (ValueError, RecursionError):
                 return red
             if isinstance(parsed, (dict, list)):
-                sub, n = redact_obj(parsed, extra)
-                if n:
-                    count += n
+                sub, k = redact_obj(parsed, extra)
+                if k:
+                    count += k
                     indent = 2 if "\n" in red.strip() else None
                     return json.dumps(sub, ensure_ascii=False, indent=indent)
         return red
 
     def walk(o: Any, hint: str | None) -> Any:
-        if isinstance(o, str):
+        cls = o.__class__
+        if cls is str:
             return walk_str(o, hint)
-        if isinstance(o, dict):
+        if cls is dict or (cls is not list and isinstance(o, dict)):
             pair_hint = None
             for nk in _NAME_KEYS:
                 nv = o.get(nk)
@@ -1939,17 +1959,27 @@ def redact_obj(obj: Any, extra_patterns: Sequence[tuple[str, str]] = ()) -> tupl
                     break
             new: dict[Any, Any] = {}
             for k, v in o.items():
-                key = walk_str(k, None) if isinstance(k, str) else k
+                if k.__class__ is str:
+                    key = walk_str(k, None)
+                    child_hint = k
+                elif isinstance(k, str):
+                    key = walk_str(k, None)
+                    child_hint = k
+                else:
+                    key, child_hint = k, None
                 if key in new:
                     i = 2
                     while f"{key}#{i}" in new:
                         i += 1
                     key = f"{key}#{i}"
-                child_hint = k if isinstance(k, str) else None
                 if pair_hint is not None and k in _VALUE_KEYS:
                     child_hint = pair_hint
-                new[key] = walk(v, child_hint)
+                new[key] = walk_str(v, child_hint) if v.__class__ is str else walk(v, child_hint)
             return new
+        if cls is list:
+            return [walk_str(x, hint) if x.__class__ is str else walk(x, hint) for x in o]
+        if isinstance(o, str):
+            return walk_str(o, hint)
         if isinstance(o, list):
             return [walk(x, hint) for x in o]
         if isinstance(o, tuple):

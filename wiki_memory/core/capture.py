@@ -19,7 +19,7 @@ from wiki_memory.capture.observation import (
     project_name,
     session_key,
 )
-from wiki_memory.capture.private import strip_private, strip_private_obj
+from wiki_memory.capture.private import may_hold_private, strip_private, strip_private_obj
 from wiki_memory.capture.project import resolve_project
 from wiki_memory.capture.sanitize import redact_obj
 from wiki_memory.capture.spool import SessionInfo, Spool
@@ -95,9 +95,12 @@ class Capture:
             Callable[[list[Observation], Identity | str], list[WikiMemoryError | None]] | None
         ) = None
 
-    def capture(self, body: Any, user: Identity | str) -> list[dict[str, Any]]:
+    def capture(
+        self, body: Any, user: Identity | str, raw: bytes | None = None
+    ) -> list[dict[str, Any]]:
         """:meth:`begin`, the fsync, then :meth:`finish`: accept one hook event or a list
-        of up to 1,000 for ``user`` (a name or an Identity).
+        of up to 1,000 for ``user`` (a name or an Identity). ``raw``: the request body
+        ``body`` was parsed from, when there is one (see :meth:`begin`).
 
         Every event is validated (:class:`ObservationError` names the field), passed
         through :attr:`gate` (:class:`~wiki_memory.errors.CaptureRefused`), stripped of
@@ -112,23 +115,28 @@ class Capture:
         place and the others are accepted (docs/api.md, "POST /v1/observations"). A list
         that is empty or longer than 1,000 raises ObservationError (field ``body``).
         """
-        written = self.begin(body, user)
+        written = self.begin(body, user, raw)
         self.spool.sync_to(written.target)
         return self.finish(written)
 
-    async def capture_async(self, body: Any, user: Identity | str) -> list[dict[str, Any]]:
+    async def capture_async(
+        self, body: Any, user: Identity | str, raw: bytes | None = None
+    ) -> list[dict[str, Any]]:
         """:meth:`capture` for an event loop: :meth:`begin` runs in the caller (CPU work
         and page-cache writes, about a millisecond for one event), the fsync on the
         spool's sync thread (:class:`~wiki_memory.capture.syncer.SpoolSyncer`, shared by
         the concurrent requests), then :meth:`finish`. No thread per waiting request."""
-        written = self.begin(body, user)
+        written = self.begin(body, user, raw)
         await self.syncer.wait(written.target)
         return self.finish(written)
 
-    def begin(self, body: Any, user: Identity | str) -> Written:
+    def begin(self, body: Any, user: Identity | str, raw: bytes | None = None) -> Written:
         """Everything :meth:`capture` does before the fsync: validate, gate, clean and
         write to the spool (not fsynced yet). Raises what :meth:`capture` raises; the
-        result is acknowledged only after ``spool.sync_to(result.target)``."""
+        result is acknowledged only after ``spool.sync_to(result.target)``. ``raw``: the
+        JSON text ``body`` was parsed from; when it cannot hold a private tag
+        (:func:`~wiki_memory.capture.private.may_hold_private`) the events are not
+        searched for one."""
         who = user
         user = user.user if isinstance(user, Identity) else user
         single = not isinstance(body, list)
@@ -140,9 +148,10 @@ class Capture:
         now = time.time()
         parsed: list[Observation | WikiMemoryError] = []
         projects: dict[str, Any] = {}  # cwd -> resolution, looked up once per request
+        private = raw is None or may_hold_private(raw)
         for ev in events:
             try:
-                parsed.append(self._clean(parse_event(ev, user, now), projects))
+                parsed.append(self._clean(parse_event(ev, user, now), projects, private))
             except ObservationError as exc:
                 if single:
                     raise
@@ -206,17 +215,14 @@ class Capture:
         """Stop the spool's sync thread (the server's shutdown)."""
         self.syncer.close()
 
-    def _clean(self, obs: Observation, projects: dict[str, Any]) -> Observation:
-        """``obs`` with its ``<private>`` spans removed and its secrets redacted (payload
-        and string fields), and its project resolved on this machine when the sender did
-        not (``projects`` holds the resolutions of this request by ``cwd``: the events of
-        one list share them); raises ObservationError for a payload nested too deeply."""
-        try:
-            # private spans go first: before redaction, and before any cut
-            clean, _ = redact_obj(strip_private_obj(obs.payload)[0])
-        except RecursionError:
-            raise ObservationError("payload", "nested too deeply") from None
-        obs.payload = clean
+    def _clean(
+        self, obs: Observation, projects: dict[str, Any], private: bool = True
+    ) -> Observation:
+        """``obs`` with its ``<private>`` spans removed (unless ``private`` is False: its
+        request holds no tag) and its secrets redacted (payload and string fields), and
+        its project resolved on this machine when the sender did not (``projects`` holds
+        the resolutions of this request by ``cwd``: the events of one list share them);
+        raises ObservationError for a payload nested too deeply."""
         if not obs.project and not obs.project_from and obs.cwd:
             # a sender that did not resolve the project: the same order, on this
             # machine's files (a folder name alone stays the spool's old fallback)
@@ -226,10 +232,20 @@ class Capture:
             if res.name:
                 obs.project = project_name(res.name)
                 obs.project_from = res.source
-        # the string fields in one pass of the sanitizer (a list of strings redacts each
-        # string as it would alone)
+        # the payload and the string fields in one pass of the sanitizer (a list redacts
+        # each of its items as it would alone); private spans go first: before
+        # redaction, and before any cut
         names = [a for a in _FIELDS if isinstance(getattr(obs, a), str)]
-        clean_fields, _ = redact_obj([strip_private(getattr(obs, a)) for a in names])
+        fields = [getattr(obs, a) for a in names]
+        payload = obs.payload
+        try:
+            if private:
+                payload = strip_private_obj(payload)[0]
+                fields = [strip_private(v) for v in fields]
+            (clean, clean_fields), _ = redact_obj([payload, fields])
+        except RecursionError:
+            raise ObservationError("payload", "nested too deeply") from None
+        obs.payload = clean
         for attr, v in zip(names, clean_fields, strict=True):
             setattr(obs, attr, v)
         return obs

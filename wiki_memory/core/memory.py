@@ -243,12 +243,14 @@ class Memory:
         return WriteResult()
 
     # -- capture -------------------------------------------------------------------------
-    def capture(self, body: Any, user: Identity | str) -> list[dict[str, Any]]:
+    def capture(
+        self, body: Any, user: Identity | str, raw: bytes | None = None
+    ) -> list[dict[str, Any]]:
         """Accept one hook event or a list of them for ``user`` (a name or the caller's
-        :class:`~wiki_memory.identity.Identity`): see
-        :meth:`wiki_memory.core.capture.Capture.capture`. Raises CaptureRefused (403 or
-        404) for a project the caller may not write."""
-        return self.capturer.capture(body, user)
+        :class:`~wiki_memory.identity.Identity`), ``raw`` the request body it was parsed
+        from when there is one: see :meth:`wiki_memory.core.capture.Capture.capture`.
+        Raises CaptureRefused (403 or 404) for a project the caller may not write."""
+        return self.capturer.capture(body, user, raw)
 
     def audited(
         self, who: Identity | str | None, op: str, target: str, result: str = "ok", **extra: Any

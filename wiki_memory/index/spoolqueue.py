@@ -37,12 +37,14 @@ class SpoolQueue:
     def __init__(
         self,
         write: Callable[[list[Row]], Any],
-        delay_seconds: float = 0.02,
+        delay_seconds: float = 0.1,
         retry_seconds: float = 1.0,
     ) -> None:
         self._write = write
         #: how long the thread lets rows gather after the first one before it writes
-        #: (fewer, larger transactions; fewer wake-ups of the thread)
+        #: (fewer, larger transactions; fewer wake-ups of the thread). 0.1 s: a spool
+        #: row costs 68 us alone, 21-22 in batches of 16-64 and 15-18 in batches of 256
+        #: (in process); single observations at 800/s made batches of 16 with 0.02 s
         self.delay_seconds = delay_seconds
         self.retry_seconds = retry_seconds
         self._lock = threading.Lock()

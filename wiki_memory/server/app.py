@@ -287,11 +287,11 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         if len(raw) <= INLINE_BYTES and (not isinstance(body, list) or len(body) <= INLINE_EVENTS):
             # a few events: their CPU work here, on the loop, costs less than a hop to a
             # thread and back; only the fsync is waited for elsewhere
-            result = await capturer.capture_async(body, user)
+            result = await capturer.capture_async(body, user, raw)
         else:
             ctx = contextvars.copy_context()  # the caller's identity goes along
             result = await asyncio.get_running_loop().run_in_executor(
-                capture_pool, ctx.run, memory.capture, body, user
+                capture_pool, ctx.run, memory.capture, body, user, raw
             )
         if isinstance(body, list):
             items, refused = list_reply(result)
