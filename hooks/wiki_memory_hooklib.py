@@ -792,7 +792,10 @@ def _fallback_rules() -> list:
         ),
         (
             "token",
-            r"\b(?:(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}|AIza[\w-]{30,}|(?:hf|npm)_[A-Za-z0-9]{30,}"
+            # an AWS key id with no boundary before it: glued by _ or -, after a literal
+            # \n or \t, a percent-escape (%3D) or a \u escape; letters only or mixed
+            r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"
+            r"|\b(?:AIza[\w-]{30,}|(?:hf|npm)_[A-Za-z0-9]{30,}"
             r"|(?:gh[pousr]_|github_pat_|gl(?:pat|dt|rt|ptt|cbt|imt|agent|oas|ft|soat|ffct)-"
             r"|xox[a-z]-|xapp-|[sr]k_(?:live|test)_|whsec_|pypi-|sk-|SG\.|dop_v1_"
             r"|shp(?:at|ss|ca|pa)_)[\w.-]{8,}|eyJ[\w-]{8,}\.[\w.-]+)",

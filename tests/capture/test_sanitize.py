@@ -956,3 +956,38 @@ def test_an_aws_key_id_of_letters_only_is_redacted(prefix: str) -> None:
             assert key not in out and "[REDACTED:aws-access-key]" in out, text
             assert [r.kind for r in found] == ["aws-access-key"], text
     assert redact_text(f"{prefix}XXXXXXXXXXXXXXXX in the docs")[1] == []
+
+
+@pytest.mark.parametrize(
+    "context",
+    [
+        "next=https%3A%2F%2Fb.s3.amazonaws.com%2Fo%3FX-Amz-Credential%3D{k}%2F20240101",
+        "q=rotate%20{k}%20now",
+        '{{"msg": "id \\u0022{k}\\u0022"}}',
+    ],
+    ids=["url-in-url", "percent-space", "json-u-escape"],
+)
+@pytest.mark.parametrize("letters", [False, True], ids=["mixed", "letters"])
+def test_an_aws_key_id_after_an_escape_is_redacted(context: str, letters: bool) -> None:
+    """A presigned URL inside another URL (``%3D`` before the id), a percent-encoded
+    space, a JSON ``\\u0022`` quote: the run of token characters starts with the escape's
+    hex digits, and the id after them was kept whole, mixed or not."""
+    body = "QWEGRSKPZNWXHBPL" if letters else "Q3EGRSK7ZNWX4BPL"
+    key = "AK" + "IA" + body
+    out, found = redact_text(context.format(k=key))
+    assert key not in out and "[REDACTED:aws-access-key]" in out, out
+    assert "aws-access-key" in [r.kind for r in found]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the sgRNA " + "AC" + "CATGGCTTCAAGGTCGAG targets exon 2",  # a 20-nt CRISPR guide
+        "primer F: " + "AC" + "CAGTTGACCTGAAGCTGA (Tm 60)",  # a 20-nt PCR primer
+        "mRNA " + "AC" + "CAUGGCUUCAAGGUCGAG start",
+    ],
+)
+def test_a_nucleotide_sequence_is_not_an_aws_key_id(text: str) -> None:
+    """20 nucleotides that start with ACCA read like an AWS id of letters only; a body
+    of nothing but A, C, G, T and U is a sequence (a random id is that 1 time in 10^14)."""
+    assert redact_text(text) == (text, [])

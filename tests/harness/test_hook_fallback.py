@@ -297,6 +297,9 @@ def no_sanitizer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(HOOKS, "_FALLBACK_WARNED", False)
 
 
+AWS_LETTERS = "AK" + "IA" + "QWEGRSKPZNWXHBPL"  # 16 base32 letters, no digit
+
+
 @pytest.mark.parametrize(
     ("text", "kept"),
     [
@@ -324,6 +327,15 @@ def no_sanitizer(monkeypatch: pytest.MonkeyPatch) -> None:
         ("cp config/global_settings.yaml build/ && hf_hub_download", None),
         ("gl" + "pat-" + "Fake0Example0Fake00000", "[REDACTED:token]"),
         ("xo" + "xb-" + "000000000000-FAKEexample", "[REDACTED:token]"),
+        # an AWS key id of letters only (1 in 28 of them) where no boundary comes first
+        ("tar xf backup_" + AWS_LETTERS + ".tar", "tar xf backup_[REDACTED:token].tar"),
+        ("log: x\\n" + AWS_LETTERS + " done", "log: x\\n[REDACTED:token] done"),
+        ("cols\\t" + AWS_LETTERS, "cols\\t[REDACTED:token]"),
+        ("_" + AWS_LETTERS.replace("AK", "AS", 1) + "_", "_[REDACTED:token]_"),
+        (
+            "X-Amz-Credential%3D" + AWS_LETTERS + "%2F2024",
+            "X-Amz-Credential%3D[REDACTED:token]%2F2024",
+        ),
     ],
 )
 def test_fallback_rules(text: str, kept: str | None) -> None:

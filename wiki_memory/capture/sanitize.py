@@ -1290,6 +1290,8 @@ _RUN_MIN = 20  # no provider token is shorter
 #: in its first 160 characters is shorter than :data:`_RUN_MIN`.
 _JOIN_BACK = 192
 _RUN_NEEDLE = b"a" * _RUN_MIN
+_HEX = frozenset("0123456789abcdefABCDEF")
+_NUCLEOTIDES = frozenset("ACGTU")
 _BODY_RE = _Lazy(r"[A-Za-z0-9]{16}")  # a token body: 16 letters and digits in a row
 
 
@@ -1351,7 +1353,9 @@ def _match_prefix(
                 continue  # a longer word (a SHA-256 that starts like a token), not the token
             value = m.group()
             if (
-                _not_placeholder(value[4:])  # AWS ids are base32: all letters 1 time in 28
+                # AWS ids are base32: all letters 1 time in 28; a DNA or RNA sequence
+                # (a 20-nucleotide guide or primer: ACCAGT...) is no id
+                _not_placeholder(value[4:]) and not _NUCLEOTIDES.issuperset(value)
                 if prov.kind == "aws-access-key"
                 else _token_value(value)
             ):
@@ -1388,6 +1392,14 @@ def _find_provider_tokens(text: str, first: int = 0) -> Iterator[tuple[int, int,
         cands = get(text[i : i + 2])
         if cands is not None:
             hit = _match_prefix(text, i, j, cands)
+        if hit is None and before in ("%", "\\"):
+            # a token after a percent-escape (%3DAKIA..., a URL inside a URL) or a JSON
+            # \u escape (\u0022AKIA...): the run starts with the escape's hex digits
+            k = i + 2 if before == "%" else i + 5 if text[i] == "u" else i
+            if k > i and all(c in _HEX for c in text[i + (before == "\\") : k]):
+                cands = get(text[k : k + 2])
+                if cands is not None:
+                    hit = _match_prefix(text, k, j, cands)
         if hit is None:
             # a token glued to a word by "-" or "_" (h-ghp_..., backup_AKIA...), in a run
             # with a token body (16 letters and digits in a row, which snake_case names
