@@ -28,19 +28,28 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from wiki_memory.config import load_settings  # noqa: E402
-from wiki_memory.core.memory import Memory  # noqa: E402
-from wiki_memory.datadir import ensure_layout  # noqa: E402
 from wiki_memory.index.store import Index  # noqa: E402
+
+if TYPE_CHECKING:
+    from wiki_memory.core.memory import Memory
+
+# The core is imported where it is used, not here: a rebuild's helper processes start by
+# importing this script (multiprocessing's spawn), and the server's core would add about
+# 0.5 s of CPU to each that `wiki-memory reindex` (whose module imports little) never pays.
 
 VAULTS = REPO.parent / "shared" / "data" / "vaults"
 
 
 def start_memory(data: Path, files: dict[str, str]) -> Memory:
+    from wiki_memory.config import load_settings
+    from wiki_memory.core.memory import Memory
+    from wiki_memory.datadir import ensure_layout
+
     settings = load_settings(data, commit_delay_seconds=0.25, hand_edit_settle_seconds=1.0)
     ensure_layout(settings)
     for rel, text in files.items():
