@@ -798,7 +798,7 @@ def _fallback_rules() -> list:
             r"|\b(?:AIza[\w-]{30,}|(?:hf|npm)_[A-Za-z0-9]{30,}"
             r"|(?:gh[pousr]_|github_pat_|gl(?:pat|dt|rt|ptt|cbt|imt|agent|oas|ft|soat|ffct)-"
             r"|xox[a-z]-|xapp-|[sr]k_(?:live|test)_|whsec_|pypi-|sk-|SG\.|dop_v1_"
-            r"|shp(?:at|ss|ca|pa)_)[\w.-]{8,}|eyJ[\w-]{8,}\.[\w.-]+)",
+            r"|shp(?:at|ss|ca|pa)_|wmo_)[\w.-]{8,}|eyJ[\w-]{8,}\.[\w.-]+)",
             0,
         ),
         ("webhook-url", r"https?://(?:hooks\.slack\.com|[\w.]*discord(?:app)?\.com/api)/\S+", 0),

@@ -991,3 +991,18 @@ def test_a_nucleotide_sequence_is_not_an_aws_key_id(text: str) -> None:
     """20 nucleotides that start with ACCA read like an AWS id of letters only; a body
     of nothing but A, C, G, T and U is a sequence (a random id is that 1 time in 10^14)."""
     assert redact_text(text) == (text, [])
+
+
+def test_every_offer_code_is_redacted_letters_only_too() -> None:
+    """Offer codes are ``wmo_`` + 26 base32 characters of one case: about 1 in 220 has no
+    digit, and such a code was kept whole (a token had to mix two classes of characters),
+    so a claim's captured output kept the code that claims the handoff once in a while."""
+    from wiki_memory.core.handoffs.model import new_offer_code
+
+    rng = random.Random(220)
+    codes = [new_offer_code() for _ in range(500)]
+    codes += ["wmo_" + "".join(rng.choice(LOWER) for _ in range(26)) for _ in range(20)]
+    for code in codes:
+        for text in (f"claimed with {code}", json.dumps({"stdout": f"code={code}\n"})):
+            out, found = redact_text(text)
+            assert code not in out and "wiki-memory-offer-code" in [r.kind for r in found]

@@ -332,6 +332,7 @@ AWS_LETTERS = "AK" + "IA" + "QWEGRSKPZNWXHBPL"  # 16 base32 letters, no digit
         ("log: x\\n" + AWS_LETTERS + " done", "log: x\\n[REDACTED:token] done"),
         ("cols\\t" + AWS_LETTERS, "cols\\t[REDACTED:token]"),
         ("_" + AWS_LETTERS.replace("AK", "AS", 1) + "_", "_[REDACTED:token]_"),
+        ("claim wmo_" + "qwertyuiopasdfghjklzxcvbnm now", "claim [REDACTED:token] now"),
         (
             "X-Amz-Credential%3D" + AWS_LETTERS + "%2F2024",
             "X-Amz-Credential%3D[REDACTED:token]%2F2024",

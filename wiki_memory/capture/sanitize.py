@@ -1292,6 +1292,9 @@ _JOIN_BACK = 192
 _RUN_NEEDLE = b"a" * _RUN_MIN
 _HEX = frozenset("0123456789abcdefABCDEF")
 _NUCLEOTIDES = frozenset("ACGTU")
+#: providers whose token body is base32 of one case (A-Z2-7 or a-z2-7), so that it may
+#: hold letters only: the two-classes test of other tokens would keep such a token whole
+_ONE_CASE = frozenset({"aws-access-key", "wiki-memory-offer-code"})
 _BODY_RE = _Lazy(r"[A-Za-z0-9]{16}")  # a token body: 16 letters and digits in a row
 
 
@@ -1353,10 +1356,12 @@ def _match_prefix(
                 continue  # a longer word (a SHA-256 that starts like a token), not the token
             value = m.group()
             if (
-                # AWS ids are base32: all letters 1 time in 28; a DNA or RNA sequence
-                # (a 20-nucleotide guide or primer: ACCAGT...) is no id
-                _not_placeholder(value[4:]) and not _NUCLEOTIDES.issuperset(value)
-                if prov.kind == "aws-access-key"
+                # base32 of one case has no second class of characters 1 time in 28 (AWS
+                # ids, 16 characters) or in 220 (offer codes, 26): the body need only not
+                # be a stand-in; a DNA or RNA sequence (a 20-nucleotide guide or primer:
+                # ACCAGT...) is no AWS id
+                _not_placeholder(value[len(prefix) :]) and not _NUCLEOTIDES.issuperset(value)
+                if prov.kind in _ONE_CASE
                 else _token_value(value)
             ):
                 return s, _token_end(text, e, run_end), prov.kind
