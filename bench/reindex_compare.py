@@ -130,6 +130,26 @@ def dump(db: Path, exact: bool) -> dict[str, str]:
     return out
 
 
+def _table(
+    what: str,
+    values: dict[tuple[str, str], list[float]],
+    workers: list[str],
+    fmt: str,
+    note: str = "",
+) -> None:
+    """One markdown table: per worker count, the old and the new tree's values of each
+    round and their ratios (new over old)."""
+    print(f"\n| workers | old {what} | new {what} | new/old |{note}")
+    print("|---|---|---|---|")
+    for w in workers:
+        o, nw = values[(w, "old")], values[(w, "new")]
+        ratios = [b / a for a, b in zip(o, nw, strict=True)]
+        print(
+            f"| {w} | {' '.join(fmt.format(x) for x in o)} | {' '.join(fmt.format(x) for x in nw)}"
+            f" | {' '.join(f'{x:.2f}' for x in ratios)} |"
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--old", type=Path, required=True, help="source tree of the code before")
@@ -163,24 +183,9 @@ def main() -> int:
                         f"(load {os.getloadavg()[0]:.2f})",
                         flush=True,
                     )
-        print(f"\n| workers | old pages/s | new pages/s | new/old |  ({n} pages)")
-        print("|---|---|---|---|")
-        for w in args.workers.split(","):
-            o, nw = rates[(w, "old")], rates[(w, "new")]
-            ratios = [b / a for a, b in zip(o, nw, strict=True)]
-            print(
-                f"| {w} | {' '.join(f'{x:,.0f}' for x in o)} | {' '.join(f'{x:,.0f}' for x in nw)}"
-                f" | {' '.join(f'{x:.2f}' for x in ratios)} |"
-            )
-        print("\n| workers | old CPU ms/page | new CPU ms/page | new/old |")
-        print("|---|---|---|---|")
-        for w in args.workers.split(","):
-            o, nw = cpus[(w, "old")], cpus[(w, "new")]
-            ratios = [b / a for a, b in zip(o, nw, strict=True)]
-            print(
-                f"| {w} | {' '.join(f'{x:.3f}' for x in o)} | {' '.join(f'{x:.3f}' for x in nw)}"
-                f" | {' '.join(f'{x:.2f}' for x in ratios)} |"
-            )
+        workers = args.workers.split(",")
+        _table("pages/s", rates, workers, "{:,.0f}", f"  ({n} pages)")
+        _table("CPU ms/page", cpus, workers, "{:.3f}")
         if args.no_check:
             return 0
         bad = 0

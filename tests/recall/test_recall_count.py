@@ -15,14 +15,13 @@ the counts are also compared with the count that joins every match with its rows
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import apsw
 import pytest
-from support import make_memory
+from support import make_memory, wait_for
 
 from wiki_memory.core.memory import Memory
 from wiki_memory.core.recaller import Recaller
@@ -92,10 +91,7 @@ def _events(session: str, project: str, seed: int) -> list[dict[str, Any]]:
 def mem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
     m = make_memory(tmp_path_factory.mktemp("count") / "data", files=_files())
     m.capture([e for k in range(3) for e in _events(f"s{k}", f"p{k}", k)], "alice")
-    deadline = time.monotonic() + 30
-    while len(m.list_pages(kind="session")) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(m.list_pages(kind="session")) == 3
+    wait_for(lambda: len(m.list_pages(kind="session")) == 3, 30, "3 session pages compiled")
     yield m
     m.stop()
 

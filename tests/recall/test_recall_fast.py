@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import make_memory
+from support import make_memory, wait_for
 
 from wiki_memory.core.memory import Memory
 from wiki_memory.core.recaller import Recaller
@@ -112,12 +112,7 @@ def mem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
         events += _events(f"s{k}", f"p{k}", 30, k, end=True)
     events += _events("live", "p0", 12, 9, end=False)  # a running session: spool items
     m.capture(events, "alice")
-    import time
-
-    deadline = time.monotonic() + 30
-    while len(m.list_pages(kind="session")) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(m.list_pages(kind="session")) == 3
+    wait_for(lambda: len(m.list_pages(kind="session")) == 3, 30, "3 session pages compiled")
     yield m
     m.stop()
 

@@ -48,16 +48,15 @@ def _own_matches(
     match: str,
     scope: Scope,
     weights: Mapping[str, float] | None,
-    exclude: Iterable[tuple[str, str]] | list[int],
+    rids: list[int],
     *,
     apart: bool = False,
 ) -> tuple[str, list[Any]]:
     """The subquery of :func:`own_sections`: ``(rid, r, path, anchor, ord)`` of every
-    match whose ``(path, anchor)`` is not in ``exclude`` (left out by rowid: a row-value
-    ``NOT IN`` over the keys took SQLite 6 times longer at 100,000 pages; a list of ints
-    is those rowids already). ``apart``: only the matches in ``sections_apart``."""
+    match whose rowid is not in ``rids`` (the sections of the keys left out, from
+    :func:`_rowids_of`: a row-value ``NOT IN`` over the keys took SQLite 6 times longer at
+    100,000 pages). ``apart``: only the matches in ``sections_apart``."""
     conds, args = scope.where("p")
-    rids = exclude if isinstance(exclude, list) else _rowids_of(index, exclude)
     skip = ["s.rowid NOT IN (SELECT value FROM json_each(?))"] if rids else []
     where = " AND ".join(["fts MATCH ?", *conds, f"NOT {HEAD_ONLY_SQL}", *skip])
     only = "JOIN sections_apart AS a ON a.rowid = fts.rowid" if apart else ""
@@ -90,7 +89,7 @@ def own_sections(
     ``weights`` as in :func:`search_sections`."""
     if not match or limit <= 0 or scope.empty:
         return []
-    inner, args = _own_matches(index, match, scope, weights, exclude)
+    inner, args = _own_matches(index, match, scope, weights, _rowids_of(index, exclude))
     sql = f"""
         WITH m AS ({inner}),
         firsts AS (
