@@ -1,0 +1,231 @@
+"""The border: one check for bytes that come from someone else.
+
+Sync (a hub's commits), restore (a backup archive) and import (an export or a vault) all
+hand what they received to :func:`check` before anything touches disk, and act on its
+:class:`Verdict` without deciding again (docs/team-server.md, "Threat model"). The check
+looks at three things, in this order:
+
+1. **Paths.** Every component of an entry's path (``/``-separated, as stored): no empty
+   component, no ``.`` or ``..``, no absolute path, no backslash, NUL or other control
+   character, no component over 255 bytes, and no ``.git`` at any depth. Each component is
+   also compared after folding (Unicode NFKC, case folding, code points that file systems
+   ignore removed, trailing dots and spaces removed), so ``.GIT``, ``.git.``, fullwidth
+   ``．ｇｉｔ``, ``.g\\u200cit`` and ``git~1`` (the 8.3 short name) are refused too.
+2. **Modes.** Regular files and executables only: symbolic links, gitlinks (submodules),
+   trees listed as files and anything else are refused.
+3. **Sizes.** Each entry against ``limits.max_entry_bytes`` and the sum of accepted
+   entries against ``limits.max_total_bytes``.
+
+Then the scope part, which depends on :class:`Source`:
+
+* ``HUB``: nothing under ``people/`` (compared with the identity fold, so ``People/`` and
+  fullwidth ``ｐｅｏｐｌｅ/`` are the same folder) and no page that is personal by its
+  frontmatter (read through the ``content`` callable, whole). Whether a page is pinned is
+  not decided here: pins never travel between servers (the sync strips ``pinned`` on both
+  ways, docs/git.md).
+* ``OWN``: a restore or import of this owner's own backup or export: personal pages come
+  back as they were.
+
+Authors and messages of hub commits are never an input here. The functions are pure: they
+read no disk and raise nothing for hostile input; every refusal is a :class:`Refusal`
+naming its reason.
+"""
+
+from __future__ import annotations
+
+import stat
+import unicodedata
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from wiki_memory.identity import people_owner, personal_owner
+
+__all__ = [
+    "Entry",
+    "Limits",
+    "Refusal",
+    "Source",
+    "Verdict",
+    "check",
+    "mode_refusal",
+    "path_refusal",
+]
+
+#: git's modes of a regular file and of an executable one
+_FILE_MODES = frozenset({0o100644, 0o100755, 0o100664})
+#: code points that some file systems drop from names (HFS+, NTFS): a name holding them
+#: may open the same file as the name without them
+_IGNORABLE = frozenset(
+    [0x00AD, 0x034F, 0x180B, 0x180C, 0x180D, 0x180E, 0xFEFF]
+    + list(range(0x200B, 0x2010))
+    + list(range(0x202A, 0x202F))
+    + list(range(0x2060, 0x2070))
+    + list(range(0xFE00, 0xFE10))
+)
+_GIT_NAMES = frozenset({".git", "git~1"})
+
+
+class Source(Enum):
+    """Where the bytes come from: ``HUB`` (a git remote another server or anyone may
+    write), ``OWN`` (this owner's own backup or export: personal pages and pins come back
+    as they were)."""
+
+    HUB = "hub"
+    OWN = "own"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One incoming file: ``path`` (wiki-relative, ``/``-separated, as the source spells
+    it; bytes that are not UTF-8 decoded with ``surrogateescape``), ``mode`` (git's mode,
+    or ``st_mode`` of an archive member), ``size`` (bytes), ``blob`` (its id or hash, as
+    the source names it; recorded with a refusal)."""
+
+    path: str
+    mode: int
+    size: int
+    blob: str = ""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An entry left out: ``path`` and ``blob`` as the entry gave them (the path escaped
+    for display by the caller), ``reason`` a short phrase such as ``"path: '..'"``,
+    ``"mode: symbolic link"``, ``"size: 31457280 bytes over 52428800"``,
+    ``"scope: personal page"``."""
+
+    path: str
+    blob: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        """``{"path", "blob", "reason"}``."""
+        return {"path": self.path, "blob": self.blob, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Size bounds in bytes: one entry, and the sum of every accepted entry."""
+
+    max_entry_bytes: int = 50 * 1024 * 1024
+    max_total_bytes: int = 1024 * 1024 * 1024
+
+
+@dataclass
+class Verdict:
+    """What :func:`check` decided: ``accepted`` entries (in input order) and ``refused``
+    ones, each once."""
+
+    accepted: list[Entry] = field(default_factory=list)
+    refused: list[Refusal] = field(default_factory=list)
+
+    @property
+    def refused_paths(self) -> set[str]:
+        """The paths of the refused entries."""
+        return {r.path for r in self.refused}
+
+
+def _fold_component(part: str) -> str:
+    text = unicodedata.normalize("NFKC", part).casefold()
+    text = "".join(ch for ch in text if ord(ch) not in _IGNORABLE)
+    text = unicodedata.normalize("NFKC", text)
+    return text.rstrip(". ")
+
+
+def path_refusal(path: str | bytes) -> str | None:
+    """Why ``path`` may not be written inside the wiki, or None when every component is
+    safe (see the module, item 1). ``bytes`` are decoded with ``surrogateescape``."""
+    if isinstance(path, bytes):
+        path = path.decode("utf-8", "surrogateescape")
+    if not path:
+        return "path: empty"
+    if path.startswith("/"):
+        return "path: absolute"
+    if "\\" in path:
+        return "path: backslash"
+    for part in path.split("/"):
+        if not part:
+            return "path: empty component"
+        if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in part):
+            return "path: control character"
+        if len(part.encode("utf-8", "surrogateescape")) > 255:
+            return "path: component over 255 bytes"
+        if part in (".", ".."):
+            return f"path: {part!r}"
+        folded = _fold_component(part)
+        if folded in ("", ".", ".."):
+            return f"path: {part!r} folds to {folded!r}"
+        if folded in _GIT_NAMES:
+            return "path: .git"
+    return None
+
+
+def mode_refusal(mode: int) -> str | None:
+    """Why an entry of ``mode`` may not be written, or None for a regular file or an
+    executable. Accepts git modes (``0o100644``) and ``st_mode`` values alike."""
+    if mode in _FILE_MODES or (stat.S_ISREG(mode) and not mode & 0o7000):
+        return None
+    if stat.S_ISLNK(mode):
+        return "mode: symbolic link"
+    if mode == 0o160000:
+        return "mode: gitlink"
+    if stat.S_ISDIR(mode):
+        return "mode: tree"
+    if stat.S_ISREG(mode):
+        return "mode: set-id or sticky bits"
+    return f"mode: {mode:o}"
+
+
+def _hub_scope_refusal(entry: Entry, content: Callable[[Entry], bytes] | None) -> str | None:
+    if people_owner(entry.path) is not None or _fold_component(entry.path.split("/")[0]) == (
+        "people"
+    ):
+        return "scope: under people/"
+    if content is None or not entry.path.lower().endswith(".md"):
+        return None
+    from wiki_memory.wiki.page import parse_page
+
+    data = content(entry)
+    if b"visibility" not in data and b"\\" not in data:
+        return None
+    parsed = parse_page(data, entry.path)
+    meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
+    if personal_owner("shared/x.md", meta) is not None:
+        return "scope: personal page"
+    return None
+
+
+def check(
+    entries: Iterable[Entry],
+    source: Source,
+    *,
+    limits: Limits | None = None,
+    content: Callable[[Entry], bytes] | None = None,
+) -> Verdict:
+    """Split ``entries`` into accepted and refused (see the module for the rules).
+
+    ``content`` returns an entry's bytes; it is called only for ``.md`` entries from a
+    ``HUB`` whose path, mode and size passed, to decide whether the page is personal (an
+    entry whose content cannot be read is refused). ``limits`` default to
+    :class:`Limits`'s. Never raises for hostile input."""
+    lim = limits or Limits()
+    verdict = Verdict()
+    total = 0
+    for entry in entries:
+        reason = path_refusal(entry.path) or mode_refusal(entry.mode)
+        if reason is None and entry.size > lim.max_entry_bytes:
+            reason = f"size: {entry.size} bytes over {lim.max_entry_bytes}"
+        if reason is None and total + entry.size > lim.max_total_bytes:
+            reason = f"size: the total would pass {lim.max_total_bytes} bytes"
+        if reason is None and source is Source.HUB:
+            try:
+                reason = _hub_scope_refusal(entry, content)
+            except Exception as exc:  # noqa: BLE001 - hostile bytes never raise out of here
+                reason = f"unreadable: {type(exc).__name__}"
+        if reason is not None:
+            verdict.refused.append(Refusal(entry.path, entry.blob, reason))
+            continue
+        total += entry.size
+        verdict.accepted.append(entry)
+    return verdict
