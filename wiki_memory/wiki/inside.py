@@ -21,12 +21,12 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from wiki_memory.wiki.border import is_git_name
 
-__all__ = ["Outside", "read_inside", "remove_inside", "write_inside"]
+__all__ = ["Outside", "read_inside", "remove_inside", "stream_inside", "write_inside"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
@@ -169,3 +169,48 @@ def remove_inside(root: Path | str, rel: str, *, prune: bool = True, git_ok: boo
             return True
     except FileNotFoundError:
         return False
+
+
+def stream_inside(
+    root: Path | str,
+    rel: str,
+    chunks: Iterable[bytes],
+    *,
+    perm: int = 0o600,
+    fsync: bool = False,
+) -> int:
+    """Write the bytes of ``chunks`` (read one at a time, never joined) to ``rel`` under
+    ``root`` as :func:`write_inside` does (folders opened without following links, a
+    temporary file renamed over the target), the new file with mode ``perm`` (0600: a
+    restored token or spool file is the owner's alone; set with ``fchmod``, so the umask
+    does not change it). Returns the number of bytes written. If ``chunks`` raises, the
+    temporary file is removed and the target is left as it was. Raises as
+    :func:`write_inside` does (never for a ``.git`` component: no caller may write one)."""
+    parts = _parts(rel, False)
+    written = 0
+    with _folders(Path(root), parts, create=True) as fds:
+        folder = fds[-1]
+        tmp = f".{secrets.token_hex(6)}.wm-tmp"
+        fd = os.open(
+            tmp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+            0o600,
+            dir_fd=folder,
+        )
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                os.fchmod(fh.fileno(), perm)
+                for chunk in chunks:
+                    fh.write(chunk)
+                    written += len(chunk)
+                if fsync:
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            os.replace(tmp, parts[-1], src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=folder)
+            raise
+        if fsync:
+            os.fsync(folder)
+    return written
