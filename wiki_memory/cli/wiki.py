@@ -112,7 +112,8 @@ def import_vault(src: Path, wiki: Path, into: str = "") -> dict[str, list[str]]:
     for entry in verdict.accepted:
         wrel, s = entry.path, origin[entry.path]
         try:
-            fd = os.open(s, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+            fd = os.open(s, flags)  # never blocks on a FIFO swapped in since the lstat
         except OSError as exc:
             out["skipped"].append(f"{wrel} (unreadable: {exc.strerror})")
             continue
