@@ -391,8 +391,8 @@ def _checkout(
                      executable=bool(entry.mode & 0o111))  # fmt: skip
         st = os.lstat(wiki_dir / entry.path)  # a read: the file was just written inside
         index[entry.path.encode("utf-8", "surrogateescape")] = index_entry_from_stat(
-            st, entry.blob.encode("ascii"), entry.mode
-        )
+            st, entry.blob.encode("ascii")
+        )  # the mode as the file has it, as dulwich's own checkout does
         if n == 0 and step is not None:
             step("checkout")
     index.write()
