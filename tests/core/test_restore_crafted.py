@@ -442,3 +442,15 @@ def test_a_restore_killed_at_any_step_leaves_nothing_half_restored(tmp_path: Pat
     assert "connection settings restored (config.toml)" in out.stdout
     assert '  host = "0.0.0.0"' in out.stdout and "  insecure_http = true" in out.stdout
     assert files_of(tmp_path / "last" / "wiki") == want_files
+    # the command names what it left out
+    crafted = tmp_path / "crafted.wmb"
+    craft(plain, crafted, [(_info("wiki/x.md", 1), b"x")], [(_info("notes.md", 1), b"n")])
+    out = subprocess.run(
+        [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(tmp_path / "c"),
+         "restore", str(crafted)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "not restored: 'notes.md' (place: not a part of a backup)" in out.stderr
+    assert "not restored: 1 member the manifest does not list: 'wiki/x.md'" in out.stderr
+    assert not (tmp_path / "c" / "wiki" / "x.md").exists()

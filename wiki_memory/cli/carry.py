@@ -80,7 +80,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
         names = ", ".join(repr(n) for n in done.unlisted)
         more = done.unlisted_count - len(done.unlisted)
         print(
-            f"not restored: {done.unlisted_count} members the manifest does not list: {names}"
+            f"not restored: {done.unlisted_count} "
+            f"member{'s' if done.unlisted_count != 1 else ''} the manifest does not list: {names}"
             + (f" and {more} more" if more else ""),
             file=sys.stderr,
         )
