@@ -75,9 +75,20 @@ def test_export_import_round_trip(tmp_path: Path) -> None:
         assert handoffs(srv2) == before_handoffs
     finally:
         srv2.stop()
-    # importing again changes nothing; a path outside the wiki is refused
+    # importing again changes nothing; a path the border refuses is named and not written,
+    # the other records of the file are imported
     assert run_cli(target, "import", "--json", str(export)).returncode == 0
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(lines[0] + "\n" + json.dumps({"path": "../x.md", "text": "x"}) + "\n")
+    records = [
+        {"path": "../x.md", "text": "x"},
+        {"path": "notes/.GIT./config.md", "text": "[core]\nfsmonitor = evil\n"},
+        {"path": "notes/fine.md", "text": "# Fine\n"},
+    ]
+    bad.write_text(lines[0] + "\n" + "".join(json.dumps(r) + "\n" for r in records))
     out = run_cli(target, "import", "--json", str(bad))
-    assert out.returncode == 2 and "line 2" in out.stderr
+    assert out.returncode == 1
+    assert "line 2: '../x.md' (path: '..')" in out.stderr
+    assert "line 3: 'notes/.GIT./config.md' (path: .git)" in out.stderr
+    assert not (tmp_path / "x.md").exists() and not (target / "x.md").exists()
+    assert not list((target / "wiki" / "notes").glob(".*"))
+    assert (target / "wiki" / "notes" / "fine.md").read_text() == "# Fine\n"

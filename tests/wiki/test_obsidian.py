@@ -410,7 +410,7 @@ def test_import_copies_a_vault_and_never_overwrites(tmp_path):
     files = [f for f in files if not f.startswith(".git/")]
     assert files == [".gitignore", ".obsidian/app.json", "Other.md", "img.png", "sub/Café.md"]
     assert "sub/Café.md" in files and unicodedata.is_normalized("NFC", files[-1])
-    assert "symlink" in r.stdout
+    assert "skipped link.md (mode: symbolic link)" in r.stdout
     log = git(wiki, "log", "--format=%an|%s")
     assert log.splitlines()[0].startswith("owner|Import vault vault (4 files, 2 pages)")
     # again, with one file changed meanwhile: same files skipped, the changed one not copied

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import json
 import os
 import sys
 from pathlib import Path
@@ -56,7 +57,9 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    """``restore FILE``: into an empty data directory only."""
+    """``restore FILE``: into an absent or empty data directory only. Prints what was left
+    out (listed members the border refused, members the manifest does not list) and every
+    connection setting the restored ``config.toml`` sets."""
     from wiki_memory.core.backup import MAGIC, BackupError, restore
 
     settings = _settings(args)
@@ -68,13 +71,33 @@ def cmd_restore(args: argparse.Namespace) -> int:
         raise CliError(f"cannot read {source}: {exc}") from None
     passphrase = _passphrase(False) if encrypted else None
     try:
-        manifest = restore(settings, source, passphrase)
+        done = restore(settings, source, passphrase)
     except (BackupError, OSError) as exc:
         raise CliError(f"restore failed: {exc}") from None
+    for r in done.refused:
+        print(f"not restored: {r.path!r} ({r.reason})", file=sys.stderr)
+    if done.unlisted_count:
+        names = ", ".join(repr(n) for n in done.unlisted)
+        more = done.unlisted_count - len(done.unlisted)
+        print(
+            f"not restored: {done.unlisted_count} "
+            f"member{'s' if done.unlisted_count != 1 else ''} the manifest does not list: {names}"
+            + (f" and {more} more" if more else ""),
+            file=sys.stderr,
+        )
+    for w in done.warnings:
+        print(f"warning: {w}", file=sys.stderr)
     print(
-        f"restored {source} into {settings.data_dir} (backup of {manifest['created']}); "
+        f"restored {source} into {settings.data_dir} (backup of "
+        f"{done.manifest.get('created', '?')}); "
         "start the server to rebuild the index and compile pending observations"
     )
+    if done.connection:
+        print("connection settings restored (config.toml): check them before serving")
+        for name, value in done.connection.items():
+            print(f"  {name} = {json.dumps(value, default=str)}")
+    else:
+        print("connection settings restored: none (the defaults: loopback only)")
     return 0
 
 

@@ -56,63 +56,91 @@ def _skip_file(rel_parts: tuple[str, ...]) -> bool:
 def import_vault(src: Path, wiki: Path, into: str = "") -> dict[str, list[str]]:
     """Copy the vault at ``src`` into ``wiki`` (below the folder ``into``, wiki-relative).
 
-    Copied: every regular file, names NFC-normalised, times kept; ``.obsidian/`` settings
-    only for an import into the wiki's root (never ``workspace*``). Skipped: ``.git/`` and
-    ``.trash/``, symlinks, editors' temp files. A file that exists in the wiki with the
-    same bytes is left alone; with other bytes it is never overwritten (a conflict).
-    Returns ``{"copied", "same", "conflicts", "skipped"}`` lists of wiki-relative paths
-    (``skipped`` entries end with the reason). Raises ValueError when one folder holds the
-    other.
+    Offered: every file, names NFC-normalised, times kept; ``.obsidian/`` settings only
+    for an import into the wiki's root (never ``workspace*``). Not offered: ``.git/`` and
+    ``.trash/``, editors' temp files. What is offered passes the border first
+    (:func:`wiki_memory.wiki.border.check`, ``Source.OWN``: each path component, the mode
+    as ``lstat`` gives it, the size, at most 50 MiB a file and the disk's free space in
+    all); each refused file is skipped with the border's reason (a symbolic link, a
+    ``.GIT`` folder, a file over the limit...). Each accepted file is read without
+    following a link and written through :func:`wiki_memory.wiki.inside.write_inside`. A
+    file that exists in the wiki with the same bytes is left alone; with other bytes it is
+    never overwritten (a conflict). Returns ``{"copied", "same", "conflicts", "skipped"}``
+    lists of wiki-relative paths (``skipped`` entries end with the reason in brackets).
+    Raises ValueError when one folder holds the other.
     """
+    from wiki_memory.wiki.border import Entry, Limits, Source, check
+    from wiki_memory.wiki.inside import Outside, write_inside
+    from wiki_memory.wiki.paths import is_plain
+
     src = src.resolve()
     wiki = wiki.resolve()
     into = into.strip("/")
     if src == wiki or wiki in src.parents or src in wiki.parents:
         raise ValueError("the vault and the wiki must not contain each other")
-    dest_root = wiki / into if into else wiki
     out: dict[str, list[str]] = {"copied": [], "same": [], "conflicts": [], "skipped": []}
+    offered: list[Entry] = []
+    origin: dict[str, Path] = {}
     for dirpath, dirnames, filenames in os.walk(src):
         rel_dir = Path(dirpath).relative_to(src)
         keep = []
         for d in sorted(dirnames):
-            p = Path(dirpath) / d
             if d in _SKIP_DIRS or (into and d == ".obsidian" and rel_dir == Path(".")):
                 continue
-            if p.is_symlink():
-                out["skipped"].append(f"{(rel_dir / d).as_posix()} (symlink)")
+            if (Path(dirpath) / d).is_symlink():
+                filenames.append(d)  # offered as what it is: the border refuses a link
                 continue
             keep.append(d)
         dirnames[:] = keep
         for name in sorted(filenames):
             s = Path(dirpath) / name
             rel = rel_dir / name
-            parts = rel.parts
             try:
                 st = os.lstat(s)
             except OSError:
                 continue
-            if stat.S_ISLNK(st.st_mode):
-                out["skipped"].append(f"{rel.as_posix()} (symlink)")
-                continue
-            if not stat.S_ISREG(st.st_mode) or _skip_file(parts):
+            if _skip_file(rel.parts):
                 continue
             nfc = unicodedata.normalize("NFC", rel.as_posix())
-            target = dest_root / nfc
             wrel = f"{into}/{nfc}" if into else nfc
-            data = s.read_bytes()
-            if target.exists() or target.is_symlink():
-                try:
-                    same = target.is_file() and target.read_bytes() == data
-                except OSError:
-                    same = False
-                (out["same"] if same else out["conflicts"]).append(wrel)
+            origin[wrel] = s
+            offered.append(Entry(wrel, st.st_mode, st.st_size))
+    free = shutil.disk_usage(wiki if wiki.is_dir() else wiki.parent).free
+    verdict = check(offered, Source.OWN, limits=Limits(max_total_bytes=free))
+    for r in verdict.refused:
+        out["skipped"].append(f"{r.path} ({r.reason})")
+    for entry in verdict.accepted:
+        wrel, s = entry.path, origin[entry.path]
+        try:
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+            fd = os.open(s, flags)  # never blocks on a FIFO swapped in since the lstat
+        except OSError as exc:
+            out["skipped"].append(f"{wrel} (unreadable: {exc.strerror})")
+            continue
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size != entry.size:
+                out["skipped"].append(f"{wrel} (changed while it was imported)")
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.import.wm-tmp")
-            tmp.write_bytes(data)
-            shutil.copystat(s, tmp)
-            os.replace(tmp, target)
-            out["copied"].append(wrel)
+            data = fh.read(entry.size + 1)
+        target = wiki / wrel
+        if not is_plain(wiki, wrel):
+            out["conflicts"].append(wrel)
+            continue
+        if target.exists():
+            try:
+                same = target.is_file() and target.read_bytes() == data
+            except OSError:
+                same = False
+            (out["same"] if same else out["conflicts"]).append(wrel)
+            continue
+        try:
+            write_inside(wiki, wrel, data, executable=bool(st.st_mode & 0o100))
+        except (Outside, IsADirectoryError, NotADirectoryError):
+            out["conflicts"].append(wrel)
+            continue
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+        out["copied"].append(wrel)
     return out
 
 
@@ -169,14 +197,17 @@ def cmd_import(args: argparse.Namespace) -> int:
 def _import_json(args: argparse.Namespace) -> int:
     """``import --json FILE``: the pages of an export (``wiki-memory export --json``)
     written into the wiki, one at a time, and committed; a page that exists with other
-    bytes is not overwritten (exit 1, named)."""
+    bytes is not overwritten, and a record the border refuses (its path, its size) or that
+    names no ``.md`` page is not written (exit 1, each named with its line)."""
     from tqdm import tqdm
 
     from wiki_memory.auth import TokenStore
     from wiki_memory.datadir import ensure_layout
+    from wiki_memory.wiki.border import Entry, Limits, Source, check
     from wiki_memory.wiki.exchange import read_export
     from wiki_memory.wiki.git import GitStore, author_email_for
-    from wiki_memory.wiki.paths import atomic_write, is_plain
+    from wiki_memory.wiki.inside import Outside, write_inside
+    from wiki_memory.wiki.paths import is_plain
 
     settings = _wiki_settings(args)
     ensure_layout(settings)
@@ -186,6 +217,8 @@ def _import_json(args: argparse.Namespace) -> int:
     written: list[str] = []
     same: list[str] = []
     conflicts: list[str] = []
+    refused: list[str] = []
+    room = shutil.disk_usage(wiki).free
     try:
         try:
             f = sys.stdin if args.path == "-" else open(args.path, encoding="utf-8")  # noqa: SIM115
@@ -193,8 +226,20 @@ def _import_json(args: argparse.Namespace) -> int:
             raise CliError(f"cannot read {args.path}: {exc}", 2) from None
         bar = tqdm(unit="page", disable=not sys.stderr.isatty())
         try:
-            for rel, raw in read_export(f):
+            for n, rel, raw in read_export(f):
                 bar.update(1)
+                verdict = check(
+                    [Entry(rel, 0o100644, len(raw))],
+                    Source.OWN,
+                    limits=Limits(max_total_bytes=room),
+                )
+                if verdict.refused:
+                    refused.append(f"line {n}: {rel!r} ({verdict.refused[0].reason})")
+                    continue
+                if not rel.endswith(".md"):
+                    refused.append(f"line {n}: {rel!r} (not a page: .md)")
+                    continue
+                room -= len(raw)
                 target = wiki / rel
                 if not is_plain(wiki, rel):
                     conflicts.append(rel)
@@ -202,8 +247,11 @@ def _import_json(args: argparse.Namespace) -> int:
                 if target.exists():
                     (same if target.read_bytes() == raw else conflicts).append(rel)
                     continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(target, raw)
+                try:
+                    write_inside(wiki, rel, raw)
+                except (Outside, IsADirectoryError, NotADirectoryError):
+                    conflicts.append(rel)
+                    continue
                 written.append(rel)
         except ValueError as exc:
             raise CliError(f"{args.path}: {exc}", 2) from None
@@ -222,7 +270,9 @@ def _import_json(args: argparse.Namespace) -> int:
         print(f"{len(same)} pages were already there with the same content")
     for p in conflicts:
         print(f"not written: {p} (a different file already has this name)", file=sys.stderr)
-    return 1 if conflicts else 0
+    for p in refused:
+        print(f"not imported: {p}", file=sys.stderr)
+    return 1 if conflicts or refused else 0
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -26,6 +26,12 @@ Then the scope part, which depends on :class:`Source`:
 * ``OWN``: a restore or import of this owner's own backup or export: personal pages come
   back as they were.
 
+With ``data_dir=True`` the paths are relative to a data directory rather than to the wiki
+(a backup's members): besides the rules above, a path must name one of the places a backup
+writes (:data:`BACKUP_PLACES`: ``wiki.bundle``, ``config.toml``, ``logs/audit.jsonl``, and
+files under ``spool/``, ``auth/`` and ``use/``). Nothing of ``wiki/`` comes from a member:
+the wiki comes from its bundle, whose tree is checked with ``data_dir=False``.
+
 Authors and messages of hub commits are never an input here. The functions are pure: they
 read no disk and raise nothing for hostile input; every refusal is a :class:`Refusal`
 naming its reason.
@@ -42,12 +48,14 @@ from enum import Enum
 from wiki_memory.identity import people_owner, personal_owner
 
 __all__ = [
+    "BACKUP_PLACES",
     "Entry",
     "Limits",
     "Refusal",
     "Source",
     "Verdict",
     "check",
+    "is_git_name",
     "mode_refusal",
     "path_refusal",
 ]
@@ -64,6 +72,13 @@ _IGNORABLE = frozenset(
     + list(range(0xFE00, 0xFE10))
 )
 _GIT_NAMES = frozenset({".git", "git~1"})
+
+#: the data directory's places a backup holds: ``(files, folders)``; a member is one of the
+#: files, or a file at any depth under one of the folders
+BACKUP_PLACES: tuple[frozenset[str], frozenset[str]] = (
+    frozenset({"wiki.bundle", "config.toml", "logs/audit.jsonl"}),
+    frozenset({"spool", "auth", "use"}),
+)
 
 
 class Source(Enum):
@@ -133,6 +148,12 @@ def _fold_component(part: str) -> str:
     return text.rstrip(". ")
 
 
+def is_git_name(part: str) -> bool:
+    """True when the path component ``part`` may open git's own folder on some file system
+    (``.git`` after the fold of :func:`path_refusal`: ``.GIT``, ``.git.``, ``git~1``...)."""
+    return _fold_component(part) in _GIT_NAMES
+
+
 def path_refusal(path: str | bytes) -> str | None:
     """Why ``path`` may not be written inside the wiki, or None when every component is
     safe (see the module, item 1). ``bytes`` are decoded with ``surrogateescape``."""
@@ -159,6 +180,17 @@ def path_refusal(path: str | bytes) -> str | None:
         if folded in _GIT_NAMES:
             return "path: .git"
     return None
+
+
+def data_dir_refusal(path: str) -> str | None:
+    """Why the data-directory-relative ``path`` is not a place a backup writes (see
+    :data:`BACKUP_PLACES`), or None. Call it after :func:`path_refusal` (it compares the
+    spelling as given: ``Auth/x`` is not ``auth/x``)."""
+    files, folders = BACKUP_PLACES
+    top, sep, _rest = path.partition("/")
+    if path in files or (sep and top in folders):
+        return None
+    return "place: not a part of a backup"
 
 
 def mode_refusal(mode: int) -> str | None:
@@ -202,18 +234,23 @@ def check(
     *,
     limits: Limits | None = None,
     content: Callable[[Entry], bytes] | None = None,
+    data_dir: bool = False,
 ) -> Verdict:
     """Split ``entries`` into accepted and refused (see the module for the rules).
 
     ``content`` returns an entry's bytes; it is called only for ``.md`` entries from a
     ``HUB`` whose path, mode and size passed, to decide whether the page is personal (an
     entry whose content cannot be read is refused). ``limits`` default to
-    :class:`Limits`'s. Never raises for hostile input."""
+    :class:`Limits`'s. ``data_dir``: the paths are relative to a data directory and must
+    name a place a backup writes (:func:`data_dir_refusal`). Never raises for hostile
+    input."""
     lim = limits or Limits()
     verdict = Verdict()
     total = 0
     for entry in entries:
         reason = path_refusal(entry.path) or mode_refusal(entry.mode)
+        if reason is None and data_dir:
+            reason = data_dir_refusal(entry.path)
         if reason is None and entry.size > lim.max_entry_bytes:
             reason = f"size: {entry.size} bytes over {lim.max_entry_bytes}"
         if reason is None and total + entry.size > lim.max_total_bytes:

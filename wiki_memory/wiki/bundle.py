@@ -31,16 +31,18 @@ from __future__ import annotations
 
 import bisect
 import os
+import stat
 import zlib
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import BinaryIO
 
+from dulwich.index import Index, index_entry_from_stat
 from dulwich.object_format import ObjectFormat
-from dulwich.object_store import DiskObjectStore, MissingObjectFinder
-from dulwich.objects import ObjectID, RawObjectID, sha_to_hex
+from dulwich.object_store import DiskObjectStore, MissingObjectFinder, iter_tree_contents
+from dulwich.objects import Blob, Commit, ObjectID, RawObjectID, sha_to_hex
 from dulwich.pack import (
     OFS_DELTA,
     REF_DELTA,
@@ -50,10 +52,13 @@ from dulwich.pack import (
     pack_object_chunks,
     pack_object_header,
 )
-from dulwich.refs import Ref
+from dulwich.refs import Ref, check_ref_format
 from dulwich.repo import Repo
 
-__all__ = ["read_bundle_into", "write_bundle"]
+from wiki_memory.wiki.border import Entry, Limits, Refusal, Source, check
+from wiki_memory.wiki.inside import write_inside
+
+__all__ = ["BundleRefused", "read_bundle_into", "write_bundle"]
 
 _BLOCK = 1 << 20
 _SIGNATURE = b"# v2 git bundle\n"
@@ -256,12 +261,49 @@ def _read_header(f: BinaryIO) -> dict[bytes, bytes]:
     raise ValueError("the bundle's header is cut short")
 
 
-def read_bundle_into(bundle_path: Path, wiki_dir: Path, head: str) -> None:
+class BundleRefused(ValueError):
+    """A bundle whose refs or checked-out tree the border refuses: ``refused`` lists every
+    :class:`~wiki_memory.wiki.border.Refusal` (paths as the tree spells them)."""
+
+    def __init__(self, message: str, refused: list[Refusal]) -> None:
+        super().__init__(message)
+        self.refused = refused
+
+
+def _ref_name(name: bytes) -> bool:
+    return name.startswith(b"refs/") and check_ref_format(Ref(name))
+
+
+def _hex_id(value: bytes, width: int) -> bool:
+    return len(value) == width and all(c in b"0123456789abcdef" for c in value)
+
+
+def read_bundle_into(
+    bundle_path: Path,
+    wiki_dir: Path,
+    head: str,
+    *,
+    limits: Limits | None = None,
+    step: Callable[[str], None] | None = None,
+) -> None:
     """Create the repository ``wiki_dir`` (which must not hold one) from the bundle file:
-    every object (stored loose) and ref, ``HEAD`` pointing to ``head`` (a ref name, or
-    an id), the working tree and index checked out from it. Raises ValueError for a
-    bundle that needs objects it does not hold (prerequisites) or that is not a v2
-    bundle, and dulwich's ``ChecksumMismatch`` for a damaged pack."""
+    every object (stored loose) and ref, ``HEAD`` pointing to ``head`` (a ref name,
+    or an id), the working tree and index checked out from it.
+
+    The repository's configuration is this function's own (``git init``'s plus
+    ``core.quotePath``); nothing of the bundle reaches ``.git/`` but objects and refs. Every
+    entry of the tree to check out passes the border (:func:`wiki_memory.wiki.border.check`,
+    ``Source.OWN``, ``limits``) before any file is written, and each file is written
+    through :func:`wiki_memory.wiki.inside.write_inside`. ``step(name)`` is called after
+    ``"objects"`` are stored, after the ``"refs"`` are set and after the first file of the
+    ``"checkout"`` (a restore's pause points).
+
+    Raises BundleRefused (a ValueError) for a ref name git would refuse, a ``head`` that is
+    neither a ref name nor an id, or a tree with an entry the border refuses
+    (each named); ValueError for a bundle that needs objects it does not hold
+    (prerequisites) or that is not a v2 bundle, and dulwich's ``ChecksumMismatch`` for a
+    damaged pack. On an error, what was written in ``wiki_dir`` stays: the caller writes
+    into a folder of its own (a restore's sibling directory)."""
     wiki_dir.mkdir(parents=True, exist_ok=True)
     repo = Repo.init(str(wiki_dir))
     try:
@@ -269,23 +311,88 @@ def read_bundle_into(bundle_path: Path, wiki_dir: Path, head: str) -> None:
         config.set((b"core",), b"quotePath", False)
         config.write_to_path()
         fmt = repo.object_format
+        width = fmt.hex_length
         with open(bundle_path, "rb") as f:
             refs = _read_header(f)
+            bad = [
+                Refusal(name.decode("utf-8", "surrogateescape"), sha.decode("ascii", "replace"),
+                        "ref: not a valid ref name or id")
+                for name, sha in refs.items()
+                if not _hex_id(sha, width)
+                or (name != b"HEAD" and not _ref_name(name))
+            ]  # fmt: skip
+            wanted = head.encode("utf-8", "surrogateescape")
+            if head and not _ref_name(wanted) and not _hex_id(wanted, width):
+                bad.append(Refusal(head, "", "ref: HEAD is neither a ref name nor an id"))
+            if bad:
+                raise BundleRefused("the bundle's refs are refused", bad)
             pack = _Window(f, f.tell())
             inflater = PackInflater(pack, fmt.hash_func, object_format=fmt)  # type: ignore[arg-type]
             for entry in PackStreamReader(fmt.hash_func, pack.read).read_objects():
                 inflater.record(entry)  # keeps offsets and delta links, not the data
             for obj in inflater:
                 repo.object_store.add_object(obj)
+        if step is not None:
+            step("objects")
         for name, sha in refs.items():
             if name.startswith(b"refs/"):
                 repo.refs[Ref(name)] = ObjectID(sha)
         if head.startswith("refs/"):
-            repo.refs.set_symbolic_ref(Ref(b"HEAD"), Ref(head.encode("utf-8")))
+            repo.refs.set_symbolic_ref(Ref(b"HEAD"), Ref(wanted))
         elif head:
-            repo.refs[Ref(b"HEAD")] = ObjectID(head.encode())
-        if head:
+            repo.refs[Ref(b"HEAD")] = ObjectID(wanted)
+        if step is not None:
+            step("refs")
+        if (wanted in refs and _ref_name(wanted)) or _hex_id(wanted, width):
             commit = repo[repo.head()]
-            repo.get_worktree().reset_index(commit.tree)  # type: ignore[attr-defined]
+            if not isinstance(commit, Commit):
+                raise BundleRefused(
+                    "HEAD is not a commit", [Refusal(head, "", "ref: not a commit")]
+                )
+            _checkout(repo, wiki_dir, commit.tree, limits, step)
     finally:
         repo.close()
+
+
+def _checkout(
+    repo: Repo,
+    wiki_dir: Path,
+    tree_id: ObjectID,
+    limits: Limits | None,
+    step: Callable[[str], None] | None,
+) -> None:
+    """Write the tree ``tree_id`` into the empty working tree ``wiki_dir`` and its git
+    index, every entry checked by the border first (BundleRefused naming each refusal)."""
+    store = repo.object_store
+    tree = list(iter_tree_contents(store, tree_id))
+
+    def entries() -> Iterator[Entry]:
+        for item in tree:
+            assert item.path is not None and item.mode is not None and item.sha is not None
+            path = item.path.decode("utf-8", "surrogateescape")
+            if stat.S_ISREG(item.mode):
+                _kind, raw = store.get_raw(item.sha)  # one blob at a time, for its size
+                size = len(raw)
+            else:
+                size = 0  # a link or gitlink: refused by its mode, never read
+            yield Entry(path, item.mode, size, item.sha.decode("ascii"))
+
+    verdict = check(entries(), Source.OWN, limits=limits)
+    if verdict.refused:
+        raise BundleRefused(
+            f"the wiki in the bundle holds {len(verdict.refused)} entries that may not be written",
+            verdict.refused,
+        )
+    index = Index(repo.index_path(), read=False, object_format=repo.object_format)
+    for n, entry in enumerate(verdict.accepted):
+        blob = store[ObjectID(entry.blob.encode("ascii"))]
+        assert isinstance(blob, Blob)
+        write_inside(wiki_dir, entry.path, blob.as_raw_string(),
+                     executable=bool(entry.mode & 0o111))  # fmt: skip
+        st = os.lstat(wiki_dir / entry.path)  # a read: the file was just written inside
+        index[entry.path.encode("utf-8", "surrogateescape")] = index_entry_from_stat(
+            st, entry.blob.encode("ascii")
+        )  # the mode as the file has it, as dulwich's own checkout does
+        if n == 0 and step is not None:
+            step("checkout")
+    index.write()

@@ -22,9 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from wiki_memory.errors import BadRequest
 from wiki_memory.wiki.page import parse_page
-from wiki_memory.wiki.paths import clean_rel
 
 __all__ = ["FORMAT", "export_pages", "page_files", "read_export"]
 
@@ -73,10 +71,11 @@ def export_pages(wiki_dir: Path, out: TextIO, tick: Callable[[int], None] | None
     return len(paths)
 
 
-def read_export(lines: Iterable[str]) -> Iterator[tuple[str, bytes]]:
-    """The pages of an export, as ``(clean wiki-relative path, bytes)``, one at a time.
-    Raises ValueError for a file that is not an export, a bad line (naming its number)
-    or a path that names no page (``..``, ``.git``, not ``.md``)."""
+def read_export(lines: Iterable[str]) -> Iterator[tuple[int, str, bytes]]:
+    """The pages of an export, as ``(line number, path as the record spells it, bytes)``,
+    one at a time. Whether a path may be written is not decided here: the importer hands
+    each to the border (:func:`wiki_memory.wiki.border.check`). Raises ValueError for a
+    file that is not an export or a line that is not a page record (naming its number)."""
     it = iter(lines)
     try:
         head = json.loads(next(it))
@@ -89,13 +88,13 @@ def read_export(lines: Iterable[str]) -> Iterator[tuple[str, bytes]]:
             continue
         try:
             rec = json.loads(line)
-            rel = clean_rel(rec["path"])
+            rel = rec["path"]
+            if not isinstance(rel, str):
+                raise TypeError("the path is not a string")
             if "text" in rec:
                 raw = rec["text"].encode("utf-8")
             else:
                 raw = base64.b64decode(rec["text_base64"], validate=True)
-        except (ValueError, KeyError, TypeError, AttributeError, BadRequest) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             raise ValueError(f"line {n}: not a page record ({exc})") from None
-        if not rel.endswith(".md"):
-            raise ValueError(f"line {n}: {rel} is not a page (.md)")
-        yield rel, raw
+        yield n, rel, raw
