@@ -48,6 +48,7 @@ __all__ = [
     "Source",
     "Verdict",
     "check",
+    "is_git_name",
     "mode_refusal",
     "path_refusal",
 ]
@@ -131,6 +132,12 @@ def _fold_component(part: str) -> str:
     text = "".join(ch for ch in text if ord(ch) not in _IGNORABLE)
     text = unicodedata.normalize("NFKC", text)
     return text.rstrip(". ")
+
+
+def is_git_name(part: str) -> bool:
+    """True when the path component ``part`` may open git's own folder on some file system
+    (``.git`` after the fold of :func:`path_refusal`: ``.GIT``, ``.git.``, ``git~1``...)."""
+    return _fold_component(part) in _GIT_NAMES
 
 
 def path_refusal(path: str | bytes) -> str | None:
