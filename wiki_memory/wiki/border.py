@@ -12,7 +12,8 @@ looks at three things, in this order:
    ignore removed, trailing dots and spaces removed), so ``.GIT``, ``.git.``, fullwidth
    ``．ｇｉｔ``, ``.g\\u200cit`` and ``git~1`` (the 8.3 short name) are refused too.
 2. **Modes.** Regular files and executables only: symbolic links, gitlinks (submodules),
-   trees listed as files and anything else are refused.
+   trees listed as files (an entry whose ``kind`` is not ``blob``) and anything else are
+   refused.
 3. **Sizes.** Each entry against ``limits.max_entry_bytes`` and the sum of accepted
    entries against ``limits.max_total_bytes``.
 
@@ -81,12 +82,15 @@ class Entry:
     """One incoming file: ``path`` (wiki-relative, ``/``-separated, as the source spells
     it; bytes that are not UTF-8 decoded with ``surrogateescape``), ``mode`` (git's mode,
     or ``st_mode`` of an archive member), ``size`` (bytes), ``blob`` (its id or hash, as
-    the source names it; recorded with a refusal)."""
+    the source names it; recorded with a refusal), ``kind`` (what the object really is:
+    ``blob``, or ``tree``/``commit``/``missing`` for a git entry whose mode says file but
+    whose object is not one)."""
 
     path: str
     mode: int
     size: int
     blob: str = ""
+    kind: str = "blob"
 
 
 @dataclass(frozen=True)
@@ -221,6 +225,8 @@ def check(
     total = 0
     for entry in entries:
         reason = path_refusal(entry.path) or mode_refusal(entry.mode)
+        if reason is None and entry.kind != "blob":
+            reason = f"object: a {entry.kind} listed as a file"
         if reason is None and entry.size > lim.max_entry_bytes:
             reason = f"size: {entry.size} bytes over {lim.max_entry_bytes}"
         if reason is None and total + entry.size > lim.max_total_bytes:
