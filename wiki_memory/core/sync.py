@@ -54,7 +54,7 @@ from wiki_memory.wiki import replicate as rp
 from wiki_memory.wiki.frontmatter import FrontmatterError
 from wiki_memory.wiki.gitcommon import SYSTEM_AUTHOR, author_identity, tz_offset
 from wiki_memory.wiki.inside import Outside, read_inside, remove_inside, write_inside
-from wiki_memory.wiki.page import parse_page
+from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.purge import _drop_stale, _expire_reflogs
 
 __all__ = ["SyncReport", "SyncService", "local_path", "sync_lines", "sync_status"]
@@ -472,13 +472,18 @@ class SyncService:
         s = self.memory.settings
         limits = border.Limits(s.max_incoming_blob_bytes, s.max_fetch_bytes)
 
+        read: dict[str, bytes] = {}
+
         def content(entry: border.Entry) -> bytes:
+            data = read.get(entry.blob)
+            if data is not None:
+                return data
             obj = repo[ObjectID(entry.blob.encode())]
             if not isinstance(obj, Blob):
                 raise TypeError("not a blob")
             return bytes(obj.data)
 
-        entries = rp.incoming_entries(repo, theirs, mine)
+        entries = rp.incoming_entries(repo, theirs, mine, keep=read)
         verdict = border.check(entries, border.Source.HUB, limits=limits, content=content)
         out = dict(theirs)
         refused = list(verdict.refused)
@@ -531,8 +536,8 @@ class SyncService:
             old = repo[before[1]]
             if not isinstance(old, Blob) or b"pinned" not in old.data:
                 continue
-            meta = parse_page(old.data, "x.md").metadata
-            if not isinstance(meta, dict) or "pinned" not in meta:
+            meta = parse_metadata(old.data)
+            if "pinned" not in meta:
                 continue
             if shared.shared_blob(before[1]) == sha:
                 files[path] = before

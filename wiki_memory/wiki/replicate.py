@@ -49,7 +49,7 @@ from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.identity import personal_owner
 from wiki_memory.wiki.border import Entry
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
-from wiki_memory.wiki.page import parse_page
+from wiki_memory.wiki.page import parse_metadata
 
 __all__ = [
     "CONFLICT_RE",
@@ -392,13 +392,19 @@ def incoming_entries(
     repo: Repo,
     files: dict[bytes, tuple[int, ObjectID]],
     known: dict[bytes, tuple[int, ObjectID]],
+    keep: dict[str, bytes] | None = None,
+    keep_bytes: int = 64 * 1024 * 1024,
 ) -> list[Entry]:
     """The border's :class:`~wiki_memory.wiki.border.Entry` for every file of ``files``
     (a flat tree that came from a hub) that is not exactly ``known``'s (what this server
     shares already needs no check): its path decoded with ``surrogateescape``, its mode,
     its object's kind (``blob``, ``tree``, ``commit``, ``missing``) and size in bytes. A
-    gitlink's or folder's object is not read."""
+    gitlink's or folder's object is not read. ``keep``: filled with blob id (hex text) ->
+    bytes for the ``.md`` blobs read on the way, up to ``keep_bytes`` in all, so the
+    border's content reads need not read them again."""
     out: list[Entry] = []
+    kept = 0
+    seen: dict[ObjectID, tuple[str, int]] = {}
     for path, (mode, sha) in files.items():
         if known.get(path) == (mode, sha):
             continue
@@ -407,12 +413,23 @@ def incoming_entries(
             kind = "commit"
         elif stat.S_ISDIR(mode):
             kind = "tree"
+        elif sha in seen:
+            kind, size = seen[sha]
         else:
             try:
                 type_num, raw = repo.object_store.get_raw(sha)
                 kind, size = _KINDS.get(type_num, "missing"), len(raw)
+                if (
+                    keep is not None
+                    and kind == "blob"
+                    and kept + size <= keep_bytes
+                    and path.lower().endswith(b".md")
+                ):
+                    keep[sha.decode()] = raw
+                    kept += size
             except KeyError:
                 pass
+            seen[sha] = (kind, size)
         out.append(
             Entry(path.decode("utf-8", "surrogateescape"), mode, size, sha.decode(), kind=kind)
         )
@@ -425,8 +442,7 @@ def unpinned(data: bytes) -> bytes | None:
     there but the frontmatter cannot be edited."""
     if b"pinned" not in data:
         return None
-    meta = parse_page(data, "x.md").metadata
-    if not isinstance(meta, dict) or "pinned" not in meta:
+    if "pinned" not in parse_metadata(data):
         return None
     return set_keys(data, {}, remove=["pinned"])
 
@@ -586,9 +602,7 @@ class Shared:
         if isinstance(blob, Blob):
             data = blob.data
             if b"visibility" in data[:8192]:
-                parsed = parse_page(data, "x.md")
-                meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
-                personal = personal_owner("shared/x.md", meta) is not None
+                personal = personal_owner("shared/x.md", parse_metadata(data)) is not None
             try:
                 stripped = None if personal else unpinned(data)
             except FrontmatterError:
