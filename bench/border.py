@@ -144,7 +144,8 @@ def main() -> int:
         t0 = time.perf_counter()
         pages = build_history(repo, args.copies, args.distinct)
         print(
-            f"history: {args.copies} commits, {pages:,} pages in HEAD "
+            f"history: {args.copies} commits, {pages:,} pages in HEAD, "
+            f"{'distinct' if args.distinct else 'identical'} copies "
             f"(built in {time.perf_counter() - t0:.1f} s)"
         )
         times: dict[str, list[float]] = {"main": [], "this tree": [], "this tree + check": []}

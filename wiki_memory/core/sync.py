@@ -238,11 +238,6 @@ class SyncService:
                             else Unavailable(f"sync with {name} failed: {msg}")
                         )
                     continue
-                for r in rep.refused:
-                    log.warning("sync with %s refused %s: %s", name, r["path"], r["reason"])
-                    self.memory.audited(
-                        ident, "sync refused", r["path"], "refused", remote=name, **r
-                    )
                 if rep.error is not None:
                     self._update(name, last_error=rep.error)
                     self.memory.audited(ident, "sync", name, "refused", error=rep.error[:200])
@@ -272,6 +267,7 @@ class SyncService:
                 "admin runs `wiki-memory sync --after-purge`"
             )
         seen = entry.get("remote_sha")
+        refused: list[dict[str, str]] = []  # new refusals, over every attempt
         for _attempt in range(_ATTEMPTS):
             try:
                 with Repo(str(self.wiki_dir)) as repo:
@@ -281,7 +277,8 @@ class SyncService:
             self.memory.writer.flush()
             job = functools.partial(self._merge_write, name, theirs, seen)
             res = self.memory.writer.call(job, timeout=600).value
-            shared, action, conflicts, refused = res
+            shared, action, conflicts, fresh = res
+            refused.extend(fresh)
             rep = SyncReport(name, action, conflicts=conflicts, refused=refused)
             if shared != theirs:
                 try:
@@ -561,7 +558,9 @@ class SyncService:
     ) -> list[dict[str, str]]:
         """Update the refusal record (``.git/wiki-memory-refused.json``) for remote
         ``name``: its rows the hub no longer carries are dropped, the new (path, blob)
-        pairs added. Returns the new ones, path escaped, for the report and the audit."""
+        pairs added, each logged and written to the audit log (by the server: the
+        border decided, not the caller). Returns the new ones, path escaped, for the
+        report."""
         with self._state_lock:
             rows = refused_entries(self.wiki_dir)
             keep = []
@@ -579,6 +578,17 @@ class SyncService:
                 known.add((ref.path, ref.blob))
                 keep.append({**ref.to_json(), "remote": name, "first_seen": _now()})
                 fresh.append({**ref.to_json(), "path": escape(ref.path)})
+                log.warning("sync with %s refused %s: %s", name, escape(ref.path), ref.reason)
+                # audited here, once, even when the push that follows fails
+                self.memory.audited(
+                    None,
+                    "sync refused",
+                    escape(ref.path),
+                    "refused",
+                    remote=name,
+                    blob=ref.blob,
+                    reason=ref.reason,
+                )
             path = self._control / _REFUSED
             tmp = path.with_name(path.name + ".tmp")
             tmp.write_text(json.dumps({"refused": keep}, indent=1), "utf-8")
