@@ -400,3 +400,25 @@ def test_the_sync_route_answers_2xx_listing_what_the_border_refused(tmp_path, st
     assert sorted(c for c in sb.changed() if not _allowed(c) and c not in served) == []
     assert (sb.data / "auth" / "owner.token").read_text().strip() == token
     assert (sb.m.wiki_dir / FINE).read_bytes() == FINE_TEXT
+
+
+@pytest.mark.fast
+def test_a_hub_cannot_delete_a_file_outside_whose_bytes_it_knows(tmp_path, stop_after):
+    sb = Sandbox(tmp_path, stop_after)
+    known = (tmp_path / "beside.txt").read_bytes()
+    commit = sb.attack(([b"..", b"..", b"beside.txt"], 0o100644, known))
+    _check(sb, commit, refused={"../../beside.txt"}, accepted=set())
+    # the hub takes the entry away again: nothing outside is removed
+    with Repo(str(sb.hub)) as r:
+        c = r[commit]
+        gone = Commit()
+        gone.tree, gone.parents = r[c.parents[0]].tree, [commit]
+        gone.author = gone.committer = c.author
+        gone.author_time = gone.commit_time = c.commit_time + 1
+        gone.author_timezone = gone.commit_timezone = 0
+        gone.message = b"remove\n"
+        r.object_store.add_object(gone)
+        r.refs[b"refs/heads/main"] = gone.id
+    sb.m.sync.sync()
+    assert (tmp_path / "beside.txt").read_bytes() == known
+    assert sb.m.sync.status()["refused"] == []  # the hub no longer carries it

@@ -302,8 +302,11 @@ class SyncService:
             # another server pushed since: its pages are taken in as one commit on the
             # rewritten history, and the old history it came with is dropped again
             self.memory.writer.flush()
-            with Repo(str(self.wiki_dir)) as repo:
-                theirs = rp.fetch(repo, name, max_bytes=self.memory.settings.max_fetch_bytes)
+            try:
+                with Repo(str(self.wiki_dir)) as repo:
+                    theirs = rp.fetch(repo, name, max_bytes=self.memory.settings.max_fetch_bytes)
+            except rp.FetchTooLarge as exc:
+                return SyncReport(name, "fetch refused", error=str(exc))
             if theirs != current:
                 raise SyncRefused(f"{name} kept moving during the sync; try again")
             job = functools.partial(self._merge_write, name, theirs, seen, True)
