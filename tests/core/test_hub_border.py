@@ -422,3 +422,62 @@ def test_a_hub_cannot_delete_a_file_outside_whose_bytes_it_knows(tmp_path, stop_
     sb.m.sync.sync()
     assert (tmp_path / "beside.txt").read_bytes() == known
     assert sb.m.sync.status()["refused"] == []  # the hub no longer carries it
+
+
+def _replace_entry(sb: Sandbox, parts: list[bytes], mode: int, data: bytes) -> bytes:
+    """Commit on the hub's main with the entry at ``parts`` (a folder there now)
+    replaced by one of ``mode`` holding ``data``; returns the commit id."""
+    with Repo(str(sb.hub)) as r:
+        head = r.refs[b"refs/heads/main"]
+        blob = Blob.from_string(data)
+        r.object_store.add_object(blob)
+
+        def swap(tree_id: bytes, rest: list[bytes]) -> bytes:
+            tree = Tree()
+            for item in r[tree_id].iteritems():
+                tree.add(item.path, item.mode, item.sha)
+            if len(rest) == 1:
+                tree.add(rest[0], mode, blob.id)
+            else:
+                tree.add(rest[0], 0o040000, swap(tree[rest[0]][1], rest[1:]))
+            r.object_store.add_object(tree)
+            return tree.id
+
+        c = Commit()
+        c.tree, c.parents = swap(r[head].tree, parts), [head]
+        c.author = c.committer = b"root <root@localhost>"
+        c.author_time = c.commit_time = 1_700_000_000
+        c.author_timezone = c.commit_timezone = 0
+        c.message = b"swap\n"
+        r.object_store.add_object(c)
+        r.refs[b"refs/heads/main"] = c.id
+    sb.before = sb.snapshot()
+    return c.id
+
+
+@pytest.mark.fast
+def test_a_link_where_the_wiki_has_a_folder_deletes_nothing_below_it(tmp_path, stop_after):
+    sb = Sandbox(tmp_path, stop_after)
+    commit = _replace_entry(sb, [b"projects", b"p"], 0o120000, b"../../auth")
+    rep = sb.m.sync.sync()[0].to_json()
+    assert "projects/p" in {r["path"] for r in rep["refused"]}
+    assert (sb.m.wiki_dir / "projects/p/notes/mine.md").read_text() == "# mine\n"
+    assert not (sb.m.wiki_dir / "projects" / "p").is_symlink()
+    assert sorted(c for c in sb.changed() if not _allowed(c)) == []
+    again = sb.m.sync.sync()[0]
+    assert not again.pushed and sb.hub_head() == commit
+
+
+@pytest.mark.fast
+def test_a_file_where_this_server_changed_a_folder_is_refused_not_a_500(tmp_path, stop_after):
+    sb = Sandbox(tmp_path, stop_after)
+    page = sb.m.wiki_dir / "projects/p/notes/mine.md"
+    page.write_text("# mine\nchanged here\n")
+    sb.m._commit_hand_edits_now(["projects/p/notes/mine.md"])
+    _replace_entry(sb, [b"projects", b"p", b"notes"], 0o100644, b"a file now\n")
+    rep = sb.m.sync.sync()[0].to_json()
+    assert "projects/p/notes" in {r["path"] for r in rep["refused"]}
+    assert page.read_text() == "# mine\nchanged here\n"
+    # this server's own change is pushed (the hub moves); nothing else outside changes
+    outside = sorted(c for c in sb.changed() if not _allowed(c) and not c.startswith("hub.git/"))
+    assert outside == []

@@ -424,6 +424,7 @@ class SyncService:
             files = dict(merged.files)
             files.update(personal)
             self._repin(repo, shared, local_files, files)
+            refusals += self._no_clash(files, their_raw)
             fresh = self._record(name, refusals, their_raw)
             new = self._commit(repo, files, parents, f"Sync with {name}: {action}")
             self.kept_beside.clear()
@@ -488,15 +489,14 @@ class SyncService:
         out = dict(theirs)
         refused = list(verdict.refused)
 
+        gone: set[bytes] = set()
+
         def keep_mine(path: str) -> None:
             key = path.encode("utf-8", "surrogateescape")
             out.pop(key, None)
             if key in mine:
                 out[key] = mine[key]
-            prefix = key + b"/"
-            for p, v in mine.items():
-                if p.startswith(prefix):
-                    out[p] = v
+            gone.add(key)
 
         for r in verdict.refused:
             keep_mine(r.path)
@@ -516,7 +516,40 @@ class SyncService:
             key = e.path.encode("utf-8", "surrogateescape")
             out[key] = (out[key][0], blob.id)
             refused.append(border.Refusal(e.path, e.blob, "scope: pin (came in without it)"))
+        if gone:
+            # what this server holds below a refused entry (a link or gitlink where it has
+            # a folder) stays too: the hub's tree cannot hold both, and that is no deletion
+            for p, v in mine.items():
+                parts = p.split(b"/")
+                if any(b"/".join(parts[:i]) in gone for i in range(1, len(parts))):
+                    out[p] = v
         return out, refused
+
+    @staticmethod
+    def _no_clash(
+        files: dict[bytes, tuple[int, ObjectID]],
+        theirs: dict[bytes, tuple[int, ObjectID]],
+    ) -> list[border.Refusal]:
+        """Drop (in place) every file of the merged ``files`` whose path is also a folder
+        of another file (a tree cannot hold both: one side made a file where the other
+        has a folder). The folder side stays; a file that came from ``theirs`` is
+        returned as refused, so it is reported and never pushed back over."""
+        folders: set[bytes] = set()
+        for p in files:
+            parts = p.split(b"/")
+            folders.update(b"/".join(parts[:i]) for i in range(1, len(parts)))
+        out = []
+        for p in [p for p in files if p in folders]:
+            entry = files.pop(p)
+            if theirs.get(p) == entry:
+                out.append(
+                    border.Refusal(
+                        p.decode("utf-8", "surrogateescape"),
+                        entry[1].decode(),
+                        "path: a file where this server has a folder",
+                    )
+                )
+        return out
 
     def _repin(
         self,
@@ -600,17 +633,26 @@ class SyncService:
 
     def _only_refused(self, repo: Repo, out: ObjectID, theirs: ObjectID) -> bool:
         """True when the trees of ``out`` and ``theirs`` differ only at paths where the
-        hub's entry is a recorded refusal: pushing ``out`` would only revert them."""
+        hub's entry is a recorded refusal, or below one (what this server keeps where the
+        hub put a refused link): pushing ``out`` would only revert them."""
         keys = {(r["path"], r["blob"]) for r in refused_entries(self.wiki_dir)}
         if not keys:
             return False
         a = rp.flat_tree(repo, _tree(repo, out))
         b = rp.flat_tree(repo, _tree(repo, theirs))
+
+        def refused(path: bytes) -> bool:
+            t = b.get(path)
+            return (
+                t is not None and (path.decode("utf-8", "surrogateescape"), t[1].decode()) in keys
+            )
+
         for p in set(a) | set(b):
-            if a.get(p) == b.get(p):
+            if a.get(p) == b.get(p) or refused(p):
                 continue
-            t = b.get(p)
-            if t is None or (p.decode("utf-8", "surrogateescape"), t[1].decode()) not in keys:
+            # kept below a refused entry (a link where this server has a folder)
+            parts = p.split(b"/")
+            if p in b or not any(refused(b"/".join(parts[:i])) for i in range(1, len(parts))):
                 return False
         return True
 
