@@ -55,6 +55,12 @@ class Settings:
     watch: bool = True
     #: sync with every git remote this often (0: only when `wiki-memory sync` runs)
     sync_interval_seconds: float = 0.0
+    #: the largest file a hub's commit may bring in (bytes); a bigger one is refused and
+    #: the rest of the sync goes on (docs/team-server.md, "Threat model")
+    max_incoming_blob_bytes: int = 50 * 1024 * 1024
+    #: the most bytes one fetch from a hub may receive (its pack); a bigger fetch is
+    #: aborted and nothing of it is used
+    max_fetch_bytes: int = 1024 * 1024 * 1024
     #: serve an existing vault folder instead of ``<data_dir>/wiki`` (``serve --wiki PATH``)
     wiki_path: Path | None = None
     #: the most tokens one MCP tool result may hold, structured and text parts together

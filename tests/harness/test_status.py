@@ -143,4 +143,5 @@ def test_status_has_a_sync_line_once_a_remote_is_configured(tmp_path: Path) -> N
         "last_success": None,
         "last_error": None,
         "conflicts": 0,
+        "refused": 0,
     }

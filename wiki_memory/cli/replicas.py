@@ -33,7 +33,8 @@ def check_sync(ctx: Any) -> None:
 
 def status_line(settings: Any) -> dict[str, Any] | None:
     """status's ``sync`` line (registered in ``cli/setup.py``): ``{last_success,
-    last_error, conflicts}`` (ISO-8601 UTC or None; the conflict copies' count), None
+    last_error, conflicts, refused}`` (ISO-8601 UTC or None; the conflict copies' count;
+    the count of incoming entries the border refused that the hub still carries), None
     with no remote configured."""
     from wiki_memory.core.sync import sync_status
 
@@ -44,6 +45,7 @@ def status_line(settings: Any) -> dict[str, Any] | None:
         "last_success": st["last_success"],
         "last_error": st["last_error"],
         "conflicts": len(st["conflicts"]),
+        "refused": len(st["refused"]),
     }
 
 
@@ -85,6 +87,10 @@ def _show(res: dict[str, Any]) -> None:
         print(line)
         for path, copy in sorted(rep["conflicts"].items()):
             print(f"  conflict: {path}: the other version is kept as {copy}")
+        for r in rep.get("refused", []):
+            print(f"  refused: {r['path']}: {r['reason']} (left out, the local version kept)")
+        if rep.get("error"):
+            print(f"  not synced: {rep['error']}")
 
 
 def cmd_sync(args: argparse.Namespace) -> int:

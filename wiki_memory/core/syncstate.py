@@ -11,25 +11,48 @@ import json
 from pathlib import Path
 from typing import Any
 
+from wiki_memory.audit import escape
 from wiki_memory.wiki import replicate as rp
 
-__all__ = ["STATE", "sync_lines", "sync_status"]
+__all__ = ["REFUSED", "STATE", "refused_entries", "sync_lines", "sync_status"]
 
 #: the state file's name inside ``wiki/.git``
 STATE = "wiki-memory-sync.json"
+#: the record of what the border refused from hubs, beside the state
+REFUSED = "wiki-memory-refused.json"
+
+
+def refused_entries(wiki_dir: Path) -> list[dict[str, str]]:
+    """The record of incoming entries the border refused and the hub still carries:
+    ``[{"remote", "path", "blob", "reason", "first_seen"}]``, one per (path, blob), in
+    the order first seen. ``path`` is as the hub spelled it (escape it to print it).
+    Empty when there is no record or it cannot be read."""
+    try:
+        data = json.loads((Path(wiki_dir) / ".git" / REFUSED).read_text("utf-8"))
+    except (OSError, ValueError):
+        return []
+    rows = data.get("refused") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        return []
+    keys = ("remote", "path", "blob", "reason", "first_seen")
+    return [
+        {k: str(r.get(k, "")) for k in keys}
+        for r in rows
+        if isinstance(r, dict) and isinstance(r.get("path"), str)
+    ]
 
 
 def sync_status(wiki_dir: Path) -> dict[str, Any]:
     """The sync state of the wiki in ``wiki_dir``, read from its files (so ``doctor`` and
     ``status`` need no server): ``{"remotes": {name: {"url", "last_success",
     "last_attempt", "last_error", "purge_pending"}}, "last_success", "last_error",
-    "conflicts"}``.
+    "conflicts", "refused"}``.
 
     Times are ISO-8601 UTC strings (None: never). ``last_success`` is the newest of the
     remotes', ``last_error`` names the remote whose last attempt failed (None when every
     remote's last attempt worked). ``conflicts`` lists the conflict copies syncs made
-    that are still in the wiki (a person deletes one once resolved). With no remote
-    configured ``remotes`` is empty."""
+    that are still in the wiki (a person deletes one once resolved). ``refused`` is
+    :func:`refused_entries`. With no remote configured ``remotes`` is empty."""
     wiki_dir = Path(wiki_dir)
     try:
         remotes = rp.list_remotes(wiki_dir)
@@ -66,14 +89,15 @@ def sync_status(wiki_dir: Path) -> dict[str, Any]:
         "last_success": max(successes) if successes else None,
         "last_error": error,
         "conflicts": conflicts,
+        "refused": refused_entries(wiki_dir),
     }
 
 
 def sync_lines(wiki_dir: Path) -> list[str]:
     """What a person should know about sync, one sentence each (empty when there are no
     remotes, or sync is fine): the last error with the last success, a purge waiting
-    for ``sync --after-purge``, conflict copies to resolve. Used by the brief and
-    ``doctor``."""
+    for ``sync --after-purge``, conflict copies to resolve, incoming files the border
+    refused (count and the first paths, escaped). Used by the brief and ``doctor``."""
     st = sync_status(wiki_dir)
     if not st["remotes"]:
         return []
@@ -88,5 +112,11 @@ def sync_lines(wiki_dir: Path) -> list[str]:
         out.append(
             f"{len(st['conflicts'])} sync conflict copy(ies) to resolve: "
             + ", ".join(st["conflicts"][:5])
+        )
+    if st["refused"]:
+        paths = sorted({escape(r["path"]) for r in st["refused"]})
+        out.append(
+            f"{len(st['refused'])} incoming file(s) refused from a hub and left out "
+            f"(docs/team-server.md, threat model): " + ", ".join(paths[:5])
         )
     return out

@@ -12,7 +12,8 @@ looks at three things, in this order:
    ignore removed, trailing dots and spaces removed), so ``.GIT``, ``.git.``, fullwidth
    ``．ｇｉｔ``, ``.g\\u200cit`` and ``git~1`` (the 8.3 short name) are refused too.
 2. **Modes.** Regular files and executables only: symbolic links, gitlinks (submodules),
-   trees listed as files and anything else are refused.
+   trees listed as files (an entry whose ``kind`` is not ``blob``) and anything else are
+   refused.
 3. **Sizes.** Each entry against ``limits.max_entry_bytes`` and the sum of accepted
    entries against ``limits.max_total_bytes``.
 
@@ -39,6 +40,8 @@ naming its reason.
 
 from __future__ import annotations
 
+import functools
+import re
 import stat
 import unicodedata
 from collections.abc import Callable, Iterable
@@ -72,6 +75,7 @@ _IGNORABLE = frozenset(
     + list(range(0xFE00, 0xFE10))
 )
 _GIT_NAMES = frozenset({".git", "git~1"})
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
 
 #: the data directory's places a backup holds: ``(files, folders)``; a member is one of the
 #: files, or a file at any depth under one of the folders
@@ -95,12 +99,15 @@ class Entry:
     """One incoming file: ``path`` (wiki-relative, ``/``-separated, as the source spells
     it; bytes that are not UTF-8 decoded with ``surrogateescape``), ``mode`` (git's mode,
     or ``st_mode`` of an archive member), ``size`` (bytes), ``blob`` (its id or hash, as
-    the source names it; recorded with a refusal)."""
+    the source names it; recorded with a refusal), ``kind`` (what the object really is:
+    ``blob``, or ``tree``/``commit``/``missing`` for a git entry whose mode says file but
+    whose object is not one)."""
 
     path: str
     mode: int
     size: int
     blob: str = ""
+    kind: str = "blob"
 
 
 @dataclass(frozen=True)
@@ -141,7 +148,10 @@ class Verdict:
         return {r.path for r in self.refused}
 
 
+@functools.lru_cache(maxsize=65536)
 def _fold_component(part: str) -> str:
+    if part.isascii():  # NFKC and the ignorable code points change no ASCII text
+        return part.lower().rstrip(". ")
     text = unicodedata.normalize("NFKC", part).casefold()
     text = "".join(ch for ch in text if ord(ch) not in _IGNORABLE)
     text = unicodedata.normalize("NFKC", text)
@@ -165,10 +175,11 @@ def path_refusal(path: str | bytes) -> str | None:
         return "path: absolute"
     if "\\" in path:
         return "path: backslash"
+    has_control = _CONTROL.search(path) is not None
     for part in path.split("/"):
         if not part:
             return "path: empty component"
-        if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in part):
+        if has_control and _CONTROL.search(part):
             return "path: control character"
         if len(part.encode("utf-8", "surrogateescape")) > 255:
             return "path: component over 255 bytes"
@@ -216,14 +227,14 @@ def _hub_scope_refusal(entry: Entry, content: Callable[[Entry], bytes] | None) -
         return "scope: under people/"
     if content is None or not entry.path.lower().endswith(".md"):
         return None
-    from wiki_memory.wiki.page import parse_page
+    from wiki_memory.wiki.page import parse_metadata
 
     data = content(entry)
+    if data[:1] not in (b"-", b"\xef"):
+        return None  # no frontmatter can open here (a fence, or a BOM before one): not personal
     if b"visibility" not in data and b"\\" not in data:
         return None
-    parsed = parse_page(data, entry.path)
-    meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
-    if personal_owner("shared/x.md", meta) is not None:
+    if personal_owner("shared/x.md", parse_metadata(data)) is not None:
         return "scope: personal page"
     return None
 
@@ -246,20 +257,36 @@ def check(
     input."""
     lim = limits or Limits()
     verdict = Verdict()
+    by_blob: dict[tuple[str, bool], str | None] = {}
     total = 0
     for entry in entries:
         reason = path_refusal(entry.path) or mode_refusal(entry.mode)
         if reason is None and data_dir:
             reason = data_dir_refusal(entry.path)
+        if reason is None and entry.kind != "blob":
+            reason = f"object: a {entry.kind} listed as a file"
         if reason is None and entry.size > lim.max_entry_bytes:
             reason = f"size: {entry.size} bytes over {lim.max_entry_bytes}"
         if reason is None and total + entry.size > lim.max_total_bytes:
             reason = f"size: the total would pass {lim.max_total_bytes} bytes"
         if reason is None and source is Source.HUB:
-            try:
-                reason = _hub_scope_refusal(entry, content)
-            except Exception as exc:  # noqa: BLE001 - hostile bytes never raise out of here
-                reason = f"unreadable: {type(exc).__name__}"
+            # the content part depends on the bytes alone: once per blob (a history holds
+            # the same page under many paths); the people/ part on the path, every time
+            key = (entry.blob, entry.path.lower().endswith(".md"))
+            if (
+                people_owner(entry.path) is not None
+                or _fold_component(entry.path.split("/")[0]) == "people"
+            ):
+                reason = "scope: under people/"
+            elif entry.blob and key in by_blob:
+                reason = by_blob[key]
+            else:
+                try:
+                    reason = _hub_scope_refusal(entry, content)
+                except Exception as exc:  # noqa: BLE001 - hostile bytes never raise out of here
+                    reason = f"unreadable: {type(exc).__name__}"
+                if entry.blob:
+                    by_blob[key] = reason
         if reason is not None:
             verdict.refused.append(Refusal(entry.path, entry.blob, reason))
             continue

@@ -34,6 +34,7 @@ __all__ = [
     "extract_links",
     "page_links",
     "parse_page",
+    "parse_metadata",
 ]
 
 
@@ -655,6 +656,28 @@ def code_mask(text: str) -> str:
     if "\r" in t:
         masked = "".join(o if (m != _MASK) else m for o, m in zip(t, masked, strict=True))
     return ("\ufeff" if bom else "") + masked
+
+
+def parse_metadata(raw: bytes) -> dict[str, Any]:
+    """The frontmatter of a page's bytes as :func:`parse_page` reads it (its
+    ``metadata``: the same decoding, fences and YAML loader), without parsing the body:
+    for callers that only look at keys, such as the border and the shared projection.
+    Empty when there is no readable mapping. Never raises on bad content."""
+    text = _decode(raw)[0]
+    if "\ufeff" in text:
+        text = text.replace("\ufeff", "")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
+    if not is_opening_fence(lines[0]):
+        return {}
+    close = find_closing_fence(lines)
+    if close is None:
+        return {}
+    res = load_yaml("\n".join(lines[1:close]))
+    if res.ok and isinstance(res.data, dict):
+        return res.data
+    return {}
 
 
 def parse_page(raw: bytes | str, path: str) -> ParsedPage:

@@ -47,10 +47,13 @@ from dulwich.repo import Repo
 
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.identity import personal_owner
-from wiki_memory.wiki.page import parse_page
+from wiki_memory.wiki.border import Entry
+from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
+from wiki_memory.wiki.page import parse_metadata
 
 __all__ = [
     "CONFLICT_RE",
+    "FetchTooLarge",
     "LeaseFailed",
     "MergeResult",
     "RemoteError",
@@ -59,6 +62,7 @@ __all__ = [
     "conflict_name",
     "fetch",
     "flat_tree",
+    "incoming_entries",
     "is_ancestor",
     "list_remotes",
     "merge_base",
@@ -66,6 +70,8 @@ __all__ = [
     "push",
     "remote_head",
     "remove_remote",
+    "unpinned",
+    "with_pin",
 ]
 
 #: the ref holding the projection of the local branch (what a plain ``git push`` sends)
@@ -78,6 +84,10 @@ _PASSWORD_RE = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@:]*:[^/@]*@", re.IGNORECASE
 
 class RemoteError(Exception):
     """A remote cannot be added, found, reached or written: the message says which."""
+
+
+class FetchTooLarge(RemoteError):
+    """A fetch sent more than the allowed bytes: it was aborted and nothing of it kept."""
 
 
 class LeaseFailed(RemoteError):
@@ -191,11 +201,15 @@ def remote_head(url: str, branch: str = "main") -> ObjectID | None:
     return None if sha is None or sha == ZERO_SHA else ObjectID(sha)
 
 
-def fetch(repo: Repo, name: str, branch: str = "main") -> ObjectID | None:
+def fetch(
+    repo: Repo, name: str, branch: str = "main", max_bytes: int | None = None
+) -> ObjectID | None:
     """Fetch the remote's ``branch`` into the repository and point
     ``refs/remotes/<name>/<branch>`` at it (moved even when the remote was rewritten: the
     caller compares it with what it knew). Returns its commit id, None when the remote
-    has no such branch (an empty hub). RemoteError when unreachable."""
+    has no such branch (an empty hub). RemoteError when unreachable; FetchTooLarge when
+    the pack passes ``max_bytes`` (counted as it arrives; the fetch is aborted there and
+    nothing of it is added to the repository)."""
     url = remote_url(repo, name)
     ref = f"refs/heads/{branch}".encode()
 
@@ -207,7 +221,9 @@ def fetch(repo: Repo, name: str, branch: str = "main") -> ObjectID | None:
 
     try:
         client, path = _client(url)
-        result = client.fetch(path.encode(), repo, determine_wants=wants)
+        result = _bounded_fetch(client, path.encode(), repo, wants, max_bytes)
+    except FetchTooLarge:
+        raise
     except Exception as exc:  # noqa: BLE001 - every transport has its own errors
         raise RemoteError(f"cannot fetch from {name}: {exc}") from None
     sha = result.refs.get(Ref(ref))
@@ -216,6 +232,39 @@ def fetch(repo: Repo, name: str, branch: str = "main") -> ObjectID | None:
         return None
     repo.refs[tracking] = ObjectID(sha)
     return ObjectID(sha)
+
+
+def _bounded_fetch(client: Any, path: bytes, repo: Repo, wants: Any, max_bytes: int | None) -> Any:
+    """dulwich's ``GitClient.fetch`` with the pack's bytes counted as they arrive: every
+    transport (the local one too) goes through ``fetch_pack``, whose data is spooled to a
+    temporary file and added as a (thin) pack only once complete and within bounds."""
+    from tempfile import SpooledTemporaryFile
+
+    received = 0
+    spool: Any = SpooledTemporaryFile(
+        max_size=16 * 1024 * 1024,
+        prefix="incoming-",
+        dir=getattr(repo.object_store, "path", None),
+    )
+
+    def pack_data(chunk: bytes) -> int:
+        nonlocal received
+        received += len(chunk)
+        if max_bytes is not None and received > max_bytes:
+            raise FetchTooLarge(
+                f"the fetch passed max_fetch_bytes ({max_bytes} bytes): aborted, nothing kept"
+            )
+        spool.write(chunk)
+        return len(chunk)
+
+    try:
+        result = client.fetch_pack(path, wants, repo.get_graph_walker(), pack_data)
+        if spool.tell():
+            spool.seek(0)
+            repo.object_store.add_thin_pack(spool.read, None)
+    finally:
+        spool.close()
+    return result
 
 
 def push(
@@ -310,15 +359,23 @@ def merge_base(repo: Repo, a: ObjectID, b: ObjectID) -> ObjectID | None:
 
 
 def flat_tree(repo: Repo, tree_id: ObjectID | None) -> dict[bytes, tuple[int, ObjectID]]:
-    """Every file of a tree: path -> (mode, blob id)."""
+    """Every file of a tree: path -> (mode, blob id). An entry with a folder's mode whose
+    object is missing or not a tree (a hub can write one) is listed as it is, with its
+    folder mode, rather than walked: the border refuses it."""
     out: dict[bytes, tuple[int, ObjectID]] = {}
     if tree_id is None:
         return out
     todo: list[tuple[bytes, ObjectID]] = [(b"", tree_id)]
     while todo:
         prefix, tid = todo.pop()
-        tree = repo[tid]
-        assert isinstance(tree, Tree)
+        try:
+            tree = repo[tid]
+        except KeyError:
+            tree = None
+        if not isinstance(tree, Tree):
+            if prefix:
+                out[prefix[:-1]] = (stat.S_IFDIR, tid)
+            continue
         for item in tree.iteritems():
             path = prefix + item.path
             if stat.S_ISDIR(item.mode):
@@ -326,6 +383,74 @@ def flat_tree(repo: Repo, tree_id: ObjectID | None) -> dict[bytes, tuple[int, Ob
             else:
                 out[path] = (item.mode, item.sha)
     return out
+
+
+_KINDS = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
+
+
+def incoming_entries(
+    repo: Repo,
+    files: dict[bytes, tuple[int, ObjectID]],
+    known: dict[bytes, tuple[int, ObjectID]],
+    keep: dict[str, bytes] | None = None,
+    keep_bytes: int = 64 * 1024 * 1024,
+) -> list[Entry]:
+    """The border's :class:`~wiki_memory.wiki.border.Entry` for every file of ``files``
+    (a flat tree that came from a hub) that is not exactly ``known``'s (what this server
+    shares already needs no check): its path decoded with ``surrogateescape``, its mode,
+    its object's kind (``blob``, ``tree``, ``commit``, ``missing``) and size in bytes. A
+    gitlink's or folder's object is not read. ``keep``: filled with blob id (hex text) ->
+    bytes for the ``.md`` blobs read on the way, up to ``keep_bytes`` in all, so the
+    border's content reads need not read them again."""
+    out: list[Entry] = []
+    kept = 0
+    seen: dict[ObjectID, tuple[str, int]] = {}
+    for path, (mode, sha) in files.items():
+        if known.get(path) == (mode, sha):
+            continue
+        kind, size = "missing", 0
+        if mode == 0o160000:
+            kind = "commit"
+        elif stat.S_ISDIR(mode):
+            kind = "tree"
+        elif sha in seen:
+            kind, size = seen[sha]
+        else:
+            try:
+                type_num, raw = repo.object_store.get_raw(sha)
+                kind, size = _KINDS.get(type_num, "missing"), len(raw)
+                if (
+                    keep is not None
+                    and kind == "blob"
+                    and kept + size <= keep_bytes
+                    and path.lower().endswith(b".md")
+                ):
+                    keep[sha.decode()] = raw
+                    kept += size
+            except KeyError:
+                pass
+            seen[sha] = (kind, size)
+        out.append(
+            Entry(path.decode("utf-8", "surrogateescape"), mode, size, sha.decode(), kind=kind)
+        )
+    return out
+
+
+def unpinned(data: bytes) -> bytes | None:
+    """``data`` (a page's bytes) without its frontmatter ``pinned`` key, every other byte
+    kept; None when the page has no such key. Raises FrontmatterError when the key is
+    there but the frontmatter cannot be edited."""
+    if b"pinned" not in data:
+        return None
+    if "pinned" not in parse_metadata(data):
+        return None
+    return set_keys(data, {}, remove=["pinned"])
+
+
+def with_pin(data: bytes, value: Any) -> bytes:
+    """``data`` with frontmatter ``pinned: <value>`` set (every other byte kept). Raises
+    FrontmatterError when the frontmatter cannot be edited."""
+    return set_keys(data, {"pinned": value})
 
 
 def build_tree(repo: Repo, files: dict[bytes, tuple[int, ObjectID]]) -> ObjectID:
@@ -420,6 +545,8 @@ class Shared:
             except (ValueError, OSError):
                 self.map = {}
         self._blob_personal: dict[ObjectID, bool] = {}
+        #: page blob -> the blob it is shared as (without ``pinned``)
+        self._unpinned: dict[ObjectID, ObjectID] = {}
         #: objects made by the projection, written as one pack by :meth:`flush` (a loose
         #: object per new tree cost ~6 ms each here: 11 s for 200 commits)
         self._pending: dict[ObjectID, Any] = {}
@@ -448,29 +575,77 @@ class Shared:
         os.replace(tmp, self.cache_path)
 
     def personal_blob(self, path: bytes, sha: ObjectID) -> bool:
-        """True when the page at ``path`` with blob ``sha`` is personal by its frontmatter."""
+        """True when the page at ``path`` with blob ``sha`` is personal by its frontmatter
+        (False for an object that is missing or not a blob)."""
         if not path.lower().endswith(b".md"):
             return False
         if sha not in self._blob_personal:
-            blob = self.repo[sha]
-            assert isinstance(blob, Blob)
-            data = blob.data
-            personal = False
-            if b"visibility" in data[:8192]:
-                parsed = parse_page(data, path.decode("utf-8", "surrogateescape"))
-                meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
-                personal = personal_owner("shared/x.md", meta) is not None
-            self._blob_personal[sha] = personal
+            self._blob_out(sha)
         return self._blob_personal[sha]
 
+    def shared_blob(self, sha: ObjectID) -> ObjectID:
+        """The blob a page blob ``sha`` is shared as (itself, or without ``pinned``)."""
+        return self._blob_out(sha)
+
+    def _blob_out(self, sha: ObjectID) -> ObjectID:
+        """The blob a page ``sha`` is shared as: itself, or a new blob without its
+        frontmatter ``pinned`` (pins never travel between servers, docs/git.md). Records
+        whether the page is personal on the way (one read of each blob)."""
+        out = self._unpinned.get(sha)
+        if out is not None:
+            return out
+        try:
+            blob = self.repo[sha]
+        except KeyError:
+            blob = None
+        out, personal = sha, False
+        if isinstance(blob, Blob):
+            data = blob.data
+            if b"visibility" in data[:8192]:
+                personal = personal_owner("shared/x.md", parse_metadata(data)) is not None
+            try:
+                stripped = None if personal else unpinned(data)
+            except FrontmatterError:
+                stripped = None  # a page whose frontmatter cannot be edited goes as it is
+            if stripped is not None:
+                new = Blob.from_string(stripped)
+                self._add(new)
+                out = new.id
+        self._blob_personal[sha] = personal
+        self._unpinned[sha] = out
+        return out
+
+    def adopt(self, sha: ObjectID) -> None:
+        """Record every commit reachable from ``sha`` (a hub's branch, fetched) as its own
+        projection: what is on the hub already is shared as it is, never rewritten (so a
+        hub's commits stay ancestors of what this server pushes). Commits already mapped
+        are kept as they are."""
+        todo = [sha]
+        while todo:
+            s = todo.pop()
+            if s in self.map:
+                continue
+            try:
+                c = self.repo[s]
+            except KeyError:
+                continue
+            if not isinstance(c, Commit):
+                continue
+            self.map[s] = s
+            todo.extend(c.parents)
+
     def _filter(self, tree_id: ObjectID, top: bool) -> tuple[ObjectID | None, list[bytes]]:
-        """The tree without personal pages (None when nothing is left) and the removed
-        paths, relative to this tree. Memoized by tree id below the top (personal-ness
-        there depends on the bytes alone)."""
+        """The tree without personal pages and with every page's ``pinned`` removed (None
+        when nothing is left) and the removed paths, relative to this tree. Memoized by
+        tree id below the top (what is removed there depends on the bytes alone)."""
         if not top and tree_id in self._trees:
             return self._trees[tree_id]
-        tree = self.repo[tree_id]
-        assert isinstance(tree, Tree)
+        try:
+            tree = self._get(tree_id)
+        except KeyError:
+            tree = None
+        if not isinstance(tree, Tree):
+            return (tree_id, [])  # a hub's odd entry (a folder mode on no tree): as it is
         new = Tree()
         removed: list[bytes] = []
         changed = False
@@ -487,9 +662,15 @@ class Shared:
                 if sub is not None:
                     new.add(item.path, item.mode, sub)
                 continue
-            if stat.S_ISREG(item.mode) and self.personal_blob(item.path, item.sha):
-                removed.append(item.path)
-                changed = True
+            if stat.S_ISREG(item.mode) and item.path.lower().endswith(b".md"):
+                shared = self._blob_out(item.sha)
+                if self._blob_personal[item.sha]:
+                    removed.append(item.path)
+                    changed = True
+                    continue
+                if shared != item.sha:
+                    changed = True
+                new.add(item.path, item.mode, shared)
                 continue
             new.add(item.path, item.mode, item.sha)
         if not changed:
