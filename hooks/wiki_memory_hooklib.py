@@ -140,9 +140,8 @@ _LIVE: object = None
 def live_address(data_dir: str) -> str | None:
     """The address of the server running on ``data_dir``: the one its ``server.json``
     names while that server lives and listens (``wiki_memory/liveserver.py``, the one
-    rule the CLI and the MCP bridge follow too), else None. Without that module, None:
-    the hook cannot tell whose server an address is, so the events wait in the outbox
-    (the server drains its own outbox when it runs)."""
+    rule the CLI and the MCP bridge follow too), else None. Without that module (the
+    hook copied away from its repository), the same rule built in here."""
     global _LIVE
     if _LIVE is None:
         _repo_on_path()
@@ -152,13 +151,49 @@ def live_address(data_dir: str) -> str | None:
             _LIVE = mod
         except (Exception, SystemExit):
             _LIVE = False
-    if not _LIVE:
-        return None
     try:
+        if not _LIVE:
+            return _live_address_builtin(data_dir)
         addr = _LIVE.live_address(data_dir)  # type: ignore[attr-defined]
     except Exception:
         return None
     return addr if isinstance(addr, str) else None
+
+
+def _live_address_builtin(data_dir: str) -> str | None:
+    """``wiki_memory/liveserver.py``'s ``live_address``, for a hook that cannot import
+    it: the address of ``server.json`` only while its pid is this user's live process,
+    started when the file says (``/proc``), and listening. Kept in step with the module
+    by ``tests/base/test_liveserver.py``."""
+    try:
+        with open(os.path.join(data_dir, "server.json"), "rb") as f:
+            info = json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict):
+        return None
+    pid, addr = info.get("pid"), info.get("address")
+    if type(pid) is not int or pid <= 0 or info.get("listening") is False:
+        return None
+    if not isinstance(addr, str) or not addr.startswith(("http://", "https://")):
+        return None
+    if os.name != "nt":
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return None
+    recorded = info.get("process_start")
+    if recorded is not None:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            now = fields[19].decode("ascii", "replace") if len(fields) > 19 else None
+        except OSError:
+            now = None
+        if now != recorded:
+            return None
+    return addr
 
 
 def _read_toml(path: str) -> dict:
