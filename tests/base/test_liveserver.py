@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from wiki_memory import liveserver
 from wiki_memory.cli.common import CliError, _client
 from wiki_memory.datadir import ServerLock, server_address
-from wiki_memory import liveserver
 from wiki_memory.harness.outbox import load_hooklib
 from wiki_memory.liveserver import process_start, server_record
 from wiki_memory.mcp.bridge import resolve_target

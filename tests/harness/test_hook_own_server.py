@@ -119,7 +119,12 @@ def test_a_stopped_store_on_another_port_is_away_and_gets_its_events_after_a_res
         for s in stand_ins:
             s.__exit__()
     kept = outbox(data)
-    assert [e["event"] for e in kept] == ["PostToolUse", "SessionStart", "PostToolUse", "PostToolUse"]
+    assert [e["event"] for e in kept] == [
+        "PostToolUse",
+        "SessionStart",
+        "PostToolUse",
+        "PostToolUse",
+    ]
 
     # The store comes back on another port: its outbox arrives, and new events go there.
     (data / "server.json").unlink()
