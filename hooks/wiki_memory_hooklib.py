@@ -20,7 +20,10 @@ One run (``main(["--harness", "claude-code"])``, event JSON on stdin):
    small built-in fallback redacts short strings and drops longer ones (see
    :func:`redact`), and one line on stderr says so.
 4. Write it to the outbox (``<data_dir>/outbox/``, 0700 directory, 0600 files,
-   fsynced) and send it. On a 2xx reply the file is removed; when older events
+   fsynced) and send it: only to an address named for it (``--url``, hook.toml's
+   ``url``) or to the one the data directory's live server wrote in ``server.json``
+   (``wiki_memory/liveserver.py``); with neither, the server is away and the event
+   waits in the outbox (never a default port: whatever holds it is not this store). On a 2xx reply the file is removed; when older events
    wait in the outbox, a detached drainer sends them all in order instead.
    After a refused or timed-out delivery the outbox records it (``.unreachable``)
    and every run skips the network for a back-off period (30 s, doubling to 5 min);
@@ -45,7 +48,6 @@ _T0 = time.monotonic()
 
 VERSION = "1"
 HARNESSES = ("claude-code", "codex", "gemini-cli")
-DEFAULT_URL = "http://127.0.0.1:8765"
 APP_NAME = "wiki-memory"
 REPO_CONFIG = ".wiki-memory.toml"
 
@@ -89,7 +91,8 @@ class Config:
 
     def __init__(self, data_dir: str) -> None:
         self.data_dir = data_dir
-        self.url = DEFAULT_URL
+        #: where events go; "" when no server of this data directory runs (away)
+        self.url = ""
         self.token: str | None = None
         self.token_file = os.path.join(data_dir, "auth", "owner.token")
         #: PEM CA trusted (besides the system's) for an https:// server
@@ -131,6 +134,68 @@ def default_data_dir(env: dict[str, str] | os._Environ[str] | None = None) -> st
     return os.path.join(base, APP_NAME)
 
 
+_LIVE: object = None
+
+
+def live_address(data_dir: str) -> str | None:
+    """The address of the server running on ``data_dir``: the one its ``server.json``
+    names while that server lives and listens (``wiki_memory/liveserver.py``, the one
+    rule the CLI and the MCP bridge follow too), else None. Without that module (the
+    hook copied away from its repository), the same rule built in here."""
+    global _LIVE
+    if _LIVE is None:
+        _repo_on_path()
+        try:
+            from wiki_memory import liveserver as mod
+
+            _LIVE = mod
+        except (Exception, SystemExit):
+            _LIVE = False
+    try:
+        if not _LIVE:
+            return _live_address_builtin(data_dir)
+        addr = _LIVE.live_address(data_dir)  # type: ignore[attr-defined]
+    except Exception:
+        return None
+    return addr if isinstance(addr, str) else None
+
+
+def _live_address_builtin(data_dir: str) -> str | None:
+    """``wiki_memory/liveserver.py``'s ``live_address``, for a hook that cannot import
+    it: the address of ``server.json`` only while its pid is this user's live process,
+    started when the file says (``/proc``), and listening. Kept in step with the module
+    by ``tests/base/test_liveserver.py``."""
+    try:
+        with open(os.path.join(data_dir, "server.json"), "rb") as f:
+            info = json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict):
+        return None
+    pid, addr = info.get("pid"), info.get("address")
+    if type(pid) is not int or pid <= 0 or info.get("listening") is False:
+        return None
+    if not isinstance(addr, str) or not addr.startswith(("http://", "https://")):
+        return None
+    if os.name != "nt":
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return None
+    recorded = info.get("process_start")
+    if recorded is not None:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            now = fields[19].decode("ascii", "replace") if len(fields) > 19 else None
+        except OSError:
+            now = None
+        if now != recorded:
+            return None
+    return addr
+
+
 def _read_toml(path: str) -> dict:
     import tomllib
 
@@ -149,8 +214,9 @@ def load_config(
 
     Precedence: arguments > ``WIKI_MEMORY_URL`` / ``WIKI_MEMORY_TOKEN_FILE`` /
     ``WIKI_MEMORY_TOKEN`` / ``WIKI_MEMORY_HOOK_<NAME>`` > ``<data_dir>/hook.toml``
-    (``url``, ``token_file`` and any key of :data:`DEFAULTS`) > ``server.json``'s
-    address > ``http://127.0.0.1:8765``. A bad hook.toml is ignored (with a warning).
+    (``url``, ``token_file`` and any key of :data:`DEFAULTS`) > the address of the data
+    directory's live server (:func:`live_address`) > none: ``cfg.url`` is ``""`` and
+    nothing is sent (no default port). A bad hook.toml is ignored (with a warning).
     ``pinned`` (the installed command names its ``--data-dir`` or ``--url``): the
     ``WIKI_MEMORY_URL`` and ``WIKI_MEMORY_TOKEN*`` variables are ignored, so that no
     environment a harness passes redirects the events.
@@ -173,13 +239,6 @@ def load_config(
             file_cfg = _read_toml(hook_toml)
         except Exception as exc:
             warn(f"ignoring {hook_toml}: {exc}")
-    try:
-        with open(os.path.join(cfg.data_dir, "server.json"), encoding="utf-8") as f:
-            addr = json.load(f).get("address")
-        if isinstance(addr, str) and addr.startswith("http"):
-            cfg.url = addr
-    except (OSError, ValueError, AttributeError):
-        pass
     if isinstance(file_cfg.get("url"), str):
         cfg.url = file_cfg["url"]
     if isinstance(file_cfg.get("token_file"), str):
@@ -192,7 +251,7 @@ def load_config(
             cfg.values[name] = type(default)(raw)
         except (TypeError, ValueError):
             warn(f"ignoring {name}={raw!r}: not a number")
-    cfg.url = url or env.get("WIKI_MEMORY_URL") or cfg.url
+    cfg.url = url or env.get("WIKI_MEMORY_URL") or cfg.url or live_address(cfg.data_dir) or ""
     file_ca = file_cfg.get("ca_file") if isinstance(file_cfg.get("ca_file"), str) else None
     cfg.ca_file = ca_file or env.get("WIKI_MEMORY_CA_FILE") or file_ca or None
     cfg.url = cfg.url.rstrip("/")
@@ -728,6 +787,22 @@ _SANITIZE: object = None
 _SANITIZE_ERROR = ""
 
 
+_ON_PATH = False
+
+
+def _repo_on_path() -> None:
+    """Put the folder holding ``wiki_memory`` on ``sys.path``: a source checkout
+    (``<repo>/hooks``) or an installed package (``site-packages/wiki_memory/_hooks``)."""
+    global _ON_PATH
+    if _ON_PATH:
+        return
+    _ON_PATH = True
+    here = os.path.dirname(os.path.abspath(__file__))
+    for root in (os.path.dirname(here), os.path.dirname(os.path.dirname(here))):
+        if os.path.isdir(os.path.join(root, "wiki_memory")) and root not in sys.path:
+            sys.path.append(root)
+
+
 def _sanitizer():  # -> module | False
     """``wiki_memory.capture.sanitize`` when importable (from the repository this hook
     lives in, or an installed wiki-memory), else False (the reason is kept for the
@@ -735,11 +810,7 @@ def _sanitizer():  # -> module | False
     global _SANITIZE, _SANITIZE_ERROR
     if _SANITIZE is not None:
         return _SANITIZE
-    here = os.path.dirname(os.path.abspath(__file__))
-    # a source checkout (<repo>/hooks) or an installed package (site-packages/wiki_memory/_hooks)
-    for root in (os.path.dirname(here), os.path.dirname(os.path.dirname(here))):
-        if os.path.isdir(os.path.join(root, "wiki_memory")) and root not in sys.path:
-            sys.path.append(root)
+    _repo_on_path()
     for attempt in range(2):
         try:
             from wiki_memory.capture import sanitize
@@ -1639,6 +1710,10 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
     }
     end = time.monotonic() + max_seconds
     ob.clean_tmp()
+    if not cfg.url:  # no server of this data directory runs: nothing is sent anywhere
+        stats["failed"] = 1
+        stats["left"] = len(ob.pending())
+        return stats
     max_batch = cfg.geti("drain_batch_events")
     max_bytes = cfg.geti("max_batch_bytes")
     while time.monotonic() < end:
@@ -1812,11 +1887,23 @@ def unreachable_line(cfg: Config, st: dict | None, queued: int) -> str:
     )
 
 
+def not_running_line(cfg: Config, queued: int) -> str:
+    """The one line a SessionStart returns when no server of the data directory runs."""
+    n = f"{queued} event{'s' if queued != 1 else ''} queued"
+    return (
+        f"wiki-memory: memory server not running (no server on {cfg.data_dir}); "
+        f"brief unavailable; {n}; they will be sent when it starts"
+    )
+
+
 def spawn_drainer(cfg: Config, ob: Outbox) -> bool:
-    """Start a detached background drainer unless one already runs. The lock is taken
+    """Start a detached background drainer unless one already runs (never without a
+    server to send to). The lock is taken
     here and handed to the child (an ``flock`` lives with the open file), so two
     drainers never overlap. The child is in its own session with stdio on /dev/null,
     so the harness waits neither for it nor for its pipes. Returns True if started."""
+    if not cfg.url:
+        return False
     fd = ob.try_lock()
     if fd is None:
         return False
@@ -1985,7 +2072,8 @@ def run(argv: list[str]) -> None:
     session_id = payload.get("session_id") or payload.get("thread-id")
     reason = capture_decision(payload, repo_cfg, root)
     ob = Outbox(cfg.outbox_dir, cfg.geti("outbox_max_events"), cfg.geti("outbox_max_bytes"))
-    away = in_backoff(ob)
+    stopped = not cfg.url  # no server of this data directory runs: no address to send to
+    away = None if stopped else in_backoff(ob)
     refused = False  # the server answered, but did not take the event (5xx, auth)
     if reason is None:
         ev = build_event(
@@ -1995,7 +2083,14 @@ def run(argv: list[str]) -> None:
         name = ob.write(ev)
         names = ob.pending()
         late = net_deadline - time.monotonic() < 0.05
-        if away is not None:
+        if stopped:
+            # Never a default port: the event waits for this data directory's server,
+            # which drains its outbox when it starts.
+            warn(
+                f"no server running on {cfg.data_dir}; {len(names)} event(s) queued in the outbox",
+                once=True,
+            )
+        elif away is not None:
             # The server was unreachable a moment ago: no connection until the back-off
             # ends; the outbox keeps the event and the server drains it when it is back.
             warn(f"server unreachable; {len(names)} event(s) queued in the outbox", once=True)
@@ -2021,7 +2116,9 @@ def run(argv: list[str]) -> None:
             finally:
                 _SENDING = None
     if is_start:
-        if away is not None:
+        if stopped:
+            text = not_running_line(cfg, len(ob.pending()))
+        elif away is not None:
             text = unreachable_line(cfg, away, len(ob.pending()))
         elif net_deadline - time.monotonic() < 0.05:
             text = (

@@ -2,20 +2,23 @@
 
 The lock is an OS file lock (``fcntl.flock`` through ``filelock``) on
 ``<data_dir>/server.lock``; the kernel drops it when the process dies, so a
-``kill -9`` needs no clean-up. The lock file also holds the owner's PID and
-address, which only serve to name the other process in the error message.
+``kill -9`` needs no clean-up. Beside it, ``server.json`` holds the owner's PID and
+address: they name the other process in the error message, and they are the only
+address a client of this data directory sends its token to, while that process lives
+(:mod:`wiki_memory.liveserver`; a ``server.json`` left by a ``kill -9`` names a dead pid
+and is ignored).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
 from wiki_memory.config import Settings
+from wiki_memory.liveserver import live_address, server_record
 
 
 class DataDirLocked(RuntimeError):
@@ -52,13 +55,24 @@ class ServerLock:
         self.path = data_dir / "server.lock"
         self.info_path = data_dir / "server.json"
         self._lock = FileLock(str(self.path), timeout=0)
+        self.address = ""
 
     def acquire(self, address: str = "") -> None:
+        """Take the lock and write ``server.json`` naming ``address`` as not yet
+        listening (clients send nothing there until :meth:`mark_listening`)."""
         try:
             self._lock.acquire()
         except Timeout:
             raise DataDirLocked(self.data_dir, self.holder()) from None
-        info = {"pid": os.getpid(), "address": address, "started": time.time()}
+        self.address = address
+        self._write(server_record(os.getpid(), address, listening=False))
+
+    def mark_listening(self) -> None:
+        """The server's port is bound: clients of this data directory may send to it."""
+        if self._lock.is_locked:
+            self._write(server_record(os.getpid(), self.address, listening=True))
+
+    def _write(self, info: dict[str, object]) -> None:
         tmp = self.info_path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(info), encoding="utf-8")
         os.replace(tmp, self.info_path)
@@ -93,13 +107,10 @@ class ServerLock:
 
 
 def server_address(data_dir: Path) -> str | None:
-    """The ``http://host:port`` of the server running on ``data_dir``, if it wrote one."""
-    try:
-        info = json.loads((data_dir / "server.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    addr = info.get("address")
-    return str(addr) if addr else None
+    """The ``http(s)://host:port`` of the server running and listening on ``data_dir``
+    (:func:`wiki_memory.liveserver.live_address`), else None: never a default address,
+    never one a stopped or killed server left behind."""
+    return live_address(data_dir)
 
 
 class VaultLocked(RuntimeError):

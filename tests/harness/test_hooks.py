@@ -775,9 +775,15 @@ def test_config_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     (d / "auth").mkdir(parents=True)
     (d / "auth" / "owner.token").write_text("owner-token\n")
     cfg = HOOKS.load_config(str(d))
-    assert (cfg.url, cfg.token) == ("http://127.0.0.1:8765", "owner-token")
-    (d / "server.json").write_text(json.dumps({"pid": 1, "address": "http://127.0.0.1:9999"}))
+    # no server runs on the data directory: no address at all, never a default port
+    assert (cfg.url, cfg.token) == ("", "owner-token")
+    (d / "server.json").write_text(
+        json.dumps({"pid": os.getpid(), "address": "http://127.0.0.1:9999"})
+    )
     assert HOOKS.load_config(str(d)).url == "http://127.0.0.1:9999"
+    # the same file once its process is gone (a kill -9): away again
+    (d / "server.json").write_text(json.dumps({"pid": 2**30, "address": "http://127.0.0.1:9999"}))
+    assert HOOKS.load_config(str(d)).url == ""
     (tmp_path / "team.token").write_text("team-token")
     (d / "hook.toml").write_text(
         f'url = "http://memory.lan:8765/"\ntoken_file = "{tmp_path / "team.token"}"\n'

@@ -183,8 +183,11 @@ def test_100_hook_calls_skip_the_network_and_the_server_drains_them_when_back(
     data = tmp_path / "data"
     port = free_port()
     (data).mkdir(parents=True)
-    # the server's address is known to the hooks (as after an earlier run)
-    (data / "server.json").write_text(json.dumps({"address": f"http://127.0.0.1:{port}"}))
+    # the data directory's server is alive (this process stands in for it) and named
+    # this port, where nothing answers or a black hole waits
+    (data / "server.json").write_text(
+        json.dumps({"pid": os.getpid(), "address": f"http://127.0.0.1:{port}"})
+    )
     env = harness_env(tmp_path, WIKI_MEMORY_HOME=str(data))
     r = cli(env, "install-hooks", "--agent", "claude-code", "--apply")
     assert r.returncode == 0, r.stderr

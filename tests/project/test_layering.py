@@ -13,7 +13,7 @@ PKG = Path(__file__).resolve().parents[2] / "wiki_memory"
 
 #: room -> floor. A module may import from its own room or from a lower floor.
 ROOMS: dict[str, int] = {
-    "base": 0,  # config, errors, identity, auth, audit, datadir, hosts, states, the package
+    "base": 0,  # config, errors, identity, auth, audit, datadir, hosts, liveserver, states, the package
     "capture": 1,
     "wiki": 2,
     "index": 3,
@@ -34,6 +34,7 @@ BASE = {
     "audit",
     "datadir",
     "hosts",
+    "liveserver",
     "states",
     "py",
 }

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.config import DEFAULT_HOST, DEFAULT_PORT, Settings, load_settings
+from wiki_memory.config import Settings, load_settings
 
 __all__ = ["CliError", "_client", "_post", "_settings", "server_error"]
 
@@ -36,8 +36,15 @@ def _client(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
     from wiki_memory.datadir import server_address
 
     settings = _settings(args)
+    # the owner's token goes only to the address the data directory's live server wrote
+    # (or one the user named): never to a default port another process may hold
     url = getattr(args, "url", None) or os.environ.get("WIKI_MEMORY_URL")
-    url = url or server_address(settings.data_dir) or f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+    url = url or server_address(settings.data_dir)
+    if not url:
+        raise CliError(
+            f"cannot reach the server: none is running on {settings.data_dir} "
+            "(start it with `wiki-memory serve`, or pass --url)"
+        )
     token = os.environ.get("WIKI_MEMORY_TOKEN") or TokenStore(settings.auth_dir).owner_token()
     if not token:
         raise CliError("no token: run `wiki-memory serve` once, or set WIKI_MEMORY_TOKEN")

@@ -93,7 +93,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
         print(f"outbox empty ({res.outbox}); nothing to send")
     else:
         print(
-            f"sent {res.sent} event(s) to {res.url}"
+            f"sent {res.sent} event(s) to {res.url or 'no server'}"
             + (f" ({res.duplicates} the server already had)" if res.duplicates else "")
             + (f", dropped {res.rejected} rejected by the server" if res.rejected else "")
             + (f", dropped {res.corrupt} unreadable" if res.corrupt else "")
@@ -102,7 +102,13 @@ def cmd_recover(args: argparse.Namespace) -> int:
     if res.dropped:
         counts = ", ".join(f"{k}: {v}" for k, v in sorted(res.dropped.items()))
         print(f"dropped so far ({res.outbox / 'dropped.jsonl'}): {counts}")
-    if res.failed:
+    if res.failed and not res.url:
+        print(
+            f"wiki-memory: no server is running on {res.outbox.parent} (none is ever assumed "
+            "at a default port); it sends the outbox itself when it starts",
+            file=sys.stderr,
+        )
+    elif res.failed:
         print(
             f"wiki-memory: the server at {res.url} is not taking events; try again later",
             file=sys.stderr,

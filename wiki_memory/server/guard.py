@@ -36,6 +36,7 @@ import logging
 import resource
 import socket
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
@@ -204,6 +205,9 @@ class GuardedServer(uvicorn.Server):
     #: the header timeout, since a connection reaches the protocol (and its header
     #: timer) only once its handshake is done
     tls_handshake_timeout: float | None = None
+    #: called once the listening sockets are bound (``serve`` marks ``server.json``
+    #: listening then: clients send nothing to the address before)
+    on_listening: Callable[[], None] | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         loop = asyncio.get_running_loop()
@@ -233,3 +237,5 @@ class GuardedServer(uvicorn.Server):
                     dup.listen(KERNEL_BACKLOG)
                 finally:
                     dup.detach()
+        if self.on_listening is not None and getattr(self, "servers", []) and not self.should_exit:
+            self.on_listening()
