@@ -184,6 +184,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 settings.max_connections_per_address,
                 settings.max_connections,
                 settings.trusted_proxies,
+                body_grace=settings.body_grace_seconds,
+                min_body_rate=settings.min_body_bytes_per_second,
+                body_timeout=settings.body_timeout_seconds,
+                write_timeout=settings.write_timeout_seconds,
             )
         except ValueError as exc:
             raise CliError(f"trusted_proxies: {exc}", 2) from None

@@ -23,6 +23,18 @@ three additions, all decided when a connection is accepted or its timer fires:
   :data:`KERNEL_BACKLOG` (:class:`GuardedServer`) so a flood of connects does not crowd
   a legitimate client's out of it.
 
+- **Slow bodies.** A request whose head arrived but whose body arrives below
+  ``min_body_bytes_per_second`` (averaged since the head, judged from
+  ``body_grace_seconds`` on) or is not complete within ``body_timeout_seconds`` is
+  closed. Until then it may be evicted over either cap like a waiting connection, once it
+  is slow (below the rate for at least :data:`SLOW_AFTER` seconds), slowest first: the
+  per-address cap counts only the connections that are waiting or slow, so a client whose
+  requests are being answered gets through on a busy address.
+- **Slow readers.** The transport's write buffer is kept small (``write_buffer_bytes``),
+  so uvicorn's flow control holds a response's next chunk back until the client reads,
+  and a connection whose reader took less than that much of what waits for it in
+  ``write_timeout_seconds`` is closed (the reply's bytes are freed with it).
+
 A newly accepted connection is the one whose head is expected now; evicting the oldest
 waiting one instead of the newcomer is what keeps a legitimate client served while an
 attacker holds the same address's slots.
@@ -47,6 +59,12 @@ __all__ = ["Guard", "GuardedServer", "protocol_class", "fd_soft_limit", "KERNEL_
 
 #: the kernel's accept queue asked for (``listen(2)``; Linux caps it at somaxconn)
 KERNEL_BACKLOG = 4096
+#: seconds below the minimum rate after which a body counts as slow for eviction
+SLOW_AFTER = 1.0
+#: seconds between two looks at a body in progress after its grace
+CHECK_EVERY = 1.0
+#: seconds a listing of eviction candidates over the total cap is reused
+VICTIMS_TTL = 0.2
 
 
 def _networks(spec: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
@@ -70,13 +88,31 @@ class Guard:
     """Book-keeping of open connections, shared by every protocol instance of one server.
 
     ``header_timeout`` is in seconds; ``per_address`` and ``total`` count connections
-    (``total`` 0 = derived from the file-descriptor limit alone). Counters ``evicted``,
-    ``refused`` and ``timed_out`` count connections closed for each reason."""
+    (``total`` 0 = derived from the file-descriptor limit alone). ``body_grace``,
+    ``min_body_rate`` (bytes a second) and ``body_timeout`` judge request bodies;
+    ``write_timeout`` and ``write_buffer`` (bytes) bound what waits for a slow reader.
+    Counters ``evicted``, ``refused``, ``timed_out``, ``slow_bodies`` and ``slow_readers``
+    count connections closed for each reason."""
 
     def __init__(
-        self, header_timeout: float, per_address: int, total: int = 0, trusted: str = ""
+        self,
+        header_timeout: float,
+        per_address: int,
+        total: int = 0,
+        trusted: str = "",
+        *,
+        body_grace: float = 5.0,
+        min_body_rate: int = 4096,
+        body_timeout: float = 60.0,
+        write_timeout: float = 30.0,
+        write_buffer: int = 64 * 1024,
     ) -> None:
         self.header_timeout = float(header_timeout)
+        self.body_grace = max(0.0, float(body_grace))
+        self.min_body_rate = max(0, int(min_body_rate))
+        self.body_timeout = max(0.1, float(body_timeout))
+        self.write_timeout = max(0.1, float(write_timeout))
+        self.write_buffer = max(1024, int(write_buffer))
         #: trusted reverse proxies (``trusted_proxies``): one address carrying many
         #: clients, so the per-address cap does not apply to them (the total cap does)
         self.trusted = _networks(trusted)
@@ -93,25 +129,88 @@ class Guard:
         self.evicted = 0
         self.refused = 0
         self.timed_out = 0
+        self.slow_bodies = 0
+        self.slow_readers = 0
+        #: eviction candidates over the total cap, best last, and when they were listed:
+        #: listing them walks every connection, so it is done at most every
+        #: :data:`VICTIMS_TTL` seconds however fast connections arrive
+        self._victims: list[GuardedProtocol] = []
+        self._victims_at = -1e9
 
     def admit(self, proto: GuardedProtocol) -> bool:
         """Register a just-accepted connection; False when it must be refused. May evict
-        an older waiting connection to make room (see the module doc)."""
+        an older waiting (or slow) connection to make room (see the module doc)."""
         addr = proto.address
         conns = self.by_address.get(addr) or OrderedDict()
-        capped = not self.is_trusted(addr)
-        if capped and len(conns) >= self.per_address and not self._evict_from(conns):
+        now = proto.loop.time()
+        if not self.is_trusted(addr) and len(conns) >= self.per_address:
+            victim = self._address_victim(conns, now)
+            if victim is not None:
+                self._evict(victim)
+        if self.count >= self.total_cap and not self._evict_over_total(now):
             self.refused += 1
             return False
-        if self.count >= self.total_cap:
-            fullest = sorted(self.by_address.values(), key=len, reverse=True)
-            if not any(self._evict_from(c) for c in fullest if c):
-                self.refused += 1
-                return False
         conns[id(proto)] = proto
         self.by_address[addr] = conns
         self.count += 1
         return True
+
+    def _address_victim(
+        self, conns: OrderedDict[int, GuardedProtocol], now: float
+    ) -> GuardedProtocol | None:
+        """The connection of one address to close for a newcomer: None while fewer than
+        the cap are waiting or slow; else its oldest waiting one, else its slowest body."""
+        counted = 0
+        oldest: GuardedProtocol | None = None
+        slowest: GuardedProtocol | None = None
+        slowest_rate = 0.0
+        for c in conns.values():
+            if c.waiting():
+                counted += 1
+                if oldest is None:
+                    oldest = c
+                continue
+            rate = c.slow_rate(now)
+            if rate is not None:
+                counted += 1
+                if slowest is None or rate < slowest_rate:
+                    slowest, slowest_rate = c, rate
+        if counted < self.per_address:
+            return None
+        return oldest or slowest
+
+    def _evict_over_total(self, now: float) -> bool:
+        """Close one connection to make room over the total cap: the oldest waiting one of
+        the address holding the most, else the slowest body; False when none qualifies."""
+        for refreshed in (False, True):
+            if refreshed:
+                if now - self._victims_at < VICTIMS_TTL:
+                    return False
+                self._list_victims(now)
+            while self._victims:
+                victim = self._victims.pop()
+                if victim.registered() and (victim.waiting() or victim.slow_rate(now) is not None):
+                    self._evict(victim)
+                    return True
+        return False
+
+    def _list_victims(self, now: float) -> None:
+        self._victims_at = now
+        waiting: list[tuple[int, int, GuardedProtocol]] = []
+        slow: list[tuple[float, GuardedProtocol]] = []
+        for conns in self.by_address.values():
+            for order, c in enumerate(conns.values()):
+                if c.waiting():
+                    waiting.append((len(conns), -order, c))
+                else:
+                    rate = c.slow_rate(now)
+                    if rate is not None:
+                        slow.append((rate, c))
+        waiting.sort(key=lambda t: (t[0], t[1]))
+        slow.sort(key=lambda t: t[0], reverse=True)
+        # popped from the end: waiting ones first (busiest address, oldest), then bodies
+        # (slowest first)
+        self._victims = [c for _r, c in slow] + [c for _n, _o, c in waiting]
 
     def is_trusted(self, addr: str) -> bool:
         """True when ``addr`` is one of the trusted proxies."""
@@ -121,14 +220,10 @@ class Guard:
             return False
         return any(ip in net for net in self.trusted)
 
-    def _evict_from(self, conns: OrderedDict[int, GuardedProtocol]) -> bool:
-        for old in list(conns.values()):
-            if old.waiting():
-                self.forget(old)
-                old.transport.abort()
-                self.evicted += 1
-                return True
-        return False
+    def _evict(self, old: GuardedProtocol) -> None:
+        self.forget(old)
+        old.transport.abort()
+        self.evicted += 1
 
     def forget(self, proto: GuardedProtocol) -> None:
         """Unregister a connection (closed, evicted or lost); idempotent."""
@@ -145,6 +240,17 @@ class GuardedProtocol(H11Protocol):
     guard: Guard
     address: str = ""
     _header_timer: asyncio.TimerHandle | None = None
+    _body_timer: asyncio.TimerHandle | None = None
+    _write_timer: asyncio.TimerHandle | None = None
+    #: the write buffer's size when the write timer was armed
+    _write_left = 0
+    #: the request whose body is being received, when it began (loop time) and the
+    #: bytes received for it since its head (the rate's window restarts whenever the
+    #: server itself stopped reading: the app is behind, not the client)
+    _body_cycle: object = None
+    _body_began = 0.0
+    _body_since = 0.0
+    _body_bytes = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -152,26 +258,141 @@ class GuardedProtocol(H11Protocol):
         if not self.guard.admit(self):
             transport.abort()
             return
+        # a small write buffer: uvicorn's flow control then waits for the client to read
+        # before the app sends more, and a reader that stops is seen (pause_writing)
+        transport.set_write_buffer_limits(high=self.guard.write_buffer)
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._end_body()
+        self._cancel_write_timer()
         self.guard.forget(self)
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        tracked = self._body_cycle is not None and self._body_cycle is self.cycle
         super().data_received(data)
         if not self.waiting():
             self._disarm()
+        if self._body_pending():
+            if self._body_cycle is not self.cycle:
+                self._begin_body()
+            elif tracked:
+                self._body_bytes += len(data)
+        elif self._body_cycle is not None:
+            self._end_body()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
+        self._end_body()
         if not self.transport.is_closing():
             self._arm()
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_timer is None:
+            self._arm_write()
+
+    def _arm_write(self) -> None:
+        self._write_left = self.transport.get_write_buffer_size()
+        self._write_timer = self.loop.call_later(self.guard.write_timeout, self._write_timeout)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._cancel_write_timer()
 
     def waiting(self) -> bool:
         """True between requests: no request head received, or the last response is done."""
         return self.cycle is None or self.cycle.response_complete
+
+    def registered(self) -> bool:
+        """True while the guard counts this connection."""
+        conns = self.guard.by_address.get(self.address)
+        return conns is not None and id(self) in conns
+
+    def slow_rate(self, now: float) -> float | None:
+        """The body's rate in bytes a second when it is slow: below the minimum for at
+        least :data:`SLOW_AFTER` seconds (or the grace, when shorter); else None."""
+        if self._body_cycle is None or not self._body_pending():
+            return None
+        span = now - self._body_since
+        if span < min(SLOW_AFTER, self.guard.body_grace) or span <= 0:
+            return None
+        rate = self._body_bytes / span
+        return rate if rate < self.guard.min_body_rate else None
+
+    def _body_pending(self) -> bool:
+        cycle = self.cycle
+        return cycle is not None and not cycle.response_complete and cycle.more_body
+
+    def _begin_body(self) -> None:
+        self._body_cycle = self.cycle
+        self._body_began = self._body_since = self.loop.time()
+        self._body_bytes = 0
+        self._arm_body(self.guard.body_grace)
+
+    def _end_body(self) -> None:
+        self._body_cycle = None
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _arm_body(self, delay: float) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+        limit = self._body_began + self.guard.body_timeout - self.loop.time()
+        self._body_timer = self.loop.call_later(max(0.0, min(delay, limit)), self._check_body)
+
+    def _check_body(self) -> None:
+        """The body's judge, first at the end of the grace, then every second."""
+        self._body_timer = None
+        if self._body_cycle is not self.cycle or not self._body_pending():
+            self._body_cycle = None
+            return
+        if self.transport.is_closing():
+            return
+        now = self.loop.time()
+        if now - self._body_began >= self.guard.body_timeout:
+            self._cut()
+            return
+        if self.flow.read_paused:
+            # the server stopped reading (the app has not taken what came): not the
+            # client's slowness; judge again from when reading resumes
+            self._body_since, self._body_bytes = now, 0
+            self._arm_body(max(self.guard.body_grace, CHECK_EVERY))
+            return
+        span = now - self._body_since
+        if span >= self.guard.body_grace and self._body_bytes < self.guard.min_body_rate * span:
+            self._cut()
+            return
+        wait = self.guard.body_grace - span if span < self.guard.body_grace else CHECK_EVERY
+        self._arm_body(max(CHECK_EVERY / 4, min(wait, CHECK_EVERY)))
+
+    def _cut(self) -> None:
+        self.guard.slow_bodies += 1
+        self.guard.forget(self)
+        self._end_body()
+        self.transport.abort()
+
+    def _write_timeout(self) -> None:
+        """A reply waiting for its reader: kept while the reader took at least the
+        write buffer's size since the last look, else the connection is closed."""
+        self._write_timer = None
+        if not self.flow.write_paused or self.transport.is_closing():
+            return
+        left = self.transport.get_write_buffer_size()
+        if self._write_left - left >= self.guard.write_buffer:
+            self._arm_write()
+            return
+        self.guard.slow_readers += 1
+        self.guard.forget(self)
+        self.transport.abort()
+
+    def _cancel_write_timer(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
 
     def _arm(self) -> None:
         self._disarm()
