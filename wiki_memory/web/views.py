@@ -55,6 +55,7 @@ from wiki_memory.web.context import (
 from wiki_memory.web.links import Resolver, Target, escape, link_key, tag_url
 from wiki_memory.web.render import (
     RenderCache,
+    cut_text,
     render_markdown,
     render_value,
     targets_fingerprint,
@@ -311,7 +312,16 @@ class _View(BrowseView):
             def lazy(target: str) -> Target:
                 return resolver.resolve_many(rel, [target]).get(link_key(target), Target(None))
 
-            rendered = render_markdown(parsed.body, rel, targets, lazy, _session_of(parsed))
+            settings = self.memory.settings
+            rendered = render_markdown(
+                parsed.body,
+                rel,
+                targets,
+                lazy,
+                _session_of(parsed),
+                max_links=settings.max_links_per_reply,
+                max_bytes=settings.max_page_html_bytes,
+            )
             html = rendered.html
             if rendered.cacheable:
                 self.ctx.cache.put(key, html)
@@ -364,12 +374,25 @@ class _View(BrowseView):
             "page.html",
             title=view["page_title"],
             view=view,
-            source=raw.decode("utf-8", "replace") if source else None,
+            source=self._source(raw) if source else None,
             backlinks=self._backlinks(user, rel),
             project=str(project) if project else None,
             via_session=via_session,
             version=None,
             state=page_state(m if isinstance(m, dict) else {}),
+        )
+
+    def _source(self, raw: bytes) -> str:
+        """A page's text for the source view, cut like its rendered body
+        (``max_page_html_bytes``) with a last line saying so."""
+        limit = self.memory.settings.max_page_html_bytes
+        text = raw.decode("utf-8", "replace")
+        if len(raw) <= limit:
+            return text
+        part = cut_text(text, limit)
+        return part + (
+            f"\n\n[… the first {len(part.encode()):,} of {len(raw):,} bytes: read the whole "
+            "page in its file or through the API (GET /v1/pages/… with a cursor)]\n"
         )
 
     def page(self, request: Request) -> Response:
