@@ -19,7 +19,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -101,6 +101,13 @@ def error_response(request: Request, exc: Exception) -> Response:
     else:
         err = BadRequest(str(exc) or type(exc).__name__)
     return JSONResponse(err.body(), rule_for(err).status, headers=err.headers or None)
+
+
+def client_gone(request: Request, exc: Exception) -> Response:
+    """A client that went away before its request body was read whole (the guard cuts
+    slow bodies: docs/team-server.md): nobody reads the answer, so nothing is logged
+    but the access line (499, as nginx names it)."""
+    return Response(status_code=499)
 
 
 def list_reply(results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
@@ -561,6 +568,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
             HTTPException: error_response,
             WikiMemoryError: error_response,
             ValueError: error_response,
+            ClientDisconnect: client_gone,
         },
     )
     app.state.memory = memory
