@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -223,3 +224,88 @@ def test_300_slow_uploads_from_the_clients_own_address(tmp_path: Path) -> None:
         assert slowest <= bound
         assert stats["closed"] >= 300 - 128
         assert srv.proc is not None and srv.proc.poll() is None
+
+
+# -- slow readers: fifty clients reading a 2 MiB page one byte a second ----------------
+
+#: the write timeout these tests give the server (the default is 30 s)
+WRITE_TIMEOUT = 5.0
+#: MB the server's resident memory may rise while the readers hold their replies
+RSS_RISE_MB = 64.0
+#: MB above the level before the readers that counts as "returned"
+RSS_BACK_MB = 16.0
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")  # pragma: no cover - Linux has it
+
+
+def _readers(srv: ServerProcess, path: str, n: int) -> list[socket.socket]:
+    out = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", srv.port))
+        s.sendall(
+            f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n"
+            f"Authorization: Bearer {srv.token}\r\n\r\n".encode()
+        )
+        s.setblocking(False)
+        out.append(s)
+    return out
+
+
+def _all_at_once(srv: ServerProcess, path: str, n: int) -> None:
+    """``n`` whole reads of ``path`` at once (the server's threads and heaps grown as
+    the slow readers will grow them)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(n) as pool:
+        for r in pool.map(lambda _i: srv.get(path), range(n)):
+            assert r.status_code == 200
+
+
+@pytest.mark.process
+@pytest.mark.serial
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
+def test_50_slow_readers_of_a_2_mib_page(tmp_path: Path) -> None:
+    """Fifty readers of a 2 MiB page (the web view, then the API asking for the whole
+    page) that read one byte a second: the server's RSS rises by at most 64 MB and is
+    back within 30 s of their write timeout."""
+    data = tmp_path / "d"
+    line = "The quick brown fox jumps over the lazy dog near the river bank again.\n"
+    (data / "wiki" / "notes").mkdir(parents=True)
+    page = "# Big\n\n" + line * (2 * 1024 * 1024 // len(line))
+    (data / "wiki" / "notes" / "big.md").write_text(page)
+    env = {"WIKI_MEMORY_WRITE_TIMEOUT_SECONDS": str(WRITE_TIMEOUT)}
+    with ServerProcess(data, env=env) as srv:
+        assert srv.proc is not None
+        pid = srv.proc.pid
+        for path in ("/page/notes/big.md", "/v1/pages/notes/big.md?max_bytes=4194304"):
+            _all_at_once(srv, path, 50)
+            time.sleep(1.0)
+            base = _rss_mb(pid)
+            socks = _readers(srv, path, 50)
+            start = time.monotonic()
+            peak, back = base, None
+            try:
+                while time.monotonic() - start < WRITE_TIMEOUT + 30.0:
+                    for s in socks:
+                        try:
+                            s.recv(1)
+                        except (BlockingIOError, OSError):
+                            pass
+                    now = _rss_mb(pid)
+                    peak = max(peak, now)
+                    if time.monotonic() - start > WRITE_TIMEOUT and now <= base + RSS_BACK_MB:
+                        back = time.monotonic() - start
+                        break
+                    time.sleep(1.0)
+            finally:
+                for s in socks:
+                    s.close()
+            print(f"{path}: base={base:.1f} MB rise={peak - base:.1f} MB back after {back} s")
+            assert peak - base <= RSS_RISE_MB
+            assert back is not None

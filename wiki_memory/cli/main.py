@@ -76,7 +76,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port_holder,
     )
     from wiki_memory.server.app import create_app
-    from wiki_memory.server.guard import Guard, GuardedServer, protocol_class
+    from wiki_memory.server.guard import Guard, GuardedServer, protocol_class, return_big_blocks
 
     overrides: dict[str, Any] = {"host": args.host, "port": args.port}
     if getattr(args, "wiki", None):
@@ -210,6 +210,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             log_config=None,
             lifespan="on",
         )
+        return_big_blocks()
         server = GuardedServer(config)
         server.tls_handshake_timeout = settings.header_timeout_seconds
         if getattr(args, "open", False):

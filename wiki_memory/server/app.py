@@ -62,6 +62,8 @@ from wiki_memory.server.http import (
 from wiki_memory.web import views as web
 
 OPEN_PATHS = {"/v1/health"}
+#: page replies built at once (``GET /v1/pages/{path}``)
+PAGE_BUILDS = 4
 #: threads that run the captures of longer lists (each waits for its group's fsync there)
 CAPTURE_THREADS = 16
 #: most events of a request captured on the event loop itself (the fsync awaited) ...
@@ -268,6 +270,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
     """The ASGI app for one Memory. With ``manage_memory`` the app's lifespan starts and
     stops the Memory (the ``serve`` command); tests may manage it themselves."""
     limit = memory.settings.max_body_bytes
+    page_builds = asyncio.Semaphore(PAGE_BUILDS)
 
     async def health(request: Request) -> Response:
         commits = memory.commit_status(detail=False)
@@ -368,14 +371,17 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
     async def page(request: Request) -> Response:
         path = request.path_params["path"]
         q = request.query_params
-        res = await run_in_threadpool(
-            memory.read_page,
-            path,
-            _int(dict(q), "cursor", 0),
-            _int(dict(q), "max_bytes", 64 * 1024, 1, 4 * 1024 * 1024),
-            request.state.user,
-        )
-        return JSONResponse(res)
+        # a reply holds a few copies of its content while it is built: bounded how
+        # many are built at once (docs/team-server.md, slow readers)
+        async with page_builds:
+            res = await run_in_threadpool(
+                memory.read_page,
+                path,
+                _int(dict(q), "cursor", 0),
+                _int(dict(q), "max_bytes", 64 * 1024, 1, 4 * 1024 * 1024),
+                request.state.user,
+            )
+            return JSONResponse(res)
 
     async def put_page(request: Request) -> Response:
         """``PUT /v1/pages/{path}``: write a whole page with a compare-and-set (docs/api.md)."""

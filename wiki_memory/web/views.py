@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import threading
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
@@ -165,6 +166,10 @@ def routes(memory: Memory, tokens: TokenStore) -> list[Any]:
         # last: any other GET gets the view's 404 page (with its security headers)
         Route(CATCH_ALL, functools.partial(no_route, ctx), methods=["GET"], name="no_route"),
     ]
+
+
+#: page views built at once (each holds a few copies of its page while it is built)
+PAGE_BUILDS = threading.BoundedSemaphore(4)
 
 
 class _NotFound(Exception):
@@ -352,6 +357,14 @@ class _View(BrowseView):
         return sorted(out.values(), key=lambda b: (str(b["title"]).casefold(), b["path"]))
 
     def _page_view(self, request: Request, rel: str, via_session: str | None = None) -> Response:
+        # a page view holds a few copies of its page while it is built: bounded how
+        # many are built at once, so fifty readers of a big page do not hold fifty
+        with PAGE_BUILDS:
+            return self._build_page_view(request, rel, via_session)
+
+    def _build_page_view(
+        self, request: Request, rel: str, via_session: str | None = None
+    ) -> Response:
         user = self._user(request)
         try:
             raw = self._read(user, rel)
