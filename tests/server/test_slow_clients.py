@@ -232,8 +232,9 @@ def test_300_slow_uploads_from_the_clients_own_address(tmp_path: Path) -> None:
 WRITE_TIMEOUT = 5.0
 #: MB the server's resident memory may rise while the readers hold their replies
 RSS_RISE_MB = 64.0
-#: MB above the level before the readers that counts as "returned"
-RSS_BACK_MB = 16.0
+#: MB above the level before the readers that counts as "returned" (the server's
+#: thread pool grows to forty threads for them, each with its own stack and heap)
+RSS_BACK_MB = 24.0
 
 
 def _rss_mb(pid: int) -> float:
@@ -257,16 +258,6 @@ def _readers(srv: ServerProcess, path: str, n: int) -> list[socket.socket]:
     return out
 
 
-def _all_at_once(srv: ServerProcess, path: str, n: int) -> None:
-    """``n`` whole reads of ``path`` at once (the server's threads and heaps grown as
-    the slow readers will grow them)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(n) as pool:
-        for r in pool.map(lambda _i: srv.get(path), range(n)):
-            assert r.status_code == 200
-
-
 @pytest.mark.process
 @pytest.mark.serial
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
@@ -284,8 +275,9 @@ def test_50_slow_readers_of_a_2_mib_page(tmp_path: Path) -> None:
         assert srv.proc is not None
         pid = srv.proc.pid
         for path in ("/page/notes/big.md", "/v1/pages/notes/big.md?max_bytes=4194304"):
-            _all_at_once(srv, path, 50)
-            time.sleep(1.0)
+            for _ in range(3):
+                assert srv.get(path).status_code == 200
+            time.sleep(0.5)
             base = _rss_mb(pid)
             socks = _readers(srv, path, 50)
             start = time.monotonic()

@@ -60,10 +60,11 @@ from wiki_memory.server.http import (
     read_json,
 )
 from wiki_memory.web import views as web
+from wiki_memory.web.replies import spooled
 
 OPEN_PATHS = {"/v1/health"}
 #: page replies built at once (``GET /v1/pages/{path}``)
-PAGE_BUILDS = 4
+PAGE_BUILDS = 2
 #: threads that run the captures of longer lists (each waits for its group's fsync there)
 CAPTURE_THREADS = 16
 #: most events of a request captured on the event loop itself (the fsync awaited) ...
@@ -381,7 +382,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
                 _int(dict(q), "max_bytes", 64 * 1024, 1, 4 * 1024 * 1024),
                 request.state.user,
             )
-            return JSONResponse(res)
+            return spooled(JSONResponse(res))
 
     async def put_page(request: Request) -> Response:
         """``PUT /v1/pages/{path}``: write a whole page with a compare-and-set (docs/api.md)."""

@@ -61,6 +61,7 @@ from wiki_memory.web.render import (
     render_value,
     targets_fingerprint,
 )
+from wiki_memory.web.replies import spooled
 from wiki_memory.web.session import (
     CSRF_COOKIE,
     KEY_FILE,
@@ -169,7 +170,7 @@ def routes(memory: Memory, tokens: TokenStore) -> list[Any]:
 
 
 #: page views built at once (each holds a few copies of its page while it is built)
-PAGE_BUILDS = threading.BoundedSemaphore(4)
+PAGE_BUILDS = threading.BoundedSemaphore(2)
 
 
 class _NotFound(Exception):
@@ -360,7 +361,7 @@ class _View(BrowseView):
         # a page view holds a few copies of its page while it is built: bounded how
         # many are built at once, so fifty readers of a big page do not hold fifty
         with PAGE_BUILDS:
-            return self._build_page_view(request, rel, via_session)
+            return spooled(self._build_page_view(request, rel, via_session))
 
     def _build_page_view(
         self, request: Request, rel: str, via_session: str | None = None
