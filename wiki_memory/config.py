@@ -69,7 +69,8 @@ class Settings:
     #: a connection that has not sent a complete request head this long after it was
     #: accepted (or after its previous response) is closed (docs/team-server.md)
     header_timeout_seconds: float = 10.0
-    #: open connections one client address may hold; over it, its oldest waiting one goes
+    #: connections one client address may hold that are waiting or slow; over it, its
+    #: oldest waiting one goes, else its slowest body (those being answered never count)
     max_connections_per_address: int = 128
     #: open connections in all (0: the soft file-descriptor limit minus a quarter of it)
     max_connections: int = 0

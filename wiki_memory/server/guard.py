@@ -1,23 +1,26 @@
-"""The door against slow and half-open clients (docs/team-server.md, "Slow clients").
+"""The door against slow and half-open clients (docs/team-server.md, "Slow and half-open
+clients").
 
 uvicorn (0.54) arms no timer before a connection's first request and has no cap per
 client address; its ``limit_concurrency`` counts half-open sockets too and answers the
 legitimate requests with 503. :func:`protocol_class` returns uvicorn's h11 protocol with
-three additions, all decided when a connection is accepted or its timer fires:
+these additions, all decided when a connection is accepted, data arrives or a timer
+fires:
 
 - **Header timeout.** A connection that has not sent a complete request head within
   ``header_timeout_seconds`` of being accepted (or of its previous response ending) is
   closed. A request whose head arrived is never cut by this timer.
-- **Per-address cap.** At most ``max_connections_per_address`` open connections per
-  client address. A new connection over the cap evicts that address's oldest connection
-  that is between requests (half-open or idle keep-alive); when every one of them is
-  busy with a request, the new one is refused (reset at once).
+- **Per-address cap.** At most ``max_connections_per_address`` connections per client
+  address that are between requests (half-open or idle keep-alive) or slow (below).
+  A new connection over the cap evicts that address's oldest connection between
+  requests, else its slowest body; connections whose requests are being answered are
+  not counted, so the newcomer is never refused for them.
 - **Total cap, shed near the file-descriptor limit.** At most :attr:`Guard.total_cap`
   connections in all: ``max_connections`` when set, never more than the soft
   ``RLIMIT_NOFILE`` minus a reserve of a quarter of it (at least 64) for the index, the
   git objects and the logs, so ``accept`` never meets ``EMFILE``. Over the cap, the
   oldest between-requests connection of the address holding the most is evicted, else
-  the new one is refused. asyncio accepts as many sockets in one go as the backlog it
+  the slowest body anywhere, else the new one is refused. asyncio accepts as many sockets in one go as the backlog it
   was given before the first of them is admitted, so that number is kept to half the
   reserve; the kernel's own queue of finished handshakes is then raised to
   :data:`KERNEL_BACKLOG` (:class:`GuardedServer`) so a flood of connects does not crowd
