@@ -44,6 +44,11 @@ class Conn:
         self.guard, self.loop, self.address = guard, clock, address
         self.state, self.rate = state, rate
         self.transport = Transport()
+        self.busy = False
+
+    def become(self, state: str) -> None:
+        self.state = state
+        self.guard.set_busy(self, state != "waiting")  # type: ignore[arg-type]
 
     def waiting(self) -> bool:
         return self.state == "waiting"
@@ -59,6 +64,7 @@ class Conn:
 def admit(guard: Guard, clock: Clock, address: str, **kw: Any) -> Conn:
     c = Conn(guard, clock, address, **kw)
     assert guard.admit(c)  # type: ignore[arg-type]
+    c.become(c.state)
     return c
 
 
@@ -78,7 +84,7 @@ def test_over_the_address_cap_the_oldest_waiting_goes_then_the_slowest_body() ->
     admit(g, clock, "10.0.0.1", state="busy")
     first = admit(g, clock, "10.0.0.1")  # three counted: the waiting one goes
     assert waiting.transport.aborted and not slowest.transport.aborted
-    first.state = "busy"  # its head arrived
+    first.become("busy")  # its head arrived
     admit(g, clock, "10.0.0.1", state="slow", rate=1.0)  # two counted: nobody goes
     assert g.evicted == 1
     admit(g, clock, "10.0.0.1")  # three counted, none waiting: the slowest body goes

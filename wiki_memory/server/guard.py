@@ -69,12 +69,15 @@ __all__ = [
 
 #: the kernel's accept queue asked for (``listen(2)``; Linux caps it at somaxconn)
 KERNEL_BACKLOG = 4096
-#: seconds below the minimum rate after which a body counts as slow for eviction
-SLOW_AFTER = 1.0
+#: seconds below the minimum rate after which a body counts as slow for eviction (a
+#: legitimate body follows its head within milliseconds)
+SLOW_AFTER = 0.5
 #: seconds between two looks at a body in progress after its grace
 CHECK_EVERY = 1.0
-#: seconds a listing of eviction candidates over the total cap is reused
+#: seconds a listing of eviction candidates over the total cap is reused, and the least
+#: between two listings
 VICTIMS_TTL = 0.2
+VICTIMS_MIN = 0.05
 
 
 def _networks(spec: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
@@ -161,6 +164,8 @@ class Guard:
         self.backlog = max(16, min(2048, reserve // 2))
         self.total_cap = min(int(total), by_fds) if total and total > 0 else by_fds
         self.by_address: dict[str, OrderedDict[int, GuardedProtocol]] = {}
+        #: connections per address with a request in progress (head in, answer not done)
+        self.busy: dict[str, int] = {}
         self.count = 0
         self.evicted = 0
         self.refused = 0
@@ -169,7 +174,7 @@ class Guard:
         self.slow_readers = 0
         #: eviction candidates over the total cap, best last, and when they were listed:
         #: listing them walks every connection, so it is done at most every
-        #: :data:`VICTIMS_TTL` seconds however fast connections arrive
+        #: :data:`VICTIMS_MIN` seconds however fast connections arrive
         self._victims: list[GuardedProtocol] = []
         self._victims_at = -1e9
 
@@ -196,6 +201,13 @@ class Guard:
     ) -> GuardedProtocol | None:
         """The connection of one address to close for a newcomer: None while fewer than
         the cap are waiting or slow; else its oldest waiting one, else its slowest body."""
+        addr = next(iter(conns.values())).address
+        if len(conns) - self.busy.get(addr, 0) >= self.per_address:
+            # enough are between requests without looking at the bodies: the oldest
+            # of them goes (a walk from the oldest that ends at the first one)
+            first = next((c for c in conns.values() if c.waiting()), None)
+            if first is not None:
+                return first
         counted = 0
         oldest: GuardedProtocol | None = None
         slowest: GuardedProtocol | None = None
@@ -217,18 +229,21 @@ class Guard:
 
     def _evict_over_total(self, now: float) -> bool:
         """Close one connection to make room over the total cap: the oldest waiting one of
-        the address holding the most, else the slowest body; False when none qualifies."""
-        for refreshed in (False, True):
-            if refreshed:
-                if now - self._victims_at < VICTIMS_TTL:
-                    return False
-                self._list_victims(now)
+        the address holding the most, else the slowest body; False when none qualifies.
+        The candidates are listed at most every :data:`VICTIMS_MIN` seconds and the
+        listing is reused for up to :data:`VICTIMS_TTL` (each is checked again when used)."""
+        if now - self._victims_at >= VICTIMS_TTL:
+            self._list_victims(now)
+        for again in (True, False):
             while self._victims:
                 victim = self._victims.pop()
                 if victim.registered() and (victim.waiting() or victim.slow_rate(now) is not None):
                     self._evict(victim)
                     return True
-        return False
+            if not again or now - self._victims_at < VICTIMS_MIN:
+                return False
+            self._list_victims(now)
+        return False  # pragma: no cover - the loop returns
 
     def _list_victims(self, now: float) -> None:
         self._victims_at = now
@@ -256,6 +271,19 @@ class Guard:
             return False
         return any(ip in net for net in self.trusted)
 
+    def set_busy(self, proto: GuardedProtocol, busy: bool) -> None:
+        """Record that ``proto`` now has a request in progress (or not)."""
+        if busy != proto.busy and proto.registered():
+            proto.busy = busy
+            self._busy_add(proto.address, 1 if busy else -1)
+
+    def _busy_add(self, addr: str, n: int) -> None:
+        left = self.busy.get(addr, 0) + n
+        if left > 0:
+            self.busy[addr] = left
+        else:
+            self.busy.pop(addr, None)
+
     def _evict(self, old: GuardedProtocol) -> None:
         self.forget(old)
         old.transport.abort()
@@ -266,6 +294,9 @@ class Guard:
         conns = self.by_address.get(proto.address)
         if conns is not None and conns.pop(id(proto), None) is not None:
             self.count -= 1
+            if proto.busy:
+                proto.busy = False
+                self._busy_add(proto.address, -1)
             if not conns:
                 del self.by_address[proto.address]
 
@@ -275,6 +306,8 @@ class GuardedProtocol(H11Protocol):
 
     guard: Guard
     address: str = ""
+    #: counted in :attr:`Guard.busy` (a request in progress)
+    busy = False
     _header_timer: asyncio.TimerHandle | None = None
     _body_timer: asyncio.TimerHandle | None = None
     _write_timer: asyncio.TimerHandle | None = None
@@ -311,6 +344,7 @@ class GuardedProtocol(H11Protocol):
         super().data_received(data)
         if not self.waiting():
             self._disarm()
+            self.guard.set_busy(self, True)
         if self._body_pending():
             if self._body_cycle is not self.cycle:
                 self._begin_body()
@@ -322,6 +356,8 @@ class GuardedProtocol(H11Protocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()
         self._end_body()
+        # (a pipelined request may have begun already)
+        self.guard.set_busy(self, not self.waiting())
         if not self.transport.is_closing():
             self._arm()
 
