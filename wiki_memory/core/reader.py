@@ -10,11 +10,11 @@ import os
 import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from wiki_memory.capture.observation import observation_text
 from wiki_memory.capture.spool import Spool
+from wiki_memory.config import Settings
 from wiki_memory.core.scope import ScopeRule, frontmatter_of, not_found
 from wiki_memory.core.sessions import conflict_copy_path
 from wiki_memory.errors import BadRequest, NotFound
@@ -43,16 +43,16 @@ class Reader:
     :meth:`expand` resolves."""
 
     def __init__(
-        self, wiki_dir: Path, index: Index, scope: ScopeRule, spool: Spool, git: GitStore
+        self, settings: Settings, index: Index, scope: ScopeRule, spool: Spool, git: GitStore
     ) -> None:
-        self.wiki_dir = wiki_dir
+        self.wiki_dir = settings.wiki_dir
         self.index = index
         self.scope = scope
         self.spool = spool
         self.git = git
         #: the most links, backlinks, attachments and link diagnostics one page reply
         #: names (setting ``max_links_per_reply``); more are flagged, never sent
-        self.max_links = 1000
+        self.max_links = settings.max_links_per_reply
         #: short recall handle -> anchor (see :meth:`handle`)
         self._handles: dict[str, str] = {}
 
