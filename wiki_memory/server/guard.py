@@ -149,8 +149,8 @@ class Guard:
         self.header_timeout = float(header_timeout)
         self.body_grace = max(0.0, float(body_grace))
         self.min_body_rate = max(0, int(min_body_rate))
-        self.body_timeout = max(0.1, float(body_timeout))
-        self.write_timeout = max(0.1, float(write_timeout))
+        self.body_timeout = max(0.01, float(body_timeout))
+        self.write_timeout = max(0.01, float(write_timeout))
         self.write_buffer = max(1024, int(write_buffer))
         #: trusted reverse proxies (``trusted_proxies``): one address carrying many
         #: clients, so the per-address cap does not apply to them (the total cap does)
