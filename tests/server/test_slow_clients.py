@@ -1,7 +1,9 @@
 """Slow and half-open clients cannot take the server down (docs/team-server.md, "Slow
-clients"): a real server at ``ulimit -n 1024``, an attacker process holding 2,000
-connections that never finish their request head, and a legitimate client recalling
-with a token meanwhile.
+and half-open clients"): a real server at ``ulimit -n 1024``, an attacker process
+(``slowclients.py``) holding 2,000 connections that never finish their request head, or
+1,000 that send a whole head and then a body one byte every 5 s, and a legitimate client
+recalling with a token meanwhile; and fifty readers of a 2 MiB page that read one byte a
+second, against the server's resident memory.
 
 The bounds are the promise on a quiet machine (2 s from another address; the header
 timeout plus 2 s from the attacker's own address), stretched by how much slower
@@ -119,12 +121,16 @@ def _served_throughout(tmp_path: Path, source: str, promise: float) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.process
+@pytest.mark.serial
 @pytest.mark.skipif(not _loopback_alias_works(), reason="127.0.0.2 is not usable here")
 def test_2000_half_open_connections_from_another_address(tmp_path: Path) -> None:
     _served_throughout(tmp_path, "127.0.0.2", 2.0)
 
 
 @pytest.mark.slow
+@pytest.mark.process
+@pytest.mark.serial
 def test_half_open_connections_from_the_clients_own_address(tmp_path: Path) -> None:
     _served_throughout(tmp_path, "127.0.0.1", HEADER_TIMEOUT + 2.0)
 
