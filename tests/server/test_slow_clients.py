@@ -167,6 +167,7 @@ def _probe(srv: ServerProcess, bound: float) -> float | None:
     return time.monotonic() - start
 
 
+@pytest.mark.slow
 @pytest.mark.process
 @pytest.mark.serial
 @pytest.mark.skipif(not _loopback_alias_works(), reason="127.0.0.2 is not usable here")
@@ -201,6 +202,7 @@ def test_1000_slow_bodies_from_8_addresses(tmp_path: Path) -> None:
         assert srv.proc is not None and srv.proc.poll() is None
 
 
+@pytest.mark.slow
 @pytest.mark.process
 @pytest.mark.serial
 def test_300_slow_uploads_from_the_clients_own_address(tmp_path: Path) -> None:
@@ -264,6 +266,7 @@ def _readers(srv: ServerProcess, path: str, n: int) -> list[socket.socket]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.process
 @pytest.mark.serial
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
