@@ -75,10 +75,26 @@ class Settings:
     #: a connection that has not sent a complete request head this long after it was
     #: accepted (or after its previous response) is closed (docs/team-server.md)
     header_timeout_seconds: float = 10.0
-    #: open connections one client address may hold; over it, its oldest waiting one goes
+    #: connections one client address may hold that are waiting or slow; over it, its
+    #: oldest waiting one goes, else its slowest body (those being answered never count)
     max_connections_per_address: int = 128
     #: open connections in all (0: the soft file-descriptor limit minus a quarter of it)
     max_connections: int = 0
+    #: a request body is judged this long after its head arrived: from then on one
+    #: arriving slower than ``min_body_bytes_per_second`` is closed (docs/team-server.md)
+    body_grace_seconds: float = 5.0
+    #: the slowest a request body may arrive, averaged since its head (bytes a second)
+    min_body_bytes_per_second: int = 4096
+    #: a request body not complete this long after its head is closed
+    body_timeout_seconds: float = 60.0
+    #: a reply whose reader has not taken 64 KiB of it for this long is closed
+    write_timeout_seconds: float = 30.0
+    #: the most links, backlinks and attachments one page reply names (the rest: a
+    #: ``links_truncated`` / ``backlinks_truncated`` flag) and wikilinks the web view
+    #: renders as links in one page
+    max_links_per_reply: int = 1000
+    #: the most bytes of a page's rendered HTML the web view sends (the rest: a notice)
+    max_page_html_bytes: int = 1024 * 1024
 
     #: the server's TLS certificate chain and private key (PEM; ``serve --tls-cert/--tls-key``)
     tls_cert: Path | None = None

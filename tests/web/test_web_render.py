@@ -245,3 +245,25 @@ def test_session_cookie_round_trip():
     assert read_session_cookie(key, v[:-2] + "AA", now=1001.0) is None
     assert read_session_cookie(key, "not-a-cookie") is None
     assert read_session_cookie(key, "x" * 5000) is None
+
+
+def test_wikilinks_past_the_budget_show_their_text():
+    src = "[[Deploy Guide]] " * 5 + "\n"
+    done = render_markdown(src, "notes/here.md", T, max_links=3)
+    assert done.html.count("<a ") == 3 and done.truncated
+    assert done.html.count("Deploy Guide") == 5 and "more than 3 wikilinks" in done.html
+    assert not render_markdown(src, "notes/here.md", T, max_links=5).truncated
+
+
+def test_a_long_page_is_cut_at_a_line_with_a_notice():
+    # a megabyte of links answered 7.2 MB of HTML before the cap
+    src = "[[Deploy Guide]] [[Deploy Guide]]\n" * 30_000
+    done = render_markdown(src, "notes/here.md", T, max_links=1000, max_bytes=200_000)
+    assert done.truncated and len(done.html) <= 200_000 + 1000
+    assert done.html.count("<a ") == 1000
+    assert "the first " in done.html and f"of its {len(src):,} bytes" in done.html
+    plain = "word " * 100_000
+    done = render_markdown(plain, "notes/here.md", T, max_bytes=100_000)
+    assert done.truncated and len(done.html) <= 101_000
+    short = render_markdown("one [[Deploy Guide]]", "notes/here.md", T, max_bytes=100_000)
+    assert not short.truncated and "truncated" not in short.html

@@ -76,7 +76,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port_holder,
     )
     from wiki_memory.server.app import create_app
-    from wiki_memory.server.guard import Guard, GuardedServer, protocol_class
+    from wiki_memory.server.guard import Guard, GuardedServer, protocol_class, return_big_blocks
 
     overrides: dict[str, Any] = {"host": args.host, "port": args.port}
     if getattr(args, "wiki", None):
@@ -184,6 +184,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 settings.max_connections_per_address,
                 settings.max_connections,
                 settings.trusted_proxies,
+                body_grace=settings.body_grace_seconds,
+                min_body_rate=settings.min_body_bytes_per_second,
+                body_timeout=settings.body_timeout_seconds,
+                write_timeout=settings.write_timeout_seconds,
             )
         except ValueError as exc:
             raise CliError(f"trusted_proxies: {exc}", 2) from None
@@ -206,6 +210,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             log_config=None,
             lifespan="on",
         )
+        return_big_blocks()
         server = GuardedServer(config)
         server.tls_handshake_timeout = settings.header_timeout_seconds
         server.on_listening = lock.mark_listening

@@ -86,7 +86,7 @@ class Memory:
         self.watcher: Any = None
         self.started = False
         #: the read side: pages, listings, links, expand, history (wiki_memory.core.reader)
-        self.reader = Reader(self.wiki_dir, self.index, self.scope, self.spool, self.git)
+        self.reader = Reader(self.settings, self.index, self.scope, self.spool, self.git)
         self.list_pages = self._audit_reads("list", self.reader.list_pages)
         self.read_page = self._audit_reads("read", self.reader.read_page)
         self.page_links = self.reader.page_links

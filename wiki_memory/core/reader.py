@@ -10,11 +10,11 @@ import os
 import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from wiki_memory.capture.observation import observation_text
 from wiki_memory.capture.spool import Spool
+from wiki_memory.config import Settings
 from wiki_memory.core.scope import ScopeRule, frontmatter_of, not_found
 from wiki_memory.core.sessions import conflict_copy_path
 from wiki_memory.errors import BadRequest, NotFound
@@ -43,13 +43,16 @@ class Reader:
     :meth:`expand` resolves."""
 
     def __init__(
-        self, wiki_dir: Path, index: Index, scope: ScopeRule, spool: Spool, git: GitStore
+        self, settings: Settings, index: Index, scope: ScopeRule, spool: Spool, git: GitStore
     ) -> None:
-        self.wiki_dir = wiki_dir
+        self.wiki_dir = settings.wiki_dir
         self.index = index
         self.scope = scope
         self.spool = spool
         self.git = git
+        #: the most links, backlinks, attachments and link diagnostics one page reply
+        #: names (setting ``max_links_per_reply``); more are flagged, never sent
+        self.max_links = settings.max_links_per_reply
         #: short recall handle -> anchor (see :meth:`handle`)
         self._handles: dict[str, str] = {}
 
@@ -180,7 +183,9 @@ class Reader:
         """One page, paged by a byte cursor that never splits a UTF-8 character.
 
         Returns ``{path, metadata, title, diagnostics, content, cursor, next_cursor,
-        truncated, total_bytes, hash, links, backlinks, attachments}``:
+        truncated, total_bytes, hash, links, backlinks, attachments, links_truncated,
+        backlinks_truncated}`` (``truncated``: the content goes on at ``next_cursor``;
+        the other two: lists cut at :attr:`max_links`, see :meth:`page_links`):
 
         - ``links``: outgoing links and note embeds, in file order, each ``{target,
           fragment, alias, embed, line, in_frontmatter, status, path, candidates,
@@ -238,16 +243,21 @@ class Reader:
             "links": graph["links"],
             "backlinks": graph["backlinks"],
             "attachments": graph["attachments"],
+            "links_truncated": graph["links_truncated"],
+            "backlinks_truncated": graph["backlinks_truncated"],
         }
 
-    def page_links(
-        self, path: str, user: Identity | str | None = None
-    ) -> dict[str, list[dict[str, Any]]]:
+    def page_links(self, path: str, user: Identity | str | None = None) -> dict[str, Any]:
         """The link graph around one indexed page: ``{links, backlinks, attachments,
-        diagnostics}`` as in :meth:`read_page` (empty lists for a page not indexed), as
-        ``user`` sees it: pages it may not see are never named (a link to one reads as
-        unresolved; a backlink from one is left out)."""
+        diagnostics, links_truncated, backlinks_truncated}`` as in :meth:`read_page`
+        (empty lists for a page not indexed), as ``user`` sees it: pages it may not see
+        are never named (a link to one reads as unresolved; a backlink from one is left
+        out). Each list holds at most :attr:`max_links` entries, the first in file order
+        (backlinks: by source path); ``links_truncated`` says links, attachments or link
+        diagnostics were left out, ``backlinks_truncated`` that backlinks were."""
         who = self.scope.identity(user)
+        cap = max(1, self.max_links)
+        cut = False
         from wiki_memory.wiki.links import ATTACHMENT, fragment_found
 
         links: list[dict[str, Any]] = []
@@ -269,6 +279,9 @@ class Reader:
             return anchors[p]
 
         for lk in self.index.outlinks(path, who):
+            if len(links) >= cap or len(attachments) >= cap or len(diags) >= cap:
+                cut = True
+                break
             if lk["status"] == ATTACHMENT:
                 attachments.append(
                     {
@@ -339,6 +352,8 @@ class Reader:
             for b in self.index.backlinks(path, who)
             if b["src_path"] != path
         ]
+        back_cut = len(backlinks) > cap
+        del backlinks[cap:]
         copy = conflict_copy_path(path)
         if copy != path and (self.wiki_dir / copy).is_file():
             diags.append(
@@ -355,6 +370,8 @@ class Reader:
             "backlinks": backlinks,
             "attachments": attachments,
             "diagnostics": diags,
+            "links_truncated": cut,
+            "backlinks_truncated": back_cut,
         }
 
     def page_history(

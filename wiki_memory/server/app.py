@@ -19,7 +19,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -60,8 +60,11 @@ from wiki_memory.server.http import (
     read_json,
 )
 from wiki_memory.web import views as web
+from wiki_memory.web.replies import spooled
 
 OPEN_PATHS = {"/v1/health"}
+#: page replies built at once (``GET /v1/pages/{path}``)
+PAGE_BUILDS = 2
 #: threads that run the captures of longer lists (each waits for its group's fsync there)
 CAPTURE_THREADS = 16
 #: most events of a request captured on the event loop itself (the fsync awaited) ...
@@ -101,6 +104,13 @@ def error_response(request: Request, exc: Exception) -> Response:
     else:
         err = BadRequest(str(exc) or type(exc).__name__)
     return JSONResponse(err.body(), rule_for(err).status, headers=err.headers or None)
+
+
+def client_gone(request: Request, exc: Exception) -> Response:
+    """A client that went away before its request body was read whole (the guard cuts
+    slow bodies: docs/team-server.md): nobody reads the answer, so nothing is logged
+    but the access line (499, as nginx names it)."""
+    return Response(status_code=499)
 
 
 def list_reply(results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
@@ -261,6 +271,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
     """The ASGI app for one Memory. With ``manage_memory`` the app's lifespan starts and
     stops the Memory (the ``serve`` command); tests may manage it themselves."""
     limit = memory.settings.max_body_bytes
+    page_builds = asyncio.Semaphore(PAGE_BUILDS)
 
     async def health(request: Request) -> Response:
         commits = memory.commit_status(detail=False)
@@ -361,14 +372,17 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
     async def page(request: Request) -> Response:
         path = request.path_params["path"]
         q = request.query_params
-        res = await run_in_threadpool(
-            memory.read_page,
-            path,
-            _int(dict(q), "cursor", 0),
-            _int(dict(q), "max_bytes", 64 * 1024, 1, 4 * 1024 * 1024),
-            request.state.user,
-        )
-        return JSONResponse(res)
+        # a reply holds a few copies of its content while it is built: bounded how
+        # many are built at once (docs/team-server.md, slow readers)
+        async with page_builds:
+            res = await run_in_threadpool(
+                memory.read_page,
+                path,
+                _int(dict(q), "cursor", 0),
+                _int(dict(q), "max_bytes", 64 * 1024, 1, 4 * 1024 * 1024),
+                request.state.user,
+            )
+            return spooled(JSONResponse(res))
 
     async def put_page(request: Request) -> Response:
         """``PUT /v1/pages/{path}``: write a whole page with a compare-and-set (docs/api.md)."""
@@ -561,6 +575,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
             HTTPException: error_response,
             WikiMemoryError: error_response,
             ValueError: error_response,
+            ClientDisconnect: client_gone,
         },
     )
     app.state.memory = memory

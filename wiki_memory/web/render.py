@@ -138,6 +138,13 @@ def wikilink_html(inner: str, embed: bool, env: MutableMapping[str, Any]) -> str
         if not fragment:
             return escape(label)
         return f'<a class="{cls}" href="#{quote(fragment, safe="^-")}">{escape(label)}</a>'
+    budget = env.get("max_links")
+    if budget is not None:
+        env["links_shown"] = shown = env.get("links_shown", 0) + 1
+        if shown > budget:
+            # past the page's link budget: the label alone (the reply stays bounded)
+            env["links_cut"] = True
+            return escape(label)
     targets: Mapping[str, Target] = env.get("targets", {})
     key = link_key(target)
     res = targets.get(key)
@@ -413,6 +420,19 @@ class Rendered:
 
     html: str
     cacheable: bool = True
+    #: the body was cut (bytes or wikilinks over the limits); ``html`` ends with a notice
+    truncated: bool = False
+
+
+def cut_text(text: str, max_bytes: int) -> str:
+    """The longest start of ``text`` within ``max_bytes`` UTF-8 bytes, ended at a line
+    break when there is one in its second half (never inside a character)."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= max_bytes:
+        return text
+    head = data[:max_bytes].decode("utf-8", "ignore")
+    nl = head.rfind("\n")
+    return head[: nl + 1] if nl > len(head) // 2 else head
 
 
 def render_markdown(
@@ -421,6 +441,43 @@ def render_markdown(
     targets: Mapping[str, Target],
     lazy: Callable[[str], Target] | None = None,
     session: Mapping[str, str] | None = None,
+    *,
+    max_links: int | None = None,
+    max_bytes: int | None = None,
+) -> Rendered:
+    """Render a page body (frontmatter already removed) to HTML, bounded: at most
+    ``max_links`` wikilinks become links (the rest show their text) and the HTML holds
+    at most about ``max_bytes`` (the body is cut at a line, once more when its HTML
+    came out larger, and a notice ends it). See :func:`_render_markdown` for the rest."""
+    total = len(body.encode("utf-8", "surrogatepass"))
+    if max_bytes is None or total <= max_bytes // 2:
+        done = _render_markdown(body, rel, targets, lazy, session, max_links)
+        if max_bytes is None or len(done.html) <= max_bytes:
+            return done
+    part = cut_text(body, max_bytes)
+    done = _render_markdown(part, rel, targets, lazy, session, max_links)
+    if len(done.html) > max_bytes:
+        share = max_bytes / len(done.html) * 0.9
+        part = cut_text(part, int(len(part.encode("utf-8", "surrogatepass")) * share))
+        done = _render_markdown(part, rel, targets, lazy, session, max_links)
+    if len(part) == len(body):
+        return done
+    shown = len(part.encode("utf-8", "surrogatepass"))
+    notice = (
+        f'<p class="note truncated">This page is longer than the web view shows: the first '
+        f"{shown:,} of its {total:,} bytes are above. Read it whole in its file or "
+        "through the API (<code>GET /v1/pages/…</code> with a cursor).</p>"
+    )
+    return Rendered(done.html + notice, done.cacheable, True)
+
+
+def _render_markdown(
+    body: str,
+    rel: str,
+    targets: Mapping[str, Target],
+    lazy: Callable[[str], Target] | None,
+    session: Mapping[str, str] | None,
+    max_links: int | None,
 ) -> Rendered:
     """Render a page body (frontmatter already removed) to HTML.
 
@@ -438,13 +495,20 @@ def render_markdown(
             f'<pre class="source">{escape(body)}</pre>'
         )
     env: dict[str, Any] = {"rel": rel, "targets": targets, "lazy": lazy, "ids": set()}
+    if max_links is not None:
+        env["max_links"] = max_links
     if session is not None:
         env["conversation"] = True
         env.update({k: v for k, v in session.items() if v})
     html = _md().render(body, env)
     if env.get("inline_html"):
         html = sanitize_body(html)
-    return Rendered(html, not env.get("uncached"))
+    if env.get("links_cut"):
+        html += (
+            f'<p class="note truncated">This page has more than {max_links:,} wikilinks: '
+            "the first are links, the rest show their text.</p>"
+        )
+    return Rendered(html, not env.get("uncached"), bool(env.get("links_cut")))
 
 
 def render_value(value: Any, rel: str, targets: Mapping[str, Target]) -> str:

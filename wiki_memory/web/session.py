@@ -271,6 +271,12 @@ class SignIn:
         return False
 
     async def _read_form(self, request: Request) -> dict[str, str] | None:
+        """The form of a request that carries no token yet (sign-in, sign-out): at most
+        :data:`MAX_FORM_BYTES`, refused at once when its ``Content-Length`` says more;
+        None when too large or not UTF-8."""
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_FORM_BYTES:
+            return None
         body = b""
         async for chunk in request.stream():
             body += chunk

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import threading
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
@@ -55,10 +56,12 @@ from wiki_memory.web.context import (
 from wiki_memory.web.links import Resolver, Target, escape, link_key, tag_url
 from wiki_memory.web.render import (
     RenderCache,
+    cut_text,
     render_markdown,
     render_value,
     targets_fingerprint,
 )
+from wiki_memory.web.replies import spooled
 from wiki_memory.web.session import (
     CSRF_COOKIE,
     KEY_FILE,
@@ -164,6 +167,10 @@ def routes(memory: Memory, tokens: TokenStore) -> list[Any]:
         # last: any other GET gets the view's 404 page (with its security headers)
         Route(CATCH_ALL, functools.partial(no_route, ctx), methods=["GET"], name="no_route"),
     ]
+
+
+#: page views built at once (each holds a few copies of its page while it is built)
+PAGE_BUILDS = threading.BoundedSemaphore(2)
 
 
 class _NotFound(Exception):
@@ -311,7 +318,16 @@ class _View(BrowseView):
             def lazy(target: str) -> Target:
                 return resolver.resolve_many(rel, [target]).get(link_key(target), Target(None))
 
-            rendered = render_markdown(parsed.body, rel, targets, lazy, _session_of(parsed))
+            settings = self.memory.settings
+            rendered = render_markdown(
+                parsed.body,
+                rel,
+                targets,
+                lazy,
+                _session_of(parsed),
+                max_links=settings.max_links_per_reply,
+                max_bytes=settings.max_page_html_bytes,
+            )
             html = rendered.html
             if rendered.cacheable:
                 self.ctx.cache.put(key, html)
@@ -342,6 +358,14 @@ class _View(BrowseView):
         return sorted(out.values(), key=lambda b: (str(b["title"]).casefold(), b["path"]))
 
     def _page_view(self, request: Request, rel: str, via_session: str | None = None) -> Response:
+        # a page view holds a few copies of its page while it is built: bounded how
+        # many are built at once, so fifty readers of a big page do not hold fifty
+        with PAGE_BUILDS:
+            return spooled(self._build_page_view(request, rel, via_session))
+
+    def _build_page_view(
+        self, request: Request, rel: str, via_session: str | None = None
+    ) -> Response:
         user = self._user(request)
         try:
             raw = self._read(user, rel)
@@ -364,12 +388,25 @@ class _View(BrowseView):
             "page.html",
             title=view["page_title"],
             view=view,
-            source=raw.decode("utf-8", "replace") if source else None,
+            source=self._source(raw) if source else None,
             backlinks=self._backlinks(user, rel),
             project=str(project) if project else None,
             via_session=via_session,
             version=None,
             state=page_state(m if isinstance(m, dict) else {}),
+        )
+
+    def _source(self, raw: bytes) -> str:
+        """A page's text for the source view, cut like its rendered body
+        (``max_page_html_bytes``) with a last line saying so."""
+        limit = self.memory.settings.max_page_html_bytes
+        text = raw.decode("utf-8", "replace")
+        if len(raw) <= limit:
+            return text
+        part = cut_text(text, limit)
+        return part + (
+            f"\n\n[… the first {len(part.encode()):,} of {len(raw):,} bytes: read the whole "
+            "page in its file or through the API (GET /v1/pages/… with a cursor)]\n"
         )
 
     def page(self, request: Request) -> Response:
