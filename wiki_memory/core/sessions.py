@@ -179,10 +179,7 @@ class SessionPages:
             return WriteResult(
                 paths=paths,
                 author=Author(info.user, author_email_for(info.user)),
-                message=(
-                    f"Merge session {compiler.cut_words(comp.metadata['title'], 60)}"
-                    " into a hand edit"
-                ),
+                message=f"Merge session {_stem(comp.path)} into a hand edit",
                 value=comp.path,
             )
         self.host.index.delete_spool_session(key)
@@ -402,10 +399,11 @@ class SessionChange:
         )
 
     def message(self) -> str:
-        """``Add session <title> (<harness>)`` for a page first written, else ``Session
-        <title>: +N turns`` (``+N events`` when no turn was added), with ``, ended`` when
-        the session ended; the title cut at a word boundary (60 characters)."""
-        short = compiler.cut_words(" ".join(self.title.split()), 60)
+        """``Add session <page name> (<harness>)`` for a page first written, else
+        ``Session <page name>: +N turns`` (``+N events`` when no turn was added), with
+        ``, ended`` when the session ended. The page's file name, never its title: a
+        commit message names paths and counts only (a title is a first prompt)."""
+        short = _stem(self.key)
         if self.added:
             msg = f"Add session {short} ({self.harness})"
         elif self.turns:
@@ -454,6 +452,11 @@ def seed_server_hashes(
         if digest in known:
             hashes[path] = digest
             authors[path] = info.user
+
+
+def _stem(rel: str) -> str:
+    """A page's file name without its folder and ``.md``."""
+    return rel.rsplit("/", 1)[-1].removesuffix(".md")
 
 
 def _read_plain(full: Path) -> bytes | None:

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from wiki_memory.identity import people_owner, personal_owner
+from wiki_memory.identity import people_owner
 
 __all__ = [
     "Entry",
@@ -184,14 +184,9 @@ def _hub_scope_refusal(entry: Entry, content: Callable[[Entry], bytes] | None) -
         return "scope: under people/"
     if content is None or not entry.path.lower().endswith(".md"):
         return None
-    from wiki_memory.wiki.page import parse_page
+    from wiki_memory.wiki.personal import page_owner
 
-    data = content(entry)
-    if b"visibility" not in data and b"\\" not in data:
-        return None
-    parsed = parse_page(data, entry.path)
-    meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
-    if personal_owner("shared/x.md", meta) is not None:
+    if page_owner(entry.path, content(entry)) is not None:
         return "scope: personal page"
     return None
 

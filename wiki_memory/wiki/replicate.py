@@ -46,8 +46,7 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from wiki_memory.capture.sanitize import redact_text
-from wiki_memory.identity import personal_owner
-from wiki_memory.wiki.page import parse_page
+from wiki_memory.wiki.personal import is_people_folder, page_owner
 
 __all__ = [
     "CONFLICT_RE",
@@ -448,19 +447,13 @@ class Shared:
         os.replace(tmp, self.cache_path)
 
     def personal_blob(self, path: bytes, sha: ObjectID) -> bool:
-        """True when the page at ``path`` with blob ``sha`` is personal by its frontmatter."""
-        if not path.lower().endswith(b".md"):
-            return False
+        """True when the page at ``path`` with blob ``sha`` is personal by its frontmatter
+        (the one rule: :func:`wiki_memory.wiki.personal.page_owner`)."""
         if sha not in self._blob_personal:
             blob = self.repo[sha]
             assert isinstance(blob, Blob)
-            data = blob.data
-            personal = False
-            if b"visibility" in data[:8192]:
-                parsed = parse_page(data, path.decode("utf-8", "surrogateescape"))
-                meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
-                personal = personal_owner("shared/x.md", meta) is not None
-            self._blob_personal[sha] = personal
+            name = path.decode("utf-8", "surrogateescape").rsplit("/", 1)[-1]
+            self._blob_personal[sha] = page_owner("shared/" + name, blob.data) is not None
         return self._blob_personal[sha]
 
     def _filter(self, tree_id: ObjectID, top: bool) -> tuple[ObjectID | None, list[bytes]]:
@@ -475,7 +468,7 @@ class Shared:
         removed: list[bytes] = []
         changed = False
         for item in tree.iteritems():
-            if top and item.path.lower() == b"people" and stat.S_ISDIR(item.mode):
+            if top and is_people_folder(item.path) and stat.S_ISDIR(item.mode):
                 removed.extend(item.path + b"/" + p for p in flat_tree(self.repo, item.sha))
                 changed = True
                 continue
@@ -573,8 +566,7 @@ def personal_files(
     """The entries of ``files`` that the projection leaves out (personal pages)."""
     out = {}
     for path, (mode, sha) in files.items():
-        top = path.split(b"/", 1)[0].lower()
-        if (top == b"people" and b"/" in path) or (
+        if (is_people_folder(path.split(b"/", 1)[0]) and b"/" in path) or (
             stat.S_ISREG(mode) and shared.personal_blob(path, sha)
         ):
             out[path] = (mode, sha)
