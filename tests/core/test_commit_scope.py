@@ -89,9 +89,7 @@ def _burst(m: Memory) -> None:
         who="alice",
     )
     cur = (m.wiki_dir / SHARED).read_bytes()
-    m.write_page(
-        SHARED, cur + b"shared v2\n", user="alice", message=f"Write {SHARED}", who="alice"
-    )
+    m.write_page(SHARED, cur + b"shared v2\n", user="alice", message=f"Write {SHARED}", who="alice")
     wait_for(
         lambda: list((m.wiki_dir / "projects/secret/sessions").glob("*.md")),
         what="the session page",
@@ -134,8 +132,12 @@ def test_history_of_a_shared_page_names_nothing_the_reader_may_not_see(world):
                     assert mark not in t.text, (q, mark)
         assert f"Changed {SHARED}" in r.text
         # alice, who may see it all, is told of her own pages in the same way
-        mine = c.get(f"/page/{SHARED}/history", headers={"Authorization": f"Bearer {world['alice']}"})
-        assert "Changed " in mine.text and "secret" in mine.text, re.findall(r"Changed [^<]*", mine.text)
+        mine = c.get(
+            f"/page/{SHARED}/history", headers={"Authorization": f"Bearer {world['alice']}"}
+        )
+        assert "Changed " in mine.text and "secret" in mine.text, re.findall(
+            r"Changed [^<]*", mine.text
+        )
 
 
 def _shas(text: str) -> list[str]:

@@ -30,6 +30,7 @@ from wiki_memory.core.sessions import (
     SessionPages,
     _plain_or_gone,
     _read_plain,
+    owner_on_disk,
     seed_server_hashes,
     sha256,
 )
@@ -44,7 +45,6 @@ from wiki_memory.recall import rank
 from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
 from wiki_memory.wiki.names import new_name_refusal
 from wiki_memory.wiki.paths import PathRefused, clean_rel, locate
-from wiki_memory.wiki.personal import page_owner
 
 log = logging.getLogger("wiki_memory.core.memory")
 _P = ParamSpec("_P")
@@ -73,9 +73,8 @@ class Memory:
             stem_languages=settings.stem_language_names,
             vectors=settings.vectors,
         )
-        self.writer = Writer(
-            self._commit, commit_delay=settings.commit_delay_seconds, classify=self._owner_of
-        )
+        self.writer = Writer(self._commit, commit_delay=settings.commit_delay_seconds)
+        self.writer.classify = functools.partial(owner_on_disk, self.wiki_dir, self.git)
         #: path → sha256 of the bytes the server last wrote or committed there
         self._server_hashes: dict[str, str] = {}
         #: session page path → its user, for pages seeded at start (see sessions.seed_server_hashes)
@@ -357,8 +356,7 @@ class Memory:
         NotFound exactly as a missing one, before ``fn`` runs, and one it may read but not
         write raises Forbidden naming the grant. Raises PathRefused for a path outside
         ``wiki/``. A change made for a caller (``who``), and a refusal, is one line of
-        the audit log with operation ``op``.
-        """
+        the audit log with operation ``op``."""
         ident = None if who is None else self.scope.identity(who)
         if ident is None:
             rel, full = locate(self.wiki_dir, path)
@@ -427,8 +425,7 @@ class Memory:
         the bytes the write replaced (None: it created the page). Creating a page whose
         new path parts Windows cannot check out raises PathRefused (400 ``bad_path``,
         ``rule: portable_name``; :func:`wiki_memory.wiki.names.new_name_refusal`);
-        an existing page with such a name is written as before.
-        """
+        an existing page with such a name is written as before."""
 
         def fn(current: bytes | None) -> bytes:
             if on_current is not None:
@@ -471,19 +468,6 @@ class Memory:
                 self.spool.cleanup(self.settings.spool_keep_seconds, now)
 
     # -- commits -------------------------------------------------------------------------
-    def _owner_of(self, rel: str) -> str | None:
-        """The user the written path ``rel`` belongs to alone (None: shared), by the one
-        rule on its bytes on disk, or as last committed when it is gone (a deleted
-        personal page stays personal): the writer's grouping key."""
-        full = self.wiki_dir / rel
-        data = _read_plain(full) if _plain_or_gone(full) else None
-        if data is None and not full.exists():
-            try:
-                data = self.git.read_at(rel)
-            except KeyError:
-                data = None
-        return page_owner(rel, data)
-
     def _commit(self, paths: list[str], author: Author, message: str) -> str | None:
         """Commit a group of server writes as ``author``. A path a person saved over since
         the server wrote it is committed first as their hand edit (so their save is not

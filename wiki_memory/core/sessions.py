@@ -25,6 +25,7 @@ from wiki_memory.index.store import Index
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitStore, author_email_for
 from wiki_memory.wiki.paths import atomic_write
+from wiki_memory.wiki.personal import page_owner
 
 log = logging.getLogger("wiki_memory.core")
 
@@ -457,6 +458,15 @@ def seed_server_hashes(
 def _stem(rel: str) -> str:
     """A page's file name without its folder and ``.md``."""
     return rel.rsplit("/", 1)[-1].removesuffix(".md")
+
+
+def owner_on_disk(wiki_dir: Path, git: GitStore, rel: str) -> str | None:
+    """The writer's grouping key for a written path: the one personal rule
+    (:func:`wiki_memory.wiki.personal.page_owner`) on its bytes, or on its last committed
+    bytes when it is gone (a deleted personal page stays personal)."""
+    full = wiki_dir / rel
+    data = _read_plain(full) if _plain_or_gone(full) else None
+    return page_owner(rel, data if data or full.exists() else git.read_at(rel))
 
 
 def _read_plain(full: Path) -> bytes | None:

@@ -86,7 +86,7 @@ class Writer:
         classify: Callable[[str], str | None] | None = None,
     ) -> None:
         self._commit_fn = commit_fn
-        self._classify = classify
+        self.classify = classify
         self.commit_delay = commit_delay
         self.max_delay = max_delay
         self._q: queue.Queue[tuple[Callable[[], WriteResult], Future[WriteResult]] | None] = (
@@ -194,10 +194,10 @@ class Writer:
             self._commit_due(force=False)
 
     def _owner(self, path: str) -> str | None:
-        if self._classify is None:
+        if self.classify is None:
             return None
         try:
-            return self._classify(path)
+            return self.classify(path)
         except Exception:  # noqa: BLE001 - unreadable: treat as its own, personal kind
             log.debug("could not classify %s", path, exc_info=True)
             return "\x00unknown"

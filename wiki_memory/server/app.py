@@ -40,6 +40,7 @@ from wiki_memory.errors import (
     MethodNotAllowed,
     NotFound,
     PreconditionRequired,
+    UserNameTwin,
     WikiMemoryError,
     rule_for,
 )
@@ -183,6 +184,24 @@ class AuthMiddleware:
                     presented = tok.strip()
                     ident = self.tokens.identity_for(presented)
                 break
+        if ident is None and presented:
+            twin = self.tokens.twin_for(presented)
+            if twin is not None:
+                if self.audit is not None:
+                    self.audit.record(
+                        Identity(twin[0], token_id=twin[1], face=face),
+                        "request",
+                        f"{scope.get('method')} {path}",
+                        "user_name_twin",
+                        twin_of=twin[2],
+                    )
+                err = UserNameTwin(
+                    f"the user name {twin[0]!r} equals the older user {twin[2]!r} after "
+                    "folding case and width; the data directory's owner must revoke this token"
+                )
+                resp = JSONResponse(err.body(), 401, headers={"WWW-Authenticate": "Bearer"})
+                await resp(scope, receive, send)
+                return
         if ident is None and presented and self.audit is not None:
             gone = self.tokens.revoked_for(presented)
             if gone is not None:
