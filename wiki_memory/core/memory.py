@@ -30,7 +30,7 @@ from wiki_memory.core.sessions import (
     SessionPages,
     _plain_or_gone,
     _read_plain,
-    owner_on_disk,
+    owners_on_disk,
     seed_server_hashes,
     sha256,
 )
@@ -74,7 +74,7 @@ class Memory:
             vectors=settings.vectors,
         )
         self.writer = Writer(self._commit, commit_delay=settings.commit_delay_seconds)
-        self.writer.classify = functools.partial(owner_on_disk, self.wiki_dir, self.git)
+        self.writer.classify = self.audit.owner_of = owners_on_disk(self.wiki_dir, self.git)
         #: path → sha256 of the bytes the server last wrote or committed there
         self._server_hashes: dict[str, str] = {}
         #: session page path → its user, for pages seeded at start (see sessions.seed_server_hashes)

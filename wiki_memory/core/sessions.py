@@ -460,13 +460,24 @@ def _stem(rel: str) -> str:
     return rel.rsplit("/", 1)[-1].removesuffix(".md")
 
 
-def owner_on_disk(wiki_dir: Path, git: GitStore, rel: str) -> str | None:
-    """The writer's grouping key for a written path: the one personal rule
-    (:func:`wiki_memory.wiki.personal.page_owner`) on its bytes, or on its last committed
-    bytes when it is gone (a deleted personal page stays personal)."""
-    full = wiki_dir / rel
-    data = _read_plain(full) if _plain_or_gone(full) else None
-    return page_owner(rel, data if data or full.exists() else git.read_at(rel))
+def owners_on_disk(wiki_dir: Path, git: GitStore) -> Callable[[str], str | None]:
+    """``owner(rel)``: the user the wiki path ``rel`` belongs to alone (None: shared) by
+    the one personal rule (:func:`wiki_memory.wiki.personal.page_owner`) on its bytes, or
+    on its last committed bytes when it is gone (a deleted personal page stays personal);
+    a folder or an unreadable file by its path alone. The writer groups commits by it and
+    the audit log hides personal paths with it."""
+
+    def owner(rel: str) -> str | None:
+        full = wiki_dir / rel
+        try:
+            data = _read_plain(full) if _plain_or_gone(full) else None
+            if data is None and not full.exists():
+                data = git.read_at(rel)
+        except (OSError, KeyError, ValueError):
+            data = None
+        return page_owner(rel, data)
+
+    return owner
 
 
 def _read_plain(full: Path) -> bytes | None:
