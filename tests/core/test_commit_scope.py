@@ -173,3 +173,25 @@ def test_new_session_pages_are_named_by_date_and_short_id():
         started=1796515200.0,  # 2026-12-06
     )
     assert compiler.page_path(meta, []) == "projects/p/sessions/2026-12-06-3b021981.md"
+
+
+def test_hand_edits_saved_together_commit_personal_apart(world):
+    m = world["m"]
+    wiki = m.wiki_dir
+    (wiki / "people/alice").mkdir(parents=True, exist_ok=True)
+    (wiki / MINE).write_text("# mine zqx\n")
+    (wiki / "notes/private.md").write_text("---\nvisibility: personal\n---\nzqx\n")
+    (wiki / SHARED).write_text("---\ntitle: Team\n---\nshared by hand\n")
+    m.writer.call(lambda: _hand(m, [MINE, "notes/private.md", SHARED]))
+    commits = _commits(world["data"])
+    mine = next(ps for msg, ps in commits if SHARED in ps)
+    assert mine == {SHARED}, commits
+    assert any(ps == {MINE} for _, ps in commits)
+    assert any(ps == {"notes/private.md"} for _, ps in commits)
+
+
+def _hand(m: Memory, paths: list[str]) -> Any:
+    from wiki_memory.core.writer import WriteResult
+
+    m._commit_hand_edits_now(paths)
+    return WriteResult()

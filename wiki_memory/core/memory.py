@@ -563,8 +563,7 @@ class Memory:
             seen[p] = sha256(data) if data is not None else None
         if not real:
             return None
-        msg = "Edit by hand: " + ", ".join(real[:5]) + (" …" if len(real) > 5 else "")
-        sha = self._git_commit(real, self.owner, author_email_for(self.owner), msg)
+        sha = self.sessions.commit_by_hand(real)
         for p in real:
             digest = seen[p]
             if digest is None:

@@ -20,7 +20,7 @@ from wiki_memory.capture.observation import Observation
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
 from wiki_memory.core.text import replace_section
-from wiki_memory.core.writer import Author, WriteResult
+from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.index.store import Index
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitStore, author_email_for
@@ -52,6 +52,7 @@ class Host(Protocol):
     git: GitStore
     wiki_dir: Path
     owner: str
+    writer: Writer
     _server_hashes: dict[str, str]
     on_session_end: list[Callable[[Any, SessionInfo, list[Observation], str], None]]
 
@@ -324,6 +325,20 @@ class SessionPages:
             if sha256(data) == r.get("sha256"):
                 out.append(data)
         return out
+
+    def commit_by_hand(self, paths: list[str]) -> str | None:
+        """Commit ``paths`` as the local owner's hand edits: one commit per personal
+        owner (the writer's ``classify``), so a personal page saved beside a shared one is
+        never in the shared one's commit. Returns the last commit's id (None: nothing)."""
+        groups: dict[str | None, list[str]] = {}
+        for p in paths:
+            groups.setdefault(self.host.writer.owner(p), []).append(p)
+        sha = None
+        for group in groups.values():
+            msg = "Edit by hand: " + ", ".join(group[:5]) + (" …" if len(group) > 5 else "")
+            owner = self.host.owner
+            sha = self.host._git_commit(group, owner, author_email_for(owner), msg) or sha
+        return sha
 
     def _commit_person_first(self, path: str, current: bytes | None) -> None:
         """Before the server writes over a person's uncommitted save, commit that save as

@@ -193,7 +193,8 @@ class Writer:
             fut.set_result(res)
             self._commit_due(force=False)
 
-    def _owner(self, path: str) -> str | None:
+    def owner(self, path: str) -> str | None:
+        """The group a written ``path`` goes to: ``classify`` (None: shared)."""
         if self.classify is None:
             return None
         try:
@@ -207,7 +208,7 @@ class Writer:
             return
         parts: dict[str | None, list[str]] = {}
         for p in res.paths:
-            parts.setdefault(self._owner(p), []).append(p)
+            parts.setdefault(self.owner(p), []).append(p)
         for owner, paths in parts.items():
             key = (res.author.name, res.author.email, owner)
             g = self._groups.get(key)
