@@ -67,6 +67,14 @@ def test_an_upgraded_data_directory_refuses_the_newer_twin(tmp_path: Path) -> No
             assert "zqx" not in r.text
             web = c.get("/page/people/alice/diary.md", headers={"Authorization": f"Bearer {newer}"})
             assert web.status_code == 401 and "zqx" not in web.text
+            # a sign-in cookie made from the twin's token before the upgrade: no longer live
+            from wiki_memory.web.session import SESSION_COOKIE, _load_key, make_session_cookie
+
+            key = _load_key(data / "auth")
+            c.cookies.set(SESSION_COOKIE, make_session_cookie(key, "ALICE", _hash(newer)[:8]))
+            web = c.get("/page/people/alice/diary.md", follow_redirects=False)
+            assert web.status_code in (303, 401) and "zqx" not in web.text, web.status_code
+            c.cookies.clear()
             ok = c.get(
                 "/v1/pages/people/alice/diary.md", headers={"Authorization": f"Bearer {older}"}
             )
