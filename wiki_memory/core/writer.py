@@ -2,9 +2,11 @@
 
 Jobs are callables run in order on the writer thread; each returns the repo-relative
 paths it wrote and the author to attribute them to. Written paths wait in a pending
-group per author; the group is committed when the queue has been quiet for
-``commit_delay`` seconds or has waited ``max_delay`` seconds, so a burst of writes
-costs one commit per author and kind. :meth:`Writer.flush` commits everything pending now.
+group per author and personal owner (``classify``: a personal page's change never shares
+a commit with a shared one, nor with another user's personal one); the group is
+committed when the queue has been quiet for ``commit_delay`` seconds or has waited
+``max_delay`` seconds, so a burst of writes costs one commit per author and kind.
+:meth:`Writer.flush` commits everything pending now.
 """
 
 from __future__ import annotations
