@@ -10,7 +10,8 @@ A line is ``{"time", "user", "token_id", "face", "op", "target", "result", ...}`
   such as the upgrade at first start);
 - ``op``: what happened (``page.write``, ``handoff.claim``, ``capture``, ``token.create``,
   ``grant``, ``reindex``, ``pin``... docs/team-server.md lists them);
-- ``target``: the path or id acted on;
+- ``target``: the path or id acted on; a personal page's path is never written: the
+  target is then ``[personal page]`` and ``owner`` names whose it is (``owner_of``);
 - ``result``: ``ok``, ``denied`` (403) or ``not_found`` (404: the caller may not see it,
   or it is not there), or another error code;
 - ``agent``: the request's ``User-Agent``, when it sent one.
@@ -29,23 +30,36 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from wiki_memory.errors import Forbidden, NotFound, WikiMemoryError
-from wiki_memory.identity import Identity
+from wiki_memory.identity import OWNER_KEY, Identity
 
-__all__ = ["AuditLog", "audit_result", "escape", "parse_since"]
+__all__ = ["AuditLog", "audit_result", "dumps", "escape", "parse_since"]
 
 FACES = ("http", "mcp", "web", "cli", "server")
-_LINE_BREAKS = re.compile("[\x7f-\x9f\u2028\u2029]")
+#: the bidirectional formatting controls (a right-to-left override makes ``gpj.exe``
+#: read ``exe.jpg``): escaped in every log line like the controls
+BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_LINE_BREAKS = re.compile(f"[\x7f-\x9f\u2028\u2029{BIDI}]")
+_BIDI = re.compile(f"[{BIDI}]")
+
+
+def dumps(value: Any) -> str:
+    """``value`` as one line of JSON with every control character escaped: C0 (as JSON
+    does), DEL, C1, U+2028/2029 and the bidirectional controls (JSON leaves those raw).
+    Every output of the audit log (the file, ``GET /v1/audit``, ``audit --json``) is
+    written with it, so a value the file holds escaped is never re-emitted raw."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return _LINE_BREAKS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def escape(value: str) -> str:
-    """``value`` with backslashes and every control character (C0, DEL, C1, and the
-    Unicode line and paragraph separators) written as Python-style escapes (``\\n``,
+    """``value`` with backslashes and every control character (C0, DEL, C1, the Unicode
+    line and paragraph separators and the bidirectional controls) written as Python-style escapes (``\\n``,
     ``\\x1b``, ``\\u2028``), so a value from a request stays on its log line."""
     out = []
     for ch in value:
@@ -60,7 +74,7 @@ def escape(value: str) -> str:
             out.append("\\t")
         elif o < 0x20 or 0x7F <= o < 0xA0:
             out.append(f"\\x{o:02x}")
-        elif o in (0x2028, 0x2029, 0x85):
+        elif o in (0x2028, 0x2029, 0x85) or _BIDI.match(ch):
             out.append(f"\\u{o:04x}")
         else:
             out.append(ch)
@@ -95,6 +109,9 @@ class AuditLog:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        #: the user a wiki path belongs to alone (None: shared), for hiding personal
+        #: paths (the Memory sets it; None: targets are written as given)
+        self.owner_of: Callable[[str], str | None] | None = None
 
     def record(
         self,
@@ -120,16 +137,17 @@ class AuditLog:
             "target": target,
             "result": result,
         }
+        owner = self._personal(target)
+        if owner is not None:
+            line["target"], line["owner"] = "[personal page]", owner
         if who is not None and who.agent:
             line["agent"] = who.agent
         if who is not None and who.address:
             line["address"] = who.address
         line.update(extra)
-        text = json.dumps(line, ensure_ascii=False, default=str)
-        # JSON leaves DEL, the C1 controls (NEL) and U+2028/2029 raw: escape them too, so
-        # no reader (str.splitlines, an editor, a log viewer) sees a line break
-        text = _LINE_BREAKS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-        data = (text + "\n").encode("utf-8")
+        # JSON leaves DEL, the C1 controls (NEL), U+2028/2029 and the bidi controls raw:
+        # escaped too, so no reader (str.splitlines, an editor, a terminal) is misled
+        data = (dumps(line) + "\n").encode("utf-8")
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -138,6 +156,17 @@ class AuditLog:
             finally:
                 os.close(fd)
         return line
+
+    def _personal(self, target: str) -> str | None:
+        """The owner of a personal page ``target`` (its folded name; ``owner`` for the
+        wiki's owner's), else None."""
+        if self.owner_of is None or "/" not in target:
+            return None
+        try:
+            key = self.owner_of(target)
+        except Exception:  # noqa: BLE001 - a line is written whatever happens
+            return None
+        return None if key is None else ("owner" if key == OWNER_KEY else key)
 
     def lines(self) -> Iterator[dict[str, Any]]:
         """Every line, oldest first (a line that is not JSON is skipped)."""

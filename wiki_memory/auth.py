@@ -13,6 +13,14 @@ Every change is a read-modify-write under ``auth/tokens.lock`` (an OS file lock)
 CLI and a running server never lose each other's changes; a running server re-reads the
 file when it changes, so a revocation or a grant binds its very next request.
 
+User names are unique after the identity fold (:func:`wiki_memory.identity.fold`: case
+and width), because pages' owners are compared folded: ``ALICE`` beside ``alice`` would
+own each other's personal pages. :meth:`TokenStore.create` refuses such a twin and names
+the existing user. A data directory from before this rule may hold twins: the user whose
+first token is older (the local owner always) keeps working; every token of the newer
+twin is refused (``user_name_twin``, :meth:`TokenStore.twin_for`) until the owner revokes
+it (:func:`twins` lists them, for ``doctor``).
+
 A file from before roles (no ``version``) is upgraded by :meth:`TokenStore.upgrade` at
 the server's first start: every user holding a token becomes a ``member`` with a
 write grant on every project that exists then.
@@ -35,7 +43,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from wiki_memory.identity import Identity
+from wiki_memory.identity import Identity, fold
 
 OWNER_FILE = "owner.token"
 TOKENS_FILE = "tokens.json"
@@ -85,6 +93,31 @@ class TokenRecord:
     last_used: float | None = None
 
 
+def twins(data: dict[str, Any]) -> dict[str, str]:
+    """The users of a ``tokens.json`` mapping whose folded name equals an older user's:
+    twin -> the user that keeps the name (the local owner, else the user whose first
+    token was created first; ties by name)."""
+    first: dict[str, float] = {}
+    owner = str(data.get("owner_user") or "")
+    for t in data.get("tokens", []):
+        if not isinstance(t, dict) or not isinstance(t.get("user"), str):
+            continue
+        when = float("-inf") if t.get("owner") or t["user"] == owner else float(t.get("created", 0))
+        first[t["user"]] = min(first.get(t["user"], float("inf")), when)
+    if owner:
+        first.setdefault(owner, float("-inf"))
+    by_fold: dict[str, list[str]] = {}
+    for user in first:
+        by_fold.setdefault(fold(user), []).append(user)
+    out: dict[str, str] = {}
+    for users in by_fold.values():
+        if len(users) > 1:
+            users.sort(key=lambda u: (first[u], u))
+            for u in users[1:]:
+                out[u] = users[0]
+    return out
+
+
 @dataclass(frozen=True)
 class Upgrade:
     """What :meth:`TokenStore.upgrade` did: ``users`` that became members with write
@@ -106,6 +139,8 @@ class TokenStore:
         self._records: dict[str, TokenRecord] = {}
         self._users: dict[str, dict[str, Any]] = {}
         self._owner_name = ""
+        #: newer twin -> the user that keeps the folded name (:func:`twins`)
+        self._twins: dict[str, str] = {}
         self._stamp: Any = None
         #: token id -> when a request last presented it (written every minute at most)
         self._used: dict[str, float] = {}
@@ -172,7 +207,8 @@ class TokenStore:
         existing user's and makes a new user a ``member``. ``projects`` are granted (read
         and write for a member unless ``read_only``; read for a reader). Raises ValueError
         for a user name outside ``[A-Za-z0-9._-]{1,64}``, an unknown role, the local
-        owner's name, or a bad project name.
+        owner's name, a name that equals another user's after the identity fold (case
+        and width: the message names that user), or a bad project name.
         """
         if not USER_RE.match(user):
             raise ValueError(f"invalid user name {user!r}: use letters, digits, '.', '_' or '-'")
@@ -185,6 +221,17 @@ class TokenStore:
             data = self._read()
             if user == data.get("owner_user"):
                 raise ValueError(f"{user} is the local owner: the owner's token is `token`")
+            known = {str(data.get("owner_user") or ""), *data["users"]}
+            known.update(t["user"] for t in data["tokens"] if isinstance(t.get("user"), str))
+            twin = next(
+                (u for u in sorted(known) if u and u != user and fold(u) == fold(user)), None
+            )
+            if twin is not None:
+                raise ValueError(
+                    f"user name {user!r} differs from the existing user {twin!r} only in case "
+                    f"or width; user names must differ after folding (use --user {twin} to "
+                    "give that user another token)"
+                )
             entry = data["users"].setdefault(user, {"role": "member", "grants": {}})
             if role is not None:
                 entry["role"] = role
@@ -325,10 +372,26 @@ class TokenStore:
         for key, rec in self._records.items():
             if hmac.compare_digest(key, h):
                 found = rec
-        if found is None:
+        if found is None or found.user in self._twins:
             return None
         self._note_used(found.token_id)
         return self._identity(found.user, found.token_id)
+
+    def twin_for(self, token: str) -> tuple[str, str, str] | None:
+        """``(user, token id, existing user)`` of a presented token whose user is the
+        newer twin of another user (:func:`twins`): refused until revoked."""
+        if not token:
+            return None
+        h = _hash(token)
+        self._refresh()
+        for key, rec in self._records.items():
+            if hmac.compare_digest(key, h) and rec.user in self._twins:
+                return rec.user, rec.token_id, self._twins[rec.user]
+        return None
+
+    def twins(self) -> dict[str, str]:
+        """Newer twin -> the user that keeps the folded name (:func:`twins`)."""
+        return twins(self._read())
 
     def revoked_for(self, token: str) -> tuple[str, str] | None:
         """``(user, token id)`` of a presented token that was revoked, for the audit log
@@ -348,6 +411,8 @@ class TokenStore:
         return self._identity(user, None)
 
     def _identity(self, user: str, token_id: str | None) -> Identity | None:
+        if user in self._twins:
+            return None
         if user == self._owner_name:
             return Identity(user=user, role="owner", token_id=token_id)
         entry = self._users.get(user)
@@ -386,6 +451,7 @@ class TokenStore:
             self._records = {t["hash"]: self._record(t, data) for t in data["tokens"]}
             self._users = data["users"]
             self._owner_name = str(data.get("owner_user") or "")
+            self._twins = twins(data)
             self._stamp = stamp
 
     def _read(self) -> dict[str, Any]:

@@ -24,6 +24,7 @@ __all__ = [
     "BadRequest",
     "BadPath",
     "Unauthorized",
+    "UserNameTwin",
     "Forbidden",
     "CaptureRefused",
     "NotFound",
@@ -56,6 +57,9 @@ TABLE: dict[str, Rule] = {
     "bad_json": Rule(400, 2, "the body is not JSON"),
     "bad_path": Rule(400, 2, "the path can name no page (outside the wiki, `..`, NUL...)"),
     "unauthorized": Rule(401, 6, "no valid bearer token"),
+    "user_name_twin": Rule(
+        401, 6, "the token's user name equals an older user's after folding; revoke it"
+    ),
     "forbidden": Rule(
         403, 6, "the caller sees the page but may not do this; `grant` names what it lacks"
     ),
@@ -150,6 +154,13 @@ class Unauthorized(WikiMemoryError):
     """401: no valid bearer token."""
 
     code = "unauthorized"
+
+
+class UserNameTwin(Unauthorized):
+    """401: the token's user name equals an older user's after the identity fold (case
+    and width); refused until the data directory's owner revokes it."""
+
+    code = "user_name_twin"
 
 
 class Forbidden(WikiMemoryError, PermissionError):

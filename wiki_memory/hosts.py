@@ -93,11 +93,13 @@ class AllowedHosts:
 
     def allows(self, host: str) -> bool:
         """True when the ``Host`` header value ``host`` (``name``, ``name:port``,
-        ``[v6]:port``) is allowed. A missing Host (HTTP/1.0) is allowed: such a client
-        is not a browser."""
-        if self.any_host or not host:
+        ``[v6]:port``) is allowed. An empty or missing Host is refused like an unknown
+        one, on every face (with ``*`` every Host, none included, is allowed)."""
+        if self.any_host:
             return True
         h = host.strip().lower()
+        if not h:
+            return False
         if h in self.with_port or h in self.names:
             return True
         name, sep, port = h.rpartition(":")

@@ -147,13 +147,15 @@ def test_ended_is_the_time_of_the_ending_event() -> None:
 
 
 def test_commit_lines_sum_up_in_one_commit() -> None:
-    a = SessionChange("p.md", "Fix it", "codex", True, 1, 3, False)
-    b = SessionChange("p.md", "Fix it", "codex", False, 2, 5, True)
-    assert a.message() == "Add session Fix it (codex)"
-    assert b.message() == "Session Fix it: +2 turns, ended"
-    assert a.plus(b).message() == "Add session Fix it (codex), ended"
-    c = SessionChange("p.md", "Fix it", "codex", False, 0, 1, False)
-    assert c.message() == "Session Fix it: +1 event"
+    # the page's name, never its title (a first prompt)
+    page = "projects/x/sessions/2026-12-06-3b021981.md"
+    a = SessionChange(page, "Fix it", "codex", True, 1, 3, False)
+    b = SessionChange(page, "Fix it", "codex", False, 2, 5, True)
+    assert a.message() == "Add session 2026-12-06-3b021981 (codex)"
+    assert b.message() == "Session 2026-12-06-3b021981: +2 turns, ended"
+    assert a.plus(b).message() == "Add session 2026-12-06-3b021981 (codex), ended"
+    c = SessionChange(page, "Fix it", "codex", False, 0, 1, False)
+    assert c.message() == "Session 2026-12-06-3b021981: +1 event"
 
 
 def test_agent_gemini_is_gemini_cli(tmp_path: Path) -> None:

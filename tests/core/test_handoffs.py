@@ -94,7 +94,7 @@ def test_create_writes_a_typed_page_with_every_key_and_section(mem):
     assert headings == ["Where we left off", "What failed", "Open questions", "Next steps", "Files"]
     assert h["sections"]["next_steps"] == "- Finish the fix\n- Re-run the tests"
     assert mem.git.is_clean()
-    assert commits(mem, h["path"]) == ["Handoff H-0001 opened: Fix the billing test"]
+    assert commits(mem, h["path"]) == [f"Handoff H-0001 opened: {h['path']}"]
     # ids keep counting
     assert new(svc)["id"] == "H-0002"
 

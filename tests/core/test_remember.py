@@ -309,7 +309,9 @@ def test_core_remember_needs_only_a_page_writer(tmp_path):
     }
     assert len(w.calls) == 3  # a name taken meanwhile is tried again
     assert all(c["create_only"] is True and c["who"] == "bob" for c in w.calls)
-    assert w.calls[-1]["user"] == "bob" and w.calls[-1]["message"] == "Remember a fact (h)"
+    assert w.calls[-1]["user"] == "bob" and w.calls[-1]["message"] == (
+        "Remember projects/p/notes/a fact.md (h)"
+    )
 
 
 def test_core_remember_gives_up_naming_the_title(tmp_path):

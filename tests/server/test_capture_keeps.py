@@ -211,7 +211,8 @@ def test_commit_messages_say_what_changed(tmp_path: Path) -> None:
         )
         assert wait_until(lambda: any("ended" in s for s in subjects()), 30, 0.25)
     subs = list(reversed(subjects()))
-    title = "Investigate why the nightly reconciliation job…"
+    assert "nightly" not in " ".join(subs)  # the title (first prompt) is in no message
+    title = next((data / "wiki").glob("projects/*/sessions/*.md")).stem
     assert subs == [
         f"Add session {title} (claude-code)",
         f"Session {title}: +1 turn",

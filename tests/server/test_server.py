@@ -65,7 +65,7 @@ def test_c26_auth_rejects_everything_but_a_valid_bearer(srv):
         assert t not in text, f.name
     assert t not in srv.stderr()
     access = (srv.data_dir / "logs" / "access.log").read_text()
-    assert "token=REDACTED" in access
+    assert "?REDACTED=REDACTED" in access and "?token=" not in access
 
 
 def test_c26_no_unauthenticated_lan_bind(tmp_path):

@@ -8,7 +8,6 @@ data directory's owner, on its files; every change is written to the audit log);
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any
@@ -142,7 +141,7 @@ def _id_of(token: str) -> str:
 def cmd_audit(args: argparse.Namespace) -> int:
     """``audit [--user U] [--since T] [--json]``: the audit log, through the running
     server when there is one (an admin's token), else from ``logs/audit.jsonl``."""
-    from wiki_memory.audit import AuditLog, parse_since
+    from wiki_memory.audit import AuditLog, dumps, escape, parse_since
     from wiki_memory.datadir import ServerLock
 
     settings = _settings(args)
@@ -160,13 +159,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
         lines = AuditLog(settings.logs_dir / "audit.jsonl").read(user=args.user, since=since)
     for line in lines:
         if args.json:
-            print(json.dumps(line, ensure_ascii=False))
+            print(dumps(line))
         else:
-            print(
-                f"{line.get('time')}  {line.get('user') or '-'}  {line.get('token_id') or '-'}  "
-                f"{line.get('face')}  {line.get('op')}  {json.dumps(line.get('target'))}  "
-                f"{line.get('result')}"
-            )
+            cells = [line.get(k) or "-" for k in ("time", "user", "token_id", "face", "op")]
+            cells += [dumps(line.get("target")), line.get("result") or "-"]
+            print("  ".join(escape(str(c)) if i != 5 else c for i, c in enumerate(cells)))
     return 0
 
 

@@ -22,8 +22,14 @@ PASSPHRASE_ENV = "WIKI_MEMORY_BACKUP_PASSPHRASE"
 
 
 def _passphrase(confirm: bool) -> str:
+    """The passphrase from the environment or the terminal; a new backup's (``confirm``)
+    has at least ``MIN_PASSPHRASE`` characters (a restore takes what the backup had)."""
+    from wiki_memory.core.backup import MIN_PASSPHRASE
+
     value = os.environ.get(PASSPHRASE_ENV)
     if value:
+        if confirm and len(value) < MIN_PASSPHRASE:
+            raise CliError(f"a passphrase needs at least {MIN_PASSPHRASE} characters", 2)
         return value
     if not sys.stdin.isatty():
         raise CliError(f"a passphrase is needed: set {PASSPHRASE_ENV} or run on a terminal", 2)
@@ -32,6 +38,8 @@ def _passphrase(confirm: bool) -> str:
         raise CliError("the two passphrases differ", 2)
     if not first:
         raise CliError("an empty passphrase protects nothing", 2)
+    if confirm and len(first) < MIN_PASSPHRASE:
+        raise CliError(f"a passphrase needs at least {MIN_PASSPHRASE} characters", 2)
     return first
 
 

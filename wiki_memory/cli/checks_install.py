@@ -291,6 +291,21 @@ def check_token(ctx: Context) -> None:
         )
 
 
+def check_user_twins(ctx: Context) -> None:
+    """Users whose names equal an older user's after the identity fold (case and width):
+    every token of the newer one is refused (``user_name_twin``) until it is revoked."""
+    from wiki_memory.auth import TokenStore
+
+    found = TokenStore(ctx.settings.auth_dir).twins()
+    ctx.rep["user_twins"] = [{"user": u, "existing": e} for u, e in sorted(found.items())]
+    for user, existing in sorted(found.items()):
+        ctx.error(
+            f"user {user!r} equals the older user {existing!r} after folding case and width: "
+            "its tokens are refused (user_name_twin)",
+            f"wiki-memory token revoke --user {user}",
+        )
+
+
 def _refused_captures(outbox: Path) -> dict[str, dict[str, Any]]:
     """What the installed hook counted in ``outbox/refused.json``: project -> ``{count,
     status, message, last}`` for events the server refused for good (``capture_refused``,

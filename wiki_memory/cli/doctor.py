@@ -132,6 +132,7 @@ for _check in (
     Check("hooks", "wiki_memory.cli.checks_install:check_hooks"),
     Check("mcp", "wiki_memory.cli.checks_install:check_mcp"),
     Check("token", "wiki_memory.cli.checks_install:check_token"),
+    Check("user_twins", "wiki_memory.cli.checks_install:check_user_twins"),
     Check("wiki", "wiki_memory.cli.checks_store:check_wiki"),
     Check("git", "wiki_memory.cli.checks_store:check_git", needs_wiki=True),
     Check("fsck", "wiki_memory.cli.checks_store:check_fsck", needs_wiki=True),

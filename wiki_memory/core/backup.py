@@ -107,6 +107,10 @@ class BackupError(Exception):
     """A backup that cannot be written, read or restored (the message says why)."""
 
 
+#: the shortest passphrase a new encrypted backup takes (characters); restore takes any
+MIN_PASSPHRASE = 12
+
+
 class WrongPassphrase(BackupError):
     """The passphrase does not open the backup (or the file was changed)."""
 
@@ -321,9 +325,11 @@ def _add(tar: tarfile.TarFile, name: str, f: IO[bytes], size: int, sums: dict[st
 def backup(settings: Settings, target: Path, passphrase: str | None = None) -> dict[str, Any]:
     """Write a backup of the data directory of ``settings`` to ``target`` (created with
     mode 0600, replaced only once complete and verified) and return its manifest.
-    Raises BackupError (the wiki has no git repository or a damaged one, the file cannot
-    be written)."""
+    Raises BackupError (a passphrase under :data:`MIN_PASSPHRASE` characters, the wiki
+    has no git repository or a damaged one, the file cannot be written)."""
     wiki = settings.wiki_dir
+    if passphrase is not None and len(passphrase) < MIN_PASSPHRASE:
+        raise BackupError(f"a passphrase needs at least {MIN_PASSPHRASE} characters")
     if not (wiki / ".git").exists():
         raise BackupError(f"{wiki} is not a git repository")
     target = Path(target)

@@ -30,6 +30,7 @@ from wiki_memory.core.sessions import (
     SessionPages,
     _plain_or_gone,
     _read_plain,
+    owners_on_disk,
     seed_server_hashes,
     sha256,
 )
@@ -73,6 +74,7 @@ class Memory:
             vectors=settings.vectors,
         )
         self.writer = Writer(self._commit, commit_delay=settings.commit_delay_seconds)
+        self.writer.classify = self.audit.owner_of = owners_on_disk(self.wiki_dir, self.git)
         #: path → sha256 of the bytes the server last wrote or committed there
         self._server_hashes: dict[str, str] = {}
         #: session page path → its user, for pages seeded at start (see sessions.seed_server_hashes)
@@ -354,8 +356,7 @@ class Memory:
         NotFound exactly as a missing one, before ``fn`` runs, and one it may read but not
         write raises Forbidden naming the grant. Raises PathRefused for a path outside
         ``wiki/``. A change made for a caller (``who``), and a refusal, is one line of
-        the audit log with operation ``op``.
-        """
+        the audit log with operation ``op``."""
         ident = None if who is None else self.scope.identity(who)
         if ident is None:
             rel, full = locate(self.wiki_dir, path)
@@ -424,8 +425,7 @@ class Memory:
         the bytes the write replaced (None: it created the page). Creating a page whose
         new path parts Windows cannot check out raises PathRefused (400 ``bad_path``,
         ``rule: portable_name``; :func:`wiki_memory.wiki.names.new_name_refusal`);
-        an existing page with such a name is written as before.
-        """
+        an existing page with such a name is written as before."""
 
         def fn(current: bytes | None) -> bytes:
             if on_current is not None:
@@ -563,8 +563,7 @@ class Memory:
             seen[p] = sha256(data) if data is not None else None
         if not real:
             return None
-        msg = "Edit by hand: " + ", ".join(real[:5]) + (" …" if len(real) > 5 else "")
-        sha = self._git_commit(real, self.owner, author_email_for(self.owner), msg)
+        sha = self.sessions.commit_by_hand(real)
         for p in real:
             digest = seen[p]
             if digest is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from wiki_memory.audit import parse_since
-from wiki_memory.errors import BadRequest, Forbidden
+from wiki_memory.errors import BadRequest, Forbidden, NotFound
 from wiki_memory.identity import Identity, may_admin, may_pin
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_page
@@ -45,8 +45,13 @@ def set_pinned(
     ident = None if who is None else memory.scope.identity(who)
     op = "pin" if pinned else "unpin"
     if ident is not None and not may_pin(ident):
-        # the page must still be one the caller may see, else 404 as for any page
-        memory.scope.read(ident, path)
+        # the page must still be one the caller may see, else 404 as for any page; either
+        # refusal is a line of the audit log
+        try:
+            memory.scope.read(ident, path)
+        except NotFound:
+            memory.audited(ident, op, path, "not_found")
+            raise
         memory.audited(ident, op, path, "denied")
         raise Forbidden("only the wiki's owner and admins may pin or unpin a page", grant="admin")
 
@@ -80,6 +85,7 @@ def read_audit(
     naming ``since`` for a time that does not parse)."""
     ident = None if who is None else memory.scope.identity(who)
     if not may_admin(ident):
+        memory.audited(ident, "audit.read", "", "denied")
         raise Forbidden("the audit log is for the wiki's owner and admins", grant="admin")
     try:
         cut = parse_since(since) if since else None

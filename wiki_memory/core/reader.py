@@ -9,6 +9,7 @@ import hashlib
 import os
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +25,7 @@ from wiki_memory.recall.filters import parse_time
 from wiki_memory.recall.pack import pack
 from wiki_memory.wiki.git import CommitInfo, GitStore
 from wiki_memory.wiki.paths import PathRefused
+from wiki_memory.wiki.personal import page_owner
 
 __all__ = ["Reader", "sha256"]
 
@@ -384,8 +386,31 @@ class Reader:
         who = self.scope.identity(user)
         page = self.scope.read(who, path)
         return [
-            c for c in self.git.log(page.rel, limit=limit) if self._version_ok(page.rel, c, who)
+            self._as_seen(c, who)
+            for c in self.git.log(page.rel, limit=limit)
+            if self._version_ok(page.rel, c, who)
         ]
+
+    def _as_seen(self, c: CommitInfo, who: Identity) -> CommitInfo:
+        """``c`` as ``who`` may be told of it: its changed paths that ``who`` may see
+        (each judged by the one rule on its version in ``c``, or in the parent for a
+        path ``c`` deleted), and a message composed from those paths alone. A commit's
+        own message may name pages (or, before this release, titles) of every page its
+        author wrote in the same few seconds, so it is never shown."""
+        seen = [p for p in c.paths if self._path_seen(p, c, who)]
+        head = ", ".join(seen[:3]) + (f" (+{len(seen) - 3} more)" if len(seen) > 3 else "")
+        return replace(c, paths=seen, message=f"Changed {head}" if seen else "")
+
+    def _path_seen(self, rel: str, c: CommitInfo, who: Identity) -> bool:
+        if not may_read(who, rel, {}):
+            return False
+        try:
+            data = self.git.read_at(rel, c.sha)
+            if data is None and c.parents:
+                data = self.git.read_at(rel, c.parents[0])
+        except (KeyError, ValueError):
+            return False
+        return who.owns(page_owner(rel, data))
 
     def page_version(self, path: str, sha: str, user: Identity | str | None) -> bytes | None:
         """The page's bytes as committed in ``sha`` (None where it did not exist then),

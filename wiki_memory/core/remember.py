@@ -151,7 +151,7 @@ def remember(
                 path,
                 data,
                 user=user,
-                message=f"Remember {clean_title[:60]} ({harness})",
+                message=f"Remember {path} ({harness})",
                 create_only=True,
                 who=user,
             )

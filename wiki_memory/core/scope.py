@@ -52,8 +52,8 @@ from wiki_memory.identity import (
     project_of,
     write_refusal,
 )
-from wiki_memory.wiki.page import parse_page
 from wiki_memory.wiki.paths import clean_rel, is_plain, locate
+from wiki_memory.wiki.personal import frontmatter_of as frontmatter_of
 
 __all__ = ["Directory", "PageFile", "ScopeRule", "not_found", "no_write"]
 
@@ -96,14 +96,6 @@ class PageFile:
     full: Path
     data: bytes
     meta: Mapping[str, Any]
-
-
-def frontmatter_of(data: bytes | None, rel: str) -> dict[str, Any]:
-    """The frontmatter mapping of a page's bytes (``{}`` when absent or unreadable)."""
-    if data is None:
-        return {}
-    meta = parse_page(data, rel).metadata
-    return meta if isinstance(meta, dict) else {}
 
 
 class ScopeRule:

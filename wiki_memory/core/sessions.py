@@ -20,11 +20,12 @@ from wiki_memory.capture.observation import Observation
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
 from wiki_memory.core.text import replace_section
-from wiki_memory.core.writer import Author, WriteResult
+from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.index.store import Index
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitStore, author_email_for
 from wiki_memory.wiki.paths import atomic_write
+from wiki_memory.wiki.personal import page_owner
 
 log = logging.getLogger("wiki_memory.core")
 
@@ -51,6 +52,7 @@ class Host(Protocol):
     git: GitStore
     wiki_dir: Path
     owner: str
+    writer: Writer
     _server_hashes: dict[str, str]
     on_session_end: list[Callable[[Any, SessionInfo, list[Observation], str], None]]
 
@@ -179,10 +181,7 @@ class SessionPages:
             return WriteResult(
                 paths=paths,
                 author=Author(info.user, author_email_for(info.user)),
-                message=(
-                    f"Merge session {compiler.cut_words(comp.metadata['title'], 60)}"
-                    " into a hand edit"
-                ),
+                message=f"Merge session {_stem(comp.path)} into a hand edit",
                 value=comp.path,
             )
         self.host.index.delete_spool_session(key)
@@ -327,6 +326,20 @@ class SessionPages:
                 out.append(data)
         return out
 
+    def commit_by_hand(self, paths: list[str]) -> str | None:
+        """Commit ``paths`` as the local owner's hand edits: one commit per personal
+        owner (the writer's ``classify``), so a personal page saved beside a shared one is
+        never in the shared one's commit. Returns the last commit's id (None: nothing)."""
+        groups: dict[str | None, list[str]] = {}
+        for p in paths:
+            groups.setdefault(self.host.writer.owner(p), []).append(p)
+        sha = None
+        for group in groups.values():
+            msg = "Edit by hand: " + ", ".join(group[:5]) + (" …" if len(group) > 5 else "")
+            owner = self.host.owner
+            sha = self.host._git_commit(group, owner, author_email_for(owner), msg) or sha
+        return sha
+
     def _commit_person_first(self, path: str, current: bytes | None) -> None:
         """Before the server writes over a person's uncommitted save, commit that save as
         theirs (the local owner), so git holds both: their edit, then the server's."""
@@ -402,10 +415,11 @@ class SessionChange:
         )
 
     def message(self) -> str:
-        """``Add session <title> (<harness>)`` for a page first written, else ``Session
-        <title>: +N turns`` (``+N events`` when no turn was added), with ``, ended`` when
-        the session ended; the title cut at a word boundary (60 characters)."""
-        short = compiler.cut_words(" ".join(self.title.split()), 60)
+        """``Add session <page name> (<harness>)`` for a page first written, else
+        ``Session <page name>: +N turns`` (``+N events`` when no turn was added), with
+        ``, ended`` when the session ended. The page's file name, never its title: a
+        commit message names paths and counts only (a title is a first prompt)."""
+        short = _stem(self.key)
         if self.added:
             msg = f"Add session {short} ({self.harness})"
         elif self.turns:
@@ -454,6 +468,31 @@ def seed_server_hashes(
         if digest in known:
             hashes[path] = digest
             authors[path] = info.user
+
+
+def _stem(rel: str) -> str:
+    """A page's file name without its folder and ``.md``."""
+    return rel.rsplit("/", 1)[-1].removesuffix(".md")
+
+
+def owners_on_disk(wiki_dir: Path, git: GitStore) -> Callable[[str], str | None]:
+    """``owner(rel)``: the user the wiki path ``rel`` belongs to alone (None: shared) by
+    the one personal rule (:func:`wiki_memory.wiki.personal.page_owner`) on its bytes, or
+    on its last committed bytes when it is gone (a deleted personal page stays personal);
+    a folder or an unreadable file by its path alone. The writer groups commits by it and
+    the audit log hides personal paths with it."""
+
+    def owner(rel: str) -> str | None:
+        full = wiki_dir / rel
+        try:
+            data = _read_plain(full) if _plain_or_gone(full) else None
+            if data is None and not full.exists():
+                data = git.read_at(rel)
+        except (OSError, KeyError, ValueError):
+            data = None
+        return page_owner(rel, data)
+
+    return owner
 
 
 def _read_plain(full: Path) -> bytes | None:

@@ -2,9 +2,11 @@
 
 Jobs are callables run in order on the writer thread; each returns the repo-relative
 paths it wrote and the author to attribute them to. Written paths wait in a pending
-group per author; the group is committed when the queue has been quiet for
-``commit_delay`` seconds or has waited ``max_delay`` seconds, so a burst of writes
-costs one commit per author. :meth:`Writer.flush` commits everything pending now.
+group per author and personal owner (``classify``: a personal page's change never shares
+a commit with a shared one, nor with another user's personal one); the group is
+committed when the queue has been quiet for ``commit_delay`` seconds or has waited
+``max_delay`` seconds, so a burst of writes costs one commit per author and kind.
+:meth:`Writer.flush` commits everything pending now.
 """
 
 from __future__ import annotations
@@ -72,7 +74,10 @@ class Writer:
     """Serializes jobs and groups their commits per author.
 
     ``commit_fn(paths, author, message) -> sha | None`` does the git commit;
-    ``after_commit(paths)`` runs after it (indexing, for example).
+    ``classify(path)`` names the user a written path belongs to alone (None: shared;
+    :func:`wiki_memory.wiki.personal.page_owner`), and paths of different owners go to
+    different groups. A job whose paths fall into several groups gives each group a
+    line naming only that group's paths, never the job's own message.
     """
 
     def __init__(
@@ -80,14 +85,16 @@ class Writer:
         commit_fn: Callable[[list[str], Author, str], str | None],
         commit_delay: float = 0.25,
         max_delay: float = 2.0,
+        classify: Callable[[str], str | None] | None = None,
     ) -> None:
         self._commit_fn = commit_fn
+        self.classify = classify
         self.commit_delay = commit_delay
         self.max_delay = max_delay
         self._q: queue.Queue[tuple[Callable[[], WriteResult], Future[WriteResult]] | None] = (
             queue.Queue()
         )
-        self._groups: dict[tuple[str, str], _Group] = {}
+        self._groups: dict[tuple[str, str, str | None], _Group] = {}
         self._thread = threading.Thread(target=self._run, name="wiki-writer", daemon=True)
         self._stopped = threading.Event()
         self.commits = 0
@@ -188,15 +195,34 @@ class Writer:
             fut.set_result(res)
             self._commit_due(force=False)
 
+    def owner(self, path: str) -> str | None:
+        """The group a written ``path`` goes to: ``classify`` (None: shared)."""
+        if self.classify is None:
+            return None
+        try:
+            return self.classify(path)
+        except Exception:  # noqa: BLE001 - unreadable: treat as its own, personal kind
+            log.debug("could not classify %s", path, exc_info=True)
+            return "\x00unknown"
+
     def _add(self, res: WriteResult) -> None:
-        if res.paths and res.author is not None:
-            key = (res.author.name, res.author.email)
+        if not res.paths or res.author is None:
+            return
+        parts: dict[str | None, list[str]] = {}
+        for p in res.paths:
+            parts.setdefault(self.owner(p), []).append(p)
+        for owner, paths in parts.items():
+            key = (res.author.name, res.author.email, owner)
             g = self._groups.get(key)
             if g is None:
                 g = self._groups[key] = _Group(res.author)
-            g.paths.update(res.paths)
+            g.paths.update(paths)
             g.last = time.monotonic()
-            if res.change is not None:
+            if len(parts) > 1:
+                line = f"Update {paths[0]}" + (f" (+{len(paths) - 1})" if len(paths) > 1 else "")
+                if line not in g.messages:
+                    g.messages.append(line)
+            elif res.change is not None:
                 c = res.change
                 if c.key in g.changes:
                     i, before = g.changes[c.key]

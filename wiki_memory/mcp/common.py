@@ -28,6 +28,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from wiki_memory.audit import audit_result
 from wiki_memory.core.recaller import MAX_BUDGET_TOKENS
 from wiki_memory.errors import BadRequest, WikiMemoryError
 from wiki_memory.identity import CALLER
@@ -195,16 +196,29 @@ class ToolBase:
         return Caller(user=user, harness=h, session_id=sid, client=client, cwd=cwd)
 
     def project_of(
-        self, caller: Caller, explicit: str | None, required: bool, personal: bool = False
+        self,
+        caller: Caller,
+        explicit: str | None,
+        required: bool,
+        personal: bool = False,
+        op: str | None = None,
     ) -> str | None:
         """The project of a call by the core's one rule (``Memory.resolve_project``): an
         explicit name (any case) or the bridge's working directory. Raises UnknownProject
         for a name that matches no project the caller may read, and BadRequest naming
         ``project`` when ``required`` and nothing names one. ``personal``: a write into
-        the caller's own folder, where any clean name is a label."""
-        found = self.memory.resolve_project(
-            explicit, user=caller.user, cwd=caller.cwd, personal=personal
-        )
+        the caller's own folder, where any clean name is a label. ``op``: the call is a
+        write of that audit operation, and a refused name is a ``not_found`` audit line."""
+        try:
+            found = self.memory.resolve_project(
+                explicit, user=caller.user, cwd=caller.cwd, personal=personal
+            )
+        except WikiMemoryError as exc:
+            if op is not None:
+                self.memory.audited(
+                    caller.user, op, f"projects/{explicit or ''}", audit_result(exc)
+                )
+            raise
         if found is None and required:
             known = ", ".join(self.memory.readable_projects(caller.user)) or "none yet"
             raise BadRequest(

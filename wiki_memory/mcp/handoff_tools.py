@@ -167,7 +167,11 @@ def register(server: MCPServer, tools: HandoffOps) -> None:
             res = tools.handoffs().create(
                 caller.user,
                 project=tools.project_of(
-                    caller, project, required=True, personal=visibility == "personal"
+                    caller,
+                    project,
+                    required=True,
+                    personal=visibility == "personal",
+                    op="handoff.create",
                 ),
                 title=title,
                 harness=caller.harness,

@@ -228,7 +228,7 @@ class MemoryOps(ToolBase):
     ) -> CallToolResult:
         """A note through :func:`wiki_memory.core.remember.remember` (the rule is there),
         in the project :meth:`project_of` resolves."""
-        proj = self.project_of(caller, project, required=True)
+        proj = self.project_of(caller, project, required=True, op="page.write")
         assert proj is not None
         out = remember(
             self.memory,

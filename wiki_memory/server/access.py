@@ -19,8 +19,8 @@ access_log = logging.getLogger("wiki_memory.access")
 
 
 class AccessLogMiddleware:
-    """Logs one line per request: method, path (secrets redacted), query values replaced
-    by ``REDACTED`` (never a token), status, time, the caller's user and token id, and
+    """Logs one line per request: method, path (secrets redacted), every query key and
+    value replaced by ``REDACTED`` (never a token, wherever it was put), status, time, the caller's user and token id, and
     the ``User-Agent``. Every value taken from the request is escaped
     (:func:`wiki_memory.audit.escape`): a newline in a path or header is written ``\\n``
     and never starts a line."""
@@ -63,7 +63,9 @@ class AccessLogMiddleware:
             await self.app(scope, receive, send_wrapper)
         finally:
             qs = scope.get("query_string", b"").decode("latin-1")
-            red = "&".join(f"{k}=REDACTED" for k, _ in parse_qsl(qs, keep_blank_values=True))
+            # keys too: a client may put a secret where a key goes (``?ghp_...``)
+            n = len(parse_qsl(qs, keep_blank_values=True))
+            red = "&".join(["REDACTED=REDACTED"] * n)
             ident = (scope.get("state") or {}).get("identity")
             agent = ""
             for name, value in scope.get("headers", []):

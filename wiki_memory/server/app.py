@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from wiki_memory.audit import AuditLog
+from wiki_memory.audit import AuditLog, dumps
 from wiki_memory.auth import TokenStore
 from wiki_memory.core import pins
 from wiki_memory.core.forget import forget_page
@@ -40,6 +40,7 @@ from wiki_memory.errors import (
     MethodNotAllowed,
     NotFound,
     PreconditionRequired,
+    UserNameTwin,
     WikiMemoryError,
     rule_for,
 )
@@ -49,6 +50,7 @@ from wiki_memory.identity import CALLER, Identity
 from wiki_memory.mcp import app as mcp_app
 from wiki_memory.server import handoffs as handoff_api
 from wiki_memory.server.access import AccessLogMiddleware
+from wiki_memory.server.hsts import HstsMiddleware
 from wiki_memory.server.http import (
     ApiError,
     _int,
@@ -193,6 +195,24 @@ class AuthMiddleware:
                     presented = tok.strip()
                     ident = self.tokens.identity_for(presented)
                 break
+        if ident is None and presented:
+            twin = self.tokens.twin_for(presented)
+            if twin is not None:
+                if self.audit is not None:
+                    self.audit.record(
+                        Identity(twin[0], token_id=twin[1], face=face),
+                        "request",
+                        f"{scope.get('method')} {path}",
+                        "user_name_twin",
+                        twin_of=twin[2],
+                    )
+                err = UserNameTwin(
+                    f"the user name {twin[0]!r} equals the older user {twin[2]!r} after "
+                    "folding case and width; the data directory's owner must revoke this token"
+                )
+                resp = JSONResponse(err.body(), 401, headers={"WWW-Authenticate": "Bearer"})
+                await resp(scope, receive, send)
+                return
         if ident is None and presented and self.audit is not None:
             gone = self.tokens.revoked_for(presented)
             if gone is not None:
@@ -442,7 +462,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         project: Any = body.get("project")
         if project is None or isinstance(project, str):
             project = await run_in_threadpool(
-                body_project, memory, body, request.state.user, required=True
+                body_project, memory, body, request.state.user, required=True, op="page.write"
             )
         res = await run_in_threadpool(
             remember_note,
@@ -524,7 +544,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
             q.get("since") or None,
             _int(dict(q), "limit", 1000, 1, 100_000),
         )
-        return JSONResponse({"lines": lines})
+        return Response(dumps({"lines": lines}), media_type="application/json")
 
     @asynccontextmanager
     async def lifespan(app: Starlette):  # type: ignore[no-untyped-def]
@@ -580,9 +600,11 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
     )
     app.state.memory = memory
     return AccessLogMiddleware(
-        HostCheckMiddleware(
-            AuthMiddleware(app, tokens, enabled=memory.settings.auth, audit=memory.audit),
-            allowed_hosts(memory.settings),
+        HstsMiddleware(
+            HostCheckMiddleware(
+                AuthMiddleware(app, tokens, enabled=memory.settings.auth, audit=memory.audit),
+                allowed_hosts(memory.settings),
+            )
         )
     )
 

@@ -75,6 +75,7 @@ def routes(memory: Memory) -> list[Any]:
                 request.state.user,
                 required=True,
                 personal=_str(body, "visibility") == "personal",
+                op="handoff.create",
             ),
             "title": title,
             **ident(body),

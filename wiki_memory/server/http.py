@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 
+from wiki_memory.audit import audit_result
 from wiki_memory.errors import WikiMemoryError
 
 if TYPE_CHECKING:
@@ -100,16 +101,29 @@ def _str(d: Any, name: str, required: bool = False) -> str | None:
 
 
 def body_project(
-    memory: Memory, body: Any, user: Any, *, required: bool, personal: bool = False
+    memory: Memory,
+    body: Any,
+    user: Any,
+    *,
+    required: bool,
+    personal: bool = False,
+    op: str | None = None,
 ) -> str | None:
     """The project a request body is about: its ``project`` (any case) and ``cwd``, by the
     core's one rule (``Memory.resolve_project``, docs/mcp.md "Project"). Raises
     UnknownProject (404, listing the caller's projects) for a name that matches none, and
     ApiError 400 when ``required`` and nothing names one. ``personal``: the body writes
-    into the caller's own folder, where any clean name is a label (``Memory.resolve_project``)."""
+    into the caller's own folder, where any clean name is a label (``Memory.resolve_project``).
+    ``op``: the body asks for a write of that audit operation; a refused name is then a
+    ``not_found`` line of the audit log (a write refused before it reaches the core)."""
     explicit = _str(body, "project")
     cwd = _str(body, "cwd")
-    found = memory.resolve_project(explicit, user=user, cwd=cwd, personal=personal)
+    try:
+        found = memory.resolve_project(explicit, user=user, cwd=cwd, personal=personal)
+    except WikiMemoryError as exc:
+        if op is not None:
+            memory.audited(user, op, f"projects/{explicit or ''}", audit_result(exc))
+        raise
     if found is None and required:
         known = ", ".join(memory.readable_projects(user)) or "none yet"
         raise ApiError(

@@ -94,7 +94,8 @@ class _Web:
         return self.memory.settings
 
     def token_ids(self) -> frozenset[tuple[str, str]]:
-        """``{(token id, user)}`` of every live token, re-read when tokens.json changes."""
+        """``{(token id, user)}`` of every live token, re-read when tokens.json changes
+        (a user-name twin's tokens are not live: :meth:`wiki_memory.auth.TokenStore.twins`)."""
         path = self.tokens.tokens_path
         try:
             st = path.stat()
@@ -104,7 +105,8 @@ class _Web:
         cached = self._token_ids
         if cached is not None and cached[0] == stamp and stamp is not None:
             return cached[1]
-        ids = frozenset((r.token_id, r.user) for r in self.tokens.list())
+        twins = self.tokens.twins()
+        ids = frozenset((r.token_id, r.user) for r in self.tokens.list() if r.user not in twins)
         self._token_ids = (stamp, ids)
         return ids
 

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from wiki_memory.identity import people_owner, personal_owner
+from wiki_memory.identity import people_owner
 
 __all__ = [
     "BACKUP_PLACES",
@@ -227,14 +227,9 @@ def _hub_scope_refusal(entry: Entry, content: Callable[[Entry], bytes] | None) -
         return "scope: under people/"
     if content is None or not entry.path.lower().endswith(".md"):
         return None
-    from wiki_memory.wiki.page import parse_metadata
+    from wiki_memory.wiki.personal import page_owner
 
-    data = content(entry)
-    if data[:1] not in (b"-", b"\xef"):
-        return None  # no frontmatter can open here (a fence, or a BOM before one): not personal
-    if b"visibility" not in data and b"\\" not in data:
-        return None
-    if personal_owner("shared/x.md", parse_metadata(data)) is not None:
+    if page_owner(entry.path, content(entry)) is not None:
         return "scope: personal page"
     return None
 

@@ -1,6 +1,7 @@
 """The session-page compiler: a session's observations → one markdown page (zero LLM).
 
-Page: ``projects/<project>/sessions/<YYYY-MM-DD>-<slug>-<short id>.md`` with
+Page: ``projects/<project>/sessions/<YYYY-MM-DD>-<short id>.md`` (earlier releases'
+pages, ``<date>-<slug>-<short id>.md``, keep their names) with
 frontmatter (``type: session``, attribution, times, status, files, tools, tags), an extractive
 ``## Summary`` and a verbatim ``## Timeline``. Each timeline entry ends with a
 standalone Obsidian block id line ``^t<N>``; ``N`` is the arrival number of the
@@ -170,13 +171,15 @@ def sessions_folder(project: str, user: str) -> str:
 
 
 def page_path(meta: SessionMeta, observations: list[Observation]) -> str:
-    """``<sessions folder>/<date>-<slug>-<short id>.md`` for a session
-    (:func:`sessions_folder`)."""
+    """``<sessions folder>/<date>-<short id>.md`` for a new session page
+    (:func:`sessions_folder`). The title (the first prompt) is in the frontmatter only:
+    a file name shows in listings, commits and the hub's trees. Pages named
+    ``<date>-<slug>-<short id>.md`` by earlier releases keep their names (the spool
+    state and the compile's lookup by short id find them)."""
+    del observations  # the name no longer depends on what was said
     date = datetime.fromtimestamp(meta.started, UTC).strftime("%Y-%m-%d")
-    first_prompt = next((_prompt_text(o) for o in observations if _prompt_text(o)), "")
-    slug = slugify(first_prompt) if first_prompt else "session"
     folder = sessions_folder(meta.project, meta.user)
-    return f"{folder}/{date}-{slug}-{meta.key[:8]}.md"
+    return f"{folder}/{date}-{meta.key[:8]}.md"
 
 
 def _prompt_text(o: Observation) -> str:

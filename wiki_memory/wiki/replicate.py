@@ -46,10 +46,10 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from wiki_memory.capture.sanitize import redact_text
-from wiki_memory.identity import personal_owner
 from wiki_memory.wiki.border import Entry
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_metadata
+from wiki_memory.wiki.personal import is_people_folder, page_owner
 
 __all__ = [
     "CONFLICT_RE",
@@ -601,8 +601,7 @@ class Shared:
         out, personal = sha, False
         if isinstance(blob, Blob):
             data = blob.data
-            if b"visibility" in data[:8192]:
-                personal = personal_owner("shared/x.md", parse_metadata(data)) is not None
+            personal = page_owner("shared/x.md", data) is not None
             try:
                 stripped = None if personal else unpinned(data)
             except FrontmatterError:
@@ -650,7 +649,7 @@ class Shared:
         removed: list[bytes] = []
         changed = False
         for item in tree.iteritems():
-            if top and item.path.lower() == b"people" and stat.S_ISDIR(item.mode):
+            if top and is_people_folder(item.path) and stat.S_ISDIR(item.mode):
                 removed.extend(item.path + b"/" + p for p in flat_tree(self.repo, item.sha))
                 changed = True
                 continue
@@ -754,8 +753,7 @@ def personal_files(
     """The entries of ``files`` that the projection leaves out (personal pages)."""
     out = {}
     for path, (mode, sha) in files.items():
-        top = path.split(b"/", 1)[0].lower()
-        if (top == b"people" and b"/" in path) or (
+        if (is_people_folder(path.split(b"/", 1)[0]) and b"/" in path) or (
             stat.S_ISREG(mode) and shared.personal_blob(path, sha)
         ):
             out[path] = (mode, sha)

@@ -207,7 +207,7 @@ class HandoffPages:
             path,
             fn,
             user=who.user,
-            message=f"Handoff {hid} opened: {title[:60]}",
+            message=f"Handoff {hid} opened: {path}",
         )
         self._paths[hid] = path
         h = parse_handoff(data, path)

@@ -1,0 +1,57 @@
+"""The one personal rule applied to a file's bytes: scope, the index, replication and
+the border all ask :func:`page_owner`.
+
+:func:`wiki_memory.identity.personal_owner` decides on a path and a frontmatter; this
+module supplies the frontmatter the same way everywhere: the page's whole frontmatter
+(no window of the first bytes), read by the page parser, so YAML's escaped keys
+(``"vis\\x69bility": personal``) count like plain ones; the ``people/<user>/`` folder is
+compared with the identity fold (case and width: ``ｐｅｏｐｌｅ/bob/`` is Bob's).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from wiki_memory.identity import fold, personal_owner
+
+__all__ = ["frontmatter_of", "is_people_folder", "page_owner"]
+
+#: a line that may close a frontmatter block (``---`` or ``...``, trailing blanks)
+_CLOSE = re.compile(rb"\n(?:---|\.\.\.)[ \t\r]*(?=\n|$)")
+
+
+def is_people_folder(name: str | bytes) -> bool:
+    """True when the top-level folder ``name`` is ``people`` after the identity fold."""
+    if isinstance(name, bytes):
+        name = name.decode("utf-8", "surrogateescape")
+    return fold(name) == "people"
+
+
+def frontmatter_of(data: bytes | None, rel: str) -> dict[str, Any]:
+    """The whole frontmatter of ``data`` (``{}`` when there is none or it is unreadable)."""
+    if not data:
+        return {}
+    from wiki_memory.wiki.page import parse_page
+
+    meta = parse_page(data, rel).metadata
+    return meta if isinstance(meta, dict) else {}
+
+
+def page_owner(rel: str, data: bytes | None) -> str | None:
+    """The folded user the file ``rel`` with bytes ``data`` belongs to alone, or None for
+    a shared one (:func:`wiki_memory.identity.personal_owner` on the whole frontmatter).
+
+    Bytes whose first line is not a fence (byte order marks removed, as the parser
+    does) hold no frontmatter, and a frontmatter that holds neither ``visibility`` nor a
+    backslash cannot spell the key in YAML (an escape needs the backslash): neither is
+    parsed. The frontmatter's end is the first line that may close it (the parser's
+    own close is never later), else the whole file."""
+    meta: dict[str, Any] = {}
+    first = data.split(b"\n", 1)[0].replace(b"\xef\xbb\xbf", b"") if data else b""
+    if data and first.startswith(b"---"):
+        end = _CLOSE.search(data)
+        head = data[: end.end()] if end else data
+        if b"visibility" in head or b"\\" in head:
+            meta = frontmatter_of(data, rel)
+    return personal_owner(rel, meta)
