@@ -34,6 +34,7 @@ from wiki_memory.core.sessions import (
     sha256,
 )
 from wiki_memory.core.stall import CommitHealth
+from wiki_memory.diskfull import DiskState, is_disk_full
 from wiki_memory.core.sync import SyncService
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.errors import Conflict, Forbidden, NotFound
@@ -81,6 +82,9 @@ class Memory:
         self._recover_due = False
         #: commits fail (a lock, a full disk, a broken repository): see commit_status
         self.health = CommitHealth(self.git._controldir)
+        #: a full disk (wiki_memory.diskfull): every write refused for want of space is
+        #: noted here; commit_status says so until space returns
+        self.disk = DiskState(settings.data_dir)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.watcher: Any = None
@@ -110,6 +114,7 @@ class Memory:
         #: the gate applies grants and creates projects (wiki_memory.core.capture.CaptureGate)
         self.capturer = Capture(self.spool, self.index, self.request_compile)
         self.capturer.gate = CaptureGate(self)
+        self.capturer.disk = self.disk
         #: what ranking reads (recall.rank receives these, never the Memory)
         self._sources = rank.Sources(
             index=self.index,
@@ -519,7 +524,10 @@ class Memory:
         except Exception as exc:
             self._recover_due = True  # the idle loop commits what is left once it works
             self.health.failed(exc)
+            if is_disk_full(exc):
+                self.disk.failed(exc, "git repository")
             raise
+        self.disk.succeeded()
         if self.health.succeeded():
             self._recover_due = True  # hand edits that failed meanwhile
         return sha
@@ -531,7 +539,12 @@ class Memory:
         return self.watcher is not None and bool(self.watcher.alive())
 
     def commit_status(self, detail: bool = True) -> dict[str, Any]:
-        """Whether commits reach git: :meth:`wiki_memory.core.stall.CommitHealth.status`."""
+        """Whether commits reach git: :meth:`wiki_memory.core.stall.CommitHealth.status`;
+        while the disk is full (:mod:`wiki_memory.diskfull`), that stall whatever the
+        commits say (so ``/v1/health``, ``status``, ``doctor`` and the brief name it)."""
+        disk = self.disk.status()
+        if not disk["ok"]:
+            return disk
         return self.health.status(detail)
 
     def server_wrote(self, path: str, data: bytes) -> bool:

@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.capture.observation import iso
+from wiki_memory.diskfull import CAUSE as DISK_FULL
+from wiki_memory.diskfull import REMEDY as DISK_REMEDY
+from wiki_memory.diskfull import is_disk_full
 from wiki_memory.wiki.git import GitBusy
 from wiki_memory.wiki.locks import lock_files
 
@@ -63,9 +66,9 @@ class CommitHealth:
         elif isinstance(exc, GitBusy):
             cause = str(exc) or "the git repository is busy"
             remedy = "finish or abort the git operation in the wiki"
-        elif isinstance(exc, OSError) and exc.errno in (28, 122):  # ENOSPC, EDQUOT
-            cause = "the disk is full"
-            remedy = "free disk space"
+        elif is_disk_full(exc):  # ENOSPC, EDQUOT, SQLITE_FULL
+            cause = DISK_FULL
+            remedy = DISK_REMEDY
         else:
             cause = f"{type(exc).__name__}: {exc}"
             remedy = "run `wiki-memory doctor` to check the repository"
@@ -75,7 +78,7 @@ class CommitHealth:
             "remedy": remedy,
             "public_cause": "a git lock held by another program"
             if isinstance(exc, GitBusy) and locks
-            else ("the disk is full" if remedy == "free disk space" else type(exc).__name__),
+            else (DISK_FULL if remedy == DISK_REMEDY else type(exc).__name__),
             "failures": 1,
         }
 
