@@ -34,9 +34,9 @@ from wiki_memory.core.sessions import (
     sha256,
 )
 from wiki_memory.core.stall import CommitHealth
-from wiki_memory.diskfull import DiskState, is_disk_full
 from wiki_memory.core.sync import SyncService
 from wiki_memory.core.writer import Author, Writer, WriteResult
+from wiki_memory.diskfull import DiskState, is_disk_full
 from wiki_memory.errors import Conflict, Forbidden, NotFound
 from wiki_memory.identity import Identity, may_admin
 from wiki_memory.index.store import Index
