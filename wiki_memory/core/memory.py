@@ -156,6 +156,7 @@ class Memory:
         seed_server_hashes(self.spool, self.wiki_dir, self._server_hashes, self._server_authors)
         self.writer.start()
         self.writer.call(self._recover_job)
+        self._check_index()
         if self.index.needs_rebuild or not self.index.paths():
             self.index.rebuild(self.wiki_dir)
         else:
@@ -181,6 +182,49 @@ class Memory:
             self.watcher.start()
         self.sync.start(self.settings.sync_interval_seconds)
         self.started = True
+
+    def _check_index(self) -> None:
+        """At start: SQLite's quick check of ``index.db``; a damaged file is logged,
+        replaced by an empty one and rebuilt from the files before any answer (the
+        page count and each file's stamp against the index catch what changed while no
+        server ran: :meth:`start`). From then on a CorruptError met at run time starts
+        :meth:`_rebuild_damaged`."""
+        t = time.monotonic()
+        problems = self.index.quick_check()
+        took = time.monotonic() - t
+        if problems:
+            log.warning(
+                "index.db is damaged (%s; quick check %.1f s): rebuilding it from the files",
+                "; ".join(problems)[:500],
+                took,
+            )
+            self.index.reset()
+        self.index.on_damage(self._rebuild_damaged)
+
+    def _rebuild_damaged(self, why: str) -> None:
+        """A query or write met damage in ``index.db`` (``why``): rebuild it from the files
+        and the spool on a thread of its own. Until it is done the index's reads answer
+        503 ``unavailable`` with ``Retry-After``, never a short 200. A rebuild that fails
+        (a full disk) is tried again every 30 s, with one log line each time."""
+
+        def run() -> None:
+            while not self._stop.is_set():
+                try:
+                    self.index.reset()
+                    n = self.index.rebuild(self.wiki_dir)
+                    self.capturer.reindex_spool()
+                except Exception as exc:  # noqa: BLE001 - logged, tried again
+                    log.error("rebuilding the damaged index failed (%s); retrying in 30 s", exc)
+                    if self._stop.wait(30):
+                        return
+                    continue
+                self.index.damaged = None
+                log.warning("index.db rebuilt from the files after damage: %d pages", n)
+                return
+
+        t = threading.Thread(target=run, name="wiki-index-rebuild", daemon=True)
+        t.start()
+        self._threads.append(t)
 
     def stop(self) -> None:
         """Write pending pages, commit them, and stop every thread (SIGINT/SIGTERM path)."""

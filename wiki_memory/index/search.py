@@ -24,6 +24,7 @@ from typing import Any, Literal
 import apsw
 
 from wiki_memory.errors import Unavailable
+from wiki_memory.index.db import note_failure
 from wiki_memory.index.pages import as_text
 from wiki_memory.index.query import build_match
 from wiki_memory.index.schema import BM25_WEIGHTS, UPDATED
@@ -122,6 +123,7 @@ def search(
     try:
         rows: list[Any] = conn.execute(sql, args).fetchall()
     except apsw.Error as exc:
+        note_failure(conn, exc)
         raise SearchError(f"search failed: {type(exc).__name__}: {exc}") from exc
     return [
         SectionHit(
@@ -206,6 +208,7 @@ def search_spool(
     try:
         rows: list[Any] = conn.execute(sql, args).fetchall()
     except apsw.Error as exc:
+        note_failure(conn, exc)
         raise SearchError(f"spool search failed: {type(exc).__name__}: {exc}") from exc
     return [
         SpoolHit(

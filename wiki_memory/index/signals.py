@@ -22,6 +22,7 @@ from typing import Any
 import apsw
 
 from wiki_memory.identity import Identity, sees_every_shared_page, visible_sql
+from wiki_memory.index.db import note_failure
 from wiki_memory.index.schema import BM25_WEIGHTS
 from wiki_memory.index.search import SearchError, SectionHit
 from wiki_memory.index.store import Index
@@ -194,9 +195,11 @@ def _hit(row: Sequence[Any], score: float) -> Hit:
 
 
 def _run(index: Index, sql: str, args: Sequence[Any]) -> list[Any]:
+    conn = index._conn()
     try:
-        return list(index._conn().execute(sql, args).fetchall())
+        return list(conn.execute(sql, args).fetchall())
     except apsw.Error as exc:
+        note_failure(conn, exc)
         raise SearchError(f"search failed: {type(exc).__name__}: {exc}") from exc
 
 
@@ -418,6 +421,7 @@ def doc_counts(index: Index, probes: Sequence[Sequence[tuple[str, bool]]]) -> li
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wm_vocab USING fts5vocab(main, 'fts', 'row')"
         )
     except apsw.Error as exc:
+        note_failure(conn, exc)
         raise SearchError(f"search failed: {type(exc).__name__}: {exc}") from exc
     out: list[int | None] = []
     for alts in probes:

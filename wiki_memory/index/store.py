@@ -24,7 +24,7 @@ The names other modules import from here (:class:`SectionHit`, :class:`SpoolHit`
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -143,8 +143,41 @@ class Index:
     # -- connections --
 
     def _conn(self) -> apsw.Connection:
-        """This thread's connection (for the index's own modules, e.g. ``signals``)."""
+        """This thread's connection (for the index's own modules, e.g. ``signals``).
+
+        Raises :class:`SearchError` (503, ``Retry-After``) while the file is damaged and
+        not rebuilt yet: a read of it could be a short answer, never an honest one."""
+        if self._db.damaged is not None:
+            raise SearchError(
+                "the search index is damaged and is being rebuilt from the files; retry",
+                headers={"Retry-After": "5"},
+            )
         return self._db.conn()
+
+    # -- damage --
+
+    @property
+    def damaged(self) -> str | None:
+        """Why the index file is taken to be damaged (a CorruptError met at run time),
+        or None. Set it to None once the rebuild is done."""
+        return self._db.damaged
+
+    @damaged.setter
+    def damaged(self, value: str | None) -> None:
+        self._db.damaged = value
+
+    def on_damage(self, fn: Callable[[str], None]) -> None:
+        """Call ``fn(why)`` once, from the thread that met it, when a query or write
+        meets damage in the file (:meth:`~wiki_memory.index.db.Database.corrupted`)."""
+        self._db.on_damage = fn
+
+    def quick_check(self) -> list[str]:
+        """SQLite's quick check of the file: ``[]`` when sound, else what it found."""
+        return self._db.quick_check()
+
+    def reset(self) -> None:
+        """Replace the file by an empty one of this schema; the caller rebuilds it."""
+        self._db.reset()
 
     def close(self) -> None:
         """Write the queued spool rows, then close every connection this object opened
