@@ -6,6 +6,7 @@ Answers afterwards equal those of a fresh reindex."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -14,14 +15,12 @@ from pathlib import Path
 
 import apsw
 import pytest
-from support import make_memory, wait_for
+from support import cli_as, home_env, make_memory, wait_for
 
 from wiki_memory.core.memory import Memory
 from wiki_memory.index.db import quick_check
 from wiki_memory.index.search import SearchError
 from wiki_memory.index.store import Index
-
-pytestmark = pytest.mark.fast
 
 WORDS = [f"kw{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(120)]
 QUERIES = [*WORDS[::7], "zebracorn", "nothingmatchesthis"]
@@ -81,6 +80,7 @@ def check_equal_to_fresh(m: Memory, tmp: Path) -> None:
     assert got == fresh(m, tmp)
 
 
+@pytest.mark.fast
 def test_random_bytes_in_the_middle_are_found_and_rebuilt_at_start(
     stopped: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -102,6 +102,7 @@ def test_random_bytes_in_the_middle_are_found_and_rebuilt_at_start(
         m.stop()
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("how", ["truncated", "missing"])
 def test_a_truncated_or_missing_index_is_rebuilt_before_any_answer(
     stopped: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, how: str
@@ -122,6 +123,7 @@ def test_a_truncated_or_missing_index_is_rebuilt_before_any_answer(
         m.stop()
 
 
+@pytest.mark.fast
 def test_a_stale_index_catches_up_offline_edits_before_answering(
     stopped: Path, tmp_path: Path
 ) -> None:
@@ -138,6 +140,7 @@ def test_a_stale_index_catches_up_offline_edits_before_answering(
         m.stop()
 
 
+@pytest.mark.fast
 def test_a_corrupt_error_at_run_time_is_logged_once_and_rebuilt_meanwhile_503(
     stopped: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch
 ) -> None:
@@ -172,6 +175,7 @@ def test_a_corrupt_error_at_run_time_is_logged_once_and_rebuilt_meanwhile_503(
         m.stop()
 
 
+@pytest.mark.fast
 def test_an_ordinary_query_with_no_match_starts_nothing(stopped: Path) -> None:
     m = restart(stopped)
     try:
@@ -182,3 +186,20 @@ def test_an_ordinary_query_with_no_match_starts_nothing(stopped: Path) -> None:
         assert not [t for t in m._threads if t.name == "wiki-index-rebuild"]
     finally:
         m.stop()
+
+
+@pytest.mark.process
+def test_doctor_names_a_damaged_index(stopped: Path, tmp_path: Path) -> None:
+    db = stopped / "index.db"
+    with open(db, "r+b") as f:
+        f.seek(db.stat().st_size // 2)
+        f.write(random.Random(2).randbytes(8192))
+    r = cli_as(home_env(tmp_path / "home"), "--data-dir", str(stopped), "doctor", "--json")
+    rep = json.loads(r.stdout)
+    found = [
+        f
+        for f in rep["findings"]
+        if f["check"] == "index" and f["severity"] == "error" and "damaged" in f["message"]
+    ]
+    assert found and found[0]["fix"] == "wiki-memory reindex", rep["findings"]
+    assert r.returncode == 1
