@@ -22,7 +22,6 @@ file but missing from the log (its tail, after a crash) is written back to it.
 from __future__ import annotations
 
 import json
-import math
 import os
 import threading
 import time
@@ -33,9 +32,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from wiki_memory.capture.observation import Observation, dedup_key, session_key
+from wiki_memory.capture.spoollines import (
+    LINE_JSON,
+    PartialWrite,
+    Undo,
+    cut_lines,
+    encode_line,
+    failure_of,
+    fsync_all,
+    read_from,
+    read_lines,
+    write_all,
+)
 
 SEEN_LOG = "seen-events.log"
 #: dedup keys gathered before one write to ``seen-events.log`` (each is durable in its
@@ -132,7 +141,7 @@ class Spool:
             pass
         if torn:
             # end the cut line, so that the next key starts a line of its own
-            _write_all(self._seen_fd, b"\n")
+            write_all(self._seen_fd, b"\n")
             os.fsync(self._seen_fd)
         logged = len(self._seen)
         for p in sorted(self.dir.glob("*.jsonl")):
@@ -143,14 +152,14 @@ class Spool:
             # keys whose log lines a crash took (only the session files were fsynced):
             # write them back before any session file can be cleaned up
             missing = list(self._seen.items())[logged:]
-            _write_all(self._seen_fd, "".join(f"{k} {v}\n" for k, v in missing).encode())
+            write_all(self._seen_fd, "".join(f"{k} {v}\n" for k, v in missing).encode())
             os.fsync(self._seen_fd)
         for info in sorted(self.sessions.values(), key=lambda i: i.last_received):
             self._current[session_key(info.user, info.harness, info.session_id)] = info.key
 
     def _scan(self, path: Path) -> SessionInfo | None:
         info: SessionInfo | None = None
-        for rec in _read_lines(path):
+        for rec in read_lines(path):
             if rec.get("type") == "session":
                 info = SessionInfo(
                     key=rec["key"],
@@ -201,7 +210,7 @@ class Spool:
         #: every observation is placed
         data: dict[int, list[bytes]] = {}
         keys: dict[int, list[tuple[str | None, str]]] = {}
-        undo = _Undo()
+        undo = Undo()
         with self._lock:
             for obs in observations:
                 base = session_key(obs.user, obs.harness, obs.session_id)
@@ -230,7 +239,7 @@ class Spool:
                     )
                     self.sessions[key] = info
                     undo.new.add(key)
-                    data[fd].append((_LINE_JSON.encode(info.header()) + "\n").encode())
+                    data[fd].append((LINE_JSON.encode(info.header()) + "\n").encode())
                 elif key not in undo.infos and key not in undo.new:
                     undo.infos[key] = (info.count, info.last_ts, info.last_received)
                 self._current[base] = key
@@ -239,7 +248,7 @@ class Spool:
                 obs.obs_id = f"{key[:12]}-{info.count}"
                 rec = obs.to_json()
                 rec["dedup"] = dk
-                data[fd].append(_line(rec))
+                data[fd].append(encode_line(rec))
                 keys[fd].append((dk, obs.obs_id))
                 if dk is not None:
                     # seen at once (a second copy later in this list is a duplicate);
@@ -252,11 +261,11 @@ class Spool:
             try:
                 for fd, chunks in data.items():
                     undo.written.append(fd)
-                    _write_all(fd, b"".join(chunks))
+                    write_all(fd, b"".join(chunks))
                     self._dirty.add(fd)
             except OSError as exc:
                 self._roll_back(undo)
-                raise (exc.error if isinstance(exc, _PartialWrite) else exc) from None
+                raise (exc.error if isinstance(exc, PartialWrite) else exc) from None
             for items in keys.values():
                 # each key is durable through its spool line's own "dedup" (fsynced with
                 # it); the log gets it later, written and fsynced before that line's
@@ -281,7 +290,7 @@ class Spool:
             del self._torn[fd]
         return os.fstat(fd).st_size
 
-    def _roll_back(self, undo: _Undo) -> None:
+    def _roll_back(self, undo: Undo) -> None:
         """Undo a :meth:`write` that failed (the caller holds the lock): its files cut
         back to their size before it, its sessions, parts and dedup keys as they were."""
         for fd in undo.written:
@@ -321,7 +330,7 @@ class Spool:
         if self._seen_pending:
             size = os.fstat(self._seen_fd).st_size
             try:
-                _write_all(self._seen_fd, "".join(self._seen_pending).encode())
+                write_all(self._seen_fd, "".join(self._seen_pending).encode())
             except OSError:
                 with suppress(OSError):
                     os.ftruncate(self._seen_fd, size)  # no torn key line left
@@ -380,15 +389,7 @@ class Spool:
 
     def synced(self, target: int) -> bool:
         """True when the writes up to sync target ``target`` are fsynced."""
-        return self._synced >= target and self._failure(target) is None
-
-    def _failure(self, target: int) -> OSError | None:
-        """The error of a failed fsync that took back the write of sync target
-        ``target``, or None."""
-        for after, upto, error in reversed(self._failed):
-            if after < target <= upto:
-                return error
-        return None
+        return self._synced >= target and failure_of(self._failed, target) is None
 
     def sync_to(self, target: int) -> None:
         """Return once the writes up to sync target ``target`` (from :meth:`write`) are
@@ -399,7 +400,7 @@ class Spool:
         and report success the next time), and every write made up to that moment is
         refused, so no later fsync can acknowledge bytes that are gone."""
         with self._sync_lock:
-            error = self._failure(target)
+            error = failure_of(self._failed, target)
             if error is not None:
                 raise error
             if self._synced >= target:
@@ -432,30 +433,13 @@ class Spool:
             if key is None:
                 continue
             good = self._good.get(fd, 0)
-            try:
-                with open(self.dir / f"{key}.jsonl", "rb") as f:  # the fd is write-only
-                    f.seek(good)
-                    cut = f.read()
-            except OSError:
-                cut = b""
+            cut = read_from(self.dir / f"{key}.jsonl", good)  # the fd is write-only
             try:
                 os.ftruncate(fd, good)
             except OSError:
                 self._torn[fd] = good
             self._dirty.add(fd)  # the cut itself is fsynced by the next sync
-            gone = set()
-            lines = 0
-            header = False
-            for raw in cut.split(b"\n"):
-                rec = _parse(raw + b"\n") if raw else None
-                if rec is None:
-                    continue
-                if rec.get("type") == "session":
-                    header = True
-                    continue
-                lines += 1
-                if rec.get("dedup"):
-                    gone.add(rec["dedup"])
+            lines, header, gone = cut_lines(cut)
             for dk in gone:
                 self._seen.pop(dk, None)
             if gone:
@@ -470,37 +454,17 @@ class Spool:
                     self._current = {b: k for b, k in self._current.items() if k != key}
 
     def _fsync_all(self, fds: list[int]) -> dict[int, OSError]:
-        """fsync every one of ``fds``, at the same time when there are several (their
-        journal commits are shared: 8 session files took 0.55 ms here against 1.8 ms one
-        after the other); returns the descriptors whose fsync failed, with the error."""
-        failed: dict[int, OSError] = {}
-        if len(fds) <= 1:
-            for fd in fds:
-                try:
-                    os.fsync(fd)
-                except OSError as exc:
-                    failed[fd] = exc
-            return failed
-        if self._pool is None:
+        """:func:`~wiki_memory.capture.spoollines.fsync_all` on this spool's threads."""
+        if len(fds) > 1 and self._pool is None:
             self._pool = ThreadPoolExecutor(SYNC_THREADS, thread_name_prefix="wiki-fsync")
-        futures = [(fd, self._pool.submit(os.fsync, fd)) for fd in fds[1:]]
-        try:
-            os.fsync(fds[0])
-        except OSError as exc:
-            failed[fds[0]] = exc
-        for fd, fut in futures:
-            try:
-                fut.result()
-            except OSError as exc:
-                failed[fd] = exc
-        return failed
+        return fsync_all(self._pool, fds)
 
     # -- reading -----------------------------------------------------------------------
     def observations(self, key: str) -> list[Observation]:
         """Every observation of a session, in arrival order."""
         return [
             Observation.from_json(r)
-            for r in _read_lines(self.dir / f"{key}.jsonl")
+            for r in read_lines(self.dir / f"{key}.jsonl")
             if r.get("type") != "session"
         ]
 
@@ -524,7 +488,7 @@ class Spool:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             try:
-                _write_all(fd, json.dumps(state).encode())
+                write_all(fd, json.dumps(state).encode())
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -631,114 +595,3 @@ def _project_from_cwd(cwd: str | None) -> str:
     from wiki_memory.capture.observation import project_name
 
     return project_name(cwd or "default")
-
-
-#: ``json.dumps(rec, ensure_ascii=False)`` without making its encoder at every line
-_LINE_JSON = json.JSONEncoder(ensure_ascii=False)
-
-
-def _line(rec: dict[str, Any]) -> bytes:
-    """One spool line: ``rec`` as JSON and a newline. orjson writes it about 8 times
-    faster than the standard library and escapes every string the same way (so purge's
-    needles still match); the standard library writes what orjson refuses (integers
-    over 64 bits; a lone surrogate fails there as it always did) and what it would
-    change (NaN and infinities, which orjson writes as null): read back, every line is
-    ``rec``."""
-    try:
-        out = orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE)
-    except TypeError:
-        return (_LINE_JSON.encode(rec) + "\n").encode()
-    if b"null" in out and _non_finite(rec):
-        return (_LINE_JSON.encode(rec) + "\n").encode()
-    return out
-
-
-def _non_finite(value: Any) -> bool:
-    """Whether a JSON value holds a float that is NaN or infinite."""
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, dict):
-        return any(_non_finite(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(_non_finite(v) for v in value)
-    return False
-
-
-@dataclass
-class _Undo:
-    """What one :meth:`Spool.write` changed, to take it back when a write fails."""
-
-    #: session file -> its size before this write
-    sizes: dict[int, int] = field(default_factory=dict)
-    #: files written to (or tried), in order
-    written: list[int] = field(default_factory=list)
-    #: sessions this write created
-    new: set[str] = field(default_factory=set)
-    #: session key -> (count, last_ts, last_received) before this write
-    infos: dict[str, tuple[int, float, float]] = field(default_factory=dict)
-    #: base key -> the session's current part before this write (None: none)
-    current: dict[str, str | None] = field(default_factory=dict)
-    #: dedup keys this write marked seen
-    seen: list[str] = field(default_factory=list)
-
-
-class _PartialWrite(OSError):
-    """A write that failed after ``done`` of its bytes: ``error`` is the OSError."""
-
-    def __init__(self, done: int, error: OSError) -> None:
-        super().__init__(error.errno, error.strerror)
-        self.done = done
-        self.error = error
-
-
-def _write_all(fd: int, data: bytes) -> int:
-    """Write all of ``data`` to ``fd``; returns its length. Raises :class:`_PartialWrite`
-    (an OSError) with how many bytes were written before a write failed."""
-    view = memoryview(data)
-    done = 0
-    while done < len(data):
-        try:
-            done += os.write(fd, view[done:])
-        except OSError as exc:
-            raise _PartialWrite(done, exc) from exc
-    return done
-
-
-def _read_lines(path: Path) -> Iterator[dict[str, Any]]:
-    """The records of a spool file. A torn last line (a crash, or a write that failed
-    and could not be cut back) is skipped: it was never acknowledged. A line that is
-    not JSON because such a fragment was left before it (spool files written before
-    failed writes were cut back) gives the whole line that ends it."""
-    try:
-        with open(path, "rb") as f:
-            for raw in f:
-                if not raw.endswith(b"\n"):
-                    break  # torn last line after a crash: never acknowledged
-                rec = _parse(raw)
-                if rec is not None:
-                    yield rec
-    except OSError:
-        return
-
-
-#: how many starts of an object :func:`_parse` tries in a line that is not JSON
-SALVAGE_TRIES = 64
-
-
-def _parse(raw: bytes) -> dict[str, Any] | None:
-    """One spool line as a record, or None. A line that is not JSON is read from each
-    later ``{"`` in turn (the start of the complete line glued to a fragment)."""
-    try:
-        rec = json.loads(raw)
-    except ValueError:
-        rec = None
-        at = raw.find(b'{"', 1)
-        tries = 0
-        while at != -1 and tries < SALVAGE_TRIES:
-            tries += 1
-            try:
-                rec = json.loads(raw[at:])
-                break
-            except ValueError:
-                at = raw.find(b'{"', at + 1)
-    return rec if isinstance(rec, dict) else None

@@ -82,7 +82,13 @@ class Capture:
     """Accepts hook events into ``spool`` and ``index``; ``request_compile(key, end)``
     queues a session page's compile on the writer."""
 
-    def __init__(self, spool: Spool, index: Index, request_compile: Callable[..., Any]) -> None:
+    def __init__(
+        self,
+        spool: Spool,
+        index: Index,
+        request_compile: Callable[..., Any],
+        disk: DiskState | None = None,
+    ) -> None:
         self.spool = spool
         self.index = index
         self.request_compile = request_compile
@@ -97,7 +103,7 @@ class Capture:
         ) = None
         #: the data directory's disk state (wiki_memory.diskfull): a write refused for
         #: want of space is noted there, one that works ends it
-        self.disk: DiskState | None = None
+        self.disk = disk
 
     def capture(
         self, body: Any, user: Identity | str, raw: bytes | None = None

@@ -2,8 +2,7 @@
 
 One instance per data directory. It owns the spool, the writer thread (all writes to
 ``wiki/`` and their commits), the index and the watcher; faces never touch storage
-themselves.
-"""
+themselves."""
 
 from __future__ import annotations
 
@@ -22,6 +21,7 @@ from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
 from wiki_memory.core.capture import Capture, CaptureGate, is_self_check
 from wiki_memory.core.handoffs import HandoffService
+from wiki_memory.core.indexcheck import check_index
 from wiki_memory.core.project_access import ProjectAccess
 from wiki_memory.core.reader import Reader
 from wiki_memory.core.recaller import Recaller
@@ -33,10 +33,9 @@ from wiki_memory.core.sessions import (
     seed_server_hashes,
     sha256,
 )
-from wiki_memory.core.stall import CommitHealth
+from wiki_memory.core.stall import CommitHealth, DiskState
 from wiki_memory.core.sync import SyncService
 from wiki_memory.core.writer import Author, Writer, WriteResult
-from wiki_memory.diskfull import DiskState, is_disk_full
 from wiki_memory.errors import Conflict, Forbidden, NotFound
 from wiki_memory.identity import Identity, may_admin
 from wiki_memory.index.store import Index
@@ -80,11 +79,8 @@ class Memory:
         self._server_authors: dict[str, str] = {}
         #: the start-up recovery commit met GitBusy: the idle loop tries it again
         self._recover_due = False
-        #: commits fail (a lock, a full disk, a broken repository): see commit_status
-        self.health = CommitHealth(self.git._controldir)
-        #: a full disk (wiki_memory.diskfull): every write refused for want of space is
-        #: noted here; commit_status says so until space returns
-        self.disk = DiskState(settings.data_dir)
+        #: commits fail (a lock, a full disk, a broken repository), health.disk: see commit_status
+        self.health = CommitHealth(self.git._controldir, DiskState(settings.data_dir))
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.watcher: Any = None
@@ -112,9 +108,8 @@ class Memory:
         self.sessions = SessionPages(self)
         #: capture: hook events into the spool and the index (wiki_memory.core.capture);
         #: the gate applies grants and creates projects (wiki_memory.core.capture.CaptureGate)
-        self.capturer = Capture(self.spool, self.index, self.request_compile)
+        self.capturer = Capture(self.spool, self.index, self.request_compile, self.health.disk)
         self.capturer.gate = CaptureGate(self)
-        self.capturer.disk = self.disk
         #: what ranking reads (recall.rank receives these, never the Memory)
         self._sources = rank.Sources(
             index=self.index,
@@ -156,8 +151,7 @@ class Memory:
         seed_server_hashes(self.spool, self.wiki_dir, self._server_hashes, self._server_authors)
         self.writer.start()
         self.writer.call(self._recover_job)
-        self._check_index()
-        if self.index.needs_rebuild or not self.index.paths():
+        if check_index(self) or self.index.needs_rebuild or not self.index.paths():
             self.index.rebuild(self.wiki_dir)
         else:
             self.index.sync_paths(self.wiki_dir, ["."])
@@ -182,49 +176,6 @@ class Memory:
             self.watcher.start()
         self.sync.start(self.settings.sync_interval_seconds)
         self.started = True
-
-    def _check_index(self) -> None:
-        """At start: SQLite's quick check of ``index.db``; a damaged file is logged,
-        replaced by an empty one and rebuilt from the files before any answer (the
-        page count and each file's stamp against the index catch what changed while no
-        server ran: :meth:`start`). From then on a CorruptError met at run time starts
-        :meth:`_rebuild_damaged`."""
-        t = time.monotonic()
-        problems = self.index.quick_check()
-        took = time.monotonic() - t
-        if problems:
-            log.warning(
-                "index.db is damaged (%s; quick check %.1f s): rebuilding it from the files",
-                "; ".join(problems)[:500],
-                took,
-            )
-            self.index.reset()
-        self.index.on_damage(self._rebuild_damaged)
-
-    def _rebuild_damaged(self, why: str) -> None:
-        """A query or write met damage in ``index.db`` (``why``): rebuild it from the files
-        and the spool on a thread of its own. Until it is done the index's reads answer
-        503 ``unavailable`` with ``Retry-After``, never a short 200. A rebuild that fails
-        (a full disk) is tried again every 30 s, with one log line each time."""
-
-        def run() -> None:
-            while not self._stop.is_set():
-                try:
-                    self.index.reset()
-                    n = self.index.rebuild(self.wiki_dir)
-                    self.capturer.reindex_spool()
-                except Exception as exc:  # noqa: BLE001 - logged, tried again
-                    log.error("rebuilding the damaged index failed (%s); retrying in 30 s", exc)
-                    if self._stop.wait(30):
-                        return
-                    continue
-                self.index.damaged = None
-                log.warning("index.db rebuilt from the files after damage: %d pages", n)
-                return
-
-        t = threading.Thread(target=run, name="wiki-index-rebuild", daemon=True)
-        t.start()
-        self._threads.append(t)
 
     def stop(self) -> None:
         """Write pending pages, commit them, and stop every thread (SIGINT/SIGTERM path)."""
@@ -568,10 +519,7 @@ class Memory:
         except Exception as exc:
             self._recover_due = True  # the idle loop commits what is left once it works
             self.health.failed(exc)
-            if is_disk_full(exc):
-                self.disk.failed(exc, "git repository")
             raise
-        self.disk.succeeded()
         if self.health.succeeded():
             self._recover_due = True  # hand edits that failed meanwhile
         return sha
@@ -583,12 +531,7 @@ class Memory:
         return self.watcher is not None and bool(self.watcher.alive())
 
     def commit_status(self, detail: bool = True) -> dict[str, Any]:
-        """Whether commits reach git: :meth:`wiki_memory.core.stall.CommitHealth.status`;
-        while the disk is full (:mod:`wiki_memory.diskfull`), that stall whatever the
-        commits say (so ``/v1/health``, ``status``, ``doctor`` and the brief name it)."""
-        disk = self.disk.status()
-        if not disk["ok"]:
-            return disk
+        """Whether commits reach git: :meth:`wiki_memory.core.stall.CommitHealth.status`."""
         return self.health.status(detail)
 
     def server_wrote(self, path: str, data: bytes) -> bool:

@@ -37,6 +37,15 @@ class SearchError(Unavailable):
     """503 ``unavailable``: the search engine failed. Never reported as "no results"."""
 
 
+def search_failed(
+    conn: apsw.Connection, exc: apsw.Error, what: str = "search failed"
+) -> SearchError:
+    """The SearchError for ``exc``, raised by a query on ``conn``; damage in the file (a
+    CorruptError) is reported to its database first (it is then rebuilt)."""
+    note_failure(conn, exc)
+    return SearchError(f"{what}: {type(exc).__name__}: {exc}")
+
+
 @dataclass(frozen=True)
 class SectionHit:
     """One matching section. ``score`` is the negated weighted bm25: higher is better.
@@ -123,8 +132,7 @@ def search(
     try:
         rows: list[Any] = conn.execute(sql, args).fetchall()
     except apsw.Error as exc:
-        note_failure(conn, exc)
-        raise SearchError(f"search failed: {type(exc).__name__}: {exc}") from exc
+        raise search_failed(conn, exc) from exc
     return [
         SectionHit(
             path=r[0],
@@ -208,8 +216,7 @@ def search_spool(
     try:
         rows: list[Any] = conn.execute(sql, args).fetchall()
     except apsw.Error as exc:
-        note_failure(conn, exc)
-        raise SearchError(f"spool search failed: {type(exc).__name__}: {exc}") from exc
+        raise search_failed(conn, exc, "spool search failed") from exc
     return [
         SpoolHit(
             session_key=r[0],

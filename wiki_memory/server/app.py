@@ -104,7 +104,7 @@ def error_response(request: Request, exc: Exception) -> Response:
     elif isinstance(exc, OSError):
         if not is_disk_full(exc):
             raise exc  # a bug or a broken disk: a 500 with its traceback in the log
-        request.app.state.memory.disk.failed(exc, "data directory")
+        request.app.state.memory.health.disk.failed(exc, "data directory")
         err = DiskFull()
     else:
         err = BadRequest(str(exc) or type(exc).__name__)

@@ -1,0 +1,72 @@
+"""A damaged index, at start and at run time (docs/operations.md, "Storage at the edges").
+
+At start SQLite's quick check of ``index.db`` (every page read once) decides whether the
+file is rebuilt from the files before the server answers; the page count and each
+file's stamp against the index then catch what changed while no server ran
+(:meth:`wiki_memory.core.memory.Memory.start`). A CorruptError met at run time is
+logged once and rebuilds the index from the files and the spool on a thread of its own;
+meanwhile the index's reads answer 503 with ``Retry-After``, never a short 200."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+log = logging.getLogger("wiki_memory.core.memory")
+
+__all__ = ["check_index", "RETRY_SECONDS"]
+
+#: a rebuild after damage that failed (a full disk) is tried again this often
+RETRY_SECONDS = 30.0
+
+
+def check_index(memory: Any) -> bool:
+    """Quick-check the index of ``memory`` (the Memory, which imports this) at start; a damaged file is logged and replaced by
+    an empty one (True: the caller rebuilds it before answering). Damage met later calls
+    :func:`rebuild_damaged`."""
+    t = time.monotonic()
+    problems = memory.index.quick_check()
+    took = time.monotonic() - t
+    if problems:
+        log.warning(
+            "index.db is damaged (%s; quick check %.1f s): rebuilding it from the files",
+            "; ".join(problems)[:500],
+            took,
+        )
+        memory.index.reset()
+    else:
+        log.info("index.db quick check: ok in %.2f s", took)
+    memory.index.on_damage(lambda why: rebuild_damaged(memory, why))
+    return bool(problems)
+
+
+def rebuild_damaged(memory: Any, why: str) -> None:
+    """A query or write met damage in the index (``why``, logged by the index): rebuild
+    it from the files and the spool on a thread of its own, then let reads through
+    again. A rebuild that fails is tried again every :data:`RETRY_SECONDS`, one log line
+    each time; the server keeps running."""
+
+    def run() -> None:
+        while not memory._stop.is_set():
+            try:
+                memory.index.reset()
+                n = memory.index.rebuild(memory.wiki_dir)
+                memory.capturer.reindex_spool()
+            except Exception as exc:  # noqa: BLE001 - logged, tried again
+                log.error(
+                    "rebuilding the damaged index failed (%s); retrying in %.0f s",
+                    exc,
+                    RETRY_SECONDS,
+                )
+                if memory._stop.wait(RETRY_SECONDS):
+                    return
+                continue
+            memory.index.damaged = None
+            log.warning("index.db rebuilt from the files after damage (%s): %d pages", why, n)
+            return
+
+    t = threading.Thread(target=run, name="wiki-index-rebuild", daemon=True)
+    t.start()
+    memory._threads.append(t)
