@@ -35,6 +35,8 @@ REMEDY = (
 LOG_EVERY = 60.0
 #: free bytes that end the state without a write having worked (at least)
 MIN_FREE = 1 << 20
+#: seconds without a refused write before a write that works ends the state
+SETTLE = 2.0
 
 
 def is_disk_full(exc: BaseException | None) -> bool:
@@ -92,9 +94,14 @@ class DiskState:
         )
 
     def succeeded(self) -> None:
-        """A write worked: a full disk, if there was one, has room again."""
-        if self._since is None:
+        """A write worked: a full disk, if there was one, has room again, unless a write
+        failed in the last :data:`SETTLE` seconds (a nearly full disk takes small writes
+        between refusals: the state does not flap with them)."""
+        if self._since is None or time.time() - self._last_failure < SETTLE:
             return
+        self._end()
+
+    def _end(self) -> None:
         with self._lock:
             since, self._since = self._since, None
             refused = self._refused
@@ -116,11 +123,12 @@ class DiskState:
     def full(self) -> bool:
         """True while the disk is taken to be full: a write failed for want of space,
         none has worked since, and the filesystem has not got room again (at least
-        1 MiB and four times the refused write, looked at a second after the failure)."""
+        1 MiB and four times the refused write, looked at :data:`SETTLE` seconds after
+        the last failure)."""
         if self._since is None:
             return False
-        if time.time() - self._last_failure > 1.0 and self._room():
-            self.succeeded()
+        if time.time() - self._last_failure > SETTLE and self._room():
+            self._end()
             return False
         return True
 

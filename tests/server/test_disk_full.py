@@ -270,3 +270,5 @@ def test_a_full_disk_loses_nothing_acknowledged(tmp_path: Path, crash: bool) -> 
             fsck(data / "wiki")
         finally:
             srv.stop()
+            with contextlib.suppress(OSError):  # kept for a look after the unmount
+                shutil.copy(data / "logs" / "server.log", tmp_path / "server.log")

@@ -90,6 +90,7 @@ class Full:
         monkeypatch.setattr(os, "fdopen", fdopen)
         # the filesystem has no room while full (the real one under tmp_path has)
         monkeypatch.setattr(diskfull.DiskState, "_room", lambda _self: not self.on)
+        monkeypatch.setattr(diskfull, "SETTLE", 0.0)  # flapping: tests/base/test_diskfull.py
 
 
 def test_capture_at_a_full_disk_is_refused_visibly_and_resumes(
@@ -144,14 +145,40 @@ def test_a_commit_at_a_full_disk_leaves_head_and_no_lock_and_catches_up(
     full.on = True
     with pytest.raises(OSError):
         mem._git_commit(["projects/proj/notes/plan.md"], "alice", "a@x", "plan 2")
+    assert mem.commit_status()["cause"] == "disk full"
     full.on = False
     assert mem.git.head() == first
     if head is not None:
         assert ref.read_bytes() == head
     left = [p for p in git_dir.rglob("*.lock")]
     assert left == [], left
-    assert mem.commit_status()["cause"] == "disk full"
     # space returned: the next commit works and ends the state
     second = mem._git_commit(["projects/proj/notes/plan.md"], "alice", "a@x", "plan 2")
     assert second and second != first
     assert mem.commit_status()["ok"] is True
+
+
+def test_a_page_written_at_a_full_disk_keeps_its_old_bytes(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tokens = TokenStore(mem.settings.auth_dir, owner_user="alice")
+    token, _ = tokens.ensure_owner()
+    full = Full(monkeypatch, mem)
+    url = "/v1/pages/projects/proj/notes/plan.md"
+    page = Path(mem.wiki_dir) / "projects/proj/notes/plan.md"
+    with TestClient(create_app(mem, tokens), base_url="http://127.0.0.1") as http:
+        auth = {"Authorization": f"Bearer {token}"}
+        r = http.put(url, json={"text": "# Plan\n\nold words\n"}, headers=auth)
+        assert r.status_code in (200, 201), r.text
+        old = page.read_bytes()
+        full.on = True
+        new = "# Plan\n\n" + "new words " * 3000 + "\n"
+        r = http.put(url, json={"text": new}, headers={**auth, "If-Match": r.json()["hash"]})
+        assert r.status_code == 507 and r.json()["error"] == "disk_full", r.text
+        assert page.read_bytes() == old
+        assert not list(page.parent.glob(".*wm-tmp*"))
+        full.on = False
+        cur = http.get(url, headers=auth).json()["hash"]
+        r = http.put(url, json={"text": new}, headers={**auth, "If-Match": cur})
+        assert r.status_code == 200, r.text
+        assert page.read_text(encoding="utf-8") == new
