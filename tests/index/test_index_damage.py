@@ -203,3 +203,33 @@ def test_doctor_names_a_damaged_index(stopped: Path, tmp_path: Path) -> None:
     ]
     assert found and found[0]["fix"] == "wiki-memory reindex", rep["findings"]
     assert r.returncode == 1
+
+
+@pytest.mark.fast
+def test_a_disk_too_full_to_rebuild_at_start_is_no_crash_loop(
+    stopped: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wiki_memory.core import indexcheck
+
+    (stopped / "index.db").unlink()
+    monkeypatch.setattr(indexcheck, "RETRY_SECONDS", 0.05)
+    real = Index.rebuild
+    tries = {"n": 0}
+
+    def full_then_room(self, *a, **kw):  # type: ignore[no-untyped-def]
+        tries["n"] += 1
+        if tries["n"] <= 2:
+            raise apsw.FullError("database or disk is full")
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Index, "rebuild", full_then_room)
+    m = restart(stopped)  # starts: no exception, no exit
+    try:
+        if m.index.damaged is not None:
+            with pytest.raises(SearchError):
+                m.recall(WORDS[0], user="alice")
+        wait_for(lambda: m.index.damaged is None, timeout=30)
+        assert tries["n"] == 3
+        check_equal_to_fresh(m, tmp_path)
+    finally:
+        m.stop()

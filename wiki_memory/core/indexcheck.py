@@ -14,12 +14,38 @@ import threading
 import time
 from typing import Any
 
+from wiki_memory.diskfull import is_disk_full
+
 log = logging.getLogger("wiki_memory.core.memory")
 
-__all__ = ["check_index", "RETRY_SECONDS"]
+__all__ = ["RETRY_SECONDS", "check_index", "prepare_index", "rebuild_damaged"]
 
 #: a rebuild after damage that failed (a full disk) is tried again this often
 RETRY_SECONDS = 30.0
+
+
+def prepare_index(memory: Any) -> None:
+    """The index at start: quick-checked (:func:`check_index`), then rebuilt from the files
+    when damaged, missing, empty or of another schema, else caught up with what changed
+    while no server ran (each file's size and mtime against the index), and the spool's
+    rows written again; all before the server answers. When the disk is too full for
+    that, the server starts anyway (no crash loop): the index's reads answer 503 and
+    :func:`rebuild_damaged` tries again until there is room."""
+    index, wiki = memory.index, memory.wiki_dir
+    try:
+        if check_index(memory) or index.needs_rebuild or not index.paths():
+            index.rebuild(wiki)
+        else:
+            index.sync_paths(wiki, ["."])
+            index.set_wiki_root(wiki)
+        memory.capturer.reindex_spool()
+    except Exception as exc:
+        if not is_disk_full(exc):
+            raise
+        memory.health.disk.failed(exc, "index")
+        index.damaged = "disk full at start"
+        log.error("the index cannot be brought up to date at start (disk full): %s", exc)
+        rebuild_damaged(memory, index.damaged)
 
 
 def check_index(memory: Any) -> bool:

@@ -21,7 +21,7 @@ from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
 from wiki_memory.core.capture import Capture, CaptureGate, is_self_check
 from wiki_memory.core.handoffs import HandoffService
-from wiki_memory.core.indexcheck import check_index
+from wiki_memory.core.indexcheck import prepare_index
 from wiki_memory.core.project_access import ProjectAccess
 from wiki_memory.core.reader import Reader
 from wiki_memory.core.recaller import Recaller
@@ -151,12 +151,7 @@ class Memory:
         seed_server_hashes(self.spool, self.wiki_dir, self._server_hashes, self._server_authors)
         self.writer.start()
         self.writer.call(self._recover_job)
-        if check_index(self) or self.index.needs_rebuild or not self.index.paths():
-            self.index.rebuild(self.wiki_dir)
-        else:
-            self.index.sync_paths(self.wiki_dir, ["."])
-            self.index.set_wiki_root(self.wiki_dir)
-        self.capturer.reindex_spool()
+        prepare_index(self)  # checked, caught up with the files and the spool
         for key, info in self.spool.sessions.items():
             if info.state.get("compiled_count", 0) < info.count:
                 # a self-check session left by a setup that was stopped: deleted now
