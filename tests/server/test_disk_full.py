@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ import httpx
 import pytest
 from hookkit import hook_env, installed_command, pending, run_hook, wait_idle
 from serverproc import ServerProcess
+from support import run_cli
 
 from wiki_memory.wiki.locks import lock_files
 
@@ -204,6 +206,12 @@ def test_a_full_disk_loses_nothing_acknowledged(tmp_path: Path, crash: bool) -> 
                     assert hook.rc == 0, hook
                 wait_idle(tmp_path)
                 assert len(pending(tmp_path)) == 3
+                if not crash:  # status and doctor say it too (once is enough)
+                    st = run_cli(data, "status", "--json")
+                    assert st.returncode == 1
+                    assert json.loads(st.stdout)["commits"]["cause"] == "disk full"
+                    doc = json.loads(run_cli(data, "doctor", "--json").stdout)
+                    assert any("disk full" in e for e in doc["errors"]), doc["errors"]
                 filler.unlink()  # space returns
                 time.sleep(1.5)
             if crash:
