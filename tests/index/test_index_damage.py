@@ -233,3 +233,31 @@ def test_a_disk_too_full_to_rebuild_at_start_is_no_crash_loop(
         check_equal_to_fresh(m, tmp_path)
     finally:
         m.stop()
+
+
+@pytest.mark.fast
+def test_damage_made_while_running_is_found_by_the_periodic_check(
+    stopped: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # damage that no query happens to raise on (it could make a query miss rows): the
+    # quick check the server runs now and then finds it, and it is rebuilt
+    from wiki_memory.core import indexcheck
+
+    monkeypatch.setattr(indexcheck, "CHECK_EVERY_SECONDS", 0.1)
+    m = restart(stopped)
+    try:
+        before = answers(m)
+        db = stopped / "index.db"
+        caplog.set_level(logging.WARNING)
+        with open(db, "r+b") as f:
+            f.seek(db.stat().st_size // 2)
+            f.write(random.Random(3).randbytes(8192))
+        wait_for(
+            lambda: any("index.db is damaged" in r.getMessage() for r in caplog.records),
+            timeout=30,
+        )
+        wait_for(lambda: m.index.damaged is None, timeout=60)
+        assert quick_check(db) == []
+        assert answers(m) == before
+    finally:
+        m.stop()

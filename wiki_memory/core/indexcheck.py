@@ -18,10 +18,19 @@ from wiki_memory.diskfull import is_disk_full
 
 log = logging.getLogger("wiki_memory.core.memory")
 
-__all__ = ["RETRY_SECONDS", "check_index", "prepare_index", "rebuild_damaged"]
+__all__ = [
+    "CHECK_EVERY_SECONDS",
+    "RETRY_SECONDS",
+    "check_index",
+    "prepare_index",
+    "rebuild_damaged",
+]
 
 #: a rebuild after damage that failed (a full disk) is tried again this often
 RETRY_SECONDS = 30.0
+#: while running, the index file is quick-checked this often: damage that makes a query
+#: miss rows without an error (a short 200) is found within this time
+CHECK_EVERY_SECONDS = 900.0
 
 
 def prepare_index(memory: Any) -> None:
@@ -65,7 +74,24 @@ def check_index(memory: Any) -> bool:
     else:
         log.info("index.db quick check: ok in %.2f s", took)
     memory.index.on_damage(lambda why: rebuild_damaged(memory, why))
+    checker = threading.Thread(
+        target=_check_loop, args=(memory,), name="wiki-index-check", daemon=True
+    )
+    checker.start()
+    memory._threads.append(checker)
     return bool(problems)
+
+
+def _check_loop(memory: Any) -> None:
+    """Quick-check the index every :data:`CHECK_EVERY_SECONDS` while the server runs
+    (not while a rebuild after damage runs); damage found is reported as a CorruptError
+    met at run time would be (logged once, rebuilt on a thread)."""
+    while not memory._stop.wait(CHECK_EVERY_SECONDS):
+        if memory.index.damaged is not None:
+            continue
+        problems = memory.index.quick_check()
+        if problems and memory.index.damaged is None:
+            memory.index.note_damage("; ".join(problems)[:500])
 
 
 def rebuild_damaged(memory: Any, why: str) -> None:

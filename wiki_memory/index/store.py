@@ -171,6 +171,11 @@ class Index:
         meets damage in the file (:meth:`~wiki_memory.index.db.Database.corrupted`)."""
         self._db.on_damage = fn
 
+    def note_damage(self, why: str) -> None:
+        """Report damage found outside a query (the periodic quick check): as a
+        CorruptError met by a query would be."""
+        self._db.corrupted(apsw.CorruptError(why))
+
     def quick_check(self) -> list[str]:
         """SQLite's quick check of the file: ``[]`` when sound, else what it found."""
         return self._db.quick_check()
