@@ -182,3 +182,28 @@ def test_a_page_written_at_a_full_disk_keeps_its_old_bytes(
         r = http.put(url, json={"text": new}, headers={**auth, "If-Match": cur})
         assert r.status_code == 200, r.text
         assert page.read_text(encoding="utf-8") == new
+
+
+def test_a_reindex_at_a_full_disk_is_507_and_keeps_the_old_index(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import apsw
+
+    from wiki_memory.index import build
+
+    tokens = TokenStore(mem.settings.auth_dir, owner_user="alice")
+    token, _ = tokens.ensure_owner()
+    page = Path(mem.wiki_dir) / "projects/proj/notes/kept.md"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text("# Kept\n\nzebracorn stays findable\n", encoding="utf-8")
+    mem.index.sync_paths(mem.wiki_dir, ["projects/proj/notes/kept.md"])
+
+    def full(*_a: Any, **_kw: Any) -> int:
+        raise apsw.FullError("database or disk is full")
+
+    monkeypatch.setattr(build, "rebuild", full)
+    with TestClient(create_app(mem, tokens), base_url="http://127.0.0.1") as http:
+        auth = {"Authorization": f"Bearer {token}"}
+        r = http.post("/v1/admin/reindex", json={}, headers=auth)
+        assert r.status_code == 507 and r.json()["error"] == "disk_full", r.text
+        assert mem.recall("zebracorn", user="alice").total == 1

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 import apsw
 
+from wiki_memory.errors import DiskFull
 from wiki_memory.identity import Identity
 from wiki_memory.index import browse, build, files, graph, pages, search, stem
 from wiki_memory.index import vectors as vecs
@@ -271,9 +272,14 @@ class Index:
         complete new one after. Page writes made through this object during the
         rebuild are replayed onto the new index first; the spool rows are kept.
         ``progress=True`` shows a tqdm bar on stderr. Only one rebuild runs at a
-        time (a file lock beside the database). Clears :attr:`needs_rebuild`.
+        time (a file lock beside the database). Clears :attr:`needs_rebuild`. Raises
+        :class:`~wiki_memory.errors.DiskFull` when the disk is too full for the new file
+        (it is removed; the old index stays).
         """
-        return build.rebuild(self._db, wiki_dir, progress)
+        try:
+            return build.rebuild(self._db, wiki_dir, progress)
+        except apsw.FullError as exc:
+            raise DiskFull("the disk is full: the index was not rebuilt; free disk space") from exc
 
     def checkpoint(self) -> None:
         """Copy the write-ahead log into the database and truncate it to zero bytes (after
