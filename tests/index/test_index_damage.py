@@ -261,3 +261,33 @@ def test_damage_made_while_running_is_found_by_the_periodic_check(
         assert answers(m) == before
     finally:
         m.stop()
+
+
+@pytest.mark.fast
+def test_a_large_wiki_is_rebuilt_in_the_background_and_answers_503_meanwhile(
+    stopped: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wiki_memory.core import indexcheck
+
+    monkeypatch.setattr(indexcheck, "BACKGROUND_PAGES", 50)  # the fixture's 200 pages
+    (stopped / "index.db").unlink()
+    gate = __import__("threading").Event()
+    real = Index.rebuild
+
+    def held(self, *a, **kw):  # type: ignore[no-untyped-def]
+        gate.wait(10)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Index, "rebuild", held)
+    m = restart(stopped)  # returns before the rebuild
+    try:
+        for q in QUERIES[:3]:
+            with pytest.raises(SearchError) as err:
+                m.recall(q, user="alice")
+            assert err.value.headers.get("Retry-After")
+        gate.set()
+        wait_for(lambda: m.index.damaged is None, timeout=60)
+        check_equal_to_fresh(m, tmp_path)
+    finally:
+        gate.set()
+        m.stop()

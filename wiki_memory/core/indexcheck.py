@@ -10,8 +10,10 @@ meanwhile the index's reads answer 503 with ``Retry-After``, never a short 200."
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from wiki_memory.diskfull import is_disk_full
@@ -19,6 +21,7 @@ from wiki_memory.diskfull import is_disk_full
 log = logging.getLogger("wiki_memory.core.memory")
 
 __all__ = [
+    "BACKGROUND_PAGES",
     "CHECK_EVERY_SECONDS",
     "RETRY_SECONDS",
     "check_index",
@@ -28,6 +31,9 @@ __all__ = [
 
 #: a rebuild after damage that failed (a full disk) is tried again this often
 RETRY_SECONDS = 30.0
+#: a rebuild at start runs before the server answers below this many pages (a few
+#: seconds), in the background from this many on
+BACKGROUND_PAGES = 5000
 #: while running, the index file is quick-checked this often: damage that makes a query
 #: miss rows without an error (a short 200) is found within this time
 CHECK_EVERY_SECONDS = 900.0
@@ -37,12 +43,21 @@ def prepare_index(memory: Any) -> None:
     """The index at start: quick-checked (:func:`check_index`), then rebuilt from the files
     when damaged, missing, empty or of another schema, else caught up with what changed
     while no server ran (each file's size and mtime against the index), and the spool's
-    rows written again; all before the server answers. When the disk is too full for
+    rows written again; all before the server answers, except the rebuild of a wiki of
+    :data:`BACKGROUND_PAGES` or more, which runs on a thread while the index's reads
+    answer 503 (never a short 200). When the disk is too full for
     that, the server starts anyway (no crash loop): the index's reads answer 503 and
     :func:`rebuild_damaged` tries again until there is room."""
     index, wiki = memory.index, memory.wiki_dir
     try:
         if check_index(memory) or index.needs_rebuild or not index.paths():
+            if _at_least(wiki, BACKGROUND_PAGES):
+                # a large wiki: the server answers meanwhile (capture works; the index's
+                # reads answer 503 with Retry-After until the rebuild is done)
+                index.damaged = "being rebuilt at start"
+                log.warning("index.db is rebuilt from the files in the background")
+                rebuild_damaged(memory, index.damaged)
+                return
             index.rebuild(wiki)
         else:
             index.sync_paths(wiki, ["."])
@@ -55,6 +70,18 @@ def prepare_index(memory: Any) -> None:
         index.damaged = "disk full at start"
         log.error("the index cannot be brought up to date at start (disk full): %s", exc)
         rebuild_damaged(memory, index.damaged)
+
+
+def _at_least(wiki: Path, n: int) -> bool:
+    """Whether the wiki holds at least ``n`` ``.md`` files (dot folders left out); stops
+    counting at ``n``."""
+    found = 0
+    for _root, dirs, files in os.walk(wiki):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found += sum(1 for f in files if f.endswith(".md"))
+        if found >= n:
+            return True
+    return False
 
 
 def check_index(memory: Any) -> bool:
@@ -116,7 +143,7 @@ def rebuild_damaged(memory: Any, why: str) -> None:
                     return
                 continue
             memory.index.damaged = None
-            log.warning("index.db rebuilt from the files after damage (%s): %d pages", why, n)
+            log.warning("index.db rebuilt from the files (%s): %d pages", why, n)
             return
 
     t = threading.Thread(target=run, name="wiki-index-rebuild", daemon=True)

@@ -150,7 +150,7 @@ class Index:
         not rebuilt yet: a read of it could be a short answer, never an honest one."""
         if self._db.damaged is not None:
             raise SearchError(
-                "the search index is damaged and is being rebuilt from the files; retry",
+                "the search index is being rebuilt from the files; retry",
                 headers={"Retry-After": "5"},
             )
         return self._db.conn()
