@@ -34,6 +34,7 @@ __all__ = [
     "TooLarge",
     "PreconditionRequired",
     "Unavailable",
+    "DiskFull",
     "SyncRefused",
     "rule_for",
     "http_status",
@@ -83,6 +84,9 @@ TABLE: dict[str, Rule] = {
     ),
     "busy": Rule(503, 7, "git is held by another program; retry after `Retry-After` s"),
     "unavailable": Rule(503, 7, "the search engine or a git remote failed; retry"),
+    "disk_full": Rule(
+        507, 7, "the data directory's disk is full: nothing was stored; free space, then retry"
+    ),
     "internal": Rule(500, 1, "a bug: the server log has the traceback"),
 }
 
@@ -246,6 +250,19 @@ class Unavailable(WikiMemoryError):
     """503: a part of the server (the search engine, git) cannot answer now."""
 
     code = "unavailable"
+
+
+class DiskFull(WikiMemoryError):
+    """507: the write could not be stored because the disk (or the user's quota) is full.
+    Nothing of the request was acknowledged; ``Retry-After`` says when to try again."""
+
+    code = "disk_full"
+
+    def __init__(self, message: str = "", *, retry_after: int = 30) -> None:
+        super().__init__(
+            message or "the disk is full: nothing was stored; free disk space, then retry",
+            headers={"Retry-After": str(retry_after)},
+        )
 
 
 def rule_for(exc: BaseException) -> Rule:

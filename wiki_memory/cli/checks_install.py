@@ -141,7 +141,10 @@ def check_server(ctx: Context) -> None:
             if not commits.get("ok", True):
                 remedy = str(commits.get("remedy") or "")
                 ctx.error(
-                    f"the running server cannot commit since {commits.get('since')} "
+                    f"disk full since {commits.get('since')}: the server refuses writes "
+                    f"(507) and hooks keep their events in the outbox. Remedy: {remedy}"
+                    if commits.get("cause") == "disk full"
+                    else f"the running server cannot commit since {commits.get('since')} "
                     f"({commits.get('cause')}); every change stays on disk. Remedy: {remedy}",
                     "wiki-memory doctor --fix" if "doctor --fix" in remedy else None,
                 )

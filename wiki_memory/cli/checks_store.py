@@ -345,7 +345,19 @@ def check_index(ctx: Context) -> None:
                 "wiki-memory reindex",
             )
         elif version is not None:
-            index_ok = True
+            from wiki_memory.index.db import quick_check
+
+            damage = quick_check(db)
+            rep["index_check"] = damage or "ok"
+            if damage:
+                ctx.error(
+                    f"index.db is damaged (SQLite quick check: {'; '.join(damage)[:300]}): "
+                    "the server rebuilds it from the files at start or at the first query "
+                    "that meets the damage",
+                    "wiki-memory reindex",
+                )
+            else:
+                index_ok = True
     if not index_ok:
         return
     idx = Index(db, stem_languages=settings.stem_language_names, vectors=settings.vectors)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from wiki_memory.capture.observation import iso, project_name
 from wiki_memory.core.handoffs import Claimant, Handoff
 from wiki_memory.core.sync import sync_lines
+from wiki_memory.diskfull import CAUSE as DISK_FULL
 from wiki_memory.errors import NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.recall.tokens import count_tokens
@@ -283,15 +284,14 @@ def build_brief(
                 )
     stall = memory.commit_status(detail=False)
     if not stall["ok"]:
-        cand.insert(
-            0,
-            Part(
-                "warning",
-                f"Warning: memory is not being committed to git since {stall['since']} "
-                f"({stall['cause']}); what is captured stays on disk. Remedy: {stall['remedy']}.",
-                {},
-            ),
+        line = (
+            f"Warning: disk full since {stall['since']}: new memory is refused and waits in "
+            f"the hooks' outbox. Remedy: {stall['remedy']}."
+            if stall["cause"] == DISK_FULL
+            else f"Warning: memory is not being committed to git since {stall['since']} "
+            f"({stall['cause']}); what is captured stays on disk. Remedy: {stall['remedy']}."
         )
+        cand.insert(0, Part("warning", line, {}))
     for i, line in enumerate(sync_lines(memory.wiki_dir)):
         cand.insert(i, Part("warning", f"Warning: {line}.", {}))
     for page in pinned_pages(memory, project, user):

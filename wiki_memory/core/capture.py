@@ -25,7 +25,8 @@ from wiki_memory.capture.sanitize import redact_obj
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.capture.syncer import SpoolSyncer
 from wiki_memory.core.sessions import END_KINDS
-from wiki_memory.errors import CaptureRefused, WikiMemoryError
+from wiki_memory.diskfull import DiskState, is_disk_full
+from wiki_memory.errors import CaptureRefused, DiskFull, WikiMemoryError
 from wiki_memory.identity import Identity
 from wiki_memory.index.store import Index
 
@@ -81,7 +82,13 @@ class Capture:
     """Accepts hook events into ``spool`` and ``index``; ``request_compile(key, end)``
     queues a session page's compile on the writer."""
 
-    def __init__(self, spool: Spool, index: Index, request_compile: Callable[..., Any]) -> None:
+    def __init__(
+        self,
+        spool: Spool,
+        index: Index,
+        request_compile: Callable[..., Any],
+        disk: DiskState | None = None,
+    ) -> None:
         self.spool = spool
         self.index = index
         self.request_compile = request_compile
@@ -94,6 +101,9 @@ class Capture:
         self.gate: (
             Callable[[list[Observation], Identity | str], list[WikiMemoryError | None]] | None
         ) = None
+        #: the data directory's disk state (wiki_memory.diskfull): a write refused for
+        #: want of space is noted there, one that works ends it
+        self.disk = disk
 
     def capture(
         self, body: Any, user: Identity | str, raw: bytes | None = None
@@ -116,7 +126,10 @@ class Capture:
         that is empty or longer than 1,000 raises ObservationError (field ``body``).
         """
         written = self.begin(body, user, raw)
-        self.spool.sync_to(written.target)
+        try:
+            self.spool.sync_to(written.target)
+        except OSError as exc:
+            raise self._failed(exc) from exc
         return self.finish(written)
 
     async def capture_async(
@@ -127,7 +140,10 @@ class Capture:
         spool's sync thread (:class:`~wiki_memory.capture.syncer.SpoolSyncer`, shared by
         the concurrent requests), then :meth:`finish`. No thread per waiting request."""
         written = self.begin(body, user, raw)
-        await self.syncer.wait(written.target)
+        try:
+            await self.syncer.wait(written.target)
+        except OSError as exc:
+            raise self._failed(exc) from exc
         return self.finish(written)
 
     def begin(self, body: Any, user: Identity | str, raw: bytes | None = None) -> Written:
@@ -167,7 +183,10 @@ class Capture:
                             raise refused
                         parsed[i] = refused
         good = [p for p in parsed if isinstance(p, Observation)]
-        written, target = self.spool.write(good) if good else ([], 0)
+        try:
+            written, target = self.spool.write(good) if good else ([], 0)
+        except OSError as exc:
+            raise self._failed(exc, len(raw or b"")) from exc
         accepted = iter(written)
         out: list[dict[str, Any]] = []
         spool_rows = []
@@ -195,9 +214,21 @@ class Capture:
                         to_compile[part] = True
         return Written(out, target, spool_rows, to_compile)
 
+    def _failed(self, exc: OSError, need: int = 0) -> Exception:
+        """The error to raise for a spool write or fsync that failed with ``exc``: a full
+        disk is :class:`~wiki_memory.errors.DiskFull` (507, noted in :attr:`disk`);
+        anything else stays the OSError (a 500)."""
+        if not is_disk_full(exc):
+            return exc
+        if self.disk is not None:
+            self.disk.failed(exc, "spool", need)
+        return DiskFull()
+
     def finish(self, written: Written) -> list[dict[str, Any]]:
         """What follows the fsync of a :meth:`begin`: its spool rows queued for the
         index and its sessions' compiles requested. Returns :meth:`capture`'s list."""
+        if self.disk is not None:
+            self.disk.succeeded()
         if written.rows:
             # off the request path: written by the index's own thread, many requests'
             # rows per transaction; a search flushes them first, so they are found by

@@ -2,8 +2,7 @@
 
 One instance per data directory. It owns the spool, the writer thread (all writes to
 ``wiki/`` and their commits), the index and the watcher; faces never touch storage
-themselves.
-"""
+themselves."""
 
 from __future__ import annotations
 
@@ -22,6 +21,7 @@ from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
 from wiki_memory.core.capture import Capture, CaptureGate, is_self_check
 from wiki_memory.core.handoffs import HandoffService
+from wiki_memory.core.indexcheck import prepare_index
 from wiki_memory.core.project_access import ProjectAccess
 from wiki_memory.core.reader import Reader
 from wiki_memory.core.recaller import Recaller
@@ -34,7 +34,7 @@ from wiki_memory.core.sessions import (
     seed_server_hashes,
     sha256,
 )
-from wiki_memory.core.stall import CommitHealth
+from wiki_memory.core.stall import CommitHealth, DiskState
 from wiki_memory.core.sync import SyncService
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.errors import Conflict, Forbidden, NotFound
@@ -81,8 +81,8 @@ class Memory:
         self._server_authors: dict[str, str] = {}
         #: the start-up recovery commit met GitBusy: the idle loop tries it again
         self._recover_due = False
-        #: commits fail (a lock, a full disk, a broken repository): see commit_status
-        self.health = CommitHealth(self.git._controldir)
+        #: commits fail (a lock, a full disk, a broken repository), health.disk: see commit_status
+        self.health = CommitHealth(self.git._controldir, DiskState(settings.data_dir))
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.watcher: Any = None
@@ -110,7 +110,7 @@ class Memory:
         self.sessions = SessionPages(self)
         #: capture: hook events into the spool and the index (wiki_memory.core.capture);
         #: the gate applies grants and creates projects (wiki_memory.core.capture.CaptureGate)
-        self.capturer = Capture(self.spool, self.index, self.request_compile)
+        self.capturer = Capture(self.spool, self.index, self.request_compile, self.health.disk)
         self.capturer.gate = CaptureGate(self)
         #: what ranking reads (recall.rank receives these, never the Memory)
         self._sources = rank.Sources(
@@ -153,12 +153,7 @@ class Memory:
         seed_server_hashes(self.spool, self.wiki_dir, self._server_hashes, self._server_authors)
         self.writer.start()
         self.writer.call(self._recover_job)
-        if self.index.needs_rebuild or not self.index.paths():
-            self.index.rebuild(self.wiki_dir)
-        else:
-            self.index.sync_paths(self.wiki_dir, ["."])
-            self.index.set_wiki_root(self.wiki_dir)
-        self.capturer.reindex_spool()
+        prepare_index(self)  # checked, caught up with the files and the spool
         for key, info in self.spool.sessions.items():
             if info.state.get("compiled_count", 0) < info.count:
                 # a self-check session left by a setup that was stopped: deleted now

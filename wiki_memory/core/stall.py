@@ -11,19 +11,25 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.capture.observation import iso
+from wiki_memory.diskfull import CAUSE as DISK_FULL
+from wiki_memory.diskfull import REMEDY as DISK_REMEDY
+from wiki_memory.diskfull import DiskState, is_disk_full
 from wiki_memory.wiki.git import GitBusy
 from wiki_memory.wiki.locks import lock_files
 
 log = logging.getLogger("wiki_memory.core")
 
-__all__ = ["CommitHealth"]
+__all__ = ["CommitHealth", "DiskState"]
 
 
 class CommitHealth:
-    """The state of commits for one repository (``controldir``: its ``.git``)."""
+    """The state of commits for one repository (``controldir``: its ``.git``), and of
+    the disk it is on (``disk``: every write refused for want of space, commits and
+    the spool's alike; while it is full, :meth:`status` says "disk full")."""
 
-    def __init__(self, controldir: Path | str) -> None:
+    def __init__(self, controldir: Path | str, disk: DiskState | None = None) -> None:
         self.controldir = controldir
+        self.disk = disk or DiskState(Path(controldir).parent)
         self._stall: dict[str, Any] | None = None
 
     @property
@@ -33,6 +39,7 @@ class CommitHealth:
 
     def succeeded(self) -> bool:
         """A commit worked; True when it ends a stall (the caller retries what failed)."""
+        self.disk.succeeded()
         if self._stall is None:
             return False
         if self._stall.get("declared"):
@@ -43,7 +50,9 @@ class CommitHealth:
     def failed(self, exc: Exception) -> None:
         """A commit raised ``exc``: start or continue a stall. It is declared (logged once,
         with cause and remedy) from the second failure in a row: a person's git holding a
-        lock for a moment is not a stall."""
+        lock for a moment is not a stall. A full disk is noted in :attr:`disk` too."""
+        if is_disk_full(exc):
+            self.disk.failed(exc, "git repository")
         if self._stall is not None:
             self._stall["failures"] += 1
             if self._stall["failures"] == 2:
@@ -63,9 +72,9 @@ class CommitHealth:
         elif isinstance(exc, GitBusy):
             cause = str(exc) or "the git repository is busy"
             remedy = "finish or abort the git operation in the wiki"
-        elif isinstance(exc, OSError) and exc.errno in (28, 122):  # ENOSPC, EDQUOT
-            cause = "the disk is full"
-            remedy = "free disk space"
+        elif is_disk_full(exc):  # ENOSPC, EDQUOT, SQLITE_FULL
+            cause = DISK_FULL
+            remedy = DISK_REMEDY
         else:
             cause = f"{type(exc).__name__}: {exc}"
             remedy = "run `wiki-memory doctor` to check the repository"
@@ -75,7 +84,7 @@ class CommitHealth:
             "remedy": remedy,
             "public_cause": "a git lock held by another program"
             if isinstance(exc, GitBusy) and locks
-            else ("the disk is full" if remedy == "free disk space" else type(exc).__name__),
+            else (DISK_FULL if remedy == DISK_REMEDY else type(exc).__name__),
             "failures": 1,
         }
 
@@ -94,7 +103,10 @@ class CommitHealth:
     def status(self, detail: bool = True) -> dict[str, Any]:
         """``{"ok": True}``, or while commits fail ``{"ok": False, "since" (ISO-8601 UTC),
         "cause", "remedy", "failures"}``. ``detail`` False leaves out what names files
-        (for the unauthenticated health route)."""
+        (for the unauthenticated health route). While the disk is full, the disk's
+        status (``cause`` "disk full"), whatever the commits say."""
+        if self.disk.full:
+            return self.disk.status()
         st = self._stall
         if st is None or not st.get("declared"):
             return {"ok": True}

@@ -11,14 +11,23 @@ Concurrency
     upgrade. Readers never block (WAL) and never see a half-written page: every
     page change is one transaction. A connection notices when ``index.db`` was
     deleted or replaced on disk (inode check on each use) and reopens.
+
+Damage
+    A file that is not a database, or whose header is garbled, is replaced by an empty
+    one at open (logged). :meth:`Database.quick_check` runs SQLite's ``quick_check``
+    (at start and by ``doctor``). A ``CorruptError`` met at run time (a search or a
+    write) marks the database :attr:`~Database.damaged` (logged once) and calls
+    :attr:`~Database.on_damage`, which the server uses to rebuild from the files;
+    until then the index's reads answer "unavailable" instead of a short answer.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Literal
@@ -27,6 +36,14 @@ import apsw
 
 from wiki_memory.index.schema import SCHEMA, SCHEMA_VERSION, drop_all, remove_db
 from wiki_memory.index.stem import DEFAULT_LANGUAGES
+
+log = logging.getLogger("wiki_memory.index")
+
+#: apsw errors that mean the file is damaged (not a busy or a full disk)
+DAMAGE = (apsw.CorruptError, apsw.NotADBError)
+
+#: connection -> the Database that opened it (to report damage a query met)
+_OWNERS: weakref.WeakKeyDictionary[apsw.Connection, Database] = weakref.WeakKeyDictionary()
 
 BUSY_TIMEOUT_MS = 5000
 """How long a connection waits for another writer's lock, in milliseconds."""
@@ -69,15 +86,18 @@ class Database:
         self._conns: weakref.WeakSet[apsw.Connection] = weakref.WeakSet()
         self._conns_lock = threading.Lock()
         self._closed = False
+        self.damaged: str | None = None
+        """Why the file is taken to be damaged (a CorruptError met at run time), or None.
+        Cleared by whoever rebuilt it (the server, once the rebuild is done)."""
+        self.on_damage: Callable[[str], None] | None = None
+        """Called once (from the thread that met it) when damage is first noticed."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.conn()
-        except (apsw.NotADBError, apsw.CorruptError):
+        except DAMAGE as exc:
             # Derived data: a damaged file is replaced by an empty one.
-            self.close()
-            self._closed = False
-            remove_db(self.path)
-            self.conn()
+            log.warning("index.db cannot be opened (%s): replaced by an empty one", exc)
+            self.reset()
             self.needs_rebuild = True
 
     def _file_id(self) -> tuple[int, int] | None:
@@ -114,6 +134,7 @@ class Database:
         local.file_id = self._file_id()
         with self._conns_lock:
             self._conns.add(conn)
+        _OWNERS[conn] = self
         return conn
 
     def _forget(self, conn: apsw.Connection) -> None:
@@ -146,14 +167,74 @@ class Database:
 
     @contextmanager
     def writing(self) -> Iterator[apsw.Connection]:
-        """A write transaction on the live database (BEGIN IMMEDIATE), serialised in-process."""
+        """A write transaction on the live database (BEGIN IMMEDIATE), serialised in-process.
+        A CorruptError in it is reported (:meth:`corrupted`) and raised."""
         with self.write_lock:
             conn = self.conn()
-            with conn:
-                yield conn
+            try:
+                with conn:
+                    yield conn
+            except DAMAGE as exc:
+                self.corrupted(exc)
+                raise
+
+    def corrupted(self, exc: BaseException) -> None:
+        """A query or write met ``exc``, damage in the file: mark it :attr:`damaged` and,
+        the first time, log it and call :attr:`on_damage`."""
+        with self._conns_lock:
+            if self.damaged is not None:
+                return
+            self.damaged = f"{type(exc).__name__}: {exc}"
+        log.error("index.db is damaged (%s): rebuilding it from the files", self.damaged)
+        if self.on_damage is not None:
+            self.on_damage(self.damaged)
+
+    def quick_check(self, limit: int = 5) -> list[str]:
+        """:func:`quick_check` of this database's file."""
+        return quick_check(self.path, limit)
+
+    def reset(self) -> None:
+        """Replace the file by an empty database of this schema (the caller rebuilds it):
+        this process's connections reopen on the new file at their next use. Sets
+        :attr:`needs_rebuild`; :attr:`damaged` stays until the rebuild is done (reads of
+        the empty file would be short answers)."""
+        with self.write_lock:
+            self.close()
+            remove_db(self.path)
+            self._closed = False
+            self._local = threading.local()
+            self.conn()
+            self.needs_rebuild = True
 
     def record(self, op: Op) -> None:
         """Note a write for the running rebuild to replay (nothing when none runs).
         Call it inside :meth:`writing`, so the rebuild's switch sees it or its effect."""
         if self.ops is not None:
             self.ops.append(op)
+
+
+def quick_check(path: Path | str, limit: int = 5) -> list[str]:
+    """SQLite's ``PRAGMA quick_check`` of the file at ``path``, opened read-only: ``[]``
+    when it is sound, else up to ``limit`` problems it names (or the error it raised).
+    Reads every page of the file once (no cross-check of indexes against tables)."""
+    try:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error as exc:
+        return [f"{type(exc).__name__}: {exc}"]
+    try:
+        rows = [str(r[0]) for r in conn.execute(f"PRAGMA quick_check({int(limit)})")]
+    except apsw.Error as exc:
+        return [f"{type(exc).__name__}: {exc}"]
+    finally:
+        with suppress(apsw.Error):
+            conn.close()
+    return [] if rows == ["ok"] else rows
+
+
+def note_failure(conn: apsw.Connection, exc: BaseException) -> None:
+    """Report ``exc``, raised by a query on ``conn``, to the Database that opened the
+    connection when it means the file is damaged (a CorruptError)."""
+    if isinstance(exc, DAMAGE):
+        db = _OWNERS.get(conn)
+        if db is not None:
+            db.corrupted(exc)

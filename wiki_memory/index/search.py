@@ -24,6 +24,7 @@ from typing import Any, Literal
 import apsw
 
 from wiki_memory.errors import Unavailable
+from wiki_memory.index.db import note_failure
 from wiki_memory.index.pages import as_text
 from wiki_memory.index.query import build_match
 from wiki_memory.index.schema import BM25_WEIGHTS, UPDATED
@@ -34,6 +35,15 @@ _BM25 = "bm25(fts, {})".format(", ".join(str(w) for w in BM25_WEIGHTS.values()))
 
 class SearchError(Unavailable):
     """503 ``unavailable``: the search engine failed. Never reported as "no results"."""
+
+
+def search_failed(
+    conn: apsw.Connection, exc: apsw.Error, what: str = "search failed"
+) -> SearchError:
+    """The SearchError for ``exc``, raised by a query on ``conn``; damage in the file (a
+    CorruptError) is reported to its database first (it is then rebuilt)."""
+    note_failure(conn, exc)
+    return SearchError(f"{what}: {type(exc).__name__}: {exc}")
 
 
 @dataclass(frozen=True)
@@ -122,7 +132,7 @@ def search(
     try:
         rows: list[Any] = conn.execute(sql, args).fetchall()
     except apsw.Error as exc:
-        raise SearchError(f"search failed: {type(exc).__name__}: {exc}") from exc
+        raise search_failed(conn, exc) from exc
     return [
         SectionHit(
             path=r[0],
@@ -206,7 +216,7 @@ def search_spool(
     try:
         rows: list[Any] = conn.execute(sql, args).fetchall()
     except apsw.Error as exc:
-        raise SearchError(f"spool search failed: {type(exc).__name__}: {exc}") from exc
+        raise search_failed(conn, exc, "spool search failed") from exc
     return [
         SpoolHit(
             session_key=r[0],

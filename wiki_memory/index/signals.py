@@ -23,7 +23,7 @@ import apsw
 
 from wiki_memory.identity import Identity, sees_every_shared_page, visible_sql
 from wiki_memory.index.schema import BM25_WEIGHTS
-from wiki_memory.index.search import SearchError, SectionHit
+from wiki_memory.index.search import SearchError, SectionHit, search_failed
 from wiki_memory.index.store import Index
 from wiki_memory.states import shown_sql
 
@@ -194,10 +194,11 @@ def _hit(row: Sequence[Any], score: float) -> Hit:
 
 
 def _run(index: Index, sql: str, args: Sequence[Any]) -> list[Any]:
+    conn = index._conn()
     try:
-        return list(index._conn().execute(sql, args).fetchall())
+        return list(conn.execute(sql, args).fetchall())
     except apsw.Error as exc:
-        raise SearchError(f"search failed: {type(exc).__name__}: {exc}") from exc
+        raise search_failed(conn, exc) from exc
 
 
 def search_sections(
@@ -418,7 +419,7 @@ def doc_counts(index: Index, probes: Sequence[Sequence[tuple[str, bool]]]) -> li
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wm_vocab USING fts5vocab(main, 'fts', 'row')"
         )
     except apsw.Error as exc:
-        raise SearchError(f"search failed: {type(exc).__name__}: {exc}") from exc
+        raise search_failed(conn, exc) from exc
     out: list[int | None] = []
     for alts in probes:
         if not alts:

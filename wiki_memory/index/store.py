@@ -24,12 +24,13 @@ The names other modules import from here (:class:`SectionHit`, :class:`SpoolHit`
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import apsw
 
+from wiki_memory.errors import DiskFull
 from wiki_memory.identity import Identity
 from wiki_memory.index import browse, build, files, graph, pages, search, stem
 from wiki_memory.index import vectors as vecs
@@ -143,8 +144,46 @@ class Index:
     # -- connections --
 
     def _conn(self) -> apsw.Connection:
-        """This thread's connection (for the index's own modules, e.g. ``signals``)."""
+        """This thread's connection (for the index's own modules, e.g. ``signals``).
+
+        Raises :class:`SearchError` (503, ``Retry-After``) while the file is damaged and
+        not rebuilt yet: a read of it could be a short answer, never an honest one."""
+        if self._db.damaged is not None:
+            raise SearchError(
+                "the search index is being rebuilt from the files; retry",
+                headers={"Retry-After": "5"},
+            )
         return self._db.conn()
+
+    # -- damage --
+
+    @property
+    def damaged(self) -> str | None:
+        """Why the index file is taken to be damaged (a CorruptError met at run time),
+        or None. Set it to None once the rebuild is done."""
+        return self._db.damaged
+
+    @damaged.setter
+    def damaged(self, value: str | None) -> None:
+        self._db.damaged = value
+
+    def on_damage(self, fn: Callable[[str], None]) -> None:
+        """Call ``fn(why)`` once, from the thread that met it, when a query or write
+        meets damage in the file (:meth:`~wiki_memory.index.db.Database.corrupted`)."""
+        self._db.on_damage = fn
+
+    def note_damage(self, why: str) -> None:
+        """Report damage found outside a query (the periodic quick check): as a
+        CorruptError met by a query would be."""
+        self._db.corrupted(apsw.CorruptError(why))
+
+    def quick_check(self) -> list[str]:
+        """SQLite's quick check of the file: ``[]`` when sound, else what it found."""
+        return self._db.quick_check()
+
+    def reset(self) -> None:
+        """Replace the file by an empty one of this schema; the caller rebuilds it."""
+        self._db.reset()
 
     def close(self) -> None:
         """Write the queued spool rows, then close every connection this object opened
@@ -233,9 +272,14 @@ class Index:
         complete new one after. Page writes made through this object during the
         rebuild are replayed onto the new index first; the spool rows are kept.
         ``progress=True`` shows a tqdm bar on stderr. Only one rebuild runs at a
-        time (a file lock beside the database). Clears :attr:`needs_rebuild`.
+        time (a file lock beside the database). Clears :attr:`needs_rebuild`. Raises
+        :class:`~wiki_memory.errors.DiskFull` when the disk is too full for the new file
+        (it is removed; the old index stays).
         """
-        return build.rebuild(self._db, wiki_dir, progress)
+        try:
+            return build.rebuild(self._db, wiki_dir, progress)
+        except apsw.FullError as exc:
+            raise DiskFull("the disk is full: the index was not rebuilt; free disk space") from exc
 
     def checkpoint(self) -> None:
         """Copy the write-ahead log into the database and truncate it to zero bytes (after

@@ -34,9 +34,11 @@ from wiki_memory.core.purge import purge_page
 from wiki_memory.core.recaller import MAX_BUDGET_TOKENS
 from wiki_memory.core.remember import remember as remember_note
 from wiki_memory.core.sessions import sha256
+from wiki_memory.diskfull import is_disk_full
 from wiki_memory.errors import (
     BadRequest,
     Conflict,
+    DiskFull,
     MethodNotAllowed,
     NotFound,
     PreconditionRequired,
@@ -84,7 +86,8 @@ def error_response(request: Request, exc: Exception) -> Response:
     :meth:`wiki_memory.errors.WikiMemoryError.body` with the status :data:`TABLE` gives;
     a router 404/405 becomes ``not_found``/``method_not_allowed`` JSON there. Outside
     ``/v1`` and ``/mcp`` a router error is the web view's HTML page. A ValueError a
-    library raised is a 400 ``bad_request``."""
+    library raised is a 400 ``bad_request``; an OSError saying the disk is full is a 507
+    ``disk_full`` (noted in the Memory's disk state)."""
     path = request.url.path
     api_path = path == "/v1" or path.startswith(("/v1/", "/mcp"))
     if isinstance(exc, HTTPException):
@@ -103,6 +106,11 @@ def error_response(request: Request, exc: Exception) -> Response:
             return JSONResponse(err.body(), exc.status_code, headers=headers)
     elif isinstance(exc, WikiMemoryError):
         err = exc
+    elif isinstance(exc, OSError):
+        if not is_disk_full(exc):
+            raise exc  # a bug or a broken disk: a 500 with its traceback in the log
+        request.app.state.memory.health.disk.failed(exc, "data directory")
+        err = DiskFull()
     else:
         err = BadRequest(str(exc) or type(exc).__name__)
     return JSONResponse(err.body(), rule_for(err).status, headers=err.headers or None)
@@ -596,6 +604,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
             WikiMemoryError: error_response,
             ValueError: error_response,
             ClientDisconnect: client_gone,
+            OSError: error_response,  # a full disk: 507 disk_full (others re-raised: 500)
         },
     )
     app.state.memory = memory

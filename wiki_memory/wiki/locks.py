@@ -251,3 +251,53 @@ def _owner_alive(pid: int, token: str) -> bool:
     except OSError:
         return True  # exists, owned by another user
     return True
+
+
+# -- a failed write leaves no lock ------------------------------------------------------
+# dulwich writes refs, the git index and loose objects through ``_GitFile``: a ``.lock``
+# beside the target, renamed over it by ``close``. When the flush or fsync in ``close``
+# fails (a full disk), or ``abort`` cannot flush the buffered bytes while closing, the
+# lock file stays: every later commit then meets a lock nobody holds and stalls after
+# space has returned. Both are wrapped once here, so that a failed write always removes
+# its lock file (the target is untouched: it either was renamed over in full or not).
+
+
+def _discard(gitfile: Any) -> None:
+    """Close ``gitfile``'s lock file (ignoring a failed flush) and remove it."""
+    if getattr(gitfile, "_closed", True):
+        return
+    try:
+        gitfile._file.close()
+    except OSError:
+        pass
+    try:
+        os.remove(gitfile._lockfilename)
+    except FileNotFoundError:
+        pass
+    gitfile._closed = True
+
+
+def _lock_safe_gitfile() -> None:
+    from dulwich import file as dulwich_file
+
+    cls: Any = getattr(dulwich_file, "_GitFile", None)
+    if cls is None or getattr(cls, "_wiki_memory_lock_safe", False):
+        return
+    close = cls.close
+
+    def close_or_discard(self: Any) -> None:
+        try:
+            close(self)
+        except BaseException:
+            _discard(self)
+            raise
+
+    def abort(self: Any) -> None:
+        _discard(self)
+
+    cls.close = close_or_discard
+    cls.abort = abort
+    cls._wiki_memory_lock_safe = True
+
+
+_lock_safe_gitfile()

@@ -1,0 +1,151 @@
+"""A damaged index, at start and at run time (docs/operations.md, "Storage at the edges").
+
+At start SQLite's quick check of ``index.db`` (every page read once) decides whether the
+file is rebuilt from the files before the server answers; the page count and each
+file's stamp against the index then catch what changed while no server ran
+(:meth:`wiki_memory.core.memory.Memory.start`). A CorruptError met at run time is
+logged once and rebuilds the index from the files and the spool on a thread of its own;
+meanwhile the index's reads answer 503 with ``Retry-After``, never a short 200."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from wiki_memory.diskfull import is_disk_full
+
+log = logging.getLogger("wiki_memory.core.memory")
+
+__all__ = [
+    "BACKGROUND_PAGES",
+    "CHECK_EVERY_SECONDS",
+    "RETRY_SECONDS",
+    "check_index",
+    "prepare_index",
+    "rebuild_damaged",
+]
+
+#: a rebuild after damage that failed (a full disk) is tried again this often
+RETRY_SECONDS = 30.0
+#: a rebuild at start runs before the server answers below this many pages (a few
+#: seconds), in the background from this many on
+BACKGROUND_PAGES = 5000
+#: while running, the index file is quick-checked this often: damage that makes a query
+#: miss rows without an error (a short 200) is found within this time
+CHECK_EVERY_SECONDS = 900.0
+
+
+def prepare_index(memory: Any) -> None:
+    """The index at start: quick-checked (:func:`check_index`), then rebuilt from the files
+    when damaged, missing, empty or of another schema, else caught up with what changed
+    while no server ran (each file's size and mtime against the index), and the spool's
+    rows written again; all before the server answers, except the rebuild of a wiki of
+    :data:`BACKGROUND_PAGES` or more, which runs on a thread while the index's reads
+    answer 503 (never a short 200). When the disk is too full for
+    that, the server starts anyway (no crash loop): the index's reads answer 503 and
+    :func:`rebuild_damaged` tries again until there is room."""
+    index, wiki = memory.index, memory.wiki_dir
+    try:
+        if check_index(memory) or index.needs_rebuild or not index.paths():
+            if _at_least(wiki, BACKGROUND_PAGES):
+                # a large wiki: the server answers meanwhile (capture works; the index's
+                # reads answer 503 with Retry-After until the rebuild is done)
+                index.damaged = "being rebuilt at start"
+                log.warning("index.db is rebuilt from the files in the background")
+                rebuild_damaged(memory, index.damaged)
+                return
+            index.rebuild(wiki)
+        else:
+            index.sync_paths(wiki, ["."])
+            index.set_wiki_root(wiki)
+        memory.capturer.reindex_spool()
+    except Exception as exc:
+        if not is_disk_full(exc):
+            raise
+        memory.health.disk.failed(exc, "index")
+        index.damaged = "disk full at start"
+        log.error("the index cannot be brought up to date at start (disk full): %s", exc)
+        rebuild_damaged(memory, index.damaged)
+
+
+def _at_least(wiki: Path, n: int) -> bool:
+    """Whether the wiki holds at least ``n`` ``.md`` files (dot folders left out); stops
+    counting at ``n``."""
+    found = 0
+    for _root, dirs, files in os.walk(wiki):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found += sum(1 for f in files if f.endswith(".md"))
+        if found >= n:
+            return True
+    return False
+
+
+def check_index(memory: Any) -> bool:
+    """Quick-check the index of ``memory`` (the Memory, which imports this) at start; a damaged file is logged and replaced by
+    an empty one (True: the caller rebuilds it before answering). Damage met later calls
+    :func:`rebuild_damaged`."""
+    t = time.monotonic()
+    problems = memory.index.quick_check()
+    took = time.monotonic() - t
+    if problems:
+        log.warning(
+            "index.db is damaged (%s; quick check %.1f s): rebuilding it from the files",
+            "; ".join(problems)[:500],
+            took,
+        )
+        memory.index.reset()
+    else:
+        log.info("index.db quick check: ok in %.2f s", took)
+    memory.index.on_damage(lambda why: rebuild_damaged(memory, why))
+    checker = threading.Thread(
+        target=_check_loop, args=(memory,), name="wiki-index-check", daemon=True
+    )
+    checker.start()
+    memory._threads.append(checker)
+    return bool(problems)
+
+
+def _check_loop(memory: Any) -> None:
+    """Quick-check the index every :data:`CHECK_EVERY_SECONDS` while the server runs
+    (not while a rebuild after damage runs); damage found is reported as a CorruptError
+    met at run time would be (logged once, rebuilt on a thread)."""
+    while not memory._stop.wait(CHECK_EVERY_SECONDS):
+        if memory.index.damaged is not None:
+            continue
+        problems = memory.index.quick_check()
+        if problems and memory.index.damaged is None:
+            memory.index.note_damage("; ".join(problems)[:500])
+
+
+def rebuild_damaged(memory: Any, why: str) -> None:
+    """A query or write met damage in the index (``why``, logged by the index): rebuild
+    it from the files and the spool on a thread of its own, then let reads through
+    again. A rebuild that fails is tried again every :data:`RETRY_SECONDS`, one log line
+    each time; the server keeps running."""
+
+    def run() -> None:
+        while not memory._stop.is_set():
+            try:
+                memory.index.reset()
+                n = memory.index.rebuild(memory.wiki_dir)
+                memory.capturer.reindex_spool()
+            except Exception as exc:  # noqa: BLE001 - logged, tried again
+                log.error(
+                    "rebuilding the damaged index failed (%s); retrying in %.0f s",
+                    exc,
+                    RETRY_SECONDS,
+                )
+                if memory._stop.wait(RETRY_SECONDS):
+                    return
+                continue
+            memory.index.damaged = None
+            log.warning("index.db rebuilt from the files (%s): %d pages", why, n)
+            return
+
+    t = threading.Thread(target=run, name="wiki-index-rebuild", daemon=True)
+    t.start()
+    memory._threads.append(t)
