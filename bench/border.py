@@ -5,9 +5,10 @@ Builds one git history of the vaults in ../shared/data/vaults copied ``--copies`
 personal. Then, ``--rounds`` times and alternating, in a fresh interpreter each over a
 fresh copy of the repository, times:
 
-- **main**: ``replicate.Shared.project(HEAD)`` with the code of ``--old`` (a git revision
-  of this repository, extracted with ``git archive``; default ``main``): the projection
-  before the border (no pin stripping);
+- **main**: ``Shared.project(HEAD)`` (``wiki/projection.py``; ``wiki/replicate.py`` in
+  older revisions) with the code of ``--old`` (a git revision of this repository,
+  extracted with ``git archive``; default ``main``): the projection before the border
+  (no pin stripping);
 - **this tree**: the same with this tree's code (pins stripped from every page sent);
 - **this tree + check**: the projection plus what a server pulling this history for the
   first time adds: ``incoming_entries`` and ``border.check`` (source ``HUB``, contents
@@ -41,11 +42,15 @@ _RUN = """
 import sys, time
 from dulwich.repo import Repo
 from wiki_memory.wiki import replicate as rp
+try:
+    from wiki_memory.wiki.projection import Shared
+except ImportError:  # --old: a revision from before wiki/projection.py
+    Shared = rp.Shared
 check = sys.argv[2] == "check"
 with Repo(sys.argv[1]) as repo:
     head = repo.head()
     t0 = time.perf_counter()
-    shared = rp.Shared(repo, None)
+    shared = Shared(repo, None)
     shared.project(head)
     if check:
         from wiki_memory.wiki import border

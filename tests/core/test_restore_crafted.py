@@ -30,7 +30,8 @@ from support import REPO, files_of, refs_of
 
 from wiki_memory.auth import TokenStore
 from wiki_memory.config import load_settings
-from wiki_memory.core.backup import MAGIC, BackupError, WrongPassphrase, backup, restore
+from wiki_memory.core.backup import backup, restore
+from wiki_memory.core.backup_format import MAGIC, BackupError, WrongPassphrase
 
 CONFIG = 'host = "0.0.0.0"\nallowed_hosts = "wiki.example"\ninsecure_http = true\nport = 9999\n'
 ZERO_ID = b"0" * 40
@@ -325,7 +326,8 @@ import resource, sys, time
 from pathlib import Path
 from wiki_memory.auth import TokenStore
 from wiki_memory.config import load_settings
-from wiki_memory.core.backup import BackupError, restore
+from wiki_memory.core.backup import restore
+from wiki_memory.core.backup_format import BackupError
 t0 = time.monotonic()
 try:
     restore(load_settings(Path(sys.argv[2])), Path(sys.argv[1]), "not the passphrase")

@@ -24,7 +24,7 @@ PASSPHRASE_ENV = "WIKI_MEMORY_BACKUP_PASSPHRASE"
 def _passphrase(confirm: bool) -> str:
     """The passphrase from the environment or the terminal; a new backup's (``confirm``)
     has at least ``MIN_PASSPHRASE`` characters (a restore takes what the backup had)."""
-    from wiki_memory.core.backup import MIN_PASSPHRASE
+    from wiki_memory.core.backup_format import MIN_PASSPHRASE
 
     value = os.environ.get(PASSPHRASE_ENV)
     if value:
@@ -45,7 +45,8 @@ def _passphrase(confirm: bool) -> str:
 
 def cmd_backup(args: argparse.Namespace) -> int:
     """``backup FILE [--encrypt]``: one owner-only file, verified after writing."""
-    from wiki_memory.core.backup import BackupError, backup
+    from wiki_memory.core.backup import backup
+    from wiki_memory.core.backup_format import BackupError
 
     settings = _settings(args)
     passphrase = _passphrase(True) if args.encrypt else None
@@ -68,7 +69,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
     """``restore FILE``: into an absent or empty data directory only. Prints what was left
     out (listed members the border refused, members the manifest does not list) and every
     connection setting the restored ``config.toml`` sets."""
-    from wiki_memory.core.backup import MAGIC, BackupError, restore
+    from wiki_memory.core.backup import restore
+    from wiki_memory.core.backup_format import MAGIC, BackupError
 
     settings = _settings(args)
     source = Path(args.file).expanduser()

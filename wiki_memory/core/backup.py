@@ -9,16 +9,9 @@ dedup log), the tokens (``auth/``), the settings (``config.toml``), the audit lo
 and the sha256 and size of every other member). The index is not in it: it is rebuilt
 from the files.
 
-With a passphrase the tar stream is encrypted as it is written (:class:`_Sealer`):
-``MAGIC``, one JSON header line (scrypt parameters and salt, the cipher, the chunk size,
-a 4-byte nonce prefix), then records of a 4-byte big-endian length and one AES-256-GCM
-ciphertext of at most ``CHUNK`` bytes of the stream; nonce = prefix + 8-byte record
-number; the associated data is the header line, the record number and a final flag, so
-records cannot be reordered, dropped or cut off unnoticed. The key is scrypt(passphrase,
-salt, n=2^15, r=8, p=1, 32 bytes) (RFC 7914; 32 MiB of memory per guess). The
-primitives come from the ``cryptography`` package. The header is not authenticated until
-the first record opens, so its bounds (:data:`SCRYPT_MAX`, lengths) are checked before
-any key derivation.
+With a passphrase the tar stream is encrypted as it is written; the encrypted form (its
+header, records and scrypt bounds) and the opening of a backup file for reading are
+:mod:`wiki_memory.core.backup_format`.
 
 Nothing is held whole in memory: the bundle is streamed into a temporary file beside the
 backup (its pack copied from the repository's pack files with ordinary reads, no memory
@@ -30,15 +23,12 @@ into place at the end.
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import hashlib
 import io
 import json
 import os
 import shutil
 import stat
-import struct
 import sys
 import tarfile
 import tempfile
@@ -47,37 +37,32 @@ import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import IO, Any
 
 from dulwich.errors import ChecksumMismatch
 
 from wiki_memory.config import Settings
+from wiki_memory.core.backup_format import (
+    BLOCK,
+    MIN_PASSPHRASE,
+    BackupError,
+    BackupFile,
+    Sealer,
+)
 from wiki_memory.wiki.border import Entry, Limits, Refusal, Source, check
 from wiki_memory.wiki.bundle import BundleRefused, read_bundle_into, write_bundle
 from wiki_memory.wiki.inside import stream_inside
 
 __all__ = [
     "CONNECTION_SETTINGS",
-    "MAGIC",
     "PAUSE_ENV",
-    "SCRYPT_MAX",
-    "BackupError",
     "Restored",
-    "WrongPassphrase",
     "backup",
     "restore",
     "verify",
 ]
 
-MAGIC = b"WIKI-MEMORY-BACKUP-ENCRYPTED-1\n"
-CHUNK = 1 << 20
 FORMAT = 1
-SCRYPT = {"n": 1 << 15, "r": 8, "p": 1}
-#: the most an encrypted backup's header may ask for, checked before any key derivation:
-#: scrypt takes 128 * r * n bytes (2^17 and 8: 128 MiB; a backup writes 2^15: 32 MiB)
-SCRYPT_MAX = {"n": 1 << 17, "r": 8, "p": 1}
-#: an encrypted backup's header line, at most
-HEADER_MAX = 4096
 #: a manifest, at most (about 150 bytes a member)
 MANIFEST_MAX = 64 << 20
 #: the members of one backup, at most (the first read notes each name)
@@ -99,192 +84,7 @@ CONNECTION_SETTINGS = (
 )
 #: a test's kill point: restore stops (sleeps) at the step this names (docs/operations.md)
 PAUSE_ENV = "WIKI_MEMORY_RESTORE_PAUSE_AT"
-_BLOCK = 1 << 20
 _SHOWN = 20
-
-
-class BackupError(Exception):
-    """A backup that cannot be written, read or restored (the message says why)."""
-
-
-#: the shortest passphrase a new encrypted backup takes (characters); restore takes any
-MIN_PASSPHRASE = 12
-
-
-class WrongPassphrase(BackupError):
-    """The passphrase does not open the backup (or the file was changed)."""
-
-
-def _key(passphrase: str, salt: bytes, n: int, r: int, p: int) -> bytes:
-    from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
-
-    return Scrypt(salt=salt, length=32, n=n, r=r, p=p).derive(passphrase.encode("utf-8"))
-
-
-class _Sealer(io.RawIOBase):
-    """A write-only stream that encrypts what is written, record by record, into ``out``."""
-
-    def __init__(self, out: BinaryIO, passphrase: str) -> None:
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-        salt, self.prefix = os.urandom(16), os.urandom(4)
-        header = {
-            "kdf": "scrypt",
-            **SCRYPT,
-            "salt": base64.b64encode(salt).decode(),
-            "cipher": "AES-256-GCM",
-            "chunk": CHUNK,
-            "nonce_prefix": base64.b64encode(self.prefix).decode(),
-        }
-        self.header = json.dumps(header, sort_keys=True).encode() + b"\n"
-        self.aead = AESGCM(_key(passphrase, salt, **SCRYPT))
-        self.out = out
-        self.buf = bytearray()
-        self.n = 0
-        out.write(MAGIC + self.header)
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        self.buf += bytes(data)
-        while len(self.buf) > CHUNK:
-            self._record(bytes(self.buf[:CHUNK]), False)
-            del self.buf[:CHUNK]
-        return len(data)
-
-    def _record(self, plain: bytes, final: bool) -> None:
-        nonce = self.prefix + struct.pack(">Q", self.n)
-        aad = self.header + struct.pack(">QB", self.n, final)
-        sealed = self.aead.encrypt(nonce, plain, aad)
-        self.out.write(struct.pack(">I", len(sealed)) + sealed)
-        self.n += 1
-
-    def close(self) -> None:
-        if not self.closed:
-            self._record(bytes(self.buf), True)
-            self.buf.clear()
-        super().close()
-
-
-class _Opener(io.RawIOBase):
-    """A read-only stream of the plain bytes of an encrypted backup, from its first record
-    on (``src`` positioned there); ``key``, ``prefix`` and ``header`` from
-    :class:`_Backup`."""
-
-    def __init__(self, src: BinaryIO, key: bytes, prefix: bytes, header: bytes) -> None:
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-        self.aead = AESGCM(key)
-        self.prefix, self.header = prefix, header
-        self.src = src
-        self.n = 0
-        self.buf = b""
-        self.done = False
-
-    def readable(self) -> bool:
-        return True
-
-    def _next(self) -> None:
-        from cryptography.exceptions import InvalidTag
-
-        raw = self.src.read(4)
-        if len(raw) < 4:
-            raise BackupError("the backup is cut short")
-        (size,) = struct.unpack(">I", raw)
-        if size > CHUNK + 16:  # a record is at most one chunk and its 16-byte tag
-            raise BackupError(f"the backup is damaged (record {self.n} is too long)")
-        sealed = self.src.read(size)
-        nonce = self.prefix + struct.pack(">Q", self.n)
-        for final in (False, True):
-            try:
-                aad = self.header + struct.pack(">QB", self.n, final)
-                self.buf += self.aead.decrypt(nonce, sealed, aad)
-            except InvalidTag:
-                continue
-            self.n += 1
-            self.done = final
-            return
-        if self.n == 0:
-            raise WrongPassphrase("wrong passphrase (or not this backup)")
-        raise BackupError(f"the backup is damaged (record {self.n})")
-
-    def readinto(self, b: Any) -> int:
-        while not self.buf and not self.done:
-            self._next()
-        k = min(len(b), len(self.buf))
-        b[:k] = self.buf[:k]
-        self.buf = self.buf[k:]
-        return k
-
-
-def _int(h: dict[str, Any], key: str) -> int:
-    value = h[key]
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{key} is not a number")
-    return value
-
-
-def _header(line: bytes) -> tuple[bytes, bytes, int, int, int]:
-    """``(salt, nonce prefix, n, r, p)`` of an encrypted backup's header line, every bound
-    checked before any work: the line at most 4 KiB, scrypt's ``n`` a power of two up to
-    ``SCRYPT_MAX["n"]``, ``r`` and ``p`` up to theirs, a salt of 16-64 bytes, a nonce
-    prefix of 4. Raises BackupError naming what is wrong."""
-    if len(line) > HEADER_MAX or not line.endswith(b"\n"):
-        raise BackupError("not a readable backup header: over 4 KiB or cut short")
-    try:
-        h = json.loads(line)
-        if not isinstance(h, dict):
-            raise TypeError("not an object")
-        if h.get("kdf") != "scrypt" or h.get("cipher") != "AES-256-GCM":
-            raise ValueError("an unknown key derivation or cipher")
-        if _int(h, "chunk") != CHUNK:
-            raise ValueError("an unknown record size")
-        n, r, p = _int(h, "n"), _int(h, "r"), _int(h, "p")
-        salt = base64.b64decode(h["salt"], validate=True)
-        prefix = base64.b64decode(h["nonce_prefix"], validate=True)
-    except (ValueError, KeyError, TypeError, RecursionError) as exc:
-        raise BackupError(f"not a readable backup header: {exc}") from None
-    if not (2 <= n <= SCRYPT_MAX["n"] and n & (n - 1) == 0) or not (
-        1 <= r <= SCRYPT_MAX["r"] and 1 <= p <= SCRYPT_MAX["p"]
-    ):
-        raise BackupError(
-            f"the backup asks for scrypt n={n}, r={r}, p={p}: over the bounds this program "
-            "reads (n a power of two up to 2^17, r up to 8, p 1)"
-        )
-    if not 16 <= len(salt) <= 64 or len(prefix) != 4:
-        raise BackupError("not a readable backup header: a salt or nonce of the wrong length")
-    return salt, prefix, n, r, p
-
-
-class _Backup:
-    """A backup file opened for reading, as many times as needed: the passphrase's key is
-    derived once (after :func:`_header` checked its bounds)."""
-
-    def __init__(self, path: Path, passphrase: str | None) -> None:
-        self.path = path
-        self.key: bytes | None = None
-        self.prefix = self.header = b""
-        self.body = 0
-        with open(path, "rb") as f:
-            if f.read(len(MAGIC)) != MAGIC:
-                return
-            if not passphrase:
-                raise WrongPassphrase("this backup is encrypted: a passphrase is needed")
-            self.header = f.readline(HEADER_MAX + 1)
-            salt, self.prefix, n, r, p = _header(self.header)
-            self.body = f.tell()
-        self.key = _key(passphrase, salt, n, r, p)
-
-    @contextlib.contextmanager
-    def stream(self) -> Iterator[BinaryIO]:
-        """The plain tar stream, from its start."""
-        with open(self.path, "rb") as f:
-            if self.key is None:
-                yield f
-                return
-            f.seek(self.body)
-            yield io.BufferedReader(_Opener(f, self.key, self.prefix, self.header), _BLOCK)
 
 
 #: what a backup holds besides the bundle: (path in the data directory, recursive)
@@ -318,7 +118,7 @@ def _add(tar: tarfile.TarFile, name: str, f: IO[bytes], size: int, sums: dict[st
 
     info = tarfile.TarInfo(name)
     info.size, info.mode, info.mtime = size, 0o600, int(time.time())
-    tar.addfile(info, io.BufferedReader(_Tee(), _BLOCK))
+    tar.addfile(info, io.BufferedReader(_Tee(), BLOCK))
     sums[name] = {"sha256": digest.hexdigest(), "size": size}
 
 
@@ -347,7 +147,7 @@ def backup(settings: Settings, target: Path, passphrase: str | None = None) -> d
         sums: dict[str, Any] = {}
         with os.fdopen(fd, "wb") as raw:
             fd = -1
-            sink: Any = _Sealer(raw, passphrase) if passphrase else raw
+            sink: Any = Sealer(raw, passphrase) if passphrase else raw
             with tarfile.open(fileobj=sink, mode="w|", format=tarfile.PAX_FORMAT) as tar:
                 with open(bundle_tmp, "rb") as bf:
                     _add(tar, "wiki.bundle", bf, bundle_tmp.stat().st_size, sums)
@@ -452,7 +252,7 @@ def _listing(manifest: Any) -> dict[str, _Listed]:
     return out
 
 
-def _scan(src: _Backup) -> _Scan:
+def _scan(src: BackupFile) -> _Scan:
     """First read: find the manifest (the last member), note every member's mode and size,
     and check that each listed member is in the stream once with its recorded size.
     Nothing is written and no member's bytes are kept. Raises BackupError, WrongPassphrase."""
@@ -496,7 +296,7 @@ def _scan(src: _Backup) -> _Scan:
 
 
 def _copy(
-    src: _Backup,
+    src: BackupFile,
     scan: _Scan,
     wanted: dict[str, _Listed],
     into: Path | None,
@@ -526,7 +326,7 @@ def _copy(
                 digest = hashlib.sha256()
 
                 def blocks(member: IO[bytes] = member, digest: Any = digest) -> Iterator[bytes]:
-                    while block := member.read(_BLOCK):
+                    while block := member.read(BLOCK):
                         digest.update(block)
                         yield block
 
@@ -550,7 +350,7 @@ def _copy(
 def verify(path: Path, passphrase: str | None = None) -> dict[str, Any]:
     """Read the whole backup and check every member's size and sha256 against the
     manifest. Returns the manifest; raises WrongPassphrase or BackupError."""
-    src = _Backup(Path(path), passphrase)
+    src = BackupFile(Path(path), passphrase)
     scan = _scan(src)
     _copy(src, scan, scan.listed, None)
     return scan.manifest
@@ -620,7 +420,7 @@ def restore(settings: Settings, path: Path, passphrase: str | None = None) -> Re
         raise BackupError("restore puts the wiki in <data dir>/wiki: unset wiki_path")
     if data.is_symlink() or (data.exists() and (not data.is_dir() or any(data.iterdir()))):
         raise BackupError(f"{data} is not empty: restore goes into an empty data directory")
-    src = _Backup(Path(path), passphrase)
+    src = BackupFile(Path(path), passphrase)
     scan = _scan(src)
     _pause("scanned")
     data.parent.mkdir(parents=True, exist_ok=True)

@@ -2,11 +2,11 @@
 docs/operations.md, "More than one machine").
 
 :class:`SyncService` runs ``sync`` for one remote or all: fetch (network, off the writer
-thread), then on the writer thread merge the remote's branch
-with the shared projection of the local one (:mod:`wiki_memory.wiki.replicate`), write the
-changed files and move the branch; then push the new projection with a lease (network
-again, off the writer thread). Capture and recall never wait for a remote: only the
-short local merge step holds the writer.
+thread), then on the writer thread merge the remote's branch with the shared projection of
+the local one (:mod:`wiki_memory.core.syncmerge`, over :mod:`wiki_memory.wiki.replicate`
+and :mod:`wiki_memory.wiki.projection`), write the changed files and move the branch; then
+push the new projection with a lease (network again, off the writer thread). Capture and
+recall never wait for a remote: only the short local merge step holds the writer.
 
 After a purge (:mod:`wiki_memory.core.purge` calls :meth:`SyncService.on_purge` through
 ``Memory.on_purge``) a sync refuses to fetch or push until an admin runs it with
@@ -26,36 +26,23 @@ import functools
 import json
 import logging
 import os
-import shutil
 import threading
-import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from dulwich import porcelain
 from dulwich.file import FileLocked
-from dulwich.index import index_entry_from_stat
-from dulwich.objects import Blob, Commit, ObjectID
-from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
-from wiki_memory.audit import escape
-from wiki_memory.core.syncstate import REFUSED as _REFUSED
+from wiki_memory.core.syncmerge import CACHE, SyncMerge
 from wiki_memory.core.syncstate import STATE as _STATE
-from wiki_memory.core.syncstate import refused_entries, sync_lines, sync_status
+from wiki_memory.core.syncstate import sync_lines, sync_status, utc_stamp
 from wiki_memory.core.writer import WriteResult
 from wiki_memory.errors import Forbidden, NotFound, SyncRefused, Unavailable
 from wiki_memory.identity import Identity, may_admin
-from wiki_memory.recall import rank
-from wiki_memory.wiki import border
 from wiki_memory.wiki import replicate as rp
-from wiki_memory.wiki.frontmatter import FrontmatterError
-from wiki_memory.wiki.gitcommon import SYSTEM_AUTHOR, author_identity, tz_offset
-from wiki_memory.wiki.inside import Outside, read_inside, remove_inside, write_inside
-from wiki_memory.wiki.page import parse_metadata
-from wiki_memory.wiki.purge import _drop_stale, _expire_reflogs
+from wiki_memory.wiki.purge import _expire_reflogs
 
 __all__ = ["SyncReport", "SyncService", "local_path", "sync_lines", "sync_status"]
 
@@ -64,12 +51,7 @@ __all__ = ["SyncReport", "SyncService", "local_path", "sync_lines", "sync_status
 
 log = logging.getLogger(__name__)
 
-_CACHE = "wiki-memory-shared.json"
 _ATTEMPTS = 3
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def local_path(url: str) -> Path | None:
@@ -126,8 +108,8 @@ class SyncService:
         self._state_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        #: the last merge's files a person saved during it: path -> the incoming copy
-        self.kept_beside: dict[str, str] = {}
+        #: the merge jobs this service runs on the writer thread
+        self.merge = SyncMerge(memory, self._state_lock)
 
     # ------------------------------------------------------------------ state
     @property
@@ -163,7 +145,7 @@ class SyncService:
         """A purge rewrote history: no sync pushes or fetches until ``after_purge``."""
         for name in rp.list_remotes(self.wiki_dir):
             self._update(name, purge_pending=True)
-        (self._control / _CACHE).unlink(missing_ok=True)
+        (self._control / CACHE).unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ periodic
     def start(self, every_seconds: float) -> None:
@@ -219,7 +201,7 @@ class SyncService:
         first: Exception | None = None
         with self._lock:
             for name in names:
-                self._update(name, last_attempt=_now())
+                self._update(name, last_attempt=utc_stamp())
                 try:
                     rep = (
                         self._after_purge(name, remotes[name])
@@ -243,7 +225,7 @@ class SyncService:
                     self.memory.audited(ident, "sync", name, "refused", error=rep.error[:200])
                     reports.append(rep)
                     continue
-                self._update(name, last_success=_now(), last_error=None)
+                self._update(name, last_success=utc_stamp(), last_error=None)
                 if rep.conflicts:
                     with self._state_lock:
                         state = self._load()
@@ -275,7 +257,7 @@ class SyncService:
             except rp.FetchTooLarge as exc:
                 return SyncReport(name, "fetch refused", error=str(exc))
             self.memory.writer.flush()
-            job = functools.partial(self._merge_write, name, theirs, seen)
+            job = functools.partial(self.merge.merge_write, name, theirs, seen)
             res = self.memory.writer.call(job, timeout=600).value
             shared, action, conflicts, fresh = res
             refused.extend(fresh)
@@ -309,13 +291,13 @@ class SyncService:
                 return SyncReport(name, "fetch refused", error=str(exc))
             if theirs != current:
                 raise SyncRefused(f"{name} kept moving during the sync; try again")
-            job = functools.partial(self._merge_write, name, theirs, seen, True)
+            job = functools.partial(self.merge.merge_write, name, theirs, seen, True)
             shared = self.memory.writer.call(job, timeout=600).value[0]
             action = "forced after purge, with the remote's new pages"
         else:
             self.memory.writer.flush()
             shared = self.memory.writer.call(
-                lambda: WriteResult(value=self._project_job()), timeout=600
+                lambda: WriteResult(value=self.merge.project_job()), timeout=600
             ).value
         with Repo(str(self.wiki_dir)) as repo:
             rp.push(repo, name, shared, current)
@@ -328,451 +310,3 @@ class SyncService:
             gc = "pruned"
         self._update(name, remote_sha=shared.decode(), purge_pending=False)
         return SyncReport(name, action, pushed=True, remote_gc=gc)
-
-    # ------------------------------------------------------------------ writer jobs
-    def _project_job(self) -> ObjectID:
-        with Repo(str(self.wiki_dir)) as repo:
-            head = repo.refs.follow(HEADREF)[1]
-            assert head is not None
-            shared = rp.Shared(repo, self._control / _CACHE)
-            out = shared.project(head)
-            shared.save()
-            repo.refs[rp.SHARED_REF] = out
-        return out
-
-    def _merge_write(
-        self, name: str, theirs: ObjectID | None, seen: str | None, squash: bool = False
-    ) -> WriteResult:
-        return WriteResult(value=self._merge_job(name, theirs, seen, squash))
-
-    def _merge_job(
-        self, name: str, theirs: ObjectID | None, seen: str | None, squash: bool = False
-    ) -> tuple[ObjectID, str, dict[str, str], list[dict[str, str]]]:
-        """On the writer thread: merge the fetched ``theirs`` into the local branch and
-        return (what to push: the new shared projection, or ``theirs`` when the two differ
-        only where the border refused the hub's entries; the action, the conflicts, the
-        refusals new in this sync).
-
-        What the hub sends passes :meth:`_admit` (the border) first: a refused entry
-        takes the local version, or stays absent; a page's ``pinned`` never comes in, and
-        the pages pinned here keep their pin (:meth:`_repin`).
-
-        ``squash`` (after a purge, when the remote moved): take ``theirs``'s changes
-        since ``seen`` as one commit on the local branch, without ``theirs`` as a parent,
-        then drop the fetched history again.
-
-        Hand edits the watcher has not committed yet are not walked for (a status walk
-        of the whole wiki cost ~1 s at 1,000 pages): :meth:`_apply` leaves every file
-        whose bytes are not the old commit's as the person saved it, and the watcher
-        commits it; the next sync carries it."""
-        with Repo(str(self.wiki_dir)) as repo:
-            local = repo.refs.follow(HEADREF)[1]
-            assert local is not None
-            shared = rp.Shared(repo, self._control / _CACHE)
-            if theirs is not None and not squash:
-                shared.adopt(theirs)  # the hub's commits are shared as they are
-            mine = shared.project(local)
-            conflicts: dict[str, str] = {}
-            rewritten = False
-            if squash:
-                rewritten = True
-            elif seen and theirs is not None and seen.encode() != theirs:
-                try:
-                    rewritten = not rp.is_ancestor(repo, ObjectID(seen.encode()), theirs)
-                except KeyError:
-                    rewritten = True
-            if not squash and (
-                theirs is None or theirs == mine or rp.is_ancestor(repo, theirs, mine)
-            ):
-                repo.refs[rp.SHARED_REF] = mine
-                shared.save()
-                if theirs is not None and self._only_refused(repo, mine, theirs):
-                    return theirs, "up to date", conflicts, []
-                return mine, "up to date", conflicts, []
-            assert theirs is not None
-            local_files = rp.flat_tree(repo, _tree(repo, local))
-            personal = rp.personal_files(shared, local_files)
-            their_raw = rp.flat_tree(repo, _tree(repo, theirs))
-            their_files, refusals = self._admit(
-                repo, their_raw, rp.flat_tree(repo, _tree(repo, mine))
-            )
-            if rewritten:
-                base_sha = ObjectID(seen.encode()) if seen else None
-                try:
-                    base = rp.flat_tree(repo, _tree(repo, base_sha)) if base_sha else {}
-                except KeyError:
-                    base = their_files
-                merged = rp.merge_trees(
-                    base, rp.flat_tree(repo, _tree(repo, mine)), their_files, name
-                )
-                assert theirs is not None
-                parents = [local] if squash else [theirs]
-                action = "squashed after purge" if squash else "followed rewrite"
-            elif rp.is_ancestor(repo, mine, theirs):
-                merged = rp.MergeResult(dict(their_files))
-                parents = [local, theirs]
-                action = "pulled"
-            else:
-                base_sha = rp.merge_base(repo, mine, theirs)
-                base = rp.flat_tree(repo, _tree(repo, base_sha)) if base_sha else {}
-                merged = rp.merge_trees(
-                    base, rp.flat_tree(repo, _tree(repo, mine)), their_files, name
-                )
-                parents = [local, theirs]
-                action = "merged"
-            conflicts = dict(merged.conflicts)
-            files = dict(merged.files)
-            files.update(personal)
-            self._repin(repo, shared, local_files, files)
-            refusals += self._no_clash(files, their_raw)
-            fresh = self._record(name, refusals, their_raw)
-            new = self._commit(repo, files, parents, f"Sync with {name}: {action}")
-            self.kept_beside.clear()
-            changed = self._apply(name, repo, local_files, files, local, new)
-            conflicts.update(self.kept_beside)
-            for rel in changed:  # conflict copies another server made arrive here too
-                m = rp.CONFLICT_RE.search(rel)
-                if m and rel.encode() not in local_files and (self.wiki_dir / rel).is_file():
-                    orig = rel[: m.start()] + (m.group(1) or "")
-                    conflicts[orig if orig not in conflicts else rel] = rel
-            self.memory.git.reopen()
-            out = shared.project(new)
-            repo.refs[rp.SHARED_REF] = out
-            if rewritten:
-                self._drop_old_history(repo, None if squash else name)
-                shared.map.clear()
-                if not squash:
-                    shared.adopt(theirs)
-                out = shared.project(new)
-            shared.save()
-            if out != theirs and self._only_refused(repo, out, theirs):
-                out = theirs  # nothing to send but reverts of what the border refused
-        self.memory.git.reopen()
-        if rewritten:
-            self._forget_caches()
-        elif changed:
-            self.memory.index.sync_paths(self.wiki_dir, changed)
-        log.info("sync with %s: %s, %d file(s) changed", name, action, len(changed))
-        return out, action, conflicts, fresh
-
-    # ------------------------------------------------------------------ the border
-    def _admit(
-        self,
-        repo: Repo,
-        theirs: dict[bytes, tuple[int, ObjectID]],
-        mine: dict[bytes, tuple[int, ObjectID]],
-    ) -> tuple[dict[bytes, tuple[int, ObjectID]], list[border.Refusal]]:
-        """The hub's flat tree ``theirs`` as the merge may use it, and the refusals.
-
-        Every entry that is not exactly ``mine``'s (the local projection's) goes through
-        :func:`wiki_memory.wiki.border.check` (source ``HUB``, this server's size limits);
-        a refused one is replaced by ``mine``'s version at its path (and below it, for a
-        folder entry), or left out when there is none: a refusal never reads as a
-        deletion or a change. An accepted page carrying ``pinned`` comes in without it
-        (recorded as a refusal of the pin: pins never travel)."""
-        s = self.memory.settings
-        limits = border.Limits(s.max_incoming_blob_bytes, s.max_fetch_bytes)
-
-        read: dict[str, bytes] = {}
-
-        def content(entry: border.Entry) -> bytes:
-            data = read.get(entry.blob)
-            if data is not None:
-                return data
-            obj = repo[ObjectID(entry.blob.encode())]
-            if not isinstance(obj, Blob):
-                raise TypeError("not a blob")
-            return bytes(obj.data)
-
-        entries = rp.incoming_entries(repo, theirs, mine, keep=read)
-        verdict = border.check(entries, border.Source.HUB, limits=limits, content=content)
-        out = dict(theirs)
-        refused = list(verdict.refused)
-
-        gone: set[bytes] = set()
-
-        def keep_mine(path: str) -> None:
-            key = path.encode("utf-8", "surrogateescape")
-            out.pop(key, None)
-            if key in mine:
-                out[key] = mine[key]
-            gone.add(key)
-
-        for r in verdict.refused:
-            keep_mine(r.path)
-        for e in verdict.accepted:
-            if not e.path.lower().endswith(".md"):
-                continue
-            try:
-                stripped = rp.unpinned(content(e))
-            except FrontmatterError:
-                keep_mine(e.path)
-                refused.append(border.Refusal(e.path, e.blob, "scope: pinned, unreadable"))
-                continue
-            if stripped is None:
-                continue
-            blob = Blob.from_string(stripped)
-            repo.object_store.add_object(blob)
-            key = e.path.encode("utf-8", "surrogateescape")
-            out[key] = (out[key][0], blob.id)
-            refused.append(border.Refusal(e.path, e.blob, "scope: pin (came in without it)"))
-        if gone:
-            # what this server holds below a refused entry (a link or gitlink where it has
-            # a folder) stays too: the hub's tree cannot hold both, and that is no deletion
-            for p, v in mine.items():
-                parts = p.split(b"/")
-                if any(b"/".join(parts[:i]) in gone for i in range(1, len(parts))):
-                    out[p] = v
-        return out, refused
-
-    @staticmethod
-    def _no_clash(
-        files: dict[bytes, tuple[int, ObjectID]],
-        theirs: dict[bytes, tuple[int, ObjectID]],
-    ) -> list[border.Refusal]:
-        """Drop (in place) every file of the merged ``files`` whose path is also a folder
-        of another file (a tree cannot hold both: one side made a file where the other
-        has a folder). The folder side stays; a file that came from ``theirs`` is
-        returned as refused, so it is reported and never pushed back over."""
-        folders: set[bytes] = set()
-        for p in files:
-            parts = p.split(b"/")
-            folders.update(b"/".join(parts[:i]) for i in range(1, len(parts)))
-        out = []
-        for p in [p for p in files if p in folders]:
-            entry = files.pop(p)
-            if theirs.get(p) == entry:
-                out.append(
-                    border.Refusal(
-                        p.decode("utf-8", "surrogateescape"),
-                        entry[1].decode(),
-                        "path: a file where this server has a folder",
-                    )
-                )
-        return out
-
-    def _repin(
-        self,
-        repo: Repo,
-        shared: rp.Shared,
-        local: dict[bytes, tuple[int, ObjectID]],
-        files: dict[bytes, tuple[int, ObjectID]],
-    ) -> None:
-        """Give the pages pinned here their pin back in the merged ``files`` (in place):
-        the merge saw every page without ``pinned`` (the projection strips it), so a page
-        the hub did not change gets its local bytes back exactly, and one it changed gets
-        the local ``pinned`` value set into the incoming bytes."""
-        for path, (mode, sha) in list(files.items()):
-            before = local.get(path)
-            if before is None or before[1] == sha or not path.lower().endswith(b".md"):
-                continue
-            old = repo[before[1]]
-            if not isinstance(old, Blob) or b"pinned" not in old.data:
-                continue
-            meta = parse_metadata(old.data)
-            if "pinned" not in meta:
-                continue
-            if shared.shared_blob(before[1]) == sha:
-                files[path] = before
-                continue
-            incoming = repo[sha]
-            if not isinstance(incoming, Blob):
-                continue
-            try:
-                data = rp.with_pin(incoming.data, meta["pinned"])
-            except FrontmatterError:
-                continue
-            blob = Blob.from_string(data)
-            repo.object_store.add_object(blob)
-            files[path] = (mode, blob.id)
-
-    def _record(
-        self,
-        name: str,
-        refusals: list[border.Refusal],
-        theirs: dict[bytes, tuple[int, ObjectID]],
-    ) -> list[dict[str, str]]:
-        """Update the refusal record (``.git/wiki-memory-refused.json``) for remote
-        ``name``: its rows the hub no longer carries are dropped, the new (path, blob)
-        pairs added, each logged and written to the audit log (by the server: the
-        border decided, not the caller). Returns the new ones, path escaped, for the
-        report."""
-        with self._state_lock:
-            rows = refused_entries(self.wiki_dir)
-            keep = []
-            for r in rows:
-                if r["remote"] == name:
-                    now = theirs.get(r["path"].encode("utf-8", "surrogateescape"))
-                    if now is None or now[1].decode() != r["blob"]:
-                        continue
-                keep.append(r)
-            known = {(r["path"], r["blob"]) for r in keep}
-            fresh: list[dict[str, str]] = []
-            for ref in refusals:
-                if (ref.path, ref.blob) in known:
-                    continue
-                known.add((ref.path, ref.blob))
-                keep.append({**ref.to_json(), "remote": name, "first_seen": _now()})
-                fresh.append({**ref.to_json(), "path": escape(ref.path)})
-                log.warning("sync with %s refused %s: %s", name, escape(ref.path), ref.reason)
-                # audited here, once, even when the push that follows fails
-                self.memory.audited(
-                    None,
-                    "sync refused",
-                    escape(ref.path),
-                    "refused",
-                    remote=name,
-                    blob=ref.blob,
-                    reason=ref.reason,
-                )
-            path = self._control / _REFUSED
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(json.dumps({"refused": keep}, indent=1), "utf-8")
-            os.replace(tmp, path)
-        return fresh
-
-    def _only_refused(self, repo: Repo, out: ObjectID, theirs: ObjectID) -> bool:
-        """True when the trees of ``out`` and ``theirs`` differ only at paths where the
-        hub's entry is a recorded refusal, or below one (what this server keeps where the
-        hub put a refused link): pushing ``out`` would only revert them."""
-        keys = {(r["path"], r["blob"]) for r in refused_entries(self.wiki_dir)}
-        if not keys:
-            return False
-        a = rp.flat_tree(repo, _tree(repo, out))
-        b = rp.flat_tree(repo, _tree(repo, theirs))
-
-        def refused(path: bytes) -> bool:
-            t = b.get(path)
-            return (
-                t is not None and (path.decode("utf-8", "surrogateescape"), t[1].decode()) in keys
-            )
-
-        for p in set(a) | set(b):
-            if a.get(p) == b.get(p) or refused(p):
-                continue
-            # kept below a refused entry (a link where this server has a folder)
-            parts = p.split(b"/")
-            if p in b or not any(refused(b"/".join(parts[:i])) for i in range(1, len(parts))):
-                return False
-        return True
-
-    def _commit(
-        self,
-        repo: Repo,
-        files: dict[bytes, tuple[int, ObjectID]],
-        parents: list[ObjectID],
-        message: str,
-    ) -> ObjectID:
-        c = Commit()
-        c.tree = rp.build_tree(repo, files)
-        c.parents = parents
-        c.author = c.committer = author_identity(*SYSTEM_AUTHOR)
-        t = int(time.time())
-        c.author_time = c.commit_time = t
-        c.author_timezone = c.commit_timezone = tz_offset(t)
-        c.message = (message + "\n").encode("utf-8")
-        repo.object_store.add_object(c)
-        return c.id
-
-    def _apply(
-        self,
-        remote: str,
-        repo: Repo,
-        old: dict[bytes, tuple[int, ObjectID]],
-        new: dict[bytes, tuple[int, ObjectID]],
-        old_head: ObjectID,
-        new_head: ObjectID,
-    ) -> list[str]:
-        """Write the files that differ between the trees, move the branch from
-        ``old_head`` to ``new_head`` and update git's index for them. A file whose bytes
-        on disk are not the old tree's (a person saved it a moment ago) is left as it is:
-        their edit wins and is committed as a hand edit afterwards; the incoming version
-        is written beside it as a conflict copy (recorded in :attr:`kept_beside`)."""
-        changed: list[str] = []
-        root = self.wiki_dir
-        for path in sorted(set(old) | set(new)):
-            if old.get(path) == new.get(path):
-                continue
-            rel = path.decode("utf-8", "surrogateescape")
-            before = old.get(path)
-            try:
-                disk = read_inside(root, rel)
-            except Outside:
-                disk = None
-            except OSError:
-                disk = None
-            disk_id = Blob.from_string(disk).id if disk is not None else None
-            try:
-                if disk_id != (before[1] if before else None) and disk_id != (
-                    new[path][1] if path in new else None
-                ):
-                    log.warning("sync left %s as a person saved it", escape(rel))
-                    if path in new and new[path] != before:
-                        # keep both: the incoming version beside the person's (invariant 8)
-                        copy = rp.conflict_name(path, remote, new[path][1])
-                        blob = repo[new[path][1]]
-                        assert isinstance(blob, Blob)
-                        copy_rel = copy.decode("utf-8", "surrogateescape")
-                        write_inside(root, copy_rel, blob.data)
-                        self.kept_beside[rel] = copy_rel
-                    continue
-                if path in new:
-                    blob = repo[new[path][1]]
-                    assert isinstance(blob, Blob)
-                    write_inside(root, rel, blob.data, executable=new[path][0] == 0o100755)
-                else:
-                    remove_inside(root, rel)
-            except (Outside, IsADirectoryError, NotADirectoryError) as exc:
-                # the border let nothing like this through: a bug, or the disk changed
-                log.error("sync did not write %s: %s", escape(rel), exc)
-                continue
-            changed.append(rel)
-        if changed:
-            os.sync()  # one flush for every file written, before the branch names them
-        if not repo.refs.set_if_equals(HEADREF, old_head, new_head, message=b"sync"):
-            raise rp.RemoteError("the branch moved during the sync; try again")
-        deadline = time.monotonic() + 5
-        while True:
-            try:
-                index = repo.open_index()
-                for rel in changed:
-                    key = rel.encode("utf-8", "surrogateescape")
-                    full = self.wiki_dir / rel
-                    if key in new and full.is_file():
-                        index[key] = index_entry_from_stat(os.lstat(full), new[key][1], new[key][0])
-                    elif key in index:
-                        del index[key]
-                index.write()
-                break
-            except FileLocked:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        return changed
-
-    def _drop_old_history(self, repo: Repo, name: str | None) -> None:
-        """After following a rewritten remote (``name``: its tracking ref stays) or
-        squashing after a purge (None): nothing may keep the old commits alive."""
-        keep = f"refs/remotes/{name}/".encode() if name else b"\0"
-        for ref in list(repo.refs.allkeys()):
-            if ref.startswith(b"refs/remotes/") and not ref.startswith(keep):
-                repo.refs.remove_if_equals(ref, None)
-        _expire_reflogs(repo)
-        _drop_stale(repo, set())
-        porcelain.gc(repo, prune=True, grace_period=0)
-
-    def _forget_caches(self) -> None:
-        """The index and the caches of page text may hold what the rewrite removed."""
-        m = self.memory
-        m.index.rebuild(self.wiki_dir)
-        m.index.checkpoint()
-        shutil.rmtree(Path(m.settings.index_path).parent / "as-of", ignore_errors=True)
-        rank.clear_caches()
-
-
-def _tree(repo: Repo, sha: ObjectID | None) -> ObjectID | None:
-    if sha is None:
-        return None
-    c = repo[sha]
-    assert isinstance(c, Commit)
-    return ObjectID(c.tree)

@@ -8,18 +8,25 @@ attempt; :func:`sync_status` and :func:`sync_lines` read it with the git config,
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from wiki_memory.audit import escape
 from wiki_memory.wiki import replicate as rp
 
-__all__ = ["REFUSED", "STATE", "refused_entries", "sync_lines", "sync_status"]
+__all__ = ["REFUSED", "STATE", "refused_entries", "sync_lines", "sync_status", "utc_stamp"]
 
 #: the state file's name inside ``wiki/.git``
 STATE = "wiki-memory-sync.json"
 #: the record of what the border refused from hubs, beside the state
 REFUSED = "wiki-memory-refused.json"
+
+
+def utc_stamp() -> str:
+    """The time the state and the refusal record stamp their entries with: UTC, to the
+    second, ``2026-01-02T03:04:05Z``."""
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def refused_entries(wiki_dir: Path) -> list[dict[str, str]]:
