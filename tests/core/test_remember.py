@@ -282,8 +282,8 @@ def test_mcp_tool_bad_fields_are_tool_errors(mem):
 
 
 class FakeWriter:
-    """The three things :func:`remember` needs: ``wiki_dir``, ``write_check`` and
-    ``write_page``."""
+    """The three things :func:`remember` needs: ``wiki_dir``, ``scope.write_check`` and
+    ``write_page`` (it is its own ``scope``)."""
 
     def __init__(self, wiki_dir: Path, conflicts: int = 0, refuse: bool = False) -> None:
         self.wiki_dir = wiki_dir
@@ -291,6 +291,7 @@ class FakeWriter:
         self.refuse = refuse
         self.calls: list[dict[str, Any]] = []
         self.checked: list[tuple[str, str]] = []
+        self.scope = self
 
     def write_check(self, who: str, path: str, op: str = "page.write") -> tuple[str, Path]:
         self.checked.append((who, path))

@@ -62,6 +62,7 @@ class Memory:
         #: the one access rule every page read and write asks (wiki_memory.core.scope);
         #: ``directory`` (the token store) gives users' roles and grants
         self.scope = ScopeRule(self.wiki_dir, owner_user, directory)
+        self.scope.refused = lambda who, op, rel, exc: self.audited(who, op, rel, audit_result(exc))
         #: logs/audit.jsonl: every change, who made it, with which token, on which face
         self.audit = AuditLog(settings.logs_dir / "audit.jsonl")
         # the caller holds the data directory lock: locks a killed server left are ours
@@ -360,7 +361,7 @@ class Memory:
         if ident is None:
             rel, full = locate(self.wiki_dir, path)
         else:
-            rel, full = self.write_check(ident, path, op)
+            rel, full = self.scope.write_check(ident, path, op)
         if redact_text(rel)[1]:
             # a file name is not redacted in place: it would no longer be the name asked for
             raise PathRefused("the path holds what looks like a secret")
@@ -397,23 +398,6 @@ class Memory:
         if res.value is not None:
             self.audited(ident, op, rel, "ok", user=None if ident is not None else user)
         return res
-
-    def write_check(
-        self, who: Identity | str, path: str, op: str = "page.write"
-    ) -> tuple[str, Path]:
-        """May ``who`` write the page at ``path``? The scope rule's check of the target
-        (:meth:`wiki_memory.core.scope.ScopeRule.check_target`), with a refusal written to
-        the audit log as :meth:`update_page` writes it. A face calls this before it reads
-        or scans a body it was sent (DESIGN.md invariant 13); :meth:`update_page` checks
-        again, and the bytes on disk inside the write. Returns ``(relative path, absolute
-        path)``; raises NotFound (hidden or through a link), Forbidden (a read-only
-        grant), PathRefused (a path that can name no page)."""
-        ident = self.scope.identity(who)
-        try:
-            return self.scope.check_target(ident, path)
-        except (NotFound, Forbidden) as exc:
-            self.audited(ident, op, clean_rel(path), audit_result(exc))
-            raise
 
     def write_page(
         self,

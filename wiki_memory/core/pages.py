@@ -6,7 +6,7 @@ into a project's folder (``memory_remember``, ``POST /v1/remember``, the MCP too
 take a ``project``) turns the name it was given into one folder name here, so that the
 faces cannot disagree on what is writable. Who may write the page (the scope rule) is
 decided from the path alone, before the text is scanned
-(:meth:`wiki_memory.core.memory.Memory.write_check`), and again on the file itself by
+(:meth:`wiki_memory.core.scope.ScopeRule.write_check`), and again on the file itself by
 :meth:`wiki_memory.core.memory.Memory.write_page`.
 """
 
@@ -62,7 +62,7 @@ def page_text_for_write(path: str, text: str) -> tuple[str, bytes, int]:
     """Check a page path and text that a client wants to write:
     :func:`page_path_for_write` then :func:`redact_page_text`. Returns ``(repo-relative
     path, UTF-8 bytes with secrets redacted, number of redactions)``. A face decides the
-    caller's right to write (``Memory.write_check``) between the two, before the scan."""
+    caller's right to write (``memory.scope.write_check``) between the two, before the scan."""
     rel = page_path_for_write(path)
     data, n = redact_page_text(text)
     return rel, data, n

@@ -10,7 +10,7 @@ reaches the disk, and a create-only write (a note never overwrites a page).
 
 The caller's right to write into the project's notes folder is decided before the text
 is parsed or scanned. It needs only a page writer (:class:`NoteWriter`: ``wiki_dir``,
-``write_check`` and ``write_page``), so
+``scope.write_check`` and ``write_page``), so
 it does not import :mod:`wiki_memory.core.memory`; ``Memory`` is one.
 """
 
@@ -53,13 +53,20 @@ _UNPORTABLE = re.compile(r'[<>:"/\\|?*\x00-\x1f\x7f]')
 _TAG_RE = re.compile(r"^[\w/\-]+$", re.UNICODE)
 
 
+class WriteCheck(Protocol):
+    """The scope rule's check of a write (:class:`wiki_memory.core.scope.ScopeRule`)."""
+
+    def write_check(self, who: str, path: str, op: str = ...) -> tuple[str, Path]: ...
+
+
 class NoteWriter(Protocol):
     """What :func:`remember` needs of the memory (``wiki_memory.core.memory.Memory``)."""
 
     @property
     def wiki_dir(self) -> Path: ...
 
-    def write_check(self, who: str, path: str, op: str = ...) -> tuple[str, Path]: ...
+    @property
+    def scope(self) -> WriteCheck: ...
 
     def write_page(
         self,
@@ -123,7 +130,7 @@ def remember(
     proj = project_folder(project)
     folder = f"projects/{proj}/notes"
     # the right to write there, before the text is parsed or scanned (DESIGN.md 13)
-    memory.write_check(user, folder, "page.write")
+    memory.scope.write_check(user, folder)
     body, fm_title, fm_tags = _split_frontmatter(text)
     # the title is kept exactly as given (C27); only the file name is made portable
     if not (title and title.strip()):

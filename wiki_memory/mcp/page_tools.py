@@ -131,7 +131,7 @@ class PageOps(ToolBase):
             raise ValueError(f"text is over the limit of {limit} bytes")
         rel = page_path_for_write(path)
         # the right to write, before the text is scanned (a tool runs in a worker thread)
-        self.memory.write_check(caller.user, rel)
+        self.memory.scope.write_check(caller.user, rel)
         data, redacted = redact_page_text(text)
         created = {"v": False}
         try:

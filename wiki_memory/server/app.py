@@ -379,7 +379,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         over a few KiB is scanned for secrets in a worker thread, off the event loop."""
         path = page_path_for_write(request.path_params["path"])
         user = request.state.user or memory.owner
-        await run_in_threadpool(memory.write_check, user, path)
+        await run_in_threadpool(memory.scope.write_check, user, path)
         raw = await read_body(request, limit)
         if request.headers.get("content-type", "").startswith("application/json"):
             body = parse_json(raw)
