@@ -876,6 +876,14 @@ def _fallback_rules() -> list:
         ("url-password", r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@]*:(?P<s>[^\s@/]+)@", 0),
         ("auth-header", r"(?i)\b(?:bearer|basic)\s+(?P<s>[\w~+/.=-]{6,})", 0),
         ("auth-header", r"(?:\s-u\s*|--user[=\s]\s*)[^\s:]+:(?P<s>\S+)", 0),
+        # a password flag after its command on the same line (sshpass -p, * login -p,
+        # mysql -p<pw>, redis-cli -a); the gap is bounded, so the rule stays linear
+        (
+            "cli-password",
+            r"(?i)\b(?:sshpass|login|mysql|mariadb|redis-cli)\b[^\n]{0,200}?\s-[pa]"
+            r"(?:[ \t]+|=)?(?P<s>(?!-)" + value + ")",
+            0,
+        ),
         # NAME=value, NAME: value, "NAME": "value", --NAME value; the name is checked
         # by _secret_name(broad=True) (a name found by a regex backtracks badly)
         (

@@ -938,6 +938,34 @@ def test_large_payload_is_redacted() -> None:
     assert len(reds) >= len(CORPUS)
 
 
+FLAG_PW = "Fa" + "ke" + "Pw01"  # assembled: this file holds no flag with its value
+
+
+@pytest.mark.parametrize(
+    ("head", "kind"),
+    [
+        ("sshpass -p ", "cli-password"),
+        ("docker login -u ci -p ", "cli-password"),
+        ("mysql -p", "cli-password"),
+        ("redis-cli -a ", "cli-password"),
+        ("curl -u ci:", "auth-header"),
+        ("curl --user=ci:", "auth-header"),
+    ],
+)
+def test_many_password_flags_on_one_line_are_each_redacted(head: str, kind: str) -> None:
+    """One long line of the same password flag (the shape that once took the flag rule
+    quadratic time): every value is still found, none of the flags' words goes."""
+    out, reds = redact_text((head + FLAG_PW + " ") * 2000)
+    assert len(reds) == 2000
+    assert out == f"{head}[REDACTED:{kind}] " * 2000
+
+
+def test_a_user_part_without_a_colon_ends_no_match_later_on_the_line() -> None:
+    text = "curl --user=" * 3000 + "ci:" + FLAG_PW + " and -p " + FLAG_PW + "2"
+    out, _ = redact_text(text)
+    assert out.endswith("ci:[REDACTED:auth-header] and -p " + FLAG_PW + "2")
+
+
 @pytest.mark.parametrize("prefix", ["AKIA", "ASIA", "ABIA", "ACCA"])
 def test_an_aws_key_id_of_letters_only_is_redacted(prefix: str) -> None:
     """AWS key ids are base32 (A-Z, 2-7): about one in 28 has no digit in its 16 characters,

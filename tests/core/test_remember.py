@@ -19,7 +19,7 @@ from wiki_memory.auth import TokenStore
 from wiki_memory.core.memory import Memory
 from wiki_memory.core.remember import remember
 from wiki_memory.core.writer import WriteResult
-from wiki_memory.errors import TABLE, BadRequest, Conflict
+from wiki_memory.errors import TABLE, BadRequest, Conflict, Forbidden
 from wiki_memory.mcp.tools import build_server
 from wiki_memory.wiki.page import parse_page
 
@@ -282,12 +282,22 @@ def test_mcp_tool_bad_fields_are_tool_errors(mem):
 
 
 class FakeWriter:
-    """The two things :func:`remember` needs: ``wiki_dir`` and ``write_page``."""
+    """The three things :func:`remember` needs: ``wiki_dir``, ``scope.write_check`` and
+    ``write_page`` (it is its own ``scope``)."""
 
-    def __init__(self, wiki_dir: Path, conflicts: int = 0) -> None:
+    def __init__(self, wiki_dir: Path, conflicts: int = 0, refuse: bool = False) -> None:
         self.wiki_dir = wiki_dir
         self.conflicts = conflicts
+        self.refuse = refuse
         self.calls: list[dict[str, Any]] = []
+        self.checked: list[tuple[str, str]] = []
+        self.scope = self
+
+    def write_check(self, who: str, path: str, op: str = "page.write") -> tuple[str, Path]:
+        self.checked.append((who, path))
+        if self.refuse:
+            raise Forbidden(f"you may not write {path}", grant="write on project p")
+        return path, self.wiki_dir / path
 
     def write_page(self, path: str, data: bytes, **kw: Any) -> WriteResult:
         self.calls.append({"path": path, **kw})
@@ -295,6 +305,19 @@ class FakeWriter:
             self.conflicts -= 1
             raise Conflict(f"{path} already exists", "0" * 64)
         return WriteResult(paths=[path], value="f" * 64)
+
+
+def test_core_remember_decides_the_right_to_write_before_reading_the_text(tmp_path, monkeypatch):
+    import wiki_memory.core.remember as core_remember
+
+    def no_scan(text: str) -> Any:
+        raise AssertionError("the text was scanned before the right to write was decided")
+
+    monkeypatch.setattr(core_remember, "redact_text", no_scan)
+    w = FakeWriter(tmp_path, refuse=True)
+    with pytest.raises(Forbidden):
+        remember(w, "a fact\n" * 1000, project="p", user="rita")
+    assert w.checked == [("rita", "projects/p/notes")] and w.calls == []
 
 
 def test_core_remember_needs_only_a_page_writer(tmp_path):

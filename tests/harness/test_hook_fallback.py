@@ -48,6 +48,7 @@ END = "-----END OPENSSH " + "PRIVATE KEY-----"
 SHORT_KEY = f"{BEGIN}\n{KEY_LINE[:40]}\n{END}"  # under the fallback's length bound
 LONG_KEY = BEGIN + "\n" + "\n".join([KEY_LINE] * 12) + "\n" + END
 ENV_LINE = "DB_PASS" + "WORD=" + PASSWORD
+SSHPASS = "sshpass -p "
 
 #: What must never be written or sent (pieces, so a partial leak is caught too).
 SECRETS = [AWS_ID, GH_TOKEN, PASSWORD, KEY_LINE[:24], KEY_LINE[24:48], "OPENSSH PRIVATE"]
@@ -308,6 +309,9 @@ AWS_LETTERS = "AK" + "IA" + "QWEGRSKPZNWXHBPL"  # 16 base32 letters, no digit
         ('{"api_key": "' + "abc" + "123def" + '"}', '{"api_key": "[REDACTED:generic-secret]"}'),
         ("x: " + ENV_LINE, "x: DB_PASSWORD=[REDACTED:generic-secret]"),
         ("--pass" + "word " + PASSWORD + " -v", "--password [REDACTED:generic-secret] -v"),
+        (SSHPASS + PASSWORD + " ssh h", "sshpass -p [REDACTED:cli-password] ssh h"),
+        ("mysql -u r" + " -p" + PASSWORD + " db", "mysql -u r -p[REDACTED:cli-password] db"),
+        ("mkdir -p build/out", None),
         (
             "curl -H 'Authorization: " + "Bearer " + "abcdefgh12345'",
             "curl -H 'Authorization: Bearer [REDACTED:auth-header]'",

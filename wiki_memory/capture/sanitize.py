@@ -883,6 +883,8 @@ _CLI_COMMANDS = (
 )
 _FLAG_CUE_RE = _Lazy(r"-[pau]")
 _CURL_USER_RE = _Lazy(r"(?:-u|--user)[ \t=]+[\"']?[^\s:\"'$]+:(?P<secret>[^\s\"']{3,})")
+_CURL_HEAD_RE = _Lazy(r"(?:-u|--user)[ \t=]+[\"']?")  # _CURL_USER_RE up to the user part
+_USER_END_RE = _Lazy(r"[\s:\"'$]")  # what ends the user part
 _CLI_VALUE_RE = _Lazy(
     r"""[ \t]*(?:(?P<q>["'])(?P<qv>[^"'\r\n]{1,512})(?P=q)|(?P<uv>[^\s"'`;&|<>()]{1,512}))"""
 )
@@ -892,36 +894,77 @@ def _find_flag_credentials(text: str, low: str) -> Iterator[tuple[int, int, str]
     """``(start, end, kind)``: the password of curl ``-u``/``--user user:password``
     (``auth-header``), and (``cli-password``) the value of ``-p``/``-a`` after sshpass, ``* login`` (docker, podman, helm
     registry, oc, ...), mysql/mariadb (glued to the flag) and redis-cli, on the
-    same line. ``mysql -p dbname`` (a prompt, then the database) is left alone."""
+    same line. ``mysql -p dbname`` (a prompt, then the database) is left alone.
+
+    Linear in the text, however many flags one line holds: the line's start and the
+    nearest command before a flag are carried forward from flag to flag (never searched
+    back from each flag), a ``user:`` part is matched only where the first character
+    that ends it is the ``:`` (found once per run of the text, not once per flag), and a
+    ``--user`` inside a value an earlier ``-u``/``--user`` took is part of that value."""
+    line_from = 0  # the start of the line the last flag stood on ...
+    seen = 0  # ... known to hold no newline up to here
+    last = {name: -1 for name, _ in _CLI_COMMANDS}  # each command's last place before the flag
+    nxt = {name: low.find(name) for name, _ in _CLI_COMMANDS}  # ... and its next one
+    user_end = (-1, -1)  # (from, at): the first character ending a user part at or after from
+    taken = 0  # the end of the last user:password value matched
+
+    def curl_user(at: int) -> Iterator[tuple[int, int, str]]:
+        nonlocal user_end, taken
+        if at < taken:
+            return
+        head = _CURL_HEAD_RE.match(text, at)
+        if head is None:
+            return
+        u = head.end()
+        lo, end = user_end
+        if not lo <= u <= end:
+            t = _USER_END_RE.search(text, u)
+            end = t.start() if t is not None else len(text)
+            user_end = (u, end)
+        if end >= len(text) or text[end] != ":":
+            return
+        cm = _CURL_USER_RE.match(text, at)
+        if cm is None:
+            return
+        taken = cm.end()
+        if _auth_value(cm.group("secret")):
+            yield cm.start("secret"), cm.end("secret"), "auth-header"
+
     for fm in _FLAG_CUE_RE.rx.finditer(text):
         f = fm.start()
         flag = text[f : f + 2]
         if f == 0 or text[f - 1] not in " \t":
             if flag == "-u" and text.startswith("--user", f - 1):
-                cm = _CURL_USER_RE.rx.match(text, f - 1)
-                if cm is not None and _auth_value(cm.group("secret")):
-                    yield cm.start("secret"), cm.end("secret"), "auth-header"
+                yield from curl_user(f - 1)
             continue
         if flag == "-u":
-            cm = _CURL_USER_RE.rx.match(text, f)
-            if cm is not None and _auth_value(cm.group("secret")):
-                yield cm.start("secret"), cm.end("secret"), "auth-header"
+            yield from curl_user(f)
             continue
-        line = low[low.rfind("\n", 0, f) + 1 : f]
+        nl = low.rfind("\n", seen, f)
+        if nl >= 0:
+            line_from = nl + 1
+        seen = f
         cmd, at = "", -1
         for name, want in _CLI_COMMANDS:  # the nearest command before the flag
-            pos = line.rfind(name) if want == flag else -1
-            if pos > at:
+            if want != flag:
+                continue
+            pos = nxt[name]
+            while 0 <= pos and pos + len(name) <= f:
+                last[name] = pos
+                pos = low.find(name, pos + 1)
+            nxt[name] = pos
+            pos = last[name]
+            if pos >= line_from and pos > at:
                 cmd, at = name, pos
         if not cmd:
             continue
         after = f + 2
         glued = cmd in ("mysql", "mariadb")
-        nxt = text[after : after + 1]
-        if glued and nxt and not nxt.isspace() and nxt not in "=\"'":
+        nxt_char = text[after : after + 1]
+        if glued and nxt_char and not nxt_char.isspace() and nxt_char not in "=\"'":
             m = _CLI_VALUE_RE.match(text, after)
-        elif not glued and nxt in (" ", "\t", "="):
-            m = _CLI_VALUE_RE.match(text, after + (nxt == "="))
+        elif not glued and nxt_char in (" ", "\t", "="):
+            m = _CLI_VALUE_RE.match(text, after + (nxt_char == "="))
         else:
             continue
         if m is not None:

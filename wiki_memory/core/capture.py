@@ -167,12 +167,13 @@ class Capture:
         private = raw is None or may_hold_private(raw)
         for ev in events:
             try:
-                parsed.append(self._clean(parse_event(ev, user, now), projects, private))
+                parsed.append(self._place(parse_event(ev, user, now), projects, private))
             except ObservationError as exc:
                 if single:
                     raise
                 parsed.append(exc)
         if self.gate is not None:
+            # the right to write each event's project, before any payload is scanned
             good = [p for p in parsed if isinstance(p, Observation)]
             refusals = iter(self.gate(good, who) if good else [])
             for i, p in enumerate(parsed):
@@ -182,6 +183,14 @@ class Capture:
                         if single:
                             raise refused
                         parsed[i] = refused
+        for i, p in enumerate(parsed):
+            if isinstance(p, Observation):
+                try:
+                    self._scrub(p, private)
+                except ObservationError as exc:
+                    if single:
+                        raise
+                    parsed[i] = exc
         good = [p for p in parsed if isinstance(p, Observation)]
         try:
             written, target = self.spool.write(good) if good else ([], 0)
@@ -246,14 +255,14 @@ class Capture:
         """Stop the spool's sync thread (the server's shutdown)."""
         self.syncer.close()
 
-    def _clean(
+    def _place(
         self, obs: Observation, projects: dict[str, Any], private: bool = True
     ) -> Observation:
-        """``obs`` with its ``<private>`` spans removed (unless ``private`` is False: its
-        request holds no tag) and its secrets redacted (payload and string fields), and
-        its project resolved on this machine when the sender did not (``projects`` holds
-        the resolutions of this request by ``cwd``: the events of one list share them);
-        raises ObservationError for a payload nested too deeply."""
+        """``obs`` with its project resolved on this machine when the sender did not
+        (``projects`` holds the resolutions of this request by ``cwd``: the events of one
+        list share them) and its short string fields (harness, event, cwd, project,
+        session id, event id) cleaned of ``<private>`` spans and secrets: all that the
+        gate reads and audits. The payload waits for :meth:`_scrub`, after the gate."""
         if not obs.project and not obs.project_from and obs.cwd:
             # a sender that did not resolve the project: the same order, on this
             # machine's files (a folder name alone stays the spool's old fallback)
@@ -263,23 +272,27 @@ class Capture:
             if res.name:
                 obs.project = project_name(res.name)
                 obs.project_from = res.source
-        # the payload and the string fields in one pass of the sanitizer (a list redacts
-        # each of its items as it would alone); private spans go first: before
-        # redaction, and before any cut
         names = [a for a in _FIELDS if isinstance(getattr(obs, a), str)]
         fields = [getattr(obs, a) for a in names]
+        if private:
+            fields = [strip_private(v) for v in fields]
+        clean_fields, _ = redact_obj(fields)
+        for attr, v in zip(names, clean_fields, strict=True):
+            setattr(obs, attr, v)
+        return obs
+
+    def _scrub(self, obs: Observation, private: bool = True) -> None:
+        """``obs``'s payload with its ``<private>`` spans removed (unless ``private`` is
+        False: its request holds no tag), then its secrets redacted (private spans go
+        first: before redaction, and before any cut); raises ObservationError for a
+        payload nested too deeply."""
         payload = obs.payload
         try:
             if private:
                 payload = strip_private_obj(payload)[0]
-                fields = [strip_private(v) for v in fields]
-            (clean, clean_fields), _ = redact_obj([payload, fields])
+            obs.payload = redact_obj(payload)[0]
         except RecursionError:
             raise ObservationError("payload", "nested too deeply") from None
-        obs.payload = clean
-        for attr, v in zip(names, clean_fields, strict=True):
-            setattr(obs, attr, v)
-        return obs
 
     def _resolve(self, cwd: str) -> Any:
         """:func:`resolve_project` of ``cwd``, remembered for

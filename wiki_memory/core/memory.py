@@ -63,6 +63,7 @@ class Memory:
         #: the one access rule every page read and write asks (wiki_memory.core.scope);
         #: ``directory`` (the token store) gives users' roles and grants
         self.scope = ScopeRule(self.wiki_dir, owner_user, directory)
+        self.scope.refused = lambda who, op, rel, exc: self.audited(who, op, rel, audit_result(exc))
         #: logs/audit.jsonl: every change, who made it, with which token, on which face
         self.audit = AuditLog(settings.logs_dir / "audit.jsonl")
         # the caller holds the data directory lock: locks a killed server left are ours
@@ -356,11 +357,7 @@ class Memory:
         if ident is None:
             rel, full = locate(self.wiki_dir, path)
         else:
-            try:
-                rel, full = self.scope.check_target(ident, path)
-            except (NotFound, Forbidden) as exc:
-                self.audited(ident, op, clean_rel(path), audit_result(exc))
-                raise
+            rel, full = self.scope.write_check(ident, path, op)
         if redact_text(rel)[1]:
             # a file name is not redacted in place: it would no longer be the name asked for
             raise PathRefused("the path holds what looks like a secret")

@@ -8,7 +8,9 @@ frontmatter ``title``, else its first line), the tags, the note's frontmatter
 Linux and not taken yet (``wiki_memory.wiki.names``), secrets redacted before anything
 reaches the disk, and a create-only write (a note never overwrites a page).
 
-It needs only a page writer (:class:`NoteWriter`: ``wiki_dir`` and ``write_page``), so
+The caller's right to write into the project's notes folder is decided before the text
+is parsed or scanned. It needs only a page writer (:class:`NoteWriter`: ``wiki_dir``,
+``scope.write_check`` and ``write_page``), so
 it does not import :mod:`wiki_memory.core.memory`; ``Memory`` is one.
 """
 
@@ -51,11 +53,20 @@ _UNPORTABLE = re.compile(r'[<>:"/\\|?*\x00-\x1f\x7f]')
 _TAG_RE = re.compile(r"^[\w/\-]+$", re.UNICODE)
 
 
+class WriteCheck(Protocol):
+    """The scope rule's check of a write (:class:`wiki_memory.core.scope.ScopeRule`)."""
+
+    def write_check(self, who: str, path: str, op: str = ...) -> tuple[str, Path]: ...
+
+
 class NoteWriter(Protocol):
     """What :func:`remember` needs of the memory (``wiki_memory.core.memory.Memory``)."""
 
     @property
     def wiki_dir(self) -> Path: ...
+
+    @property
+    def scope(self) -> WriteCheck: ...
 
     def write_page(
         self,
@@ -117,6 +128,9 @@ def remember(
     """
     _check(text, project, title, tags, harness, session_id)
     proj = project_folder(project)
+    folder = f"projects/{proj}/notes"
+    # the right to write there, before the text is parsed or scanned (DESIGN.md 13)
+    memory.scope.write_check(user, folder)
     body, fm_title, fm_tags = _split_frontmatter(text)
     # the title is kept exactly as given (C27); only the file name is made portable
     if not (title and title.strip()):
@@ -142,7 +156,6 @@ def remember(
     if session_id:
         meta["session"] = session_id
     data = dump_page(meta, clean_body.strip("\n") + "\n").encode("utf-8")
-    folder = f"projects/{proj}/notes"
     for _ in range(_MAX_TRIES):
         # a free name (case-insensitively); create_only makes the claim on it atomic
         path = unique_page_path(memory.wiki_dir, folder, clean_title)

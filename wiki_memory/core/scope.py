@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -112,6 +112,9 @@ class ScopeRule:
         self.wiki_dir = Path(wiki_dir)
         self.owner = owner
         self.directory = directory
+        #: told ``(identity, op, clean path, error)`` of each refusal of
+        #: :meth:`write_check` (the Memory writes it to the audit log)
+        self.refused: Callable[[Identity, str, str, Exception], None] | None = None
 
     # -- who ---------------------------------------------------------------------------
     def identity(self, who: Identity | str | None) -> Identity:
@@ -233,6 +236,22 @@ class ScopeRule:
         if lacking is not None:
             raise no_write(asked, lacking)
         return rel, full
+
+    def write_check(
+        self, who: Identity | str | None, path: str, op: str = "page.write"
+    ) -> tuple[str, Path]:
+        """May ``who`` write the page at ``path``? :meth:`check_target`, with a refusal
+        told to :attr:`refused` (the audit log). Every face asks this before it reads or
+        scans a body it was sent (DESIGN.md invariant 13), and
+        ``Memory.update_page`` before its job; :meth:`check_write` decides again on the
+        bytes on disk, inside the write."""
+        ident = self.identity(who)
+        try:
+            return self.check_target(ident, path)
+        except (NotFound, Forbidden) as exc:
+            if self.refused is not None:
+                self.refused(ident, op, clean_rel(path), exc)
+            raise
 
     def check_write(
         self, who: Identity | str | None, rel: str, current: bytes | None, new: bytes | None

@@ -17,7 +17,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from wiki_memory.core.forget import forget_page
-from wiki_memory.core.pages import page_text_for_write
+from wiki_memory.core.pages import page_path_for_write, redact_page_text
 from wiki_memory.errors import Conflict
 from wiki_memory.mcp.common import (
     ADDITIVE,
@@ -129,7 +129,10 @@ class PageOps(ToolBase):
         limit = self.memory.settings.max_body_bytes
         if len(text.encode("utf-8")) > limit:
             raise ValueError(f"text is over the limit of {limit} bytes")
-        rel, data, redacted = page_text_for_write(path, text)
+        rel = page_path_for_write(path)
+        # the right to write, before the text is scanned (a tool runs in a worker thread)
+        self.memory.scope.write_check(caller.user, rel)
+        data, redacted = redact_page_text(text)
         created = {"v": False}
         try:
             res = self.memory.write_page(
