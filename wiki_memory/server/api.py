@@ -1,0 +1,383 @@
+"""The ``/v1`` endpoints of the JSON API (docs/api.md), one module-level function each.
+
+Each reaches the core through the app's state (``request.app.state.memory``, set by
+:func:`wiki_memory.server.app.create_app`) and passes the caller's identity down to it;
+none decides who may see or write a page (the core's one scope rule does) or maps an error
+to a status (the app's one exception handler does). :data:`ROUTES` is the table
+``create_app`` mounts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from wiki_memory.audit import dumps
+from wiki_memory.core import pins
+from wiki_memory.core.forget import forget_page
+from wiki_memory.core.memory import Memory
+from wiki_memory.core.pages import INLINE_SCAN_CHARS, page_path_for_write, redact_page_text
+from wiki_memory.core.purge import purge_page
+from wiki_memory.core.recaller import MAX_BUDGET_TOKENS
+from wiki_memory.core.remember import remember as remember_note
+from wiki_memory.core.sessions import sha256
+from wiki_memory.errors import Conflict, PreconditionRequired, WikiMemoryError, rule_for
+from wiki_memory.server.http import (
+    ApiError,
+    _int,
+    _str,
+    body_project,
+    json_body,
+    parse_json,
+    read_body,
+    read_json,
+)
+from wiki_memory.web.replies import spooled
+
+__all__ = [
+    "CAPTURE_THREADS",
+    "INLINE_BYTES",
+    "INLINE_EVENTS",
+    "PAGE_BUILDS",
+    "ROUTES",
+    "list_reply",
+]
+
+#: page replies built at once (``GET /v1/pages/{path}``)
+PAGE_BUILDS = 2
+#: threads that run the captures of longer lists (each waits for its group's fsync there)
+CAPTURE_THREADS = 16
+#: most events of a request captured on the event loop itself (the fsync awaited) ...
+INLINE_EVENTS = 4
+#: ... and most bytes of its body: the scan of a longer one runs in a thread, since every
+#: other request would wait for a scan on the loop (the sanitizer takes 0.1-0.3 s per MiB;
+#: a bench observation is about 0.6 KB). The same bound as a page's text
+INLINE_BYTES = INLINE_SCAN_CHARS
+
+
+def list_reply(results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The per-item entries of a list's reply to ``POST /v1/observations`` (docs/api.md)
+    and how many items were refused. An accepted item is ``{"status": 202, "id",
+    "duplicate", "session_key"}``; a refused one is ``{"status": <the status the error
+    would have alone>, "error", "message", "field"?, ...}`` from the one error table."""
+    items: list[dict[str, Any]] = []
+    refused = 0
+    for r in results:
+        err = r.get("refused")
+        if isinstance(err, WikiMemoryError):
+            items.append({"status": rule_for(err).status, **err.body()})
+            refused += 1
+        else:
+            items.append({"status": 202, **r})
+    return items, refused
+
+
+def _version() -> str:
+    from wiki_memory import __version__
+
+    return __version__
+
+
+async def health(request: Request) -> Response:
+    memory: Memory = request.app.state.memory
+    commits = memory.commit_status(detail=False)
+    return JSONResponse(
+        {
+            "ok": commits["ok"],
+            "version": _version(),
+            "commits": commits,
+            "watcher": memory.watcher_alive(),
+        }
+    )
+
+
+async def observations(request: Request) -> Response:
+    memory: Memory = request.app.state.memory
+    raw = await read_body(request, memory.settings.max_body_bytes)
+    body = json_body(raw)
+    user = request.state.user
+    if len(raw) <= INLINE_BYTES and (not isinstance(body, list) or len(body) <= INLINE_EVENTS):
+        # a few events: their CPU work here, on the loop, costs less than a hop to a
+        # thread and back; only the fsync is waited for elsewhere
+        result = await memory.capturer.capture_async(body, user, raw)
+    else:
+        ctx = contextvars.copy_context()  # the caller's identity goes along
+        result = await asyncio.get_running_loop().run_in_executor(
+            request.app.state.capture_pool, ctx.run, memory.capture, body, user, raw
+        )
+    if isinstance(body, list):
+        items, refused = list_reply(result)
+        return JSONResponse({"accepted": items, "refused": refused}, 207 if refused else 202)
+    r = result[0]
+    return JSONResponse({"id": r["id"], "duplicate": r["duplicate"]}, 202)
+
+
+async def recall(request: Request) -> Response:
+    memory: Memory = request.app.state.memory
+    body = await read_json(request, memory.settings.max_body_bytes)
+    if not isinstance(body, dict):
+        raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
+    if body.get("query") is None:
+        raise ApiError(400, "bad_request", "query is required (a string)", field="query")
+    query = _str(body, "query") or ""
+    budget = _int(
+        body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
+    )
+    cursor = _int(body, "cursor", 0, 0, MAX_BUDGET_TOKENS)
+    project = await run_in_threadpool(
+        body_project, memory, body, request.state.user, required=False
+    )
+    kinds = body.get("kinds")  # [] allows no kind; a wrong type is a 400 from Filters
+    if kinds is None and isinstance(body.get("kind"), str):
+        kinds = [body["kind"]]
+    res = await run_in_threadpool(
+        memory.recall,
+        query,
+        project=project,
+        budget_tokens=budget,
+        kinds=kinds,
+        cursor=cursor,
+        user=request.state.user,
+        tags=body.get("tags"),
+        since=body.get("since"),
+        until=body.get("until"),
+        as_of=body.get("as_of"),
+        now=body.get("now"),
+    )
+    return JSONResponse(res.to_json())
+
+
+async def expand(request: Request) -> Response:
+    memory: Memory = request.app.state.memory
+    body = await read_json(request, memory.settings.max_body_bytes)
+    if not isinstance(body, dict):
+        raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
+    ids = body.get("ids")
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise ApiError(400, "bad_request", "ids must be a list of strings", field="ids")
+    budget = _int(
+        body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
+    )
+    res = await run_in_threadpool(memory.expand, ids, budget, request.state.user)
+    return JSONResponse(res)
+
+
+async def pages(request: Request) -> Response:
+    memory: Memory = request.app.state.memory
+    q = request.query_params
+    res = await run_in_threadpool(
+        memory.list_pages,
+        project=q.get("project") or None,
+        kind=q.get("kind") or None,
+        since=q.get("since") or None,
+        limit=_int(dict(q), "limit", 100, 1, 1000),
+        offset=_int(dict(q), "offset", 0),
+        user=request.state.user,
+    )
+    return JSONResponse({"pages": res})
+
+
+async def page(request: Request) -> Response:
+    memory: Memory = request.app.state.memory
+    path = request.path_params["path"]
+    q = request.query_params
+    # a reply holds a few copies of its content while it is built: bounded how
+    # many are built at once (docs/team-server.md, slow readers)
+    async with request.app.state.page_builds:
+        res = await run_in_threadpool(
+            memory.read_page,
+            path,
+            _int(dict(q), "cursor", 0),
+            _int(dict(q), "max_bytes", 64 * 1024, 1, 4 * 1024 * 1024),
+            request.state.user,
+        )
+        return spooled(JSONResponse(res))
+
+
+async def put_page(request: Request) -> Response:
+    """``PUT /v1/pages/{path}``: write a whole page with a compare-and-set (docs/api.md).
+
+    The path is in the URL, so the caller's right to write it is decided before the
+    body is read (a refused caller's body is never parsed or scanned), and a text
+    over a few KiB is scanned for secrets in a worker thread, off the event loop."""
+    memory: Memory = request.app.state.memory
+    path = page_path_for_write(request.path_params["path"])
+    user = request.state.user or memory.owner
+    await run_in_threadpool(memory.scope.write_check, user, path)
+    raw = await read_body(request, memory.settings.max_body_bytes)
+    if request.headers.get("content-type", "").startswith("application/json"):
+        body = parse_json(raw)
+        if not isinstance(body, dict) or not isinstance(body.get("text"), str):
+            raise ApiError(400, "bad_request", "text must be a string", field="text")
+        text = body["text"]
+    else:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ApiError(400, "bad_request", "the page must be UTF-8", field="body") from None
+    if len(text) <= INLINE_SCAN_CHARS:
+        data, redacted = redact_page_text(text)
+    else:
+        data, redacted = await run_in_threadpool(redact_page_text, text)
+    if_match = (request.headers.get("if-match") or "").strip()
+    create_only = request.headers.get("if-none-match", "").strip() == "*" or not if_match
+    if if_match == "*":
+        raise ApiError(400, "bad_request", "If-Match needs the page's hash", field="If-Match")
+    expected = if_match.removeprefix("W/").strip('"') or None
+    try:
+        res = await run_in_threadpool(
+            memory.write_page,
+            path,
+            data,
+            user=user,
+            message=f"Write {path}",
+            expected_hash=expected,
+            create_only=create_only,
+            who=user,
+        )
+    except Conflict as exc:
+        # only ever for a page the caller may see: the scope rule answers 404 first
+        cur = exc.current_hash
+        if not if_match and request.headers.get("if-none-match") is None:
+            raise PreconditionRequired(
+                f"{path} exists: send If-Match with its hash to replace it", hash=cur
+            ) from None
+        raise ApiError(412, "conflict", str(exc), hash=cur) from None
+    digest = res.value or sha256(data)
+    status = 201 if expected is None and res.value is not None else 200
+    path = res.paths[0] if res.paths else path  # the existing file's own spelling
+    return JSONResponse(
+        {"path": path, "hash": digest, "redacted": redacted},
+        status,
+        headers={"ETag": f'"{digest}"'},
+    )
+
+
+async def remember(request: Request) -> Response:
+    """``POST /v1/remember``: save a note in ``projects/<project>/notes/`` (docs/api.md)."""
+    memory: Memory = request.app.state.memory
+    body = await read_json(request, memory.settings.max_body_bytes)
+    if not isinstance(body, dict):
+        raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
+    # every field is checked by the core (BadRequest naming the field)
+    text: Any = body.get("text")
+    project: Any = body.get("project")
+    if project is None or isinstance(project, str):
+        project = await run_in_threadpool(
+            body_project, memory, body, request.state.user, required=True, op="page.write"
+        )
+    res = await run_in_threadpool(
+        remember_note,
+        memory,
+        text,
+        project=project,
+        title=body.get("title"),
+        tags=body.get("tags"),
+        user=request.state.user or memory.owner,
+        harness=body.get("harness"),
+        session_id=body.get("session_id"),
+    )
+    return JSONResponse(res, 201)
+
+
+async def reindex(request: Request) -> Response:
+    memory: Memory = request.app.state.memory
+    n = await run_in_threadpool(memory.reindex, request.state.user)
+    return JSONResponse({"pages": n})
+
+
+async def pin(request: Request) -> Response:
+    """``POST /v1/admin/pin``: ``{"path", "pinned": bool}`` (owner and admins)."""
+    memory: Memory = request.app.state.memory
+    body = await read_json(request, memory.settings.max_body_bytes)
+    if not isinstance(body, dict) or not isinstance(body.get("path"), str):
+        raise ApiError(400, "bad_request", "path must be a string", field="path")
+    pinned = body.get("pinned", True)
+    if not isinstance(pinned, bool):
+        raise ApiError(400, "bad_request", "pinned must be true or false", field="pinned")
+    res = await run_in_threadpool(pins.set_pinned, memory, body["path"], pinned, request.state.user)
+    return JSONResponse(res)
+
+
+async def forget(request: Request) -> Response:
+    """``POST /v1/forget``: ``{"path"}``; any caller who may write the page
+    (docs/operations.md)."""
+    memory: Memory = request.app.state.memory
+    body = await read_json(request, memory.settings.max_body_bytes)
+    if not isinstance(body, dict) or not isinstance(body.get("path"), str):
+        raise ApiError(400, "bad_request", "path must be a string", field="path")
+    res = await run_in_threadpool(forget_page, memory, body["path"], request.state.user)
+    return JSONResponse(res)
+
+
+async def purge(request: Request) -> Response:
+    """``POST /v1/admin/purge``: ``{"path", "text"?}`` (owner and admins;
+    docs/operations.md)."""
+    memory: Memory = request.app.state.memory
+    body = await read_json(request, memory.settings.max_body_bytes)
+    if not isinstance(body, dict) or not isinstance(body.get("path"), str):
+        raise ApiError(400, "bad_request", "path must be a string", field="path")
+    text = body.get("text")
+    if text is not None and not isinstance(text, str):
+        raise ApiError(400, "bad_request", "text must be a string", field="text")
+    res = await run_in_threadpool(purge_page, memory, body["path"], request.state.user, text)
+    return JSONResponse(res)
+
+
+async def sync(request: Request) -> Response:
+    """``POST /v1/admin/sync``: ``{"remote"?, "after_purge"?}`` (owner and admins);
+    ``{"reports": [...], "status": {...}}`` (docs/operations.md, "Sync")."""
+    memory: Memory = request.app.state.memory
+    body = await read_json(request, memory.settings.max_body_bytes)
+    if not isinstance(body, dict):
+        raise ApiError(400, "bad_request", "the body must be an object")
+    remote = body.get("remote")
+    if remote is not None and not isinstance(remote, str):
+        raise ApiError(400, "bad_request", "remote must be a string", field="remote")
+    after = body.get("after_purge", False)
+    if not isinstance(after, bool):
+        raise ApiError(400, "bad_request", "after_purge must be a boolean", field="after_purge")
+    reports = await run_in_threadpool(
+        lambda: memory.sync.sync(remote, after_purge=after, who=request.state.user)
+    )
+    status = await run_in_threadpool(memory.sync.status)
+    return JSONResponse({"reports": [r.to_json() for r in reports], "status": status})
+
+
+async def audit(request: Request) -> Response:
+    """``GET /v1/audit?user=&since=&limit=``: the audit log (owner and admins)."""
+    memory: Memory = request.app.state.memory
+    q = request.query_params
+    lines = await run_in_threadpool(
+        pins.read_audit,
+        memory,
+        request.state.user,
+        q.get("user") or None,
+        q.get("since") or None,
+        _int(dict(q), "limit", 1000, 1, 100_000),
+    )
+    return Response(dumps({"lines": lines}), media_type="application/json")
+
+
+ROUTES = [
+    Route("/v1/health", health, methods=["GET"]),
+    Route("/v1/observations", observations, methods=["POST"]),
+    Route("/v1/recall", recall, methods=["POST"]),
+    Route("/v1/expand", expand, methods=["POST"]),
+    Route("/v1/pages", pages, methods=["GET"]),
+    Route("/v1/pages/{path:path}", page, methods=["GET"]),
+    Route("/v1/pages/{path:path}", put_page, methods=["PUT"]),
+    Route("/v1/remember", remember, methods=["POST"]),
+    Route("/v1/admin/reindex", reindex, methods=["POST"]),
+    Route("/v1/admin/pin", pin, methods=["POST"]),
+    Route("/v1/forget", forget, methods=["POST"]),
+    Route("/v1/admin/purge", purge, methods=["POST"]),
+    Route("/v1/admin/sync", sync, methods=["POST"]),
+    Route("/v1/audit", audit, methods=["GET"]),
+]
