@@ -17,7 +17,7 @@ from hookkit import HOOKS, hook_env, installed_command, run_hook, wait_idle, wai
 from serverproc import ServerProcess
 from support import all_text_under, git_objects
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 
 def git_repo(path: Path, toml: str | None = None) -> Path:

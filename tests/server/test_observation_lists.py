@@ -12,7 +12,7 @@ import pytest
 from serverproc import ServerProcess
 from teamkit import make_token
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 
 def ev(i: int, marker: str, **over: Any) -> dict[str, Any]:
@@ -117,6 +117,7 @@ def test_a_refused_project_refuses_only_its_own_items(tmp_path: Path) -> None:
         assert b"alphaword2" in stored and b"atlasword" not in stored
 
 
+@pytest.mark.serial  # asserts a time bound
 def test_a_large_observation_does_not_hold_up_other_requests(tmp_path: Path) -> None:
     """Sanitizing a large observation takes a while (about 0.5 s for 0.9 MB of "password=abc"): it runs on
     a capture thread, so a health check sent meanwhile is answered long before it ends

@@ -48,7 +48,7 @@ def _put(srv: ServerProcess, path: str, **headers: str) -> httpx.Response:
     )
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_put_refuses_every_windows_name_naming_the_rule(srv: ServerProcess) -> None:
     for path in RESERVED:
         r = _put(srv, path)
@@ -61,7 +61,7 @@ def test_put_refuses_every_windows_name_naming_the_rule(srv: ServerProcess) -> N
     assert _put(srv, "notes/console.md").status_code == 201
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_existing_reserved_name_keeps_working_and_doctor_lists_it(srv: ServerProcess) -> None:
     r = httpx.get(srv.url + "/v1/pages/old/CON.md", headers=srv.headers, timeout=60)
     assert r.status_code == 200 and "from a Linux vault" in r.json()["content"]
@@ -72,7 +72,7 @@ def test_existing_reserved_name_keeps_working_and_doctor_lists_it(srv: ServerPro
     assert rep["names"]["unportable"] == ["old/CON.md"]
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_deep_and_long_paths_are_400(srv: ServerProcess) -> None:
     for path in ["/".join(["a"] * 3000) + "/x.md", "/".join(["b" * 200] * 8) + "/x.md"]:
         r = _put(srv, path)
@@ -83,7 +83,7 @@ def test_deep_and_long_paths_are_400(srv: ServerProcess) -> None:
         assert r.status_code == 400, r.text[:200]
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_remember_never_makes_a_windows_name(srv: ServerProcess) -> None:
     (srv.data_dir / "wiki" / "projects" / "atlas").mkdir(parents=True, exist_ok=True)
     for title in ("CON", "aux.txt", "com1", "Notes.", "nul "):
@@ -132,7 +132,7 @@ def test_mcp_page_write_and_core_remember_refuse_windows_names(mem: Memory) -> N
         remember(mem, "a rule", project="aux", user=mem.owner)
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_symlink_loop_and_escaping_paths_are_4xx_on_api_and_web(srv: ServerProcess) -> None:
     import os
 

@@ -15,7 +15,7 @@ from dulwich.repo import Repo
 from serverproc import ServerProcess, free_port
 from support import run_cli as cli
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 
 @pytest.fixture(scope="module")

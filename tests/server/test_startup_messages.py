@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from serverproc import ServerProcess, free_port
 
+pytestmark = pytest.mark.process
+
 
 def serve(data: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "WIKI_MEMORY_HOME": str(data)}

@@ -306,7 +306,7 @@ def hold_index_lock(wiki: Path, seconds: float) -> subprocess.Popen[bytes]:
     return proc
 
 
-@pytest.mark.slow
+@pytest.mark.process
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs the git binary")
 def test_c21_concurrent_puts_and_an_observation_while_git_holds_the_index_lock(tmp_path):
     data = tmp_path / "data"
