@@ -92,6 +92,11 @@ class AppServer:
             client, self._client = self._client, None
             client.__exit__(None, None, None)
 
+    def token_for(self, user: str, role: str | None = None, projects: tuple[str, ...] = ()) -> str:
+        """A new token for ``user`` (``wiki-memory token create --user USER [--role ROLE]
+        [--project P]...`` without the process)."""
+        return TokenStore(self.data_dir / "auth").create(user, role, projects)
+
     def post(self, path: str, body: Any, **kw: Any) -> httpx.Response:
         kw.setdefault("headers", self.headers)
         return self.client.post(self.url + path, json=body, **kw)
