@@ -81,7 +81,11 @@ class AppServer:
         self.url = f"http://127.0.0.1:{settings.port}"
         # a loopback client, as a local hook or browser is
         self._client = TestClient(
-            app, base_url=self.url, client=("127.0.0.1", 50000), raise_server_exceptions=False
+            app,
+            base_url=self.url,
+            client=("127.0.0.1", 50000),
+            raise_server_exceptions=False,
+            follow_redirects=False,  # as httpx's own calls
         )
         self._client.__enter__()  # the lifespan: starts the Memory and the MCP manager
         return self
@@ -91,6 +95,15 @@ class AppServer:
         if self._client is not None:
             client, self._client = self._client, None
             client.__exit__(None, None, None)
+
+    def new_client(self, **kw: Any) -> Any:
+        """Another client of the same running app, with its own cookies and headers
+        (``httpx.Client``'s keywords: ``headers``, ``follow_redirects``, ...)."""
+        import httpx2
+
+        kw.pop("verify", None)
+        kw.setdefault("base_url", self.url)
+        return httpx2.Client(transport=self.client._transport, **kw)
 
     def token_for(self, user: str, role: str | None = None, projects: tuple[str, ...] = ()) -> str:
         """A new token for ``user`` (``wiki-memory token create --user USER [--role ROLE]
