@@ -70,8 +70,12 @@ class AppServer:
         return self._client
 
     def start(self) -> AppServer:
+        # the environment holds for the start only (settings, the owner's name from USER)
         with _environ(self.extra_env):
-            settings = load_settings(self.data_dir, **self.overrides)
+            return self._start()
+
+    def _start(self) -> AppServer:
+        settings = load_settings(self.data_dir, **self.overrides)
         ensure_layout(settings)
         self.tokens = TokenStore(settings.auth_dir)
         self.tokens.ensure_owner()

@@ -50,6 +50,7 @@ def empty_context(agent: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- output contract
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("agent", "folder"),
     [("claude-code", "claude-code"), ("codex", "codex"), ("gemini-cli", "gemini")],
@@ -97,6 +98,7 @@ def test_session_start_without_brief_prints_empty_context(tmp_path: Path, agent:
     assert len(srv.stored) == 1
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("agent", "folder"),
     [("claude-code", "claude-code"), ("codex", "codex"), ("gemini-cli", "gemini")],
@@ -445,6 +447,7 @@ def test_c37_io_contract(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- never exit 2
 
 
+@pytest.mark.process
 def test_installed_command_exits_0_when_the_hook_is_gone(tmp_path: Path) -> None:
     copy = tmp_path / "hookcopy"
     shutil.copytree(REPO / "hooks", copy, ignore=shutil.ignore_patterns("__pycache__"))
@@ -827,6 +830,7 @@ def test_http_post_raw_client(tmp_path: Path) -> None:
         assert time.monotonic() - t0 < 0.3 + 2.0
 
 
+@pytest.mark.process
 def test_hook_redacts_before_the_outbox(tmp_path: Path) -> None:
     """C32 on the hook's side: secrets never reach the outbox (the server is away)."""
     from support import shared_path

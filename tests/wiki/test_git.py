@@ -551,6 +551,7 @@ def test_branch_ref_lock_is_waited_for_and_never_deleted(tmp_path: Path) -> None
         assert_clean(s)
 
 
+@pytest.mark.process
 def test_c21_burst_with_external_lock(tmp_path: Path, shared: Path) -> None:
     """inputs/C21.json: two users' writes plus a hook observation fired together while an
     external git holds the index lock for ~300 ms: all three land, right authors."""
@@ -679,6 +680,7 @@ def test_stock_git_and_store_commit_concurrently(store: GitStore) -> None:
 C23_TITLES = ["Café résumé", "会议记录 第三周", "Ünïcödé – notes", "ملاحظات"]
 
 
+@pytest.mark.process
 def test_c23_unicode_paths(tmp_path: Path, shared: Path) -> None:
     text = (shared / "cases" / "inputs" / "C23.txt").read_text(encoding="utf-8")
     for title in C23_TITLES:
