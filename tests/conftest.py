@@ -3,8 +3,14 @@ share (paths, polling, the CLI, a Memory) is in ``support.py`` beside this file.
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import make_memory, shared_path
@@ -33,3 +39,119 @@ def stop_after() -> Iterator[Callable[[Memory], None]]:
     yield started.append
     for m in started:
         m.stop()
+
+
+# -- tiers -------------------------------------------------------------------------------
+#
+# Every test is in one tier (pyproject.toml, README "Tests"): ``fast`` (no subprocess, no
+# real socket, no sleep over 0.1 s), ``slow`` (in process, but waits on real time or works
+# through a big input), ``process`` (needs a process of its own or a real socket) and
+# ``serial`` (asserts a time bound, so it runs alone after the parallel part). A test marked
+# none of them is ``fast``, and the check below holds it to that: a ``fast`` test that
+# starts a process, opens an internet socket or sleeps longer than 0.1 s at once fails.
+
+TIERS = ("fast", "slow", "process", "serial")
+FAST_SLEEP_SECONDS = 0.1
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # before ``-m`` selects: a test with no tier is fast
+    for item in items:
+        if not any(item.get_closest_marker(t) for t in TIERS[1:]):
+            item.add_marker(pytest.mark.fast)
+
+
+class _FastGuard:
+    """What a ``fast`` test did that a fast test may not; checked around every test."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.main = threading.main_thread()
+        self.seen: list[str] = []
+
+    def note(self, what: str) -> None:
+        if self.active:
+            self.seen.append(what)
+
+    def install(self) -> None:
+        guard = self
+        popen_exec = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+        def execute_child(self: Any, args: Any, *a: Any, **kw: Any) -> Any:
+            guard.note(f"started a process: {args!r}"[:300])
+            return popen_exec(self, args, *a, **kw)
+
+        subprocess.Popen._execute_child = execute_child  # type: ignore[attr-defined]
+
+        import multiprocessing.util as mp_util
+
+        spawnv = mp_util.spawnv_passfds
+
+        def spawnv_passfds(path: Any, args: Any, passfds: Any) -> Any:
+            guard.note(f"started a process (multiprocessing): {args!r}"[:300])
+            return spawnv(path, args, passfds)
+
+        mp_util.spawnv_passfds = spawnv_passfds
+        real_fork = os.fork
+
+        def fork() -> int:
+            guard.note("forked")
+            return real_fork()
+
+        os.fork = fork
+
+        def wrap_socket(name: str) -> None:
+            real = getattr(socket.socket, name)
+
+            def method(self: socket.socket, *a: Any, **kw: Any) -> Any:
+                if self.family in (socket.AF_INET, socket.AF_INET6):
+                    guard.note(f"opened a real socket: {name}{a!r}")
+                return real(self, *a, **kw)
+
+            setattr(socket.socket, name, method)
+
+        for name in ("connect", "connect_ex", "bind"):
+            wrap_socket(name)
+        real_sleep = time.sleep
+
+        def sleep(seconds: float) -> None:
+            if seconds > FAST_SLEEP_SECONDS and threading.current_thread() is guard.main:
+                guard.note(f"slept {seconds} s")
+            real_sleep(seconds)
+
+        time.sleep = sleep
+
+
+_guard = _FastGuard()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _guard.install()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    _guard.active = item.get_closest_marker("fast") is not None
+    _guard.main = threading.current_thread()
+    _guard.seen = []
+    try:
+        yield
+    finally:
+        _guard.active = False
+
+
+@pytest.fixture(autouse=True)
+def _fast_means_fast(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails a ``fast`` test that started a process, opened a real socket or slept long
+    (in its fixtures too); mark it ``process`` or ``slow`` instead."""
+    yield
+    if request.node.get_closest_marker("fast") is not None and _guard.seen:
+        seen = sorted(set(_guard.seen))
+        pytest.fail(
+            "a fast test (no tier marker means fast) "
+            + "; ".join(seen[:3])
+            + (f" (+{len(seen) - 3} more)" if len(seen) > 3 else "")
+            + ": mark it process or slow (pyproject.toml, markers)",
+            pytrace=False,
+        )

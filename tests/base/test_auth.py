@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from support import run_cli
 
 from wiki_memory.auth import TokenStore
+
+pytestmark = pytest.mark.process
 
 
 def _audit(data: Path) -> list[dict]:

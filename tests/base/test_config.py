@@ -30,6 +30,7 @@ def test_a_number_that_does_not_convert_names_its_setting(tmp_path, monkeypatch)
         load_settings(tmp_path)
 
 
+@pytest.mark.process
 def test_the_cli_says_bad_configuration_and_exits_1(tmp_path):
     import subprocess
     import sys

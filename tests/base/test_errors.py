@@ -31,7 +31,7 @@ def auth(srv) -> dict[str, str]:
     return dict(srv.headers)
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_v1_answers_json_for_unknown_routes_and_wrong_methods(srv):
     h = auth(srv)
     r = httpx.get(srv.url + "/v1/no-such-route", headers=h)
@@ -52,7 +52,7 @@ def test_v1_answers_json_for_unknown_routes_and_wrong_methods(srv):
     assert r.status_code == 405 and r.headers["content-type"].startswith("text/html")
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_http_statuses_follow_the_table(srv):
     h = auth(srv)
     cases = [

@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from wiki_memory.capture.observation import parse_event
 from wiki_memory.capture.private import strip_private, strip_private_obj
 from wiki_memory.capture.project import resolve_project
@@ -40,6 +42,7 @@ def git(*args: str) -> None:
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@e", *args], check=True)
 
 
+@pytest.mark.process
 def test_project_order(tmp_path: Path) -> None:
     atlas = tmp_path / "atlas"
     (atlas / "services" / "api").mkdir(parents=True)

@@ -8,10 +8,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 from dulwich.objects import Blob, Commit
 from dulwich.repo import Repo
 from support import hook_event as event
 from support import make_memory
+
+pytestmark = pytest.mark.process
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 

@@ -915,6 +915,7 @@ def test_extra_patterns_from_settings() -> None:
 SANITIZER_MAX_MODULES = 8
 
 
+@pytest.mark.process
 def test_import_is_stdlib_only_and_small() -> None:
     code = (
         "import sys, json; before = set(sys.modules); "

@@ -18,7 +18,7 @@ from serverproc import ServerProcess
 from support import all_text_under, git_objects, wait_for
 from test_sanitize import CORPUS
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 #: kinds per captured session (one session page each), so that ~100 kinds cost ~10
 #: sessions of five hook runs rather than ~100

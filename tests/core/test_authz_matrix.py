@@ -38,7 +38,7 @@ from serverproc import ServerProcess
 from support import REPO, run_cli, wait_for
 from teamkit import McpRaw, make_token, status_word
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 OWNER = "olivia"
 #: viewer -> (user name, role, grant on project g); ``None`` user: no token at all

@@ -18,7 +18,7 @@ from serverproc import ServerProcess
 from support import files_of, refs_of, run_cli, wait_for
 from teamkit import make_token
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 PASS = {"WIKI_MEMORY_BACKUP_PASSPHRASE": "correct horse battery staple"}
 

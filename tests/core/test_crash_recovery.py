@@ -133,6 +133,7 @@ store.commit(["a.md"], "x", "x@y", "killed")
 """
 
 
+@pytest.mark.process
 def test_locks_left_by_a_killed_commit_are_cleared_at_start(tmp_path):
     wiki = tmp_path / "wiki"
     GitStore(wiki).close()
@@ -173,6 +174,7 @@ def test_locks_left_by_a_killed_commit_are_cleared_at_start(tmp_path):
         store.close()
 
 
+@pytest.mark.process
 def test_a_lock_of_a_live_or_unknown_owner_is_never_removed(tmp_path):
     wiki = tmp_path / "wiki"
     GitStore(wiki).close()
@@ -214,6 +216,7 @@ def test_a_lock_of_a_live_or_unknown_owner_is_never_removed(tmp_path):
 
 # The whole test under a hang guard (it used to assert a 60 s wall-clock total); the bound
 # that is a contract, the shutdown's, is asserted below.
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_server_starts_despite_a_foreign_index_lock_and_stops_in_bounded_time(tmp_path):
     data = tmp_path / "data"

@@ -14,7 +14,7 @@ import pytest
 from serverproc import ServerProcess
 from support import run_cli
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 
 def pages_of(wiki: Path) -> dict[str, bytes]:

@@ -18,7 +18,7 @@ from teamkit import McpRaw, make_token
 from wiki_memory.states import page_state, shown
 from wiki_memory.wiki.page import parse_page
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 PAGES = {
     # a pinned note, so the brief shows it; the word is found by recall

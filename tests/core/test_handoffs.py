@@ -275,6 +275,7 @@ def test_fifty_threads_claim_at_once_one_wins(mem):
 # --------------------------------------------------------------------------- offers
 
 
+@pytest.mark.slow
 def test_offers_are_leases_that_run_out(mem):
     svc = mem.handoffs
     svc.config = HandoffConfig(lease_seconds=0.5)

@@ -19,7 +19,7 @@ from serverproc import ServerProcess
 from support import all_text_under, run_cli, wait_for
 from teamkit import make_token
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 # not secret-shaped (the sanitizer lets it through, which is why purge exists); built at
 # run time so this file does not hold it whole

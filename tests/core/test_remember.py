@@ -72,7 +72,7 @@ def get_page(srv: ServerProcess, path: str, headers: dict[str, str] | None = Non
     return httpx.get(srv.url + "/v1/pages/" + path, headers=headers or srv.headers, timeout=60)
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_http_remember_writes_a_shared_note(srv):
     r = post(
         srv,
@@ -108,7 +108,7 @@ def test_http_remember_writes_a_shared_note(srv):
     assert meta2["harness"] == "api" and "session" not in meta2
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_http_second_user_is_the_author_and_cannot_pin_or_hide(srv, bob):
     """A note is shared: bob's text cannot make it personal, pinned or someone else's."""
     owner = owner_of(srv)
@@ -130,7 +130,7 @@ def test_http_second_user_is_the_author_and_cannot_pin_or_hide(srv, bob):
     assert get_page(srv, out["path"], bob).json()["hash"] == out["hash"]
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_http_remember_cannot_write_outside_the_notes_folder(srv, bob):
     wiki = srv.data_dir / "wiki"
     before = snapshot(wiki / "people")
@@ -148,7 +148,7 @@ def test_http_remember_cannot_write_outside_the_notes_folder(srv, bob):
     assert not (wiki / "projects" / "p" / "notes").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("body", "field"),
     [
@@ -175,7 +175,7 @@ def test_http_bad_fields_are_400_naming_the_field(srv, body, field):
     assert snapshot(notes) == before
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_http_remember_needs_a_token_and_json(srv):
     r = httpx.post(srv.url + "/v1/remember", json={"text": "x", "project": "web"}, timeout=60)
     assert r.status_code == 401 and r.json()["error"] == "unauthorized"
@@ -185,7 +185,7 @@ def test_http_remember_needs_a_token_and_json(srv):
     assert (r.status_code, r.json()["error"]) == (405, "method_not_allowed")
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_mcp_over_http_second_user_is_the_author(srv, bob):
     """The MCP tool with bob's token: bob is the note's user, the client its harness."""
     import httpx2

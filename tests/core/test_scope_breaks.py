@@ -23,7 +23,7 @@ import httpx
 import pytest
 import scopeworld as sw
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 BOB, ALICE, OWNER = "bob", "alice", sw.OWNER
 

@@ -38,7 +38,7 @@ import httpx
 import pytest
 import scopeworld as sw
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 BOB, ALICE, OWNER = "bob", "alice", sw.OWNER
 # alice's personal handoff: a random P-<8 hex> (personal handoffs take no shared

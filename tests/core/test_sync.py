@@ -103,7 +103,7 @@ def committed_clean(wiki: Path) -> bool:
     return git(wiki, "status", "--porcelain").strip() == ""
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_two_servers_converge_three_rounds_and_keep_personal_pages_home(tmp_path):
     hub = bare(tmp_path / "hub.git")
     servers = {}
@@ -232,6 +232,7 @@ def _write(m, rel: str, text: str) -> None:
     m._commit_hand_edits_now([rel])
 
 
+@pytest.mark.process
 def test_purge_reaches_every_replica_with_after_purge(tmp_path, stop_after):
     hub = bare(tmp_path / "hub.git")
     a = make_memory(tmp_path / "a", owner="ana", files={"projects/p/index.md": "# p\n"})
@@ -271,6 +272,7 @@ def test_purge_reaches_every_replica_with_after_purge(tmp_path, stop_after):
     assert b"PURGE-7Z1K" not in (Path(b.settings.index_path)).read_bytes()
 
 
+@pytest.mark.process
 def test_after_purge_takes_in_what_another_server_pushed_meanwhile(tmp_path, stop_after):
     hub = bare(tmp_path / "hub.git")
     a = make_memory(tmp_path / "a", owner="ana", files={"projects/p/index.md": "# p\n"})
@@ -300,6 +302,7 @@ def test_after_purge_takes_in_what_another_server_pushed_meanwhile(tmp_path, sto
 # ------------------------------------------------------------------ C47
 
 
+@pytest.mark.process
 def test_c47_purge_removes_a_value_from_server_remotes_and_later_syncs(tmp_path, stop_after):
     origin = bare(tmp_path / "wiki.git")
     mirror = bare(tmp_path / "wiki-mirror.git")
@@ -372,7 +375,7 @@ def test_c47_purge_removes_a_value_from_server_remotes_and_later_syncs(tmp_path,
 # ------------------------------------------------------------------ an unreachable remote
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_unreachable_remote_never_blocks_capture_or_recall(tmp_path):
     hub = bare(tmp_path / "hub.git")
     data = tmp_path / "a"
@@ -405,6 +408,7 @@ def test_unreachable_remote_never_blocks_capture_or_recall(tmp_path):
 # ------------------------------------------------------------------ remotes and visibility
 
 
+@pytest.mark.process
 def test_remote_commands_refuse_passwords_and_list_and_remove(tmp_path, stop_after):
     m = make_memory(tmp_path / "d")
     stop_after(m)
@@ -428,6 +432,7 @@ def test_remote_commands_refuse_passwords_and_list_and_remove(tmp_path, stop_aft
         m.sync.sync()
 
 
+@pytest.mark.process
 def test_a_page_that_turns_personal_stops_reaching_the_remote(tmp_path, stop_after):
     hub = bare(tmp_path / "hub.git")
     m = make_memory(tmp_path / "d", files={"projects/p/index.md": "# p\n"})
@@ -462,6 +467,7 @@ def test_sync_with_an_unreachable_remote_is_recorded_not_raised_into_capture(tmp
     assert st["last_success"] is None and "origin" in st["last_error"]
 
 
+@pytest.mark.process
 def test_periodic_sync_pushes_without_a_command_and_only_admins_may_sync(tmp_path, stop_after):
     from wiki_memory.errors import Forbidden
 
@@ -481,6 +487,7 @@ def test_periodic_sync_pushes_without_a_command_and_only_admins_may_sync(tmp_pat
         m.sync.sync(who="mallory")
 
 
+@pytest.mark.process
 def test_a_save_not_yet_committed_wins_and_the_incoming_version_is_kept_beside(
     tmp_path, stop_after
 ):
@@ -513,7 +520,7 @@ def test_a_save_not_yet_committed_wins_and_the_incoming_version_is_kept_beside(
     assert copy in a.sync.status()["conflicts"]
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_purge_then_sync_after_purge_through_the_cli_of_two_running_servers(tmp_path):
     hub = bare(tmp_path / "hub.git")
     servers = []

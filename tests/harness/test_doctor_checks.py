@@ -23,6 +23,8 @@ from wiki_memory.config import load_settings
 from wiki_memory.harness import service
 from wiki_memory.harness.hooks_install import hook_command, interpreter_path
 
+pytestmark = pytest.mark.process
+
 
 def prepared(data: Path) -> Path:
     """A data directory a server has run on once: wiki, git, index, owner-only modes."""

@@ -142,6 +142,7 @@ def check_fallback_events(evs: list[dict[str, Any]]) -> None:
 # ----------------------------------------------------------------------------- the hook command
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("kind", ["moved", "raises"])
 def test_server_down_outbox_holds_no_secret(tmp_path: Path, kind: str) -> None:
     env = hook_env(
@@ -161,6 +162,7 @@ def test_server_down_outbox_holds_no_secret(tmp_path: Path, kind: str) -> None:
     check_fallback_events(pending(tmp_path))
 
 
+@pytest.mark.process
 def test_server_up_receives_no_secret(tmp_path: Path) -> None:
     with StubServer() as srv:
         env = hook_env(tmp_path, srv.url, PYTHONPATH=str(shadow(tmp_path, "moved")))
@@ -177,7 +179,7 @@ def test_server_up_receives_no_secret(tmp_path: Path) -> None:
     assert pending(tmp_path) == []
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_real_server_spool_and_recall_hold_no_secret(tmp_path: Path) -> None:
     from serverproc import ServerProcess
 
@@ -204,6 +206,7 @@ def test_real_server_spool_and_recall_hold_no_secret(tmp_path: Path) -> None:
     assert_no_secret("".join(replies), "recall")
 
 
+@pytest.mark.process
 def test_hook_copied_away_from_its_repository(tmp_path: Path) -> None:
     """A copy of hooks/ run by an interpreter without wiki-memory: nothing to import."""
     base = getattr(sys, "_base_executable", None) or sys.executable
@@ -229,6 +232,7 @@ def test_hook_copied_away_from_its_repository(tmp_path: Path) -> None:
     check_fallback_events(pending(tmp_path))
 
 
+@pytest.mark.process
 def test_normal_path_uses_the_full_sanitizer(tmp_path: Path) -> None:
     env = hook_env(tmp_path, f"http://127.0.0.1:{free_port()}")
     cmd = installed_command("claude-code", tmp_path)
@@ -251,6 +255,7 @@ def test_normal_path_uses_the_full_sanitizer(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.process
 def test_normal_path_never_compiles_the_fallback(tmp_path: Path) -> None:
     """The fallback costs nothing on the normal path: its rules are not compiled."""
     code = (
@@ -267,6 +272,7 @@ def test_normal_path_never_compiles_the_fallback(tmp_path: Path) -> None:
     assert out.stdout.split() == ["1", "0", "False"], out
 
 
+@pytest.mark.process
 def test_sanitizer_loads_from_the_standard_library_under_python_s(tmp_path: Path) -> None:
     """The hook's first import attempt finds the sanitizer beside it, under ``-S``, with
     nothing but the standard library: no site-packages rescue (``site``) was needed."""

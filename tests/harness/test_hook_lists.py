@@ -14,7 +14,7 @@ from hookkit import HOOKS, hook_env, installed_command, outbox_dir, pending, run
 from serverproc import ServerProcess
 from support import wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 
 def _event(i: int, **over: Any) -> dict[str, Any]:

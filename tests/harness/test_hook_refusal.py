@@ -20,7 +20,7 @@ from teamkit import make_token
 
 from wiki_memory.auth import TokenStore
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 
 def _event(name: str, cwd: Path, session: str, **extra: object) -> dict:

@@ -50,6 +50,7 @@ def empty_context(agent: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- output contract
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("agent", "folder"),
     [("claude-code", "claude-code"), ("codex", "codex"), ("gemini-cli", "gemini")],
@@ -86,6 +87,7 @@ def test_session_start_prints_one_json_object_with_the_brief(
     ]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini-cli"])
 def test_session_start_without_brief_prints_empty_context(tmp_path: Path, agent: str) -> None:
     payload = {"session_id": "s1", "cwd": "/home/dev/demo", "hook_event_name": "SessionStart"}
@@ -96,6 +98,7 @@ def test_session_start_without_brief_prints_empty_context(tmp_path: Path, agent:
     assert len(srv.stored) == 1
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("agent", "folder"),
     [("claude-code", "claude-code"), ("codex", "codex"), ("gemini-cli", "gemini")],
@@ -129,6 +132,7 @@ def test_other_events_print_nothing_and_are_delivered(
     assert pending(tmp_path) == []
 
 
+@pytest.mark.serial  # asserts a time bound
 def test_codex_notify_takes_json_from_argv_and_never_reads_stdin(tmp_path: Path) -> None:
     note = payload_file("codex", "notify-agent-turn-complete.json")
     sentinel = b"not json: the hook must not read this"
@@ -218,6 +222,8 @@ def _c36_events() -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+@pytest.mark.serial  # asserts a time bound
+@pytest.mark.process
 @pytest.mark.parametrize("state", ["refused", "black-hole", "500", "slow-30s"])
 def test_c36_server_away_hooks_exit_0_in_time_and_deliver_once_later(
     tmp_path: Path, state: str
@@ -356,6 +362,7 @@ def stream_hook(
     return p.returncode, out, err, broken
 
 
+@pytest.mark.process
 def test_c37_io_contract(tmp_path: Path) -> None:
     a = {
         "session_id": "sess-0300",
@@ -440,6 +447,7 @@ def test_c37_io_contract(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- never exit 2
 
 
+@pytest.mark.process
 def test_installed_command_exits_0_when_the_hook_is_gone(tmp_path: Path) -> None:
     copy = tmp_path / "hookcopy"
     shutil.copytree(REPO / "hooks", copy, ignore=shutil.ignore_patterns("__pycache__"))
@@ -471,6 +479,7 @@ def test_installed_command_exits_0_when_the_hook_is_gone(tmp_path: Path) -> None
     assert run_hook(cmd2, payload, env).rc == 0
 
 
+@pytest.mark.process
 def test_garbage_on_stdin_exits_0_quietly(tmp_path: Path) -> None:
     env = hook_env(tmp_path, f"http://127.0.0.1:{free_port()}")
     cmd = installed_command("claude-code", tmp_path)
@@ -482,6 +491,7 @@ def test_garbage_on_stdin_exits_0_quietly(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- outbox
 
 
+@pytest.mark.process
 def test_outbox_is_owner_only_bounded_and_counts_drops(tmp_path: Path) -> None:
     env = hook_env(
         tmp_path, f"http://127.0.0.1:{free_port()}", WIKI_MEMORY_HOOK_OUTBOX_MAX_EVENTS="3"
@@ -505,6 +515,7 @@ def test_outbox_is_owner_only_bounded_and_counts_drops(tmp_path: Path) -> None:
     assert HOOKS.Outbox(str(ob)).dropped_counts() == {"overflow": 2}
 
 
+@pytest.mark.process
 def test_drain_drops_and_counts_4xx_and_keeps_order(tmp_path: Path) -> None:
     ob = HOOKS.Outbox(str(tmp_path / "outbox"))
     evs = []
@@ -531,6 +542,7 @@ def test_drain_drops_and_counts_4xx_and_keeps_order(tmp_path: Path) -> None:
     assert ob.pending() == []
 
 
+@pytest.mark.process
 def test_5xx_and_auth_errors_keep_events(tmp_path: Path) -> None:
     ob = HOOKS.Outbox(str(tmp_path / "outbox"))
     ob.write({"harness": "codex", "event": "Stop", "session_id": "s", "cwd": "/p", "event_id": "a"})
@@ -543,6 +555,7 @@ def test_5xx_and_auth_errors_keep_events(tmp_path: Path) -> None:
     assert stats["failed"] == 1 and stats["left"] == 1 and ob.dropped_counts() == {}
 
 
+@pytest.mark.process
 def test_413_from_a_server_with_a_lower_limit_shrinks_once(tmp_path: Path) -> None:
     ob = HOOKS.Outbox(str(tmp_path / "outbox"))
     text = "word " * 40_000
@@ -575,6 +588,7 @@ def test_413_from_a_server_with_a_lower_limit_shrinks_once(tmp_path: Path) -> No
     assert "truncated by wiki-memory hook" in big and len(big) < 70_000
 
 
+@pytest.mark.process
 def test_hook_writes_outbox_before_sending(tmp_path: Path) -> None:
     """A hook killed mid-send leaves its event in the outbox (the black hole holds it)."""
     with BlackHole() as hole:
@@ -678,6 +692,7 @@ def test_capture_rules(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.process
 def test_repo_config_turns_capture_off_end_to_end(tmp_path: Path) -> None:
     repo = tmp_path / "private"
     repo.mkdir()
@@ -699,6 +714,7 @@ def test_repo_config_turns_capture_off_end_to_end(tmp_path: Path) -> None:
     assert srv.requests == [] and pending(tmp_path) == []
 
 
+@pytest.mark.process
 def test_ignored_files_never_leave_the_machine(tmp_path: Path) -> None:
     repo = tmp_path / "app"
     repo.mkdir()
@@ -801,6 +817,8 @@ def test_config_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert (cfg.url, cfg.token) == ("http://other:1", "owner-token")
 
 
+@pytest.mark.serial  # asserts a time bound
+@pytest.mark.process
 def test_http_post_raw_client(tmp_path: Path) -> None:
     with StubServer(brief="hi") as srv:
         status, body = HOOKS.http_post(srv.url, "/v1/brief", "tok", b"{}", time.monotonic() + 2)
@@ -818,6 +836,7 @@ def test_http_post_raw_client(tmp_path: Path) -> None:
         assert time.monotonic() - t0 < 0.3 + 2.0
 
 
+@pytest.mark.process
 def test_hook_redacts_before_the_outbox(tmp_path: Path) -> None:
     """C32 on the hook's side: secrets never reach the outbox (the server is away)."""
     from support import shared_path

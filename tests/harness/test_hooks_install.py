@@ -46,6 +46,7 @@ def backups(path: Path) -> list[Path]:
     return sorted(path.parent.glob(path.name + ".wiki-memory-backup-*"))
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("agent", list(AGENTS))
 def test_install_matches_golden_and_is_idempotent(tmp_path: Path, agent: str) -> None:
     home = tmp_path / "home"
@@ -85,6 +86,7 @@ def _user_settings(agent: str) -> dict[str, Any]:
     return cfg
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("agent", list(AGENTS))
 def test_uninstall_removes_only_ours_and_keeps_the_users_edit(tmp_path: Path, agent: str) -> None:
     home = tmp_path / "home"
@@ -169,6 +171,7 @@ def test_reinstall_updates_our_entry_in_place(tmp_path: Path) -> None:
     assert cmds == {hook_command("codex", PY, SCRIPT)}
 
 
+@pytest.mark.process
 def test_codex_home_and_explicit_settings_path(tmp_path: Path) -> None:
     spec = AGENTS["codex"]
     assert (
@@ -191,6 +194,7 @@ def test_codex_home_and_explicit_settings_path(tmp_path: Path) -> None:
     assert not (tmp_path / "home" / ".claude").exists()
 
 
+@pytest.mark.process
 def test_data_dir_is_baked_into_the_command(tmp_path: Path) -> None:
     r = cli(
         tmp_path / "home",
@@ -207,6 +211,7 @@ def test_data_dir_is_baked_into_the_command(tmp_path: Path) -> None:
     assert f"--data-dir '{tmp_path / 'team data'}'" in cmd
 
 
+@pytest.mark.process
 def test_a_file_that_is_not_json_is_left_alone(tmp_path: Path) -> None:
     home = tmp_path / "home"
     path = home / ".gemini" / "settings.json"
@@ -222,6 +227,7 @@ def test_a_file_that_is_not_json_is_left_alone(tmp_path: Path) -> None:
         plan_install("gemini-cli", home=home)
 
 
+@pytest.mark.process
 def test_interpreter_is_an_absolute_real_binary() -> None:
     py = interpreter_path()
     assert os.path.isabs(py)

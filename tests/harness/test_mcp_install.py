@@ -16,6 +16,8 @@ import pytest
 
 from wiki_memory.harness.mcp_install import CLIENTS
 
+pytestmark = pytest.mark.process
+
 GOLDEN = Path(__file__).resolve().parent / "golden" / "mcp"
 PY = "/usr/bin/python3"
 SCRIPT = "/opt/wm/wiki_memory/cli_mcp.py"

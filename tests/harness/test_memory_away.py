@@ -23,7 +23,7 @@ from serverproc import ServerProcess
 
 from wiki_memory.harness.outbox import HOOK_SCRIPT as HOOK
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 
 def harness_env(tmp: Path, **extra: str) -> dict[str, str]:

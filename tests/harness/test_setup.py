@@ -94,7 +94,7 @@ def user(tmp_path: Path):
         stop_server(data)
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_setup_dry_run_setup_again_and_uninstall(user) -> None:
     home, env, data = user
     port = free_port()
@@ -178,6 +178,7 @@ def test_setup_dry_run_setup_again_and_uninstall(user) -> None:
     assert f"kept: {claude_json}: " in out.stdout
 
 
+@pytest.mark.process
 def test_uninstall_without_setup_changes_nothing(tmp_path: Path) -> None:
     env = home_env(tmp_path / "home")
     out = cli_as(env, "--data-dir", str(tmp_path / "data"), "uninstall")
@@ -185,6 +186,7 @@ def test_uninstall_without_setup_changes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "data").exists()
 
 
+@pytest.mark.process
 def test_print_unit_fills_in_the_packaged_template(tmp_path: Path) -> None:
     env = home_env(tmp_path / "home")
     data = tmp_path / "data"
@@ -196,6 +198,7 @@ def test_print_unit_fills_in_the_packaged_template(tmp_path: Path) -> None:
     assert not data.exists()
 
 
+@pytest.mark.process
 def test_the_plan_numbers_every_step_when_no_harness_is_found(tmp_path: Path) -> None:
     # a new user's first `setup --dry-run` on a machine with no harness printed steps
     # 1, 2, 3 and 5: the MCP step vanished instead of saying there was nothing to do

@@ -32,7 +32,7 @@ def put(srv: ServerProcess, path: str, text: str) -> None:
     assert r.status_code == 201, r.text
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_status_with_the_server_up_then_down(tmp_path: Path) -> None:
     data = tmp_path / "data"
     home = tmp_path / "home"
@@ -71,7 +71,7 @@ def test_status_with_the_server_up_then_down(tmp_path: Path) -> None:
     assert text.returncode == 1 and "NOT running" in text.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_status_with_commits_stalled(tmp_path: Path) -> None:
     data = tmp_path / "data"
     home = tmp_path / "home"
@@ -104,6 +104,7 @@ def failing_line(settings: Any) -> None:
     raise OSError("remote unreachable")
 
 
+@pytest.mark.process
 def test_a_status_line_registers_with_one_line(tmp_path: Path, capsys) -> None:
     """A feature adds its status line with one ``register_status`` call (as sync does);
     a line that fails says so, and the rest of the status still prints."""
@@ -128,6 +129,7 @@ def test_a_status_line_registers_with_one_line(tmp_path: Path, capsys) -> None:
     assert "remote-example" not in status.status_report(load_settings(tmp_path / "data"))
 
 
+@pytest.mark.process
 def test_status_has_a_sync_line_once_a_remote_is_configured(tmp_path: Path) -> None:
     from wiki_memory.cli import status
     from wiki_memory.wiki import replicate

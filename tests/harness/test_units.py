@@ -40,6 +40,7 @@ def test_quoting_round_trips_odd_paths() -> None:
     assert not re.search(r"@[A-Z_]+@", text)  # every field filled in
 
 
+@pytest.mark.process
 @needs_analyze
 @pytest.mark.parametrize("kind", ["user", "system"])
 def test_units_pass_systemd_analyze_verify(tmp_path: Path, kind: str) -> None:
@@ -82,7 +83,7 @@ def _serves(argv: list[str], port: int, tmp: Path) -> None:
                 p.kill()
 
 
-@pytest.mark.slow
+@pytest.mark.process
 @pytest.mark.parametrize("kind", ["user", "system"])
 def test_each_units_exec_start_serves_health(tmp_path: Path, kind: str) -> None:
     port = free_port()
@@ -93,7 +94,7 @@ def test_each_units_exec_start_serves_health(tmp_path: Path, kind: str) -> None:
     assert (data / "wiki" / ".git").is_dir()
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_launchd_program_arguments_serve_health(tmp_path: Path) -> None:
     port = free_port()
     data = tmp_path / "data"

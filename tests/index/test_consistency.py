@@ -14,7 +14,7 @@ from support import shared_path
 
 from wiki_memory.index.store import Index
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 
 def git(wiki, *args):

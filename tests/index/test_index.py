@@ -576,6 +576,7 @@ SECOND_PROCESS = textwrap.dedent(
 )
 
 
+@pytest.mark.process
 def test_rebuild_while_searching(tmp_path: Path, wiki: Path) -> None:
     rng = random.Random(3)
     letters = "abcdefghijklmnopqrstuvwxyz"

@@ -87,6 +87,7 @@ def fail_everywhere(item: int) -> int:
     return item
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("helpers", [0, 1, 2])
 def test_every_item_once_and_helpers_do_a_share(helpers: int) -> None:
     items = list(range(1500))
@@ -107,6 +108,7 @@ def test_few_items_run_in_the_caller_in_order() -> None:
     ]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("fn", [hang_in_helper, slow_first_in_helper])
 def test_the_caller_never_waits_for_a_stuck_or_slow_helper(fn) -> None:
     """Once the queue is empty the caller takes back the helper's items: it finishes
@@ -122,6 +124,7 @@ def test_the_caller_never_waits_for_a_stuck_or_slow_helper(fn) -> None:
     assert not multiprocessing.active_children()  # and the helper was stopped
 
 
+@pytest.mark.process
 def test_long_items_and_large_results_never_deadlock() -> None:
     """Tasks carry item numbers only: items of many KB (long paths) cannot fill the
     socket while a helper is sending a large answer."""
@@ -135,12 +138,14 @@ def test_long_items_and_large_results_never_deadlock() -> None:
     assert done and sorted(done[0]) == [6005] * 400
 
 
+@pytest.mark.process
 def test_a_helper_that_dies_has_its_items_done_by_the_caller() -> None:
     items = list(range(300))
     items = list(range(1000))
     assert sorted(map_unordered(die_in_helper, items, 2, batch=8)) == [i * 2 for i in items]
 
 
+@pytest.mark.process
 def test_a_helper_error_is_retried_in_the_caller() -> None:
     items = list(range(300))
     items = list(range(1000))
@@ -149,11 +154,13 @@ def test_a_helper_error_is_retried_in_the_caller() -> None:
     assert {pid for _, pid in out} - {os.getpid()}  # the helper's other answers were used
 
 
+@pytest.mark.process
 def test_a_real_error_reaches_the_caller() -> None:
     with pytest.raises(ValueError, match="item 150 is bad"):
         list(map_unordered(fail_everywhere, list(range(400)), 1, batch=8))
 
 
+@pytest.mark.process
 def test_closing_early_stops_the_helpers_and_leaves_no_spill_files(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(parallel.tempfile, "tempdir", str(tmp_path))
     gen = map_unordered(tagged, list(range(5000)), 2, batch=16)
@@ -167,6 +174,7 @@ def test_closing_early_stops_the_helpers_and_leaves_no_spill_files(tmp_path, mon
     assert not multiprocessing.active_children()
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("temp", ["usable", "missing"])
 def test_large_results_arrive_whole_with_or_without_a_temporary_directory(
     tmp_path, monkeypatch, temp: str
@@ -182,6 +190,7 @@ def test_large_results_arrive_whole_with_or_without_a_temporary_directory(
         assert list(spill_root.iterdir()) == []  # every spilled result was read and removed
 
 
+@pytest.mark.process
 def test_temporary_files_of_a_killed_run_are_removed(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(parallel.tempfile, "tempdir", str(tmp_path))
     gone = subprocess.run(
@@ -221,6 +230,7 @@ def test_a_full_temporary_directory_means_working_alone_and_leaves_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.process
 def test_an_answer_that_cannot_be_read_is_redone_by_the_caller() -> None:
     out = list(map_unordered(unreadable_result, list(range(1000)), 1, batch=8))
     bad = sorted(str(x) for x in out if isinstance(x, TwoArgs))
@@ -257,6 +267,7 @@ def _random_vault(root: Path, n: int) -> None:
         (folder / f"n{i}.md").write_text(text, encoding="utf-8")
 
 
+@pytest.mark.process
 def test_rebuild_with_helpers_equals_rebuild_alone(tmp_path: Path, monkeypatch) -> None:
     wiki = tmp_path / "wiki"
     _random_vault(wiki, 400)
@@ -277,6 +288,7 @@ def test_rebuild_with_helpers_equals_rebuild_alone(tmp_path: Path, monkeypatch) 
     helped.close()
 
 
+@pytest.mark.process
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
 def test_sigterm_during_reindex_stops_helpers_and_leaves_no_temporary_files(tmp_path) -> None:
     data = tmp_path / "data"

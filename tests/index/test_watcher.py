@@ -62,6 +62,7 @@ TEMP_NAMES = [
 ]
 
 
+@pytest.mark.process
 def test_c18_editor_saves_leave_one_page_with_its_id_and_backlinks(tmp_path, stop_after):
     m = make_memory(
         tmp_path,
@@ -142,6 +143,7 @@ def test_c18_editor_saves_leave_one_page_with_its_id_and_backlinks(tmp_path, sto
         assert st == ["M", "notes/daily.md"]  # a modification, not a delete plus an add
 
 
+@pytest.mark.slow
 def test_c19_moves_batch_deletes_and_folder_restore_match_a_fresh_scan(tmp_path, stop_after):
     files = {
         "notes/alpha.md": "---\nid: alpha-1\n---\n# alpha\n\nalpha body\n",
@@ -187,6 +189,7 @@ def test_c19_moves_batch_deletes_and_folder_restore_match_a_fresh_scan(tmp_path,
     assert m.git.is_clean(include_untracked=True)
 
 
+@pytest.mark.slow
 def test_folder_rename_keeps_pages_and_links(tmp_path, stop_after):
     m = make_memory(
         tmp_path,
@@ -207,7 +210,7 @@ def test_folder_rename_keeps_pages_and_links(tmp_path, stop_after):
     assert m.git.is_clean(include_untracked=True)
 
 
-@pytest.mark.slow
+@pytest.mark.process
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs the git binary")
 def test_git_checkout_of_1000_files_settles_consistently(tmp_path, stop_after):
     files = {
@@ -250,6 +253,8 @@ def test_git_checkout_of_1000_files_settles_consistently(tmp_path, stop_after):
     assert git("status", "--porcelain") == ""
 
 
+@pytest.mark.serial  # asserts a time bound
+@pytest.mark.process
 def test_no_self_triggered_loops_and_idle_when_nothing_changes(tmp_path, stop_after):
     m = make_memory(tmp_path, {"notes/a.md": "# A\n\nbody\n"})
     stop_after(m)
@@ -271,6 +276,7 @@ def test_no_self_triggered_loops_and_idle_when_nothing_changes(tmp_path, stop_af
     assert [c.author_name for c in m.git.log("notes/b.md")] == ["alice"]
 
 
+@pytest.mark.process
 def test_links_out_of_the_wiki_are_not_followed_served_indexed_or_committed(tmp_path, stop_after):
     m = make_memory(tmp_path, {"ok.md": "# OK\n"})
     stop_after(m)

@@ -25,7 +25,7 @@ from wiki_memory.core.memory import sha256
 from wiki_memory.harness.mcp_install import BRIDGE_SCRIPT
 from wiki_memory.recall.tokens import count_tokens
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 CAP = 20_000
 TRANSPORTS = [("http", "auto"), ("http", "legacy"), ("stdio", "auto"), ("stdio", "legacy")]

@@ -14,7 +14,7 @@ from serverproc import ServerProcess
 
 from wiki_memory.harness.mcp_install import plan_install
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 
 def text_of(res: Any) -> str:

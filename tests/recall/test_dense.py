@@ -131,6 +131,7 @@ def test_an_out_of_scope_section_never_comes_back_through_the_dense_list(tmp_pat
     assert seen[0] == "projects/a/notes/weekend.md"
 
 
+@pytest.mark.process
 def test_doctor_says_which_signals_are_on(tmp_path: Path):
     data = tmp_path / "data"
     make_memory(data, files=FILES).stop()
@@ -155,6 +156,7 @@ def test_doctor_says_which_signals_are_on(tmp_path: Path):
         assert "dense" not in line
 
 
+@pytest.mark.process
 def test_recall_with_vectors_off_imports_no_numpy(tmp_path: Path):
     """The default install's path: nothing of the extra is imported."""
     data = tmp_path / "data"
@@ -174,6 +176,7 @@ def test_recall_with_vectors_off_imports_no_numpy(tmp_path: Path):
     assert r.stdout.strip() == "[]"
 
 
+@pytest.mark.process
 def test_doctor_without_the_extra_names_the_install_command(tmp_path: Path, monkeypatch):
     from wiki_memory.cli.doctor import doctor_report
     from wiki_memory.config import load_settings

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(REPO) / "bench"))
 
 import locomo  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 
 def test_locomo_conversation_evidence_session_in_top5(tmp_path):

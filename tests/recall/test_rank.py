@@ -459,6 +459,7 @@ def test_filter_values_are_checked():
     assert parse_time(12.5, "x") == 12.5
 
 
+@pytest.mark.slow
 def test_as_of_reads_the_wiki_as_committed_then(mem):
     write(mem, "notes/policy.md", note("Policy", "Deploys need one approval from ops."))
     mem.writer.flush()

@@ -196,7 +196,7 @@ def mcp_follow(srv: ServerProcess, word: str, budget: int) -> tuple[list[Any], l
     return asyncio.run(main())
 
 
-@pytest.mark.slow
+@pytest.mark.process
 @settings(
     max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -223,7 +223,7 @@ def test_http_and_mcp_cursors_return_every_match_once(
     assert m_items == items[: len(m_items)]
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_http_budget_limits(srv: ServerProcess) -> None:
     ok = srv.post("/v1/recall", {"query": "x", "budget_tokens": 2_000_000_000})
     assert ok.status_code == 200, ok.text

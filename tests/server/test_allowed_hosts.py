@@ -25,7 +25,7 @@ INIT = {
 }
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_lan_bind_own_address_works_and_a_foreign_host_gets_421(tmp_path: Path) -> None:
     own = own_address()
     if own is None:
@@ -55,7 +55,7 @@ def test_lan_bind_own_address_works_and_a_foreign_host_gets_421(tmp_path: Path) 
         assert r.status_code == 421 and "Misdirected" in r.text
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_allowed_hosts_setting_and_its_old_name(tmp_path: Path) -> None:
     env = {"WIKI_MEMORY_ALLOWED_HOSTS": "wiki.lan", "WIKI_MEMORY_MCP_ALLOWED_HOSTS": "old.lan"}
     with ServerProcess(tmp_path / "d", env=env) as srv:

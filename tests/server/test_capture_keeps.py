@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from appkit import AppServer
 from hookkit import HOOKS, hook_env, installed_command, run_hook, wait_idle, wait_until
 from serverproc import ServerProcess
 from support import all_text_under, git_objects
 
-pytestmark = pytest.mark.slow
+# tiers per test: the ones that need a real server process are marked process
 
 
 def git_repo(path: Path, toml: str | None = None) -> Path:
@@ -28,7 +29,9 @@ def git_repo(path: Path, toml: str | None = None) -> Path:
     return path
 
 
-def ended_page(srv: ServerProcess, project: str, session_id: str) -> dict[str, Any] | None:
+def ended_page(
+    srv: ServerProcess | AppServer, project: str, session_id: str
+) -> dict[str, Any] | None:
     r = srv.get(f"/v1/pages?project={project}&kind=session")
     for p in r.json()["pages"]:
         full = srv.get("/v1/pages/" + p["path"]).json()
@@ -42,6 +45,7 @@ def claude(session: str, cwd: Path, event: str, **kw: Any) -> dict[str, Any]:
     return {"session_id": session, "cwd": str(cwd), "hook_event_name": event, **kw}
 
 
+@pytest.mark.process
 def test_long_output_keeps_its_last_line_and_private_spans_are_nowhere(tmp_path: Path) -> None:
     atlas = git_repo(tmp_path / "atlas")
     secret_bits = ["PRIV-ALPHA-7731", "PRIV-BRAVO-2210", "PRIV-CHARLIE-90", "PRIV-DELTA-5521"]
@@ -100,7 +104,7 @@ def test_long_output_keeps_its_last_line_and_private_spans_are_nowhere(tmp_path:
         claude("sess-keep", atlas, "SessionEnd", reason="other"),
     ]
     data = tmp_path / "data"
-    with ServerProcess(data) as srv:
+    with AppServer(data) as srv:
         env = hook_env(tmp_path)
         for ev in events:
             r = run_hook(installed_command("claude-code", tmp_path, ev["hook_event_name"]), ev, env)
@@ -131,6 +135,7 @@ def test_long_output_keeps_its_last_line_and_private_spans_are_nowhere(tmp_path:
         assert bit.encode() not in stored, bit
 
 
+@pytest.mark.process
 def test_a_session_replayed_a_day_later_ends_when_it_ended(tmp_path: Path) -> None:
     atlas = git_repo(tmp_path / "atlas")
     data = tmp_path / "data"
@@ -150,7 +155,7 @@ def test_a_session_replayed_a_day_later_ends_when_it_ended(tmp_path: Path) -> No
         )
         ob.write(ev)
     end = yesterday + 180
-    with ServerProcess(data) as srv:
+    with AppServer(data) as srv:
         assert wait_until(lambda: ended_page(srv, "atlas", "sess-late") is not None, 30, 0.25)
         page = ended_page(srv, "atlas", "sess-late") or {}
         day = time.strftime("%Y-%m-%d", time.gmtime(end))
@@ -175,6 +180,7 @@ def commit_subjects(wiki: Path) -> list[str]:
     return out.splitlines()
 
 
+@pytest.mark.process
 def test_commit_messages_say_what_changed(tmp_path: Path) -> None:
     atlas = git_repo(tmp_path / "atlas")
     long_prompt = (
@@ -182,7 +188,7 @@ def test_commit_messages_say_what_changed(tmp_path: Path) -> None:
         "across midnight in the Europe/Berlin time zone"
     )
     data = tmp_path / "data"
-    with ServerProcess(data) as srv:
+    with AppServer(data) as srv:
         env = hook_env(tmp_path)
         cmd = installed_command("claude-code", tmp_path)
 
@@ -221,6 +227,7 @@ def test_commit_messages_say_what_changed(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.process
 def test_c53_every_event_lands_in_the_project_it_belongs_to(tmp_path: Path) -> None:
     home = tmp_path / "home" / "dev"
     atlas = git_repo(home / "atlas", 'project = "atlas"\n')

@@ -23,7 +23,7 @@ from support import shared_path, wait_for
 from wiki_memory.recall.tokens import count_item
 from wiki_memory.wiki.page import parse_page
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 # fake secrets, assembled so that this file itself holds none
 AWS_KEY = "AKIA" + "Q3EXAMPLE7TESTKEY1"[:16]

@@ -72,7 +72,7 @@ def _modes_reach(root: Path) -> list[str]:
     return out
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_nothing_under_the_data_dir_is_reachable_by_another_account(open_parent: Path) -> None:
     data = open_parent / "data"
     with ServerProcess(data) as srv:
@@ -97,7 +97,7 @@ def test_nothing_under_the_data_dir_is_reachable_by_another_account(open_parent:
     assert not any("auth" in p for p in rep["reachable_by_others"])
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_external_vault_keeps_its_modes(open_parent: Path) -> None:
     vault = open_parent / "vault"
     (vault / "notes").mkdir(parents=True)

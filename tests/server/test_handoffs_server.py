@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from appkit import AppServer, http
 from dulwich.object_store import tree_lookup_path
 from dulwich.repo import Repo
 from serverproc import ServerProcess
@@ -24,7 +25,7 @@ from wiki_memory.auth import TokenStore
 from wiki_memory.recall.tokens import count_tokens
 from wiki_memory.wiki.page import parse_page
 
-pytestmark = pytest.mark.slow
+# the tier is per test here: most need real processes, the lease test does not
 
 
 def cli(data_dir: Path, *args: str, env: dict[str, str] | None = None, **kw):
@@ -42,17 +43,17 @@ def cli(data_dir: Path, *args: str, env: dict[str, str] | None = None, **kw):
 HANDOFF_PROJECTS = ["race", "c30", "budget", "crash", "errs", "lease", "lease2", "private"]
 
 
-def token_for(srv: ServerProcess, user: str) -> dict[str, str]:
+def token_for(srv: ServerProcess | AppServer, user: str) -> dict[str, str]:
     tok = TokenStore(srv.data_dir / "auth").create(user, projects=HANDOFF_PROJECTS)
     return {"Authorization": f"Bearer {tok}"}
 
 
-def post(srv: ServerProcess, path: str, body: dict, headers: dict | None = None):
-    return httpx.post(srv.url + path, json=body, headers=headers or srv.headers, timeout=60)
+def post(srv: ServerProcess | AppServer, path: str, body: dict, headers: dict | None = None):
+    return http(srv).post(srv.url + path, json=body, headers=headers or srv.headers, timeout=60)
 
 
-def get(srv: ServerProcess, path: str, headers: dict | None = None, **kw):
-    return httpx.get(srv.url + path, headers=headers or srv.headers, timeout=60, **kw)
+def get(srv: ServerProcess | AppServer, path: str, headers: dict | None = None, **kw):
+    return http(srv).get(srv.url + path, headers=headers or srv.headers, timeout=60, **kw)
 
 
 def known(data_dir: Path, *projects: str) -> None:
@@ -62,7 +63,7 @@ def known(data_dir: Path, *projects: str) -> None:
         (data_dir / "wiki" / "projects" / name).mkdir(parents=True, exist_ok=True)
 
 
-def create(srv: ServerProcess, headers: dict | None = None, **body) -> dict:
+def create(srv: ServerProcess | AppServer, headers: dict | None = None, **body) -> dict:
     known(srv.data_dir, str(body.get("project", "proj")))
     r = post(srv, "/v1/handoffs", {"project": "proj", "title": "Fix it", **body}, headers)
     assert r.status_code == 201, r.text
@@ -122,6 +123,7 @@ def srv(tmp_path_factory):
 # --------------------------------------------------------------------------- claim once
 
 
+@pytest.mark.process
 def test_fifty_claimers_threads_and_cli_processes_twenty_times(srv):
     """Each round: 47 HTTP threads (5 users) + 3 CLI processes claim one handoff at once."""
     users = [token_for(srv, f"racer{i}") for i in range(5)]
@@ -179,6 +181,7 @@ def test_fifty_claimers_threads_and_cli_processes_twenty_times(srv):
     print(f"20 rounds of 50 claimers: {elapsed:.1f} s")
 
 
+@pytest.mark.process
 def test_c30_eight_agents_one_claim(srv, shared):
     spec = json.loads((shared / "cases" / "inputs" / "C30.json").read_text())
     agents = {f["agent"]: token_for(srv, f["agent"]) for f in spec["fire_together"]}
@@ -255,6 +258,7 @@ def test_c30_eight_agents_one_claim(srv, shared):
 # --------------------------------------------------------------------------- crash
 
 
+@pytest.mark.process
 def test_sigkill_between_claim_write_and_commit(tmp_path):
     data = tmp_path / "data"
     s = ServerProcess(data, env={"WIKI_MEMORY_COMMIT_DELAY_SECONDS": "0.05"}).start()
@@ -315,10 +319,14 @@ def test_sigkill_between_claim_write_and_commit(tmp_path):
 # --------------------------------------------------------------------------- leases
 
 
+@pytest.mark.fast
 def test_an_unconfirmed_offer_reopens_and_a_late_claim_gets_409(tmp_path):
     data = tmp_path / "data"
-    env = {"WIKI_MEMORY_COMMIT_DELAY_SECONDS": "0.05", "WIKI_MEMORY_HANDOFF_LEASE_SECONDS": "1.5"}
-    with ServerProcess(data, env=env) as s:
+    with AppServer(data, commit_delay_seconds=0.05) as s:
+        # the handoffs' clock, moved past the lease instead of sleeping through it
+        svc = s.memory.handoffs
+        ahead = [0.0]
+        svc.clock = lambda: time.time() + ahead[0]
         yann = token_for(s, "yann")  # another user: the owner's own sessions are one claimant
         hid = create(s, project="lease", title="lease me")["id"]
         x = post(s, "/v1/brief", {"project": "lease", "harness": "codex", "session_id": "X"}).json()
@@ -337,7 +345,7 @@ def test_an_unconfirmed_offer_reopens_and_a_late_claim_gets_409(tmp_path):
             and r.json()["error"] == "offered"
             and "session X" in r.json()["message"]
         )
-        time.sleep(1.7)  # X never confirms
+        ahead[0] = svc.config.lease_seconds + 1  # X never confirms
         assert get(s, f"/v1/handoffs/{hid}").json()["handoff"]["status"] == "open"
         # X's offer code died with the offer: it answers like a missing handoff
         code = x["offers"][0]["code"]
@@ -393,6 +401,7 @@ def hook_event(harness: str, name: str, session_id: str, i: int, **over) -> dict
     }
 
 
+@pytest.mark.process
 def test_a_fails_b_takes_it_up_c_is_not_offered_it(srv):
     # A (claude-code) ends with a failing test run
     for i, name in enumerate(
@@ -445,6 +454,7 @@ def test_a_fails_b_takes_it_up_c_is_not_offered_it(srv):
     assert [p["kind"] for p in b2["parts"] if p.get("id") == h["id"]] == ["held"]
 
 
+@pytest.mark.process
 def test_the_clean_claude_code_session_opens_no_handoff(srv):
     names = [
         "SessionStart",
@@ -479,6 +489,7 @@ def test_the_clean_claude_code_session_opens_no_handoff(srv):
 # --------------------------------------------------------------------------- scope
 
 
+@pytest.mark.process
 def test_personal_handoffs_never_reach_another_token(srv):
     proc = subprocess.run(
         [
@@ -550,6 +561,7 @@ def test_personal_handoffs_never_reach_another_token(srv):
 # --------------------------------------------------------------------------- brief
 
 
+@pytest.mark.process
 def test_brief_budgets_over_http(srv):
     for i in range(4):
         create(
@@ -599,6 +611,7 @@ def test_brief_budgets_over_http(srv):
     assert p.returncode == 0 and count_tokens(out) <= 200 and "/200 tokens" in err
 
 
+@pytest.mark.process
 def test_http_errors_and_cli_exit_codes(srv):
     known(srv.data_dir, "p")
     assert post(srv, "/v1/handoffs", {"title": "x"}).json()["field"] == "project"

@@ -28,7 +28,7 @@ from hookkit import (
 from serverproc import ServerProcess
 from support import all_text_under, git_objects
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 ORDER = {
     "claude-code": (
@@ -181,6 +181,7 @@ def test_every_payload_reaches_its_session_page(tmp_path: Path, shared: Path) ->
         assert "Success. Updated the following files" in pages[("codex", "sess-0002")]["content"]
 
 
+@pytest.mark.serial  # asserts a time bound
 def test_outage_then_recover_delivers_each_event_once(tmp_path: Path, shared: Path) -> None:
     data = tmp_path / "data"
     srv = ServerProcess(data)
@@ -296,6 +297,7 @@ def test_c32_secrets_never_stored_or_served(tmp_path: Path, shared: Path) -> Non
     assert "[REDACTED:" in content
 
 
+@pytest.mark.serial  # asserts a time bound
 def test_installed_files_run_against_the_real_server_for_each_harness(
     tmp_path: Path, shared: Path
 ) -> None:

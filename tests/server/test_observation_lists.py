@@ -9,10 +9,10 @@ from typing import Any
 
 import httpx
 import pytest
+from appkit import AppServer, http
 from serverproc import ServerProcess
-from teamkit import make_token
 
-pytestmark = pytest.mark.slow
+# tiers per test: the ones that need a real server process are marked process
 
 
 def ev(i: int, marker: str, **over: Any) -> dict[str, Any]:
@@ -33,6 +33,7 @@ def spool_bytes(data: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted((data / "spool").iterdir()) if p.is_file())
 
 
+@pytest.mark.process
 def test_a_bad_item_is_refused_alone_and_the_accepted_ones_survive_kill_9(tmp_path: Path) -> None:
     data = tmp_path / "data"
     batch = [
@@ -95,14 +96,14 @@ def test_a_refused_project_refuses_only_its_own_items(tmp_path: Path) -> None:
     note = data / "wiki" / "projects" / "atlas" / "notes" / "rates.md"
     note.parent.mkdir(parents=True)
     note.write_text("---\ntitle: Rates\n---\n# Rates\n\nper day\n")
-    with ServerProcess(data) as s:
-        mo = make_token(data, "mo", None, "alpha")
+    with AppServer(data) as s:
+        mo = s.token_for("mo", None, ("alpha",))
         batch = [
             ev(1, "alphaword", project="alpha", session_id="m1"),
             ev(2, "atlasword", project="atlas", session_id="m2"),
             ev(3, "alphaword2", project="alpha", session_id="m1"),
         ]
-        r = httpx.post(
+        r = http(s).post(
             s.url + "/v1/observations",
             json=batch,
             headers={"Authorization": f"Bearer {mo}"},
@@ -117,6 +118,7 @@ def test_a_refused_project_refuses_only_its_own_items(tmp_path: Path) -> None:
         assert b"alphaword2" in stored and b"atlasword" not in stored
 
 
+@pytest.mark.serial  # asserts a time bound
 def test_a_large_observation_does_not_hold_up_other_requests(tmp_path: Path) -> None:
     """Sanitizing a large observation takes a while (about 0.5 s for 0.9 MB of "password=abc"): it runs on
     a capture thread, so a health check sent meanwhile is answered long before it ends

@@ -29,7 +29,7 @@ from support import shared_path, wait_for
 
 from wiki_memory.harness.mcp_install import plan_install
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 FOLDER = {"claude-code": "claude-code", "codex": "codex", "gemini-cli": "gemini"}
 #: what each harness documents in the environment of the commands its agent runs (none

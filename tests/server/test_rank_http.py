@@ -10,7 +10,7 @@ import pytest
 from serverproc import ServerProcess
 from support import shared_path
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 
 def parse_case(name: str) -> tuple[dict[str, str], list[tuple[str, list[str]]]]:

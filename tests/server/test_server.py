@@ -11,11 +11,12 @@ import time
 
 import httpx
 import pytest
+from appkit import AppServer, http
 from dulwich.repo import Repo
 from serverproc import ServerProcess, free_port
 from support import run_cli as cli
 
-pytestmark = pytest.mark.slow
+# tiers per test: the ones that need a real server process are marked process
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +28,7 @@ def srv(tmp_path_factory):
     s.stop()
 
 
+@pytest.mark.process
 def test_c26_auth_rejects_everything_but_a_valid_bearer(srv):
     t = srv.token
     url = srv.url
@@ -68,12 +70,14 @@ def test_c26_auth_rejects_everything_but_a_valid_bearer(srv):
     assert "?REDACTED=REDACTED" in access and "?token=" not in access
 
 
+@pytest.mark.process
 def test_c26_no_unauthenticated_lan_bind(tmp_path):
     r = cli(tmp_path / "d", "serve", "--host", "0.0.0.0", "--no-auth", "--port", str(free_port()))
     assert r.returncode != 0
     assert "refusing" in r.stderr and "0.0.0.0" in r.stderr
 
 
+@pytest.mark.process
 def test_c24_paths_outside_the_wiki_are_refused(srv, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -106,6 +110,7 @@ def test_c24_paths_outside_the_wiki_are_refused(srv, tmp_path):
     os.unlink(srv.data_dir / "wiki" / "escape")
 
 
+@pytest.mark.process
 def test_second_server_exits_at_once_naming_the_first(srv):
     t0 = time.monotonic()
     r = cli(srv.data_dir, "serve", "--port", str(free_port()), timeout=30)
@@ -114,6 +119,7 @@ def test_second_server_exits_at_once_naming_the_first(srv):
     assert f"pid {srv.proc.pid}" in r.stderr
 
 
+@pytest.mark.process
 def test_kill_9_then_restart_without_cleanup_and_sigterm_commits_pending(tmp_path):
     data = tmp_path / "data"
     s = ServerProcess(data, env={"WIKI_MEMORY_COMMIT_DELAY_SECONDS": "30"}).start()
@@ -153,6 +159,7 @@ def test_kill_9_then_restart_without_cleanup_and_sigterm_commits_pending(tmp_pat
     assert "zebra migration" in text and "done with zebra" in text
 
 
+@pytest.mark.process
 def test_tokens_for_two_users(tmp_path):
     data = tmp_path / "data"
     with ServerProcess(data) as s:
@@ -189,6 +196,7 @@ def test_tokens_for_two_users(tmp_path):
         assert oct((data / "auth" / "owner.token").stat().st_mode & 0o777) == "0o600"
 
 
+@pytest.mark.process
 def test_cli_recall_table_and_reindex_with_and_without_a_server(tmp_path):
     data = tmp_path / "data"
     (data / "wiki" / "notes").mkdir(parents=True)
@@ -212,10 +220,11 @@ def test_cli_recall_table_and_reindex_with_and_without_a_server(tmp_path):
     assert r.returncode != 0 and "cannot reach the server" in r.stderr
 
 
+@pytest.mark.slow
 def test_idle_session_is_compiled_and_ended(tmp_path):
     data = tmp_path / "data"
     env = {"WIKI_MEMORY_IDLE_SECONDS": "1", "WIKI_MEMORY_IDLE_CHECK_SECONDS": "0.2"}
-    with ServerProcess(data, env=env) as s:
+    with AppServer(data, env=env) as s:
         ev = {
             "harness": "codex",
             "event": "UserPromptSubmit",
@@ -237,38 +246,40 @@ def test_idle_session_is_compiled_and_ended(tmp_path):
         assert page["metadata"]["ended"] and "heron cache" in page["content"]
 
 
+@pytest.mark.fast
 def test_people_folders_are_private_in_pages_read_and_expand(tmp_path):
     data = tmp_path / "data"
     (data / "wiki" / "people" / "bob").mkdir(parents=True)
     (data / "wiki" / "people" / "bob" / "profile.md").write_text(
         "# Bob's habits\n\nBob prefers the capybara build.\n"
     )
-    with ServerProcess(data) as s:
-        tok = {
-            u: cli(data, "token", "create", "--user", u).stdout.split()[0] for u in ("alice", "bob")
-        }
+    with AppServer(data) as s:
+        tok = {u: s.token_for(u) for u in ("alice", "bob")}
 
         def as_(u):
             return {"Authorization": f"Bearer {tok[u]}"}
 
         path = "people/bob/profile.md"
-        r = httpx.get(f"{s.url}/v1/pages/{path}", headers=as_("alice"))
+        r = http(s).get(f"{s.url}/v1/pages/{path}", headers=as_("alice"))
         assert r.status_code == 404
-        assert httpx.get(f"{s.url}/v1/pages/{path}", headers=as_("bob")).status_code == 200
-        listed = httpx.get(f"{s.url}/v1/pages", headers=as_("alice")).json()["pages"]
+        assert http(s).get(f"{s.url}/v1/pages/{path}", headers=as_("bob")).status_code == 200
+        listed = http(s).get(f"{s.url}/v1/pages", headers=as_("alice")).json()["pages"]
         assert path not in {p["path"] for p in listed}
-        listed = httpx.get(f"{s.url}/v1/pages", headers=as_("bob")).json()["pages"]
+        listed = http(s).get(f"{s.url}/v1/pages", headers=as_("bob")).json()["pages"]
         assert path in {p["path"] for p in listed}
         body = {"ids": [path], "budget_tokens": 500}
-        r = httpx.post(f"{s.url}/v1/expand", json=body, headers=as_("alice")).json()
+        r = http(s).post(f"{s.url}/v1/expand", json=body, headers=as_("alice")).json()
         assert r["items"] == [] and r["missing"] == [path]
-        r = httpx.post(f"{s.url}/v1/expand", json=body, headers=as_("bob")).json()
+        r = http(s).post(f"{s.url}/v1/expand", json=body, headers=as_("bob")).json()
         assert "capybara" in r["items"][0]["text"]
         q = {"query": "capybara build"}
-        assert httpx.post(f"{s.url}/v1/recall", json=q, headers=as_("alice")).json()["items"] == []
-        assert httpx.post(f"{s.url}/v1/recall", json=q, headers=as_("bob")).json()["items"]
+        assert (
+            http(s).post(f"{s.url}/v1/recall", json=q, headers=as_("alice")).json()["items"] == []
+        )
+        assert http(s).post(f"{s.url}/v1/recall", json=q, headers=as_("bob")).json()["items"]
 
 
+@pytest.mark.process
 def test_secrets_in_harness_event_and_paths_never_stored_or_logged(tmp_path):
     gh = "ghp_" + "Zq8Lm3Xr7Tw2Yp5Kd9Hs4Nf6Bv1Cg0Ja3Ue"
     data = tmp_path / "data"
@@ -299,12 +310,13 @@ def test_secrets_in_harness_event_and_paths_never_stored_or_logged(tmp_path):
     assert hits == []
 
 
+@pytest.mark.fast
 def test_byte_cursor_paging_always_advances_and_never_splits_a_character(tmp_path):
     data = tmp_path / "data"
     (data / "wiki" / "notes").mkdir(parents=True)
     raw = "# 会议\n\nCafé — 统合计划 ok\n".encode()
     (data / "wiki" / "notes" / "cjk.md").write_bytes(raw)
-    with ServerProcess(data) as s:
+    with AppServer(data) as s:
         for max_bytes in (1, 2, 3, 5, 64):
             cursor, chunks = 0, []
             for _ in range(len(raw) + 1):
@@ -323,6 +335,7 @@ def test_byte_cursor_paging_always_advances_and_never_splits_a_character(tmp_pat
         assert r.status_code == 400
 
 
+@pytest.mark.process
 def test_hostile_shapes_get_400_not_500(srv):
     nested = '{"a":' * 2000 + "{}" + "}" * 2000
     body = (
@@ -344,6 +357,7 @@ def test_hostile_shapes_get_400_not_500(srv):
     assert srv.get("/v1/health").status_code == 200
 
 
+@pytest.mark.process
 def test_server_errors_reach_server_log(srv):
     """What the HTTP layer logs (here: a request that is not HTTP) is in logs/server.log,
     not only on the terminal that started the server."""
@@ -357,6 +371,7 @@ def test_server_errors_reach_server_log(srv):
         time.sleep(0.05)
 
 
+@pytest.mark.process
 def test_log_files_never_hold_a_secret(tmp_path):
     """A message or a traceback that quotes a token is redacted in server.log."""
     from wiki_memory.cli.main import _setup_logging

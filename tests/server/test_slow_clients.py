@@ -120,17 +120,15 @@ def _served_throughout(tmp_path: Path, source: str, promise: float) -> None:
         assert srv.proc is not None and srv.proc.poll() is None
 
 
-@pytest.mark.slow
+@pytest.mark.serial  # asserts a time bound
 @pytest.mark.process
-@pytest.mark.serial
 @pytest.mark.skipif(not _loopback_alias_works(), reason="127.0.0.2 is not usable here")
 def test_2000_half_open_connections_from_another_address(tmp_path: Path) -> None:
     _served_throughout(tmp_path, "127.0.0.2", 2.0)
 
 
-@pytest.mark.slow
+@pytest.mark.serial  # asserts a time bound
 @pytest.mark.process
-@pytest.mark.serial
 def test_half_open_connections_from_the_clients_own_address(tmp_path: Path) -> None:
     _served_throughout(tmp_path, "127.0.0.1", HEADER_TIMEOUT + 2.0)
 

@@ -10,7 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from appkit import AppServer
 from serverproc import ServerProcess, free_port
+
+# tiers per test: the ones that need a real server process are marked process
 
 
 def serve(data: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -24,6 +27,7 @@ def serve(data: Path, *args: str, timeout: float = 60) -> subprocess.CompletedPr
     )
 
 
+@pytest.mark.process
 def test_serve_checks_its_port_before_announcing_itself(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -39,6 +43,7 @@ def test_serve_checks_its_port_before_announcing_itself(tmp_path: Path) -> None:
     assert "serving" not in r.stderr
 
 
+@pytest.mark.process
 def test_serve_wiki_on_a_folder_without_git_says_it_creates_a_repository(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     vault.mkdir()
@@ -54,6 +59,7 @@ def test_serve_wiki_on_a_folder_without_git_says_it_creates_a_repository(tmp_pat
     assert "is not a git repository" not in srv2.stderr()  # said only the first time
 
 
+@pytest.mark.process
 def test_a_second_server_on_the_same_vault_is_refused(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     vault.mkdir()
@@ -65,15 +71,17 @@ def test_a_second_server_on_the_same_vault_is_refused(tmp_path: Path) -> None:
         assert str(tmp_path / "one") in r.stderr
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("body", [{}, {"query": None}, {"budget_tokens": 100}])
 def test_recall_without_a_query_is_a_400_naming_the_field(tmp_path: Path, body) -> None:
-    with ServerProcess(tmp_path / "data") as srv:
+    with AppServer(tmp_path / "data") as srv:
         r = srv.post("/v1/recall", body)
         assert r.status_code == 400
         assert r.json()["field"] == "query"
         assert srv.post("/v1/recall", {"query": ""}).status_code == 200
 
 
+@pytest.mark.process
 def test_the_first_run_says_what_to_do_next(tmp_path: Path) -> None:
     """The first start (the owner's token is created) names the web view's address and
     `wiki-memory status`; later starts do not repeat it (docs/operations.md)."""

@@ -19,7 +19,7 @@ from serverproc import ServerProcess
 from support import run_cli, wait_for
 from teamkit import McpRaw, make_token
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 OWNER = "olivia"
 ENV = {"USER": OWNER, "LOGNAME": OWNER}

@@ -48,7 +48,7 @@ def tls(tmp_path_factory: pytest.TempPathFactory):
         yield srv, pki, own
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_lan_bind_over_tls_own_address_and_foreign_host(tls: tuple[ServerProcess, Pki, str]):
     srv, pki, own = tls
     if own is None:
@@ -72,7 +72,7 @@ def test_lan_bind_over_tls_own_address_and_foreign_host(tls: tuple[ServerProcess
         httpx.get(f"http://{own}:{srv.port}/v1/pages", headers=h, timeout=10).raise_for_status()
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_cli_trusts_the_private_ca_only_with_ca_file(tls: tuple[ServerProcess, Pki, str]):
     srv, pki, _ = tls
     ok = run_cli(srv.data_dir, "--ca-file", str(pki.ca), "recall", "anything", "--url", srv.url)
@@ -85,7 +85,7 @@ def test_cli_trusts_the_private_ca_only_with_ca_file(tls: tuple[ServerProcess, P
     assert "certificate" in bad.stderr.lower(), bad.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_mcp_bridge_trusts_the_private_ca_only_with_ca_file(
     tls: tuple[ServerProcess, Pki, str], tmp_path: Path
 ):
@@ -110,6 +110,7 @@ def test_mcp_bridge_trusts_the_private_ca_only_with_ca_file(
     assert b"certificate" in bad.stderr.lower(), bad.stderr
 
 
+@pytest.mark.process
 def test_lan_bind_without_tls_needs_insecure_http(tmp_path: Path) -> None:
     port = str(free_port())
     r = run_cli(tmp_path / "d", "serve", "--host", "0.0.0.0", "--port", port)
@@ -118,7 +119,7 @@ def test_lan_bind_without_tls_needs_insecure_http(tmp_path: Path) -> None:
     assert r.returncode == 2 and "go together" in r.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_insecure_http_lan_bind_says_so(tmp_path: Path) -> None:
     srv = ServerProcess(tmp_path / "d", args=["--host", "0.0.0.0", "--insecure-http"]).start()
     try:
@@ -127,7 +128,7 @@ def test_insecure_http_lan_bind_says_so(tmp_path: Path) -> None:
         srv.stop()
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_installed_hook_over_tls_with_and_without_ca_file(
     tls: tuple[ServerProcess, Pki, str], tmp_path: Path, shared: Path
 ) -> None:
@@ -172,7 +173,7 @@ def test_installed_hook_over_tls_with_and_without_ca_file(
     assert b"tls-refused" not in spooled
 
 
-@pytest.mark.slow
+@pytest.mark.process
 def test_a_tls_handshake_that_never_comes_is_cut(tls: tuple[ServerProcess, Pki, str]) -> None:
     """A connection that never starts its TLS handshake is closed after the header
     timeout, not asyncio's 60 s (it reaches the header timer only after a handshake)."""

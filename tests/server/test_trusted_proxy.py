@@ -22,7 +22,7 @@ def _alias_works() -> bool:
         return False
 
 
-@pytest.mark.slow
+@pytest.mark.process
 @pytest.mark.skipif(not _alias_works(), reason="127.0.0.2 is not usable here")
 def test_forwarded_address_only_from_a_trusted_proxy(tmp_path: Path) -> None:
     env = {"WIKI_MEMORY_TRUSTED_PROXIES": "127.0.0.2"}

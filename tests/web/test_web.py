@@ -24,7 +24,7 @@ from webdata import BOB_ONLY_WORD, DEPLOY, H_BOB, H_BOB_PEOPLE, H_OLIVIA, OWNER,
 
 from wiki_memory.web import views as web
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 
 @pytest.fixture(scope="module")

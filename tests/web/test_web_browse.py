@@ -35,7 +35,7 @@ from serverproc import ServerProcess
 from support import shared_path
 from webdata import OWNER
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--no-first-run"]

@@ -22,7 +22,7 @@ import pytest
 import webdata
 from webdata import DEPLOY, OWNER, RUNBOOK, XSS, XSS_MARK
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [

@@ -23,6 +23,8 @@ from test_git import GIT, git, needs_git
 from wiki_memory.wiki.bundle import read_bundle_into, write_bundle
 from wiki_memory.wiki.git import GitStore
 
+pytestmark = pytest.mark.process
+
 
 def words(n: int, seed: int) -> str:
     rng = random.Random(seed)

@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+from appkit import AppServer, http
 from serverproc import ServerProcess
 from support import shared_path
 
@@ -55,24 +56,26 @@ def srv(tmp_path_factory):
     for rel, text in SUPPORT.items():
         (wiki / rel).parent.mkdir(parents=True, exist_ok=True)
         (wiki / rel).write_text(text, encoding="utf-8")
-    s = ServerProcess(data, env={"WIKI_MEMORY_HAND_EDIT_SETTLE_SECONDS": "0.2"}).start()
+    # the app in this process: what is checked here is what the routes answer
+    s = AppServer(data, hand_edit_settle_seconds=0.2).start()
     s.inputs = {n: (wiki / "cases" / n).read_bytes() for n in CASES}  # type: ignore[attr-defined]
     yield s
     s.stop()
 
 
-def page(srv: ServerProcess, rel: str) -> dict[str, Any]:
+def page(srv: AppServer, rel: str) -> dict[str, Any]:
     r = srv.get(f"/v1/pages/{rel}")
     assert r.status_code == 200, r.text
     return r.json()
 
 
-def found(srv: ServerProcess, query: str) -> set[str]:
+def found(srv: AppServer, query: str) -> set[str]:
     r = srv.post("/v1/recall", {"query": query, "budget_tokens": 4000})
     assert r.status_code == 200, r.text
     return {i["path"] for i in r.json()["items"]}
 
 
+@pytest.mark.slow
 def test_reading_never_rewrites_a_case_file(srv):
     for name in CASES:
         page(srv, f"cases/{name}")
@@ -239,7 +242,7 @@ def test_c11_code_is_not_linked_but_searchable(srv):
     assert "cases/C11.md" in found(srv, "servers.backup")
 
 
-def wait_links(srv: ServerProcess, rel: str, ok: Any, timeout: float = 10.0) -> dict[str, Any]:
+def wait_links(srv: AppServer, rel: str, ok: Any, timeout: float = 10.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
         p = page(srv, rel)
@@ -258,7 +261,7 @@ def test_c13_forward_links_resolve_through_the_api_and_on_disk(srv):
     rec = srv.post("/v1/recall", {"query": "relates_to", "budget_tokens": 2000}).json()
     assert any("[[Target Not Yet Written]]" in i["snippet"] for i in rec["items"])
     # step 2: created through the HTTP write
-    r = httpx.put(
+    r = http(srv).put(
         f"{srv.url}/v1/pages/notes/Target Not Yet Written.md",
         content=b"# Target Not Yet Written\n",
         headers={**srv.headers, "Content-Type": "text/markdown"},
@@ -306,7 +309,7 @@ def hold_index_lock(wiki: Path, seconds: float) -> subprocess.Popen[bytes]:
     return proc
 
 
-@pytest.mark.slow
+@pytest.mark.process
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs the git binary")
 def test_c21_concurrent_puts_and_an_observation_while_git_holds_the_index_lock(tmp_path):
     data = tmp_path / "data"
@@ -470,6 +473,7 @@ def mcp_call(memory: Memory, name: str, args: dict[str, Any]) -> Any:
 C23_TITLES = ["Café résumé", "会议记录 第三周", "Ünïcödé – notes", "ملاحظات"]
 
 
+@pytest.mark.process
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs the git binary")
 def test_c23_unicode_titles_give_nfc_names_readable_history_and_search(mem, tmp_path):
     (mem.wiki_dir / "projects" / "u").mkdir(parents=True, exist_ok=True)  # a known project

@@ -100,6 +100,7 @@ def test_author_email_for_defaults_and_configured() -> None:
 # --------------------------------------------------------------------------- setup
 
 
+@pytest.mark.process
 def test_new_wiki_has_main_branch_gitignore_and_first_commit(tmp_path: Path) -> None:
     wiki = tmp_path / "wiki"
     wiki.mkdir()
@@ -124,6 +125,7 @@ def test_new_wiki_has_main_branch_gitignore_and_first_commit(tmp_path: Path) -> 
             assert git(wiki, "status", "--porcelain", "--ignored") != ""  # ignored ones exist
 
 
+@pytest.mark.process
 @needs_git
 def test_existing_repository_with_own_branch(tmp_path: Path) -> None:
     wiki = tmp_path / "vault"
@@ -146,6 +148,7 @@ def test_existing_repository_with_own_branch(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- commits
 
 
+@pytest.mark.process
 def test_write_modify_delete_with_authors(store: GitStore) -> None:
     w = store.wiki_dir
     write(w, "notes/a.md", "one\n")
@@ -180,6 +183,7 @@ def test_write_modify_delete_with_authors(store: GitStore) -> None:
         assert git(store.wiki_dir, "fsck", "--strict") == ""
 
 
+@pytest.mark.process
 def test_commit_only_named_paths_and_keeps_persons_staged_work(store: GitStore) -> None:
     w = store.wiki_dir
     write(w, "mine.md", "server\n")
@@ -202,6 +206,7 @@ def test_commit_only_named_paths_and_keeps_persons_staged_work(store: GitStore) 
         assert git(w, "show", "HEAD:theirs.md") == "person v2, staged\n"
 
 
+@pytest.mark.process
 def test_only_if_leaves_out_a_file_that_changed_since_the_caller_looked(store: GitStore) -> None:
     w = store.wiki_dir
     write(w, "a.md", "server v1\n")
@@ -226,6 +231,7 @@ def test_only_if_leaves_out_a_file_that_changed_since_the_caller_looked(store: G
     assert_clean(store)
 
 
+@pytest.mark.process
 def test_folders_ignored_files_and_path_validation(store: GitStore) -> None:
     w = store.wiki_dir
     for i in range(3):
@@ -273,6 +279,7 @@ def test_folders_ignored_files_and_path_validation(store: GitStore) -> None:
             store.commit([bad], "A", "a@x", "bad")
 
 
+@pytest.mark.process
 def test_two_hundred_commits_stay_correct(store: GitStore) -> None:
     w = store.wiki_dir
     shas = []
@@ -295,6 +302,7 @@ def test_two_hundred_commits_stay_correct(store: GitStore) -> None:
         assert git(w, "rev-list", "--count", "HEAD").strip() == "201"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "files", [1_000, pytest.param(10_000, marks=pytest.mark.slow)], ids=["1k", "10k"]
 )
@@ -325,6 +333,7 @@ def test_commits_on_a_large_repo_stay_clean(tmp_path: Path, files: int) -> None:
 # --------------------------------------------------------------------------- HEAD moves
 
 
+@pytest.mark.process
 @needs_git
 def test_head_moved_by_stock_git_is_built_on(store: GitStore) -> None:
     w = store.wiki_dir
@@ -345,6 +354,7 @@ def test_head_moved_by_stock_git_is_built_on(store: GitStore) -> None:
     assert git(w, "fsck", "--strict") == ""
 
 
+@pytest.mark.process
 @needs_git
 def test_head_moved_while_building_is_retried(
     store: GitStore, monkeypatch: pytest.MonkeyPatch
@@ -387,6 +397,7 @@ def test_head_moved_while_building_is_retried(
     assert git(w, "fsck", "--strict", "--no-dangling") == ""
 
 
+@pytest.mark.process
 def test_two_threads_commit_through_one_store(store: GitStore) -> None:
     w = store.wiki_dir
     errors: list[BaseException] = []
@@ -445,6 +456,7 @@ def test_operation_in_progress_is_busy(store: GitStore) -> None:
     assert store.commit(["x.md"], "A", "a@x", "after rebase")
 
 
+@pytest.mark.process
 @needs_git
 def test_index_version_4_and_split_index(store: GitStore) -> None:
     w = store.wiki_dir
@@ -477,6 +489,7 @@ def _hold_lock(wiki: Path) -> Path:
     return lock
 
 
+@pytest.mark.process
 def test_c21_external_lock_released_within_wait(store: GitStore) -> None:
     w = store.wiki_dir
     lock = _hold_lock(w)
@@ -492,6 +505,7 @@ def test_c21_external_lock_released_within_wait(store: GitStore) -> None:
         assert git(w, "fsck", "--strict") == ""
 
 
+@pytest.mark.process
 def test_c21_external_lock_outlives_wait(tmp_path: Path) -> None:
     with GitStore(tmp_path / "wiki", lock_wait_seconds=0.5) as s:
         w = s.wiki_dir
@@ -516,6 +530,7 @@ def test_c21_external_lock_outlives_wait(tmp_path: Path) -> None:
             assert git(w, "fsck", "--strict") == ""
 
 
+@pytest.mark.process
 def test_branch_ref_lock_is_waited_for_and_never_deleted(tmp_path: Path) -> None:
     with GitStore(tmp_path / "wiki", lock_wait_seconds=0.5) as s:
         w = s.wiki_dir
@@ -536,6 +551,7 @@ def test_branch_ref_lock_is_waited_for_and_never_deleted(tmp_path: Path) -> None
         assert_clean(s)
 
 
+@pytest.mark.process
 def test_c21_burst_with_external_lock(tmp_path: Path, shared: Path) -> None:
     """inputs/C21.json: two users' writes plus a hook observation fired together while an
     external git holds the index lock for ~300 ms: all three land, right authors."""
@@ -580,6 +596,7 @@ def test_c21_burst_with_external_lock(tmp_path: Path, shared: Path) -> None:
             assert git(w, "fsck", "--strict") == ""
 
 
+@pytest.mark.process
 @needs_git
 def test_stock_git_and_store_commit_concurrently(store: GitStore) -> None:
     """A person's git committing in a loop while the server commits: both honour the
@@ -663,6 +680,7 @@ def test_stock_git_and_store_commit_concurrently(store: GitStore) -> None:
 C23_TITLES = ["Café résumé", "会议记录 第三周", "Ünïcödé – notes", "ملاحظات"]
 
 
+@pytest.mark.process
 def test_c23_unicode_paths(tmp_path: Path, shared: Path) -> None:
     text = (shared / "cases" / "inputs" / "C23.txt").read_text(encoding="utf-8")
     for title in C23_TITLES:
@@ -743,6 +761,7 @@ def test_read_at_read_as_of_log_path_changed_paths(store: GitStore) -> None:
     assert "-v1" in d and "+v3" in d
 
 
+@pytest.mark.process
 def test_maybe_pack(store: GitStore) -> None:
     w = store.wiki_dir
     assert store.pack() > 0  # the first commit's objects; the count starts again
@@ -776,6 +795,7 @@ def test_pack_count_survives_restart(tmp_path: Path) -> None:
         assert s.maybe_pack(every=5) > 0
 
 
+@pytest.mark.process
 def test_symlink_and_executable_modes(store: GitStore) -> None:
     w = store.wiki_dir
     write(w, "target.md", "t\n")
@@ -792,6 +812,7 @@ def test_symlink_and_executable_modes(store: GitStore) -> None:
         assert modes["link.md"] == "120000" and modes["tool.sh"] == "100755"
 
 
+@pytest.mark.slow
 def test_a_commit_reads_the_files_only_once_another_gits_index_lock_is_gone(tmp_path: Path):
     """A checkout by another git holds ``index.lock`` while it rewrites files: a commit
     waiting on that lock must read the files after it, never half old, half new."""

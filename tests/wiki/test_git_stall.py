@@ -13,10 +13,13 @@ from pathlib import Path
 from urllib.parse import quote
 
 import httpx
+import pytest
 from serverproc import ServerProcess
 from support import committed, run_cli, wait_for
 
 from wiki_memory.wiki.locks import lock_files, remove_stale
+
+pytestmark = pytest.mark.process
 
 ENV = {
     "WIKI_MEMORY_COMMIT_DELAY_SECONDS": "0.05",

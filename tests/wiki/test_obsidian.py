@@ -227,7 +227,7 @@ def served_counts(srv: ServerProcess) -> tuple[dict[str, int], list[tuple[str, s
     return c, sorted(unresolved), diagnostics
 
 
-@pytest.mark.slow
+@pytest.mark.process
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs the git binary")
 @pytest.mark.parametrize("name", VAULTS)
 def test_vault_served_in_place_and_indexed_whole(tmp_path, name):
@@ -387,6 +387,7 @@ def run_cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.process
 def test_import_copies_a_vault_and_never_overwrites(tmp_path):
     src = tmp_path / "vault"
     (src / ".obsidian").mkdir(parents=True)
@@ -429,6 +430,7 @@ def test_import_copies_a_vault_and_never_overwrites(tmp_path):
 # --------------------------------------------------------------------------- doctor
 
 
+@pytest.mark.process
 def test_doctor_reports_problems_and_exits_non_zero(tmp_path):
     data = tmp_path / "data"
     wiki = data / "wiki"

@@ -93,6 +93,7 @@ def settle(m: Memory, seconds: float = 0.9) -> None:
     raise AssertionError("did not settle")
 
 
+@pytest.mark.slow
 def test_hand_edit_racing_a_compile_loses_neither_text(tmp_path):
     m = make_memory(tmp_path / "data")
     try:

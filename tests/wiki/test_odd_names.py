@@ -116,6 +116,7 @@ def wiki_dirty(wiki: Path, rel: str) -> bool:
         repo.close()
 
 
+@pytest.mark.process
 def test_odd_names_at_start_and_after_a_restart(tmp_path: Path) -> None:
     data = tmp_path / "data"
     wiki = data / "wiki"
@@ -153,6 +154,7 @@ def test_odd_names_at_start_and_after_a_restart(tmp_path: Path) -> None:
     assert "notes/bad\\xff.md" in text and "decomposed" in text
 
 
+@pytest.mark.slow
 def test_odd_names_arriving_in_one_batch_with_ordinary_pages(tmp_path: Path, stop_after) -> None:
     m = make_memory(tmp_path, {"notes/x.md": "# x\n"})
     stop_after(m)

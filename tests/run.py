@@ -1,0 +1,71 @@
+"""The whole suite as the README runs it: every test but the ``serial`` ones on two
+workers (``pytest -n 2 -m 'not serial'``), then the ``serial`` ones alone
+(``pytest -m serial``: they assert time bounds, which a busy neighbour would break).
+Arguments go to both runs (``-x``, ``-k word``, a folder, ...). Exits 0 when both pass
+(a serial run that selects nothing passes) and ends with one line adding the two up.
+
+    python tests/run.py -q
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+WORKERS = os.environ.get("WIKI_MEMORY_TEST_WORKERS", "2")
+NO_TESTS = 5  # pytest's exit code when nothing was selected
+SUMMARY = re.compile(r"^=*\s*(\d+ \w+.*) in ([\d.]+)s")
+
+
+def run(args: list[str]) -> tuple[int, str, float]:
+    """Run pytest with ``args``, its output passed through; its exit code, the counts of
+    its closing line and the time it reported."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    )
+    assert proc.stdout is not None
+    counts, seconds = "", 0.0
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        m = SUMMARY.match(line.strip())
+        if m:
+            counts, seconds = m.group(1), float(m.group(2))
+    return proc.wait(), counts, seconds
+
+
+def add(*summaries: str) -> str:
+    """``"3 passed, 1 skipped"`` and ``"2 passed, 9 deselected"`` → ``"5 passed, 1 skipped"``
+    (deselected ones left out: each run deselects what the other runs)."""
+    total: dict[str, int] = {}
+    for s in summaries:
+        for n, word in re.findall(r"(\d+) (\w+)", s):
+            if word != "deselected":
+                total[word] = total.get(word, 0) + int(n)
+    return ", ".join(f"{n} {w}" for w, n in total.items())
+
+
+def main(argv: list[str]) -> int:
+    os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    start = time.monotonic()
+    rc1, s1, t1 = run(["-n", WORKERS, "-m", "not serial", *argv])
+    rc2, s2, t2 = run(["-m", "serial", "-p", "no:xdist", *argv])
+    if rc2 == NO_TESTS:
+        rc2 = 0
+    wall = time.monotonic() - start
+    print(
+        f"{add(s1, s2)} in {t1 + t2:.2f}s "
+        f"(parallel part {t1:.0f}s on {WORKERS} workers, serial part {t2:.0f}s; {wall:.0f}s wall)"
+    )
+    return rc1 or rc2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
