@@ -26,7 +26,7 @@ pytestmark = pytest.mark.fast
 
 GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 DIARY = "people/alice/diary.md"
-PRIVATE = "projects/open/notes/private.md"
+PERSONAL_PAGE = "projects/open/notes/private.md"
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def w(tmp_path: Path) -> Iterator[dict[str, Any]]:
             "projects/secret/a.md": "# a\n",
             "projects/open/b.md": "# b\n",
             DIARY: "# diary\n",
-            PRIVATE: "---\nvisibility: personal\nuser: alice\n---\n# mine\n",
+            PERSONAL_PAGE: "---\nvisibility: personal\nuser: alice\n---\n# mine\n",
         },
     )
     tokens = TokenStore(data / "auth", owner_user="alice")
@@ -93,7 +93,7 @@ def test_refused_writes_pins_and_audit_reads_are_audited(w):
 
 def test_admins_see_a_personal_pages_owner_not_its_path(w):
     c = w["c"]
-    for path in (DIARY, PRIVATE):
+    for path in (DIARY, PERSONAL_PAGE):
         r = c.post("/v1/admin/pin", json={"path": path, "pinned": True}, headers=_h(w["lee"]))
         assert r.status_code == 404  # not the admin's page
         r = c.post("/v1/admin/pin", json={"path": path, "pinned": True}, headers=_h(w["alice"]))
