@@ -489,6 +489,7 @@ class Memory:
         create_only: bool = False,
         who: Identity | str | None = None,
         on_current: Callable[[bytes | None], None] | None = None,
+        supersedes: Any = None,
     ) -> WriteResult:
         """Write a whole page with a compare-and-set on its content hash.
 
@@ -500,8 +501,15 @@ class Memory:
         the bytes the write replaced (None: it created the page). Creating a page whose
         new path parts Windows cannot check out raises PathRefused (400 ``bad_path``,
         ``rule: portable_name``; :func:`wiki_memory.wiki.names.new_name_refusal`);
-        an existing page with such a name is written as before.
+        an existing page with such a name is written as before. ``supersedes`` (a page
+        path or title, or a list; docs/knowledge.md) retires those pages in the same
+        commit (:mod:`wiki_memory.core.knowledge`): the page written gets ``supersedes``
+        and ``valid_from``, each older one ``state: superseded``, ``superseded_by`` and
+        ``valid_until``; a refusal on any of them writes nothing.
         """
+        from wiki_memory.core import knowledge
+
+        names = knowledge.check_supersedes(supersedes)
 
         def fn(current: bytes | None) -> bytes:
             if on_current is not None:
@@ -520,7 +528,22 @@ class Memory:
                 raise Conflict(f"{path} changed since it was read", cur)
             return data
 
-        return self.update_page(path, fn, user=user, message=message, who=who)
+        if not names:
+            return self.update_page(path, fn, user=user, message=message, who=who)
+        ident = self.scope.identity(who if who is not None else user)
+        rel = clean_rel(path)
+        olds = knowledge.resolve_targets(self, names, rel, ident)
+        when = knowledge.now_iso()
+        return knowledge.write_superseding(
+            self,
+            rel,
+            lambda current: knowledge.stamp_newer(fn(current), olds, when),
+            olds,
+            user=user,
+            ident=ident,
+            message=message,
+            when=when,
+        )
 
     def _idle_loop(self) -> None:
         """End sessions idle longer than ``idle_seconds``; clean up old spool files."""
