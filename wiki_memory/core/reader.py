@@ -20,6 +20,7 @@ from wiki_memory.core.sessions import conflict_copy_path
 from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity, may_read
 from wiki_memory.index.store import Index
+from wiki_memory.index.supersede import Chains
 from wiki_memory.recall.filters import parse_time
 from wiki_memory.recall.pack import pack
 from wiki_memory.wiki.git import CommitInfo, GitStore
@@ -62,6 +63,11 @@ class Reader:
             self._handles.pop(next(iter(self._handles)))
         return hid
 
+    def chains(self, user: Identity | str | None) -> Chains:
+        """Which pages replaced which, as ``user`` sees them
+        (:mod:`wiki_memory.index.supersede`)."""
+        return self.index.chains(self.scope.identity(user))
+
     def visible(self, path: str, user: Identity | str | None) -> bool:
         """True when ``user`` may see the indexed page at ``path`` (by the scope rule, on
         its path and indexed frontmatter); False for a page the index does not hold.
@@ -94,6 +100,11 @@ class Reader:
             path, _, anchor = target.partition("#")
             cands.append({"id": raw_id, "path": path, "anchor": target, "text": text})
         packed = pack(cands, budget_tokens)
+        if any(it.get("path") for it in packed.items):
+            chains = self.index.chains(who)  # a superseded page stays marked (invariant 14)
+            for it in packed.items:
+                if it.get("path"):
+                    it.update(chains.mark(it["path"]))
         return {
             "items": packed.items,
             "used_tokens": packed.used_tokens,
@@ -161,14 +172,11 @@ class Reader:
                 pass  # an ISO string: compared as written, like the stored ones
             else:  # epoch seconds: as the ISO-8601 UTC text the index compares
                 since = datetime.fromtimestamp(when or 0.0, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        return self.index.list_pages(
-            project=project,
-            kind=kind,
-            since=since,
-            limit=limit,
-            offset=offset,
-            who=self.scope.identity(user),
+        who = self.scope.identity(user)
+        rows = self.index.list_pages(
+            project=project, kind=kind, since=since, limit=limit, offset=offset, who=who
         )
+        return after_successors(rows, self.index.chains(who))
 
     def read_page(
         self,
@@ -488,3 +496,26 @@ class Reader:
         ]
         matches.sort(key=lambda i: (i.user != who.user, -i.started))
         return str(matches[0].state["path"]) if matches else None
+
+
+def after_successors(rows: list[dict[str, Any]], chains: Chains) -> list[dict[str, Any]]:
+    """Listing rows (each with ``path``) with every superseded page marked
+    (``state``, ``superseded_by``) and moved just after the head of its chain when the
+    head comes later in ``rows`` (invariant 14); other rows keep their order."""
+    if not chains.head:
+        return rows
+    index = {r["path"]: i for i, r in enumerate(rows)}
+    late: dict[str, list[dict[str, Any]]] = {}
+    out: list[dict[str, Any]] = []
+    for i, r in enumerate(rows):
+        head = chains.head.get(r["path"])
+        if head is not None:
+            r = {**r, **chains.mark(r["path"])}
+            if index.get(head, -1) > i:
+                late.setdefault(head, []).append(r)
+                continue
+        out.append(r)
+        out.extend(late.pop(r["path"], []))
+    for rest in late.values():
+        out.extend(rest)
+    return out
