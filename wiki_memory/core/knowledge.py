@@ -187,8 +187,8 @@ def may_supersede(
     note may supersede. A mention (the name in the text) proposes nothing."""
     keys = {wl.name_key(n) for n in names if n and n.strip()}
     found: list[str] = []
-    for _key, path, source in memory.index.names_for(keys, ident):
-        if source in ("title", "title_other", "alias") and path not in found:
+    for _key, path, _source in memory.index.names_for(keys, ident):
+        if path not in found:  # checked against its own title and aliases below
             found.append(path)
     if subject and subject.strip():
         found += [p for p in memory.index.same_subject(project, subject, ident) if p not in found]
@@ -201,6 +201,10 @@ def may_supersede(
         if row.get("kind") != "note" or path in chains.by:
             continue
         if page_state(row.get("meta") or {}) != "current":
+            continue
+        own = {wl.name_key(str(n)) for n in [row.get("title") or "", *(row.get("aliases") or [])]}
+        same_subject = subject and wl.name_key(str((row.get("meta") or {}).get("subject") or ""))
+        if not (own & keys) and not (subject and same_subject == wl.name_key(subject)):
             continue
         out.append(path)
     return sorted(out)
