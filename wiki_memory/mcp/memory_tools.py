@@ -129,6 +129,8 @@ class MemoryOps(ToolBase):
                 head_line = f"[{n}] id={it.get('id')} · {it.get('title') or '(untitled)'}"
                 if not it.get("compact"):  # a compact handle has no kind, date or source
                     head_line += f" · {it.get('kind')} · updated {it.get('updated') or '?'}"
+                if it.get("superseded_by"):  # invariant 14: marked, after its successor
+                    head_line += f" · SUPERSEDED by {it['superseded_by']}"
                 source = str(it.get("anchor") or it.get("path") or it.get("id"))
                 parts.append(head_line + "\n" + quoted(str(it.get("snippet") or ""), source))
                 for sub in it.get("also", []):  # its page's entries carried in this slot
