@@ -38,8 +38,12 @@ from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_page
 
 if TYPE_CHECKING:
-    from wiki_memory.core.memory import Memory
     from wiki_memory.core.writer import WriteResult
+
+#: a :class:`wiki_memory.core.memory.Memory` (not imported: the Memory calls this module,
+#: and the rooms allow no import cycle); what is used of it: ``index``, ``scope``,
+#: ``wiki_dir``, ``update_pages``
+Memory = Any
 
 __all__ = [
     "MAX_SUPERSEDES",
