@@ -89,7 +89,7 @@ def test_remember_never_makes_a_windows_name(srv: ServerProcess) -> None:
     for title in ("CON", "aux.txt", "com1", "Notes.", "nul "):
         r = httpx.post(
             srv.url + "/v1/remember",
-            json={"text": "a rule", "title": title, "project": "atlas"},
+            json={"text": f"a rule for {title}", "title": title, "project": "atlas"},
             headers=srv.headers,
             timeout=60,
         )
