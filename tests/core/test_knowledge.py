@@ -248,3 +248,18 @@ def test_normalized_and_similarity():
         knowledge.SIMILAR_AT
     )
     assert knowledge.similarity(R1, R1.replace("prod", "staging")) < knowledge.SIMILAR_AT
+
+
+@pytest.mark.process
+def test_cli_remember_supersedes_and_answers_duplicates(tmp_path):
+    from support import run_cli
+
+    data = tmp_path / "data"
+    first = run_cli(data, "remember", "Port is 1.", "--project", "p", "--json")
+    assert first.returncode == 0, first.stderr
+    old = json.loads(first.stdout)["path"]
+    second = run_cli(data, "remember", "Port is 2.", "--project", "p", "--supersedes", old)
+    assert second.returncode == 0 and f"supersedes: {old}" in second.stdout, second.stdout
+    again = run_cli(data, "remember", "Port is 2", "--project", "p")
+    assert again.stdout.startswith("already remembered: ") and "(2 times)" in again.stdout
+    assert "state: superseded" in (data / "wiki" / old).read_text()

@@ -291,3 +291,31 @@ def test_C56_three_equal_remembers_keep_one_file(srv: ServerProcess) -> None:
         timeout=30,
     )
     assert h.status_code == 200 and h.json()["path"] == r1["path"] and h.json()["count"] == 4
+
+
+def test_put_page_supersedes_over_http(srv: ServerProcess) -> None:
+    old = "projects/dedup/notes/ttl.md"
+    new = "projects/dedup/notes/ttl-now.md"
+    r = httpx.put(srv.url + "/v1/pages/" + old, content=b"The TTL is 60s.\n", headers=srv.headers)
+    assert r.status_code == 201, r.text
+    r = httpx.put(
+        srv.url + "/v1/pages/" + new,
+        json={"text": "The TTL is 300s.\n", "supersedes": "ttl"},
+        headers=srv.headers,
+        timeout=30,
+    )
+    assert r.status_code == 201, r.text
+    body = (srv.data_dir / "wiki" / old).read_text()
+    assert "state: superseded" in body and f"superseded_by: {new}" in body
+    assert "supersedes: " + old in (srv.data_dir / "wiki" / new).read_text()
+    items = http_recall(srv, "TTL", "dedup")
+    assert [i["path"] for i in items][:2] == [new, old] and items[1]["superseded_by"] == new
+    # a target that names nothing: 404, and nothing written
+    r = httpx.put(
+        srv.url + "/v1/pages/projects/dedup/notes/ttl-3.md",
+        json={"text": "x\n", "supersedes": "no such page"},
+        headers=srv.headers,
+        timeout=30,
+    )
+    assert r.status_code == 404, r.text
+    assert not (srv.data_dir / "wiki/projects/dedup/notes/ttl-3.md").exists()
