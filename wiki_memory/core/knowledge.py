@@ -144,7 +144,10 @@ def write_superseding(
     """Write the newer page ``rel`` (``new_fn`` gives its bytes, already stamped by
     :func:`stamp_newer`) and retire each of ``olds`` in one commit."""
     changes = [(rel, new_fn)] + [(old, _retire_fn(old, rel, when)) for old in olds]
-    return memory.update_pages(changes, user=user, message=message, who=ident, op="supersede")
+    res: WriteResult = memory.update_pages(
+        changes, user=user, message=message, who=ident, op="supersede"
+    )
+    return res
 
 
 def retire(
