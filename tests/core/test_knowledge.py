@@ -21,8 +21,6 @@ from wiki_memory.errors import Forbidden, NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.wiki.page import parse_page
 
-pytestmark = pytest.mark.fast
-
 N1 = "The staging database listens on port 5432."
 N2 = "Staging DB port: moved to 6543 on 2026-03-02 (ticket OPS-311)."
 N3 = "The billing cron runs at 02:00 UTC and reads the staging database."
@@ -37,6 +35,7 @@ def paths(items: list[dict[str, Any]]) -> list[str]:
     return [i["path"] for i in items]
 
 
+@pytest.mark.fast
 def test_C54_remember_supersedes_in_one_commit_and_recall_gives_the_head_first(mem):
     r1 = remember(mem, N1, project="atlas", title="Staging DB port", user="alice")
     r2 = remember(mem, N2, project="atlas", supersedes=r1["path"], user="alice")
@@ -71,6 +70,7 @@ def test_C54_remember_supersedes_in_one_commit_and_recall_gives_the_head_first(m
     assert listed[order.index(r1["path"])]["superseded_by"] == r4["path"]
 
 
+@pytest.mark.fast
 def test_a_hand_edited_supersedes_is_the_same_rule_and_the_brief_leaves_the_old_out(tmp_path):
     files = {
         "projects/p/notes/old.md": "---\ntitle: Old\npinned: true\n---\nThe cache TTL is 60s.\n",
@@ -88,6 +88,7 @@ def test_a_hand_edited_supersedes_is_the_same_rule_and_the_brief_leaves_the_old_
         m.stop()
 
 
+@pytest.mark.fast
 def test_the_head_is_brought_in_when_only_the_old_page_matches(tmp_path):
     files = {
         "notes/a.md": "---\nstate: superseded\nsuperseded_by: notes/b.md\n---\nquokkaport 1\n",
@@ -117,6 +118,7 @@ BROKEN = {
 }
 
 
+@pytest.mark.process  # doctor's other checks may ask the service manager
 def test_C54_broken_supersessions_hide_nothing_and_doctor_names_each(tmp_path):
     m = make_memory(tmp_path / "data", files=BROKEN)
     try:
@@ -150,6 +152,7 @@ class Grants:
         }.get(user)
 
 
+@pytest.mark.fast
 def test_supersedes_needs_write_on_both_pages_and_a_refusal_changes_nothing(mem):
     mine = remember(mem, "The queue limit is 10.", project="q", user="alice")["path"]
     other = remember(mem, "The tax rate is 5.", project="r", user="alice")["path"]
@@ -166,6 +169,7 @@ def test_supersedes_needs_write_on_both_pages_and_a_refusal_changes_nothing(mem)
     assert len(list((mem.wiki_dir / "projects/q/notes").glob("*.md"))) == 1
 
 
+@pytest.mark.fast
 def test_page_write_supersedes_by_title(mem):
     old = remember(mem, "Builds run on ci-1.", project="p", title="Build host", user="alice")
     mem.write_page(
@@ -180,6 +184,7 @@ def test_page_write_supersedes_by_title(mem):
     assert meta(mem, "projects/p/notes/host.md")["supersedes"] == old["path"]
 
 
+@pytest.mark.fast
 def test_proposals_retire_nothing_and_a_mention_proposes_nothing(mem):
     a = remember(mem, "Deploys go through ship.", project="p", title="Deploy path", user="alice")
     b = remember(mem, "Deploys go through argo.", project="p", title="Deploy path", user="alice")
@@ -198,6 +203,7 @@ def test_proposals_retire_nothing_and_a_mention_proposes_nothing(mem):
 R1 = "Run `make ship` to deploy; never push to prod by hand."
 
 
+@pytest.mark.fast
 def test_C56_one_memory_per_fact(mem):
     r1 = remember(mem, R1, project="atlas", tags=["deploy"], user="alice")
     r2 = remember(mem, R1, project="atlas", tags=["deploy"], user="alice", session_id="s1")
@@ -234,6 +240,7 @@ def test_C56_one_memory_per_fact(mem):
     assert "duplicate" not in r8 and r8["path"].startswith("projects/borealis/notes/")
 
 
+@pytest.mark.fast
 def test_a_superseded_note_is_no_duplicate_target(mem):
     old = remember(mem, "Port is 1.", project="p", user="alice")
     remember(mem, "Port is 2.", project="p", supersedes=old["path"], user="alice")
@@ -241,6 +248,7 @@ def test_a_superseded_note_is_no_duplicate_target(mem):
     assert "duplicate" not in again and again["path"] != old["path"]
 
 
+@pytest.mark.fast
 def test_normalized_and_similarity():
     assert knowledge.normalized("  a b.  \r\nc!  \n") == "a b.\nc"
     assert knowledge.normalized("done.") == "done" and knowledge.normalized("x..") == "x."
