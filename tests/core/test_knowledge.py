@@ -271,3 +271,29 @@ def test_cli_remember_supersedes_and_answers_duplicates(tmp_path):
     again = run_cli(data, "remember", "Port is 2", "--project", "p")
     assert again.stdout.startswith("already remembered: ") and "(2 times)" in again.stdout
     assert "state: superseded" in (data / "wiki" / old).read_text()
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("plain", [True, False])
+def test_in_the_tail_a_superseded_page_comes_after_every_other_match(tmp_path, monkeypatch, plain):
+    from wiki_memory.recall import rank
+
+    for name, value in (("FULL_RANK", 0), ("POOL", 1), ("TEXT_LIMIT", 1), ("OTHER_LIMIT", 1)):
+        monkeypatch.setattr(rank, name, value)
+    # the pool (one section) takes one of the f pages; the other ones, the old page and
+    # the new one are the tail, where by bm25 alone the old page comes before the new one
+    files = {f"notes/f{i}.md": f"# F{i}\n\n{'okapi ' * 6}{i}\n" for i in range(4)}
+    files["notes/old.md"] = (
+        "---\nstate: superseded\nsuperseded_by: notes/new.md\n---\nokapi okapi x\n"
+    )
+    files["notes/new.md"] = "# New\n\nthe okapi value, long text here and more words to dilute it\n"
+    m = make_memory(tmp_path / "data", files=files)
+    try:
+        found = rank.ranked(m._sources, "okapi", who=m.scope.identity("alice"), plain=plain)
+        got = [found.item(i)["path"] for i in range(len(found))]
+        pool = [c.path for c in found._cands]
+        assert "notes/old.md" not in pool and "notes/new.md" not in pool, pool
+        assert "notes/old.md" in got and "notes/new.md" in got, got
+        assert got.index("notes/new.md") < got.index("notes/old.md"), got
+    finally:
+        m.stop()

@@ -280,8 +280,10 @@ class _SqlTail:
         scope: signals.Scope,
         cols: dict[str, float],
         pool: set[tuple[str, str]],
+        last: set[str] | None = None,
     ) -> None:
         self.index, self.match, self.scope, self.cols, self.pool = index, match, scope, cols, pool
+        self.last = last or set()
         self.n = tail_rows.count_own(index, match, scope, cols, pool)
         self.rows: dict[int, Hit] = {}
 
@@ -301,6 +303,7 @@ class _SqlTail:
                 self.cols,
                 offset=j,
                 exclude=self.pool,
+                last=self.last,
             )
             for k, h in enumerate(found):
                 self.rows[j + k] = h
@@ -498,9 +501,12 @@ class _Ranker:
         if not self.pooled:
             return None
         pool = {(c.hit.path, c.hit.anchor) for c in self.cands.values() if c.hit is not None}
+        late = set(self.chains.head)  # superseded pages: after every other match
         if kind == "sql":
-            return _SqlTail(self.index, self.or_match, self.scope, self.cols, pool)
-        every = tail_rows.own_sections(self.index, self.or_match, self.scope, NO_LIMIT, self.cols)
+            return _SqlTail(self.index, self.or_match, self.scope, self.cols, pool, late)
+        every = tail_rows.own_sections(
+            self.index, self.or_match, self.scope, NO_LIMIT, self.cols, last=late
+        )
         return _ListTail([h for h in every if (h.path, h.anchor) not in pool])
 
     # -- signals ------------------------------------------------------------------------
