@@ -176,7 +176,7 @@ class Reader:
         rows = self.index.list_pages(
             project=project, kind=kind, since=since, limit=limit, offset=offset, who=who
         )
-        return after_successors(rows, self.index.chains(who))
+        return marked_rows(rows, self.index.chains(who))
 
     def read_page(
         self,
@@ -498,24 +498,12 @@ class Reader:
         return str(matches[0].state["path"]) if matches else None
 
 
-def after_successors(rows: list[dict[str, Any]], chains: Chains) -> list[dict[str, Any]]:
-    """Listing rows (each with ``path``) with every superseded page marked
-    (``state``, ``superseded_by``) and moved just after the head of its chain when the
-    head comes later in ``rows`` (invariant 14); other rows keep their order."""
+def marked_rows(rows: list[dict[str, Any]], chains: Chains) -> list[dict[str, Any]]:
+    """Listing rows (each with ``path``) with every superseded page marked (``state``,
+    ``superseded_by``: the head of its chain). The order is kept: listings page by an
+    offset, and a row moved across a page's end would be skipped or repeated; newest
+    first already puts a correction before what it corrects (retiring a page leaves its
+    ``updated`` as it was)."""
     if not chains.head:
         return rows
-    index = {r["path"]: i for i, r in enumerate(rows)}
-    late: dict[str, list[dict[str, Any]]] = {}
-    out: list[dict[str, Any]] = []
-    for i, r in enumerate(rows):
-        head = chains.head.get(r["path"])
-        if head is not None:
-            r = {**r, **chains.mark(r["path"])}
-            if index.get(head, -1) > i:
-                late.setdefault(head, []).append(r)
-                continue
-        out.append(r)
-        out.extend(late.pop(r["path"], []))
-    for rest in late.values():
-        out.extend(rest)
-    return out
+    return [{**r, **chains.mark(r["path"])} if r["path"] in chains.head else r for r in rows]
