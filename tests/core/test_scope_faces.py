@@ -127,6 +127,7 @@ CLI_COMMANDS: dict[str, str] = {
     "import": "exempt: owner command on files (DESIGN invariant 12)",
     "recover": "exempt: owner command on files",
     "forget": "exempt: calls /v1/forget when a server runs, else the core as the owner",
+    "remember": "exempt: calls /v1/remember when a server runs, else the core as the owner",
     "purge": "exempt: calls /v1/admin/purge when a server runs, else the core as the owner",
     "sync": "exempt: calls /v1/admin/sync when a server runs, else the core as the owner",
     "remote": "exempt: owner command on the git config (DESIGN invariant 12)",
@@ -1365,7 +1366,7 @@ def test_http_remember_cannot_write_into_people(world: Any) -> None:
         for project in ("../../people/alice", "../people/alice", "people/alice")
     ]
     bodies.append({"text": "a note", "project": "p", "title": "../../../people/alice/x"})
-    bodies.append({"text": "---\ntitle: pinme\npinned: true\n---\nbody", "project": "p"})
+    bodies.append({"text": "---\ntitle: pinme\npinned: true\n---\npinme body", "project": "p"})
     with world.client(BOB) as c:
         out = [c.post("/v1/remember", json=b) for b in bodies]
     for r in out[:4]:

@@ -263,8 +263,8 @@ def test_remember_names_pins_secrets_and_traversal(mem):
     make_project(mem, "p")
     titles = ["Sync On/Off", "Q&A: ship?", "CON", "x < y | z *", "dots... ", "Sync On/Off"]
     paths = []
-    for t in titles:
-        res = call(mem, "memory_remember", {"text": f"about {t}", "project": "p", "title": t})
+    for i, t in enumerate(titles):  # another text each time: an equal one is a duplicate
+        res = call(mem, "memory_remember", {"text": f"about {t} ({i})", "project": "p", "title": t})
         assert not res.is_error, text_of(res)
         paths.append(res.structured_content["path"])
     assert len(set(paths)) == 6  # the repeated title got its own file

@@ -477,3 +477,41 @@ def check_signals(ctx: Context) -> None:
             )
     ctx.rep["signals"] = {"on": on, "off": off}
     ctx.rep["vectors"] = line
+
+
+#: what each broken supersession means, for doctor's message (docs/knowledge.md)
+_BROKEN = {
+    "missing": "names no page",
+    "forgotten": "names a forgotten page",
+    "cycle": "is part of a cycle",
+}
+
+
+def check_supersession(ctx: Context) -> None:
+    """Pages whose ``superseded_by`` is broken (missing, forgotten, a cycle): recall
+    treats them as current, so nothing is hidden, but the correction a person meant is
+    not in force (:mod:`wiki_memory.index.supersede`). An error: doctor is not healthy."""
+    from wiki_memory.index.store import Index
+
+    settings = ctx.settings
+    if not settings.index_path.exists() or not ctx.rep.get("index"):
+        return  # the index check already said why
+    idx = Index(
+        settings.index_path, stem_languages=settings.stem_language_names, vectors=settings.vectors
+    )
+    try:
+        broken = idx.chains().broken
+    finally:
+        idx.close()
+    found = [
+        {"path": p, "reason": why, "superseded_by": target}
+        for p, (why, target) in sorted(broken.items())
+    ]
+    ctx.rep["supersession"] = {"broken": found}
+    for f in found:
+        ctx.error(
+            f"supersession broken: {f['path']}: superseded_by {f['superseded_by']!r} "
+            f"{_BROKEN[f['reason']]} (superseded_by_{f['reason']}); recall treats the page "
+            "as current",
+            f"edit superseded_by in {f['path']}, or remove its state: superseded",
+        )

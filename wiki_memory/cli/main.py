@@ -430,6 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
         handoffs,
         hooks,
         mcp,
+        remember,
         remove,
         replicas,
         setup,
@@ -439,7 +440,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     access.register(sub)
-    for module in (setup, uninstall, status, hooks, handoffs, mcp, wiki, remove, carry, replicas):
+    modules = (setup, uninstall, status, hooks, handoffs, mcp, wiki, remove, remember, carry)
+    for module in (*modules, replicas):
         module.register(sub)
     return p
 

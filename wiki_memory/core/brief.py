@@ -155,8 +155,15 @@ def _handoff_part(
 
 def pinned_pages(memory: Memory, project: str, user: Identity | str | None) -> list[dict[str, Any]]:
     """Pages with ``pinned: true`` (or ``"true"``/``"yes"``) whose project is ``project``
-    or none, that ``user`` may see (the scope rule, in the index's SQL); by path."""
-    return memory.index.pinned_pages(project, memory.scope.identity(user))
+    or none, that ``user`` may see (the scope rule, in the index's SQL); by path. A page
+    another one validly superseded is left out (its head is what is true now; a broken
+    supersession leaves the page in: :mod:`wiki_memory.index.supersede`)."""
+    who = memory.scope.identity(user)
+    rows = memory.index.pinned_pages(project, who)
+    if not rows:
+        return rows
+    retired = memory.index.chains(who).by
+    return [r for r in rows if r["path"] not in retired]
 
 
 def _pinned_part(

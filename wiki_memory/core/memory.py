@@ -77,7 +77,7 @@ class Memory:
         self.writer = Writer(self._commit, commit_delay=settings.commit_delay_seconds)
         self.writer.classify = self.audit.owner_of = owners_on_disk(self.wiki_dir, self.git)
         #: path → sha256 of the bytes the server last wrote or committed there
-        self._server_hashes: dict[str, str] = {}
+        self.server_hashes: dict[str, str] = {}
         #: session page path → its user, for pages seeded at start (see sessions.seed_server_hashes)
         self._server_authors: dict[str, str] = {}
         #: the start-up recovery commit met GitBusy: the idle loop tries it again
@@ -151,7 +151,7 @@ class Memory:
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> None:
         """Recover, index, and start the writer, idle and watcher threads."""
-        seed_server_hashes(self.spool, self.wiki_dir, self._server_hashes, self._server_authors)
+        seed_server_hashes(self.spool, self.wiki_dir, self.server_hashes, self._server_authors)
         self.writer.start()
         self.writer.call(self._recover_job)
         prepare_index(self)  # checked, caught up with the files and the spool
@@ -375,7 +375,7 @@ class Memory:
             if new is None:
                 return WriteResult(value=None, commit_now=commit_now)
             digest = sha256(new)
-            self._server_hashes[rel] = digest
+            self.server_hashes[rel] = digest
             self.index.upsert_page(rel, new)
             return WriteResult(
                 paths=[rel],
@@ -395,6 +395,24 @@ class Memory:
             self.audited(ident, op, rel, "ok", user=None if ident is not None else user)
         return res
 
+    def update_pages(
+        self,
+        changes: list[tuple[str, Callable[[bytes | None], bytes | None]]],
+        *,
+        user: str,
+        message: str,
+        who: Identity | str | None = None,
+        op: str = "page.write",
+        timeout: float = 60,
+    ) -> WriteResult:
+        """:meth:`update_page` for several pages in one commit, all or nothing:
+        :func:`wiki_memory.core.pagewrite.update_pages`."""
+        from wiki_memory.core.pagewrite import update_pages
+
+        return update_pages(
+            self, changes, user=user, message=message, who=who, op=op, timeout=timeout
+        )
+
     def write_page(
         self,
         path: str,
@@ -406,6 +424,7 @@ class Memory:
         create_only: bool = False,
         who: Identity | str | None = None,
         on_current: Callable[[bytes | None], None] | None = None,
+        supersedes: Any = None,
     ) -> WriteResult:
         """Write a whole page with a compare-and-set on its content hash.
 
@@ -417,7 +436,15 @@ class Memory:
         the bytes the write replaced (None: it created the page). Creating a page whose
         new path parts Windows cannot check out raises PathRefused (400 ``bad_path``,
         ``rule: portable_name``; :func:`wiki_memory.wiki.names.new_name_refusal`);
-        an existing page with such a name is written as before."""
+        an existing page with such a name is written as before. ``supersedes`` (a page
+        path or title, or a list; docs/knowledge.md) retires those pages in the same
+        commit (:mod:`wiki_memory.core.knowledge`): the page written gets ``supersedes``
+        and ``valid_from``, each older one ``state: superseded``, ``superseded_by`` and
+        ``valid_until``; a refusal on any of them writes nothing.
+        """
+        from wiki_memory.core import knowledge
+
+        names = knowledge.check_supersedes(supersedes)
 
         def fn(current: bytes | None) -> bytes:
             if on_current is not None:
@@ -436,7 +463,22 @@ class Memory:
                 raise Conflict(f"{path} changed since it was read", cur)
             return data
 
-        return self.update_page(path, fn, user=user, message=message, who=who)
+        if not names:
+            return self.update_page(path, fn, user=user, message=message, who=who)
+        ident = self.scope.identity(who if who is not None else user)
+        rel = clean_rel(path)
+        olds = knowledge.resolve_targets(self, names, rel, ident)
+        when = knowledge.now_iso()
+        return knowledge.write_superseding(
+            self,
+            rel,
+            lambda current: knowledge.stamp_newer(fn(current), olds, when),
+            olds,
+            user=user,
+            ident=ident,
+            message=message,
+            when=when,
+        )
 
     def _idle_loop(self) -> None:
         """End sessions idle longer than ``idle_seconds``; clean up old spool files."""
@@ -469,7 +511,7 @@ class Memory:
         seen: dict[str, bytes] = {}
         for p in paths:
             data = _read_plain(self.wiki_dir / p) if _plain_or_gone(self.wiki_dir / p) else None
-            if data is None or self._server_hashes.get(p) in (None, sha256(data)):
+            if data is None or self.server_hashes.get(p) in (None, sha256(data)):
                 mine.append(p)
                 if data is not None:
                     seen[p] = data
@@ -484,9 +526,9 @@ class Memory:
         )
         for p in mine:
             if p in seen:
-                self._server_hashes[p] = sha256(seen[p])
+                self.server_hashes[p] = sha256(seen[p])
             else:
-                self._server_hashes.pop(p, None)
+                self.server_hashes.pop(p, None)
         # A save that landed after the look above was left out of the server's commit
         # (``only_if``) or came after it: either way it is the person's, committed as such.
         late = [p for p in seen if _read_plain(self.wiki_dir / p) != seen[p]]
@@ -528,7 +570,7 @@ class Memory:
 
     def server_wrote(self, path: str, data: bytes) -> bool:
         """True when ``data`` is what the server last wrote at ``path`` (watcher echo)."""
-        return self._server_hashes.get(path) == sha256(data)
+        return self.server_hashes.get(path) == sha256(data)
 
     def commit_hand_edits(self, paths: list[str]) -> Any:
         """Commit pages a person changed on disk, as the local owner, one commit per save.
@@ -537,42 +579,9 @@ class Memory:
         return self.writer.submit(lambda: WriteResult(value=self._commit_hand_edits_now(paths)))
 
     def _commit_hand_edits_now(self, paths: list[str]) -> str | None:
-        """:meth:`commit_hand_edits` on the writer thread. Paths whose bytes are the
-        server's own (echoes), symlinks and hard-linked files are left out. A session page
-        saved by hand gets the server's latest rendering merged back in (the person's
-        editor may have saved over a newer server write); not after a checkout or pull,
-        which makes no commit."""
-        real: list[str] = []
-        seen: dict[str, str | None] = {}
-        for p in paths:
-            full = self.wiki_dir / p
-            if not _plain_or_gone(full):
-                continue
-            data = _read_plain(full) if full.is_file() else None
-            if data is not None and self.server_wrote(p, data):
-                continue
-            real.append(p)
-            seen[p] = sha256(data) if data is not None else None
-        if not real:
-            return None
-        sha = self.sessions.commit_by_hand(real)
-        for p in real:
-            digest = seen[p]
-            if digest is None:
-                self._server_hashes.pop(p, None)
-            else:
-                self._server_hashes[p] = digest
-        for p in real if sha else []:
-            key = self._session_of(p)
-            if key is not None:
-                self.writer.submit(functools.partial(self.sessions.compile_job, key, False, True))
-        return sha
-
-    def _session_of(self, path: str) -> str | None:
-        for key, info in self.spool.sessions.items():
-            if info.state.get("path") == path:
-                return key
-        return None
+        """:meth:`commit_hand_edits` on the writer thread:
+        :meth:`wiki_memory.core.sessions.SessionPages.commit_hand_edits_now`."""
+        return self.sessions.commit_hand_edits_now(paths)
 
     # -- recall --------------------------------------------------------------------------
     # -- index maintenance -----------------------------------------------------------------

@@ -96,7 +96,7 @@ def purge_page(
             memory.wiki_dir, rel, None if text is None else text.encode("utf-8")
         )
         memory.git.reopen()
-        memory._server_hashes.pop(rel, None)
+        memory.server_hashes.pop(rel, None)
         spool_files = 0
         for key, info in list(memory.spool.sessions.items()):
             if text is None and info.state.get("path") == rel:

@@ -21,6 +21,7 @@ from wiki_memory.core.sessions import conflict_copy_path
 from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity, may_read
 from wiki_memory.index.store import Index
+from wiki_memory.index.supersede import Chains
 from wiki_memory.recall.filters import parse_time
 from wiki_memory.recall.pack import pack
 from wiki_memory.wiki.git import CommitInfo, GitStore
@@ -67,6 +68,11 @@ class Reader:
             self._handles.pop(next(iter(self._handles)))
         return hid
 
+    def chains(self, user: Identity | str | None) -> Chains:
+        """Which pages replaced which, as ``user`` sees them
+        (:mod:`wiki_memory.index.supersede`)."""
+        return self.index.chains(self.scope.identity(user))
+
     def visible(self, path: str, user: Identity | str | None) -> bool:
         """True when ``user`` may see the indexed page at ``path`` (by the scope rule, on
         its path and indexed frontmatter); False for a page the index does not hold.
@@ -99,6 +105,11 @@ class Reader:
             path, _, anchor = target.partition("#")
             cands.append({"id": raw_id, "path": path, "anchor": target, "text": text})
         packed = pack(cands, budget_tokens)
+        if any(it.get("path") for it in packed.items):
+            chains = self.index.chains(who)  # a superseded page stays marked (invariant 14)
+            for it in packed.items:
+                if it.get("path"):
+                    it.update(chains.mark(it["path"]))
         return {
             "items": packed.items,
             "used_tokens": packed.used_tokens,
@@ -166,14 +177,11 @@ class Reader:
                 pass  # an ISO string: compared as written, like the stored ones
             else:  # epoch seconds: as the ISO-8601 UTC text the index compares
                 since = datetime.fromtimestamp(when or 0.0, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        return self.index.list_pages(
-            project=project,
-            kind=kind,
-            since=since,
-            limit=limit,
-            offset=offset,
-            who=self.scope.identity(user),
+        who = self.scope.identity(user)
+        rows = self.index.list_pages(
+            project=project, kind=kind, since=since, limit=limit, offset=offset, who=who
         )
+        return marked_rows(rows, self.index.chains(who))
 
     def read_page(
         self,
@@ -530,3 +538,14 @@ class Reader:
         ]
         matches.sort(key=lambda i: (i.user != who.user, -i.started))
         return str(matches[0].state["path"]) if matches else None
+
+
+def marked_rows(rows: list[dict[str, Any]], chains: Chains) -> list[dict[str, Any]]:
+    """Listing rows (each with ``path``) with every superseded page marked (``state``,
+    ``superseded_by``: the head of its chain). The order is kept: listings page by an
+    offset, and a row moved across a page's end would be skipped or repeated; newest
+    first already puts a correction before what it corrects (retiring a page leaves its
+    ``updated`` as it was)."""
+    if not chains.head:
+        return rows
+    return [{**r, **chains.mark(r["path"])} if r["path"] in chains.head else r for r in rows]

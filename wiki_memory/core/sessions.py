@@ -6,6 +6,7 @@ builds it and hands it what it uses (:class:`Host`)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import stat
@@ -53,7 +54,7 @@ class Host(Protocol):
     wiki_dir: Path
     owner: str
     writer: Writer
-    _server_hashes: dict[str, str]
+    server_hashes: dict[str, str]
     on_session_end: list[Callable[[Any, SessionInfo, list[Observation], str], None]]
 
     def _cas_write(
@@ -170,7 +171,7 @@ class SessionPages:
         self._remember_render(comp.path, fresh)
         paths = [comp.path]
         if written is not None:
-            self.host._server_hashes[comp.path] = sha256(written)
+            self.host.server_hashes[comp.path] = sha256(written)
             self.host.index.upsert_page(comp.path, written)
         copy = self._write_conflict_copy(comp.path)
         if copy:
@@ -353,7 +354,7 @@ class SessionPages:
             log.warning("could not commit the hand edit of %s before merging", path)
             return None
         if sha is not None or self.host.git.tracked(path):
-            self.host._server_hashes[path] = sha256(current)
+            self.host.server_hashes[path] = sha256(current)
         return None
 
     def _write_conflict_copy(self, path: str) -> str | None:
@@ -374,9 +375,47 @@ class SessionPages:
         except FrontmatterError:
             data = fresh
         atomic_write(self.host.wiki_dir / copy, data)
-        self.host._server_hashes[copy] = sha256(data)
+        self.host.server_hashes[copy] = sha256(data)
         self.host.index.upsert_page(copy, data)
         return copy
+
+    def commit_hand_edits_now(self, paths: list[str]) -> str | None:
+        """:meth:`wiki_memory.core.memory.Memory.commit_hand_edits` on the writer thread. Paths whose bytes are the
+        server's own (echoes), symlinks and hard-linked files are left out. A session page
+        saved by hand gets the server's latest rendering merged back in (the person's
+        editor may have saved over a newer server write); not after a checkout or pull,
+        which makes no commit."""
+        real: list[str] = []
+        seen: dict[str, str | None] = {}
+        for p in paths:
+            full = self.host.wiki_dir / p
+            if not _plain_or_gone(full):
+                continue
+            data = _read_plain(full) if full.is_file() else None
+            if data is not None and self.host.server_wrote(p, data):
+                continue
+            real.append(p)
+            seen[p] = sha256(data) if data is not None else None
+        if not real:
+            return None
+        sha = self.commit_by_hand(real)
+        for p in real:
+            digest = seen[p]
+            if digest is None:
+                self.host.server_hashes.pop(p, None)
+            else:
+                self.host.server_hashes[p] = digest
+        for p in real if sha else []:
+            key = self._session_of(p)
+            if key is not None:
+                self.host.writer.submit(functools.partial(self.compile_job, key, False, True))
+        return sha
+
+    def _session_of(self, path: str) -> str | None:
+        for key, info in self.host.spool.sessions.items():
+            if info.state.get("path") == path:
+                return key
+        return None
 
 
 def end_time(observations: list[Observation], fallback: float) -> float:

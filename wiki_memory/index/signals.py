@@ -149,7 +149,7 @@ class Scope:
                 args.extend([d + "/", d + "0"])  # '0' sorts right after '/'
         cond, vargs = visible_sql(a, self.who)
         conds.append(cond)
-        conds.append(shown_sql(a, "recall"))  # a forgotten or superseded page is not recalled
+        conds.append(shown_sql(a, "recall"))  # a forgotten page is not recalled
         args.extend(vargs)
         return conds, args
 
@@ -471,6 +471,17 @@ def first_sections(index: Index, paths: Iterable[str]) -> dict[str, Hit]:
         )
         if rows:
             out[path] = _hit(rows[0], 0.0)
+    return out
+
+
+def in_scope(index: Index, paths: Iterable[str], scope: Scope) -> set[str]:
+    """The pages among ``paths`` that ``scope`` lets a query see (recall's successor of a
+    superseded page joins only when the same filters keep it)."""
+    conds, args = scope.where("p")
+    out: set[str] = set()
+    for path in dict.fromkeys(paths):
+        sql = f"SELECT p.path FROM pages AS p WHERE p.path = ? AND {' AND '.join(conds)}"
+        out.update(r[0] for r in _run(index, sql, [path, *args]))
     return out
 
 

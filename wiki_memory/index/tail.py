@@ -79,6 +79,7 @@ def own_sections(
     *,
     offset: int = 0,
     exclude: Iterable[tuple[str, str]] = (),
+    last: Iterable[str] = (),
 ) -> list[Hit]:
     """Sections holding ``match`` in their own text (heading, body, its other word forms,
     its day: the first list of :func:`search_sections_both`), timeline entries that are
@@ -86,10 +87,16 @@ def own_sections(
     ``exclude`` left out, one section per key (a page may repeat a heading: its best
     section, as recall's items are one per key); best first by the bm25 of that text, ties
     by path and page order; ``limit`` of them from the ``offset``-th on. Scope and
-    ``weights`` as in :func:`search_sections`."""
+    ``weights`` as in :func:`search_sections`. The pages in ``last`` (superseded ones)
+    come after every other match, so no page they were replaced by follows them
+    (invariant 14)."""
     if not match or limit <= 0 or scope.empty:
         return []
     inner, args = _own_matches(index, match, scope, weights, _rowids_of(index, exclude))
+    late = sorted(set(last))
+    first = "(path IN (SELECT value FROM json_each(?))), " if late else ""
+    final = "(ranked.path IN (SELECT value FROM json_each(?))), " if late else ""
+    late_args = [json.dumps(late)] if late else []
     sql = f"""
         WITH m AS ({inner}),
         firsts AS (
@@ -98,14 +105,14 @@ def own_sections(
                 FROM m WHERE r < 0
             ) WHERE k = 1
         ),
-        ranked AS (SELECT * FROM firsts ORDER BY r, path, ord LIMIT ? OFFSET ?)
+        ranked AS (SELECT * FROM firsts ORDER BY {first}r, path, ord LIMIT ? OFFSET ?)
         SELECT {_HIT_COLUMNS}, -ranked.r
         FROM ranked
         JOIN sections AS s ON s.rowid = ranked.rid
         JOIN pages AS p ON p.path = s.path
-        ORDER BY ranked.r, ranked.path, ranked.ord
+        ORDER BY {final}ranked.r, ranked.path, ranked.ord
     """
-    rows = _run(index, sql, [*args, int(limit), max(0, int(offset))])
+    rows = _run(index, sql, [*args, *late_args, int(limit), max(0, int(offset)), *late_args])
     return [_hit(r, float(r[_SCORE])) for r in rows]
 
 

@@ -281,14 +281,18 @@ def page_row(r: dict[str, Any]) -> dict[str, Any]:
         "project": r.get("project"),
         "updated": r.get("updated"),
         "tags": r.get("tags") or [],
+        **({"superseded_by": r["superseded_by"]} if r.get("superseded_by") else {}),
     }
 
 
 def page_line(p: dict[str, Any]) -> str:
     """One row of a page listing, as a line of the text block."""
-    return (
+    line = (
         f"- {p['path']} · {p.get('title') or '(untitled)'} · {p.get('kind')} · {p.get('updated')}"
     )
+    if p.get("superseded_by"):  # invariant 14: a superseded page is marked
+        line += f" · SUPERSEDED by {p['superseded_by']}"
+    return line
 
 
 def tool_error(text: str) -> CallToolResult:

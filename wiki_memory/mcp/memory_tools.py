@@ -129,6 +129,8 @@ class MemoryOps(ToolBase):
                 head_line = f"[{n}] id={it.get('id')} · {it.get('title') or '(untitled)'}"
                 if not it.get("compact"):  # a compact handle has no kind, date or source
                     head_line += f" · {it.get('kind')} · updated {it.get('updated') or '?'}"
+                if it.get("superseded_by"):  # invariant 14: marked, after its successor
+                    head_line += f" · SUPERSEDED by {it['superseded_by']}"
                 source = str(it.get("anchor") or it.get("path") or it.get("id"))
                 parts.append(head_line + "\n" + quoted(str(it.get("snippet") or ""), source))
                 for sub in it.get("also", []):  # its page's entries carried in this slot
@@ -225,6 +227,8 @@ class MemoryOps(ToolBase):
         title: str | None,
         tags: list[str] | None,
         caller: Caller,
+        supersedes: list[str] | None = None,
+        if_new: bool = False,
     ) -> CallToolResult:
         """A note through :func:`wiki_memory.core.remember.remember` (the rule is there),
         in the project :meth:`project_of` resolves."""
@@ -239,8 +243,24 @@ class MemoryOps(ToolBase):
             user=caller.user,
             harness=caller.harness,
             session_id=caller.session_id,
+            supersedes=supersedes,
+            if_new=if_new,
         )
-        msg = f"Remembered as {out['path']} (id {out['id']})."
+        if out.get("duplicate"):
+            msg = f"Already remembered as {out['path']} (id {out['id']}); nothing new written."
+        elif out.get("written") is False:
+            msg = "Not written (if_new): similar notes exist."
+        else:
+            msg = f"Remembered as {out['path']} (id {out['id']})."
+        if out.get("supersedes"):
+            msg += f" It supersedes {', '.join(out['supersedes'])}."
+        if out.get("similar"):
+            msg += f" Similar: {', '.join(out['similar'])}."
+        if out.get("may_supersede"):
+            msg += (
+                f" May supersede {', '.join(out['may_supersede'])}"
+                " (not retired: confirm with supersedes)."
+            )
         if out["redacted"]:
             msg += f" {out['redacted']} secret(s) were replaced by [REDACTED:<kind>]."
         return self.result(dict(out), msg)
@@ -307,8 +327,12 @@ def register(server: MCPServer, tools: MemoryOps) -> None:
         project: OptProject = None,
         title: str | None = None,
         tags: list[str] | None = None,
+        supersedes: Annotated[
+            list[str] | None, Field(description="Paths or titles this corrects.")
+        ] = None,
+        if_new: Annotated[bool, Field(description="Skip if a similar note exists.")] = False,
     ) -> CallToolResult:
         """Save a note for future sessions: one fact, decision or gotcha. Secrets are
         redacted."""
         caller = tools.caller(ctx)
-        return guard(lambda: tools.remember(text, project, title, tags, caller))
+        return guard(lambda: tools.remember(text, project, title, tags, caller, supersedes, if_new))

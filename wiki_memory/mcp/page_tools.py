@@ -124,7 +124,12 @@ class PageOps(ToolBase):
         return self.result(data, text)
 
     def page_write(
-        self, path: str, text: str, expected_hash: str | None, caller: Caller
+        self,
+        path: str,
+        text: str,
+        expected_hash: str | None,
+        caller: Caller,
+        supersedes: list[str] | None = None,
     ) -> CallToolResult:
         limit = self.memory.settings.max_body_bytes
         if len(text.encode("utf-8")) > limit:
@@ -144,6 +149,7 @@ class PageOps(ToolBase):
                 create_only=not expected_hash,
                 who=caller.user,
                 on_current=lambda cur: created.update(v=cur is None),
+                supersedes=supersedes,
             )
         except Conflict as exc:
             if not expected_hash:
@@ -240,11 +246,12 @@ def register(server: MCPServer, tools: PageOps) -> None:
             str | None,
             Field(description="hash from page_read; omit only to create.", max_length=64),
         ] = None,
+        supersedes: list[str] | None = None,
     ) -> CallToolResult:
         """Create a page, or replace one you read (refused if it changed since). Prefer
         memory_remember for a new fact."""
         caller = tools.caller(ctx)
-        return guard(lambda: tools.page_write(path, text, expected_hash, caller))
+        return guard(lambda: tools.page_write(path, text, expected_hash, caller, supersedes))
 
     @server.tool(annotations=STATEFUL, structured_output=False)
     def page_forget(

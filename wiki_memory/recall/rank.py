@@ -58,7 +58,7 @@ from typing import Any
 
 from wiki_memory.capture.spool import Spool
 from wiki_memory.identity import Identity
-from wiki_memory.index import dates, nearest, signals
+from wiki_memory.index import dates, nearest, signals, supersede
 from wiki_memory.index import tail as tail_rows
 from wiki_memory.index.schema import BM25_WEIGHTS
 from wiki_memory.index.signals import Hit
@@ -280,8 +280,10 @@ class _SqlTail:
         scope: signals.Scope,
         cols: dict[str, float],
         pool: set[tuple[str, str]],
+        last: set[str] | None = None,
     ) -> None:
         self.index, self.match, self.scope, self.cols, self.pool = index, match, scope, cols, pool
+        self.last = last or set()
         self.n = tail_rows.count_own(index, match, scope, cols, pool)
         self.rows: dict[int, Hit] = {}
 
@@ -301,6 +303,7 @@ class _SqlTail:
                 self.cols,
                 offset=j,
                 exclude=self.pool,
+                last=self.last,
             )
             for k, h in enumerate(found):
                 self.rows[j + k] = h
@@ -483,6 +486,11 @@ class _Ranker:
         self.recency: dict[str, float] = {}
         self.recent_why: set[str] = set()
         self.best_field: dict[str, Hit] = {}
+        #: which pages replaced which (wiki_memory.index.supersede), read from this index
+        #: (an ``as_of`` index gives the supersessions committed then)
+        self.chains = supersede.Chains()
+        #: successors brought in for a superseded candidate whose successor was not one
+        self.successors: set[tuple[str, str]] = set()
 
     def tail(self, kind: str) -> _ListTail | _SqlTail | None:
         """The sections of the ``text`` list (:attr:`or_match` in their own text, not a
@@ -493,9 +501,12 @@ class _Ranker:
         if not self.pooled:
             return None
         pool = {(c.hit.path, c.hit.anchor) for c in self.cands.values() if c.hit is not None}
+        late = set(self.chains.head)  # superseded pages: after every other match
         if kind == "sql":
-            return _SqlTail(self.index, self.or_match, self.scope, self.cols, pool)
-        every = tail_rows.own_sections(self.index, self.or_match, self.scope, NO_LIMIT, self.cols)
+            return _SqlTail(self.index, self.or_match, self.scope, self.cols, pool, late)
+        every = tail_rows.own_sections(
+            self.index, self.or_match, self.scope, NO_LIMIT, self.cols, last=late
+        )
         return _ListTail([h for h in every if (h.path, h.anchor) not in pool])
 
     # -- signals ------------------------------------------------------------------------
@@ -510,6 +521,7 @@ class _Ranker:
         """The matches in rank order (recall items come from :meth:`item`)."""
         if self.scope.empty:
             return []
+        self.chains = self.index.chains(self.f.who)
         self.or_match = self._without_common().any_match or ""
         if self.pooled and self._few_matches():
             self.pooled, self.fetch = False, self.limit
@@ -906,7 +918,52 @@ class _Ranker:
         sessions = self.memory.spool.sessions
         live = [c for c in heads + rest if c.spool is None or c.spool.session_key in sessions]
         cap = int(self.w["cap"])
-        return (_cap_pages(live, cap) if cap > 0 else live)[: self.limit]
+        return self._current_first(_cap_pages(live, cap) if cap > 0 else live)[: self.limit]
+
+    def _current_first(self, ordered: list[_Cand]) -> list[_Cand]:
+        """``ordered`` with every candidate of a superseded page after the head of its
+        chain (invariant 14): the head takes the place of the first superseded page that
+        ranked above it, brought in from the index when it was no candidate (and the
+        query's filters keep it); the superseded ones follow in their own order."""
+        head_of = self.chains.head
+        if not head_of or not any(c.path in head_of for c in ordered):
+            return ordered
+        first: dict[str, int] = {}
+        for i, c in enumerate(ordered):
+            if c.spool is None:
+                first.setdefault(c.path, i)
+        wanted = {head_of[c.path] for c in ordered if c.path in head_of} - set(first)
+        extra: dict[str, _Cand] = {}
+        if wanted:
+            shown = signals.in_scope(self.index, wanted, self.scope)
+            for p, h in signals.first_sections(self.index, sorted(shown)).items():
+                c = _Cand((h.path, h.anchor), h.path, hit=h)
+                self.successors.add(c.key)
+                self.cands.setdefault(c.key, c)  # so the tail does not repeat it
+                extra[p] = c
+        out: list[_Cand] = []
+        done: set[int] = set()
+        placed: set[str] = set()
+        for i, c in enumerate(ordered):
+            if i in done:
+                continue
+            head = head_of.get(c.path) if c.spool is None else None
+            if head is not None and head not in placed:
+                j = first.get(head)
+                if j is not None and j > i:
+                    moved = ordered[j]
+                    moved.score = max(moved.score, c.score)
+                    out.append(moved)
+                    done.add(j)
+                    placed.add(head)
+                elif head in extra:
+                    extra[head].score = c.score
+                    out.append(extra.pop(head))
+                    placed.add(head)
+            out.append(c)
+            if c.spool is None:
+                placed.add(c.path)
+        return out
 
     # -- items --------------------------------------------------------------------------
     def _why(self, c: _Cand) -> list[str]:
@@ -946,6 +1003,8 @@ class _Ranker:
             why.append("recent")
         if "when" in c.signals:
             why.append("when")
+        if c.key in self.successors:
+            why.append("successor")
         if not self.live:
             why.append("as_of")
         return why or ["text"]
@@ -999,6 +1058,7 @@ class _Ranker:
             "score": round(c.score, 4),
             "expand_tokens": _count(h.text),
             "updated": h.updated,
+            **self.chains.mark(h.path),
             **self._also(c),
         }
 

@@ -211,11 +211,13 @@ async def put_page(request: Request) -> Response:
     user = request.state.user or memory.owner
     await run_in_threadpool(memory.scope.write_check, user, path)
     raw = await read_body(request, memory.settings.max_body_bytes)
+    supersedes: Any = None
     if request.headers.get("content-type", "").startswith("application/json"):
         body = parse_json(raw)
         if not isinstance(body, dict) or not isinstance(body.get("text"), str):
             raise ApiError(400, "bad_request", "text must be a string", field="text")
         text = body["text"]
+        supersedes = body.get("supersedes")
     else:
         try:
             text = raw.decode("utf-8")
@@ -240,6 +242,7 @@ async def put_page(request: Request) -> Response:
             expected_hash=expected,
             create_only=create_only,
             who=user,
+            supersedes=supersedes,
         )
     except Conflict as exc:
         # only ever for a page the caller may see: the scope rule answers 404 first
@@ -282,8 +285,11 @@ async def remember(request: Request) -> Response:
         user=request.state.user or memory.owner,
         harness=body.get("harness"),
         session_id=body.get("session_id"),
+        supersedes=body.get("supersedes"),
+        if_new=body.get("if_new") is True,
     )
-    return JSONResponse(res, 201)
+    # 201 only when a note was written: a duplicate or an if_new refusal adds none
+    return JSONResponse(res, 201 if res.get("written", True) and not res.get("duplicate") else 200)
 
 
 async def reindex(request: Request) -> Response:

@@ -393,7 +393,7 @@ class _View(BrowseView):
             project=str(project) if project else None,
             via_session=via_session,
             version=None,
-            state=page_state(m if isinstance(m, dict) else {}),
+            **self._state(user, rel, m if isinstance(m, dict) else {}),
         )
 
     def _source(self, raw: bytes) -> str:
@@ -408,6 +408,21 @@ class _View(BrowseView):
             f"\n\n[… the first {len(part.encode()):,} of {len(raw):,} bytes: read the whole "
             "page in its file or through the API (GET /v1/pages/… with a cursor)]\n"
         )
+
+    def _state(self, user: Any, rel: str, meta: dict[str, Any]) -> dict[str, Any]:
+        """The page's state as recall sees it: ``superseded`` (with the head of its
+        chain) only when the supersession holds; a broken one is shown as current, with
+        its cause (:mod:`wiki_memory.index.supersede`)."""
+        state = page_state(meta)
+        if state == "forgotten":
+            return {"state": state, "superseded_by": None, "broken": None}
+        chains = self.memory.reader.chains(user)
+        head = chains.head.get(rel)
+        return {
+            "state": "superseded" if head else "current",
+            "superseded_by": head,
+            "broken": chains.broken.get(rel),
+        }
 
     def page(self, request: Request) -> Response:
         path = request.path_params["path"]
