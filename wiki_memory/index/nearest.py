@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from wiki_memory.index.signals import _HIT_COLUMNS, Hit, Scope, _hit, _run
+from wiki_memory.index.signals import _HIT_COLUMNS, Hit, Scope, _hit
 from wiki_memory.index.store import Index
+from wiki_memory.index.vocab import run_read as _run
 
 __all__ = ["DENSE_FIRST", "dense_sections"]
 

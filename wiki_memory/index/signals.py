@@ -13,8 +13,6 @@ never returns "no results" for an error.
 from __future__ import annotations
 
 import json
-import time
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,8 +21,9 @@ import apsw
 
 from wiki_memory.identity import Identity, sees_every_shared_page, visible_sql
 from wiki_memory.index.schema import BM25_WEIGHTS
-from wiki_memory.index.search import SearchError, SectionHit, search_failed
+from wiki_memory.index.search import SearchError, SectionHit
 from wiki_memory.index.store import Index
+from wiki_memory.index.vocab import run_read as _run
 from wiki_memory.states import shown_sql
 
 __all__ = [
@@ -32,9 +31,6 @@ __all__ = [
     "Scope",
     "search_sections",
     "search_sections_both",
-    "doc_counts",
-    "row_estimate",
-    "universal_tags",
     "neighbours",
     "pages_named",
     "linked_pages",
@@ -191,14 +187,6 @@ def _hit(row: Sequence[Any], score: float) -> Hit:
         day=row[10],
         rid=int(row[11]),
     )
-
-
-def _run(index: Index, sql: str, args: Sequence[Any]) -> list[Any]:
-    conn = index._conn()
-    try:
-        return list(conn.execute(sql, args).fetchall())
-    except apsw.Error as exc:
-        raise search_failed(conn, exc) from exc
 
 
 def search_sections(
@@ -370,74 +358,6 @@ def search_sections_both(
     body = [_hit(r, float(r[_SCORE])) for r in rows if r[_SCORE + 1] == 0]
     alls = [_hit(r, float(r[_SCORE])) for r in rows if r[_SCORE + 1] == 1]
     return body, alls
-
-
-def universal_tags(index: Index) -> set[str]:
-    """Tags (lowercased, without ``#``) that every page of some kind carries, for kinds
-    with at least :data:`UNIVERSAL_MIN_PAGES` pages (``session`` on every session page):
-    a query word matching one says nothing about which page is meant. Read at most every
-    :data:`UNIVERSAL_CACHE_SECONDS` per index."""
-    now = time.monotonic()
-    cached = _UNIVERSAL.get(index)
-    if cached is not None and now - cached[0] < UNIVERSAL_CACHE_SECONDS:
-        return cached[1]
-    rows = _run(
-        index,
-        """WITH k AS (SELECT kind, count(*) AS n FROM pages GROUP BY kind HAVING n >= ?)
-           SELECT lower(ltrim(jt.value, '#')) AS tag, p.kind, count(DISTINCT p.path), k.n
-           FROM pages AS p JOIN k ON k.kind = p.kind, json_each(p.tags) AS jt
-           GROUP BY tag, p.kind""",
-        [UNIVERSAL_MIN_PAGES],
-    )
-    found = {str(tag) for tag, _kind, n, total in rows if tag and n == total}
-    _UNIVERSAL[index] = (now, found)
-    return found
-
-
-UNIVERSAL_CACHE_SECONDS = 30.0
-"""How long :func:`universal_tags` reuses what it read."""
-_UNIVERSAL: weakref.WeakKeyDictionary[Index, tuple[float, set[str]]] = weakref.WeakKeyDictionary()
-
-
-UNIVERSAL_MIN_PAGES = 5
-"""A tag on every page of a kind counts as universal only when the kind has this many."""
-
-
-def row_estimate(index: Index) -> int:
-    """About how many sections are indexed (the largest rowid: never fewer)."""
-    rows = _run(index, "SELECT max(rowid) FROM sections", [])
-    return int(rows[0][0] or 0) if rows else 0
-
-
-def doc_counts(index: Index, probes: Sequence[Sequence[tuple[str, bool]]]) -> list[int | None]:
-    """For each term's ``(token, is_prefix)`` alternatives, an upper bound of how many
-    sections contain it (FTS5's own vocabulary, read through a connection-local
-    ``fts5vocab`` table); None for a term without alternatives."""
-    conn = index._conn()
-    try:
-        conn.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wm_vocab USING fts5vocab(main, 'fts', 'row')"
-        )
-    except apsw.Error as exc:
-        raise search_failed(conn, exc) from exc
-    out: list[int | None] = []
-    for alts in probes:
-        if not alts:
-            out.append(None)
-            continue
-        total = 0
-        for token, prefix in alts:
-            if prefix:
-                rows = _run(
-                    index,
-                    "SELECT total(doc) FROM temp.wm_vocab WHERE term >= ? AND term < ?",
-                    [token, token + "\U0010ffff"],
-                )
-            else:
-                rows = _run(index, "SELECT total(doc) FROM temp.wm_vocab WHERE term = ?", [token])
-            total += int(rows[0][0] or 0)
-        out.append(total)
-    return out
 
 
 def neighbours(index: Index, keys: Iterable[tuple[str, int]]) -> list[Hit]:

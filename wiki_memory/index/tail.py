@@ -20,9 +20,9 @@ from wiki_memory.index.signals import (
     Scope,
     _bm25,
     _hit,
-    _run,
 )
 from wiki_memory.index.store import Index
+from wiki_memory.index.vocab import run_read as _run
 
 __all__ = ["HEAD_ONLY_SQL", "own_sections", "count_own"]
 

@@ -58,7 +58,7 @@ from typing import Any
 
 from wiki_memory.capture.spool import Spool
 from wiki_memory.identity import Identity
-from wiki_memory.index import dates, nearest, signals, supersede
+from wiki_memory.index import dates, nearest, signals, supersede, vocab
 from wiki_memory.index import tail as tail_rows
 from wiki_memory.index.schema import BM25_WEIGHTS
 from wiki_memory.index.signals import Hit
@@ -577,7 +577,7 @@ class _Ranker:
         some kind carries (``session``): such a tag matches every page of the kind."""
         if not q.terms:
             return q
-        tags = signals.universal_tags(self.index)
+        tags = vocab.universal_tags(self.index)
         if not tags:
             return q
         drop = {i for i, probe in enumerate(q.probes) if probe and probe[0][0] in tags}
@@ -617,10 +617,10 @@ class _Ranker:
         match no section at all."""
         if len(self.q.terms) < 2:
             return self.q
-        rows = signals.row_estimate(self.index)
+        rows = vocab.row_estimate(self.index)
         if rows < COMMON_MIN_ROWS:
             return self.q
-        counts = signals.doc_counts(self.index, self.q.probes)
+        counts = vocab.doc_counts(self.index, self.q.probes)
         limit = COMMON_SHARE * rows
         common = {i for i, n in enumerate(counts) if n is not None and n > limit}
         kept_found = any(
