@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from wiki_memory.capture.echo import strip_echo
 from wiki_memory.capture.observation import (
     Observation,
     ObservationError,
@@ -245,7 +246,9 @@ class Capture:
             (clean, clean_fields), _ = redact_obj([payload, fields])
         except RecursionError:
             raise ObservationError("payload", "nested too deeply") from None
-        obs.payload = clean
+        # no echo (invariant 15): the memory's own output is kept as a reference, and a
+        # compaction's summary as its size, before anything is spooled
+        obs.kind, obs.payload = strip_echo(obs.kind, clean)
         for attr, v in zip(names, clean_fields, strict=True):
             setattr(obs, attr, v)
         return obs

@@ -105,7 +105,7 @@ class SessionPages:
         obs = self.host.spool.observations(key)
         state = dict(info.state)
         now = time.time()
-        ended_now = end or any(o.kind in END_KINDS for o in obs)
+        ended_now = end or ended_by_events(obs)
         already = state.get("compiled_count") == len(obs) and (
             state.get("status") == "ended" or not ended_now
         )
@@ -120,7 +120,27 @@ class SessionPages:
             return WriteResult(value=state.get("path"))
         else:
             status = "ended" if ended_now else "active"
-            ended_at = state.get("ended_at") or (end_time(obs, now) if ended_now else None)
+            ended_at = None
+            if ended_by_events(obs):
+                ended_at = end_time(obs, now)
+            elif ended_now:
+                ended_at = state.get("ended_at") or end_time(obs, now)
+            if not ended_now:
+                # resumed (a SessionStart after its end, or events after an idle end):
+                # active again, the same page continued
+                ended_at = None
+                state.pop("ended_at", None)
+            if not state.get("path") and not has_content(obs):
+                # only started (opened and quit, or a SessionStart of a brief alone): no
+                # page and no commit; the spool keeps its events until it has some
+                state.update(compiled_count=len(obs), status=status, empty=True)
+                if ended_at:
+                    state["ended_at"] = ended_at
+                self.host.spool.write_state(key, state)
+                return WriteResult()
+            state.pop("empty", None)
+            if "continues" not in state:
+                state["continues"] = self._continues(info, obs)
         prev_count = int(info.state.get("compiled_count") or 0)
         had_page = bool(info.state.get("path"))
         meta = self._session_meta(info)
@@ -136,6 +156,7 @@ class SessionPages:
             created=state.get("created"),
             path=path,
             excerpt_bytes=self.host.settings.tool_output_excerpt_bytes,
+            previous=state.get("continues"),
         )
         full = self.host.wiki_dir / comp.path
         self._render_ctx[comp.path] = (key, state)
@@ -193,6 +214,15 @@ class SessionPages:
         )
         if ended_at:
             state["ended_at"] = ended_at
+        # events the compiler could not render: placeholders on the page, counted by
+        # doctor and status, and their spool kept until they compile
+        state["unrendered"] = comp.unrendered
+        if comp.unrendered:
+            log.warning(
+                "%s: %d event(s) could not be rendered; placeholders name their spool records",
+                comp.path,
+                len(comp.unrendered),
+            )
         state["renders"] = [render, *renders[:2]]
         if written is not None:
             state["page_sha256"] = sha256(written)
@@ -219,6 +249,29 @@ class SessionPages:
         return WriteResult(
             paths=paths, author=author, message=change.message(), value=comp.path, change=change
         )
+
+    def _continues(self, info: SessionInfo, obs: list[Observation]) -> str | None:
+        """The page a session started by ``clear`` continues: the latest session with a
+        page of the same user, harness and folder that started before it (None for any
+        other start)."""
+        first = next((o for o in obs if o.kind == "session_start"), None)
+        if first is None or first.payload.get("source") != "clear":
+            return None
+        best: tuple[float, str] | None = None
+        for other in list(self.host.spool.sessions.values()):
+            path = other.state.get("path")
+            if (
+                other.key == info.key
+                or not isinstance(path, str)
+                or other.user != info.user
+                or other.harness != info.harness
+                or other.cwd != info.cwd
+                or other.started > first.ts
+            ):
+                continue
+            if best is None or other.last_ts > best[0]:
+                best = (other.last_ts, path)
+        return best[1] if best else None
 
     def _find_session_page(self, info: SessionInfo) -> str | None:
         d = self.host.wiki_dir / compiler.sessions_folder(info.project, info.user)
@@ -317,6 +370,7 @@ class SessionPages:
                     created=state.get("created"),
                     path=path,
                     excerpt_bytes=self.host.settings.tool_output_excerpt_bytes,
+                    previous=state.get("continues"),
                 )
             except Exception:  # noqa: BLE001 - an old state the compiler cannot replay
                 log.exception("cannot render an earlier version of %s", path)
@@ -379,11 +433,45 @@ class SessionPages:
         return copy
 
 
+#: what makes a session worth a page: a prompt, a tool call or a reply
+CONTENT_KINDS = {"prompt", "turn", "tool_pre", "tool_post", "tool_failure"}
+
+
+def has_content(observations: list[Observation]) -> bool:
+    """True when a session holds a prompt, a tool call or a reply (a session that only
+    started gets no page)."""
+    for o in observations:
+        if o.kind in CONTENT_KINDS:
+            return True
+        if o.kind in ("stop", "subagent_stop") and compiler.reply_text(o):
+            return True
+    return False
+
+
+def _last_run(observations: list[Observation]) -> list[Observation]:
+    """The events since the last SessionStart that followed a SessionEnd (a resume)."""
+    seen_end = False
+    at = 0
+    for i, o in enumerate(observations):
+        if o.kind in END_KINDS:
+            seen_end = True
+        elif o.kind == "session_start" and seen_end:
+            at, seen_end = i, False
+    return observations[at:]
+
+
+def ended_by_events(observations: list[Observation]) -> bool:
+    """True when the session's last run (:func:`_last_run`) holds a SessionEnd: a
+    SessionStart after it (a resume of the same id) makes the session active again."""
+    return any(o.kind in END_KINDS for o in _last_run(observations))
+
+
 def end_time(observations: list[Observation], fallback: float) -> float:
-    """When a session ended: the time of the event that ended it (its first
-    ``SessionEnd``), else of its last event (a session ended by idleness); ``fallback``
-    (the server's clock) only for a session without events. UTC epoch seconds."""
-    ends = [o.ts for o in observations if o.kind in END_KINDS]
+    """When a session ended: the time of the event that ended it (the first
+    ``SessionEnd`` since its last resume), else of its last event (a session ended by
+    idleness); ``fallback`` (the server's clock) only for a session without events. UTC
+    epoch seconds."""
+    ends = [o.ts for o in _last_run(observations) if o.kind in END_KINDS]
     if ends:
         return min(ends)
     return max((o.ts for o in observations), default=fallback)
@@ -544,3 +632,10 @@ def _frontmatter_value(data: bytes, key: str) -> Any:
     from wiki_memory.wiki.page import parse_page
 
     return parse_page(data, "x.md").metadata.get(key)
+
+
+def unrendered_count(spool: Spool) -> int:
+    """How many accepted events are on no page as themselves (their compile failed and a
+    placeholder stands in for them), over every session of ``spool``: doctor and status
+    show it."""
+    return sum(len(i.state.get("unrendered") or []) for i in list(spool.sessions.values()))
