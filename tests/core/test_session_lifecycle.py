@@ -233,6 +233,18 @@ def test_an_event_that_cannot_be_rendered_leaves_a_placeholder(mem, monkeypatch)
     assert "ValueError: cannot render this one" in text
     info = next(i for i in mem.spool.sessions.values() if i.session_id == "sess-bad")
     assert len(info.state["unrendered"]) == 1
+    from wiki_memory.cli.checks_store import check_unrendered, unrendered_line
+    from wiki_memory.cli.doctor import Context
     from wiki_memory.core.sessions import unrendered_count
 
     assert unrendered_count(mem.spool) == 1
+    ctx = Context(mem.settings, 0)
+    check_unrendered(ctx)
+    assert ctx.rep["unrendered_events"] == 1 and "1 accepted event(s)" in ctx.findings[0].message
+    assert unrendered_line(mem.settings) == 1
+    # it compiles once the cause is gone: the placeholder goes, the count with it
+    monkeypatch.setattr(compiler, "_prompt_text", real)
+    run(mem, [cc("Stop", "sess-bad", last_assistant_message="again")])
+    _, text = page_of(mem, "sess-bad")
+    assert "a poison prompt" in text and "unrendered event" not in text
+    assert unrendered_line(mem.settings) is None

@@ -140,6 +140,7 @@ for _check in (
     Check("modes", "wiki_memory.cli.checks_store:check_modes", needs_wiki=True),
     Check("index", "wiki_memory.cli.checks_store:check_index", needs_wiki=True),
     Check("skipped", "wiki_memory.cli.checks_store:check_skipped", needs_wiki=True),
+    Check("unrendered", "wiki_memory.cli.checks_store:check_unrendered"),
     Check("signals", "wiki_memory.cli.checks_store:check_signals"),
 ):
     register(_check)
