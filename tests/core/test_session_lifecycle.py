@@ -248,3 +248,29 @@ def test_an_event_that_cannot_be_rendered_leaves_a_placeholder(mem, monkeypatch)
     _, text = page_of(mem, "sess-bad")
     assert "a poison prompt" in text and "unrendered event" not in text
     assert unrendered_line(mem.settings) is None
+
+
+def test_a_failing_compile_is_retried_with_back_off(mem, monkeypatch):
+    import time
+
+    calls: list[float] = []
+    real = mem.sessions.compile_job
+
+    def flaky(key: str, end: bool, remerge: bool = False) -> Any:
+        calls.append(time.monotonic())
+        if len(calls) <= 2:
+            raise OSError("disk says no")
+        return real(key, end, remerge)
+
+    monkeypatch.setattr(mem.sessions, "compile_job", flaky)
+    monkeypatch.setattr(mem.sessions, "retry_seconds", 0.1)
+    run(mem, [cc("UserPromptSubmit", "sess-retry", prompt="retry me")])
+    key = next(k for k, v in mem.spool.sessions.items() if v.session_id == "sess-retry")
+    mem.request_compile(key).result(timeout=10)  # fails, a retry is scheduled
+    from support import wait_for
+
+    wait_for(lambda: mem.spool.sessions[key].state.get("path"), 10, "the retried compile")
+    assert len(calls) == 3
+    assert calls[1] - calls[0] >= 0.09 and calls[2] - calls[1] >= 0.19  # waits double
+    time.sleep(0.3)
+    assert len(calls) == 3  # no loop once it compiled

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -83,6 +84,9 @@ class SessionPages:
         self._render_ctx: dict[str, tuple[str, dict[str, Any]]] = {}
         #: page path -> the server's version that could not be merged (a conflict copy)
         self._conflicts: dict[str, bytes] = {}
+        #: session key -> failed compiles in a row, and the timer of its next try
+        self._failures: dict[str, int] = {}
+        self._timers: dict[str, threading.Timer] = {}
 
     def _session_meta(self, info: SessionInfo) -> compiler.SessionMeta:
         return compiler.SessionMeta(
@@ -94,6 +98,40 @@ class SessionPages:
             cwd=info.cwd,
             started=info.started,
         )
+
+    #: the first wait before a failed compile is tried again; doubled at each failure
+    #: up to :attr:`retry_max_seconds` (never a loop: one timer per session at a time)
+    retry_seconds = 5.0
+    retry_max_seconds = 3600.0
+
+    def compile_guarded(self, key: str, end: bool) -> WriteResult:
+        """:meth:`compile_job`, and when it fails (a write refused, a bug), a retry after
+        a back-off instead of an error: the events stay in the spool, doctor and the log
+        say so, and the next event of the session tries at once."""
+        try:
+            res = self.compile_job(key, end)
+        except Exception:
+            n = self._failures.get(key, 0) + 1
+            self._failures[key] = n
+            wait = min(self.retry_seconds * 2 ** (n - 1), self.retry_max_seconds)
+            log.exception(
+                "compiling session %s failed (%d time(s)); next try in %.0f s", key, n, wait
+            )
+            if key not in self._timers:
+                t = threading.Timer(wait, self._retry, (key, end))
+                t.daemon = True
+                self._timers[key] = t
+                t.start()
+            return WriteResult()
+        self._failures.pop(key, None)
+        return res
+
+    def _retry(self, key: str, end: bool) -> None:
+        self._timers.pop(key, None)
+        try:
+            self.host.writer.submit(lambda: self.compile_guarded(key, end))
+        except Exception:  # noqa: BLE001 - a stopped writer: the next start compiles it
+            log.debug("no retry of %s: the writer has stopped", key)
 
     def compile_job(self, key: str, end: bool, remerge: bool = False) -> WriteResult:
         """Write a session's page. ``remerge``: no new observations, but a person saved the
