@@ -274,3 +274,47 @@ def test_a_failing_compile_is_retried_with_back_off(mem, monkeypatch):
     assert calls[1] - calls[0] >= 0.09 and calls[2] - calls[1] >= 0.19  # waits double
     time.sleep(0.3)
     assert len(calls) == 3  # no loop once it compiled
+
+
+def test_a_resumed_or_compacted_session_gets_a_shorter_brief_that_says_so(mem):
+    from wiki_memory.core.brief import build_brief
+
+    remember(mem, "The parser is in src/parse.py.", project="atlas", user="alice")
+    mem.writer.flush()
+    kw = {"project": "atlas", "harness": "claude-code", "session_id": "sess-b"}
+    first = build_brief(mem, "alice", budget_tokens=800, **kw)
+    assert first["text"] and "resumed" not in first["text"]
+    for source, words in (("resume", "Session resumed"), ("compact", "Context compacted")):
+        again = build_brief(mem, "alice", budget_tokens=800, source=source, **kw)
+        assert words in again["text"]
+        assert again["budget_tokens"] == 400 and again["used_tokens"] <= 400
+
+
+def test_a_session_with_no_project_hands_off_to_its_user(mem):
+    def ev(event: str, **fields: Any) -> dict[str, Any]:
+        payload = shape("claude-code", event)
+        payload.update(session_id="sess-home", cwd="/home/user", **fields)
+        return {"harness": "claude-code", "project_from": "none", "payload": payload}
+
+    run(
+        mem,
+        [
+            ev("SessionStart", source="startup"),
+            ev("UserPromptSubmit", prompt="tidy my dotfiles and then the shell history"),
+            ev(
+                "PostToolUse",
+                tool_use_id="toolu_home",
+                tool_name="Bash",
+                tool_input={"command": "ls ~/.config"},
+                tool_response={"stdout": "nvim\nfish", "stderr": ""},
+            ),
+            ev("SessionEnd", reason="exit"),
+        ],
+    )
+    path, text = page_of(mem, "sess-home")
+    assert path.startswith("people/alice/sessions/") and "project: null" in text
+    (h,) = mem.handoffs.list_handoffs("alice")
+    assert h["path"].startswith("people/alice/handoffs/P-")
+    assert h["visibility"] == "personal" and h.get("project") is None
+    assert h["session_page"] == path
+    assert mem.handoffs.list_handoffs("bob") == []
