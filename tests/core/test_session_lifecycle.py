@@ -44,9 +44,10 @@ def run(mem: Any, events: list[dict[str, Any]]) -> None:
     mem.writer.flush()
 
 
-def turn(sid: str, n: int) -> list[dict[str, Any]]:
+def turn(sid: str, n: int, origin: str | None = None) -> list[dict[str, Any]]:
+    said = origin or sid  # a fork repeats its origin's prompts, ids and all
     return [
-        cc("UserPromptSubmit", sid, prompt=f"prompt-{n} of {sid}"),
+        cc("UserPromptSubmit", sid, prompt=f"prompt-{n} of {said}", prompt_id=f"p-{said}-{n}"),
         cc(
             "PostToolUse",
             sid,
@@ -123,6 +124,24 @@ def test_claude_code_lifecycle_of_case_C61(mem):
     assert path3 != path
     assert f"continues: {path}" in text3
     assert f"continues [[{path.removesuffix('.md')}]]" in text3
+    # 5: a fork whose first events repeat the origin's last two prompts (same ids)
+    run(
+        mem,
+        [
+            cc("SessionStart", "sess-0613", source="startup"),
+            *turn("sess-0613", 3, origin="sess-0611"),
+            *turn("sess-0613", 4, origin="sess-0611"),
+            *turn("sess-0613", 5),
+        ],
+    )
+    _, fork = page_of(mem, "sess-0613")
+    assert "prompt-3 of sess-0611" not in fork and "prompt-4 of sess-0611" not in fork
+    links = re.findall(r"same prompt as \[\[([^\]]+)\]\]", fork)
+    assert [link.split("#")[0] for link in links] == [path.removesuffix(".md")] * 2
+    for n, link in zip((3, 4), links, strict=True):
+        entry = text.split(f"^{link.split('#^')[1]}\n")[0].rsplit("\n^t", 1)[1]
+        assert f"prompt-{n} of sess-0611" in entry  # the origin's entry of that prompt
+    assert "title: prompt-5 of sess-0613" in fork
     # 6: ten sessions that only started: no page and no commit
     pages = sessions_on_disk(mem)
     head = head_of(mem)
@@ -318,3 +337,28 @@ def test_a_session_with_no_project_hands_off_to_its_user(mem):
     assert h["visibility"] == "personal" and h.get("project") is None
     assert h["session_page"] == path
     assert mem.handoffs.list_handoffs("bob") == []
+
+
+def test_an_offer_to_a_session_that_only_started_is_open_again_after_its_lease(mem):
+    from wiki_memory.core.brief import build_brief
+
+    h = mem.handoffs.create(
+        "alice", project="atlas", title="Finish the parser", next_steps="wire it up"
+    )
+    mem.writer.flush()
+    real = mem.handoffs.clock
+    kw = {"project": "atlas", "harness": "claude-code"}
+    # a SessionStart that briefs, then nothing: its offer is printed, no page, no claim
+    run(mem, [cc("SessionStart", "sess-0690", source="startup")])
+    b = build_brief(mem, "alice", session_id="sess-0690", **kw)
+    assert [o["id"] for o in b["offers"]] == [h["id"]]
+    key = next(k for k, v in mem.spool.sessions.items() if v.session_id == "sess-0690")
+    mem.request_compile(key, end=True).result(timeout=60)
+    assert mem.handoffs.list_handoffs("alice")[0]["status"] == "offered"
+    lease = mem.handoffs.config.lease_seconds
+    mem.handoffs.clock = lambda: real() + lease + 1
+    (after,) = mem.handoffs.list_handoffs("alice")
+    assert after["status"] == "open" and not after.get("claimed_by")
+    nxt = build_brief(mem, "alice", session_id="sess-0700", **kw)
+    assert [o["id"] for o in nxt["offers"]] == [h["id"]]
+    assert sessions_on_disk(mem) == []

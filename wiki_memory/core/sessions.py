@@ -179,6 +179,7 @@ class SessionPages:
             state.pop("empty", None)
             if "continues" not in state:
                 state["continues"] = self._continues(info, obs)
+            self._find_repeats(info, obs, state)
         prev_count = int(info.state.get("compiled_count") or 0)
         had_page = bool(info.state.get("path"))
         meta = self._session_meta(info)
@@ -195,6 +196,7 @@ class SessionPages:
             path=path,
             excerpt_bytes=self.host.settings.tool_output_excerpt_bytes,
             previous=state.get("continues"),
+            repeats=_repeats(state),
         )
         full = self.host.wiki_dir / comp.path
         self._render_ctx[comp.path] = (key, state)
@@ -311,6 +313,42 @@ class SessionPages:
                 best = (other.last_ts, path)
         return best[1] if best else None
 
+    def _find_repeats(
+        self, info: SessionInfo, obs: list[Observation], state: dict[str, Any]
+    ) -> None:
+        """A fork repeats its origin's prompts with their ids (``prompt_id``, ``turn_id``):
+        each such prompt of this session found in an earlier session of the same user,
+        harness and folder is linked to its entry there (``state["repeats"]``: arrival
+        number → ``page#^tN``). Only prompts not looked at before are looked up."""
+        done = int(state.get("repeats_checked") or 0)
+        wanted: dict[str, int] = {}
+        for n, o in enumerate(obs[done:], start=done + 1):
+            pid = _prompt_id(o)
+            if pid:
+                wanted[pid] = n
+        state["repeats_checked"] = len(obs)
+        if not wanted:
+            return
+        found: dict[str, str] = dict(state.get("repeats") or {})
+        for other in list(self.host.spool.sessions.values()):
+            path = other.state.get("path")
+            if (
+                other.key == info.key
+                or not isinstance(path, str)
+                or (other.user, other.harness, other.cwd) != (info.user, info.harness, info.cwd)
+                or other.started > info.started
+            ):
+                continue
+            theirs = other.state.get("repeats") or {}
+            for m, o in enumerate(self.host.spool.observations(other.key), start=1):
+                pid = _prompt_id(o)
+                if pid in wanted and str(m) not in theirs:
+                    found[str(wanted.pop(pid))] = f"{path.removesuffix('.md')}#^t{m}"
+            if not wanted:
+                break
+        if found:
+            state["repeats"] = found
+
     def _find_session_page(self, info: SessionInfo) -> str | None:
         d = self.host.wiki_dir / compiler.sessions_folder(info.project, info.user)
         for p in d.glob(f"*-{info.key[:8]}.md"):
@@ -409,6 +447,7 @@ class SessionPages:
                     path=path,
                     excerpt_bytes=self.host.settings.tool_output_excerpt_bytes,
                     previous=state.get("continues"),
+                    repeats=_repeats(state),
                 )
             except Exception:  # noqa: BLE001 - an old state the compiler cannot replay
                 log.exception("cannot render an earlier version of %s", path)
@@ -469,6 +508,21 @@ class SessionPages:
         self.host._server_hashes[copy] = sha256(data)
         self.host.index.upsert_page(copy, data)
         return copy
+
+
+def _prompt_id(o: Observation) -> str | None:
+    """The harness's own id of a prompt (``prompt_id``, ``turn_id``), when it gives one."""
+    if o.kind not in ("prompt", "turn"):
+        return None
+    for k in ("prompt_id", "turn_id", "turn-id"):
+        v = o.payload.get(k)
+        if isinstance(v, str) and v:
+            return v
+    return None
+
+
+def _repeats(state: dict[str, Any]) -> dict[int, str]:
+    return {int(k): str(v) for k, v in (state.get("repeats") or {}).items()}
 
 
 #: what makes a session worth a page: a prompt, a tool call or a reply

@@ -288,13 +288,22 @@ def _failure_of(o: Observation) -> str | None:
     return None
 
 
-def build_entries(observations: list[Observation], excerpt_bytes: int) -> list[Entry]:
+def build_entries(
+    observations: list[Observation], excerpt_bytes: int, repeats: dict[int, str] | None = None
+) -> list[Entry]:
     """Timeline entries in time order. Pre/Post events of one tool call merge into one."""
     entries: list[Entry] = []
     tool_entries: dict[str, Entry] = {}
     last_reply = None
     for n, o in enumerate(observations, start=1):
         try:
+            if repeats and n in repeats:
+                # a fork's copy of a prompt its origin holds: a link, not the text again
+                link = repeats[n]
+                entries.append(
+                    Entry(n, o.ts, "prompt", "prompt · repeated", [f"same prompt as [[{link}]]"])
+                )
+                continue
             last_reply = _add_entry(entries, tool_entries, n, o, excerpt_bytes, last_reply)
         except Exception as exc:  # noqa: BLE001 - one event never hides the others
             entries.append(placeholder(n, o, exc))
@@ -491,12 +500,19 @@ def compile_session(
     path: str | None = None,
     excerpt_bytes: int = 2000,
     previous: str | None = None,
+    repeats: dict[int, str] | None = None,
 ) -> Compiled:
     """Render a session page. ``observations`` in arrival order; times are UTC epoch seconds.
     ``previous``: the page of the session this one continues (after a ``clear``). An event
     that cannot be rendered becomes a placeholder entry (:func:`placeholder`); the others
-    are written (``Compiled.unrendered`` names it)."""
-    prompts = [t for t in (_safe(_prompt_text, o, "") for o in observations) if t]
+    are written (``Compiled.unrendered`` names it). ``repeats``: arrival number → the
+    ``page#^tN`` a fork's repeated prompt links to instead of its text."""
+    repeats = repeats or {}
+    prompts = [
+        t
+        for n, t in enumerate((_safe(_prompt_text, o, "") for o in observations), start=1)
+        if t and n not in repeats
+    ]
     files: list[str] = []
     tools: list[str] = []
     commands: list[str] = []
@@ -546,7 +562,7 @@ def compile_session(
     summary = "\n".join(lines) if lines else "- (no prompts or tool calls yet)"
     blocks = []
     unrendered: list[str] = []
-    for e in build_entries(observations, excerpt_bytes):
+    for e in build_entries(observations, excerpt_bytes, repeats):
         if e.kind == "unrendered":
             unrendered.append(observations[e.n - 1].obs_id or f"#{e.n}")
         if e.kind == "start" and previous and e.head.endswith("· clear"):
