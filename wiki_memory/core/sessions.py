@@ -317,15 +317,15 @@ class SessionPages:
         self, info: SessionInfo, obs: list[Observation], state: dict[str, Any]
     ) -> None:
         """A fork repeats its origin's prompts with their ids (``prompt_id``, ``turn_id``):
-        each such prompt of this session found in an earlier session of the same user,
+        each such prompt (same id and same text) of this session found in an earlier session of the same user,
         harness and folder is linked to its entry there (``state["repeats"]``: arrival
         number → ``page#^tN``). Only prompts not looked at before are looked up."""
         done = int(state.get("repeats_checked") or 0)
-        wanted: dict[str, int] = {}
+        wanted: dict[tuple[str, str], int] = {}
         for n, o in enumerate(obs[done:], start=done + 1):
             pid = _prompt_id(o)
             if pid:
-                wanted[pid] = n
+                wanted[(pid, compiler.prompt_text(o))] = n
         state["repeats_checked"] = len(obs)
         if not wanted:
             return
@@ -342,8 +342,9 @@ class SessionPages:
             theirs = other.state.get("repeats") or {}
             for m, o in enumerate(self.host.spool.observations(other.key), start=1):
                 pid = _prompt_id(o)
-                if pid in wanted and str(m) not in theirs:
-                    found[str(wanted.pop(pid))] = f"{path.removesuffix('.md')}#^t{m}"
+                same = (pid, compiler.prompt_text(o)) if pid else None
+                if same in wanted and str(m) not in theirs:
+                    found[str(wanted.pop(same))] = f"{path.removesuffix('.md')}#^t{m}"
             if not wanted:
                 break
         if found:

@@ -185,6 +185,11 @@ def page_path(meta: SessionMeta, observations: list[Observation]) -> str:
     return f"{folder}/{date}-{meta.key[:8]}.md"
 
 
+def prompt_text(o: Observation) -> str:
+    """The prompt an event carries ("" for none)."""
+    return _prompt_text(o)
+
+
 def _prompt_text(o: Observation) -> str:
     p = o.payload
     if o.kind == "prompt":
