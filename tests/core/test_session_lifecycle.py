@@ -282,7 +282,7 @@ def test_a_failing_compile_is_retried_with_back_off(mem, monkeypatch):
         return real(key, end, remerge)
 
     monkeypatch.setattr(mem.sessions, "compile_job", flaky)
-    monkeypatch.setattr(mem.sessions, "retry_seconds", 0.1)
+    monkeypatch.setattr(mem.sessions.backoff, "first", 0.1)
     run(mem, [cc("UserPromptSubmit", "sess-retry", prompt="retry me")])
     key = next(k for k, v in mem.spool.sessions.items() if v.session_id == "sess-retry")
     mem.request_compile(key).result(timeout=10)  # fails, a retry is scheduled

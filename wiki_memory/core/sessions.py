@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import stat
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -20,6 +19,17 @@ from typing import Any, Protocol
 from wiki_memory.capture.observation import Observation
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
+from wiki_memory.core.lifecycle import (
+    END_KINDS,
+    Backoff,
+    continues_page,
+    end_time,
+    ended_by_events,
+    find_repeats,
+    has_content,
+    repeats_of,
+    unrendered_count,
+)
 from wiki_memory.core.text import replace_section
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.index.store import Index
@@ -30,8 +40,6 @@ from wiki_memory.wiki.personal import page_owner
 
 log = logging.getLogger("wiki_memory.core")
 
-#: events that end a session
-END_KINDS = {"session_end"}
 
 __all__ = [
     "END_KINDS",
@@ -39,6 +47,8 @@ __all__ = [
     "SessionPages",
     "SessionChange",
     "compiler_bytes",
+    "end_time",
+    "unrendered_count",
     "conflict_copy_path",
     "replace_section",
 ]
@@ -84,9 +94,8 @@ class SessionPages:
         self._render_ctx: dict[str, tuple[str, dict[str, Any]]] = {}
         #: page path -> the server's version that could not be merged (a conflict copy)
         self._conflicts: dict[str, bytes] = {}
-        #: session key -> failed compiles in a row, and the timer of its next try
-        self._failures: dict[str, int] = {}
-        self._timers: dict[str, threading.Timer] = {}
+        #: failed compiles, tried again after a doubling wait
+        self.backoff = Backoff()
 
     def _session_meta(self, info: SessionInfo) -> compiler.SessionMeta:
         return compiler.SessionMeta(
@@ -99,39 +108,22 @@ class SessionPages:
             started=info.started,
         )
 
-    #: the first wait before a failed compile is tried again; doubled at each failure
-    #: up to :attr:`retry_max_seconds` (never a loop: one timer per session at a time)
-    retry_seconds = 5.0
-    retry_max_seconds = 3600.0
-
     def compile_guarded(self, key: str, end: bool) -> WriteResult:
         """:meth:`compile_job`, and when it fails (a write refused, a bug), a retry after
-        a back-off instead of an error: the events stay in the spool, doctor and the log
-        say so, and the next event of the session tries at once."""
+        a back-off (:class:`~wiki_memory.core.lifecycle.Backoff`) instead of an error: the
+        events stay in the spool and the next event of the session tries at once."""
         try:
             res = self.compile_job(key, end)
         except Exception:
-            n = self._failures.get(key, 0) + 1
-            self._failures[key] = n
-            wait = min(self.retry_seconds * 2 ** (n - 1), self.retry_max_seconds)
-            log.exception(
-                "compiling session %s failed (%d time(s)); next try in %.0f s", key, n, wait
+            n, wait = self.backoff.failed(
+                key, lambda: self.host.writer.submit(lambda: self.compile_guarded(key, end))
             )
-            if key not in self._timers:
-                t = threading.Timer(wait, self._retry, (key, end))
-                t.daemon = True
-                self._timers[key] = t
-                t.start()
+            log.exception(
+                "compiling session %s failed (%d in a row); next try in %.0f s", key, n, wait
+            )
             return WriteResult()
-        self._failures.pop(key, None)
+        self.backoff.succeeded(key)
         return res
-
-    def _retry(self, key: str, end: bool) -> None:
-        self._timers.pop(key, None)
-        try:
-            self.host.writer.submit(lambda: self.compile_guarded(key, end))
-        except Exception:  # noqa: BLE001 - a stopped writer: the next start compiles it
-            log.debug("no retry of %s: the writer has stopped", key)
 
     def compile_job(self, key: str, end: bool, remerge: bool = False) -> WriteResult:
         """Write a session's page. ``remerge``: no new observations, but a person saved the
@@ -178,8 +170,8 @@ class SessionPages:
                 return WriteResult()
             state.pop("empty", None)
             if "continues" not in state:
-                state["continues"] = self._continues(info, obs)
-            self._find_repeats(info, obs, state)
+                state["continues"] = continues_page(self.host.spool, info, obs)
+            find_repeats(self.host.spool, info, obs, state)
         prev_count = int(info.state.get("compiled_count") or 0)
         had_page = bool(info.state.get("path"))
         meta = self._session_meta(info)
@@ -196,7 +188,7 @@ class SessionPages:
             path=path,
             excerpt_bytes=self.host.settings.tool_output_excerpt_bytes,
             previous=state.get("continues"),
-            repeats=_repeats(state),
+            repeats=repeats_of(state),
         )
         full = self.host.wiki_dir / comp.path
         self._render_ctx[comp.path] = (key, state)
@@ -289,66 +281,6 @@ class SessionPages:
         return WriteResult(
             paths=paths, author=author, message=change.message(), value=comp.path, change=change
         )
-
-    def _continues(self, info: SessionInfo, obs: list[Observation]) -> str | None:
-        """The page a session started by ``clear`` continues: the latest session with a
-        page of the same user, harness and folder that started before it (None for any
-        other start)."""
-        first = next((o for o in obs if o.kind == "session_start"), None)
-        if first is None or first.payload.get("source") != "clear":
-            return None
-        best: tuple[float, str] | None = None
-        for other in list(self.host.spool.sessions.values()):
-            path = other.state.get("path")
-            if (
-                other.key == info.key
-                or not isinstance(path, str)
-                or other.user != info.user
-                or other.harness != info.harness
-                or other.cwd != info.cwd
-                or other.started > first.ts
-            ):
-                continue
-            if best is None or other.last_ts > best[0]:
-                best = (other.last_ts, path)
-        return best[1] if best else None
-
-    def _find_repeats(
-        self, info: SessionInfo, obs: list[Observation], state: dict[str, Any]
-    ) -> None:
-        """A fork repeats its origin's prompts with their ids (``prompt_id``, ``turn_id``):
-        each such prompt (same id and same text) of this session found in an earlier session of the same user,
-        harness and folder is linked to its entry there (``state["repeats"]``: arrival
-        number → ``page#^tN``). Only prompts not looked at before are looked up."""
-        done = int(state.get("repeats_checked") or 0)
-        wanted: dict[tuple[str, str], int] = {}
-        for n, o in enumerate(obs[done:], start=done + 1):
-            pid = _prompt_id(o)
-            if pid:
-                wanted[(pid, compiler.prompt_text(o))] = n
-        state["repeats_checked"] = len(obs)
-        if not wanted:
-            return
-        found: dict[str, str] = dict(state.get("repeats") or {})
-        for other in list(self.host.spool.sessions.values()):
-            path = other.state.get("path")
-            if (
-                other.key == info.key
-                or not isinstance(path, str)
-                or (other.user, other.harness, other.cwd) != (info.user, info.harness, info.cwd)
-                or other.started > info.started
-            ):
-                continue
-            theirs = other.state.get("repeats") or {}
-            for m, o in enumerate(self.host.spool.observations(other.key), start=1):
-                pid = _prompt_id(o)
-                same = (pid, compiler.prompt_text(o)) if pid else None
-                if same in wanted and str(m) not in theirs:
-                    found[str(wanted.pop(same))] = f"{path.removesuffix('.md')}#^t{m}"
-            if not wanted:
-                break
-        if found:
-            state["repeats"] = found
 
     def _find_session_page(self, info: SessionInfo) -> str | None:
         d = self.host.wiki_dir / compiler.sessions_folder(info.project, info.user)
@@ -448,7 +380,7 @@ class SessionPages:
                     path=path,
                     excerpt_bytes=self.host.settings.tool_output_excerpt_bytes,
                     previous=state.get("continues"),
-                    repeats=_repeats(state),
+                    repeats=repeats_of(state),
                 )
             except Exception:  # noqa: BLE001 - an old state the compiler cannot replay
                 log.exception("cannot render an earlier version of %s", path)
@@ -509,65 +441,6 @@ class SessionPages:
         self.host._server_hashes[copy] = sha256(data)
         self.host.index.upsert_page(copy, data)
         return copy
-
-
-def _prompt_id(o: Observation) -> str | None:
-    """The harness's own id of a prompt (``prompt_id``, ``turn_id``), when it gives one."""
-    if o.kind not in ("prompt", "turn"):
-        return None
-    for k in ("prompt_id", "turn_id", "turn-id"):
-        v = o.payload.get(k)
-        if isinstance(v, str) and v:
-            return v
-    return None
-
-
-def _repeats(state: dict[str, Any]) -> dict[int, str]:
-    return {int(k): str(v) for k, v in (state.get("repeats") or {}).items()}
-
-
-#: what makes a session worth a page: a prompt, a tool call or a reply
-CONTENT_KINDS = {"prompt", "turn", "tool_pre", "tool_post", "tool_failure"}
-
-
-def has_content(observations: list[Observation]) -> bool:
-    """True when a session holds a prompt, a tool call or a reply (a session that only
-    started gets no page)."""
-    for o in observations:
-        if o.kind in CONTENT_KINDS:
-            return True
-        if o.kind in ("stop", "subagent_stop") and compiler.reply_text(o):
-            return True
-    return False
-
-
-def _last_run(observations: list[Observation]) -> list[Observation]:
-    """The events since the last SessionStart that followed a SessionEnd (a resume)."""
-    seen_end = False
-    at = 0
-    for i, o in enumerate(observations):
-        if o.kind in END_KINDS:
-            seen_end = True
-        elif o.kind == "session_start" and seen_end:
-            at, seen_end = i, False
-    return observations[at:]
-
-
-def ended_by_events(observations: list[Observation]) -> bool:
-    """True when the session's last run (:func:`_last_run`) holds a SessionEnd: a
-    SessionStart after it (a resume of the same id) makes the session active again."""
-    return any(o.kind in END_KINDS for o in _last_run(observations))
-
-
-def end_time(observations: list[Observation], fallback: float) -> float:
-    """When a session ended: the time of the event that ended it (the first
-    ``SessionEnd`` since its last resume), else of its last event (a session ended by
-    idleness); ``fallback`` (the server's clock) only for a session without events. UTC
-    epoch seconds."""
-    ends = [o.ts for o in _last_run(observations) if o.kind in END_KINDS]
-    if ends:
-        return min(ends)
-    return max((o.ts for o in observations), default=fallback)
 
 
 @dataclass(frozen=True)
@@ -725,10 +598,3 @@ def _frontmatter_value(data: bytes, key: str) -> Any:
     from wiki_memory.wiki.page import parse_page
 
     return parse_page(data, "x.md").metadata.get(key)
-
-
-def unrendered_count(spool: Spool) -> int:
-    """How many accepted events are on no page as themselves (their compile failed and a
-    placeholder stands in for them), over every session of ``spool``: doctor and status
-    show it."""
-    return sum(len(i.state.get("unrendered") or []) for i in list(spool.sessions.values()))
