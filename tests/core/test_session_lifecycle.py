@@ -362,3 +362,27 @@ def test_an_offer_to_a_session_that_only_started_is_open_again_after_its_lease(m
     nxt = build_brief(mem, "alice", session_id="sess-0700", **kw)
     assert [o["id"] for o in nxt["offers"]] == [h["id"]]
     assert sessions_on_disk(mem) == []
+
+
+def test_a_gemini_cli_resume_continues_its_page(mem):
+    clock = iter(range(100))
+
+    def ev(event: str, **fields: Any) -> dict[str, Any]:
+        payload = shape("gemini", event)
+        stamp = f"2026-01-10T09:00:{next(clock):02d}.000Z"
+        payload.update(session_id="gem-1", cwd="/home/user/atlas", timestamp=stamp, **fields)
+        return {"harness": "gemini-cli", "project": "atlas", "payload": payload}
+
+    def turn(n: int) -> list[dict[str, Any]]:
+        said = {"prompt": f"gemini-{n}"}
+        return [ev("BeforeAgent", **said), ev("AfterAgent", prompt_response=f"ok {n}", **said)]
+
+    run(mem, [ev("SessionStart", source="startup"), *turn(0), ev("SessionEnd", reason="exit")])
+    path, text = page_of(mem, "gem-1")
+    assert "status: ended" in text
+    run(mem, [ev("SessionStart", source="resume"), *turn(1)])
+    path2, text = page_of(mem, "gem-1")
+    assert path2 == path and "status: active" in text and "ended: null" in text
+    assert [timeline(text).count(f"gemini-{n}\n") for n in range(2)] == [1, 1]
+    ids = [int(i) for i in re.findall(r"^\^t(\d+)$", text, re.M)]
+    assert ids == sorted(set(ids))
