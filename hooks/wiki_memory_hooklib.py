@@ -1965,20 +1965,22 @@ def fetch_brief(
     session_id: str | None,
     deadline: float,
     cwd: str | None = None,
+    source: str | None = None,
 ) -> str:
     """``POST /v1/brief`` → its ``text``, cut to ``brief_max_chars`` ("" for no brief:
     404, or no text). Raises :class:`HttpError` when the server cannot be reached (refused,
     no route, a connect that timed out) and :class:`BriefUnavailable` when it answered
     without a brief or too slowly."""
-    body = json.dumps(
-        {
-            "project": project,
-            "cwd": cwd,
-            "harness": harness,
-            "session_id": session_id,
-            "budget_tokens": cfg.geti("brief_budget_tokens"),
-        }
-    ).encode()
+    ask = {
+        "project": project,
+        "cwd": cwd,
+        "harness": harness,
+        "session_id": session_id,
+        "budget_tokens": cfg.geti("brief_budget_tokens"),
+    }
+    if source:
+        ask["source"] = source  # startup, resume, clear, compact: a shorter brief on the last
+    body = json.dumps(ask).encode()
     try:
         status, reply = http_post(cfg.url, "/v1/brief", cfg.token, body, deadline, cfg.ca_file)
     except HttpError as exc:
@@ -2078,6 +2080,7 @@ def run(argv: list[str]) -> None:
         return
     project, project_from = resolve_project(cwd, repo_cfg)
     session_id = payload.get("session_id") or payload.get("thread-id")
+    source = payload.get("source")  # SessionStart: startup, resume, clear, compact
     reason = capture_decision(payload, repo_cfg, root)
     ob = Outbox(cfg.outbox_dir, cfg.geti("outbox_max_events"), cfg.geti("outbox_max_bytes"))
     stopped = not cfg.url  # no server of this data directory runs: no address to send to
@@ -2142,6 +2145,7 @@ def run(argv: list[str]) -> None:
                     session_id if isinstance(session_id, str) else None,
                     net_deadline,
                     cwd,
+                    source if isinstance(source, str) else None,
                 )
             except HttpError as exc:
                 away = note_unreachable(cfg, ob, str(exc))

@@ -53,6 +53,21 @@ EVENT_KINDS: dict[str, str] = {
 
 KINDS = frozenset(EVENT_KINDS.values()) | {"other"}
 
+#: payload fields the session compiler reads as text: a 400 names one that is not
+_PAYLOAD_STRINGS = (
+    "prompt",
+    "tool_name",
+    "tool_use_id",
+    "source",
+    "reason",
+    "trigger",
+    "last_assistant_message",
+    "prompt_response",
+    "last-assistant-message",
+    "agent_type",
+    "speaker",
+)
+
 _PROJECT_RE = re.compile(r"[^\w.\-]+", re.UNICODE)
 _SAFE_ID_RE = re.compile(r"^[\w.:@+\-]{1,200}$", re.UNICODE)
 
@@ -212,6 +227,12 @@ def parse_event(d: Any, user: str, now: float | None = None) -> Observation:
         payload = {}
     if not isinstance(payload, dict):
         raise ObservationError("payload", "must be a JSON object (the harness's hook JSON)")
+    for k in _PAYLOAD_STRINGS:
+        v = payload.get(k)
+        if v is not None and not isinstance(v, str):
+            # what the compiler reads as text is checked here, before the 2xx: an event
+            # accepted is an event its page can render
+            raise ObservationError(f"payload.{k}", f"must be a string, got {type(v).__name__}")
     harness = _str_field(d, "harness", True)
     event = _str_field(d, "event", False) or payload.get("hook_event_name") or payload.get("type")
     if not isinstance(event, str) or not event:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.cli.doctor import Context
+from wiki_memory.config import Settings
 from wiki_memory.wiki.names import unportable_parts
 from wiki_memory.wiki.paths import odd_name, shown_name
 
@@ -515,3 +516,42 @@ def check_supersession(ctx: Context) -> None:
             "as current",
             f"edit superseded_by in {f['path']}, or remove its state: superseded",
         )
+
+
+def unrendered_events(settings: Settings) -> int:
+    """How many accepted events the compiler could not render on their session page
+    (each a placeholder entry naming its spool record), read from the sessions' spool
+    states: their spool is kept until they compile."""
+    import json
+
+    n = 0
+    try:
+        states = list(settings.spool_dir.glob("*.state"))
+    except OSError:
+        return 0
+    for f in states:
+        try:
+            st = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(st, dict) and isinstance(st.get("unrendered"), list):
+            n += len(st["unrendered"])
+    return n
+
+
+def check_unrendered(ctx: Context) -> None:
+    """A warning for accepted events that are on no page as themselves (docs/sessions.md,
+    "Placeholders"); ``unrendered_events`` in the report."""
+    n = unrendered_events(ctx.settings)
+    ctx.rep["unrendered_events"] = n
+    if n:
+        ctx.warn(
+            f"{n} accepted event(s) could not be rendered on their session page; a "
+            "placeholder entry names each spool record and the cause, and the spool is kept",
+            fix="see the server log for the cause; the next compile of the session retries",
+        )
+
+
+def unrendered_line(settings: Settings) -> int | None:
+    """``status``'s ``unrendered_events`` line (None when there are none)."""
+    return unrendered_events(settings) or None

@@ -141,6 +141,7 @@ for _check in (
     Check("index", "wiki_memory.cli.checks_store:check_index", needs_wiki=True),
     Check("skipped", "wiki_memory.cli.checks_store:check_skipped", needs_wiki=True),
     Check("supersession", "wiki_memory.cli.checks_store:check_supersession", needs_wiki=True),
+    Check("unrendered", "wiki_memory.cli.checks_store:check_unrendered"),
     Check("signals", "wiki_memory.cli.checks_store:check_signals"),
 ):
     register(_check)

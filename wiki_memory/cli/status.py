@@ -39,6 +39,7 @@ def register_status(name: str, function: str) -> None:
 
 
 register_status("sync", "wiki_memory.cli.replicas:status_line")
+register_status("unrendered_events", "wiki_memory.cli.checks_store:unrendered_line")
 
 
 def _extra_status(settings: Settings) -> dict[str, Any]:

@@ -41,7 +41,14 @@ if TYPE_CHECKING:
 
 DEFAULT_BUDGET = 1500
 
+#: SessionStart sources of a conversation that goes on: a shorter brief, and why
+AGAIN = {
+    "resume": "Session resumed: a shorter brief; what came before is in this conversation.",
+    "compact": "Context compacted: a shorter brief; the harness's summary holds what came before.",
+}
+
 _GROUPS = {
+    "again": "",
     "warning": "",
     "held": "### Handoffs this session holds",
     "offer": "### Handoffs offered to this session",
@@ -50,7 +57,7 @@ _GROUPS = {
     "session": "### Recent sessions",
     "recall": "",
 }
-_ORDER = ("warning", "held", "offer", "waiting", "pinned", "session", "recall")
+_ORDER = ("again", "warning", "held", "offer", "waiting", "pinned", "session", "recall")
 
 
 @dataclass
@@ -242,8 +249,13 @@ def build_brief(
     session_id: str | None = None,
     budget_tokens: int = DEFAULT_BUDGET,
     max_offers: int | None = None,
+    source: str | None = None,
 ) -> dict[str, Any]:
     """The brief for a session of ``project``.
+
+    ``source``: the harness's SessionStart source. On ``resume`` and ``compact`` the
+    conversation already holds what came before: the brief is shorter (half the budget)
+    and says so in its first line.
 
     Returns ``{"text", "used_tokens", "budget_tokens", "parts": [{kind, id?, path,
     title, tokens, ...}], "omitted": [same, for what was left out], "offers": [{id,
@@ -260,6 +272,9 @@ def build_brief(
     svc = memory.handoffs
     who = Claimant(user or "", harness or "api", session_id or "")
     cand: list[Part] = []
+    if source in AGAIN:
+        budget_tokens //= 2
+        cand.append(Part("again", AGAIN[source], {}))
     leased: dict[str, float] = {}
     codes: dict[str, str] = {}
     now = svc.clock()

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from wiki_memory.capture.echo import strip_echo
 from wiki_memory.capture.observation import (
     Observation,
     ObservationError,
@@ -293,6 +294,9 @@ class Capture:
             obs.payload = redact_obj(payload)[0]
         except RecursionError:
             raise ObservationError("payload", "nested too deeply") from None
+        # no echo: the memory's own output is kept as a reference, and a compaction's
+        # summary as its size, before anything is spooled (docs/sessions.md)
+        obs.kind, obs.payload = strip_echo(obs.kind, obs.payload)
 
     def _resolve(self, cwd: str) -> Any:
         """:func:`resolve_project` of ``cwd``, remembered for

@@ -304,7 +304,7 @@ class Memory:
                 return WriteResult()
 
             return self.writer.submit(discard)
-        return self.writer.submit(lambda: self.sessions.compile_job(key, end))
+        return self.writer.submit(lambda: self.sessions.compile_guarded(key, end))
 
     def _cas_write(
         self, rel: str, full: Path, fn: Callable[[bytes | None], bytes | None]

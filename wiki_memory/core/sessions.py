@@ -20,6 +20,17 @@ from typing import Any, Protocol
 from wiki_memory.capture.observation import Observation
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
+from wiki_memory.core.lifecycle import (
+    END_KINDS,
+    Backoff,
+    continues_page,
+    end_time,
+    ended_by_events,
+    find_repeats,
+    has_content,
+    repeats_of,
+    unrendered_count,
+)
 from wiki_memory.core.text import replace_section
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.index.store import Index
@@ -30,8 +41,6 @@ from wiki_memory.wiki.personal import page_owner
 
 log = logging.getLogger("wiki_memory.core")
 
-#: events that end a session
-END_KINDS = {"session_end"}
 
 __all__ = [
     "END_KINDS",
@@ -39,6 +48,8 @@ __all__ = [
     "SessionPages",
     "SessionChange",
     "compiler_bytes",
+    "end_time",
+    "unrendered_count",
     "conflict_copy_path",
     "replace_section",
 ]
@@ -84,6 +95,8 @@ class SessionPages:
         self._render_ctx: dict[str, tuple[str, dict[str, Any]]] = {}
         #: page path -> the server's version that could not be merged (a conflict copy)
         self._conflicts: dict[str, bytes] = {}
+        #: failed compiles, tried again after a doubling wait
+        self.backoff = Backoff()
 
     def _session_meta(self, info: SessionInfo) -> compiler.SessionMeta:
         return compiler.SessionMeta(
@@ -96,6 +109,23 @@ class SessionPages:
             started=info.started,
         )
 
+    def compile_guarded(self, key: str, end: bool) -> WriteResult:
+        """:meth:`compile_job`, and when it fails (a write refused, a bug), a retry after
+        a back-off (:class:`~wiki_memory.core.lifecycle.Backoff`) instead of an error: the
+        events stay in the spool and the next event of the session tries at once."""
+        try:
+            res = self.compile_job(key, end)
+        except Exception:
+            n, wait = self.backoff.failed(
+                key, lambda: self.host.writer.submit(lambda: self.compile_guarded(key, end))
+            )
+            log.exception(
+                "compiling session %s failed (%d in a row); next try in %.0f s", key, n, wait
+            )
+            return WriteResult()
+        self.backoff.succeeded(key)
+        return res
+
     def compile_job(self, key: str, end: bool, remerge: bool = False) -> WriteResult:
         """Write a session's page. ``remerge``: no new observations, but a person saved the
         page; render exactly what the server last rendered and merge it into their version
@@ -106,7 +136,7 @@ class SessionPages:
         obs = self.host.spool.observations(key)
         state = dict(info.state)
         now = time.time()
-        ended_now = end or any(o.kind in END_KINDS for o in obs)
+        ended_now = end or ended_by_events(obs)
         already = state.get("compiled_count") == len(obs) and (
             state.get("status") == "ended" or not ended_now
         )
@@ -121,7 +151,28 @@ class SessionPages:
             return WriteResult(value=state.get("path"))
         else:
             status = "ended" if ended_now else "active"
-            ended_at = state.get("ended_at") or (end_time(obs, now) if ended_now else None)
+            ended_at = None
+            if ended_by_events(obs):
+                ended_at = end_time(obs, now)
+            elif ended_now:
+                ended_at = state.get("ended_at") or end_time(obs, now)
+            if not ended_now:
+                # resumed (a SessionStart after its end, or events after an idle end):
+                # active again, the same page continued
+                ended_at = None
+                state.pop("ended_at", None)
+            if not state.get("path") and not has_content(obs):
+                # only started (opened and quit, or a SessionStart of a brief alone): no
+                # page and no commit; the spool keeps its events until it has some
+                state.update(compiled_count=len(obs), status=status, empty=True)
+                if ended_at:
+                    state["ended_at"] = ended_at
+                self.host.spool.write_state(key, state)
+                return WriteResult()
+            state.pop("empty", None)
+            if "continues" not in state:
+                state["continues"] = continues_page(self.host.spool, info, obs)
+            find_repeats(self.host.spool, info, obs, state)
         prev_count = int(info.state.get("compiled_count") or 0)
         had_page = bool(info.state.get("path"))
         meta = self._session_meta(info)
@@ -137,6 +188,8 @@ class SessionPages:
             created=state.get("created"),
             path=path,
             excerpt_bytes=self.host.settings.tool_output_excerpt_bytes,
+            previous=state.get("continues"),
+            repeats=repeats_of(state),
         )
         full = self.host.wiki_dir / comp.path
         self._render_ctx[comp.path] = (key, state)
@@ -194,6 +247,15 @@ class SessionPages:
         )
         if ended_at:
             state["ended_at"] = ended_at
+        # events the compiler could not render: placeholders on the page, counted by
+        # doctor and status, and their spool kept until they compile
+        state["unrendered"] = comp.unrendered
+        if comp.unrendered:
+            log.warning(
+                "%s: %d event(s) could not be rendered; placeholders name their spool records",
+                comp.path,
+                len(comp.unrendered),
+            )
         state["renders"] = [render, *renders[:2]]
         if written is not None:
             state["page_sha256"] = sha256(written)
@@ -318,6 +380,8 @@ class SessionPages:
                     created=state.get("created"),
                     path=path,
                     excerpt_bytes=self.host.settings.tool_output_excerpt_bytes,
+                    previous=state.get("continues"),
+                    repeats=repeats_of(state),
                 )
             except Exception:  # noqa: BLE001 - an old state the compiler cannot replay
                 log.exception("cannot render an earlier version of %s", path)
@@ -416,16 +480,6 @@ class SessionPages:
             if info.state.get("path") == path:
                 return key
         return None
-
-
-def end_time(observations: list[Observation], fallback: float) -> float:
-    """When a session ended: the time of the event that ended it (its first
-    ``SessionEnd``), else of its last event (a session ended by idleness); ``fallback``
-    (the server's clock) only for a session without events. UTC epoch seconds."""
-    ends = [o.ts for o in observations if o.kind in END_KINDS]
-    if ends:
-        return min(ends)
-    return max((o.ts for o in observations), default=fallback)
 
 
 @dataclass(frozen=True)

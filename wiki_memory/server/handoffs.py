@@ -172,6 +172,7 @@ def routes(memory: Memory) -> list[Any]:
             project=project,
             budget_tokens=budget,
             max_offers=offers,
+            source=_str(body, "source"),
             **who,
         )
         return JSONResponse({**res, "project": project})

@@ -311,17 +311,20 @@ def open_automatic(
 ) -> None:
     """Open an automatic handoff when the ended session shows signs of unfinished work
     (:func:`session_signals`) and left none itself (writer thread)."""
-    if not svc.config.auto or not info.project:
-        return  # off, or a session with no project: no project to hand the work to
+    if not svc.config.auto:
+        return
+    # a session with no project (a scratch folder, $HOME) hands off too: personal to its
+    # user, under people/<user>/handoffs/, with no project
+    personal = not info.project
     sig = session_signals(observations)
     if not sig.names:
         return
     who = Claimant(info.user, info.harness, info.session_id)
     now = svc.clock()
     older: list[Handoff] = []
-    for r in svc._indexed(info.project):
+    for r in svc._indexed(info.project or None):
         m = r.get("meta") or {}
-        if m.get("user") != info.user:
+        if m.get("user") != info.user or (personal and m.get("project")):
             continue
         if m.get("harness") == info.harness and m.get("session") == info.session_id:
             return  # the session left a handoff itself (or this hook already ran)
@@ -337,7 +340,7 @@ def open_automatic(
         project=info.project,
         title=title,
         to="any",
-        visibility="project",
+        visibility="personal" if personal else "project",
         expires=now + svc.config.expires_seconds,
         sections=sections,
         session_page=page,

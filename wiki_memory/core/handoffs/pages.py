@@ -175,7 +175,7 @@ class HandoffPages:
             "title": title,
             "created": iso(now),
             "updated": iso(now),
-            "project": project,
+            "project": project or None,  # None: a session that had no project
             "status": "open",
             "user": who.user,
             "harness": who.harness,
