@@ -579,11 +579,11 @@ class Memory:
         return self.writer.submit(lambda: WriteResult(value=self._commit_hand_edits_now(paths)))
 
     def _commit_hand_edits_now(self, paths: list[str]) -> str | None:
-        """:meth:`commit_hand_edits` on the writer thread:
-        :meth:`wiki_memory.core.sessions.SessionPages.commit_hand_edits_now`."""
-        return self.sessions.commit_hand_edits_now(paths)
+        """:func:`wiki_memory.core.pagewrite.commit_hand_edits_now` (writer thread)."""
+        from wiki_memory.core.pagewrite import commit_hand_edits_now
 
-    # -- recall --------------------------------------------------------------------------
+        return commit_hand_edits_now(self, paths)
+
     # -- index maintenance -----------------------------------------------------------------
     def reindex(self, user: Identity | str | None = None, progress: bool = False) -> int:
         """Rebuild the index from the files beside the old one and swap it in; returns

@@ -1,10 +1,13 @@
-"""Writing several pages in one commit, all or nothing (the door
-:meth:`wiki_memory.core.memory.Memory.update_pages` opens): a supersession changes the
-newer page and every older one together, or none of them (docs/knowledge.md).
+"""The server's page writes outside the session compiler: several pages in one commit,
+all or nothing (the door :meth:`wiki_memory.core.memory.Memory.update_pages` opens: a
+supersession changes the newer page and every older one together, or none of them,
+docs/knowledge.md), and a person's saves committed as theirs
+(:func:`commit_hand_edits_now`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -12,7 +15,7 @@ from typing import Any, Protocol
 from wiki_memory.audit import audit_result
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.core.scope import ScopeRule
-from wiki_memory.core.sessions import _read_plain, sha256
+from wiki_memory.core.sessions import _plain_or_gone, _read_plain, sha256
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.errors import Conflict, Forbidden, NotFound
 from wiki_memory.identity import Identity
@@ -21,7 +24,7 @@ from wiki_memory.wiki.git import author_email_for
 from wiki_memory.wiki.merge import replace_if_unchanged
 from wiki_memory.wiki.paths import PathRefused, clean_rel, locate
 
-__all__ = ["update_pages"]
+__all__ = ["commit_hand_edits_now", "update_pages"]
 
 
 class Host(Protocol):
@@ -111,3 +114,43 @@ def update_pages(
     for rel in res.paths:
         memory.audited(ident, op, rel, "ok", user=None if ident is not None else user)
     return res
+
+
+def commit_hand_edits_now(memory: Any, paths: list[str]) -> str | None:
+    """:meth:`wiki_memory.core.memory.Memory.commit_hand_edits` on the writer thread.
+    Paths whose bytes are the server's own (echoes), symlinks and hard-linked files are left out. A session page
+    saved by hand gets the server's latest rendering merged back in (the person's
+    editor may have saved over a newer server write); not after a checkout or pull,
+    which makes no commit."""
+    real: list[str] = []
+    seen: dict[str, str | None] = {}
+    for p in paths:
+        full = memory.wiki_dir / p
+        if not _plain_or_gone(full):
+            continue
+        data = _read_plain(full) if full.is_file() else None
+        if data is not None and memory.server_wrote(p, data):
+            continue
+        real.append(p)
+        seen[p] = sha256(data) if data is not None else None
+    if not real:
+        return None
+    sha: str | None = memory.sessions.commit_by_hand(real)
+    for p in real:
+        digest = seen[p]
+        if digest is None:
+            memory.server_hashes.pop(p, None)
+        else:
+            memory.server_hashes[p] = digest
+    for p in real if sha else []:
+        key = _session_of(memory, p)
+        if key is not None:
+            memory.writer.submit(functools.partial(memory.sessions.compile_job, key, False, True))
+    return sha
+
+
+def _session_of(memory: Any, path: str) -> str | None:
+    for key, info in memory.spool.sessions.items():
+        if info.state.get("path") == path:
+            return str(key)
+    return None

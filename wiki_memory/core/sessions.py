@@ -6,7 +6,6 @@ builds it and hands it what it uses (:class:`Host`)."""
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import stat
@@ -442,44 +441,6 @@ class SessionPages:
         self.host.server_hashes[copy] = sha256(data)
         self.host.index.upsert_page(copy, data)
         return copy
-
-    def commit_hand_edits_now(self, paths: list[str]) -> str | None:
-        """:meth:`wiki_memory.core.memory.Memory.commit_hand_edits` on the writer thread. Paths whose bytes are the
-        server's own (echoes), symlinks and hard-linked files are left out. A session page
-        saved by hand gets the server's latest rendering merged back in (the person's
-        editor may have saved over a newer server write); not after a checkout or pull,
-        which makes no commit."""
-        real: list[str] = []
-        seen: dict[str, str | None] = {}
-        for p in paths:
-            full = self.host.wiki_dir / p
-            if not _plain_or_gone(full):
-                continue
-            data = _read_plain(full) if full.is_file() else None
-            if data is not None and self.host.server_wrote(p, data):
-                continue
-            real.append(p)
-            seen[p] = sha256(data) if data is not None else None
-        if not real:
-            return None
-        sha = self.commit_by_hand(real)
-        for p in real:
-            digest = seen[p]
-            if digest is None:
-                self.host.server_hashes.pop(p, None)
-            else:
-                self.host.server_hashes[p] = digest
-        for p in real if sha else []:
-            key = self._session_of(p)
-            if key is not None:
-                self.host.writer.submit(functools.partial(self.compile_job, key, False, True))
-        return sha
-
-    def _session_of(self, path: str) -> str | None:
-        for key, info in self.host.spool.sessions.items():
-            if info.state.get("path") == path:
-                return key
-        return None
 
 
 @dataclass(frozen=True)
