@@ -481,3 +481,39 @@ def test_a_file_where_this_server_changed_a_folder_is_refused_not_a_500(tmp_path
     # this server's own change is pushed (the hub moves); nothing else outside changes
     outside = sorted(c for c in sb.changed() if not _allowed(c) and not c.startswith("hub.git/"))
     assert outside == []
+
+
+@pytest.mark.fast
+def test_no_personal_page_or_pin_comes_in_spelled_the_way_the_parser_reads_it(tmp_path, stop_after):
+    """The parser drops every U+FEFF and reads YAML escapes and merge keys: a key spelled
+    ``vis<U+FEFF>ibility``, ``"pin\\x6eed"`` or brought in by ``<<:`` is the key."""
+    sb = Sandbox(tmp_path, stop_after)
+    base = [b"projects", b"p", b"notes"]
+    commit = sb.attack(
+        (
+            base + [b"bom.md"],
+            0o100644,
+            "---\nvis\ufeffibility: personal\nuser: alice\n---\nx\n".encode(),
+        ),
+        (
+            base + [b"escaped.md"],
+            0o100644,
+            b'---\ntitle: e\n"pin\\x6eed": true\n---\nread me first\n',
+        ),
+        (base + [b"merged.md"], 0o100644, b"---\nbase: &a {pinned: true}\n<<: *a\n---\nread me\n"),
+        (base + [b"bompin.md"], 0o100644, "---\npin\ufeffned: true\n---\nread me\n".encode()),
+    )
+    names = {"bom.md", "escaped.md", "merged.md", "bompin.md"}
+    rep = _check(
+        sb,
+        commit,
+        refused={f"projects/p/notes/{n}" for n in names},
+        accepted={"projects/p/notes/escaped.md"},
+    )
+    reasons = {r["path"].rsplit("/", 1)[1]: r["reason"] for r in rep["refused"]}
+    assert reasons["bom.md"] == "scope: personal page"
+    assert all("pin" in reasons[n] for n in names - {"bom.md"})
+    notes = sb.m.wiki_dir / "projects/p/notes"
+    assert not (notes / "bom.md").exists()
+    assert not (notes / "merged.md").exists() and not (notes / "bompin.md").exists()
+    assert "pinned" not in rp.parse_metadata((notes / "escaped.md").read_bytes())
