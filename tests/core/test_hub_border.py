@@ -517,3 +517,52 @@ def test_no_personal_page_or_pin_comes_in_spelled_the_way_the_parser_reads_it(tm
     assert not (notes / "bom.md").exists()
     assert not (notes / "merged.md").exists() and not (notes / "bompin.md").exists()
     assert "pinned" not in rp.parse_metadata((notes / "escaped.md").read_bytes())
+
+
+@pytest.mark.fast
+def test_a_pack_that_inflates_past_max_fetch_bytes_is_aborted_before_it_is_inflated(
+    tmp_path, stop_after
+):
+    """A highly compressible blob is a few KiB on the wire: its inflated size counts."""
+    sb = Sandbox(tmp_path, stop_after, max_fetch_bytes=4 * 1024 * 1024)
+    sb.attack(([b"projects", b"p", b"zeros.bin"], 0o100644, bytes(8 * 1024 * 1024)))
+    rep = sb.m.sync.sync()[0]
+    assert rep.action == "fetch refused" and "max_fetch_bytes" in (rep.error or "")
+    assert not (sb.m.wiki_dir / FINE).exists()
+    assert sorted(c for c in sb.changed() if not _allowed(c)) == []
+
+
+def _pack_header(kind: int, size: int) -> bytes:
+    out = bytearray()
+    b = (kind << 4) | (size & 0x0F)
+    size >>= 4
+    while size:
+        out.append(b | 0x80)
+        b, size = size & 0x7F, size >> 7
+    out.append(b)
+    return bytes(out)
+
+
+def _size_varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+@pytest.mark.fast
+def test_a_delta_counts_as_the_object_it_makes_not_its_own_bytes():
+    import io
+    import zlib
+
+    # a few bytes of delta that say they make a 1 GiB object from a 10-byte base
+    delta = _size_varint(10) + _size_varint(1 << 30) + bytes([0x90, 10]) * 8
+    pack = b"PACK" + (2).to_bytes(4, "big") + (1).to_bytes(4, "big")
+    pack += _pack_header(7, len(delta)) + b"\x11" * 20 + zlib.compress(delta) + b"\0" * 20
+    assert rp._inflated_bytes(io.BytesIO(pack), 1 << 20) > 1 << 20
+    blob = b"x" * 1000
+    pack = b"PACK" + (2).to_bytes(4, "big") + (1).to_bytes(4, "big")
+    pack += _pack_header(3, len(blob)) + zlib.compress(blob) + b"\0" * 20
+    assert rp._inflated_bytes(io.BytesIO(pack), 1 << 20) == 1000
