@@ -566,3 +566,33 @@ def test_a_delta_counts_as_the_object_it_makes_not_its_own_bytes():
     pack = b"PACK" + (2).to_bytes(4, "big") + (1).to_bytes(4, "big")
     pack += _pack_header(3, len(blob)) + zlib.compress(blob) + b"\0" * 20
     assert rp._inflated_bytes(io.BytesIO(pack), 1 << 20) == 1000
+
+
+def _hub_files(sb: Sandbox) -> dict[bytes, Any]:
+    with Repo(str(sb.hub)) as r:
+        return rp.flat_tree(r, r[r.refs[b"refs/heads/main"]].tree)
+
+
+@pytest.mark.fast
+def test_a_later_push_does_not_delete_from_the_hub_what_the_border_refused(tmp_path, stop_after):
+    """This server never took the hub's oversize file or link: its next push of a page
+    of its own must leave them on the hub (another server pulling would delete them), and
+    the syncs after it send nothing and write nothing of them here."""
+    sb = Sandbox(tmp_path, stop_after, max_incoming_blob_bytes=1024 * 1024)
+    sb.attack(
+        ([b"projects", b"p", b"big.bin"], 0o100644, b"A" * (2 * 1024 * 1024)),
+        ([b"projects", b"p", b"link.md"], 0o120000, b"/etc/passwd"),
+    )
+    assert len(sb.m.sync.sync()[0].refused) == 2
+    sb.m.write_page("projects/p/notes/new.md", b"# new\n", user="alice", message="new")
+    sb.m.writer.flush()
+    assert sb.m.sync.sync()[0].pushed
+    hub = _hub_files(sb)
+    assert {b"projects/p/notes/new.md", b"projects/p/big.bin", b"projects/p/link.md"} <= set(hub)
+    head = sb.hub_head()
+    for _ in range(2):
+        again = sb.m.sync.sync()[0]
+        assert not again.pushed and again.refused == []
+    assert sb.hub_head() == head
+    assert not (sb.m.wiki_dir / "projects/p/big.bin").exists()
+    assert not (sb.m.wiki_dir / "projects/p/link.md").is_symlink()

@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -388,7 +389,7 @@ class SyncService:
                 shared.save()
                 if theirs is not None and self._only_refused(repo, mine, theirs):
                     return theirs, "up to date", conflicts, []
-                return mine, "up to date", conflicts, []
+                return self._keep_refused(repo, name, mine, theirs), "up to date", conflicts, []
             assert theirs is not None
             local_files = rp.flat_tree(repo, _tree(repo, local))
             personal = rp.personal_files(shared, local_files)
@@ -447,6 +448,8 @@ class SyncService:
             shared.save()
             if out != theirs and self._only_refused(repo, out, theirs):
                 out = theirs  # nothing to send but reverts of what the border refused
+            else:
+                out = self._keep_refused(repo, name, out, theirs)
         self.memory.git.reopen()
         if rewritten:
             self._forget_caches()
@@ -655,6 +658,49 @@ class SyncService:
             if p in b or not any(refused(b"/".join(parts[:i])) for i in range(1, len(parts))):
                 return False
         return True
+
+    def _keep_refused(
+        self, repo: Repo, name: str, out: ObjectID, theirs: ObjectID | None
+    ) -> ObjectID:
+        """What to push instead of ``out``: ``out`` itself, or a commit on top of it that
+        puts back the hub's entries the border refused here (recorded, still on the hub,
+        at a path ``out`` leaves free): this server never took them, so its push must not
+        delete them from the hub (another server's oversize file, link or personal page
+        would go, and every server would then pull that deletion). Entries refused for
+        their path or a folder mode are not rebuilt here, and a page's pin stays stripped
+        (pins never travel)."""
+        if theirs is None or out == theirs:
+            return out
+        rows = [r for r in refused_entries(self.wiki_dir) if r["remote"] == name]
+        if not rows:
+            return out
+        mine = rp.flat_tree(repo, _tree(repo, out))
+        hub = rp.flat_tree(repo, _tree(repo, theirs))
+        folders: set[bytes] = set()
+        for p in mine:
+            parts = p.split(b"/")
+            folders.update(b"/".join(parts[:i]) for i in range(1, len(parts)))
+        files = dict(mine)
+        for r in rows:
+            key = r["path"].encode("utf-8", "surrogateescape")
+            entry = hub.get(key)
+            if (
+                entry is None
+                or entry[1].decode() != r["blob"]
+                or key in mine
+                or r["reason"].startswith("scope: pin")
+                or stat.S_ISDIR(entry[0])
+                or border.path_refusal(r["path"]) is not None
+            ):
+                continue
+            parts = key.split(b"/")
+            above = [b"/".join(parts[:i]) for i in range(1, len(parts))]
+            if key in folders or any(a in mine for a in above):
+                continue  # this server has a file above it or a folder at its path
+            files[key] = entry
+        if files == mine:
+            return out
+        return self._commit(repo, files, [out], "Keep the hub's files this server refused to take")
 
     def _commit(
         self,
