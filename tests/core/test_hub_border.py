@@ -596,3 +596,20 @@ def test_a_later_push_does_not_delete_from_the_hub_what_the_border_refused(tmp_p
     assert sb.hub_head() == head
     assert not (sb.m.wiki_dir / "projects/p/big.bin").exists()
     assert not (sb.m.wiki_dir / "projects/p/link.md").is_symlink()
+
+
+@pytest.mark.fast
+def test_a_hub_cannot_delete_a_personal_page_by_making_a_folder_of_its_path(tmp_path, stop_after):
+    """The hub never saw the personal page; a folder at its path is refused, the page
+    stays (on disk and in the branch)."""
+    sb = Sandbox(tmp_path, stop_after)
+    diary = b"---\nvisibility: personal\n---\nmy diary\n"
+    sb.m.write_page("projects/p/notes/diary.md", diary, user="alice", message="diary")
+    sb.m.writer.flush()
+    sb.m.sync.sync()
+    evil = "projects/p/notes/diary.md/evil.md"
+    commit = sb.attack(([p.encode() for p in evil.split("/")], 0o100644, b"# evil\n"))
+    rep = _check(sb, commit, refused={evil}, accepted=set())
+    assert rep["refused"][0]["reason"] == "path: a folder where this server has a file"
+    assert (sb.m.wiki_dir / "projects/p/notes/diary.md").read_bytes() == diary
+    assert sb.m.read_page("projects/p/notes/diary.md", user="alice")["path"]

@@ -535,23 +535,33 @@ class SyncService:
     ) -> list[border.Refusal]:
         """Drop (in place) every file of the merged ``files`` whose path is also a folder
         of another file (a tree cannot hold both: one side made a file where the other
-        has a folder). The folder side stays; a file that came from ``theirs`` is
-        returned as refused, so it is reported and never pushed back over."""
+        has a folder). When the file came from ``theirs``, the folder side stays and the
+        file is returned as refused, so it is reported and never pushed back over. When
+        the file is this server's (a personal page the hub never saw, a page changed
+        here), the files below it that came from ``theirs`` are the refused ones: a hub
+        never deletes this server's file by making a folder of its path."""
         folders: set[bytes] = set()
         for p in files:
             parts = p.split(b"/")
             folders.update(b"/".join(parts[:i]) for i in range(1, len(parts)))
         out = []
+
+        def refuse(path: bytes, reason: str) -> None:
+            entry = files.pop(path)
+            out.append(
+                border.Refusal(path.decode("utf-8", "surrogateescape"), entry[1].decode(), reason)
+            )
+
         for p in [p for p in files if p in folders]:
-            entry = files.pop(p)
-            if theirs.get(p) == entry:
-                out.append(
-                    border.Refusal(
-                        p.decode("utf-8", "surrogateescape"),
-                        entry[1].decode(),
-                        "path: a file where this server has a folder",
-                    )
-                )
+            if theirs.get(p) == files[p]:
+                refuse(p, "path: a file where this server has a folder")
+                continue
+            below = [q for q in files if q.startswith(p + b"/")]
+            for q in below:
+                if theirs.get(q) == files[q]:
+                    refuse(q, "path: a folder where this server has a file")
+            if any(q in files for q in below):
+                files.pop(p)  # this server's own on both sides: the folder stays
         return out
 
     def _repin(
