@@ -613,3 +613,31 @@ def test_a_hub_cannot_delete_a_personal_page_by_making_a_folder_of_its_path(tmp_
     assert rep["refused"][0]["reason"] == "path: a folder where this server has a file"
     assert (sb.m.wiki_dir / "projects/p/notes/diary.md").read_bytes() == diary
     assert sb.m.read_page("projects/p/notes/diary.md", user="alice")["path"]
+
+
+@pytest.mark.fast
+def test_a_tree_naming_one_subtree_many_times_is_refused_before_it_is_walked(
+    tmp_path, stop_after, monkeypatch
+):
+    """A few KiB of trees can list a hundred million paths; the sync stops walking at
+    the bound and reports it (2xx), keeping nothing of the hub's tip."""
+    monkeypatch.setattr(rp, "MAX_TREE_ENTRIES", 5000)
+    sb = Sandbox(tmp_path, stop_after)
+    with Repo(str(sb.hub)) as r:
+        blob = Blob.from_string(b"# x\n")
+        r.object_store.add_object(blob)
+        t = Tree()
+        for i in range(30):
+            t.add(b"f%02d.md" % i, 0o100644, blob.id)
+        r.object_store.add_object(t)
+        for _ in range(3):  # 30 ** 4 = 810,000 paths from four small trees
+            u = Tree()
+            for i in range(30):
+                u.add(b"d%02d" % i, 0o040000, t.id)
+            r.object_store.add_object(u)
+            t = u
+    sb.attack(([b"projects", b"bomb"], 0o040000, b"tree:" + t.id))
+    rep = sb.m.sync.sync()[0]
+    assert rep.action == "fetch refused" and "5000" in (rep.error or "")
+    assert not (sb.m.wiki_dir / FINE).exists() and not (sb.m.wiki_dir / "projects/bomb").exists()
+    assert sorted(c for c in sb.changed() if not _allowed(c)) == []

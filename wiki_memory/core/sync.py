@@ -277,7 +277,10 @@ class SyncService:
                 return SyncReport(name, "fetch refused", error=str(exc))
             self.memory.writer.flush()
             job = functools.partial(self._merge_write, name, theirs, seen)
-            res = self.memory.writer.call(job, timeout=600).value
+            try:
+                res = self.memory.writer.call(job, timeout=600).value
+            except rp.TreeTooLarge as exc:
+                return SyncReport(name, "fetch refused", error=str(exc))
             shared, action, conflicts, fresh = res
             refused.extend(fresh)
             rep = SyncReport(name, action, conflicts=conflicts, refused=refused)
@@ -393,18 +396,25 @@ class SyncService:
             assert theirs is not None
             local_files = rp.flat_tree(repo, _tree(repo, local))
             personal = rp.personal_files(shared, local_files)
-            their_raw = rp.flat_tree(repo, _tree(repo, theirs))
+            their_raw = rp.flat_tree(repo, _tree(repo, theirs), rp.MAX_TREE_ENTRIES)
             their_files, refusals = self._admit(
-                repo, their_raw, rp.flat_tree(repo, _tree(repo, mine))
+                repo, their_raw, rp.flat_tree(repo, _tree(repo, mine), rp.MAX_TREE_ENTRIES)
             )
             if rewritten:
                 base_sha = ObjectID(seen.encode()) if seen else None
                 try:
-                    base = rp.flat_tree(repo, _tree(repo, base_sha)) if base_sha else {}
+                    base = (
+                        rp.flat_tree(repo, _tree(repo, base_sha), rp.MAX_TREE_ENTRIES)
+                        if base_sha
+                        else {}
+                    )
                 except KeyError:
                     base = their_files
                 merged = rp.merge_trees(
-                    base, rp.flat_tree(repo, _tree(repo, mine)), their_files, name
+                    base,
+                    rp.flat_tree(repo, _tree(repo, mine), rp.MAX_TREE_ENTRIES),
+                    their_files,
+                    name,
                 )
                 assert theirs is not None
                 parents = [local] if squash else [theirs]
@@ -415,9 +425,16 @@ class SyncService:
                 action = "pulled"
             else:
                 base_sha = rp.merge_base(repo, mine, theirs)
-                base = rp.flat_tree(repo, _tree(repo, base_sha)) if base_sha else {}
+                base = (
+                    rp.flat_tree(repo, _tree(repo, base_sha), rp.MAX_TREE_ENTRIES)
+                    if base_sha
+                    else {}
+                )
                 merged = rp.merge_trees(
-                    base, rp.flat_tree(repo, _tree(repo, mine)), their_files, name
+                    base,
+                    rp.flat_tree(repo, _tree(repo, mine), rp.MAX_TREE_ENTRIES),
+                    their_files,
+                    name,
                 )
                 parents = [local, theirs]
                 action = "merged"
@@ -651,8 +668,8 @@ class SyncService:
         keys = {(r["path"], r["blob"]) for r in refused_entries(self.wiki_dir)}
         if not keys:
             return False
-        a = rp.flat_tree(repo, _tree(repo, out))
-        b = rp.flat_tree(repo, _tree(repo, theirs))
+        a = rp.flat_tree(repo, _tree(repo, out), rp.MAX_TREE_ENTRIES)
+        b = rp.flat_tree(repo, _tree(repo, theirs), rp.MAX_TREE_ENTRIES)
 
         def refused(path: bytes) -> bool:
             t = b.get(path)
@@ -684,8 +701,8 @@ class SyncService:
         rows = [r for r in refused_entries(self.wiki_dir) if r["remote"] == name]
         if not rows:
             return out
-        mine = rp.flat_tree(repo, _tree(repo, out))
-        hub = rp.flat_tree(repo, _tree(repo, theirs))
+        mine = rp.flat_tree(repo, _tree(repo, out), rp.MAX_TREE_ENTRIES)
+        hub = rp.flat_tree(repo, _tree(repo, theirs), rp.MAX_TREE_ENTRIES)
         folders: set[bytes] = set()
         for p in mine:
             parts = p.split(b"/")

@@ -59,6 +59,7 @@ __all__ = [
     "MergeResult",
     "RemoteError",
     "Shared",
+    "TreeTooLarge",
     "add_remote",
     "conflict_name",
     "fetch",
@@ -452,13 +453,26 @@ def merge_base(repo: Repo, a: ObjectID, b: ObjectID) -> ObjectID | None:
     return max(best, key=lambda s: (repo[s].commit_time, s))  # type: ignore[attr-defined]
 
 
-def flat_tree(repo: Repo, tree_id: ObjectID | None) -> dict[bytes, tuple[int, ObjectID]]:
+#: the most entries (files and folders) a hub's tree may list: a tree can name one
+#: subtree many times, so 10 KiB of trees list a million paths and 13 KiB a hundred million
+MAX_TREE_ENTRIES = 1 << 20
+
+
+class TreeTooLarge(RemoteError):
+    """A hub's tree lists more than :data:`MAX_TREE_ENTRIES` entries: nothing of it is used."""
+
+
+def flat_tree(
+    repo: Repo, tree_id: ObjectID | None, limit: int | None = None
+) -> dict[bytes, tuple[int, ObjectID]]:
     """Every file of a tree: path -> (mode, blob id). An entry with a folder's mode whose
     object is missing or not a tree (a hub can write one) is listed as it is, with its
-    folder mode, rather than walked: the border refuses it."""
+    folder mode, rather than walked: the border refuses it. ``limit``: TreeTooLarge once
+    more than that many entries (files and folders, each path counted) were walked."""
     out: dict[bytes, tuple[int, ObjectID]] = {}
     if tree_id is None:
         return out
+    walked = 0
     todo: list[tuple[bytes, ObjectID]] = [(b"", tree_id)]
     while todo:
         prefix, tid = todo.pop()
@@ -470,6 +484,11 @@ def flat_tree(repo: Repo, tree_id: ObjectID | None) -> dict[bytes, tuple[int, Ob
             if prefix:
                 out[prefix[:-1]] = (stat.S_IFDIR, tid)
             continue
+        walked += len(tree)
+        if limit is not None and walked > limit:
+            raise TreeTooLarge(
+                f"the hub's tree lists more than {limit} files and folders: nothing of it used"
+            )
         for item in tree.iteritems():
             path = prefix + item.path
             if stat.S_ISDIR(item.mode):
