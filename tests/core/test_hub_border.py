@@ -641,3 +641,21 @@ def test_a_tree_naming_one_subtree_many_times_is_refused_before_it_is_walked(
     assert rep.action == "fetch refused" and "5000" in (rep.error or "")
     assert not (sb.m.wiki_dir / FINE).exists() and not (sb.m.wiki_dir / "projects/bomb").exists()
     assert sorted(c for c in sb.changed() if not _allowed(c)) == []
+
+
+@pytest.mark.fast
+def test_a_hub_cannot_tell_this_server_s_git_what_to_leave_untracked(tmp_path, stop_after):
+    """A ``.gitignore`` of ``*`` from the hub would keep every page written here out of
+    git: never committed, never synced, never in a backup."""
+    sb = Sandbox(tmp_path, stop_after)
+    commit = sb.attack(
+        ([b".gitignore"], 0o100644, b"*\n!.gitignore\n"),
+        ([b"projects", b".GitAttributes"], 0o100644, b"*.md filter=evil\n"),
+    )
+    _check(sb, commit, refused={".gitignore", "projects/.GitAttributes"}, accepted=set())
+    sb.m.write_page("projects/p/notes/new.md", b"# new\n", user="alice", message="new")
+    sb.m.writer.flush()
+    assert sb.m.sync.sync()[0].pushed
+    hub = _hub_files(sb)
+    assert b"projects/p/notes/new.md" in hub
+    assert (sb.m.wiki_dir / ".gitignore").read_bytes() != b"*\n!.gitignore\n"
