@@ -70,7 +70,7 @@ def import_vault(src: Path, wiki: Path, into: str = "") -> dict[str, list[str]]:
     Raises ValueError when one folder holds the other.
     """
     from wiki_memory.wiki.border import Entry, Limits, Source, check
-    from wiki_memory.wiki.inside import Outside, write_inside
+    from wiki_memory.wiki.inside import Outside, open_inside, write_inside
     from wiki_memory.wiki.paths import is_plain
 
     src = src.resolve()
@@ -112,10 +112,11 @@ def import_vault(src: Path, wiki: Path, into: str = "") -> dict[str, list[str]]:
     for entry in verdict.accepted:
         wrel, s = entry.path, origin[entry.path]
         try:
-            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-            fd = os.open(s, flags)  # never blocks on a FIFO swapped in since the lstat
+            # no link followed on the way either (a folder swapped for one since the
+            # listing), and no FIFO blocks
+            fd = open_inside(src, s.relative_to(src).as_posix(), git_ok=True)
         except OSError as exc:
-            out["skipped"].append(f"{wrel} (unreadable: {exc.strerror})")
+            out["skipped"].append(f"{wrel} (unreadable: {exc.strerror or exc})")
             continue
         with os.fdopen(fd, "rb") as fh:
             st = os.fstat(fh.fileno())

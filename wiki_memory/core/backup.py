@@ -51,7 +51,7 @@ from wiki_memory.core.backup_format import (
 )
 from wiki_memory.wiki.border import Entry, Limits, Refusal, Source, check
 from wiki_memory.wiki.bundle import BundleRefused, read_bundle_into, write_bundle
-from wiki_memory.wiki.inside import stream_inside
+from wiki_memory.wiki.inside import Outside, stream_inside
 
 __all__ = [
     "CONNECTION_SETTINGS",
@@ -334,7 +334,11 @@ def _copy(
                     for _block in blocks():
                         pass
                 else:
-                    stream_inside(into, info.name, blocks(), perm=0o600)
+                    try:
+                        stream_inside(into, info.name, blocks(), perm=0o600)
+                    except (Outside, IsADirectoryError, NotADirectoryError, FileExistsError):
+                        # listed twice in effect: a file and a folder of that name
+                        raise BackupError(f"{info.name!r} clashes with another member") from None
                 if digest.hexdigest() != want.sha256:
                     raise BackupError(f"{info.name!r} in the backup does not match its manifest")
                 done.add(info.name)

@@ -258,7 +258,10 @@ class SyncService:
                 return SyncReport(name, "fetch refused", error=str(exc))
             self.memory.writer.flush()
             job = functools.partial(self.merge.merge_write, name, theirs, seen)
-            res = self.memory.writer.call(job, timeout=600).value
+            try:
+                res = self.memory.writer.call(job, timeout=600).value
+            except rp.TreeTooLarge as exc:
+                return SyncReport(name, "fetch refused", error=str(exc))
             shared, action, conflicts, fresh = res
             refused.extend(fresh)
             rep = SyncReport(name, action, conflicts=conflicts, refused=refused)

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import threading
 import time
 from pathlib import Path
@@ -132,22 +133,29 @@ class SyncMerge:
                 shared.save()
                 if theirs is not None and self._only_refused(repo, mine, theirs):
                     return theirs, "up to date", conflicts, []
-                return mine, "up to date", conflicts, []
+                return self._keep_refused(repo, name, mine, theirs), "up to date", conflicts, []
             assert theirs is not None
             local_files = rp.flat_tree(repo, _tree(repo, local))
             personal = personal_files(shared, local_files)
-            their_raw = rp.flat_tree(repo, _tree(repo, theirs))
+            their_raw = rp.flat_tree(repo, _tree(repo, theirs), rp.MAX_TREE_ENTRIES)
             their_files, refusals = self._admit(
-                repo, their_raw, rp.flat_tree(repo, _tree(repo, mine))
+                repo, their_raw, rp.flat_tree(repo, _tree(repo, mine), rp.MAX_TREE_ENTRIES)
             )
             if rewritten:
                 base_sha = ObjectID(seen.encode()) if seen else None
                 try:
-                    base = rp.flat_tree(repo, _tree(repo, base_sha)) if base_sha else {}
+                    base = (
+                        rp.flat_tree(repo, _tree(repo, base_sha), rp.MAX_TREE_ENTRIES)
+                        if base_sha
+                        else {}
+                    )
                 except KeyError:
                     base = their_files
                 merged = rp.merge_trees(
-                    base, rp.flat_tree(repo, _tree(repo, mine)), their_files, name
+                    base,
+                    rp.flat_tree(repo, _tree(repo, mine), rp.MAX_TREE_ENTRIES),
+                    their_files,
+                    name,
                 )
                 assert theirs is not None
                 parents = [local] if squash else [theirs]
@@ -158,9 +166,16 @@ class SyncMerge:
                 action = "pulled"
             else:
                 base_sha = rp.merge_base(repo, mine, theirs)
-                base = rp.flat_tree(repo, _tree(repo, base_sha)) if base_sha else {}
+                base = (
+                    rp.flat_tree(repo, _tree(repo, base_sha), rp.MAX_TREE_ENTRIES)
+                    if base_sha
+                    else {}
+                )
                 merged = rp.merge_trees(
-                    base, rp.flat_tree(repo, _tree(repo, mine)), their_files, name
+                    base,
+                    rp.flat_tree(repo, _tree(repo, mine), rp.MAX_TREE_ENTRIES),
+                    their_files,
+                    name,
                 )
                 parents = [local, theirs]
                 action = "merged"
@@ -191,6 +206,8 @@ class SyncMerge:
             shared.save()
             if out != theirs and self._only_refused(repo, out, theirs):
                 out = theirs  # nothing to send but reverts of what the border refused
+            else:
+                out = self._keep_refused(repo, name, out, theirs)
         self.memory.git.reopen()
         if rewritten:
             self._forget_caches()
@@ -276,23 +293,33 @@ class SyncMerge:
     ) -> list[border.Refusal]:
         """Drop (in place) every file of the merged ``files`` whose path is also a folder
         of another file (a tree cannot hold both: one side made a file where the other
-        has a folder). The folder side stays; a file that came from ``theirs`` is
-        returned as refused, so it is reported and never pushed back over."""
+        has a folder). When the file came from ``theirs``, the folder side stays and the
+        file is returned as refused, so it is reported and never pushed back over. When
+        the file is this server's (a personal page the hub never saw, a page changed
+        here), the files below it that came from ``theirs`` are the refused ones: a hub
+        never deletes this server's file by making a folder of its path."""
         folders: set[bytes] = set()
         for p in files:
             parts = p.split(b"/")
             folders.update(b"/".join(parts[:i]) for i in range(1, len(parts)))
         out = []
+
+        def refuse(path: bytes, reason: str) -> None:
+            entry = files.pop(path)
+            out.append(
+                border.Refusal(path.decode("utf-8", "surrogateescape"), entry[1].decode(), reason)
+            )
+
         for p in [p for p in files if p in folders]:
-            entry = files.pop(p)
-            if theirs.get(p) == entry:
-                out.append(
-                    border.Refusal(
-                        p.decode("utf-8", "surrogateescape"),
-                        entry[1].decode(),
-                        "path: a file where this server has a folder",
-                    )
-                )
+            if theirs.get(p) == files[p]:
+                refuse(p, "path: a file where this server has a folder")
+                continue
+            below = [q for q in files if q.startswith(p + b"/")]
+            for q in below:
+                if theirs.get(q) == files[q]:
+                    refuse(q, "path: a folder where this server has a file")
+            if any(q in files for q in below):
+                files.pop(p)  # this server's own on both sides: the folder stays
         return out
 
     def _repin(
@@ -382,8 +409,8 @@ class SyncMerge:
         keys = {(r["path"], r["blob"]) for r in refused_entries(self.wiki_dir)}
         if not keys:
             return False
-        a = rp.flat_tree(repo, _tree(repo, out))
-        b = rp.flat_tree(repo, _tree(repo, theirs))
+        a = rp.flat_tree(repo, _tree(repo, out), rp.MAX_TREE_ENTRIES)
+        b = rp.flat_tree(repo, _tree(repo, theirs), rp.MAX_TREE_ENTRIES)
 
         def refused(path: bytes) -> bool:
             t = b.get(path)
@@ -399,6 +426,49 @@ class SyncMerge:
             if p in b or not any(refused(b"/".join(parts[:i])) for i in range(1, len(parts))):
                 return False
         return True
+
+    def _keep_refused(
+        self, repo: Repo, name: str, out: ObjectID, theirs: ObjectID | None
+    ) -> ObjectID:
+        """What to push instead of ``out``: ``out`` itself, or a commit on top of it that
+        puts back the hub's entries the border refused here (recorded, still on the hub,
+        at a path ``out`` leaves free): this server never took them, so its push must not
+        delete them from the hub (another server's oversize file, link or personal page
+        would go, and every server would then pull that deletion). Entries refused for
+        their path or a folder mode are not rebuilt here, and a page's pin stays stripped
+        (pins never travel)."""
+        if theirs is None or out == theirs:
+            return out
+        rows = [r for r in refused_entries(self.wiki_dir) if r["remote"] == name]
+        if not rows:
+            return out
+        mine = rp.flat_tree(repo, _tree(repo, out), rp.MAX_TREE_ENTRIES)
+        hub = rp.flat_tree(repo, _tree(repo, theirs), rp.MAX_TREE_ENTRIES)
+        folders: set[bytes] = set()
+        for p in mine:
+            parts = p.split(b"/")
+            folders.update(b"/".join(parts[:i]) for i in range(1, len(parts)))
+        files = dict(mine)
+        for r in rows:
+            key = r["path"].encode("utf-8", "surrogateescape")
+            entry = hub.get(key)
+            if (
+                entry is None
+                or entry[1].decode() != r["blob"]
+                or key in mine
+                or r["reason"].startswith("scope: pin")
+                or stat.S_ISDIR(entry[0])
+                or border.path_refusal(r["path"]) is not None
+            ):
+                continue
+            parts = key.split(b"/")
+            above = [b"/".join(parts[:i]) for i in range(1, len(parts))]
+            if key in folders or any(a in mine for a in above):
+                continue  # this server has a file above it or a folder at its path
+            files[key] = entry
+        if files == mine:
+            return out
+        return self._commit(repo, files, [out], "Keep the hub's files this server refused to take")
 
     def _commit(
         self,

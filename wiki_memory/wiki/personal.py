@@ -45,13 +45,15 @@ def page_owner(rel: str, data: bytes | None) -> str | None:
     Bytes whose first line is not a fence (byte order marks removed, as the parser
     does) hold no frontmatter, and a frontmatter that holds neither ``visibility`` nor a
     backslash cannot spell the key in YAML (an escape needs the backslash): neither is
-    parsed. The frontmatter's end is the first line that may close it (the parser's
+    parsed (byte order marks are removed from it first, as the parser removes them
+    everywhere). The frontmatter's end is the first line that may close it (the parser's
     own close is never later), else the whole file."""
     meta: dict[str, Any] = {}
     first = data.split(b"\n", 1)[0].replace(b"\xef\xbb\xbf", b"") if data else b""
     if data and first.startswith(b"---"):
         end = _CLOSE.search(data)
-        head = data[: end.end()] if end else data
+        # the parser drops every U+FEFF, so ``vis<U+FEFF>ibility`` is the key too
+        head = (data[: end.end()] if end else data).replace(b"\xef\xbb\xbf", b"")
         if b"visibility" in head or b"\\" in head:
             meta = frontmatter_of(data, rel)
     return personal_owner(rel, meta)

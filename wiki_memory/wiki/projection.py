@@ -39,12 +39,18 @@ __all__ = ["Shared", "personal_files", "unpinned", "with_pin"]
 def unpinned(data: bytes) -> bytes | None:
     """``data`` (a page's bytes) without its frontmatter ``pinned`` key, every other byte
     kept; None when the page has no such key. Raises FrontmatterError when the key is
-    there but the frontmatter cannot be edited."""
-    if b"pinned" not in data:
+    there but the frontmatter cannot be edited, or when the page still reads as holding
+    ``pinned`` once the key is removed (a YAML merge key ``<<:`` brings it in). The
+    bytes are parsed unless they cannot spell the key: no ``pinned``, once the byte order
+    marks the parser drops are removed, and no backslash (YAML's escapes)."""
+    if b"pinned" not in data.replace(b"\xef\xbb\xbf", b"") and b"\\" not in data:
         return None
     if "pinned" not in parse_metadata(data):
         return None
-    return set_keys(data, {}, remove=["pinned"])
+    out = set_keys(data, {}, remove=["pinned"])
+    if "pinned" in parse_metadata(out):
+        raise FrontmatterError("the frontmatter's pinned key cannot be removed")
+    return out
 
 
 def with_pin(data: bytes, value: Any) -> bytes:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import stat
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ __all__ = [
     "LeaseFailed",
     "MergeResult",
     "RemoteError",
+    "TreeTooLarge",
     "add_remote",
     "conflict_name",
     "fetch",
@@ -243,12 +245,105 @@ def _bounded_fetch(client: Any, path: bytes, repo: Repo, wants: Any, max_bytes: 
 
     try:
         result = client.fetch_pack(path, wants, repo.get_graph_walker(), pack_data)
+        if spool.tell() and max_bytes is not None:
+            spool.seek(0)
+            inflated = _inflated_bytes(spool, max_bytes)
+            if inflated > max_bytes:
+                raise FetchTooLarge(
+                    f"the fetch's objects inflate past max_fetch_bytes ({max_bytes} bytes):"
+                    " aborted, nothing kept"
+                )
         if spool.tell():
             spool.seek(0)
             repo.object_store.add_thin_pack(spool.read, None)
     finally:
         spool.close()
     return result
+
+
+class _PackReader:
+    """Sequential reads of a pack file with a buffer (what zlib did not use goes back)."""
+
+    def __init__(self, f: Any) -> None:
+        self.f = f
+        self.buf = b""
+
+    def chunk(self) -> bytes:
+        out, self.buf = (self.buf or self.f.read(1 << 16)), b""
+        if not out:
+            raise RemoteError("the hub sent a truncated pack")
+        return bytes(out)
+
+    def take(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            more = self.f.read(1 << 16)
+            if not more:
+                raise RemoteError("the hub sent a truncated pack")
+            self.buf += more
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    """A delta header's size (7 bits a byte, least significant first) at ``data[i]``."""
+    value = shift = 0
+    while True:
+        if i >= len(data):
+            raise RemoteError("the hub sent a truncated delta")
+        b = data[i]
+        value |= (b & 0x7F) << shift
+        shift += 7
+        i += 1
+        if not b & 0x80:
+            return value, i
+
+
+def _inflated_bytes(f: Any, stop: int) -> int:
+    """What the pack in ``f`` inflates to: the sum of each object's size as its header
+    declares it (a delta: the size of the object it makes, from the delta's own header).
+    dulwich never inflates an object past its declared size, so this bounds the memory
+    and time of indexing it. Read in 64 KiB pieces, inflating only up to each object's
+    declared size, and stopping once the sum passes ``stop`` (returned then: before
+    anything big was inflated). RemoteError for a pack that is not one."""
+    r = _PackReader(f)
+    head = r.take(12)
+    if head[:4] != b"PACK":
+        raise RemoteError("the hub sent something that is not a pack")
+    total = 0
+    for _ in range(int.from_bytes(head[8:12], "big")):
+        b = r.take(1)[0]
+        kind, size, shift = (b >> 4) & 7, b & 0x0F, 4
+        while b & 0x80:
+            b = r.take(1)[0]
+            size |= (b & 0x7F) << shift
+            shift += 7
+        if kind == 6:  # offset delta: its base's distance
+            while r.take(1)[0] & 0x80:
+                pass
+        elif kind == 7:  # reference delta: its base's id
+            r.take(20)
+        if total + size > stop:
+            return total + size
+        d = zlib.decompressobj()
+        got, start = 0, b""
+        counted = kind not in (6, 7)
+        if counted:
+            total += size
+        while not d.eof:
+            out = d.decompress(d.unconsumed_tail or r.chunk(), 1 << 16)
+            got += len(out)
+            if got > size:
+                raise RemoteError("the hub sent an object longer than its header says")
+            if not counted:
+                start += out[: 32 - len(start)]
+                if len(start) >= 20 or d.eof:
+                    target = _varint(start, _varint(start, 0)[1])[0]
+                    total += size + target
+                    counted = True
+                    if total > stop:
+                        return total
+        r.buf = d.unused_data + r.buf
+    return total
 
 
 def push(
@@ -342,13 +437,26 @@ def merge_base(repo: Repo, a: ObjectID, b: ObjectID) -> ObjectID | None:
     return max(best, key=lambda s: (repo[s].commit_time, s))  # type: ignore[attr-defined]
 
 
-def flat_tree(repo: Repo, tree_id: ObjectID | None) -> dict[bytes, tuple[int, ObjectID]]:
+#: the most entries (files and folders) a hub's tree may list: a tree can name one
+#: subtree many times, so 10 KiB of trees list a million paths and 13 KiB a hundred million
+MAX_TREE_ENTRIES = 1 << 20
+
+
+class TreeTooLarge(RemoteError):
+    """A hub's tree lists more than :data:`MAX_TREE_ENTRIES` entries: nothing of it is used."""
+
+
+def flat_tree(
+    repo: Repo, tree_id: ObjectID | None, limit: int | None = None
+) -> dict[bytes, tuple[int, ObjectID]]:
     """Every file of a tree: path -> (mode, blob id). An entry with a folder's mode whose
     object is missing or not a tree (a hub can write one) is listed as it is, with its
-    folder mode, rather than walked: the border refuses it."""
+    folder mode, rather than walked: the border refuses it. ``limit``: TreeTooLarge once
+    more than that many entries (files and folders, each path counted) were walked."""
     out: dict[bytes, tuple[int, ObjectID]] = {}
     if tree_id is None:
         return out
+    walked = 0
     todo: list[tuple[bytes, ObjectID]] = [(b"", tree_id)]
     while todo:
         prefix, tid = todo.pop()
@@ -360,6 +468,11 @@ def flat_tree(repo: Repo, tree_id: ObjectID | None) -> dict[bytes, tuple[int, Ob
             if prefix:
                 out[prefix[:-1]] = (stat.S_IFDIR, tid)
             continue
+        walked += len(tree)
+        if limit is not None and walked > limit:
+            raise TreeTooLarge(
+                f"the hub's tree lists more than {limit} files and folders: nothing of it used"
+            )
         for item in tree.iteritems():
             path = prefix + item.path
             if stat.S_ISDIR(item.mode):
