@@ -50,6 +50,7 @@ from wiki_memory.harness.outbox import OutboxDrainer
 from wiki_memory.hosts import AllowedHosts, allowed_hosts
 from wiki_memory.identity import CALLER, Identity
 from wiki_memory.mcp import app as mcp_app
+from wiki_memory.mcp.common import TZ_HEADER
 from wiki_memory.server import handoffs as handoff_api
 from wiki_memory.server.access import AccessLogMiddleware
 from wiki_memory.server.hsts import HstsMiddleware
@@ -368,6 +369,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
             until=body.get("until"),
             as_of=body.get("as_of"),
             now=body.get("now"),
+            tz=body.get("tz") or request.headers.get(TZ_HEADER),
         )
         return JSONResponse(res.to_json())
 
