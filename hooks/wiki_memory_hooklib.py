@@ -699,6 +699,20 @@ def _iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", t) + f".{int((ts % 1) * 1000):03d}Z"
 
 
+def _iso_local(ts: float) -> str:
+    """``ts`` in this machine's local time with its UTC offset
+    (``2026-03-15T00:20:00.000+09:00``): an event's time as the user lived it; the
+    server keeps the offset for the session page and converts to UTC for everything
+    else."""
+    t = time.localtime(ts)
+    off = t.tm_gmtoff // 60
+    sign = "-" if off < 0 else "+"
+    return (
+        time.strftime("%Y-%m-%dT%H:%M:%S", t)
+        + f".{int((ts % 1) * 1000):03d}{sign}{abs(off) // 60:02d}:{abs(off) % 60:02d}"
+    )
+
+
 def _size(obj: object) -> int:
     return len(json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
@@ -1148,7 +1162,7 @@ def build_event(
         "project": project,
         "cwd": cwd,
         "event_id": event_id_for(harness, event, payload, raw, now),
-        "ts": _iso(now),
+        "ts": _iso_local(now),
         "payload": payload,
     }
     if isinstance(payload.get("timestamp"), str):
@@ -1420,6 +1434,38 @@ class HttpError(OSError):
     """No usable reply: refused, timed out, cut off, or not HTTP."""
 
 
+_ZONE: list[str] = []
+_ZONE_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+-/")
+
+
+def local_zone() -> str:
+    """This machine's time zone, sent as ``X-Wiki-Memory-TZ`` with every request (the
+    days of "yesterday" in the brief and in recall are the user's): the IANA name in
+    ``TZ``, else the one ``/etc/localtime`` links to, else the current UTC offset. The
+    same rule as ``wiki_memory.recall.zones.local_zone_name``; worked out once a process
+    (an environment read and one ``readlink``)."""
+    if _ZONE:
+        return _ZONE[0]
+    env = (os.environ.get("TZ") or "").lstrip(":").strip()
+    name = ""
+    if env.upper() in ("UTC", "GMT", "UTC0", "GMT0"):
+        name = "UTC"
+    elif env and "/" in env and not env.startswith("/") and ".." not in env:
+        name = env
+    elif not env:
+        try:
+            link = os.path.realpath("/etc/localtime")
+            if "zoneinfo/" in link:
+                name = link.rsplit("zoneinfo/", 1)[1]
+        except OSError:
+            pass
+    if not name or len(name) > 64 or not set(name) <= _ZONE_CHARS:
+        off = -(time.altzone if time.localtime().tm_isdst > 0 else time.timezone)
+        name = f"{'-' if off < 0 else '+'}{abs(off) // 3600:02d}:{abs(off) % 3600 // 60:02d}"
+    _ZONE.append(name)
+    return name
+
+
 def http_post(
     base_url: str,
     path: str,
@@ -1449,6 +1495,7 @@ def http_post(
         "Content-Length": str(len(body)),
         "Connection": "close",
         "User-Agent": "wiki-memory-hook/" + VERSION,
+        "X-Wiki-Memory-TZ": local_zone(),
     }
     if token:
         headers["Authorization"] = "Bearer " + token

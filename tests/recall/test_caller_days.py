@@ -232,3 +232,34 @@ def test_a_users_stored_zone_is_the_default(tmp_path: Path) -> None:
     assert ident is not None and ident.tz == "Asia/Tokyo"
     with pytest.raises(ValueError):
         store.create("u-bad", tz="Nowhere/Land")
+
+
+@pytest.mark.fast
+def test_a_session_keeps_the_offset_its_events_were_sent_at() -> None:
+    from wiki_memory.capture.observation import parse_event, ts_offset
+    from wiki_memory.wiki.compiler import SessionMeta, compile_session
+
+    assert ts_offset("2026-03-15T00:20:00.000+09:00") == 540
+    assert ts_offset("2026-03-07T23:50:00-08:00") == -480
+    assert ts_offset("2026-03-07T23:50:00Z") is None and ts_offset(1.5) is None
+    assert ts_offset("2026-03-07") is None
+    obs = parse_event(
+        {
+            "harness": "claude-code",
+            "event": "UserPromptSubmit",
+            "session_id": "s2",
+            "project": "c60",
+            "ts": SESSIONS[1][2],
+            "payload": {"prompt": SESSIONS[1][3]},
+        },
+        "alice",
+    )
+    assert obs.offset == 540 and obs.ts == datetime(2026, 3, 14, 15, 20, tzinfo=UTC).timestamp()
+    assert type(obs).from_json(obs.to_json()).offset == 540
+    meta = SessionMeta("k" * 16, "claude-code", "s2", "c60", "alice", None, obs.ts)
+    page = compile_session(meta, [obs], status="active", ended=None, now=obs.ts)
+    assert page.metadata["started"] == "2026-03-15T00:20:00+09:00"
+    text = page.body
+    assert "- **Started:** 2026-03-15 00:20 +09:00 (2026-03-14 15:20 UTC)" in text
+    # the entry keeps its UTC clock, which the index reads
+    assert "**15:20:00** · prompt" in text

@@ -112,6 +112,21 @@ def parse_ts(value: Any) -> float | None:
     return v
 
 
+_OFFSET_TAIL = re.compile(r"[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?([+-])(\d\d):?(\d\d)$")
+
+
+def ts_offset(value: Any) -> int | None:
+    """The UTC offset (minutes east, -1439 … 1439) an ISO-8601 ``ts`` string ends with
+    (``2026-03-15T00:20:00+09:00`` → 540); None for ``Z``, no offset or a number."""
+    if not isinstance(value, str):
+        return None
+    m = _OFFSET_TAIL.search(value.strip())
+    if m is None:
+        return None
+    minutes = int(m[2]) * 60 + int(m[3])
+    return (-minutes if m[1] == "-" else minutes) if minutes < 1440 else None
+
+
 #: the last second :func:`iso` wrote: (whole epoch seconds, its text)
 _ISO_LAST: tuple[int, str] = (-1, "")
 
@@ -151,6 +166,9 @@ class Observation:
     #: it found none, so the session's current project applies); "" for a sender that
     #: does not say (an HTTP client; the server resolves ``cwd`` itself). Not stored.
     project_from: str = ""
+    #: the UTC offset (minutes east) the sender wrote in ``ts`` (``+09:00``), None when
+    #: it wrote none or ``Z``: the session page shows its times in it beside UTC
+    offset: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -166,7 +184,7 @@ class Observation:
             "received": self.received,
             "user": self.user,
             "payload": self.payload,
-        }
+        } | ({"offset": self.offset} if self.offset is not None else {})
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Observation:
@@ -183,6 +201,7 @@ class Observation:
             user=d.get("user", ""),
             received=float(d.get("received", 0)),
             obs_id=d.get("obs_id", ""),
+            offset=int(d["offset"]) if isinstance(d.get("offset"), int) else None,
         )
 
 
@@ -257,6 +276,7 @@ def parse_event(d: Any, user: str, now: float | None = None) -> Observation:
         user=user,
         received=now,
         project_from=project_from,
+        offset=ts_offset(ts_raw) if ts is not None else None,
     )
 
 
