@@ -467,6 +467,10 @@ def git_toplevel(cwd: str) -> str | None:
 
 
 _PROJECT: object = None
+#: the repository root the last :func:`resolve_project` decided by (``git`` only)
+_ROOT: list[str] = []
+#: the repository id this event went with (the brief asks for its project)
+_REPO: list[dict] = []
 
 
 def resolve_project(cwd: str | None, repo_cfg: dict) -> tuple[str | None, str]:
@@ -487,6 +491,7 @@ def resolve_project(cwd: str | None, repo_cfg: dict) -> tuple[str | None, str]:
     if _PROJECT:
         try:
             res = _PROJECT.resolve_project(cwd)  # type: ignore[attr-defined]
+            _ROOT[:] = [res.root] if res.source == "git" and res.root else []
             return res.name, res.source
         except Exception:
             pass
@@ -1137,6 +1142,113 @@ def strip_private(obj: object) -> object:
     return walk(obj)
 
 
+# ------------------------------------------------------------------ repository id
+
+
+def _repo_cache_path(cfg: Config, root: str) -> str:
+    return os.path.join(
+        cfg.data_dir, "repo-ids", _sha(root.encode("utf-8", "surrogateescape"))[:24]
+    )
+
+
+def _repo_stamp(root: str, kind: str | None) -> list:
+    """What the cached id of ``root`` is valid for: ``.git/HEAD``'s inode and mtime (a
+    provisional id also ``refs/heads``'s mtime: the first commit does not touch HEAD)."""
+    gd = os.path.join(root, ".git")
+    if not os.path.isdir(gd) and _PROJECT:
+        gd = _PROJECT.git_dir(root) or gd  # type: ignore[attr-defined]
+    try:
+        st = os.stat(os.path.join(gd, "HEAD"))
+        stamp = [st.st_ino, st.st_mtime_ns]
+        if kind == "new":
+            stamp.append(os.stat(os.path.join(gd, "refs", "heads")).st_mtime_ns)
+        return stamp
+    except OSError:
+        return []
+
+
+def cached_repo(cfg: Config, root: str) -> tuple[dict | None, bool]:
+    """The cached id of the repository at ``root`` (``{"id", "origin", "prev"}``) and
+    whether it is current (its stamp matches); ``(None, False)`` when none is cached.
+    One small file read and one or two ``stat`` calls: the hot path's whole cost."""
+    try:
+        with open(_repo_cache_path(cfg, root), encoding="utf-8") as f:
+            entry = json.load(f)
+    except (OSError, ValueError):
+        return None, False
+    if not isinstance(entry, dict) or entry.get("root") != root:
+        return None, False
+    return entry, entry.get("stamp") == _repo_stamp(root, entry.get("kind"))
+
+
+def compute_repo(cfg: Config, root: str, timeout: float = 1.0) -> dict:
+    """Work out the id of the repository at ``root`` (``git rev-list``, at most
+    ``timeout`` s) and cache it; ``{}`` when it has none (or git is missing or slow)."""
+    if not _PROJECT:
+        return {}
+    try:
+        ident = _PROJECT.repo_identity(root, timeout)  # type: ignore[attr-defined]
+    except Exception:
+        return {}
+    if not ident.get("id"):
+        return {}
+    entry = {"root": root, "stamp": _repo_stamp(root, ident.get("kind")), **ident}
+    path = _repo_cache_path(cfg, root)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(entry, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return entry
+
+
+def refresh_repo_later(cfg: Config, root: str) -> None:
+    """Work the id out again in a detached child (a stale cache: HEAD moved); the event
+    at hand goes with the cached id, which a checkout does not change."""
+    if not hasattr(os, "fork"):  # pragma: no cover - Windows: at the next SessionStart
+        return
+    pid = os.fork()
+    if pid:
+        return
+    global _IS_DRAINER
+    _IS_DRAINER = True  # no output, no warnings: a background child
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for std in (0, 1, 2):
+            os.dup2(null, std)
+        compute_repo(cfg, root)
+    except BaseException:
+        pass
+    finally:
+        os._exit(0)
+
+
+def set_repo(ev: dict, entry: dict | None) -> None:
+    """Put the repository's id on ``ev`` (``repo_id``, ``repo_origin``, ``repo_prev``)."""
+    if entry and entry.get("id"):
+        ev["repo_id"] = entry["id"]
+        for key in ("origin", "prev"):
+            if entry.get(key):
+                ev["repo_" + key] = entry[key]
+
+
+def fill_repo(cfg: Config, ev: dict) -> None:
+    """An outbox event whose repository id was not known when it was written
+    (``repo_root``): its id, from the cache or worked out now (the drainer runs in the
+    background)."""
+    root = ev.pop("repo_root", None)
+    if not isinstance(root, str) or "repo_id" in ev:
+        return
+    entry, _fresh = cached_repo(cfg, root)
+    if not entry:
+        entry = compute_repo(cfg, root)
+    set_repo(ev, entry)
+
+
 def build_event(
     harness: str,
     event: str,
@@ -1771,6 +1883,8 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
         size = 2
         for n in names[:max_batch]:
             ev = ob.read(n)
+            if ev is not None and "repo_root" in ev:
+                fill_repo(cfg, ev)
             if ev is None:
                 try:
                     age = time.time() - os.stat(os.path.join(ob.path, n)).st_mtime
@@ -2016,6 +2130,7 @@ def fetch_brief(
             "harness": harness,
             "session_id": session_id,
             "budget_tokens": cfg.geti("brief_budget_tokens"),
+            "repo_id": _REPO[0].get("id") if _REPO else None,
         }
     ).encode()
     try:
@@ -2127,9 +2242,24 @@ def run(argv: list[str]) -> None:
             harness, event, payload, raw, project, cfg.geti("max_event_bytes"), time.time()
         )
         ev["project_from"] = project_from
+        pending_id = False
+        if project_from == "git" and _ROOT:
+            entry, fresh = cached_repo(cfg, _ROOT[0])
+            if entry is None and is_start:
+                entry = compute_repo(cfg, _ROOT[0]) or {}  # 1 s at most, once per repository
+            elif entry is not None and not fresh:
+                refresh_repo_later(cfg, _ROOT[0])
+            if entry:
+                set_repo(ev, entry)
+                _REPO[:] = [entry]
+            elif entry is None:
+                # first seen mid-session: the drainer works the id out in the background
+                # and sends the event with it (never filed under the bare name)
+                ev["repo_root"] = _ROOT[0]
+                pending_id = not stopped
         name = ob.write(ev)
         names = ob.pending()
-        late = net_deadline - time.monotonic() < 0.05
+        late = pending_id or net_deadline - time.monotonic() < 0.05
         if stopped:
             # Never a default port: the event waits for this data directory's server,
             # which drains its outbox when it starts.
@@ -2173,14 +2303,17 @@ def run(argv: list[str]) -> None:
                 "budget); this session's events are sent in the background"
             )
         else:
+            # a repository whose id is not known yet: a brief that names no project (its
+            # name alone may be another repository's project)
+            unknown = project_from == "git" and bool(_ROOT) and not _REPO
             try:
                 text = fetch_brief(
                     cfg,
                     harness,
-                    project,
+                    None if unknown else project,
                     session_id if isinstance(session_id, str) else None,
                     net_deadline,
-                    cwd,
+                    None if unknown else cwd,
                 )
             except HttpError as exc:
                 away = note_unreachable(cfg, ob, str(exc))

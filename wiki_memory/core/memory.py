@@ -25,6 +25,7 @@ from wiki_memory.core.indexcheck import prepare_index
 from wiki_memory.core.project_access import ProjectAccess
 from wiki_memory.core.reader import Reader
 from wiki_memory.core.recaller import Recaller
+from wiki_memory.core.repos import RepoMap
 from wiki_memory.core.scope import Directory, ScopeRule, not_found
 from wiki_memory.core.sessions import (
     SessionPages,
@@ -112,6 +113,7 @@ class Memory:
         #: the gate applies grants and creates projects (wiki_memory.core.capture.CaptureGate)
         self.capturer = Capture(self.spool, self.index, self.request_compile, self.health.disk)
         self.capturer.gate = CaptureGate(self)
+        self.capturer.repos = self.repos = RepoMap(self)
         #: what ranking reads (recall.rank receives these, never the Memory)
         self._sources = rank.Sources(
             index=self.index,
