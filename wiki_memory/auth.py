@@ -205,7 +205,7 @@ class TokenStore:
         """Issue a token for ``user``; returns the token (shown once; only its hash is kept).
 
         ``tz``: the user's time zone (an IANA name or an offset), stored with the user:
-        the days of its calls that name no zone (:mod:`wiki_memory.recall.zones`).
+        the days of its calls that name no zone (:mod:`wiki_memory.zones`).
 
         ``role`` (``admin``, ``member``, ``reader``) sets the user's role; None keeps an
         existing user's and makes a new user a ``member``. ``projects`` are granted (read
@@ -221,7 +221,7 @@ class TokenStore:
         for p in projects:
             _check_project(p)
         if tz:
-            from wiki_memory.recall.zones import zone, zone_name
+            from wiki_memory.zones import zone, zone_name
 
             tz = zone_name(zone(tz))  # a ValueError (ZoneError) for an unknown zone
         token = new_token()

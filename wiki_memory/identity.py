@@ -82,7 +82,7 @@ class Identity:
     ``agent``: the request's ``User-Agent`` (at most 200 characters), for the audit log;
     ``address``: the client's address (behind a trusted proxy, the one it forwarded);
     ``tz``: the user's stored time zone (``token create --tz``), the default of a call
-    that names none (:mod:`wiki_memory.recall.zones`; ``""``: UTC).
+    that names none (:mod:`wiki_memory.zones`; ``""``: UTC).
     """
 
     user: str

@@ -141,3 +141,32 @@ def test_origins_are_normalised() -> None:
     }
     assert same == {"github.example/dev/api"}
     assert normal_origin("/srv/repos/api.git") is None
+
+
+@pytest.mark.fast
+def test_doctor_names_the_pair_the_bindings_a_split_and_a_fork(
+    team: tuple[Memory, TokenStore],
+) -> None:
+    from wiki_memory.cli.checks_repos import check_repos
+    from wiki_memory.cli.doctor import Context
+
+    m, _ = team
+    m.capture(ev("s1", "api", B, "job", repo_origin="git.example/acme/api"), "alice")
+    m.capture(ev("s2", "api", C, "hobby", repo_origin="github.example/dev/api"), "alice")
+    # a fork: the same root commit, another origin
+    m.capture(ev("s3", "api", B, "fork", repo_origin="github.example/someone/api"), "alice")
+    m.writer.flush()
+    # a split made by hand: repository C's id also bound to a third folder
+    split = m.settings.wiki_dir / "projects/other/index.md"
+    split.parent.mkdir(parents=True)
+    split.write_text(f"---\nrepo_id: {C}\ndisplay: other\n---\n")
+    ctx = Context(m.settings, 0)
+    check_repos(ctx)
+    text = "\n".join(f"{f.severity} {f.message} | {f.fix}" for f in ctx.findings)
+    assert "projects api and api-2 share the display name 'api'" in text, text
+    assert f"project api: repository {B} (origin git.example/acme/api)" in text
+    assert "undo: remove repo_id from projects/api/index.md" in text
+    assert f"one repository ({C}) is split across projects api-2 and other" in text
+    assert "git mv" in text
+    assert "a fork (github.example/someone/api)" in text
+    assert m.repos.project_of_id(B) == "api"

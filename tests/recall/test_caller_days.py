@@ -21,7 +21,7 @@ from wiki_memory.auth import TokenStore
 from wiki_memory.core.memory import Memory
 from wiki_memory.recall.filters import FilterError, parse_time
 from wiki_memory.recall.when import windows
-from wiki_memory.recall.zones import ZoneError, zone
+from wiki_memory.zones import ZoneError, zone
 
 # C60's sessions: (session, user, event time with the offset the hook sent, marker)
 SESSIONS = [

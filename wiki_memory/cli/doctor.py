@@ -141,6 +141,7 @@ for _check in (
     Check("index", "wiki_memory.cli.checks_store:check_index", needs_wiki=True),
     Check("skipped", "wiki_memory.cli.checks_store:check_skipped", needs_wiki=True),
     Check("signals", "wiki_memory.cli.checks_store:check_signals"),
+    Check("repos", "wiki_memory.cli.checks_repos:check_repos", needs_wiki=True),
 ):
     register(_check)
 register(Check("sync", "wiki_memory.cli.replicas:check_sync", needs_wiki=True))

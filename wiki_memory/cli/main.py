@@ -20,7 +20,7 @@ from typing import Any
 
 from wiki_memory.cli.common import CliError, _post, _settings
 from wiki_memory.config import DEFAULT_HOST, DEFAULT_PORT, Settings
-from wiki_memory.recall.zones import local_zone_name
+from wiki_memory.zones import local_zone_name
 
 
 def _is_loopback(host: str) -> bool:

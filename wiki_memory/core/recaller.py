@@ -14,11 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from wiki_memory import zones
 from wiki_memory.config import Settings
 from wiki_memory.core.scope import ScopeRule
 from wiki_memory.errors import BadRequest
 from wiki_memory.identity import Identity
-from wiki_memory.recall import rank, zones
+from wiki_memory.recall import rank
 from wiki_memory.recall.pack import compact
 from wiki_memory.recall.tokens import count_item
 
@@ -120,7 +121,7 @@ class Recaller:
         then) are described in ``wiki_memory.recall.rank.candidates``; ``now`` (ISO-8601 or
         epoch seconds, default the present) is the reference time for relative dates in
         the query ("last week"); ``tz`` the caller's time zone (default the user's stored
-        one, else UTC: :mod:`wiki_memory.recall.zones`), whose days those are.
+        one, else UTC: :mod:`wiki_memory.zones`), whose days those are.
 
         When the budget cannot hold the page's first item in full, the whole page is
         compact handles (``{id, title, snippet, compact: true}``,

@@ -13,7 +13,10 @@ Placing an event of id ``I`` whose hook named the project ``api`` (the folder's 
 1. ``I`` is bound to a project: that project (renamed, moved or cloned again: the same);
 2. ``repo_prev`` (the provisional id of a repository before its first commit) is bound:
    that project, and ``I`` is joined to it;
-3. else the first of ``api``, ``api-2``, ``api-3`` … that does not exist yet (created
+3. its origin (``repo_origin``, or the id of a shallow clone, ``origin:<host/owner/name>``)
+   is that of a bound repository: that project (a shallow clone and a full clone of one
+   remote; a fork, another origin with the same root commit, is caught by rule 1);
+4. else the first of ``api``, ``api-2``, ``api-3`` … that does not exist yet (created
    with ``I``) or exists with no id (existing pages stay where they are: the first
    repository captured into it by a caller with a write grant binds it; ``doctor`` lists
    each binding, which can be undone by removing the keys by hand). A project bound to
@@ -39,7 +42,7 @@ from wiki_memory.wiki.frontmatter import set_keys
 from wiki_memory.wiki.frontmatter_read import find_closing_fence
 from wiki_memory.wiki.git import author_email_for
 
-__all__ = ["Binding", "RepoMap", "ids_of", "MAX_ID"]
+__all__ = ["Binding", "RepoMap", "frontmatter_of", "ids_of", "MAX_ID"]
 
 MAX_ID = 200
 """The longest ``repo_id`` accepted (a root commit is ``root:`` + 40 or 64 hex)."""
@@ -55,7 +58,8 @@ def ids_of(meta: dict[str, Any]) -> list[str]:
     return []
 
 
-def _frontmatter(raw: bytes | None) -> dict[str, Any]:
+def frontmatter_of(raw: bytes | None) -> dict[str, Any]:
+    """The YAML frontmatter of a page's bytes ({} when there is none or it is broken)."""
     if not raw:
         return {}
     lines = raw.decode("utf-8", "replace").splitlines()
@@ -79,6 +83,8 @@ class Binding:
     repo_id: str
     origin: str | None
     display: str
+    #: only a new origin for an id bound before (a fork)
+    fork: bool = False
 
 
 class RepoMap:
@@ -91,6 +97,8 @@ class RepoMap:
         self._ids: dict[str, str] | None = None
         #: project -> its ids (the projects that have an index.md with ids)
         self._bound: dict[str, list[str]] = {}
+        #: origin (``host/owner/name``) -> the project a repository of it is bound to
+        self._origins: dict[str, str] = {}
 
     def _load(self) -> dict[str, str]:
         if self._ids is not None:
@@ -104,6 +112,10 @@ class RepoMap:
                 bound[p] = got
                 for i in got:
                     ids.setdefault(i, p)
+                    if i.startswith("origin:"):
+                        self._origins.setdefault(i[7:], p)
+                if isinstance(meta.get("repo_origin"), str):
+                    self._origins.setdefault(meta["repo_origin"], p)
         self._ids, self._bound = ids, bound
         return ids
 
@@ -111,7 +123,7 @@ class RepoMap:
         """The frontmatter of ``projects/<project>/index.md`` ({} when absent)."""
         path = self.memory.settings.wiki_dir / "projects" / project / "index.md"
         try:
-            return _frontmatter(path.read_bytes())
+            return frontmatter_of(path.read_bytes())
         except OSError:
             return {}
 
@@ -144,9 +156,21 @@ class RepoMap:
         with self._lock:
             ids = self._load()
             if repo_id in ids:
-                return ids[repo_id], None
+                p = ids[repo_id]
+                if origin and origin not in self._origins and reserve:
+                    # the same root commit and another origin: a fork, the same project
+                    # (recorded as repo_forks, which doctor names)
+                    self._origins[origin] = p
+                    return p, Binding(p, repo_id, origin, name, fork=True)
+                return p, None
+            if origin is None and repo_id.startswith("origin:"):
+                origin = repo_id[7:]
             if prev and prev in ids:
                 b = Binding(ids[prev], repo_id, origin, name)
+            elif origin and origin in self._origins:
+                # a shallow clone (its id is the origin) and a full clone of the same
+                # remote (its id the root commit) are one repository
+                b = Binding(self._origins[origin], repo_id, origin, name)
             else:
                 folders = set(self.memory.projects()) | set(exists)
                 n = 1
@@ -161,12 +185,18 @@ class RepoMap:
             # reserved at once: two new repositories of one name never share a folder
             ids[repo_id] = b.project
             self._bound.setdefault(b.project, []).append(repo_id)
+            if origin:
+                self._origins.setdefault(origin, b.project)
             return b.project, b
 
     def release(self, b: Binding) -> None:
         """Undo the reservation of a binding whose event was refused."""
         with self._lock:
             ids = self._load()
+            if b.origin and self._origins.get(b.origin) == b.project:
+                del self._origins[b.origin]
+            if b.fork:
+                return  # a fork's origin on an id bound before: only the origin goes
             if ids.get(b.repo_id) == b.project:
                 del ids[b.repo_id]
             left = [i for i in self._bound.get(b.project, []) if i != b.repo_id]
@@ -183,10 +213,13 @@ class RepoMap:
         full = m.settings.wiki_dir / rel
 
         def fn(current: bytes | None) -> bytes | None:
-            meta = _frontmatter(current)
+            meta = frontmatter_of(current)
             have = ids_of(meta)
             if b.repo_id in have:
-                return None
+                forks = [f for f in meta.get("repo_forks") or [] if isinstance(f, str)]
+                if not b.origin or b.origin == meta.get("repo_origin") or b.origin in forks:
+                    return None
+                return set_keys(current or b"", {"repo_forks": [*forks, b.origin]})
             want: Any = b.repo_id if not have else [*have, b.repo_id]
             updates: dict[str, Any] = {"repo_id": want}
             if not have:

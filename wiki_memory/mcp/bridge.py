@@ -11,7 +11,7 @@ headers between messages, sends a stable id for its process (``X-Wiki-Memory-Bri
 the default session id of the tools), the harness ``install-mcp`` wrote into its
 arguments (``--harness``, sent as ``X-Wiki-Memory-Harness``) and its working directory
 (``X-Wiki-Memory-Cwd``, from which the server resolves the project) and its time zone
-(``X-Wiki-Memory-TZ``: :func:`wiki_memory.recall.zones.local_zone_name`, whose days
+(``X-Wiki-Memory-TZ``: :func:`wiki_memory.zones.local_zone_name`, whose days
 "yesterday" means), and re-opens the session once if the server restarted under it.
 
 Stdout carries protocol frames and nothing else. The first thing the bridge does is move
@@ -116,7 +116,7 @@ class Bridge:
         self.bridge_id = uuid.uuid4().hex
         self.harness = harness
         self.cwd = cwd
-        from wiki_memory.recall.zones import local_zone_name
+        from wiki_memory.zones import local_zone_name
 
         self.tz = local_zone_name()
         self.session_id: str | None = None

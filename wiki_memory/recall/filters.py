@@ -3,7 +3,7 @@
 Times are given as a JSON number (epoch seconds) or a string: ISO 8601
 (``2024-05-01T10:30:00Z``, ``2024-05-01T10:30:00+02:00``; no offset means the caller's
 zone), or a calendar period ``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD`` in the caller's zone
-(:mod:`wiki_memory.recall.zones`; none given: UTC); they become UTC epoch seconds. A
+(:mod:`wiki_memory.zones`; none given: UTC); they become UTC epoch seconds. A
 period means all of it: ``since: "2023"`` starts at the first instant of 2023,
 ``until: "2023-05"`` ends at the last of May. A string of digits other than a year is
 epoch seconds too (a query string cannot carry a JSON number). Anything else raises

@@ -56,6 +56,7 @@ from datetime import UTC, date, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
+from wiki_memory import zones
 from wiki_memory.capture.spool import Spool
 from wiki_memory.identity import Identity
 from wiki_memory.index import dates, nearest, signals
@@ -63,7 +64,7 @@ from wiki_memory.index import tail as tail_rows
 from wiki_memory.index.schema import BM25_WEIGHTS
 from wiki_memory.index.signals import Hit
 from wiki_memory.index.store import Index
-from wiki_memory.recall import asof, zones
+from wiki_memory.recall import asof
 from wiki_memory.recall.filters import Filters, parse_time
 from wiki_memory.recall.terms import Query, analyze, words
 from wiki_memory.recall.tokens import count_tokens
@@ -232,7 +233,7 @@ def candidates(
 
     ``now`` (ISO-8601 or epoch seconds; default the present) is the reference time for
     relative dates in the query ("last week", "in May": :mod:`wiki_memory.recall.when`);
-    ``tz`` the caller's zone (:mod:`wiki_memory.recall.zones`; default UTC), whose days
+    ``tz`` the caller's zone (:mod:`wiki_memory.zones`; default UTC), whose days
     those dates and the periods of ``since``/``until`` are.
     ``tuning`` overrides weights (names in :data:`TUNABLE`); for benchmarks, not faces.
     """
