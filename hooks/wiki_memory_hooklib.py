@@ -2245,8 +2245,10 @@ def run(argv: list[str]) -> None:
         pending_id = False
         if project_from == "git" and _ROOT:
             entry, fresh = cached_repo(cfg, _ROOT[0])
-            if entry is None and is_start:
-                entry = compute_repo(cfg, _ROOT[0]) or {}  # 1 s at most, once per repository
+            if is_start and (entry is None or not fresh):
+                # 1 s at most, once per repository (and after HEAD moved: a first
+                # commit turns a provisional id into the real one here)
+                entry = compute_repo(cfg, _ROOT[0]) or entry or {}
             elif entry is not None and not fresh:
                 refresh_repo_later(cfg, _ROOT[0])
             if entry:
