@@ -2130,8 +2130,8 @@ def fetch_brief(
             "harness": harness,
             "session_id": session_id,
             "budget_tokens": cfg.geti("brief_budget_tokens"),
-            "repo_id": _REPO[0].get("id") if _REPO else None,
         }
+        | ({"repo_id": _REPO[0]["id"]} if _REPO and _REPO[0].get("id") else {})
     ).encode()
     try:
         status, reply = http_post(cfg.url, "/v1/brief", cfg.token, body, deadline, cfg.ca_file)
@@ -2254,7 +2254,7 @@ def run(argv: list[str]) -> None:
             if entry:
                 set_repo(ev, entry)
                 _REPO[:] = [entry]
-            elif entry is None:
+            elif entry is None and _PROJECT and _PROJECT.has_head(_ROOT[0]):  # type: ignore[attr-defined]
                 # first seen mid-session: the drainer works the id out in the background
                 # and sends the event with it (never filed under the bare name)
                 ev["repo_root"] = _ROOT[0]
@@ -2307,7 +2307,13 @@ def run(argv: list[str]) -> None:
         else:
             # a repository whose id is not known yet: a brief that names no project (its
             # name alone may be another repository's project)
-            unknown = project_from == "git" and bool(_ROOT) and not _REPO
+            unknown = (
+                project_from == "git"
+                and bool(_ROOT)
+                and not _REPO
+                and bool(_PROJECT)
+                and _PROJECT.has_head(_ROOT[0])  # type: ignore[attr-defined]
+            )
             try:
                 text = fetch_brief(
                     cfg,

@@ -136,7 +136,7 @@ def test_origins_are_normalised() -> None:
             "git@github.example:Dev/API.git",
             "https://github.example/dev/api",
             "ssh://git@github.example:22/dev/api.git",
-            "https://user:tok@GitHub.example/dev/api.git/",
+            "https://user@GitHub.example/dev/api.git/",
         )
     }
     assert same == {"github.example/dev/api"}

@@ -232,8 +232,8 @@ def repo_identity(root: str, timeout: float = 1.0) -> dict[str, str]:
     "root"|"origin"|"new", "prev": provisional id joined now}``; ``{}`` when there is none.
     Runs ``git rev-list`` (at most ``timeout`` seconds): never on an event's hot path."""
     gd = git_dir(root)
-    if gd is None:
-        return {}
+    if gd is None or not os.path.isfile(os.path.join(gd, "HEAD")):
+        return {}  # not a repository git would know (a bare ``.git`` folder)
     out: dict[str, str] = {}
     url = origin_url(gd)
     origin = normal_origin(url) if url else None
@@ -253,7 +253,7 @@ def repo_identity(root: str, timeout: float = 1.0) -> dict[str, str]:
                 timeout=timeout,
             )
             roots = [x for x in r.stdout.split() if len(x) >= 40]
-            unborn = r.returncode != 0 and not roots
+            unborn = r.returncode != 0 and not roots and _unborn(gd)
         except (OSError, subprocess.SubprocessError):
             return {}  # no git, or too slow: tried again at the next look
     prov_file = os.path.join(gd, "wiki-memory-id")
@@ -274,6 +274,31 @@ def repo_identity(root: str, timeout: float = 1.0) -> dict[str, str]:
     except OSError:
         pass
     return out
+
+
+def has_head(root: str) -> bool:
+    """True when ``root`` holds a repository with a ``HEAD`` (one that can have an id)."""
+    gd = git_dir(root)
+    return gd is not None and os.path.isfile(os.path.join(gd, "HEAD"))
+
+
+def _unborn(gd: str) -> bool:
+    """True when HEAD names a branch that has no commit yet (a new repository)."""
+    try:
+        with open(os.path.join(gd, "HEAD"), encoding="utf-8") as f:
+            head = f.read().strip()
+    except OSError:
+        return False
+    if not head.startswith("ref:"):
+        return False
+    ref = head[4:].strip()
+    if os.path.exists(os.path.join(gd, ref)):
+        return False
+    try:
+        with open(os.path.join(gd, "packed-refs"), encoding="utf-8") as f:
+            return not any(line.rstrip().endswith(" " + ref) for line in f)
+    except OSError:
+        return True
 
 
 def _provisional(path: str) -> str:
@@ -301,6 +326,7 @@ __all__ = [
     "Resolution",
     "config_project",
     "git_dir",
+    "has_head",
     "normal_origin",
     "origin_url",
     "repo_identity",
