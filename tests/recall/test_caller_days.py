@@ -263,3 +263,64 @@ def test_a_session_keeps_the_offset_its_events_were_sent_at() -> None:
     assert "- **Started:** 2026-03-15 00:20 +09:00 (2026-03-14 15:20 UTC)" in text
     # the entry keeps its UTC clock, which the index reads
     assert "**15:20:00** · prompt" in text
+
+
+@pytest.mark.process
+def test_the_zone_header_and_the_users_stored_zone_stand_in_for_tz(mem: Memory) -> None:
+    """The hooks, the CLI and the bridge send ``X-Wiki-Memory-TZ``; a user created with
+    ``--tz`` needs neither."""
+    from wiki_memory.server.app import create_app
+
+    tokens = TokenStore(mem.settings.auth_dir, owner_user="alice")
+    owner, _ = tokens.ensure_owner()
+    tok = tokens.create("u-tok", "admin", tz="Asia/Tokyo")
+    body = {"query": "what did I do yesterday with KIWI", "project": "c60", "now": TOK[1]}
+    with TestClient(create_app(mem, tokens), base_url="http://127.0.0.1") as http:
+        for headers in (
+            {"Authorization": f"Bearer {owner}", "X-Wiki-Memory-TZ": "Asia/Tokyo"},
+            {"Authorization": f"Bearer {tok}"},
+        ):
+            r = http.post("/v1/recall", json=body, headers=headers)
+            assert r.status_code == 200, r.text
+            first = r.json()["items"][0]
+            assert "KIWI-14" in _text(mem, first) and "when" in first["why"], first
+        bad = http.post(
+            "/v1/recall",
+            json=body | {"tz": "Mars/Olympus"},
+            headers={"Authorization": f"Bearer {owner}"},
+        )
+        assert bad.status_code == 400 and bad.json()["field"] == "tz", bad.text
+        # a string that is no time: a 400 naming the field
+        bad = http.post(
+            "/v1/recall",
+            json=body | {"since": "last year"},
+            headers={"Authorization": f"Bearer {owner}"},
+        )
+        assert bad.status_code == 400 and bad.json()["field"] == "since", bad.text
+
+
+@pytest.mark.fast
+def test_the_hook_sends_its_zone_and_local_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    from wiki_memory.harness.outbox import load_hooklib
+    from wiki_memory.zones import local_zone_name
+
+    hooks = load_hooklib()
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        hooks._ZONE.clear()
+        assert hooks.local_zone() == local_zone_name() == "Asia/Tokyo"
+        s2 = datetime.fromisoformat(SESSIONS[1][2]).timestamp()
+        assert hooks._iso_local(s2) == "2026-03-15T00:20:00.000+09:00"
+        hooks._ZONE.clear()
+        monkeypatch.setenv("TZ", "JST-9")  # a POSIX rule: its current offset
+        time.tzset()
+        assert hooks.local_zone() == local_zone_name() == "+09:00"
+        hooks._ZONE.clear()
+        monkeypatch.setenv("TZ", "Evil/Zone\r\nX-Injected: 1")
+        time.tzset()
+        assert "\n" not in hooks.local_zone()
+    finally:
+        hooks._ZONE.clear()
+        monkeypatch.undo()
+        time.tzset()
