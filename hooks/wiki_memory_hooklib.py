@@ -467,6 +467,10 @@ def git_toplevel(cwd: str) -> str | None:
 
 
 _PROJECT: object = None
+#: the repository root the last :func:`resolve_project` decided by (``git`` only)
+_ROOT: list[str] = []
+#: the repository id this event went with (the brief asks for its project)
+_REPO: list[dict] = []
 
 
 def resolve_project(cwd: str | None, repo_cfg: dict) -> tuple[str | None, str]:
@@ -487,6 +491,7 @@ def resolve_project(cwd: str | None, repo_cfg: dict) -> tuple[str | None, str]:
     if _PROJECT:
         try:
             res = _PROJECT.resolve_project(cwd)  # type: ignore[attr-defined]
+            _ROOT[:] = [res.root] if res.source == "git" and res.root else []
             return res.name, res.source
         except Exception:
             pass
@@ -697,6 +702,20 @@ def event_id_for(harness: str, event: str, payload: dict, raw: bytes, now: float
 def _iso(ts: float) -> str:
     t = time.gmtime(ts)
     return time.strftime("%Y-%m-%dT%H:%M:%S", t) + f".{int((ts % 1) * 1000):03d}Z"
+
+
+def _iso_local(ts: float) -> str:
+    """``ts`` in this machine's local time with its UTC offset
+    (``2026-03-15T00:20:00.000+09:00``): an event's time as the user lived it; the
+    server keeps the offset for the session page and converts to UTC for everything
+    else."""
+    t = time.localtime(ts)
+    off = t.tm_gmtoff // 60
+    sign = "-" if off < 0 else "+"
+    return (
+        time.strftime("%Y-%m-%dT%H:%M:%S", t)
+        + f".{int((ts % 1) * 1000):03d}{sign}{abs(off) // 60:02d}:{abs(off) % 60:02d}"
+    )
 
 
 def _size(obj: object) -> int:
@@ -1131,6 +1150,113 @@ def strip_private(obj: object) -> object:
     return walk(obj)
 
 
+# ------------------------------------------------------------------ repository id
+
+
+def _repo_cache_path(cfg: Config, root: str) -> str:
+    return os.path.join(
+        cfg.data_dir, "repo-ids", _sha(root.encode("utf-8", "surrogateescape"))[:24]
+    )
+
+
+def _repo_stamp(root: str, kind: str | None) -> list:
+    """What the cached id of ``root`` is valid for: ``.git/HEAD``'s inode and mtime (a
+    provisional id also ``refs/heads``'s mtime: the first commit does not touch HEAD)."""
+    gd = os.path.join(root, ".git")
+    if not os.path.isdir(gd) and _PROJECT:
+        gd = _PROJECT.git_dir(root) or gd  # type: ignore[attr-defined]
+    try:
+        st = os.stat(os.path.join(gd, "HEAD"))
+        stamp = [st.st_ino, st.st_mtime_ns]
+        if kind == "new":
+            stamp.append(os.stat(os.path.join(gd, "refs", "heads")).st_mtime_ns)
+        return stamp
+    except OSError:
+        return []
+
+
+def cached_repo(cfg: Config, root: str) -> tuple[dict | None, bool]:
+    """The cached id of the repository at ``root`` (``{"id", "origin", "prev"}``) and
+    whether it is current (its stamp matches); ``(None, False)`` when none is cached.
+    One small file read and one or two ``stat`` calls: the hot path's whole cost."""
+    try:
+        with open(_repo_cache_path(cfg, root), encoding="utf-8") as f:
+            entry = json.load(f)
+    except (OSError, ValueError):
+        return None, False
+    if not isinstance(entry, dict) or entry.get("root") != root:
+        return None, False
+    return entry, entry.get("stamp") == _repo_stamp(root, entry.get("kind"))
+
+
+def compute_repo(cfg: Config, root: str, timeout: float = 1.0) -> dict:
+    """Work out the id of the repository at ``root`` (``git rev-list``, at most
+    ``timeout`` s) and cache it; ``{}`` when it has none (or git is missing or slow)."""
+    if not _PROJECT:
+        return {}
+    try:
+        ident = _PROJECT.repo_identity(root, timeout)  # type: ignore[attr-defined]
+    except Exception:
+        return {}
+    if not ident.get("id"):
+        return {}
+    entry = {"root": root, "stamp": _repo_stamp(root, ident.get("kind")), **ident}
+    path = _repo_cache_path(cfg, root)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(entry, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return entry
+
+
+def refresh_repo_later(cfg: Config, root: str) -> None:
+    """Work the id out again in a detached child (a stale cache: HEAD moved); the event
+    at hand goes with the cached id, which a checkout does not change."""
+    if not hasattr(os, "fork"):  # pragma: no cover - Windows: at the next SessionStart
+        return
+    pid = os.fork()
+    if pid:
+        return
+    global _IS_DRAINER
+    _IS_DRAINER = True  # no output, no warnings: a background child
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for std in (0, 1, 2):
+            os.dup2(null, std)
+        compute_repo(cfg, root)
+    except BaseException:
+        pass
+    finally:
+        os._exit(0)
+
+
+def set_repo(ev: dict, entry: dict | None) -> None:
+    """Put the repository's id on ``ev`` (``repo_id``, ``repo_origin``, ``repo_prev``)."""
+    if entry and entry.get("id"):
+        ev["repo_id"] = entry["id"]
+        for key in ("origin", "prev"):
+            if entry.get(key):
+                ev["repo_" + key] = entry[key]
+
+
+def fill_repo(cfg: Config, ev: dict) -> None:
+    """An outbox event whose repository id was not known when it was written
+    (``repo_root``): its id, from the cache or worked out now (the drainer runs in the
+    background)."""
+    root = ev.pop("repo_root", None)
+    if not isinstance(root, str) or "repo_id" in ev:
+        return
+    entry, _fresh = cached_repo(cfg, root)
+    if not entry:
+        entry = compute_repo(cfg, root)
+    set_repo(ev, entry)
+
+
 def build_event(
     harness: str,
     event: str,
@@ -1156,7 +1282,7 @@ def build_event(
         "project": project,
         "cwd": cwd,
         "event_id": event_id_for(harness, event, payload, raw, now),
-        "ts": _iso(now),
+        "ts": _iso_local(now),
         "payload": payload,
     }
     if isinstance(payload.get("timestamp"), str):
@@ -1428,6 +1554,38 @@ class HttpError(OSError):
     """No usable reply: refused, timed out, cut off, or not HTTP."""
 
 
+_ZONE: list[str] = []
+_ZONE_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+-/")
+
+
+def local_zone() -> str:
+    """This machine's time zone, sent as ``X-Wiki-Memory-TZ`` with every request (the
+    days of "yesterday" in the brief and in recall are the user's): the IANA name in
+    ``TZ``, else the one ``/etc/localtime`` links to, else the current UTC offset. The
+    same rule as ``wiki_memory.recall.zones.local_zone_name``; worked out once a process
+    (an environment read and one ``readlink``)."""
+    if _ZONE:
+        return _ZONE[0]
+    env = (os.environ.get("TZ") or "").lstrip(":").strip()
+    name = ""
+    if env.upper() in ("UTC", "GMT", "UTC0", "GMT0"):
+        name = "UTC"
+    elif env and "/" in env and not env.startswith("/") and ".." not in env:
+        name = env
+    elif not env:
+        try:
+            link = os.path.realpath("/etc/localtime")
+            if "zoneinfo/" in link:
+                name = link.rsplit("zoneinfo/", 1)[1]
+        except OSError:
+            pass
+    if not name or len(name) > 64 or not set(name) <= _ZONE_CHARS:
+        off = -(time.altzone if time.localtime().tm_isdst > 0 else time.timezone)
+        name = f"{'-' if off < 0 else '+'}{abs(off) // 3600:02d}:{abs(off) % 3600 // 60:02d}"
+    _ZONE.append(name)
+    return name
+
+
 def http_post(
     base_url: str,
     path: str,
@@ -1457,6 +1615,7 @@ def http_post(
         "Content-Length": str(len(body)),
         "Connection": "close",
         "User-Agent": "wiki-memory-hook/" + VERSION,
+        "X-Wiki-Memory-TZ": local_zone(),
     }
     if token:
         headers["Authorization"] = "Bearer " + token
@@ -1732,6 +1891,8 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
         size = 2
         for n in names[:max_batch]:
             ev = ob.read(n)
+            if ev is not None and "repo_root" in ev:
+                fill_repo(cfg, ev)
             if ev is None:
                 try:
                     age = time.time() - os.stat(os.path.join(ob.path, n)).st_mtime
@@ -1980,6 +2141,8 @@ def fetch_brief(
     }
     if source:
         ask["source"] = source  # startup, resume, clear, compact: a shorter brief on the last
+    if _REPO and _REPO[0].get("id"):
+        ask["repo_id"] = _REPO[0]["id"]
     body = json.dumps(ask).encode()
     try:
         status, reply = http_post(cfg.url, "/v1/brief", cfg.token, body, deadline, cfg.ca_file)
@@ -2091,9 +2254,26 @@ def run(argv: list[str]) -> None:
             harness, event, payload, raw, project, cfg.geti("max_event_bytes"), time.time()
         )
         ev["project_from"] = project_from
+        pending_id = False
+        if project_from == "git" and _ROOT:
+            entry, fresh = cached_repo(cfg, _ROOT[0])
+            if is_start and (entry is None or not fresh):
+                # 1 s at most, once per repository (and after HEAD moved: a first
+                # commit turns a provisional id into the real one here)
+                entry = compute_repo(cfg, _ROOT[0]) or entry or {}
+            elif entry is not None and not fresh:
+                refresh_repo_later(cfg, _ROOT[0])
+            if entry:
+                set_repo(ev, entry)
+                _REPO[:] = [entry]
+            elif entry is None and _PROJECT and _PROJECT.has_head(_ROOT[0]):  # type: ignore[attr-defined]
+                # first seen mid-session: the drainer works the id out in the background
+                # and sends the event with it (never filed under the bare name)
+                ev["repo_root"] = _ROOT[0]
+                pending_id = not stopped
         name = ob.write(ev)
         names = ob.pending()
-        late = net_deadline - time.monotonic() < 0.05
+        late = pending_id or net_deadline - time.monotonic() < 0.05
         if stopped:
             # Never a default port: the event waits for this data directory's server,
             # which drains its outbox when it starts.
@@ -2137,14 +2317,23 @@ def run(argv: list[str]) -> None:
                 "budget); this session's events are sent in the background"
             )
         else:
+            # a repository whose id is not known yet: a brief that names no project (its
+            # name alone may be another repository's project)
+            unknown = (
+                project_from == "git"
+                and bool(_ROOT)
+                and not _REPO
+                and bool(_PROJECT)
+                and _PROJECT.has_head(_ROOT[0])  # type: ignore[attr-defined]
+            )
             try:
                 text = fetch_brief(
                     cfg,
                     harness,
-                    project,
+                    None if unknown else project,
                     session_id if isinstance(session_id, str) else None,
                     net_deadline,
-                    cwd,
+                    None if unknown else cwd,
                     source if isinstance(source, str) else None,
                 )
             except HttpError as exc:

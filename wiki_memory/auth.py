@@ -200,8 +200,12 @@ class TokenStore:
         role: str | None = None,
         projects: list[str] | tuple[str, ...] = (),
         read_only: bool = False,
+        tz: str | None = None,
     ) -> str:
         """Issue a token for ``user``; returns the token (shown once; only its hash is kept).
+
+        ``tz``: the user's time zone (an IANA name or an offset), stored with the user:
+        the days of its calls that name no zone (:mod:`wiki_memory.zones`).
 
         ``role`` (``admin``, ``member``, ``reader``) sets the user's role; None keeps an
         existing user's and makes a new user a ``member``. ``projects`` are granted (read
@@ -216,6 +220,10 @@ class TokenStore:
             raise ValueError(f"unknown role {role!r}: use one of {', '.join(GRANTABLE_ROLES)}")
         for p in projects:
             _check_project(p)
+        if tz:
+            from wiki_memory.zones import zone, zone_name
+
+            tz = zone_name(zone(tz))  # a ValueError (ZoneError) for an unknown zone
         token = new_token()
         with self._lock, self._file_lock():
             data = self._read()
@@ -235,6 +243,8 @@ class TokenStore:
             entry = data["users"].setdefault(user, {"role": "member", "grants": {}})
             if role is not None:
                 entry["role"] = role
+            if tz:
+                entry["tz"] = tz
             for p in projects:
                 entry["grants"][p] = _level(entry["role"], read_only)
             data["tokens"].append({"hash": _hash(token), "user": user, "created": time.time()})
@@ -427,6 +437,7 @@ class TokenStore:
             role=role,
             grants=None if role == "admin" else grants,
             token_id=token_id,
+            tz=str(entry.get("tz") or ""),
         )
 
     def _record(self, t: dict[str, Any], data: dict[str, Any]) -> TokenRecord:

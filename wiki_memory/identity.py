@@ -80,7 +80,9 @@ class Identity:
     ``token_id``: the token's id, for the audit log (None when unknown); ``face``: where
     the call came in (``http``, ``mcp``, ``web``, ``cli``; ``""`` when unknown);
     ``agent``: the request's ``User-Agent`` (at most 200 characters), for the audit log;
-    ``address``: the client's address (behind a trusted proxy, the one it forwarded).
+    ``address``: the client's address (behind a trusted proxy, the one it forwarded);
+    ``tz``: the user's stored time zone (``token create --tz``), the default of a call
+    that names none (:mod:`wiki_memory.zones`; ``""``: UTC).
     """
 
     user: str
@@ -90,6 +92,7 @@ class Identity:
     face: str = ""
     agent: str = ""
     address: str = ""
+    tz: str = ""
 
     @property
     def every_project(self) -> bool:

@@ -54,7 +54,7 @@ def cmd_token(args: argparse.Namespace) -> int:
         if not args.user:
             raise CliError("token create needs --user NAME", 2)
         try:
-            tok = store.create(args.user, args.role, projects, read_only=args.read_only)
+            tok = store.create(args.user, args.role, projects, read_only=args.read_only, tz=args.tz)
         except ValueError as exc:
             raise CliError(str(exc), 2) from None
         rec = next(r for r in store.list() if r.user == args.user and r.token_id == _id_of(tok))
@@ -184,6 +184,11 @@ def register(sub: Any) -> None:
         "--project", action="append", help="project to grant (create: repeatable; grant: one)"
     )
     t.add_argument("--read-only", action="store_true", help="grant read only")
+    t.add_argument(
+        "--tz",
+        help="create: the user's time zone (IANA name or +HH:MM), whose days their "
+        "recalls mean when a call names none (default UTC)",
+    )
     t.set_defaults(fn=cmd_token)
 
     a = sub.add_parser("audit", help="show the audit log (owner and admins)")

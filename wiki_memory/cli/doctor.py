@@ -143,6 +143,7 @@ for _check in (
     Check("supersession", "wiki_memory.cli.checks_store:check_supersession", needs_wiki=True),
     Check("unrendered", "wiki_memory.cli.checks_store:check_unrendered"),
     Check("signals", "wiki_memory.cli.checks_store:check_signals"),
+    Check("repos", "wiki_memory.cli.checks_repos:check_repos", needs_wiki=True),
 ):
     register(_check)
 register(Check("sync", "wiki_memory.cli.replicas:check_sync", needs_wiki=True))

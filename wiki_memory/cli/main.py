@@ -20,6 +20,7 @@ from typing import Any
 
 from wiki_memory.cli.common import CliError, _post, _settings
 from wiki_memory.config import DEFAULT_HOST, DEFAULT_PORT, Settings
+from wiki_memory.zones import local_zone_name
 
 
 def _is_loopback(host: str) -> bool:
@@ -290,6 +291,11 @@ def cmd_recall(args: argparse.Namespace) -> int:
         body["project"] = args.project
     if args.now:
         body["now"] = args.now
+    if args.since:
+        body["since"] = args.since
+    if args.until:
+        body["until"] = args.until
+    body["tz"] = args.tz or local_zone_name()
     res = _post(args, "/v1/recall", body)
     if args.json:
         print(json.dumps(res, indent=1, ensure_ascii=False))
@@ -410,6 +416,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--now",
         help="reference time for relative dates in the query (ISO-8601; default: the present)",
+    )
+    r.add_argument("--since", help="from this time: ISO-8601, YYYY, YYYY-MM or YYYY-MM-DD")
+    r.add_argument("--until", help="up to this time (the same forms as --since)")
+    r.add_argument(
+        "--tz",
+        help="your time zone, whose days 'yesterday' and bare dates are (IANA name or "
+        "+HH:MM; default: this machine's, from TZ or /etc/localtime)",
     )
     r.add_argument("--json", action="store_true", help="print the raw JSON")
     r.add_argument("--url", help="server URL (default: the one running on the data directory)")

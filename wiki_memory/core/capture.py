@@ -97,6 +97,8 @@ class Capture:
         self.syncer = SpoolSyncer(spool)
         #: cwd -> (monotonic seconds, its resolution): see :meth:`_resolve`
         self._projects: dict[str, tuple[float, Any]] = {}
+        #: repository ids → projects (:class:`wiki_memory.core.repos.RepoMap`; None: off)
+        self.repos: Any = None
         #: called with the parsed events and the caller before anything is stored; it
         #: returns, per event, None (allowed) or the error refusing it (:class:`CaptureGate`)
         self.gate: (
@@ -173,6 +175,15 @@ class Capture:
                 if single:
                     raise
                 parsed.append(exc)
+        # a repository's events go to its project (wiki_memory.core.repos): placed now,
+        # bound once accepted
+        binds = {}
+        if self.repos is not None:
+            for i, p in enumerate(parsed):
+                if isinstance(p, Observation) and p.repo_id:
+                    b = self.repos.apply(p)
+                    if b is not None:
+                        binds[i] = b
         if self.gate is not None:
             # the right to write each event's project, before any payload is scanned
             good = [p for p in parsed if isinstance(p, Observation)]
@@ -196,7 +207,9 @@ class Capture:
         try:
             written, target = self.spool.write(good) if good else ([], 0)
         except OSError as exc:
+            self._settle(binds, parsed, user, ok=False)
             raise self._failed(exc, len(raw or b"")) from exc
+        self._settle(binds, parsed, user, ok=True)
         accepted = iter(written)
         out: list[dict[str, Any]] = []
         spool_rows = []
@@ -223,6 +236,14 @@ class Capture:
                     if self.spool.sessions[part].state.get("status") != "ended":
                         to_compile[part] = True
         return Written(out, target, spool_rows, to_compile)
+
+    def _settle(self, binds: dict[int, Any], parsed: list[Any], user: str, ok: bool) -> None:
+        """Write the repository bindings of accepted events; release the others."""
+        for i, b in binds.items():
+            if ok and isinstance(parsed[i], Observation):
+                self.repos.bind(b, user)
+            else:
+                self.repos.release(b)
 
     def _failed(self, exc: OSError, need: int = 0) -> Exception:
         """The error to raise for a spool write or fsync that failed with ``exc``: a full

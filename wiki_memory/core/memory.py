@@ -22,9 +22,11 @@ from wiki_memory.config import Settings
 from wiki_memory.core.capture import Capture, CaptureGate, is_self_check
 from wiki_memory.core.handoffs import HandoffService
 from wiki_memory.core.indexcheck import prepare_index
+from wiki_memory.core.pagewrite import commit_hand_edits_now, update_pages
 from wiki_memory.core.project_access import ProjectAccess
 from wiki_memory.core.reader import Reader
 from wiki_memory.core.recaller import Recaller
+from wiki_memory.core.repos import RepoMap
 from wiki_memory.core.scope import Directory, ScopeRule, not_found
 from wiki_memory.core.sessions import (
     SessionPages,
@@ -113,6 +115,7 @@ class Memory:
         #: the gate applies grants and creates projects (wiki_memory.core.capture.CaptureGate)
         self.capturer = Capture(self.spool, self.index, self.request_compile, self.health.disk)
         self.capturer.gate = CaptureGate(self)
+        self.capturer.repos = self.repos = RepoMap(self)
         #: what ranking reads (recall.rank receives these, never the Memory)
         self._sources = rank.Sources(
             index=self.index,
@@ -407,8 +410,6 @@ class Memory:
     ) -> WriteResult:
         """:meth:`update_page` for several pages in one commit, all or nothing:
         :func:`wiki_memory.core.pagewrite.update_pages`."""
-        from wiki_memory.core.pagewrite import update_pages
-
         return update_pages(
             self, changes, user=user, message=message, who=who, op=op, timeout=timeout
         )
@@ -580,8 +581,6 @@ class Memory:
 
     def _commit_hand_edits_now(self, paths: list[str]) -> str | None:
         """:func:`wiki_memory.core.pagewrite.commit_hand_edits_now` (writer thread)."""
-        from wiki_memory.core.pagewrite import commit_hand_edits_now
-
         return commit_hand_edits_now(self, paths)
 
     # -- index maintenance -----------------------------------------------------------------

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from wiki_memory import zones
 from wiki_memory.config import Settings
 from wiki_memory.core.scope import ScopeRule
 from wiki_memory.errors import BadRequest
@@ -98,6 +99,7 @@ class Recaller:
         as_of: str | float | None = None,
         now: str | float | None = None,
         fits: Callable[[list[dict[str, Any]]], bool] | None = None,
+        tz: str | None = None,
     ) -> RecallResult:
         """Budgeted recall, one page: handles for the best sections and running-session
         observations, from the match ranked ``cursor`` on (0 = best).
@@ -118,7 +120,8 @@ class Recaller:
         ``since``/``until`` (ISO-8601 or epoch seconds) and ``as_of`` (the wiki as committed
         then) are described in ``wiki_memory.recall.rank.candidates``; ``now`` (ISO-8601 or
         epoch seconds, default the present) is the reference time for relative dates in
-        the query ("last week").
+        the query ("last week"); ``tz`` the caller's time zone (default the user's stored
+        one, else UTC: :mod:`wiki_memory.zones`), whose days those are.
 
         When the budget cannot hold the page's first item in full, the whole page is
         compact handles (``{id, title, snippet, compact: true}``,
@@ -136,6 +139,7 @@ class Recaller:
             )
         if cursor < 0:
             raise BadRequest("cursor must be 0 or a next_cursor recall returned", field="cursor")
+        who = self.scope.identity(user)
         found = rank.ranked(
             self.sources,
             query,
@@ -145,9 +149,10 @@ class Recaller:
             since=since,
             until=until,
             as_of=as_of,
-            who=self.scope.identity(user),
+            who=who,
             now=now,
             plain=self.plain,
+            tz=zones.zone(tz, who.tz if who is not None else None),
         )
         total = len(found)
         items: list[dict[str, Any]] = []

@@ -25,7 +25,7 @@ import apsw
 
 from wiki_memory.identity import Identity, is_pinned, personal_owner, visible_sql
 from wiki_memory.index import vectors as vec
-from wiki_memory.index.dates import page_day, section_date_words, section_days
+from wiki_memory.index.dates import page_day, section_date_words, section_days, section_spans
 from wiki_memory.index.files import read_file, sha256
 from wiki_memory.index.graph import Dirty, resolve_dirty
 from wiki_memory.index.schema import APART_SQL, UPDATED, scalar
@@ -134,6 +134,14 @@ def _days(meta: Mapping[str, Any], texts: list[str]) -> list[date | None]:
         return [None] * len(texts)
 
 
+def _spans(meta: Mapping[str, Any], texts: list[str]) -> list[tuple[float, float] | None]:
+    """Each section's time range (:func:`section_spans`); none outside the calendar."""
+    try:
+        return section_spans(meta, texts)
+    except (ValueError, OverflowError):
+        return [None] * len(texts)
+
+
 def _date_words(text: str, day: date | None) -> str:
     """The ``dates`` column (:func:`section_date_words`), or the day's own words when a
     phrase of ``text`` names a day outside the calendar."""
@@ -186,8 +194,9 @@ def prepare(
     stem_langs = (page_lang,) if page_lang else langs
     secs = parsed.sections or [Section("", "", 0, parsed.body, parsed.body_line)]
     days = _days(meta, [s.text or "" for s in secs])
+    spans = _spans(meta, [s.text or "" for s in secs])
     sections = []
-    for sec, day in zip(secs, days, strict=True):
+    for sec, day, span in zip(secs, days, spans, strict=True):
         text = sec.text or ""
         hf, hwords = index_text_words(sec.heading or "")
         bf, bwords = index_text_words(text)
@@ -203,6 +212,8 @@ def prepare(
                 stems_of_words(hwords + bwords, stem_langs),
                 _date_words(text, day),
                 day.isoformat() if day else None,
+                span[0] if span else None,
+                span[1] if span else None,
             )
         )
     links = [
@@ -240,7 +251,7 @@ _SQL_PAGE = (
 )
 _SQL_SECTION = (
     "INSERT INTO sections(rowid, path, anchor, heading, ord, line, hash, text, project, kind, "
-    "day) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+    "day, t0, t1) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 _SQL_FTS = (
     "INSERT INTO fts(rowid, title, aliases, tags, heading, body, stems, dates) "
@@ -277,8 +288,11 @@ def insert_prepared(
     names: list[tuple[Any, ...]] = []
     for path, page_row, project, kind, (tf, af, gf), sections, plinks, pnames in preps:
         pages.append(page_row)
-        for ordinal, (anchor, heading, line, h, text, hf, bf, sf, df, day) in enumerate(sections):
-            secs.append((rowid, path, anchor, heading, ordinal, line, h, text, project, kind, day))
+        for ordinal, sec in enumerate(sections):
+            anchor, heading, line, h, text, hf, bf, sf, df, day, t0, t1 = sec
+            secs.append(
+                (rowid, path, anchor, heading, ordinal, line, h, text, project, kind, day, t0, t1)
+            )
             fts.append((rowid, tf, af, gf, hf, bf, sf, df))
             rowid += 1
         links.extend(plinks)

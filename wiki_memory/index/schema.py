@@ -48,7 +48,7 @@ from typing import Any
 
 import apsw
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 """Bump when the schema or what is stored in it changes: old indexes are then rebuilt."""
 
 BM25_WEIGHTS = {
@@ -130,8 +130,10 @@ CREATE TABLE sections(
     text TEXT,          -- original text, for snippets
     project TEXT,       -- copy of pages.project (filter without a join)
     kind TEXT,          -- copy of pages.kind
-    day TEXT            -- the day the section happened (YYYY-MM-DD, UTC) or NULL
+    day TEXT,           -- the day the section happened (YYYY-MM-DD, UTC) or NULL
                         -- (wiki_memory.index.dates.section_days)
+    t0 REAL,            -- its time range, first and last instant (epoch seconds) or
+    t1 REAL             -- NULL (wiki_memory.index.dates.section_spans)
 );
 CREATE INDEX sections_path ON sections(path);
 CREATE VIRTUAL TABLE fts USING fts5(

@@ -162,13 +162,14 @@ class Hit(SectionHit):
     ord: int
     day: str | None = None  # the day the section happened (YYYY-MM-DD) or None
     rid: int = 0  # the section's rowid in this index (0: not from the index)
+    span: tuple[float, float] | None = None  # its time range (epoch seconds) or None
 
 
 _HIT_COLUMNS = (
     f"s.path, s.anchor, s.heading, p.title, p.kind, p.project, {_UPDATED}, s.text, s.line, "
-    "s.ord, s.day, s.rowid"
+    "s.ord, s.day, s.rowid, s.t0, s.t1"
 )
-_SCORE = 12  # the column after _HIT_COLUMNS
+_SCORE = 14  # the column after _HIT_COLUMNS
 
 
 def _hit(row: Sequence[Any], score: float) -> Hit:
@@ -186,6 +187,7 @@ def _hit(row: Sequence[Any], score: float) -> Hit:
         ord=int(row[9] or 0),
         day=row[10],
         rid=int(row[11]),
+        span=(float(row[12]), float(row[13])) if row[12] is not None else None,
     )
 
 

@@ -10,8 +10,9 @@ per-request envelope) are the server's; the bridge carries the session id and pr
 headers between messages, sends a stable id for its process (``X-Wiki-Memory-Bridge``,
 the default session id of the tools), the harness ``install-mcp`` wrote into its
 arguments (``--harness``, sent as ``X-Wiki-Memory-Harness``) and its working directory
-(``X-Wiki-Memory-Cwd``, from which the server resolves the project), and re-opens the
-session once if the server restarted under it.
+(``X-Wiki-Memory-Cwd``, from which the server resolves the project) and its time zone
+(``X-Wiki-Memory-TZ``: :func:`wiki_memory.zones.local_zone_name`, whose days
+"yesterday" means), and re-opens the session once if the server restarted under it.
 
 Stdout carries protocol frames and nothing else. The first thing the bridge does is move
 the real stdout to a private file descriptor and point descriptor 1 at stderr, so that
@@ -43,6 +44,8 @@ BRIDGE_HEADER = "X-Wiki-Memory-Bridge"
 HARNESS_HEADER = "X-Wiki-Memory-Harness"
 #: the bridge's working directory, percent-encoded: the server resolves the project
 CWD_HEADER = "X-Wiki-Memory-Cwd"
+#: the bridge's time zone (an IANA name or an offset): the caller's days in recall
+TZ_HEADER = "X-Wiki-Memory-TZ"
 PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
 #: method -> params key mirrored in the ``Mcp-Name`` header (as the SDK's client does)
 NAME_BEARING_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
@@ -113,6 +116,9 @@ class Bridge:
         self.bridge_id = uuid.uuid4().hex
         self.harness = harness
         self.cwd = cwd
+        from wiki_memory.zones import local_zone_name
+
+        self.tz = local_zone_name()
         self.session_id: str | None = None
         self.protocol: str | None = None  # negotiated by an initialize handshake
         self.modern: str | None = None  # the 2026-07-28+ version the client stamps
@@ -200,6 +206,8 @@ class Bridge:
             h[CWD_HEADER] = quote(self.cwd, safe="/")
         if self.token:
             h["Authorization"] = f"Bearer {self.token}"
+        if self.tz:
+            h[TZ_HEADER] = self.tz
         if self.session_id:
             h["Mcp-Session-Id"] = self.session_id
         method = msg.get("method") if isinstance(msg, dict) else None

@@ -52,10 +52,11 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
+from wiki_memory import zones
 from wiki_memory.capture.spool import Spool
 from wiki_memory.identity import Identity
 from wiki_memory.index import dates, nearest, signals, supersede, vocab
@@ -67,7 +68,7 @@ from wiki_memory.recall import asof
 from wiki_memory.recall.filters import Filters, parse_time
 from wiki_memory.recall.terms import Query, analyze, words
 from wiki_memory.recall.tokens import count_tokens
-from wiki_memory.recall.when import Window, overlaps, windows, within
+from wiki_memory.recall.when import Window, covered, overlaps, windows
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitStore
 
@@ -214,6 +215,7 @@ def candidates(
     who: Identity | None = None,
     now: Any = None,
     tuning: Mapping[str, float] | None = None,
+    tz: Any = None,
 ) -> list[dict[str, Any]]:
     """Ranked recall items for ``query``, at most ``limit``, best first.
 
@@ -230,7 +232,9 @@ def candidates(
     ``[]``.
 
     ``now`` (ISO-8601 or epoch seconds; default the present) is the reference time for
-    relative dates in the query ("last week", "in May": :mod:`wiki_memory.recall.when`).
+    relative dates in the query ("last week", "in May": :mod:`wiki_memory.recall.when`);
+    ``tz`` the caller's zone (:mod:`wiki_memory.zones`; default UTC), whose days
+    those dates and the periods of ``since``/``until`` are.
     ``tuning`` overrides weights (names in :data:`TUNABLE`); for benchmarks, not faces.
     """
     f = Filters.build(
@@ -242,10 +246,11 @@ def candidates(
         as_of=as_of,
         exclude_dirs=exclude_dirs,
         who=who,
+        zone=zones.zone(tz),
     )
     if limit <= 0:
         return []
-    found = _rank(memory, query, f, limit, now, tuning)
+    found = _rank(memory, query, f, limit, now, tuning, zone=zones.zone(tz))
     return [found.item(i) for i in range(len(found))]
 
 
@@ -361,6 +366,7 @@ def ranked(
     now: Any = None,
     tuning: Mapping[str, float] | None = None,
     plain: bool = False,
+    tz: Any = None,
 ) -> Ranked:
     """Every match of ``query`` in rank order, with no ceiling on their number (the
     filters, ``now``, ``tuning`` and errors of :func:`candidates`): the ranked pool
@@ -377,8 +383,10 @@ def ranked(
         as_of=as_of,
         exclude_dirs=exclude_dirs,
         who=who,
+        zone=zones.zone(tz),
     )
-    return _rank(memory, query, f, NO_LIMIT, now, tuning, tail="plain" if plain else "sql")
+    tail = "plain" if plain else "sql"
+    return _rank(memory, query, f, NO_LIMIT, now, tuning, tail=tail, zone=zones.zone(tz))
 
 
 def _rank(
@@ -389,11 +397,13 @@ def _rank(
     now: Any = None,
     tuning: Mapping[str, float] | None = None,
     tail: str | None = None,
+    zone: tzinfo = UTC,
 ) -> Ranked:
     """The ranking; with ``tail`` (``"plain"`` or ``"sql"``) the fusion ranks the pool
     (:data:`POOL`) and every other match follows as that kind of tail."""
-    reference = parse_time(now, "now") if now is not None else None
-    day = datetime.fromtimestamp(reference if reference is not None else time.time(), UTC).date()
+    reference = parse_time(now, "now", zone=zone) if now is not None else None
+    # the caller's present, in the caller's zone: its days are the query's days
+    day = datetime.fromtimestamp(reference if reference is not None else time.time(), zone)
     w = {
         **WEIGHTS,
         "stems": BM25_WEIGHTS["stems"],
@@ -604,7 +614,7 @@ class _Ranker:
         """``c`` happened inside a window of the query, or is a timeline entry whose
         relative phrases ("last night") name a day inside one."""
         day = _day(c)
-        if within(day, self.wins):
+        if covered(_span(c), self.wins):
             return True
         if c.hit is None or not day or not dates.is_timeline_entry(c.hit.text):
             return False
@@ -1076,6 +1086,17 @@ class _Ranker:
 
 def _head_only(h: Hit) -> bool:
     return h.anchor.startswith("^") and not _TIMELINE_HEAD.sub("", h.text, count=1).strip()
+
+
+def _span(c: _Cand) -> tuple[float, float] | None:
+    """When ``c`` happened: its section's time range, or a spooled event's instant."""
+    if c.hit is not None:
+        return c.hit.span
+    try:
+        t = parse_time(getattr(c.spool, "ts", None), "ts")
+    except ValueError:
+        return None
+    return (t, t) if t is not None else None
 
 
 def _day(c: _Cand) -> str | None:

@@ -28,6 +28,7 @@ from wiki_memory.core.recaller import MAX_BUDGET_TOKENS
 from wiki_memory.core.remember import remember as remember_note
 from wiki_memory.core.sessions import sha256
 from wiki_memory.errors import Conflict, PreconditionRequired, WikiMemoryError, rule_for
+from wiki_memory.mcp.common import TZ_HEADER
 from wiki_memory.server.http import (
     ApiError,
     _int,
@@ -149,6 +150,7 @@ async def recall(request: Request) -> Response:
         until=body.get("until"),
         as_of=body.get("as_of"),
         now=body.get("now"),
+        tz=body.get("tz") or request.headers.get(TZ_HEADER),
     )
     return JSONResponse(res.to_json())
 

@@ -138,6 +138,10 @@ def routes(memory: Memory) -> list[Any]:
         budget = _int(body, "budget_tokens", DEFAULT_BUDGET, 0, 1_000_000)
         offers = None if max_offers is None else _int(body, "max_offers", 0, 0, 100)
         who = ident(body)
+        rid, name = _str(body, "repo_id"), _str(body, "project")
+        if rid and name:
+            # the hook's repository: its project, not the folder name's (core/repos.py)
+            body = {**body, "project": memory.repos.place(name, rid, reserve=False)[0]}
         if _str(body, "project"):
             # an explicit name: any case, one the caller may read (404 unknown_project)
             project = await call(body_project, memory, body, request.state.user, required=True)

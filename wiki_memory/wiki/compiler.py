@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from wiki_memory.capture.echo import ECHO_KEY
@@ -55,6 +55,28 @@ def _as_text(value: Any) -> str:
 
 def _clock(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S")
+
+
+def _at_offset(ts: float, offset: int) -> datetime:
+    return datetime.fromtimestamp(ts, timezone(timedelta(minutes=offset)))
+
+
+def _local_iso(ts: float, offset: int | None) -> str:
+    """``ts`` as ISO-8601 at the sender's UTC ``offset`` (minutes; ``+09:00``), or UTC
+    (``Z``) when it sent none or was at UTC: a session keeps the offset of its events."""
+    if not offset:
+        return iso(ts)
+    return _at_offset(ts, offset).isoformat(timespec="seconds")
+
+
+def _started_line(ts: float, offset: int | None) -> str | None:
+    """The summary's ``Started`` line: the local date and time beside UTC, for a session
+    whose first event carried an offset other than UTC's (None otherwise)."""
+    if not offset:
+        return None
+    local = _at_offset(ts, offset).strftime("%Y-%m-%d %H:%M %z")
+    utc = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M")
+    return f"- **Started:** {local[:-2]}:{local[-2:]} ({utc} UTC)"
 
 
 @dataclass
@@ -466,6 +488,9 @@ def compile_session(
     title_src = prompts[0] if prompts else ""
     title = cut_words(" ".join(title_src.split()), 80) or f"Session {meta.session_id[:24]}"
     path = path or page_path(meta, observations)
+    start = min([meta.started] + [o.ts for o in observations])
+    # the offset the first event that wrote one was sent at (the user's zone then)
+    start_offset = next((o.offset for o in observations if o.offset is not None), None)
     md: dict[str, Any] = {
         "type": "session",
         "id": f"ses_{meta.key[:16]}",
@@ -476,7 +501,7 @@ def compile_session(
         "harness": meta.harness,
         "session_id": meta.session_id,
         "user": meta.user,
-        "started": iso(min([meta.started] + [o.ts for o in observations])),
+        "started": _local_iso(start, start_offset),
         "ended": iso(ended) if ended is not None else None,
         "status": status,
         "files": files[:200],
@@ -486,6 +511,8 @@ def compile_session(
     if previous:
         md["continues"] = previous
     lines = []
+    if (started_line := _started_line(start, start_offset)) is not None:
+        lines.append(started_line)
     if prompts:
         lines.append(f"- **Goal:** {_inline(_one_line(prompts[0], 300))}")
     if files:
