@@ -223,6 +223,8 @@ def test_two_servers_converge_three_rounds_and_keep_personal_pages_home(tmp_path
 
 SECRET = " ".join(["PURGE-7Z1K", "card", "ending", "4417", "exp", "09/29", "cvv", "311"])
 NEEDLES = (b"PURGE-7Z1K", b"4417 exp 09/29")
+#: the purge announcements' key, the same on every server of a hub
+PURGE_KEY = "team-purge-key"
 
 
 def _write(m, rel: str, text: str) -> None:
@@ -234,9 +236,14 @@ def _write(m, rel: str, text: str) -> None:
 
 def test_purge_reaches_every_replica_with_after_purge(tmp_path, stop_after):
     hub = bare(tmp_path / "hub.git")
-    a = make_memory(tmp_path / "a", owner="ana", files={"projects/p/index.md": "# p\n"})
+    a = make_memory(
+        tmp_path / "a",
+        owner="ana",
+        files={"projects/p/index.md": "# p\n"},
+        sync_purge_secret=PURGE_KEY,
+    )
     stop_after(a)
-    b = make_memory(tmp_path / "b", owner="ben")
+    b = make_memory(tmp_path / "b", owner="ben", sync_purge_secret=PURGE_KEY)
     stop_after(b)
     for m in (a, b):
         rp.add_remote(m.wiki_dir, "origin", str(hub))
@@ -273,9 +280,14 @@ def test_purge_reaches_every_replica_with_after_purge(tmp_path, stop_after):
 
 def test_after_purge_takes_in_what_another_server_pushed_meanwhile(tmp_path, stop_after):
     hub = bare(tmp_path / "hub.git")
-    a = make_memory(tmp_path / "a", owner="ana", files={"projects/p/index.md": "# p\n"})
+    a = make_memory(
+        tmp_path / "a",
+        owner="ana",
+        files={"projects/p/index.md": "# p\n"},
+        sync_purge_secret=PURGE_KEY,
+    )
     stop_after(a)
-    b = make_memory(tmp_path / "b", owner="ben")
+    b = make_memory(tmp_path / "b", owner="ben", sync_purge_secret=PURGE_KEY)
     stop_after(b)
     for m in (a, b):
         rp.add_remote(m.wiki_dir, "origin", str(hub))
@@ -303,12 +315,17 @@ def test_after_purge_takes_in_what_another_server_pushed_meanwhile(tmp_path, sto
 def test_c47_purge_removes_a_value_from_server_remotes_and_later_syncs(tmp_path, stop_after):
     origin = bare(tmp_path / "wiki.git")
     mirror = bare(tmp_path / "wiki-mirror.git")
-    w = make_memory(tmp_path / "w", owner="u-admin", files={"projects/atlas/index.md": "# atlas\n"})
+    w = make_memory(
+        tmp_path / "w",
+        owner="u-admin",
+        files={"projects/atlas/index.md": "# atlas\n"},
+        sync_purge_secret=PURGE_KEY,
+    )
     stop_after(w)
     for name, hub in (("origin", origin), ("mirror", mirror)):
         rp.add_remote(w.wiki_dir, name, str(hub))
     # the laptop: another data directory syncing with origin, made before step 1
-    lap = make_memory(tmp_path / "laptop", owner="u-ana")
+    lap = make_memory(tmp_path / "laptop", owner="u-ana", sync_purge_secret=PURGE_KEY)
     stop_after(lap)
     rp.add_remote(lap.wiki_dir, "origin", str(origin))
     w.sync.sync()
@@ -514,7 +531,8 @@ def test_a_save_not_yet_committed_wins_and_the_incoming_version_is_kept_beside(
 
 
 @pytest.mark.slow
-def test_purge_then_sync_after_purge_through_the_cli_of_two_running_servers(tmp_path):
+def test_purge_then_sync_after_purge_through_the_cli_of_two_running_servers(tmp_path, monkeypatch):
+    monkeypatch.setenv("WIKI_MEMORY_SYNC_PURGE_SECRET", PURGE_KEY)
     hub = bare(tmp_path / "hub.git")
     servers = []
     for name in ("a", "b"):

@@ -33,8 +33,11 @@ from typing import Any
 
 from dulwich import porcelain
 from dulwich.file import FileLocked
+from dulwich.objects import ObjectID
+from dulwich.refs import Ref
 from dulwich.repo import Repo
 
+from wiki_memory.core import syncguard as guard
 from wiki_memory.core.syncmerge import CACHE, SyncMerge
 from wiki_memory.core.syncstate import STATE as _STATE
 from wiki_memory.core.syncstate import sync_lines, sync_status, utc_stamp
@@ -133,6 +136,12 @@ class SyncService:
         with self._state_lock:
             state = self._load()
             entry = state.setdefault("remotes", {}).setdefault(name, {})
+            if "last_error" in values:
+                # how long sync has failed: from the first failure after a success
+                failing = values["last_error"] is not None
+                entry["failing_since"] = (
+                    (entry.get("failing_since") or utc_stamp()) if failing else None
+                )
             entry.update(values)
             self._save(state)
 
@@ -159,7 +168,7 @@ class SyncService:
                 if not rp.list_remotes(self.wiki_dir):
                     continue
                 try:
-                    self.sync()
+                    self.sync(periodic=True)
                 except Exception as exc:  # noqa: BLE001 - recorded in the state already
                     log.warning("periodic sync failed: %s", exc)
 
@@ -176,7 +185,10 @@ class SyncService:
         remote: str | None = None,
         *,
         after_purge: bool = False,
+        accept_deletions: bool = False,
+        rewrite_hub: bool = False,
         who: Identity | str | None = None,
+        periodic: bool = False,
     ) -> list[SyncReport]:
         """Sync with ``remote`` (None: every configured remote, in name order).
 
@@ -186,7 +198,14 @@ class SyncService:
         waits for ``after_purge`` or, with it, when the remote moved since this server
         last saw it, Unavailable (503) when a remote cannot be reached; each is recorded
         in the state, the other remotes are still tried, and the first error is raised
-        after them."""
+        after them.
+
+        A merge that would wipe (a rewritten hub with no valid purge announcement, or
+        more deletions than the limits allow) stops with SyncRefused (``cause``,
+        ``deletions``, ``shared``) before touching the wiki, and is recorded as
+        ``stopped``: the periodic sync (``periodic``) skips that remote until an admin
+        runs it with ``accept_deletions``. ``rewrite_hub``: replace the hub's branch with
+        this wiki's history, announced like a purge."""
         ident = None if who is None else self.memory.scope.identity(who)
         if who is not None and not may_admin(ident):
             self.memory.audited(ident, "sync", remote or "*", "denied")
@@ -195,6 +214,11 @@ class SyncService:
         if remote is not None and remote not in remotes:
             raise NotFound(f"no remote named {remote!r}")
         names = [remote] if remote is not None else sorted(remotes)
+        if periodic:
+            state = self._load().get("remotes", {})
+            names = [n for n in names if not state.get(n, {}).get("stopped")]
+        if not names and periodic:
+            return []
         if not names:
             raise NotFound("no remote is configured: wiki-memory remote add NAME URL")
         reports: list[SyncReport] = []
@@ -205,9 +229,29 @@ class SyncService:
                 try:
                     rep = (
                         self._after_purge(name, remotes[name])
-                        if after_purge
-                        else self._sync_one(name)
+                        if after_purge or rewrite_hub
+                        else self._sync_one(name, accept_deletions)
                     )
+                except guard.SyncStop as exc:
+                    stopped = {
+                        "cause": exc.cause,
+                        "message": exc.message,
+                        "deletions": exc.deletions,
+                        "shared": exc.shared,
+                        "since": utc_stamp(),
+                    }
+                    self._update(name, last_error=exc.message, stopped=stopped)
+                    self.memory.audited(ident, "sync", name, "stopped", error=exc.message[:200])
+                    log.warning("sync with %s stopped: %s", name, exc.message)
+                    if first is None:
+                        first = SyncRefused(
+                            exc.message,
+                            cause=exc.cause,
+                            deletions=exc.deletions,
+                            shared=exc.shared,
+                            remote=name,
+                        )
+                    continue
                 except (rp.RemoteError, SyncRefused, FileLocked) as exc:
                     msg = str(exc)
                     self._update(name, last_error=msg)
@@ -225,7 +269,7 @@ class SyncService:
                     self.memory.audited(ident, "sync", name, "refused", error=rep.error[:200])
                     reports.append(rep)
                     continue
-                self._update(name, last_success=utc_stamp(), last_error=None)
+                self._update(name, last_success=utc_stamp(), last_error=None, stopped=None)
                 if rep.conflicts:
                     with self._state_lock:
                         state = self._load()
@@ -241,7 +285,42 @@ class SyncService:
             raise first
         return reports
 
-    def _sync_one(self, name: str) -> SyncReport:
+    def _announced(self, name: str, seen: str | None, theirs: ObjectID | None) -> bool:
+        """True when the hub no longer holds ``seen`` and announces, with a valid HMAC,
+        a purge whose new history is (an ancestor of) ``theirs`` and is ``seen``'s as a
+        purge rewrites it; the announcement's tombstones are then added here."""
+        secret = self.memory.settings.sync_purge_secret
+        if not seen or theirs is None or not secret:
+            return False
+        with Repo(str(self.wiki_dir)) as repo:
+            try:
+                if rp.is_ancestor(repo, ObjectID(seen.encode()), theirs):
+                    return False
+            except KeyError:
+                return False
+            refs = rp.fetch_prefixed(
+                repo, name, guard.ANNOUNCE_PREFIX, self.memory.settings.max_fetch_bytes
+            )
+            for sha in refs.values():
+                ann = guard.parse_announcement(repo, sha, secret)
+                if ann is None:
+                    continue
+                new = ObjectID(ann.new.encode())
+                try:
+                    if not rp.is_ancestor(repo, new, theirs):
+                        continue
+                    stones = guard.load_tombstones(self.wiki_dir)
+                    stones.ids |= ann.tombstones.ids
+                    stones.blobs |= ann.tombstones.blobs
+                    if not guard.purge_shaped(repo, ObjectID(seen.encode()), ann, stones):
+                        continue
+                except KeyError:
+                    continue
+                guard.add_tombstones(self.wiki_dir, ann.tombstones.ids, ann.tombstones.blobs)
+                return True
+        return False
+
+    def _sync_one(self, name: str, accept: bool = False) -> SyncReport:
         entry = self._load().get("remotes", {}).get(name, {})
         if entry.get("purge_pending"):
             raise SyncRefused(
@@ -250,14 +329,18 @@ class SyncService:
             )
         seen = entry.get("remote_sha")
         refused: list[dict[str, str]] = []  # new refusals, over every attempt
+        follow = False  # once followed, a retry finds ``seen`` gone: it stays followed
         for _attempt in range(_ATTEMPTS):
             try:
                 with Repo(str(self.wiki_dir)) as repo:
                     theirs = rp.fetch(repo, name, max_bytes=self.memory.settings.max_fetch_bytes)
             except rp.FetchTooLarge as exc:
                 return SyncReport(name, "fetch refused", error=str(exc))
+            follow = follow or self._announced(name, seen, theirs)
             self.memory.writer.flush()
-            job = functools.partial(self.merge.merge_write, name, theirs, seen)
+            job = functools.partial(
+                self.merge.merge_write, name, theirs, seen, False, follow, accept
+            )
             res = self.memory.writer.call(job, timeout=600).value
             shared, action, conflicts, fresh = res
             refused.extend(fresh)
@@ -300,7 +383,19 @@ class SyncService:
                 lambda: WriteResult(value=self.merge.project_job()), timeout=600
             ).value
         with Repo(str(self.wiki_dir)) as repo:
-            rp.push(repo, name, shared, current)
+            extra = {}
+            secret = self.memory.settings.sync_purge_secret
+            if secret:
+                ann = guard.announcement_commit(
+                    repo,
+                    secret,
+                    None if current is None else current.decode(),
+                    shared.decode(),
+                    guard.load_tombstones(self.wiki_dir),
+                )
+                extra[guard.ANNOUNCE_PREFIX + ann[:12]] = ann
+                repo.refs[Ref(guard.ANNOUNCE_PREFIX + ann[:12])] = ann  # kept reachable here
+            rp.push(repo, name, shared, current, extra=extra)
         gc = "needs gc on the host"
         folder = local_path(url)
         if folder is not None and folder.is_dir():
@@ -308,5 +403,5 @@ class SyncService:
                 _expire_reflogs(remote_repo)
                 porcelain.gc(remote_repo, prune=True, grace_period=0)
             gc = "pruned"
-        self._update(name, remote_sha=shared.decode(), purge_pending=False)
+        self._update(name, remote_sha=shared.decode(), purge_pending=False, stopped=None)
         return SyncReport(name, action, pushed=True, remote_gc=gc)

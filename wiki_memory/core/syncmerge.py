@@ -31,6 +31,7 @@ from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
 from wiki_memory.audit import escape
+from wiki_memory.core import syncguard as guard
 from wiki_memory.core.syncstate import REFUSED as _REFUSED
 from wiki_memory.core.syncstate import refused_entries, utc_stamp
 from wiki_memory.core.writer import WriteResult
@@ -84,13 +85,25 @@ class SyncMerge:
         return out
 
     def merge_write(
-        self, name: str, theirs: ObjectID | None, seen: str | None, squash: bool = False
+        self,
+        name: str,
+        theirs: ObjectID | None,
+        seen: str | None,
+        squash: bool = False,
+        follow: bool = False,
+        accept: bool = False,
     ) -> WriteResult:
         """The writer job of one merge: :meth:`_merge_job`'s result as its value."""
-        return WriteResult(value=self._merge_job(name, theirs, seen, squash))
+        return WriteResult(value=self._merge_job(name, theirs, seen, squash, follow, accept))
 
     def _merge_job(
-        self, name: str, theirs: ObjectID | None, seen: str | None, squash: bool = False
+        self,
+        name: str,
+        theirs: ObjectID | None,
+        seen: str | None,
+        squash: bool = False,
+        follow: bool = False,
+        accept: bool = False,
     ) -> tuple[ObjectID, str, dict[str, str], list[dict[str, str]]]:
         """On the writer thread: merge the fetched ``theirs`` into the local branch and
         return (what to push: the new shared projection, or ``theirs`` when the two differ
@@ -104,6 +117,13 @@ class SyncMerge:
         ``squash`` (after a purge, when the remote moved): take ``theirs``'s changes
         since ``seen`` as one commit on the local branch, without ``theirs`` as a parent,
         then drop the fetched history again.
+
+        A hub that no longer holds ``seen`` (rewritten) is followed only with ``follow``
+        (a verified purge announcement) or ``accept`` (``sync --accept-deletions``); an
+        unrelated history is merged as a union; a merge deleting more shared pages than
+        the limits allow stops unless ``accept``. Stopping raises
+        :class:`~wiki_memory.core.syncguard.SyncStop` before anything is written.
+        Tombstoned versions (purged here) never come in.
 
         Hand edits the watcher has not committed yet are not walked for (a status walk
         of the whole wiki cost ~1 s at 1,000 pages): :meth:`_apply` leaves every file
@@ -125,8 +145,18 @@ class SyncMerge:
                     rewritten = not rp.is_ancestor(repo, ObjectID(seen.encode()), theirs)
                 except KeyError:
                     rewritten = True
-            if not squash and (
-                theirs is None or theirs == mine or rp.is_ancestor(repo, theirs, mine)
+            unrelated = (
+                rewritten
+                and not squash
+                and theirs is not None
+                and rp.merge_base(repo, mine, theirs) is None
+            )
+            if unrelated:
+                rewritten = False  # a union: nothing of ours is dropped, nothing deleted
+            if (
+                not squash
+                and not rewritten
+                and (theirs is None or theirs == mine or rp.is_ancestor(repo, theirs, mine))
             ):
                 repo.refs[rp.SHARED_REF] = mine
                 shared.save()
@@ -137,19 +167,41 @@ class SyncMerge:
             local_files = rp.flat_tree(repo, _tree(repo, local))
             personal = personal_files(shared, local_files)
             their_raw = rp.flat_tree(repo, _tree(repo, theirs))
-            their_files, refusals = self._admit(
-                repo, their_raw, rp.flat_tree(repo, _tree(repo, mine))
-            )
-            if rewritten:
+            mine_files = rp.flat_tree(repo, _tree(repo, mine))
+            their_files, refusals = self._admit(repo, their_raw, mine_files)
+            stones = guard.load_tombstones(self.wiki_dir)
+            for p in guard.tombstoned(repo, their_files, mine_files, stones):
+                their_files.pop(p, None)  # purged here: never comes back, no deletion
+                if p in mine_files:
+                    their_files[p] = mine_files[p]
+            if unrelated:
+                log.warning(
+                    "sync with %s: the hub holds an unrelated history; merged as a union "
+                    "(nothing deleted)",
+                    name,
+                )
+                merged = rp.merge_trees({}, mine_files, their_files, name)
+                parents = [local, theirs]
+                action = "merged unrelated history"
+            elif rewritten:
                 base_sha = ObjectID(seen.encode()) if seen else None
                 try:
                     base = rp.flat_tree(repo, _tree(repo, base_sha)) if base_sha else {}
                 except KeyError:
                     base = their_files
-                merged = rp.merge_trees(
-                    base, rp.flat_tree(repo, _tree(repo, mine)), their_files, name
-                )
+                merged = rp.merge_trees(base, mine_files, their_files, name)
                 assert theirs is not None
+                if not (squash or follow or accept):
+                    gone = guard.deleted_pages(mine_files, merged.files, stones)
+                    raise guard.SyncStop(
+                        "rewrite",
+                        f"{name}'s history was rewritten (rewound or force-pushed) with no "
+                        f"valid purge announcement; following it would delete {gone} of "
+                        f"{len(mine_files)} shared page(s): nothing was changed; an admin "
+                        "decides with `wiki-memory sync --accept-deletions`",
+                        gone,
+                        len(mine_files),
+                    )
                 parents = [local] if squash else [theirs]
                 action = "squashed after purge" if squash else "followed rewrite"
             elif rp.is_ancestor(repo, mine, theirs):
@@ -159,11 +211,23 @@ class SyncMerge:
             else:
                 base_sha = rp.merge_base(repo, mine, theirs)
                 base = rp.flat_tree(repo, _tree(repo, base_sha)) if base_sha else {}
-                merged = rp.merge_trees(
-                    base, rp.flat_tree(repo, _tree(repo, mine)), their_files, name
-                )
+                merged = rp.merge_trees(base, mine_files, their_files, name)
                 parents = [local, theirs]
                 action = "merged"
+            gone = guard.deleted_pages(mine_files, merged.files, stones)
+            s = self.memory.settings
+            if not (squash or follow or accept) and guard.too_many(
+                gone, len(mine_files), s.sync_max_delete_fraction, s.sync_max_delete_pages
+            ):
+                raise guard.SyncStop(
+                    "deletions",
+                    f"the merge with {name} would delete {gone} of {len(mine_files)} shared "
+                    "page(s), over the limits (sync_max_delete_fraction, "
+                    "sync_max_delete_pages): nothing was changed; an admin decides with "
+                    "`wiki-memory sync --accept-deletions`",
+                    gone,
+                    len(mine_files),
+                )
             conflicts = dict(merged.conflicts)
             files = dict(merged.files)
             files.update(personal)

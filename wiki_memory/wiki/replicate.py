@@ -47,6 +47,7 @@ __all__ = [
     "add_remote",
     "conflict_name",
     "fetch",
+    "fetch_prefixed",
     "flat_tree",
     "incoming_entries",
     "is_ancestor",
@@ -218,6 +219,30 @@ def fetch(
     return ObjectID(sha)
 
 
+def fetch_prefixed(
+    repo: Repo, name: str, prefix: bytes, max_bytes: int | None = None
+) -> dict[bytes, ObjectID]:
+    """Fetch the remote's refs under ``prefix`` (such as purge announcements) without
+    making local refs for them: ref -> commit id. RemoteError when unreachable."""
+    url = remote_url(repo, name)
+    found: dict[bytes, ObjectID] = {}
+
+    def wants(refs: Any, depth: int | None = None) -> list[ObjectID]:
+        for r, sha in refs.items():
+            if r.startswith(prefix) and sha not in (None, ZERO_SHA):
+                found[bytes(r)] = ObjectID(sha)
+        return sorted({s for s in found.values() if s not in repo.object_store})
+
+    try:
+        client, path = _client(url)
+        _bounded_fetch(client, path.encode(), repo, wants, max_bytes)
+    except FetchTooLarge:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every transport has its own errors
+        raise RemoteError(f"cannot fetch from {name}: {exc}") from None
+    return found
+
+
 def _bounded_fetch(client: Any, path: bytes, repo: Repo, wants: Any, max_bytes: int | None) -> Any:
     """dulwich's ``GitClient.fetch`` with the pack's bytes counted as they arrive: every
     transport (the local one too) goes through ``fetch_pack``, whose data is spooled to a
@@ -252,12 +277,18 @@ def _bounded_fetch(client: Any, path: bytes, repo: Repo, wants: Any, max_bytes: 
 
 
 def push(
-    repo: Repo, name: str, sha: ObjectID, expected: ObjectID | None, branch: str = "main"
+    repo: Repo,
+    name: str,
+    sha: ObjectID,
+    expected: ObjectID | None,
+    branch: str = "main",
+    extra: dict[bytes, ObjectID] | None = None,
 ) -> None:
     """Set the remote's ``branch`` to ``sha`` only if it is at ``expected`` now (None: the
     branch must not exist): git's ``push --force-with-lease``. Sends the objects reachable
-    from ``sha`` that the remote lacks, and nothing else. Raises LeaseFailed when the
-    branch moved, RemoteError when the remote cannot be reached or refuses."""
+    from ``sha`` that the remote lacks, and nothing else. ``extra``: more refs set in the
+    same push (a purge announcement). Raises LeaseFailed when the branch moved,
+    RemoteError when the remote cannot be reached or refuses."""
     url = remote_url(repo, name)
     ref = f"refs/heads/{branch}".encode()
 
@@ -267,7 +298,9 @@ def push(
             cur = None
         if cur != expected:
             raise LeaseFailed(f"the remote's {branch} moved since it was fetched")
-        return {ref: sha}
+        out = {ref: sha}
+        out.update(extra or {})
+        return out
 
     def pack_data(have: Any, want: Any, *, ofs_delta: bool = False, progress: Any = None) -> Any:
         return repo.generate_pack_data(set(have), set(want), progress=progress, ofs_delta=ofs_delta)
