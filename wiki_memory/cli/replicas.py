@@ -33,7 +33,8 @@ def check_sync(ctx: Any) -> None:
 
 def status_line(settings: Any) -> dict[str, Any] | None:
     """status's ``sync`` line (registered in ``cli/setup.py``): ``{last_success,
-    last_error, conflicts, refused}`` (ISO-8601 UTC or None; the conflict copies' count;
+    last_error, failing_since, stopped, conflicts, refused}`` (ISO-8601 UTC or None; the
+    remotes whose sync stopped for an admin; the conflict copies' count;
     the count of incoming entries the border refused that the hub still carries), None
     with no remote configured."""
     from wiki_memory.core.sync import sync_status
@@ -41,9 +42,12 @@ def status_line(settings: Any) -> dict[str, Any] | None:
     st = sync_status(settings.wiki_dir)
     if not st["remotes"]:
         return None
+    failing = [r["failing_since"] for r in st["remotes"].values() if r.get("failing_since")]
     return {
         "last_success": st["last_success"],
         "last_error": st["last_error"],
+        "failing_since": min(failing, default=None),
+        "stopped": sorted(n for n, r in st["remotes"].items() if r.get("stopped")),
         "conflicts": len(st["conflicts"]),
         "refused": len(st["refused"]),
     }

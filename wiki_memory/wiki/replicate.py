@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from dulwich.client import get_credentials_from_store, get_transport_and_path
+from dulwich.client import SSHGitClient, get_credentials_from_store, get_transport_and_path
 from dulwich.index import commit_tree
 from dulwich.objects import Commit, ObjectID, Tree
 from dulwich.protocol import ZERO_SHA
@@ -63,6 +63,9 @@ __all__ = [
 SHARED_REF = Ref(b"refs/wiki-memory/shared")
 #: a conflict copy's name: ``<stem>.conflict-<remote>-<7 hex of its blob><suffix>``
 CONFLICT_RE = re.compile(r"\.conflict-[A-Za-z0-9._-]+-[0-9a-f]{7}(\.[^/]*)?$")
+#: the ssh command line for ssh remotes (set by :mod:`wiki_memory.wiki.netchild`: no
+#: prompt, a connect timeout); None: dulwich's default ``ssh``
+SSH_OPTIONS: str | None = None
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _PASSWORD_RE = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@:]*:[^/@]*@", re.IGNORECASE)
 
@@ -171,6 +174,8 @@ def _client(url: str) -> tuple[Any, str]:
         client, path = get_transport_and_path(url, username=found[0], password=found[1])
     else:
         client, path = get_transport_and_path(url)
+    if SSH_OPTIONS and isinstance(client, SSHGitClient):
+        client.ssh_command = SSH_OPTIONS
     return client, path
 
 
