@@ -36,7 +36,7 @@ from wiki_memory.core.syncstate import REFUSED as _REFUSED
 from wiki_memory.core.syncstate import refused_entries, utc_stamp
 from wiki_memory.core.writer import WriteResult
 from wiki_memory.recall import rank
-from wiki_memory.wiki import border
+from wiki_memory.wiki import border, pagemerge
 from wiki_memory.wiki import replicate as rp
 from wiki_memory.wiki.frontmatter import FrontmatterError
 from wiki_memory.wiki.gitcommon import SYSTEM_AUTHOR, author_identity, tz_offset
@@ -180,7 +180,7 @@ class SyncMerge:
                     "(nothing deleted)",
                     name,
                 )
-                merged = rp.merge_trees({}, mine_files, their_files, name)
+                merged = pagemerge.merge_trees(repo, {}, mine_files, their_files, name)
                 parents = [local, theirs]
                 action = "merged unrelated history"
             elif rewritten:
@@ -189,7 +189,7 @@ class SyncMerge:
                     base = rp.flat_tree(repo, _tree(repo, base_sha)) if base_sha else {}
                 except KeyError:
                     base = their_files
-                merged = rp.merge_trees(base, mine_files, their_files, name)
+                merged = pagemerge.merge_trees(repo, base, mine_files, their_files, name)
                 assert theirs is not None
                 if not (squash or follow or accept):
                     gone = guard.deleted_pages(mine_files, merged.files, stones)
@@ -211,7 +211,7 @@ class SyncMerge:
             else:
                 base_sha = rp.merge_base(repo, mine, theirs)
                 base = rp.flat_tree(repo, _tree(repo, base_sha)) if base_sha else {}
-                merged = rp.merge_trees(base, mine_files, their_files, name)
+                merged = pagemerge.merge_trees(repo, base, mine_files, their_files, name)
                 parents = [local, theirs]
                 action = "merged"
             gone = guard.deleted_pages(mine_files, merged.files, stones)
