@@ -176,3 +176,24 @@ def test_c65_sync_by_hand_exits_7_within_the_deadline_naming_the_cause(tmp_path,
     assert "hung" in r.stderr and took < 3.0 + 15
     out = run_cli(data, "status")
     assert '"failing_since": "20' in out.stdout
+
+
+def test_c65_ssh_that_would_prompt_and_a_name_that_does_not_resolve_fail_at_once(
+    tmp_path, stop_after, hole
+):
+    if shutil.which("ssh") is None:
+        pytest.skip("needs the ssh program")
+    m = make_memory(tmp_path / "d", files={"projects/p/index.md": "# p\n"}, **SHORT)
+    stop_after(m)
+    # an ssh server that never sends its banner, and a host name that cannot resolve
+    rp.add_remote(m.wiki_dir, "r3", f"ssh://git@127.0.0.1:{hole.port}/x.git")
+    rp.add_remote(m.wiki_dir, "r4", "git://no-such-host.invalid/x")
+    t0 = time.monotonic()
+    with pytest.raises(Unavailable) as err:
+        m.sync.sync()
+    assert time.monotonic() - t0 < 3.0 + 5
+    assert "r3" in str(err.value) and "r4" in str(err.value)
+    t0 = time.monotonic()
+    with pytest.raises(Unavailable):
+        m.sync.sync("r4")
+    assert time.monotonic() - t0 < 3.0
