@@ -115,7 +115,9 @@ def test_two_replicas_merge_append_rename_tag_title_and_a_session_without_a_copy
     put(b, "projects/p/notes/tagged.md", tagged.replace(b"title: Plan", b"title: Plan 2"))
     # one session, new entries on both sides
     put(a, session, sess.replace(b"2026-01-01T00", b"2026-01-02T00") + b"\nentry a\n^t2\n")
-    put(b, session, sess.replace(b"2026-01-01T00", b"2026-01-03T00") + b"\nentry b\n^t3\n")
+    put(b, session, sess.replace(b"2026-01-01T00", b"2026-01-03T00") + b"\nentry b\n^t2\n")
+    # a page on B links B's new entry, by the number B gave it
+    put(b, "projects/p/topics/t.md", b"# t\nsee [[2026-01-01-abcd1234#^t2]]\n")
     converge(a, b)
     reps = b.sync.sync() + a.sync.sync()
     assert all(not r.conflicts for r in reps)
@@ -131,6 +133,10 @@ def test_two_replicas_merge_append_rename_tag_title_and_a_session_without_a_copy
         page = (m.wiki_dir / session).read_bytes()
         assert b"entry a" in page and b"entry b" in page and b"first entry" in page
     assert (a.wiki_dir / session).read_bytes() == (b.wiki_dir / session).read_bytes()
+    # A pushed first: its entry keeps ^t2; B's is numbered after it and B's link follows
+    page = (a.wiki_dir / session).read_bytes()
+    assert page.index(b"entry a\n^t2\n") < page.index(b"entry b\n^t3\n")
+    assert b"#^t3]]" in (a.wiki_dir / "projects/p/topics/t.md").read_bytes()
     for repo in (a.wiki_dir, b.wiki_dir, hub):
         no_markers(repo)
 
@@ -153,3 +159,14 @@ def test_a_true_overlap_gives_one_copy_marked_in_its_frontmatter(pair):
     assert b"step A" in (a.wiki_dir / "projects/p/notes/x.md").read_bytes()
     for repo in (a.wiki_dir, hub):
         no_markers(repo)
+
+
+@pytest.mark.fast
+def test_session_entries_added_on_both_sides_keep_the_hubs_numbers_and_follow_after():
+    base = b"# s\n\n## Timeline\n\none\n^t1\n"
+    ours = base + b"\nmine, see #^t2\n^t2\n"
+    hub = base + b"\nhub's\n^t2\n\nhub's too\n^t3\n"
+    moved: dict[int, int] = {}
+    merged = merge_page(base, ours, hub, moved)
+    assert moved == {2: 4}
+    assert merged == base + b"\nhub's\n^t2\n\nhub's too\n^t3\n\nmine, see #^t4\n^t4\n"

@@ -15,13 +15,15 @@
   the new path, with the edit), and conflict copies marked in their frontmatter
   (``conflict_of``: the page's path, ``conflict_side``: the remote).
 
-Session timelines merge as lines here: entries carry their arrival number (``^tN``), not
-an event id, so two servers' new entries of one session are both kept, but their
-numbers are not renumbered (docs/git.md says so).
+Session timelines: where both sides added entries, the hub's keep their ``^tN`` and come
+first, this side's are numbered after the last and the links to them follow (in the
+page, and in this side's other changed pages). Entries are matched as lines: they carry
+their arrival number, not an event id (docs/git.md says what that leaves out).
 """
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime
 from typing import Any
 
@@ -50,7 +52,39 @@ def _split(raw: bytes) -> tuple[bytes, bytes]:
     return b"", raw
 
 
-def _merge_lines(base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
+_BLOCK_ID = re.compile(rb"^\^t(\d+)\s*$")
+
+
+def _ids(lines: list[bytes]) -> list[int]:
+    return [int(m.group(1)) for m in (_BLOCK_ID.match(x) for x in lines) if m]
+
+
+def _renumber(mine: list[bytes], last: int, moved: dict[int, int]) -> list[bytes]:
+    """``mine``'s timeline entries numbered after ``last`` (``moved``: old -> new, filled
+    in), their links within the block following."""
+    for n in _ids(mine):
+        if n not in moved:
+            last += 1
+            moved[n] = last
+    out = []
+    for line in mine:
+        m = _BLOCK_ID.match(line)
+        if m:
+            line = b"^t%d" % moved[int(m.group(1))] + line[m.end(1) :]
+        else:
+            line = _LINK_ID.sub(
+                lambda x: x.group(1) + b"%d" % moved.get(int(x.group(2)), int(x.group(2))), line
+            )
+        out.append(line)
+    return out
+
+
+_LINK_ID = re.compile(rb"(#\^t)(\d+)")
+
+
+def _merge_lines(
+    base: bytes, ours: bytes, theirs: bytes, moved: dict[int, int] | None = None
+) -> bytes | None:
     if ours == theirs or theirs == base:
         return ours
     if ours == base:
@@ -74,7 +108,12 @@ def _merge_lines(base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
             if zb1 != zb2:
                 return None  # the same lines changed differently: a true overlap
             mine, other = o[za1:za2], t[zt1:zt2]
-            if mine[: len(other)] == other:
+            if moved is not None and _ids(mine) and _ids(other):
+                # one session's new entries on both sides: the hub's keep their numbers,
+                # this side's (not pushed yet) are numbered after the last
+                last = max(_ids(b) + _ids(t) + [0])
+                out.extend(other + _renumber(mine, max(last, *moved.values(), 0), moved))
+            elif mine[: len(other)] == other:
                 out.extend(mine)
             elif other[: len(mine)] == mine:
                 out.extend(other)
@@ -152,9 +191,13 @@ def _merge_frontmatter(base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
         return None
 
 
-def merge_page(base: bytes | None, ours: bytes, theirs: bytes) -> bytes | None:
+def merge_page(
+    base: bytes | None, ours: bytes, theirs: bytes, moved: dict[int, int] | None = None
+) -> bytes | None:
     """The three-way merge of a page's versions (see the module); None on a true overlap
-    or when a version is not UTF-8 text."""
+    or when a version is not UTF-8 text. ``moved`` (a session page, ``theirs`` the hub's):
+    timeline entries both sides added are kept with the hub's numbers, this side's
+    renumbered after the last, old -> new filled into ``moved``."""
     if ours == theirs:
         return ours
     try:
@@ -174,7 +217,7 @@ def merge_page(base: bytes | None, ours: bytes, theirs: bytes) -> bytes | None:
     else:
         fb, bb = _split(base)
     fm = _merge_frontmatter(fb, fo, ft)
-    body = _merge_lines(bb, bo, bt)
+    body = _merge_lines(bb, bo, bt, moved)
     if fm is None or body is None:
         return None
     return fm + body
@@ -253,6 +296,7 @@ def merge_trees(repo: Repo, base: Files, ours: Files, theirs: Files, remote: str
     base = base2
     out: Files = {}
     conflicts: dict[str, str] = {}
+    renumbered: dict[bytes, dict[int, int]] = {}  # session page stem -> old -> new
     for path in sorted(set(base) | set(ours) | set(theirs)):
         b, o, t = base.get(path), ours.get(path), theirs.get(path)
         if o == t or t == b:
@@ -270,7 +314,10 @@ def merge_trees(repo: Repo, base: Files, ours: Files, theirs: Files, remote: str
                 mine, other = _data(repo, o[1]), _data(repo, t[1])
                 old = _data(repo, b[1]) if b is not None else None
                 if mine is not None and other is not None:
-                    merged = merge_page(old, mine, other)
+                    moved: dict[int, int] | None = {} if b"/sessions/" in path else None
+                    merged = merge_page(old, mine, other, moved)
+                    if moved:
+                        renumbered[path.rsplit(b"/", 1)[-1][:-3]] = moved
             if merged is not None:
                 pick = (o[0], _store(repo, merged))
             else:
@@ -281,7 +328,33 @@ def merge_trees(repo: Repo, base: Files, ours: Files, theirs: Files, remote: str
                 )
         if pick is not None:
             out[path] = pick
+    if renumbered:
+        _follow_links(repo, out, base, ours, renumbered)
     return rp.MergeResult(out, conflicts)
+
+
+def _follow_links(
+    repo: Repo, out: Files, base: Files, ours: Files, renumbered: dict[bytes, dict[int, int]]
+) -> None:
+    """Links this side changed (``[[<session>#^tN]]`` in its pages changed since
+    ``base``) follow the entries the merge renumbered."""
+    for stem, moved in renumbered.items():
+        link = re.compile(rb"(\[\[(?:[^\]|#\n]*/)?" + re.escape(stem) + rb"(?:\.md)?#\^t)(\d+)")
+
+        def follow(m: re.Match[bytes], moved: dict[int, int] = moved) -> bytes:
+            n = int(m.group(2))
+            return m.group(1) + b"%d" % moved.get(n, n)
+
+        for path, entry in list(out.items()):
+            own = path.rsplit(b"/", 1)[-1][:-3] == stem  # renumbered within the merge
+            if own or not path.lower().endswith(b".md") or ours.get(path) == base.get(path):
+                continue
+            data = _data(repo, entry[1])
+            if data is None or stem not in data:
+                continue
+            new = link.sub(follow, data)
+            if new != data:
+                out[path] = (entry[0], _store(repo, new))
 
 
 def _marked(
