@@ -13,8 +13,13 @@ After a purge (:mod:`wiki_memory.core.purge` calls :meth:`SyncService.on_purge` 
 ``after_purge``: then the remote's branch is replaced by the rewritten history with a
 lease on the commit this server last saw there, and a remote on a local path is
 garbage-collected. Another server whose last-seen commit is no longer an ancestor of the
-remote's branch follows the rewrite: its pages are merged onto the new history and its
-old history is dropped (reflogs expired, unreachable objects pruned).
+remote's branch follows the rewrite when the purge is announced (signed): its pages are
+merged onto the new history and its old history is dropped (reflogs expired,
+unreachable objects pruned).
+
+A hub never wipes the wiki (:mod:`wiki_memory.core.syncguard`): an unrelated history is
+merged as a union; a rewrite without a signed purge announcement, or a merge deleting
+more shared pages than the limits allow, stops (409, recorded) until ``accept_deletions``.
 
 :meth:`SyncService.status` is the one summary of the sync state (last success, last
 error, conflict copies) that ``doctor``, ``status`` and the brief show.
@@ -101,7 +106,9 @@ class SyncReport:
 
 class SyncService:
     """Sync of one Memory's wiki with its git remotes (see the module). Thread-safe: one
-    sync runs at a time."""
+    sync per remote at a time, remotes side by side; every network step runs in a child
+    process with deadlines (:class:`~wiki_memory.wiki.netchild.NetRunner`) that
+    :meth:`stop` kills."""
 
     def __init__(self, memory: Any) -> None:
         #: the :class:`~wiki_memory.core.memory.Memory` (typed loosely: it builds this

@@ -12,7 +12,9 @@ sync state. What leaves the machine is the shared projection of the local branch
   store`` file), never from the wiki.
 * **Merging** (:func:`merge_trees`) is per file: what one side changed wins; a file both
   sides changed differently keeps the local bytes at its path and the remote's as a
-  conflict copy beside it (invariant 8: people's edits win, nothing is lost).
+  conflict copy beside it (invariant 8: people's edits win, nothing is lost). Sync uses
+  the finer :func:`wiki_memory.wiki.pagemerge.merge_trees` (lines, frontmatter keys,
+  renames) on the same rules.
 * **Fetch and push** use dulwich's clients (``file``, ``ssh``, ``git``, ``http(s)``
   URLs). :func:`push` is always a compare-and-swap on the remote's branch ("force with
   lease"): it fails with :class:`LeaseFailed` when the branch is not what the caller last
