@@ -141,9 +141,13 @@ def test_two_servers_converge_three_rounds_and_keep_personal_pages_home(tmp_path
                 capture(srv, f"{name}-s{rnd}", f"capture{name}word{rnd} about the build")
                 note = wiki / "projects" / "p" / "notes" / f"{name}-{rnd}.md"
                 note.write_text(f"# {name} {rnd}\nhandnote{name}{rnd}\n")
-                # both sides change the same page differently: a conflict every round
+                # both sides append to the same page (merged line by line), and in the
+                # first round both rewrite its first line differently: a true overlap
                 page = wiki / "projects" / "p" / "notes" / "shared.md"
-                page.write_text(page.read_text() + f"edit{name}{rnd}\n")
+                text = page.read_text()
+                if rnd == 1:
+                    text = text.replace("first line", f"first line by {name}")
+                page.write_text(text + f"edit{name}{rnd}\n")
                 written[name] += [f"handnote{name}{rnd}", f"edit{name}{rnd}"]
             for srv in servers.values():
                 wiki = srv.data_dir / "wiki"
@@ -180,7 +184,9 @@ def test_two_servers_converge_three_rounds_and_keep_personal_pages_home(tmp_path
                 assert text.encode() in together, f"{text} was lost"
         # conflicts are kept as copies beside the page and reported
         copies = [p for p in shared_files(wa) if ".conflict-origin-" in p]
-        assert copies, "both sides edited shared.md: a conflict copy was expected"
+        assert len(copies) == 1, "both sides rewrote shared.md's first line: one copy"
+        merged = (wa / "projects/p/notes/shared.md").read_text()
+        assert "edita3" in merged and "editb3" in merged  # later appends merged, no copy
         for srv in (a, b):
             doc = run_cli(srv.data_dir, "doctor")
             assert "conflict copy" in doc.stdout, doc.stdout
@@ -223,6 +229,8 @@ def test_two_servers_converge_three_rounds_and_keep_personal_pages_home(tmp_path
 
 SECRET = " ".join(["PURGE-7Z1K", "card", "ending", "4417", "exp", "09/29", "cvv", "311"])
 NEEDLES = (b"PURGE-7Z1K", b"4417 exp 09/29")
+#: the purge announcements' key, the same on every server of a hub
+PURGE_KEY = "team-purge-key"
 
 
 def _write(m, rel: str, text: str) -> None:
@@ -235,9 +243,14 @@ def _write(m, rel: str, text: str) -> None:
 @pytest.mark.process
 def test_purge_reaches_every_replica_with_after_purge(tmp_path, stop_after):
     hub = bare(tmp_path / "hub.git")
-    a = make_memory(tmp_path / "a", owner="ana", files={"projects/p/index.md": "# p\n"})
+    a = make_memory(
+        tmp_path / "a",
+        owner="ana",
+        files={"projects/p/index.md": "# p\n"},
+        sync_purge_secret=PURGE_KEY,
+    )
     stop_after(a)
-    b = make_memory(tmp_path / "b", owner="ben")
+    b = make_memory(tmp_path / "b", owner="ben", sync_purge_secret=PURGE_KEY)
     stop_after(b)
     for m in (a, b):
         rp.add_remote(m.wiki_dir, "origin", str(hub))
@@ -275,9 +288,14 @@ def test_purge_reaches_every_replica_with_after_purge(tmp_path, stop_after):
 @pytest.mark.process
 def test_after_purge_takes_in_what_another_server_pushed_meanwhile(tmp_path, stop_after):
     hub = bare(tmp_path / "hub.git")
-    a = make_memory(tmp_path / "a", owner="ana", files={"projects/p/index.md": "# p\n"})
+    a = make_memory(
+        tmp_path / "a",
+        owner="ana",
+        files={"projects/p/index.md": "# p\n"},
+        sync_purge_secret=PURGE_KEY,
+    )
     stop_after(a)
-    b = make_memory(tmp_path / "b", owner="ben")
+    b = make_memory(tmp_path / "b", owner="ben", sync_purge_secret=PURGE_KEY)
     stop_after(b)
     for m in (a, b):
         rp.add_remote(m.wiki_dir, "origin", str(hub))
@@ -306,12 +324,17 @@ def test_after_purge_takes_in_what_another_server_pushed_meanwhile(tmp_path, sto
 def test_c47_purge_removes_a_value_from_server_remotes_and_later_syncs(tmp_path, stop_after):
     origin = bare(tmp_path / "wiki.git")
     mirror = bare(tmp_path / "wiki-mirror.git")
-    w = make_memory(tmp_path / "w", owner="u-admin", files={"projects/atlas/index.md": "# atlas\n"})
+    w = make_memory(
+        tmp_path / "w",
+        owner="u-admin",
+        files={"projects/atlas/index.md": "# atlas\n"},
+        sync_purge_secret=PURGE_KEY,
+    )
     stop_after(w)
     for name, hub in (("origin", origin), ("mirror", mirror)):
         rp.add_remote(w.wiki_dir, name, str(hub))
     # the laptop: another data directory syncing with origin, made before step 1
-    lap = make_memory(tmp_path / "laptop", owner="u-ana")
+    lap = make_memory(tmp_path / "laptop", owner="u-ana", sync_purge_secret=PURGE_KEY)
     stop_after(lap)
     rp.add_remote(lap.wiki_dir, "origin", str(origin))
     w.sync.sync()
@@ -521,7 +544,8 @@ def test_a_save_not_yet_committed_wins_and_the_incoming_version_is_kept_beside(
 
 
 @pytest.mark.process
-def test_purge_then_sync_after_purge_through_the_cli_of_two_running_servers(tmp_path):
+def test_purge_then_sync_after_purge_through_the_cli_of_two_running_servers(tmp_path, monkeypatch):
+    monkeypatch.setenv("WIKI_MEMORY_SYNC_PURGE_SECRET", PURGE_KEY)
     hub = bare(tmp_path / "hub.git")
     servers = []
     for name in ("a", "b"):

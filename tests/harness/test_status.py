@@ -144,6 +144,8 @@ def test_status_has_a_sync_line_once_a_remote_is_configured(tmp_path: Path) -> N
     assert status.status_report(settings)["sync"] == {
         "last_success": None,
         "last_error": None,
+        "failing_since": None,
+        "stopped": [],
         "conflicts": 0,
         "refused": 0,
     }

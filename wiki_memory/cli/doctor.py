@@ -230,6 +230,7 @@ def print_report(rep: dict[str, Any], limit: int) -> None:
     for name, r in sorted((sync.get("remotes") or {}).items()):
         print(
             f"sync:  {name} ({r['url']}): last success {r['last_success'] or 'never'}"
+            + (f", failing since {r.get('failing_since')}" if r.get("failing_since") else "")
             + (f", last error: {r['last_error']}" if r["last_error"] else "")
         )
     hooks = rep.get("hooks") or {}

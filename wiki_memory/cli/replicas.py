@@ -33,7 +33,8 @@ def check_sync(ctx: Any) -> None:
 
 def status_line(settings: Any) -> dict[str, Any] | None:
     """status's ``sync`` line (registered in ``cli/setup.py``): ``{last_success,
-    last_error, conflicts, refused}`` (ISO-8601 UTC or None; the conflict copies' count;
+    last_error, failing_since, stopped, conflicts, refused}`` (ISO-8601 UTC or None; the
+    remotes whose sync stopped for an admin; the conflict copies' count;
     the count of incoming entries the border refused that the hub still carries), None
     with no remote configured."""
     from wiki_memory.core.sync import sync_status
@@ -41,9 +42,12 @@ def status_line(settings: Any) -> dict[str, Any] | None:
     st = sync_status(settings.wiki_dir)
     if not st["remotes"]:
         return None
+    failing = [r["failing_since"] for r in st["remotes"].values() if r.get("failing_since")]
     return {
         "last_success": st["last_success"],
         "last_error": st["last_error"],
+        "failing_since": min(failing, default=None),
+        "stopped": sorted(n for n, r in st["remotes"].items() if r.get("stopped")),
         "conflicts": len(st["conflicts"]),
         "refused": len(st["refused"]),
     }
@@ -95,15 +99,20 @@ def _show(res: dict[str, Any]) -> None:
 
 def cmd_sync(args: argparse.Namespace) -> int:
     """``sync [NAME] [--after-purge]``: fetch, merge, push."""
-    if args.after_purge and not args.yes:
+    if (args.after_purge or args.rewrite_hub) and not args.yes:
         import sys
 
+        flag = "--after-purge" if args.after_purge else "--rewrite-hub"
         if not sys.stdin.isatty():
-            raise CliError("--after-purge replaces the remote's history: confirm with --yes", 2)
+            raise CliError(f"{flag} replaces the remote's history: confirm with --yes", 2)
         answer = input("Replace the remote's branch with this wiki's rewritten history? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             raise CliError("not confirmed: nothing was pushed", 1)
     body: dict[str, Any] = {"after_purge": bool(args.after_purge)}
+    if args.accept_deletions:
+        body["accept_deletions"] = True
+    if args.rewrite_hub:
+        body["rewrite_hub"] = True
     if args.name:
         body["remote"] = args.name
     if _remote(args):
@@ -112,7 +121,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
         with local_memory(args) as memory:
 
             def run() -> dict[str, Any]:
-                reports = memory.sync.sync(args.name, after_purge=bool(args.after_purge))
+                reports = memory.sync.sync(
+                    args.name,
+                    after_purge=bool(args.after_purge),
+                    accept_deletions=bool(args.accept_deletions),
+                    rewrite_hub=bool(args.rewrite_hub),
+                )
                 return {"reports": [r.to_json() for r in reports], "status": memory.sync.status()}
 
             res = _core(run)
@@ -138,6 +152,18 @@ def register(sub: Any) -> None:
         "--after-purge",
         action="store_true",
         help="after a purge: replace the remote's branch with the rewritten history "
+        "(force with lease; owner and admins)",
+    )
+    s.add_argument(
+        "--accept-deletions",
+        action="store_true",
+        help="apply a merge that stopped because it would delete many pages or follow a "
+        "rewritten hub (owner and admins)",
+    )
+    s.add_argument(
+        "--rewrite-hub",
+        action="store_true",
+        help="replace the remote's branch with this wiki's history, announced like a purge "
         "(force with lease; owner and admins)",
     )
     s.add_argument("--yes", action="store_true", help="do not ask for confirmation")

@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wiki_memory.core.scope import not_found
+from wiki_memory.core.syncguard import add_tombstones
 from wiki_memory.core.writer import WriteResult
 from wiki_memory.errors import BadRequest, Forbidden
 from wiki_memory.identity import Identity, may_admin
 from wiki_memory.recall import rank
+from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.paths import clean_rel
 from wiki_memory.wiki.purge import MARK, PurgeReport, purge_history
 
@@ -92,8 +94,18 @@ def purge_page(
     memory.writer.flush()
 
     def job() -> WriteResult:
+        page_id = None
+        if text is None:
+            try:
+                page_id = parse_metadata((memory.wiki_dir / rel).read_bytes()).get("id")
+            except OSError:
+                page_id = None
         report: PurgeReport = purge_history(
             memory.wiki_dir, rel, None if text is None else text.encode("utf-8")
+        )
+        # what sync honours whatever history a hub shows later: ids, never a path or text
+        add_tombstones(
+            memory.wiki_dir, {str(page_id)} if page_id is not None else set(), set(report.blobs)
         )
         memory.git.reopen()
         memory.server_hashes.pop(rel, None)

@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import shutil
-import stat
 import threading
 import time
 from pathlib import Path
@@ -32,11 +31,14 @@ from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
 from wiki_memory.audit import escape
+from wiki_memory.core import syncguard as guard
+from wiki_memory.core import syncrefusals
+from wiki_memory.core.syncrefusals import tree_of
 from wiki_memory.core.syncstate import REFUSED as _REFUSED
 from wiki_memory.core.syncstate import refused_entries, utc_stamp
 from wiki_memory.core.writer import WriteResult
 from wiki_memory.recall import rank
-from wiki_memory.wiki import border
+from wiki_memory.wiki import border, pagemerge
 from wiki_memory.wiki import replicate as rp
 from wiki_memory.wiki.frontmatter import FrontmatterError
 from wiki_memory.wiki.gitcommon import SYSTEM_AUTHOR, author_identity, tz_offset
@@ -85,13 +87,25 @@ class SyncMerge:
         return out
 
     def merge_write(
-        self, name: str, theirs: ObjectID | None, seen: str | None, squash: bool = False
+        self,
+        name: str,
+        theirs: ObjectID | None,
+        seen: str | None,
+        squash: bool = False,
+        follow: bool = False,
+        accept: bool = False,
     ) -> WriteResult:
         """The writer job of one merge: :meth:`_merge_job`'s result as its value."""
-        return WriteResult(value=self._merge_job(name, theirs, seen, squash))
+        return WriteResult(value=self._merge_job(name, theirs, seen, squash, follow, accept))
 
     def _merge_job(
-        self, name: str, theirs: ObjectID | None, seen: str | None, squash: bool = False
+        self,
+        name: str,
+        theirs: ObjectID | None,
+        seen: str | None,
+        squash: bool = False,
+        follow: bool = False,
+        accept: bool = False,
     ) -> tuple[ObjectID, str, dict[str, str], list[dict[str, str]]]:
         """On the writer thread: merge the fetched ``theirs`` into the local branch and
         return (what to push: the new shared projection, or ``theirs`` when the two differ
@@ -105,6 +119,13 @@ class SyncMerge:
         ``squash`` (after a purge, when the remote moved): take ``theirs``'s changes
         since ``seen`` as one commit on the local branch, without ``theirs`` as a parent,
         then drop the fetched history again.
+
+        A hub that no longer holds ``seen`` (rewritten) is followed only with ``follow``
+        (a verified purge announcement) or ``accept`` (``sync --accept-deletions``); an
+        unrelated history is merged as a union; a merge deleting more shared pages than
+        the limits allow stops unless ``accept``. Stopping raises
+        :class:`~wiki_memory.core.syncguard.SyncStop` before anything is written.
+        Tombstoned versions (purged here) never come in.
 
         Hand edits the watcher has not committed yet are not walked for (a status walk
         of the whole wiki cost ~1 s at 1,000 pages): :meth:`_apply` leaves every file
@@ -126,38 +147,76 @@ class SyncMerge:
                     rewritten = not rp.is_ancestor(repo, ObjectID(seen.encode()), theirs)
                 except KeyError:
                     rewritten = True
-            if not squash and (
-                theirs is None or theirs == mine or rp.is_ancestor(repo, theirs, mine)
+            unrelated = (
+                rewritten
+                and not squash
+                and theirs is not None
+                and rp.merge_base(repo, mine, theirs) is None
+            )
+            if unrelated:
+                rewritten = False  # a union: nothing of ours is dropped, nothing deleted
+            if (
+                not squash
+                and not rewritten
+                and (theirs is None or theirs == mine or rp.is_ancestor(repo, theirs, mine))
             ):
                 repo.refs[rp.SHARED_REF] = mine
                 shared.save()
-                if theirs is not None and self._only_refused(repo, mine, theirs):
+                if theirs is not None and syncrefusals.only_refused(
+                    self.wiki_dir, repo, mine, theirs
+                ):
                     return theirs, "up to date", conflicts, []
-                return self._keep_refused(repo, name, mine, theirs), "up to date", conflicts, []
+                return (
+                    syncrefusals.keep_refused(
+                        self.wiki_dir, repo, name, self._commit, mine, theirs
+                    ),
+                    "up to date",
+                    conflicts,
+                    [],
+                )
             assert theirs is not None
-            local_files = rp.flat_tree(repo, _tree(repo, local))
+            local_files = rp.flat_tree(repo, tree_of(repo, local))
             personal = personal_files(shared, local_files)
-            their_raw = rp.flat_tree(repo, _tree(repo, theirs), rp.MAX_TREE_ENTRIES)
-            their_files, refusals = self._admit(
-                repo, their_raw, rp.flat_tree(repo, _tree(repo, mine), rp.MAX_TREE_ENTRIES)
-            )
-            if rewritten:
+            their_raw = rp.flat_tree(repo, tree_of(repo, theirs), rp.MAX_TREE_ENTRIES)
+            mine_files = rp.flat_tree(repo, tree_of(repo, mine), rp.MAX_TREE_ENTRIES)
+            their_files, refusals = self._admit(repo, their_raw, mine_files)
+            stones = guard.load_tombstones(self.wiki_dir)
+            for p in guard.tombstoned(repo, their_files, mine_files, stones):
+                their_files.pop(p, None)  # purged here: never comes back, no deletion
+                if p in mine_files:
+                    their_files[p] = mine_files[p]
+            if unrelated:
+                log.warning(
+                    "sync with %s: the hub holds an unrelated history; merged as a union "
+                    "(nothing deleted)",
+                    name,
+                )
+                merged = pagemerge.merge_trees(repo, {}, mine_files, their_files, name)
+                parents = [local, theirs]
+                action = "merged unrelated history"
+            elif rewritten:
                 base_sha = ObjectID(seen.encode()) if seen else None
                 try:
                     base = (
-                        rp.flat_tree(repo, _tree(repo, base_sha), rp.MAX_TREE_ENTRIES)
+                        rp.flat_tree(repo, tree_of(repo, base_sha), rp.MAX_TREE_ENTRIES)
                         if base_sha
                         else {}
                     )
                 except KeyError:
                     base = their_files
-                merged = rp.merge_trees(
-                    base,
-                    rp.flat_tree(repo, _tree(repo, mine), rp.MAX_TREE_ENTRIES),
-                    their_files,
-                    name,
-                )
+                merged = pagemerge.merge_trees(repo, base, mine_files, their_files, name)
                 assert theirs is not None
+                if not (squash or follow or accept):
+                    gone = guard.deleted_pages(mine_files, merged.files, stones)
+                    raise guard.SyncStop(
+                        "rewrite",
+                        f"{name}'s history was rewritten (rewound or force-pushed) with no "
+                        f"valid purge announcement; following it would delete {gone} of "
+                        f"{len(mine_files)} shared page(s): nothing was changed; an admin "
+                        "decides with `wiki-memory sync --accept-deletions`",
+                        gone,
+                        len(mine_files),
+                    )
                 parents = [local] if squash else [theirs]
                 action = "squashed after purge" if squash else "followed rewrite"
             elif rp.is_ancestor(repo, mine, theirs):
@@ -167,18 +226,27 @@ class SyncMerge:
             else:
                 base_sha = rp.merge_base(repo, mine, theirs)
                 base = (
-                    rp.flat_tree(repo, _tree(repo, base_sha), rp.MAX_TREE_ENTRIES)
+                    rp.flat_tree(repo, tree_of(repo, base_sha), rp.MAX_TREE_ENTRIES)
                     if base_sha
                     else {}
                 )
-                merged = rp.merge_trees(
-                    base,
-                    rp.flat_tree(repo, _tree(repo, mine), rp.MAX_TREE_ENTRIES),
-                    their_files,
-                    name,
-                )
+                merged = pagemerge.merge_trees(repo, base, mine_files, their_files, name)
                 parents = [local, theirs]
                 action = "merged"
+            gone = guard.deleted_pages(mine_files, merged.files, stones)
+            s = self.memory.settings
+            if not (squash or follow or accept) and guard.too_many(
+                gone, len(mine_files), s.sync_max_delete_fraction, s.sync_max_delete_pages
+            ):
+                raise guard.SyncStop(
+                    "deletions",
+                    f"the merge with {name} would delete {gone} of {len(mine_files)} shared "
+                    "page(s), over the limits (sync_max_delete_fraction, "
+                    "sync_max_delete_pages): nothing was changed; an admin decides with "
+                    "`wiki-memory sync --accept-deletions`",
+                    gone,
+                    len(mine_files),
+                )
             conflicts = dict(merged.conflicts)
             files = dict(merged.files)
             files.update(personal)
@@ -204,10 +272,12 @@ class SyncMerge:
                     shared.adopt(theirs)
                 out = shared.project(new)
             shared.save()
-            if out != theirs and self._only_refused(repo, out, theirs):
+            if out != theirs and syncrefusals.only_refused(self.wiki_dir, repo, out, theirs):
                 out = theirs  # nothing to send but reverts of what the border refused
             else:
-                out = self._keep_refused(repo, name, out, theirs)
+                out = syncrefusals.keep_refused(
+                    self.wiki_dir, repo, name, self._commit, out, theirs
+                )
         self.memory.git.reopen()
         if rewritten:
             self._forget_caches()
@@ -402,74 +472,6 @@ class SyncMerge:
             os.replace(tmp, path)
         return fresh
 
-    def _only_refused(self, repo: Repo, out: ObjectID, theirs: ObjectID) -> bool:
-        """True when the trees of ``out`` and ``theirs`` differ only at paths where the
-        hub's entry is a recorded refusal, or below one (what this server keeps where the
-        hub put a refused link): pushing ``out`` would only revert them."""
-        keys = {(r["path"], r["blob"]) for r in refused_entries(self.wiki_dir)}
-        if not keys:
-            return False
-        a = rp.flat_tree(repo, _tree(repo, out), rp.MAX_TREE_ENTRIES)
-        b = rp.flat_tree(repo, _tree(repo, theirs), rp.MAX_TREE_ENTRIES)
-
-        def refused(path: bytes) -> bool:
-            t = b.get(path)
-            return (
-                t is not None and (path.decode("utf-8", "surrogateescape"), t[1].decode()) in keys
-            )
-
-        for p in set(a) | set(b):
-            if a.get(p) == b.get(p) or refused(p):
-                continue
-            # kept below a refused entry (a link where this server has a folder)
-            parts = p.split(b"/")
-            if p in b or not any(refused(b"/".join(parts[:i])) for i in range(1, len(parts))):
-                return False
-        return True
-
-    def _keep_refused(
-        self, repo: Repo, name: str, out: ObjectID, theirs: ObjectID | None
-    ) -> ObjectID:
-        """What to push instead of ``out``: ``out`` itself, or a commit on top of it that
-        puts back the hub's entries the border refused here (recorded, still on the hub,
-        at a path ``out`` leaves free): this server never took them, so its push must not
-        delete them from the hub (another server's oversize file, link or personal page
-        would go, and every server would then pull that deletion). Entries refused for
-        their path or a folder mode are not rebuilt here, and a page's pin stays stripped
-        (pins never travel)."""
-        if theirs is None or out == theirs:
-            return out
-        rows = [r for r in refused_entries(self.wiki_dir) if r["remote"] == name]
-        if not rows:
-            return out
-        mine = rp.flat_tree(repo, _tree(repo, out), rp.MAX_TREE_ENTRIES)
-        hub = rp.flat_tree(repo, _tree(repo, theirs), rp.MAX_TREE_ENTRIES)
-        folders: set[bytes] = set()
-        for p in mine:
-            parts = p.split(b"/")
-            folders.update(b"/".join(parts[:i]) for i in range(1, len(parts)))
-        files = dict(mine)
-        for r in rows:
-            key = r["path"].encode("utf-8", "surrogateescape")
-            entry = hub.get(key)
-            if (
-                entry is None
-                or entry[1].decode() != r["blob"]
-                or key in mine
-                or r["reason"].startswith("scope: pin")
-                or stat.S_ISDIR(entry[0])
-                or border.path_refusal(r["path"]) is not None
-            ):
-                continue
-            parts = key.split(b"/")
-            above = [b"/".join(parts[:i]) for i in range(1, len(parts))]
-            if key in folders or any(a in mine for a in above):
-                continue  # this server has a file above it or a folder at its path
-            files[key] = entry
-        if files == mine:
-            return out
-        return self._commit(repo, files, [out], "Keep the hub's files this server refused to take")
-
     def _commit(
         self,
         repo: Repo,
@@ -582,11 +584,3 @@ class SyncMerge:
         m.index.checkpoint()
         shutil.rmtree(Path(m.settings.index_path).parent / "as-of", ignore_errors=True)
         rank.clear_caches()
-
-
-def _tree(repo: Repo, sha: ObjectID | None) -> ObjectID | None:
-    if sha is None:
-        return None
-    c = repo[sha]
-    assert isinstance(c, Commit)
-    return ObjectID(c.tree)

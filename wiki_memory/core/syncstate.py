@@ -52,7 +52,8 @@ def refused_entries(wiki_dir: Path) -> list[dict[str, str]]:
 def sync_status(wiki_dir: Path) -> dict[str, Any]:
     """The sync state of the wiki in ``wiki_dir``, read from its files (so ``doctor`` and
     ``status`` need no server): ``{"remotes": {name: {"url", "last_success",
-    "last_attempt", "last_error", "purge_pending"}}, "last_success", "last_error",
+    "last_attempt", "last_error", "purge_pending", "failing_since", "stopped"}},
+    "last_success", "last_error",
     "conflicts", "refused"}``.
 
     Times are ISO-8601 UTC strings (None: never). ``last_success`` is the newest of the
@@ -81,6 +82,8 @@ def sync_status(wiki_dir: Path) -> dict[str, Any]:
             "last_attempt": e.get("last_attempt"),
             "last_error": e.get("last_error"),
             "purge_pending": bool(e.get("purge_pending")),
+            "failing_since": e.get("failing_since") if e.get("last_error") else None,
+            "stopped": e.get("stopped") or None,
         }
         if e.get("last_success"):
             successes.append(e["last_success"])
@@ -110,9 +113,23 @@ def sync_lines(wiki_dir: Path) -> list[str]:
         return []
     out = []
     if st["last_error"]:
-        out.append(
-            f"sync failing ({st['last_error']}); last succeeded {st['last_success'] or 'never'}"
+        since = min(
+            (r["failing_since"] for r in st["remotes"].values() if r.get("failing_since")),
+            default=None,
         )
+        out.append(
+            f"sync failing since {since or 'unknown'} ({st['last_error']}); "
+            f"last succeeded {st['last_success'] or 'never'}"
+        )
+    for name, r in st["remotes"].items():
+        stop = r.get("stopped")
+        if stop:
+            out.append(
+                f"sync with {name} stopped since {stop.get('since')}: it would delete "
+                f"{stop.get('deletions')} of {stop.get('shared')} shared page(s) "
+                f"({stop.get('cause')}); an admin decides with "
+                "`wiki-memory sync --accept-deletions`"
+            )
     if any(r["purge_pending"] for r in st["remotes"].values()):
         out.append("a purge waits for an admin's `wiki-memory sync --after-purge`")
     if st["conflicts"]:

@@ -339,7 +339,8 @@ async def purge(request: Request) -> Response:
 
 
 async def sync(request: Request) -> Response:
-    """``POST /v1/admin/sync``: ``{"remote"?, "after_purge"?}`` (owner and admins);
+    """``POST /v1/admin/sync``: ``{"remote"?, "after_purge"?, "accept_deletions"?,
+    "rewrite_hub"?}`` (owner and admins);
     ``{"reports": [...], "status": {...}}`` (docs/operations.md, "Sync")."""
     memory: Memory = request.app.state.memory
     body = await read_json(request, memory.settings.max_body_bytes)
@@ -348,12 +349,11 @@ async def sync(request: Request) -> Response:
     remote = body.get("remote")
     if remote is not None and not isinstance(remote, str):
         raise ApiError(400, "bad_request", "remote must be a string", field="remote")
-    after = body.get("after_purge", False)
-    if not isinstance(after, bool):
-        raise ApiError(400, "bad_request", "after_purge must be a boolean", field="after_purge")
-    reports = await run_in_threadpool(
-        lambda: memory.sync.sync(remote, after_purge=after, who=request.state.user)
-    )
+    flags = {k: body.get(k, False) for k in ("after_purge", "accept_deletions", "rewrite_hub")}
+    for key in [k for k, v in flags.items() if not isinstance(v, bool)]:
+        raise ApiError(400, "bad_request", f"{key} must be a boolean", field=key)
+    who = request.state.user
+    reports = await run_in_threadpool(lambda: memory.sync.sync(remote, who=who, **flags))
     status = await run_in_threadpool(memory.sync.status)
     return JSONResponse({"reports": [r.to_json() for r in reports], "status": status})
 

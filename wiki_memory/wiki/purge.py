@@ -40,6 +40,8 @@ class PurgeReport:
     versions: int = 0
     refs: list[str] = field(default_factory=list)
     remotes: dict[str, str] = field(default_factory=dict)
+    #: the ids (hex) of every stored version the purge removed or scrubbed
+    blobs: list[str] = field(default_factory=list)
 
 
 def _scrub(data: bytes, text: bytes | None) -> bytes | None:
@@ -186,6 +188,7 @@ def purge_history(wiki_dir: Path, rel: str, text: bytes | None = None) -> PurgeR
             mapped[sha] = new.id
             report.commits[sha.decode()] = new.id.decode()
         report.versions = sum(1 for old, new in rw.blobs.items() if new != old)
+        report.blobs = sorted(old.decode() for old, new in rw.blobs.items() if new != old)
         for name, sha in refs.items():
             obj = repo[sha]
             if isinstance(obj, Commit):

@@ -12,7 +12,9 @@ sync state. What leaves the machine is the shared projection of the local branch
   store`` file), never from the wiki.
 * **Merging** (:func:`merge_trees`) is per file: what one side changed wins; a file both
   sides changed differently keeps the local bytes at its path and the remote's as a
-  conflict copy beside it (invariant 8: people's edits win, nothing is lost).
+  conflict copy beside it (invariant 8: people's edits win, nothing is lost). Sync uses
+  the finer :func:`wiki_memory.wiki.pagemerge.merge_trees` (lines, frontmatter keys,
+  renames) on the same rules.
 * **Fetch and push** use dulwich's clients (``file``, ``ssh``, ``git``, ``http(s)``
   URLs). :func:`push` is always a compare-and-swap on the remote's branch ("force with
   lease"): it fails with :class:`LeaseFailed` when the branch is not what the caller last
@@ -23,13 +25,12 @@ from __future__ import annotations
 
 import re
 import stat
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from dulwich.client import get_credentials_from_store, get_transport_and_path
+from dulwich.client import SSHGitClient, get_credentials_from_store, get_transport_and_path
 from dulwich.index import commit_tree
 from dulwich.objects import Commit, ObjectID, Tree
 from dulwich.protocol import ZERO_SHA
@@ -38,6 +39,7 @@ from dulwich.repo import Repo
 
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.wiki.border import Entry
+from wiki_memory.wiki.packsize import inflated_bytes
 
 __all__ = [
     "CONFLICT_RE",
@@ -49,6 +51,7 @@ __all__ = [
     "add_remote",
     "conflict_name",
     "fetch",
+    "fetch_prefixed",
     "flat_tree",
     "incoming_entries",
     "is_ancestor",
@@ -64,6 +67,9 @@ __all__ = [
 SHARED_REF = Ref(b"refs/wiki-memory/shared")
 #: a conflict copy's name: ``<stem>.conflict-<remote>-<7 hex of its blob><suffix>``
 CONFLICT_RE = re.compile(r"\.conflict-[A-Za-z0-9._-]+-[0-9a-f]{7}(\.[^/]*)?$")
+#: the ssh command line for ssh remotes (set by :mod:`wiki_memory.wiki.netchild`: no
+#: prompt, a connect timeout); None: dulwich's default ``ssh``
+SSH_OPTIONS: str | None = None
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _PASSWORD_RE = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@:]*:[^/@]*@", re.IGNORECASE)
 
@@ -172,6 +178,8 @@ def _client(url: str) -> tuple[Any, str]:
         client, path = get_transport_and_path(url, username=found[0], password=found[1])
     else:
         client, path = get_transport_and_path(url)
+    if SSH_OPTIONS and isinstance(client, SSHGitClient):
+        client.ssh_command = SSH_OPTIONS
     return client, path
 
 
@@ -220,6 +228,30 @@ def fetch(
     return ObjectID(sha)
 
 
+def fetch_prefixed(
+    repo: Repo, name: str, prefix: bytes, max_bytes: int | None = None
+) -> dict[bytes, ObjectID]:
+    """Fetch the remote's refs under ``prefix`` (such as purge announcements) without
+    making local refs for them: ref -> commit id. RemoteError when unreachable."""
+    url = remote_url(repo, name)
+    found: dict[bytes, ObjectID] = {}
+
+    def wants(refs: Any, depth: int | None = None) -> list[ObjectID]:
+        for r, sha in refs.items():
+            if r.startswith(prefix) and sha not in (None, ZERO_SHA):
+                found[bytes(r)] = ObjectID(sha)
+        return sorted({s for s in found.values() if s not in repo.object_store})
+
+    try:
+        client, path = _client(url)
+        _bounded_fetch(client, path.encode(), repo, wants, max_bytes)
+    except FetchTooLarge:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every transport has its own errors
+        raise RemoteError(f"cannot fetch from {name}: {exc}") from None
+    return found
+
+
 def _bounded_fetch(client: Any, path: bytes, repo: Repo, wants: Any, max_bytes: int | None) -> Any:
     """dulwich's ``GitClient.fetch`` with the pack's bytes counted as they arrive: every
     transport (the local one too) goes through ``fetch_pack``, whose data is spooled to a
@@ -247,7 +279,7 @@ def _bounded_fetch(client: Any, path: bytes, repo: Repo, wants: Any, max_bytes: 
         result = client.fetch_pack(path, wants, repo.get_graph_walker(), pack_data)
         if spool.tell() and max_bytes is not None:
             spool.seek(0)
-            inflated = _inflated_bytes(spool, max_bytes)
+            inflated = inflated_bytes(spool, max_bytes)
             if inflated > max_bytes:
                 raise FetchTooLarge(
                     f"the fetch's objects inflate past max_fetch_bytes ({max_bytes} bytes):"
@@ -261,98 +293,19 @@ def _bounded_fetch(client: Any, path: bytes, repo: Repo, wants: Any, max_bytes: 
     return result
 
 
-class _PackReader:
-    """Sequential reads of a pack file with a buffer (what zlib did not use goes back)."""
-
-    def __init__(self, f: Any) -> None:
-        self.f = f
-        self.buf = b""
-
-    def chunk(self) -> bytes:
-        out, self.buf = (self.buf or self.f.read(1 << 16)), b""
-        if not out:
-            raise RemoteError("the hub sent a truncated pack")
-        return bytes(out)
-
-    def take(self, n: int) -> bytes:
-        while len(self.buf) < n:
-            more = self.f.read(1 << 16)
-            if not more:
-                raise RemoteError("the hub sent a truncated pack")
-            self.buf += more
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
-
-
-def _varint(data: bytes, i: int) -> tuple[int, int]:
-    """A delta header's size (7 bits a byte, least significant first) at ``data[i]``."""
-    value = shift = 0
-    while True:
-        if i >= len(data):
-            raise RemoteError("the hub sent a truncated delta")
-        b = data[i]
-        value |= (b & 0x7F) << shift
-        shift += 7
-        i += 1
-        if not b & 0x80:
-            return value, i
-
-
-def _inflated_bytes(f: Any, stop: int) -> int:
-    """What the pack in ``f`` inflates to: the sum of each object's size as its header
-    declares it (a delta: the size of the object it makes, from the delta's own header).
-    dulwich never inflates an object past its declared size, so this bounds the memory
-    and time of indexing it. Read in 64 KiB pieces, inflating only up to each object's
-    declared size, and stopping once the sum passes ``stop`` (returned then: before
-    anything big was inflated). RemoteError for a pack that is not one."""
-    r = _PackReader(f)
-    head = r.take(12)
-    if head[:4] != b"PACK":
-        raise RemoteError("the hub sent something that is not a pack")
-    total = 0
-    for _ in range(int.from_bytes(head[8:12], "big")):
-        b = r.take(1)[0]
-        kind, size, shift = (b >> 4) & 7, b & 0x0F, 4
-        while b & 0x80:
-            b = r.take(1)[0]
-            size |= (b & 0x7F) << shift
-            shift += 7
-        if kind == 6:  # offset delta: its base's distance
-            while r.take(1)[0] & 0x80:
-                pass
-        elif kind == 7:  # reference delta: its base's id
-            r.take(20)
-        if total + size > stop:
-            return total + size
-        d = zlib.decompressobj()
-        got, start = 0, b""
-        counted = kind not in (6, 7)
-        if counted:
-            total += size
-        while not d.eof:
-            out = d.decompress(d.unconsumed_tail or r.chunk(), 1 << 16)
-            got += len(out)
-            if got > size:
-                raise RemoteError("the hub sent an object longer than its header says")
-            if not counted:
-                start += out[: 32 - len(start)]
-                if len(start) >= 20 or d.eof:
-                    target = _varint(start, _varint(start, 0)[1])[0]
-                    total += size + target
-                    counted = True
-                    if total > stop:
-                        return total
-        r.buf = d.unused_data + r.buf
-    return total
-
-
 def push(
-    repo: Repo, name: str, sha: ObjectID, expected: ObjectID | None, branch: str = "main"
+    repo: Repo,
+    name: str,
+    sha: ObjectID,
+    expected: ObjectID | None,
+    branch: str = "main",
+    extra: dict[bytes, ObjectID] | None = None,
 ) -> None:
     """Set the remote's ``branch`` to ``sha`` only if it is at ``expected`` now (None: the
     branch must not exist): git's ``push --force-with-lease``. Sends the objects reachable
-    from ``sha`` that the remote lacks, and nothing else. Raises LeaseFailed when the
-    branch moved, RemoteError when the remote cannot be reached or refuses."""
+    from ``sha`` that the remote lacks, and nothing else. ``extra``: more refs set in the
+    same push (a purge announcement). Raises LeaseFailed when the branch moved,
+    RemoteError when the remote cannot be reached or refuses."""
     url = remote_url(repo, name)
     ref = f"refs/heads/{branch}".encode()
 
@@ -362,7 +315,9 @@ def push(
             cur = None
         if cur != expected:
             raise LeaseFailed(f"the remote's {branch} moved since it was fetched")
-        return {ref: sha}
+        out = {ref: sha}
+        out.update(extra or {})
+        return out
 
     def pack_data(have: Any, want: Any, *, ofs_delta: bool = False, progress: Any = None) -> Any:
         return repo.generate_pack_data(set(have), set(want), progress=progress, ofs_delta=ofs_delta)
