@@ -480,6 +480,7 @@ def test_a_page_that_turns_personal_stops_reaching_the_remote(tmp_path, stop_aft
     assert "secret-plans" not in git(hub, "log", "--all", "--format=%B")
 
 
+@pytest.mark.process  # sync runs its network steps in a child process
 def test_sync_with_an_unreachable_remote_is_recorded_not_raised_into_capture(tmp_path, stop_after):
     m = make_memory(tmp_path / "d", files={"projects/p/index.md": "# p\n"})
     stop_after(m)
