@@ -367,6 +367,7 @@ class Memory:
                 self.scope.check_write(ident, rel, current, None)
             new = fn(current)
             if ident is not None and new is not None and new != current:
+                new = self.scope.stamp_owner(ident, rel, new)
                 self.scope.check_write(ident, rel, current, new)
             return new
 
