@@ -35,6 +35,7 @@ from wiki_memory.core.sessions import (
     sha256,
 )
 from wiki_memory.core.stall import CommitHealth, DiskState
+from wiki_memory.core.unindexed import Unindexed
 from wiki_memory.core.sync import SyncService
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.errors import Conflict, Forbidden, NotFound
@@ -78,6 +79,7 @@ class Memory:
         self.writer.classify = self.audit.owner_of = owners_on_disk(self.wiki_dir, self.git)
         #: path → sha256 of the bytes the server last wrote or committed there
         self._server_hashes: dict[str, str] = {}
+        self.unindexed = Unindexed()  # written pages whose index update failed
         #: session page path → its user, for pages seeded at start (see sessions.seed_server_hashes)
         self._server_authors: dict[str, str] = {}
         #: the start-up recovery commit met GitBusy: the idle loop tries it again
@@ -377,8 +379,9 @@ class Memory:
                 return WriteResult(value=None, commit_now=commit_now)
             digest = sha256(new)
             self._server_hashes[rel] = digest
-            self.index.upsert_page(rel, new)
+            indexed = self.unindexed.index_written(self.index, rel, new)
             return WriteResult(
+                indexed=indexed,
                 paths=[rel],
                 author=Author(user, author_email_for(user)),
                 message=message,
@@ -456,6 +459,7 @@ class Memory:
                     continue
                 if info.last_received and now - info.last_received > self.settings.idle_seconds:
                     self.request_compile(key, end=True)
+            self.unindexed.retry(self.index, self.wiki_dir)
             if now - last_cleanup > 3600:
                 last_cleanup = now
                 self.spool.cleanup(self.settings.spool_keep_seconds, now)

@@ -22,7 +22,7 @@ import time
 import unicodedata
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict
 
 from wiki_memory.capture.observation import iso
 from wiki_memory.capture.sanitize import redact_text
@@ -81,13 +81,16 @@ class NoteWriter(Protocol):
 
 
 class Remembered(TypedDict):
-    """The result of :func:`remember` (and of both faces)."""
+    """The result of :func:`remember` (and of both faces). ``indexed`` is present, and
+    False, only when the note was written and committed but its index update failed
+    (it is indexed again later)."""
 
     path: str
     id: str
     title: str
     hash: str
     redacted: int
+    indexed: NotRequired[bool]
 
 
 def remember(
@@ -170,13 +173,16 @@ def remember(
             )
         except Conflict:
             continue
-        return {
+        out: Remembered = {
             "path": path,
             "id": meta["id"],
             "title": clean_title,
             "hash": res.value or hashlib.sha256(data).hexdigest(),
             "redacted": len(found) + len(found_t),
         }
+        if not res.indexed:
+            out["indexed"] = False  # written and committed; indexed again later
+        return out
     raise BadRequest("too many notes with this title", field="title")
 
 
