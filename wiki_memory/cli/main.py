@@ -117,6 +117,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     ensure_layout(settings)
     lock = ServerLock(settings.data_dir)
     address = f"{'https' if tls else 'http'}://{settings.host}:{settings.port}"
+    lock.facts = {"vectors": bool(settings.vectors)}
     try:
         lock.acquire(address)
     except DataDirLocked as exc:
