@@ -30,7 +30,7 @@ from wiki_memory.capture.observation import iso, project_name
 from wiki_memory.core.handoffs import Claimant, Handoff
 from wiki_memory.core.sync import sync_lines
 from wiki_memory.diskfull import CAUSE as DISK_FULL
-from wiki_memory.errors import NotFound
+from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.recall.tokens import count_tokens
 from wiki_memory.wiki.page import parse_page
@@ -261,10 +261,10 @@ def build_brief(
     ValueError for a negative budget or a bad project name.
     """
     if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens < 0:
-        raise ValueError("budget_tokens must be an integer >= 0")
+        raise BadRequest("budget_tokens must be an integer >= 0", field="budget_tokens")
     proj = project_name(project)
     if proj != project:
-        raise ValueError(f"project: {project!r} is not a valid project name")
+        raise BadRequest(f"project: {project!r} is not a valid project name", field="project")
     svc = memory.handoffs
     who = Claimant(user or "", harness or "api", session_id or "")
     cand: list[Part] = []
