@@ -2004,6 +2004,31 @@ def fetch_brief(
     return text
 
 
+def on_path(name: str, path: str | None = None) -> bool:
+    """True when ``name`` is an executable file in a folder of ``path`` (``$PATH``)."""
+    for d in (os.environ.get("PATH", "") if path is None else path).split(os.pathsep):
+        full = os.path.join(d or ".", name)
+        if os.path.isfile(full) and os.access(full, os.X_OK):
+            return True
+    return False
+
+
+def local_commands(text: str, exe: str | None = None, path: str | None = None) -> str:
+    """``text`` with each command ``wiki-memory …`` it quotes in backticks spelled as the
+    console script beside this hook's interpreter, when ``wiki-memory`` is not on the
+    agent's ``PATH`` (a venv install puts it on no PATH): the commands the brief prints
+    then run in the agent's shell. Unchanged when the name resolves, or no script is
+    there."""
+    if "`wiki-memory " not in text or on_path("wiki-memory", path):
+        return text
+    script = os.path.join(os.path.dirname(exe or sys.executable), "wiki-memory")
+    if not (os.path.isfile(script) and os.access(script, os.X_OK)):
+        return text
+    safe = all(c.isalnum() or c in "/._-+:@%" for c in script)
+    spelled = script if safe else "'" + script.replace("'", "'\\''") + "'"
+    return text.replace("`wiki-memory ", "`" + spelled + " ")
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -2157,7 +2182,7 @@ def run(argv: list[str]) -> None:
         notice = refusal_notice(cfg.outbox_dir, project)
         if notice:
             text = notice + ("\n\n" + text if text else "")
-        _PENDING_OUTPUT = session_start_output(harness, text)
+        _PENDING_OUTPUT = session_start_output(harness, local_commands(text))
 
 
 def main(argv: list[str]) -> int:

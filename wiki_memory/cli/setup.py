@@ -322,12 +322,30 @@ def cmd_setup(args: argparse.Namespace) -> int:
         failed = failed or not ok
     print()
     print("next:")
+    hint = path_hint(python)
+    if hint:
+        print(hint)
     print(f"  web view:  {address}/  (sign in with the token `wiki-memory token` prints)")
     print("  is it on:  wiki-memory status")
     print("  anything wrong: wiki-memory doctor")
     if record.hooks or record.mcp:
         print("  restart your agent sessions so they load the hooks and the MCP server")
     return 1 if failed else 0
+
+
+def path_hint(python: str) -> str | None:
+    """How to put ``wiki-memory`` on ``PATH``, said once by setup, when the name does not
+    resolve there but the console script sits beside ``python`` (a venv install); None
+    otherwise. The hooks spell the brief's commands with the script's full path then."""
+    script = Path(python).parent / "wiki-memory"
+    if shutil.which("wiki-memory") is not None or not script.is_file():
+        return None
+    folder = shlex.quote(str(script.parent))
+    return (
+        f"  on PATH:   `wiki-memory` is not on your PATH; add its folder in your shell's "
+        f'profile (`export PATH={folder}:"$PATH"`) or link it: '
+        f"`ln -s {shlex.quote(str(script))} ~/.local/bin/`"
+    )
 
 
 def self_check(settings: Settings, address: str, hook_agents: list[str]) -> tuple[bool, str]:
