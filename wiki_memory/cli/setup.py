@@ -172,8 +172,9 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
     unit_same = unit.is_file() and unit.read_text(encoding="utf-8") == unit_text
     print("wiki-memory setup: the plan")
+    step = iter(range(1, 100))
     print(
-        f"  1. data directory {data_dir}: "
+        f"  {next(step)}. data directory {data_dir}: "
         + (
             "exists"
             if (data_dir / "auth" / "owner.token").is_file()
@@ -181,25 +182,30 @@ def cmd_setup(args: argparse.Namespace) -> int:
         )
     )
     print(
-        f"  2. service ({'launchd LaunchAgent' if kind == 'launchd' else 'systemd user unit'}) "
+        f"  {next(step)}. service "
+        f"({'launchd LaunchAgent' if kind == 'launchd' else 'systemd user unit'}) "
         f"{unit}: " + ("up to date" if unit_same else "write it")
     )
     print(f"     runs: {shlex.join(argv)}")
     print("     then enable it at login and start it (serving " + address + ")")
     if not found:
-        print("  3. harnesses: none found (Claude Code, Codex, Gemini CLI, Cursor)")
+        print(f"  {next(step)}. harnesses: none found (Claude Code, Codex, Gemini CLI, Cursor)")
     for p in hook_plans:
         print(
-            f"  3. hooks for {p.agent.label}: {p.path}: " + ("write" if p.changed else "up to date")
+            f"  {next(step)}. hooks for {p.agent.label}: {p.path}: "
+            + ("write" if p.changed else "up to date")
         )
     for mp in mcp_plans:
         print(
-            f"  4. MCP for {mi.CLIENTS[mp.client]}: {mp.path}: "
+            f"  {next(step)}. MCP for {mi.CLIENTS[mp.client]}: {mp.path}: "
             + ("write" if mp.changed else "up to date")
         )
     if not mcp_plans:
-        print("  4. MCP: nothing to set up (no harness found)")
-    print("  5. self-check: one observation in a reserved session, read back, then deleted")
+        print(f"  {next(step)}. MCP: nothing to set up (no harness found)")
+    print(
+        f"  {next(step)}. self-check: one observation in a reserved session, read back, "
+        "then deleted"
+    )
     if args.dry_run:
         print("(dry run: nothing was written; run `wiki-memory setup` to do it)")
         return 0
