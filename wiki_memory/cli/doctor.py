@@ -275,14 +275,9 @@ def print_report(rep: dict[str, Any], limit: int) -> None:
             print(more(skipped))
     svc = rep.get("service")
     if svc:
-        print(
-            f"service: {svc['path']} "
-            + (
-                ("installed, " + ("enabled" if svc["enabled"] else "not enabled"))
-                if svc["installed"]
-                else "not installed"
-            )
-        )
+        from wiki_memory.cli.checks_install import describe_service
+
+        print(f"service: {describe_service(svc)}")
     order = {"info": 0, "warning": 1, "error": 2}
     for f in sorted(rep.get("findings", []), key=lambda f: order.get(f["severity"], 0)):
         label = {"error": "ERROR", "warning": "warning"}.get(f["severity"], "note")
