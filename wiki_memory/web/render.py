@@ -302,12 +302,21 @@ def _render_block_close(
     self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any
 ) -> str:
     bid = tokens[idx].meta.get("id", "")
-    return f'<a class="block-ref" href="#{escape(bid)}">{escape(bid)}</a>\n</div>\n'
+    return _block_link(bid) + "\n</div>\n"
 
 
 def _render_block_ref(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
     bid = tokens[idx].meta.get("id", "")
-    return f' <a class="block-ref" href="#{escape(bid)}">{escape(bid)}</a>'
+    return " " + _block_link(bid)
+
+
+def _block_link(bid: str) -> str:
+    """A link to a block: a pilcrow, the raw ``^tN`` id only in its tooltip (an id on
+    every entry is noise to a reader; the link still copies as ``#^tN``)."""
+    return (
+        f'<a class="block-ref" href="#{escape(bid)}" title="link to this entry ({escape(bid)})"'
+        ' aria-label="link to this entry">¶</a>'
+    )
 
 
 def _render_image(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
