@@ -35,8 +35,8 @@ from wiki_memory.core.sessions import (
     sha256,
 )
 from wiki_memory.core.stall import CommitHealth, DiskState
-from wiki_memory.core.unindexed import Unindexed
 from wiki_memory.core.sync import SyncService
+from wiki_memory.core.unindexed import Unindexed
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.errors import Conflict, Forbidden, NotFound
 from wiki_memory.identity import Identity, may_admin
