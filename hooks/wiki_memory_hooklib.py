@@ -2004,6 +2004,31 @@ def fetch_brief(
     return text
 
 
+#: how often a hook run rewrites its harness's ``ran-<harness>.json`` (seconds)
+RAN_EVERY = 30.0
+
+
+def note_ran(outbox_dir: str, harness: str, event: str) -> None:
+    """Record that this harness ran our hook (``<outbox>/ran-<harness>.json``: the event
+    and the time), at most every :data:`RAN_EVERY` seconds: ``doctor`` tells a hook the
+    harness never ran (an untrusted Codex hook, hooks switched off) from one that runs,
+    and names the last event per harness. Never raises."""
+    name = "".join(c for c in harness if c.isalnum() or c in "-_")[:40] or "unknown"
+    path = os.path.join(outbox_dir, f"ran-{name}.json")
+    try:
+        if time.time() - os.stat(path).st_mtime < RAN_EVERY:
+            return
+    except OSError:
+        pass
+    try:
+        tmp = path + f".{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"harness": harness, "event": event, "time": time.time()}))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 def on_path(name: str, path: str | None = None) -> bool:
     """True when ``name`` is an executable file in a folder of ``path`` (``$PATH``)."""
     for d in (os.environ.get("PATH", "") if path is None else path).split(os.pathsep):
@@ -2105,6 +2130,7 @@ def run(argv: list[str]) -> None:
     session_id = payload.get("session_id") or payload.get("thread-id")
     reason = capture_decision(payload, repo_cfg, root)
     ob = Outbox(cfg.outbox_dir, cfg.geti("outbox_max_events"), cfg.geti("outbox_max_bytes"))
+    note_ran(cfg.outbox_dir, harness, event)
     stopped = not cfg.url  # no server of this data directory runs: no address to send to
     away = None if stopped else in_backoff(ob)
     refused = False  # the server answered, but did not take the event (5xx, auth)

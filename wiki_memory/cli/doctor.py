@@ -130,6 +130,7 @@ for _check in (
     Check("service", "wiki_memory.cli.checks_install:check_service"),
     Check("outbox", "wiki_memory.cli.checks_install:check_outbox"),
     Check("hooks", "wiki_memory.cli.checks_install:check_hooks"),
+    Check("hook_runs", "wiki_memory.cli.checks_gates:check_hook_runs"),
     Check("mcp", "wiki_memory.cli.checks_install:check_mcp"),
     Check("token", "wiki_memory.cli.checks_install:check_token"),
     Check("user_twins", "wiki_memory.cli.checks_install:check_user_twins"),
@@ -236,6 +237,8 @@ def print_report(rep: dict[str, Any], limit: int) -> None:
         print(f"hooks: {ob['queued']} event(s) queued, {dropped} dropped ({ob['path']})")
     for h in hooks.get("installed", []):
         print(f"  {h['agent']}: {h['file']} -> {h['target'] or '(not pinned)'}")
+    for name, run in sorted((rep.get("hook_runs") or {}).items()):
+        print(f"  last event from {name}: {run.get('event')} at {run.get('time')}")
     idx = rep.get("index")
     if idx:
         print(
