@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from wiki_memory.cli import checks_install
 from wiki_memory.cli.main import main
 from wiki_memory.harness import service
 from wiki_memory.harness.service import ServiceState
@@ -51,7 +50,7 @@ def test_an_inactive_unit_is_said_so(tmp_path: Path, monkeypatch: pytest.MonkeyP
     unit = _unit(tmp_path, data)
     _fake_state(monkeypatch, unit, active=False, manager="systemd")
     svc = {**service.state("user").as_dict(), "data_dir": str(data), "for_this_data_dir": True}
-    assert "the unit is inactive" in checks_install.describe_service(svc)
+    assert "the unit is inactive" in service.describe(svc)
 
 
 def test_status_on_a_second_data_directory_does_not_claim_the_default_unit(

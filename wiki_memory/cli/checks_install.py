@@ -152,29 +152,6 @@ def check_server(ctx: Context) -> None:
         ctx.warn("server.json names a server that is not running (it stopped uncleanly)")
 
 
-def describe_service(svc: dict[str, Any]) -> str:
-    """One line on the service for ``status`` and ``doctor``, about the data directory
-    they were asked about (``svc``: :meth:`ServiceState.as_dict` plus ``data_dir``, what
-    the unit serves, and ``for_this_data_dir``). A unit installed here that no reachable
-    manager runs is said to be so, with why, every time: a reboot stops memory."""
-    path = svc["path"]
-    if not svc["installed"]:
-        return f"{path}: not installed (`wiki-memory setup`)"
-    if not svc.get("for_this_data_dir", True):
-        return (
-            f"{path} serves another data directory ({svc.get('data_dir') or 'unreadable'}), "
-            "none serves this one (`wiki-memory setup` here installs one)"
-        )
-    why = None
-    if svc.get("manager") is None or svc.get("active") is None:
-        why = "the service manager is not reachable (no login session, a container?)"
-    elif not svc.get("active"):
-        why = "the unit is inactive"
-    if why is not None:
-        return f"not run by a service manager ({why}): a reboot stops memory ({path})"
-    return f"{path}: installed, " + ("enabled" if svc["enabled"] else "not enabled") + ", running"
-
-
 def hooks_installed() -> bool:
     """True when any harness's user-level file holds our hook."""
     from wiki_memory.harness.hooks_install import AGENTS, installed_commands
@@ -220,7 +197,7 @@ def check_service(ctx: Context) -> None:
     elif not st.enabled:
         ctx.warn(f"the service {st.path} is not enabled: it will not start at the next login")
     elif st.active is not True:
-        ctx.warn(f"service: {describe_service(rep)}", start)
+        ctx.warn(f"service: {service.describe(rep)}", start)
 
 
 def _unit_data_dir(path: Path) -> str | None:

@@ -278,9 +278,9 @@ def print_report(rep: dict[str, Any], limit: int) -> None:
             print(more(skipped))
     svc = rep.get("service")
     if svc:
-        from wiki_memory.cli.checks_install import describe_service
+        from wiki_memory.harness.service import describe
 
-        print(f"service: {describe_service(svc)}")
+        print(f"service: {describe(svc)}")
     order = {"info": 0, "warning": 1, "error": 2}
     for f in sorted(rep.get("findings", []), key=lambda f: order.get(f["severity"], 0)):
         label = {"error": "ERROR", "warning": "warning"}.get(f["severity"], "note")

@@ -212,9 +212,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"index:     {idx['pages']} pages, lag {idx['lag']}")
     w = rep["watcher"]
     print("watcher:   " + ("alive" if w else "unknown" if w is None else "NOT running"))
-    from wiki_memory.cli.checks_install import describe_service
+    from wiki_memory.harness.service import describe
 
-    print(f"service:   {describe_service(rep['service'])}")
+    print(f"service:   {describe(rep['service'])}")
     for name in STATUS_LINES:
         if rep.get(name) is not None:
             value = rep[name]

@@ -298,16 +298,12 @@ def _strip_marker(inline: Token) -> None:
         break
 
 
-def _render_block_close(
-    self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any
-) -> str:
-    bid = tokens[idx].meta.get("id", "")
-    return _block_link(bid) + "\n</div>\n"
+def _render_block_close(self: Any, tokens: Sequence[Token], idx: int, *_: Any) -> str:
+    return _block_link(tokens[idx].meta.get("id", "")) + "\n</div>\n"
 
 
-def _render_block_ref(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
-    bid = tokens[idx].meta.get("id", "")
-    return " " + _block_link(bid)
+def _render_block_ref(self: Any, tokens: Sequence[Token], idx: int, *_: Any) -> str:
+    return " " + _block_link(tokens[idx].meta.get("id", ""))
 
 
 def _block_link(bid: str) -> str:
