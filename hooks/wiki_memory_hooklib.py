@@ -2022,7 +2022,8 @@ def note_ran(outbox_dir: str, harness: str, event: str) -> None:
         pass
     try:
         tmp = path + f".{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # owner-only, as the outbox
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(json.dumps({"harness": harness, "event": event, "time": time.time()}))
         os.replace(tmp, path)
     except OSError:
