@@ -2169,6 +2169,57 @@ def fetch_brief(
     return text
 
 
+#: how often a hook run rewrites its harness's ``ran-<harness>.json`` (seconds)
+RAN_EVERY = 30.0
+
+
+def note_ran(outbox_dir: str, harness: str, event: str) -> None:
+    """Record that this harness ran our hook (``<outbox>/ran-<harness>.json``: the event
+    and the time), at most every :data:`RAN_EVERY` seconds: ``doctor`` tells a hook the
+    harness never ran (an untrusted Codex hook, hooks switched off) from one that runs,
+    and names the last event per harness. Never raises."""
+    name = "".join(c for c in harness if c.isalnum() or c in "-_")[:40] or "unknown"
+    path = os.path.join(outbox_dir, f"ran-{name}.json")
+    try:
+        if time.time() - os.stat(path).st_mtime < RAN_EVERY:
+            return
+    except OSError:
+        pass
+    try:
+        tmp = path + f".{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # owner-only, as the outbox
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"harness": harness, "event": event, "time": time.time()}))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def on_path(name: str, path: str | None = None) -> bool:
+    """True when ``name`` is an executable file in a folder of ``path`` (``$PATH``)."""
+    for d in (os.environ.get("PATH", "") if path is None else path).split(os.pathsep):
+        full = os.path.join(d or ".", name)
+        if os.path.isfile(full) and os.access(full, os.X_OK):
+            return True
+    return False
+
+
+def local_commands(text: str, exe: str | None = None, path: str | None = None) -> str:
+    """``text`` with each command ``wiki-memory …`` it quotes in backticks spelled as the
+    console script beside this hook's interpreter, when ``wiki-memory`` is not on the
+    agent's ``PATH`` (a venv install puts it on no PATH): the commands the brief prints
+    then run in the agent's shell. Unchanged when the name resolves, or no script is
+    there."""
+    if "`wiki-memory " not in text or on_path("wiki-memory", path):
+        return text
+    script = os.path.join(os.path.dirname(exe or sys.executable), "wiki-memory")
+    if not (os.path.isfile(script) and os.access(script, os.X_OK)):
+        return text
+    safe = all(c.isalnum() or c in "/._-+:@%" for c in script)
+    spelled = script if safe else "'" + script.replace("'", "'\\''") + "'"
+    return text.replace("`wiki-memory ", "`" + spelled + " ")
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -2246,6 +2297,7 @@ def run(argv: list[str]) -> None:
     source = payload.get("source")  # SessionStart: startup, resume, clear, compact
     reason = capture_decision(payload, repo_cfg, root)
     ob = Outbox(cfg.outbox_dir, cfg.geti("outbox_max_events"), cfg.geti("outbox_max_bytes"))
+    note_ran(cfg.outbox_dir, harness, event)
     stopped = not cfg.url  # no server of this data directory runs: no address to send to
     away = None if stopped else in_backoff(ob)
     refused = False  # the server answered, but did not take the event (5xx, auth)
@@ -2350,7 +2402,7 @@ def run(argv: list[str]) -> None:
         notice = refusal_notice(cfg.outbox_dir, project)
         if notice:
             text = notice + ("\n\n" + text if text else "")
-        _PENDING_OUTPUT = session_start_output(harness, text)
+        _PENDING_OUTPUT = session_start_output(harness, local_commands(text))
 
 
 def main(argv: list[str]) -> int:

@@ -1,5 +1,5 @@
 """CLI subcommands that carry the memory elsewhere: ``backup FILE [--encrypt]``,
-``restore FILE`` and ``export --json [FILE]`` (docs/operations.md; ``import --json`` is
+``restore FILE`` and ``export [FILE]`` (docs/operations.md; ``import --json`` is
 beside the vault import in :mod:`wiki_memory.cli.wiki`). They act as the data directory's owner on its
 files, like ``import`` and ``token``."""
 
@@ -9,6 +9,7 @@ import argparse
 import getpass
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,13 @@ def cmd_restore(args: argparse.Namespace) -> int:
     try:
         done = restore(settings, source, passphrase)
     except (BackupError, OSError) as exc:
-        raise CliError(f"restore failed: {exc}") from None
+        hint = ""
+        if "is not empty" in str(exc):
+            hint = (
+                "; restore into another one with `wiki-memory --data-dir NEW_DIR restore "
+                f"{shlex.quote(str(source))}` (then serve with the same --data-dir)"
+            )
+        raise CliError(f"restore failed: {exc}{hint}") from None
     for r in done.refused:
         print(f"not restored: {r.path!r} ({r.reason})", file=sys.stderr)
     if done.unlisted_count:
@@ -112,14 +119,13 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """``export --json [FILE]``: every page as JSON Lines, to FILE or stdout."""
+    """``export [FILE]``: every page as JSON Lines (the one format; ``--json`` is
+    accepted and changes nothing), to FILE or stdout."""
     from tqdm import tqdm
 
     from wiki_memory.cli.wiki import _wiki_settings
     from wiki_memory.wiki.exchange import export_pages, page_files
 
-    if not args.json:
-        raise CliError("the one export format is JSON: pass --json", 2)
     wiki = _wiki_settings(args).wiki_dir
     if not wiki.is_dir():
         raise CliError(f"{wiki}: no wiki here", 2)
@@ -155,6 +161,6 @@ def register(sub: Any) -> None:
     r.set_defaults(fn=cmd_restore)
     e = sub.add_parser("export", help="write every page (and handoff) as JSON Lines")
     e.add_argument("file", nargs="?", help="the file to write (default: standard output)")
-    e.add_argument("--json", action="store_true", help="JSON Lines (the one format)")
+    e.add_argument("--json", action="store_true", help="JSON Lines: the one format, the default")
     e.add_argument("--wiki", metavar="PATH", help="the wiki folder (default <data-dir>/wiki)")
     e.set_defaults(fn=cmd_export)

@@ -152,6 +152,19 @@ def check_server(ctx: Context) -> None:
         ctx.warn("server.json names a server that is not running (it stopped uncleanly)")
 
 
+def hooks_installed() -> bool:
+    """True when any harness's user-level file holds our hook."""
+    from wiki_memory.harness.hooks_install import AGENTS, installed_commands
+
+    for spec in AGENTS.values():
+        try:
+            if installed_commands(spec.default_path()):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
 def check_service(ctx: Context) -> None:
     """The per-user service of ``wiki-memory setup``: installed for this data directory
     and running (a unit for this data directory with no server running is an error)."""
@@ -183,6 +196,8 @@ def check_service(ctx: Context) -> None:
         )
     elif not st.enabled:
         ctx.warn(f"the service {st.path} is not enabled: it will not start at the next login")
+    elif st.active is not True:
+        ctx.warn(f"service: {service.describe(rep)}", start)
 
 
 def _unit_data_dir(path: Path) -> str | None:

@@ -443,18 +443,23 @@ def check_signals(ctx: Context) -> None:
     import apsw
 
     from wiki_memory.index import vectors
+    from wiki_memory.liveserver import live_server
     from wiki_memory.recall.rank import WEIGHTS
 
     on = [name for name, w in WEIGHTS.items() if w > 0 and name != "dense"]
     off: dict[str, str] = {name: "weight 0" for name, w in WEIGHTS.items() if w <= 0}
+    # the running server's setting when one runs (this shell's environment may differ)
+    live = live_server(ctx.settings.data_dir) or {}
+    setting = live["vectors"] if isinstance(live.get("vectors"), bool) else ctx.settings.vectors
+    whose = "the running server's " if isinstance(live.get("vectors"), bool) else ""
     if not vectors.available():
         line = f"off (the vectors extra is not installed: {vectors.INSTALL_HINT})"
         off["dense"] = "the vectors extra is not installed"
-    elif not ctx.settings.vectors:
-        line = "off (setting vectors = false)"
-        off["dense"] = "setting vectors = false"
+    elif not setting:
+        line = f"off ({whose}setting vectors = false)"
+        off["dense"] = f"{whose}setting vectors = false"
     else:
-        line = f"on ({vectors.MODEL_ID})"
+        line = f"on ({whose}setting; {vectors.MODEL_ID})" if whose else f"on ({vectors.MODEL_ID})"
         on.append("dense")
         built = None
         if ctx.settings.index_path.exists():

@@ -130,6 +130,7 @@ for _check in (
     Check("service", "wiki_memory.cli.checks_install:check_service"),
     Check("outbox", "wiki_memory.cli.checks_install:check_outbox"),
     Check("hooks", "wiki_memory.cli.checks_install:check_hooks"),
+    Check("hook_runs", "wiki_memory.cli.checks_gates:check_hook_runs"),
     Check("mcp", "wiki_memory.cli.checks_install:check_mcp"),
     Check("token", "wiki_memory.cli.checks_install:check_token"),
     Check("user_twins", "wiki_memory.cli.checks_install:check_user_twins"),
@@ -240,6 +241,8 @@ def print_report(rep: dict[str, Any], limit: int) -> None:
         print(f"hooks: {ob['queued']} event(s) queued, {dropped} dropped ({ob['path']})")
     for h in hooks.get("installed", []):
         print(f"  {h['agent']}: {h['file']} -> {h['target'] or '(not pinned)'}")
+    for name, run in sorted((rep.get("hook_runs") or {}).items()):
+        print(f"  last event from {name}: {run.get('event')} at {run.get('time')}")
     idx = rep.get("index")
     if idx:
         print(
@@ -279,14 +282,9 @@ def print_report(rep: dict[str, Any], limit: int) -> None:
             print(more(skipped))
     svc = rep.get("service")
     if svc:
-        print(
-            f"service: {svc['path']} "
-            + (
-                ("installed, " + ("enabled" if svc["enabled"] else "not enabled"))
-                if svc["installed"]
-                else "not installed"
-            )
-        )
+        from wiki_memory.harness.service import describe
+
+        print(f"service: {describe(svc)}")
     order = {"info": 0, "warning": 1, "error": 2}
     for f in sorted(rep.get("findings", []), key=lambda f: order.get(f["severity"], 0)):
         label = {"error": "ERROR", "warning": "warning"}.get(f["severity"], "note")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from typing import Any
 
@@ -115,7 +116,16 @@ def cmd_handoff(args: argparse.Namespace) -> int:
     res = _request(args, "POST", f"/v1/handoffs/{hid}/{action}", body)
     h = res["handoff"]
     again = " (already so)" if res.get("repeat") else ""
-    _print(args, res, f"{h['id']} {h['status']}{again}: {h['title']}")
+    text = f"{h['id']} {h['status']}{again}: {h['title']}"
+    if action == "claim" and h.get("status") == "claimed":
+        wm = "wiki-memory"
+        if getattr(args, "data_dir", None):
+            wm += f" --data-dir {shlex.quote(str(args.data_dir))}"
+        text += (
+            f"\nwhen finished: {wm} handoff complete {h['id']} --note '<outcome>'"
+            f"\nto give it back: {wm} handoff release {h['id']}"
+        )
+    _print(args, res, text)
     return 0
 
 

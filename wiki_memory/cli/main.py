@@ -118,6 +118,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     ensure_layout(settings)
     lock = ServerLock(settings.data_dir)
     address = f"{'https' if tls else 'http'}://{settings.host}:{settings.port}"
+    lock.facts = {"vectors": bool(settings.vectors)}
     try:
         lock.acquire(address)
     except DataDirLocked as exc:
@@ -302,21 +303,13 @@ def cmd_recall(args: argparse.Namespace) -> int:
         return 0
     items = res["items"]
     if not items:
-        print(f"no results ({res['omitted']} left out by the budget)")
+        need = res.get("needs_tokens")
+        hint = f": the best match needs --budget {need}" if need else ""
+        print(f"no results ({res['omitted']} left out by the budget{hint})")
         return 0
-    wide = max(len(i["title"] or "") for i in items)
-    wide = min(max(wide, 5), 50)
-    print(f"{'#':>2}  {'title':<{wide}}  {'kind':<8} {'score':>7}  anchor")
-    for n, it in enumerate(items, 1):
-        title = (it["title"] or "")[:wide]
-        if it.get("compact"):  # a small budget: id, title and snippet only
-            print(f"{n:>2}  {title:<{wide}}  {'':<8} {'':>7}  {it['id']}")
-        else:
-            print(f"{n:>2}  {title:<{wide}}  {it['kind']:<8} {it['score']:>7.2f}  {it['anchor']}")
-        print(f"    {it['snippet'][:160]}")
-        for sub in it.get("also", []):  # its page's entries carried in this slot
-            print(f"    also {sub['anchor']}: {sub['snippet'][:120]}")
-    print(f"({res['used_tokens']}/{res['budget_tokens']} tokens, {res['omitted']} more left out)")
+    from wiki_memory.cli.recall_table import render
+
+    print(render(res))
     return 0
 
 

@@ -172,8 +172,9 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
     unit_same = unit.is_file() and unit.read_text(encoding="utf-8") == unit_text
     print("wiki-memory setup: the plan")
+    step = iter(range(1, 100))
     print(
-        f"  1. data directory {data_dir}: "
+        f"  {next(step)}. data directory {data_dir}: "
         + (
             "exists"
             if (data_dir / "auth" / "owner.token").is_file()
@@ -181,25 +182,30 @@ def cmd_setup(args: argparse.Namespace) -> int:
         )
     )
     print(
-        f"  2. service ({'launchd LaunchAgent' if kind == 'launchd' else 'systemd user unit'}) "
+        f"  {next(step)}. service "
+        f"({'launchd LaunchAgent' if kind == 'launchd' else 'systemd user unit'}) "
         f"{unit}: " + ("up to date" if unit_same else "write it")
     )
     print(f"     runs: {shlex.join(argv)}")
     print("     then enable it at login and start it (serving " + address + ")")
     if not found:
-        print("  3. harnesses: none found (Claude Code, Codex, Gemini CLI, Cursor)")
+        print(f"  {next(step)}. harnesses: none found (Claude Code, Codex, Gemini CLI, Cursor)")
     for p in hook_plans:
         print(
-            f"  3. hooks for {p.agent.label}: {p.path}: " + ("write" if p.changed else "up to date")
+            f"  {next(step)}. hooks for {p.agent.label}: {p.path}: "
+            + ("write" if p.changed else "up to date")
         )
     for mp in mcp_plans:
         print(
-            f"  4. MCP for {mi.CLIENTS[mp.client]}: {mp.path}: "
+            f"  {next(step)}. MCP for {mi.CLIENTS[mp.client]}: {mp.path}: "
             + ("write" if mp.changed else "up to date")
         )
     if not mcp_plans:
-        print("  4. MCP: nothing to set up (no harness found)")
-    print("  5. self-check: one observation in a reserved session, read back, then deleted")
+        print(f"  {next(step)}. MCP: nothing to set up (no harness found)")
+    print(
+        f"  {next(step)}. self-check: one observation in a reserved session, read back, "
+        "then deleted"
+    )
     if args.dry_run:
         print("(dry run: nothing was written; run `wiki-memory setup` to do it)")
         return 0
@@ -322,12 +328,30 @@ def cmd_setup(args: argparse.Namespace) -> int:
         failed = failed or not ok
     print()
     print("next:")
+    hint = path_hint(python)
+    if hint:
+        print(hint)
     print(f"  web view:  {address}/  (sign in with the token `wiki-memory token` prints)")
     print("  is it on:  wiki-memory status")
     print("  anything wrong: wiki-memory doctor")
     if record.hooks or record.mcp:
         print("  restart your agent sessions so they load the hooks and the MCP server")
     return 1 if failed else 0
+
+
+def path_hint(python: str) -> str | None:
+    """How to put ``wiki-memory`` on ``PATH``, said once by setup, when the name does not
+    resolve there but the console script sits beside ``python`` (a venv install); None
+    otherwise. The hooks spell the brief's commands with the script's full path then."""
+    script = Path(python).parent / "wiki-memory"
+    if shutil.which("wiki-memory") is not None or not script.is_file():
+        return None
+    folder = shlex.quote(str(script.parent))
+    return (
+        f"  on PATH:   `wiki-memory` is not on your PATH; add its folder in your shell's "
+        f'profile (`export PATH={folder}:"$PATH"`) or link it: '
+        f"`ln -s {shlex.quote(str(script))} ~/.local/bin/`"
+    )
 
 
 def self_check(settings: Settings, address: str, hook_agents: list[str]) -> tuple[bool, str]:

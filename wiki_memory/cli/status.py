@@ -68,6 +68,7 @@ def status_report(settings: Settings) -> dict[str, Any]:
     "service": {"kind", "path", "installed", "enabled", "active", ...}, "ok"}``. ``ok``
     is False when no server runs, commits stall, events are queued or the index lags.
     ``uptime_seconds`` is measured from the server's start as ``server.json`` records it."""
+    from wiki_memory.cli.checks_install import _unit_data_dir, hooks_installed
     from wiki_memory.cli.checks_store import _scan_files, check_index
     from wiki_memory.cli.doctor import Context
     from wiki_memory.harness import service
@@ -135,7 +136,12 @@ def status_report(settings: Settings) -> dict[str, Any]:
         rep["pages"] = 0
         rep["index"] = None
     kind = service.kind_for_platform()
-    rep["service"] = service.state(kind).as_dict()
+    st = service.state(kind)
+    rep["service"] = st.as_dict()
+    serves = _unit_data_dir(st.path) if st.installed else None
+    rep["service"]["data_dir"] = serves
+    rep["service"]["for_this_data_dir"] = serves == str(data_dir.expanduser().resolve())
+    rep["hooks_installed"] = hooks_installed()
     rep.update(_extra_status(settings))
     rep["ok"] = bool(
         running
@@ -186,7 +192,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         reach = "" if srv["reachable"] else " (NOT answering)"
         print(f"server:    running, pid {srv.get('pid')}, {srv.get('address')}{ver}{up}{reach}")
     else:
-        print("server:    NOT running (hooks spool to the outbox; `wiki-memory setup` or `serve`)")
+        spool = "hooks spool to the outbox; " if rep.get("hooks_installed") else ""
+        print(f"server:    NOT running ({spool}`wiki-memory setup` or `serve`)")
     print(f"data dir:  {rep['data_dir']}")
     print(f"pages:     {rep['pages']}   open sessions: {rep['open_sessions']}")
     ob = rep["outbox"]
@@ -206,15 +213,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"index:     {idx['pages']} pages, lag {idx['lag']}")
     w = rep["watcher"]
     print("watcher:   " + ("alive" if w else "unknown" if w is None else "NOT running"))
-    svc = rep["service"]
-    print(
-        f"service:   {svc['path']}: "
-        + (
-            ("installed, " + ("enabled" if svc["enabled"] else "not enabled"))
-            if svc["installed"]
-            else "not installed (`wiki-memory setup`)"
-        )
-    )
+    from wiki_memory.harness.service import describe
+
+    print(f"service:   {describe(rep['service'])}")
     for name in STATUS_LINES:
         if rep.get(name) is not None:
             value = rep[name]

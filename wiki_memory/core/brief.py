@@ -30,7 +30,7 @@ from wiki_memory.capture.observation import iso, project_name
 from wiki_memory.core.handoffs import Claimant, Handoff
 from wiki_memory.core.sync import sync_lines
 from wiki_memory.diskfull import CAUSE as DISK_FULL
-from wiki_memory.errors import NotFound
+from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.recall.tokens import count_tokens
 from wiki_memory.wiki.page import parse_page
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
 
 DEFAULT_BUDGET = 1500
+#: harness names a bare ``to`` is read as (else it names a user)
+KNOWN_HARNESSES = frozenset({"claude-code", "codex", "gemini", "gemini-cli", "cursor"})
 
 #: SessionStart sources of a conversation that goes on: a shorter brief, and why
 AGAIN = {
@@ -196,8 +198,19 @@ def _last_reply(memory: Memory, path: str) -> str:
         if sec["anchor"] == "Summary":
             for ln in str(sec["text"]).splitlines():
                 if ln.startswith("- **Last reply:**"):
-                    return ln[len("- **Last reply:**") :].strip()
+                    # plain text: the summary's code ticks would nest in the brief's quotes
+                    return ln[len("- **Last reply:**") :].replace("`", "").strip()
     return ""
+
+
+def _to_a_harness(meta: dict[str, Any], who: Claimant) -> bool:
+    """True when the handoff's ``to`` names a harness (``harness:<name>`` or a bare
+    harness name), not another user: a brief asked without a session lists it waiting."""
+    to = str(meta.get("to") or "any")
+    kind, _, name = to.partition(":")
+    if name:
+        return kind == "harness"
+    return to in KNOWN_HARNESSES and to != who.user
 
 
 def _session_part(memory: Memory, row: dict[str, Any]) -> Part:
@@ -250,8 +263,10 @@ def build_brief(
     budget_tokens: int = DEFAULT_BUDGET,
     max_offers: int | None = None,
     source: str | None = None,
+    face: str = "",
 ) -> dict[str, Any]:
-    """The brief for a session of ``project``.
+    """The brief for a session of ``project``. ``face`` ``"mcp"``: the recall line names
+    the MCP tool, not the command.
 
     ``source``: the harness's SessionStart source. On ``resume`` and ``compact`` the
     conversation already holds what came before: the brief is shorter (half the budget)
@@ -265,10 +280,10 @@ def build_brief(
     ValueError for a negative budget or a bad project name.
     """
     if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int) or budget_tokens < 0:
-        raise ValueError("budget_tokens must be an integer >= 0")
+        raise BadRequest("budget_tokens must be an integer >= 0", field="budget_tokens")
     proj = project_name(project)
     if proj != project:
-        raise ValueError(f"project: {project!r} is not a valid project name")
+        raise BadRequest(f"project: {project!r} is not a valid project name", field="project")
     svc = memory.handoffs
     who = Claimant(user or "", harness or "api", session_id or "")
     cand: list[Part] = []
@@ -297,7 +312,10 @@ def build_brief(
             if len([p for p in cand if p.kind == "waiting"]) >= limit:
                 break
             m = row.get("meta") or {}
-            if not memory.scope.visible(user, row["path"], m) or not svc.addressed_to(m, who):
+            if not memory.scope.visible(user, row["path"], m):
+                continue
+            # no session asks: what any of the caller's harnesses could take waits too
+            if not svc.addressed_to(m, who) and not _to_a_harness(m, who):
                 continue
             fresh = svc._fresh(row["path"], who)
             if fresh is not None and svc.status_of(fresh, now) == "open":
@@ -337,14 +355,12 @@ def build_brief(
         cand.append(_session_part(memory, row))
         recent += 1
     if cand or memory.list_pages(project=project, limit=1, user=user):
-        cand.append(
-            Part(
-                "recall",
-                f'More: `wiki-memory recall "<words>" --project {project}` or POST /v1/recall'
-                " finds earlier sessions, notes and handoffs.",
-                {},
-            )
+        more = (
+            f'More: call MCP memory_recall {{"query": "<words>", "project": "{project}"}}'
+            if face == "mcp"
+            else f'More: `wiki-memory recall "<words>" --project {project}` or POST /v1/recall'
         )
+        cand.append(Part("recall", more + " finds earlier sessions, notes and handoffs.", {}))
     kept: list[Part] = []
     omitted: list[Part] = []
     text = ""

@@ -38,6 +38,7 @@ from wiki_memory.core.sessions import (
 )
 from wiki_memory.core.stall import CommitHealth, DiskState
 from wiki_memory.core.sync import SyncService
+from wiki_memory.core.unindexed import Unindexed
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.errors import Conflict, Forbidden, NotFound
 from wiki_memory.identity import Identity, may_admin
@@ -80,6 +81,7 @@ class Memory:
         self.writer.classify = self.audit.owner_of = owners_on_disk(self.wiki_dir, self.git)
         #: path → sha256 of the bytes the server last wrote or committed there
         self.server_hashes: dict[str, str] = {}
+        self.unindexed = Unindexed()  # written pages whose index update failed
         #: session page path → its user, for pages seeded at start (see sessions.seed_server_hashes)
         self._server_authors: dict[str, str] = {}
         #: the start-up recovery commit met GitBusy: the idle loop tries it again
@@ -370,6 +372,7 @@ class Memory:
                 self.scope.check_write(ident, rel, current, None)
             new = fn(current)
             if ident is not None and new is not None and new != current:
+                new = self.scope.stamp_owner(ident, rel, new)
                 self.scope.check_write(ident, rel, current, new)
             return new
 
@@ -379,8 +382,9 @@ class Memory:
                 return WriteResult(value=None, commit_now=commit_now)
             digest = sha256(new)
             self.server_hashes[rel] = digest
-            self.index.upsert_page(rel, new)
+            indexed = self.unindexed.index_written(self.index, rel, new)
             return WriteResult(
+                indexed=indexed,
                 paths=[rel],
                 author=Author(user, author_email_for(user)),
                 message=message,
@@ -398,21 +402,8 @@ class Memory:
             self.audited(ident, op, rel, "ok", user=None if ident is not None else user)
         return res
 
-    def update_pages(
-        self,
-        changes: list[tuple[str, Callable[[bytes | None], bytes | None]]],
-        *,
-        user: str,
-        message: str,
-        who: Identity | str | None = None,
-        op: str = "page.write",
-        timeout: float = 60,
-    ) -> WriteResult:
-        """:meth:`update_page` for several pages in one commit, all or nothing:
-        :func:`wiki_memory.core.pagewrite.update_pages`."""
-        return update_pages(
-            self, changes, user=user, message=message, who=who, op=op, timeout=timeout
-        )
+    #: several pages in one commit, all or nothing (:func:`~wiki_memory.core.pagewrite.update_pages`)
+    update_pages = update_pages
 
     def write_page(
         self,
@@ -498,6 +489,7 @@ class Memory:
                     continue
                 if info.last_received and now - info.last_received > self.settings.idle_seconds:
                     self.request_compile(key, end=True)
+            self.unindexed.retry(self.index, self.wiki_dir)
             if now - last_cleanup > 3600:
                 last_cleanup = now
                 self.spool.cleanup(self.settings.spool_keep_seconds, now)
@@ -579,9 +571,8 @@ class Memory:
         Runs on the writer thread; returns its Future (``value``: the commit sha or None)."""
         return self.writer.submit(lambda: WriteResult(value=self._commit_hand_edits_now(paths)))
 
-    def _commit_hand_edits_now(self, paths: list[str]) -> str | None:
-        """:func:`wiki_memory.core.pagewrite.commit_hand_edits_now` (writer thread)."""
-        return commit_hand_edits_now(self, paths)
+    #: :meth:`commit_hand_edits` on the writer thread (:func:`~wiki_memory.core.pagewrite.commit_hand_edits_now`)
+    _commit_hand_edits_now = commit_hand_edits_now
 
     # -- index maintenance -----------------------------------------------------------------
     def reindex(self, user: Identity | str | None = None, progress: bool = False) -> int:

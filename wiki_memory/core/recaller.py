@@ -20,7 +20,7 @@ from wiki_memory.core.scope import ScopeRule
 from wiki_memory.errors import BadRequest
 from wiki_memory.identity import Identity
 from wiki_memory.recall import rank
-from wiki_memory.recall.pack import compact
+from wiki_memory.recall.pack import compact, compact_floor
 from wiki_memory.recall.tokens import count_item
 
 #: the largest ``budget_tokens`` recall accepts
@@ -173,7 +173,9 @@ class Recaller:
                 item, cost = handle, count_item(handle)
             if used + cost > budget or (fits is not None and not fits([*items, item])):
                 if not items:
-                    needs = cost
+                    # a budget too small for any handle: what the shortest handle needs
+                    floor = compact_floor(item) if small else None
+                    needs = floor if floor is not None and floor < cost else cost
                 break
             items.append(item)
             used += cost

@@ -83,7 +83,9 @@ class NoteWriter(Protocol):
 
 class Remembered(TypedDict):
     """The result of :func:`remember` (and of both faces). The keys after ``redacted``
-    are there only when they say something (docs/knowledge.md)."""
+    are there only when they say something (docs/knowledge.md); ``indexed`` is present,
+    and False, only when the note was written and committed but its index update failed
+    (it is indexed again later)."""
 
     path: str | None
     id: str | None
@@ -105,6 +107,8 @@ class Remembered(TypedDict):
     may_supersede: NotRequired[list[str]]
     #: the pages this note retired (``supersedes`` given)
     supersedes: NotRequired[list[str]]
+    #: False: written and committed, but its index update failed (indexed again later)
+    indexed: NotRequired[bool]
 
 
 def remember(
@@ -250,6 +254,8 @@ def remember(
         if olds:
             out["supersedes"] = olds
         out.update(said)  # type: ignore[typeddict-item]
+        if not res.indexed:
+            out["indexed"] = False  # written and committed; indexed again later
         return out
     raise BadRequest("too many notes with this title", field="title")
 

@@ -213,6 +213,7 @@ class MemoryOps(ToolBase):
             harness=caller.harness,
             session_id=caller.session_id,
             budget_tokens=min(budget_tokens, self.part),
+            face="mcp",
         )
         data: BriefOut = {
             "project": proj,

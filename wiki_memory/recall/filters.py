@@ -121,7 +121,7 @@ def _str_list(value: Any, field: str) -> tuple[str, ...] | None:
 @dataclass(frozen=True)
 class Filters:
     """What a recall may return. ``kinds``: page kinds (``session``, ``note``,
-    ``handoff``, ...; None = all, ``[]`` = none); ``tags``: every one must be on the page;
+    ``handoff``, ...; None = all; an empty list is refused); ``tags``: every one must be on the page;
     ``since``/``until``: UTC epoch seconds bounding the time a page covers (overlap);
     ``as_of``: UTC epoch seconds: search the wiki as it was committed then (git);
     ``exclude_dirs``: folders left out; ``who``: the caller (the pages
@@ -155,6 +155,9 @@ class Filters:
         if project is not None and not isinstance(project, str):
             raise FilterError("project", "expected a string")
         k = _str_list(kinds, "kinds")
+        if k == ():
+            # an empty list would allow no kind, so match nothing: refused, never a silent []
+            raise FilterError("kinds", "names no kind: name at least one, or leave it out for all")
         t = tuple(x.lstrip("#") for x in (_str_list(tags, "tags") or ()) if x.lstrip("#"))
         s = parse_time(since, "since", zone=zone)
         u = parse_time(until, "until", end_of_day=True, zone=zone)

@@ -63,6 +63,19 @@ def compact(item: dict[str, Any], room: int) -> dict[str, Any] | None:
     return best
 
 
+def compact_floor(item: dict[str, Any]) -> int | None:
+    """The tokens the shortest compact handle of ``item`` costs (the smallest budget
+    :func:`compact` can fill with it); None when the item has no ``id``."""
+    if "id" not in item:
+        return None
+    snippet = _TIME_HEAD.sub("", str(item.get("snippet") or ""), count=1)
+    title = _cut(str(item.get("title") or ""), COMPACT_TITLE_WORDS)
+    words = min(len(snippet.split()), COMPACT_MIN_WORDS)
+    return count_item(
+        {"id": item["id"], "title": title, "snippet": _cut(snippet, words), "compact": True}
+    )
+
+
 def pack(candidates: Iterable[dict[str, Any]], budget_tokens: int, greedy: bool = True) -> Packed:
     """Take candidates in order while each whole item fits in what is left of the budget.
 

@@ -257,8 +257,11 @@ async def put_page(request: Request) -> Response:
     digest = res.value or sha256(data)
     status = 201 if expected is None and res.value is not None else 200
     path = res.paths[0] if res.paths else path  # the existing file's own spelling
+    reply: dict[str, Any] = {"path": path, "hash": digest, "redacted": redacted}
+    if not res.indexed:
+        reply["indexed"] = False  # written and committed; indexed again later
     return JSONResponse(
-        {"path": path, "hash": digest, "redacted": redacted},
+        reply,
         status,
         headers={"ETag": f'"{digest}"'},
     )

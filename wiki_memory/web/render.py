@@ -298,16 +298,21 @@ def _strip_marker(inline: Token) -> None:
         break
 
 
-def _render_block_close(
-    self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any
-) -> str:
-    bid = tokens[idx].meta.get("id", "")
-    return f'<a class="block-ref" href="#{escape(bid)}">{escape(bid)}</a>\n</div>\n'
+def _render_block_close(self: Any, tokens: Sequence[Token], idx: int, *_: Any) -> str:
+    return _block_link(tokens[idx].meta.get("id", "")) + "\n</div>\n"
 
 
-def _render_block_ref(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
-    bid = tokens[idx].meta.get("id", "")
-    return f' <a class="block-ref" href="#{escape(bid)}">{escape(bid)}</a>'
+def _render_block_ref(self: Any, tokens: Sequence[Token], idx: int, *_: Any) -> str:
+    return " " + _block_link(tokens[idx].meta.get("id", ""))
+
+
+def _block_link(bid: str) -> str:
+    """A link to a block: a pilcrow, the raw ``^tN`` id only in its tooltip (an id on
+    every entry is noise to a reader; the link still copies as ``#^tN``)."""
+    return (
+        f'<a class="block-ref" href="#{escape(bid)}" title="link to this entry ({escape(bid)})"'
+        ' aria-label="link to this entry">¶</a>'
+    )
 
 
 def _render_image(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:

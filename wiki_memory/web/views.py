@@ -212,6 +212,12 @@ class _View(BrowseView):
         project = request.query_params.get("project") or None
         kind = request.query_params.get("kind") or None
         within = request.query_params.get("within") or ""
+        cursor = _int_param(request.query_params.get("cursor"))
+        # the cursors of the pages before this one, so "previous" returns exactly there
+        back = [c for c in map(_int_param, request.query_params.get("back", "").split(",")) if c]
+        back = [c for c in back if c < cursor][-50:]
+        next_cursor = None
+        total = 0
         if within not in SEARCH_WITHIN:
             within = ""
         groups: list[web_search.Group] = []
@@ -232,6 +238,7 @@ class _View(BrowseView):
                     user=user,
                     kinds=[kind] if kind else None,
                     since=since,
+                    cursor=cursor,
                 )
             except SearchError:
                 error = "The search engine failed; try again in a moment."
@@ -240,6 +247,8 @@ class _View(BrowseView):
             else:  # recall filtered by the reader before ranking
                 omitted = res.omitted
                 matches = len(res.items)
+                next_cursor = res.next_cursor
+                total = res.total
                 forms = match_forms(q)
                 groups = web_search.group(res.items, forms, q)
                 kinds = sorted({g.kind for g in groups} | ({kind} if kind else set()))
@@ -257,6 +266,13 @@ class _View(BrowseView):
             "kind": [(k, link(kind=k), k == kind) for k in kinds],
             "within": [(w, link(within=w), w == within) for w in SEARCH_WITHIN],
         }
+        prev_url = None
+        if cursor:
+            prev = back[-1] if back else 0
+            prev_url = link(cursor=str(prev) if prev else "", back=",".join(map(str, back[:-1])))
+        next_url = None
+        if next_cursor is not None:
+            next_url = link(cursor=str(next_cursor), back=",".join(map(str, [*back, cursor])))
         clear = {
             "project": link(project="") if project else None,
             "kind": link(kind="") if kind else None,
@@ -278,6 +294,11 @@ class _View(BrowseView):
             clear=clear,
             error=error,
             omitted=omitted,
+            first=cursor + 1,
+            last=cursor + matches,
+            total=total,
+            prev_url=prev_url,
+            next_url=next_url,
         )
 
     # -- pages -------------------------------------------------------------------------
@@ -514,3 +535,11 @@ class _View(BrowseView):
         except PathRefused:
             return self._not_found(request, "No such session.")
         return self._page_view(request, rel, via_session=sid)
+
+
+def _int_param(value: str | None) -> int:
+    """A non-negative integer query parameter (0 for anything else)."""
+    try:
+        return max(0, int(value or 0))
+    except ValueError:
+        return 0

@@ -229,6 +229,28 @@ def exit_code_of(o: Observation) -> int | None:
     return None
 
 
+#: the last lines of a test run or build that failed (pytest, unittest, jest, cargo, go,
+#: make, npm, gradle/maven, tsc and compilers)
+_FAILED_TAIL_RE = re.compile(
+    r"(?im)^(?:=+ )?.*\b\d+ (?:failed|errors?)\b.*$"
+    r"|^FAILED\b.*$|^FAIL\b.*$|^Tests?:.*\b\d+ failed\b.*$|^test result: FAILED\b.*$"
+    r"|^make(?:\[\d+\])?: \*\*\* .*Error \d+$|^npm ERR!.*$|^BUILD FAILED\b.*$"
+    r"|^error(?:\[E\d+\])?: .*$|^Found \d+ errors?\b.*$"
+)
+
+
+def _ends_in_failure(text: str) -> bool:
+    """True when the last few lines of a shell command's output say a test run or a
+    build failed (``FAILED … 1 failed``), whatever the exit code the harness reported."""
+    lines = [ln for ln in text[-4000:].splitlines() if ln.strip()][-4:]
+    tail = "\n".join(lines)
+    if re.search(r"(?i)\b0 (?:failed|errors?)\b", tail) and not re.search(
+        r"(?i)\b[1-9]\d* (?:failed|errors?)\b", tail
+    ):
+        return False
+    return bool(_FAILED_TAIL_RE.search(tail))
+
+
 def _failure_of(o: Observation) -> str | None:
     p = o.payload
     if o.kind == "tool_failure":
@@ -236,6 +258,12 @@ def _failure_of(o: Observation) -> str | None:
         return _as_text(err) if err else "failed"
     if o.kind == "tool_post":
         tr = p.get("tool_response")
+        if _command_of(o) is not None:
+            out = _as_text(tr) if not isinstance(tr, str) else tr
+            if isinstance(tr, dict):
+                out = "\n".join(str(tr.get(k) or "") for k in ("stdout", "stderr", "output"))
+            if _ends_in_failure(out):
+                return out
         if isinstance(tr, str):
             code = exit_code_of(o)
             return tr if code else None

@@ -72,7 +72,21 @@ def clip_bytes(text: str, limit: int) -> str:
     cut = len(data) - len(head) - len(tail)
     h = head.decode("utf-8", errors="ignore").rstrip("\n")
     t = tail.decode("utf-8", errors="ignore")
+    # the hook's own cut marker inside what is cut here: say the whole, not just our part
+    hook = _HOOK_CUT.search(data, len(head), len(data) - len(tail))
+    if hook is not None:
+        left, total = int(hook[1]), int(hook[2])
+        return (
+            f"{h}\n[… {cut:,} bytes cut here and {left:,} characters by the hook:"
+            f" the output was {total:,} characters …]\n{t}"
+        )
     return f"{h}\n[… {cut:,} bytes cut …]\n{t}"
+
+
+#: the hook's marker (hooks/wiki_memory_hooklib.py ``TRUNCATION_MARK``)
+_HOOK_CUT = re.compile(
+    rb"\[\.\.\. truncated by wiki-memory hook: (\d+) of (\d+) characters left out"
+)
 
 
 def fence(text: str, info: str = "text") -> str:

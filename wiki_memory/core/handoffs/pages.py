@@ -30,7 +30,7 @@ from wiki_memory.core.handoffs.model import (
 )
 from wiki_memory.core.handoffs.states import Leases
 from wiki_memory.core.writer import WriteResult
-from wiki_memory.errors import Conflict, NotFound
+from wiki_memory.errors import BadRequest, Conflict, NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 
@@ -61,7 +61,7 @@ class HandoffPages:
         """The wiki-relative path of handoff ``hid`` (file name ``<hid>.md`` under a
         ``handoffs/`` folder), or None. Raises ValueError for a malformed id."""
         if not isinstance(hid, str) or not ID_RE.match(hid):
-            raise ValueError(f"not a handoff id: {hid!r}")
+            raise BadRequest(f"not a handoff id: {hid!r}", field="id")
         cached = self._paths.get(hid)
         if cached and (self.wiki_dir / cached).is_file() and self.memory.scope.plain(cached):
             return cached

@@ -46,7 +46,7 @@ from wiki_memory.core.handoffs.states import (
 )
 from wiki_memory.core.text import replace_section
 from wiki_memory.core.writer import WriteResult
-from wiki_memory.errors import Forbidden, NotFound
+from wiki_memory.errors import BadRequest, Forbidden, NotFound
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 
 log = logging.getLogger("wiki_memory.core.handoffs")
@@ -127,7 +127,7 @@ class HandoffService(HandoffPages):
         filters on the effective status (``offered`` and ``expired`` included).
         Raises ValueError for an unknown status."""
         if status is not None and status not in STATES:
-            raise ValueError(f"status must be one of {', '.join(STATES)}")
+            raise BadRequest(f"status must be one of {', '.join(STATES)}", field="status")
         now = self.clock()
         out: list[dict[str, Any]] = []
         stale: list[str] = []
@@ -189,15 +189,17 @@ class HandoffService(HandoffPages):
         (user, harness, session_id) when one exists. Raises ValueError for a bad field."""
         proj = project_name(_req_str(project, "project"))
         if proj != project:
-            raise ValueError(f"project: {project!r} is not a valid project name (try {proj!r})")
+            raise BadRequest(
+                f"project: {project!r} is not a valid project name (try {proj!r})", field="project"
+            )
         title_s = " ".join(_req_str(title, "title").split())[:200]
         now = self.clock()
         vis = visibility or "project"
         if vis not in ("project", "personal"):
-            raise ValueError("visibility must be 'project' or 'personal'")
+            raise BadRequest("visibility must be 'project' or 'personal'", field="visibility")
         target = to or "any"
         if not _TO_RE.match(target):
-            raise ValueError("to must be 'any', a harness name or a user name")
+            raise BadRequest("to must be 'any', a harness name or a user name", field="to")
         # a project the caller may not read answers as one that does not exist; one it
         # may only read is a 403 naming the write grant it lacks. A personal handoff is
         # written in the caller's own folder: that folder decides (a reader writes none)
