@@ -2340,10 +2340,17 @@ def run(argv: list[str]) -> None:
         elif late or (names and names[0] < name):
             # Older events wait: a drainer sends everything in order, this one included.
             started = spawn_drainer(cfg, ob)
-            warn(
-                f"{len(names)} event(s) waiting in the outbox; "
-                + ("sending them in the background" if started else "a drainer is already sending")
-            )
+            if not pending_id or len(names) > 1:
+                # an event that only waits for its repository's id is the ordinary
+                # path of a new folder mid-session: nothing to tell the agent
+                warn(
+                    f"{len(names)} event(s) waiting in the outbox; "
+                    + (
+                        "sending them in the background"
+                        if started
+                        else "a drainer is already sending"
+                    )
+                )
         else:
             send_deadline = net_deadline
             if is_start:
