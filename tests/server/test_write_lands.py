@@ -60,3 +60,28 @@ def test_put_and_remember_answer_2xx_when_only_the_index_update_fails(
         mem.unindexed.retry(mem.index, mem.wiki_dir)
         assert mem.unindexed.pending() == []
         assert wait_for(lambda: srv.post("/v1/recall", {"query": "zqxlands"}).json()["items"])
+
+
+def test_mcp_page_write_says_indexed_false(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from mcp import Client
+    from support import make_memory
+
+    from wiki_memory.mcp.tools import build_server
+
+    mem = make_memory(tmp_path / "data")
+    try:
+        monkeypatch.setattr(mem.index, "upsert_page", _broken_upsert)
+
+        async def main() -> Any:
+            async with Client(build_server(mem)) as c:
+                return await c.call_tool(
+                    "page_write", {"path": "notes/zqxmcp.md", "text": "# zqxmcp\n"}
+                )
+
+        res = asyncio.run(main())
+        assert not res.is_error
+        assert res.structured_content["indexed"] is False
+    finally:
+        mem.stop()

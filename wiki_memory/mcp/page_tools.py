@@ -10,7 +10,7 @@ result cap; :func:`register` declares the tools on an ``MCPServer``.
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
@@ -58,6 +58,7 @@ class WriteOut(TypedDict):
     created: bool
     changed: bool
     redacted: int
+    indexed: NotRequired[bool]  # False: written and committed, indexed again later
 
 
 class PageOps(ToolBase):
@@ -174,6 +175,9 @@ class PageOps(ToolBase):
             msg = f"{rel} already holds this text (hash {digest}); nothing changed."
         if redacted:
             msg += f" {redacted} secret(s) were replaced by [REDACTED:<kind>]."
+        if not res.indexed:
+            out["indexed"] = False
+            msg += " It is not searchable yet (the index update failed; it is retried)."
         return self.result(dict(out), msg)
 
     def page_forget(self, path: str, caller: Caller) -> CallToolResult:
