@@ -30,7 +30,7 @@ from dulwich.repo import Repo
 
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_metadata
-from wiki_memory.wiki.personal import is_people_folder, page_owner
+from wiki_memory.wiki.personal import frontmatter_head, is_people_folder, page_owner
 from wiki_memory.wiki.replicate import flat_tree, is_ancestor
 
 __all__ = ["Shared", "personal_files", "unpinned", "with_pin"]
@@ -41,9 +41,11 @@ def unpinned(data: bytes) -> bytes | None:
     kept; None when the page has no such key. Raises FrontmatterError when the key is
     there but the frontmatter cannot be edited, or when the page still reads as holding
     ``pinned`` once the key is removed (a YAML merge key ``<<:`` brings it in). The
-    bytes are parsed unless they cannot spell the key: no ``pinned``, once the byte order
-    marks the parser drops are removed, and no backslash (YAML's escapes)."""
-    if b"pinned" not in data.replace(b"\xef\xbb\xbf", b"") and b"\\" not in data:
+    bytes are parsed unless their frontmatter cannot spell the key
+    (:func:`~wiki_memory.wiki.personal.frontmatter_head`: no fence, or no ``pinned`` and
+    no backslash in it)."""
+    head = frontmatter_head(data)
+    if head is None or (b"pinned" not in head and b"\\" not in head):
         return None
     if "pinned" not in parse_metadata(data):
         return None
