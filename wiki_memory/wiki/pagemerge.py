@@ -9,8 +9,8 @@
   ``aliases``, ...) merge as sets (additions from both, removals from both); two
   different times (ISO dates, ``updated``) take the later. Only a true overlap (the same
   lines or the same key changed differently) is a conflict: None.
-* :func:`merge_trees`: :func:`wiki_memory.wiki.replicate.merge_trees` with the page
-  merge for files both sides changed, renames followed (a page one side moved, with the
+* :func:`merge_trees`: per file, what one side changed wins; the page merge for
+  files both sides changed, renames followed (a page one side moved, with the
   same blob or the same frontmatter ``id``, while the other edited it, ends up once, at
   the new path, with the edit), and conflict copies marked in their frontmatter
   (``conflict_of``: the page's path, ``conflict_side``: the remote).

@@ -10,11 +10,9 @@ sync state. What leaves the machine is the shared projection of the local branch
   credentials come from git's usual places (SSH keys and agent through the ``ssh``
   program; for HTTPS, dulwich reads ``~/.git-credentials`` and the ``credential.helper =
   store`` file), never from the wiki.
-* **Merging** (:func:`merge_trees`) is per file: what one side changed wins; a file both
-  sides changed differently keeps the local bytes at its path and the remote's as a
-  conflict copy beside it (invariant 8: people's edits win, nothing is lost). Sync uses
-  the finer :func:`wiki_memory.wiki.pagemerge.merge_trees` (lines, frontmatter keys,
-  renames) on the same rules.
+* **Merging** is :func:`wiki_memory.wiki.pagemerge.merge_trees` (lines, frontmatter keys,
+  renames; only a true overlap keeps the remote's version as a conflict copy named by
+  :func:`conflict_name`); this module holds its result type, :class:`MergeResult`.
 * **Fetch and push** use dulwich's clients (``file``, ``ssh``, ``git``, ``http(s)``
   URLs). :func:`push` is always a compare-and-swap on the remote's branch ("force with
   lease"): it fails with :class:`LeaseFailed` when the branch is not what the caller last
@@ -57,7 +55,6 @@ __all__ = [
     "is_ancestor",
     "list_remotes",
     "merge_base",
-    "merge_trees",
     "push",
     "remote_head",
     "remove_remote",
@@ -517,38 +514,3 @@ class MergeResult:
 
     files: dict[bytes, tuple[int, ObjectID]]
     conflicts: dict[str, str] = field(default_factory=dict)
-
-
-def merge_trees(
-    base: dict[bytes, tuple[int, ObjectID]],
-    ours: dict[bytes, tuple[int, ObjectID]],
-    theirs: dict[bytes, tuple[int, ObjectID]],
-    remote: str,
-) -> MergeResult:
-    """Three-way merge of flat trees, per file. A file changed on one side only takes that
-    side; changed the same way on both, either; changed differently on both, ours stays
-    at the path and theirs goes to :func:`conflict_name` (a file one side deleted and the
-    other changed is kept, changed). No line-level merge: a page two people edited is kept
-    whole twice rather than stitched."""
-    out: dict[bytes, tuple[int, ObjectID]] = {}
-    conflicts: dict[str, str] = {}
-    for path in set(base) | set(ours) | set(theirs):
-        b, o, t = base.get(path), ours.get(path), theirs.get(path)
-        if o == t or t == b:
-            pick = o
-        elif o == b:
-            pick = t
-        elif o is None:
-            pick = t  # deleted here, changed there: the change is kept
-        elif t is None:
-            pick = o
-        else:
-            pick = o
-            copy = conflict_name(path, remote, t[1])
-            out[copy] = t
-            conflicts[path.decode("utf-8", "surrogateescape")] = copy.decode(
-                "utf-8", "surrogateescape"
-            )
-        if pick is not None:
-            out[path] = pick
-    return MergeResult(out, conflicts)
