@@ -36,6 +36,21 @@ def shared_path(*parts: str) -> Path:
     return p
 
 
+def access_lines(data_dir: Path, needle: str = "", at_least: int = 1, timeout: float = 30.0) -> list[str]:
+    """The lines of ``<data_dir>/logs/access.log`` that contain ``needle``, once there are
+    ``at_least`` of them: the server writes a request's line after it has sent the
+    response, so a client that reads the log at once can be ahead of it. Raises
+    AssertionError when fewer turn up within ``timeout`` seconds."""
+    log = data_dir / "logs" / "access.log"
+
+    def lines() -> list[str]:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        found = [ln for ln in text.splitlines() if needle in ln]
+        return found if len(found) >= at_least else []
+
+    return wait_for(lines, timeout, f"{at_least} access-log line(s) with {needle!r}")
+
+
 def wait_for(
     fn: Callable[[], T], timeout: float = 30.0, what: str = "", *, interval: float = 0.05
 ) -> T:
