@@ -36,7 +36,9 @@ def shared_path(*parts: str) -> Path:
     return p
 
 
-def access_lines(data_dir: Path, needle: str = "", at_least: int = 1, timeout: float = 30.0) -> list[str]:
+def access_lines(
+    data_dir: Path, needle: str = "", at_least: int = 1, timeout: float = 30.0
+) -> list[str]:
     """The lines of ``<data_dir>/logs/access.log`` that contain ``needle``, once there are
     ``at_least`` of them: the server writes a request's line after it has sent the
     response, so a client that reads the log at once can be ahead of it. Raises
