@@ -149,7 +149,8 @@ def routes(memory: Memory) -> list[Any]:
             if not (_str(body, "cwd") or _str(body, "session_id")):
                 _str(body, "project", required=True)  # 400: a project, or a cwd or session
             # a hook that found no project: the same order on the server's side (the
-            # session's current project, a cwd in a repository), else an empty brief
+            # session's current project, a cwd in a repository), else none: the brief
+            # of a session with no project, its user's own (core/brief.py)
             project = await call(
                 memory.capturer.project_of,
                 request.state.user,
@@ -157,18 +158,6 @@ def routes(memory: Memory) -> list[Any]:
                 _str(body, "session_id"),
                 _str(body, "cwd"),
             )
-            if project is None:
-                return JSONResponse(
-                    {
-                        "text": "",
-                        "used_tokens": 0,
-                        "budget_tokens": budget,
-                        "parts": [],
-                        "omitted": [],
-                        "offers": [],
-                        "project": None,
-                    }
-                )
         res = await call(
             build_brief,
             memory,

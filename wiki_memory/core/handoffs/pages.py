@@ -109,14 +109,16 @@ class HandoffPages:
         return h
 
     def _indexed(self, project: str | None) -> list[dict[str, Any]]:
-        """Handoff rows from the index (kind ``handoff``), newest first."""
+        """Handoff rows from the index (kind ``handoff``), newest first: of ``project``,
+        of every project (None), or of none (``""``: the personal handoffs a session with
+        no project left)."""
         rows: list[dict[str, Any]] = []
         offset = 0
         while True:
             batch = self.memory.index.list_pages(
-                project=project, kind="handoff", limit=1000, offset=offset
+                project=project or None, kind="handoff", limit=1000, offset=offset
             )
-            rows.extend(batch)
+            rows.extend(r for r in batch if project != "" or not r.get("project"))
             if len(batch) < 1000:
                 return rows
             offset += 1000
