@@ -269,6 +269,38 @@ def test_an_event_that_cannot_be_rendered_leaves_a_placeholder(mem, monkeypatch)
     assert unrendered_line(mem.settings) is None
 
 
+def test_discarded_placeholders_are_no_longer_counted_but_stay_on_the_page(mem, monkeypatch):
+    from wiki_memory.cli.checks_store import unrendered_line
+    from wiki_memory.core.unrendered import discard_unrendered, list_unrendered
+    from wiki_memory.errors import Forbidden
+
+    def broken(o: Any) -> str:
+        raise ValueError("never renders")
+
+    run(mem, [cc("UserPromptSubmit", "sess-lost", prompt="a first prompt")])
+    monkeypatch.setattr(compiler, "_prompt_text", broken)
+    run(mem, [cc("UserPromptSubmit", "sess-lost", prompt="lost"), cc("Stop", "sess-lost")])
+    (row,) = list_unrendered(mem, "alice")
+    assert row["page"] and len(row["placeholders"]) == 2 and row["events"] == 2
+    with pytest.raises(Forbidden):
+        list_unrendered(mem, "bob")
+    res = discard_unrendered(mem, "alice", row["session"][:10])
+    assert res == {
+        "session": row["session"],
+        "page": row["page"],
+        "discarded": 2,
+        "dropped_spool": False,
+    }
+    assert list_unrendered(mem, "alice") == [] and unrendered_line(mem.settings) is None
+    # the next compile does not count them again; the page still says what is missing
+    run(mem, [cc("Stop", "sess-lost", last_assistant_message="later")])
+    assert list_unrendered(mem, "alice") == []
+    _, text = page_of(mem, "sess-lost")
+    assert text.count("unrendered event `UserPromptSubmit`") == 2 and "later" in text
+    audit = (mem.settings.logs_dir / "audit.jsonl").read_text()
+    assert '"unrendered.discard"' in audit
+
+
 def test_a_failing_compile_is_retried_with_back_off(mem, monkeypatch):
     import time
 

@@ -44,6 +44,13 @@ REQUESTS: dict[str, tuple[str, str, Any, set[int]]] = {
     "POST /v1/admin/reindex": ("POST", "/v1/admin/reindex", {}, {200}),
     "POST /v1/admin/pin": ("POST", "/v1/admin/pin", {"path": NOTE}, {200}),
     "GET /v1/audit": ("GET", "/v1/audit", None, {200}),
+    "GET /v1/admin/unrendered": ("GET", "/v1/admin/unrendered", None, {200}),
+    "POST /v1/admin/unrendered/discard": (
+        "POST",
+        "/v1/admin/unrendered/discard",
+        {"session": "0123456789ab"},
+        {404},
+    ),
     "POST /v1/forget": ("POST", "/v1/forget", {"path": "projects/demo/notes/other.md"}, {200}),
     "POST /v1/admin/purge": ("POST", "/v1/admin/purge", {"path": "notes/nosuch.md"}, {400, 404}),
     "POST /v1/admin/sync": ("POST", "/v1/admin/sync", {}, {404}),  # no remote configured

@@ -524,9 +524,10 @@ def check_supersession(ctx: Context) -> None:
 
 
 def unrendered_events(settings: Settings) -> int:
-    """How many accepted events the compiler could not render on their session page
-    (each a placeholder entry naming its spool record), read from the sessions' spool
-    states: their spool is kept until they compile."""
+    """How many accepted events are on no page as themselves: those the compiler could
+    not render (each a placeholder entry naming its spool record) and those a session's
+    failing compile holds back (``compile_failed``), read from the sessions' spool
+    states: their spool is kept until they compile or a person discards them."""
     import json
 
     n = 0
@@ -541,6 +542,9 @@ def unrendered_events(settings: Settings) -> int:
             continue
         if isinstance(st, dict) and isinstance(st.get("unrendered"), list):
             n += len(st["unrendered"])
+        failed = st.get("compile_failed") if isinstance(st, dict) else None
+        if isinstance(failed, dict) and isinstance(failed.get("events"), int):
+            n += failed["events"]
     return n
 
 
@@ -551,9 +555,11 @@ def check_unrendered(ctx: Context) -> None:
     ctx.rep["unrendered_events"] = n
     if n:
         ctx.warn(
-            f"{n} accepted event(s) could not be rendered on their session page; a "
-            "placeholder entry names each spool record and the cause, and the spool is kept",
-            fix="see the server log for the cause; the next compile of the session retries",
+            f"{n} accepted event(s) are on no session page as themselves (a placeholder "
+            "entry names each spool record and the cause, or the page's compile keeps "
+            "failing); their spool is kept",
+            fix="see the server log for the cause (the compile retries); `wiki-memory "
+            "unrendered` lists them, `wiki-memory unrendered --discard <session>` drops them",
         )
 
 

@@ -442,12 +442,13 @@ def build_parser() -> argparse.ArgumentParser:
         setup,
         status,
         uninstall,
+        unrendered,
         wiki,
     )
 
     access.register(sub)
     modules = (setup, uninstall, status, hooks, handoffs, mcp, wiki, remove, remember, carry)
-    for module in (*modules, replicas):
+    for module in (*modules, unrendered, replicas):
         module.register(sub)
     return p
 

@@ -6,8 +6,11 @@ placeholders. Functions over a session's observations and the spool's sessions;
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any
 
 from wiki_memory.capture.observation import Observation
@@ -149,20 +152,30 @@ def unrendered_count(spool: Spool) -> int:
 class Backoff:
     """When a session's compile fails: the next try after ``first`` seconds, doubled at
     each failure in a row up to ``most`` (5 s to an hour), one timer per session at a
-    time, so a compile that keeps failing is never run in a loop."""
+    time, so a compile that keeps failing is never run in a loop.
 
-    def __init__(self, first: float = 5.0, most: float = 3600.0) -> None:
+    With a ``spool``, a failure is also written into the session's spool state
+    (``compile_failed``: ``{"at", "cause", "tries", "events"}``, ``events`` the accepted
+    events on no page), so ``doctor``, ``status`` and ``wiki-memory unrendered`` see it
+    without the server; a success removes it."""
+
+    def __init__(
+        self, first: float = 5.0, most: float = 3600.0, spool: Spool | None = None
+    ) -> None:
         self.first = first
         self.most = most
+        self.spool = spool
         self._failures: dict[str, int] = {}
         self._timers: dict[str, threading.Timer] = {}
 
     def failed(self, key: str, again: Callable[[], object]) -> tuple[int, float]:
         """Count a failure of ``key`` and, unless a try is already due, call ``again``
-        after the wait. Returns (failures in a row, the wait)."""
+        after the wait. Called inside the ``except`` that caught the failure: its
+        exception is the cause recorded. Returns (failures in a row, the wait)."""
         n = self._failures.get(key, 0) + 1
         self._failures[key] = n
         wait = min(self.first * 2 ** (n - 1), self.most)
+        self._note(key, n, sys.exc_info()[1])
         if key not in self._timers:
 
             def fire() -> None:
@@ -176,4 +189,26 @@ class Backoff:
         return n, wait
 
     def succeeded(self, key: str) -> None:
+        """A compile of ``key`` worked: the failures in a row and the record go."""
         self._failures.pop(key, None)
+        info = self.spool.sessions.get(key) if self.spool is not None else None
+        if self.spool is not None and info is not None and "compile_failed" in info.state:
+            state = dict(info.state)
+            state.pop("compile_failed")
+            with suppress(OSError):
+                self.spool.write_state(key, state)
+
+    def _note(self, key: str, tries: int, exc: BaseException | None) -> None:
+        info = self.spool.sessions.get(key) if self.spool is not None else None
+        if self.spool is None or info is None:
+            return
+        cause = f"{type(exc).__name__}: {exc}" if exc is not None else "unknown"
+        state = dict(info.state)
+        state["compile_failed"] = {
+            "at": time.time(),
+            "cause": " ".join(cause.split())[:300],
+            "tries": tries,
+            "events": max(0, info.count - int(state.get("compiled_count") or 0)),
+        }
+        with suppress(OSError):  # a full disk: the log line and the retry still come
+            self.spool.write_state(key, state)

@@ -95,7 +95,7 @@ class SessionPages:
         #: page path -> the server's version that could not be merged (a conflict copy)
         self._conflicts: dict[str, bytes] = {}
         #: failed compiles, tried again after a doubling wait
-        self.backoff = Backoff()
+        self.backoff = Backoff(spool=host.spool)
 
     def _session_meta(self, info: SessionInfo) -> compiler.SessionMeta:
         return compiler.SessionMeta(
@@ -248,7 +248,7 @@ class SessionPages:
             state["ended_at"] = ended_at
         # events the compiler could not render: placeholders on the page, counted by
         # doctor and status, and their spool kept until they compile
-        state["unrendered"] = comp.unrendered
+        state["unrendered"] = [i for i in comp.unrendered if i not in state.get("discarded", [])]
         if comp.unrendered:
             log.warning(
                 "%s: %d event(s) could not be rendered; placeholders name their spool records",

@@ -27,6 +27,7 @@ from wiki_memory.core.purge import purge_page
 from wiki_memory.core.recaller import MAX_BUDGET_TOKENS
 from wiki_memory.core.remember import remember as remember_note
 from wiki_memory.core.sessions import sha256
+from wiki_memory.core.unrendered import discard_unrendered, list_unrendered
 from wiki_memory.errors import Conflict, PreconditionRequired, WikiMemoryError, rule_for
 from wiki_memory.mcp.common import TZ_HEADER
 from wiki_memory.server.http import (
@@ -361,6 +362,25 @@ async def sync(request: Request) -> Response:
     return JSONResponse({"reports": [r.to_json() for r in reports], "status": status})
 
 
+async def unrendered(request: Request) -> Response:
+    """``GET /v1/admin/unrendered``: accepted events on no page as themselves (owner and
+    admins; :func:`wiki_memory.core.unrendered.list_unrendered`)."""
+    memory: Memory = request.app.state.memory
+    rows = await run_in_threadpool(list_unrendered, memory, request.state.user)
+    return JSONResponse({"sessions": rows, "events": sum(r["events"] for r in rows)})
+
+
+async def discard(request: Request) -> Response:
+    """``POST /v1/admin/unrendered/discard``: ``{"session"}`` (owner and admins;
+    :func:`wiki_memory.core.unrendered.discard_unrendered`)."""
+    memory: Memory = request.app.state.memory
+    body = await read_json(request, memory.settings.max_body_bytes)
+    if not isinstance(body, dict) or not isinstance(body.get("session"), str):
+        raise ApiError(400, "bad_request", "session must be a string", field="session")
+    res = await run_in_threadpool(discard_unrendered, memory, request.state.user, body["session"])
+    return JSONResponse(res)
+
+
 async def audit(request: Request) -> Response:
     """``GET /v1/audit?user=&since=&limit=``: the audit log (owner and admins)."""
     memory: Memory = request.app.state.memory
@@ -391,4 +411,6 @@ ROUTES = [
     Route("/v1/admin/purge", purge, methods=["POST"]),
     Route("/v1/admin/sync", sync, methods=["POST"]),
     Route("/v1/audit", audit, methods=["GET"]),
+    Route("/v1/admin/unrendered", unrendered, methods=["GET"]),
+    Route("/v1/admin/unrendered/discard", discard, methods=["POST"]),
 ]
