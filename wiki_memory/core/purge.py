@@ -23,6 +23,7 @@ from wiki_memory.core.syncguard import add_tombstones
 from wiki_memory.core.writer import WriteResult
 from wiki_memory.errors import BadRequest, Forbidden
 from wiki_memory.identity import Identity, may_admin
+from wiki_memory.index import sectionmemo
 from wiki_memory.recall import rank
 from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.paths import clean_rel
@@ -123,6 +124,7 @@ def purge_page(
         shutil.rmtree(Path(memory.settings.index_path).parent / "as-of", ignore_errors=True)
         logs = _scrub_logs(memory.settings.logs_dir, needles)
         rank.clear_caches()
+        sectionmemo.clear()  # no copy of the purged text stays in this process's memo
         for fn in memory.on_purge:
             fn(rel)
         return WriteResult(value=(report, spool_files, logs))

@@ -18,12 +18,14 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import apsw
 
 from wiki_memory.identity import Identity, is_pinned, personal_owner, visible_sql
+from wiki_memory.index import sectionmemo
 from wiki_memory.index import vectors as vec
 from wiki_memory.index.dates import page_day, section_date_words, section_days, section_spans
 from wiki_memory.index.files import read_file, sha256
@@ -151,6 +153,15 @@ def _date_words(text: str, day: date | None) -> str:
         return section_date_words("", day)
 
 
+def _derive(
+    heading: str, text: str, day: date | None, stem_langs: tuple[str, ...]
+) -> tuple[str, str, str, str]:
+    """A section's ``fts`` columns: heading words, body words, stems, date words."""
+    hf, hwords = index_text_words(heading)
+    bf, bwords = index_text_words(text)
+    return hf, bf, stems_of_words(hwords + bwords, stem_langs), _date_words(text, day)
+
+
 def prepare(
     path: str,
     raw: bytes,
@@ -198,19 +209,21 @@ def prepare(
     sections = []
     for sec, day, span in zip(secs, days, spans, strict=True):
         text = sec.text or ""
-        hf, hwords = index_text_words(sec.heading or "")
-        bf, bwords = index_text_words(text)
+        digest_s = sha256(text.encode("utf-8", "surrogatepass"))
+        heading = sec.heading or ""
+        key = (digest_s, heading, day.isoformat() if day else None, stem_langs)
+        hf, bf, sf, df = sectionmemo.derived(key, partial(_derive, heading, text, day, stem_langs))
         sections.append(
             (
                 sec.anchor or "",
                 sec.heading or "",
                 sec.line,
-                sha256(text.encode("utf-8", "surrogatepass")),
+                digest_s,
                 text,
                 hf,
                 bf,
-                stems_of_words(hwords + bwords, stem_langs),
-                _date_words(text, day),
+                sf,
+                df,
                 day.isoformat() if day else None,
                 span[0] if span else None,
                 span[1] if span else None,
