@@ -52,10 +52,18 @@ def cmd_backup(args: argparse.Namespace) -> int:
     settings = _settings(args)
     passphrase = _passphrase(True) if args.encrypt else None
     target = Path(args.file).expanduser().resolve()
+    cleared: list[Path] = []
     try:
-        manifest = backup(settings, target, passphrase)
+        manifest = backup(settings, target, passphrase, cleared)
     except (BackupError, OSError) as exc:
         raise CliError(f"backup failed: {exc}") from None
+    finally:
+        if cleared:
+            print(
+                f"removed {len(cleared)} temporary file(s) a stopped backup left in "
+                f"{target.parent}",
+                file=sys.stderr,
+            )
     files = manifest["files"]
     size = target.stat().st_size
     print(
