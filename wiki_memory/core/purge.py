@@ -18,7 +18,7 @@ import logging
 import shutil
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from wiki_memory.audit import now_iso
 from wiki_memory.core.pausepoint import pause
@@ -31,9 +31,6 @@ from wiki_memory.recall import rank
 from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.paths import atomic_write, clean_rel
 from wiki_memory.wiki.purge import MARK, PurgeReport, purge_history
-
-if TYPE_CHECKING:
-    from wiki_memory.core.memory import Memory
 
 __all__ = ["MEANING", "PENDING", "PURGE_PAUSE_ENV", "finish_pending", "purge_page"]
 
@@ -82,12 +79,10 @@ PURGE_PAUSE_ENV = "WIKI_MEMORY_PURGE_PAUSE_AT"
 PENDING = "purge-pending.json"
 #: what purge_page found to purge, for a second purge of a page a stopped one finished at
 #: start (so that one answers with what was done, not 404)
-_finished: weakref.WeakKeyDictionary[Memory, dict[str, dict[str, Any]]] = (
-    weakref.WeakKeyDictionary()
-)
+_finished: weakref.WeakKeyDictionary[Any, dict[str, dict[str, Any]]] = weakref.WeakKeyDictionary()
 
 
-def _rewrite(memory: Memory, rel: str, text: str | None, page_id: Any) -> PurgeReport:
+def _rewrite(memory: Any, rel: str, text: str | None, page_id: Any) -> PurgeReport:
     """History and the working tree (on the writer thread)."""
     report = purge_history(memory.wiki_dir, rel, None if text is None else text.encode("utf-8"))
     # what sync honours whatever history a hub shows later: ids, never a path or text
@@ -99,7 +94,7 @@ def _rewrite(memory: Memory, rel: str, text: str | None, page_id: Any) -> PurgeR
     return report
 
 
-def _clear(memory: Memory, rel: str, text: str | None) -> tuple[int, list[str]]:
+def _clear(memory: Any, rel: str, text: str | None) -> tuple[int, list[str]]:
     """The spool, the index, the as-of cache, the logs and the caches in memory (on the
     writer thread). Returns (spool files changed, log files changed)."""
     needles = [rel.encode("utf-8")] if text is None else _needles(text)
@@ -123,7 +118,7 @@ def _clear(memory: Memory, rel: str, text: str | None) -> tuple[int, list[str]]:
 
 
 def _closing(
-    memory: Memory, ident: Identity | None, rel: str, text: str | None, found: dict[str, Any]
+    memory: Any, ident: Identity | None, rel: str, text: str | None, found: dict[str, Any]
 ) -> None:
     """The purge's closing audit line, with what was done in each place; then the
     pending file goes (a kill between the two writes the line again at the next start)."""
@@ -146,10 +141,11 @@ def _closing(
 
 
 def purge_page(
-    memory: Memory, path: str, who: Identity | str | None, text: str | None = None
+    memory: Any, path: str, who: Identity | str | None, text: str | None = None
 ) -> dict[str, Any]:
     """Purge the page at ``path`` (``text`` None) or every occurrence of ``text`` in it,
-    for ``who`` (None: the server itself).
+    for ``who`` (None: the server itself). ``memory`` is the
+    :class:`~wiki_memory.core.memory.Memory` (which imports this module for its start).
 
     Before history is rewritten, ``purge.start`` goes to the audit log (the page's id, no
     path, no text) and the purge is noted in ``<data dir>/purge-pending.json`` (0600):
@@ -220,7 +216,7 @@ def _answer(
     }
 
 
-def finish_pending(memory: Memory, phase: str) -> None:
+def finish_pending(memory: Any, phase: str) -> None:
     """Finish a purge a kill or crash stopped (``<data dir>/purge-pending.json``), at
     start: ``phase`` ``"history"`` (before the start commits files changed on disk, so
     nothing purged is committed back) rewrites history and the working tree again;
