@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from dulwich.errors import ChecksumMismatch
+from dulwich.index import index_entry_from_stat
+from dulwich.repo import Repo
 
 from wiki_memory.config import Settings
 from wiki_memory.core.backup_format import (
@@ -53,6 +55,7 @@ from wiki_memory.core.pausepoint import pause
 from wiki_memory.wiki.border import Entry, Limits, Refusal, Source, check
 from wiki_memory.wiki.bundle import BundleRefused, read_bundle_into, write_bundle
 from wiki_memory.wiki.inside import Outside, stream_inside
+from wiki_memory.wiki.paths import PathRefused, clean_rel, is_plain
 
 __all__ = [
     "CONNECTION_SETTINGS",
@@ -91,7 +94,7 @@ _SHOWN = 20
 #: what a backup holds besides the bundle: (path in the data directory, recursive)
 def _members(settings: Settings) -> Iterator[tuple[str, Path]]:
     data = settings.data_dir
-    for sub in ("spool", "auth"):
+    for sub in ("spool", "auth", "use"):
         root = data / sub
         if root.is_dir():
             for f in sorted(root.rglob("*")):
@@ -182,6 +185,7 @@ def backup(
                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "refs": refs,
                     "files": sums,
+                    "mtimes": _mtimes(wiki),
                 }
                 body = json.dumps(manifest, indent=1, sort_keys=True).encode()
                 _add(tar, "manifest.json", io.BytesIO(body), len(body), {})
@@ -202,6 +206,59 @@ def backup(
         if fd >= 0:
             os.close(fd)
         part.close()
+
+
+def _mtimes(wiki: Path) -> dict[str, float]:
+    """Every working-tree file's modification time (epoch seconds) by wiki path: the time
+    recall filters on for a page whose frontmatter has none, which a checkout would set
+    to the restore's own time."""
+    out: dict[str, float] = {}
+    for root, dirs, files in os.walk(wiki):
+        dirs[:] = [d for d in dirs if not (root == str(wiki) and d == ".git")]
+        for name in files:
+            full = os.path.join(root, name)
+            rel = os.path.relpath(full, wiki).replace(os.sep, "/")
+            try:
+                rel.encode("utf-8")
+                st = os.lstat(full)
+            except (UnicodeEncodeError, OSError):
+                continue
+            if stat.S_ISREG(st.st_mode):
+                out[rel] = st.st_mtime
+    return out
+
+
+def _keep_mtimes(wiki: Path, mtimes: Any) -> None:
+    """Give the restored files of ``wiki`` the times the manifest recorded (a crafted
+    manifest's odd entries are skipped: only plain files inside ``wiki``, never through a
+    symbolic link)."""
+    if not isinstance(mtimes, dict):
+        return
+    repo = Repo(str(wiki))
+    try:
+        index = repo.open_index()
+        _set_mtimes(wiki, mtimes, index)
+        index.write()  # its entries' times follow, so git sees no change
+    finally:
+        repo.close()
+
+
+def _set_mtimes(wiki: Path, mtimes: dict[Any, Any], index: Any) -> None:
+    for rel, when in mtimes.items():
+        if not isinstance(rel, str) or not isinstance(when, (int, float)) or isinstance(when, bool):
+            continue
+        if not 0 <= when < 253402300800:
+            continue
+        try:
+            rel = clean_rel(rel)
+        except PathRefused:
+            continue
+        if is_plain(wiki, rel) and os.path.isfile(wiki / rel):
+            os.utime(wiki / rel, (when, when), follow_symlinks=False)
+            key = rel.encode("utf-8")
+            if key in index:
+                old = index[key]
+                index[key] = index_entry_from_stat(os.lstat(wiki / rel), old.sha, old.mode)
 
 
 @dataclass(frozen=True)
@@ -486,6 +543,7 @@ def restore(settings: Settings, path: Path, passphrase: str | None = None) -> Re
         except (ValueError, KeyError, ChecksumMismatch) as exc:
             raise BackupError(f"the backup's wiki cannot be read: {exc}") from None
         bundle.unlink()
+        _keep_mtimes(staging / "wiki", scan.manifest.get("mtimes"))
         _pause("checked-out")
         connection, warnings = _connection(staging / "config.toml")
         _fsync_dir(staging)
