@@ -35,6 +35,7 @@ BACKUP_STEPS = [
     "started",
     "cleared",
     "temporary",
+    "opened",
     "bundle",
     "member",
     "members",

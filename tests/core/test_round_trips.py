@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -172,3 +174,53 @@ def test_export_import_and_backup_restore_keep_everything(tmp_path: Path) -> Non
     assert got1 == want, (got1, want)
     assert got2 == want, (got2, want)
     assert re.search(r"claimed", json.dumps(want["handoffs"]))
+
+
+def test_a_backup_holds_the_data_directory_as_it_was_when_it_began(tmp_path: Path) -> None:
+    """What a running server does while a backup runs (a session compiled and its spool
+    file dropped, another appended to, a token added) does not change what the backup
+    holds: every event acknowledged before it began is in it."""
+    src = tmp_path / "s"
+    seed(src / "wiki")
+    srv = ServerProcess(src)
+    srv.start()
+    try:
+        for sid in ("a-1", "b-1"):
+            ev = {"harness": "codex", "event": "UserPromptSubmit", "session_id": sid,
+                  "cwd": "/x/proj", "payload": {"prompt": f"acknowledged {sid} walrus"}}  # fmt: skip
+            assert srv.post("/v1/observations", ev).status_code == 202
+    finally:
+        srv.stop()
+    spool_before = files_of(src / "spool")
+    assert any(b"acknowledged a-1" in v for v in spool_before.values())
+    resume = tmp_path / "go"
+    plain = tmp_path / "b.wmb"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(src),
+         "backup", str(plain)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "WIKI_MEMORY_HOME": str(src),
+             "WIKI_MEMORY_BACKUP_PAUSE_AT": "opened", "WIKI_MEMORY_PAUSE_RESUME": str(resume)},
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        assert proc.stderr.readline().strip() == "backup paused at opened"
+        # meanwhile: one session's spool file goes (compiled), the other grows
+        gone = [p for p in (src / "spool").rglob("*.jsonl") if b"a-1" in p.read_bytes()]
+        grown = [p for p in (src / "spool").rglob("*.jsonl") if b"b-1" in p.read_bytes()]
+        assert gone and grown
+        for p in gone:
+            p.unlink()
+        with open(grown[0], "ab") as f:
+            f.write(b'{"event": "after the backup began"}\n')
+        resume.touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    d2 = tmp_path / "d2"
+    done = run_cli(d2, "restore", str(plain))
+    assert done.returncode == 0, done.stderr
+    assert files_of(d2 / "spool") == spool_before

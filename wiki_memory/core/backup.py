@@ -27,6 +27,7 @@ import hashlib
 import io
 import json
 import os
+import resource
 import shutil
 import stat
 import tarfile
@@ -39,8 +40,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from dulwich.errors import ChecksumMismatch
-from dulwich.index import index_entry_from_stat
-from dulwich.repo import Repo
 
 from wiki_memory.config import Settings
 from wiki_memory.core.backup_format import (
@@ -51,11 +50,11 @@ from wiki_memory.core.backup_format import (
     Sealer,
 )
 from wiki_memory.core.backup_partial import BACKUP_PAUSE_ENV, Partial, clear_stale
+from wiki_memory.core.backup_times import file_times, keep_file_times
 from wiki_memory.core.pausepoint import pause
 from wiki_memory.wiki.border import Entry, Limits, Refusal, Source, check
 from wiki_memory.wiki.bundle import BundleRefused, read_bundle_into, write_bundle
 from wiki_memory.wiki.inside import Outside, stream_inside
-from wiki_memory.wiki.paths import PathRefused, clean_rel, is_plain
 
 __all__ = [
     "CONNECTION_SETTINGS",
@@ -106,16 +105,46 @@ def _members(settings: Settings) -> Iterator[tuple[str, Path]]:
             yield rel, f
 
 
+def _open_members(settings: Settings) -> list[tuple[str, IO[bytes], int]]:
+    """Every member file (:func:`_members`) opened now, with its size now: what the
+    backup holds is the data directory at this moment, whatever a running server
+    appends, compiles or removes afterwards (an event acknowledged before is in the
+    spool file then, or in a commit the bundle, written later, holds). The soft limit of
+    open files is raised to the hard one for that. The caller closes the files."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):
+        pass
+    out: list[tuple[str, IO[bytes], int]] = []
+    try:
+        for rel, f in _members(settings):
+            try:
+                fh = open(f, "rb")  # noqa: SIM115 - closed by the caller
+            except FileNotFoundError:
+                continue  # gone since it was listed (a session compiled and dropped)
+            out.append((rel, fh, os.fstat(fh.fileno()).st_size))
+    except BaseException:
+        for _rel, opened, _size in out:
+            opened.close()
+        raise
+    return out
+
+
 def _add(tar: tarfile.TarFile, name: str, f: IO[bytes], size: int, sums: dict[str, Any]) -> None:
-    """Add ``size`` bytes of ``f`` as ``name``, recording their sha256."""
+    """Add the first ``size`` bytes of ``f`` as ``name``, recording their sha256 (bytes
+    appended to the file since its size was taken are not read)."""
     digest = hashlib.sha256()
+    left = [size]
 
     class _Tee(io.RawIOBase):
         def readable(self) -> bool:
             return True
 
         def readinto(self, b: Any) -> int:
-            data = f.read(len(b))
+            data = f.read(min(len(b), left[0]))
+            left[0] -= len(data)
             digest.update(data)
             b[: len(data)] = data
             return len(data)
@@ -158,9 +187,12 @@ def backup(
     _step("cleared")
     part = Partial(target.parent)
     fd, tmp, bundle_tmp = part.fd, part.path, part.bundle
+    held: list[tuple[str, IO[bytes], int]] = []
     try:
         os.fchmod(fd, 0o600)
         _step("temporary")
+        held = _open_members(settings)
+        _step("opened")
         bfd = os.open(bundle_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(bfd, "wb") as bf:
             try:
@@ -176,16 +208,15 @@ def backup(
                 with open(bundle_tmp, "rb") as bf:
                     _add(tar, "wiki.bundle", bf, bundle_tmp.stat().st_size, sums)
                 _step("member")
-                for rel, f in _members(settings):
-                    with open(f, "rb") as src:
-                        _add(tar, rel, src, os.fstat(src.fileno()).st_size, sums)
+                for rel, src, size in held:
+                    _add(tar, rel, src, size, sums)
                 _step("members")
                 manifest = {
                     "format": FORMAT,
                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "refs": refs,
                     "files": sums,
-                    "mtimes": _mtimes(wiki),
+                    "mtimes": file_times(wiki),
                 }
                 body = json.dumps(manifest, indent=1, sort_keys=True).encode()
                 _add(tar, "manifest.json", io.BytesIO(body), len(body), {})
@@ -205,60 +236,9 @@ def backup(
     finally:
         if fd >= 0:
             os.close(fd)
+        for _rel, src, _size in held:
+            src.close()
         part.close()
-
-
-def _mtimes(wiki: Path) -> dict[str, float]:
-    """Every working-tree file's modification time (epoch seconds) by wiki path: the time
-    recall filters on for a page whose frontmatter has none, which a checkout would set
-    to the restore's own time."""
-    out: dict[str, float] = {}
-    for root, dirs, files in os.walk(wiki):
-        dirs[:] = [d for d in dirs if not (root == str(wiki) and d == ".git")]
-        for name in files:
-            full = os.path.join(root, name)
-            rel = os.path.relpath(full, wiki).replace(os.sep, "/")
-            try:
-                rel.encode("utf-8")
-                st = os.lstat(full)
-            except (UnicodeEncodeError, OSError):
-                continue
-            if stat.S_ISREG(st.st_mode):
-                out[rel] = st.st_mtime
-    return out
-
-
-def _keep_mtimes(wiki: Path, mtimes: Any) -> None:
-    """Give the restored files of ``wiki`` the times the manifest recorded (a crafted
-    manifest's odd entries are skipped: only plain files inside ``wiki``, never through a
-    symbolic link)."""
-    if not isinstance(mtimes, dict):
-        return
-    repo = Repo(str(wiki))
-    try:
-        index = repo.open_index()
-        _set_mtimes(wiki, mtimes, index)
-        index.write()  # its entries' times follow, so git sees no change
-    finally:
-        repo.close()
-
-
-def _set_mtimes(wiki: Path, mtimes: dict[Any, Any], index: Any) -> None:
-    for rel, when in mtimes.items():
-        if not isinstance(rel, str) or not isinstance(when, (int, float)) or isinstance(when, bool):
-            continue
-        if not 0 <= when < 253402300800:
-            continue
-        try:
-            rel = clean_rel(rel)
-        except PathRefused:
-            continue
-        if is_plain(wiki, rel) and os.path.isfile(wiki / rel):
-            os.utime(wiki / rel, (when, when), follow_symlinks=False)
-            key = rel.encode("utf-8")
-            if key in index:
-                old = index[key]
-                index[key] = index_entry_from_stat(os.lstat(wiki / rel), old.sha, old.mode)
 
 
 @dataclass(frozen=True)
@@ -543,7 +523,7 @@ def restore(settings: Settings, path: Path, passphrase: str | None = None) -> Re
         except (ValueError, KeyError, ChecksumMismatch) as exc:
             raise BackupError(f"the backup's wiki cannot be read: {exc}") from None
         bundle.unlink()
-        _keep_mtimes(staging / "wiki", scan.manifest.get("mtimes"))
+        keep_file_times(staging / "wiki", scan.manifest.get("mtimes"))
         _pause("checked-out")
         connection, warnings = _connection(staging / "config.toml")
         _fsync_dir(staging)
