@@ -52,10 +52,18 @@ def cmd_backup(args: argparse.Namespace) -> int:
     settings = _settings(args)
     passphrase = _passphrase(True) if args.encrypt else None
     target = Path(args.file).expanduser().resolve()
+    cleared: list[Path] = []
     try:
-        manifest = backup(settings, target, passphrase)
+        manifest = backup(settings, target, passphrase, cleared)
     except (BackupError, OSError) as exc:
         raise CliError(f"backup failed: {exc}") from None
+    finally:
+        if cleared:
+            print(
+                f"removed {len(cleared)} temporary file(s) a stopped backup left in "
+                f"{target.parent}",
+                file=sys.stderr,
+            )
     files = manifest["files"]
     size = target.stat().st_size
     print(
@@ -119,27 +127,40 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """``export [FILE]``: every page as JSON Lines (the one format; ``--json`` is
-    accepted and changes nothing), to FILE or stdout."""
+    """``export [FILE]``: every page and attachment as JSON Lines (the one format;
+    ``--json`` is accepted and changes nothing), to FILE or stdout; standard error says
+    how many of each were written and what the export leaves out, with counts."""
     from tqdm import tqdm
 
     from wiki_memory.cli.wiki import _wiki_settings
-    from wiki_memory.wiki.exchange import export_pages, page_files
+    from wiki_memory.wiki.exchange import attachment_files, export_pages, page_files
 
-    wiki = _wiki_settings(args).wiki_dir
+    settings = _wiki_settings(args)
+    wiki = settings.wiki_dir
     if not wiki.is_dir():
         raise CliError(f"{wiki}: no wiki here", 2)
-    bar = tqdm(total=len(page_files(wiki)), unit="page", disable=not sys.stderr.isatty())
+    data_dir = None if getattr(args, "wiki", None) else settings.data_dir
+    total = len(page_files(wiki)) + len(attachment_files(wiki))
+    bar = tqdm(total=total, unit="file", disable=not sys.stderr.isatty())
     try:
         if args.file and args.file != "-":
             fd = os.open(args.file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as out:
-                n = export_pages(wiki, out, bar.update)
-            print(f"exported {n} pages to {args.file}", file=sys.stderr)
+                done = export_pages(wiki, out, bar.update, data_dir)
+            where = f" to {args.file}"
         else:
-            n = export_pages(wiki, sys.stdout, bar.update)
+            done = export_pages(wiki, sys.stdout, bar.update, data_dir)
+            where = ""
     finally:
         bar.close()
+    o = done.omitted
+    print(
+        f"exported {done.pages} pages and {done.attachments} attachments{where}; "
+        f"left out: {o['history']} commits of history, {o['spool']} spool files "
+        f"(observations not compiled yet), {o['tokens']} tokens, {o['audit']} audit log "
+        f"lines, {o['dot_files']} files in dot folders (a backup keeps them all)",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -227,7 +227,8 @@ def _import_json(args: argparse.Namespace) -> int:
             raise CliError(f"cannot read {args.path}: {exc}", 2) from None
         bar = tqdm(unit="page", disable=not sys.stderr.isatty())
         try:
-            for n, rel, raw in read_export(f):
+            for rec in read_export(f):
+                n, rel, raw = rec.line, rec.path, rec.raw
                 bar.update(1)
                 verdict = check(
                     [Entry(rel, 0o100644, len(raw))],
@@ -237,8 +238,9 @@ def _import_json(args: argparse.Namespace) -> int:
                 if verdict.refused:
                     refused.append(f"line {n}: {rel!r} ({verdict.refused[0].reason})")
                     continue
-                if not rel.endswith(".md"):
-                    refused.append(f"line {n}: {rel!r} (not a page: .md)")
+                if rel.endswith(".md") == (rec.kind == "attachment"):
+                    want = "a file other than .md" if rec.kind == "attachment" else "a .md page"
+                    refused.append(f"line {n}: {rel!r} (not {want})")
                     continue
                 room -= len(raw)
                 target = wiki / rel
@@ -253,6 +255,9 @@ def _import_json(args: argparse.Namespace) -> int:
                 except (Outside, IsADirectoryError, NotADirectoryError):
                     conflicts.append(rel)
                     continue
+                if rec.mtime is not None:
+                    # the time recall filters on for a page without frontmatter times
+                    os.utime(target, (rec.mtime, rec.mtime), follow_symlinks=False)
                 written.append(rel)
         except ValueError as exc:
             raise CliError(f"{args.path}: {exc}", 2) from None
@@ -260,15 +265,21 @@ def _import_json(args: argparse.Namespace) -> int:
             bar.close()
             if f is not sys.stdin:
                 f.close()
+        pages = sum(1 for p in written if p.endswith(".md"))
         if written:
             store.commit(
-                written, owner, author_email_for(owner), f"Import {len(written)} pages (JSON)"
+                written,
+                owner,
+                author_email_for(owner),
+                f"Import {pages} pages and {len(written) - pages} attachments (JSON)",
             )
     finally:
         store.close()
-    print(f"imported {len(written)} pages into {wiki}")
-    if same:
-        print(f"{len(same)} pages were already there with the same content")
+    print(
+        f"imported into {wiki}: {len(written)} written ({pages} pages, "
+        f"{len(written) - pages} attachments), {len(same)} identical, "
+        f"{len(conflicts)} conflicting, {len(refused)} refused"
+    )
     for p in conflicts:
         print(f"not written: {p} (a different file already has this name)", file=sys.stderr)
     for p in refused:

@@ -24,6 +24,7 @@ from wiki_memory.core.handoffs import HandoffService
 from wiki_memory.core.indexcheck import prepare_index
 from wiki_memory.core.pagewrite import commit_hand_edits_now, update_pages
 from wiki_memory.core.project_access import ProjectAccess
+from wiki_memory.core.purge import finish_pending
 from wiki_memory.core.reader import Reader
 from wiki_memory.core.recaller import Recaller
 from wiki_memory.core.repos import RepoMap
@@ -158,8 +159,10 @@ class Memory:
         """Recover, index, and start the writer, idle and watcher threads."""
         seed_server_hashes(self.spool, self.wiki_dir, self.server_hashes, self._server_authors)
         self.writer.start()
+        finish_pending(self, "history")  # a stopped purge's rewrite, before any commit
         self.writer.call(self._recover_job)
         prepare_index(self)  # checked, caught up with the files and the spool
+        finish_pending(self, "rest")
         for key, info in self.spool.sessions.items():
             if info.state.get("compiled_count", 0) < info.count:
                 # a self-check session left by a setup that was stopped: deleted now
