@@ -23,6 +23,7 @@ pytestmark = pytest.mark.fast
 TARGET = "projects/p/notes/Staging secrets.md"
 HUB = "projects/p/notes/hub.md"
 WORD = "xylophonic"
+OLD = "projects/p/notes/old.md"
 
 
 def _seed(m: Any) -> str:
@@ -35,6 +36,12 @@ def _seed(m: Any) -> str:
     )
     m.write_page(
         HUB, b"# Hub\n\nSee [[Staging secrets]] for the vault.\n", user=owner, message="seed"
+    )
+    m.write_page(
+        OLD,
+        f"---\nstate: superseded\nsuperseded_by: {TARGET}\n---\n# Old\n\nOld key.\n".encode(),
+        user=owner,
+        message="seed",
     )
     h = m.handoffs.create(
         owner, project="p", title="Rotate the key", where_we_left_off="Read [[Staging secrets]]."
@@ -96,6 +103,9 @@ def test_a_forgotten_page_is_gone_from_every_path(tmp_path: Path) -> None:
         outs = [o for o in m.index.outlinks(HUB, who) if o["target"]]
         assert [(o["status"], o["path"]) for o in outs] == [("forgotten", None)]
         assert m.index.backlinks(HUB, who) == []
+        # a supersession naming it by its path is broken as "forgotten", for any reader
+        for reader in (who, None):
+            assert m.index.chains(reader).broken[OLD] == ("forgotten", TARGET)
         c = _signed_in(srv)
         for page in (HUB, handoff):
             html = c.get(srv.url + "/page/" + page).text

@@ -90,15 +90,19 @@ def _named(names: Mapping[str, Sequence[tuple[str, str]]]) -> set[str]:
     return {p for rows in names.values() for p, _s in rows}
 
 
-def resolver_for(conn: apsw.Connection, keys: Iterable[str], who: Identity) -> wl.Resolver:
+def resolver_for(
+    conn: apsw.Connection, keys: Iterable[str], who: Identity, forgotten: bool = True
+) -> wl.Resolver:
     """A link resolver over the names and attachment files of ``keys`` that ``who``
     may see (the scope rule), so hidden pages take no part in any resolution; a link to
-    a forgotten page reads ``forgotten``."""
+    a forgotten page reads ``forgotten`` (``forgotten`` False: leads to it, for a rule
+    that names the forgotten page itself, such as a broken supersession)."""
     names, files = lookup_names(conn, keys)
     shown = visible_paths(conn, _named(names), who)
     names = {k: [(p, s) for p, s in v if p in shown] for k, v in names.items()}
     files = {k: [p for p in v if may_read(who, p, None)] for k, v in files.items()}
-    return wl.Resolver(names, files, forgotten_paths(conn, _named(names)))
+    gone = forgotten_paths(conn, _named(names)) if forgotten else set()
+    return wl.Resolver(names, files, gone)
 
 
 def candidates(conn: apsw.Connection, keys: Iterable[str]) -> dict[str, tuple[str, ...]]:

@@ -276,7 +276,7 @@ class MemoryOps(ToolBase):
             )
         if out["redacted"]:
             msg += f" {out['redacted']} secret(s) were replaced by [REDACTED:<kind>]."
-        return self.result(dict(out), msg)
+        return self.result(dict(out), inline(msg))  # the paths named are stored names
 
 
 def register(server: MCPServer, tools: MemoryOps) -> None:
