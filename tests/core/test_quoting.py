@@ -18,7 +18,7 @@ from appkit import AppServer
 from wiki_memory.cli.recall_table import render as recall_table
 from wiki_memory.core.brief import build_brief
 from wiki_memory.core.memory import Memory
-from wiki_memory.quoting import inline, qt, quote_lines, show
+from wiki_memory.core.quoting import inline, qt, quote_lines, show
 
 pytestmark = pytest.mark.fast
 

@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 from wiki_memory.cli.common import CliError, _client, _post, _settings, _verify, server_error
-from wiki_memory.quoting import inline, show
+from wiki_memory.core.quoting import inline, show
 
 
 def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:

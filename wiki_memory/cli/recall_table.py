@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wiki_memory.quoting import inline
+from wiki_memory.core.quoting import inline
 
 TITLE_WIDTH = 50
 
@@ -18,7 +18,7 @@ TITLE_WIDTH = 50
 def cut_words(text: str, width: int) -> str:
     """``text`` in at most ``width`` characters, cut at a word with ``…`` when longer
     (a single word longer than ``width`` is cut inside it); invisible characters (bidi
-    overrides, a terminal's escape) show escaped (:func:`wiki_memory.quoting.inline`)."""
+    overrides, a terminal's escape) show escaped (:func:`wiki_memory.core.quoting.inline`)."""
     text = inline(" ".join(text.split()))
     if len(text) <= width:
         return text

@@ -90,7 +90,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 def _forget_query(args: argparse.Namespace) -> int:
     from wiki_memory.core.forget import forget_query
-    from wiki_memory.quoting import qt
+    from wiki_memory.core.quoting import qt
 
     if args.path:
         raise CliError("give a PATH or --query, not both", 2)

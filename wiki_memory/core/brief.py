@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 from wiki_memory.capture.observation import iso, project_name
 from wiki_memory.core.handoffs import Claimant, Handoff
+from wiki_memory.core.quoting import inline, qt, quote_lines, show
 from wiki_memory.core.sync import sync_lines
 from wiki_memory.diskfull import CAUSE as DISK_FULL
 from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity
-from wiki_memory.quoting import inline, qt, quote_lines, show
 from wiki_memory.recall.tokens import count_tokens
 from wiki_memory.wiki.page import parse_page
 from wiki_memory.wiki.paths import PathRefused
@@ -86,7 +86,7 @@ _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 def _flat(text: str, limit: int) -> str:
     """One line: fence lines dropped, list items joined with ``; ``, whitespace
     collapsed, at most ``limit`` characters, invisible characters shown escaped
-    (:func:`wiki_memory.quoting.show`)."""
+    (:func:`wiki_memory.core.quoting.show`)."""
     out = ""
     for ln in text.splitlines():
         if not ln.strip() or re.match(r"^\s*(?:~~~|```)", ln) or ln.strip() == "(none)":
@@ -99,7 +99,7 @@ def _flat(text: str, limit: int) -> str:
 
 def _quote(lines: list[str]) -> str:
     """``lines`` as one ``> `` quote that nothing in them can end or forge a heading or
-    fence in (:func:`wiki_memory.quoting.quote_lines`)."""
+    fence in (:func:`wiki_memory.core.quoting.quote_lines`)."""
     out = []
     for ln in lines:
         for sub in quote_lines(ln):

@@ -29,10 +29,10 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from wiki_memory.audit import audit_result
+from wiki_memory.core.quoting import inline, qt, show
 from wiki_memory.core.recaller import MAX_BUDGET_TOKENS
 from wiki_memory.errors import BadRequest, WikiMemoryError
 from wiki_memory.identity import CALLER
-from wiki_memory.quoting import inline, qt, show
 from wiki_memory.recall.tokens import count_item
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def quoted(text: str, source: str) -> str:
     """``text`` as a fenced block headed by its source: data, never instructions. The
     fence is longer than any backtick run of ``text``, so no line of it closes the fence;
     invisible and layout characters (a lone CR, U+2028, U+202E…) show escaped and the
-    source is one line (:mod:`wiki_memory.quoting`)."""
+    source is one line (:mod:`wiki_memory.core.quoting`)."""
     text = show(text.replace("\r\n", "\n"), keep="\t\n")
     f = _fence(text)
     body = text if text.endswith("\n") else text + "\n"

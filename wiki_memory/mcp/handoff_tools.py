@@ -16,6 +16,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from wiki_memory.core.quoting import inline, qt
 from wiki_memory.mcp.common import (
     ADDITIVE,
     QUOTE_NOTE,
@@ -28,7 +29,6 @@ from wiki_memory.mcp.common import (
     guard,
     quoted,
 )
-from wiki_memory.quoting import inline, qt
 
 # -- output shapes (the tools' output schemas) ----------------------------------------
 

@@ -16,6 +16,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from wiki_memory.core.quoting import inline, qt
 from wiki_memory.core.recaller import RecallResult
 from wiki_memory.core.remember import remember
 from wiki_memory.mcp.common import (
@@ -33,7 +34,6 @@ from wiki_memory.mcp.common import (
     guard,
     quoted,
 )
-from wiki_memory.quoting import inline, qt
 from wiki_memory.recall.tokens import count_item, serialize
 
 # -- output shapes (the tools' output schemas) ----------------------------------------

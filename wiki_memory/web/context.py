@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from wiki_memory.quoting import show
+from wiki_memory.core.quoting import show
 from wiki_memory.web.links import crumbs, folder_url, fragment_for, page_url, tag_url
 from wiki_memory.web.render import RenderCache
 
@@ -152,7 +152,7 @@ def make_env(tdir: Path) -> Environment:
 def _visible(value: Any) -> Any:
     """What a template prints, with stored text's invisible and layout characters (a
     U+202E that would reverse a title, zero-width spaces) shown as ``<U+XXXX>``
-    (:func:`wiki_memory.quoting.show`); rendered HTML keeps its line breaks and tabs."""
+    (:func:`wiki_memory.core.quoting.show`); rendered HTML keeps its line breaks and tabs."""
     if isinstance(value, Markup):
         shown = show(str(value), keep="\t\n\r")
         return value if shown == value else Markup(shown.replace("<U+", "&lt;U+"))
