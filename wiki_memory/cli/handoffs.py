@@ -22,6 +22,7 @@ import sys
 from typing import Any
 
 from wiki_memory.cli.common import CliError, _client, _post, _settings, _verify, server_error
+from wiki_memory.core.quoting import inline, show
 
 
 def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
@@ -53,14 +54,15 @@ def _line(h: dict[str, Any]) -> str:
     elif h.get("offered_to"):
         o = h["offered_to"]
         holder = f"  offered to {o['user']} ({o['harness']} {o['session']}) until {o['until']}"
-    return f"{h['id']:<8} {h['status']:<9} {h.get('project') or '':<16} {h['title'][:60]}{holder}"
+    line = f"{h['id']:<8} {h['status']:<9} {h.get('project') or '':<16} {inline(h['title'])[:60]}"
+    return line + inline(holder)
 
 
 def _print(args: argparse.Namespace, data: Any, text: str) -> None:
     if getattr(args, "json", False):
         print(json.dumps(data, indent=1, ensure_ascii=False))
-    else:
-        print(text)
+    else:  # stored text: what would hide or move on a terminal shows escaped
+        print(show(text, keep="\t\n"))
 
 
 def cmd_handoff(args: argparse.Namespace) -> int:

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from wiki_memory.core.quoting import inline
+
 TITLE_WIDTH = 50
 
 
 def cut_words(text: str, width: int) -> str:
     """``text`` in at most ``width`` characters, cut at a word with ``…`` when longer
-    (a single word longer than ``width`` is cut inside it)."""
-    text = " ".join(text.split())
+    (a single word longer than ``width`` is cut inside it); invisible characters (bidi
+    overrides, a terminal's escape) show escaped (:func:`wiki_memory.core.quoting.inline`)."""
+    text = inline(" ".join(text.split()))
     if len(text) <= width:
         return text
     head = text[: width - 1]
@@ -56,14 +59,14 @@ def render(res: dict[str, Any]) -> str:
             kind = str(best.get("kind") or "")
             score = best.get("score")
             sc = f"{score:>7.2f}" if isinstance(score, int | float) else f"{'':>7}"
-            out.append(f"{n:>2}  {title:<{wide}}  {kind:<8} {sc}  {path}")
+            out.append(f"{n:>2}  {title:<{wide}}  {inline(kind):<8} {sc}  {inline(path)}")
             for it in group:
                 entries = [(_anchor(it), it.get("snippet"))]
                 entries += [
                     (_anchor({**s, "path": path}), s.get("snippet")) for s in it.get("also", [])
                 ]
                 for anchor, snippet in entries:
-                    where = f"{anchor}: " if anchor else ""
+                    where = f"{inline(anchor)}: " if anchor else ""
                     out.append(f"    {where}{cut_words(str(snippet or ''), 150)}")
     out.append(
         f"({res['used_tokens']}/{res['budget_tokens']} tokens, {res['omitted']} more left out)"

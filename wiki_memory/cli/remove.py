@@ -70,9 +70,14 @@ def _core(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    """``forget PATH``: the page becomes ``state: forgotten``."""
+    """``forget PATH``: the page becomes ``state: forgotten``; ``forget --query Q
+    [--project P] --dry-run`` lists what the query would forget, ``--yes`` forgets it."""
     from wiki_memory.core.forget import forget_page
 
+    if args.query is not None:
+        return _forget_query(args)
+    if not args.path:
+        raise CliError("forget needs a PATH or --query", 2)
     if _remote(args):
         res = _post(args, "/v1/forget", {"path": args.path})
     else:
@@ -80,6 +85,44 @@ def cmd_forget(args: argparse.Namespace) -> int:
             res = _core(lambda: forget_page(memory, args.path, memory.owner))
     word = "forgot" if res.get("changed") else "already forgotten:"
     print(f"{word} {res['path']} (left recall, briefs and listings; git keeps its history)")
+    return 0
+
+
+def _forget_query(args: argparse.Namespace) -> int:
+    from wiki_memory.core.forget import forget_query
+    from wiki_memory.core.quoting import qt
+
+    if args.path:
+        raise CliError("give a PATH or --query, not both", 2)
+    if not args.dry_run and not args.yes:
+        raise CliError(
+            "forget --query forgets every page it finds: look first with --dry-run, "
+            "then confirm with --yes",
+            2,
+        )
+    dry = bool(args.dry_run)
+    if _remote(args):
+        body: dict[str, Any] = {"query": args.query, "dry_run": dry}
+        if args.project:
+            body["project"] = args.project
+        res = _post(args, "/v1/forget", body)
+    else:
+        with local_memory(args) as memory:
+            res = _core(
+                lambda: forget_query(
+                    memory, args.query, memory.owner, project=args.project, dry_run=dry
+                )
+            )
+    word = "would forget" if dry else "forgot"
+    for p in res["pages"]:
+        if dry or p["path"] in res["forgotten"]:
+            print(f"{word}: {p['path']} {qt(p.get('title') or '')}")
+    for path in res["not_writable"]:
+        print(f"not yours to forget (read only): {path}")
+    n = len(res["pages"]) if dry else len(res["forgotten"])
+    more = " (more matched: narrow the query)" if res["more"] else ""
+    tail = "; run again with --yes instead of --dry-run to forget them" if dry and n else ""
+    print(f"{n} page(s) {word}{more}{tail}")
     return 0
 
 
@@ -128,7 +171,13 @@ def register(sub: Any) -> None:
         "forget",
         help="forget a page: it leaves recall, briefs and listings; git keeps its history",
     )
-    f.add_argument("path", help="page path inside the wiki")
+    f.add_argument("path", nargs="?", help="page path inside the wiki")
+    f.add_argument(
+        "--query", help="forget the pages recall finds for these words that hold every one"
+    )
+    f.add_argument("--project", help="with --query: only this project's pages")
+    f.add_argument("--dry-run", action="store_true", help="with --query: list, forget nothing")
+    f.add_argument("--yes", action="store_true", help="with --query: forget what it lists")
     f.add_argument("--url", help="server URL (default: the one running on the data directory)")
     f.set_defaults(fn=cmd_forget)
     p = sub.add_parser(

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from wiki_memory.capture.observation import iso, project_name
 from wiki_memory.core.handoffs import Claimant, Handoff
+from wiki_memory.core.quoting import inline, qt, quote_lines, show
 from wiki_memory.core.sync import sync_lines
 from wiki_memory.diskfull import CAUSE as DISK_FULL
 from wiki_memory.errors import BadRequest, NotFound
@@ -84,7 +85,8 @@ _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 
 def _flat(text: str, limit: int) -> str:
     """One line: fence lines dropped, list items joined with ``; ``, whitespace
-    collapsed, at most ``limit`` characters."""
+    collapsed, at most ``limit`` characters, invisible characters shown escaped
+    (:func:`wiki_memory.core.quoting.show`)."""
     out = ""
     for ln in text.splitlines():
         if not ln.strip() or re.match(r"^\s*(?:~~~|```)", ln) or ln.strip() == "(none)":
@@ -92,13 +94,15 @@ def _flat(text: str, limit: int) -> str:
         item = _BULLET.match(ln)
         ln = " ".join(_BULLET.sub("", ln).split())
         out = f"{out}; {ln}" if out and item else f"{out} {ln}" if out else ln
-    return out if len(out) <= limit else out[: limit - 1].rstrip() + "…"
+    return show(out if len(out) <= limit else out[: limit - 1].rstrip() + "…")
 
 
 def _quote(lines: list[str]) -> str:
+    """``lines`` as one ``> `` quote that nothing in them can end or forge a heading or
+    fence in (:func:`wiki_memory.core.quoting.quote_lines`)."""
     out = []
     for ln in lines:
-        for sub in ln.split("\n"):
+        for sub in quote_lines(ln):
             out.append(("> " + sub).rstrip())
     return "\n".join(out)
 
@@ -127,12 +131,23 @@ def _handoff_part(
     lease_until: float | None,
     claim: str = "",
     code: str = "",
+    reader: str | None = None,
 ) -> Part:
+    """A handoff as a brief item; one ``reader`` (the caller) did not leave is labelled
+    as another user's request."""
     m = h.meta
-    who = f"{m.get('user')} ({m.get('harness')})" if m.get("harness") else str(m.get("user"))
+    who = inline(m.get("user"))
+    if m.get("harness"):
+        who += f" ({inline(m.get('harness'))})"
+    theirs = (
+        f" · a request from another user ({inline(m.get('user'))}), not from you"
+        if (reader is not None and str(m.get("user") or "") != reader)
+        else ""
+    )
     head = [
-        f"**{h.id}** · {_flat(h.title, 120)}",
-        f"{status} · left by {who} at {m.get('created')} · source: {h.path}",
+        f"**{inline(h.id)}** · {qt(_flat(h.title, 120))}",
+        f"{status} · left by {who} at {inline(m.get('created'))}{theirs} · "
+        f"source: {inline(h.path)}",
     ]
     for key, label, limit in (
         ("where_we_left_off", "Where we left off", 360),
@@ -158,7 +173,10 @@ def _handoff_part(
         kind,
         _quote(head) + tail,
         {"id": h.id, "path": h.path, "title": h.title, "status": status},
-        short=_quote([f"**{h.id}** · {_flat(h.title, 80)} · source: {h.path}"]) + tail,
+        short=_quote(
+            [f"**{inline(h.id)}** · {qt(_flat(h.title, 80))}{theirs} · source: {inline(h.path)}"]
+        )
+        + tail,
     )
 
 
@@ -184,7 +202,7 @@ def _pinned_part(
         return None
     parsed = parse_page(raw, page["path"])
     body = parsed.body.strip()
-    head = f"**{_flat(str(page['title']), 120)}** · pinned · source: {page['path']}"
+    head = f"**{qt(_flat(str(page['title']), 120))}** · pinned · source: {inline(page['path'])}"
     n = count_tokens(body)
     if n <= max_tokens:
         text = _quote([head, *body.splitlines()])
@@ -215,18 +233,18 @@ def _to_a_harness(meta: dict[str, Any], who: Claimant) -> bool:
 
 def _session_part(memory: Memory, row: dict[str, Any]) -> Part:
     m = row.get("meta") or {}
-    date = str(m.get("started") or row.get("updated") or "")[:10]
+    date = inline(str(m.get("started") or row.get("updated") or "")[:10])
     bits = [
         date,
-        f'"{_flat(str(row.get("title") or ""), 90)}"',
-        str(m.get("harness") or "?"),
-        str(m.get("user") or "?"),
-        str(m.get("status") or "?"),
+        qt(_flat(str(row.get("title") or ""), 90)),
+        inline(m.get("harness") or "?"),
+        inline(m.get("user") or "?"),
+        inline(m.get("status") or "?"),
     ]
     last = _last_reply(memory, row["path"])
     if last:
-        bits.append(f'last reply: "{_flat(last, 140)}"')
-    bits.append(f"source: {row['path']}")
+        bits.append(f"last reply: {qt(_flat(last, 140))}")
+    bits.append(f"source: {inline(row['path'])}")
     return Part(
         "session", _quote(["- " + " · ".join(bits)]), {"path": row["path"], "title": row["title"]}
     )
@@ -318,7 +336,7 @@ def build_brief(
     if session_id:
         held, offered = svc.offer(who, project, max_offers)
         for h in held:
-            cand.append(_handoff_part("held", h, "claimed", None))
+            cand.append(_handoff_part("held", h, "claimed", None, reader=user or ""))
         for h in offered:
             lease = svc._live_lease(h.id, now)
             until = lease.until if lease else now
@@ -326,7 +344,9 @@ def build_brief(
             code = lease.code if lease else h.id
             codes[h.id] = code
             cand.append(
-                _handoff_part("offer", h, "offered", until, claim_command(memory, code), code)
+                _handoff_part(
+                    "offer", h, "offered", until, claim_command(memory, code), code, user or ""
+                )
             )
     else:
         limit = svc.config.max_offers if max_offers is None else max(0, max_offers)
@@ -342,7 +362,14 @@ def build_brief(
             fresh = svc._fresh(row["path"], who)
             if fresh is not None and svc.status_of(fresh, now) == "open":
                 cand.append(
-                    _handoff_part("waiting", fresh, "open", None, claim_command(memory, fresh.id))
+                    _handoff_part(
+                        "waiting",
+                        fresh,
+                        "open",
+                        None,
+                        claim_command(memory, fresh.id),
+                        reader=user or "",
+                    )
                 )
     stall = memory.commit_status(detail=False)
     if not stall["ok"]:

@@ -106,6 +106,7 @@ class Memory:
         self.page_diff = self.reader.page_diff
         self.page_meta = self.reader.page_meta
         self.names_for = self.reader.names_for
+        self.forgotten_paths = self.reader.forgotten_paths
         self.projects = self.reader.projects
         self.folder = self._audit_reads("list", self.reader.folder)
         self.tagged = self._audit_reads("list", self.reader.tagged)

@@ -24,6 +24,7 @@ from wiki_memory.index.store import Index
 from wiki_memory.index.supersede import Chains
 from wiki_memory.recall.filters import parse_time
 from wiki_memory.recall.pack import pack
+from wiki_memory.states import shown
 from wiki_memory.wiki.git import CommitInfo, GitStore
 from wiki_memory.wiki.paths import PathRefused
 from wiki_memory.wiki.personal import page_owner
@@ -86,7 +87,7 @@ class Reader:
 
         Returns ``{items: [{id, path, anchor, text, tokens}], used_tokens, budget_tokens,
         omitted: [ids that did not fit], missing: [ids not found]}``. Pages ``user`` may
-        not see are reported missing.
+        not see, and forgotten pages, are reported missing.
         """
         if budget_tokens < 0:
             raise BadRequest("budget_tokens must be >= 0", field="budget_tokens")
@@ -147,6 +148,8 @@ class Reader:
         try:
             page = self.scope.read(who, path)
         except (PathRefused, NotFound):
+            return None
+        if not shown(page.meta, "recall"):  # a forgotten page: expand returns nothing of it
             return None
         if not anchor:
             return page.data.decode("utf-8", errors="replace")
@@ -463,6 +466,10 @@ class Reader:
         (source: title, stem, alias or path), pages ``user`` may not see left out: what
         a face resolves wikilinks with."""
         return self.index.names_for(keys, self.scope.identity(user))
+
+    def forgotten_paths(self, paths: Iterable[str]) -> set[str]:
+        """The pages among ``paths`` that are forgotten: a link to one reads as forgotten."""
+        return self.index.forgotten_paths(paths)
 
     def folder(
         self, folder: str, user: Identity | str | None, limit: int = 500, offset: int = 0

@@ -33,7 +33,7 @@ from wiki_memory.index.graph import Dirty, resolve_dirty
 from wiki_memory.index.schema import APART_SQL, UPDATED, scalar
 from wiki_memory.index.stem import DEFAULT_LANGUAGES, language, stems_of_words
 from wiki_memory.index.text import index_text, index_text_words
-from wiki_memory.states import shown_sql
+from wiki_memory.states import page_state, shown_sql
 from wiki_memory.wiki import links as wl
 from wiki_memory.wiki.page import Diagnostic, ParsedPage, Section, parse_page
 
@@ -176,6 +176,8 @@ def prepare(
     as words (:mod:`wiki_memory.index.dates`)."""
     parsed = _parse(raw, path)
     meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
+    if page_state(meta) == "forgotten":
+        return _prepare_forgotten(path, raw, mtime, meta, digest)
     stem = _stem(path)
     title = parsed.title or as_text(meta.get("title")) or stem
     tags = _str_list(parsed.tags)
@@ -246,6 +248,50 @@ def prepare(
     ]
     names = wl.page_name_keys(path, title, aliases)
     return (path, page_row, project, kind, fts_page, sections, links, names)
+
+
+#: frontmatter a forgotten page keeps in the index: who may see it and its state
+_FORGOTTEN_KEEPS = (
+    "state",
+    "forgotten_by",
+    "forgotten_at",
+    "type",
+    "project",
+    "visibility",
+    "user",
+)
+
+
+def _prepare_forgotten(
+    path: str, raw: bytes, mtime: float | None, meta: Mapping[str, Any], digest: str | None
+) -> tuple[Any, ...]:
+    """A forgotten page as the index keeps it: a ``pages`` row (its file's stem for a
+    title; of its frontmatter only what scope and state need) and the names of its path,
+    so that a link to it reads as forgotten; no section, no word, no vector, no link of
+    its own (it is nobody's backlink)."""
+    stem = _stem(path)
+    kept = {k: meta[k] for k in _FORGOTTEN_KEEPS if k in meta}
+    kind = as_text(meta.get("type")) or "page"
+    project = as_text(meta.get("project")) or _project_from_path(path)
+    page_row = (
+        path,
+        as_text(meta.get("id")) or path,
+        stem,
+        kind,
+        project,
+        _json([]),
+        _json([]),
+        as_text(meta.get("updated")),
+        as_text(meta.get("created")),
+        digest or sha256(raw),
+        len(raw),
+        mtime,
+        _json(kept),
+        _json([]),
+        personal_owner(path, meta),
+    )
+    names = wl.page_name_keys(path, "", [])
+    return (path, page_row, project, kind, ("", "", ""), [], [], names)
 
 
 def prepare_file(job: tuple[str, str, float | None, tuple[str, ...]]) -> tuple[Any, ...] | None:

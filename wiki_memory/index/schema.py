@@ -48,7 +48,7 @@ from typing import Any
 
 import apsw
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12  # 12: a forgotten page keeps no words, links or title
 """Bump when the schema or what is stored in it changes: old indexes are then rebuilt."""
 
 BM25_WEIGHTS = {

@@ -547,3 +547,7 @@ class Index:
         link targets), pages ``who`` may not see left out; ``source`` is ``title``,
         ``stem``, ``alias`` or ``path``."""
         return graph.names_for(self._conn(), keys, who)
+
+    def forgotten_paths(self, paths: Iterable[str]) -> set[str]:
+        """The indexed pages among ``paths`` that are forgotten."""
+        return graph.forgotten_paths(self._conn(), paths)

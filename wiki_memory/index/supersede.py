@@ -101,7 +101,7 @@ def chains(conn: apsw.Connection, who: Identity | None = None) -> Chains:
         names, files = lookup_names(conn, keys)
         resolver = wl.Resolver(names, files)
     else:
-        resolver = resolver_for(conn, keys, who)
+        resolver = resolver_for(conn, keys, who, forgotten=False)  # "forgotten" is named
 
     def resolve(src: str, name: str) -> str | None:
         return resolver.resolve_key(wanted[(src, name)], src).path

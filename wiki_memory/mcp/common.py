@@ -29,6 +29,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from wiki_memory.audit import audit_result
+from wiki_memory.core.quoting import inline, qt, show
 from wiki_memory.core.recaller import MAX_BUDGET_TOKENS
 from wiki_memory.errors import BadRequest, WikiMemoryError
 from wiki_memory.identity import CALLER
@@ -64,10 +65,14 @@ def _fence(text: str) -> str:
 
 
 def quoted(text: str, source: str) -> str:
-    """``text`` as a fenced block headed by its source: data, never instructions."""
+    """``text`` as a fenced block headed by its source: data, never instructions. The
+    fence is longer than any backtick run of ``text``, so no line of it closes the fence;
+    invisible and layout characters (a lone CR, U+2028, U+202E…) show escaped and the
+    source is one line (:mod:`wiki_memory.core.quoting`)."""
+    text = show(text.replace("\r\n", "\n"), keep="\t\n")
     f = _fence(text)
     body = text if text.endswith("\n") else text + "\n"
-    return f"source: {source}\n{f}text\n{body}{f}"
+    return f"source: {inline(source)}\n{f}text\n{body}{f}"
 
 
 def harness_from_client(name: str | None) -> str:
@@ -291,11 +296,10 @@ def page_row(r: dict[str, Any]) -> dict[str, Any]:
 
 def page_line(p: dict[str, Any]) -> str:
     """One row of a page listing, as a line of the text block."""
-    line = (
-        f"- {p['path']} · {p.get('title') or '(untitled)'} · {p.get('kind')} · {p.get('updated')}"
-    )
+    title = qt(p["title"]) if p.get("title") else "(untitled)"
+    line = f"- {inline(p['path'])} · {title} · {inline(p.get('kind'))} · {inline(p.get('updated'))}"
     if p.get("superseded_by"):  # invariant 14: a superseded page is marked
-        line += f" · SUPERSEDED by {p['superseded_by']}"
+        line += f" · SUPERSEDED by {inline(p['superseded_by'])}"
     return line
 
 

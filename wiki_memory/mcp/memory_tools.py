@@ -16,6 +16,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from wiki_memory.core.quoting import inline, qt
 from wiki_memory.core.recaller import RecallResult
 from wiki_memory.core.remember import remember
 from wiki_memory.mcp.common import (
@@ -131,16 +132,19 @@ class MemoryOps(ToolBase):
                 head += " Full sections: memory_expand(ids)."
             parts = [head]
             for n, it in enumerate(sel, cursor + 1):
-                head_line = f"[{n}] id={it.get('id')} · {it.get('title') or '(untitled)'}"
+                title = qt(it["title"]) if it.get("title") else "(untitled)"
+                head_line = f"[{n}] id={inline(it.get('id'))} · {title}"
                 if not it.get("compact"):  # a compact handle has no kind, date or source
-                    head_line += f" · {it.get('kind')} · updated {it.get('updated') or '?'}"
+                    head_line += (
+                        f" · {inline(it.get('kind'))} · updated {inline(it.get('updated') or '?')}"
+                    )
                 if it.get("superseded_by"):  # invariant 14: marked, after its successor
-                    head_line += f" · SUPERSEDED by {it['superseded_by']}"
+                    head_line += f" · SUPERSEDED by {inline(it['superseded_by'])}"
                 source = str(it.get("anchor") or it.get("path") or it.get("id"))
                 parts.append(head_line + "\n" + quoted(str(it.get("snippet") or ""), source))
                 for sub in it.get("also", []):  # its page's entries carried in this slot
                     parts.append(
-                        f"    also id={sub.get('id')}\n"
+                        f"    also id={inline(sub.get('id'))}\n"
                         + quoted(str(sub.get("snippet") or ""), str(sub.get("anchor")))
                     )
             return dict(data), "\n\n".join(parts)
@@ -272,7 +276,7 @@ class MemoryOps(ToolBase):
             )
         if out["redacted"]:
             msg += f" {out['redacted']} secret(s) were replaced by [REDACTED:<kind>]."
-        return self.result(dict(out), msg)
+        return self.result(dict(out), inline(msg))  # the paths named are stored names
 
 
 def register(server: MCPServer, tools: MemoryOps) -> None:

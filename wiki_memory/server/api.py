@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from wiki_memory.audit import dumps
 from wiki_memory.core import pins
-from wiki_memory.core.forget import forget_page
+from wiki_memory.core.forget import forget_page, forget_query
 from wiki_memory.core.memory import Memory
 from wiki_memory.core.pages import INLINE_SCAN_CHARS, page_path_for_write, redact_page_text
 from wiki_memory.core.purge import purge_page
@@ -318,10 +318,25 @@ async def pin(request: Request) -> Response:
 
 
 async def forget(request: Request) -> Response:
-    """``POST /v1/forget``: ``{"path"}``; any caller who may write the page
-    (docs/operations.md)."""
+    """``POST /v1/forget``: ``{"path"}``, or ``{"query", "project"?, "dry_run"?}`` (a dry
+    run unless ``dry_run`` is false); any caller who may write the page
+    (docs/operations.md, docs/knowledge.md)."""
     memory: Memory = request.app.state.memory
     body = await read_json(request, memory.settings.max_body_bytes)
+    if isinstance(body, dict) and "query" in body:
+        if "path" in body:
+            raise ApiError(400, "bad_request", "give path or query, not both", field="query")
+        query, project, dry = body["query"], body.get("project"), body.get("dry_run", True)
+        if not isinstance(query, str):
+            raise ApiError(400, "bad_request", "query must be a string", field="query")
+        if project is not None and not isinstance(project, str):
+            raise ApiError(400, "bad_request", "project must be a string", field="project")
+        if not isinstance(dry, bool):
+            raise ApiError(400, "bad_request", "dry_run must be true or false", field="dry_run")
+        res = await run_in_threadpool(
+            lambda: forget_query(memory, query, request.state.user, project=project, dry_run=dry)
+        )
+        return JSONResponse(res)
     if not isinstance(body, dict) or not isinstance(body.get("path"), str):
         raise ApiError(400, "bad_request", "path must be a string", field="path")
     res = await run_in_threadpool(forget_page, memory, body["path"], request.state.user)

@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from wiki_memory.core.quoting import show
 from wiki_memory.web.links import crumbs, folder_url, fragment_for, page_url, tag_url
 from wiki_memory.web.render import RenderCache
 
@@ -128,10 +130,12 @@ def load_static(tdir: Path) -> tuple[dict[str, tuple[bytes, str]], str]:
 
 
 def make_env(tdir: Path) -> Environment:
-    """The Jinja2 environment of the templates in ``tdir`` (every value escaped)."""
+    """The Jinja2 environment of the templates in ``tdir`` (every value escaped, and
+    every invisible or bidi character of it shown as ``<U+XXXX>``: :func:`_visible`)."""
     env = Environment(
         loader=FileSystemLoader(str(tdir)),
         autoescape=True,
+        finalize=_visible,
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -143,6 +147,18 @@ def make_env(tdir: Path) -> Environment:
     env.globals["tag_url"] = tag_url
     env.globals["crumbs"] = crumbs
     return env
+
+
+def _visible(value: Any) -> Any:
+    """What a template prints, with stored text's invisible and layout characters (a
+    U+202E that would reverse a title, zero-width spaces) shown as ``<U+XXXX>``
+    (:func:`wiki_memory.core.quoting.show`); rendered HTML keeps its line breaks and tabs."""
+    if isinstance(value, Markup):
+        shown = show(str(value), keep="\t\n\r")
+        return value if shown == value else Markup(shown.replace("<U+", "&lt;U+"))
+    if isinstance(value, str):
+        return show(value)
+    return value
 
 
 def _when(value: Any) -> str:

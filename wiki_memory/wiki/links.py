@@ -57,6 +57,8 @@ RESOLVED = "resolved"
 UNRESOLVED = "unresolved"
 AMBIGUOUS = "ambiguous"
 ATTACHMENT = "attachment"
+#: a link whose one page is forgotten: shown as forgotten, never followed
+FORGOTTEN = "forgotten"
 
 #: precedence of the ways a page can be named (lower wins)
 SOURCE_RANK = {"path": 0, "suffix": 1, "stem": 1, "title": 2, "title_other": 3, "alias": 4}
@@ -141,7 +143,8 @@ def file_name_keys(path: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Resolution:
-    """Where a link leads. ``status`` is resolved, unresolved, ambiguous or attachment.
+    """Where a link leads. ``status`` is resolved, unresolved, ambiguous, attachment or
+    forgotten (its one page is forgotten: no ``path``).
 
     ``path`` is the page (or, for an attachment, the file) when there is exactly one;
     ``candidates`` lists the paths an ambiguous link could mean (sorted).
@@ -177,9 +180,11 @@ class Resolver:
         self,
         names: Mapping[str, Sequence[tuple[str, str]]],
         files: Mapping[str, Sequence[str]] | None = None,
+        forgotten: frozenset[str] | set[str] = frozenset(),
     ) -> None:
         self.names = names
         self.files = files or {}
+        self.forgotten = forgotten
         self._cache: dict[str, tuple[str, tuple[str, ...], dict[str, list[str]]]] = {}
 
     def _candidates(self, key: str) -> tuple[str, tuple[str, ...], dict[str, list[str]]]:
@@ -215,11 +220,17 @@ class Resolver:
         if not paths:
             return Resolution(status, None)
         if len(paths) == 1:
-            return Resolution(status, paths[0])
+            return self._leads(status, paths[0])
         near = by_folder.get(src_path.rpartition("/")[0], ())
         if len(near) == 1:
-            return Resolution(status, near[0])
+            return self._leads(status, near[0])
         return Resolution(AMBIGUOUS, None, paths)
+
+    def _leads(self, status: str, path: str) -> Resolution:
+        """A link to one page: :data:`FORGOTTEN` (no path) when that page is forgotten."""
+        if path in self.forgotten:
+            return Resolution(FORGOTTEN, None)
+        return Resolution(status, path)
 
 
 def resolve(
