@@ -25,7 +25,15 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["MARK_KEYS", "copy_title", "icloud_original", "marks", "named_copy", "same_page"]
+__all__ = [
+    "MARK_KEYS",
+    "copy_title",
+    "icloud_original",
+    "mark_bytes",
+    "marks",
+    "named_copy",
+    "same_page",
+]
 
 #: the frontmatter keys that mark a conflict copy
 MARK_KEYS = ("conflict_of", "conflict_side")
@@ -98,3 +106,20 @@ def copy_title(title: str, side: str) -> str:
     if "(conflict copy" in title:
         return title
     return f"{title} (conflict copy from {side})"
+
+
+def mark_bytes(data: bytes, path: str, side: str) -> bytes:
+    """A copy's bytes: ``data`` (a version of the page at ``path``) with ``conflict_of``,
+    ``conflict_side`` and, when its frontmatter has a title, the copy's own
+    (:func:`copy_title`) set in its frontmatter; every other byte kept. Raises
+    :class:`~wiki_memory.wiki.frontmatter.FrontmatterError` when the frontmatter cannot
+    be spliced (the caller keeps the bytes as they are)."""
+    from wiki_memory.wiki.frontmatter import set_keys  # the page model imports this module
+    from wiki_memory.wiki.page import parse_metadata
+
+    updates: dict[str, Any] = {}
+    title = parse_metadata(data).get("title") if data.startswith(b"---") else None
+    if isinstance(title, str) and title.strip():
+        updates["title"] = copy_title(title, side)
+    updates.update({"conflict_of": path, "conflict_side": side})
+    return set_keys(data, updates)
