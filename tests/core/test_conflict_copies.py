@@ -82,3 +82,39 @@ def test_the_servers_own_second_page_of_a_title_is_no_copy(tmp_path):
         assert not any("conflict_of" in i for i in items)
     finally:
         m.stop()
+
+
+@pytest.mark.fast
+def test_http_lists_and_resolves_a_file_sync_copy_through_the_scope_rule(tmp_path):
+    from appkit import AppServer
+
+    with AppServer(tmp_path / "data") as srv:
+        for path, text in (("projects/p/notes/deploy.md", DEPLOY), (SYNCTHING, OTHER)):
+            r = srv.client.put(srv.url + "/v1/pages/" + path, content=text, headers=srv.headers)
+            assert r.status_code in (200, 201), r.text
+        rows = srv.get("/v1/sync-conflicts").json()["conflicts"]
+        assert [(r["copy"], r["page"], r["side"]) for r in rows] == [
+            (SYNCTHING, "projects/p/notes/deploy.md", "Syncthing device ABCDEF1")
+        ]
+        view = srv.get("/page/" + SYNCTHING)
+        assert view.status_code == 200 and 'id="conflict-of"' in view.text, view.text[:500]
+        bad = srv.post("/v1/sync-conflicts/resolve", {"copy": SYNCTHING, "keep": "both"})
+        assert bad.status_code == 400 and bad.json()["field"] == "keep"
+        none = srv.post("/v1/sync-conflicts/resolve", {"copy": "projects/p/notes/deploy.md"})
+        assert none.status_code == 400  # keep is required
+        reader = srv.token_for("rita", role="reader", projects=("p",))
+        r = srv.post(
+            "/v1/sync-conflicts/resolve",
+            {"copy": SYNCTHING, "keep": "copy"},
+            headers={"Authorization": f"Bearer {reader}"},
+        )
+        assert r.status_code == 403, r.text
+        r = srv.post("/v1/sync-conflicts/resolve", {"copy": SYNCTHING, "keep": "copy"})
+        assert r.status_code == 200, r.text
+        assert r.json() == {"page": "projects/p/notes/deploy.md", "copy": SYNCTHING, "kept": "copy"}
+        wiki = srv.memory.wiki_dir
+        assert (wiki / "projects/p/notes/deploy.md").read_text() == OTHER
+        assert not (wiki / SYNCTHING).exists()
+        assert srv.get("/v1/sync-conflicts").json()["conflicts"] == []
+        gone = srv.post("/v1/sync-conflicts/resolve", {"copy": SYNCTHING, "keep": "page"})
+        assert gone.status_code == 404
