@@ -117,11 +117,12 @@ def sync_status(wiki_dir: Path) -> dict[str, Any]:
     }
 
 
-def sync_lines(wiki_dir: Path) -> list[str]:
+def sync_lines(wiki_dir: Path, per_conflict: bool = True) -> list[str]:
     """What a person should know about sync, one sentence each (empty when there are no
     remotes, or sync is fine): the last error with the last success, a purge waiting
     for ``sync --after-purge``, one line per conflict copy (:data:`CONFLICT_LINE`, whose
-    version is where; the first five), incoming files the border
+    version is where; the first five; with ``per_conflict`` False, as the brief asks,
+    one line with their count and no path), incoming files the border
     refused (count and the first paths, escaped). Used by the brief and ``doctor``."""
     st = sync_status(wiki_dir)
     if not st["remotes"]:
@@ -147,9 +148,14 @@ def sync_lines(wiki_dir: Path) -> list[str]:
             )
     if any(r["purge_pending"] for r in st["remotes"].values()):
         out.append("a purge waits for an admin's `wiki-memory sync --after-purge`")
-    for c in st["conflicts"][:5]:
+    if st["conflicts"] and not per_conflict:
+        out.append(
+            f"{len(st['conflicts'])} sync conflict copy(ies) to resolve: "
+            "`wiki-memory sync-conflicts` says whose version is where"
+        )
+    for c in st["conflicts"][:5] if per_conflict else []:
         out.append(f"{CONFLICT_LINE}{st['conflict_notes'][c]}")
-    if len(st["conflicts"]) > 5:
+    if len(st["conflicts"]) > 5 and per_conflict:
         out.append(
             f"{CONFLICT_LINE}{len(st['conflicts']) - 5} more: `wiki-memory sync-conflicts` "
             "lists them"
