@@ -120,3 +120,25 @@ def test_the_cli_lists_and_resolves_and_refuses_what_is_no_copy(overlap):
     assert b"FROM-ANA" in (a.wiki_dir / PAGE).read_bytes()
     assert copy not in committed(a.wiki_dir)
     assert run_cli(data, "sync-conflicts").stdout.strip() == "no conflict copies"
+
+
+def test_a_page_a_cloud_client_evicted_is_not_synced_as_a_deletion(tmp_path: Path, stop_after):
+    hub = tmp_path / "hub.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(hub)], check=True)
+    a = make_memory(tmp_path / "a", files={"projects/p/index.md": "# p\n"})
+    b = make_memory(tmp_path / "b", owner="ben")
+    for m in (a, b):
+        stop_after(m)
+        rp.add_remote(m.wiki_dir, "origin", str(hub))
+    put(a, PAGE, BASE)
+    a.sync.sync(), b.sync.sync()
+    # iCloud frees the space on A: the page becomes a stub beside it
+    (a.wiki_dir / PAGE).unlink()
+    stub = "projects/p/notes/.deploy.md.icloud"
+    (a.wiki_dir / stub).write_bytes(b"bplist00")
+    a._commit_hand_edits_now([PAGE, stub])
+    a.sync.sync()
+    b.sync.sync()
+    assert PAGE in committed(a.wiki_dir) and stub not in committed(a.wiki_dir)
+    assert (b.wiki_dir / PAGE).read_bytes() == BASE
+    assert not (b.wiki_dir / stub).exists()
