@@ -142,3 +142,24 @@ def test_a_page_a_cloud_client_evicted_is_not_synced_as_a_deletion(tmp_path: Pat
     assert PAGE in committed(a.wiki_dir) and stub not in committed(a.wiki_dir)
     assert (b.wiki_dir / PAGE).read_bytes() == BASE
     assert not (b.wiki_dir / stub).exists()
+
+
+def test_a_change_from_the_hub_to_an_evicted_page_lands_without_a_conflict_copy(
+    tmp_path: Path, stop_after
+):
+    hub = tmp_path / "hub.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(hub)], check=True)
+    a = make_memory(tmp_path / "a", files={"projects/p/index.md": "# p\n"})
+    b = make_memory(tmp_path / "b", owner="ben")
+    for m in (a, b):
+        stop_after(m)
+        rp.add_remote(m.wiki_dir, "origin", str(hub))
+    put(a, PAGE, BASE)
+    a.sync.sync(), b.sync.sync()
+    (a.wiki_dir / PAGE).unlink()
+    (a.wiki_dir / "projects/p/notes/.deploy.md.icloud").write_bytes(b"bplist00")
+    put(b, PAGE, BASE + b"step 2 from ben\n")
+    b.sync.sync()
+    rep = a.sync.sync()
+    assert rep[0].conflicts == {} and rep[0].notes == {}
+    assert (a.wiki_dir / PAGE).read_bytes() == BASE + b"step 2 from ben\n"

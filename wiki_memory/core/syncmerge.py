@@ -38,7 +38,7 @@ from wiki_memory.core.syncstate import REFUSED as _REFUSED
 from wiki_memory.core.syncstate import refused_entries, utc_stamp
 from wiki_memory.core.writer import WriteResult
 from wiki_memory.recall import rank
-from wiki_memory.wiki import border, pagemerge
+from wiki_memory.wiki import border, pagemerge, placeholder
 from wiki_memory.wiki import replicate as rp
 from wiki_memory.wiki.frontmatter import FrontmatterError
 from wiki_memory.wiki.gitcommon import SYSTEM_AUTHOR, author_identity, tz_offset
@@ -522,6 +522,8 @@ class SyncMerge:
             except OSError:
                 disk = None
             disk_id = Blob.from_string(disk).id if disk is not None else None
+            if disk is None and placeholder.evicted(os.fsencode(root), path) and before:
+                disk_id = before[1]  # evicted by a cloud client: no person's save
             try:
                 if disk_id != (before[1] if before else None) and disk_id != (
                     new[path][1] if path in new else None
