@@ -118,3 +118,17 @@ def test_http_lists_and_resolves_a_file_sync_copy_through_the_scope_rule(tmp_pat
         assert srv.get("/v1/sync-conflicts").json()["conflicts"] == []
         gone = srv.post("/v1/sync-conflicts/resolve", {"copy": SYNCTHING, "keep": "page"})
         assert gone.status_code == 404
+
+
+@pytest.mark.fast
+def test_listings_mark_a_copy_and_mcp_text_names_it(tmp_path):
+    from wiki_memory.mcp.common import page_line
+
+    m = make_memory(tmp_path, files={"projects/p/notes/deploy.md": DEPLOY, SYNCTHING: OTHER})
+    try:
+        rows = {r["path"]: r for r in m.list_pages(project="p", user="alice")}
+        assert rows[SYNCTHING]["conflict_of"] == "projects/p/notes/deploy.md"
+        assert "conflict_of" not in rows["projects/p/notes/deploy.md"]
+        assert "CONFLICT COPY of projects/p/notes/deploy.md" in page_line(rows[SYNCTHING])
+    finally:
+        m.stop()

@@ -296,6 +296,8 @@ def page_line(p: dict[str, Any]) -> str:
     )
     if p.get("superseded_by"):  # invariant 14: a superseded page is marked
         line += f" · SUPERSEDED by {p['superseded_by']}"
+    if p.get("conflict_of"):  # and so is a conflict copy
+        line += f" · CONFLICT COPY of {p['conflict_of']}"
     return line
 
 
