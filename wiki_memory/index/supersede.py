@@ -169,25 +169,43 @@ def chains(conn: apsw.Connection, who: Identity | None = None) -> Chains:
     return out
 
 
-#: rows that may be conflict copies (docs/git.md, "Conflict copies"): marked (by their
-#: frontmatter or, from the index, by their name) or named like an iCloud copy
-_COPY_ROWS = (
-    "SELECT p.path, p.title, p.meta FROM pages AS p WHERE (instr(p.meta, 'conflict_of') > 0 "
-    "OR p.path GLOB '* [2-9].md' OR p.path GLOB '* [1-9][0-9].md')"
+#: paths that may be conflict copies (docs/git.md, "Conflict copies"), by name only: read
+#: from the primary key's index alone, so the rows' frontmatter is not scanned
+_COPY_PATHS = (
+    "SELECT path FROM pages WHERE instr(path, 'onflict') > 0 "
+    "OR path GLOB '* [2-9].md' OR path GLOB '* [1-9][0-9].md'"
 )
+
+
+def _rows(
+    conn: apsw.Connection, paths: Iterable[str], cond: str, args: list[Any]
+) -> dict[str, tuple[str, dict[str, Any]]]:
+    """path -> (title, frontmatter) of the pages among ``paths`` that pass ``cond``."""
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for chunk in chunks(sorted(set(paths))):
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT p.path, p.title, p.meta FROM pages AS p WHERE p.path IN ({marks}) AND {cond}"
+        for path, title, meta in conn.execute(sql, [*chunk, *args]):
+            try:
+                m = json.loads(meta or "{}")
+            except ValueError:
+                m = {}
+            out[path] = (title or "", m if isinstance(m, dict) else {})
+    return out
 
 
 def _copies(conn: apsw.Connection, who: Identity | None, out: Chains) -> None:
     """Fill ``out.copies`` (and ``by``, ``head``) with the conflict copies ``who`` may see
     whose page is there and visible too: a copy ranks after its page (invariant 14)."""
+    named = [
+        p
+        for (p,) in conn.execute(_COPY_PATHS)
+        if copies.named_copy(p) is not None or copies.icloud_original(p) is not None
+    ]
+    if not named:
+        return
     cond, args = visible_sql("p", who)
-    rows: dict[str, tuple[str, dict[str, Any]]] = {}
-    for path, title, meta in conn.execute(f"{_COPY_ROWS} AND {cond}", args):
-        try:
-            m = json.loads(meta or "{}")
-        except ValueError:
-            continue
-        rows[path] = (title or "", m if isinstance(m, dict) else {})
+    rows = _rows(conn, named, cond, list(args))
     if not rows:
         return
     wanted: dict[str, tuple[str, str, bool]] = {}  # copy -> (page, whose, iCloud-named)
@@ -201,16 +219,7 @@ def _copies(conn: apsw.Connection, who: Identity | None, out: Chains) -> None:
             wanted[path] = (orig, "iCloud", True)
     if not wanted:
         return
-    pages: dict[str, tuple[str, dict[str, Any]]] = {}
-    for chunk in chunks(sorted({w[0] for w in wanted.values()})):
-        marks = ",".join("?" * len(chunk))
-        sql = f"SELECT p.path, p.title, p.meta FROM pages AS p WHERE p.path IN ({marks}) AND {cond}"
-        for path, title, meta in conn.execute(sql, [*chunk, *args]):
-            try:
-                m = json.loads(meta or "{}")
-            except ValueError:
-                m = {}
-            pages[path] = (title or "", m if isinstance(m, dict) else {})
+    pages = _rows(conn, {w[0] for w in wanted.values()}, cond, list(args))
     for path, (orig, side, icloud) in wanted.items():
         if orig == path or orig not in pages:
             continue
