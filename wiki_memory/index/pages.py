@@ -168,7 +168,7 @@ def prepare(
     meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
     stem = _stem(path)
     title = parsed.title or as_text(meta.get("title")) or stem
-    copy = copies.marks(path, meta)
+    copy = copies.marks(path, meta) if copies.named_copy(path) else None
     if copy is not None:
         # a conflict copy: marked as its name says, its own title, never a link target
         meta = {**meta, "conflict_of": copy[0], "conflict_side": copy[1]}
