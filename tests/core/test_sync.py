@@ -189,11 +189,13 @@ def test_two_servers_converge_three_rounds_and_keep_personal_pages_home(tmp_path
         assert "edita3" in merged and "editb3" in merged  # later appends merged, no copy
         for srv in (a, b):
             doc = run_cli(srv.data_dir, "doctor")
-            assert "conflict copy" in doc.stdout, doc.stdout
+            # one line naming whose version is where, and the fix that resolves it
+            assert f"version is in {copies[0]}" in doc.stdout, doc.stdout
+            assert "fix: wiki-memory sync-conflicts" in doc.stdout
             assert "sync:  origin" in doc.stdout
             brief = srv.post("/v1/brief", {"project": "p"})
             assert brief.status_code == 200, brief.text
-            assert "conflict copy" in json.dumps(brief.json())
+            assert "1 sync conflict copy(ies) to resolve" in json.dumps(brief.json())
         # personal pages stay home: absent from every object of the remote
         hub_objects = all_objects(hub)
         for marker in (

@@ -54,6 +54,13 @@ REQUESTS: dict[str, tuple[str, str, Any, set[int]]] = {
     "POST /v1/forget": ("POST", "/v1/forget", {"path": "projects/demo/notes/other.md"}, {200}),
     "POST /v1/admin/purge": ("POST", "/v1/admin/purge", {"path": "notes/nosuch.md"}, {400, 404}),
     "POST /v1/admin/sync": ("POST", "/v1/admin/sync", {}, {404}),  # no remote configured
+    "GET /v1/sync-conflicts": ("GET", "/v1/sync-conflicts", None, {200}),
+    "POST /v1/sync-conflicts/resolve": (
+        "POST",
+        "/v1/sync-conflicts/resolve",
+        {"copy": NOTE, "keep": "page"},
+        {404},  # no conflict copy
+    ),
     "POST /v1/handoffs": (
         "POST",
         "/v1/handoffs",

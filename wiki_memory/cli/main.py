@@ -433,6 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
     from wiki_memory.cli import (
         access,
         carry,
+        conflicts,
         handoffs,
         hooks,
         mcp,
@@ -448,7 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     access.register(sub)
     modules = (setup, uninstall, status, hooks, handoffs, mcp, wiki, remove, remember, carry)
-    for module in (*modules, unrendered, replicas):
+    for module in (*modules, unrendered, replicas, conflicts):
         module.register(sub)
     return p
 

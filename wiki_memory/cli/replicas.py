@@ -22,13 +22,16 @@ def check_sync(ctx: Any) -> None:
     """doctor's ``sync`` check (registered in ``cli/doctor.py``): the sync state as key
     ``sync`` of the report, and one warning per thing a person should know
     (:func:`wiki_memory.core.sync.sync_lines`: sync failing since, a purge waiting for
-    ``sync --after-purge``, conflict copies to resolve)."""
+    ``sync --after-purge``, conflict copies to resolve: their fix is
+    ``wiki-memory sync-conflicts``)."""
     from wiki_memory.core.sync import sync_lines, sync_status
+    from wiki_memory.core.syncstate import CONFLICT_LINE
 
     wiki = ctx.settings.wiki_dir
     ctx.rep["sync"] = sync_status(wiki)
     for line in sync_lines(wiki):
-        ctx.warn(line, "wiki-memory sync")
+        conflict = line.startswith(CONFLICT_LINE)
+        ctx.warn(line, "wiki-memory sync-conflicts" if conflict else "wiki-memory sync")
 
 
 def status_line(settings: Any) -> dict[str, Any] | None:
@@ -89,8 +92,8 @@ def _show(res: dict[str, Any]) -> None:
         if rep.get("remote_gc"):
             line += f"; old objects on the remote: {rep['remote_gc']}"
         print(line)
-        for path, copy in sorted(rep["conflicts"].items()):
-            print(f"  conflict: {path}: the other version is kept as {copy}")
+        for _copy, line in sorted(rep.get("notes", {}).items()):
+            print(f"  conflict: {line}")
         for r in rep.get("refused", []):
             print(f"  refused: {r['path']}: {r['reason']} (left out, the local version kept)")
         if rep.get("error"):
@@ -131,8 +134,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
             res = _core(run)
     _show(res)
-    for copy in res["status"].get("conflicts", []):
-        print(f"conflict copy to resolve: {copy}")
+    left = len(res["status"].get("conflicts", []))
+    if left:
+        print(
+            f"{left} conflict copy(ies) to resolve: `wiki-memory sync-conflicts` lists them, "
+            "`wiki-memory sync-conflicts resolve COPY --keep page|copy` keeps one side"
+        )
     return 0
 
 

@@ -381,7 +381,7 @@ def build_brief(
             f"({stall['cause']}); what is captured stays on disk. Remedy: {stall['remedy']}."
         )
         cand.insert(0, Part("warning", line, {}))
-    for i, line in enumerate(sync_lines(memory.wiki_dir)):
+    for i, line in enumerate(sync_lines(memory.wiki_dir, per_conflict=False)):
         cand.insert(i, Part("warning", f"Warning: {line}.", {}))
     for page in pinned_pages(memory, project, user):
         part = _pinned_part(memory, page, svc.config.pinned_max_tokens, user)

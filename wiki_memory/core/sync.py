@@ -82,7 +82,9 @@ class SyncReport:
     this sync: ``[{"path", "blob", "reason"}]``, the path escaped for display; each
     (path, blob) is reported once, then listed by ``doctor``), ``error`` (set when the
     sync of this remote was refused as a whole, such as a fetch over
-    ``max_fetch_bytes``: the reply is still 2xx and the other remotes still sync)."""
+    ``max_fetch_bytes``: the reply is still 2xx and the other remotes still sync),
+    ``notes`` (conflict copy -> one line naming whose version is where, as seen from this
+    replica: :func:`wiki_memory.core.syncconflicts.merge_notes`)."""
 
     remote: str
     action: str
@@ -91,6 +93,7 @@ class SyncReport:
     remote_gc: str | None = None
     refused: list[dict[str, str]] = field(default_factory=list)
     error: str | None = None
+    notes: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -101,6 +104,7 @@ class SyncReport:
             "remote_gc": self.remote_gc,
             "refused": self.refused,
             "error": self.error,
+            "notes": self.notes,
         }
 
 
@@ -336,12 +340,13 @@ class SyncService:
             self.memory.audited(ident, "sync", name, "refused", error=rep.error[:200])
             return rep
         self._update(name, last_success=utc_stamp(), last_error=None, stopped=None)
-        if rep.conflicts:
+        if rep.conflicts or rep.notes:
             with self._state_lock:
                 state = self._load()
                 state["conflicts"] = sorted(
-                    set(state.get("conflicts", [])) | set(rep.conflicts.values())
+                    set(state.get("conflicts", [])) | set(rep.conflicts.values()) | set(rep.notes)
                 )
+                state["conflict_notes"] = {**state.get("conflict_notes", {}), **rep.notes}
                 self._save(state)
         self.memory.audited(
             ident, "sync", name, "ok", action=rep.action, conflicts=len(rep.conflicts)
@@ -434,9 +439,9 @@ class SyncService:
                 res = self.memory.writer.call(job, timeout=600).value
             except rp.TreeTooLarge as exc:
                 return SyncReport(name, "fetch refused", error=str(exc))
-            shared, action, conflicts, fresh = res
+            shared, action, conflicts, fresh, notes = res
             refused.extend(fresh)
-            rep = SyncReport(name, action, conflicts=conflicts, refused=refused)
+            rep = SyncReport(name, action, conflicts=conflicts, refused=refused, notes=notes)
             if shared != theirs:
                 try:
                     self._push(name, shared, theirs)

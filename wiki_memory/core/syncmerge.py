@@ -31,14 +31,14 @@ from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
 from wiki_memory.audit import escape
+from wiki_memory.core import syncconflicts, syncrefusals
 from wiki_memory.core import syncguard as guard
-from wiki_memory.core import syncrefusals
 from wiki_memory.core.syncrefusals import tree_of
 from wiki_memory.core.syncstate import REFUSED as _REFUSED
 from wiki_memory.core.syncstate import refused_entries, utc_stamp
 from wiki_memory.core.writer import WriteResult
 from wiki_memory.recall import rank
-from wiki_memory.wiki import border, pagemerge
+from wiki_memory.wiki import border, pagemerge, placeholder
 from wiki_memory.wiki import replicate as rp
 from wiki_memory.wiki.frontmatter import FrontmatterError
 from wiki_memory.wiki.gitcommon import SYSTEM_AUTHOR, author_identity, tz_offset
@@ -69,6 +69,8 @@ class SyncMerge:
         self._state_lock = state_lock
         #: the last merge's files a person saved during it: path -> the incoming copy
         self.kept_beside: dict[str, str] = {}
+        #: the last merge's conflict copies: copy -> whose version is where
+        self.notes: dict[str, str] = {}
 
     @property
     def _control(self) -> Path:
@@ -95,8 +97,10 @@ class SyncMerge:
         follow: bool = False,
         accept: bool = False,
     ) -> WriteResult:
-        """The writer job of one merge: :meth:`_merge_job`'s result as its value."""
-        return WriteResult(value=self._merge_job(name, theirs, seen, squash, follow, accept))
+        """The writer job of one merge: :meth:`_merge_job`'s result and its :attr:`notes`
+        (copy -> whose version is where) as its value."""
+        res = self._merge_job(name, theirs, seen, squash, follow, accept)
+        return WriteResult(value=(*res, dict(self.notes)))
 
     def _merge_job(
         self,
@@ -131,6 +135,7 @@ class SyncMerge:
         of the whole wiki cost ~1 s at 1,000 pages): :meth:`_apply` leaves every file
         whose bytes are not the old commit's as the person saved it, and the watcher
         commits it; the next sync carries it."""
+        self.notes = {}
         with Repo(str(self.wiki_dir)) as repo:
             local = repo.refs.follow(HEADREF)[1]
             assert local is not None
@@ -256,12 +261,11 @@ class SyncMerge:
             new = self._commit(repo, files, parents, f"Sync with {name}: {action}")
             self.kept_beside.clear()
             changed = self._apply(name, repo, local_files, files, local, new)
-            conflicts.update(self.kept_beside)
-            for rel in changed:  # conflict copies another server made arrive here too
-                m = rp.CONFLICT_RE.search(rel)
-                if m and rel.encode() not in local_files and (self.wiki_dir / rel).is_file():
-                    orig = rel[: m.start()] + (m.group(1) or "")
-                    conflicts[orig if orig not in conflicts else rel] = rel
+            arrived = [r for r in changed if r.encode() not in local_files]
+            conflicts, self.notes = syncconflicts.merge_notes(
+                name, conflicts, dict(self.kept_beside), arrived,
+                syncconflicts.blob_reader(repo, mine_files), self.wiki_dir,
+            )  # fmt: skip
             self.memory.git.reopen()
             out = shared.project(new)
             repo.refs[rp.SHARED_REF] = out
@@ -518,6 +522,8 @@ class SyncMerge:
             except OSError:
                 disk = None
             disk_id = Blob.from_string(disk).id if disk is not None else None
+            if disk is None and placeholder.evicted(os.fsencode(root), path) and before:
+                disk_id = before[1]  # evicted by a cloud client: no person's save
             try:
                 if disk_id != (before[1] if before else None) and disk_id != (
                     new[path][1] if path in new else None
@@ -529,7 +535,7 @@ class SyncMerge:
                         blob = repo[new[path][1]]
                         assert isinstance(blob, Blob)
                         copy_rel = copy.decode("utf-8", "surrogateescape")
-                        write_inside(root, copy_rel, blob.data)
+                        write_inside(root, copy_rel, syncconflicts.marked(blob.data, rel, remote))
                         self.kept_beside[rel] = copy_rel
                     continue
                 if path in new:

@@ -34,6 +34,7 @@ from wiki_memory.index.schema import APART_SQL, UPDATED, scalar
 from wiki_memory.index.stem import DEFAULT_LANGUAGES, language, stems_of_words
 from wiki_memory.index.text import index_text, index_text_words
 from wiki_memory.states import page_state, shown_sql
+from wiki_memory.wiki import copies
 from wiki_memory.wiki import links as wl
 from wiki_memory.wiki.page import Diagnostic, ParsedPage, Section, parse_page
 
@@ -180,6 +181,11 @@ def prepare(
         return _prepare_forgotten(path, raw, mtime, meta, digest)
     stem = _stem(path)
     title = parsed.title or as_text(meta.get("title")) or stem
+    copy = copies.marks(path, meta) if copies.named_copy(path) else None
+    if copy is not None:
+        # a conflict copy: marked as its name says, its own title, never a link target
+        meta = {**meta, "conflict_of": copy[0], "conflict_side": copy[1]}
+        title = copies.copy_title(title, copy[1])
     tags = _str_list(parsed.tags)
     aliases = _str_list(parsed.aliases)
     project = as_text(meta.get("project")) or _project_from_path(path)
@@ -247,6 +253,8 @@ def prepare(
         for link in parsed.links
     ]
     names = wl.page_name_keys(path, title, aliases)
+    if copy is not None:
+        names = [(k, src) for k, src in names if src == "path"]
     return (path, page_row, project, kind, fts_page, sections, links, names)
 
 

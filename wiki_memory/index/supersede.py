@@ -27,7 +27,9 @@ import apsw
 
 from wiki_memory.identity import Identity, visible_sql
 from wiki_memory.index.graph import lookup_names, resolver_for
+from wiki_memory.index.schema import chunks
 from wiki_memory.states import page_state
+from wiki_memory.wiki import copies
 from wiki_memory.wiki import links as wl
 
 __all__ = ["Chains", "chains", "names_of", "resolve_names", "same_subject"]
@@ -62,13 +64,20 @@ class Chains:
     head: dict[str, str] = field(default_factory=dict)
     broken: dict[str, tuple[str, str]] = field(default_factory=dict)
     states: dict[str, str] = field(default_factory=dict)
+    #: conflict copy path -> ``(the page it copies, whose version)``: a copy ranks after
+    #: its page as a superseded page does (it is in ``by`` and ``head`` too)
+    copies: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.by or self.broken)
 
     def mark(self, path: str) -> dict[str, Any]:
         """``{"state": "superseded", "superseded_by": head}`` for a validly superseded
-        page, else ``{}`` (a current page, or a broken supersession: shown as current)."""
+        page, ``{"conflict_of": page, "conflict_side": whose}`` for a conflict copy, else
+        ``{}`` (a current page, or a broken supersession: shown as current)."""
+        c = self.copies.get(path)
+        if c is not None:
+            return {"conflict_of": c[0], "conflict_side": c[1]}
         h = self.head.get(path)
         return {"state": "superseded", "superseded_by": h} if h else {}
 
@@ -90,6 +99,7 @@ def chains(conn: apsw.Connection, who: Identity | None = None) -> Chains:
             metas[path] = m
     out = Chains()
     if not metas:
+        _copies(conn, who, out)
         return out
     wanted: dict[tuple[str, str], str] = {}  # (src, name) -> key
     for path, m in metas.items():
@@ -155,12 +165,74 @@ def chains(conn: apsw.Connection, who: Identity | None = None) -> Chains:
             p = out.by[p]
             hops += 1
         out.head[old] = p
+    _copies(conn, who, out)
     return out
 
 
-def _states(conn: apsw.Connection, paths: Iterable[str]) -> dict[str, str]:
-    from wiki_memory.index.schema import chunks
+#: paths that may be conflict copies (docs/git.md, "Conflict copies"), by name only: read
+#: from the primary key's index alone, so the rows' frontmatter is not scanned
+_COPY_PATHS = (
+    "SELECT path FROM pages WHERE instr(path, 'onflict') > 0 "
+    "OR path GLOB '* [2-9].md' OR path GLOB '* [1-9][0-9].md'"
+)
 
+
+def _rows(
+    conn: apsw.Connection, paths: Iterable[str], cond: str, args: list[Any]
+) -> dict[str, tuple[str, dict[str, Any]]]:
+    """path -> (title, frontmatter) of the pages among ``paths`` that pass ``cond``."""
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for chunk in chunks(sorted(set(paths))):
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT p.path, p.title, p.meta FROM pages AS p WHERE p.path IN ({marks}) AND {cond}"
+        for path, title, meta in conn.execute(sql, [*chunk, *args]):
+            try:
+                m = json.loads(meta or "{}")
+            except ValueError:
+                m = {}
+            out[path] = (title or "", m if isinstance(m, dict) else {})
+    return out
+
+
+def _copies(conn: apsw.Connection, who: Identity | None, out: Chains) -> None:
+    """Fill ``out.copies`` (and ``by``, ``head``) with the conflict copies ``who`` may see
+    whose page is there and visible too: a copy ranks after its page (invariant 14)."""
+    named = [
+        p
+        for (p,) in conn.execute(_COPY_PATHS)
+        if copies.named_copy(p) is not None or copies.icloud_original(p) is not None
+    ]
+    if not named:
+        return
+    cond, args = visible_sql("p", who)
+    rows = _rows(conn, named, cond, list(args))
+    if not rows:
+        return
+    wanted: dict[str, tuple[str, str, bool]] = {}  # copy -> (page, whose, iCloud-named)
+    for path, (_title, m) in rows.items():
+        found = copies.marks(path, {k: m.get(k) for k in copies.MARK_KEYS if k in m})
+        if found is not None:
+            wanted[path] = (found[0], found[1], False)
+            continue
+        orig = copies.icloud_original(path)
+        if orig is not None:
+            wanted[path] = (orig, "iCloud", True)
+    if not wanted:
+        return
+    pages = _rows(conn, {w[0] for w in wanted.values()}, cond, list(args))
+    for path, (orig, side, icloud) in wanted.items():
+        if orig == path or orig not in pages:
+            continue
+        if icloud:
+            title, m = rows[path]
+            if not copies.same_page(m, title, pages[orig][1], pages[orig][0]):
+                continue
+        out.copies[path] = (orig, side)
+        out.by[path] = orig
+        out.head[path] = out.head.get(orig, orig)
+
+
+def _states(conn: apsw.Connection, paths: Iterable[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for chunk in chunks(sorted(set(paths))):
         marks = ",".join("?" * len(chunk))

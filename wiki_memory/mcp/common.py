@@ -300,6 +300,8 @@ def page_line(p: dict[str, Any]) -> str:
     line = f"- {inline(p['path'])} · {title} · {inline(p.get('kind'))} · {inline(p.get('updated'))}"
     if p.get("superseded_by"):  # invariant 14: a superseded page is marked
         line += f" · SUPERSEDED by {inline(p['superseded_by'])}"
+    if p.get("conflict_of"):  # and so is a conflict copy
+        line += f" · CONFLICT COPY of {inline(p['conflict_of'])}"
     return line
 
 

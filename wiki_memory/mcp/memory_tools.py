@@ -140,6 +140,8 @@ class MemoryOps(ToolBase):
                     )
                 if it.get("superseded_by"):  # invariant 14: marked, after its successor
                     head_line += f" · SUPERSEDED by {inline(it['superseded_by'])}"
+                if it.get("conflict_of"):  # a conflict copy: marked, after its page
+                    head_line += f" · CONFLICT COPY of {inline(it['conflict_of'])}"
                 source = str(it.get("anchor") or it.get("path") or it.get("id"))
                 parts.append(head_line + "\n" + quoted(str(it.get("snippet") or ""), source))
                 for sub in it.get("also", []):  # its page's entries carried in this slot

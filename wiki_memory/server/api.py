@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from wiki_memory.audit import dumps
-from wiki_memory.core import pins
+from wiki_memory.core import pins, syncconflicts
 from wiki_memory.core.forget import forget_page, forget_query
 from wiki_memory.core.memory import Memory
 from wiki_memory.core.pages import INLINE_SCAN_CHARS, page_path_for_write, redact_page_text
@@ -411,6 +411,31 @@ async def audit(request: Request) -> Response:
     return Response(dumps({"lines": lines}), media_type="application/json")
 
 
+async def sync_conflicts(request: Request) -> Response:
+    """``GET /v1/sync-conflicts``: the conflict copies the caller may see, one line each
+    naming whose version is where (docs/git.md, "Conflict copies")."""
+    memory: Memory = request.app.state.memory
+    res = await run_in_threadpool(syncconflicts.list_conflicts, memory, request.state.user)
+    return JSONResponse(res)
+
+
+async def resolve_conflict(request: Request) -> Response:
+    """``POST /v1/sync-conflicts/resolve``: ``{"copy", "keep": "page"|"copy"}``; any
+    caller who may write the page and the copy."""
+    memory: Memory = request.app.state.memory
+    body = await read_json(request, memory.settings.max_body_bytes)
+    if not isinstance(body, dict) or not isinstance(body.get("copy"), str):
+        raise ApiError(400, "bad_request", "copy must be a string", field="copy")
+    res = await run_in_threadpool(
+        syncconflicts.resolve_conflict,
+        memory,
+        body["copy"],
+        str(body.get("keep", "")),
+        request.state.user,
+    )
+    return JSONResponse(res)
+
+
 ROUTES = [
     Route("/v1/health", health, methods=["GET"]),
     Route("/v1/observations", observations, methods=["POST"]),
@@ -428,4 +453,6 @@ ROUTES = [
     Route("/v1/audit", audit, methods=["GET"]),
     Route("/v1/admin/unrendered", unrendered, methods=["GET"]),
     Route("/v1/admin/unrendered/discard", discard, methods=["POST"]),
+    Route("/v1/sync-conflicts", sync_conflicts, methods=["GET"]),
+    Route("/v1/sync-conflicts/resolve", resolve_conflict, methods=["POST"]),
 ]

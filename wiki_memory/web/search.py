@@ -155,6 +155,8 @@ class Group:
     more: int = 0
     #: the head of its chain when the page is superseded (recall ranks it after that)
     superseded_by: str | None = None
+    #: the page a conflict copy copies (recall ranks it after that)
+    conflict_of: str | None = None
 
 
 def _project_of(path: str) -> str | None:
@@ -195,6 +197,7 @@ def group(
                 url=page_url(path),
                 more_url=page_url(path) + "?" + urlencode({"hl": query}) if query else "",
                 superseded_by=it.get("superseded_by") or None,
+                conflict_of=it.get("conflict_of") or None,
             )
         for part in [it, *it.get("also", [])]:  # and its page's entries carried in its slot
             anchor = str(part.get("anchor") or path)

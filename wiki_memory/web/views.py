@@ -438,6 +438,15 @@ class _View(BrowseView):
         if state == "forgotten":
             return {"state": state, "superseded_by": None, "broken": None}
         chains = self.memory.reader.chains(user)
+        copy = chains.copies.get(rel)
+        if copy is not None:  # a conflict copy: ranked after its page, named as such
+            return {
+                "state": "conflict copy",
+                "superseded_by": None,
+                "broken": None,
+                "conflict_of": copy[0],
+                "conflict_side": copy[1],
+            }
         head = chains.head.get(rel)
         return {
             "state": "superseded" if head else "current",

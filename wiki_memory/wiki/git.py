@@ -50,6 +50,7 @@ from dulwich.objects import Blob, Commit, ObjectID, SubmoduleEncountered, Tree
 from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
+from wiki_memory.wiki import placeholder
 from wiki_memory.wiki.gitcommon import (
     DEFAULT_BRANCH,
     DEFAULT_EMAIL_DOMAIN,
@@ -380,7 +381,8 @@ class GitStore(GitHistory):
             try:
                 st = os.lstat(full)
             except (FileNotFoundError, NotADirectoryError):
-                changes[rel] = None
+                if not placeholder.evicted(self._root, rel):  # evicted by a sync client: kept
+                    changes[rel] = None
                 continue
             if stat.S_ISDIR(st.st_mode):
                 if rel and os.path.lexists(os.path.join(full, b".git")):
@@ -394,12 +396,13 @@ class GitStore(GitHistory):
                 if tracked is not None and stat.S_ISDIR(tracked[0]):
                     # tracked files below the folder that are gone from disk
                     for sub in tree_files(self._repo.object_store, tracked[1], rel):
-                        if not os.path.lexists(os.path.join(self._root, sub)):
+                        gone = not os.path.lexists(os.path.join(self._root, sub))
+                        if gone and not placeholder.evicted(self._root, sub):
                             changes[sub] = None
                 elif tracked is not None:
                     changes[rel] = None  # a tracked file became a folder
                 for name in os.listdir(full):
-                    if name == b".git":
+                    if name == b".git" or placeholder.is_stub(name):
                         continue
                     child = rel + b"/" + name if rel else name
                     if odd_name(decode_path(name)):
@@ -418,6 +421,11 @@ class GitStore(GitHistory):
             tracked = self._tracked(head_tree, rel)
             if tracked is None and ignored(rel):
                 continue
+            if placeholder.is_stub(rel.rpartition(b"/")[2]) or (
+                tracked is not None
+                and placeholder.dataless(st, self._size(tracked[1]) if not st.st_size else None)
+            ):
+                continue  # a sync client's stub, or a page whose bytes it evicted: HEAD's stays
             if stat.S_ISLNK(st.st_mode):
                 data = os.readlink(full)
                 mode = stat.S_IFLNK
@@ -432,6 +440,13 @@ class GitStore(GitHistory):
                 self._repo.object_store.add_object(blob)
             changes[rel] = Leaf(mode, blob.id, st)
         return changes
+
+    def _size(self, sha: ObjectID) -> int:
+        """The size of a stored blob (0 when it is missing)."""
+        try:
+            return len(self._repo[sha].as_raw_string())
+        except KeyError:
+            return 0
 
     def _acquire_index_lock(self) -> Any:
         deadline = time.monotonic() + self.lock_wait_seconds

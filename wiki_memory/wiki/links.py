@@ -35,6 +35,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from wiki_memory.wiki.copies import icloud_original
 from wiki_memory.wiki.names import file_stem
 
 __all__ = [
@@ -196,6 +197,8 @@ class Resolver:
         if entries:
             best = min(SOURCE_RANK[s] for _, s in entries)
             paths = tuple(sorted({p for p, s in entries if SOURCE_RANK[s] == best}))
+            if len(paths) > 1:  # an iCloud-style copy never takes a name from its page
+                paths = tuple(p for p in paths if icloud_original(p) not in paths)
         elif is_attachment_target(key):
             status = ATTACHMENT
             paths = tuple(sorted(set(self.files.get(key, ()))))

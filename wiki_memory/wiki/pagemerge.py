@@ -13,7 +13,7 @@
   files both sides changed, renames followed (a page one side moved, with the
   same blob or the same frontmatter ``id``, while the other edited it, ends up once, at
   the new path, with the edit), and conflict copies marked in their frontmatter
-  (``conflict_of``: the page's path, ``conflict_side``: the remote).
+  (``conflict_of``: the page's path, ``conflict_side``: the remote) with their own title.
 
 Session timelines: where both sides added entries, the hub's keep their ``^tN`` and come
 first, this side's are numbered after the last and the links to them follow (in the
@@ -32,6 +32,7 @@ from dulwich.repo import Repo
 from merge3 import Merge3
 
 from wiki_memory.wiki import replicate as rp
+from wiki_memory.wiki.copies import mark_bytes
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_metadata
 
@@ -360,16 +361,14 @@ def _follow_links(
 def _marked(
     repo: Repo, entry: tuple[int, ObjectID], path: bytes, remote: str
 ) -> tuple[int, ObjectID]:
-    """The conflict copy's entry: a page gets ``conflict_of`` and ``conflict_side`` in
-    its frontmatter; any other file is copied as it is."""
+    """The conflict copy's entry: a page gets ``conflict_of``, ``conflict_side`` and its
+    own title in its frontmatter (:func:`wiki_memory.wiki.copies.mark_bytes`); any other
+    file is copied as it is."""
     data = _data(repo, entry[1])
     if data is None or not path.lower().endswith(b".md"):
         return entry
     try:
-        marked = set_keys(
-            data,
-            {"conflict_of": path.decode("utf-8", "surrogateescape"), "conflict_side": remote},
-        )
+        marked = mark_bytes(data, path.decode("utf-8", "surrogateescape"), remote)
     except FrontmatterError:
         return entry
     return (entry[0], _store(repo, marked))
