@@ -181,11 +181,7 @@ def prepare(
         return _prepare_forgotten(path, raw, mtime, meta, digest)
     stem = _stem(path)
     title = parsed.title or as_text(meta.get("title")) or stem
-    copy = copies.marks(path, meta) if copies.named_copy(path) else None
-    if copy is not None:
-        # a conflict copy: marked as its name says, its own title, never a link target
-        meta = {**meta, "conflict_of": copy[0], "conflict_side": copy[1]}
-        title = copies.copy_title(title, copy[1])
+    meta, title, is_copy = copies.mark_parsed(path, meta, title)  # never a link target
     tags = _str_list(parsed.tags)
     aliases = _str_list(parsed.aliases)
     project = as_text(meta.get("project")) or _project_from_path(path)
@@ -252,9 +248,8 @@ def prepare(
         )
         for link in parsed.links
     ]
-    names = wl.page_name_keys(path, title, aliases)
-    if copy is not None:
-        names = [(k, src) for k, src in names if src == "path"]
+    keys = wl.page_name_keys(path, title, aliases)
+    names = [ks for ks in keys if not is_copy or ks[1] == "path"]  # a copy: by path only
     return (path, page_row, project, kind, fts_page, sections, links, names)
 
 

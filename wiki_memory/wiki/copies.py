@@ -28,6 +28,7 @@ from typing import Any
 __all__ = [
     "MARK_KEYS",
     "copy_title",
+    "mark_parsed",
     "icloud_original",
     "mark_bytes",
     "marks",
@@ -123,3 +124,18 @@ def mark_bytes(data: bytes, path: str, side: str) -> bytes:
         updates["title"] = copy_title(title, side)
     updates.update({"conflict_of": path, "conflict_side": side})
     return set_keys(data, updates)
+
+
+def mark_parsed(path: str, meta: dict[str, Any], title: str) -> tuple[dict[str, Any], str, bool]:
+    """A parsed page as the index keeps it: for a file named as a conflict copy
+    (:func:`named_copy`), ``meta`` with its marks (``conflict_of``, ``conflict_side``) and
+    the copy's own title (:func:`copy_title`), and True; any other page unchanged, and
+    False."""
+    copy = marks(path, meta) if named_copy(path) else None
+    if copy is None:
+        return meta, title, False
+    return (
+        {**meta, "conflict_of": copy[0], "conflict_side": copy[1]},
+        copy_title(title, copy[1]),
+        True,
+    )
