@@ -70,8 +70,9 @@ def test_c43_project_from_the_bridge_folder(tmp_path: Path) -> None:
             assert r.structured_content["path"].startswith("projects/atlas/notes/")
         assert out[3].is_error
         assert text_of(out[3]) == (
-            "unknown_project: project 'atlsa' is not a project you may read"
-            " (did you mean atlas?); your projects: atlas, borealis"
+            "unknown_project: project 'atlsa' does not exist (did you mean atlas?);"
+            " pass create_project: true (CLI: --new-project) to create it;"
+            " projects: atlas, borealis"
         )
         assert not out[4].is_error and out[4].structured_content["project"] == "atlas"
         # C53: a bridge spawned in /home/dev/atlas

@@ -19,7 +19,8 @@ import hashlib
 import logging
 import re
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
@@ -224,13 +225,42 @@ class ToolBase:
                 )
             raise
         if found is None and required:
-            known = ", ".join(self.memory.readable_projects(caller.user)) or "none yet"
-            raise BadRequest(
-                f"project is required here: your working directory names none; your "
-                f"projects: {known}",
-                field="project",
-            )
+            raise self.no_project(caller)
         return found
+
+    @contextmanager
+    def write_project(
+        self,
+        caller: Caller,
+        explicit: str | None,
+        *,
+        create: bool,
+        op: str,
+        personal: bool = False,
+    ) -> Iterator[str]:
+        """Around a write: the project it goes to, by the core's one rule
+        (:meth:`wiki_memory.core.newproject.ProjectStart.writing`: an explicit name, else
+        the bridge's working directory; ``create``: the tool's ``create_project``).
+        Raises BadRequest naming ``project`` when nothing names one."""
+        with self.memory.project_start.writing(
+            caller.user,
+            explicit=explicit,
+            op=op,
+            cwd=caller.cwd,
+            create=create,
+            personal=personal,
+        ) as found:
+            if found is None:
+                raise self.no_project(caller)
+            yield found
+
+    def no_project(self, caller: Caller) -> BadRequest:
+        """The error of a call that names no project where one is required."""
+        known = ", ".join(self.memory.readable_projects(caller.user)) or "none yet"
+        return BadRequest(
+            f"project is required here: your working directory names none; your projects: {known}",
+            field="project",
+        )
 
     def tokens(self, structured: Any, text: str) -> int:
         """Tokens of the whole result as serialized (compact JSON, both parts)."""

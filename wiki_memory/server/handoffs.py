@@ -31,6 +31,7 @@ from wiki_memory.server.http import (
     parse_json,
     read_body,
     read_json,
+    write_project,
 )
 
 if TYPE_CHECKING:
@@ -67,19 +68,7 @@ def routes(memory: Memory) -> list[Any]:
     async def create(request: Request) -> Response:
         body = await body_of(request)
         title = _str(body, "title", required=True)
-        kw: dict[str, Any] = {
-            "project": await call(
-                body_project,
-                memory,
-                body,
-                request.state.user,
-                required=True,
-                personal=_str(body, "visibility") == "personal",
-                op="handoff.create",
-            ),
-            "title": title,
-            **ident(body),
-        }
+        kw: dict[str, Any] = {"title": title, **ident(body)}
         for name in ("to", "visibility", "where_we_left_off", "what_failed", "session_page"):
             kw[name] = _str(body, name)
         for name in ("open_questions", "next_steps", "files"):
@@ -97,7 +86,16 @@ def routes(memory: Memory) -> list[Any]:
             from wiki_memory.wiki.paths import clean_rel
 
             kw["session_page"] = clean_rel(kw["session_page"])
-        res = await call(svc.create, request.state.user, **kw)
+        user = request.state.user
+        personal = _str(body, "visibility") == "personal"
+
+        def run() -> Any:
+            with write_project(
+                memory, body, user, op="handoff.create", personal=personal
+            ) as project:
+                return svc.create(user, project=project, **kw)
+
+        res = await call(run)
         return JSONResponse({"handoff": res}, 201)
 
     async def list_(request: Request) -> Response:
