@@ -346,7 +346,12 @@ def guard(fn: Callable[[], CallToolResult]) -> CallToolResult:
     except WikiMemoryError as exc:
         return tool_error(f"{exc.error_code}: {exc.public_message()}")
     except (ValueError, LookupError, PermissionError) as exc:
-        return tool_error(f"bad_request: {exc or type(exc).__name__}")
+        # no core operation turned it into a typed error naming its field: a library's
+        # text, for the server log (docs/mcp.md "Errors")
+        log.warning("an untyped %s reached a tool: %s", type(exc).__name__, exc, exc_info=exc)
+        return tool_error(
+            "bad_request: arguments: a value could not be used (the server log names it)"
+        )
 
 
 def readable_validation(exc: BaseException) -> str | None:

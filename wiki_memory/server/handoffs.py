@@ -83,9 +83,12 @@ def routes(memory: Memory) -> list[Any]:
         if body.get("expires_in_seconds") is not None:
             kw["expires_in_seconds"] = _int(body, "expires_in_seconds", 0, 1, 10 * 365 * 86400)
         if kw["session_page"] is not None:
-            from wiki_memory.wiki.paths import clean_rel
+            from wiki_memory.wiki.paths import PathRefused, clean_rel
 
-            kw["session_page"] = clean_rel(kw["session_page"])
+            try:
+                kw["session_page"] = clean_rel(kw["session_page"])
+            except PathRefused as exc:
+                raise PathRefused(exc.message, field="session_page") from None
         user = request.state.user
         personal = _str(body, "visibility") == "personal"
 
