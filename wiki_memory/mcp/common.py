@@ -52,6 +52,8 @@ BRIDGE_HEADER = "x-wiki-memory-bridge"
 HARNESS_HEADER = "x-wiki-memory-harness"
 #: header a stdio bridge sends: its working directory, percent-encoded (the project)
 CWD_HEADER = "x-wiki-memory-cwd"
+#: the repository id of the bridge's working directory (as the hook sends ``repo_id``)
+REPO_HEADER = "x-wiki-memory-repo"
 #: header a stdio bridge, the CLI and the hooks send: the client's time zone
 TZ_HEADER = "x-wiki-memory-tz"
 
@@ -101,6 +103,8 @@ class Caller:
     client: str | None
     cwd: str | None = None
     tz: str | None = None  # the client's time zone (X-Wiki-Memory-TZ), for its days
+    #: the repository id of the working directory (X-Wiki-Memory-Repo)
+    repo_id: str | None = None
 
 
 # -- a page listing (memory_recent and page_list) ---------------------------------------
@@ -162,10 +166,10 @@ class ToolBase:
         harness ``install-mcp`` wrote into the bridge's arguments (``X-Wiki-Memory-Harness``),
         else the client's name; the MCP session id, else the bridge's id for its process,
         else an id derived from the user and the client's name; the bridge's working
-        directory (``X-Wiki-Memory-Cwd``)."""
+        directory (``X-Wiki-Memory-Cwd``) and its repository id (``X-Wiki-Memory-Repo``)."""
         user = self.memory.owner
         client = None
-        mcp_session = bridge = harness = cwd = tz = None
+        mcp_session = bridge = harness = cwd = tz = repo = None
         rc = None
         if ctx is not None:
             try:
@@ -187,6 +191,7 @@ class ToolBase:
                 raw_cwd = req.headers.get(CWD_HEADER)
                 cwd = urllib.parse.unquote(raw_cwd) if raw_cwd else None
                 tz = req.headers.get(TZ_HEADER)
+                repo = req.headers.get(REPO_HEADER)
             params = getattr(rc.session, "client_params", None)
             if params is not None and params.client_info is not None:
                 client = params.client_info.name
@@ -198,7 +203,9 @@ class ToolBase:
         else:
             digest = hashlib.sha1(f"{user}\0{client or ''}".encode()).hexdigest()[:16]
             sid = f"mcp-{digest}"
-        return Caller(user=user, harness=h, session_id=sid, client=client, cwd=cwd, tz=tz)
+        return Caller(
+            user=user, harness=h, session_id=sid, client=client, cwd=cwd, tz=tz, repo_id=repo
+        )
 
     def project_of(
         self,
@@ -240,13 +247,15 @@ class ToolBase:
     ) -> Iterator[str]:
         """Around a write: the project it goes to, by the core's one rule
         (:meth:`wiki_memory.core.newproject.ProjectStart.writing`: an explicit name, else
-        the bridge's working directory; ``create``: the tool's ``create_project``).
+        the bridge's working directory and its repository id, which files the write under
+        that repository's project; ``create``: the tool's ``create_project``).
         Raises BadRequest naming ``project`` when nothing names one."""
         with self.memory.project_start.writing(
             caller.user,
             explicit=explicit,
             op=op,
             cwd=caller.cwd,
+            repo_id=caller.repo_id if explicit is None else None,
             create=create,
             personal=personal,
         ) as found:
