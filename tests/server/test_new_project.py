@@ -36,6 +36,9 @@ def test_the_owner_is_told_how_to_start_a_project_and_starts_it(tmp_path: Path) 
         assert "none yet" not in body["message"] and "may read" not in body["message"]
         assert "there are no projects yet" in body["message"]
         assert not (srv.data_dir / "wiki" / "projects" / "atlas").exists()
+        nameless = srv.post("/v1/remember", {"text": "deploys run on Fridays"})
+        assert nameless.status_code == 400 and nameless.json()["field"] == "project"
+        assert nameless.json()["message"].endswith("; there are no projects yet")
 
         made = srv.post(
             "/v1/remember",

@@ -53,6 +53,16 @@ class ProjectAccess:
                 names.add(info.project)
         return sorted(p for p in names if may_read(who, f"projects/{p}/index.md", None))
 
+    def listing(self, user: Identity | str | None) -> str:
+        """The projects ``user`` may read, as the end of a message: ``your projects: a,
+        b`` (``none yet``); for a caller who reads every project (the owner, an admin)
+        ``projects: a, b``, or ``there are no projects yet``."""
+        who = self.scope.identity(user)
+        names = self.readable_projects(who)
+        if who.every_project:
+            return f"projects: {', '.join(names)}" if names else "there are no projects yet"
+        return f"your projects: {', '.join(names) if names else 'none yet'}"
+
     def resolve_project(
         self,
         explicit: str | None,

@@ -265,9 +265,9 @@ class ToolBase:
 
     def no_project(self, caller: Caller) -> BadRequest:
         """The error of a call that names no project where one is required."""
-        known = ", ".join(self.memory.readable_projects(caller.user)) or "none yet"
         return BadRequest(
-            f"project is required here: your working directory names none; your projects: {known}",
+            "project is required here: your working directory names none; "
+            + self.memory.project_access.listing(caller.user),
             field="project",
         )
 

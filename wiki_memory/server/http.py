@@ -142,11 +142,11 @@ def body_project(
 
 def no_project(memory: Memory, user: Any) -> ApiError:
     """The 400 for a body that names no project where one is required."""
-    known = ", ".join(memory.readable_projects(user)) or "none yet"
     return ApiError(
         400,
         "bad_request",
-        f"project is required (or a cwd inside a project's repository); your projects: {known}",
+        "project is required (or a cwd inside a project's repository); "
+        + memory.project_access.listing(user),
         field="project",
     )
 
