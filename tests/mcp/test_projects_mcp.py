@@ -127,8 +127,10 @@ def test_the_bridge_files_a_write_under_its_repositorys_project(tmp_path: Path) 
         r1 = asyncio.run(calls(home, data, one, [note]))[0]
         r2 = asyncio.run(calls(home, data, two, [note]))[0]
         r3 = asyncio.run(calls(home, data, one, [("memory_remember", {"text": "again"})]))[0]
-    for r in (r1, r2, r3):
+        b2 = asyncio.run(calls(home, data, two, [("memory_brief", {})]))[0]
+    for r in (r1, r2, r3, b2):
         assert not r.is_error, text_of(r)
+    assert b2.structured_content["project"] == "api-2"
     assert r1.structured_content["path"].startswith("projects/api/notes/")
     assert r2.structured_content["path"].startswith("projects/api-2/notes/")
     assert r3.structured_content["path"].startswith("projects/api/notes/")

@@ -203,7 +203,15 @@ class MemoryOps(ToolBase):
         caller: Caller,
     ) -> CallToolResult:
         from wiki_memory.core.brief import build_brief
+        from wiki_memory.core.projects import folder_project
 
+        here = folder_project(caller.cwd) if project is None and caller.repo_id else None
+        if here is not None and caller.repo_id:
+            # the bridge's repository: its project, not the folder name's (as the hook's
+            # brief: core/repos.py); a repository not captured yet keeps the folder rule
+            placed = self.memory.repos.place(here[0], caller.repo_id, reserve=False)[0]
+            if placed in self.memory.readable_projects(caller.user):
+                project = placed
         proj = self.project_of(caller, project, required=True)
         assert proj is not None
         res = build_brief(
