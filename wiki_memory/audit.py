@@ -89,16 +89,22 @@ def now_iso(ts: float | None = None) -> str:
 
 def parse_since(text: str) -> float:
     """An ISO-8601 time (``2026-12-01``, ``2026-12-01T10:00Z``; UTC when no offset) or
-    epoch seconds as epoch seconds. Raises ValueError."""
+    epoch seconds as epoch seconds, within the years 1970 to 9999. Raises ValueError."""
     try:
-        return float(text)
+        t = float(text)
     except ValueError:
-        pass
-    s = text.strip().replace("Z", "+00:00").replace("z", "+00:00")
-    dt = datetime.fromisoformat(s)
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp()
+        s = text.strip().replace("Z", "+00:00").replace("z", "+00:00")
+        dt = datetime.fromisoformat(s)
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=UTC)
+        t = dt.timestamp()
+    if not 0 <= t < _YEAR_10000:  # NaN too
+        raise ValueError(f"outside the years 1970-9999: {text!r}")
+    return t
+
+
+#: 10000-01-01T00:00:00Z in epoch seconds
+_YEAR_10000 = 253402300800.0
 
 
 class AuditLog:

@@ -227,6 +227,18 @@ def may_pin(who: Identity | None) -> bool:
     return who is None or who.role in ("owner", "admin")
 
 
+def creation_refusal(who: Identity | None, setting: str = "members") -> str | None:
+    """Why ``who`` may not create a project (what it lacks, a short phrase), or None when
+    it may: the owner and admins always; a member unless the setting
+    ``project_creation`` is ``"admins"``; a reader or a caller with no user never. The
+    one rule for capture into a new name and for a write that asks to create one."""
+    if who is None or who.role in ("owner", "admin"):
+        return None
+    if who.role == "member":
+        return None if setting != "admins" else "project creation (reserved to admins)"
+    return "project creation (a reader creates none)"
+
+
 def may_admin(who: Identity | None) -> bool:
     """May ``who`` run admin operations (tokens, reindex, purge, the audit log)? The
     wiki's owner and admins, and the server itself."""

@@ -264,7 +264,8 @@ def test_cli_remember_supersedes_and_answers_duplicates(tmp_path):
     from support import run_cli
 
     data = tmp_path / "data"
-    first = run_cli(data, "remember", "Port is 1.", "--project", "p", "--json")
+    # a new install: the first note starts its project (an unknown name alone never does)
+    first = run_cli(data, "remember", "Port is 1.", "--project", "p", "--new-project", "--json")
     assert first.returncode == 0, first.stderr
     old = json.loads(first.stdout)["path"]
     second = run_cli(data, "remember", "Port is 2.", "--project", "p", "--supersedes", old)

@@ -464,7 +464,7 @@ def test_brief_and_recent_pages(mem):
     unknown = call(mem, "memory_brief", {"project": "nothing-here", "budget_tokens": 800})
     assert unknown.is_error
     assert text_of(unknown) == (
-        "unknown_project: project 'nothing-here' is not a project you may read; your projects: web"
+        "unknown_project: project 'nothing-here' does not exist; projects: web"
     )
     make_project(mem, "empty")
     empty = call(mem, "memory_brief", {"project": "Empty", "budget_tokens": 800})

@@ -70,9 +70,10 @@ def cmd_handoff(args: argparse.Namespace) -> int:
     if action == "create":
         if not args.title:
             raise CliError("handoff create needs --title", 2)
+        from wiki_memory.cli.where import where
+
         body: dict[str, Any] = {
-            "project": args.project,
-            "cwd": os.getcwd(),
+            **where(args.project, args.new_project),
             "title": args.title,
             **_ident(args),
         }
@@ -232,6 +233,11 @@ def register(sub: Any) -> None:
     h.add_argument("--file", action="append", help="create: a file involved (repeatable)")
     h.add_argument("--to", help="create: any (default), a harness name or a user")
     h.add_argument("--personal", action="store_true", help="create: seen by you alone")
+    h.add_argument(
+        "--new-project",
+        action="store_true",
+        help="create: create the project --project names when it does not exist yet",
+    )
     h.add_argument("--expires", help="create: ISO-8601 expiry (default: 14 days)")
     h.add_argument("--note", help="complete: the outcome, written to the page")
     h.add_argument("--reason", help="cancel: why")

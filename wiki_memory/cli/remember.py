@@ -11,18 +11,23 @@ import json
 import sys
 from typing import Any
 
-from wiki_memory.cli.common import _post
+from wiki_memory.cli.common import CliError, _post
 from wiki_memory.cli.remove import _core, _remote, local_memory
 
 __all__ = ["register"]
 
+NO_PROJECT = "name the project: --project NAME (the working directory is in no repository)"
+
 
 def cmd_remember(args: argparse.Namespace) -> int:
-    """``remember TEXT --project P [--title] [--tag]… [--supersedes]… [--if-new]``."""
+    """``remember TEXT [--project P] [--new-project] [--title] [--tag]… [--supersedes]…
+    [--if-new]``: without ``--project``, the working directory's project
+    (:func:`wiki_memory.cli.where.where`)."""
+    from wiki_memory.cli.where import where
     from wiki_memory.core.remember import remember
 
     text = sys.stdin.read() if args.text == "-" else args.text
-    body: dict[str, Any] = {"text": text, "project": args.project, "harness": "cli"}
+    body: dict[str, Any] = {"text": text, "harness": "cli", **where(args.project, args.new_project)}
     if args.title:
         body["title"] = args.title
     if args.tag:
@@ -35,21 +40,33 @@ def cmd_remember(args: argparse.Namespace) -> int:
         res = _post(args, "/v1/remember", body)
     else:
         with local_memory(args) as memory:
-            res = _core(
-                lambda: dict(
-                    remember(
-                        memory,
-                        text,
-                        project=args.project,
-                        title=args.title,
-                        tags=args.tag,
-                        user=memory.owner,
-                        harness="cli",
-                        supersedes=args.supersedes,
-                        if_new=args.if_new,
+
+            def run() -> dict[str, Any]:
+                with memory.project_start.writing(
+                    memory.owner,
+                    explicit=body.get("project"),
+                    op="page.write",
+                    cwd=body["cwd"],
+                    repo_id=body.get("repo_id"),
+                    create=args.new_project,
+                ) as project:
+                    if project is None:
+                        raise CliError(NO_PROJECT, 2)
+                    return dict(
+                        remember(
+                            memory,
+                            text,
+                            project=project,
+                            title=args.title,
+                            tags=args.tag,
+                            user=memory.owner,
+                            harness="cli",
+                            supersedes=args.supersedes,
+                            if_new=args.if_new,
+                        )
                     )
-                )
-            )
+
+            res = _core(run)
     if args.json:
         print(json.dumps(res, ensure_ascii=False))
         return 0
@@ -69,7 +86,12 @@ def register(sub: Any) -> None:
     """Add ``remember`` to the ``wiki-memory`` parser's subparsers."""
     r = sub.add_parser("remember", help="save a note in a project (duplicates are not re-written)")
     r.add_argument("text", help="the note's text ('-': standard input)")
-    r.add_argument("--project", required=True, help="the project")
+    r.add_argument("--project", help="the project (default: the working directory's repository's)")
+    r.add_argument(
+        "--new-project",
+        action="store_true",
+        help="create the project --project names when it does not exist yet",
+    )
     r.add_argument("--title", help="the note's title (default: its first line)")
     r.add_argument("--tag", action="append", help="a tag (repeatable)")
     r.add_argument(

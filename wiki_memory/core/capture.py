@@ -28,7 +28,7 @@ from wiki_memory.capture.syncer import SpoolSyncer
 from wiki_memory.core.sessions import END_KINDS
 from wiki_memory.diskfull import DiskState, is_disk_full
 from wiki_memory.errors import CaptureRefused, DiskFull, WikiMemoryError
-from wiki_memory.identity import Identity
+from wiki_memory.identity import Identity, creation_refusal
 from wiki_memory.index.store import Index
 
 __all__ = [
@@ -439,20 +439,14 @@ class CaptureGate:
             self._audit_once(ident, "capture", target, sessions, "ok")
             return
         if not self._exists(project):
-            creator = ident.role in ("owner", "admin") or (
-                ident.role == "member" and m.settings.project_creation != "admins"
-            )
-            if creator and m.scope.directory is not None:
+            lacking = creation_refusal(ident, m.settings.project_creation)
+            if lacking is None and m.scope.directory is not None:
                 with self._lock:
                     m.scope.directory.grant(ident.user, project)
                 m.audited(ident, "project.create", target, "ok", grant="write")
                 self._audit_once(ident, "capture", target, sessions, "ok")
                 return
-            lacking = (
-                "project creation (reserved to admins)"
-                if ident.role == "member"
-                else "project creation (a reader creates none)"
-            )
+            lacking = lacking or "project creation (reserved to admins)"
             self._audit_once(ident, "capture", target, sessions, "denied")
             raise CaptureRefused(project, hidden=False, lacking=lacking)
         hidden = grant is None

@@ -22,6 +22,7 @@ from wiki_memory.config import Settings
 from wiki_memory.core.capture import Capture, CaptureGate, is_self_check
 from wiki_memory.core.handoffs import HandoffService
 from wiki_memory.core.indexcheck import prepare_index
+from wiki_memory.core.newproject import ProjectStart
 from wiki_memory.core.pagewrite import commit_hand_edits_now, update_pages
 from wiki_memory.core.project_access import ProjectAccess
 from wiki_memory.core.purge import finish_pending
@@ -133,8 +134,11 @@ class Memory:
         self.project_access = ProjectAccess(
             self.scope, self.spool, self.reader.projects, self.reader.session_visible
         )
+        self.project_access.creation = settings.project_creation
         self.readable_projects = self.project_access.readable_projects
         self.resolve_project = self.project_access.resolve_project
+        #: the project a write goes to, started when asked (wiki_memory.core.newproject)
+        self.project_start = ProjectStart(self)
         #: budgeted recall over what ranking reads (wiki_memory.core.recaller)
         self.recaller = Recaller(self._sources, self.scope, settings, self.audit_read)
         self.recall = self.recaller.recall

@@ -19,7 +19,8 @@ import hashlib
 import logging
 import re
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
@@ -52,6 +53,8 @@ BRIDGE_HEADER = "x-wiki-memory-bridge"
 HARNESS_HEADER = "x-wiki-memory-harness"
 #: header a stdio bridge sends: its working directory, percent-encoded (the project)
 CWD_HEADER = "x-wiki-memory-cwd"
+#: the repository id of the bridge's working directory (as the hook sends ``repo_id``)
+REPO_HEADER = "x-wiki-memory-repo"
 #: header a stdio bridge, the CLI and the hooks send: the client's time zone
 TZ_HEADER = "x-wiki-memory-tz"
 
@@ -105,6 +108,8 @@ class Caller:
     client: str | None
     cwd: str | None = None
     tz: str | None = None  # the client's time zone (X-Wiki-Memory-TZ), for its days
+    #: the repository id of the working directory (X-Wiki-Memory-Repo)
+    repo_id: str | None = None
 
 
 # -- a page listing (memory_recent and page_list) ---------------------------------------
@@ -166,10 +171,10 @@ class ToolBase:
         harness ``install-mcp`` wrote into the bridge's arguments (``X-Wiki-Memory-Harness``),
         else the client's name; the MCP session id, else the bridge's id for its process,
         else an id derived from the user and the client's name; the bridge's working
-        directory (``X-Wiki-Memory-Cwd``)."""
+        directory (``X-Wiki-Memory-Cwd``) and its repository id (``X-Wiki-Memory-Repo``)."""
         user = self.memory.owner
         client = None
-        mcp_session = bridge = harness = cwd = tz = None
+        mcp_session = bridge = harness = cwd = tz = repo = None
         rc = None
         if ctx is not None:
             try:
@@ -191,6 +196,7 @@ class ToolBase:
                 raw_cwd = req.headers.get(CWD_HEADER)
                 cwd = urllib.parse.unquote(raw_cwd) if raw_cwd else None
                 tz = req.headers.get(TZ_HEADER)
+                repo = req.headers.get(REPO_HEADER)
             params = getattr(rc.session, "client_params", None)
             if params is not None and params.client_info is not None:
                 client = params.client_info.name
@@ -202,7 +208,9 @@ class ToolBase:
         else:
             digest = hashlib.sha1(f"{user}\0{client or ''}".encode()).hexdigest()[:16]
             sid = f"mcp-{digest}"
-        return Caller(user=user, harness=h, session_id=sid, client=client, cwd=cwd, tz=tz)
+        return Caller(
+            user=user, harness=h, session_id=sid, client=client, cwd=cwd, tz=tz, repo_id=repo
+        )
 
     def project_of(
         self,
@@ -229,13 +237,44 @@ class ToolBase:
                 )
             raise
         if found is None and required:
-            known = ", ".join(self.memory.readable_projects(caller.user)) or "none yet"
-            raise BadRequest(
-                f"project is required here: your working directory names none; your "
-                f"projects: {known}",
-                field="project",
-            )
+            raise self.no_project(caller)
         return found
+
+    @contextmanager
+    def write_project(
+        self,
+        caller: Caller,
+        explicit: str | None,
+        *,
+        create: bool,
+        op: str,
+        personal: bool = False,
+    ) -> Iterator[str]:
+        """Around a write: the project it goes to, by the core's one rule
+        (:meth:`wiki_memory.core.newproject.ProjectStart.writing`: an explicit name, else
+        the bridge's working directory and its repository id, which files the write under
+        that repository's project; ``create``: the tool's ``create_project``).
+        Raises BadRequest naming ``project`` when nothing names one."""
+        with self.memory.project_start.writing(
+            caller.user,
+            explicit=explicit,
+            op=op,
+            cwd=caller.cwd,
+            repo_id=caller.repo_id if explicit is None else None,
+            create=create,
+            personal=personal,
+        ) as found:
+            if found is None:
+                raise self.no_project(caller)
+            yield found
+
+    def no_project(self, caller: Caller) -> BadRequest:
+        """The error of a call that names no project where one is required."""
+        return BadRequest(
+            "project is required here: your working directory names none; "
+            + self.memory.project_access.listing(caller.user),
+            field="project",
+        )
 
     def tokens(self, structured: Any, text: str) -> int:
         """Tokens of the whole result as serialized (compact JSON, both parts)."""
@@ -322,7 +361,12 @@ def guard(fn: Callable[[], CallToolResult]) -> CallToolResult:
     except WikiMemoryError as exc:
         return tool_error(f"{exc.error_code}: {exc.public_message()}")
     except (ValueError, LookupError, PermissionError) as exc:
-        return tool_error(f"bad_request: {exc or type(exc).__name__}")
+        # no core operation turned it into a typed error naming its field: a library's
+        # text, for the server log (docs/mcp.md "Errors")
+        log.warning("an untyped %s reached a tool: %s", type(exc).__name__, exc, exc_info=exc)
+        return tool_error(
+            "bad_request: arguments: a value could not be used (the server log names it)"
+        )
 
 
 def readable_validation(exc: BaseException) -> str | None:

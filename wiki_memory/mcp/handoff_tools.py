@@ -175,32 +175,34 @@ def register(server: MCPServer, tools: HandoffOps) -> None:
         to: Annotated[str | None, Field(description="any (default), a harness or a user.")] = None,
         visibility: Literal["project", "personal"] | None = None,
         expires: Annotated[str | None, Field(description="ISO-8601; default 14 days.")] = None,
+        create_project: bool = False,
     ) -> CallToolResult:
         """Leave unfinished work for the next agent to claim. Secrets are redacted."""
         caller = tools.caller(ctx)
 
         def run() -> CallToolResult:
-            res = tools.handoffs().create(
-                caller.user,
-                project=tools.project_of(
-                    caller,
-                    project,
-                    required=True,
-                    personal=visibility == "personal",
-                    op="handoff.create",
-                ),
-                title=title,
-                harness=caller.harness,
-                session_id=caller.session_id,
-                to=to,
-                visibility=visibility,
-                expires=expires,
-                where_we_left_off=where_we_left_off,
-                what_failed=what_failed,
-                open_questions=open_questions,
-                next_steps=next_steps,
-                files=files,
-            )
+            with tools.write_project(
+                caller,
+                project,
+                create=create_project,
+                op="handoff.create",
+                personal=visibility == "personal",
+            ) as proj:
+                res = tools.handoffs().create(
+                    caller.user,
+                    project=proj,
+                    title=title,
+                    harness=caller.harness,
+                    session_id=caller.session_id,
+                    to=to,
+                    visibility=visibility,
+                    expires=expires,
+                    where_we_left_off=where_we_left_off,
+                    what_failed=what_failed,
+                    open_questions=open_questions,
+                    next_steps=next_steps,
+                    files=files,
+                )
             return tools.handoff_result({"handoff": res, "repeat": False}, "created")
 
         return guard(run)

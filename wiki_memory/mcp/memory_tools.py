@@ -209,7 +209,15 @@ class MemoryOps(ToolBase):
         caller: Caller,
     ) -> CallToolResult:
         from wiki_memory.core.brief import build_brief
+        from wiki_memory.core.projects import folder_project
 
+        here = folder_project(caller.cwd) if project is None and caller.repo_id else None
+        if here is not None and caller.repo_id:
+            # the bridge's repository: its project, not the folder name's (as the hook's
+            # brief: core/repos.py); a repository not captured yet keeps the folder rule
+            placed = self.memory.repos.place(here[0], caller.repo_id, reserve=False)[0]
+            if placed in self.memory.readable_projects(caller.user):
+                project = placed
         proj = self.project_of(caller, project, required=True)
         assert proj is not None
         res = build_brief(
@@ -244,23 +252,23 @@ class MemoryOps(ToolBase):
         caller: Caller,
         supersedes: list[str] | None = None,
         if_new: bool = False,
+        create_project: bool = False,
     ) -> CallToolResult:
         """A note through :func:`wiki_memory.core.remember.remember` (the rule is there),
-        in the project :meth:`project_of` resolves."""
-        proj = self.project_of(caller, project, required=True, op="page.write")
-        assert proj is not None
-        out = remember(
-            self.memory,
-            text,
-            project=proj,
-            title=title,
-            tags=tags,
-            user=caller.user,
-            harness=caller.harness,
-            session_id=caller.session_id,
-            supersedes=supersedes,
-            if_new=if_new,
-        )
+        in the project :meth:`write_project` names (``create_project``: start it)."""
+        with self.write_project(caller, project, create=create_project, op="page.write") as proj:
+            out = remember(
+                self.memory,
+                text,
+                project=proj,
+                title=title,
+                tags=tags,
+                user=caller.user,
+                harness=caller.harness,
+                session_id=caller.session_id,
+                supersedes=supersedes,
+                if_new=if_new,
+            )
         if out.get("duplicate"):
             msg = f"Already remembered as {out['path']} (id {out['id']}); nothing new written."
         elif out.get("written") is False:
@@ -351,8 +359,13 @@ def register(server: MCPServer, tools: MemoryOps) -> None:
             list[str] | None, Field(description="Paths or titles this corrects.")
         ] = None,
         if_new: Annotated[bool, Field(description="Skip if a similar note exists.")] = False,
+        create_project: bool = False,
     ) -> CallToolResult:
         """Save a note for future sessions: one fact, decision or gotcha. Secrets are
         redacted."""
         caller = tools.caller(ctx)
-        return guard(lambda: tools.remember(text, project, title, tags, caller, supersedes, if_new))
+        return guard(
+            lambda: tools.remember(
+                text, project, title, tags, caller, supersedes, if_new, create_project
+            )
+        )

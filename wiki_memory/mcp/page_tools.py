@@ -18,7 +18,7 @@ from pydantic import Field
 
 from wiki_memory.core.forget import forget_page
 from wiki_memory.core.pages import page_path_for_write, redact_page_text
-from wiki_memory.errors import Conflict
+from wiki_memory.errors import Conflict, PreconditionRequired, TooLarge
 from wiki_memory.mcp.common import (
     ADDITIVE,
     QUOTE_NOTE,
@@ -134,7 +134,7 @@ class PageOps(ToolBase):
     ) -> CallToolResult:
         limit = self.memory.settings.max_body_bytes
         if len(text.encode("utf-8")) > limit:
-            raise ValueError(f"text is over the limit of {limit} bytes")
+            raise TooLarge(f"text is over the limit of {limit} bytes", field="text")
         rel = page_path_for_write(path)
         # the right to write, before the text is scanned (a tool runs in a worker thread)
         self.memory.scope.write_check(caller.user, rel)
@@ -154,13 +154,16 @@ class PageOps(ToolBase):
             )
         except Conflict as exc:
             if not expected_hash:
-                raise ValueError(
+                raise PreconditionRequired(
                     f"{rel} already exists (hash {exc.current_hash}): read it with page_read "
-                    "and pass its hash as expected_hash to replace it"
+                    "and pass its hash as expected_hash to replace it",
+                    field="expected_hash",
+                    hash=exc.current_hash,
                 ) from None
-            raise ValueError(
+            raise Conflict(
                 f"{rel} changed since it was read (its hash is now {exc.current_hash}); "
-                "read it again, merge, and retry with the new hash"
+                "read it again, merge, and retry with the new hash",
+                exc.current_hash,
             ) from None
         digest = res.value or hashlib.sha256(data).hexdigest()
         out: WriteOut = {

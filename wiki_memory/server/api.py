@@ -39,6 +39,7 @@ from wiki_memory.server.http import (
     parse_json,
     read_body,
     read_json,
+    write_project,
 )
 from wiki_memory.web.replies import spooled
 
@@ -276,24 +277,24 @@ async def remember(request: Request) -> Response:
         raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
     # every field is checked by the core (BadRequest naming the field)
     text: Any = body.get("text")
-    project: Any = body.get("project")
-    if project is None or isinstance(project, str):
-        project = await run_in_threadpool(
-            body_project, memory, body, request.state.user, required=True, op="page.write"
-        )
-    res = await run_in_threadpool(
-        remember_note,
-        memory,
-        text,
-        project=project,
-        title=body.get("title"),
-        tags=body.get("tags"),
-        user=request.state.user or memory.owner,
-        harness=body.get("harness"),
-        session_id=body.get("session_id"),
-        supersedes=body.get("supersedes"),
-        if_new=body.get("if_new") is True,
-    )
+    user = request.state.user
+
+    def run() -> Any:
+        with write_project(memory, body, user, op="page.write") as project:
+            return remember_note(
+                memory,
+                text,
+                project=project,
+                title=body.get("title"),
+                tags=body.get("tags"),
+                user=user or memory.owner,
+                harness=body.get("harness"),
+                session_id=body.get("session_id"),
+                supersedes=body.get("supersedes"),
+                if_new=body.get("if_new") is True,
+            )
+
+    res = await run_in_threadpool(run)
     # 201 only when a note was written: a duplicate or an if_new refusal adds none
     return JSONResponse(res, 201 if res.get("written", True) and not res.get("duplicate") else 200)
 

@@ -31,6 +31,7 @@ from wiki_memory.server.http import (
     parse_json,
     read_body,
     read_json,
+    write_project,
 )
 
 if TYPE_CHECKING:
@@ -67,19 +68,7 @@ def routes(memory: Memory) -> list[Any]:
     async def create(request: Request) -> Response:
         body = await body_of(request)
         title = _str(body, "title", required=True)
-        kw: dict[str, Any] = {
-            "project": await call(
-                body_project,
-                memory,
-                body,
-                request.state.user,
-                required=True,
-                personal=_str(body, "visibility") == "personal",
-                op="handoff.create",
-            ),
-            "title": title,
-            **ident(body),
-        }
+        kw: dict[str, Any] = {"title": title, **ident(body)}
         for name in ("to", "visibility", "where_we_left_off", "what_failed", "session_page"):
             kw[name] = _str(body, name)
         for name in ("open_questions", "next_steps", "files"):
@@ -94,10 +83,22 @@ def routes(memory: Memory) -> list[Any]:
         if body.get("expires_in_seconds") is not None:
             kw["expires_in_seconds"] = _int(body, "expires_in_seconds", 0, 1, 10 * 365 * 86400)
         if kw["session_page"] is not None:
-            from wiki_memory.wiki.paths import clean_rel
+            from wiki_memory.wiki.paths import PathRefused, clean_rel
 
-            kw["session_page"] = clean_rel(kw["session_page"])
-        res = await call(svc.create, request.state.user, **kw)
+            try:
+                kw["session_page"] = clean_rel(kw["session_page"])
+            except PathRefused as exc:
+                raise PathRefused(exc.message, field="session_page") from None
+        user = request.state.user
+        personal = _str(body, "visibility") == "personal"
+
+        def run() -> Any:
+            with write_project(
+                memory, body, user, op="handoff.create", personal=personal
+            ) as project:
+                return svc.create(user, project=project, **kw)
+
+        res = await call(run)
         return JSONResponse({"handoff": res}, 201)
 
     async def list_(request: Request) -> Response:

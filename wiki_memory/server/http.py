@@ -5,6 +5,8 @@ by code (answered through :data:`wiki_memory.errors.TABLE` by the app's one hand
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -15,7 +17,16 @@ from wiki_memory.errors import WikiMemoryError
 if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
 
-__all__ = ["ApiError", "body_project", "parse_json", "read_body", "read_json", "_int", "_str"]
+__all__ = [
+    "ApiError",
+    "body_project",
+    "write_project",
+    "parse_json",
+    "read_body",
+    "read_json",
+    "_int",
+    "_str",
+]
 
 
 class ApiError(WikiMemoryError):
@@ -125,11 +136,48 @@ def body_project(
             memory.audited(user, op, f"projects/{explicit or ''}", audit_result(exc))
         raise
     if found is None and required:
-        known = ", ".join(memory.readable_projects(user)) or "none yet"
-        raise ApiError(
-            400,
-            "bad_request",
-            f"project is required (or a cwd inside a project's repository); your projects: {known}",
-            field="project",
-        )
+        raise no_project(memory, user)
     return found
+
+
+def no_project(memory: Memory, user: Any) -> ApiError:
+    """The 400 for a body that names no project where one is required."""
+    return ApiError(
+        400,
+        "bad_request",
+        "project is required (or a cwd inside a project's repository); "
+        + memory.project_access.listing(user),
+        field="project",
+    )
+
+
+def _bool(d: Any, name: str) -> bool:
+    v = d.get(name)
+    if v is None:
+        return False
+    if not isinstance(v, bool):
+        raise ApiError(400, "bad_request", f"{name} must be true or false", field=name)
+    return v
+
+
+@contextmanager
+def write_project(
+    memory: Memory, body: Any, user: Any, *, op: str, personal: bool = False
+) -> Iterator[str]:
+    """Around a write a request body asks for: the project it goes to, by its
+    ``project``, ``cwd``, ``repo_id`` and ``create_project``
+    (:meth:`wiki_memory.core.newproject.ProjectStart.writing`: an unknown name is a 404
+    ``unknown_project`` saying how to create it, unless ``create_project`` is true and
+    the caller may create projects). Raises ApiError 400 when nothing names one."""
+    with memory.project_start.writing(
+        user,
+        explicit=_str(body, "project"),
+        op=op,
+        cwd=_str(body, "cwd"),
+        repo_id=body.get("repo_id"),
+        create=_bool(body, "create_project"),
+        personal=personal,
+    ) as found:
+        if found is None:
+            raise no_project(memory, user)
+        yield found

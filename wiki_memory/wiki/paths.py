@@ -24,6 +24,7 @@ import tempfile
 import threading
 import unicodedata
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from wiki_memory.errors import BadPath
 
@@ -39,7 +40,11 @@ MAX_PATH_BYTES = 1024
 
 class PathRefused(BadPath):
     """400 ``bad_path``: a path that names nothing a client may read or write. The
-    message has no server path."""
+    message has no server path; ``field`` is ``path`` unless the caller names the
+    request field the path came from."""
+
+    def __init__(self, message: str = "", *, field: str | None = "path", **extra: Any) -> None:
+        super().__init__(message, field=field, **extra)
 
 
 def odd_name(rel: str) -> str | None:
