@@ -28,10 +28,15 @@ from wiki_memory.core.recaller import MAX_BUDGET_TOKENS
 from wiki_memory.core.remember import remember as remember_note
 from wiki_memory.core.sessions import sha256
 from wiki_memory.core.unrendered import discard_unrendered, list_unrendered
-from wiki_memory.errors import Conflict, PreconditionRequired, WikiMemoryError, rule_for
+from wiki_memory.errors import (
+    BadRequest,
+    Conflict,
+    PreconditionRequired,
+    WikiMemoryError,
+    rule_for,
+)
 from wiki_memory.mcp.common import TZ_HEADER
 from wiki_memory.server.http import (
-    ApiError,
     _int,
     _str,
     body_project,
@@ -125,9 +130,9 @@ async def recall(request: Request) -> Response:
     memory: Memory = request.app.state.memory
     body = await read_json(request, memory.settings.max_body_bytes)
     if not isinstance(body, dict):
-        raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
+        raise BadRequest("a JSON object is expected", field="body")
     if body.get("query") is None:
-        raise ApiError(400, "bad_request", "query is required (a string)", field="query")
+        raise BadRequest("query is required (a string)", field="query")
     query = _str(body, "query") or ""
     budget = _int(
         body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
@@ -161,10 +166,10 @@ async def expand(request: Request) -> Response:
     memory: Memory = request.app.state.memory
     body = await read_json(request, memory.settings.max_body_bytes)
     if not isinstance(body, dict):
-        raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
+        raise BadRequest("a JSON object is expected", field="body")
     ids = body.get("ids")
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-        raise ApiError(400, "bad_request", "ids must be a list of strings", field="ids")
+        raise BadRequest("ids must be a list of strings", field="ids")
     budget = _int(
         body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
     )
@@ -219,14 +224,14 @@ async def put_page(request: Request) -> Response:
     if request.headers.get("content-type", "").startswith("application/json"):
         body = parse_json(raw)
         if not isinstance(body, dict) or not isinstance(body.get("text"), str):
-            raise ApiError(400, "bad_request", "text must be a string", field="text")
+            raise BadRequest("text must be a string", field="text")
         text = body["text"]
         supersedes = body.get("supersedes")
     else:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise ApiError(400, "bad_request", "the page must be UTF-8", field="body") from None
+            raise BadRequest("the page must be UTF-8", field="body") from None
     if len(text) <= INLINE_SCAN_CHARS:
         data, redacted = redact_page_text(text)
     else:
@@ -234,7 +239,7 @@ async def put_page(request: Request) -> Response:
     if_match = (request.headers.get("if-match") or "").strip()
     create_only = request.headers.get("if-none-match", "").strip() == "*" or not if_match
     if if_match == "*":
-        raise ApiError(400, "bad_request", "If-Match needs the page's hash", field="If-Match")
+        raise BadRequest("If-Match needs the page's hash", field="If-Match")
     expected = if_match.removeprefix("W/").strip('"') or None
     try:
         res = await run_in_threadpool(
@@ -255,7 +260,7 @@ async def put_page(request: Request) -> Response:
             raise PreconditionRequired(
                 f"{path} exists: send If-Match with its hash to replace it", hash=cur
             ) from None
-        raise ApiError(412, "conflict", str(exc), hash=cur) from None
+        raise Conflict(str(exc), hash=cur) from None
     digest = res.value or sha256(data)
     status = 201 if expected is None and res.value is not None else 200
     path = res.paths[0] if res.paths else path  # the existing file's own spelling
@@ -274,7 +279,7 @@ async def remember(request: Request) -> Response:
     memory: Memory = request.app.state.memory
     body = await read_json(request, memory.settings.max_body_bytes)
     if not isinstance(body, dict):
-        raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
+        raise BadRequest("a JSON object is expected", field="body")
     # every field is checked by the core (BadRequest naming the field)
     text: Any = body.get("text")
     user = request.state.user
@@ -310,10 +315,10 @@ async def pin(request: Request) -> Response:
     memory: Memory = request.app.state.memory
     body = await read_json(request, memory.settings.max_body_bytes)
     if not isinstance(body, dict) or not isinstance(body.get("path"), str):
-        raise ApiError(400, "bad_request", "path must be a string", field="path")
+        raise BadRequest("path must be a string", field="path")
     pinned = body.get("pinned", True)
     if not isinstance(pinned, bool):
-        raise ApiError(400, "bad_request", "pinned must be true or false", field="pinned")
+        raise BadRequest("pinned must be true or false", field="pinned")
     res = await run_in_threadpool(pins.set_pinned, memory, body["path"], pinned, request.state.user)
     return JSONResponse(res)
 
@@ -326,20 +331,20 @@ async def forget(request: Request) -> Response:
     body = await read_json(request, memory.settings.max_body_bytes)
     if isinstance(body, dict) and "query" in body:
         if "path" in body:
-            raise ApiError(400, "bad_request", "give path or query, not both", field="query")
+            raise BadRequest("give path or query, not both", field="query")
         query, project, dry = body["query"], body.get("project"), body.get("dry_run", True)
         if not isinstance(query, str):
-            raise ApiError(400, "bad_request", "query must be a string", field="query")
+            raise BadRequest("query must be a string", field="query")
         if project is not None and not isinstance(project, str):
-            raise ApiError(400, "bad_request", "project must be a string", field="project")
+            raise BadRequest("project must be a string", field="project")
         if not isinstance(dry, bool):
-            raise ApiError(400, "bad_request", "dry_run must be true or false", field="dry_run")
+            raise BadRequest("dry_run must be true or false", field="dry_run")
         res = await run_in_threadpool(
             lambda: forget_query(memory, query, request.state.user, project=project, dry_run=dry)
         )
         return JSONResponse(res)
     if not isinstance(body, dict) or not isinstance(body.get("path"), str):
-        raise ApiError(400, "bad_request", "path must be a string", field="path")
+        raise BadRequest("path must be a string", field="path")
     res = await run_in_threadpool(forget_page, memory, body["path"], request.state.user)
     return JSONResponse(res)
 
@@ -350,10 +355,10 @@ async def purge(request: Request) -> Response:
     memory: Memory = request.app.state.memory
     body = await read_json(request, memory.settings.max_body_bytes)
     if not isinstance(body, dict) or not isinstance(body.get("path"), str):
-        raise ApiError(400, "bad_request", "path must be a string", field="path")
+        raise BadRequest("path must be a string", field="path")
     text = body.get("text")
     if text is not None and not isinstance(text, str):
-        raise ApiError(400, "bad_request", "text must be a string", field="text")
+        raise BadRequest("text must be a string", field="text")
     res = await run_in_threadpool(purge_page, memory, body["path"], request.state.user, text)
     return JSONResponse(res)
 
@@ -365,13 +370,13 @@ async def sync(request: Request) -> Response:
     memory: Memory = request.app.state.memory
     body = await read_json(request, memory.settings.max_body_bytes)
     if not isinstance(body, dict):
-        raise ApiError(400, "bad_request", "the body must be an object")
+        raise BadRequest("the body must be an object")
     remote = body.get("remote")
     if remote is not None and not isinstance(remote, str):
-        raise ApiError(400, "bad_request", "remote must be a string", field="remote")
+        raise BadRequest("remote must be a string", field="remote")
     flags = {k: body.get(k, False) for k in ("after_purge", "accept_deletions", "rewrite_hub")}
     for key in [k for k, v in flags.items() if not isinstance(v, bool)]:
-        raise ApiError(400, "bad_request", f"{key} must be a boolean", field=key)
+        raise BadRequest(f"{key} must be a boolean", field=key)
     who = request.state.user
     reports = await run_in_threadpool(lambda: memory.sync.sync(remote, who=who, **flags))
     status = await run_in_threadpool(memory.sync.status)
@@ -392,7 +397,7 @@ async def discard(request: Request) -> Response:
     memory: Memory = request.app.state.memory
     body = await read_json(request, memory.settings.max_body_bytes)
     if not isinstance(body, dict) or not isinstance(body.get("session"), str):
-        raise ApiError(400, "bad_request", "session must be a string", field="session")
+        raise BadRequest("session must be a string", field="session")
     res = await run_in_threadpool(discard_unrendered, memory, request.state.user, body["session"])
     return JSONResponse(res)
 
@@ -426,7 +431,7 @@ async def resolve_conflict(request: Request) -> Response:
     memory: Memory = request.app.state.memory
     body = await read_json(request, memory.settings.max_body_bytes)
     if not isinstance(body, dict) or not isinstance(body.get("copy"), str):
-        raise ApiError(400, "bad_request", "copy must be a string", field="copy")
+        raise BadRequest("copy must be a string", field="copy")
     res = await run_in_threadpool(
         syncconflicts.resolve_conflict,
         memory,

@@ -36,6 +36,7 @@ from wiki_memory.errors import (
     NotFound,
     UserNameTwin,
     WikiMemoryError,
+    WrongHost,
     rule_for,
 )
 from wiki_memory.harness.outbox import OutboxDrainer
@@ -47,9 +48,6 @@ from wiki_memory.server import handoffs as handoff_api
 from wiki_memory.server.access import AccessLogMiddleware
 from wiki_memory.server.api import CAPTURE_THREADS, PAGE_BUILDS
 from wiki_memory.server.hsts import HstsMiddleware
-from wiki_memory.server.http import (
-    ApiError,
-)
 from wiki_memory.web import views as web
 
 log = logging.getLogger("wiki_memory.server")
@@ -261,7 +259,7 @@ class HostCheckMiddleware:
                 f"421 Misdirected Request: {msg}\n", 421, media_type="text/plain; charset=utf-8"
             )
         else:
-            err = ApiError(421, "wrong_host", msg)
+            err = WrongHost(msg)
             resp = JSONResponse(err.body(), 421)
         await resp(scope, receive, send)
 

@@ -23,8 +23,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from wiki_memory.core.brief import DEFAULT_BUDGET, build_brief
+from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.server.http import (
-    ApiError,
     _int,
     _str,
     body_project,
@@ -55,7 +55,7 @@ def routes(memory: Memory) -> list[Any]:
         else:
             body = await read_json(request, limit)
         if not isinstance(body, dict):
-            raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
+            raise BadRequest("a JSON object is expected", field="body")
         return body
 
     async def call(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
@@ -74,11 +74,11 @@ def routes(memory: Memory) -> list[Any]:
         for name in ("open_questions", "next_steps", "files"):
             v = body.get(name)
             if v is not None and not isinstance(v, str | list):
-                raise ApiError(400, "bad_request", f"{name} must be a string or a list", field=name)
+                raise BadRequest(f"{name} must be a string or a list", field=name)
             kw[name] = v
         exp = body.get("expires")
         if exp is not None and (isinstance(exp, bool) or not isinstance(exp, str | int | float)):
-            raise ApiError(400, "bad_request", "expires must be ISO-8601 text", field="expires")
+            raise BadRequest("expires must be ISO-8601 text", field="expires")
         kw["expires"] = exp
         if body.get("expires_in_seconds") is not None:
             kw["expires_in_seconds"] = _int(body, "expires_in_seconds", 0, 1, 10 * 365 * 86400)
@@ -120,7 +120,7 @@ def routes(memory: Memory) -> list[Any]:
         verb = request.path_params["verb"]
         hid = request.path_params["hid"]
         if verb not in VERBS:
-            raise ApiError(404, "not_found", f"no such action: {verb} ({', '.join(VERBS)})")
+            raise NotFound(f"no such action: {verb} ({', '.join(VERBS)})")
         body = await body_of(request, optional=True)
         user = request.state.user
         if verb == "claim":
