@@ -5,18 +5,25 @@ every commit of git history (:func:`wiki_memory.wiki.purge.purge_history`: the b
 rewritten, reflogs expired, old objects pruned), from the index (rebuilt from scratch, so
 no freed SQLite page keeps it), from the spool, from the access and server logs and from
 the as-of cache, and from the caches of page text in memory (recall's, the web view's
-rendered pages: :attr:`~wiki_memory.core.memory.Memory.on_purge`). Audit entries hold
-no page text and stay; one more says what was purged
-and where copies may remain. The wiki's owner and admins only, and it is the one action
+rendered pages: :attr:`~wiki_memory.core.memory.Memory.on_purge`), from the use record
+and from the audit log (rewritten, the value as ``[purged]``). Copies of the value
+outside the page go too, in the same history rewrite: a file name that holds it (the page
+gets a neutral name, ``purged-<8 hex>.md``, and every link to it follows), and commit
+messages. A whole page's path, title and file name are purged the same way, and links to
+it become ``[purged]``. One more audit line says what was purged, how many copies each
+place held and where copies may remain. The wiki's owner and admins only, and it is the one action
 an admin may take on another user's personal page.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
+import secrets
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from wiki_memory.core.scope import not_found
 from wiki_memory.core.syncguard import add_tombstones
@@ -24,9 +31,11 @@ from wiki_memory.core.writer import WriteResult
 from wiki_memory.errors import BadRequest, Forbidden
 from wiki_memory.identity import Identity, may_admin
 from wiki_memory.recall import rank
+from wiki_memory.wiki.links import name_key, target_key
+from wiki_memory.wiki.names import file_stem
 from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.paths import clean_rel
-from wiki_memory.wiki.purge import MARK, PurgeReport, purge_history
+from wiki_memory.wiki.purge import MARK, PurgeReport, Rewrite, purge_history
 
 if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
@@ -37,37 +46,93 @@ __all__ = ["MEANING", "purge_page"]
 MEANING = (
     "removed from this data directory: the working tree, every commit of every local "
     "branch, tag and remote-tracking ref (history rewritten, reflogs expired, unreachable "
-    "objects pruned), the index, the spool, the access and server logs, the as-of "
-    "cache and the caches in memory; copies may remain in git remotes, in other people's clones, in backups made "
+    "objects pruned; file names holding it renamed, links to the page and commit "
+    "messages rewritten), git's index, the index, the spool, the use record, the access, "
+    "server and audit logs, the as-of cache and the caches in memory; copies may remain in git remotes, in other people's clones, in backups made "
     "before now, and in exports"
 )
 
 
-def _needles(text: str) -> list[bytes]:
-    """The text as stored raw and as JSON escapes it (spool lines, logs)."""
-    out = {text.encode("utf-8")}
-    out.add(json.dumps(text)[1:-1].encode("utf-8"))
-    out.add(json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8"))
-    return sorted(out, key=len, reverse=True)
-
-
-def _scrub_logs(logs: Path, needles: list[bytes]) -> list[str]:
-    """Replace ``needles`` by the mark in every log file but the audit log, in place (a
-    logging handler appending to one keeps its descriptor). Returns the files changed."""
-    changed = []
-    for f in sorted(logs.glob("*")):
-        if not f.is_file() or f.is_symlink() or f.name.startswith("audit"):
+def _scrub_files(folder: Path, needles: list[bytes], skip: str = "") -> dict[str, int]:
+    """Replace ``needles`` by the mark in every file of ``folder`` (not below it) but
+    those whose name starts with ``skip``, in place (a handler appending to one keeps its
+    descriptor). Returns file name -> how many occurrences were replaced."""
+    changed: dict[str, int] = {}
+    if not folder.is_dir():
+        return changed
+    for f in sorted(folder.glob("*")):
+        if not f.is_file() or f.is_symlink() or (skip and f.name.startswith(skip)):
             continue
         data = f.read_bytes()
-        new = data
+        new, count = data, 0
         for n in needles:
+            count += new.count(n)
             new = new.replace(n, MARK)
         if new != data:
             with open(f, "r+b") as out:
                 out.write(new)
                 out.truncate()
-            changed.append(f.name)
+            changed[f.name] = count
     return changed
+
+
+def _meta(memory: Memory, rel: str) -> dict[str, Any]:
+    """The frontmatter of the page's working copy (``{}`` when there is none)."""
+    try:
+        meta = parse_metadata((memory.wiki_dir / rel).read_bytes())
+    except OSError:
+        return {}
+    return meta
+
+
+def _plan(rel: str, text: str | None, meta: dict[str, Any]) -> tuple[Rewrite, list[str]]:
+    """The history rewrite beside the page's bytes, and the values to take out of every
+    other place (logs, audit log, use record), for a purge of ``rel`` (whole when
+    ``text`` is None)."""
+    folder, name = posixpath.split(rel)
+    stem = name[:-3] if name.lower().endswith(".md") else name
+    title = str(meta.get("title") or "")
+    keys = {target_key(rel), name_key(stem)}
+    if text is None:
+        if title:
+            keys.add(name_key(title))
+        whole = [rel, quote(rel)]
+
+        def whole_msg(msg: bytes, touched: bool) -> bytes:
+            for v in [rel, *([stem, title] if touched else [])]:
+                if v:
+                    msg = msg.replace(v.encode("utf-8"), MARK)
+            return msg
+
+        return Rewrite(link_keys=frozenset(keys), message=whole_msg), whole
+    values = [text, quote(text), json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]]
+    slug = file_stem(text)
+    folded = stem.casefold()
+    if text.casefold() not in folded and slug.casefold() not in folded:
+        # the file name does not hold it: only messages change beside the page
+        def text_msg(msg: bytes, _touched: bool) -> bytes:
+            for v in sorted(set(values), key=len, reverse=True):
+                msg = msg.replace(v.encode("utf-8"), MARK)
+            return msg
+
+        return Rewrite(message=text_msg), values
+    new_name = f"purged-{secrets.token_hex(4)}.md"
+    new_rel = posixpath.join(folder, new_name)
+    if title and text.casefold() in title.casefold():
+        keys.add(name_key(title))
+    subs = [(rel, new_rel), (quote(rel), new_rel), (stem, new_name[:-3])]
+    subs += [(v, MARK.decode()) for v in sorted(set(values), key=len, reverse=True)]
+    subs += [(slug, MARK.decode())]
+
+    def renamed_msg(msg: bytes, _touched: bool) -> bytes:
+        for old, new in subs:
+            msg = msg.replace(old.encode("utf-8"), new.encode("utf-8"))
+        return msg
+
+    return (
+        Rewrite(new_name=new_name, link_keys=frozenset(keys), message=renamed_msg),
+        [rel, quote(rel), stem, *values, slug],
+    )
 
 
 def purge_page(
@@ -76,8 +141,13 @@ def purge_page(
     """Purge the page at ``path`` (``text`` None) or every occurrence of ``text`` in it,
     for ``who`` (None: the server itself).
 
-    Returns ``{"path", "text_only", "commits_rewritten", "versions", "refs", "remotes",
-    "spool_files", "logs", "deleted_means"}``. Raises Forbidden (``grant: admin``) for a
+    Returns ``{"path" (the page's new name after a rename, ``<folder>/[purged]`` for a
+    whole page), "text_only", "renamed", "commits_rewritten", "versions", "refs",
+    "remotes", "spool_files", "logs", "removed", "deleted_means"}``; ``removed`` counts
+    the copies per place: ``page_versions``, ``file_names`` (commits that held the old
+    name), ``links`` (versions of other pages whose links changed), ``commit_messages``,
+    ``spool_files``, ``logs`` (file -> occurrences), ``use_record`` (occurrences),
+    ``audit_lines``. Raises Forbidden (``grant: admin``) for a
     caller who is not the owner or an admin, PathRefused for a path that names no page,
     BadRequest for an empty ``text``, NotFound when neither the working tree nor any
     commit holds the page (or the text).
@@ -90,18 +160,15 @@ def purge_page(
     if text is not None and not text.strip():
         raise BadRequest("text must not be empty", field="text")
     rel, _full = memory.scope.locate(path)
-    needles = [rel.encode("utf-8")] if text is None else _needles(text)
+    meta = _meta(memory, rel)
+    rewrite, values = _plan(rel, text, meta)
+    needles = sorted({v.encode("utf-8") for v in values if v}, key=len, reverse=True)
     memory.writer.flush()
 
     def job() -> WriteResult:
-        page_id = None
-        if text is None:
-            try:
-                page_id = parse_metadata((memory.wiki_dir / rel).read_bytes()).get("id")
-            except OSError:
-                page_id = None
+        page_id = meta.get("id") if text is None else None
         report: PurgeReport = purge_history(
-            memory.wiki_dir, rel, None if text is None else text.encode("utf-8")
+            memory.wiki_dir, rel, None if text is None else text.encode("utf-8"), rewrite
         )
         # what sync honours whatever history a hub shows later: ids, never a path or text
         add_tombstones(
@@ -115,41 +182,71 @@ def purge_page(
                 memory.spool.drop(key)
                 memory.index.delete_spool_session(key)
                 spool_files += 1
-        if text is not None:
-            spool_files += memory.spool.scrub(needles, MARK)
+        if rewrite.new_name is not None:  # a session page's spool follows its new name
+            new_rel = posixpath.join(posixpath.dirname(rel), rewrite.new_name).encode()
+            memory.spool.scrub([rel.encode("utf-8")], new_rel)
+        spool_files += memory.spool.scrub(needles, MARK)
         memory.capturer.reindex_spool()
         memory.index.rebuild(memory.wiki_dir)
         memory.index.checkpoint()
         shutil.rmtree(Path(memory.settings.index_path).parent / "as-of", ignore_errors=True)
-        logs = _scrub_logs(memory.settings.logs_dir, needles)
+        logs = _scrub_files(memory.settings.logs_dir, needles, skip="audit")
+        use = _scrub_files(Path(memory.settings.data_dir) / "use", needles)
+        audit_lines = memory.audit.redact(values, MARK.decode())
         rank.clear_caches()
         for fn in memory.on_purge:
             fn(rel)
-        return WriteResult(value=(report, spool_files, logs))
+        return WriteResult(value=(report, spool_files, logs, use, audit_lines))
 
-    report, spool_files, logs = memory.writer.call(job, timeout=3600).value
+    report, spool_files, logs, use, audit_lines = memory.writer.call(job, timeout=3600).value
     if not report.commits and not report.versions and not spool_files:
-        memory.audited(ident, "purge", rel, "not_found")
+        memory.audited(ident, "purge", _neutral(rel, rewrite, text), "not_found")
         raise not_found(asked)
+    new_path = _neutral(rel, rewrite, text)
+    removed = {
+        "page_versions": report.versions,
+        "file_names": report.file_names,
+        "links": report.links,
+        "commit_messages": report.messages,
+        "spool_files": spool_files,
+        "logs": logs,
+        "use_record": sum(use.values()),
+        "audit_lines": audit_lines,
+    }
     out = {
-        "path": rel,
+        "path": new_path,
         "text_only": text is not None,
+        "renamed": rewrite.new_name is not None,
         "commits_rewritten": len(report.commits),
         "versions": report.versions,
         "refs": report.refs,
         "remotes": report.remotes,
         "spool_files": spool_files,
-        "logs": logs,
+        "logs": sorted(logs),
+        "removed": removed,
         "deleted_means": MEANING,
     }
     memory.audited(
         ident,
         "purge",
-        rel,
+        new_path,
         "ok",
         text_only=text is not None,
         commits_rewritten=len(report.commits),
+        removed=removed,
+        audit_lines_redacted=audit_lines,
         remotes=sorted(report.remotes),
         deleted_means=MEANING,
     )
     return out
+
+
+def _neutral(rel: str, rewrite: Rewrite, text: str | None) -> str:
+    """The page's path as the purge's answer and audit line name it: its new name after
+    a rename, ``<folder>/[purged]`` for a whole page (its name may be the value)."""
+    folder = posixpath.dirname(rel)
+    if rewrite.new_name is not None:
+        return posixpath.join(folder, rewrite.new_name)
+    if text is None:
+        return posixpath.join(folder, MARK.decode())
+    return rel

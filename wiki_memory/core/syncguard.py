@@ -24,6 +24,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,15 +186,21 @@ def parse_announcement(repo: Repo, sha: ObjectID, secret: str) -> Announcement |
 
 
 def _meta(c: Commit) -> tuple[Any, ...]:
-    return (c.author, c.author_time, c.committer, c.commit_time, c.message)
+    # not the message: a purge rewrites the text it held
+    return (c.author, c.author_time, c.committer, c.commit_time)
+
+
+#: the file name a purge gives a page whose name held the purged text
+_NEUTRAL = re.compile(rb"(?:^|/)purged-[0-9a-f]{8}\.md$")
 
 
 def purge_shaped(repo: Repo, seen: ObjectID, ann: Announcement, stones: Tombstones) -> bool:
     """True when the announced new history is ``seen``'s as a purge rewrites it.
 
-    Either a commit of the new history has ``seen``'s author, committer, dates and
-    message (a purge keeps them) and their trees differ only at paths whose version here
-    is tombstoned; or the announcement names ``seen`` as the commit it replaced (the
+    Either a commit of the new history has ``seen``'s author, committer and dates (a
+    purge keeps them; it may rewrite the message) and their trees differ only at paths
+    whose version here is tombstoned, and at pages the purge renamed
+    (``purged-<8 hex>.md``); or the announcement names ``seen`` as the commit it replaced (the
     purging server took in what was pushed after its purge) and the new tree lacks no
     path of ``seen``'s but tombstoned ones."""
     try:
@@ -232,6 +239,8 @@ def _differs_by_purge(
         old = a.get(path)
         if loose and (old is None or path in b):
             continue  # added or changed since: the purging server merged others' edits
+        if old is None and _NEUTRAL.search(path):
+            continue  # the new name of a page whose old name held the purged text
         if old is None or old[1].decode() not in stones.blobs:
             return False
     return True
