@@ -199,7 +199,7 @@ def purge_page(
         return WriteResult(value=(report, spool_files, logs, use, audit_lines))
 
     report, spool_files, logs, use, audit_lines = memory.writer.call(job, timeout=3600).value
-    if not report.commits and not report.versions and not spool_files:
+    if not (report.commits or report.versions or spool_files or logs or use or audit_lines):
         memory.audited(ident, "purge", _neutral(rel, rewrite, text), "not_found")
         raise not_found(asked)
     new_path = _neutral(rel, rewrite, text)

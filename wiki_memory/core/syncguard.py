@@ -199,8 +199,8 @@ def purge_shaped(repo: Repo, seen: ObjectID, ann: Announcement, stones: Tombston
 
     Either a commit of the new history has ``seen``'s author, committer and dates (a
     purge keeps them; it may rewrite the message) and their trees differ only at paths
-    whose version here is tombstoned, and at pages the purge renamed
-    (``purged-<8 hex>.md``); or the announcement names ``seen`` as the commit it replaced (the
+    whose version here is tombstoned or personal (a ``--rewrite-hub`` drops what leaked),
+    and at pages the purge renamed (``purged-<8 hex>.md``); or the announcement names ``seen`` as the commit it replaced (the
     purging server took in what was pushed after its purge) and the new tree lacks no
     path of ``seen``'s but tombstoned ones."""
     try:
@@ -241,9 +241,32 @@ def _differs_by_purge(
             continue  # added or changed since: the purging server merged others' edits
         if old is None and _NEUTRAL.search(path):
             continue  # the new name of a page whose old name held the purged text
-        if old is None or old[1].decode() not in stones.blobs:
+        if old is None or old[1].decode() in stones.blobs:
+            if old is None:
+                return False
+            continue
+        if not _personal(repo, path, old[1]):
             return False
     return True
+
+
+def _personal(repo: Repo, path: bytes, sha: ObjectID) -> bool:
+    """True when the file ``path`` (blob ``sha``) is personal by the one rule: a rewrite
+    that drops it from a hub removes what the border never let in (``rewrite_hub``)."""
+    from wiki_memory.wiki.personal import is_people_folder, page_owner
+
+    if b"/" in path and is_people_folder(path.split(b"/", 1)[0]):
+        return True
+    try:
+        blob = repo[sha]
+    except KeyError:
+        return False
+    rel = path.decode("utf-8", "replace")
+    return (
+        isinstance(blob, Blob)
+        and rel.lower().endswith(".md")
+        and page_owner(rel, blob.data) is not None
+    )
 
 
 # --------------------------------------------------------------------------- deletions
