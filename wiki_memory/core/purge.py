@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 import secrets
 import shutil
 from pathlib import Path
@@ -99,15 +100,19 @@ def _plan(rel: str, text: str | None, meta: dict[str, Any]) -> tuple[Rewrite, li
         whole = [rel, quote(rel)]
 
         def whole_msg(msg: bytes, touched: bool) -> bytes:
-            for v in [rel, *([stem, title] if touched else [])]:
-                if v:
-                    msg = msg.replace(v.encode("utf-8"), MARK)
+            msg = msg.replace(rel.encode("utf-8"), MARK)
+            for v in [stem, title] if touched else []:
+                if v:  # as a word: "index" in "Reindex" is not the page's name
+                    word = re.escape(v.encode("utf-8"))
+                    msg = re.sub(rb"(?<![\w-])" + word + rb"(?![\w-])", MARK, msg)
             return msg
 
         return Rewrite(link_keys=frozenset(keys), message=whole_msg), whole
     values = [text, quote(text), json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]]
     slug = file_stem(text)
     folded = stem.casefold()
+    if slug == "Untitled" and "untitled" not in text.casefold():
+        slug = text  # the text has no file-name form (only characters names drop)
     if text.casefold() not in folded and slug.casefold() not in folded:
         # the file name does not hold it: only messages change beside the page
         def text_msg(msg: bytes, _touched: bool) -> bytes:

@@ -378,7 +378,7 @@ def _working_tree(
     page = b"/".join(rw.parts)
     renamed = page if rw.new_name is None else b"/".join((*rw.parts[:-1], rw.new_name))
     index = repo.open_index()
-    for path in sorted(p for p in before if after.get(p) != before[p] or p == page):
+    for path in sorted({p for p in before if after.get(p) != before[p]} | {page}):
         full = Path(wiki_dir) / path.decode("utf-8")
         if not full.is_file() or full.is_symlink():
             data: bytes | None = None
