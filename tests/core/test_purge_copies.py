@@ -88,3 +88,37 @@ def test_a_renamed_page_keeps_its_relative_links(tmp_path: Path) -> None:
             assert VALUE.encode() not in msg and not any(VALUE.encode() in p for p in files)
     finally:
         m.stop()
+
+
+def test_links_by_a_title_that_held_the_text_now_name_the_file(tmp_path: Path) -> None:
+    m = make_memory(tmp_path / "d", files={"projects/p/index.md": "# p\n"})
+    try:
+        page = "projects/p/notes/vault.md"
+        _commit(m, page, f"---\ntitle: Vault {VALUE}\n---\n# vault\n{VALUE}\n")
+        _commit(m, "projects/p/notes/setup.md", "# setup\nthe other setup\n")
+        _commit(m, "projects/q/notes/setup.md", "# setup\none more\n")
+        _commit(m, "projects/p/notes/see.md", f"# see\n[[Vault {VALUE}|vault]] and [[setup]]\n")
+        m.index.rebuild(m.wiki_dir)
+        res = purge_page(m, page, None, text=VALUE)
+        assert not res["renamed"] and res["removed"]["links"] == 1
+        see = (m.wiki_dir / "projects/p/notes/see.md").read_text()
+        assert see == "# see\n[[vault|vault]] and [[setup]]\n"
+        for msg, files in _history(m.wiki_dir):
+            assert VALUE.encode() not in msg
+            assert not any(VALUE.encode() in p + d for p, d in files.items())
+    finally:
+        m.stop()
+
+
+def test_a_link_that_may_mean_another_page_of_the_same_name_is_left_alone(tmp_path: Path) -> None:
+    m = make_memory(tmp_path / "d", files={"projects/p/index.md": "# p\n"})
+    try:
+        _commit(m, "projects/p/notes/setup.md", "# setup\nsecret-ish\n")
+        _commit(m, "projects/q/notes/setup.md", "# setup\nthe other one\n")
+        body = "# see\n[[setup]] and [[projects/p/notes/setup]]\n"
+        _commit(m, "projects/q/notes/see.md", body)
+        purge_page(m, "projects/p/notes/setup.md", None)
+        see = (m.wiki_dir / "projects/q/notes/see.md").read_text()
+        assert see == "# see\n[[setup]] and [purged]\n"
+    finally:
+        m.stop()

@@ -86,17 +86,44 @@ def _meta(memory: Memory, rel: str) -> dict[str, Any]:
     return meta
 
 
-def _plan(rel: str, text: str | None, meta: dict[str, Any]) -> tuple[Rewrite, list[str]]:
+def _names(memory: Memory, rel: str, meta: dict[str, Any]) -> set[str]:
+    """The link keys that mean the page ``rel``: its path always; its file name while no
+    other page of the working tree has it (a link ``[[setup]]`` may mean another
+    ``setup.md``: it is left alone); its title unless the index resolves it to another
+    page."""
+    stem = posixpath.basename(rel)
+    stem = stem[:-3] if stem.lower().endswith(".md") else stem
+    keys = {target_key(rel)}
+    key = name_key(stem)
+    twins = [
+        f
+        for f in memory.wiki_dir.rglob("*.md")
+        if ".git" not in f.parts and name_key(f.stem) == key and f != memory.wiki_dir / rel
+    ]
+    if not twins:
+        keys.add(key)
+    title = str(meta.get("title") or "")
+    if title:
+        try:  # resolved from a folder no page is in: no nearer page wins
+            found = memory.index.resolve_names([title], "\x00/x.md", None).get(title)
+        except Exception:  # noqa: BLE001 - no index answer: the title is the page's
+            found = None
+        if found in (None, rel):
+            keys.add(name_key(title))
+    return keys
+
+
+def _plan(
+    rel: str, text: str | None, meta: dict[str, Any], names: set[str]
+) -> tuple[Rewrite, list[str]]:
     """The history rewrite beside the page's bytes, and the values to take out of every
     other place (logs, audit log, use record), for a purge of ``rel`` (whole when
-    ``text`` is None)."""
+    ``text`` is None); ``names``: the link keys that mean the page (:func:`_names`)."""
     folder, name = posixpath.split(rel)
     stem = name[:-3] if name.lower().endswith(".md") else name
     title = str(meta.get("title") or "")
-    keys = {target_key(rel), name_key(stem)}
+    keys = set(names)
     if text is None:
-        if title:
-            keys.add(name_key(title))
         whole = [rel, quote(rel)]
 
         def whole_msg(msg: bytes, touched: bool) -> bytes:
@@ -114,17 +141,21 @@ def _plan(rel: str, text: str | None, meta: dict[str, Any]) -> tuple[Rewrite, li
     if slug == "Untitled" and "untitled" not in text.casefold():
         slug = text  # the text has no file-name form (only characters names drop)
     if text.casefold() not in folded and slug.casefold() not in folded:
-        # the file name does not hold it: only messages change beside the page
+        # the file name does not hold it: messages change beside the page, and links by
+        # a title that held it now name the file
         def text_msg(msg: bytes, _touched: bool) -> bytes:
             for v in sorted(set(values), key=len, reverse=True):
                 msg = msg.replace(v.encode("utf-8"), MARK)
             return msg
 
-        return Rewrite(message=text_msg), values
+        by_title = {name_key(title)} & keys if text.casefold() in title.casefold() else set()
+        by_title.discard(name_key(stem))
+        target = stem if name_key(stem) in keys else rel[:-3]  # another page has its name
+        return Rewrite(link_keys=frozenset(by_title), link_target=target, message=text_msg), values
     new_name = f"purged-{secrets.token_hex(4)}.md"
     new_rel = posixpath.join(folder, new_name)
-    if title and text.casefold() in title.casefold():
-        keys.add(name_key(title))
+    if title and text.casefold() not in title.casefold():
+        keys.discard(name_key(title))  # a title without the text still names the page
     subs = [(rel, new_rel), (quote(rel), new_rel), (stem, new_name[:-3])]
     subs += [(v, MARK.decode()) for v in sorted(set(values), key=len, reverse=True)]
     subs += [(slug, MARK.decode())]
@@ -135,7 +166,12 @@ def _plan(rel: str, text: str | None, meta: dict[str, Any]) -> tuple[Rewrite, li
         return msg
 
     return (
-        Rewrite(new_name=new_name, link_keys=frozenset(keys), message=renamed_msg),
+        Rewrite(
+            new_name=new_name,
+            link_keys=frozenset(keys),
+            link_target=new_name[:-3],
+            message=renamed_msg,
+        ),
         [rel, quote(rel), stem, *values, slug],
     )
 
@@ -166,7 +202,7 @@ def purge_page(
         raise BadRequest("text must not be empty", field="text")
     rel, _full = memory.scope.locate(path)
     meta = _meta(memory, rel)
-    rewrite, values = _plan(rel, text, meta)
+    rewrite, values = _plan(rel, text, meta, _names(memory, rel, meta))
     needles = sorted({v.encode("utf-8") for v in values if v}, key=len, reverse=True)
     memory.writer.flush()
 

@@ -65,12 +65,14 @@ class Rewrite:
     """What a purge changes beside the page's own bytes, in every commit: ``new_name``
     (the page's new file name, one path component, when its name held the text), the
     wikilinks in every other page whose target key (:func:`~wiki_memory.wiki.links.
-    target_key`) is in ``link_keys`` (pointed at ``new_name``, or replaced by
-    :data:`MARK` whole when the page is removed), and ``message``: each commit message's
+    target_key`) is in ``link_keys`` (pointed at ``link_target``, or replaced by
+    :data:`MARK` whole when it is None: the page is removed), and ``message``: each commit message's
     new bytes from its old ones and whether that commit changed the page."""
 
     new_name: str | None = None
     link_keys: frozenset[str] = frozenset()
+    #: the name the links are pointed at (None: replaced by the mark whole)
+    link_target: str | None = None
     message: Callable[[bytes, bool], bytes] | None = None
 
 
@@ -110,10 +112,10 @@ class _Rewriter:
         except UnicodeDecodeError:
             return data
         keys = self.rewrite.link_keys
-        if self.rewrite.new_name is None:
+        if self.rewrite.link_target is None:
             new = unlink(text, keys, MARK.decode(), path)
         else:
-            new = rename_links(text, keys, self.rewrite.new_name[:-3], path)
+            new = rename_links(text, keys, self.rewrite.link_target, path)
         return data if new == text else new.encode("utf-8")
 
     def link_blob(self, sha: ObjectID, path: bytes) -> ObjectID:
