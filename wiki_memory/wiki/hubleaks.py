@@ -25,7 +25,14 @@ from dulwich.repo import Repo
 from wiki_memory.identity import fold
 from wiki_memory.wiki.personal import is_people_folder, page_owner
 
-__all__ = ["PERSONAL_PAGE", "PURGED_VERSION", "Leak", "hub_leaks", "personal_message"]
+__all__ = [
+    "PERSONAL_MESSAGE",
+    "PERSONAL_PAGE",
+    "PURGED_VERSION",
+    "Leak",
+    "hub_leaks",
+    "personal_message",
+]
 
 #: the reasons a commit is listed
 PERSONAL_PAGE = "a personal page in its tree"
