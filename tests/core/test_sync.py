@@ -340,7 +340,8 @@ def test_a_text_purge_renames_its_page_and_reaches_two_replicas_and_the_hub(tmp_
     """The purged text in a page's file name, in another page's links to it and in a
     commit message: after ``purge --text`` and ``sync --after-purge``, both replicas
     follow, and no file of any data directory or of the hub holds it; the links on every
-    replica lead to the page's new name."""
+    replica lead to the page's new name. Then a page purged whole: its name is nowhere
+    either, and the link to it reads ``[purged]`` on every replica."""
     value = "-".join(["quince", "harbor", "4471"])
     hub = bare(tmp_path / "hub.git")
     a = make_memory(tmp_path / "a", owner="ana", files={"projects/p/index.md": "# p\n"},
@@ -378,6 +379,24 @@ def test_a_text_purge_renames_its_page_and_reaches_two_replicas_and_the_hub(tmp_
         fsck_clean(m.wiki_dir)
     for root in (tmp_path / "a", tmp_path / "b", tmp_path / "c", hub):
         assert _holding(root, value.encode()) == [], root
+
+    # then a page purged whole, linked from the same page: its name and title go too
+    whole = "-".join(["sable", "plover", "2290"])
+    gone = f"projects/p/notes/{whole}.md"
+    _write(a, gone, f"---\ntitle: plover {whole}\n---\n# plover\n")
+    keys_rel = "projects/p/notes/keys.md"
+    _write(a, keys_rel, (a.wiki_dir / keys_rel).read_text() + f"[[{whole}]]\n")
+    for m in (a, b, c):
+        m.sync.sync()
+    assert (c.wiki_dir / gone).is_file()
+    purge_page(a, gone, None)
+    a.sync.sync(after_purge=True)
+    for m in (b, c):
+        assert m.sync.sync()[0].action == "followed rewrite"
+        assert not (m.wiki_dir / gone).exists()
+        assert (m.wiki_dir / keys_rel).read_text().endswith("[purged]\n")
+    for root in (tmp_path / "a", tmp_path / "b", tmp_path / "c", hub):
+        assert _holding(root, whole.encode()) == [], root
 
 
 # ------------------------------------------------------------------ C47

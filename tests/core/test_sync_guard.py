@@ -269,3 +269,36 @@ def test_doctor_lists_hub_commits_that_leaked_and_rewrite_hub_replaces_them(tmp_
     again = json.loads(run_cli(tmp_path / "a", "doctor", "--json").stdout)
     assert again.get("hub_leaks") == {}
     assert not [f for f in again["findings"] if f["check"] == "hub_leaks"]
+
+
+def test_a_second_purge_is_followed_by_a_server_whose_last_push_was_a_sync_merge(
+    tmp_path, stop_after
+):
+    """After following one purge, a server's next sync pushes a merge commit; the purging
+    server's next purge projects that merge away (it took one side whole), so no commit
+    of the new history is its twin. The follower still follows the announced purge."""
+    a = make_memory(tmp_path / "a", files={"projects/p/index.md": "# p\n"}, sync_purge_secret=KEY)
+    stop_after(a)
+    b = make_memory(tmp_path / "b", owner="ben", sync_purge_secret=KEY)
+    stop_after(b)
+    c = make_memory(tmp_path / "c", owner="cyd", sync_purge_secret=KEY)
+    stop_after(c)
+    hub = bare(tmp_path / "hub.git")
+    for m in (a, b, c):
+        rp.add_remote(m.wiki_dir, "origin", str(hub))
+    write_pages(a, ["projects/p/notes/one.md", "projects/p/notes/keep.md"], "first secret")
+    for m in (a, b, c, a):
+        m.sync.sync()
+    purge_page(a, "projects/p/notes/one.md", None)
+    a.sync.sync(after_purge=True)
+    for m in (b, c):
+        assert m.sync.sync()[0].action == "followed rewrite"
+    write_pages(a, ["projects/p/notes/two.md"], "second secret")
+    for m in (a, b, c):
+        m.sync.sync()
+    purge_page(a, "projects/p/notes/two.md", None)
+    a.sync.sync(after_purge=True)
+    for m in (b, c):
+        assert m.sync.sync()[0].action == "followed rewrite"
+        assert not (m.wiki_dir / "projects/p/notes/two.md").exists()
+        assert (m.wiki_dir / "projects/p/notes/keep.md").is_file()

@@ -194,15 +194,22 @@ def _meta(c: Commit) -> tuple[Any, ...]:
 _NEUTRAL = re.compile(rb"(?:^|/)purged-[0-9a-f]{8}\.md$")
 
 
+#: how many of the new history's newest commits a seen commit with no twin is compared to
+_RECENT = 200
+
+
 def purge_shaped(repo: Repo, seen: ObjectID, ann: Announcement, stones: Tombstones) -> bool:
     """True when the announced new history is ``seen``'s as a purge rewrites it.
 
     Either a commit of the new history has ``seen``'s author, committer and dates (a
     purge keeps them; it may rewrite the message) and their trees differ only at paths
     whose version here is tombstoned or personal (a ``--rewrite-hub`` drops what leaked),
-    and at pages the purge renamed (``purged-<8 hex>.md``); or the announcement names ``seen`` as the commit it replaced (the
-    purging server took in what was pushed after its purge) and the new tree lacks no
-    path of ``seen``'s but tombstoned ones."""
+    and at pages the purge renamed (``purged-<8 hex>.md``); or the announcement names
+    ``seen`` as the commit it replaced (the purging server took in what was pushed after
+    its purge) and the new tree lacks no path of ``seen``'s but tombstoned ones; or, when
+    ``seen`` has no twin (a sync merge the purging server's projection folded into its
+    parent), one of the :data:`_RECENT` newest commits of the new history has ``seen``'s
+    tree but for the purge."""
     try:
         mine = repo[seen]
     except KeyError:
@@ -215,14 +222,20 @@ def purge_shaped(repo: Repo, seen: ObjectID, ann: Announcement, stones: Tombston
     # commits of one second by one author with one message are common (merge commits):
     # any twin whose tree differs only by tombstoned versions will do
     candidates: list[tuple[Commit, bool]] = []
-    for sha in rp._ancestors(repo, new):
-        c = repo[sha]
-        if isinstance(c, Commit) and _meta(c) == want:
+    history = [c for c in (repo[s] for s in rp._ancestors(repo, new)) if isinstance(c, Commit)]
+    for c in history:
+        if _meta(c) == want:
             candidates.append((c, False))
     top = repo[new]
     if ann.old == seen.decode() and isinstance(top, Commit):
         candidates.append((top, True))
-    return any(_differs_by_purge(repo, a, c, loose, stones) for c, loose in candidates)
+    if any(_differs_by_purge(repo, a, c, loose, stones) for c, loose in candidates):
+        return True
+    # a sync merge this server pushed can be projected away by the purging server (a
+    # merge that took one side whole adds nothing to share): then a recent commit of
+    # the new history whose tree is seen's but for the purge will do
+    recent = sorted(history, key=lambda c: c.commit_time, reverse=True)[:_RECENT]
+    return any(_differs_by_purge(repo, a, c, False, stones) for c in recent)
 
 
 def _differs_by_purge(
