@@ -319,6 +319,88 @@ def test_after_purge_takes_in_what_another_server_pushed_meanwhile(tmp_path, sto
         fsck_clean(repo)
 
 
+def _holding(root: Path, value: bytes) -> list[str]:
+    """Every file under ``root`` (listed, not a fixed set of places) that holds ``value``
+    in its bytes or its name, git's object files read as the objects git lists."""
+    found = []
+    for f in sorted(root.rglob("*")):
+        rel = f.relative_to(root).as_posix()
+        if value in rel.encode():
+            found.append(rel)
+        elif f.is_file() and not f.is_symlink() and "/objects/" not in f"/{rel}":
+            if value in f.read_bytes():
+                found.append(rel)
+    for git_dir in [root, *sorted(p.parent for p in root.rglob("objects") if p.is_dir())]:
+        if (git_dir / "objects").is_dir() and (git_dir / "HEAD").is_file():
+            if value in all_objects(git_dir):
+                found.append(f"{git_dir.relative_to(root).as_posix()}: objects")
+    return found
+
+
+@pytest.mark.process
+def test_a_text_purge_renames_its_page_and_reaches_two_replicas_and_the_hub(tmp_path, stop_after):
+    """The purged text in a page's file name, in another page's links to it and in a
+    commit message: after ``purge --text`` and ``sync --after-purge``, both replicas
+    follow, and no file of any data directory or of the hub holds it; the links on every
+    replica lead to the page's new name. Then a page purged whole: its name is nowhere
+    either, and the link to it reads ``[purged]`` on every replica."""
+    value = "-".join(["quince", "harbor", "4471"])
+    hub = bare(tmp_path / "hub.git")
+    a = make_memory(tmp_path / "a", owner="ana", files={"projects/p/index.md": "# p\n"},
+                    sync_purge_secret=PURGE_KEY)  # fmt: skip
+    stop_after(a)
+    b = make_memory(tmp_path / "b", owner="ben", sync_purge_secret=PURGE_KEY)
+    stop_after(b)
+    c = make_memory(tmp_path / "c", owner="cyd", sync_purge_secret=PURGE_KEY)
+    stop_after(c)
+    for m in (a, b, c):
+        rp.add_remote(m.wiki_dir, "origin", str(hub))
+    page = f"projects/p/notes/door {value}.md"
+    _write(a, page, f"---\ntitle: door {value}\n---\n# door\nthe code is {value}\n")
+    _write(a, page, f"---\ntitle: door {value}\n---\n# door\nthe code is {value}\nagain\n")
+    _write(a, "projects/p/notes/keys.md", f"# keys\n[[door {value}]] and [[door {value}#door]]\n")
+    for m in (a, b, c, a):
+        m.sync.sync()
+    assert (c.wiki_dir / page).is_file()
+    assert value in git(a.wiki_dir, "log", "--format=%B")  # messages name the path
+    assert all(value.encode() in all_objects(r) for r in (hub, b.wiki_dir, c.wiki_dir))
+
+    res = purge_page(a, page, None, text=value)
+    assert res["renamed"] and res["removed"]["links"] >= 1
+    new = res["path"]
+    rep = a.sync.sync(after_purge=True)
+    assert rep[0].remote_gc == "pruned"
+    for m in (b, c):
+        assert m.sync.sync()[0].action == "followed rewrite"
+    for m in (a, b, c):
+        assert not (m.wiki_dir / page).exists()
+        assert (m.wiki_dir / new).read_text().endswith("the code is [purged]\nagain\n")
+        keys = (m.wiki_dir / "projects/p/notes/keys.md").read_text()
+        stem = new.rsplit("/", 1)[1][:-3]
+        assert keys == f"# keys\n[[{stem}]] and [[{stem}#door]]\n", keys
+        fsck_clean(m.wiki_dir)
+    for root in (tmp_path / "a", tmp_path / "b", tmp_path / "c", hub):
+        assert _holding(root, value.encode()) == [], root
+
+    # then a page purged whole, linked from the same page: its name and title go too
+    whole = "-".join(["sable", "plover", "2290"])
+    gone = f"projects/p/notes/{whole}.md"
+    _write(a, gone, f"---\ntitle: plover {whole}\n---\n# plover\n")
+    keys_rel = "projects/p/notes/keys.md"
+    _write(a, keys_rel, (a.wiki_dir / keys_rel).read_text() + f"[[{whole}]]\n")
+    for m in (a, b, c):
+        m.sync.sync()
+    assert (c.wiki_dir / gone).is_file()
+    purge_page(a, gone, None)
+    a.sync.sync(after_purge=True)
+    for m in (b, c):
+        assert m.sync.sync()[0].action == "followed rewrite"
+        assert not (m.wiki_dir / gone).exists()
+        assert (m.wiki_dir / keys_rel).read_text().endswith("[purged]\n")
+    for root in (tmp_path / "a", tmp_path / "b", tmp_path / "c", hub):
+        assert _holding(root, whole.encode()) == [], root
+
+
 # ------------------------------------------------------------------ C47
 
 

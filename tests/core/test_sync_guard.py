@@ -8,12 +8,13 @@ The hubs are bare repositories made and moved by stock git."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from support import make_memory
+from support import make_memory, run_cli
 
 from wiki_memory.core.purge import purge_page
 from wiki_memory.core.syncstate import sync_lines
@@ -36,6 +37,15 @@ def bare(path: Path) -> Path:
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def all_objects(repo: Path) -> bytes:
+    """Every object git lists in ``repo`` (reachable or not), with its content."""
+    return subprocess.run(
+        ["git", "-C", str(repo), "cat-file", "--batch-all-objects", "--batch"],
+        capture_output=True,
+        check=True,
     ).stdout
 
 
@@ -202,3 +212,93 @@ def test_a_purged_page_stays_purged_when_the_hub_shows_its_old_history_again(tmp
     assert not full.exists() and (a.wiki_dir / "projects/p/notes/keep.md").is_file()
     # the same page under another path (same id) does not come back either
     assert "SECRET-QX7" not in "".join(p.decode() for p in pages(a.wiki_dir).values())
+
+
+def test_doctor_lists_hub_commits_that_leaked_and_rewrite_hub_replaces_them(tmp_path, stop_after):
+    """A hub holding what an older server pushed (another user's personal page, a
+    personal handoff's title in a message): doctor names the commits and the cleanup,
+    ``sync --rewrite-hub`` replaces them, the other server follows, and neither the hub
+    nor either server's objects hold the markers any more."""
+    diary, title = "-".join(["wren", "diary", "6630"]), "-".join(["kite", "title", "1807"])
+    hub = bare(tmp_path / "hub.git")
+    a = make_memory(tmp_path / "a", files={"projects/p/index.md": "# p\n"}, sync_purge_secret=KEY)
+    stop_after(a)
+    b = make_memory(tmp_path / "b", owner="ben", sync_purge_secret=KEY)
+    stop_after(b)
+    for m in (a, b):
+        rp.add_remote(m.wiki_dir, "origin", str(hub))
+    write_pages(a, ["projects/p/notes/shared.md"])
+    a.sync.sync()
+    b.sync.sync()
+    # what a server from before the personal rule pushed: stock git, on top of the hub
+    old = tmp_path / "old-server"
+    subprocess.run(["git", "clone", "-q", "-b", "main", str(hub), str(old)], check=True)
+    (old / "people/wren").mkdir(parents=True)
+    (old / "people/wren/diary.md").write_text(f"# diary\n{diary}\n")
+    (old / "projects/p/notes/later.md").write_text("# later\n")
+    git(old, "add", "-A")
+    git(old, "-c", "user.name=old", "-c", "user.email=old@example.org", "commit", "-q",
+        "-m", f"Handoff P-1a2b3c4d opened: {title}")  # fmt: skip
+    git(old, "push", "-q", "origin", "HEAD:main")
+    a.sync.sync()
+    b.sync.sync()
+    assert diary.encode() in all_objects(hub) and diary.encode() in all_objects(a.wiki_dir)
+
+    out = run_cli(tmp_path / "a", "doctor", "--json")
+    rep = json.loads(out.stdout)
+    leaks = rep["hub_leaks"]["origin"]
+    assert leaks["commits"] >= 1
+    reasons = {r for c in leaks["first"] for r in c["reasons"]}
+    assert reasons == {"a personal page in its tree", "personal content in its message"}
+    found = [f for f in rep["findings"] if f["check"] == "hub_leaks"]
+    assert found and found[0]["fix"] == "wiki-memory sync --rewrite-hub origin --yes"
+    assert diary not in out.stdout and title not in out.stdout
+
+    rep_a = a.sync.sync(rewrite_hub=True)
+    assert rep_a[0].remote_gc == "pruned"
+    assert b.sync.sync()[0].action == "followed rewrite"
+    write_pages(b, ["projects/p/notes/after.md"])
+    for m in (b, a, b):  # later syncs never bring the old commits back to the hub
+        m.sync.sync()
+    assert (a.wiki_dir / "projects/p/notes/after.md").is_file()
+    # (A's own branch keeps the hub's old commits it merged: docs/operations.md)
+    for repo in (hub, b.wiki_dir):
+        objects = all_objects(repo)
+        assert diary.encode() not in objects and title.encode() not in objects, repo
+    assert (b.wiki_dir / "projects/p/notes/later.md").is_file()
+    again = json.loads(run_cli(tmp_path / "a", "doctor", "--json").stdout)
+    assert again.get("hub_leaks") == {}
+    assert not [f for f in again["findings"] if f["check"] == "hub_leaks"]
+
+
+def test_a_second_purge_is_followed_by_a_server_whose_last_push_was_a_sync_merge(
+    tmp_path, stop_after
+):
+    """After following one purge, a server's next sync pushes a merge commit; the purging
+    server's next purge projects that merge away (it took one side whole), so no commit
+    of the new history is its twin. The follower still follows the announced purge."""
+    a = make_memory(tmp_path / "a", files={"projects/p/index.md": "# p\n"}, sync_purge_secret=KEY)
+    stop_after(a)
+    b = make_memory(tmp_path / "b", owner="ben", sync_purge_secret=KEY)
+    stop_after(b)
+    c = make_memory(tmp_path / "c", owner="cyd", sync_purge_secret=KEY)
+    stop_after(c)
+    hub = bare(tmp_path / "hub.git")
+    for m in (a, b, c):
+        rp.add_remote(m.wiki_dir, "origin", str(hub))
+    write_pages(a, ["projects/p/notes/one.md", "projects/p/notes/keep.md"], "first secret")
+    for m in (a, b, c, a):
+        m.sync.sync()
+    purge_page(a, "projects/p/notes/one.md", None)
+    a.sync.sync(after_purge=True)
+    for m in (b, c):
+        assert m.sync.sync()[0].action == "followed rewrite"
+    write_pages(a, ["projects/p/notes/two.md"], "second secret")
+    for m in (a, b, c):
+        m.sync.sync()
+    purge_page(a, "projects/p/notes/two.md", None)
+    a.sync.sync(after_purge=True)
+    for m in (b, c):
+        assert m.sync.sync()[0].action == "followed rewrite"
+        assert not (m.wiki_dir / "projects/p/notes/two.md").exists()
+        assert (m.wiki_dir / "projects/p/notes/keep.md").is_file()

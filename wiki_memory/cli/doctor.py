@@ -149,6 +149,7 @@ for _check in (
     register(_check)
 register(Check("sync", "wiki_memory.cli.replicas:check_sync", needs_wiki=True))
 register(Check("conflicts", "wiki_memory.cli.conflicts:check_conflicts", needs_wiki=True))
+register(Check("hub_leaks", "wiki_memory.cli.checks_hub:check_hub_leaks", needs_wiki=True))
 
 
 def run_checks(

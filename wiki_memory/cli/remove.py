@@ -152,6 +152,22 @@ def cmd_purge(args: argparse.Namespace) -> int:
         f"purged {what}: {res['commits_rewritten']} commit(s) rewritten, "
         f"{res['versions']} stored version(s), refs moved: {', '.join(res['refs']) or 'none'}"
     )
+    removed = res.get("removed") or {}
+    if removed:
+        logs = removed.get("logs") or {}
+        print(
+            "copies removed: "
+            f"{removed.get('page_versions', 0)} page version(s), "
+            f"{removed.get('file_names', 0)} file name(s), "
+            f"{removed.get('links', 0)} linking version(s), "
+            f"{removed.get('commit_messages', 0)} commit message(s), "
+            f"{removed.get('spool_files', 0)} spool file(s), "
+            f"{sum(logs.values())} in logs ({', '.join(sorted(logs)) or 'none'}), "
+            f"{removed.get('use_record', 0)} in the use record, "
+            f"{removed.get('audit_lines', 0)} audit line(s)"
+        )
+    if res.get("renamed"):
+        print(f"the page is now {res['path']} (links to it follow)")
     print(f"deleted means: {res['deleted_means']}")
     remotes = res.get("remotes") or {}
     if remotes:

@@ -170,8 +170,9 @@ def register(sub: Any) -> None:
     s.add_argument(
         "--rewrite-hub",
         action="store_true",
-        help="replace the remote's branch with this wiki's history, announced like a purge "
-        "(force with lease; owner and admins)",
+        help="replace the remote's branch with this wiki's history projected afresh, "
+        "announced like a purge: drops what leaked to it (doctor's hub_leaks; force with "
+        "lease; owner and admins)",
     )
     s.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     s.add_argument("--url", help="server URL (default: the one running on the data directory)")

@@ -228,7 +228,9 @@ class SyncService:
         ``deletions``, ``shared``) before touching the wiki, and is recorded as
         ``stopped``: the periodic sync (``periodic``) skips that remote until an admin
         runs it with ``accept_deletions``. ``rewrite_hub``: replace the hub's branch with
-        this wiki's history, announced like a purge."""
+        this wiki's history projected afresh (the hub's own commits too: personal content
+        and purged versions that reached the hub before are left out), announced like a
+        purge."""
         ident = None if who is None else self.memory.scope.identity(who)
         if who is not None and not may_admin(ident):
             self.memory.audited(ident, "sync", remote or "*", "denied")
@@ -244,6 +246,10 @@ class SyncService:
             return []
         if not names:
             raise NotFound("no remote is configured: wiki-memory remote add NAME URL")
+        if rewrite_hub:
+            # projected afresh, the hub's commits adopted as they were included: what
+            # leaked to the hub before (doctor's hub_leaks) is left out of what is pushed
+            (self._control / CACHE).unlink(missing_ok=True)
         results: dict[str, SyncReport | Exception] = {}
 
         def one(name: str) -> None:

@@ -24,6 +24,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,17 +186,30 @@ def parse_announcement(repo: Repo, sha: ObjectID, secret: str) -> Announcement |
 
 
 def _meta(c: Commit) -> tuple[Any, ...]:
-    return (c.author, c.author_time, c.committer, c.commit_time, c.message)
+    # not the message: a purge rewrites the text it held
+    return (c.author, c.author_time, c.committer, c.commit_time)
+
+
+#: the file name a purge gives a page whose name held the purged text
+_NEUTRAL = re.compile(rb"(?:^|/)purged-[0-9a-f]{8}\.md$")
+
+
+#: how many of the new history's newest commits a seen commit with no twin is compared to
+_RECENT = 200
 
 
 def purge_shaped(repo: Repo, seen: ObjectID, ann: Announcement, stones: Tombstones) -> bool:
     """True when the announced new history is ``seen``'s as a purge rewrites it.
 
-    Either a commit of the new history has ``seen``'s author, committer, dates and
-    message (a purge keeps them) and their trees differ only at paths whose version here
-    is tombstoned; or the announcement names ``seen`` as the commit it replaced (the
-    purging server took in what was pushed after its purge) and the new tree lacks no
-    path of ``seen``'s but tombstoned ones."""
+    Either a commit of the new history has ``seen``'s author, committer and dates (a
+    purge keeps them; it may rewrite the message) and their trees differ only at paths
+    whose version here is tombstoned or personal (a ``--rewrite-hub`` drops what leaked),
+    and at pages the purge renamed (``purged-<8 hex>.md``); or the announcement names
+    ``seen`` as the commit it replaced (the purging server took in what was pushed after
+    its purge) and the new tree lacks no path of ``seen``'s but tombstoned ones; or, when
+    ``seen`` has no twin (a sync merge the purging server's projection folded into its
+    parent), one of the :data:`_RECENT` newest commits of the new history has ``seen``'s
+    tree but for the purge."""
     try:
         mine = repo[seen]
     except KeyError:
@@ -208,14 +222,20 @@ def purge_shaped(repo: Repo, seen: ObjectID, ann: Announcement, stones: Tombston
     # commits of one second by one author with one message are common (merge commits):
     # any twin whose tree differs only by tombstoned versions will do
     candidates: list[tuple[Commit, bool]] = []
-    for sha in rp._ancestors(repo, new):
-        c = repo[sha]
-        if isinstance(c, Commit) and _meta(c) == want:
+    history = [c for c in (repo[s] for s in rp._ancestors(repo, new)) if isinstance(c, Commit)]
+    for c in history:
+        if _meta(c) == want:
             candidates.append((c, False))
     top = repo[new]
     if ann.old == seen.decode() and isinstance(top, Commit):
         candidates.append((top, True))
-    return any(_differs_by_purge(repo, a, c, loose, stones) for c, loose in candidates)
+    if any(_differs_by_purge(repo, a, c, loose, stones) for c, loose in candidates):
+        return True
+    # a sync merge this server pushed can be projected away by the purging server (a
+    # merge that took one side whole adds nothing to share): then a recent commit of
+    # the new history whose tree is seen's but for the purge will do
+    recent = sorted(history, key=lambda c: c.commit_time, reverse=True)[:_RECENT]
+    return any(_differs_by_purge(repo, a, c, False, stones) for c in recent)
 
 
 def _differs_by_purge(
@@ -232,9 +252,34 @@ def _differs_by_purge(
         old = a.get(path)
         if loose and (old is None or path in b):
             continue  # added or changed since: the purging server merged others' edits
-        if old is None or old[1].decode() not in stones.blobs:
+        if old is None and _NEUTRAL.search(path):
+            continue  # the new name of a page whose old name held the purged text
+        if old is None or old[1].decode() in stones.blobs:
+            if old is None:
+                return False
+            continue
+        if not _personal(repo, path, old[1]):
             return False
     return True
+
+
+def _personal(repo: Repo, path: bytes, sha: ObjectID) -> bool:
+    """True when the file ``path`` (blob ``sha``) is personal by the one rule: a rewrite
+    that drops it from a hub removes what the border never let in (``rewrite_hub``)."""
+    from wiki_memory.wiki.personal import is_people_folder, page_owner
+
+    if b"/" in path and is_people_folder(path.split(b"/", 1)[0]):
+        return True
+    try:
+        blob = repo[sha]
+    except KeyError:
+        return False
+    rel = path.decode("utf-8", "replace")
+    return (
+        isinstance(blob, Blob)
+        and rel.lower().endswith(".md")
+        and page_owner(rel, blob.data) is not None
+    )
 
 
 # --------------------------------------------------------------------------- deletions

@@ -50,6 +50,7 @@ __all__ = [
     "name_key",
     "page_name_keys",
     "rename_links",
+    "unlink",
     "resolve",
     "target_key",
 ]
@@ -317,5 +318,27 @@ def rename_links(text: str, old_keys: Iterable[str], new_target: str, src_path: 
         new_core = new_target + (hsep + frag if hsep else "")
         new_head = new_core + ("\\" if escaped else "")
         return f"{m.group(1)}[[{new_head}{sep}{rest}]]"
+
+    return _LINK_RE.sub(sub, text)
+
+
+def unlink(text: str, old_keys: Iterable[str], mark: str, src_path: str = "") -> str:
+    """Replace every wikilink in ``text`` whose target key is in ``old_keys`` by ``mark``,
+    whole (its fragment and alias too: they may name what the link pointed to). Links
+    inside code are left alone, as in :func:`rename_links`. Used by purge for the links
+    to a page it removed."""
+    from wiki_memory.wiki.page import code_mask  # no cycle at import time
+
+    keys = set(old_keys)
+    live = code_mask(text)
+
+    def sub(m: re.Match[str]) -> str:
+        if live[m.start()] != text[m.start()]:
+            return m.group(0)
+        head = m.group(2).partition("|")[0]
+        tgt = (head[:-1] if head.endswith("\\") else head).partition("#")[0]
+        if not tgt.strip() or target_key(tgt, src_path) not in keys:
+            return m.group(0)
+        return mark
 
     return _LINK_RE.sub(sub, text)

@@ -281,6 +281,8 @@ class Shared:
                 message = message.replace(path, b"[personal page]")
         if b"people/" in message:
             message = re.sub(rb"people/[^\s,]+", b"[personal page]", message)
+        if b"Handoff P-" in message:  # a personal handoff's line (its title, before)
+            message = re.sub(rb"Handoff P-[0-9a-f]+[^\n]*", b"[personal page]", message)
         new.message = message
         self._add(new)
         return new.id
