@@ -133,10 +133,10 @@ def test_C59_repositories_not_names_through_the_installed_hook(tmp_path: Path) -
         agent.start("s-hobby", hobby)
         agent.prompt("s-hobby", hobby, "API-C-HOBBY is a weather bot s-hobby")
         assert wait_until(lambda: sessions(srv, "s-hobby") and sessions(srv, "s-job"), 30)
-        assert sessions(srv, "s-job") == {"api"} and sessions(srv, "s-hobby") == {"api-2"}
+        assert sessions(srv, "s-job") == {"api"} and sessions(srv, "s-hobby") == {"api-dev"}
         for project, mine, other in (
             ("api", "API-B-ROUTE-SECRET", "API-C-HOBBY"),
-            ("api-2", "API-C-HOBBY", "API-B-ROUTE-SECRET"),
+            ("api-dev", "API-C-HOBBY", "API-B-ROUTE-SECRET"),
         ):
             assert mine in recall_text(srv, mine, project)
             assert other not in recall_text(srv, other, project)
@@ -167,7 +167,7 @@ def test_C59_repositories_not_names_through_the_installed_hook(tmp_path: Path) -
         assert r.returncode == 0, r.stderr
         bob = {"Authorization": f"Bearer {r.stdout.strip()}"}
         assert "API-C-HOBBY" not in recall_text(srv, "API-C-HOBBY", "api", bob)
-        assert "API-C-HOBBY" not in recall_text(srv, "API-C-HOBBY", "api-2", bob)
+        assert "API-C-HOBBY" not in recall_text(srv, "API-C-HOBBY", "api-dev", bob)
         got = httpx.post(srv.url + "/v1/recall", json={"query": "API-C-HOBBY weather"},
                          headers=bob, timeout=60)  # fmt: skip
         assert "API-C-HOBBY" not in got.text
@@ -220,6 +220,6 @@ def test_C59_repositories_not_names_through_the_installed_hook(tmp_path: Path) -
             text=True,
             timeout=120,  # fmt: skip
         )
-        assert "projects api and api-2 share the display name 'api'" in r.stdout, r.stdout[-3000:]
+        assert "projects api and api-dev share the display name 'api'" in r.stdout, r.stdout[-3000:]
     finally:
         srv.stop()
