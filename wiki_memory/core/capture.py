@@ -21,7 +21,6 @@ from wiki_memory.capture.observation import (
     session_key,
 )
 from wiki_memory.capture.private import may_hold_private, strip_private, strip_private_obj
-from wiki_memory.capture.project import resolve_project
 from wiki_memory.capture.sanitize import redact_obj
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.capture.syncer import SpoolSyncer
@@ -58,11 +57,6 @@ COMPILE_KINDS = {"stop", "session_end", "turn"}
 #: most events in one request (a list)
 MAX_EVENTS = 1000
 
-#: how long the server's own project look-up of a folder is reused, in seconds (for
-#: senders that name no project; the hook resolves its events itself): a
-#: ``.wiki-memory.toml`` or ``.git`` made in that folder counts from then on
-PROJECT_CACHE_SECONDS = 2.0
-
 #: an observation's string fields that are sanitized like its payload
 _FIELDS = ("harness", "event", "cwd", "project", "session_id", "event_id")
 
@@ -95,8 +89,6 @@ class Capture:
         self.request_compile = request_compile
         #: the fsyncs :meth:`capture_async` awaits
         self.syncer = SpoolSyncer(spool)
-        #: cwd -> (monotonic seconds, its resolution): see :meth:`_resolve`
-        self._projects: dict[str, tuple[float, Any]] = {}
         #: repository ids → projects (:class:`wiki_memory.core.repos.RepoMap`; None: off)
         self.repos: Any = None
         #: called with the parsed events and the caller before anything is stored; it
@@ -166,11 +158,10 @@ class Capture:
             raise ObservationError("body", f"at most {MAX_EVENTS} events per request")
         now = time.time()
         parsed: list[Observation | WikiMemoryError] = []
-        projects: dict[str, Any] = {}  # cwd -> resolution, looked up once per request
         private = raw is None or may_hold_private(raw)
         for ev in events:
             try:
-                parsed.append(self._place(parse_event(ev, user, now), projects, private))
+                parsed.append(self._place(parse_event(ev, user, now), private))
             except ObservationError as exc:
                 if single:
                     raise
@@ -277,23 +268,13 @@ class Capture:
         """Stop the spool's sync thread (the server's shutdown)."""
         self.syncer.close()
 
-    def _place(
-        self, obs: Observation, projects: dict[str, Any], private: bool = True
-    ) -> Observation:
-        """``obs`` with its project resolved on this machine when the sender did not
-        (``projects`` holds the resolutions of this request by ``cwd``: the events of one
-        list share them) and its short string fields (harness, event, cwd, project,
-        session id, event id) cleaned of ``<private>`` spans and secrets: all that the
-        gate reads and audits. The payload waits for :meth:`_scrub`, after the gate."""
-        if not obs.project and not obs.project_from and obs.cwd:
-            # a sender that did not resolve the project: the same order, on this
-            # machine's files (a folder name alone stays the spool's old fallback)
-            res = projects.get(obs.cwd)
-            if res is None:
-                res = projects[obs.cwd] = self._resolve(obs.cwd)
-            if res.name:
-                obs.project = project_name(res.name)
-                obs.project_from = res.source
+    def _place(self, obs: Observation, private: bool = True) -> Observation:
+        """``obs`` with its short string fields (harness, event, cwd, project, session
+        id, event id) cleaned of ``<private>`` spans and secrets: all that the gate reads
+        and audits. The payload waits for :meth:`_scrub`, after the gate. The project is
+        the sender's (its ``repo_id`` and ``project``): the server never looks at its own
+        disk at an event's ``cwd``, which names a folder on the sender's machine
+        (:meth:`Spool.part_for` has the rule for a sender that names none)."""
         names = [a for a in _FIELDS if isinstance(getattr(obs, a), str)]
         fields = [getattr(obs, a) for a in names]
         if private:
@@ -319,46 +300,22 @@ class Capture:
         # summary as its size, before anything is spooled (docs/sessions.md)
         obs.kind, obs.payload = strip_echo(obs.kind, obs.payload)
 
-    def _resolve(self, cwd: str) -> Any:
-        """:func:`resolve_project` of ``cwd``, remembered for
-        :data:`PROJECT_CACHE_SECONDS`: a hook sends many events from one folder, and the
-        look-up is a stat of every folder above it, twice."""
-        now = time.monotonic()
-        hit = self._projects.get(cwd)
-        if hit is not None and now - hit[0] < PROJECT_CACHE_SECONDS:
-            return hit[1]
-        res = resolve_project(cwd)
-        if len(self._projects) >= 1024:
-            self._projects.clear()
-        self._projects[cwd] = (now, res)
-        return res
-
     def discard(self, key: str) -> None:
         """Forget self-check session ``key``: its spool files and its searchable spool
         rows go (its ``event_id`` dedup keys stay, like any dropped session's)."""
         self.spool.drop(key)
         self.index.delete_spool_session(key)
 
-    def project_of(
-        self, user: str, harness: str | None, session_id: str | None, cwd: str | None
-    ) -> str | None:
+    def project_of(self, user: str, harness: str | None, session_id: str | None) -> str | None:
         """The project a request about a session belongs to when it names none (the brief
-        of a hook that found none): by the one order of
-        :func:`wiki_memory.capture.project.resolve_project` on this machine's files, with
-        the session's current project (its spool part that took the last event) as the
-        fallback; None when there is none."""
-        current = None
+        of a hook that found none, or whose repository's id is not known yet): the
+        session's current project (its spool part that took the last event), else None.
+        Never a look at the server's own disk at the caller's ``cwd``."""
         if harness and session_id:
             part = self.spool.current_part(user, harness, session_id)
             if part is not None and part.project:
-                current = part.project
-        res = resolve_project(cwd, session_project=current)
-        if not res.name:
-            return None
-        try:
-            return project_name(res.name)
-        except ObservationError:
-            return None
+                return part.project
+        return None
 
     def _row(self, info: SessionInfo, obs: Observation) -> dict[str, Any]:
         text = observation_text(obs)

@@ -148,14 +148,13 @@ def routes(memory: Memory) -> list[Any]:
         else:
             if not (_str(body, "cwd") or _str(body, "session_id")):
                 _str(body, "project", required=True)  # 400: a project, or a cwd or session
-            # a hook that found no project: the same order on the server's side (the
-            # session's current project, a cwd in a repository), else an empty brief
+            # a hook that found no project: the session's current project, else an
+            # empty brief (the server never looks at its own disk at the caller's cwd)
             project = await call(
                 memory.capturer.project_of,
                 request.state.user,
                 _str(body, "harness"),
                 _str(body, "session_id"),
-                _str(body, "cwd"),
             )
             if project is None:
                 return JSONResponse(
