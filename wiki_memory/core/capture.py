@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from wiki_memory.capture.echo import strip_echo
@@ -24,6 +24,7 @@ from wiki_memory.capture.private import may_hold_private, strip_private, strip_p
 from wiki_memory.capture.sanitize import redact_obj
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.capture.syncer import SpoolSyncer
+from wiki_memory.core.idwait import IdWait
 from wiki_memory.core.sessions import END_KINDS
 from wiki_memory.diskfull import DiskState, is_disk_full
 from wiki_memory.errors import CaptureRefused, DiskFull, WikiMemoryError
@@ -71,6 +72,9 @@ class Written:
     target: int
     rows: list[dict[str, Any]]
     to_compile: dict[str, bool]
+    #: files of events that waited for their repository id and are in this write
+    #: (:class:`~wiki_memory.core.idwait.IdWait`): forgotten after the fsync
+    taken: list[Any] = field(default_factory=list)
 
 
 class Capture:
@@ -91,6 +95,8 @@ class Capture:
         self.syncer = SpoolSyncer(spool)
         #: repository ids → projects (:class:`wiki_memory.core.repos.RepoMap`; None: off)
         self.repos: Any = None
+        #: id-less events that wait for their repository's id (wiki_memory.core.idwait)
+        self.held = IdWait(spool.dir.parent / "spool-held")
         #: called with the parsed events and the caller before anything is stored; it
         #: returns, per event, None (allowed) or the error refusing it (:class:`CaptureGate`)
         self.gate: (
@@ -124,6 +130,7 @@ class Capture:
         try:
             self.spool.sync_to(written.target)
         except OSError as exc:
+            self._untake(written)
             raise self._failed(exc) from exc
         return self.finish(written)
 
@@ -138,6 +145,7 @@ class Capture:
         try:
             await self.syncer.wait(written.target)
         except OSError as exc:
+            self._untake(written)
             raise self._failed(exc) from exc
         return self.finish(written)
 
@@ -167,52 +175,48 @@ class Capture:
                     raise
                 parsed.append(exc)
         # a repository's events go to its project (wiki_memory.core.repos): placed now,
-        # bound once accepted
-        binds = {}
+        # bound once accepted; an id-less event of a name bound to an id waits for its
+        # session's id (wiki_memory.core.idwait), and the events that waited come back
+        # before the event that brings it
+        binds: dict[int, Any] = {}
+        mine: list[bool] = [True] * len(parsed)  # False: an event that waited (no reply)
+        wait: set[int] = set()
+        taken: list[Any] = []
         if self.repos is not None:
-            for i, p in enumerate(parsed):
-                if isinstance(p, Observation) and p.repo_id:
-                    b = self.repos.apply(p)
-                    if b is not None:
-                        binds[i] = b
-        if self.gate is not None:
-            # the right to write each event's project, before any payload is scanned
-            good = [p for p in parsed if isinstance(p, Observation)]
-            refusals = iter(self.gate(good, who) if good else [])
-            for i, p in enumerate(parsed):
-                if isinstance(p, Observation):
-                    refused = next(refusals)
-                    if refused is not None:
-                        if single:
-                            raise refused
-                        parsed[i] = refused
-        for i, p in enumerate(parsed):
-            if isinstance(p, Observation):
-                try:
-                    self._scrub(p, private)
-                except ObservationError as exc:
-                    if single:
-                        raise
-                    parsed[i] = exc
-        good = [p for p in parsed if isinstance(p, Observation)]
+            parsed, mine, binds, wait, taken = self._repositories(parsed, user)
+        try:
+            taken = self._judge(parsed, mine, wait, taken, who, single, private)
+        except BaseException:
+            for t in taken:
+                self.held.untake(t)
+            self._settle(binds, parsed, user, ok=False)
+            raise
+        good = [p for i, p in enumerate(parsed) if isinstance(p, Observation) and i not in wait]
         try:
             written, target = self.spool.write(good) if good else ([], 0)
         except OSError as exc:
             self._settle(binds, parsed, user, ok=False)
+            for t in taken:
+                self.held.untake(t)
             raise self._failed(exc, len(raw or b"")) from exc
         self._settle(binds, parsed, user, ok=True)
         accepted = iter(written)
         out: list[dict[str, Any]] = []
         spool_rows = []
         to_compile: dict[str, bool] = {}
-        for p in parsed:
+        for i, p in enumerate(parsed):
             if not isinstance(p, Observation):
-                out.append({"refused": p})
+                if mine[i]:
+                    out.append({"refused": p})
+                continue
+            if i in wait:
+                out.append({"id": None, "duplicate": False, "held": True, "session_key": None})
                 continue
             acc = next(accepted)
-            out.append(
-                {"id": acc.obs_id, "duplicate": acc.duplicate, "session_key": acc.session_key}
-            )
+            if mine[i]:  # an event that waited is in the spool now, not in this reply
+                out.append(
+                    {"id": acc.obs_id, "duplicate": acc.duplicate, "session_key": acc.session_key}
+                )
             if acc.duplicate:
                 continue
             obs = p
@@ -226,7 +230,154 @@ class Capture:
                 for part in self.spool.parts_of(acc.session_key):
                     if self.spool.sessions[part].state.get("status") != "ended":
                         to_compile[part] = True
-        return Written(out, target, spool_rows, to_compile)
+        return Written(out, target, spool_rows, to_compile, taken)
+
+    def _judge(
+        self,
+        parsed: list[Any],
+        mine: list[bool],
+        wait: set[int],
+        taken: list[Any],
+        who: Identity | str,
+        single: bool,
+        private: bool,
+    ) -> list[Any]:
+        """:meth:`begin`'s gate, scrub and wait, in place on ``parsed``: a refused event
+        becomes its error (raised for a ``single`` one); the events that ``wait`` are
+        written to :attr:`held` (sanitized, fsynced). When an event put back is refused,
+        the events put back wait again and are left out. Returns the taken files whose
+        events are still in ``parsed``."""
+        if self.gate is not None:
+            # the right to write each event's project, before any payload is scanned;
+            # an event that waits is judged when it comes back
+            good = [p for i, p in enumerate(parsed) if isinstance(p, Observation) and i not in wait]
+            refusals = iter(self.gate(good, who) if good else [])
+            back_refused = None
+            for i, p in enumerate(parsed):
+                if isinstance(p, Observation) and i not in wait:
+                    refused = next(refusals)
+                    if refused is not None:
+                        if single:
+                            raise refused
+                        parsed[i] = refused
+                        if not mine[i]:
+                            back_refused = refused
+            if back_refused is not None:
+                for t in taken:
+                    self.held.untake(t)
+                taken = []
+                for i in range(len(parsed)):
+                    if not mine[i]:
+                        parsed[i] = back_refused
+        for i, p in enumerate(parsed):
+            if isinstance(p, Observation) and mine[i]:
+                try:
+                    self._scrub(p, private)
+                except ObservationError as exc:
+                    if single:
+                        raise
+                    parsed[i] = exc
+        try:
+            for i in sorted(wait):
+                p = parsed[i]
+                if isinstance(p, Observation):
+                    self.held.hold(self._base(p), p.project or "", p, p.project_from)
+        except OSError as exc:
+            raise self._failed(exc) from exc
+        return taken
+
+    @staticmethod
+    def _base(obs: Observation) -> str:
+        return session_key(obs.user, obs.harness, obs.session_id)
+
+    def _repositories(
+        self, parsed: list[Any], user: str
+    ) -> tuple[list[Any], list[bool], dict[int, Any], set[int], list[Any]]:
+        """Place a request's events by their repository (docs/hooks.md): those with an
+        id in its project (the bindings to make), the id-less ones of a repository's
+        name into the project of their session's id, else by name when that project
+        has no id, else they wait; the waiting events of a session whose id came are
+        put back before the event that brought it. Returns the new event list, which of
+        its entries are this request's, the bindings by position, the positions that
+        wait, and the taken files of the events put back."""
+        repos, held = self.repos, self.held
+        names: dict[int, str] = {}
+        made: dict[int, Any] = {}
+        for i, p in enumerate(parsed):
+            if isinstance(p, Observation) and p.repo_id and p.project:
+                names[i] = p.project
+                if p.project_from != "config":
+                    held.note(self._base(p), p.project, p.repo_id)
+                made[i] = repos.apply(p)
+        out: list[Any] = []
+        mine: list[bool] = []
+        binds: dict[int, Any] = {}
+        wait: set[int] = set()
+        taken: list[Any] = []
+        for i, p in enumerate(parsed):
+            if isinstance(p, Observation) and i in names:
+                b = made[i]
+                base, name = self._base(p), names[i]
+                if held.waiting(base, name):
+                    back, path = held.take(base, name)
+                    if path is not None:
+                        taken.append(path)
+                    for o in back:
+                        o.project, o.project_from = p.project, "git"
+                        out.append(o)
+                        mine.append(False)
+                if b is not None:
+                    binds[len(out)] = b
+            elif (
+                isinstance(p, Observation)
+                and not p.repo_id
+                and p.project
+                and p.project_from == "git"
+            ):
+                base = self._base(p)
+                rid = held.known(base, p.project)
+                placed = repos.project_of_id(rid) if rid else None
+                if placed:
+                    p.project = placed  # its session's id is known: that id's project
+                elif held.waiting(base, p.project) or repos.bound(p.project):
+                    wait.add(len(out))  # perhaps another repository's: wait for the id
+            out.append(p)
+            mine.append(True)
+        return out, mine, binds, wait, taken
+
+    def _untake(self, written: Written) -> None:
+        """The waiting events of a write whose fsync failed wait again."""
+        for t in written.taken:
+            self.held.untake(t)
+
+    def expire_held(self, now: float | None = None) -> int:
+        """File the events that waited :data:`~wiki_memory.core.idwait.HOLD_SECONDS` for
+        their repository id like events whose sender found no project (the session's
+        current project, else the user's own sessions); returns how many (the idle loop
+        calls this)."""
+        n = 0
+        for back, path in self.held.expired(now):
+            for o in back:
+                o.project, o.project_from = None, "none"
+            try:
+                acc, target = self.spool.write(back) if back else ([], 0)
+                self.spool.sync_to(target)
+            except OSError:
+                self.held.untake(path)
+                continue
+            rows: list[dict[str, Any]] = []
+            compiles: dict[str, bool] = {}
+            for a, o in zip(acc, back, strict=True):
+                if a.duplicate:
+                    continue
+                rows.append(self._row(self.spool.sessions[a.session_key], o))
+                if o.kind in COMPILE_KINDS:
+                    compiles[a.session_key] = compiles.get(a.session_key, False) or (
+                        o.kind in END_KINDS
+                    )
+            self.finish(Written([], target, rows, compiles, [path]))
+            n += len(back)
+        return n
 
     def _settle(self, binds: dict[int, Any], parsed: list[Any], user: str, ok: bool) -> None:
         """Write the repository bindings of accepted events; release the others."""
@@ -251,6 +402,8 @@ class Capture:
         index and its sessions' compiles requested. Returns :meth:`capture`'s list."""
         if self.disk is not None:
             self.disk.succeeded()
+        for t in written.taken:
+            self.held.done(t)
         if written.rows:
             # off the request path: written by the index's own thread, many requests'
             # rows per transaction; a search flushes them first, so they are found by

@@ -117,6 +117,7 @@ def purge_page(
                 spool_files += 1
         if text is not None:
             spool_files += memory.spool.scrub(needles, MARK)
+            spool_files += memory.capturer.held.scrub(needles, MARK)
         memory.capturer.reindex_spool()
         memory.index.rebuild(memory.wiki_dir)
         memory.index.checkpoint()

@@ -25,7 +25,8 @@ Placing an event of id ``I`` whose hook named the project ``api`` (the folder's 
    another id is never shared: same name, different id is another folder.
 
 Grants are per folder, so a grant on ``api`` is not a grant on ``api-2``. An event
-without an id (an older hook, an HTTP client) is filed by its project name, as before.
+without an id whose name is a repository's folder is filed by that name only into a
+project with no id, else it waits for its session's id (:mod:`wiki_memory.core.idwait`).
 A project named by ``.wiki-memory.toml`` is never re-placed (the hook sends no id then).
 """
 
@@ -163,6 +164,12 @@ class RepoMap:
             return None
         with self._lock:
             return self._load().get(repo_id)
+
+    def bound(self, project: str) -> bool:
+        """True when ``project`` is bound to a repository id (or reserved for one)."""
+        with self._lock:
+            self._load()
+            return bool(self._bound.get(project))
 
     def bindings(self) -> dict[str, list[str]]:
         """Project → the repository ids bound to it."""
