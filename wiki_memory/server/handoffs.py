@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from wiki_memory.core.brief import DEFAULT_BUDGET, build_brief
+from wiki_memory.core.repos import MAX_ID
 from wiki_memory.server.http import (
     ApiError,
     _int,
@@ -140,8 +141,12 @@ def routes(memory: Memory) -> list[Any]:
         who = ident(body)
         rid, name = _str(body, "repo_id"), _str(body, "project")
         if rid and name:
-            # the hook's repository: its project, not the folder name's (core/repos.py)
-            body = {**body, "project": memory.repos.place(name, rid, reserve=False)[0]}
+            # the hook's repository: its project, not the folder name's (core/repos.py);
+            # its origin names the folder a new one of a taken name gets (api-<owner>)
+            origin = _str(body, "repo_origin")
+            origin = origin if origin and len(origin) <= MAX_ID else None
+            placed = memory.repos.place(name, rid, origin=origin, reserve=False)[0]
+            body = {**body, "project": placed}
         if _str(body, "project"):
             # an explicit name: any case, one the caller may read (404 unknown_project)
             project = await call(body_project, memory, body, request.state.user, required=True)
