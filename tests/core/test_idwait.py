@@ -147,3 +147,24 @@ def test_purge_reaches_an_event_that_waits(mem: Memory) -> None:
     assert b"PURGE-ME-7731" in b"".join(f.read_bytes() for f in held.iterdir())
     assert m.capturer.held.scrub([b"PURGE-ME-7731"], b"[purged]") == 1
     assert b"PURGE-ME-7731" not in b"".join(f.read_bytes() for f in held.iterdir())
+
+
+@pytest.mark.fast
+def test_a_reader_has_nothing_kept_waiting(tmp_path: Path) -> None:
+    from wiki_memory.auth import TokenStore
+    from wiki_memory.errors import CaptureRefused
+
+    s = load_settings(tmp_path / "data", watch=False, commit_delay_seconds=0.02)
+    ensure_layout(s)
+    tokens = TokenStore(s.auth_dir, owner_user="alice")
+    tokens.ensure_owner()
+    tokens.create("rita", "reader", ["api"])
+    m = Memory(s, owner_user="alice", directory=tokens)
+    m.start()
+    try:
+        m.capture(ev("s-job", "api", B, "job work"), "alice")
+        with pytest.raises(CaptureRefused):
+            m.capture(idless("s-rita", "READER-MARKER"), "rita")
+        assert m.capturer.held.count() == 0 and where(m, "READER-MARKER") == []
+    finally:
+        m.stop()

@@ -24,7 +24,7 @@ from wiki_memory.capture.private import may_hold_private, strip_private, strip_p
 from wiki_memory.capture.sanitize import redact_obj
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.capture.syncer import SpoolSyncer
-from wiki_memory.core.idwait import IdWait
+from wiki_memory.core.idwait import IdWait, by_repository
 from wiki_memory.core.sessions import END_KINDS
 from wiki_memory.diskfull import DiskState, is_disk_full
 from wiki_memory.errors import CaptureRefused, DiskFull, WikiMemoryError
@@ -183,7 +183,7 @@ class Capture:
         wait: set[int] = set()
         taken: list[Any] = []
         if self.repos is not None:
-            parsed, mine, binds, wait, taken = self._repositories(parsed, user)
+            parsed, mine, binds, wait, taken = by_repository(parsed, self.repos, self.held)
         try:
             taken = self._judge(parsed, mine, wait, taken, who, single, private)
         except BaseException:
@@ -269,6 +269,17 @@ class Capture:
                 for i in range(len(parsed)):
                     if not mine[i]:
                         parsed[i] = back_refused
+        may = getattr(self.gate, "may_write", None)
+        if wait and may is not None and not may(who):
+            # an event that waits is judged when it comes back, but a caller who may
+            # write nowhere (a reader) has nothing kept meanwhile
+            for i in sorted(wait):
+                p = parsed[i]
+                if isinstance(p, Observation):
+                    refused = CaptureRefused(p.project or "", hidden=True, lacking="write")
+                    if single:
+                        raise refused
+                    parsed[i] = refused
         for i, p in enumerate(parsed):
             if isinstance(p, Observation) and mine[i]:
                 try:
@@ -289,61 +300,6 @@ class Capture:
     @staticmethod
     def _base(obs: Observation) -> str:
         return session_key(obs.user, obs.harness, obs.session_id)
-
-    def _repositories(
-        self, parsed: list[Any], user: str
-    ) -> tuple[list[Any], list[bool], dict[int, Any], set[int], list[Any]]:
-        """Place a request's events by their repository (docs/hooks.md): those with an
-        id in its project (the bindings to make), the id-less ones of a repository's
-        name into the project of their session's id, else by name when that project
-        has no id, else they wait; the waiting events of a session whose id came are
-        put back before the event that brought it. Returns the new event list, which of
-        its entries are this request's, the bindings by position, the positions that
-        wait, and the taken files of the events put back."""
-        repos, held = self.repos, self.held
-        names: dict[int, str] = {}
-        made: dict[int, Any] = {}
-        for i, p in enumerate(parsed):
-            if isinstance(p, Observation) and p.repo_id and p.project:
-                names[i] = p.project
-                if p.project_from != "config":
-                    held.note(self._base(p), p.project, p.repo_id)
-                made[i] = repos.apply(p)
-        out: list[Any] = []
-        mine: list[bool] = []
-        binds: dict[int, Any] = {}
-        wait: set[int] = set()
-        taken: list[Any] = []
-        for i, p in enumerate(parsed):
-            if isinstance(p, Observation) and i in names:
-                b = made[i]
-                base, name = self._base(p), names[i]
-                if held.waiting(base, name):
-                    back, path = held.take(base, name)
-                    if path is not None:
-                        taken.append(path)
-                    for o in back:
-                        o.project, o.project_from = p.project, "git"
-                        out.append(o)
-                        mine.append(False)
-                if b is not None:
-                    binds[len(out)] = b
-            elif (
-                isinstance(p, Observation)
-                and not p.repo_id
-                and p.project
-                and p.project_from == "git"
-            ):
-                base = self._base(p)
-                rid = held.known(base, p.project)
-                placed = repos.project_of_id(rid) if rid else None
-                if placed:
-                    p.project = placed  # its session's id is known: that id's project
-                elif held.waiting(base, p.project) or repos.bound(p.project):
-                    wait.add(len(out))  # perhaps another repository's: wait for the id
-            out.append(p)
-            mine.append(True)
-        return out, mine, binds, wait, taken
 
     def _untake(self, written: Written) -> None:
         """The waiting events of a write whose fsync failed wait again."""
@@ -540,6 +496,11 @@ class CaptureGate:
             except CaptureRefused as exc:
                 refused[project] = exc
         return [refused.get(p) for p in projects]
+
+    def may_write(self, who: Identity | str) -> bool:
+        """True when ``who`` may capture into some project (an owner, admin or member;
+        a reader never)."""
+        return self.memory.scope.identity(who).role in ("owner", "admin", "member")
 
     def _check(self, ident: Identity, project: str, sessions: list[str]) -> None:
         m = self.memory

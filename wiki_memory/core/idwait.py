@@ -33,10 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.capture.observation import Observation
+from wiki_memory.capture.observation import Observation, session_key
 from wiki_memory.capture.spoollines import write_all
 
-__all__ = ["HOLD_SECONDS", "IdWait"]
+__all__ = ["HOLD_SECONDS", "IdWait", "by_repository"]
 
 #: how long an event waits for its session's repository id, in seconds
 HOLD_SECONDS = 600.0
@@ -225,3 +225,59 @@ class IdWait:
                         os.close(fd)
                     changed += 1
         return changed
+
+
+def _base(obs: Observation) -> str:
+    return session_key(obs.user, obs.harness, obs.session_id)
+
+
+def by_repository(
+    parsed: list[Any], repos: Any, held: IdWait
+) -> tuple[list[Any], list[bool], dict[int, Any], set[int], list[Any]]:
+    """Place a request's events by their repository (docs/hooks.md): those with an
+    id in its project (the bindings to make), the id-less ones of a repository's
+    name into the project of their session's id, else by name when that project
+    has no id, else they wait; the waiting events of a session whose id came are
+    put back before the event that brought it. Returns the new event list, which of
+    its entries are this request's, the bindings by position, the positions that
+    wait, and the taken files of the events put back. ``parsed``: Observations and
+    the errors of events refused already; ``repos``: the
+    :class:`~wiki_memory.core.repos.RepoMap`."""
+    names: dict[int, str] = {}
+    made: dict[int, Any] = {}
+    for i, p in enumerate(parsed):
+        if isinstance(p, Observation) and p.repo_id and p.project:
+            names[i] = p.project
+            if p.project_from != "config":
+                held.note(_base(p), p.project, p.repo_id)
+            made[i] = repos.apply(p)
+    out: list[Any] = []
+    mine: list[bool] = []
+    binds: dict[int, Any] = {}
+    wait: set[int] = set()
+    taken: list[Any] = []
+    for i, p in enumerate(parsed):
+        if isinstance(p, Observation) and i in names:
+            b = made[i]
+            base, name = _base(p), names[i]
+            if held.waiting(base, name):
+                back, path = held.take(base, name)
+                if path is not None:
+                    taken.append(path)
+                for o in back:
+                    o.project, o.project_from = p.project, "git"
+                    out.append(o)
+                    mine.append(False)
+            if b is not None:
+                binds[len(out)] = b
+        elif isinstance(p, Observation) and not p.repo_id and p.project and p.project_from == "git":
+            base = _base(p)
+            rid = held.known(base, p.project)
+            placed = repos.project_of_id(rid) if rid else None
+            if placed:
+                p.project = placed  # its session's id is known: that id's project
+            elif held.waiting(base, p.project) or repos.bound(p.project):
+                wait.add(len(out))  # perhaps another repository's: wait for the id
+        out.append(p)
+        mine.append(True)
+    return out, mine, binds, wait, taken
