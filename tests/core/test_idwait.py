@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from test_repos import B, C, ev
 
+from wiki_memory.capture.observation import session_key
 from wiki_memory.config import load_settings
 from wiki_memory.core.idwait import HOLD_SECONDS
 from wiki_memory.core.memory import Memory
@@ -168,3 +169,15 @@ def test_a_reader_has_nothing_kept_waiting(tmp_path: Path) -> None:
         assert m.capturer.held.count() == 0 and where(m, "READER-MARKER") == []
     finally:
         m.stop()
+
+
+@pytest.mark.fast
+def test_an_event_whose_id_came_by_another_request_goes_to_that_project(mem: Memory) -> None:
+    m = mem
+    m.capture(ev("s-job", "api", B, "job work"), "alice")
+    m.capture(idless("s-race", "RACE-MARKER"), "alice")
+    # the id arrives, but the waiting event is not taken (two requests crossed)
+    m.capturer.held.note(session_key("alice", "claude-code", "s-race"), "api", C)
+    m.capture(ev("s-other", "api", C, "binds C"), "alice")
+    assert m.capturer.expire_held(time.time() + HOLD_SECONDS + 1) == 1
+    assert where(m, "RACE-MARKER") == [("api-2", "s-race")]

@@ -313,8 +313,11 @@ class Capture:
         calls this)."""
         n = 0
         for back, path in self.held.expired(now):
+            # the session's id came meanwhile (two requests crossed): that id's project
+            rid = self.held.known(self._base(back[0]), back[0].project or "") if back else None
+            placed = self.repos.project_of_id(rid) if rid and self.repos is not None else None
             for o in back:
-                o.project, o.project_from = None, "none"
+                o.project, o.project_from = (placed, "git") if placed else (None, "none")
             try:
                 acc, target = self.spool.write(back) if back else ([], 0)
                 self.spool.sync_to(target)
