@@ -250,7 +250,7 @@ def test_an_id_less_first_event_of_a_second_api_never_lands_in_the_first(tmp_pat
         outbox = HOOKS.Outbox(str(srv.data_dir / "outbox"))
         assert wait_until(lambda: not outbox.pending(), 30), outbox.pending()
         assert "HOBBY-NOGIT-MARKER" not in recall_text(srv, "HOBBY-NOGIT-MARKER", "api")
-        held = srv.data_dir / "spool-held"
+        held = srv.data_dir / "spool" / "held"
         assert held.is_dir() and any(held.iterdir())
         # git works again: the next event brings the id, the waiting one goes first
         agent.prompt("s-hobby", hobby, "HOBBY-WITHGIT-MARKER")

@@ -96,7 +96,7 @@ class Capture:
         #: repository ids → projects (:class:`wiki_memory.core.repos.RepoMap`; None: off)
         self.repos: Any = None
         #: id-less events that wait for their repository's id (wiki_memory.core.idwait)
-        self.held = IdWait(spool.dir.parent / "spool-held")
+        self.held = IdWait(spool.dir / "held")
         #: called with the parsed events and the caller before anything is stored; it
         #: returns, per event, None (allowed) or the error refusing it (:class:`CaptureGate`)
         self.gate: (

@@ -16,9 +16,9 @@ project when the session has one, else into its user's own sessions
 (``people/<user>/sessions/``, personal). Never into the project of the name, which is
 another repository's.
 
-Files: ``<data_dir>/spool-held/<session key>-<name hash>.jsonl``, one line per event
+Files: ``<data_dir>/spool/held/<session key>-<name hash>.jsonl``, one line per event
 (``{"held_at", "project_from", "obs"}``), fsynced before the event is acknowledged;
-owner-only like the spool. A file is renamed ``….taking`` while its events are
+owner-only and in backups like the rest of the spool. A file is renamed ``….taking`` while its events are
 written into the spool, and deleted once that write is fsynced; a ``.taking`` file
 left by a crash is taken again (the spool's ``event_id`` dedup drops what had landed).
 """
