@@ -2143,6 +2143,8 @@ def fetch_brief(
         ask["source"] = source  # startup, resume, clear, compact: a shorter brief on the last
     if _REPO and _REPO[0].get("id"):
         ask["repo_id"] = _REPO[0]["id"]
+        if _REPO[0].get("origin"):
+            ask["repo_origin"] = _REPO[0]["origin"]  # a new one's folder may be api-<owner>
     body = json.dumps(ask).encode()
     try:
         status, reply = http_post(cfg.url, "/v1/brief", cfg.token, body, deadline, cfg.ca_file)

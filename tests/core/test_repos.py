@@ -144,6 +144,27 @@ def test_origins_are_normalised() -> None:
 
 
 @pytest.mark.fast
+def test_same_name_takes_its_origins_owner_then_a_number(
+    team: tuple[Memory, TokenStore],
+) -> None:
+    m, _ = team
+    D, E = "root:" + "4" * 40, "root:" + "5" * 40
+    m.capture(ev("s1", "api", A, "work", repo_origin="github.example/acme/api"), "alice")
+    m.capture(ev("s2", "api", B, "hobby", repo_origin="github.example/dev/api"), "alice")
+    # another host, owner acme again: api-acme is free
+    m.capture(ev("s3", "api", C, "mirror", repo_origin="gitlab.example/acme/api"), "alice")
+    # no origin: the numbered fallback
+    m.capture(ev("s4", "api", D, "local"), "alice")
+    # an owner whose folder name is taken by a bound project: the number
+    m.capture(ev("s5", "api", E, "other", repo_origin="gitlab.example/dev/api"), "alice")
+    m.writer.flush()
+    got = [m.repos.project_of_id(i) for i in (A, B, C, D, E)]
+    assert got == ["api", "api-dev", "api-acme", "api-2", "api-3"]
+    assert _index_meta(m, "api-dev")["display"] == "api"
+    assert _index_meta(m, "api-dev")["repo_origin"] == "github.example/dev/api"
+
+
+@pytest.mark.fast
 def test_doctor_names_the_pair_the_bindings_a_split_and_a_fork(
     team: tuple[Memory, TokenStore],
 ) -> None:
@@ -163,10 +184,10 @@ def test_doctor_names_the_pair_the_bindings_a_split_and_a_fork(
     ctx = Context(m.settings, 0)
     check_repos(ctx)
     text = "\n".join(f"{f.severity} {f.message} | {f.fix}" for f in ctx.findings)
-    assert "projects api and api-2 share the display name 'api'" in text, text
+    assert "projects api and api-dev share the display name 'api'" in text, text
     assert f"project api: repository {B} (origin git.example/acme/api)" in text
     assert "undo: remove repo_id from projects/api/index.md" in text
-    assert f"one repository ({C}) is split across projects api-2 and other" in text
+    assert f"one repository ({C}) is split across projects api-dev and other" in text
     assert "git mv" in text
     assert "a fork (github.example/someone/api)" in text
     assert m.repos.project_of_id(B) == "api"

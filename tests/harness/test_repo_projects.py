@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hookkit import run_hook, wait_until
+from hookkit import HOOKS, run_hook, wait_until
 from serverproc import ServerProcess
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
@@ -133,10 +133,10 @@ def test_C59_repositories_not_names_through_the_installed_hook(tmp_path: Path) -
         agent.start("s-hobby", hobby)
         agent.prompt("s-hobby", hobby, "API-C-HOBBY is a weather bot s-hobby")
         assert wait_until(lambda: sessions(srv, "s-hobby") and sessions(srv, "s-job"), 30)
-        assert sessions(srv, "s-job") == {"api"} and sessions(srv, "s-hobby") == {"api-2"}
+        assert sessions(srv, "s-job") == {"api"} and sessions(srv, "s-hobby") == {"api-dev"}
         for project, mine, other in (
             ("api", "API-B-ROUTE-SECRET", "API-C-HOBBY"),
-            ("api-2", "API-C-HOBBY", "API-B-ROUTE-SECRET"),
+            ("api-dev", "API-C-HOBBY", "API-B-ROUTE-SECRET"),
         ):
             assert mine in recall_text(srv, mine, project)
             assert other not in recall_text(srv, other, project)
@@ -167,7 +167,7 @@ def test_C59_repositories_not_names_through_the_installed_hook(tmp_path: Path) -
         assert r.returncode == 0, r.stderr
         bob = {"Authorization": f"Bearer {r.stdout.strip()}"}
         assert "API-C-HOBBY" not in recall_text(srv, "API-C-HOBBY", "api", bob)
-        assert "API-C-HOBBY" not in recall_text(srv, "API-C-HOBBY", "api-2", bob)
+        assert "API-C-HOBBY" not in recall_text(srv, "API-C-HOBBY", "api-dev", bob)
         got = httpx.post(srv.url + "/v1/recall", json={"query": "API-C-HOBBY weather"},
                          headers=bob, timeout=60)  # fmt: skip
         assert "API-C-HOBBY" not in got.text
@@ -220,6 +220,45 @@ def test_C59_repositories_not_names_through_the_installed_hook(tmp_path: Path) -
             text=True,
             timeout=120,  # fmt: skip
         )
-        assert "projects api and api-2 share the display name 'api'" in r.stdout, r.stdout[-3000:]
+        assert "projects api and api-dev share the display name 'api'" in r.stdout, r.stdout[-3000:]
+    finally:
+        srv.stop()
+
+
+def test_an_id_less_first_event_of_a_second_api_never_lands_in_the_first(tmp_path: Path) -> None:
+    """The hook cannot work out the second ``api``'s id at first (git fails), so its first
+    event reaches the server by name only: it waits there, and goes into the second
+    repository's project once a later event of the session brings the id."""
+    home = tmp_path / "dev"
+    job = repo(home / "job" / "api", "job api", "git@git.example:acme/api.git")
+    hobby = repo(home / "personal" / "api", "hobby api")  # no origin: no id without git
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    (fake / "git").write_text("#!/bin/sh\nexit 1\n")
+    (fake / "git").chmod(0o755)
+    srv = ServerProcess(tmp_path / "data").start()
+    try:
+        agent = Agent(tmp_path, srv)
+        agent.start("s-job", job)
+        agent.prompt("s-job", job, "JOB-API-MARKER s-job")
+        assert wait_until(lambda: sessions(srv, "s-job") == {"api"}, 30)
+        no_git = {**agent.env, "PATH": f"{fake}:{agent.env.get('PATH', '')}"}
+        payload = {"session_id": "s-hobby", "cwd": str(hobby),
+                   "hook_event_name": "UserPromptSubmit", "prompt": "HOBBY-NOGIT-MARKER"}  # fmt: skip
+        assert run_hook(agent.cmd["UserPromptSubmit"], payload, no_git, cwd=str(hobby)).rc == 0
+        # the outbox drains (the event is accepted: it waits on the server, not here)
+        outbox = HOOKS.Outbox(str(srv.data_dir / "outbox"))
+        assert wait_until(lambda: not outbox.pending(), 30), outbox.pending()
+        assert "HOBBY-NOGIT-MARKER" not in recall_text(srv, "HOBBY-NOGIT-MARKER", "api")
+        held = srv.data_dir / "spool" / "held"
+        assert held.is_dir() and any(held.iterdir())
+        # git works again: the next event brings the id, the waiting one goes first
+        agent.prompt("s-hobby", hobby, "HOBBY-WITHGIT-MARKER")
+        assert wait_until(
+            lambda: "HOBBY-NOGIT-MARKER" in recall_text(srv, "HOBBY-NOGIT-MARKER", "api-2"), 30
+        )
+        assert "HOBBY-WITHGIT-MARKER" in recall_text(srv, "HOBBY-WITHGIT-MARKER", "api-2")
+        for q in ("HOBBY-NOGIT-MARKER", "HOBBY-WITHGIT-MARKER"):
+            assert q not in recall_text(srv, q, "api")
     finally:
         srv.stop()

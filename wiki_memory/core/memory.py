@@ -498,6 +498,7 @@ class Memory:
                 if info.last_received and now - info.last_received > self.settings.idle_seconds:
                     self.request_compile(key, end=True)
             self.unindexed.retry(self.index, self.wiki_dir)
+            self.capturer.expire_held(now)  # id-less events that waited long enough
             if now - last_cleanup > 3600:
                 last_cleanup = now
                 self.spool.cleanup(self.settings.spool_keep_seconds, now)

@@ -1,8 +1,9 @@
 """Which projects a caller may read, and which project a call is about.
 
 :class:`ProjectAccess` joins the one access rule (:mod:`wiki_memory.core.scope`) with the
-one project rule (:func:`wiki_memory.core.projects.resolve_project`): capture, the brief,
-recall and every face's ``project`` argument go through it.
+one project rule (:func:`wiki_memory.core.projects.resolve_project`): an explicit brief,
+recall and every face's ``project`` argument go through it (capture takes the sender's
+project: docs/hooks.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """Which project a call is about: one rule for every face (case C53, docs/mcp.md "Project").
 
-:func:`resolve_project` is the rule; capture, the brief and the MCP tools' defaults call
-it, so that reads and writes from one folder agree. In order:
+:func:`resolve_project` is the rule; the MCP tools' and HTTP calls' defaults call it, so
+that reads and writes from one folder agree. (Capture and the hook's brief take the
+project the sender resolved on its own machine, by the same order in
+:mod:`wiki_memory.capture.project`: the server never looks at its own disk at an event's
+``cwd``; docs/hooks.md.) In order:
 
 1. an explicit ``project``: it must name a project the caller may read, compared
    case-insensitively (``Atlas`` is ``atlas``), or be the folder name of the working

@@ -234,6 +234,7 @@ def _clear(
         new_rel = posixpath.join(posixpath.dirname(rel), rewrite.new_name).encode()
         memory.spool.scrub([rel.encode("utf-8")], new_rel)
     spool_files += memory.spool.scrub(needles, MARK)
+    spool_files += memory.capturer.held.scrub(needles, MARK)  # events waiting for an id
     memory.capturer.reindex_spool()
     memory.index.rebuild(memory.wiki_dir)
     memory.index.checkpoint()

@@ -16,36 +16,67 @@ Placing an event of id ``I`` whose hook named the project ``api`` (the folder's 
 3. its origin (``repo_origin``, or the id of a shallow clone, ``origin:<host/owner/name>``)
    is that of a bound repository: that project (a shallow clone and a full clone of one
    remote; a fork, another origin with the same root commit, is caught by rule 1);
-4. else the first of ``api``, ``api-2``, ``api-3`` … that does not exist yet (created
+4. else the first of ``api``, ``api-<owner>`` (the owner in its origin's URL, when it
+   has one: ``api-acme`` for ``github.com/acme/api``), ``api-2``, ``api-3`` … that
+   does not exist yet (created
    with ``I``) or exists with no id (existing pages stay where they are: the first
    repository captured into it by a caller with a write grant binds it; ``doctor`` lists
    each binding, which can be undone by removing the keys by hand). A project bound to
    another id is never shared: same name, different id is another folder.
 
 Grants are per folder, so a grant on ``api`` is not a grant on ``api-2``. An event
-without an id (an older hook, an HTTP client) is filed by its project name, as before.
+without an id whose name is a repository's folder is filed by that name only into a
+project with no id, else it waits for its session's id (:mod:`wiki_memory.core.idwait`).
 A project named by ``.wiki-memory.toml`` is never re-placed (the hook sends no id then).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
-from wiki_memory.capture.observation import Observation
+from wiki_memory.capture.observation import Observation, ObservationError, project_name
 from wiki_memory.core.writer import Author, WriteResult
 from wiki_memory.wiki.frontmatter import set_keys
 from wiki_memory.wiki.frontmatter_read import find_closing_fence
 from wiki_memory.wiki.git import author_email_for
 
-__all__ = ["Binding", "RepoMap", "frontmatter_of", "ids_of", "MAX_ID"]
+__all__ = ["Binding", "RepoMap", "candidates", "frontmatter_of", "ids_of", "owner_of", "MAX_ID"]
 
 MAX_ID = 200
 """The longest ``repo_id`` accepted (a root commit is ``root:`` + 40 or 64 hex)."""
+
+
+def owner_of(origin: str | None) -> str | None:
+    """The owner in a normalised origin ``host/owner/name`` (the folder just above the
+    repository's name: ``gitlab.com/group/sub/api`` gives ``sub``), else None."""
+    if not origin:
+        return None
+    parts = [p for p in origin.split("/") if p]
+    return parts[-2] if len(parts) >= 3 else None
+
+
+def candidates(name: str, origin: str | None) -> Iterator[str]:
+    """The folders a new repository named ``name`` may take, in order: ``name``, then
+    ``name-<owner>`` when its origin names an owner (``api-acme`` for
+    ``github.com/acme/api``), then ``name-2``, ``name-3`` … (endless)."""
+    yield name
+    owner = owner_of(origin)
+    if owner:
+        try:
+            cand = project_name(f"{name}-{owner}")
+        except ObservationError:
+            cand = ""
+        if cand and cand != name:
+            yield cand
+    n = 2
+    while True:
+        yield f"{name}-{n}"
+        n += 1
 
 
 def ids_of(meta: dict[str, Any]) -> list[str]:
@@ -134,6 +165,12 @@ class RepoMap:
         with self._lock:
             return self._load().get(repo_id)
 
+    def bound(self, project: str) -> bool:
+        """True when ``project`` is bound to a repository id (or reserved for one)."""
+        with self._lock:
+            self._load()
+            return bool(self._bound.get(project))
+
     def bindings(self) -> dict[str, list[str]]:
         """Project → the repository ids bound to it."""
         with self._lock:
@@ -146,13 +183,12 @@ class RepoMap:
         repo_id: str,
         prev: str | None = None,
         origin: str | None = None,
-        exists: Iterable[str] = (),
         reserve: bool = True,
     ) -> tuple[str, Binding | None]:
         """The project of an event of ``repo_id`` whose hook named ``name`` (the module's
         rule), and the binding to make when it is accepted (None: already bound), reserved
         until :meth:`bind` or :meth:`release` (``reserve`` False: only the answer, for
-        the brief). ``exists``: projects known besides the folders."""
+        the brief)."""
         with self._lock:
             ids = self._load()
             if repo_id in ids:
@@ -172,14 +208,10 @@ class RepoMap:
                 # remote (its id the root commit) are one repository
                 b = Binding(self._origins[origin], repo_id, origin, name)
             else:
-                folders = set(self.memory.projects()) | set(exists)
-                n = 1
-                while True:
-                    cand = name if n == 1 else f"{name}-{n}"
-                    if cand not in folders or not self._bound.get(cand):
-                        break
-                    n += 1
-                b = Binding(cand, repo_id, origin, name)
+                # a folder with no id is free (existing pages stay, it takes this id); one
+                # reserved a moment ago counts as bound before its index.md is written
+                free = next(c for c in candidates(name, origin) if not self._bound.get(c))
+                b = Binding(free, repo_id, origin, name)
             if not reserve:
                 return b.project, None
             # reserved at once: two new repositories of one name never share a folder
@@ -245,13 +277,11 @@ class RepoMap:
 
         m.writer.submit(job)
 
-    def apply(self, obs: Observation, exists: Iterable[str] = ()) -> Binding | None:
+    def apply(self, obs: Observation) -> Binding | None:
         """Place ``obs`` (an event that carries ``repo_id``) in its repository's project:
         sets ``obs.project``; returns the binding to make once it is accepted."""
         if not obs.repo_id or not obs.project or obs.project_from == "config":
             return None
-        project, binding = self.place(
-            obs.project, obs.repo_id, obs.repo_prev, obs.repo_origin, exists
-        )
+        project, binding = self.place(obs.project, obs.repo_id, obs.repo_prev, obs.repo_origin)
         obs.project = project
         return binding

@@ -28,7 +28,7 @@ snippet has fewer), and at most :data:`COMPACT_MAX_WORDS`."""
 COMPACT_MAX_WORDS = 40
 
 
-_TIME_HEAD = re.compile(r"^\*\*\d\d:\d\d:\d\d\*\* · ")
+_TIME_HEAD = re.compile(r"^\*\*\d\d:\d\d:\d\d\*\*(?: \([^)\n]{1,24}\))? · ")
 
 
 def _cut(text: str, n: int) -> str:

@@ -180,7 +180,7 @@ RECENT_HALF_LIFE_DAYS = 30.0
 """The ``recent`` signal halves for every this many days a page is older than the newest
 candidate. ``why`` names it for pages of the newest day when the candidates span more."""
 
-_TIMELINE_HEAD = re.compile(r"^\*\*\d\d:\d\d:\d\d\*\* · [^\n]*\n?")
+_TIMELINE_HEAD = re.compile(r"^\*\*\d\d:\d\d:\d\d\*\*(?: \([^)\n]{1,24}\))? · [^\n]*\n?")
 _FENCE_LINE = re.compile(r"^[ \t]*(?:~{3,}|`{3,})[^\n]*$", re.M)
 
 

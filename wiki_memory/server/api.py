@@ -123,7 +123,8 @@ async def observations(request: Request) -> Response:
         items, refused = list_reply(result)
         return JSONResponse({"accepted": items, "refused": refused}, 207 if refused else 202)
     r = result[0]
-    return JSONResponse({"id": r["id"], "duplicate": r["duplicate"]}, 202)
+    held = {"held": True} if r.get("held") else {}
+    return JSONResponse({"id": r["id"], "duplicate": r["duplicate"], **held}, 202)
 
 
 async def recall(request: Request) -> Response:

@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from wiki_memory.core.brief import DEFAULT_BUDGET, build_brief
+from wiki_memory.core.repos import MAX_ID
 from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.server.http import (
     _int,
@@ -141,23 +142,26 @@ def routes(memory: Memory) -> list[Any]:
         who = ident(body)
         rid, name = _str(body, "repo_id"), _str(body, "project")
         if rid and name:
-            # the hook's repository: its project, not the folder name's (core/repos.py)
-            body = {**body, "project": memory.repos.place(name, rid, reserve=False)[0]}
+            # the hook's repository: its project, not the folder name's (core/repos.py);
+            # its origin names the folder a new one of a taken name gets (api-<owner>)
+            origin = _str(body, "repo_origin")
+            origin = origin if origin and len(origin) <= MAX_ID else None
+            placed = memory.repos.place(name, rid, origin=origin, reserve=False)[0]
+            body = {**body, "project": placed}
         if _str(body, "project"):
             # an explicit name: any case, one the caller may read (404 unknown_project)
             project = await call(body_project, memory, body, request.state.user, required=True)
         else:
             if not (_str(body, "cwd") or _str(body, "session_id")):
                 _str(body, "project", required=True)  # 400: a project, or a cwd or session
-            # a hook that found no project: the same order on the server's side (the
-            # session's current project, a cwd in a repository), else none: the brief
-            # of a session with no project, its user's own (core/brief.py)
+            # a hook that found no project: the session's current project, else none:
+            # the brief of a session with no project, its user's own (core/brief.py);
+            # the server never looks at its own disk at the caller's cwd
             project = await call(
                 memory.capturer.project_of,
                 request.state.user,
                 _str(body, "harness"),
                 _str(body, "session_id"),
-                _str(body, "cwd"),
             )
         res = await call(
             build_brief,

@@ -25,6 +25,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlencode
 
@@ -33,6 +34,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from wiki_memory.capture.observation import ts_offset
 from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.index.store import SearchError, is_indexable
@@ -177,13 +179,24 @@ class _NotFound(Exception):
     pass
 
 
-def _session_of(parsed: ParsedPage) -> dict[str, str] | None:
-    """``{"speaker", "agent"}`` of a session page (frontmatter ``type: session``: its
-    ``user`` and ``harness``), which the renderer shows as a conversation; else None."""
+def _session_of(parsed: ParsedPage) -> dict[str, Any] | None:
+    """``{"speaker", "agent", "offset"}`` of a session page (frontmatter ``type:
+    session``: its ``user``, ``harness`` and the UTC offset of ``started`` in minutes),
+    which the renderer shows as a conversation with local times; else None."""
     meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
     if str(meta.get("type") or "") != "session":
         return None
-    return {"speaker": str(meta.get("user") or ""), "agent": str(meta.get("harness") or "")}
+    started = meta.get("started")
+    offset = None
+    if isinstance(started, datetime) and started.utcoffset() is not None:
+        offset = int(started.utcoffset().total_seconds() // 60)  # type: ignore[union-attr]
+    elif isinstance(started, str):
+        offset = ts_offset(started)
+    return {
+        "speaker": str(meta.get("user") or ""),
+        "agent": str(meta.get("harness") or ""),
+        "offset": offset,
+    }
 
 
 def _tag_links(value: Any) -> str:

@@ -15,11 +15,15 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from wiki_memory.capture.echo import ECHO_KEY
 from wiki_memory.capture.observation import Observation, iso
+from wiki_memory.wiki.entrytime import clock as _clock
+from wiki_memory.wiki.entrytime import entry_local as _entry_local
+from wiki_memory.wiki.entrytime import local_iso as _local_iso
+from wiki_memory.wiki.entrytime import started_line as _started_line
 from wiki_memory.wiki.verbatim import (
     _escape_value,
     clip_bytes,
@@ -51,32 +55,6 @@ def _as_text(value: Any) -> str:
         if parts:
             return "\n".join(parts)
     return json.dumps(value, ensure_ascii=False, indent=1)
-
-
-def _clock(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S")
-
-
-def _at_offset(ts: float, offset: int) -> datetime:
-    return datetime.fromtimestamp(ts, timezone(timedelta(minutes=offset)))
-
-
-def _local_iso(ts: float, offset: int | None) -> str:
-    """``ts`` as ISO-8601 at the sender's UTC ``offset`` (minutes; ``+09:00``), or UTC
-    (``Z``) when it sent none or was at UTC: a session keeps the offset of its events."""
-    if not offset:
-        return iso(ts)
-    return _at_offset(ts, offset).isoformat(timespec="seconds")
-
-
-def _started_line(ts: float, offset: int | None) -> str | None:
-    """The summary's ``Started`` line: the local date and time beside UTC, for a session
-    whose first event carried an offset other than UTC's (None otherwise)."""
-    if not offset:
-        return None
-    local = _at_offset(ts, offset).strftime("%Y-%m-%d %H:%M %z")
-    utc = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M")
-    return f"- **Started:** {local[:-2]}:{local[-2:]} ({utc} UTC)"
 
 
 @dataclass
@@ -562,7 +540,9 @@ def compile_session(
             unrendered.append(observations[e.n - 1].obs_id or f"#{e.n}")
         if e.kind == "start" and previous and e.head.endswith("· clear"):
             e.blocks = [f"continues [[{previous.removesuffix('.md')}]]", *e.blocks]
-        parts = [f"**{_clock(e.ts)}** · {e.head}"] + e.blocks + [f"^{e.block_id}"]
+        own = observations[e.n - 1].offset if 0 < e.n <= len(observations) else None
+        mark = _entry_local(e.ts, own, start_offset)
+        parts = [f"**{_clock(e.ts)}**{mark} · {e.head}"] + e.blocks + [f"^{e.block_id}"]
         blocks.append("\n\n".join(parts))
     timeline = "\n\n".join(blocks) if blocks else "(no events yet)"
     body = f"# {_escape_heading(title)}\n\n## Summary\n\n{summary}\n\n## Timeline\n\n{timeline}\n"
