@@ -4,10 +4,9 @@
 A section is an ATX heading (``#`` to ``######``, outside code, comments and the
 frontmatter) and every line below it up to the next heading of the same or a higher level
 (its subsections belong to it). Setext headings (a line underlined with ``===``) are not
-sections here. A section is named by its heading text, matched as links match headings
-(:func:`wiki_memory.wiki.links.heading_key`) or by its URL id
-(:func:`wiki_memory.web.links.heading_id`, ``rollback-plan-v2``); ``Plan#Risks`` names
-``Risks`` under ``Plan`` when ``Risks`` alone is ambiguous.
+sections here. A section is named by its heading text, matched as link fragments match
+headings (:func:`wiki_memory.wiki.links.heading_key`); ``Plan#Risks`` names ``Risks``
+under ``Plan`` when ``Risks`` alone is ambiguous.
 
 Pure functions over ``str``; offsets are character offsets into the page text.
 """
@@ -19,9 +18,9 @@ import re
 from dataclasses import dataclass
 
 from wiki_memory.errors import BadRequest
-from wiki_memory.web.links import heading_id
+from wiki_memory.wiki.frontmatter_read import find_closing_fence, is_opening_fence
 from wiki_memory.wiki.links import heading_key
-from wiki_memory.wiki.page import code_mask, find_closing_fence, is_opening_fence
+from wiki_memory.wiki.page import code_mask
 
 __all__ = [
     "Section",
@@ -87,7 +86,7 @@ def sections(text: str) -> list[Section]:
                 end = st
                 break
         parents: list[tuple[int, str]] = []
-        for lv, t, st, _b in heads[:k]:
+        for lv, t, _st, _b in heads[:k]:
             while parents and parents[-1][0] >= lv:
                 parents.pop()
             parents.append((lv, t))
@@ -99,7 +98,7 @@ def sections(text: str) -> list[Section]:
 
 def _matches(name: str, title: str) -> bool:
     name = name.strip().lstrip("#").strip()
-    return heading_key(name) == heading_key(title) or heading_id(name) == heading_id(title)
+    return heading_key(name) == heading_key(title)
 
 
 def find_section(text: str, name: str) -> Section:
