@@ -223,3 +223,28 @@ def test_concurrent_appends_retried_while_a_person_saves_another_section(mem: Me
     assert log.count("- entry ") == 50
     mem.writer.flush()
     assert head_text(mem, PAGE).count("- entry ") == 50
+
+
+def test_a_move_to_another_folder_rewrites_only_links_that_spell_the_folder(
+    mem: Memory,
+) -> None:
+    wiki = mem.wiki_dir
+    pages = {
+        "projects/demo/plan.md": "# Plan\n",
+        "projects/demo/a.md": "See [[plan]] and [[Plan#Plan]].\n",
+        "projects/demo/b.md": "See [[projects/demo/plan|the plan]].\n",
+    }
+    for rel, text in pages.items():
+        (wiki / rel).parent.mkdir(parents=True, exist_ok=True)
+        (wiki / rel).write_text(text, encoding="utf-8")
+    mem.reindex()
+    (res,) = calls(
+        mem, [{"op": "rename", "path": "projects/demo/plan.md", "new_path": "projects/ops/plan.md"}]
+    )
+    assert not res.is_error, text_of(res)
+    assert res.structured_content["rewritten"] == ["projects/demo/b.md"]
+    assert (wiki / "projects/demo/a.md").read_text() == pages["projects/demo/a.md"]
+    assert (wiki / "projects/demo/b.md").read_text() == "See [[projects/ops/plan|the plan]].\n"
+    assert (wiki / "projects/ops/plan.md").read_text() == "# Plan\n"  # same name: no alias
+    back = {b["src_path"] for b in mem.index.backlinks("projects/ops/plan.md")}
+    assert back == {"projects/demo/a.md", "projects/demo/b.md"}

@@ -105,7 +105,7 @@ def rename_page(
     scope.check_write(ident, old, current, None)
     moved = current if _stem(old) == _stem(new) else _with_alias(current, _stem(old))
     moved = scope.stamp_owner(ident, new, moved)
-    scope.check_write(ident, new, None, moved)
+    scope.check_write(ident, new, current, moved)  # a pinned page stays pinned: no pin change
     sources = sorted({b["src_path"] for b in memory.index.backlinks(old, ident)} - {old})
     if not replace_if_unchanged(new_full, moved, None):
         raise Conflict(f"{new} already exists", None)

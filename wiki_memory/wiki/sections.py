@@ -5,8 +5,8 @@ A section is an ATX heading (``#`` to ``######``, outside code, comments and the
 frontmatter) and every line below it up to the next heading of the same or a higher level
 (its subsections belong to it). Setext headings (a line underlined with ``===``) are not
 sections here. A section is named by its heading text, matched as link fragments match
-headings (:func:`wiki_memory.wiki.links.heading_key`); ``Plan#Risks`` names ``Risks``
-under ``Plan`` when ``Risks`` alone is ambiguous.
+headings (:func:`wiki_memory.wiki.links.heading_key`); ``Plan#Risks`` names the ``Risks``
+directly under ``Plan`` when ``Risks`` alone is ambiguous.
 
 Pure functions over ``str``; offsets are character offsets into the page text.
 """
@@ -110,8 +110,12 @@ def find_section(text: str, name: str) -> Section:
     all_secs = sections(text)
     found = [s for s in all_secs if _matches(parts[-1], s.title)]
     if len(found) > 1 and len(parts) > 1:
+        want = parts[:-1]
         found = [
-            s for s in found if all(any(_matches(p, t) for t in s.parents) for p in parts[:-1])
+            s
+            for s in found
+            if len(s.parents) >= len(want)
+            and all(_matches(p, t) for p, t in zip(want, s.parents[-len(want) :], strict=True))
         ]
     if len(found) == 1:
         return found[0]
