@@ -701,6 +701,7 @@ ROWS: dict[str, Row] = {
     "cli audit": ("admin", NONE, p_cli_audit),
     "cli purge": "exempt: as POST /v1/admin/purge (tests/core/test_purge.py)",
     "cli forget": "exempt: as POST /v1/forget, which it calls (tests/core/test_forget.py)",
+    "cli edit": "exempt: as POST /v1/edit, which it calls (tests/mcp/test_page_edit_server.py)",
     "cli remember": "exempt: as POST /v1/remember, which it calls when a server runs; else "
     "the data directory's owner",
     "cli sync": "exempt: as POST /v1/admin/sync, which it calls when a server runs",

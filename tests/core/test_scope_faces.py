@@ -130,6 +130,7 @@ CLI_COMMANDS: dict[str, str] = {
     "import": "exempt: owner command on files (DESIGN invariant 12)",
     "recover": "exempt: owner command on files",
     "forget": "exempt: calls /v1/forget when a server runs, else the core as the owner",
+    "edit": "exempt: calls /v1/edit when a server runs, else the core as the owner",
     "remember": "exempt: calls /v1/remember when a server runs, else the core as the owner",
     "purge": "exempt: calls /v1/admin/purge when a server runs, else the core as the owner",
     "sync": "exempt: calls /v1/admin/sync when a server runs, else the core as the owner",

@@ -433,6 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
     from wiki_memory.cli import (
         access,
         carry,
+        edit,
         handoffs,
         hooks,
         mcp,
@@ -446,7 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     access.register(sub)
-    modules = (setup, uninstall, status, hooks, handoffs, mcp, wiki, remove, remember, carry)
+    modules = (setup, uninstall, status, hooks, handoffs, mcp, wiki, remove, remember, carry, edit)
     for module in (*modules, replicas):
         module.register(sub)
     return p
