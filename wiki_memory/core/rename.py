@@ -21,6 +21,8 @@ again on their text.
 from __future__ import annotations
 
 import os
+import secrets
+from pathlib import Path
 from typing import Any
 
 from wiki_memory.core.pages import page_path_for_write
@@ -66,6 +68,25 @@ def _with_alias(data: bytes, alias: str) -> bytes:
         ) from None
 
 
+def _take_away(old_full: Path, new_full: Path, current: bytes, old: str) -> None:
+    """Remove the old file if it still holds ``current``: it is first moved aside under a
+    name the watcher and git ignore (atomic), then compared, so a person's save that
+    lands at any moment is either the file moved aside (put back, the new file removed,
+    Conflict) or a new file at the old path after the move (theirs, kept and committed
+    as their edit)."""
+    aside = old_full.with_name(f".{old_full.name}.{secrets.token_hex(4)}.wm-tmp")
+    os.rename(old_full, aside)
+    if _read_plain(aside) == current:
+        os.unlink(aside)
+        return
+    if not os.path.lexists(old_full):
+        os.rename(aside, old_full)
+    else:  # saved twice meanwhile: the newest stays, the one moved aside goes
+        os.unlink(aside)
+    os.unlink(new_full)
+    raise Conflict(f"{old} changed while it was renamed; try again", sha256(current))
+
+
 def _rewrite(text: str, src: str, old: str, new: str) -> str:
     """``text`` (page ``src``) with links to ``old`` that would stop naming the page
     pointed at ``new`` (see the module)."""
@@ -109,10 +130,7 @@ def rename_page(
     sources = sorted({b["src_path"] for b in memory.index.backlinks(old, ident)} - {old})
     if not replace_if_unchanged(new_full, moved, None):
         raise Conflict(f"{new} already exists", None)
-    if _read_plain(old_full) != current:  # a person saved the page this very moment
-        os.unlink(new_full)
-        raise Conflict(f"{old} changed while it was renamed; try again", sha256(current))
-    os.unlink(old_full)
+    _take_away(old_full, new_full, current, old)
     rewritten: list[str] = []
     kept = 0
     for src in sources:
