@@ -200,7 +200,7 @@ def runtime_distributions() -> list[Any]:
 
 
 #: The headers a streamable-HTTP MCP client sends with a JSON-RPC POST to ``/mcp``.
-#: The twelve MCP tools the server lists, by name (docs/mcp.md); a new tool is added here.
+#: The thirteen MCP tools the server lists, by name (docs/mcp.md); a new tool is added here.
 MCP_TOOL_NAMES = frozenset(
     {
         "memory_recall",
@@ -210,6 +210,7 @@ MCP_TOOL_NAMES = frozenset(
         "page_read",
         "page_list",
         "page_write",
+        "page_edit",
         "page_forget",
         "handoff_create",
         "handoff_list",

@@ -66,6 +66,8 @@ ROUTES: dict[str, str] = {
     "GET /v1/audit": "test_http_admin_reindex_needs_admin",
     "POST /v1/forget": "exempt: a write through Memory.update_page with the caller (the one "
     "door); its 404, 403 and ok are probed in the forget tests of tests/core",
+    "POST /v1/edit": "exempt: a write through Memory.update_page with the caller (the one "
+    "door); its 403 and 404 are probed in tests/mcp/test_page_edit_server.py",
     "POST /v1/admin/purge": "exempt: admin only (may_admin before anything is read); probed "
     "in the purge tests of tests/core",
     "POST /v1/admin/sync": "exempt: admin only (may_admin before any remote is touched); "
@@ -109,6 +111,7 @@ TOOLS: dict[str, str] = {
     "page_list": "test_mcp_lists_are_exactly_what_viewer_may_see",
     "page_write": "test_mcp_write_into_other_folder_like_missing, test_mcp_pins_refused",
     "page_forget": "exempt: as POST /v1/forget (the same core operation)",
+    "page_edit": "exempt: as POST /v1/edit (the same core operation)",
     "handoff_create": "test_mcp_brief_and_handoffs",
     "handoff_list": "test_mcp_brief_and_handoffs",
     "handoff_claim": "test_mcp_brief_and_handoffs",
@@ -127,6 +130,7 @@ CLI_COMMANDS: dict[str, str] = {
     "import": "exempt: owner command on files (DESIGN invariant 12)",
     "recover": "exempt: owner command on files",
     "forget": "exempt: calls /v1/forget when a server runs, else the core as the owner",
+    "edit": "exempt: calls /v1/edit when a server runs, else the core as the owner",
     "remember": "exempt: calls /v1/remember when a server runs, else the core as the owner",
     "purge": "exempt: calls /v1/admin/purge when a server runs, else the core as the owner",
     "sync": "exempt: calls /v1/admin/sync when a server runs, else the core as the owner",

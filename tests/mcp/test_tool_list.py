@@ -34,6 +34,7 @@ REQUIRED_SOURCES: dict[str, dict[str, str]] = {
     "page_read": {"path": "b: memory_recall, page_list"},
     "page_list": {},
     "page_write": {"path": "b: page_list, or a: a new page", "text": "a: the page's text"},
+    "page_edit": {"op": "a: what to change", "path": "b: memory_recall, page_list"},
     "page_forget": {"path": "b: memory_recall, page_list"},
     "handoff_create": {"title": "a: the work left"},
     "handoff_list": {},

@@ -52,6 +52,12 @@ REQUESTS: dict[str, tuple[str, str, Any, set[int]]] = {
         {404},
     ),
     "POST /v1/forget": ("POST", "/v1/forget", {"path": "projects/demo/notes/other.md"}, {200}),
+    "POST /v1/edit": (
+        "POST",
+        "/v1/edit",
+        {"op": "append", "path": "projects/demo/notes/other.md", "text": "More."},
+        {200},
+    ),
     "POST /v1/admin/purge": ("POST", "/v1/admin/purge", {"path": "notes/nosuch.md"}, {400, 404}),
     "POST /v1/admin/sync": ("POST", "/v1/admin/sync", {}, {404}),  # no remote configured
     "GET /v1/sync-conflicts": ("GET", "/v1/sync-conflicts", None, {200}),
@@ -189,6 +195,7 @@ TOOL_ARGS: dict[str, dict[str, Any]] = {
     "page_read": {"path": NOTE},
     "page_list": {},
     "page_write": {"path": "notes/from-mcp.md", "text": "# From MCP\n"},
+    "page_edit": {"op": "append", "path": "notes/from-mcp.md", "text": "More."},
     "page_forget": {"path": "notes/from-mcp.md"},
     "handoff_create": {"project": "demo", "title": "Over MCP"},
     "handoff_list": {"project": "demo"},

@@ -434,6 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
         access,
         carry,
         conflicts,
+        edit,
         handoffs,
         hooks,
         mcp,
@@ -448,7 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     access.register(sub)
-    modules = (setup, uninstall, status, hooks, handoffs, mcp, wiki, remove, remember, carry)
+    modules = (setup, uninstall, status, hooks, handoffs, mcp, wiki, remove, remember, carry, edit)
     for module in (*modules, unrendered, replicas, conflicts):
         module.register(sub)
     return p

@@ -16,6 +16,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from wiki_memory.core.edits import edit_page
 from wiki_memory.core.forget import forget_page
 from wiki_memory.core.pages import page_path_for_write, redact_page_text
 from wiki_memory.errors import Conflict, PreconditionRequired, TooLarge
@@ -183,6 +184,24 @@ class PageOps(ToolBase):
             msg += " It is not searchable yet (the index update failed; it is retried)."
         return self.result(dict(out), msg)
 
+    def page_edit(self, op: str, path: str, args: dict[str, Any], caller: Caller) -> CallToolResult:
+        res = edit_page(self.memory, op, path, who=caller.user, face=caller.harness, **args)
+        if res.get("repeated"):
+            msg = f"Already done (same edit_id): {res['path']} (hash {res['hash']})."
+        elif op == "rename":
+            msg = (
+                f"Renamed {res['from']} to {res['path']}; links rewritten in "
+                f"{len(res['rewritten'])} page(s), {res['kept']} page(s) you may not write "
+                "still link through the alias."
+            )
+        else:
+            msg = f"Edited {res['path']} (hash {res['hash']})."
+            if "section_hash" in res:
+                msg += f" The section's hash is now {res['section_hash']}."
+        if res.get("redacted"):
+            msg += f" {res['redacted']} secret(s) were replaced by [REDACTED:<kind>]."
+        return self.result(res, msg)
+
     def page_forget(self, path: str, caller: Caller) -> CallToolResult:
         res = forget_page(self.memory, path, caller.user)
         msg = f"{res['path']} is forgotten: it leaves recall, briefs and listings; git keeps its history."
@@ -259,6 +278,29 @@ def register(server: MCPServer, tools: PageOps) -> None:
         memory_remember for a new fact."""
         caller = tools.caller(ctx)
         return guard(lambda: tools.page_write(path, text, expected_hash, caller, supersedes))
+
+    @server.tool(annotations=STATEFUL, structured_output=False)
+    def page_edit(
+        op: Annotated[str, Field(description="append|item|replace_section|rename")],
+        path: str,
+        ctx: Context,
+        text: str | None = None,
+        section: Annotated[str | None, Field(description="Heading.")] = None,
+        hash: str | None = None,
+        new_path: str | None = None,
+        edit_id: Annotated[str | None, Field(description="Retry-safe id.")] = None,
+    ) -> CallToolResult:
+        """Append lines or a checklist item to a page or section (no hash needed); replace
+        a section (its hash); rename a page."""
+        caller = tools.caller(ctx)
+        args = {
+            "text": text,
+            "section": section,
+            "expected_hash": hash,
+            "new_path": new_path,
+            "edit_id": edit_id,
+        }
+        return guard(lambda: tools.page_edit(op, path, args, caller))
 
     @server.tool(annotations=STATEFUL, structured_output=False)
     def page_forget(

@@ -20,6 +20,7 @@ from starlette.routing import Route
 
 from wiki_memory.audit import dumps
 from wiki_memory.core import pins, syncconflicts
+from wiki_memory.core.edits import edit_page
 from wiki_memory.core.forget import forget_page, forget_query
 from wiki_memory.core.memory import Memory
 from wiki_memory.core.pages import INLINE_SCAN_CHARS, page_path_for_write, redact_page_text
@@ -350,6 +351,34 @@ async def forget(request: Request) -> Response:
     return JSONResponse(res)
 
 
+async def edit(request: Request) -> Response:
+    """``POST /v1/edit``: a precise edit of one page, ``{"op", "path", "text"?,
+    "section"?, "hash"?, "new_path"?, "edit_id"?}`` (docs/api.md "Precise edits";
+    :func:`wiki_memory.core.edits.edit_page` decides everything)."""
+    memory: Memory = request.app.state.memory
+    body = await read_json(request, memory.settings.max_body_bytes + 64 * 1024)
+    if not isinstance(body, dict):
+        raise BadRequest("a JSON object is expected", field="body")
+    fields = {n: _str(body, n) for n in ("section", "hash", "new_path", "edit_id")}
+    text = body.get("text")
+    if text is not None and not isinstance(text, str):
+        raise BadRequest("text must be a string", field="text")
+    res = await run_in_threadpool(
+        lambda: edit_page(
+            memory,
+            str(_str(body, "op", required=True)),
+            str(_str(body, "path", required=True)),
+            who=request.state.user or memory.owner,
+            text=text,
+            section=fields["section"],
+            expected_hash=fields["hash"],
+            new_path=fields["new_path"],
+            edit_id=fields["edit_id"],
+        )
+    )
+    return JSONResponse(res, 200)
+
+
 async def purge(request: Request) -> Response:
     """``POST /v1/admin/purge``: ``{"path", "text"?}`` (owner and admins;
     docs/operations.md)."""
@@ -455,6 +484,7 @@ ROUTES = [
     Route("/v1/admin/reindex", reindex, methods=["POST"]),
     Route("/v1/admin/pin", pin, methods=["POST"]),
     Route("/v1/forget", forget, methods=["POST"]),
+    Route("/v1/edit", edit, methods=["POST"]),
     Route("/v1/admin/purge", purge, methods=["POST"]),
     Route("/v1/admin/sync", sync, methods=["POST"]),
     Route("/v1/audit", audit, methods=["GET"]),
