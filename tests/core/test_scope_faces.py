@@ -70,6 +70,13 @@ ROUTES: dict[str, str] = {
     "door); its 403 and 404 are probed in tests/mcp/test_page_edit_server.py",
     "POST /v1/admin/purge": "exempt: admin only (may_admin before anything is read); probed "
     "in the purge tests of tests/core",
+    "GET /v1/admin/unrendered": "exempt: admin only (may_admin before anything is read); "
+    "probed in tests/harness/test_unrendered_cli.py",
+    "POST /v1/admin/unrendered/discard": "exempt: admin only, as GET /v1/admin/unrendered",
+    "GET /v1/sync-conflicts": "exempt: lists only copies scope.check_target lets the caller "
+    "see; probed in tests/core/test_conflict_copies.py",
+    "POST /v1/sync-conflicts/resolve": "exempt: scope.check_write on the copy and the page; "
+    "probed in tests/core/test_conflict_copies.py and tests/core/test_sync_conflicts.py",
     "POST /v1/admin/sync": "exempt: admin only (may_admin before any remote is touched); "
     "personal pages never leave through it: tests/core/test_sync.py",
     "POST /v1/handoffs": "test_http_handoffs_personal_invisible",
@@ -131,6 +138,9 @@ CLI_COMMANDS: dict[str, str] = {
     "recover": "exempt: owner command on files",
     "forget": "exempt: calls /v1/forget when a server runs, else the core as the owner",
     "edit": "exempt: calls /v1/edit when a server runs, else the core as the owner",
+    "unrendered": "exempt: calls /v1/admin/unrendered (admin only) when a server runs",
+    "sync-conflicts": "exempt: calls /v1/sync-conflicts when a server runs, else the core as "
+    "the owner",
     "remember": "exempt: calls /v1/remember when a server runs, else the core as the owner",
     "purge": "exempt: calls /v1/admin/purge when a server runs, else the core as the owner",
     "sync": "exempt: calls /v1/admin/sync when a server runs, else the core as the owner",

@@ -140,7 +140,7 @@ class ProjectStart:
                 raise BadRequest(
                     "repo_id needs project (the repository's folder name)", field="project"
                 )
-            project, binding = m.repos.place(name, repo_id, exists=self._session_projects())
+            project, binding = m.repos.place(name, repo_id)
             return project, binding, self._taken(project) is None
         try:
             found = m.resolve_project(
