@@ -102,6 +102,9 @@ def test_http_lists_and_resolves_a_file_sync_copy_through_the_scope_rule(tmp_pat
         assert bad.status_code == 400 and bad.json()["field"] == "keep"
         none = srv.post("/v1/sync-conflicts/resolve", {"copy": "projects/p/notes/deploy.md"})
         assert none.status_code == 400  # keep is required
+        # a member with no grant on the project is shown no copy of it
+        sam = {"Authorization": f"Bearer {srv.token_for('sam', role='member')}"}
+        assert srv.get("/v1/sync-conflicts", headers=sam).json()["conflicts"] == []
         reader = srv.token_for("rita", role="reader", projects=("p",))
         r = srv.post(
             "/v1/sync-conflicts/resolve",

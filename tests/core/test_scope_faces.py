@@ -71,7 +71,7 @@ ROUTES: dict[str, str] = {
     "POST /v1/admin/purge": "exempt: admin only (may_admin before anything is read); probed "
     "in the purge tests of tests/core",
     "GET /v1/admin/unrendered": "exempt: admin only (may_admin before anything is read); "
-    "probed in tests/harness/test_unrendered_cli.py",
+    "probed in tests/server/test_admin_only_routes.py",
     "POST /v1/admin/unrendered/discard": "exempt: admin only, as GET /v1/admin/unrendered",
     "GET /v1/sync-conflicts": "exempt: lists only copies scope.check_target lets the caller "
     "see; probed in tests/core/test_conflict_copies.py",
