@@ -34,6 +34,7 @@ from wiki_memory.index.text import index_text, index_text_words
 from wiki_memory.states import shown_sql
 from wiki_memory.wiki import links as wl
 from wiki_memory.wiki.page import Diagnostic, ParsedPage, Section, parse_page
+from wiki_memory.wiki.paths import name_key
 
 # --- values ----------------------------------------------------------------------------
 
@@ -174,7 +175,7 @@ def prepare(
     diagnostics = [_diagnostic(d) for d in parsed.diagnostics]
     page_row = (
         path,
-        as_text(meta.get("id")) or path,
+        as_text(meta.get("id")) or name_key(path),  # kept by a case-only rename
         title,
         kind,
         project,

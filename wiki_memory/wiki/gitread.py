@@ -16,13 +16,17 @@ import threading
 
 from dulwich.diff_tree import tree_changes
 from dulwich.errors import NotTreeError
-from dulwich.objects import Blob, Commit, ObjectID, SubmoduleEncountered
+from dulwich.objects import Blob, Commit, ObjectID, SubmoduleEncountered, Tree
 from dulwich.objectspec import parse_commit
 from dulwich.patch import write_object_diff
 from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
 from wiki_memory.wiki.gitcommon import BlameLine, CommitInfo, decode_path, validate_path
+from wiki_memory.wiki.paths import name_key, odd_name
+
+#: how many case-only renames :meth:`GitHistory.page_log` follows back
+MAX_CASE_RENAMES = 16
 
 
 class GitHistory:
@@ -61,6 +65,68 @@ class GitHistory:
             walk_paths = [validate_path(path).encode()] if path else None
             walker = self._reader.get_walker(include=[head], paths=walk_paths, max_entries=limit)
             return [self._info(entry.commit) for entry in walker]
+
+    def page_log(self, path: str, limit: int = 50) -> list[tuple[str, CommitInfo]]:
+        """The newest ``limit`` commits reachable from HEAD that changed the page at
+        ``path``, newest first, each with the page's path in that commit: a commit that
+        added ``path`` while removing the one path its first parent had that differs from
+        it only in case or Unicode form (a case-only rename, ``Notes.md`` → ``notes.md``)
+        is followed to the older spelling (at most :data:`MAX_CASE_RENAMES` times). Raises
+        ValueError for a path that is not a clean repo-relative path."""
+        rel = validate_path(path)
+        out: list[tuple[str, CommitInfo]] = []
+        with self._read_lock:
+            start = self._reader.refs.follow(HEADREF)[1]
+            renames = 0
+            while start is not None and len(out) < limit:
+                bpath = rel.encode()
+                walker = self._reader.get_walker(
+                    include=[start], paths=[bpath], max_entries=limit - len(out)
+                )
+                start = None
+                for entry in walker:
+                    c = entry.commit
+                    out.append((rel, self._info(c)))
+                    if renames >= MAX_CASE_RENAMES or not c.parents:
+                        continue
+                    parent = self._reader[c.parents[0]]
+                    assert isinstance(parent, Commit)
+                    if self._entry_at(parent.tree, bpath) is not None:
+                        continue
+                    old = self._case_twin(parent.tree, c.tree, rel)
+                    if old is not None:
+                        rel, start, renames = old, c.parents[0], renames + 1
+                        break
+        return out
+
+    def _case_twin(self, old_tree: ObjectID, new_tree: ObjectID, rel: str) -> str | None:
+        """The one file path of ``old_tree`` that equals ``rel`` after folding case and
+        Unicode form and that ``new_tree`` no longer has; None when there is none or more
+        than one."""
+        found: list[str] = []
+
+        def visit(tree_id: ObjectID, prefix: str, parts: list[str]) -> None:
+            tree = self._reader.object_store[tree_id]
+            if not isinstance(tree, Tree):
+                return
+            want = name_key(parts[0])
+            for item in tree.items():
+                name = item.path.decode("utf-8", "surrogateescape")
+                if name_key(name) != want:
+                    continue
+                full = f"{prefix}{name}"
+                if len(parts) > 1 and stat.S_ISDIR(item.mode):
+                    visit(item.sha, full + "/", parts[1:])
+                elif len(parts) == 1 and stat.S_ISREG(item.mode):
+                    found.append(full)
+
+        visit(old_tree, "", rel.split("/"))
+        gone = [
+            p
+            for p in found
+            if p != rel and not odd_name(p) and self._entry_at(new_tree, p.encode()) is None
+        ]
+        return gone[0] if len(gone) == 1 else None
 
     def commit_info(self, rev: str = "HEAD") -> CommitInfo:
         """The :class:`CommitInfo` of one commit. Raises KeyError for an unknown rev."""

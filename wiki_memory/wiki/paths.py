@@ -55,6 +55,12 @@ def odd_name(rel: str) -> str | None:
     return None
 
 
+def name_key(rel: str) -> str:
+    """``rel`` as a case-insensitive file system sees it: NFC, case folded. Two names
+    with one key are one file on macOS or Windows (a case-only rename keeps the key)."""
+    return unicodedata.normalize("NFC", rel).casefold()
+
+
 _reported: set[str] = set()
 _reported_lock = threading.Lock()
 
