@@ -23,6 +23,7 @@ from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
 from wiki_memory.wiki.gitcommon import BlameLine, CommitInfo, decode_path, validate_path
+from wiki_memory.wiki.oddnames import git_name, unescaped
 from wiki_memory.wiki.paths import name_key, odd_name
 
 #: how many case-only renames :meth:`GitHistory.page_log` follows back
@@ -79,7 +80,9 @@ class GitHistory:
             start = self._reader.refs.follow(HEADREF)[1]
             renames = 0
             while start is not None and len(out) < limit:
-                bpath = rel.encode()
+                top = self._reader[start]
+                assert isinstance(top, Commit)
+                bpath = self._tree_name(top.tree, rel)
                 walker = self._reader.get_walker(
                     include=[start], paths=[bpath], max_entries=limit - len(out)
                 )
@@ -257,6 +260,25 @@ class GitHistory:
         return c
 
     def _entry_at(self, tree_id: ObjectID, path: bytes) -> tuple[int, ObjectID] | None:
+        """The file ``path`` names in the tree (an escaped name, when no file has it,
+        reaches the file of its exact bytes: :mod:`wiki_memory.wiki.oddnames`)."""
+        found = self._exact_entry(tree_id, path)
+        if found is None and b"%" in path:
+            odd = unescaped(path.decode("utf-8", "surrogateescape"))
+            if odd is not None:
+                found = self._exact_entry(tree_id, git_name(odd))
+        return found
+
+    def _tree_name(self, tree_id: ObjectID | None, rel: str) -> bytes:
+        """The bytes the page name ``rel`` has in the tree: its own, or, for an escaped
+        name only its file's exact bytes are found under, those."""
+        odd = unescaped(rel)
+        if tree_id is None or odd is None or self._exact_entry(tree_id, rel.encode()):
+            return rel.encode()
+        raw = git_name(odd)
+        return raw if self._exact_entry(tree_id, raw) is not None else rel.encode()
+
+    def _exact_entry(self, tree_id: ObjectID, path: bytes) -> tuple[int, ObjectID] | None:
         try:
             mode, sha = self._reader.object_store[tree_id].lookup_path(  # type: ignore[attr-defined]
                 self._reader.object_store.__getitem__, path
