@@ -4,8 +4,8 @@ git under its exact bytes.
 
 The escaped name writes each byte that is not part of valid UTF-8 as ``%XX`` (two
 upper-case hex digits, ``80`` to ``FF``): ``notes/caf\\xe9.md`` on disk is the page
-``notes/caf%E9.md`` in the index, every answer, recall, links and URLs (where the ``%``
-itself is sent as ``%25``). In Python such a name is a ``str`` with lone surrogates
+``notes/caf%E9.md`` in the index, recall and every answer (in a URL the ``%`` itself is
+sent as ``%25``). In Python such a name is a ``str`` with lone surrogates
 (``surrogateescape``, what ``os`` answers for a ``str`` folder); only this module turns one
 form into the other.
 
