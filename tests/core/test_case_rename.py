@@ -138,3 +138,16 @@ def test_a_new_page_beside_a_removed_twin_is_not_followed_into_it(
     (m.wiki_dir / OLD).unlink()
     hand(m, [OLD])
     assert [c.sha for c in m.page_history(NEW, ALICE)] == [added]
+
+
+def test_history_follows_a_folder_renamed_by_case(tmp_path: Path, stop_after: Any) -> None:
+    m = support.make_memory(
+        tmp_path / "data", owner="owner", files={"projects/p/Docs/a.md": "# a\n"}
+    )
+    stop_after(m)
+    first = m.git.head()
+    os.rename(m.wiki_dir / "projects/p/Docs", m.wiki_dir / "projects/p/docs")
+    hand(m, ["projects/p/Docs", "projects/p/docs"])
+    shas = [c.sha for c in m.page_history("projects/p/docs/a.md", ALICE)]
+    assert shas == [m.git.head(), first]
+    assert m.page_version("projects/p/docs/a.md", str(first), ALICE) == b"# a\n"

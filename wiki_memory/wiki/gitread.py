@@ -16,7 +16,7 @@ import threading
 
 from dulwich.diff_tree import tree_changes
 from dulwich.errors import NotTreeError
-from dulwich.objects import Blob, Commit, ObjectID, SubmoduleEncountered, Tree
+from dulwich.objects import Blob, Commit, ObjectID, SubmoduleEncountered
 from dulwich.objectspec import parse_commit
 from dulwich.patch import write_object_diff
 from dulwich.refs import HEADREF
@@ -89,45 +89,33 @@ class GitHistory:
                 start = None
                 for entry in walker:
                     c = entry.commit
-                    out.append((rel, self._info(c)))
+                    info = self._info(c)
+                    out.append((rel, info))
                     if renames >= MAX_CASE_RENAMES or not c.parents:
                         continue
-                    parent = self._reader[c.parents[0]]
-                    assert isinstance(parent, Commit)
-                    if self._entry_at(parent.tree, bpath) is not None:
-                        continue
-                    old = self._case_twin(parent.tree, c.tree, rel)
+                    old = self._case_twin(c, info, rel, bpath)
                     if old is not None:
                         rel, start, renames = old, c.parents[0], renames + 1
                         break
         return out
 
-    def _case_twin(self, old_tree: ObjectID, new_tree: ObjectID, rel: str) -> str | None:
-        """The one file path of ``old_tree`` that equals ``rel`` after folding case and
-        Unicode form and that ``new_tree`` no longer has; None when there is none or more
-        than one."""
-        found: list[str] = []
-
-        def visit(tree_id: ObjectID, prefix: str, parts: list[str]) -> None:
-            tree = self._reader.object_store[tree_id]
-            if not isinstance(tree, Tree):
-                return
-            want = name_key(parts[0])
-            for item in tree.items():
-                name = item.path.decode("utf-8", "surrogateescape")
-                if name_key(name) != want:
-                    continue
-                full = f"{prefix}{name}"
-                if len(parts) > 1 and stat.S_ISDIR(item.mode):
-                    visit(item.sha, full + "/", parts[1:])
-                elif len(parts) == 1 and stat.S_ISREG(item.mode):
-                    found.append(full)
-
-        visit(old_tree, "", rel.split("/"))
+    def _case_twin(self, c: Commit, info: CommitInfo, rel: str, bpath: bytes) -> str | None:
+        """The older spelling when ``c`` renamed it to ``rel`` by case only: ``rel`` is
+        new in ``c``, and exactly one path ``c`` removed equals it after folding case and
+        Unicode form. None otherwise."""
+        key = name_key(rel)
+        twins = [p for p in info.paths if p != rel and not odd_name(p) and name_key(p) == key]
+        if not twins:
+            return None
+        parent = self._reader[c.parents[0]]
+        assert isinstance(parent, Commit)
+        if self._entry_at(parent.tree, bpath) is not None:
+            return None
         gone = [
             p
-            for p in found
-            if p != rel and not odd_name(p) and self._entry_at(new_tree, p.encode()) is None
+            for p in twins
+            if self._entry_at(c.tree, p.encode()) is None
+            and self._entry_at(parent.tree, p.encode()) is not None
         ]
         return gone[0] if len(gone) == 1 else None
 
