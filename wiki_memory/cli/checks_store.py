@@ -17,6 +17,8 @@ from typing import Any
 from wiki_memory.cli.doctor import Context
 from wiki_memory.config import Settings
 from wiki_memory.wiki.names import unportable_parts
+from wiki_memory.wiki.oddnames import escaped as escaped_name
+from wiki_memory.wiki.oddnames import git_name, page_name, page_names
 from wiki_memory.wiki.paths import odd_name, shown_name
 
 
@@ -83,9 +85,7 @@ def _git_report(wiki: Path) -> dict[str, Any]:
                 dirty.update(p.decode("utf-8", "surrogateescape") for p in group)
             dirty.update(p.decode("utf-8", "surrogateescape") for p in st.unstaged)
             dirty.update(p.decode("utf-8", "surrogateescape") for p in st.untracked)
-            out["uncommitted_pages"] = sorted(
-                p for p in dirty if not odd_name(p) and is_indexable(p)
-            )
+            out["uncommitted_pages"] = sorted(p for p in page_names(wiki, dirty) if is_indexable(p))
         except Exception as exc:  # noqa: BLE001
             out["warnings"].append(f"cannot compute git status: {exc}")
     finally:
@@ -93,8 +93,12 @@ def _git_report(wiki: Path) -> dict[str, Any]:
     return out
 
 
-def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, str]]]:
-    """Pages on disk (as the index sees them) and the files skipped, with the reason."""
+def _scan_files(
+    wiki: Path, escaped: list[dict[str, str]] | None = None
+) -> tuple[dict[str, os.stat_result], list[dict[str, str]]]:
+    """Pages on disk (as the index sees them: a name that is not valid UTF-8 by its
+    escaped name) and the files skipped, with the reason. ``escaped`` is given each file
+    and folder served under an escaped name: ``{path, file, rename_to}``."""
     from wiki_memory.index.store import is_indexable
 
     pages: dict[str, os.stat_result] = {}
@@ -107,8 +111,7 @@ def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, s
             rel = f"{rel_dir}/{d}" if rel_dir else d
             if d.startswith("."):
                 continue
-            if odd_name(d):
-                skipped.append({"path": shown_name(rel), "reason": _ODD_REASON + " (a folder)"})
+            if odd_name(d) and not _escaped_ok(wiki, rel, escaped, skipped, " (a folder)"):
                 continue
             if os.path.islink(os.path.join(dirpath, d)):
                 skipped.append({"path": rel, "reason": "symlink to a folder (not followed)"})
@@ -119,8 +122,9 @@ def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, s
             rel = f"{rel_dir}/{name}" if rel_dir else name
             full = os.path.join(dirpath, name)
             if odd_name(name) and not name.startswith("."):
-                skipped.append({"path": shown_name(rel), "reason": _ODD_REASON})
-                continue
+                if not _escaped_ok(wiki, rel, escaped, skipped, ""):
+                    continue
+            rel = page_name(wiki, rel) or shown_name(rel)  # in an odd folder: its name
             try:
                 st = os.lstat(full)
             except OSError as exc:
@@ -148,9 +152,30 @@ def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, s
 
 
 _ODD_REASON = (
-    "the file name is not valid UTF-8: not a page, not indexed or committed, left as it "
-    "is (rename it to make it a page)"
+    "the file name is not valid UTF-8 and its escaped name {name} is another file's: not "
+    "a page, not indexed or committed, left as it is (rename it to make it a page)"
 )
+
+
+def _escaped_ok(
+    wiki: Path,
+    rel: str,
+    escaped: list[dict[str, str]] | None,
+    skipped: list[dict[str, str]],
+    what: str,
+) -> bool:
+    """Whether the file or folder ``rel`` (not valid UTF-8, as ``os`` spells it) has an
+    escaped name (noted in ``escaped``, with a UTF-8 name to rename it to: its bytes
+    read as Latin-1) or is skipped (noted in ``skipped``)."""
+    served = page_name(wiki, rel)
+    if served is None:
+        why = _ODD_REASON.format(name=escaped_name(rel)) + what
+        skipped.append({"path": shown_name(rel), "reason": why})
+        return False
+    if escaped is not None:
+        latin = git_name(rel).decode("latin-1")
+        escaped.append({"path": served, "file": shown_name(rel), "rename_to": latin})
+    return True
 
 
 def _others_reach(roots: Iterable[Path], limit: int = 1000) -> list[str]:
@@ -261,11 +286,21 @@ def check_fsck(ctx: Context) -> None:
 
 def check_names(ctx: Context) -> None:
     """Files the index skips and page names that work here but may surprise elsewhere."""
-    on_disk, skipped = _scan_files(ctx.settings.wiki_dir)
+    escaped: list[dict[str, str]] = []
+    on_disk, skipped = _scan_files(ctx.settings.wiki_dir, escaped)
     ctx.on_disk = on_disk
     ctx.rep["skipped"] = skipped
     ctx.rep["pages"] = {"on_disk": len(on_disk)}
     ctx.rep["names"] = names = _odd_names(on_disk)
+    names["not_utf8"] = escaped
+    if escaped:
+        ctx.warn(
+            f"{len(escaped)} name(s) not valid UTF-8, served under an escaped name (%XX for "
+            "each such byte), committed under their own bytes: "
+            + "; ".join(f"{e['file']} as {e['path']}" for e in escaped[:5]),
+            "rename each to a UTF-8 name, e.g. its bytes read as Latin-1: "
+            + ", ".join(repr(e["rename_to"]) for e in escaped[:3]),
+        )
     if names["decomposed"]:
         ctx.warn(
             f"{len(names['decomposed'])} page name(s) in decomposed Unicode (served and "

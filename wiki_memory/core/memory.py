@@ -49,6 +49,7 @@ from wiki_memory.index.watcher import Watcher
 from wiki_memory.recall import rank
 from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
 from wiki_memory.wiki.names import new_name_refusal
+from wiki_memory.wiki.oddnames import on_disk, page_names
 from wiki_memory.wiki.paths import PathRefused, clean_rel, locate
 
 log = logging.getLogger("wiki_memory.core.memory")
@@ -220,13 +221,13 @@ class Memory:
             # and hard-linked files are not committed on the owner's behalf
             dirty = [
                 p
-                for p in self.git.dirty_paths()
-                if is_indexable(p) and _plain_or_gone(self.wiki_dir / p)
+                for p in page_names(self.wiki_dir, self.git.dirty_paths())
+                if is_indexable(p) and _plain_or_gone(on_disk(self.wiki_dir, p))
             ]
             by_server: dict[str, list[str]] = {}
             by_hand: list[str] = []
             for p in dirty:
-                data = _read_plain(self.wiki_dir / p)
+                data = _read_plain(on_disk(self.wiki_dir, p))
                 user = self._server_authors.get(p)
                 if user is not None and data is not None and self.server_wrote(p, data):
                     by_server.setdefault(user, []).append(p)
@@ -512,7 +513,7 @@ class Memory:
         theirs: list[str] = []
         seen: dict[str, bytes] = {}
         for p in paths:
-            data = _read_plain(self.wiki_dir / p) if _plain_or_gone(self.wiki_dir / p) else None
+            data = _read_plain(d) if _plain_or_gone(d := on_disk(self.wiki_dir, p)) else None
             if data is None or self.server_hashes.get(p) in (None, sha256(data)):
                 mine.append(p)
                 if data is not None:
@@ -533,7 +534,7 @@ class Memory:
                 self.server_hashes.pop(p, None)
         # A save that landed after the look above was left out of the server's commit
         # (``only_if``) or came after it: either way it is the person's, committed as such.
-        late = [p for p in seen if _read_plain(self.wiki_dir / p) != seen[p]]
+        late = [p for p in seen if _read_plain(on_disk(self.wiki_dir, p)) != seen[p]]
         if late:
             self._commit_hand_edits_now(late)
         if sha:

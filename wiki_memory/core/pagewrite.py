@@ -22,6 +22,7 @@ from wiki_memory.identity import Identity
 from wiki_memory.index.store import Index
 from wiki_memory.wiki.git import author_email_for
 from wiki_memory.wiki.merge import replace_if_unchanged
+from wiki_memory.wiki.oddnames import on_disk
 from wiki_memory.wiki.paths import PathRefused, clean_rel, locate
 
 __all__ = ["commit_hand_edits_now", "update_pages"]
@@ -125,7 +126,7 @@ def commit_hand_edits_now(memory: Any, paths: list[str]) -> str | None:
     real: list[str] = []
     seen: dict[str, str | None] = {}
     for p in paths:
-        full = memory.wiki_dir / p
+        full = on_disk(memory.wiki_dir, p)
         if not _plain_or_gone(full):
             continue
         data = _read_plain(full) if full.is_file() else None

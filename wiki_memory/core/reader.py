@@ -393,13 +393,14 @@ class Reader:
         """The commits that changed a page, newest first (at most ``limit``), that
         ``user`` may see: the page must be visible now (else NotFound, as for a missing
         page), and a commit whose version of the page was hidden from ``user`` (it was
-        personal then) is left out."""
+        personal then) is left out. Case-only renames are followed, each older version
+        judged at the path it had then (``GitStore.page_log``)."""
         who = self.scope.identity(user)
         page = self.scope.read(who, path)
         return [
             self._as_seen(c, who)
-            for c in self.git.log(page.rel, limit=limit)
-            if self._version_ok(page.rel, c, who)
+            for rel, c in self.git.page_log(page.rel, limit=limit)
+            if self._version_ok(rel, c, who)
         ]
 
     def _as_seen(self, c: CommitInfo, who: Identity) -> CommitInfo:
@@ -443,14 +444,21 @@ class Reader:
 
     def _visible_commit(self, path: str, sha: str, who: Identity) -> tuple[str, CommitInfo]:
         page = self.scope.read(who, path)
-        for c in self.git.log(page.rel, limit=100_000):
-            if c.sha.startswith(sha) and self._version_ok(page.rel, c, who):
-                return page.rel, c
+        for rel, c in self.git.page_log(page.rel, limit=100_000):
+            if c.sha.startswith(sha) and self._version_ok(rel, c, who):
+                return rel, c
         raise not_found(page.rel)
 
     def _version_ok(self, rel: str, commit: CommitInfo, who: Identity) -> bool:
+        """True when ``who`` may see the page ``rel`` as committed in ``commit``, judged
+        by the one rule on that version's path and frontmatter; a commit that removed it
+        is judged on the version it removed (its first parent's)."""
         data = self.git.read_at(rel, commit.sha)
-        return data is None or may_read(who, rel, frontmatter_of(data, rel))
+        if data is None and commit.parents:
+            data = self.git.read_at(rel, commit.parents[0])
+        if data is None:
+            return may_read(who, rel, {})
+        return may_read(who, rel, frontmatter_of(data, rel))
 
     # -- names a face looks things up by ---------------------------------------------
     def page_meta(self, path: str, user: Identity | str | None) -> dict[str, Any] | None:

@@ -36,7 +36,9 @@ from wiki_memory.index.text import index_text, index_text_words
 from wiki_memory.states import page_state, shown_sql
 from wiki_memory.wiki import copies
 from wiki_memory.wiki import links as wl
+from wiki_memory.wiki.oddnames import on_disk
 from wiki_memory.wiki.page import Diagnostic, ParsedPage, Section, parse_page
+from wiki_memory.wiki.paths import name_key
 
 # --- values ----------------------------------------------------------------------------
 
@@ -189,7 +191,7 @@ def prepare(
     diagnostics = [_diagnostic(d) for d in parsed.diagnostics]
     page_row = (
         path,
-        as_text(meta.get("id")) or path,
+        as_text(meta.get("id")) or name_key(path),  # kept by a case-only rename
         title,
         kind,
         project,
@@ -301,7 +303,7 @@ def prepare_file(job: tuple[str, str, float | None, tuple[str, ...]]) -> tuple[A
     """:func:`prepare` for ``(root, rel, mtime, langs)``; None when the file cannot be read
     (gone, or no longer a regular file)."""
     root, rel, mtime, langs = job
-    raw = read_file(Path(root) / rel)
+    raw = read_file(on_disk(Path(root), rel))
     if raw is None:
         return None
     return prepare(rel, raw, mtime, langs=langs)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from wiki_memory.wiki.oddnames import on_disk, page_name
 from wiki_memory.wiki.page import parse_page
 
 __all__ = [
@@ -46,23 +47,23 @@ FORMAT = "wiki-memory-export"
 
 
 def page_files(wiki_dir: Path) -> list[str]:
-    """Every page of the wiki: ``*.md`` regular files outside dot folders, by path."""
-    out = []
-    for p in wiki_dir.rglob("*.md"):
-        rel = p.relative_to(wiki_dir)
-        if any(part.startswith(".") for part in rel.parts) or p.is_symlink() or not p.is_file():
-            continue
-        out.append(rel.as_posix())
-    return sorted(out)
+    """Every page of the wiki: ``*.md`` regular files outside dot folders, by path (a
+    name that is not valid UTF-8 by its escaped name, :mod:`wiki_memory.wiki.oddnames`;
+    read it with ``on_disk``)."""
+    return sorted(rel for rel, _p in _plain_files(wiki_dir) if rel.endswith(".md"))
 
 
 def _plain_files(wiki_dir: Path) -> Iterator[tuple[str, Path]]:
-    """Every regular file of the wiki outside dot folders (and ``.git``), with its path."""
+    """Every regular file of the wiki outside dot folders (and ``.git``), with its path
+    (a name that is not valid UTF-8 by its escaped name; one that has none is left
+    out, as the index leaves it out)."""
     for p in wiki_dir.rglob("*"):
         rel = p.relative_to(wiki_dir)
         if any(part.startswith(".") for part in rel.parts) or p.is_symlink() or not p.is_file():
             continue
-        yield rel.as_posix(), p
+        name = page_name(wiki_dir, rel.as_posix())
+        if name is not None:
+            yield name, p
 
 
 def attachment_files(wiki_dir: Path) -> list[str]:
@@ -159,7 +160,7 @@ def export_pages(
     }
     out.write(json.dumps(head) + "\n")
     for rel in paths:
-        full = wiki_dir / rel
+        full = on_disk(wiki_dir, rel)
         rec = _record(rel, full.read_bytes())
         rec["mtime"] = full.stat().st_mtime
         out.write(json.dumps(rec, ensure_ascii=False))
@@ -167,7 +168,7 @@ def export_pages(
         if tick is not None:
             tick(1)
     for rel in attachments:
-        full = wiki_dir / rel
+        full = on_disk(wiki_dir, rel)
         rec = {
             "record": "attachment",
             "path": rel,

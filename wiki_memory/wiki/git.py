@@ -70,6 +70,7 @@ from wiki_memory.wiki.gitindex import Changes, IndexCache, Leaf, load_index, upd
 from wiki_memory.wiki.gitread import GitHistory
 from wiki_memory.wiki.gittree import build_tree, tree_files
 from wiki_memory.wiki.locks import OWNER_PREFIX, clear_recorded_locks, record_owner, unlink
+from wiki_memory.wiki.oddnames import escaped, git_name, page_name, unescaped
 from wiki_memory.wiki.paths import is_plain, odd_name, report_odd_name
 
 __all__ = [
@@ -258,14 +259,19 @@ class GitStore(GitHistory):
         Raises ValueError for a path that is absolute, contains ``..``/``.``/empty
         parts, or points into ``.git``; :class:`GitBusy` when another git holds the
         index lock or a branch lock for longer than ``lock_wait_seconds``, or a
-        rebase/merge/cherry-pick/revert/bisect is in progress. A path whose name is not
-        valid UTF-8 is skipped (logged once, see :func:`~wiki_memory.wiki.paths.odd_name`).
+        rebase/merge/cherry-pick/revert/bisect is in progress. A file whose name is not
+        valid UTF-8 is named by its escaped name (or as ``os`` spells it) and committed
+        under its exact bytes (:mod:`wiki_memory.wiki.oddnames`); one whose escaped name
+        leads elsewhere is skipped (logged once).
         """
         kept = []
         for p in paths:
             if odd_name(p):
-                report_odd_name(p)  # not UTF-8: left on disk as it is, never committed
-                continue
+                served = page_name(self.wiki_dir, p)
+                if served is None:
+                    report_odd_name(p)  # left on disk as it is, never committed
+                    continue
+                p = served
             kept.append(validate_path(p))
         if not kept and paths:
             return None
@@ -328,7 +334,19 @@ class GitStore(GitHistory):
 
     def _resolve(self, rel: str) -> bytes:
         """The bytes to store for ``rel``: NFC when the NFC name exists on disk (or
-        neither form does), else the name exactly as on disk."""
+        neither form does), else the name exactly as on disk; for a name that is not
+        UTF-8 (as ``os`` spells it, or its escaped name when no file has that name) its
+        exact bytes."""
+        if odd_name(rel):
+            return git_name(rel)  # as os spells it: its exact bytes
+        odd = unescaped(rel)  # an escaped name: its file's exact bytes, on disk or in HEAD
+        if odd is not None and not os.path.lexists(os.path.join(self._root, rel.encode())):
+            raw = git_name(odd)
+            if os.path.lexists(os.path.join(self._root, raw)) or (
+                self._tracked(self._head_tree(), raw) is not None
+                and self._tracked(self._head_tree(), rel.encode()) is None
+            ):
+                return raw
         nfc = unicodedata.normalize("NFC", rel)
         if nfc == rel and rel.isascii():
             return rel.encode()
@@ -405,7 +423,9 @@ class GitStore(GitHistory):
                     if name == b".git" or placeholder.is_stub(name):
                         continue
                     child = rel + b"/" + name if rel else name
-                    if odd_name(decode_path(name)):
+                    if odd_name(decode_path(name)) and (
+                        page_name(self.wiki_dir, decode_path(child)) is None
+                    ):
                         report_odd_name(decode_path(child))  # left on disk, never committed
                         continue
                     try:
@@ -474,7 +494,7 @@ class GitStore(GitHistory):
         ident = author_identity(author_name, author_email)
         t = time.time() if when is None else float(when)
         tz = tz_offset(t)
-        body = clean_message(message)
+        body = clean_message(escaped(message))  # a file name not UTF-8: as its page name
         # The files are read only once the index lock is ours: another git (a checkout
         # rewriting a thousand files) holds that lock while it writes, and files read
         # before it finished would be committed half old, half new on top of its HEAD.
@@ -574,9 +594,8 @@ class GitStore(GitHistory):
         be a personal page, which git history would then serve: as_of recall reads it)."""
         with self._lock:
             changes = self._collect([b""])
-            names = sorted(
-                n for n in (decode_path(p) for p in changes) if is_plain(self.wiki_dir, n)
-            )
+            plain = (n for n in (decode_path(p) for p in changes) if is_plain(self.wiki_dir, n))
+            names = sorted(n for n in (page_name(self.wiki_dir, p) for p in plain) if n)
             if not names:
                 return
             self._commit(names, author[0], author[1], message, None)
