@@ -298,3 +298,20 @@ def test_one_session_compiled_on_both_replicas_syncs_without_a_copy(pair):
     assert b"#^t9]]" in (a.wiki_dir / "projects/p/topics/t.md").read_bytes()
     for repo in (a.wiki_dir, b.wiki_dir, hub):
         no_markers(repo)
+
+
+@pytest.mark.fast
+def test_a_session_page_first_written_on_both_sides_and_a_reply_with_its_prompt():
+    """A page that had no entry yet on one side takes the other's entries without its
+    placeholder line; this side's prompt and the reply carried by the same event
+    (``^tNr``) keep one number between them."""
+    head = b"---\ntype: session\nid: s1\nupdated: 2026-01-01T00:00:00Z\n---\n# s\n\n## Timeline\n\n"
+    empty = head + b"(no events yet)\n"
+    first = head + b"a\n\n^t1\n"
+    assert merge_page(None, empty, first, {}, b"s") == first
+    assert merge_page(None, first, empty, {}, b"s") == first
+    ours = first + b"\nmy turn\n\n^t2\n\nits reply\n\n^t2r\n"
+    hub = first + b"\nhub turn\n\n^t2\n"
+    moved: dict[int, int] = {}
+    merged = merge_page(first, ours, hub, moved, b"s")
+    assert merged == hub + b"\nmy turn\n\n^t3\n\nits reply\n\n^t3r\n" and moved == {2: 3}

@@ -100,6 +100,16 @@ def _parse(raw: bytes, split: Callable[[bytes], tuple[bytes, bytes]]) -> _Page |
     return _Page(front, lines[: at + 1], entries, cur)
 
 
+_EMPTY = b"(no events yet)\n"
+
+
+def _tail(lines: list[bytes]) -> bytes:
+    """What follows the last entry, without the line a page with no entry yet holds
+    (entries replace it) and without blank lines alone."""
+    kept = [x for x in lines if x.rstrip(b"\r\n") != _EMPTY.rstrip(b"\n")]
+    return b"".join(kept) if any(x.strip() for x in kept) else b""
+
+
 def _is_session(front: bytes) -> bool:
     return bool(front) and parse_metadata(front + b"\n").get("type") == "session"
 
@@ -166,8 +176,9 @@ def _timeline(
         result.extend(out[i])
         result.append(e)
     result.extend(out[len(merged)])
-    if result and not result[-1].lines[-1].endswith(b"\n"):
-        result[-1].lines[-1] += b"\n"
+    for e in result:  # a last entry without a newline would glue to what follows it
+        if not e.lines[-1].endswith(b"\n"):
+            e.lines = [*e.lines[:-1], e.lines[-1] + b"\n"]
     return result
 
 
@@ -231,13 +242,11 @@ def merge_session(
     head = merge_lines(hb, b"".join(po.head), b"".join(pt.head))
     if head is None:
         head = b"".join(pt.head if later_theirs else po.head)
-    tb = b"".join(pb.tail) if pb else b""
-    to, tt = b"".join(po.tail), b"".join(pt.tail)
-    # a page with no entry yet says so in its tail; entries replace the line
+    tb, to, tt = (_tail(p.tail) if p else b"" for p in (pb, po, pt))
     tail = merge_lines(tb, to, tt) if pb is not None else (tt if to == tt else None)
     if tail is None:
         return None
     entries = _timeline(pb, po, pt, moved, stem)
-    if entries and tail.strip() == b"(no events yet)":
-        tail = b""
+    if not entries and not tail:
+        tail = b"\n" + _EMPTY
     return front + head + b"".join(b"".join(e.lines) for e in entries) + tail
