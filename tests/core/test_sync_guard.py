@@ -302,3 +302,33 @@ def test_a_second_purge_is_followed_by_a_server_whose_last_push_was_a_sync_merge
         assert m.sync.sync()[0].action == "followed rewrite"
         assert not (m.wiki_dir / "projects/p/notes/two.md").exists()
         assert (m.wiki_dir / "projects/p/notes/keep.md").is_file()
+
+
+def test_with_no_purge_secret_both_servers_say_which_setting_spares_the_admin_step(
+    tmp_path, stop_after
+):
+    """With no ``sync_purge_secret`` a purge cannot be announced: the purging server says
+    so when it pushes, and the follower's stop names the setting beside the admin step."""
+    hub = bare(tmp_path / "hub.git")
+    a = make_memory(tmp_path / "a", files={"projects/p/index.md": "# p\n"})
+    stop_after(a)
+    b = make_memory(tmp_path / "b", owner="ben")
+    stop_after(b)
+    for m in (a, b):
+        rp.add_remote(m.wiki_dir, "origin", str(hub))
+    page = "projects/p/notes/vendor.md"
+    write_pages(a, [page, "projects/p/notes/keep.md"])
+    a.sync.sync()
+    b.sync.sync()
+    purge_page(a, page, None)
+    rep = a.sync.sync(after_purge=True)
+    assert "not announced" in rep[0].action and "sync_purge_secret" in rep[0].action
+    with pytest.raises(SyncRefused) as err:
+        b.sync.sync()
+    body = err.value.body()
+    assert body["cause"] == "rewrite" and "sync_purge_secret" in str(err.value)
+    assert "sync_purge_secret" in b.sync.status()["remotes"]["origin"]["stopped"]["message"]
+    assert (b.wiki_dir / page).is_file()
+    b.sync.sync(accept_deletions=True)  # the admin step it names
+    assert not (b.wiki_dir / page).exists()
+    assert (b.wiki_dir / "projects/p/notes/keep.md").is_file()

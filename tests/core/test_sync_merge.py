@@ -170,3 +170,148 @@ def test_session_entries_added_on_both_sides_keep_the_hubs_numbers_and_follow_af
     merged = merge_page(base, ours, hub, moved)
     assert moved == {2: 4}
     assert merged == base + b"\nhub's\n^t2\n\nhub's too\n^t3\n\nmine, see #^t4\n^t4\n"
+
+
+# ------------------------------------------------- one session compiled on both sides
+
+
+def _session_page(events, *, status="active", ended=None, now=100.0) -> bytes:
+    from wiki_memory.capture.observation import parse_event
+    from wiki_memory.core.sessions import compiler_bytes
+    from wiki_memory.wiki.compiler import SessionMeta, compile_session
+
+    meta = SessionMeta("abcd1234" + "0" * 16, "claude-code", "s1", "p", "ann", "/w/p", 0.0)
+    obs = []
+    for n, (event, payload, ts) in enumerate(events, start=1):
+        o = parse_event(
+            {
+                "harness": "claude-code",
+                "event": event,
+                "session_id": "s1",
+                "cwd": "/w/p",
+                "ts": ts,
+                "payload": payload,
+            },
+            "ann",
+        )
+        o.obs_id = f"o-{n}"
+        obs.append(o)
+    comp = compile_session(
+        meta,
+        obs,
+        status=status,
+        ended=ended,
+        now=now,
+        created=1.0,
+        path="projects/p/sessions/1970-01-01-abcd1234.md",
+    )
+    return compiler_bytes(comp)
+
+
+SHARED = [
+    ("UserPromptSubmit", {"prompt": "fix the flaky test"}, 10),
+    (
+        "PostToolUse",
+        {
+            "tool_name": "Bash",
+            "tool_use_id": "u1",
+            "tool_input": {"command": "pytest -x"},
+            "tool_response": "1 passed",
+        },
+        11,
+    ),
+    ("Stop", {"last_assistant_message": "It passes now."}, 12),
+]
+ON_HUB = [
+    ("UserPromptSubmit", {"prompt": "now the docs"}, 20),
+    (
+        "PostToolUse",
+        {
+            "tool_name": "Edit",
+            "tool_use_id": "u2",
+            "tool_input": {"file_path": "/w/p/README.md"},
+            "tool_response": "ok",
+        },
+        21,
+    ),
+    ("Stop", {"last_assistant_message": "Docs updated."}, 22),
+    ("SessionEnd", {"reason": "exit"}, 23),
+]
+HERE = [
+    ("UserPromptSubmit", {"prompt": "and the changelog, after #^t4"}, 30),
+    ("Stop", {"last_assistant_message": "Changelog written."}, 31),
+]
+
+
+@pytest.mark.fast
+def test_one_session_compiled_on_both_replicas_merges_entry_by_entry():
+    """The same session's page compiled on each replica with different new entries (new
+    summary lines, status and times on both sides) merges without a conflict: the hub's
+    entries keep their numbers, this side's follow after the last, links follow."""
+    base = _session_page(SHARED, now=50.0)
+    hub = _session_page(SHARED + ON_HUB, status="ended", ended=23.0, now=200.0)
+    here = _session_page(SHARED + HERE, now=150.0)
+    moved: dict[int, int] = {}
+    merged = merge_page(base, here, hub, moved, b"1970-01-01-abcd1234")
+    assert merged is not None
+    text = merged.decode()
+    tl = text[text.index("## Timeline") :]
+    ids = [x for x in tl.splitlines() if x.startswith("^t")]
+    assert ids == ["^t1", "^t2", "^t3", "^t4", "^t5", "^t6", "^t7", "^t8", "^t9"], ids
+    # the hub's entries as the hub numbered them, then this side's after the last
+    assert tl.index("now the docs") < tl.index("^t4\n") < tl.index("Docs updated.")
+    assert tl.index("session end") < tl.index("and the changelog") < tl.index("^t8\n")
+    assert tl.index("Changelog written.") < tl.index("^t9\n")
+    assert moved == {4: 8, 5: 9}
+    # this side's own link to its entry 4 now names it by its new number
+    assert "after #^t8" in text and "after #^t4" not in text
+    for line in ("fix the flaky test", "It passes now.", "pytest -x"):
+        assert tl.count(line) == 1, line  # the shared entries once
+    meta = parse_metadata(merged)
+    assert meta["status"] == "ended" and meta["ended"]  # the later side's
+    assert set(meta["tools"]) >= {"Bash", "Edit"}
+    assert "<<<<<<<" not in text
+    # the other way round (the hub held this side's entries) gives one page too
+    assert merge_page(base, hub, here, {}, b"1970-01-01-abcd1234") is not None
+
+
+@pytestmark_git
+@pytest.mark.process
+def test_one_session_compiled_on_both_replicas_syncs_without_a_copy(pair):
+    hub, a, b = pair
+    path = "projects/p/sessions/1970-01-01-abcd1234.md"
+    put(a, path, _session_page(SHARED, now=50.0))
+    converge(a, b)
+    put(a, path, _session_page(SHARED + ON_HUB, status="ended", ended=23.0, now=200.0))
+    put(b, path, _session_page(SHARED + HERE, now=150.0))
+    put(b, "projects/p/topics/t.md", b"# t\nsee [[1970-01-01-abcd1234#^t5]]\n")
+    a.sync.sync()  # the hub holds A's entries first
+    reps = b.sync.sync() + a.sync.sync()
+    assert all(not r.conflicts for r in reps), [r.conflicts for r in reps]
+    for m in (a, b):
+        assert not list(m.wiki_dir.rglob("*.conflict-*"))
+    page = (a.wiki_dir / path).read_bytes()
+    assert page == (b.wiki_dir / path).read_bytes()
+    tl = page.decode()[page.decode().index("## Timeline") :]
+    assert tl.index("Docs updated.") < tl.index("^t7\n") < tl.index("Changelog written.")
+    assert tl.index("Changelog written.") < tl.index("^t9\n")
+    assert b"#^t9]]" in (a.wiki_dir / "projects/p/topics/t.md").read_bytes()
+    for repo in (a.wiki_dir, b.wiki_dir, hub):
+        no_markers(repo)
+
+
+@pytest.mark.fast
+def test_a_session_page_first_written_on_both_sides_and_a_reply_with_its_prompt():
+    """A page that had no entry yet on one side takes the other's entries without its
+    placeholder line; this side's prompt and the reply carried by the same event
+    (``^tNr``) keep one number between them."""
+    head = b"---\ntype: session\nid: s1\nupdated: 2026-01-01T00:00:00Z\n---\n# s\n\n## Timeline\n\n"
+    empty = head + b"(no events yet)\n"
+    first = head + b"a\n\n^t1\n"
+    assert merge_page(None, empty, first, {}, b"s") == first
+    assert merge_page(None, first, empty, {}, b"s") == first
+    ours = first + b"\nmy turn\n\n^t2\n\nits reply\n\n^t2r\n"
+    hub = first + b"\nhub turn\n\n^t2\n"
+    moved: dict[int, int] = {}
+    merged = merge_page(first, ours, hub, moved, b"s")
+    assert merged == hub + b"\nmy turn\n\n^t3\n\nits reply\n\n^t3r\n" and moved == {2: 3}

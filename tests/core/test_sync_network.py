@@ -197,3 +197,119 @@ def test_c65_ssh_that_would_prompt_and_a_name_that_does_not_resolve_fail_at_once
     with pytest.raises(Unavailable):
         m.sync.sync("r4")
     assert time.monotonic() - t0 < 3.0
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (from ``/proc/<pid>/task/*/children``)."""
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        for f in Path(f"/proc/{p}/task").glob("*/children"):
+            try:
+                kids = [int(x) for x in f.read_text().split()]
+            except OSError:
+                continue
+            for k in kids:
+                if k not in out:
+                    out.add(k)
+                    todo.append(k)
+    return children(out)
+
+
+@pytest.mark.serial
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc")
+def test_c65_a_real_server_answers_every_request_within_1_s_while_sync_hangs(tmp_path, hole):
+    """Through a real server: health, recall and page writes keep answering within the
+    1 s the contract allows while ``sync`` against a remote that never answers runs; the
+    sync exits non-zero within its deadline; SIGTERM during a second hung sync ends the
+    server within 10 s with no child left."""
+    from serverproc import ServerProcess
+
+    data = tmp_path / "d"
+    m = make_memory(data, files={"projects/p/index.md": "# p\n"})
+    rp.add_remote(m.wiki_dir, "hung", f"git://127.0.0.1:{hole.port}/x")
+    m.stop()
+    progress = 12.0  # the deadline that ends a hung fetch: longer than the 10 s shutdown bound
+    limits = {
+        "sync_connect_timeout_seconds": 2.0,
+        "sync_progress_timeout_seconds": progress,
+        "sync_timeout_seconds": 30.0,
+    }
+    env = {f"WIKI_MEMORY_{k.upper()}": str(v) for k, v in limits.items()}
+    srv = ServerProcess(data, env=env).start()
+    try:
+        import httpx
+
+        slowest: dict[str, float] = {}
+        client = httpx.Client(base_url=srv.url, headers=srv.headers, timeout=30)
+
+        def timed(kind: str, fn) -> None:
+            t0 = time.monotonic()
+            r = fn()
+            took = time.monotonic() - t0
+            assert r.status_code < 300, (kind, r.status_code, r.text)
+            slowest[kind] = max(slowest.get(kind, 0.0), took)
+
+        sync = subprocess.Popen(
+            [*run_cli_argv(data), "sync"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "WIKI_MEMORY_HOME": str(data)},
+        )
+        t0 = time.monotonic()
+        i = 0
+        while sync.poll() is None and time.monotonic() - t0 < 60:
+            timed("health", lambda: client.get("/v1/health"))
+            timed("recall", lambda: client.post("/v1/recall", json={"query": "n1 notes"}))
+            rel = f"projects/p/notes/n{i}.md"
+            timed(
+                "write",
+                lambda rel=rel: client.put(
+                    f"/v1/pages/{rel}",
+                    content=b"# note\n\nwritten while sync hangs\n",
+                    headers={"If-None-Match": "*", "Content-Type": "text/markdown"},
+                ),
+            )
+            i += 1
+            time.sleep(0.05)
+        out, err = sync.communicate(timeout=30)
+        took = time.monotonic() - t0
+        print(f"sync took {took:.1f} s; {i} rounds; slowest per kind: {slowest}")
+        assert sync.returncode == 7, out + err
+        assert "hung" in err and took < progress + 10
+        assert i >= 10 and all(v < 1.0 for v in slowest.values()), slowest
+        # a second hung sync, then SIGTERM while its network child waits
+        again = subprocess.Popen(
+            [*run_cli_argv(data), "sync"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "WIKI_MEMORY_HOME": str(data)},
+        )
+        assert srv.proc is not None
+        seen: set[int] = set()
+        deadline = time.monotonic() + 10
+        while not seen and time.monotonic() < deadline:
+            seen = descendants(srv.proc.pid)
+            time.sleep(0.05)
+        assert seen, "the sync's network step never started a child"
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        srv.stop(timeout=30)
+        stopped = time.monotonic() - t0
+        print(f"shutdown took {stopped:.1f} s with a hung fetch")
+        assert stopped < 10 and stopped < progress, stopped
+        assert not children(seen), children(seen)
+        assert again.wait(timeout=30) != 0
+        client.close()
+    finally:
+        if srv.proc is not None and srv.proc.poll() is None:
+            srv.kill()
+
+
+def run_cli_argv(data: Path) -> list[str]:
+    """The command line ``run_cli`` runs, for a CLI call left running in the background."""
+    import sys
+
+    return [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data)]

@@ -216,6 +216,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server = GuardedServer(config)
         server.tls_handshake_timeout = settings.header_timeout_seconds
         server.on_listening = lock.mark_listening
+        server.on_shutdown = memory.sync.stop
         if getattr(args, "open", False):
             _open_when_up(settings.host, settings.port, "https" if tls else "http")
         # uvicorn stops gracefully on SIGINT/SIGTERM (the lifespan writes and commits

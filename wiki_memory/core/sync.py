@@ -72,6 +72,20 @@ def local_path(url: str) -> Path | None:
     return Path(url)
 
 
+#: said with a stopped rewrite on a server with no ``sync_purge_secret`` (docs/git.md)
+NO_SECRET = (
+    " (this server has no `sync_purge_secret`, so it cannot verify a purge another server "
+    "announced: set the same secret on every server of the hub, once, and purges are "
+    "followed without this step)"
+)
+#: said by ``sync --after-purge`` / ``--rewrite-hub`` on a server with no secret
+NOT_ANNOUNCED = (
+    ", not announced (no `sync_purge_secret` here: the other servers stop at the rewrite "
+    "until an admin runs `wiki-memory sync --accept-deletions` there, or sets the same "
+    "secret on every server)"
+)
+
+
 @dataclass
 class SyncReport:
     """What one remote's sync did: ``action`` (``up to date``, ``pushed``, ``pulled``,
@@ -318,6 +332,8 @@ class SyncService:
         try:
             rep = self._after_purge(name, url) if force else self._sync_one(name, accept)
         except guard.SyncStop as exc:
+            if exc.cause == "rewrite" and not self.memory.settings.sync_purge_secret:
+                exc.message += NO_SECRET
             stopped = {
                 "cause": exc.cause,
                 "message": exc.message,
@@ -506,4 +522,6 @@ class SyncService:
                 porcelain.gc(remote_repo, prune=True, grace_period=0)
             gc = "pruned"
         self._update(name, remote_sha=shared.decode(), purge_pending=False, stopped=None)
+        if not self.memory.settings.sync_purge_secret:
+            action += NOT_ANNOUNCED
         return SyncReport(name, action, pushed=True, remote_gc=gc)

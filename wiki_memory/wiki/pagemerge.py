@@ -15,10 +15,10 @@
   the new path, with the edit), and conflict copies marked in their frontmatter
   (``conflict_of``: the page's path, ``conflict_side``: the remote) with their own title.
 
-Session timelines: where both sides added entries, the hub's keep their ``^tN`` and come
-first, this side's are numbered after the last and the links to them follow (in the
-page, and in this side's other changed pages). Entries are matched as lines: they carry
-their arrival number, not an event id (docs/git.md says what that leaves out).
+Session timelines merge entry by entry (:mod:`wiki_memory.wiki.sessionmerge`): the
+hub's entries keep their ``^tN``, this side's not pushed yet are numbered after the last
+and the links to them follow (in the page, and in this side's other changed pages). A
+session page that does not parse as one merges line by line, entries matched as lines.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from wiki_memory.wiki import replicate as rp
 from wiki_memory.wiki.copies import mark_bytes
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_metadata
+from wiki_memory.wiki.sessionmerge import merge_session
 
 __all__ = ["merge_page", "merge_trees"]
 
@@ -193,14 +194,33 @@ def _merge_frontmatter(base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
 
 
 def merge_page(
-    base: bytes | None, ours: bytes, theirs: bytes, moved: dict[int, int] | None = None
+    base: bytes | None,
+    ours: bytes,
+    theirs: bytes,
+    moved: dict[int, int] | None = None,
+    stem: bytes = b"",
 ) -> bytes | None:
     """The three-way merge of a page's versions (see the module); None on a true overlap
-    or when a version is not UTF-8 text. ``moved`` (a session page, ``theirs`` the hub's):
-    timeline entries both sides added are kept with the hub's numbers, this side's
+    or when a version is not UTF-8 text. ``moved`` (a session page named ``stem``,
+    ``theirs`` the hub's): timeline entries merge entry by entry
+    (:func:`wiki_memory.wiki.sessionmerge.merge_session`), this side's not pushed yet
     renumbered after the last, old -> new filled into ``moved``."""
     if ours == theirs:
         return ours
+    if moved is not None:
+        merged = merge_session(
+            base,
+            ours,
+            theirs,
+            moved,
+            stem=stem,
+            split=_split,
+            merge_front=_merge_frontmatter,
+            merge_lines=_merge_lines,
+        )
+        if merged is not None:
+            return merged
+        moved.clear()
     try:
         for x in (base or b"", ours, theirs):
             x.decode("utf-8")
@@ -316,7 +336,7 @@ def merge_trees(repo: Repo, base: Files, ours: Files, theirs: Files, remote: str
                 old = _data(repo, b[1]) if b is not None else None
                 if mine is not None and other is not None:
                     moved: dict[int, int] | None = {} if b"/sessions/" in path else None
-                    merged = merge_page(old, mine, other, moved)
+                    merged = merge_page(old, mine, other, moved, path.rsplit(b"/", 1)[-1][:-3])
                     if moved:
                         renumbered[path.rsplit(b"/", 1)[-1][:-3]] = moved
             if merged is not None:
