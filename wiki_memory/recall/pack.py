@@ -38,7 +38,8 @@ def _cut(text: str, n: int) -> str:
 
 def compact(item: dict[str, Any], room: int) -> dict[str, Any] | None:
     """The compact handle of a recall item: ``{id, title, snippet, compact: true}`` (plus
-    ``superseded_by`` for a superseded page's) with
+    ``superseded_by`` for a superseded page's, ``collapsed`` and ``collapsed_into`` for a
+    near-duplicate group's) with
     the title cut to :data:`COMPACT_TITLE_WORDS` words and the snippet to the most words
     (between :data:`COMPACT_MIN_WORDS` and :data:`COMPACT_MAX_WORDS`) that keep it within
     ``room`` tokens as serialized; None when even the shortest does not fit, or the item
@@ -56,6 +57,9 @@ def compact(item: dict[str, Any], room: int) -> dict[str, Any] | None:
         cand = {"id": item["id"], "title": title, "snippet": _cut(snippet, mid), "compact": True}
         if item.get("superseded_by"):  # a superseded page stays marked (invariant 14)
             cand["superseded_by"] = item["superseded_by"]
+        for key in ("collapsed", "collapsed_into"):  # a group stays a group
+            if item.get(key):
+                cand[key] = item[key]
         if count_item(cand) <= room:
             best, lo = cand, mid + 1
         else:
