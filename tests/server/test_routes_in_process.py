@@ -44,6 +44,7 @@ REQUESTS: dict[str, tuple[str, str, Any, set[int]]] = {
     "POST /v1/admin/reindex": ("POST", "/v1/admin/reindex", {}, {200}),
     "POST /v1/admin/pin": ("POST", "/v1/admin/pin", {"path": NOTE}, {200}),
     "GET /v1/audit": ("GET", "/v1/audit", None, {200}),
+    "GET /v1/use": ("GET", "/v1/use?days=7", None, {200}),
     "POST /v1/forget": ("POST", "/v1/forget", {"path": "projects/demo/notes/other.md"}, {200}),
     "POST /v1/admin/purge": ("POST", "/v1/admin/purge", {"path": "notes/nosuch.md"}, {400, 404}),
     "POST /v1/admin/sync": ("POST", "/v1/admin/sync", {}, {404}),  # no remote configured

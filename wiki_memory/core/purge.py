@@ -122,6 +122,7 @@ def purge_page(
         memory.index.checkpoint()
         shutil.rmtree(Path(memory.settings.index_path).parent / "as-of", ignore_errors=True)
         logs = _scrub_logs(memory.settings.logs_dir, needles)
+        memory.use.purge(rel, None if text is None else needles)
         rank.clear_caches()
         for fn in memory.on_purge:
             fn(rel)

@@ -17,6 +17,7 @@ from typing import Any
 from wiki_memory import zones
 from wiki_memory.config import Settings
 from wiki_memory.core.scope import ScopeRule
+from wiki_memory.core.userecord import UseRecord
 from wiki_memory.errors import BadRequest
 from wiki_memory.identity import Identity
 from wiki_memory.recall import rank
@@ -75,6 +76,7 @@ class Recaller:
         scope: ScopeRule,
         settings: Settings,
         audit_read: Callable[[Identity | str | None, str, str], None],
+        use: UseRecord | None = None,
     ) -> None:
         self.sources = sources
         self.scope = scope
@@ -83,6 +85,8 @@ class Recaller:
         #: checked against; docs/ranking.md)
         self.plain = settings.recall_plain
         self.audit_read = audit_read
+        #: where the pages a recall returns are counted (never the query)
+        self.use = use
 
     def recall(
         self,
@@ -156,6 +160,7 @@ class Recaller:
         )
         total = len(found)
         items: list[dict[str, Any]] = []
+        served: list[str] = []  # the pages of the items returned, for the use record
         used = 0
         needs: int | None = None
         pos = min(cursor, total)
@@ -178,10 +183,14 @@ class Recaller:
                     needs = floor if floor is not None and floor < cost else cost
                 break
             items.append(item)
+            if not str(found.item(pos).get("id", "")).startswith(("spool:", "asof:")):
+                served.append(str(found.item(pos).get("path") or ""))
             used += cost
             pos += 1
         nxt = pos if pos < total and items else None
         self.audit_read(user, "recall", (project or "") + ":" + query[:200])
+        if self.use is not None:
+            self.use.note("recalled", served, who.user or None)
         return RecallResult(
             items,
             used,

@@ -170,6 +170,14 @@ async def expand(request: Request) -> Response:
     return JSONResponse(res)
 
 
+async def use(request: Request) -> Response:
+    """``GET /v1/use?days=N``: the caller's own rows of the use record."""
+    memory: Memory = request.app.state.memory
+    days = _int(dict(request.query_params), "days", 30, 1, 400)
+    rows = await run_in_threadpool(memory.reader.use_rows, request.state.user, days)
+    return JSONResponse({"days": days, "rows": rows})
+
+
 async def pages(request: Request) -> Response:
     memory: Memory = request.app.state.memory
     q = request.query_params
@@ -406,4 +414,5 @@ ROUTES = [
     Route("/v1/admin/purge", purge, methods=["POST"]),
     Route("/v1/admin/sync", sync, methods=["POST"]),
     Route("/v1/audit", audit, methods=["GET"]),
+    Route("/v1/use", use, methods=["GET"]),
 ]
