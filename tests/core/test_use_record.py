@@ -112,3 +112,42 @@ def test_the_use_record_is_in_backups(tmp_path):
         assert any(n.startswith("use/days/") for n in names)
         kept = json.loads(tar.extractfile("manifest.json").read())  # type: ignore[union-attr]
     assert kept["format"] == 2
+
+
+@pytest.mark.fast
+def test_merge_takes_the_larger_count_and_a_second_merge_changes_nothing(tmp_path):
+    rec = UseRecord(tmp_path / "a")
+    rows = [
+        {"day": "2026-12-01", "path": "n/a.md", "user": "u", "recalled": 2, "expanded": 1},
+        {"day": "2026-12-01", "path": "n/b.md", "user": None, "recalled": 1},
+        {"day": "../x", "path": "n/c.md", "user": "u", "recalled": 1},  # bad shape: skipped
+        {"day": "2026-12-02", "path": "n/a.md", "user": "u", "recalled": -1},  # skipped
+    ]
+    assert rec.merge(rows) == 2
+    assert rec.merge(rows) == 0
+    got = [(r["path"], r["user"], r["recalled"], r["expanded"]) for r in rec.every_row()]
+    assert got == [("n/a.md", "u", 2, 1), ("n/b.md", None, 1, 0)]
+
+
+@pytest.mark.process  # the CLI runs as a child process
+def test_export_carries_the_use_record_and_import_takes_it_once(tmp_path):
+    from support import run_cli
+
+    data = tmp_path / "data"
+    (data / "wiki" / "notes").mkdir(parents=True)
+    (data / "wiki" / "notes" / "a.md").write_text("# A\n\nalpha\n")
+    UseRecord(data).merge(
+        [{"day": "2026-12-01", "path": "notes/a.md", "user": "alice", "recalled": 3}]
+    )
+    export = tmp_path / "export.jsonl"
+    assert run_cli(data, "export", str(export)).returncode == 0
+    recs = [json.loads(x) for x in export.read_text().splitlines()[1:]]
+    assert [r["record"] for r in recs] == ["page", "use"]
+    target = tmp_path / "new"
+    first = run_cli(target, "import", "--json", str(export))
+    assert first.returncode == 0, first.stderr
+    assert "use record: 1 of 1 rows taken" in first.stdout
+    again = run_cli(target, "import", "--json", str(export))
+    assert "use record: 0 of 1 rows taken" in again.stdout
+    rows = UseRecord(target).every_row()
+    assert [(r["path"], r["user"], r["recalled"]) for r in rows] == [("notes/a.md", "alice", 3)]

@@ -73,3 +73,75 @@ def test_an_environment_word_keeps_two_facts_apart_and_a_rewording_still_groups(
     assert not rank.near_duplicate(
         set(r1.lower().split()), set(r1.replace("prod", "staging").lower().split())
     )
+
+
+def near(i: int) -> str:
+    return f"# Near {i}\n\nThe zebu pasture gate closes at dusk; feed the zebu herd hay first.\n"
+
+
+def distinct(i: int) -> str:
+    extra = " ".join(f"w{i}x{j}" for j in range(8))
+    return f"# Distinct {i}\n\nzebu note {extra}\n"
+
+
+@pytest.mark.fast
+def test_a_walk_over_near_identical_and_distinct_notes_reaches_each_once(tmp_path):
+    files = {f"notes/n{i:02d}.md": near(i) for i in range(40)}
+    files |= {f"notes/d{i:02d}.md": distinct(i) for i in range(40)}
+    m = make_memory(tmp_path / "data", files=files)
+    try:
+        full = m.recall("zebu", budget_tokens=1_000_000, user="alice")
+        assert full.total == 80
+        kept = [i for i in full.items if i.get("collapsed")]
+        assert len(kept) == 1 and kept[0]["collapsed"] == 39
+        for budget in (150, 700):
+            got = [i["path"] for i in walk(m, "zebu", budget)]
+            assert sorted(got) == sorted(files), budget
+    finally:
+        m.stop()
+
+
+@pytest.mark.fast
+def test_a_cursor_belongs_to_its_query_and_a_changing_wiki_repeats_nothing(tmp_path):
+    from wiki_memory.core.forget import forget_page
+    from wiki_memory.errors import BadRequest
+
+    files = {f"notes/n{i:02d}.md": near(i) for i in range(40)}
+    files |= {f"notes/d{i:02d}.md": distinct(i) for i in range(40)}
+    m = make_memory(tmp_path / "data", files=files)
+    try:
+        first = m.recall("zebu", budget_tokens=300, user="alice")
+        assert first.next_cursor is not None and first.next_cursor >= 1 << 24
+        with pytest.raises(BadRequest) as exc:
+            m.recall("pasture", budget_tokens=300, cursor=first.next_cursor, user="alice")
+        assert exc.value.field == "cursor"
+        with pytest.raises(BadRequest):  # the same words with another filter
+            m.recall("zebu", project="p", budget_tokens=300, cursor=first.next_cursor, user="alice")
+        seen = [i["anchor"] for i in first.items]
+        cursor = first.next_cursor
+        pages = 1
+        changed = False
+        while cursor is not None:
+            if pages == 2:  # mid-walk: 5 pages added, 3 forgotten (some returned, some not)
+                for i in range(5):
+                    m.write_page(
+                        f"notes/new{i}.md",
+                        distinct(100 + i).encode(),
+                        user="alice",
+                        message="add",
+                        create_only=True,
+                    )
+                m.writer.flush()
+                for p in (first.items[0]["path"], "notes/d39.md", "notes/n39.md"):
+                    forget_page(m, p, "alice")
+            res = m.recall("zebu", budget_tokens=300, cursor=cursor, user="alice")
+            changed |= res.changed
+            seen += [i["anchor"] for i in res.items]
+            cursor, pages = res.next_cursor, pages + 1
+        assert changed and pages > 3
+        assert len(seen) == len(set(seen)), [a for a in seen if seen.count(a) > 1]
+        # every page there from start to end was reached
+        stayed = set(files) - {first.items[0]["path"], "notes/d39.md", "notes/n39.md"}
+        assert stayed <= {a.split("#")[0] for a in seen}
+    finally:
+        m.stop()

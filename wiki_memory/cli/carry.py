@@ -124,20 +124,23 @@ def cmd_export(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from wiki_memory.cli.wiki import _wiki_settings
+    from wiki_memory.core.userecord import UseRecord
     from wiki_memory.wiki.exchange import export_pages, page_files
 
-    wiki = _wiki_settings(args).wiki_dir
+    settings = _wiki_settings(args)
+    wiki = settings.wiki_dir
     if not wiki.is_dir():
         raise CliError(f"{wiki}: no wiki here", 2)
+    use = UseRecord(settings.data_dir).every_row()
     bar = tqdm(total=len(page_files(wiki)), unit="page", disable=not sys.stderr.isatty())
     try:
         if args.file and args.file != "-":
             fd = os.open(args.file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as out:
-                n = export_pages(wiki, out, bar.update)
+                n = export_pages(wiki, out, bar.update, use)
             print(f"exported {n} pages to {args.file}", file=sys.stderr)
         else:
-            n = export_pages(wiki, sys.stdout, bar.update)
+            n = export_pages(wiki, sys.stdout, bar.update, use)
     finally:
         bar.close()
     return 0

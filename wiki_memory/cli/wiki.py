@@ -219,6 +219,7 @@ def _import_json(args: argparse.Namespace) -> int:
     same: list[str] = []
     conflicts: list[str] = []
     refused: list[str] = []
+    use_rows: list[dict[str, Any]] = []  # the use record's rows (core.userecord)
     room = shutil.disk_usage(wiki).free
     try:
         try:
@@ -227,7 +228,7 @@ def _import_json(args: argparse.Namespace) -> int:
             raise CliError(f"cannot read {args.path}: {exc}", 2) from None
         bar = tqdm(unit="page", disable=not sys.stderr.isatty())
         try:
-            for n, rel, raw in read_export(f):
+            for n, rel, raw in read_export(f, use_rows.append):
                 bar.update(1)
                 verdict = check(
                     [Entry(rel, 0o100644, len(raw))],
@@ -267,6 +268,11 @@ def _import_json(args: argparse.Namespace) -> int:
     finally:
         store.close()
     print(f"imported {len(written)} pages into {wiki}")
+    if use_rows:
+        from wiki_memory.core.userecord import UseRecord
+
+        n_use = UseRecord(settings.data_dir).merge(use_rows)
+        print(f"use record: {n_use} of {len(use_rows)} rows taken")
     if same:
         print(f"{len(same)} pages were already there with the same content")
     for p in conflicts:

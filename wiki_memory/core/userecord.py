@@ -24,6 +24,7 @@ import datetime as _dt
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -42,6 +43,9 @@ FLUSH_SECONDS = 5.0
 KEEP_DAYS = 400
 #: the most days :meth:`UseRecord.rows` reads
 MAX_DAYS = KEEP_DAYS
+
+
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def _day(t: float) -> str:
@@ -109,6 +113,54 @@ class UseRecord:
                     key=lambda r: str(r.get("path")),
                 )
         return out
+
+    def every_row(self) -> list[dict[str, Any]]:
+        """Every row of every day, oldest day first (for ``wiki-memory export``, the
+        owner's)."""
+        with self._lock:
+            self._write()
+            days = sorted(f.stem for f in self.days.glob("*.jsonl")) if self.days.is_dir() else []
+            return [r for day in days for r in self._read(day)]
+
+    def merge(self, rows: Iterable[dict[str, Any]]) -> int:
+        """Take imported rows (``wiki-memory import --json``): each count becomes the
+        larger of the row's and the record's, so importing the same rows again changes
+        nothing. Rows of a bad shape are skipped. Returns how many rows changed."""
+        by_day: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            day, path, user = r.get("day"), r.get("path"), r.get("user")
+            counts = [r.get(k, 0) for k in COUNTS]
+            if (
+                not isinstance(day, str)
+                or not _DAY.fullmatch(day)
+                or not isinstance(path, str)
+                or not path
+                or not (user is None or isinstance(user, str))
+                or not all(
+                    isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts
+                )
+            ):
+                continue
+            by_day.setdefault(day, []).append(
+                {"day": day, "path": path, "user": user, **dict(zip(COUNTS, counts, strict=True))}
+            )
+        changed = 0
+        with self._lock:
+            self._write()
+            for day, new in by_day.items():
+                have = {(str(r["path"]), r.get("user")): r for r in self._read(day)}
+                for r in new:
+                    got = have.setdefault(
+                        (r["path"], r["user"]), self._new_row(r["path"], r["user"], day)
+                    )
+                    before = [got[k] for k in COUNTS]
+                    for k in COUNTS:
+                        got[k] = max(int(got.get(k) or 0), r[k])
+                    changed += before != [got[k] for k in COUNTS]
+                self._save(day, list(have.values()))
+                if day == self._day:
+                    self._rows = have
+        return changed
 
     def purge(self, rel: str, needles: list[bytes] | None) -> None:
         """A purge reaches the record like every other place: ``needles`` None deletes

@@ -338,6 +338,17 @@ class Ranked:
     def __len__(self) -> int:
         return len(self._cands) + (len(self._tail) if self._tail is not None else 0)
 
+    def key(self, i: int) -> str:
+        """The ``i``-th match's key (``path#anchor``, or a running session's observation
+        id), without building its item. IndexError past the end."""
+        if i < len(self._cands):
+            c = self._cands[i]
+            return f"spool:{c.spool.obs_id}" if c.spool is not None else f"{c.key[0]}#{c.key[1]}"
+        if self._tail is None:
+            raise IndexError(i)
+        h = self._tail.hit(i - len(self._cands))
+        return f"{h.path}#{h.anchor}"
+
     def item(self, i: int) -> dict[str, Any]:
         """The ``i``-th match (0 = best) as a recall item (see ``Memory.recall``). Raises
         IndexError past the end (also when the index shrank since the count)."""

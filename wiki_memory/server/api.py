@@ -130,7 +130,7 @@ async def recall(request: Request) -> Response:
     budget = _int(
         body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
     )
-    cursor = _int(body, "cursor", 0, 0, MAX_BUDGET_TOKENS)
+    cursor = _int(body, "cursor", 0, 0, (1 << 53) - 1)  # a walk cursor (core.recaller)
     project = await run_in_threadpool(
         body_project, memory, body, request.state.user, required=False
     )

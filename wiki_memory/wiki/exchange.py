@@ -10,7 +10,10 @@ JSON Lines, UTF-8, one object per line, written and read one page at a time:
   it (:func:`wiki_memory.wiki.page.parse_page`), and ``text`` the whole file, so an
   import gives the same bytes back; a file that is not UTF-8 has ``text_base64``
   instead. ``record`` is ``handoff`` for a page of a ``handoffs/`` folder whose
-  frontmatter ``type`` is ``handoff``.
+  frontmatter ``type`` is ``handoff``;
+- then, optionally, one line per row of the use record (:mod:`wiki_memory.core.userecord`):
+  ``{"record": "use", "day", "path", "user", "recalled", "expanded", "repeated"}``.
+  An importer that does not know them skips them.
 """
 
 from __future__ import annotations
@@ -52,9 +55,15 @@ def _record(rel: str, raw: bytes) -> dict[str, Any]:
     return rec
 
 
-def export_pages(wiki_dir: Path, out: TextIO, tick: Callable[[int], None] | None = None) -> int:
+def export_pages(
+    wiki_dir: Path,
+    out: TextIO,
+    tick: Callable[[int], None] | None = None,
+    use: Iterable[dict[str, Any]] = (),
+) -> int:
     """Write the export of ``wiki_dir`` to ``out``, one page at a time; ``tick(1)`` after
-    each page (a progress bar). Returns the number of pages."""
+    each page (a progress bar), then the rows ``use`` (the use record) as ``use`` records.
+    Returns the number of pages."""
     paths = page_files(wiki_dir)
     head = {
         "format": FORMAT,
@@ -68,12 +77,17 @@ def export_pages(wiki_dir: Path, out: TextIO, tick: Callable[[int], None] | None
         out.write("\n")
         if tick is not None:
             tick(1)
+    for row in use:
+        out.write(json.dumps({"record": "use", **row}, ensure_ascii=False) + "\n")
     return len(paths)
 
 
-def read_export(lines: Iterable[str]) -> Iterator[tuple[int, str, bytes]]:
+def read_export(
+    lines: Iterable[str], on_use: Callable[[dict[str, Any]], None] | None = None
+) -> Iterator[tuple[int, str, bytes]]:
     """The pages of an export, as ``(line number, path as the record spells it, bytes)``,
-    one at a time. Whether a path may be written is not decided here: the importer hands
+    one at a time; each ``use`` record is handed to ``on_use`` (skipped without it).
+    Whether a path may be written is not decided here: the importer hands
     each to the border (:func:`wiki_memory.wiki.border.check`). Raises ValueError for a
     file that is not an export or a line that is not a page record (naming its number)."""
     it = iter(lines)
@@ -88,6 +102,10 @@ def read_export(lines: Iterable[str]) -> Iterator[tuple[int, str, bytes]]:
             continue
         try:
             rec = json.loads(line)
+            if isinstance(rec, dict) and rec.get("record") == "use":
+                if on_use is not None:
+                    on_use(rec)
+                continue
             rel = rec["path"]
             if not isinstance(rel, str):
                 raise TypeError("the path is not a string")
