@@ -36,7 +36,8 @@ recent        page     the most recently updated of the candidate pages
 They are fused by weighted reciprocal rank fusion: score = Σ w_s / (k + rank_s), k = 60
 (Cormack, Clarke, Büttcher: "Reciprocal rank fusion outperforms Condorcet and
 individual rank learning methods", SIGIR 2009), weights in :data:`WEIGHTS`. Then
-near-duplicates collapse (:func:`near_duplicate`), and the first :data:`HEADS` items are
+near-duplicates are grouped (:func:`near_duplicate`; when every match is asked for, the
+grouped ones follow the ranked items: :data:`COLLAPSED_NAMED`), and the first :data:`HEADS` items are
 the best section of that many distinct pages (breadth first: a small budget sees several
 sources), the rest follow in fused order. Each item's ``why`` lists the signals that
 ranked it (see :func:`_why`); its ``anchor`` is the section itself: ``path#Heading``,
