@@ -145,3 +145,20 @@ def test_a_cursor_belongs_to_its_query_and_a_changing_wiki_repeats_nothing(tmp_p
         assert stayed <= {a.split("#")[0] for a in seen}
     finally:
         m.stop()
+
+
+@pytest.mark.fast
+def test_a_page_asked_for_again_is_the_same_page(tmp_path):
+    files = {f"notes/d{i:02d}.md": distinct(i) for i in range(30)}
+    m = make_memory(tmp_path / "data", files=files)
+    try:
+        first = m.recall("zebu", budget_tokens=300, user="alice")
+        second = m.recall("zebu", budget_tokens=300, cursor=first.next_cursor, user="alice")
+        third = m.recall("zebu", budget_tokens=300, cursor=second.next_cursor, user="alice")
+        assert third.items
+        # a retry, or a browser going back a page: the same items, the same next cursor
+        again = m.recall("zebu", budget_tokens=300, cursor=first.next_cursor, user="alice")
+        assert [i["id"] for i in again.items] == [i["id"] for i in second.items]
+        assert again.next_cursor == second.next_cursor
+    finally:
+        m.stop()

@@ -110,6 +110,9 @@ class _Walk:
     total: int
     start: int = 0  # the rank it began at
     seen: set[str] = field(default_factory=set)
+    #: cursor given -> the keys its page returned (a page asked for again: a retry, or
+    #: a browser going back)
+    pages: dict[int, list[str]] = field(default_factory=dict)
 
 
 #: the largest ``budget_tokens`` recall accepts
@@ -213,6 +216,7 @@ class Recaller:
                 "tz": str(tz_name),
             },
         )
+        given = cursor
         given_fp, walk_no, cursor = read_cursor(cursor)
         if given_fp is not None and given_fp != fp:
             raise BadRequest(
@@ -244,7 +248,13 @@ class Recaller:
         used = 0
         needs: int | None = None
         pos = min(cursor, total)
-        if given_fp is not None and walk.seen:
+        again = walk.pages.get(given) if given_fp is not None else None
+        if again is not None and not changed:
+            skip: set[str] = set()  # a page asked for again, nothing changed: the same page
+        else:
+            # the matches earlier pages returned (a page asked for again: but its own)
+            skip = walk.seen - set(again or ())
+        if given_fp is not None and skip:
             # matches that moved up past the cursor while the wiki changed are looked for
             pos = max(walk.start, pos - BACKSCAN - abs(walk.total - total))
         first: int | None = None  # the rank of the first item returned
@@ -252,7 +262,7 @@ class Recaller:
         while pos < total:
             try:
                 key = found.key(pos)
-                if key in walk.seen:  # returned by an earlier page of this walk
+                if key in skip:  # returned by an earlier page of this walk
                     pos += 1
                     continue
                 item = found.item(pos)
@@ -279,6 +289,8 @@ class Recaller:
             pos += 1
         with self._walks_lock:
             walk.seen.update(keys)
+            if given_fp is not None:
+                walk.pages[given] = keys
         nxt = walk_cursor(fp, walk_no, pos) if pos < total and items else None
         self.audit_read(user, "recall", (project or "") + ":" + query[:200])
         if self.use is not None:
