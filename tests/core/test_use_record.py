@@ -151,3 +151,37 @@ def test_export_carries_the_use_record_and_import_takes_it_once(tmp_path):
     assert "use record: 0 of 1 rows taken" in again.stdout
     rows = UseRecord(target).every_row()
     assert [(r["path"], r["user"], r["recalled"]) for r in rows] == [("notes/a.md", "alice", 3)]
+
+
+@pytest.mark.fast
+def test_a_backup_of_format_1_without_the_use_record_still_restores(tmp_path):
+    import io
+
+    from wiki_memory.config import load_settings
+    from wiki_memory.core.backup import restore
+
+    m = make_memory(tmp_path / "data", files=FILES)
+    try:
+        m.recall("kiwi", budget_tokens=4000, user="alice")
+        m.use.flush()
+        backup(m.settings, tmp_path / "b.tar")
+    finally:
+        m.stop()
+    # the same backup as the format before the use record wrote it: no use/, format 1
+    old = tmp_path / "old.tar"
+    with tarfile.open(tmp_path / "b.tar") as src, tarfile.open(old, "w") as dst:
+        for info in src.getmembers():
+            data = src.extractfile(info).read()  # type: ignore[union-attr]
+            if info.name.startswith("use/"):
+                continue
+            if info.name == "manifest.json":
+                man = json.loads(data)
+                man["format"] = 1
+                man["files"] = {k: v for k, v in man["files"].items() if not k.startswith("use/")}
+                data = json.dumps(man).encode()
+                info.size = len(data)
+            dst.addfile(info, io.BytesIO(data))
+    got = restore(load_settings(tmp_path / "restored"), old)
+    assert got.manifest["format"] == 1 and not got.refused
+    assert (tmp_path / "restored" / "wiki" / "notes" / "kiwi.md").is_file()
+    assert not (tmp_path / "restored" / "use").exists()
