@@ -51,6 +51,7 @@ REQUESTS: dict[str, tuple[str, str, Any, set[int]]] = {
         {"session": "0123456789ab"},
         {404},
     ),
+    "GET /v1/use": ("GET", "/v1/use?days=7", None, {200}),
     "POST /v1/forget": ("POST", "/v1/forget", {"path": "projects/demo/notes/other.md"}, {200}),
     "POST /v1/edit": (
         "POST",

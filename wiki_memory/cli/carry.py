@@ -133,6 +133,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from wiki_memory.cli.wiki import _wiki_settings
+    from wiki_memory.core.userecord import UseRecord
     from wiki_memory.wiki.exchange import attachment_files, export_pages, page_files
 
     settings = _wiki_settings(args)
@@ -142,14 +143,15 @@ def cmd_export(args: argparse.Namespace) -> int:
     data_dir = None if getattr(args, "wiki", None) else settings.data_dir
     total = len(page_files(wiki)) + len(attachment_files(wiki))
     bar = tqdm(total=total, unit="file", disable=not sys.stderr.isatty())
+    use = UseRecord(settings.data_dir).every_row() if data_dir is not None else []
     try:
         if args.file and args.file != "-":
             fd = os.open(args.file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as out:
-                done = export_pages(wiki, out, bar.update, data_dir)
+                done = export_pages(wiki, out, bar.update, data_dir, use)
             where = f" to {args.file}"
         else:
-            done = export_pages(wiki, sys.stdout, bar.update, data_dir)
+            done = export_pages(wiki, sys.stdout, bar.update, data_dir, use)
             where = ""
     finally:
         bar.close()

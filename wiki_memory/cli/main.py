@@ -288,7 +288,7 @@ def _open_when_up(host: str, port: int, scheme: str = "http", timeout: float = 3
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    body = {"query": args.query, "budget_tokens": args.budget}
+    body = {"query": args.query, "budget_tokens": args.budget, "cursor": args.cursor}
     if args.project:
         body["project"] = args.project
     if args.now:
@@ -407,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("query")
     r.add_argument("--project")
     r.add_argument("--budget", type=int, default=1000, help="token budget (default 1000)")
+    r.add_argument("--cursor", type=int, default=0, help="the next page: a cursor printed before")
     r.add_argument(
         "--now",
         help="reference time for relative dates in the query (ISO-8601; default: the present)",

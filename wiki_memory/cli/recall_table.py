@@ -68,7 +68,13 @@ def render(res: dict[str, Any]) -> str:
                 for anchor, snippet in entries:
                     where = f"{inline(anchor)}: " if anchor else ""
                     out.append(f"    {where}{cut_words(str(snippet or ''), 150)}")
+                if it.get("collapsed"):  # near-duplicates grouped under this item
+                    out.append(f"    + {it['collapsed']} near-duplicate page(s), listed last")
+                if it.get("collapsed_into"):
+                    out.append(f"    (near-duplicate of {inline(str(it['collapsed_into']))})")
+    more = f", next page: --cursor {res['next_cursor']}" if res.get("next_cursor") else ""
     out.append(
-        f"({res['used_tokens']}/{res['budget_tokens']} tokens, {res['omitted']} more left out)"
+        f"({res['used_tokens']}/{res['budget_tokens']} tokens, {res['omitted']} more left out"
+        f"{more})"
     )
     return "\n".join(out)

@@ -219,6 +219,7 @@ def _import_json(args: argparse.Namespace) -> int:
     same: list[str] = []
     conflicts: list[str] = []
     refused: list[str] = []
+    use_rows: list[dict[str, Any]] = []  # the use record's rows (core.userecord)
     room = shutil.disk_usage(wiki).free
     try:
         try:
@@ -227,7 +228,7 @@ def _import_json(args: argparse.Namespace) -> int:
             raise CliError(f"cannot read {args.path}: {exc}", 2) from None
         bar = tqdm(unit="page", disable=not sys.stderr.isatty())
         try:
-            for rec in read_export(f):
+            for rec in read_export(f, use_rows.append):
                 n, rel, raw = rec.line, rec.path, rec.raw
                 bar.update(1)
                 verdict = check(
@@ -280,6 +281,11 @@ def _import_json(args: argparse.Namespace) -> int:
         f"{len(written) - pages} attachments), {len(same)} identical, "
         f"{len(conflicts)} conflicting, {len(refused)} refused"
     )
+    if use_rows:
+        from wiki_memory.core.userecord import UseRecord
+
+        n_use = UseRecord(settings.data_dir).merge(use_rows)
+        print(f"use record: {n_use} of {len(use_rows)} rows taken")
     for p in conflicts:
         print(f"not written: {p} (a different file already has this name)", file=sys.stderr)
     for p in refused:

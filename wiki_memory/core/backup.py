@@ -65,7 +65,10 @@ __all__ = [
     "verify",
 ]
 
-FORMAT = 1
+FORMAT = 2
+"""The manifest's format: 2 adds the use record (``use/``); a backup of format 1 (without
+it) restores as before."""
+READABLE_FORMATS = (1, 2)
 #: a manifest, at most (about 150 bytes a member)
 MANIFEST_MAX = 64 << 20
 #: the members of one backup, at most (the first read notes each name)
@@ -288,8 +291,8 @@ def _members_of(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
 
 def _listing(manifest: Any) -> dict[str, _Listed]:
     """The manifest's ``files``, every value checked for shape. Raises BackupError."""
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise BackupError("the backup's manifest is not of format 1")
+    if not isinstance(manifest, dict) or manifest.get("format") not in READABLE_FORMATS:
+        raise BackupError("the backup's manifest is not of format 1 or 2")
     files, refs = manifest.get("files"), manifest.get("refs")
     if not isinstance(files, dict) or not isinstance(refs, dict):
         raise BackupError("the backup's manifest has no list of files or refs")

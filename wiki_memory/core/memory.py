@@ -141,7 +141,8 @@ class Memory:
         #: the project a write goes to, started when asked (wiki_memory.core.newproject)
         self.project_start = ProjectStart(self)
         #: budgeted recall over what ranking reads (wiki_memory.core.recaller)
-        self.recaller = Recaller(self._sources, self.scope, settings, self.audit_read)
+        self.use = self.reader.use  # the use record (wiki_memory.core.userecord)
+        self.recaller = Recaller(self._sources, self.scope, settings, self.audit_read, self.use)
         self.recall = self.recaller.recall
         #: called on the writer thread when a session ends (SessionEnd or idle; never on
         #: a server restart): ``fn(memory, info, observations, page_path)``
@@ -206,6 +207,7 @@ class Memory:
             )
         self.spool.close()
         self.index.close()
+        self.use.flush()
 
     def _recover_job(self) -> WriteResult:
         """Commit files that changed on disk while no server ran (hand edits, or a page

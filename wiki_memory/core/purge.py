@@ -240,6 +240,8 @@ def _clear(
     memory.index.checkpoint()
     shutil.rmtree(Path(memory.settings.index_path).parent / "as-of", ignore_errors=True)
     logs = _scrub_files(memory.settings.logs_dir, needles, skip="audit")
+    # the record in memory first (today's rows are rewritten from it), then its files
+    memory.use.purge(rel, None if text is None else needles)
     use = _scrub_files(Path(memory.settings.data_dir) / "use", needles)
     audit_lines = memory.audit.redact(values, MARK.decode())
     rank.clear_caches()

@@ -18,6 +18,7 @@ from wiki_memory.capture.spool import Spool
 from wiki_memory.config import Settings
 from wiki_memory.core.scope import ScopeRule, frontmatter_of, not_found
 from wiki_memory.core.sessions import conflict_copy_path
+from wiki_memory.core.userecord import UseRecord
 from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity, may_read
 from wiki_memory.index.store import Index
@@ -59,6 +60,8 @@ class Reader:
         self.max_links = settings.max_links_per_reply
         #: short recall handle -> anchor (see :meth:`handle`)
         self._handles: dict[str, str] = {}
+        #: which pages each user was served, per day (wiki_memory.core.userecord)
+        self.use = UseRecord(settings.data_dir)
 
     def handle(self, anchor: str) -> str:
         """A short, stable id for an anchor (``h`` + 10 hex of its SHA-1), remembered so
@@ -79,6 +82,15 @@ class Reader:
         its path and indexed frontmatter); False for a page the index does not hold.
         ``user`` None is an anonymous caller (shared pages only)."""
         return self.index.page_meta(path, self.scope.identity(user)) is not None
+
+    def use_rows(self, user: Identity | str | None, days: int = 30) -> list[dict[str, Any]]:
+        """The caller's own rows of the use record for the last ``days`` days
+        (:meth:`wiki_memory.core.userecord.UseRecord.rows`), of the pages it may still
+        see; an anonymous caller has none."""
+        who = self.scope.identity(user)
+        if not who.user:
+            return []
+        return [r for r in self.use.rows(who.user, days) if self.visible(r["path"], who)]
 
     def expand(
         self, ids: list[str], budget_tokens: int, user: Identity | str | None = None
@@ -106,6 +118,8 @@ class Reader:
             path, _, anchor = target.partition("#")
             cands.append({"id": raw_id, "path": path, "anchor": target, "text": text})
         packed = pack(cands, budget_tokens)
+        served = [str(it["path"]) for it in packed.items if it.get("path")]
+        self.use.note("expanded", served, who.user or None)
         if any(it.get("path") for it in packed.items):
             chains = self.index.chains(who)  # a superseded page stays marked (invariant 14)
             for it in packed.items:

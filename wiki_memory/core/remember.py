@@ -304,6 +304,7 @@ def _duplicate(
         )
     row = memory.index.page_meta(path) or {}
     meta = row.get("meta") or {}
+    memory.use.note("repeated", [path], user or None)
     count = knowledge.count_repeat(
         memory.settings.data_dir,
         {

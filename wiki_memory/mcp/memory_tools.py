@@ -103,14 +103,14 @@ class MemoryOps(ToolBase):
         proj = self.project_of(caller, project, required=False) if project else None
 
         def build(sel: list[dict[str, Any]], res: RecallResult) -> tuple[dict[str, Any], str]:
-            nxt = cursor + len(sel) if cursor + len(sel) < res.total and sel else None
+            nxt = res.next_cursor if sel else None  # a walk cursor (core.recaller)
             data: RecallOut = {
                 "query": query,
                 "project": proj,
                 "items": sel,
                 "used_tokens": sum(count_item(i) for i in sel),
                 "budget_tokens": budget_tokens,
-                "omitted": res.total - cursor - len(sel) if cursor < res.total else 0,
+                "omitted": res.omitted,
                 "total": res.total,
                 "cursor": cursor,
                 "next_cursor": nxt,
@@ -128,10 +128,12 @@ class MemoryOps(ToolBase):
                     f" The next match alone needs {data['needs_tokens']} tokens: call again "
                     f"with budget_tokens of at least that and cursor={cursor}."
                 )
+            if res.changed:
+                head += " The matches changed during this walk: newer ones may be left out."
             if sel:
                 head += " Full sections: memory_expand(ids)."
             parts = [head]
-            for n, it in enumerate(sel, cursor + 1):
+            for n, it in enumerate(sel, res.cursor + 1):
                 title = qt(it["title"]) if it.get("title") else "(untitled)"
                 head_line = f"[{n}] id={inline(it.get('id'))} · {title}"
                 if not it.get("compact"):  # a compact handle has no kind, date or source
@@ -142,6 +144,10 @@ class MemoryOps(ToolBase):
                     head_line += f" · SUPERSEDED by {inline(it['superseded_by'])}"
                 if it.get("conflict_of"):  # a conflict copy: marked, after its page
                     head_line += f" · CONFLICT COPY of {inline(it['conflict_of'])}"
+                if it.get("collapsed"):  # near-duplicates grouped here, listed at the end
+                    head_line += f" · +{int(it['collapsed'])} near-duplicate page(s) later"
+                if it.get("collapsed_into"):
+                    head_line += f" · near-duplicate of {inline(it['collapsed_into'])}"
                 source = str(it.get("anchor") or it.get("path") or it.get("id"))
                 parts.append(head_line + "\n" + quoted(str(it.get("snippet") or ""), source))
                 for sub in it.get("also", []):  # its page's entries carried in this slot
@@ -157,7 +163,7 @@ class MemoryOps(ToolBase):
             size = len(serialize(sel).encode("utf-8"))
             if 2 * size + 200 * len(sel) + 600 + len(query.encode("utf-8")) < self.cap:
                 return True
-            probe = RecallResult(sel, 0, budget_tokens, 0, total=cursor + len(sel) + 1)
+            probe = RecallResult(sel, 0, budget_tokens, 1, total=len(sel) + 1, next_cursor=1 << 52)
             return self.tokens(*build(sel, probe)) <= self.cap
 
         res = self.memory.recall(

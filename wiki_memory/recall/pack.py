@@ -38,7 +38,8 @@ def _cut(text: str, n: int) -> str:
 
 def compact(item: dict[str, Any], room: int) -> dict[str, Any] | None:
     """The compact handle of a recall item: ``{id, title, snippet, compact: true}`` (plus
-    ``superseded_by`` for a superseded page's, ``conflict_of`` for a conflict copy's) with
+    ``superseded_by`` for a superseded page's, ``conflict_of`` for a conflict copy's,
+    ``collapsed`` and ``collapsed_into`` for a near-duplicate group's) with
     the title cut to :data:`COMPACT_TITLE_WORDS` words and the snippet to the most words
     (between :data:`COMPACT_MIN_WORDS` and :data:`COMPACT_MAX_WORDS`) that keep it within
     ``room`` tokens as serialized; None when even the shortest does not fit, or the item
@@ -58,6 +59,9 @@ def compact(item: dict[str, Any], room: int) -> dict[str, Any] | None:
             cand["superseded_by"] = item["superseded_by"]
         if item.get("conflict_of"):  # and so does a conflict copy
             cand["conflict_of"] = item["conflict_of"]
+        for key in ("collapsed", "collapsed_into"):  # a group stays a group
+            if item.get(key):
+                cand[key] = item[key]
         if count_item(cand) <= room:
             best, lo = cand, mid + 1
         else:

@@ -36,7 +36,8 @@ recent        page     the most recently updated of the candidate pages
 They are fused by weighted reciprocal rank fusion: score = Σ w_s / (k + rank_s), k = 60
 (Cormack, Clarke, Büttcher: "Reciprocal rank fusion outperforms Condorcet and
 individual rank learning methods", SIGIR 2009), weights in :data:`WEIGHTS`. Then
-near-duplicates collapse (:func:`near_duplicate`), and the first :data:`HEADS` items are
+near-duplicates are grouped (:func:`near_duplicate`; when every match is asked for, the
+grouped ones follow the ranked items: :data:`COLLAPSED_NAMED`), and the first :data:`HEADS` items are
 the best section of that many distinct pages (breadth first: a small budget sees several
 sources), the rest follow in fused order. Each item's ``why`` lists the signals that
 ranked it (see :func:`_why`); its ``anchor`` is the section itself: ``path#Heading``,
@@ -160,6 +161,10 @@ DEDUP_SCAN = 200
 """A match is compared for near-duplicates with at most this many earlier kept matches
 that carry the same numbers (more than ``limit`` + :data:`HEADS` of the old 50-item
 ceiling, so the first pages rank as before; linear when every match is ranked)."""
+COLLAPSED_NAMED = 5
+"""A kept item names at most this many of the pages grouped under it (``collapsed_paths``;
+``collapsed`` counts them all). When every match is asked for, the grouped ones follow the
+ranked pool, each marked ``collapsed_into`` (docs/knowledge.md, "Collapsed is not lost")."""
 DENSE_LIMIT = 30
 """Sections in the ``dense`` list (whatever the limit: a dense neighbour is no match of
 the query's words, so asking for every match does not ask for every neighbour)."""
@@ -334,6 +339,17 @@ class Ranked:
     def __len__(self) -> int:
         return len(self._cands) + (len(self._tail) if self._tail is not None else 0)
 
+    def key(self, i: int) -> str:
+        """The ``i``-th match's key (``path#anchor``, or a running session's observation
+        id), without building its item. IndexError past the end."""
+        if i < len(self._cands):
+            c = self._cands[i]
+            return f"spool:{c.spool.obs_id}" if c.spool is not None else f"{c.key[0]}#{c.key[1]}"
+        if self._tail is None:
+            raise IndexError(i)
+        h = self._tail.hit(i - len(self._cands))
+        return f"{h.path}#{h.anchor}"
+
     def item(self, i: int) -> dict[str, Any]:
         """The ``i``-th match (0 = best) as a recall item (see ``Memory.recall``). Raises
         IndexError past the end (also when the index shrank since the count)."""
@@ -446,6 +462,9 @@ class _Cand:
     raw: float = 0.0  # own bm25 in the text signal
     context: float = 0.0  # bm25 share from neighbouring entries
     also: list[_Cand] = field(default_factory=list)  # entries of its page carried in its slot
+    #: near-duplicates of other pages grouped under this kept candidate (:data:`COLLAPSED`)
+    group: list[_Cand] = field(default_factory=list)
+    into: _Cand | None = None  # the kept candidate this one was grouped under
 
 
 class _Ranker:
@@ -473,6 +492,9 @@ class _Ranker:
         self.f = f
         self.scope = f.scope()
         self.limit = limit
+        #: every match is asked for (:func:`ranked`): near-duplicates are grouped and follow
+        #: the ranked pool, else (:func:`candidates`) they are left out
+        self.every = limit >= NO_LIMIT
         #: sections fetched per section list: the pool when a tail follows, else as many
         #: as the caller asks for
         self.fetch = POOL if tail else limit
@@ -879,6 +901,7 @@ class _Ranker:
         # otherwise it only stands for its page when nothing else of the page is there
         pages_with_text = {c.path for c in fused if c.hit is not None and c.hit.text.strip()}
         kept: list[_Cand] = []
+        groups: dict[int, list[_Cand]] = defaultdict(list)
         # near-duplicates share their numbers: compare within those groups only, with the
         # first DEDUP_SCAN of each (every match is ranked now: keep this linear)
         dedup = _Dedup(_tokens(_content(c)) for c in fused[:DEDUP_SAMPLE])
@@ -908,6 +931,8 @@ class _Ranker:
                 ):
                     c.score = k.score
                     kept[dup] = c
+                elif k.path != c.path:  # grouped, not dropped: it follows the ranked pool
+                    groups[dup].append(c)
                 continue
             dedup.add(len(kept), toks)
             kept.append(c)
@@ -928,7 +953,32 @@ class _Ranker:
         sessions = self.memory.spool.sessions
         live = [c for c in heads + rest if c.spool is None or c.spool.session_key in sessions]
         cap = int(self.w["cap"])
-        return self._current_first(_cap_pages(live, cap) if cap > 0 else live)[: self.limit]
+        out = self._current_first(_cap_pages(live, cap) if cap > 0 else live)[: self.limit]
+        return self._with_groups(out, kept, groups) if self.every and groups else out
+
+    def _with_groups(
+        self, out: list[_Cand], kept: list[_Cand], groups: dict[int, list[_Cand]]
+    ) -> list[_Cand]:
+        """``out`` followed by the near-duplicates grouped under its candidates (each group
+        under its kept candidate's place, in rank order), each marked with the candidate it
+        was grouped under; a duplicate whose page already has an item is not repeated
+        (its page is reachable), nor is one of a running session."""
+        for at, members in groups.items():
+            k = kept[at]
+            k.group = members
+            for m in members:
+                m.into = k
+        shown = {c.path for c in out}
+        seen: set[tuple[str, str]] = set()
+        later: list[_Cand] = []
+        for c in out:
+            for m in c.group:
+                if m.path in shown or m.key in seen or m.spool is not None:
+                    continue
+                seen.add(m.key)
+                shown.add(m.path)
+                later.append(m)
+        return out + later
 
     def _current_first(self, ordered: list[_Cand]) -> list[_Cand]:
         """``ordered`` with every candidate of a superseded page after the head of its
@@ -1070,7 +1120,20 @@ class _Ranker:
             "updated": h.updated,
             **self.chains.mark(h.path),
             **self._also(c),
+            **self._collapsed(c),
         }
+
+    def _collapsed(self, c: _Cand) -> dict[str, Any]:
+        """``{"collapsed": n, "collapsed_paths": [...]}`` on a kept candidate that has
+        near-duplicates of other pages grouped under it (the first :data:`COLLAPSED_NAMED`
+        paths), ``{"collapsed_into": anchor}`` on a grouped one, else ``{}``."""
+        if c.into is not None and c.into.hit is not None:
+            h = c.into.hit
+            return {"collapsed_into": f"{h.path}#{h.anchor}" if h.anchor else h.path}
+        paths = list(dict.fromkeys(m.path for m in c.group))
+        if not paths:
+            return {}
+        return {"collapsed": len(paths), "collapsed_paths": paths[:COLLAPSED_NAMED]}
 
     def _also(self, c: _Cand) -> dict[str, Any]:
         """``{"also": [{id, anchor, snippet}, ...]}`` for the entries of its page carried
@@ -1176,10 +1239,22 @@ def _count(text: str) -> int:
     return count_tokens(text)
 
 
+NAMING_WORDS = frozenset(
+    "prod production staging stage preprod dev development test qa uat sandbox canary "
+    "localhost".split()
+)
+"""Words that name an environment: like a number, one found on one side only keeps two
+near-identical texts apart ("never push to prod" against "never push to staging")."""
+
+
 @functools.lru_cache(maxsize=TEXT_CACHE)
 def _numbers(toks: frozenset[str]) -> frozenset[str]:
+    """What tells facts apart however alike their words: the words with a digit (dates,
+    counts, versions, ids) and the :data:`NAMING_WORDS`."""
     # isalpha() (one C call) rules out most words: a letter is never a digit
-    return frozenset(t for t in toks if not t.isalpha() and any(ch.isdigit() for ch in t))
+    return frozenset(
+        t for t in toks if (not t.isalpha() and any(ch.isdigit() for ch in t)) or t in NAMING_WORDS
+    )
 
 
 def _duplicate_of(toks: frozenset[str], seen: list[frozenset[str]]) -> int | None:
@@ -1277,7 +1352,8 @@ class _Dedup:
 
 def near_duplicate(a: Set[str], b: Set[str]) -> bool:
     """True when two word sets say the same thing: the same numbers (a word with a digit:
-    dates, counts, versions and ids tell facts apart) and Jaccard similarity ≥ 0.8, or
+    dates, counts, versions and ids tell facts apart) and environment names
+    (:data:`NAMING_WORDS`), and Jaccard similarity ≥ 0.8, or
     (both at least 5 words) the smaller 90% inside the larger. Empty sets never match."""
     return _duplicate_of(frozenset(a), [frozenset(b)]) is not None
 

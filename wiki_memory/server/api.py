@@ -139,7 +139,7 @@ async def recall(request: Request) -> Response:
     budget = _int(
         body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
     )
-    cursor = _int(body, "cursor", 0, 0, MAX_BUDGET_TOKENS)
+    cursor = _int(body, "cursor", 0, 0, (1 << 53) - 1)  # a walk cursor (core.recaller)
     project = await run_in_threadpool(
         body_project, memory, body, request.state.user, required=False
     )
@@ -177,6 +177,14 @@ async def expand(request: Request) -> Response:
     )
     res = await run_in_threadpool(memory.expand, ids, budget, request.state.user)
     return JSONResponse(res)
+
+
+async def use(request: Request) -> Response:
+    """``GET /v1/use?days=N``: the caller's own rows of the use record."""
+    memory: Memory = request.app.state.memory
+    days = _int(dict(request.query_params), "days", 30, 1, 400)
+    rows = await run_in_threadpool(memory.reader.use_rows, request.state.user, days)
+    return JSONResponse({"days": days, "rows": rows})
 
 
 async def pages(request: Request) -> Response:
@@ -492,4 +500,5 @@ ROUTES = [
     Route("/v1/admin/unrendered/discard", discard, methods=["POST"]),
     Route("/v1/sync-conflicts", sync_conflicts, methods=["GET"]),
     Route("/v1/sync-conflicts/resolve", resolve_conflict, methods=["POST"]),
+    Route("/v1/use", use, methods=["GET"]),
 ]

@@ -239,6 +239,7 @@ class _View(BrowseView):
         error = None
         omitted = 0
         matches = 0
+        shown_from = 0  # the rank of the first match shown (a cursor is a walk's)
         if q:
             since = None
             if within:
@@ -262,6 +263,7 @@ class _View(BrowseView):
                 matches = len(res.items)
                 next_cursor = res.next_cursor
                 total = res.total
+                shown_from = res.cursor
                 forms = match_forms(q)
                 groups = web_search.group(res.items, forms, q)
                 kinds = sorted({g.kind for g in groups} | ({kind} if kind else set()))
@@ -307,8 +309,8 @@ class _View(BrowseView):
             clear=clear,
             error=error,
             omitted=omitted,
-            first=cursor + 1,
-            last=cursor + matches,
+            first=shown_from + 1,
+            last=shown_from + matches,
             total=total,
             prev_url=prev_url,
             next_url=next_url,

@@ -17,6 +17,9 @@ JSON Lines, UTF-8, one object per line, written and read one page at a time:
   ``type`` is ``handoff``;
 - then one line per attachment (every other regular file outside dot folders, by path):
   ``{"record": "attachment", "path", "text_base64", "mtime"}``.
+- then, optionally, one line per row of the use record (:mod:`wiki_memory.core.userecord`):
+  ``{"record": "use", "day", "path", "user", "recalled", "expanded", "repeated"}``.
+  An importer that does not know them skips them.
 """
 
 from __future__ import annotations
@@ -143,10 +146,12 @@ def export_pages(
     out: TextIO,
     tick: Callable[[int], None] | None = None,
     data_dir: Path | None = None,
+    use: Iterable[dict[str, Any]] = (),
 ) -> Exported:
     """Write the export of ``wiki_dir`` to ``out``, one file at a time; ``tick(1)`` after
-    each page or attachment (a progress bar). ``data_dir`` is the wiki's data directory
-    when it has one (for the counts of what is left out). Raises OSError."""
+    each page or attachment (a progress bar), then the rows ``use`` (the use record) as
+    ``use`` records. ``data_dir`` is the wiki's data directory when it has one (for the
+    counts of what is left out). Raises OSError."""
     paths = page_files(wiki_dir)
     attachments = attachment_files(wiki_dir)
     omitted = left_out(wiki_dir, data_dir)
@@ -178,6 +183,8 @@ def export_pages(
         out.write(json.dumps(rec, ensure_ascii=False) + "\n")
         if tick is not None:
             tick(1)
+    for row in use:
+        out.write(json.dumps({"record": "use", **row}, ensure_ascii=False) + "\n")
     return Exported(len(paths), len(attachments), omitted)
 
 
@@ -194,8 +201,12 @@ class Record:
     mtime: float | None
 
 
-def read_export(lines: Iterable[str]) -> Iterator[Record]:
-    """The files of an export (pages and attachments) as :class:`Record`, one at a time. Whether a path may be written is not decided here: the importer hands
+def read_export(
+    lines: Iterable[str], on_use: Callable[[dict[str, Any]], None] | None = None
+) -> Iterator[Record]:
+    """The files of an export (pages and attachments) as :class:`Record`, one at a time;
+    each ``use`` record is handed to ``on_use`` (skipped without it). Whether a path may
+    be written is not decided here: the importer hands
     each to the border (:func:`wiki_memory.wiki.border.check`). Raises ValueError for a
     file that is not an export or a line that is not a page record (naming its number)."""
     it = iter(lines)
@@ -210,6 +221,10 @@ def read_export(lines: Iterable[str]) -> Iterator[Record]:
             continue
         try:
             rec = json.loads(line)
+            if isinstance(rec, dict) and rec.get("record") == "use":
+                if on_use is not None:
+                    on_use(rec)
+                continue
             rel = rec["path"]
             if not isinstance(rel, str):
                 raise TypeError("the path is not a string")
