@@ -93,9 +93,10 @@ def _git_report(wiki: Path) -> dict[str, Any]:
     return out
 
 
-def _scan_files(
-    wiki: Path, escaped: list[dict[str, str]] | None = None
-) -> tuple[dict[str, os.stat_result], list[dict[str, str]]]:
+_Notes = list[dict[str, str]]  # one dict a file: path, reason (or file, rename_to)
+
+
+def _scan_files(wiki: Path, escaped: _Notes | None = None) -> tuple[dict[str, Any], _Notes]:
     """Pages on disk (as the index sees them: a name that is not valid UTF-8 by its
     escaped name) and the files skipped, with the reason. ``escaped`` is given each file
     and folder served under an escaped name: ``{path, file, rename_to}``."""
@@ -157,13 +158,7 @@ _ODD_REASON = (
 )
 
 
-def _escaped_ok(
-    wiki: Path,
-    rel: str,
-    escaped: list[dict[str, str]] | None,
-    skipped: list[dict[str, str]],
-    what: str,
-) -> bool:
+def _escaped_ok(wiki: Path, rel: str, escaped: _Notes | None, skipped: _Notes, what: str) -> bool:
     """Whether the file or folder ``rel`` (not valid UTF-8, as ``os`` spells it) has an
     escaped name (noted in ``escaped``, with a UTF-8 name to rename it to: its bytes
     read as Latin-1) or is skipped (noted in ``skipped``)."""

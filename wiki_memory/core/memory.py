@@ -202,9 +202,7 @@ class Memory:
         try:
             self.writer.stop()
         except Exception as exc:  # noqa: BLE001 - files are on disk; the next start commits them
-            log.warning(
-                "shutting down with uncommitted pages (%s); the next start commits them", exc
-            )
+            log.warning("shutting down with uncommitted pages (%s): committed at next start", exc)
         self.spool.close()
         self.index.close()
         self.use.flush()

@@ -85,6 +85,18 @@ def _scrub_files(folder: Path, needles: list[bytes], skip: str = "") -> dict[str
     return changed
 
 
+def _count_files(folder: Path, needles: list[bytes]) -> dict[str, int]:
+    """How many times ``needles`` occur in each regular file under ``folder`` (relative
+    path -> count, files with none left out)."""
+    out: dict[str, int] = {}
+    for f in sorted(folder.rglob("*")) if folder.is_dir() else []:
+        if f.is_file() and not f.is_symlink():
+            data = f.read_bytes()
+            if n := sum(data.count(x) for x in needles):
+                out[str(f.relative_to(folder))] = n
+    return out
+
+
 def _meta(memory: Any, rel: str) -> dict[str, Any]:
     """The frontmatter of the page's working copy (``{}`` when there is none)."""
     try:
@@ -240,9 +252,18 @@ def _clear(
     memory.index.checkpoint()
     shutil.rmtree(Path(memory.settings.index_path).parent / "as-of", ignore_errors=True)
     logs = _scrub_files(memory.settings.logs_dir, needles, skip="audit")
-    # the record in memory first (today's rows are rewritten from it), then its files
-    memory.use.purge(rel, None if text is None else needles)
-    use = _scrub_files(Path(memory.settings.data_dir) / "use", needles)
+    # the use record: counted, then purged through its owner (today's rows live in
+    # memory too), then any other file of it scrubbed
+    use_dir = Path(memory.settings.data_dir) / "use"
+    memory.use.flush()
+    found = _count_files(use_dir, needles)
+    renamed_to = (
+        None
+        if rewrite.new_name is None
+        else posixpath.join(posixpath.dirname(rel), rewrite.new_name)
+    )
+    memory.use.purge(rel, None if text is None else needles, renamed_to)
+    use = {**found, **_scrub_files(use_dir, needles)}
     audit_lines = memory.audit.redact(values, MARK.decode())
     rank.clear_caches()
     sectionmemo.clear()  # no copy of the purged text stays in this process's memo

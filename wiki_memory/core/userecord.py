@@ -162,11 +162,12 @@ class UseRecord:
                     self._rows = have
         return changed
 
-    def purge(self, rel: str, needles: list[bytes] | None) -> None:
+    def purge(self, rel: str, needles: list[bytes] | None, new_rel: str | None = None) -> None:
         """A purge reaches the record like every other place: ``needles`` None deletes
-        every row of the page ``rel``; else every occurrence of each needle in a row's
-        path becomes ``[purged]`` (rows that then name one page are merged), so no row
-        keeps the old path. ``repeats.jsonl`` is rewritten the same way."""
+        every row of the page ``rel``; else the rows of ``rel`` follow the page to
+        ``new_rel`` when the purge renamed it, and every occurrence of each needle in a
+        row's path becomes ``[purged]`` (rows that then name one page are merged), so no
+        row keeps the old path. ``repeats.jsonl`` is rewritten the same way."""
         from wiki_memory.wiki.purge import MARK
 
         mark = MARK.decode()
@@ -175,6 +176,8 @@ class UseRecord:
         def renamed(path: str) -> str | None:
             if texts is None:
                 return None if path == rel else path
+            if new_rel is not None and path == rel:
+                return new_rel
             for t in texts:
                 path = path.replace(t, mark)
             return path

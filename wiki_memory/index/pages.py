@@ -461,22 +461,8 @@ def _diagnostic(d: Any) -> dict[str, Any]:
 
 # --- reading pages (see the Index methods of the same names) -------------------------------
 
-PAGE_COLUMNS = (
-    "path",
-    "id",
-    "title",
-    "kind",
-    "project",
-    "tags",
-    "aliases",
-    "updated",
-    "created",
-    "hash",
-    "size",
-    "mtime",
-    "meta",
-    "diagnostics",
-    "owner",
+PAGE_COLUMNS = tuple(
+    "path id title kind project tags aliases updated created hash size mtime meta diagnostics owner".split()
 )
 """The columns of ``pages``, in order: the keys of :func:`page_meta`'s dicts."""
 

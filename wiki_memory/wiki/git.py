@@ -213,8 +213,7 @@ class GitStore(GitHistory):
 
         * ``index.lock`` and the branch's ref lock are removed only when a sidecar
           ``wiki-memory-lock-owner.<pid>`` names them (the same inode for index.lock)
-          and that process is gone. A lock nobody recorded may belong to a live git
-          (C21): it is left alone and waited on as always.
+          and that process is gone. A lock nobody recorded may be a live git's (C21): left.
         * dulwich's loose-object locks (``objects/xx/<sha>.lock``; stock git never
           writes these) are removed: only a wiki-memory process writes through them.
         """
