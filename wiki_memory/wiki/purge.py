@@ -30,6 +30,7 @@ from dulwich.objects import Blob, Commit, ObjectID, Tag, Tree
 from dulwich.repo import Repo
 
 from wiki_memory.wiki.links import rename_links, unlink
+from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.replicate import flat_tree
 
 __all__ = ["MARK", "PurgeReport", "Rewrite", "purge_history"]
@@ -85,13 +86,21 @@ def _scrub(data: bytes, text: bytes | None) -> bytes | None:
 
 class _Rewriter:
     def __init__(
-        self, repo: Repo, parts: list[bytes], text: bytes | None, rewrite: Rewrite
+        self,
+        repo: Repo,
+        parts: list[bytes],
+        text: bytes | None,
+        rewrite: Rewrite,
+        aliases: dict[bytes, set[ObjectID]] | None = None,
     ) -> None:
         self.repo = repo
         self.store = repo.object_store
         self.parts = parts
         self.text = text
         self.rewrite = rewrite
+        #: other paths (``a/b.md``) -> the versions of the page stored there (the page
+        #: before a rename or move, a copy of it: :func:`_aliases`)
+        self.aliases = aliases or {}
         self.new_name = None if rewrite.new_name is None else rewrite.new_name.encode("utf-8")
         self.trees: dict[tuple[ObjectID, int], ObjectID | None] = {}
         self.walked: dict[tuple[ObjectID, tuple[bytes, ...]], ObjectID | None] = {}
@@ -100,8 +109,15 @@ class _Rewriter:
 
     def root(self, sha: ObjectID) -> ObjectID | None:
         """The commit tree ``sha`` rewritten: the page's entry only, or every page's
-        links too when there are links to rewrite."""
-        return self.walk(sha, ()) if self.rewrite.link_keys else self.tree(sha)
+        links and the page's versions under other names too when there are any."""
+        if self.rewrite.link_keys or self.aliases:
+            return self.walk(sha, ())
+        return self.tree(sha)
+
+    def is_alias(self, path: bytes, sha: ObjectID) -> bool:
+        """True when the file at ``path`` (not the page's) holds version ``sha`` of the
+        page."""
+        return sha in self.aliases.get(path, ())
 
     def relink(self, data: bytes, path: str) -> bytes:
         """A page's bytes with its links to the purged page rewritten."""
@@ -119,6 +135,8 @@ class _Rewriter:
         return data if new == text else new.encode("utf-8")
 
     def link_blob(self, sha: ObjectID, path: bytes) -> ObjectID:
+        if not self.rewrite.link_keys:
+            return sha
         key = (sha, path)
         if key not in self.linked:
             old = self.store[sha]
@@ -153,6 +171,8 @@ class _Rewriter:
             elif here and name == self.parts[-1] and stat.S_ISREG(mode):
                 new_child = self.blob(child)
                 new_name = self.new_name or name
+            elif stat.S_ISREG(mode) and self.is_alias(b"/".join((*prefix, name)), child):
+                new_child = self.blob(child)  # the page under another name: scrubbed too
             elif stat.S_ISREG(mode) and name.lower().endswith(b".md"):
                 new_child = self.link_blob(child, b"/".join((*prefix, name)))
             if new_child != child or new_name != name:
@@ -276,13 +296,14 @@ def purge_history(
         refs = {name: sha for name, sha in repo.get_refs().items() if name.startswith(b"refs/")}
         heads = [c for c in (_peel(repo, s) for s in refs.values()) if c is not None]
         rewrite = rewrite or Rewrite()
-        rw = _Rewriter(repo, parts, text, rewrite)
+        order = _topo(repo, heads)
+        rw = _Rewriter(repo, parts, text, rewrite, _aliases(repo, order, parts, text is None))
         try:
             old_head: ObjectID | None = repo.head()
         except KeyError:
             old_head = None
         mapped: dict[ObjectID, ObjectID] = {}
-        for sha in _topo(repo, heads):
+        for sha in order:
             commit = repo[sha]
             assert isinstance(commit, Commit)
             tree = rw.root(commit.tree)
@@ -354,6 +375,73 @@ def purge_history(
     return report
 
 
+def _aliases(
+    repo: Repo, order: list[ObjectID], parts: list[bytes], whole: bool
+) -> dict[bytes, set[ObjectID]]:
+    """The page's versions stored under other paths in the commits ``order``: path ->
+    blob ids. A version is a file whose frontmatter ``id`` is one the page had at
+    ``parts`` (the page before a rename or a move, then edited; a conflict copy of it),
+    or, for a text purge (not ``whole``), a file holding one of the page's versions byte
+    for byte (renamed or copied unchanged: a page without an id). A whole purge drops
+    what it finds, so a file merely equal to a version is not enough there."""
+    page = b"/".join(parts)
+    versions: set[ObjectID] = set()
+    for sha in order:
+        commit = repo[sha]
+        assert isinstance(commit, Commit)
+        found = _entry(repo, commit.tree, parts)
+        if found is not None:
+            versions.add(found)
+    ids: set[str] = set()
+    for v in versions:
+        obj = repo[v]
+        if isinstance(obj, Blob):
+            pid = parse_metadata(obj.data).get("id")
+            if isinstance(pid, str) and pid:
+                ids.add(pid)
+    needles = [i.encode("utf-8") for i in ids]
+    same: dict[ObjectID, bool] = {}
+
+    def is_version(blob: ObjectID) -> bool:
+        if blob not in same:
+            if blob in versions:
+                same[blob] = not whole
+            else:
+                data = repo[blob].as_raw_string() if needles else b""
+                same[blob] = any(n in data for n in needles) and (
+                    parse_metadata(data).get("id") in ids
+                )
+        return same[blob]
+
+    out: dict[bytes, set[ObjectID]] = {}
+    seen: set[tuple[ObjectID, bytes]] = set()
+
+    def visit(tree: ObjectID, prefix: bytes) -> None:
+        if (tree, prefix) in seen:
+            return
+        seen.add((tree, prefix))
+        obj = repo[tree]
+        assert isinstance(obj, Tree)
+        for item in obj.items():
+            path = item.path if not prefix else prefix + b"/" + item.path
+            if stat.S_ISDIR(item.mode):
+                visit(item.sha, path)
+            elif (
+                stat.S_ISREG(item.mode)
+                and path != page
+                and item.path.lower().endswith(b".md")
+                and is_version(item.sha)
+            ):
+                out.setdefault(path, set()).add(item.sha)
+
+    if versions:
+        for sha in order:
+            commit = repo[sha]
+            assert isinstance(commit, Commit)
+            visit(commit.tree, b"")
+    return out
+
+
 def _entry(repo: Repo, tree: ObjectID, parts: list[bytes]) -> ObjectID | None:
     """The object at ``parts`` in ``tree``, or None."""
     try:
@@ -391,7 +479,10 @@ def _working_tree(
             target = renamed
             new_data = None if rw.text is None or data is None else data.replace(rw.text, MARK)
         elif data is not None and path in after:
-            new_data = rw.relink(data, path.decode("utf-8", "replace"))
+            own = data  # the page under another name: scrubbed as the page is
+            if path in rw.aliases and rw.text is not None:
+                own = data.replace(rw.text, MARK)
+            new_data = rw.relink(own, path.decode("utf-8", "replace"))
         if path != target or new_data is None:
             if data is not None:
                 full.unlink()
