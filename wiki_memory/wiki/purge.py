@@ -30,7 +30,7 @@ from dulwich.objects import Blob, Commit, ObjectID, Tag, Tree
 from dulwich.repo import Repo
 
 from wiki_memory.wiki.links import rename_links, unlink
-from wiki_memory.wiki.page import parse_metadata
+from wiki_memory.wiki.purgealias import Aliases, find_aliases
 from wiki_memory.wiki.replicate import flat_tree
 
 __all__ = ["MARK", "PurgeReport", "Rewrite", "purge_history"]
@@ -75,6 +75,9 @@ class Rewrite:
     #: the name the links are pointed at (None: replaced by the mark whole)
     link_target: str | None = None
     message: Callable[[bytes, bool], bytes] | None = None
+    #: whether a file name (its stem) holds the purged text (a text purge): the page's
+    #: versions under such earlier names get neutral names too
+    holds: Callable[[str], bool] | None = None
 
 
 def _scrub(data: bytes, text: bytes | None) -> bytes | None:
@@ -91,16 +94,15 @@ class _Rewriter:
         parts: list[bytes],
         text: bytes | None,
         rewrite: Rewrite,
-        aliases: dict[bytes, set[ObjectID]] | None = None,
+        aliases: Aliases | None = None,
     ) -> None:
         self.repo = repo
         self.store = repo.object_store
         self.parts = parts
         self.text = text
         self.rewrite = rewrite
-        #: other paths (``a/b.md``) -> the versions of the page stored there (the page
-        #: before a rename or move, a copy of it: :func:`_aliases`)
-        self.aliases = aliases or {}
+        #: the page under other paths (before a rename or a move, a copy of it)
+        self.aliases = aliases or Aliases()
         self.new_name = None if rewrite.new_name is None else rewrite.new_name.encode("utf-8")
         self.trees: dict[tuple[ObjectID, int], ObjectID | None] = {}
         self.walked: dict[tuple[ObjectID, tuple[bytes, ...]], ObjectID | None] = {}
@@ -110,14 +112,14 @@ class _Rewriter:
     def root(self, sha: ObjectID) -> ObjectID | None:
         """The commit tree ``sha`` rewritten: the page's entry only, or every page's
         links and the page's versions under other names too when there are any."""
-        if self.rewrite.link_keys or self.aliases:
+        if self.rewrite.link_keys or self.aliases.versions:
             return self.walk(sha, ())
         return self.tree(sha)
 
     def is_alias(self, path: bytes, sha: ObjectID) -> bool:
         """True when the file at ``path`` (not the page's) holds version ``sha`` of the
         page."""
-        return sha in self.aliases.get(path, ())
+        return sha in self.aliases.versions.get(path, ())
 
     def relink(self, data: bytes, path: str) -> bytes:
         """A page's bytes with its links to the purged page rewritten."""
@@ -127,15 +129,19 @@ class _Rewriter:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             return data
-        keys = self.rewrite.link_keys
-        if self.rewrite.link_target is None:
-            new = unlink(text, keys, MARK.decode(), path)
-        else:
-            new = rename_links(text, keys, self.rewrite.link_target, path)
+        new = text
+        groups = [(self.rewrite.link_keys, self.rewrite.link_target), *self.aliases.links]
+        for keys, target in groups:
+            if not keys:
+                continue
+            if target is None:
+                new = unlink(new, keys, MARK.decode(), path)
+            else:
+                new = rename_links(new, keys, target, path)
         return data if new == text else new.encode("utf-8")
 
     def link_blob(self, sha: ObjectID, path: bytes) -> ObjectID:
-        if not self.rewrite.link_keys:
+        if not (self.rewrite.link_keys or self.aliases.links):
             return sha
         key = (sha, path)
         if key not in self.linked:
@@ -173,6 +179,8 @@ class _Rewriter:
                 new_name = self.new_name or name
             elif stat.S_ISREG(mode) and self.is_alias(b"/".join((*prefix, name)), child):
                 new_child = self.blob(child)  # the page under another name: scrubbed too
+                moved = self.aliases.renames.get(b"/".join((*prefix, name)))
+                new_name = name if moved is None else moved.rsplit(b"/", 1)[-1]
             elif stat.S_ISREG(mode) and name.lower().endswith(b".md"):
                 new_child = self.link_blob(child, b"/".join((*prefix, name)))
             if new_child != child or new_name != name:
@@ -297,7 +305,8 @@ def purge_history(
         heads = [c for c in (_peel(repo, s) for s in refs.values()) if c is not None]
         rewrite = rewrite or Rewrite()
         order = _topo(repo, heads)
-        rw = _Rewriter(repo, parts, text, rewrite, _aliases(repo, order, parts, text is None))
+        aliases = find_aliases(repo, order, parts, text is None, rewrite.holds, wiki_dir)
+        rw = _Rewriter(repo, parts, text, rewrite, aliases)
         try:
             old_head: ObjectID | None = repo.head()
         except KeyError:
@@ -311,12 +320,14 @@ def purge_history(
             if mine is not None and rw.new_name is not None:
                 report.file_names += 1
             message = commit.message
+            for old, new_bytes in aliases.subs:  # the page's other names, before its own
+                message = message.replace(old, MARK if new_bytes is None else new_bytes)
             if rewrite.message is not None:
                 first = repo[commit.parents[0]] if commit.parents else None
                 before = _entry(repo, first.tree, parts) if isinstance(first, Commit) else None
-                message = rewrite.message(commit.message, mine != before)
-                if message != commit.message:
-                    report.messages += 1
+                message = rewrite.message(message, mine != before)
+            if message != commit.message:
+                report.messages += 1
             if tree is None:  # the page was the only file: keep an empty root tree
                 empty = Tree()
                 repo.object_store.add_object(empty)
@@ -375,73 +386,6 @@ def purge_history(
     return report
 
 
-def _aliases(
-    repo: Repo, order: list[ObjectID], parts: list[bytes], whole: bool
-) -> dict[bytes, set[ObjectID]]:
-    """The page's versions stored under other paths in the commits ``order``: path ->
-    blob ids. A version is a file whose frontmatter ``id`` is one the page had at
-    ``parts`` (the page before a rename or a move, then edited; a conflict copy of it),
-    or, for a text purge (not ``whole``), a file holding one of the page's versions byte
-    for byte (renamed or copied unchanged: a page without an id). A whole purge drops
-    what it finds, so a file merely equal to a version is not enough there."""
-    page = b"/".join(parts)
-    versions: set[ObjectID] = set()
-    for sha in order:
-        commit = repo[sha]
-        assert isinstance(commit, Commit)
-        found = _entry(repo, commit.tree, parts)
-        if found is not None:
-            versions.add(found)
-    ids: set[str] = set()
-    for v in versions:
-        obj = repo[v]
-        if isinstance(obj, Blob):
-            pid = parse_metadata(obj.data).get("id")
-            if isinstance(pid, str) and pid:
-                ids.add(pid)
-    needles = [i.encode("utf-8") for i in ids]
-    same: dict[ObjectID, bool] = {}
-
-    def is_version(blob: ObjectID) -> bool:
-        if blob not in same:
-            if blob in versions:
-                same[blob] = not whole
-            else:
-                data = repo[blob].as_raw_string() if needles else b""
-                same[blob] = any(n in data for n in needles) and (
-                    parse_metadata(data).get("id") in ids
-                )
-        return same[blob]
-
-    out: dict[bytes, set[ObjectID]] = {}
-    seen: set[tuple[ObjectID, bytes]] = set()
-
-    def visit(tree: ObjectID, prefix: bytes) -> None:
-        if (tree, prefix) in seen:
-            return
-        seen.add((tree, prefix))
-        obj = repo[tree]
-        assert isinstance(obj, Tree)
-        for item in obj.items():
-            path = item.path if not prefix else prefix + b"/" + item.path
-            if stat.S_ISDIR(item.mode):
-                visit(item.sha, path)
-            elif (
-                stat.S_ISREG(item.mode)
-                and path != page
-                and item.path.lower().endswith(b".md")
-                and is_version(item.sha)
-            ):
-                out.setdefault(path, set()).add(item.sha)
-
-    if versions:
-        for sha in order:
-            commit = repo[sha]
-            assert isinstance(commit, Commit)
-            visit(commit.tree, b"")
-    return out
-
-
 def _entry(repo: Repo, tree: ObjectID, parts: list[bytes]) -> ObjectID | None:
     """The object at ``parts`` in ``tree``, or None."""
     try:
@@ -478,9 +422,14 @@ def _working_tree(
         if path == page:
             target = renamed
             new_data = None if rw.text is None or data is None else data.replace(rw.text, MARK)
-        elif data is not None and path in after:
+        elif path in rw.aliases.renames and data is not None and rw.text is not None:
+            target = rw.aliases.renames[path]  # the page under an earlier name that held it
+            new_data = rw.relink(data.replace(rw.text, MARK), path.decode("utf-8", "replace"))
+        elif path not in after:
+            new_data = None  # the page under another name, removed with it
+        elif data is not None:
             own = data  # the page under another name: scrubbed as the page is
-            if path in rw.aliases and rw.text is not None:
+            if path in rw.aliases.versions and rw.text is not None:
                 own = data.replace(rw.text, MARK)
             new_data = rw.relink(own, path.decode("utf-8", "replace"))
         if path != target or new_data is None:
