@@ -8,7 +8,9 @@ nothing reaches any more (``dulwich.porcelain.gc`` with no grace period), so tha
 ``git cat-file --batch-all-objects`` lists no object holding the content. In the same
 pass (:class:`Rewrite`) the page can get a new file name in every commit, every other
 page's wikilinks to it are pointed at that name (or replaced by :data:`MARK` when the page
-is removed), and commit messages are rewritten. Commits that did not change keep their
+is removed), and commit messages are rewritten. The page's versions under other paths (an
+earlier name, a move, a conflict copy: :mod:`wiki_memory.wiki.purgealias`) are treated as
+the page. Commits that did not change keep their
 ids only when none of their ancestors changed; the rest get new ids with the same author,
 committer and dates (a signature is dropped: it signed the old tree). docs/operations.md ("Purge") has the guarantees.
 """

@@ -87,8 +87,8 @@ def find_aliases(
 
     def is_version(blob: ObjectID) -> bool:
         if blob not in same:
-            if blob in versions:
-                same[blob] = not whole
+            if blob in versions and not whole:
+                same[blob] = True
             else:
                 data = repo[blob].as_raw_string() if needles else b""
                 same[blob] = any(n in data for n in needles) and (
