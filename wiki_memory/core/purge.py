@@ -46,6 +46,7 @@ from wiki_memory.wiki.names import file_stem
 from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.paths import atomic_write, clean_rel
 from wiki_memory.wiki.purge import MARK, PurgeReport, Rewrite, purge_history
+from wiki_memory.wiki.verbatim import slugify
 
 __all__ = ["MEANING", "PENDING", "PURGE_PAUSE_ENV", "finish_pending", "purge_page"]
 
@@ -157,10 +158,18 @@ def _plan(
         return Rewrite(link_keys=frozenset(keys), message=whole_msg), whole
     values = [text, quote(text), json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]]
     slug = file_stem(text)
-    folded = stem.casefold()
     if slug == "Untitled" and "untitled" not in text.casefold():
         slug = text  # the text has no file-name form (only characters names drop)
-    if text.casefold() not in folded and slug.casefold() not in folded:
+    dashed = slugify(text)  # the form earlier releases named session pages with
+    if dashed == "session" and "session" not in text.casefold():
+        dashed = slug
+    forms = sorted({f.casefold() for f in (text, slug, dashed)}, key=len, reverse=True)
+
+    def holds(file_name: str) -> bool:
+        """Whether a file name (its stem) holds the text or one of its file-name forms."""
+        return any(f in file_name.casefold() for f in forms)
+
+    if not holds(stem):
         # the file name does not hold it: messages change beside the page, and links by
         # a title that held it now name the file
         def text_msg(msg: bytes, _touched: bool) -> bytes:
@@ -171,14 +180,19 @@ def _plan(
         by_title = {name_key(title)} & keys if text.casefold() in title.casefold() else set()
         by_title.discard(name_key(stem))
         target = stem if name_key(stem) in keys else rel[:-3]  # another page has its name
-        return Rewrite(link_keys=frozenset(by_title), link_target=target, message=text_msg), values
+        return (
+            Rewrite(
+                link_keys=frozenset(by_title), link_target=target, message=text_msg, holds=holds
+            ),
+            values,
+        )
     new_name = f"purged-{secrets.token_hex(4)}.md"
     new_rel = posixpath.join(folder, new_name)
     if title and text.casefold() not in title.casefold():
         keys.discard(name_key(title))  # a title without the text still names the page
     subs = [(rel, new_rel), (quote(rel), new_rel), (stem, new_name[:-3])]
     subs += [(v, MARK.decode()) for v in sorted(set(values), key=len, reverse=True)]
-    subs += [(slug, MARK.decode())]
+    subs += [(slug, MARK.decode()), (dashed, MARK.decode())]
 
     def renamed_msg(msg: bytes, _touched: bool) -> bytes:
         for old, new in subs:
@@ -191,8 +205,9 @@ def _plan(
             link_keys=frozenset(keys),
             link_target=new_name[:-3],
             message=renamed_msg,
+            holds=holds,
         ),
-        [rel, quote(rel), stem, *values, slug],
+        [rel, quote(rel), stem, *values, slug, dashed],
     )
 
 

@@ -8,7 +8,9 @@ nothing reaches any more (``dulwich.porcelain.gc`` with no grace period), so tha
 ``git cat-file --batch-all-objects`` lists no object holding the content. In the same
 pass (:class:`Rewrite`) the page can get a new file name in every commit, every other
 page's wikilinks to it are pointed at that name (or replaced by :data:`MARK` when the page
-is removed), and commit messages are rewritten. Commits that did not change keep their
+is removed), and commit messages are rewritten. The page's versions under other paths (an
+earlier name, a move, a conflict copy: :mod:`wiki_memory.wiki.purgealias`) are treated as
+the page. Commits that did not change keep their
 ids only when none of their ancestors changed; the rest get new ids with the same author,
 committer and dates (a signature is dropped: it signed the old tree). docs/operations.md ("Purge") has the guarantees.
 """
@@ -30,6 +32,7 @@ from dulwich.objects import Blob, Commit, ObjectID, Tag, Tree
 from dulwich.repo import Repo
 
 from wiki_memory.wiki.links import rename_links, unlink
+from wiki_memory.wiki.purgealias import Aliases, find_aliases
 from wiki_memory.wiki.replicate import flat_tree
 
 __all__ = ["MARK", "PurgeReport", "Rewrite", "purge_history"]
@@ -74,6 +77,9 @@ class Rewrite:
     #: the name the links are pointed at (None: replaced by the mark whole)
     link_target: str | None = None
     message: Callable[[bytes, bool], bytes] | None = None
+    #: whether a file name (its stem) holds the purged text (a text purge): the page's
+    #: versions under such earlier names get neutral names too
+    holds: Callable[[str], bool] | None = None
 
 
 def _scrub(data: bytes, text: bytes | None) -> bytes | None:
@@ -85,13 +91,20 @@ def _scrub(data: bytes, text: bytes | None) -> bytes | None:
 
 class _Rewriter:
     def __init__(
-        self, repo: Repo, parts: list[bytes], text: bytes | None, rewrite: Rewrite
+        self,
+        repo: Repo,
+        parts: list[bytes],
+        text: bytes | None,
+        rewrite: Rewrite,
+        aliases: Aliases | None = None,
     ) -> None:
         self.repo = repo
         self.store = repo.object_store
         self.parts = parts
         self.text = text
         self.rewrite = rewrite
+        #: the page under other paths (before a rename or a move, a copy of it)
+        self.aliases = aliases or Aliases()
         self.new_name = None if rewrite.new_name is None else rewrite.new_name.encode("utf-8")
         self.trees: dict[tuple[ObjectID, int], ObjectID | None] = {}
         self.walked: dict[tuple[ObjectID, tuple[bytes, ...]], ObjectID | None] = {}
@@ -100,8 +113,15 @@ class _Rewriter:
 
     def root(self, sha: ObjectID) -> ObjectID | None:
         """The commit tree ``sha`` rewritten: the page's entry only, or every page's
-        links too when there are links to rewrite."""
-        return self.walk(sha, ()) if self.rewrite.link_keys else self.tree(sha)
+        links and the page's versions under other names too when there are any."""
+        if self.rewrite.link_keys or self.aliases.versions:
+            return self.walk(sha, ())
+        return self.tree(sha)
+
+    def is_alias(self, path: bytes, sha: ObjectID) -> bool:
+        """True when the file at ``path`` (not the page's) holds version ``sha`` of the
+        page."""
+        return sha in self.aliases.versions.get(path, ())
 
     def relink(self, data: bytes, path: str) -> bytes:
         """A page's bytes with its links to the purged page rewritten."""
@@ -111,14 +131,20 @@ class _Rewriter:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             return data
-        keys = self.rewrite.link_keys
-        if self.rewrite.link_target is None:
-            new = unlink(text, keys, MARK.decode(), path)
-        else:
-            new = rename_links(text, keys, self.rewrite.link_target, path)
+        new = text
+        groups = [(self.rewrite.link_keys, self.rewrite.link_target), *self.aliases.links]
+        for keys, target in groups:
+            if not keys:
+                continue
+            if target is None:
+                new = unlink(new, keys, MARK.decode(), path)
+            else:
+                new = rename_links(new, keys, target, path)
         return data if new == text else new.encode("utf-8")
 
     def link_blob(self, sha: ObjectID, path: bytes) -> ObjectID:
+        if not (self.rewrite.link_keys or self.aliases.links):
+            return sha
         key = (sha, path)
         if key not in self.linked:
             old = self.store[sha]
@@ -153,6 +179,10 @@ class _Rewriter:
             elif here and name == self.parts[-1] and stat.S_ISREG(mode):
                 new_child = self.blob(child)
                 new_name = self.new_name or name
+            elif stat.S_ISREG(mode) and self.is_alias(b"/".join((*prefix, name)), child):
+                new_child = self.blob(child)  # the page under another name: scrubbed too
+                moved = self.aliases.renames.get(b"/".join((*prefix, name)))
+                new_name = name if moved is None else moved.rsplit(b"/", 1)[-1]
             elif stat.S_ISREG(mode) and name.lower().endswith(b".md"):
                 new_child = self.link_blob(child, b"/".join((*prefix, name)))
             if new_child != child or new_name != name:
@@ -276,13 +306,15 @@ def purge_history(
         refs = {name: sha for name, sha in repo.get_refs().items() if name.startswith(b"refs/")}
         heads = [c for c in (_peel(repo, s) for s in refs.values()) if c is not None]
         rewrite = rewrite or Rewrite()
-        rw = _Rewriter(repo, parts, text, rewrite)
+        order = _topo(repo, heads)
+        aliases = find_aliases(repo, order, parts, text is None, rewrite.holds, wiki_dir)
+        rw = _Rewriter(repo, parts, text, rewrite, aliases)
         try:
             old_head: ObjectID | None = repo.head()
         except KeyError:
             old_head = None
         mapped: dict[ObjectID, ObjectID] = {}
-        for sha in _topo(repo, heads):
+        for sha in order:
             commit = repo[sha]
             assert isinstance(commit, Commit)
             tree = rw.root(commit.tree)
@@ -290,12 +322,14 @@ def purge_history(
             if mine is not None and rw.new_name is not None:
                 report.file_names += 1
             message = commit.message
+            for old, new_bytes in aliases.subs:  # the page's other names, before its own
+                message = message.replace(old, MARK if new_bytes is None else new_bytes)
             if rewrite.message is not None:
                 first = repo[commit.parents[0]] if commit.parents else None
                 before = _entry(repo, first.tree, parts) if isinstance(first, Commit) else None
-                message = rewrite.message(commit.message, mine != before)
-                if message != commit.message:
-                    report.messages += 1
+                message = rewrite.message(message, mine != before)
+            if message != commit.message:
+                report.messages += 1
             if tree is None:  # the page was the only file: keep an empty root tree
                 empty = Tree()
                 repo.object_store.add_object(empty)
@@ -390,8 +424,16 @@ def _working_tree(
         if path == page:
             target = renamed
             new_data = None if rw.text is None or data is None else data.replace(rw.text, MARK)
-        elif data is not None and path in after:
-            new_data = rw.relink(data, path.decode("utf-8", "replace"))
+        elif path in rw.aliases.renames and data is not None and rw.text is not None:
+            target = rw.aliases.renames[path]  # the page under an earlier name that held it
+            new_data = rw.relink(data.replace(rw.text, MARK), path.decode("utf-8", "replace"))
+        elif path not in after:
+            new_data = None  # the page under another name, removed with it
+        elif data is not None:
+            own = data  # the page under another name: scrubbed as the page is
+            if path in rw.aliases.versions and rw.text is not None:
+                own = data.replace(rw.text, MARK)
+            new_data = rw.relink(own, path.decode("utf-8", "replace"))
         if path != target or new_data is None:
             if data is not None:
                 full.unlink()
