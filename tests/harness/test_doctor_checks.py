@@ -163,7 +163,7 @@ def test_a_stale_lock(world: tuple[Path, Path]) -> None:
 
 
 def test_a_check_registers_with_one_line(tmp_path: Path) -> None:
-    """What issue 22's sync check will do: one ``register`` call; its findings are in
+    """What a check such as sync's does: one ``register`` call; its findings are in
     the report, an error fails it, and a check that raises is named, not fatal."""
     data = prepared(tmp_path / "data")
     settings = load_settings(data)

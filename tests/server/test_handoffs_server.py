@@ -58,7 +58,7 @@ def get(srv: ServerProcess | AppServer, path: str, headers: dict | None = None, 
 
 def known(data_dir: Path, *projects: str) -> None:
     """Projects the wiki knows (their folders), as earlier sessions would leave them: an
-    explicit project must name one (issue 18)."""
+    explicit project must name one."""
     for name in projects:
         (data_dir / "wiki" / "projects" / name).mkdir(parents=True, exist_ok=True)
 
