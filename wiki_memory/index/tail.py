@@ -138,7 +138,7 @@ def count_own(
     with their rows for the scope, the head-line test and their keys; the same number as
     joining every match, which ``plain`` does (checked by
     ``tests/recall/test_recall_count.py``; 3.3 against 31.7 ms a count at 100,000 pages,
-    docs/benchmarks.md)."""
+    bench/RESULTS.md)."""
     if not match or scope.empty:
         return 0
     # bm25 of the own columns is below 0 exactly when a term occurs in one of them with a
