@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 from support import make_memory
 
 from wiki_memory.auth import TokenStore
-from wiki_memory.cli.access import cmd_audit
+from wiki_memory.cli.tokens import cmd_audit
 from wiki_memory.core.backup import BackupError, backup
 from wiki_memory.server.app import create_app
 

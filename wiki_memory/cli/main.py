@@ -1,5 +1,5 @@
 """The ``wiki-memory`` command: serve, recall, reindex; the other commands are in the
-modules of :mod:`wiki_memory.cli` (``access``: token and audit; ``setup``, ...), each
+modules of :mod:`wiki_memory.cli` (``tokens``: token and audit; ``setup``, ...), each
 adding its own with ``register``.
 
 Each subcommand is a thin face over the core service or the running server's HTTP API.
@@ -431,7 +431,6 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--url", help="server URL")
     x.set_defaults(fn=cmd_reindex)
     from wiki_memory.cli import (
-        access,
         carry,
         handoffs,
         hooks,
@@ -441,11 +440,12 @@ def build_parser() -> argparse.ArgumentParser:
         replicas,
         setup,
         status,
+        tokens,
         uninstall,
         wiki,
     )
 
-    access.register(sub)
+    tokens.register(sub)
     modules = (setup, uninstall, status, hooks, handoffs, mcp, wiki, remove, remember, carry)
     for module in (*modules, replicas):
         module.register(sub)

@@ -71,7 +71,7 @@ def status_report(settings: Settings) -> dict[str, Any]:
     from wiki_memory.cli.checks_install import _unit_data_dir, hooks_installed
     from wiki_memory.cli.checks_store import _scan_files, check_index
     from wiki_memory.cli.doctor import Context
-    from wiki_memory.harness import service
+    from wiki_memory.harness import userservice
     from wiki_memory.harness.outbox import status as outbox_status
 
     data_dir = settings.data_dir
@@ -135,8 +135,8 @@ def status_report(settings: Settings) -> dict[str, Any]:
     else:
         rep["pages"] = 0
         rep["index"] = None
-    kind = service.kind_for_platform()
-    st = service.state(kind)
+    kind = userservice.kind_for_platform()
+    st = userservice.state(kind)
     rep["service"] = st.as_dict()
     serves = _unit_data_dir(st.path) if st.installed else None
     rep["service"]["data_dir"] = serves
@@ -213,7 +213,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"index:     {idx['pages']} pages, lag {idx['lag']}")
     w = rep["watcher"]
     print("watcher:   " + ("alive" if w else "unknown" if w is None else "NOT running"))
-    from wiki_memory.harness.service import describe
+    from wiki_memory.harness.userservice import describe
 
     print(f"service:   {describe(rep['service'])}")
     for name in STATUS_LINES:
