@@ -55,3 +55,21 @@ def test_every_cited_invariant_is_in_the_architecture_page() -> None:
     assert cited, "no citation found: the pattern no longer matches how code cites"
     unknown = {n: where for n, where in cited.items() if n not in numbered}
     assert not unknown, f"cited invariants missing from docs/architecture.md: {unknown}"
+
+
+def test_no_private_name_is_imported_across_modules() -> None:
+    """A name that starts with one underscore belongs to its module: another module (or
+    a test) that needs it gets a public name, so a reader can tell a module's API from its
+    insides."""
+    import ast
+
+    found = []
+    for p in _sources():
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("wiki_memory"):
+                found += [
+                    f"{p.relative_to(ROOT)}:{node.lineno}: {a.name} from {node.module}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+    assert not found, "\n".join(found)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _settings
+from wiki_memory.cli.common import CliError, cli_settings
 
 __all__ = ["register"]
 
@@ -22,7 +22,7 @@ __all__ = ["register"]
 PASSPHRASE_ENV = "WIKI_MEMORY_BACKUP_PASSPHRASE"
 
 
-def _passphrase(confirm: bool) -> str:
+def ask_passphrase(confirm: bool) -> str:
     """The passphrase from the environment or the terminal; a new backup's (``confirm``)
     has at least ``MIN_PASSPHRASE`` characters (a restore takes what the backup had)."""
     from wiki_memory.core.backup_format import MIN_PASSPHRASE
@@ -49,8 +49,8 @@ def cmd_backup(args: argparse.Namespace) -> int:
     from wiki_memory.core.backup import backup
     from wiki_memory.core.backup_format import BackupError
 
-    settings = _settings(args)
-    passphrase = _passphrase(True) if args.encrypt else None
+    settings = cli_settings(args)
+    passphrase = ask_passphrase(True) if args.encrypt else None
     target = Path(args.file).expanduser().resolve()
     try:
         manifest = backup(settings, target, passphrase)
@@ -73,14 +73,14 @@ def cmd_restore(args: argparse.Namespace) -> int:
     from wiki_memory.core.backup import restore
     from wiki_memory.core.backup_format import MAGIC, BackupError
 
-    settings = _settings(args)
+    settings = cli_settings(args)
     source = Path(args.file).expanduser()
     try:
         with open(source, "rb") as f:
             encrypted = f.read(len(MAGIC)) == MAGIC
     except OSError as exc:
         raise CliError(f"cannot read {source}: {exc}") from None
-    passphrase = _passphrase(False) if encrypted else None
+    passphrase = ask_passphrase(False) if encrypted else None
     try:
         done = restore(settings, source, passphrase)
     except (BackupError, OSError) as exc:
@@ -123,10 +123,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     accepted and changes nothing), to FILE or stdout."""
     from tqdm import tqdm
 
-    from wiki_memory.cli.wiki import _wiki_settings
+    from wiki_memory.cli.wiki import wiki_settings
     from wiki_memory.wiki.exchange import export_pages, page_files
 
-    wiki = _wiki_settings(args).wiki_dir
+    wiki = wiki_settings(args).wiki_dir
     if not wiki.is_dir():
         raise CliError(f"{wiki}: no wiki here", 2)
     bar = tqdm(total=len(page_files(wiki)), unit="page", disable=not sys.stderr.isatty())

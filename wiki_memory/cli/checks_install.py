@@ -17,7 +17,7 @@ from typing import Any
 from wiki_memory.cli.doctor import Context
 
 
-def _server_health(address: str | None, ca_file: Path | None = None) -> dict[str, Any] | None:
+def server_health(address: str | None, ca_file: Path | None = None) -> dict[str, Any] | None:
     """The running server's ``GET /v1/health`` answer (None if unreachable; an https
     server is trusted through ``ca_file`` besides the system's CAs)."""
     if not address:
@@ -36,7 +36,7 @@ def _server_health(address: str | None, ca_file: Path | None = None) -> dict[str
 
 def _server_commits(address: str | None, ca_file: Path | None = None) -> dict[str, Any] | None:
     """The running server's commit status from ``GET /v1/health`` (None if unreachable)."""
-    commits = (_server_health(address, ca_file) or {}).get("commits")
+    commits = (server_health(address, ca_file) or {}).get("commits")
     return commits if isinstance(commits, dict) else None
 
 
@@ -173,7 +173,7 @@ def check_service(ctx: Context) -> None:
     kind = userservice.kind_for_platform()
     st = userservice.state(kind)
     rep: dict[str, Any] = st.as_dict()
-    serves = _unit_data_dir(st.path) if st.installed else None
+    serves = unit_data_dir(st.path) if st.installed else None
     mine = str(ctx.settings.data_dir.expanduser().resolve())
     rep["data_dir"] = serves
     rep["for_this_data_dir"] = serves == mine
@@ -200,7 +200,7 @@ def check_service(ctx: Context) -> None:
         ctx.warn(f"service: {userservice.describe(rep)}", start)
 
 
-def _unit_data_dir(path: Path) -> str | None:
+def unit_data_dir(path: Path) -> str | None:
     """The ``--data-dir`` a service file runs the server for (None when unreadable)."""
     from wiki_memory.harness.userservice import exec_start_argv
 

@@ -27,7 +27,7 @@ def _git_report(wiki: Path) -> dict[str, Any]:
     from dulwich.repo import Repo
 
     from wiki_memory.index.store import is_indexable
-    from wiki_memory.wiki.git import _OPERATION_MARKERS
+    from wiki_memory.wiki.git import OPERATION_MARKERS
     from wiki_memory.wiki.locks import STALE_AFTER_SECONDS, lock_files
 
     out: dict[str, Any] = {"repository": False, "errors": [], "warnings": []}
@@ -52,7 +52,7 @@ def _git_report(wiki: Path) -> dict[str, Any]:
         if out["head"] and out["branch"] is None:
             out["warnings"].append("HEAD is detached: server commits go on no branch")
         control = Path(repo.controldir())
-        for marker, what in _OPERATION_MARKERS:
+        for marker, what in OPERATION_MARKERS:
             if (control / marker).exists():
                 out["errors"].append(f"{what} is in progress: the server waits for it to end")
         locks = lock_files(control)
@@ -93,7 +93,7 @@ def _git_report(wiki: Path) -> dict[str, Any]:
     return out
 
 
-def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, str]]]:
+def scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, str]]]:
     """Pages on disk (as the index sees them) and the files skipped, with the reason."""
     from wiki_memory.index.store import is_indexable
 
@@ -261,7 +261,7 @@ def check_fsck(ctx: Context) -> None:
 
 def check_names(ctx: Context) -> None:
     """Files the index skips and page names that work here but may surprise elsewhere."""
-    on_disk, skipped = _scan_files(ctx.settings.wiki_dir)
+    on_disk, skipped = scan_files(ctx.settings.wiki_dir)
     ctx.on_disk = on_disk
     ctx.rep["skipped"] = skipped
     ctx.rep["pages"] = {"on_disk": len(on_disk)}

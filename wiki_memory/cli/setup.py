@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _settings
-from wiki_memory.cli.status import _server_running
+from wiki_memory.cli.common import CliError, cli_settings
+from wiki_memory.cli.status import server_running
 from wiki_memory.cli.uninstall import SETUP_RECORD, Record
 from wiki_memory.config import DEFAULT_PORT, Settings
 
@@ -116,7 +116,7 @@ def _serves_here(settings: Settings, address: str) -> bool:
     """True when the server holding this data directory's lock serves ``address``."""
     from wiki_memory.datadir import server_address
 
-    return _server_running(settings) and server_address(settings.data_dir) == address
+    return server_running(settings) and server_address(settings.data_dir) == address
 
 
 def _start_background(argv: list[str], settings: Settings) -> int:
@@ -144,7 +144,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
     from wiki_memory.harness import mcp_install as mi
     from wiki_memory.harness import userservice
 
-    settings = _settings(args)
+    settings = cli_settings(args)
     data_dir = settings.data_dir.expanduser().resolve()
     port = _port(args, settings)
     python = args.python or hi.interpreter_path()
@@ -230,7 +230,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
         record.wrote(path, created_unit, None)
         print(f"wrote {path}")
     record.service = {"kind": kind, "path": str(unit)}
-    running = _server_running(settings)
+    running = server_running(settings)
     # a server the manager did not start (`serve` in a terminal) keeps the data directory:
     # the service is only enabled then, and takes over at the next login or boot
     managed = userservice.state(kind).active is True

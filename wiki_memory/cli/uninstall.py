@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.cli.common import _settings
+from wiki_memory.cli.common import cli_settings
 from wiki_memory.config import Settings
 
 __all__ = ["SETUP_RECORD", "Record", "cmd_uninstall", "register"]
@@ -138,7 +138,7 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     from wiki_memory.harness import userservice
     from wiki_memory.harness.userservice import digest
 
-    settings = _settings(args)
+    settings = cli_settings(args)
     data_dir = settings.data_dir.expanduser().resolve()
     record = Record.load(data_dir / SETUP_RECORD)
     if not record.path.exists():

@@ -31,13 +31,13 @@ from wiki_memory.errors import Conflict, PreconditionRequired, WikiMemoryError, 
 from wiki_memory.mcp.common import TZ_HEADER
 from wiki_memory.server.http import (
     ApiError,
-    _int,
-    _str,
     body_project,
+    int_field,
     json_body,
     parse_json,
     read_body,
     read_json,
+    str_field,
 )
 from wiki_memory.web.replies import spooled
 
@@ -126,11 +126,11 @@ async def recall(request: Request) -> Response:
         raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
     if body.get("query") is None:
         raise ApiError(400, "bad_request", "query is required (a string)", field="query")
-    query = _str(body, "query") or ""
-    budget = _int(
+    query = str_field(body, "query") or ""
+    budget = int_field(
         body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
     )
-    cursor = _int(body, "cursor", 0, 0, MAX_BUDGET_TOKENS)
+    cursor = int_field(body, "cursor", 0, 0, MAX_BUDGET_TOKENS)
     project = await run_in_threadpool(
         body_project, memory, body, request.state.user, required=False
     )
@@ -163,7 +163,7 @@ async def expand(request: Request) -> Response:
     ids = body.get("ids")
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
         raise ApiError(400, "bad_request", "ids must be a list of strings", field="ids")
-    budget = _int(
+    budget = int_field(
         body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
     )
     res = await run_in_threadpool(memory.expand, ids, budget, request.state.user)
@@ -178,8 +178,8 @@ async def pages(request: Request) -> Response:
         project=q.get("project") or None,
         kind=q.get("kind") or None,
         since=q.get("since") or None,
-        limit=_int(dict(q), "limit", 100, 1, 1000),
-        offset=_int(dict(q), "offset", 0),
+        limit=int_field(dict(q), "limit", 100, 1, 1000),
+        offset=int_field(dict(q), "offset", 0),
         user=request.state.user,
     )
     return JSONResponse({"pages": res})
@@ -195,8 +195,8 @@ async def page(request: Request) -> Response:
         res = await run_in_threadpool(
             memory.read_page,
             path,
-            _int(dict(q), "cursor", 0),
-            _int(dict(q), "max_bytes", 64 * 1024, 1, 4 * 1024 * 1024),
+            int_field(dict(q), "cursor", 0),
+            int_field(dict(q), "max_bytes", 64 * 1024, 1, 4 * 1024 * 1024),
             request.state.user,
         )
         return spooled(JSONResponse(res))
@@ -371,7 +371,7 @@ async def audit(request: Request) -> Response:
         request.state.user,
         q.get("user") or None,
         q.get("since") or None,
-        _int(dict(q), "limit", 1000, 1, 100_000),
+        int_field(dict(q), "limit", 1000, 1, 100_000),
     )
     return Response(dumps({"lines": lines}), media_type="application/json")
 

@@ -213,8 +213,8 @@ def purge_history(wiki_dir: Path, rel: str, text: bytes | None = None) -> PurgeR
                 repo.refs.set_if_equals(name, sha, target)
                 report.refs.append(name.decode("utf-8", "replace"))
         _working_tree(repo, wiki_dir, rel, text)
-        _expire_reflogs(repo)
-        _drop_stale(repo, set(mapped) - set(mapped.values()))
+        expire_reflogs(repo)
+        drop_stale(repo, set(mapped) - set(mapped.values()))
         porcelain.gc(repo, prune=True, grace_period=0)
     finally:
         repo.close()
@@ -247,7 +247,7 @@ def _working_tree(repo: Repo, wiki_dir: Path, rel: str, text: bytes | None) -> N
     index.write()
 
 
-def _drop_stale(repo: Repo, old: set[ObjectID]) -> None:
+def drop_stale(repo: Repo, old: set[ObjectID]) -> None:
     """Files that name old commits: ``ORIG_HEAD`` and friends pointing at one, and git's
     commit-graph (a cache of commit ids that git rebuilds when it wants it)."""
     control = Path(repo.controldir())
@@ -264,7 +264,7 @@ def _drop_stale(repo: Repo, old: set[ObjectID]) -> None:
             target.unlink()
 
 
-def _expire_reflogs(repo: Repo) -> None:
+def expire_reflogs(repo: Repo) -> None:
     """Every reflog emptied: they name the old commits, which keeps them reachable."""
     logs = Path(repo.controldir()) / "logs"
     if logs.is_dir():
