@@ -225,9 +225,9 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 def own_address() -> str | None:
     """An IPv4 address of this machine other than loopback that a socket can bind (what a
     LAN client would reach), or None when the machine has none."""
-    from wiki_memory.hosts import _primary_addresses
+    from wiki_memory.hosts import primary_addresses
 
-    for ip in _primary_addresses():
+    for ip in primary_addresses():
         if ":" in ip:
             continue
         try:

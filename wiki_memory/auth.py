@@ -57,7 +57,7 @@ GRANTABLE_ROLES = ("admin", "member", "reader")
 USER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
-def _hash(token: str) -> str:
+def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
@@ -170,7 +170,7 @@ class TokenStore:
             data["tokens"] = [t for t in data["tokens"] if not t.get("owner")]
             data["tokens"].append(
                 {
-                    "hash": _hash(token),
+                    "hash": token_hash(token),
                     "user": self.owner_user,
                     "created": time.time(),
                     "owner": True,
@@ -247,7 +247,7 @@ class TokenStore:
                 entry["tz"] = tz
             for p in projects:
                 entry["grants"][p] = _level(entry["role"], read_only)
-            data["tokens"].append({"hash": _hash(token), "user": user, "created": time.time()})
+            data["tokens"].append({"hash": token_hash(token), "user": user, "created": time.time()})
             self._save(data)
         return token
 
@@ -376,7 +376,7 @@ class TokenStore:
         when it changed, so a revocation binds at once."""
         if not token:
             return None
-        h = _hash(token)
+        h = token_hash(token)
         self._refresh()
         found = None
         for key, rec in self._records.items():
@@ -392,7 +392,7 @@ class TokenStore:
         newer twin of another user (:func:`twins`): refused until revoked."""
         if not token:
             return None
-        h = _hash(token)
+        h = token_hash(token)
         self._refresh()
         for key, rec in self._records.items():
             if hmac.compare_digest(key, h) and rec.user in self._twins:
@@ -408,7 +408,7 @@ class TokenStore:
         (None for a token never issued here)."""
         if not token:
             return None
-        h = _hash(token)
+        h = token_hash(token)
         for t in self._read()["revoked"]:
             if isinstance(t, dict) and hmac.compare_digest(str(t.get("hash", "")), h):
                 return str(t.get("user", "")), str(t["hash"])[:8]

@@ -129,7 +129,7 @@ class Settings:
     #: the ``dense`` recall signal (docs/ranking.md#vectors): store a dense vector of every
     #: section at index time and rank by it; needs the ``vectors`` extra
     #: (``pip install 'wiki-memory[vectors]'``), without which it is off whatever this
-    #: says. Off by default: on LoCoMo it did not add the 0.02 turn R@10 issue 23 asks for
+    #: says. Off by default: on LoCoMo it did not add the 0.02 turn R@10 it was meant to add
     vectors: bool = False
     #: who creates a project by capturing into a name that does not exist yet:
     #: ``members`` (members, admins, the owner; the creator gets a write grant) or

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from wiki_memory.cli.main import main
-from wiki_memory.harness import service
-from wiki_memory.harness.service import ServiceState
+from wiki_memory.harness import userservice
+from wiki_memory.harness.userservice import ServiceState
 
 pytestmark = pytest.mark.fast
 
@@ -28,8 +28,8 @@ def _unit(tmp_path: Path, data_dir: Path) -> Path:
 
 def _fake_state(monkeypatch: pytest.MonkeyPatch, unit: Path, **kw: Any) -> None:
     st = ServiceState("user", unit, True, True, kw.get("active"), kw.get("manager"))
-    monkeypatch.setattr(service, "state", lambda *a, **k: st)
-    monkeypatch.setattr(service, "kind_for_platform", lambda: "user")
+    monkeypatch.setattr(userservice, "state", lambda *a, **k: st)
+    monkeypatch.setattr(userservice, "kind_for_platform", lambda: "user")
 
 
 def test_status_says_a_reboot_stops_memory_without_a_manager(
@@ -49,8 +49,8 @@ def test_an_inactive_unit_is_said_so(tmp_path: Path, monkeypatch: pytest.MonkeyP
     data = (tmp_path / "data").resolve()
     unit = _unit(tmp_path, data)
     _fake_state(monkeypatch, unit, active=False, manager="systemd")
-    svc = {**service.state("user").as_dict(), "data_dir": str(data), "for_this_data_dir": True}
-    assert "the unit is inactive" in service.describe(svc)
+    svc = {**userservice.state("user").as_dict(), "data_dir": str(data), "for_this_data_dir": True}
+    assert "the unit is inactive" in userservice.describe(svc)
 
 
 def test_status_on_a_second_data_directory_does_not_claim_the_default_unit(
@@ -74,7 +74,7 @@ def test_status_without_hooks_does_not_talk_about_the_outbox(
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     monkeypatch.delenv("CODEX_HOME", raising=False)
     none = ServiceState("user", tmp_path / "n.service", False, False, None, None)
-    monkeypatch.setattr(service, "state", lambda *a, **k: none)
+    monkeypatch.setattr(userservice, "state", lambda *a, **k: none)
     main(["--data-dir", str(data), "status"])
     out = capsys.readouterr().out
     assert "server:    NOT running" in out and "outbox;" not in out, out

@@ -1,4 +1,4 @@
-"""Issue 24: recall's count of the matches after the pool, taken from FTS5 alone for the
+"""Recall's count of the matches after the pool, taken from FTS5 alone for the
 sections outside ``sections_apart``, is the count the plain path gives, for every kind of
 section the rule sets apart and for every kind of caller.
 

@@ -1,4 +1,4 @@
-"""Issue 18: every match reachable. Following recall cursors returns every matching item
+"""Every match reachable. Following recall cursors returns every matching item
 exactly once, over random corpora, budgets and page sizes, more than 50 matches
 included: in the core (many examples), and through a real server's ``POST /v1/recall``
 and MCP ``memory_recall`` (the official SDK client over streamable HTTP).

@@ -375,14 +375,14 @@ def test_server_errors_reach_server_log(srv):
 @pytest.mark.process
 def test_log_files_never_hold_a_secret(tmp_path):
     """A message or a traceback that quotes a token is redacted in server.log."""
-    from wiki_memory.cli.main import _setup_logging
+    from wiki_memory.cli.main import setup_logging
     from wiki_memory.config import load_settings
 
     token = "ghp_" + "Zq8" * 12  # a GitHub token's shape (fake)
     root = logging.getLogger()
     before = list(root.handlers)
     settings = load_settings(tmp_path / "data")
-    _setup_logging(settings)
+    setup_logging(settings)
     try:
         log = logging.getLogger("wiki_memory.test")
         log.warning("request to /v1/pages/%s failed", token)

@@ -1,4 +1,4 @@
-"""Any file name (issue #13): names that are not UTF-8, decomposed Unicode and names that
+"""Any file name: names that are not UTF-8, decomposed Unicode and names that
 differ only in case never stop the server, and every page is indexed and committed (a
 name that is not UTF-8 under its escaped name, ``%XX`` for each such byte, and committed
 under its exact bytes); a page is read and written by the exact path it is listed under."""

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _settings
+from wiki_memory.cli.common import CliError, cli_settings
 
 __all__ = ["register"]
 
@@ -49,7 +49,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
     from wiki_memory.core.backup import backup
     from wiki_memory.core.backup_format import BackupError
 
-    settings = _settings(args)
+    settings = cli_settings(args)
     passphrase = _passphrase(True) if args.encrypt else None
     target = Path(args.file).expanduser().resolve()
     cleared: list[Path] = []
@@ -81,7 +81,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     from wiki_memory.core.backup import restore
     from wiki_memory.core.backup_format import MAGIC, BackupError
 
-    settings = _settings(args)
+    settings = cli_settings(args)
     source = Path(args.file).expanduser()
     try:
         with open(source, "rb") as f:
@@ -132,11 +132,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     how many of each were written and what the export leaves out, with counts."""
     from tqdm import tqdm
 
-    from wiki_memory.cli.wiki import _wiki_settings
+    from wiki_memory.cli.wiki import wiki_settings
     from wiki_memory.core.userecord import UseRecord
     from wiki_memory.wiki.exchange import attachment_files, export_pages, page_files
 
-    settings = _wiki_settings(args)
+    settings = wiki_settings(args)
     wiki = settings.wiki_dir
     if not wiki.is_dir():
         raise CliError(f"{wiki}: no wiki here", 2)

@@ -29,7 +29,7 @@ def _git_report(wiki: Path) -> dict[str, Any]:
     from dulwich.repo import Repo
 
     from wiki_memory.index.store import is_indexable
-    from wiki_memory.wiki.git import _OPERATION_MARKERS
+    from wiki_memory.wiki.git import OPERATION_MARKERS
     from wiki_memory.wiki.locks import STALE_AFTER_SECONDS, lock_files
 
     out: dict[str, Any] = {"repository": False, "errors": [], "warnings": []}
@@ -54,7 +54,7 @@ def _git_report(wiki: Path) -> dict[str, Any]:
         if out["head"] and out["branch"] is None:
             out["warnings"].append("HEAD is detached: server commits go on no branch")
         control = Path(repo.controldir())
-        for marker, what in _OPERATION_MARKERS:
+        for marker, what in OPERATION_MARKERS:
             if (control / marker).exists():
                 out["errors"].append(f"{what} is in progress: the server waits for it to end")
         locks = lock_files(control)
@@ -96,7 +96,7 @@ def _git_report(wiki: Path) -> dict[str, Any]:
 _Notes = list[dict[str, str]]  # one dict a file: path, reason (or file, rename_to)
 
 
-def _scan_files(wiki: Path, escaped: _Notes | None = None) -> tuple[dict[str, Any], _Notes]:
+def scan_files(wiki: Path, escaped: _Notes | None = None) -> tuple[dict[str, Any], _Notes]:
     """Pages on disk (as the index sees them: a name that is not valid UTF-8 by its
     escaped name) and the files skipped, with the reason. ``escaped`` is given each file
     and folder served under an escaped name: ``{path, file, rename_to}``."""
@@ -282,7 +282,7 @@ def check_fsck(ctx: Context) -> None:
 def check_names(ctx: Context) -> None:
     """Files the index skips and page names that work here but may surprise elsewhere."""
     escaped: list[dict[str, str]] = []
-    on_disk, skipped = _scan_files(ctx.settings.wiki_dir, escaped)
+    on_disk, skipped = scan_files(ctx.settings.wiki_dir, escaped)
     ctx.on_disk = on_disk
     ctx.rep["skipped"] = skipped
     ctx.rep["pages"] = {"on_disk": len(on_disk)}

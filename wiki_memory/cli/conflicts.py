@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _get, _post
-from wiki_memory.cli.remove import _core, _remote, local_memory
+from wiki_memory.cli.common import CliError, get_json, post_json
+from wiki_memory.cli.remove import local_memory, run_core, wants_remote
 
 __all__ = ["check_conflicts", "register"]
 
@@ -59,21 +59,21 @@ def cmd_sync_conflicts(args: argparse.Namespace) -> int:
         if not args.copy or args.keep not in ("page", "copy"):
             raise CliError("usage: wiki-memory sync-conflicts resolve COPY --keep page|copy", 2)
         body = {"copy": args.copy, "keep": args.keep}
-        if _remote(args):
-            res = _post(args, "/v1/sync-conflicts/resolve", body)
+        if wants_remote(args):
+            res = post_json(args, "/v1/sync-conflicts/resolve", body)
         else:
             with local_memory(args) as memory:
-                res = _core(lambda: resolve_conflict(memory, args.copy, args.keep, memory.owner))
+                res = run_core(lambda: resolve_conflict(memory, args.copy, args.keep, memory.owner))
         kept = "the page as it was" if res["kept"] == "page" else "the copy's version"
         print(f"{res['page']}: kept {kept}; removed {res['copy']} (committed)")
         return 0
     if args.copy:
         raise CliError("usage: wiki-memory sync-conflicts [resolve COPY --keep page|copy]", 2)
-    if _remote(args):
-        res = _get(args, "/v1/sync-conflicts", {})
+    if wants_remote(args):
+        res = get_json(args, "/v1/sync-conflicts", {})
     else:
         with local_memory(args) as memory:
-            res = _core(lambda: list_conflicts(memory, memory.owner))
+            res = run_core(lambda: list_conflicts(memory, memory.owner))
     rows = res["conflicts"]
     if not rows:
         print("no conflict copies")

@@ -284,7 +284,7 @@ def print_report(rep: dict[str, Any], limit: int) -> None:
             print(more(skipped))
     svc = rep.get("service")
     if svc:
-        from wiki_memory.harness.service import describe
+        from wiki_memory.harness.userservice import describe
 
         print(f"service: {describe(svc)}")
     order = {"info": 0, "warning": 1, "error": 2}

@@ -13,8 +13,8 @@ import json
 import sys
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _post
-from wiki_memory.cli.remove import _core, _remote, local_memory
+from wiki_memory.cli.common import CliError, post_json
+from wiki_memory.cli.remove import local_memory, run_core, wants_remote
 
 __all__ = ["register"]
 
@@ -38,11 +38,11 @@ def cmd_edit(args: argparse.Namespace) -> int:
             body[key] = value
     if args.op == "rename" and not args.to:
         raise CliError("rename needs --to NEW_PATH", 2)
-    if _remote(args):
-        res = _post(args, "/v1/edit", body)
+    if wants_remote(args):
+        res = post_json(args, "/v1/edit", body)
     else:
         with local_memory(args) as memory:
-            res = _core(
+            res = run_core(
                 lambda: edit_page(
                     memory,
                     args.op,

@@ -21,17 +21,24 @@ import shlex
 import sys
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _client, _post, _settings, _verify, server_error
+from wiki_memory.cli.common import (
+    CliError,
+    cli_settings,
+    post_json,
+    request_verify,
+    server_client,
+    server_error,
+)
 from wiki_memory.core.quoting import inline, show
 
 
 def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
     import httpx
 
-    url, headers = _client(args)
+    url, headers = server_client(args)
     try:
         r = httpx.request(
-            method, url + path, json=body, headers=headers, timeout=60, verify=_verify(args)
+            method, url + path, json=body, headers=headers, timeout=60, verify=request_verify(args)
         )
     except httpx.HTTPError as exc:
         raise CliError(f"cannot reach the server at {url}: {exc}") from None
@@ -169,10 +176,10 @@ def cmd_pin(args: argparse.Namespace) -> int:
     from wiki_memory.wiki.paths import PathRefused, atomic_write
 
     pinned = args.command == "pin"
-    settings = _settings(args)
+    settings = cli_settings(args)
     remote = getattr(args, "url", None) or os.environ.get("WIKI_MEMORY_URL")
     if remote or ServerLock(settings.data_dir).is_held_elsewhere():
-        _post(args, "/v1/admin/pin", {"path": args.path, "pinned": pinned})
+        post_json(args, "/v1/admin/pin", {"path": args.path, "pinned": pinned})
         print(f"{'pinned' if pinned else 'unpinned'} {args.path}")
         return 0
     owner = TokenStore(settings.auth_dir).owner_name()

@@ -1,5 +1,5 @@
 """The ``wiki-memory`` command: serve, recall, reindex; the other commands are in the
-modules of :mod:`wiki_memory.cli` (``access``: token and audit; ``setup``, ...), each
+modules of :mod:`wiki_memory.cli` (``tokens``: token and audit; ``setup``, ...), each
 adding its own with ``register``.
 
 Each subcommand is a thin face over the core service or the running server's HTTP API.
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _post, _settings
+from wiki_memory.cli.common import CliError, cli_settings, post_json
 from wiki_memory.config import DEFAULT_HOST, DEFAULT_PORT, Settings
 from wiki_memory.zones import local_zone_name
 
@@ -92,7 +92,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             overrides[name] = Path(getattr(args, name)).expanduser().resolve()
     if getattr(args, "insecure_http", False):
         overrides["insecure_http"] = True
-    settings = _settings(args, **overrides)
+    settings = cli_settings(args, **overrides)
     # what the server creates (index, WAL, logs, spool, git objects, new pages) is the
     # owner's alone; a vault's existing files keep their modes (docs/team-server.md)
     os.umask(0o077)
@@ -298,7 +298,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
     if args.until:
         body["until"] = args.until
     body["tz"] = args.tz or local_zone_name()
-    res = _post(args, "/v1/recall", body)
+    res = post_json(args, "/v1/recall", body)
     if args.json:
         print(json.dumps(res, indent=1, ensure_ascii=False))
         return 0
@@ -318,19 +318,19 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     """Rebuild index.db from the wiki folder: ``--wiki PATH``, else the folder the index
     was built from (a ``serve --wiki`` vault), else the data directory's ``wiki/``. With a
     server running, the server rebuilds (its own wiki)."""
-    from wiki_memory.cli.wiki import _wiki_settings
+    from wiki_memory.cli.wiki import wiki_settings
     from wiki_memory.datadir import ServerLock, ensure_layout
     from wiki_memory.index.store import Index, read_wiki_root
 
     explicit = bool(getattr(args, "wiki", None))
-    settings = _wiki_settings(args)
+    settings = wiki_settings(args)
     root = read_wiki_root(settings.index_path)
     if not explicit and root is not None and root != settings.wiki_dir and root.is_dir():
-        settings = _settings(args, wiki_path=root)
+        settings = cli_settings(args, wiki_path=root)
     ensure_layout(settings)
     lock = ServerLock(settings.data_dir)
     if getattr(args, "url", None) and not explicit:
-        res = _post(args, "/v1/admin/reindex", {}, timeout=3600)
+        res = post_json(args, "/v1/admin/reindex", {}, timeout=3600)
         print(f"reindexed {res['pages']} pages (by the server at {args.url})")
         return 0
     if lock.is_held_elsewhere():
@@ -338,7 +338,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
             raise CliError(
                 f"the running server serves {root}, not {settings.wiki_dir}: stop it first", 2
             )
-        res = _post(args, "/v1/admin/reindex", {}, timeout=3600)
+        res = post_json(args, "/v1/admin/reindex", {}, timeout=3600)
         print(f"reindexed {res['pages']} pages (by the running server)")
         return 0
 
@@ -433,7 +433,6 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--url", help="server URL")
     x.set_defaults(fn=cmd_reindex)
     from wiki_memory.cli import (
-        access,
         carry,
         conflicts,
         edit,
@@ -445,12 +444,13 @@ def build_parser() -> argparse.ArgumentParser:
         replicas,
         setup,
         status,
+        tokens,
         uninstall,
         unrendered,
         wiki,
     )
 
-    access.register(sub)
+    tokens.register(sub)
     modules = (setup, uninstall, status, hooks, handoffs, mcp, wiki, remove, remember, carry, edit)
     for module in (*modules, unrendered, replicas, conflicts):
         module.register(sub)

@@ -11,8 +11,8 @@ import json
 import sys
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _post
-from wiki_memory.cli.remove import _core, _remote, local_memory
+from wiki_memory.cli.common import CliError, post_json
+from wiki_memory.cli.remove import local_memory, run_core, wants_remote
 
 __all__ = ["register"]
 
@@ -36,8 +36,8 @@ def cmd_remember(args: argparse.Namespace) -> int:
         body["supersedes"] = args.supersedes
     if args.if_new:
         body["if_new"] = True
-    if _remote(args):
-        res = _post(args, "/v1/remember", body)
+    if wants_remote(args):
+        res = post_json(args, "/v1/remember", body)
     else:
         with local_memory(args) as memory:
 
@@ -66,7 +66,7 @@ def cmd_remember(args: argparse.Namespace) -> int:
                         )
                     )
 
-            res = _core(run)
+            res = run_core(run)
     if args.json:
         print(json.dumps(res, ensure_ascii=False))
         return 0

@@ -15,17 +15,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _post, _settings
+from wiki_memory.cli.common import CliError, cli_settings, post_json
 
 __all__ = ["register"]
 
 
-def _remote(args: argparse.Namespace) -> bool:
+def wants_remote(args: argparse.Namespace) -> bool:
     from wiki_memory.datadir import ServerLock
 
     if getattr(args, "url", None) or os.environ.get("WIKI_MEMORY_URL"):
         return True
-    return ServerLock(_settings(args).data_dir).is_held_elsewhere()
+    return ServerLock(cli_settings(args).data_dir).is_held_elsewhere()
 
 
 @contextmanager
@@ -37,7 +37,7 @@ def local_memory(args: argparse.Namespace) -> Iterator[Any]:
     from wiki_memory.core.memory import Memory
     from wiki_memory.datadir import DataDirLocked, ServerLock, ensure_layout
 
-    settings = _settings(args, watch=False)
+    settings = cli_settings(args, watch=False)
     ensure_layout(settings)
     lock = ServerLock(settings.data_dir)
     try:
@@ -56,7 +56,7 @@ def local_memory(args: argparse.Namespace) -> Iterator[Any]:
         lock.release()
 
 
-def _core(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def run_core(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run a core operation, turning its error into the table's exit status."""
     from wiki_memory.errors import WikiMemoryError, exit_status
     from wiki_memory.wiki.paths import PathRefused
@@ -78,11 +78,11 @@ def cmd_forget(args: argparse.Namespace) -> int:
         return _forget_query(args)
     if not args.path:
         raise CliError("forget needs a PATH or --query", 2)
-    if _remote(args):
-        res = _post(args, "/v1/forget", {"path": args.path})
+    if wants_remote(args):
+        res = post_json(args, "/v1/forget", {"path": args.path})
     else:
         with local_memory(args) as memory:
-            res = _core(lambda: forget_page(memory, args.path, memory.owner))
+            res = run_core(lambda: forget_page(memory, args.path, memory.owner))
     word = "forgot" if res.get("changed") else "already forgotten:"
     print(f"{word} {res['path']} (left recall, briefs and listings; git keeps its history)")
     return 0
@@ -101,14 +101,14 @@ def _forget_query(args: argparse.Namespace) -> int:
             2,
         )
     dry = bool(args.dry_run)
-    if _remote(args):
+    if wants_remote(args):
         body: dict[str, Any] = {"query": args.query, "dry_run": dry}
         if args.project:
             body["project"] = args.project
-        res = _post(args, "/v1/forget", body)
+        res = post_json(args, "/v1/forget", body)
     else:
         with local_memory(args) as memory:
-            res = _core(
+            res = run_core(
                 lambda: forget_query(
                     memory, args.query, memory.owner, project=args.project, dry_run=dry
                 )
@@ -143,11 +143,11 @@ def cmd_purge(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"path": args.path}
     if args.text:
         body["text"] = args.text
-    if _remote(args):
-        res = _post(args, "/v1/admin/purge", body, timeout=3600)
+    if wants_remote(args):
+        res = post_json(args, "/v1/admin/purge", body, timeout=3600)
     else:
         with local_memory(args) as memory:
-            res = _core(lambda: purge_page(memory, args.path, memory.owner, args.text))
+            res = run_core(lambda: purge_page(memory, args.path, memory.owner, args.text))
     print(
         f"purged {what}: {res['commits_rewritten']} commit(s) rewritten, "
         f"{res['versions']} stored version(s), refs moved: {', '.join(res['refs']) or 'none'}"

@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _post, _settings
-from wiki_memory.cli.remove import _core, _remote, local_memory
+from wiki_memory.cli.common import CliError, cli_settings, post_json
+from wiki_memory.cli.remove import local_memory, run_core, wants_remote
 
 __all__ = ["check_sync", "register", "status_line"]
 
@@ -60,7 +60,7 @@ def cmd_remote(args: argparse.Namespace) -> int:
     """``remote add NAME URL`` / ``remote list`` / ``remote remove NAME``."""
     from wiki_memory.wiki import replicate as rp
 
-    wiki = _settings(args, watch=False).wiki_dir
+    wiki = cli_settings(args, watch=False).wiki_dir
     if not (wiki / ".git").is_dir():
         raise CliError(f"no wiki at {wiki}: run `wiki-memory init` or start the server first", 4)
     try:
@@ -118,8 +118,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
         body["rewrite_hub"] = True
     if args.name:
         body["remote"] = args.name
-    if _remote(args):
-        res = _post(args, "/v1/admin/sync", body, timeout=3600)
+    if wants_remote(args):
+        res = post_json(args, "/v1/admin/sync", body, timeout=3600)
     else:
         with local_memory(args) as memory:
 
@@ -132,7 +132,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
                 )
                 return {"reports": [r.to_json() for r in reports], "status": memory.sync.status()}
 
-            res = _core(run)
+            res = run_core(run)
     _show(res)
     left = len(res["status"].get("conflicts", []))
     if left:

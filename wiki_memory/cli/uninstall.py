@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.cli.common import _settings
+from wiki_memory.cli.common import cli_settings
 from wiki_memory.config import Settings
 
 __all__ = ["SETUP_RECORD", "Record", "cmd_uninstall", "register"]
@@ -93,7 +93,7 @@ class Record:
                 self.dirs.append(m)
 
     def wrote(self, path: Path, created: bool, backup: Path | None) -> None:
-        from wiki_memory.harness.service import digest
+        from wiki_memory.harness.userservice import digest
 
         key = str(path)
         old = self.files.get(key)
@@ -135,10 +135,10 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     since, and the data directory. ``--dry-run`` says what it would do and does nothing."""
     from wiki_memory.harness import hooks_install as hi
     from wiki_memory.harness import mcp_install as mi
-    from wiki_memory.harness import service
-    from wiki_memory.harness.service import digest
+    from wiki_memory.harness import userservice
+    from wiki_memory.harness.userservice import digest
 
-    settings = _settings(args)
+    settings = cli_settings(args)
     data_dir = settings.data_dir.expanduser().resolve()
     record = Record.load(data_dir / SETUP_RECORD)
     if not record.path.exists():
@@ -164,7 +164,7 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
         elif dry:
             print(f"would stop and disable the service and remove {unit}")
         else:
-            for n in service.stop_and_disable(kind):
+            for n in userservice.stop_and_disable(kind):
                 print(f"note: {n}")
             if unit.exists():
                 unit.unlink()

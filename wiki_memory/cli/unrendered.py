@@ -12,13 +12,13 @@ import argparse
 import json
 from typing import Any
 
-from wiki_memory.cli.common import _get, _post
+from wiki_memory.cli.common import get_json, post_json
 
 
 def cmd_unrendered(args: argparse.Namespace) -> int:
     """List the sessions with unrendered events, or discard one session's."""
     if args.discard:
-        res = _post(args, "/v1/admin/unrendered/discard", {"session": args.discard})
+        res = post_json(args, "/v1/admin/unrendered/discard", {"session": args.discard})
         if args.json:
             print(json.dumps(res, indent=2))
             return 0
@@ -29,7 +29,7 @@ def cmd_unrendered(args: argparse.Namespace) -> int:
         )
         print(f"discarded {res['discarded']} event(s) of session {res['session'][:12]}: {what}")
         return 0
-    res = _get(args, "/v1/admin/unrendered", {})
+    res = get_json(args, "/v1/admin/unrendered", {})
     if args.json:
         print(json.dumps(res, indent=2))
         return 0

@@ -23,19 +23,19 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _settings
+from wiki_memory.cli.common import CliError, cli_settings
 from wiki_memory.cli.doctor import doctor_report, fix, print_report
 from wiki_memory.config import Settings
 
 
-def _wiki_settings(args: argparse.Namespace) -> Settings:
+def wiki_settings(args: argparse.Namespace) -> Settings:
     extra: dict[str, Any] = {}
     if getattr(args, "wiki", None):
         wiki = Path(args.wiki).expanduser().resolve()
         if not wiki.is_dir():
             raise CliError(f"--wiki {args.wiki}: not a folder", 2)
         extra["wiki_path"] = wiki
-    return _settings(args, **extra)
+    return cli_settings(args, **extra)
 
 
 # --------------------------------------------------------------------------- import
@@ -48,9 +48,9 @@ def _skip_file(rel_parts: tuple[str, ...]) -> bool:
     name = rel_parts[-1]
     if rel_parts[0] == ".obsidian":
         return name.startswith("workspace")
-    from wiki_memory.index.watcher import _ignored_name
+    from wiki_memory.index.watcher import ignored_name
 
-    return _ignored_name(name)
+    return ignored_name(name)
 
 
 def import_vault(src: Path, wiki: Path, into: str = "") -> dict[str, list[str]]:
@@ -156,7 +156,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     src = Path(args.path).expanduser()
     if not src.is_dir():
         raise CliError(f"{args.path}: not a folder", 2)
-    settings = _wiki_settings(args)
+    settings = wiki_settings(args)
     ensure_layout(settings)
     owner = TokenStore(settings.auth_dir).owner_name()
     store = GitStore(settings.wiki_dir)  # a new wiki gets its repository before the copy
@@ -210,7 +210,7 @@ def _import_json(args: argparse.Namespace) -> int:
     from wiki_memory.wiki.inside import Outside, write_inside
     from wiki_memory.wiki.paths import is_plain
 
-    settings = _wiki_settings(args)
+    settings = wiki_settings(args)
     ensure_layout(settings)
     owner = TokenStore(settings.auth_dir).owner_name()
     wiki = settings.wiki_dir
@@ -295,7 +295,7 @@ def _import_json(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Check the wiki and print what is wrong; exit 1 on errors (``--strict``: warnings too)."""
-    settings = _wiki_settings(args)
+    settings = wiki_settings(args)
     if getattr(args, "fix", False):
         fix(settings, follow_index=not getattr(args, "wiki", None))
     rep = doctor_report(settings, follow_index=not getattr(args, "wiki", None))

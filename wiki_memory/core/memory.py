@@ -32,9 +32,9 @@ from wiki_memory.core.repos import RepoMap
 from wiki_memory.core.scope import Directory, ScopeRule, not_found
 from wiki_memory.core.sessions import (
     SessionPages,
-    _plain_or_gone,
-    _read_plain,
     owners_on_disk,
+    plain_or_gone,
+    read_plain,
     seed_server_hashes,
     sha256,
 )
@@ -222,12 +222,12 @@ class Memory:
             dirty = [
                 p
                 for p in page_names(self.wiki_dir, self.git.dirty_paths())
-                if is_indexable(p) and _plain_or_gone(on_disk(self.wiki_dir, p))
+                if is_indexable(p) and plain_or_gone(on_disk(self.wiki_dir, p))
             ]
             by_server: dict[str, list[str]] = {}
             by_hand: list[str] = []
             for p in dirty:
-                data = _read_plain(on_disk(self.wiki_dir, p))
+                data = read_plain(on_disk(self.wiki_dir, p))
                 user = self._server_authors.get(p)
                 if user is not None and data is not None and self.server_wrote(p, data):
                     by_server.setdefault(user, []).append(p)
@@ -330,7 +330,7 @@ class Memory:
         from wiki_memory.wiki.merge import replace_if_unchanged
 
         for _ in range(20):
-            current = _read_plain(full)
+            current = read_plain(full)
             new = fn(current)
             if new is None or new == current:
                 return current, None
@@ -513,7 +513,7 @@ class Memory:
         theirs: list[str] = []
         seen: dict[str, bytes] = {}
         for p in paths:
-            data = _read_plain(d) if _plain_or_gone(d := on_disk(self.wiki_dir, p)) else None
+            data = read_plain(d) if plain_or_gone(d := on_disk(self.wiki_dir, p)) else None
             if data is None or self.server_hashes.get(p) in (None, sha256(data)):
                 mine.append(p)
                 if data is not None:
@@ -534,7 +534,7 @@ class Memory:
                 self.server_hashes.pop(p, None)
         # A save that landed after the look above was left out of the server's commit
         # (``only_if``) or came after it: either way it is the person's, committed as such.
-        late = [p for p in seen if _read_plain(on_disk(self.wiki_dir, p)) != seen[p]]
+        late = [p for p in seen if read_plain(on_disk(self.wiki_dir, p)) != seen[p]]
         if late:
             self._commit_hand_edits_now(late)
         if sha:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from wiki_memory.audit import audit_result
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.core.scope import ScopeRule
-from wiki_memory.core.sessions import _plain_or_gone, _read_plain, sha256
+from wiki_memory.core.sessions import plain_or_gone, read_plain, sha256
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.errors import Conflict, Forbidden, NotFound
 from wiki_memory.identity import Identity
@@ -81,7 +81,7 @@ def update_pages(
         for _ in range(20):
             plan: list[tuple[str, Path, bytes | None, bytes | None]] = []
             for rel, full, fn in located:
-                current = _read_plain(full)
+                current = read_plain(full)
                 if ident is not None:
                     memory.scope.check_write(ident, rel, current, None)
                 new = fn(current)
@@ -127,9 +127,9 @@ def commit_hand_edits_now(memory: Any, paths: list[str]) -> str | None:
     seen: dict[str, str | None] = {}
     for p in paths:
         full = on_disk(memory.wiki_dir, p)
-        if not _plain_or_gone(full):
+        if not plain_or_gone(full):
             continue
-        data = _read_plain(full) if full.is_file() else None
+        data = read_plain(full) if full.is_file() else None
         if data is not None and memory.server_wrote(p, data):
             continue
         real.append(p)

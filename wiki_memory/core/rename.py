@@ -27,7 +27,7 @@ from typing import Any
 
 from wiki_memory.core.pages import page_path_for_write
 from wiki_memory.core.scope import not_found
-from wiki_memory.core.sessions import _read_plain, sha256
+from wiki_memory.core.sessions import read_plain, sha256
 from wiki_memory.core.writer import Author, WriteResult
 from wiki_memory.errors import BadRequest, Conflict
 from wiki_memory.identity import Identity
@@ -76,7 +76,7 @@ def _take_away(old_full: Path, new_full: Path, current: bytes, old: str) -> None
     as their edit)."""
     aside = old_full.with_name(f".{old_full.name}.{secrets.token_hex(4)}.wm-tmp")
     os.rename(old_full, aside)
-    if _read_plain(aside) == current:
+    if read_plain(aside) == current:
         os.unlink(aside)
         return
     if not os.path.lexists(old_full):
@@ -120,7 +120,7 @@ def rename_page(
     why = new_name_refusal(memory.settings.wiki_dir, new)
     if why is not None:
         raise PathRefused(why, rule="portable_name")
-    current = _read_plain(old_full)
+    current = read_plain(old_full)
     if current is None:
         raise not_found(rel)
     scope.check_write(ident, old, current, None)
@@ -136,7 +136,7 @@ def rename_page(
     for src in sources:
         full = memory.wiki_dir / src
         for _ in range(20):
-            data = _read_plain(full)
+            data = read_plain(full)
             if data is None:
                 break
             if not scope.writable(ident, src, frontmatter_of(data, src)):

@@ -307,7 +307,7 @@ class SessionPages:
 
         fresh = compiler_bytes(comp)
         if current is ...:
-            current = _read_plain(self.host.wiki_dir / comp.path)
+            current = read_plain(self.host.wiki_dir / comp.path)
         if current is None or current == fresh:
             return fresh
         bases = self._previous_renders(comp.path)
@@ -513,7 +513,7 @@ def seed_server_hashes(
         if not isinstance(path, str):
             continue
         full = wiki_dir / path
-        data = _read_plain(full) if _plain_or_gone(full) else None
+        data = read_plain(full) if plain_or_gone(full) else None
         if data is None:
             continue
         digest = sha256(data)
@@ -539,7 +539,7 @@ def owners_on_disk(wiki_dir: Path, git: GitStore) -> Callable[[str], str | None]
     def owner(rel: str) -> str | None:
         full = wiki_dir / rel
         try:
-            data = _read_plain(full) if _plain_or_gone(full) else None
+            data = read_plain(full) if plain_or_gone(full) else None
             if data is None and not full.exists():
                 data = git.read_at(rel)
         except (OSError, KeyError, ValueError):
@@ -549,7 +549,7 @@ def owners_on_disk(wiki_dir: Path, git: GitStore) -> Callable[[str], str | None]
     return owner
 
 
-def _read_plain(full: Path) -> bytes | None:
+def read_plain(full: Path) -> bytes | None:
     """The bytes of a regular file (never through a symlink); None when absent."""
     try:
         fd = os.open(full, _O_READ)
@@ -559,7 +559,7 @@ def _read_plain(full: Path) -> bytes | None:
         return f.read()
 
 
-def _plain_or_gone(full: Path) -> bool:
+def plain_or_gone(full: Path) -> bool:
     """True for a path that is gone, a folder, or a regular file with a single link: what
     the server may commit or serve (a symlink or a hard link may lead out of the wiki)."""
     try:

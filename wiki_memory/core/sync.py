@@ -51,7 +51,7 @@ from wiki_memory.errors import Forbidden, NotFound, SyncRefused, Unavailable
 from wiki_memory.identity import Identity, may_admin
 from wiki_memory.wiki import replicate as rp
 from wiki_memory.wiki.netchild import NetRunner, Timeouts
-from wiki_memory.wiki.purge import _expire_reflogs
+from wiki_memory.wiki.purge import expire_reflogs
 
 __all__ = ["SyncReport", "SyncService", "local_path", "sync_lines", "sync_status"]
 
@@ -518,7 +518,7 @@ class SyncService:
         folder = local_path(url)
         if folder is not None and folder.is_dir():
             with Repo(str(folder)) as remote_repo:
-                _expire_reflogs(remote_repo)
+                expire_reflogs(remote_repo)
                 porcelain.gc(remote_repo, prune=True, grace_period=0)
             gc = "pruned"
         self._update(name, remote_sha=shared.decode(), purge_pending=False, stopped=None)

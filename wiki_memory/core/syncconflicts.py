@@ -22,7 +22,7 @@ from typing import Any
 
 from dulwich.objects import Blob
 
-from wiki_memory.core.sessions import _read_plain, sha256
+from wiki_memory.core.sessions import read_plain, sha256
 from wiki_memory.core.writer import Author, WriteResult
 from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity
@@ -189,13 +189,13 @@ def resolve_conflict(
     user = ident.user or memory.owner
 
     def job() -> WriteResult:
-        cur_copy = _read_plain(copy_full)
+        cur_copy = read_plain(copy_full)
         if cur_copy is None:
             raise NotFound(f"{copy} is gone")
         memory.scope.check_write(ident, copy_rel, cur_copy, None)
         written = [copy_rel]
         if keep == "copy":
-            cur_page = _read_plain(page_full)
+            cur_page = read_plain(page_full)
             try:
                 new = _unmarked(cur_copy, side)
             except FrontmatterError as exc:

@@ -45,7 +45,7 @@ from wiki_memory.wiki.gitcommon import SYSTEM_AUTHOR, author_identity, tz_offset
 from wiki_memory.wiki.inside import Outside, read_inside, remove_inside, write_inside
 from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.projection import Shared, personal_files, unpinned, with_pin
-from wiki_memory.wiki.purge import _drop_stale, _expire_reflogs
+from wiki_memory.wiki.purge import drop_stale, expire_reflogs
 
 __all__ = ["CACHE", "SyncMerge"]
 
@@ -579,8 +579,8 @@ class SyncMerge:
         for ref in list(repo.refs.allkeys()):
             if ref.startswith(b"refs/remotes/") and not ref.startswith(keep):
                 repo.refs.remove_if_equals(ref, None)
-        _expire_reflogs(repo)
-        _drop_stale(repo, set())
+        expire_reflogs(repo)
+        drop_stale(repo, set())
         porcelain.gc(repo, prune=True, grace_period=0)
 
     def _forget_caches(self) -> None:

@@ -40,10 +40,10 @@ __all__ = [
     "PAGE_END",
 ]
 
-_SECTION_COLUMNS = ("heading", "body", "stems", "dates")
+SECTION_COLUMNS = ("heading", "body", "stems", "dates")
 
 
-def _bm25(weights: Mapping[str, float] | None, only: Sequence[str] = ()) -> str:
+def bm25_sql(weights: Mapping[str, float] | None, only: Sequence[str] = ()) -> str:
     """The bm25() call with column ``weights`` (missing columns: :data:`BM25_WEIGHTS`);
     with ``only``, every other column weighs 0."""
     w = {**BM25_WEIGHTS, **(weights or {})}
@@ -165,14 +165,14 @@ class Hit(SectionHit):
     span: tuple[float, float] | None = None  # its time range (epoch seconds) or None
 
 
-_HIT_COLUMNS = (
+HIT_COLUMNS = (
     f"s.path, s.anchor, s.heading, p.title, p.kind, p.project, {_UPDATED}, s.text, s.line, "
     "s.ord, s.day, s.rowid, s.t0, s.t1"
 )
-_SCORE = 14  # the column after _HIT_COLUMNS
+SCORE = 14  # the column after HIT_COLUMNS
 
 
-def _hit(row: Sequence[Any], score: float) -> Hit:
+def hit_from_row(row: Sequence[Any], score: float) -> Hit:
     return Hit(
         path=row[0],
         anchor=row[1] or "",
@@ -219,21 +219,21 @@ def search_sections(
     where = " AND ".join(["fts MATCH ?", *conds])
     sql = f"""
         WITH ranked AS (
-            SELECT fts.rowid AS rid, {_bm25(weights)} AS r, s.path AS path, s.ord AS ord
+            SELECT fts.rowid AS rid, {bm25_sql(weights)} AS r, s.path AS path, s.ord AS ord
             FROM fts JOIN sections AS s ON s.rowid = fts.rowid
             JOIN pages AS p ON p.path = s.path
             WHERE {where}
             ORDER BY r, path, ord
             LIMIT ?
         )
-        SELECT {_HIT_COLUMNS}, -ranked.r
+        SELECT {HIT_COLUMNS}, -ranked.r
         FROM ranked
         JOIN sections AS s ON s.rowid = ranked.rid
         JOIN pages AS p ON p.path = s.path
         ORDER BY ranked.r, ranked.path, ranked.ord
     """
     rows = _run(index, sql, [match, *args, int(limit)])
-    return [_hit(r, float(r[_SCORE])) for r in rows]
+    return [hit_from_row(r, float(r[SCORE])) for r in rows]
 
 
 FIRST_K = 2
@@ -263,7 +263,7 @@ def _top_first(
     k = FIRST_K * limit
     conds, args = scope.where("p")
     while k <= FIRST_MAX:
-        cols = ", ".join(f"{_bm25(w, only)} AS r{i}" for i, (w, only) in enumerate(lists))
+        cols = ", ".join(f"{bm25_sql(w, only)} AS r{i}" for i, (w, only) in enumerate(lists))
         parts = [
             f"SELECT * FROM (SELECT rid, r{i} AS r, {i} AS which FROM m"
             + (f" WHERE r{i} < 0" if only else "")
@@ -304,12 +304,12 @@ def _top_first(
                 int(row[11]): row
                 for row in _run(
                     index,
-                    f"SELECT {_HIT_COLUMNS} FROM sections AS s CROSS JOIN pages AS p "
+                    f"SELECT {HIT_COLUMNS} FROM sections AS s CROSS JOIN pages AS p "
                     "ON p.path = s.path WHERE s.rowid IN (SELECT value FROM json_each(?))",
                     [json.dumps(want)],
                 )
             }
-            return [[_hit(rows[t[3]], -t[0]) for t in b] for b in best]
+            return [[hit_from_row(rows[t[3]], -t[0]) for t in b] for b in best]
         k *= FIRST_K
     return None
 
@@ -332,15 +332,15 @@ def search_sections_both(
     if not match or limit <= 0 or scope.empty:
         return [], []
     if not plain and limit < FIRST_MAX and scope.wide:
-        got = _top_first(index, match, scope, limit, [(weights, _SECTION_COLUMNS), (weights, ())])
+        got = _top_first(index, match, scope, limit, [(weights, SECTION_COLUMNS), (weights, ())])
         if got is not None:
             return got[0], got[1]
     conds, args = scope.where("p")
     where = " AND ".join(["fts MATCH ?", *conds])
     sql = f"""
         WITH m AS MATERIALIZED (
-            SELECT fts.rowid AS rid, {_bm25(weights)} AS r,
-                   {_bm25(weights, _SECTION_COLUMNS)} AS rb,
+            SELECT fts.rowid AS rid, {bm25_sql(weights)} AS r,
+                   {bm25_sql(weights, SECTION_COLUMNS)} AS rb,
                    s.path AS path, s.ord AS ord
             FROM fts JOIN sections AS s ON s.rowid = fts.rowid
             JOIN pages AS p ON p.path = s.path
@@ -350,15 +350,15 @@ def search_sections_both(
                  ORDER BY rb, path, ord LIMIT ?),
         alls AS (SELECT rid, r, path, ord, 1 AS which FROM m ORDER BY r, path, ord LIMIT ?),
         both AS (SELECT * FROM body UNION ALL SELECT * FROM alls)
-        SELECT {_HIT_COLUMNS}, -both.r, both.which
+        SELECT {HIT_COLUMNS}, -both.r, both.which
         FROM both
         JOIN sections AS s ON s.rowid = both.rid
         JOIN pages AS p ON p.path = s.path
         ORDER BY both.which, both.r, both.path, both.ord
     """
     rows = _run(index, sql, [match, *args, int(limit), int(limit)])
-    body = [_hit(r, float(r[_SCORE])) for r in rows if r[_SCORE + 1] == 0]
-    alls = [_hit(r, float(r[_SCORE])) for r in rows if r[_SCORE + 1] == 1]
+    body = [hit_from_row(r, float(r[SCORE])) for r in rows if r[SCORE + 1] == 0]
+    alls = [hit_from_row(r, float(r[SCORE])) for r in rows if r[SCORE + 1] == 1]
     return body, alls
 
 
@@ -371,12 +371,12 @@ def neighbours(index: Index, keys: Iterable[tuple[str, int]]) -> list[Hit]:
         values = ", ".join("(?, ?)" for _ in chunk)
         sql = f"""
             WITH want(path, ord) AS (VALUES {values})
-            SELECT {_HIT_COLUMNS}
+            SELECT {HIT_COLUMNS}
             FROM want JOIN sections AS s ON s.path = want.path AND s.ord = want.ord
             JOIN pages AS p ON p.path = s.path
         """
         args = [v for pair in chunk for v in pair]
-        out.extend(_hit(r, 0.0) for r in _run(index, sql, args))
+        out.extend(hit_from_row(r, 0.0) for r in _run(index, sql, args))
     return out
 
 
@@ -387,12 +387,12 @@ def first_sections(index: Index, paths: Iterable[str]) -> dict[str, Hit]:
     for path in dict.fromkeys(paths):
         rows = _run(
             index,
-            f"SELECT {_HIT_COLUMNS} FROM sections AS s JOIN pages AS p ON p.path = s.path "
+            f"SELECT {HIT_COLUMNS} FROM sections AS s JOIN pages AS p ON p.path = s.path "
             "WHERE s.path = ? ORDER BY (trim(s.text) = ''), s.ord LIMIT 1",
             [path],
         )
         if rows:
-            out[path] = _hit(rows[0], 0.0)
+            out[path] = hit_from_row(rows[0], 0.0)
     return out
 
 

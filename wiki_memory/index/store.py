@@ -32,7 +32,7 @@ import apsw
 
 from wiki_memory.errors import DiskFull
 from wiki_memory.identity import Identity
-from wiki_memory.index import browse, build, files, graph, pages, search, stem, supersede
+from wiki_memory.index import browse, build, graph, pages, search, stem, supersede
 from wiki_memory.index import vectors as vecs
 from wiki_memory.index.db import Database
 from wiki_memory.index.files import is_indexable
@@ -51,8 +51,6 @@ __all__ = [
     "SCHEMA_VERSION",
     "BM25_WEIGHTS",
 ]
-
-_read = files.read_file  # the name tests import
 
 
 class Index:

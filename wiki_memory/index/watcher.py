@@ -53,7 +53,7 @@ log = logging.getLogger("wiki_memory.watcher")
 _IGNORED_DIRS = {".git", ".obsidian", ".trash"}
 
 
-def _ignored_name(name: str) -> bool:
+def ignored_name(name: str) -> bool:
     """Temp and lock files of editors and of the server itself (see the module docstring)."""
     return (
         name.startswith(".")
@@ -73,7 +73,7 @@ def watch_filter(change: watchfiles.Change, path: str) -> bool:
     parts = path.replace("\\", "/").split("/")
     if any(p in _IGNORED_DIRS for p in parts):
         return False
-    return not _ignored_name(parts[-1])
+    return not ignored_name(parts[-1])
 
 
 class Watcher:

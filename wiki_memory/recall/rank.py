@@ -1219,7 +1219,7 @@ TEXT_CACHE = 4096
 """Section texts whose words, numbers and token counts are kept between recalls (each
 entry holds its text and its word set, a few KB): in process, 100 queries of the
 20,000-page bench corpus grew the resident memory by 115 MB with 20,000 entries and by
-64 MB with 4,096, at the same speed (docs/benchmarks.md, "Recall at 100,000 pages")."""
+64 MB with 4,096, at the same speed (bench/RESULTS.md, "Recall at 100,000 pages")."""
 
 
 def clear_caches() -> None:

@@ -38,13 +38,13 @@ from wiki_memory.errors import (
 )
 from wiki_memory.mcp.common import TZ_HEADER
 from wiki_memory.server.http import (
-    _int,
-    _str,
     body_project,
+    int_field,
     json_body,
     parse_json,
     read_body,
     read_json,
+    str_field,
     write_project,
 )
 from wiki_memory.web.replies import spooled
@@ -135,11 +135,11 @@ async def recall(request: Request) -> Response:
         raise BadRequest("a JSON object is expected", field="body")
     if body.get("query") is None:
         raise BadRequest("query is required (a string)", field="query")
-    query = _str(body, "query") or ""
-    budget = _int(
+    query = str_field(body, "query") or ""
+    budget = int_field(
         body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
     )
-    cursor = _int(body, "cursor", 0, 0, (1 << 53) - 1)  # a walk cursor (core.recaller)
+    cursor = int_field(body, "cursor", 0, 0, (1 << 53) - 1)  # a walk cursor (core.recaller)
     project = await run_in_threadpool(
         body_project, memory, body, request.state.user, required=False
     )
@@ -172,7 +172,7 @@ async def expand(request: Request) -> Response:
     ids = body.get("ids")
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
         raise BadRequest("ids must be a list of strings", field="ids")
-    budget = _int(
+    budget = int_field(
         body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
     )
     res = await run_in_threadpool(memory.expand, ids, budget, request.state.user)
@@ -182,7 +182,7 @@ async def expand(request: Request) -> Response:
 async def use(request: Request) -> Response:
     """``GET /v1/use?days=N``: the caller's own rows of the use record."""
     memory: Memory = request.app.state.memory
-    days = _int(dict(request.query_params), "days", 30, 1, 400)
+    days = int_field(dict(request.query_params), "days", 30, 1, 400)
     rows = await run_in_threadpool(memory.reader.use_rows, request.state.user, days)
     return JSONResponse({"days": days, "rows": rows})
 
@@ -195,8 +195,8 @@ async def pages(request: Request) -> Response:
         project=q.get("project") or None,
         kind=q.get("kind") or None,
         since=q.get("since") or None,
-        limit=_int(dict(q), "limit", 100, 1, 1000),
-        offset=_int(dict(q), "offset", 0),
+        limit=int_field(dict(q), "limit", 100, 1, 1000),
+        offset=int_field(dict(q), "offset", 0),
         user=request.state.user,
     )
     return JSONResponse({"pages": res})
@@ -212,8 +212,8 @@ async def page(request: Request) -> Response:
         res = await run_in_threadpool(
             memory.read_page,
             path,
-            _int(dict(q), "cursor", 0),
-            _int(dict(q), "max_bytes", 64 * 1024, 1, 4 * 1024 * 1024),
+            int_field(dict(q), "cursor", 0),
+            int_field(dict(q), "max_bytes", 64 * 1024, 1, 4 * 1024 * 1024),
             request.state.user,
         )
         return spooled(JSONResponse(res))
@@ -367,15 +367,15 @@ async def edit(request: Request) -> Response:
     body = await read_json(request, memory.settings.max_body_bytes + 64 * 1024)
     if not isinstance(body, dict):
         raise BadRequest("a JSON object is expected", field="body")
-    fields = {n: _str(body, n) for n in ("section", "hash", "new_path", "edit_id")}
+    fields = {n: str_field(body, n) for n in ("section", "hash", "new_path", "edit_id")}
     text = body.get("text")
     if text is not None and not isinstance(text, str):
         raise BadRequest("text must be a string", field="text")
     res = await run_in_threadpool(
         lambda: edit_page(
             memory,
-            str(_str(body, "op", required=True)),
-            str(_str(body, "path", required=True)),
+            str(str_field(body, "op", required=True)),
+            str(str_field(body, "path", required=True)),
             who=request.state.user or memory.owner,
             text=text,
             section=fields["section"],
@@ -450,7 +450,7 @@ async def audit(request: Request) -> Response:
         request.state.user,
         q.get("user") or None,
         q.get("since") or None,
-        _int(dict(q), "limit", 1000, 1, 100_000),
+        int_field(dict(q), "limit", 1000, 1, 100_000),
     )
     return Response(dumps({"lines": lines}), media_type="application/json")
 

@@ -45,7 +45,7 @@ from wiki_memory.identity import CALLER, Identity
 from wiki_memory.mcp import app as mcp_app
 from wiki_memory.server import api
 from wiki_memory.server import handoffs as handoff_api
-from wiki_memory.server.access import AccessLogMiddleware
+from wiki_memory.server.accesslog import AccessLogMiddleware
 from wiki_memory.server.api import CAPTURE_THREADS, PAGE_BUILDS
 from wiki_memory.server.hsts import HstsMiddleware
 from wiki_memory.web import views as web

@@ -23,8 +23,8 @@ __all__ = [
     "parse_json",
     "read_body",
     "read_json",
-    "_int",
-    "_str",
+    "int_field",
+    "str_field",
 ]
 
 
@@ -65,7 +65,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _int(d: Any, name: str, default: int, lo: int = 0, hi: int = 10**7) -> int:
+def int_field(d: Any, name: str, default: int, lo: int = 0, hi: int = 10**7) -> int:
     v = d.get(name, default)
     if v is None:
         return default
@@ -80,7 +80,7 @@ def _int(d: Any, name: str, default: int, lo: int = 0, hi: int = 10**7) -> int:
     return n
 
 
-def _str(d: Any, name: str, required: bool = False) -> str | None:
+def str_field(d: Any, name: str, required: bool = False) -> str | None:
     v = d.get(name)
     if v is None or v == "":
         if required:
@@ -107,8 +107,8 @@ def body_project(
     into the caller's own folder, where any clean name is a label (``Memory.resolve_project``).
     ``op``: the body asks for a write of that audit operation; a refused name is then a
     ``not_found`` line of the audit log (a write refused before it reaches the core)."""
-    explicit = _str(body, "project")
-    cwd = _str(body, "cwd")
+    explicit = str_field(body, "project")
+    cwd = str_field(body, "cwd")
     try:
         found = memory.resolve_project(explicit, user=user, cwd=cwd, personal=personal)
     except WikiMemoryError as exc:
@@ -149,9 +149,9 @@ def write_project(
     the caller may create projects). Raises BadRequest (400) when nothing names one."""
     with memory.project_start.writing(
         user,
-        explicit=_str(body, "project"),
+        explicit=str_field(body, "project"),
         op=op,
-        cwd=_str(body, "cwd"),
+        cwd=str_field(body, "cwd"),
         repo_id=body.get("repo_id"),
         create=_bool(body, "create_project"),
         personal=personal,

@@ -43,10 +43,10 @@ from wiki_memory.states import page_state
 from wiki_memory.web import search as web_search
 from wiki_memory.web.browse import BrowseView
 from wiki_memory.web.context import (
-    _CONTEXTS,
     CATCH_ALL,
+    CONTEXTS,
     SECURITY_HEADERS,
-    _Web,
+    WebFace,
     allowed_methods,
     error_page,
     load_static,
@@ -73,7 +73,7 @@ from wiki_memory.web.session import (
     SESSION_COOKIE,
     SESSION_SECONDS,
     SignIn,
-    _load_key,
+    load_key,
     make_session_cookie,
     read_session_cookie,
     unauthorized,
@@ -134,16 +134,16 @@ def routes(memory: Memory, tokens: TokenStore) -> list[Any]:
     Creates ``auth/web-cookie.key`` on first use; nothing else is written."""
     tdir = template_dir()
     static, version = load_static(tdir)
-    ctx = _Web(
+    ctx = WebFace(
         memory=memory,
         tokens=tokens,
-        key=_load_key(tokens.auth_dir),
+        key=load_key(tokens.auth_dir),
         env=make_env(tdir),
         static=static,
         static_version=version,
     )
     ctx.env.globals["static_version"] = version
-    _CONTEXTS[tokens] = ctx
+    CONTEXTS[tokens] = ctx
     memory.on_purge.append(lambda _rel: ctx.cache.clear())
     v = _View(ctx)
     sign_in = SignIn(ctx)

@@ -25,10 +25,10 @@ from wiki_memory.wiki.entrytime import entry_local as _entry_local
 from wiki_memory.wiki.entrytime import local_iso as _local_iso
 from wiki_memory.wiki.entrytime import started_line as _started_line
 from wiki_memory.wiki.verbatim import (
-    _escape_value,
     clip_bytes,
     cut_words,
     escape_controls,
+    escape_value,
     fence,
     slugify,
 )
@@ -547,7 +547,7 @@ def compile_session(
     timeline = "\n\n".join(blocks) if blocks else "(no events yet)"
     body = f"# {_escape_heading(title)}\n\n## Summary\n\n{summary}\n\n## Timeline\n\n{timeline}\n"
     # captured text may hold NUL and other control characters: shown, never raw bytes
-    md = {k: _escape_value(v) for k, v in md.items()}
+    md = {k: escape_value(v) for k, v in md.items()}
     summary, timeline = escape_controls(summary), escape_controls(timeline)
     body = escape_controls(body)
     return Compiled(path, md, body, summary, timeline, len(observations), unrendered)

@@ -102,7 +102,7 @@ GITIGNORE_TEXT = """\
 
 # Files in .git/ that mean a person's multi-step git operation is under way; committing
 # on top of it would break their rebase/merge/bisect.
-_OPERATION_MARKERS = (
+OPERATION_MARKERS = (
     ("rebase-merge", "a rebase"),
     ("rebase-apply", "a rebase"),
     ("MERGE_HEAD", "a merge"),
@@ -327,7 +327,7 @@ class GitStore(GitHistory):
     # ------------------------------------------------------------------ internals
 
     def _check_operations(self) -> None:
-        for marker, what in _OPERATION_MARKERS:
+        for marker, what in OPERATION_MARKERS:
             if os.path.exists(os.path.join(self._controldir, marker)):
                 raise GitBusy(max(30, self.busy_retry_after_seconds), f"{what} is in progress")
 

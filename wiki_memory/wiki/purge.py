@@ -380,8 +380,8 @@ def purge_history(
                 report.refs.append(name.decode("utf-8", "replace"))
         new_head = None if old_head is None else mapped.get(old_head, old_head)
         _working_tree(repo, wiki_dir, rw, old_head, new_head)
-        _expire_reflogs(repo)
-        _drop_stale(repo, set(mapped) - set(mapped.values()))
+        expire_reflogs(repo)
+        drop_stale(repo, set(mapped) - set(mapped.values()))
         porcelain.gc(repo, prune=True, grace_period=0)
     finally:
         repo.close()
@@ -453,7 +453,7 @@ def _working_tree(
     index.write()
 
 
-def _drop_stale(repo: Repo, old: set[ObjectID]) -> None:
+def drop_stale(repo: Repo, old: set[ObjectID]) -> None:
     """Files that name old commits: ``ORIG_HEAD`` and friends pointing at one, and git's
     commit-graph (a cache of commit ids that git rebuilds when it wants it)."""
     control = Path(repo.controldir())
@@ -470,7 +470,7 @@ def _drop_stale(repo: Repo, old: set[ObjectID]) -> None:
             target.unlink()
 
 
-def _expire_reflogs(repo: Repo) -> None:
+def expire_reflogs(repo: Repo) -> None:
     """Every reflog emptied: they name the old commits, which keeps them reachable."""
     logs = Path(repo.controldir()) / "logs"
     if logs.is_dir():

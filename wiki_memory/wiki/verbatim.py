@@ -22,11 +22,11 @@ def escape_controls(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-def _escape_value(value: Any) -> Any:
+def escape_value(value: Any) -> Any:
     if isinstance(value, str):
         return escape_controls(value)
     if isinstance(value, list):
-        return [_escape_value(v) for v in value]
+        return [escape_value(v) for v in value]
     return value
 
 

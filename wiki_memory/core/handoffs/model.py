@@ -76,8 +76,8 @@ SECTIONS = (
 )
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
-_NUM_ID_RE = re.compile(r"^H-(\d+)$")
-_TO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,79}$")
+NUM_ID_RE = re.compile(r"^H-(\d+)$")
+TO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,79}$")
 _MAX_TEXT = 20_000
 
 
@@ -314,7 +314,7 @@ def parse_handoff(raw: bytes, path: str) -> Handoff | None:
 # --------------------------------------------------------------------------- rendering
 
 
-def _bullets(value: Any) -> str:
+def bullets(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
@@ -352,20 +352,20 @@ def _heading(title: str) -> str:
     return " ".join(title.split()).lstrip("#").strip() or "Handoff"
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
     return compiler.clip_bytes(text, limit)
 
 
 # --------------------------------------------------------------------------- fields
 
 
-def _req_str(v: Any, name: str) -> str:
+def req_str(v: Any, name: str) -> str:
     if not isinstance(v, str) or not v.strip():
         raise BadRequest(f"{name} is required (a non-empty string)", field=name)
     return v
 
 
-def _opt_text(v: Any, name: str) -> str:
+def opt_text(v: Any, name: str) -> str:
     if v is None:
         return ""
     if not isinstance(v, str):
@@ -375,7 +375,7 @@ def _opt_text(v: Any, name: str) -> str:
     return v.strip()
 
 
-def _opt_list(v: Any, name: str) -> list[str] | None:
+def opt_list(v: Any, name: str) -> list[str] | None:
     if v is None:
         return None
     if isinstance(v, str):
@@ -387,7 +387,7 @@ def _opt_list(v: Any, name: str) -> list[str] | None:
     return [x.strip().lstrip("-*").strip() for x in v if x.strip()]
 
 
-def _expiry(
+def expiry_of(
     expires: str | float | None, in_seconds: float | None, now: float, default: float
 ) -> float:
     if expires is not None and expires != "":

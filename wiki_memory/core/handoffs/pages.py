@@ -19,8 +19,8 @@ from typing import Any
 
 from wiki_memory.capture.observation import iso, session_key
 from wiki_memory.core.handoffs.model import (
-    _NUM_ID_RE,
     ID_RE,
+    NUM_ID_RE,
     Claimant,
     Handoff,
     HandoffConfig,
@@ -129,7 +129,7 @@ class HandoffPages:
         if self._next_num is None:
             top = 0
             for p in self._handoff_files():
-                m = _NUM_ID_RE.match(p.stem)
+                m = NUM_ID_RE.match(p.stem)
                 if m:
                     top = max(top, int(m.group(1)))
             self._next_num = top + 1
