@@ -651,6 +651,8 @@ ROWS: dict[str, Row] = {
     "see (tests/core/test_conflict_copies.py checks a reader's and a stranger's view)",
     "POST /v1/sync-conflicts/resolve": "exempt: the one door's write check on the copy and "
     "the page (tests/core/test_conflict_copies.py checks 403 for a reader)",
+    "GET /v1/use": "exempt: the caller's own use rows, only of pages the one door lets the "
+    "caller see (tests/server/test_walks_and_use.py checks another user's rows stay hidden)",
     "POST /v1/edit": "exempt: a write through the one door with the caller "
     "(tests/mcp/test_page_edit_server.py checks ok, 403 and 404)",
     "POST /v1/forget": "exempt: would hide the shared pages every read probe reads "

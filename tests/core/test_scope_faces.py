@@ -73,6 +73,8 @@ ROUTES: dict[str, str] = {
     "GET /v1/admin/unrendered": "exempt: admin only (may_admin before anything is read); "
     "probed in tests/server/test_admin_only_routes.py",
     "POST /v1/admin/unrendered/discard": "exempt: admin only, as GET /v1/admin/unrendered",
+    "GET /v1/use": "exempt: the caller's own rows of pages visible() lets it see; probed in "
+    "tests/server/test_walks_and_use.py",
     "GET /v1/sync-conflicts": "exempt: lists only copies scope.check_target lets the caller "
     "see; probed in tests/core/test_conflict_copies.py",
     "POST /v1/sync-conflicts/resolve": "exempt: scope.check_write on the copy and the page; "

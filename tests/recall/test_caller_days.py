@@ -109,7 +109,7 @@ def _cli(mem: Memory, body: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> 
         sent.append(b)
         return {"items": _http(mem, b), "omitted": 0}
 
-    monkeypatch.setattr(cli, "_post", post)
+    monkeypatch.setattr(cli, "post_json", post)
     args = argparse.Namespace(
         query=body["query"],
         project=body.get("project"),
@@ -118,6 +118,7 @@ def _cli(mem: Memory, body: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> 
         since=body.get("since"),
         until=body.get("until"),
         tz=body.get("tz"),
+        cursor=0,
         json=True,
     )
     cli.cmd_recall(args)

@@ -22,7 +22,7 @@ __all__ = ["register"]
 PASSPHRASE_ENV = "WIKI_MEMORY_BACKUP_PASSPHRASE"
 
 
-def _passphrase(confirm: bool) -> str:
+def ask_passphrase(confirm: bool) -> str:
     """The passphrase from the environment or the terminal; a new backup's (``confirm``)
     has at least ``MIN_PASSPHRASE`` characters (a restore takes what the backup had)."""
     from wiki_memory.core.backup_format import MIN_PASSPHRASE
@@ -50,7 +50,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
     from wiki_memory.core.backup_format import BackupError
 
     settings = cli_settings(args)
-    passphrase = _passphrase(True) if args.encrypt else None
+    passphrase = ask_passphrase(True) if args.encrypt else None
     target = Path(args.file).expanduser().resolve()
     cleared: list[Path] = []
     try:
@@ -88,7 +88,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
             encrypted = f.read(len(MAGIC)) == MAGIC
     except OSError as exc:
         raise CliError(f"cannot read {source}: {exc}") from None
-    passphrase = _passphrase(False) if encrypted else None
+    passphrase = ask_passphrase(False) if encrypted else None
     try:
         done = restore(settings, source, passphrase)
     except (BackupError, OSError) as exc:

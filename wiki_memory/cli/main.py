@@ -43,7 +43,7 @@ class RedactingFormatter(logging.Formatter):
         return redact_text(super().format(record))[0]
 
 
-def _setup_logging(settings: Settings) -> None:
+def setup_logging(settings: Settings) -> None:
     settings.logs_dir.mkdir(parents=True, exist_ok=True)
     fmt = RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     root = logging.getLogger()
@@ -134,7 +134,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 "and committing the files of the vault in a first commit",
                 file=sys.stderr,
             )
-        _setup_logging(settings)
+        setup_logging(settings)
         tokens = TokenStore(settings.auth_dir)
         token, created = tokens.ensure_owner()
         if created:

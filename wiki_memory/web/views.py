@@ -236,14 +236,18 @@ class _View(BrowseView):
         groups: list[web_search.Group] = []
         kinds: list[str] = []
         projects: list[str] = []
-        error = None
+        error, error_status = None, 503
         omitted = 0
         matches = 0
         shown_from = 0  # the rank of the first match shown (a cursor is a walk's)
+        since: int | None = None
         if q:
-            since = None
             if within:
-                since = time.time() - SEARCH_WITHIN[within][1]
+                # a walk keeps the window it began with (the next and previous links carry
+                # it): a cursor belongs to its query, filters included
+                since = _int_param(request.query_params.get("since")) or None
+                if since is None or since > time.time():
+                    since = int(time.time() - SEARCH_WITHIN[within][1])
             try:
                 res = self.memory.recall(
                     q,
@@ -257,7 +261,7 @@ class _View(BrowseView):
             except SearchError:
                 error = "The search engine failed; try again in a moment."
             except BadRequest as exc:
-                error = f"Bad search: {exc}"
+                error, error_status = f"Bad search: {exc}", 400
             else:  # recall filtered by the reader before ranking
                 omitted = res.omitted
                 matches = len(res.items)
@@ -282,12 +286,17 @@ class _View(BrowseView):
             "within": [(w, link(within=w), w == within) for w in SEARCH_WITHIN],
         }
         prev_url = None
+        walk = {"since": str(since)} if q and since is not None else {}
         if cursor:
             prev = back[-1] if back else 0
-            prev_url = link(cursor=str(prev) if prev else "", back=",".join(map(str, back[:-1])))
+            prev_url = link(
+                cursor=str(prev) if prev else "", back=",".join(map(str, back[:-1])), **walk
+            )
         next_url = None
         if next_cursor is not None:
-            next_url = link(cursor=str(next_cursor), back=",".join(map(str, [*back, cursor])))
+            next_url = link(
+                cursor=str(next_cursor), back=",".join(map(str, [*back, cursor])), **walk
+            )
         clear = {
             "project": link(project="") if project else None,
             "kind": link(kind="") if kind else None,
@@ -296,7 +305,7 @@ class _View(BrowseView):
         return self._html(
             request,
             "search.html",
-            200 if error is None else 503,
+            200 if error is None else error_status,
             title=f"Search: {q}" if q else "Search",
             q=q,
             project=project or "",
