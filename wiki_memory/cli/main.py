@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from wiki_memory.cli.argerrors import flag_value_hint
 from wiki_memory.cli.common import CliError, cli_settings, post_json
 from wiki_memory.config import DEFAULT_HOST, DEFAULT_PORT, Settings
 from wiki_memory.zones import local_zone_name
@@ -460,7 +461,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``wiki-memory`` console script. Returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args, extras = parser.parse_known_args(words)
+    if extras:
+        parser.error(
+            flag_value_hint(parser, words, extras) or f"unrecognized arguments: {' '.join(extras)}"
+        )
     try:
         return int(args.fn(args))
     except CliError as exc:
