@@ -283,7 +283,8 @@ def print_report(rep: dict[str, Any], limit: int) -> None:
         if more(skipped):
             print(more(skipped))
     svc = rep.get("service")
-    if svc:
+    # a finding of the service check already says the same line, with its fix
+    if svc and not any(f.get("check") == "service" for f in rep.get("findings", [])):
         from wiki_memory.harness.userservice import describe
 
         print(f"service: {describe(svc)}")
