@@ -630,6 +630,7 @@ Row = tuple[str, tuple[str, ...], Probe] | str
 ROWS: dict[str, Row] = {
     # HTTP /v1
     "GET /v1/health": "exempt: open route, returns only {ok, version, commits}",
+    "GET /health": "exempt: the same open route as GET /v1/health",
     "POST /v1/observations": ("write", PROJECTS_ONLY, p_http_capture),
     "POST /v1/recall": ("read", ALL, p_http_recall),
     "POST /v1/expand": ("read", ALL, p_http_expand),

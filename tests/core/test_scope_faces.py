@@ -54,6 +54,7 @@ ABSENT_HID = "P-99999999"
 
 ROUTES: dict[str, str] = {
     "GET /v1/health": "exempt: open route, returns only {ok, version}",
+    "GET /health": "exempt: the same open route as GET /v1/health",
     "POST /v1/observations": "test_http_observations_cannot_write_into_people",
     "POST /v1/recall": "test_http_recall_filters_before_counting",
     "POST /v1/expand": "test_http_expand_hidden_like_missing",

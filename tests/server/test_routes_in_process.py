@@ -30,6 +30,7 @@ PAGES = {
 #: well-formed request from the owner gets.
 REQUESTS: dict[str, tuple[str, str, Any, set[int]]] = {
     "GET /v1/health": ("GET", "/v1/health", None, {200}),
+    "GET /health": ("GET", "/health", None, {200}),
     "POST /v1/observations": (
         "POST",
         "/v1/observations",
@@ -116,7 +117,7 @@ REQUESTS: dict[str, tuple[str, str, Any, set[int]]] = {
 }
 
 #: routes anyone may open without a token
-OPEN = {"GET /v1/health", "GET /login", "POST /login", "GET /logout", "POST /logout"}
+OPEN = {"GET /v1/health", "GET /health", "GET /login", "POST /login", "GET /logout", "POST /logout"}
 OPEN |= {"GET /static/{name}"}
 
 

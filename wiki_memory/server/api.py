@@ -482,6 +482,8 @@ async def resolve_conflict(request: Request) -> Response:
 
 ROUTES = [
     Route("/v1/health", health, methods=["GET"]),
+    # the name load balancers and people try first; same answer, open like /v1/health
+    Route("/health", health, methods=["GET"]),
     Route("/v1/observations", observations, methods=["POST"]),
     Route("/v1/recall", recall, methods=["POST"]),
     Route("/v1/expand", expand, methods=["POST"]),

@@ -52,7 +52,7 @@ from wiki_memory.web import views as web
 
 log = logging.getLogger("wiki_memory.server")
 
-OPEN_PATHS = {"/v1/health"}
+OPEN_PATHS = {"/v1/health", "/health"}
 UNAUTHORIZED = {"error": "unauthorized", "message": "a valid bearer token is required"}
 
 
