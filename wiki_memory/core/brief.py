@@ -381,7 +381,15 @@ def build_brief(
             f"({stall['cause']}); what is captured stays on disk. Remedy: {stall['remedy']}."
         )
         cand.insert(0, Part("warning", line, {}))
-    for i, line in enumerate(sync_lines(memory.wiki_dir, per_conflict=False)):
+    reader = memory.scope.identity(user)
+    seen = memory.index.chains(reader).copies  # the copies this reader may see
+    lines = sync_lines(
+        memory.wiki_dir,
+        per_conflict=False,
+        copy_shown=seen.__contains__,
+        path_shown=lambda p: memory.scope.visible(reader, p, None),
+    )
+    for i, line in enumerate(lines):
         cand.insert(i, Part("warning", f"Warning: {line}.", {}))
     for page in pinned_pages(memory, project, user):
         part = _pinned_part(memory, page, svc.config.pinned_max_tokens, user)
