@@ -53,6 +53,7 @@ REQUESTS: dict[str, tuple[str, str, Any, set[int]]] = {
         {404},
     ),
     "GET /v1/use": ("GET", "/v1/use?days=7", None, {200}),
+    "GET /v1/contradictions": ("GET", "/v1/contradictions?project=demo", None, {200}),
     "POST /v1/forget": ("POST", "/v1/forget", {"path": "projects/demo/notes/other.md"}, {200}),
     "POST /v1/edit": (
         "POST",

@@ -195,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     from wiki_memory.cli import (
         carry,
         conflicts,
+        contradictions,
         edit,
         handoffs,
         hooks,
@@ -212,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     tokens.register(sub)
     modules = (setup, uninstall, status, hooks, handoffs, mcp, wiki, remove, remember, carry, edit)
-    for module in (*modules, unrendered, replicas, conflicts):
+    for module in (*modules, unrendered, replicas, conflicts, contradictions):
         module.register(sub)
     return p
 
