@@ -59,17 +59,19 @@ def find_contradictions(
     who: Identity | str | None,
     project: str | None,
     only: list[str] | None = None,
+    cache: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The flags among ``project``'s current notes that ``who`` may read both sides of:
     ``[{"a", "b", "kind", "a_says", "b_says", "values"}]`` (paths ``a`` < ``b``;
     ``kind`` one of numbers, versions, dates, paths, products, negation; ``*_says`` the
     sentence of each page that says it; ``values`` the two values as written), sorted by ``a`` then ``b``. With ``only`` (paths), the flags of those pages
-    (``project`` may then be None: each page's own project).
+    (``project`` may then be None: each page's own project; ``cache``: a dict one
+    recall keeps across its items, :func:`wiki_memory.index.subjects.subject_groups`).
     Reads each compared page once; raises nothing for a page gone meanwhile."""
     ident = scope.identity(who)
     out: dict[tuple[str, str], dict[str, Any]] = {}
     notes: dict[str, Any] = {}
-    for group in index.subject_groups(project, ident, only):
+    for group in index.subject_groups(project, ident, only, cache):
         rows = group[-MAX_GROUP:]
         for a, b in combinations(rows, 2):
             key = (a["path"], b["path"])

@@ -37,7 +37,26 @@ def _rows(conn: apsw.Connection, where: str, args: list[Any], who: Identity | No
     return list(conn.execute(sql, [*NOTE_KINDS, *vis, *args]))
 
 
-def _peers(conn: apsw.Connection, only: list[str], who: Identity | None) -> list[Any]:
+def _subjects(conn: apsw.Connection, project: str, cache: dict[str, Any] | None) -> Any:
+    """``project``'s pages by the name key of their frontmatter ``subject`` (read once
+    per ``cache``: a recall asks for each note it returns)."""
+    if cache is not None and project in cache:
+        return cache[project]
+    by: dict[str, set[str]] = {}
+    for p, subject in conn.execute(
+        "SELECT path, json_extract(meta, '$.subject') FROM pages WHERE "
+        "project = ? AND json_type(meta, '$.subject') = 'text'",
+        [project],
+    ):
+        by.setdefault(wl.name_key(str(subject)), set()).add(p)
+    if cache is not None:
+        cache[project] = by
+    return by
+
+
+def _peers(
+    conn: apsw.Connection, only: list[str], who: Identity | None, cache: dict[str, Any] | None
+) -> list[Any]:
     """The rows of ``only`` and of every note named like one of them, in its project."""
     mine = _rows(conn, f"p.path IN ({','.join('?' * len(only))})", list(only), who)
     if not mine:
@@ -62,13 +81,12 @@ def _peers(conn: apsw.Connection, only: list[str], who: Identity | None) -> list
         )
     }
     pmarks = ",".join("?" * len(projects))
-    for p, subject in conn.execute(
-        "SELECT path, json_extract(meta, '$.subject') FROM pages WHERE "
-        f"project IN ({pmarks}) AND json_type(meta, '$.subject') = 'text'",
-        sorted(projects),
-    ):
-        if wl.name_key(str(subject)) in keys:
-            paths.add(p)
+    for project in projects:
+        if project is None:
+            continue
+        by = _subjects(conn, project, cache)
+        for key in keys:
+            paths |= by.get(key, set())
     paths -= set(only)
     if not paths:
         return mine
@@ -86,18 +104,20 @@ def subject_groups(
     project: str | None,
     who: Identity | None,
     only: Iterable[str] | None = None,
+    cache: dict[str, Any] | None = None,
 ) -> list[list[dict[str, Any]]]:
     """Groups of two or more current notes of one project that ``who`` may see and that
     share a name key (title, alias or ``subject``; :func:`wiki_memory.wiki.links.name_key`).
     Each row: ``{"path", "project", "title", "meta"}``; groups and rows sorted by path.
     Without ``only``: every group of ``project``. With ``only`` (paths): just the groups
     holding one of them, found through the ``names`` table (a few small queries, so
-    recall can ask for the notes it returns); ``project`` may then be None. A page is
+    recall can ask for the notes it returns; ``cache``, a dict kept for one recall,
+    holds each project's subjects once); ``project`` may then be None. A page is
     in every group of its names, so a pair may be in two groups (the caller compares
     each pair once)."""
     want = list(dict.fromkeys(only)) if only is not None else None
     if want is not None:
-        found = _peers(conn, want, who) if want else []
+        found = _peers(conn, want, who, cache) if want else []
     else:
         found = _rows(conn, "p.project = ?", [project], who)
     by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
