@@ -630,6 +630,7 @@ Row = tuple[str, tuple[str, ...], Probe] | str
 ROWS: dict[str, Row] = {
     # HTTP /v1
     "GET /v1/health": "exempt: open route, returns only {ok, version, commits}",
+    "GET /health": "exempt: the same open route as GET /v1/health",
     "POST /v1/observations": ("write", PROJECTS_ONLY, p_http_capture),
     "POST /v1/recall": ("read", ALL, p_http_recall),
     "POST /v1/expand": ("read", ALL, p_http_expand),
@@ -651,6 +652,10 @@ ROWS: dict[str, Row] = {
     "see (tests/core/test_conflict_copies.py checks a reader's and a stranger's view)",
     "POST /v1/sync-conflicts/resolve": "exempt: the one door's write check on the copy and "
     "the page (tests/core/test_conflict_copies.py checks 403 for a reader)",
+    "GET /v1/contradictions": "exempt: flags only of pages the caller may read both of, "
+    "read through the one door (tests/core/test_contradictions.py checks a member who may "
+    "not read one side, and 404 for a project the caller may not read)",
+    "cli contradictions": "exempt: as GET /v1/contradictions, which it calls",
     "GET /v1/use": "exempt: the caller's own use rows, only of pages the one door lets the "
     "caller see (tests/server/test_walks_and_use.py checks another user's rows stay hidden)",
     "POST /v1/edit": "exempt: a write through the one door with the caller "

@@ -54,6 +54,7 @@ ABSENT_HID = "P-99999999"
 
 ROUTES: dict[str, str] = {
     "GET /v1/health": "exempt: open route, returns only {ok, version}",
+    "GET /health": "exempt: the same open route as GET /v1/health",
     "POST /v1/observations": "test_http_observations_cannot_write_into_people",
     "POST /v1/recall": "test_http_recall_filters_before_counting",
     "POST /v1/expand": "test_http_expand_hidden_like_missing",
@@ -73,6 +74,8 @@ ROUTES: dict[str, str] = {
     "GET /v1/admin/unrendered": "exempt: admin only (may_admin before anything is read); "
     "probed in tests/server/test_admin_only_routes.py",
     "POST /v1/admin/unrendered/discard": "exempt: admin only, as GET /v1/admin/unrendered",
+    "GET /v1/contradictions": "exempt: index groups filtered by visible_sql, each page read "
+    "with scope.read; probed in tests/core/test_contradictions.py",
     "GET /v1/use": "exempt: the caller's own rows of pages visible() lets it see; probed in "
     "tests/server/test_walks_and_use.py",
     "GET /v1/sync-conflicts": "exempt: lists only copies scope.check_target lets the caller "
@@ -140,6 +143,8 @@ CLI_COMMANDS: dict[str, str] = {
     "recover": "exempt: owner command on files",
     "forget": "exempt: calls /v1/forget when a server runs, else the core as the owner",
     "edit": "exempt: calls /v1/edit when a server runs, else the core as the owner",
+    "contradictions": "exempt: calls /v1/contradictions; probed in "
+    "tests/core/test_contradictions.py",
     "unrendered": "exempt: calls /v1/admin/unrendered (admin only) when a server runs",
     "sync-conflicts": "exempt: calls /v1/sync-conflicts when a server runs, else the core as "
     "the owner",

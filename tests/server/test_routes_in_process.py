@@ -30,6 +30,7 @@ PAGES = {
 #: well-formed request from the owner gets.
 REQUESTS: dict[str, tuple[str, str, Any, set[int]]] = {
     "GET /v1/health": ("GET", "/v1/health", None, {200}),
+    "GET /health": ("GET", "/health", None, {200}),
     "POST /v1/observations": (
         "POST",
         "/v1/observations",
@@ -52,6 +53,7 @@ REQUESTS: dict[str, tuple[str, str, Any, set[int]]] = {
         {404},
     ),
     "GET /v1/use": ("GET", "/v1/use?days=7", None, {200}),
+    "GET /v1/contradictions": ("GET", "/v1/contradictions?project=demo", None, {200}),
     "POST /v1/forget": ("POST", "/v1/forget", {"path": "projects/demo/notes/other.md"}, {200}),
     "POST /v1/edit": (
         "POST",
@@ -116,7 +118,7 @@ REQUESTS: dict[str, tuple[str, str, Any, set[int]]] = {
 }
 
 #: routes anyone may open without a token
-OPEN = {"GET /v1/health", "GET /login", "POST /login", "GET /logout", "POST /logout"}
+OPEN = {"GET /v1/health", "GET /health", "GET /login", "POST /login", "GET /logout", "POST /logout"}
 OPEN |= {"GET /static/{name}"}
 
 

@@ -375,8 +375,8 @@ def test_server_errors_reach_server_log(srv):
 @pytest.mark.process
 def test_log_files_never_hold_a_secret(tmp_path):
     """A message or a traceback that quotes a token is redacted in server.log."""
-    from wiki_memory.cli.main import setup_logging
     from wiki_memory.config import load_settings
+    from wiki_memory.server.serving import setup_logging
 
     token = "ghp_" + "Zq8" * 12  # a GitHub token's shape (fake)
     root = logging.getLogger()

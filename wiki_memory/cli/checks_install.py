@@ -183,6 +183,12 @@ def check_service(ctx: Context) -> None:
         if kind == "user"
         else f"launchctl kickstart gui/{os.getuid()}/{userservice.LAUNCHD_LABEL}"
     )
+    if st.manager is None or st.active is None:
+        # no manager answered: a start command for it would fail the same way
+        start = (
+            "start `wiki-memory serve` by other means (no service manager answers here: "
+            "a login script, or your container's supervisor)"
+        )
     if not st.installed:
         ctx.info("no service keeps the server running", "wiki-memory setup")
     elif serves != mine:

@@ -24,18 +24,11 @@ def check_conflicts(ctx: Any) -> None:
     Syncthing, Dropbox or Drive, iCloud), one warning each, whose fix is
     ``wiki-memory sync-conflicts``; key ``conflicts`` of the report lists them all."""
     from wiki_memory.core.syncstate import sync_status
-    from wiki_memory.index.store import Index
 
     settings = ctx.settings
     if not settings.index_path.exists() or not ctx.rep.get("index"):
         return  # the index check already said why
-    idx = Index(
-        settings.index_path, stem_languages=settings.stem_language_names, vectors=settings.vectors
-    )
-    try:
-        found = idx.chains().copies
-    finally:
-        idx.close()
+    found = ctx.chains().copies
     ctx.rep["conflicts"] = [
         {"copy": c, "page": p, "side": s} for c, (p, s) in sorted(found.items())
     ]

@@ -14,9 +14,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wiki_memory.config import Settings
+
+if TYPE_CHECKING:
+    from wiki_memory.index.supersede import Chains
 
 # --------------------------------------------------------------------------------------
 # The registry: every check doctor runs, in order. A feature adds its own with one line,
@@ -67,6 +70,22 @@ class Context:
         self.stop = False
         self.current = ""
         self.on_disk: dict[str, os.stat_result] = {}
+        self._chains: Chains | None = None
+
+    def chains(self) -> Chains:
+        """The index's supersession chains and conflict copies
+        (:meth:`wiki_memory.index.store.Index.chains`, the owner's view), computed once
+        per run for every check that reads them. Call only when the index check passed."""
+        if self._chains is None:
+            from wiki_memory.index.store import Index
+
+            s = self.settings
+            idx = Index(s.index_path, stem_languages=s.stem_language_names, vectors=s.vectors)
+            try:
+                self._chains = idx.chains()
+            finally:
+                idx.close()
+        return self._chains
 
     def add(
         self,
@@ -283,7 +302,8 @@ def print_report(rep: dict[str, Any], limit: int) -> None:
         if more(skipped):
             print(more(skipped))
     svc = rep.get("service")
-    if svc:
+    # a finding of the service check already says the same line, with its fix
+    if svc and not any(f.get("check") == "service" for f in rep.get("findings", [])):
         from wiki_memory.harness.userservice import describe
 
         print(f"service: {describe(svc)}")

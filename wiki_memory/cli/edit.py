@@ -77,8 +77,25 @@ def register(sub: Any) -> None:
         "edit",
         help="append to a page or section, add a checklist item, replace a section, "
         "or rename a page",
+        description="Edit one page precisely, through the server (one commit, your name).",
+        epilog=(
+            "operations:\n"
+            "  append           add --text at the end of the page, or of --section\n"
+            "  item             add --text as a checklist item ('- [ ] ...'), to --section if given\n"
+            "  replace_section  replace the body of --section with --text; --hash is the\n"
+            "                   section's hash (a wrong or missing hash is refused with the current one)\n"
+            "  rename           move the page to --to; the old name becomes an alias and links\n"
+            "                   in pages you may write are rewritten\n"
+            "append and item need no hash: they merge into the current text. A retry with the\n"
+            "same --edit-id edits once."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    e.add_argument("op", choices=["append", "item", "replace_section", "rename"])
+    e.add_argument(
+        "op",
+        choices=["append", "item", "replace_section", "rename"],
+        help="what to do (see operations below)",
+    )
     e.add_argument("path", help="page path inside the wiki")
     e.add_argument("--text", help="the text to add or the section's new body ('-': stdin)")
     e.add_argument("--section", help="a heading of the page")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wiki_memory.capture.observation import iso, project_name
+from wiki_memory.core.contradictions import find_contradictions
 from wiki_memory.core.handoffs import Claimant, Handoff
 from wiki_memory.core.quoting import inline, qt, quote_lines, show
 from wiki_memory.core.sync import sync_lines
@@ -56,11 +57,16 @@ _GROUPS = {
     "held": "### Handoffs this session holds",
     "offer": "### Handoffs offered to this session",
     "waiting": "### Handoffs waiting",
+    "contradiction": "### Notes that disagree\nBoth are kept: supersede one side, or mark the pair compatible_with.",
     "pinned": "### Pinned pages",
     "session": "### Recent sessions",
     "recall": "",
 }
-_ORDER = ("again", "warning", "held", "offer", "waiting", "pinned", "session", "recall")
+_ORDER = (
+    "again", "warning", "held", "offer", "waiting", "contradiction", "pinned", "session", "recall"
+)  # fmt: skip
+#: at most this many contradiction lines in a brief
+MAX_CONTRADICTIONS = 3
 
 
 @dataclass
@@ -381,8 +387,25 @@ def build_brief(
             f"({stall['cause']}); what is captured stays on disk. Remedy: {stall['remedy']}."
         )
         cand.insert(0, Part("warning", line, {}))
-    for i, line in enumerate(sync_lines(memory.wiki_dir, per_conflict=False)):
+    reader = memory.scope.identity(user)
+    seen = memory.index.chains(reader).copies  # the copies this reader may see
+    lines = sync_lines(
+        memory.wiki_dir,
+        per_conflict=False,
+        copy_shown=seen.__contains__,
+        path_shown=lambda p: memory.scope.visible(reader, p, None),
+    )
+    for i, line in enumerate(lines):
         cand.insert(i, Part("warning", f"Warning: {line}.", {}))
+    if project:
+        for flag in find_contradictions(memory.index, memory.scope, user, project)[
+            :MAX_CONTRADICTIONS
+        ]:
+            line = (
+                f"- `{show(flag['a'])}` says {qt(_flat(flag['a_says'], 120))}; "
+                f"`{show(flag['b'])}` says {qt(_flat(flag['b_says'], 120))}"
+            )
+            cand.append(Part("contradiction", line, {"a": flag["a"], "b": flag["b"]}))
     for page in pinned_pages(memory, project, user):
         part = _pinned_part(memory, page, svc.config.pinned_max_tokens, user)
         if part is not None:

@@ -20,10 +20,12 @@ from typing import Any
 
 from wiki_memory import zones
 from wiki_memory.config import Settings
+from wiki_memory.core.contradictions import find_contradictions, flags_by_page
 from wiki_memory.core.scope import ScopeRule
 from wiki_memory.core.userecord import UseRecord
 from wiki_memory.errors import BadRequest
 from wiki_memory.identity import Identity
+from wiki_memory.index.subjects import NOTE_KINDS
 from wiki_memory.recall import rank
 from wiki_memory.recall.pack import compact, compact_floor
 from wiki_memory.recall.tokens import count_item
@@ -258,6 +260,7 @@ class Recaller:
             # matches that moved up past the cursor while the wiki changed are looked for
             pos = max(walk.start, pos - BACKSCAN - abs(walk.total - total))
         first: int | None = None  # the rank of the first item returned
+        memo: dict[str, Any] = {}  # each project's subjects, read once for the flags
         small = False  # compact handles: the budget cannot hold the first item in full
         while pos < total:
             try:
@@ -269,6 +272,7 @@ class Recaller:
             except IndexError:  # the index lost matches since they were counted
                 total = pos
                 break
+            item = self._flagged(item, who, memo)
             cost = count_item(item)
             if not items and cost > budget > 0:
                 small = True
@@ -306,6 +310,19 @@ class Recaller:
             needs_tokens=needs,
             changed=changed,
         )
+
+    def _flagged(self, item: dict[str, Any], who: Identity, memo: dict[str, Any]) -> dict[str, Any]:
+        """``item`` with ``contradicts`` (the pages it disagrees with that ``who`` may
+        read; :mod:`wiki_memory.core.contradictions`) when there are any. Both sides stay
+        in the results: a flag hides nothing."""
+        path = item.get("path")
+        if item.get("kind") not in NOTE_KINDS or not isinstance(path, str):
+            return item
+        flags = find_contradictions(
+            self.sources.index, self.scope, who, None, only=[path], cache=memo
+        )
+        others = flags_by_page(flags).get(path)
+        return {**item, "contradicts": others} if others else item
 
     def _walk(self, user: str, fp: int, number: int | None, total: int) -> tuple[_Walk, int]:
         """The walk ``number`` of ``user``'s query ``fp`` (a new one when None, or when

@@ -8,6 +8,7 @@ attempt; :func:`sync_status` and :func:`sync_lines` read it with the git config,
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -117,16 +118,29 @@ def sync_status(wiki_dir: Path) -> dict[str, Any]:
     }
 
 
-def sync_lines(wiki_dir: Path, per_conflict: bool = True) -> list[str]:
+def sync_lines(
+    wiki_dir: Path,
+    per_conflict: bool = True,
+    copy_shown: Callable[[str], bool] | None = None,
+    path_shown: Callable[[str], bool] | None = None,
+) -> list[str]:
     """What a person should know about sync, one sentence each (empty when there are no
     remotes, or sync is fine): the last error with the last success, a purge waiting
     for ``sync --after-purge``, one line per conflict copy (:data:`CONFLICT_LINE`, whose
     version is where; the first five; with ``per_conflict`` False, as the brief asks,
     one line with their count and no path), incoming files the border
-    refused (count and the first paths, escaped). Used by the brief and ``doctor``."""
+    refused (count and the first paths, escaped). Used by the brief and ``doctor``.
+
+    For a reader other than the owner (the brief), ``copy_shown`` keeps the conflict
+    copies that reader may see (with their page) and ``path_shown`` the refused paths
+    whose place the reader may see: what is left out is in no count either."""
     st = sync_status(wiki_dir)
     if not st["remotes"]:
         return []
+    if copy_shown is not None:
+        st["conflicts"] = [c for c in st["conflicts"] if copy_shown(c)]
+    if path_shown is not None:
+        st["refused"] = [r for r in st["refused"] if path_shown(str(r["path"]))]
     out = []
     if st["last_error"]:
         since = min(

@@ -487,6 +487,19 @@ class Index:
         (:func:`wiki_memory.index.supersede.same_subject`)."""
         return supersede.same_subject(self._conn(), project, subject, who)
 
+    def subject_groups(
+        self,
+        project: str | None,
+        who: Identity | None = None,
+        only: Iterable[str] | None = None,
+        cache: dict[str, Any] | None = None,
+    ) -> list[list[dict[str, Any]]]:
+        """Current notes of ``project`` named alike, grouped
+        (:func:`wiki_memory.index.subjects.subject_groups`)."""
+        from wiki_memory.index.subjects import subject_groups
+
+        return subject_groups(self._conn(), project, who, only, cache)
+
     def links_from(self, path: str) -> list[dict[str, Any]]:
         """Outgoing links of ``path`` as written: dicts with target, fragment, alias, embed, line."""
         return graph.links_from(self._conn(), path)

@@ -144,6 +144,8 @@ class MemoryOps(ToolBase):
                     head_line += f" · SUPERSEDED by {inline(it['superseded_by'])}"
                 if it.get("conflict_of"):  # a conflict copy: marked, after its page
                     head_line += f" · CONFLICT COPY of {inline(it['conflict_of'])}"
+                for other in it.get("contradicts") or ():  # flagged, both sides shown
+                    head_line += f" · CONTRADICTS {inline(other)}"
                 if it.get("collapsed"):  # near-duplicates grouped here, listed at the end
                     head_line += f" · +{int(it['collapsed'])} near-duplicate page(s) later"
                 if it.get("collapsed_into"):

@@ -39,6 +39,7 @@ def _cut(text: str, n: int) -> str:
 def compact(item: dict[str, Any], room: int) -> dict[str, Any] | None:
     """The compact handle of a recall item: ``{id, title, snippet, compact: true}`` (plus
     ``superseded_by`` for a superseded page's, ``conflict_of`` for a conflict copy's,
+    ``contradicts`` for a flagged note's,
     ``collapsed`` and ``collapsed_into`` for a near-duplicate group's) with
     the title cut to :data:`COMPACT_TITLE_WORDS` words and the snippet to the most words
     (between :data:`COMPACT_MIN_WORDS` and :data:`COMPACT_MAX_WORDS`) that keep it within
@@ -59,6 +60,8 @@ def compact(item: dict[str, Any], room: int) -> dict[str, Any] | None:
             cand["superseded_by"] = item["superseded_by"]
         if item.get("conflict_of"):  # and so does a conflict copy
             cand["conflict_of"] = item["conflict_of"]
+        if item.get("contradicts"):  # and a flag never falls off
+            cand["contradicts"] = item["contradicts"]
         for key in ("collapsed", "collapsed_into"):  # a group stays a group
             if item.get(key):
                 cand[key] = item[key]

@@ -187,6 +187,17 @@ async def use(request: Request) -> Response:
     return JSONResponse({"days": days, "rows": rows})
 
 
+async def contradictions(request: Request) -> Response:
+    """``GET /v1/contradictions?project=P``: the contradiction flags the caller may read
+    both sides of (docs/api.md)."""
+    from wiki_memory.core.contradictions import contradictions_for
+
+    memory: Memory = request.app.state.memory
+    project = request.query_params.get("project") or None
+    found = await run_in_threadpool(contradictions_for, memory, request.state.identity, project)
+    return JSONResponse({"contradictions": found})
+
+
 async def pages(request: Request) -> Response:
     memory: Memory = request.app.state.memory
     q = request.query_params
@@ -482,6 +493,8 @@ async def resolve_conflict(request: Request) -> Response:
 
 ROUTES = [
     Route("/v1/health", health, methods=["GET"]),
+    # the name load balancers and people try first; same answer, open like /v1/health
+    Route("/health", health, methods=["GET"]),
     Route("/v1/observations", observations, methods=["POST"]),
     Route("/v1/recall", recall, methods=["POST"]),
     Route("/v1/expand", expand, methods=["POST"]),
@@ -501,4 +514,5 @@ ROUTES = [
     Route("/v1/sync-conflicts", sync_conflicts, methods=["GET"]),
     Route("/v1/sync-conflicts/resolve", resolve_conflict, methods=["POST"]),
     Route("/v1/use", use, methods=["GET"]),
+    Route("/v1/contradictions", contradictions, methods=["GET"]),
 ]

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from typing import Protocol
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -49,10 +50,11 @@ from wiki_memory.server.accesslog import AccessLogMiddleware
 from wiki_memory.server.api import CAPTURE_THREADS, PAGE_BUILDS
 from wiki_memory.server.hsts import HstsMiddleware
 from wiki_memory.web import views as web
+from wiki_memory.web.session import CookieSignIn
 
 log = logging.getLogger("wiki_memory.server")
 
-OPEN_PATHS = {"/v1/health"}
+OPEN_PATHS = {"/v1/health", "/health"}
 UNAUTHORIZED = {"error": "unauthorized", "message": "a valid bearer token is required"}
 
 
@@ -121,6 +123,21 @@ def face_of(path: str) -> str:
     return "web"
 
 
+class FaceSignIn(Protocol):
+    """A face's own way to sign in, asked by :class:`AuthMiddleware` for a request of
+    that face with no bearer token (the web's: :class:`wiki_memory.web.session.CookieSignIn`)."""
+
+    @property
+    def open_paths(self) -> frozenset[str]: ...
+
+    @property
+    def open_prefixes(self) -> tuple[str, ...]: ...
+
+    def identity(self, scope: Scope, tokens: TokenStore) -> Identity | None: ...
+
+    def refuse(self, scope: Scope) -> ASGIApp: ...
+
+
 class AuthMiddleware:
     """Bearer-token authentication for every HTTP path outside :data:`OPEN_PATHS`.
 
@@ -138,19 +155,20 @@ class AuthMiddleware:
         tokens: TokenStore,
         enabled: bool = True,
         audit: AuditLog | None = None,
+        sign_ins: Mapping[str, FaceSignIn] | None = None,
     ) -> None:
         self.app = app
         self.tokens = tokens
         self.enabled = enabled
         #: where an attempt with a revoked token is written (user and token id known)
         self.audit = audit
+        #: per face, its own way to sign in when no bearer token came (the web's cookie)
+        self.sign_ins = dict(sign_ins or {})
+        self.open_paths = set(OPEN_PATHS).union(*(b.open_paths for b in self.sign_ins.values()))
+        self.open_prefixes = tuple(p for b in self.sign_ins.values() for p in b.open_prefixes)
 
     def _public(self, path: str) -> bool:
-        return (
-            path in OPEN_PATHS
-            or path in web.PUBLIC_PATHS
-            or path.startswith(web.PUBLIC_PREFIXES or ("\0",))
-        )
+        return path in self.open_paths or path.startswith(self.open_prefixes or ("\0",))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -202,15 +220,13 @@ class AuthMiddleware:
                     f"{scope.get('method')} {path}",
                     "revoked_token",
                 )
-        if ident is None and face == "web":
-            # the web view: a signed session cookie also counts (never for /v1 or /mcp)
-            user = web.user_from_cookie(scope, self.tokens)
-            if user is None:
-                await web.unauthorized(scope)(scope, receive, send)
+        sign_in = self.sign_ins.get(face)
+        if ident is None and sign_in is not None:
+            # the face's own sign-in (the web's signed cookie; never for /v1 or /mcp)
+            ident = sign_in.identity(scope, self.tokens)
+            if ident is None:
+                await sign_in.refuse(scope)(scope, receive, send)
                 return
-            tid = (state.get("web_session") or {}).get("t")
-            ident = self.tokens.identity_of(user) or Identity(user, grants={})
-            ident = replace(ident, token_id=str(tid) if tid else None)
         if ident is None:
             resp = JSONResponse(UNAUTHORIZED, 401, headers={"WWW-Authenticate": "Bearer"})
             await resp(scope, receive, send)
@@ -323,7 +339,13 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
     return AccessLogMiddleware(
         HstsMiddleware(
             HostCheckMiddleware(
-                AuthMiddleware(app, tokens, enabled=memory.settings.auth, audit=memory.audit),
+                AuthMiddleware(
+                    app,
+                    tokens,
+                    enabled=memory.settings.auth,
+                    audit=memory.audit,
+                    sign_ins={"web": CookieSignIn()},
+                ),
                 allowed_hosts(memory.settings),
             )
         )

@@ -24,6 +24,7 @@ import json
 import os
 import secrets
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode
@@ -32,6 +33,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import Scope
 
+from wiki_memory.identity import Identity
 from wiki_memory.web.context import (
     CONTEXTS,
     SECURITY_HEADERS,
@@ -378,3 +380,29 @@ class SignIn:
         if data is not None:
             resp.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
         return resp
+
+
+@dataclass(frozen=True)
+class CookieSignIn:
+    """The web face's sign-in, as the authentication backend the server's
+    ``AuthMiddleware`` asks for a request of this face that carries no bearer token:
+    the paths anyone may open (:data:`PUBLIC_PATHS`, :data:`PUBLIC_PREFIXES`), the
+    caller a signed session cookie names, and what a browser without one gets."""
+
+    open_paths: frozenset[str] = PUBLIC_PATHS
+    open_prefixes: tuple[str, ...] = PUBLIC_PREFIXES
+
+    def identity(self, scope: Scope, tokens: TokenStore) -> Identity | None:
+        """The signed-in caller (:func:`user_from_cookie`) with the role and grants the
+        token store holds now and the id of the token the sign-in was made with; None
+        without a valid sign-in."""
+        user = user_from_cookie(scope, tokens)
+        if user is None:
+            return None
+        tid = (scope.get("state", {}).get("web_session") or {}).get("t")
+        ident = tokens.identity_of(user) or Identity(user, grants={})
+        return replace(ident, token_id=str(tid) if tid else None)
+
+    def refuse(self, scope: Scope) -> Response:
+        """What a request without a valid sign-in gets (:func:`unauthorized`)."""
+        return unauthorized(scope)

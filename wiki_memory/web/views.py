@@ -35,6 +35,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from wiki_memory.capture.observation import ts_offset
+from wiki_memory.core.contradictions import find_contradictions
 from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.index.store import SearchError, is_indexable
@@ -472,10 +473,18 @@ class _View(BrowseView):
                 "conflict_side": copy[1],
             }
         head = chains.head.get(rel)
+        flags = find_contradictions(self.memory.index, self.memory.scope, user, None, [rel])
         return {
             "state": "superseded" if head else "current",
             "superseded_by": head,
             "broken": chains.broken.get(rel),
+            # the notes it disagrees with, that this reader may read (both are kept)
+            "contradicts": [
+                {"path": f["b"], "says": f["b_says"]}
+                if f["a"] == rel
+                else {"path": f["a"], "says": f["a_says"]}
+                for f in flags
+            ],  # fmt: skip
         }
 
     def page(self, request: Request) -> Response:
