@@ -50,8 +50,9 @@ from typing import Any
 import apsw
 
 #: 12: a forgotten page keeps no words, links or title; 13: an id-less page's id is its
-#: folded path (a case-only rename keeps it)
-SCHEMA_VERSION = 13
+#: folded path (a case-only rename keeps it); 14: pages with a frontmatter ``subject``
+#: indexed (the contradiction check of each recalled note reads them)
+SCHEMA_VERSION = 14
 """Bump when the schema or what is stored in it changes: old indexes are then rebuilt."""
 
 BM25_WEIGHTS = {
@@ -122,6 +123,8 @@ CREATE INDEX pages_kind ON pages(kind);
 CREATE INDEX pages_owner ON pages(owner);
 CREATE INDEX pages_lang ON pages(json_extract(meta, '$.lang'))
     WHERE json_extract(meta, '$.lang') IS NOT NULL;  -- Index.query_languages reads these
+CREATE INDEX pages_subject ON pages(project, json_extract(meta, '$.subject'))
+    WHERE json_type(meta, '$.subject') = 'text';  -- index.subjects reads these
 CREATE TABLE sections(
     rowid INTEGER PRIMARY KEY,
     path TEXT NOT NULL,
