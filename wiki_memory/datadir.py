@@ -19,6 +19,7 @@ from filelock import FileLock, Timeout
 
 from wiki_memory.config import Settings
 from wiki_memory.liveserver import live_address, server_record
+from wiki_memory.plainfile import atomic_write
 
 
 class DataDirLocked(RuntimeError):
@@ -75,9 +76,7 @@ class ServerLock:
             self._write(server_record(os.getpid(), self.address, True, self.facts))
 
     def _write(self, info: dict[str, object]) -> None:
-        tmp = self.info_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(info), encoding="utf-8")
-        os.replace(tmp, self.info_path)
+        atomic_write(self.info_path, json.dumps(info).encode("utf-8"))
 
     def holder(self) -> str:
         """Describe the process named in ``server.json`` (best effort)."""
@@ -143,9 +142,8 @@ class VaultLock:
             raise VaultLocked(
                 f"another wiki-memory server is serving {self.path.parent.parent}: {holder}"
             ) from None
-        tmp = self.info_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({"pid": os.getpid(), "data_dir": str(data_dir)}), "utf-8")
-        os.replace(tmp, self.info_path)
+        info = {"pid": os.getpid(), "data_dir": str(data_dir)}
+        atomic_write(self.info_path, json.dumps(info).encode("utf-8"))
 
     def release(self) -> None:
         if self._lock.is_locked:

@@ -45,6 +45,7 @@ from wiki_memory.capture.spoollines import (
     read_lines,
     write_all,
 )
+from wiki_memory.plainfile import atomic_write
 
 SEEN_LOG = "seen-events.log"
 #: dedup keys gathered before one write to ``seen-events.log`` (each is durable in its
@@ -484,19 +485,8 @@ class Spool:
 
     def write_state(self, key: str, state: dict[str, Any]) -> None:
         """Replace a session's compile state atomically (fsynced)."""
-        tmp = self.dir / f".{key}.state.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            try:
-                write_all(fd, json.dumps(state).encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.dir / f"{key}.state")
-        except OSError:
-            with suppress(OSError):
-                tmp.unlink()  # a full disk leaves no temporary file behind
-            raise
+        # on a full disk no temporary file is left behind
+        atomic_write(self.dir / f"{key}.state", json.dumps(state).encode(), 0o600)
         info = self.sessions.get(key)
         if info is not None:
             info.state = dict(state)

@@ -40,11 +40,12 @@ from wiki_memory.core.writer import WriteResult
 from wiki_memory.errors import BadRequest, Forbidden
 from wiki_memory.identity import Identity, may_admin
 from wiki_memory.index import sectionmemo
+from wiki_memory.plainfile import atomic_write
 from wiki_memory.recall import rank
 from wiki_memory.wiki.links import name_key, target_key
 from wiki_memory.wiki.names import file_stem
 from wiki_memory.wiki.page import parse_metadata
-from wiki_memory.wiki.paths import atomic_write, clean_rel
+from wiki_memory.wiki.paths import clean_rel
 from wiki_memory.wiki.purge import MARK, PurgeReport, Rewrite, purge_history
 from wiki_memory.wiki.verbatim import slugify
 

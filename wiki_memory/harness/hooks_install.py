@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.harness.outbox import HOOK_SCRIPT
+from wiki_memory.plainfile import atomic_write
 
 #: The marker that makes a handler ours: the hook script's name in its command.
 MARKER = "wiki_memory_hook"
@@ -451,14 +452,7 @@ def apply(plan: Plan) -> Path | None:
             backup = backup_path(path)
             backup.write_bytes(path.read_bytes())
             os.chmod(backup, mode)
-        tmp = path.with_name(f".{path.name}.wiki-memory-tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(plan.text())
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        atomic_write(path, plan.text().encode("utf-8"), mode)
     except OSError as exc:
         raise InstallError(f"cannot write {path}: {exc}") from None
     record_install(plan)
@@ -486,9 +480,7 @@ def record_install(plan: Plan) -> None:
             "path": str(plan.path),
             "time": time.time(),
         }
-        tmp = record.with_name(f".{record.name}.tmp")
-        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-        os.replace(tmp, record)
+        atomic_write(record, json.dumps(data, indent=1).encode("utf-8"))
     except (OSError, ValueError):
         pass
 

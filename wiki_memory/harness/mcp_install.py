@@ -51,6 +51,7 @@ from wiki_memory.harness.hooks_install import (
     interpreter_path,
     read_config,
 )
+from wiki_memory.plainfile import atomic_write
 
 CLIENTS = {
     "claude-code": "Claude Code",
@@ -501,14 +502,7 @@ def describe(plan: Plan) -> str:
 
 
 def _write_atomic(path: Path, text: str, mode: int) -> None:
-    tmp = path.with_name(f".{path.name}.wiki-memory-tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    atomic_write(path, text.encode("utf-8"), mode)
 
 
 def apply(plan: Plan) -> Path | None:

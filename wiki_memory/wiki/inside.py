@@ -20,10 +20,10 @@ import contextlib
 import errno
 import os
 import secrets
-import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from wiki_memory.plainfile import READ_FLAGS, read_regular
 from wiki_memory.wiki.border import is_git_name
 
 __all__ = [
@@ -132,10 +132,6 @@ def write_inside(
             os.fsync(folder)
 
 
-#: how a file inside is opened for reading: never through a link, never blocking (a FIFO)
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-
-
 def open_inside(root: Path | str, rel: str, *, git_ok: bool = False) -> int:
     """A descriptor of ``rel`` under ``root`` opened for reading, every folder on the way
     and the file itself without following a link, and without blocking (a FIFO opens at
@@ -143,7 +139,7 @@ def open_inside(root: Path | str, rel: str, *, git_ok: bool = False) -> int:
     OSError when it cannot be opened (a link at the target: ``ELOOP``)."""
     parts = _parts(rel, git_ok)
     with _folders(Path(root), parts, create=False) as fds:
-        return os.open(parts[-1], _READ_FLAGS, dir_fd=fds[-1])
+        return os.open(parts[-1], READ_FLAGS, dir_fd=fds[-1])
 
 
 def read_inside(root: Path | str, rel: str, *, git_ok: bool = False) -> bytes | None:
@@ -156,10 +152,7 @@ def read_inside(root: Path | str, rel: str, *, git_ok: bool = False) -> bytes | 
         raise
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            return None
-        return fh.read()
+    return read_regular(fd)
 
 
 def remove_inside(root: Path | str, rel: str, *, prune: bool = True, git_ok: bool = False) -> bool:

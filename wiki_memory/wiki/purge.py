@@ -31,6 +31,7 @@ from dulwich.object_store import tree_lookup_path
 from dulwich.objects import Blob, Commit, ObjectID, Tag, Tree
 from dulwich.repo import Repo
 
+from wiki_memory.plainfile import atomic_write, read_plain
 from wiki_memory.wiki.links import rename_links, unlink
 from wiki_memory.wiki.purgealias import Aliases, find_aliases
 from wiki_memory.wiki.replicate import flat_tree
@@ -416,10 +417,7 @@ def _working_tree(
     index = repo.open_index()
     for path in sorted({p for p in before if after.get(p) != before[p]} | {page}):
         full = Path(wiki_dir) / path.decode("utf-8")
-        if not full.is_file() or full.is_symlink():
-            data: bytes | None = None
-        else:
-            data = full.read_bytes()
+        data = read_plain(full)
         target, new_data = path, data
         if path == page:
             target = renamed
@@ -443,9 +441,7 @@ def _working_tree(
             continue
         dest = Path(wiki_dir) / target.decode("utf-8")
         if new_data != data or dest != full:
-            tmp = dest.with_name(dest.name + ".purge-tmp")
-            tmp.write_bytes(new_data)
-            os.replace(tmp, dest)
+            atomic_write(dest, new_data)
         blob = Blob.from_string(new_data)
         repo.object_store.add_object(blob)
         mode = after.get(target, (0o100644, blob.id))[0]
