@@ -21,6 +21,7 @@ import hashlib
 import os
 import stat
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "page_hash",
     "read_plain",
     "read_regular",
+    "scrub_files",
     "temp_beside",
 ]
 
@@ -127,6 +129,48 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
         _unlink(tmp)
         raise
     fsync_dir(path.parent)
+
+
+def scrub_files(
+    folder: Path, needles: Sequence[bytes], mark: bytes, *, skip: str = "", fsync: bool = True
+) -> dict[str, int]:
+    """Replace each of ``needles`` (empty ones ignored) by ``mark`` in every regular file
+    of ``folder`` (not below it; links and FIFOs passed over as :func:`read_plain` does)
+    whose name does not start with ``skip``, in place: the same inode, written over then
+    cut to its new length, so a descriptor a writer holds open stays valid; with
+    ``fsync`` each changed file is fsynced. Returns file name -> occurrences replaced,
+    changed files only; ``{}`` for a missing folder. Raises OSError when a changed file
+    cannot be written."""
+    try:
+        names = sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    changed: dict[str, int] = {}
+    for name in names:
+        if skip and name.startswith(skip):
+            continue
+        data = read_plain(folder / name)
+        if data is None:
+            continue
+        new, count = data, 0
+        for needle in needles:
+            if needle:
+                count += new.count(needle)
+                new = new.replace(needle, mark)
+        if new == data:
+            continue
+        fd = os.open(folder / name, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            view = memoryview(new)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.ftruncate(fd, len(new))
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        changed[name] = count
+    return changed
 
 
 def _unlink(tmp: str) -> None:

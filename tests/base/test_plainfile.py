@@ -79,3 +79,26 @@ def test_atomic_write_that_fails_leaves_no_temporary_file(tmp_path: Path) -> Non
         atomic_write(target, b"new\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.md"]
     assert target.is_dir()
+
+
+def test_scrub_files_rewrites_in_place_and_passes_over_links(tmp_path: Path) -> None:
+    from wiki_memory.plainfile import scrub_files
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "a.log").write_bytes(b"key=SECRET and SECRET\n")
+    (folder / "b.log").write_bytes(b"nothing here\n")
+    (folder / "skip.log").write_bytes(b"SECRET\n")
+    outside = tmp_path / "outside.log"
+    outside.write_bytes(b"SECRET\n")
+    (folder / "link.log").symlink_to(outside)
+    inode = (folder / "a.log").stat().st_ino
+    with open(folder / "a.log", "ab") as appender:  # a writer's open descriptor
+        changed = scrub_files(folder, [b"SECRET", b""], b"[X]", skip="skip")
+        appender.write(b"later\n")
+    assert changed == {"a.log": 2}
+    assert (folder / "a.log").read_bytes() == b"key=[X] and [X]\nlater\n"
+    assert (folder / "a.log").stat().st_ino == inode
+    assert (folder / "skip.log").read_bytes() == b"SECRET\n"
+    assert outside.read_bytes() == b"SECRET\n"  # never through a link
+    assert scrub_files(tmp_path / "missing", [b"SECRET"], b"[X]") == {}

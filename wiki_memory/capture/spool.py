@@ -45,7 +45,7 @@ from wiki_memory.capture.spoollines import (
     read_lines,
     write_all,
 )
-from wiki_memory.plainfile import atomic_write
+from wiki_memory.plainfile import atomic_write, scrub_files
 
 SEEN_LOG = "seen-events.log"
 #: dedup keys gathered before one write to ``seen-events.log`` (each is durable in its
@@ -514,25 +514,8 @@ class Spool:
         logs, their state, the dedup log) by ``mark``, in place (the append descriptors
         stay valid) and fsynced; session states are re-read. Returns how many files
         changed. Used by purge (docs/operations.md)."""
-        changed = 0
         with self._lock:
-            for f in sorted(self.dir.iterdir()):
-                if not f.is_file() or f.is_symlink():
-                    continue
-                data = f.read_bytes()
-                new = data
-                for needle in needles:
-                    if needle:
-                        new = new.replace(needle, mark)
-                if new == data:
-                    continue
-                fd = os.open(f, os.O_WRONLY | os.O_TRUNC)
-                try:
-                    os.write(fd, new)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                changed += 1
+            changed = len(scrub_files(self.dir, needles, mark))
             for info in self.sessions.values():
                 info.state = self.read_state(info.key)
         return changed

@@ -528,18 +528,12 @@ def check_supersession(ctx: Context) -> None:
     """Pages whose ``superseded_by`` is broken (missing, forgotten, a cycle): recall
     treats them as current, so nothing is hidden, but the correction a person meant is
     not in force (:mod:`wiki_memory.index.supersede`). An error: doctor is not healthy."""
-    from wiki_memory.index.store import Index
+    from wiki_memory.cli.conflicts import index_chains
 
-    settings = ctx.settings
-    if not settings.index_path.exists() or not ctx.rep.get("index"):
+    chains = index_chains(ctx)
+    if chains is None:
         return  # the index check already said why
-    idx = Index(
-        settings.index_path, stem_languages=settings.stem_language_names, vectors=settings.vectors
-    )
-    try:
-        broken = idx.chains().broken
-    finally:
-        idx.close()
+    broken = chains.broken
     found = [
         {"path": p, "reason": why, "superseded_by": target}
         for p, (why, target) in sorted(broken.items())

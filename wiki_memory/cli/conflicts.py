@@ -10,12 +10,33 @@ there is nothing to resolve), 4 when COPY is no conflict copy, 2 on bad usage.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wiki_memory.cli.common import CliError, get_json, post_json
 from wiki_memory.cli.remove import local_memory, run_core, wants_remote
 
-__all__ = ["check_conflicts", "register"]
+if TYPE_CHECKING:
+    from wiki_memory.index.supersede import Chains
+
+__all__ = ["check_conflicts", "index_chains", "register"]
+
+
+def index_chains(ctx: Any) -> Chains | None:
+    """For doctor's checks that read the index: its supersede chains and conflict copies
+    (:class:`~wiki_memory.index.supersede.Chains`), or None when there is no index or the
+    index check failed already (it said why)."""
+    from wiki_memory.index.store import Index
+
+    settings = ctx.settings
+    if not settings.index_path.exists() or not ctx.rep.get("index"):
+        return None
+    idx = Index(
+        settings.index_path, stem_languages=settings.stem_language_names, vectors=settings.vectors
+    )
+    try:
+        return idx.chains()
+    finally:
+        idx.close()
 
 
 def check_conflicts(ctx: Any) -> None:
@@ -24,23 +45,18 @@ def check_conflicts(ctx: Any) -> None:
     Syncthing, Dropbox or Drive, iCloud), one warning each, whose fix is
     ``wiki-memory sync-conflicts``; key ``conflicts`` of the report lists them all."""
     from wiki_memory.core.syncstate import sync_status
-    from wiki_memory.index.store import Index
 
-    settings = ctx.settings
-    if not settings.index_path.exists() or not ctx.rep.get("index"):
-        return  # the index check already said why
-    idx = Index(
-        settings.index_path, stem_languages=settings.stem_language_names, vectors=settings.vectors
-    )
-    try:
-        found = idx.chains().copies
-    finally:
-        idx.close()
+    chains = index_chains(ctx)
+    if chains is None:
+        return
+    found = chains.copies
     ctx.rep["conflicts"] = [
         {"copy": c, "page": p, "side": s} for c, (p, s) in sorted(found.items())
     ]
     named = (
-        set(sync_status(settings.wiki_dir)["conflicts"]) if settings.wiki_dir.exists() else set()
+        set(sync_status(ctx.settings.wiki_dir)["conflicts"])
+        if ctx.settings.wiki_dir.exists()
+        else set()
     )
     for c, (p, s) in sorted(found.items()):
         if c not in named:

@@ -442,20 +442,28 @@ def apply(plan: Plan) -> Path | None:
     there was no old file or nothing changed). Raises InstallError on I/O errors."""
     if not plan.changed:
         return None
-    path = plan.path
+    backup = replace_with_backup(plan.path, plan.text(), 0o644)
+    record_install(plan)
+    return backup
+
+
+def replace_with_backup(path: Path, text: str, new_mode: int) -> Path | None:
+    """Write ``text`` to ``path`` atomically, keeping its permission bits (``new_mode``
+    for a new file), after copying the old file to :func:`backup_path` (same bits).
+    Returns the backup's path, None when there was no old file. Raises InstallError
+    naming ``path`` on an I/O error."""
     backup: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        mode = 0o644
+        mode = new_mode
         if path.exists():
             mode = path.stat().st_mode & 0o777
             backup = backup_path(path)
             backup.write_bytes(path.read_bytes())
             os.chmod(backup, mode)
-        atomic_write(path, plan.text().encode("utf-8"), mode)
+        atomic_write(path, text.encode("utf-8"), mode)
     except OSError as exc:
         raise InstallError(f"cannot write {path}: {exc}") from None
-    record_install(plan)
     return backup
 
 
@@ -553,6 +561,7 @@ __all__ = [
     "Plan",
     "apply",
     "backup_path",
+    "replace_with_backup",
     "describe",
     "hook_command",
     "installed_commands",

@@ -106,12 +106,7 @@ def merge3(base: str, ours: str, theirs: str) -> MergeResult:
         sides = {h[3] for h in group}
         if len(sides) == 1:
             # one side only (hunks of one side never overlap each other)
-            cur = start
-            for h1, h2, lines, _ in sorted(group, key=lambda h: (h[0], h[1])):
-                out.extend(b[cur:h1])
-                out.extend(lines)
-                cur = h2
-            out.extend(b[cur:end])
+            out.extend(_apply(b, start, end, group))
         else:
             mine = _apply(b, start, end, [h for h in group if h[3] == 0])
             yours = _apply(b, start, end, [h for h in group if h[3] == 1])

@@ -34,7 +34,7 @@ from dulwich.repo import Repo
 from wiki_memory.plainfile import atomic_write, read_plain
 from wiki_memory.wiki.links import rename_links, unlink
 from wiki_memory.wiki.purgealias import Aliases, find_aliases
-from wiki_memory.wiki.replicate import flat_tree
+from wiki_memory.wiki.replicate import config_remotes, flat_tree
 
 __all__ = ["MARK", "PurgeReport", "Rewrite", "purge_history"]
 
@@ -296,14 +296,7 @@ def purge_history(
     report = PurgeReport()
     repo = Repo(str(wiki_dir))
     try:
-        config = repo.get_config()
-        for section in config.sections():
-            if len(section) == 2 and section[0] == b"remote":
-                try:
-                    url = config.get(section, b"url").decode("utf-8", "replace")
-                except KeyError:
-                    url = ""
-                report.remotes[section[1].decode("utf-8", "replace")] = url
+        report.remotes.update(config_remotes(repo))
         refs = {name: sha for name, sha in repo.get_refs().items() if name.startswith(b"refs/")}
         heads = [c for c in (_peel(repo, s) for s in refs.values()) if c is not None]
         rewrite = rewrite or Rewrite()
