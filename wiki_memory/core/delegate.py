@@ -86,13 +86,17 @@ class Delegated(Generic[_S, _P, _R]):
     def __get__(self, obj: object, owner: type | None = None) -> Any:
         if obj is None:
             return self
-        bound: Callable[_P, _R] = getattr(getattr(obj, self.holder), self.fn.__name__)
-        if self.audit is not None:
-            bound = audit_reads(cast(Audits, obj), self.audit, bound)
+        bound = self._bound(obj)
         obj.__dict__[self.name] = bound
         return bound
 
     def __call__(self, obj: object, *args: _P.args, **kw: _P.kwargs) -> _R:
-        """Called through the class (``Memory.recall(memory, ...)``)."""
-        fn: Callable[_P, _R] = self.__get__(obj)
-        return fn(*args, **kw)
+        """Called through the class (``Memory.recall(memory, ...)``): nothing is kept
+        on the instance, so a replacement on the class keeps being called."""
+        return self._bound(obj)(*args, **kw)
+
+    def _bound(self, obj: object) -> Callable[_P, _R]:
+        bound: Callable[_P, _R] = getattr(getattr(obj, self.holder), self.fn.__name__)
+        if self.audit is not None:
+            bound = audit_reads(cast(Audits, obj), self.audit, bound)
+        return bound
