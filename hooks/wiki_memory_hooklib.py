@@ -1,5 +1,8 @@
 """The wiki-memory hook: capture one harness event, keep it in the outbox, send it.
 
+Over 600 lines on purpose: one file, so that a hook run under ``python -S`` imports one
+module of its own (each further module is paid again at every harness event).
+
 Standard library only, and only what each event needs, so that a hook run costs
 little more than the interpreter's own start (run it with ``python -S``).
 
@@ -43,6 +46,15 @@ import json
 import os
 import sys
 import time
+
+#: ``typing`` is not imported when the hook runs (its start-up cost is paid on every
+#: event); the type checker reads these names, the annotations are never evaluated
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import _socket
+    import re
+    from types import ModuleType
+    from typing import Any, Literal
 
 _T0 = time.monotonic()
 
@@ -196,7 +208,7 @@ def _live_address_builtin(data_dir: str) -> str | None:
     return addr
 
 
-def _read_toml(path: str) -> dict:
+def _read_toml(path: str) -> dict[str, Any]:
     import tomllib
 
     with open(path, "rb") as f:
@@ -233,7 +245,7 @@ def load_config(
             if k not in ("WIKI_MEMORY_URL", "WIKI_MEMORY_TOKEN", "WIKI_MEMORY_TOKEN_FILE")
         }
     hook_toml = os.path.join(cfg.data_dir, "hook.toml")
-    file_cfg: dict = {}
+    file_cfg: dict[str, Any] = {}
     if os.path.exists(hook_toml):
         try:
             file_cfg = _read_toml(hook_toml)
@@ -322,7 +334,7 @@ def _emit() -> None:
 
 #: ``(cfg, outbox)`` while this run delivers its event: a deadline reached then counts
 #: as a timed-out delivery (the back-off starts)
-_SENDING: tuple | None = None
+_SENDING: tuple[Config, Outbox] | None = None
 
 
 def _on_deadline(signum: int, frame: object) -> None:
@@ -388,11 +400,11 @@ def read_stdin(idle_seconds: float, max_seconds: float = 30.0) -> bytes:
     return b"".join(chunks)
 
 
-def parse_args(argv: list[str]) -> dict:
+def parse_args(argv: list[str]) -> dict[str, Any]:
     """``--harness NAME``, ``--event NAME``, ``--data-dir D``, ``--url U``,
     ``--token-file F``, ``--ca-file F``, ``--deadline S``, ``--drain``, ``--notify`` and, for Codex
     notify, the JSON argument (any argument starting with ``{``)."""
-    opts: dict = {
+    opts: dict[str, Any] = {
         "harness": None,
         "event": None,
         "data_dir": None,
@@ -434,7 +446,7 @@ def parse_args(argv: list[str]) -> dict:
 # --------------------------------------------------------------------------- project & rules
 
 
-def find_repo_config(cwd: str) -> tuple[str | None, dict]:
+def find_repo_config(cwd: str) -> tuple[str | None, dict[str, Any]]:
     """The nearest ``.wiki-memory.toml`` at or above ``cwd``: ``(its directory, parsed)``,
     or ``(None, {})``. A file that does not parse is reported and treated as
     ``[capture] enabled = false`` (the safe reading of a privacy setting)."""
@@ -470,10 +482,10 @@ _PROJECT: object = None
 #: the repository root the last :func:`resolve_project` decided by (``git`` only)
 _ROOT: list[str] = []
 #: the repository id this event went with (the brief asks for its project)
-_REPO: list[dict] = []
+_REPO: list[dict[str, Any]] = []
 
 
-def resolve_project(cwd: str | None, repo_cfg: dict) -> tuple[str | None, str]:
+def resolve_project(cwd: str | None, repo_cfg: dict[str, Any]) -> tuple[str | None, str]:
     """``(project or None, source)`` of an event in ``cwd``, by the one documented order of
     ``wiki_memory/capture/project.py`` (configuration file, git repository with worktrees
     mapped to their main repository; never a bare folder name). ``none`` leaves the
@@ -521,7 +533,7 @@ _PATH_KEYS = (
 _COMMAND_KEYS = ("command", "cmd")
 
 
-def event_paths(payload: dict) -> list[str]:
+def event_paths(payload: dict[str, Any]) -> list[str]:
     """File paths an event is about: path fields of ``tool_input``/``tool_response``,
     ``apply_patch`` file headers and the words of a shell command."""
     found: list[str] = []
@@ -565,10 +577,10 @@ def _command_words(cmd: str) -> list[str]:
     return words
 
 
-_GLOB_CACHE: dict[str, object] = {}
+_GLOB_CACHE: dict[str, re.Pattern[str]] = {}
 
 
-def _glob_regex(pat: str):  # -> re.Pattern[str]
+def _glob_regex(pat: str) -> re.Pattern[str]:
     import re
 
     rx = _GLOB_CACHE.get(pat)
@@ -629,16 +641,18 @@ def path_matches(path: str, patterns: list[str], root: str | None) -> bool:
         pat = pat.strip("/") if anchored else pat.rstrip("/")
         rx = _glob_regex(pat)
         if anchored:
-            if rx.match("/".join(comps)):  # type: ignore[attr-defined]
+            if rx.match("/".join(comps)):
                 return True
         else:
             for k in range(len(comps)):
-                if rx.match("/".join(comps[k:])):  # type: ignore[attr-defined]
+                if rx.match("/".join(comps[k:])):
                     return True
     return False
 
 
-def capture_decision(payload: dict, repo_cfg: dict, root: str | None) -> str | None:
+def capture_decision(
+    payload: dict[str, Any], repo_cfg: dict[str, Any], root: str | None
+) -> str | None:
     """None to capture the event, else the reason it stays on this machine.
 
     ``[capture] enabled = false`` → nothing; ``ignore_paths`` → events about a matching
@@ -671,13 +685,14 @@ def capture_decision(payload: dict, repo_cfg: dict, root: str | None) -> str | N
 
 def _sha(data: bytes) -> str:
     try:
-        from _sha256 import sha256  # type: ignore[import-not-found]
+        from _sha256 import sha256
     except ImportError:  # pragma: no cover
         from hashlib import sha256
-    return sha256(data).hexdigest()
+    digest: str = sha256(data).hexdigest()
+    return digest
 
 
-def event_id_for(harness: str, event: str, payload: dict, raw: bytes, now: float) -> str:
+def event_id_for(harness: str, event: str, payload: dict[str, Any], raw: bytes, now: float) -> str:
     """A stable id per event, the server's dedup key.
 
     Tool events: ``<event>:<tool_use_id>`` (Pre and Post share the id, the event tells
@@ -759,7 +774,7 @@ def _long_strings(o: object, out: list[tuple[int, int, object, object]]) -> None
             _long_strings(v, out)
 
 
-def truncate_event(ev: dict, max_bytes: int) -> bool:
+def truncate_event(ev: dict[str, Any], max_bytes: int) -> bool:
     """Shorten the longest strings of ``ev["payload"]`` in place until ``ev`` serializes
     to at most ``max_bytes`` UTF-8 bytes; each cut ends with a visible marker.
     Returns True when anything was cut."""
@@ -802,7 +817,7 @@ def truncate_event(ev: dict, max_bytes: int) -> bool:
 
 # --------------------------------------------------------------------------- redaction
 
-_SANITIZE: object = None
+_SANITIZE: ModuleType | Literal[False] | None = None
 _SANITIZE_ERROR = ""
 
 
@@ -822,7 +837,7 @@ def _repo_on_path() -> None:
             sys.path.append(root)
 
 
-def _sanitizer():  # -> module | False
+def _sanitizer() -> ModuleType | Literal[False]:
     """``wiki_memory.capture.sanitize`` when importable (from the repository this hook
     lives in, or an installed wiki-memory), else False (the reason is kept for the
     warning)."""
@@ -859,10 +874,12 @@ FALLBACK_KEEP_CHARS = 256
 FALLBACK_DROPPED = "[wiki-memory hook: {chars} characters dropped; no sanitizer to redact them]"
 
 _FALLBACK_WARNED = False
-_FALLBACK_RULES: list = []  # [(kind, compiled regex)], compiled on first fallback use
+_FALLBACK_RULES: list[
+    tuple[str, re.Pattern[str]]
+] = []  # [(kind, compiled regex)], compiled on first fallback use
 
 
-def _fallback_rules() -> list:
+def _fallback_rules() -> list[tuple[str, re.Pattern[str]]]:
     """The built-in rules, compiled once (only a run that falls back pays for them).
 
     Broad on purpose: in this mode a false positive costs a word of a session page,
@@ -951,7 +968,7 @@ def fallback_redact_text(text: str) -> tuple[str, int]:
         repl = "[REDACTED:" + kind + "]"
         if kind == "high-entropy":
 
-            def sub(m, repl=repl) -> str:
+            def sub(m: re.Match[str], repl: str = repl) -> str:
                 nonlocal hits
                 run = m.group(0)
                 if run.startswith("/"):  # a path: each component on its own
@@ -1018,7 +1035,7 @@ def _secret_name(name: object, broad: bool = False) -> bool:
     return broad and (low.endswith("pass") or any(w in low for w in _SECRET_NAME_WORDS_BROAD))
 
 
-def fallback_redact(obj: object, stats: dict | None = None) -> tuple[object, int]:
+def fallback_redact(obj: object, stats: dict[str, Any] | None = None) -> tuple[object, int]:
     """A redacted deep copy of a JSON value without the sanitizer: ``(copy, count)``.
 
     Every string (dict keys included) longer than :data:`FALLBACK_KEEP_CHARS` is
@@ -1049,7 +1066,7 @@ def fallback_redact(obj: object, stats: dict | None = None) -> tuple[object, int
             return text(o)
         if isinstance(o, dict):
             pair = any(_secret_name(o.get(n)) for n in ("name", "key", "Name", "Key"))
-            out: dict = {}
+            out: dict[str, Any] = {}
             for k, v in o.items():
                 nk = text(k) if isinstance(k, str) else k
                 base, i = nk, 2
@@ -1082,7 +1099,7 @@ def _warn_fallback(reason: str) -> None:
     _WARNED = before
 
 
-def redact(obj: object, stats: dict | None = None) -> tuple[object, int]:
+def redact(obj: object, stats: dict[str, Any] | None = None) -> tuple[object, int]:
     """``obj`` with secrets redacted: ``(copy, count)``.
 
     ``sanitize.redact_obj`` when the sanitizer can be imported and works. Otherwise
@@ -1094,7 +1111,7 @@ def redact(obj: object, stats: dict | None = None) -> tuple[object, int]:
     mod = _sanitizer()
     if mod:
         try:
-            res = mod.redact_obj(obj)  # type: ignore[attr-defined]
+            res = mod.redact_obj(obj)
             return res[0], int(res[1])
         except Exception as exc:
             reason = f"the sanitizer failed ({type(exc).__name__})"
@@ -1106,10 +1123,10 @@ def redact(obj: object, stats: dict | None = None) -> tuple[object, int]:
     return fallback_redact(obj, stats)
 
 
-_SPANS_MODULE: object = None
+_SPANS_MODULE: ModuleType | Literal[False] | None = None
 
 
-def _private():  # -> module | False
+def _private() -> ModuleType | Literal[False]:
     """``wiki_memory.capture.private`` (the one rule for ``<private>`` spans), imported
     like the sanitizer; False when it cannot be."""
     global _SPANS_MODULE
@@ -1131,7 +1148,7 @@ def strip_private(obj: object) -> object:
     mod = _private()
     if mod:
         try:
-            return mod.strip_private_obj(obj)[0]  # type: ignore[attr-defined]
+            return mod.strip_private_obj(obj)[0]
         except Exception:
             pass
     import re
@@ -1159,7 +1176,7 @@ def _repo_cache_path(cfg: Config, root: str) -> str:
     )
 
 
-def _repo_stamp(root: str, kind: str | None) -> list:
+def _repo_stamp(root: str, kind: str | None) -> list[int]:
     """What the cached id of ``root`` is valid for: ``.git/HEAD``'s inode and mtime (a
     provisional id also ``refs/heads``'s mtime: the first commit does not touch HEAD)."""
     gd = os.path.join(root, ".git")
@@ -1175,7 +1192,7 @@ def _repo_stamp(root: str, kind: str | None) -> list:
         return []
 
 
-def cached_repo(cfg: Config, root: str) -> tuple[dict | None, bool]:
+def cached_repo(cfg: Config, root: str) -> tuple[dict[str, Any] | None, bool]:
     """The cached id of the repository at ``root`` (``{"id", "origin", "prev"}``) and
     whether it is current (its stamp matches); ``(None, False)`` when none is cached.
     One small file read and one or two ``stat`` calls: the hot path's whole cost."""
@@ -1189,7 +1206,7 @@ def cached_repo(cfg: Config, root: str) -> tuple[dict | None, bool]:
     return entry, entry.get("stamp") == _repo_stamp(root, entry.get("kind"))
 
 
-def compute_repo(cfg: Config, root: str, timeout: float = 1.0) -> dict:
+def compute_repo(cfg: Config, root: str, timeout: float = 1.0) -> dict[str, Any]:
     """Work out the id of the repository at ``root`` (``git rev-list``, at most
     ``timeout`` s) and cache it; ``{}`` when it has none (or git is missing or slow)."""
     if not _PROJECT:
@@ -1235,7 +1252,7 @@ def refresh_repo_later(cfg: Config, root: str) -> None:
         os._exit(0)
 
 
-def set_repo(ev: dict, entry: dict | None) -> None:
+def set_repo(ev: dict[str, Any], entry: dict[str, Any] | None) -> None:
     """Put the repository's id on ``ev`` (``repo_id``, ``repo_origin``, ``repo_prev``)."""
     if entry and entry.get("id"):
         ev["repo_id"] = entry["id"]
@@ -1244,7 +1261,7 @@ def set_repo(ev: dict, entry: dict | None) -> None:
                 ev["repo_" + key] = entry[key]
 
 
-def fill_repo(cfg: Config, ev: dict) -> None:
+def fill_repo(cfg: Config, ev: dict[str, Any]) -> None:
     """An outbox event whose repository id was not known when it was written
     (``repo_root``): its id, from the cache or worked out now (the drainer runs in the
     background)."""
@@ -1260,12 +1277,12 @@ def fill_repo(cfg: Config, ev: dict) -> None:
 def build_event(
     harness: str,
     event: str,
-    payload: dict,
+    payload: dict[str, Any],
     raw: bytes,
     project: str | None,
     max_bytes: int,
     now: float,
-) -> dict:
+) -> dict[str, Any]:
     """The observation sent to ``POST /v1/observations``: ``<private>`` spans removed
     first (:func:`strip_private`), then redacted, then truncated (a cut inside a private
     key would leave a tail no detector recognises, a cut inside a private span would
@@ -1290,7 +1307,7 @@ def build_event(
     ev["payload"] = strip_private(ev["payload"])
     if ev["cwd"]:
         ev["cwd"] = strip_private(ev["cwd"])
-    stats: dict = {}
+    stats: dict[str, Any] = {}
     clean, _ = redact(ev["payload"], stats)
     ev["payload"] = clean
     if ev["cwd"]:
@@ -1345,7 +1362,7 @@ class Outbox:
         finally:
             os.close(fd)
 
-    def write(self, ev: dict) -> str:
+    def write(self, ev: dict[str, Any]) -> str:
         """Store ``ev`` durably; returns its file name. Enforces the bounds after."""
         self._ensure()
         name = f"{time.time_ns():020d}-{os.getpid():07d}-{os.urandom(3).hex()}.json"
@@ -1373,7 +1390,7 @@ class Outbox:
             return []
         return sorted(n for n in names if n.endswith(".json") and n[:1].isdigit())
 
-    def read(self, name: str) -> dict | None:
+    def read(self, name: str) -> dict[str, Any] | None:
         try:
             with open(os.path.join(self.path, name), "rb") as f:
                 obj = json.loads(f.read())
@@ -1387,7 +1404,7 @@ class Outbox:
         except FileNotFoundError:
             pass
 
-    def rewrite(self, name: str, ev: dict) -> None:
+    def rewrite(self, name: str, ev: dict[str, Any]) -> None:
         tmp = os.path.join(self.path, ".tmp-" + name)
         data = json.dumps(ev, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -1399,7 +1416,7 @@ class Outbox:
         os.replace(tmp, os.path.join(self.path, name))
 
     def drop(
-        self, name: str, reason: str, status: int | None = None, ev: dict | None = None
+        self, name: str, reason: str, status: int | None = None, ev: dict[str, Any] | None = None
     ) -> None:
         """Remove ``name`` and count it in ``dropped.jsonl``."""
         if ev is None:
@@ -1431,14 +1448,16 @@ class Outbox:
             pass
         self.remove(name)
 
-    def refused(self, ev: dict, status: int, message: str) -> None:
+    def refused(self, ev: dict[str, Any], status: int, message: str) -> None:
         """Count an event the server refused for good (``capture_refused``: the caller
         may not write its project) in ``refused.json``, per project: ``{count, status,
         message, last}``. The next SessionStart of that project names it."""
         project = str(ev.get("project") or "?")
         path = os.path.join(self.path, "refused.json")
         state = read_refused(self.path)
-        entry = state.get(project) if isinstance(state.get(project), dict) else {}
+        entry = state.get(project)
+        if not isinstance(entry, dict):
+            entry = {}
         entry = {
             "count": int(entry.get("count") or 0) + 1,
             "status": status,
@@ -1693,7 +1712,7 @@ def http_post(
     return status, data
 
 
-def _connect(host: str, port: int, deadline: float):  # -> socket
+def _connect(host: str, port: int, deadline: float) -> _socket.socket:
     """A connected TCP socket to ``host:port`` before ``deadline``.
 
     Uses ``_socket`` (the C module): ``socket.py`` costs ~3 ms of imports at every
@@ -1737,7 +1756,7 @@ def _dechunk(data: bytes) -> bytes:
 # --------------------------------------------------------------------------- delivery
 
 
-def read_refused(outbox_dir: str) -> dict:
+def read_refused(outbox_dir: str) -> dict[str, Any]:
     """``refused.json`` of an outbox: project -> ``{count, status, message, last}``
     (``{}`` when none or unreadable)."""
     try:
@@ -1787,7 +1806,7 @@ def classify(status: int) -> str:
     return "retry"
 
 
-def deliver_one(cfg: Config, ob: Outbox, name: str, ev: dict, deadline: float) -> str:
+def deliver_one(cfg: Config, ob: Outbox, name: str, ev: dict[str, Any], deadline: float) -> str:
     """Send one stored event: ``ok``, ``rejected`` and ``refused`` (``capture_refused``:
     counted in ``refused.json``) remove it from the outbox, ``shrunk`` means it was cut
     smaller after a 413 and waits, ``retry`` keeps it."""
@@ -1820,7 +1839,9 @@ def deliver_one(cfg: Config, ob: Outbox, name: str, ev: dict, deadline: float) -
     return verdict
 
 
-def settle_batch(ob: Outbox, batch: list, reply: bytes, stats: dict[str, int]) -> int:
+def settle_batch(
+    ob: Outbox, batch: list[tuple[str, dict[str, Any]]], reply: bytes, stats: dict[str, int]
+) -> int:
     """Settle a batch the server answered with a 2xx: each event by its own entry of the
     reply's ``accepted`` list (docs/api.md): a 2xx entry is accepted and leaves the
     outbox, a ``capture_refused`` entry is dropped and counted in ``refused.json``, any
@@ -1887,7 +1908,7 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
         names = ob.pending()
         if not names:
             break
-        batch: list[tuple[str, dict]] = []
+        batch: list[tuple[str, dict[str, Any]]] = []
         size = 2
         for n in names[:max_batch]:
             ev = ob.read(n)
@@ -1988,7 +2009,7 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
 BACKOFF_FILE = ".unreachable"
 
 
-def read_backoff(ob: Outbox) -> dict | None:
+def read_backoff(ob: Outbox) -> dict[str, Any] | None:
     """The outbox's back-off state, or None when the server was last reachable."""
     try:
         with open(os.path.join(ob.path, BACKOFF_FILE), "rb") as f:
@@ -1998,14 +2019,14 @@ def read_backoff(ob: Outbox) -> dict | None:
     return st if isinstance(st, dict) and isinstance(st.get("until"), int | float) else None
 
 
-def in_backoff(ob: Outbox, now: float | None = None) -> dict | None:
+def in_backoff(ob: Outbox, now: float | None = None) -> dict[str, Any] | None:
     """The back-off state while it lasts (the network is skipped then), else None."""
     st = read_backoff(ob)
     now = time.time() if now is None else now
     return st if st is not None and now < float(st["until"]) else None
 
 
-def note_unreachable(cfg: Config, ob: Outbox, reason: str) -> dict:
+def note_unreachable(cfg: Config, ob: Outbox, reason: str) -> dict[str, Any]:
     """Record a refused or timed-out delivery: the back-off doubles with each consecutive
     failure, from ``backoff_seconds`` up to ``backoff_max_seconds``. Returns the state."""
     now = time.time()
@@ -2041,7 +2062,7 @@ def note_reachable(ob: Outbox) -> None:
         pass
 
 
-def unreachable_line(cfg: Config, st: dict | None, queued: int) -> str:
+def unreachable_line(cfg: Config, st: dict[str, Any] | None, queued: int) -> str:
     """The one line a SessionStart returns when no brief could be fetched, composed from
     the outbox's state: ``wiki-memory: memory server unreachable since 14:02
     (http://127.0.0.1:8765); 37 events queued; they will be sent when it is back``."""

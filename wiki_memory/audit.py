@@ -38,6 +38,7 @@ from typing import Any
 
 from wiki_memory.errors import Forbidden, NotFound, WikiMemoryError
 from wiki_memory.identity import OWNER_KEY, Identity
+from wiki_memory.plainfile import atomic_write
 
 __all__ = ["AuditLog", "audit_result", "dumps", "escape", "parse_since"]
 
@@ -207,14 +208,7 @@ class AuditLog:
                     out.append(new)
                     changed += 1
             if changed:
-                tmp = self.path.with_name(self.path.name + ".purge-tmp")
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                try:
-                    os.write(fd, b"".join(out))
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                os.replace(tmp, self.path)
+                atomic_write(self.path, b"".join(out), 0o600)
         return changed
 
     def _personal(self, target: str) -> str | None:

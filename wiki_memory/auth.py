@@ -44,6 +44,7 @@ from typing import Any
 from filelock import FileLock
 
 from wiki_memory.identity import Identity, fold
+from wiki_memory.plainfile import atomic_write
 
 OWNER_FILE = "owner.token"
 TOKENS_FILE = "tokens.json"
@@ -67,14 +68,7 @@ def new_token() -> str:
 
 
 def _write_private(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    atomic_write(path, text.encode("utf-8"), 0o600)
 
 
 @dataclass(frozen=True)

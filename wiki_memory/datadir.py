@@ -19,6 +19,7 @@ from filelock import FileLock, Timeout
 
 from wiki_memory.config import Settings
 from wiki_memory.liveserver import live_address, server_record
+from wiki_memory.plainfile import atomic_write
 
 
 class DataDirLocked(RuntimeError):
@@ -44,7 +45,24 @@ def ensure_layout(settings: Settings) -> None:
     os.chmod(settings.auth_dir, 0o700)
 
 
-class ServerLock:
+class _HeldLock:
+    """An OS file lock held for the life of a server, with the JSON file beside it that
+    names the holder: :meth:`release` removes that file, then lets the lock go."""
+
+    _lock: FileLock
+    info_path: Path
+
+    def release(self) -> None:
+        """Remove the holder's file and release the lock (nothing when not held)."""
+        if self._lock.is_locked:
+            try:
+                self.info_path.unlink()
+            except OSError:
+                pass
+            self._lock.release()
+
+
+class ServerLock(_HeldLock):
     """Holds ``<data_dir>/server.lock`` for the life of a server.
 
     ``acquire()`` raises :class:`DataDirLocked` at once when another live process holds it.
@@ -75,9 +93,7 @@ class ServerLock:
             self._write(server_record(os.getpid(), self.address, True, self.facts))
 
     def _write(self, info: dict[str, object]) -> None:
-        tmp = self.info_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(info), encoding="utf-8")
-        os.replace(tmp, self.info_path)
+        atomic_write(self.info_path, json.dumps(info).encode("utf-8"))
 
     def holder(self) -> str:
         """Describe the process named in ``server.json`` (best effort)."""
@@ -99,14 +115,6 @@ class ServerLock:
         probe.release()
         return False
 
-    def release(self) -> None:
-        if self._lock.is_locked:
-            try:
-                self.info_path.unlink()
-            except OSError:
-                pass
-            self._lock.release()
-
 
 def server_address(data_dir: Path) -> str | None:
     """The ``http(s)://host:port`` of the server running and listening on ``data_dir``
@@ -119,7 +127,7 @@ class VaultLocked(RuntimeError):
     """Another server (with another data directory) serves this wiki folder."""
 
 
-class VaultLock:
+class VaultLock(_HeldLock):
     """Holds ``<wiki>/.git/wiki-memory-server.lock`` (an OS file lock, like
     :class:`ServerLock`) for the life of a server, so two servers with different data
     directories never serve one vault. The file names the holder's data directory."""
@@ -143,17 +151,8 @@ class VaultLock:
             raise VaultLocked(
                 f"another wiki-memory server is serving {self.path.parent.parent}: {holder}"
             ) from None
-        tmp = self.info_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({"pid": os.getpid(), "data_dir": str(data_dir)}), "utf-8")
-        os.replace(tmp, self.info_path)
-
-    def release(self) -> None:
-        if self._lock.is_locked:
-            try:
-                self.info_path.unlink()
-            except OSError:
-                pass
-            self._lock.release()
+        info = {"pid": os.getpid(), "data_dir": str(data_dir)}
+        atomic_write(self.info_path, json.dumps(info).encode("utf-8"))
 
 
 def port_holder(host: str, port: int) -> str | None:

@@ -21,8 +21,8 @@ import pytest
 from serverproc import ServerProcess
 from support import MCP_TOOL_NAMES, shared_path
 
-from wiki_memory.core.memory import sha256
 from wiki_memory.harness.mcp_install import BRIDGE_SCRIPT
+from wiki_memory.plainfile import page_hash
 from wiki_memory.recall.tokens import count_tokens
 
 pytestmark = pytest.mark.process
@@ -234,7 +234,7 @@ def test_c28_paged_read_and_search_under_the_cap(srv, transport):
     assert "".join(r.structured_content["content"] for r in reads).encode() == data
     assert all(whole_tokens(r) <= CAP for r in reads + searches)
     assert all("\ufffd" not in r.structured_content["content"] for r in reads)
-    assert reads[0].structured_content["hash"] == sha256(data)
+    assert reads[0].structured_content["hash"] == page_hash(data)
     assert searches[0].structured_content["total"] >= 600
     paths = [i["path"] for s in searches for i in s.structured_content["items"]]
     assert len(set(p for p in paths if p.startswith("notes/s"))) == 600

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from support import MCP_TOOL_NAMES, shared_path
 
-from wiki_memory.core.memory import Memory, sha256
+from wiki_memory.core.memory import Memory
 from wiki_memory.mcp.bridge import encode_header_value
 from wiki_memory.mcp.tools import (
     DEFAULT_MAX_RESULT_TOKENS,
@@ -23,6 +23,7 @@ from wiki_memory.mcp.tools import (
     portable_name,
     quoted,
 )
+from wiki_memory.plainfile import page_hash
 from wiki_memory.recall.tokens import count_tokens
 from wiki_memory.wiki.paths import PathRefused
 
@@ -156,7 +157,7 @@ def test_c28_big_page_read_in_chunks_under_the_cap(mem):
     for r, chunk in zip(results, chunks, strict=True):
         assert "\ufffd" not in chunk
         assert whole_tokens(r) <= CAP
-        assert r.structured_content["hash"] == sha256(data)
+        assert r.structured_content["hash"] == page_hash(data)
         assert r.structured_content["total_bytes"] == len(data)
     # pages are filled: far fewer calls than one per line or per kilobyte
     assert len(results) < 120
@@ -302,7 +303,7 @@ def test_page_write_compare_and_set(mem):
     r1 = call(mem, "page_write", {"path": path, "text": "# Plan\n\nv1\n"})
     assert not r1.is_error and r1.structured_content["created"] is True
     h1 = r1.structured_content["hash"]
-    assert h1 == sha256((mem.wiki_dir / path).read_bytes())
+    assert h1 == page_hash((mem.wiki_dir / path).read_bytes())
     # no hash: an existing page is never overwritten
     r = call(mem, "page_write", {"path": path, "text": "blind"})
     assert r.is_error and h1 in text_of(r)

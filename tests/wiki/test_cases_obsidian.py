@@ -26,8 +26,9 @@ from serverproc import ServerProcess
 from support import shared_path
 
 from wiki_memory.config import load_settings
-from wiki_memory.core.memory import Memory, sha256
+from wiki_memory.core.memory import Memory
 from wiki_memory.datadir import ensure_layout
+from wiki_memory.plainfile import page_hash
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.links import name_key, rename_links
 from wiki_memory.wiki.page import parse_page
@@ -335,7 +336,7 @@ def test_c21_concurrent_puts_and_an_observation_while_git_holds_the_index_lock(t
             return {"Authorization": f"Bearer {r.stdout.strip().splitlines()[0]}"}
 
         user_a, user_b = token("user-a"), token("user-b")
-        v1 = {n: sha256((wiki / "notes" / f"{n}.md").read_bytes()) for n in ("alpha", "beta")}
+        v1 = {n: page_hash((wiki / "notes" / f"{n}.md").read_bytes()) for n in ("alpha", "beta")}
         results: dict[str, httpx.Response] = {}
 
         def put(name: str, headers: dict[str, str], text: str) -> None:

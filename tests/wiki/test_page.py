@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from support import shared_path
 
+from wiki_memory.plainfile import page_hash
 from wiki_memory.wiki.frontmatter import (
     FrontmatterError,
-    content_hash,
     dump_page,
     set_keys,
 )
@@ -199,14 +199,14 @@ def test_c06_writes_are_refused_and_bytes_untouched(name: str, tmp_path: Path) -
     raw = case(name) if name.endswith(".md") else C06_TAB
     f = tmp_path / "runbook.md"
     f.write_bytes(raw)
-    before = content_hash(f.read_bytes())
+    before = page_hash(f.read_bytes())
     for updates in ({"updated": "2026-01-01T00:00:00Z"}, {"tags": ["ops", "new"]}, {}):
         with pytest.raises(FrontmatterError) as err:
             set_keys(f.read_bytes(), updates, remove=["handoff"])
         assert isinstance(err.value, ValueError)
         assert err.value.line == (3 if name == "C06.md" else 4)
     parse_page(f.read_bytes(), str(f))
-    assert content_hash(f.read_bytes()) == before
+    assert page_hash(f.read_bytes()) == before
 
 
 def test_c07_duplicate_key_last_wins_with_diagnostic() -> None:
@@ -720,11 +720,6 @@ def test_dump_page_round_trips() -> None:
     assert p.metadata == meta and list(p.metadata) == list(meta)
     assert p.body == "# Colon: in title\n\nSee [[Other]]."
     assert [lk.target for lk in p.links] == ["Other"]
-
-
-def test_content_hash() -> None:
-    assert content_hash(b"") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-    assert content_hash(b"a") != content_hash(b"a\n")
 
 
 def test_link_dataclass_defaults_unchanged() -> None:

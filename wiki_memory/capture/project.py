@@ -101,19 +101,11 @@ def config_project(folder: str) -> str | None:
 def _main_worktree(top: str) -> str:
     """The main repository's folder for a repository root ``top``: ``top`` itself unless
     ``top/.git`` is a file naming a linked worktree's git dir (``…/.git/worktrees/x``)."""
-    dotgit = os.path.join(top, ".git")
-    if not os.path.isfile(dotgit):
+    if not os.path.isfile(os.path.join(top, ".git")):
         return top
-    try:
-        with open(dotgit, encoding="utf-8", errors="replace") as f:
-            line = f.readline().strip()
-    except OSError:
+    gitdir = git_dir(top)
+    if gitdir is None:
         return top
-    if not line.startswith("gitdir:"):
-        return top
-    gitdir = line[len("gitdir:") :].strip()
-    if not os.path.isabs(gitdir):
-        gitdir = os.path.normpath(os.path.join(top, gitdir))
     common = gitdir
     try:
         with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:

@@ -45,6 +45,7 @@ from wiki_memory.capture.spoollines import (
     read_lines,
     write_all,
 )
+from wiki_memory.plainfile import atomic_write, scrub_files
 
 SEEN_LOG = "seen-events.log"
 #: dedup keys gathered before one write to ``seen-events.log`` (each is durable in its
@@ -484,19 +485,8 @@ class Spool:
 
     def write_state(self, key: str, state: dict[str, Any]) -> None:
         """Replace a session's compile state atomically (fsynced)."""
-        tmp = self.dir / f".{key}.state.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            try:
-                write_all(fd, json.dumps(state).encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.dir / f"{key}.state")
-        except OSError:
-            with suppress(OSError):
-                tmp.unlink()  # a full disk leaves no temporary file behind
-            raise
+        # on a full disk no temporary file is left behind
+        atomic_write(self.dir / f"{key}.state", json.dumps(state).encode(), 0o600)
         info = self.sessions.get(key)
         if info is not None:
             info.state = dict(state)
@@ -524,25 +514,8 @@ class Spool:
         logs, their state, the dedup log) by ``mark``, in place (the append descriptors
         stay valid) and fsynced; session states are re-read. Returns how many files
         changed. Used by purge (docs/operations.md)."""
-        changed = 0
         with self._lock:
-            for f in sorted(self.dir.iterdir()):
-                if not f.is_file() or f.is_symlink():
-                    continue
-                data = f.read_bytes()
-                new = data
-                for needle in needles:
-                    if needle:
-                        new = new.replace(needle, mark)
-                if new == data:
-                    continue
-                fd = os.open(f, os.O_WRONLY | os.O_TRUNC)
-                try:
-                    os.write(fd, new)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                changed += 1
+            changed = len(scrub_files(self.dir, needles, mark))
             for info in self.sessions.values():
                 info.state = self.read_state(info.key)
         return changed

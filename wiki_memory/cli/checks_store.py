@@ -405,13 +405,14 @@ def check_index(ctx: Context) -> None:
             )
             # size+mtime differ but the bytes may be the same (a touch): compare hashes
             if stale:
-                from wiki_memory.index.files import read_file, sha256
+                from wiki_memory.index.files import read_file
+                from wiki_memory.plainfile import page_hash
 
                 hashes = idx.paths()
                 stale = [
                     p
                     for p in stale
-                    if (raw := read_file(wiki / p)) is None or sha256(raw) != hashes.get(p)
+                    if (raw := read_file(wiki / p)) is None or page_hash(raw) != hashes.get(p)
                 ]
             lag = len(missing) + len(extra) + len(stale)
             if not lag or time.monotonic() >= deadline:

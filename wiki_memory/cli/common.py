@@ -64,30 +64,30 @@ def request_verify(args: argparse.Namespace) -> Any:
 
 
 def post_json(args: argparse.Namespace, path: str, body: Any, timeout: float = 30) -> Any:
-    import httpx
-
-    url, headers = server_client(args)
-    try:
-        r = httpx.post(
-            url + path, json=body, headers=headers, timeout=timeout, verify=request_verify(args)
-        )
-    except httpx.HTTPError as exc:
-        raise CliError(f"cannot reach the server at {url}: {exc}") from None
-    if r.status_code >= 400:
-        raise server_error(r)
-    return r.json()
+    """POST ``body`` as JSON to ``path`` of the server with the CLI's token; the JSON
+    answer, or CliError."""
+    return _call_json(args, "POST", path, timeout, json=body)
 
 
 def get_json(
     args: argparse.Namespace, path: str, params: dict[str, str], timeout: float = 30
 ) -> Any:
     """GET ``path`` of the server with the CLI's token; the JSON answer, or CliError."""
+    return _call_json(args, "GET", path, timeout, params=params)
+
+
+def _call_json(args: argparse.Namespace, method: str, path: str, timeout: float, **kw: Any) -> Any:
     import httpx
 
     url, headers = server_client(args)
     try:
-        r = httpx.get(
-            url + path, params=params, headers=headers, timeout=timeout, verify=request_verify(args)
+        r = httpx.request(
+            method,
+            url + path,
+            headers=headers,
+            timeout=timeout,
+            verify=request_verify(args),
+            **kw,
         )
     except httpx.HTTPError as exc:
         raise CliError(f"cannot reach the server at {url}: {exc}") from None

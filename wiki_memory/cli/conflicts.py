@@ -33,7 +33,9 @@ def check_conflicts(ctx: Any) -> None:
         {"copy": c, "page": p, "side": s} for c, (p, s) in sorted(found.items())
     ]
     named = (
-        set(sync_status(settings.wiki_dir)["conflicts"]) if settings.wiki_dir.exists() else set()
+        set(sync_status(ctx.settings.wiki_dir)["conflicts"])
+        if ctx.settings.wiki_dir.exists()
+        else set()
     )
     for c, (p, s) in sorted(found.items()):
         if c not in named:

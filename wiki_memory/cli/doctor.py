@@ -227,8 +227,15 @@ def doctor_report(
 
 
 def print_report(rep: dict[str, Any], limit: int) -> None:
-    def more(items: list[Any]) -> str:
-        return f"  … and {len(items) - limit} more" if len(items) > limit else ""
+    def listed(title: str | None, items: list[Any], line: Callable[[Any], str]) -> None:
+        """``title`` (when given and there are items), the first ``limit`` items, one
+        line each, and how many more there are."""
+        if title and items:
+            print(title)
+        for item in items[:limit]:
+            print(f"  {line(item)}")
+        if len(items) > limit:
+            print(f"  … and {len(items) - limit} more")
 
     print(f"wiki:  {rep['wiki']}")
     if rep.get("wiki_source") == "index":
@@ -281,26 +288,24 @@ def print_report(rep: dict[str, Any], limit: int) -> None:
             f"{s['unresolved']} unresolved, {s['ambiguous']} ambiguous; "
             f"{s['attachments']} to attachments ({s['missing_attachments']} missing)"
         )
-        probs = links["problems"]
-        for pr in probs[:limit]:
-            extra = f" -> {', '.join(pr['candidates'][:3])}" if pr["candidates"] else ""
-            print(f"  {pr['status']}: {pr['src_path']}:{pr['line']} [[{pr['target']}]]{extra}")
-        if more(probs):
-            print(more(probs))
-    diags = (rep.get("pages") or {}).get("diagnostics") or []
-    if diags:
-        print("page diagnostics:")
-        for d in diags[:limit]:
-            print(f"  {d['path']}:{d.get('line') or '-'} {d['kind']}: {d['message']}")
-        if more(diags):
-            print(more(diags))
-    skipped = rep.get("skipped") or []
-    if skipped:
-        print("skipped files:")
-        for sk in skipped[:limit]:
-            print(f"  {sk['path']}: {sk['reason']}")
-        if more(skipped):
-            print(more(skipped))
+        listed(
+            None,
+            links["problems"],
+            lambda pr: (
+                f"{pr['status']}: {pr['src_path']}:{pr['line']} [[{pr['target']}]]"
+                + (f" -> {', '.join(pr['candidates'][:3])}" if pr["candidates"] else "")
+            ),
+        )
+    listed(
+        "page diagnostics:",
+        (rep.get("pages") or {}).get("diagnostics") or [],
+        lambda d: f"{d['path']}:{d.get('line') or '-'} {d['kind']}: {d['message']}",
+    )
+    listed(
+        "skipped files:",
+        rep.get("skipped") or [],
+        lambda sk: f"{sk['path']}: {sk['reason']}",
+    )
     svc = rep.get("service")
     # a finding of the service check already says the same line, with its fix
     if svc and not any(f.get("check") == "service" for f in rep.get("findings", [])):

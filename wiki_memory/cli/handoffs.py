@@ -173,7 +173,8 @@ def cmd_pin(args: argparse.Namespace) -> int:
     from wiki_memory.datadir import ServerLock
     from wiki_memory.errors import BadRequest, NotFound
     from wiki_memory.identity import Identity
-    from wiki_memory.wiki.paths import PathRefused, atomic_write
+    from wiki_memory.plainfile import atomic_write
+    from wiki_memory.wiki.paths import PathRefused
 
     pinned = args.command == "pin"
     settings = cli_settings(args)

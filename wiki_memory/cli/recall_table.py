@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from wiki_memory.core.quoting import inline
+from wiki_memory.wiki import verbatim
 
 TITLE_WIDTH = 50
 
@@ -19,14 +20,7 @@ def cut_words(text: str, width: int) -> str:
     """``text`` in at most ``width`` characters, cut at a word with ``…`` when longer
     (a single word longer than ``width`` is cut inside it); invisible characters (bidi
     overrides, a terminal's escape) show escaped (:func:`wiki_memory.core.quoting.inline`)."""
-    text = inline(" ".join(text.split()))
-    if len(text) <= width:
-        return text
-    head = text[: width - 1]
-    at = head.rfind(" ")
-    if at > width // 3:
-        head = head[:at]
-    return head.rstrip(" ,;:.-") + "…"
+    return verbatim.cut_words(inline(" ".join(text.split())), width)
 
 
 def _anchor(item: dict[str, Any]) -> str:

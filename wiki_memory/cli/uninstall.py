@@ -17,6 +17,7 @@ from typing import Any
 
 from wiki_memory.cli.common import cli_settings
 from wiki_memory.config import Settings
+from wiki_memory.plainfile import atomic_write
 
 __all__ = ["SETUP_RECORD", "Record", "cmd_uninstall", "register"]
 
@@ -75,11 +76,8 @@ class Record:
             "service": self.service,
             "background_pid": self.background_pid,
         }
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(body, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, self.path)
+        text = json.dumps(body, indent=2, sort_keys=True) + "\n"
+        atomic_write(self.path, text.encode("utf-8"), 0o600)
 
     def note_dirs(self, path: Path) -> None:
         """Remember the folders above ``path`` that do not exist yet (setup makes them)."""

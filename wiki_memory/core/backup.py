@@ -52,6 +52,7 @@ from wiki_memory.core.backup_format import (
 from wiki_memory.core.backup_partial import BACKUP_PAUSE_ENV, Partial, clear_stale
 from wiki_memory.core.backup_times import file_times, keep_file_times
 from wiki_memory.core.pausepoint import pause
+from wiki_memory.plainfile import fsync_dir
 from wiki_memory.wiki.border import Entry, Limits, Refusal, Source, check
 from wiki_memory.wiki.bundle import BundleRefused, read_bundle_into, write_bundle
 from wiki_memory.wiki.inside import Outside, stream_inside
@@ -233,7 +234,7 @@ def backup(
         verify(tmp, passphrase)
         _step("verified")
         os.replace(tmp, target)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
         _step("replaced")
         return manifest
     finally:
@@ -529,24 +530,16 @@ def restore(settings: Settings, path: Path, passphrase: str | None = None) -> Re
         keep_file_times(staging / "wiki", scan.manifest.get("mtimes"))
         _pause("checked-out")
         connection, warnings = _connection(staging / "config.toml")
-        _fsync_dir(staging)
+        fsync_dir(staging)
         _pause("before-rename")
         try:
             os.rename(staging, data)  # absent, or an empty folder: replaced at once
         except OSError as exc:
             raise BackupError(f"cannot put the restored data directory at {data}: {exc}") from None
-        _fsync_dir(data.parent)
+        fsync_dir(data.parent)
         _pause("renamed")
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # gone already when it was renamed
     return Restored(
         scan.manifest, verdict.refused, scan.unlisted, scan.unlisted_count, connection, warnings
     )
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -441,21 +441,18 @@ def build_brief(
     omitted: list[Part] = []
     text = ""
     for part in cand:
-        part.tokens = count_tokens(part.text)
-        trial = render(project, [*kept, part])
-        if count_tokens(trial) <= budget_tokens:
-            kept.append(part)
-            text = trial
-            continue
+        forms = [part]  # the part, else its short form, else nothing
         if part.short is not None:
-            short = Part(part.kind, part.short, {**part.info, "form": "short"})
-            short.tokens = count_tokens(short.text)
-            trial = render(project, [*kept, short])
+            forms.append(Part(part.kind, part.short, {**part.info, "form": "short"}))
+        for form in forms:
+            form.tokens = count_tokens(form.text)
+            trial = render(project, [*kept, form])
             if count_tokens(trial) <= budget_tokens:
-                kept.append(short)
+                kept.append(form)
                 text = trial
-                continue
-        omitted.append(part)
+                break
+        else:
+            omitted.append(part)
     if count_tokens(text) > budget_tokens:  # cannot happen; never risk it
         omitted = kept + omitted
         kept, text = [], ""

@@ -32,9 +32,9 @@ from typing import Any
 from wiki_memory.core.editlog import EditLog, check_edit_id
 from wiki_memory.core.pages import page_path_for_write, redact_page_text
 from wiki_memory.core.scope import not_found
-from wiki_memory.core.sessions import sha256
 from wiki_memory.core.writer import WriteResult
 from wiki_memory.errors import BadRequest, Conflict, PreconditionRequired
+from wiki_memory.plainfile import page_hash
 from wiki_memory.wiki import sections
 
 __all__ = ["OPS", "edit_page"]
@@ -160,7 +160,7 @@ def edit_page(
             "redacted": redacted,
         }
         if res.value is None:
-            out["hash"] = sha256(memory.scope.read(ident, rel).data)
+            out["hash"] = page_hash(memory.scope.read(ident, rel).data)
         if op == "replace_section" and section is not None:
             now = memory.scope.read(ident, rel).data.decode("utf-8")
             out["section_hash"] = sections.section_hash(now, sections.find_section(now, section))

@@ -35,6 +35,7 @@ from typing import Any
 
 from wiki_memory.capture.observation import Observation, session_key
 from wiki_memory.capture.spoollines import write_all
+from wiki_memory.plainfile import scrub_files
 
 __all__ = ["HOLD_SECONDS", "IdWait", "by_repository"]
 
@@ -204,27 +205,8 @@ class IdWait:
     def scrub(self, needles: list[bytes], mark: bytes) -> int:
         """Replace each of ``needles`` by ``mark`` in every waiting event (purge); returns
         how many files changed."""
-        changed = 0
         with self._lock:
-            if not self.dir.is_dir():
-                return 0
-            for f in sorted(self.dir.iterdir()):
-                if not f.is_file() or f.is_symlink():
-                    continue
-                data = f.read_bytes()
-                new = data
-                for needle in needles:
-                    if needle:
-                        new = new.replace(needle, mark)
-                if new != data:
-                    fd = os.open(f, os.O_WRONLY | os.O_TRUNC)
-                    try:
-                        write_all(fd, new)
-                        os.fsync(fd)
-                    finally:
-                        os.close(fd)
-                    changed += 1
-        return changed
+            return len(scrub_files(self.dir, needles, mark))
 
 
 def _base(obs: Observation) -> str:

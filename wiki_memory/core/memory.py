@@ -6,13 +6,12 @@ themselves."""
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from wiki_memory.audit import AuditLog, audit_result
 from wiki_memory.capture.observation import Observation
@@ -20,6 +19,7 @@ from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
 from wiki_memory.core.capture import Capture, CaptureGate, is_self_check
+from wiki_memory.core.delegate import Delegated
 from wiki_memory.core.handoffs import HandoffService
 from wiki_memory.core.indexcheck import prepare_index
 from wiki_memory.core.newproject import ProjectStart
@@ -34,9 +34,7 @@ from wiki_memory.core.sessions import (
     SessionPages,
     owners_on_disk,
     plain_or_gone,
-    read_plain,
     seed_server_hashes,
-    sha256,
 )
 from wiki_memory.core.stall import CommitHealth, DiskState
 from wiki_memory.core.sync import SyncService
@@ -46,6 +44,7 @@ from wiki_memory.errors import Conflict, Forbidden, NotFound
 from wiki_memory.identity import Identity, may_admin
 from wiki_memory.index.store import Index
 from wiki_memory.index.watcher import Watcher
+from wiki_memory.plainfile import page_hash, read_plain
 from wiki_memory.recall import rank
 from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
 from wiki_memory.wiki.names import new_name_refusal
@@ -53,12 +52,33 @@ from wiki_memory.wiki.oddnames import on_disk, page_names
 from wiki_memory.wiki.paths import PathRefused, clean_rel, locate
 
 log = logging.getLogger("wiki_memory.core.memory")
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
 
 
 class Memory:
     """The core service over one data directory (already laid out and locked by the caller)."""
+
+    # -- the read side: the reader's, the project rule's and the recaller's methods ---
+    list_pages = Delegated("reader", Reader.list_pages, audit="list")
+    read_page = Delegated("reader", Reader.read_page, audit="read")
+    expand = Delegated("reader", Reader.expand, audit="expand")
+    folder = Delegated("reader", Reader.folder, audit="list")
+    tagged = Delegated("reader", Reader.tagged, audit="list")
+    page_links = Delegated("reader", Reader.page_links)
+    visible = Delegated("reader", Reader.visible)
+    session_visible = Delegated("reader", Reader.session_visible)
+    page_history = Delegated("reader", Reader.page_history)
+    page_version = Delegated("reader", Reader.page_version)
+    page_diff = Delegated("reader", Reader.page_diff)
+    page_meta = Delegated("reader", Reader.page_meta)
+    names_for = Delegated("reader", Reader.names_for)
+    forgotten_paths = Delegated("reader", Reader.forgotten_paths)
+    projects = Delegated("reader", Reader.projects)
+    most_linked = Delegated("reader", Reader.most_linked)
+    project_exists = Delegated("reader", Reader.project_exists)
+    session_page = Delegated("reader", Reader.session_page)
+    readable_projects = Delegated("project_access", ProjectAccess.readable_projects)
+    resolve_project = Delegated("project_access", ProjectAccess.resolve_project)
+    recall = Delegated("recaller", Recaller.recall)
 
     def __init__(
         self, settings: Settings, owner_user: str = "owner", directory: Directory | None = None
@@ -97,24 +117,6 @@ class Memory:
         self.started = False
         #: the read side: pages, listings, links, expand, history (wiki_memory.core.reader)
         self.reader = Reader(self.settings, self.index, self.scope, self.spool, self.git)
-        self.list_pages = self._audit_reads("list", self.reader.list_pages)
-        self.read_page = self._audit_reads("read", self.reader.read_page)
-        self.page_links = self.reader.page_links
-        self.visible = self.reader.visible
-        self.expand = self._audit_reads("expand", self.reader.expand)
-        self.session_visible = self.reader.session_visible
-        self.page_history = self.reader.page_history
-        self.page_version = self.reader.page_version
-        self.page_diff = self.reader.page_diff
-        self.page_meta = self.reader.page_meta
-        self.names_for = self.reader.names_for
-        self.forgotten_paths = self.reader.forgotten_paths
-        self.projects = self.reader.projects
-        self.folder = self._audit_reads("list", self.reader.folder)
-        self.tagged = self._audit_reads("list", self.reader.tagged)
-        self.most_linked = self.reader.most_linked
-        self.project_exists = self.reader.project_exists
-        self.session_page = self.reader.session_page
         #: session pages: compiling and merging with people's edits (writer thread)
         self.sessions = SessionPages(self)
         #: capture: hook events into the spool and the index (wiki_memory.core.capture);
@@ -136,14 +138,11 @@ class Memory:
             self.scope, self.spool, self.reader.projects, self.reader.session_visible
         )
         self.project_access.creation = settings.project_creation
-        self.readable_projects = self.project_access.readable_projects
-        self.resolve_project = self.project_access.resolve_project
         #: the project a write goes to, started when asked (wiki_memory.core.newproject)
         self.project_start = ProjectStart(self)
         #: budgeted recall over what ranking reads (wiki_memory.core.recaller)
         self.use = self.reader.use  # the use record (wiki_memory.core.userecord)
         self.recaller = Recaller(self._sources, self.scope, settings, self.audit_read, self.use)
-        self.recall = self.recaller.recall
         #: called on the writer thread when a session ends (SessionEnd or idle; never on
         #: a server restart): ``fn(memory, info, observations, page_path)``
         self.on_session_end: list[
@@ -281,28 +280,6 @@ class Memory:
         if self.settings.audit_reads:
             self.audited(who, op, target)
 
-    def _audit_reads(self, op: str, fn: Callable[_P, _R]) -> Callable[_P, _R]:
-        """``fn`` (a reader method taking the caller as ``user`` or as its last positional
-        argument) with one ``read`` line in the audit log per call when ``audit_reads``
-        is set; refusals are written with their result."""
-
-        @functools.wraps(fn)
-        def wrapped(*args: _P.args, **kw: _P.kwargs) -> _R:
-            if not self.settings.audit_reads:
-                return fn(*args, **kw)
-            raw = kw.get("user", args[-1] if len(args) > 1 else None)
-            who = raw if isinstance(raw, Identity | str) else None
-            target = str(args[0]) if args and op != "list" else str(kw.get("project") or "")
-            try:
-                out = fn(*args, **kw)
-            except (NotFound, Forbidden) as exc:
-                self.audited(who, "read", target, audit_result(exc), read=op)
-                raise
-            self.audited(who, "read", target, "ok", read=op)
-            return out
-
-        return wrapped
-
     # -- compile -------------------------------------------------------------------------
     def request_compile(self, key: str, end: bool = False) -> Any:
         """Queue a (re)compile of a session's page on the writer; returns a Future.
@@ -389,7 +366,7 @@ class Memory:
             _current, new = self._cas_write(rel, full, checked)
             if new is None:
                 return WriteResult(value=None, commit_now=commit_now)
-            digest = sha256(new)
+            digest = page_hash(new)
             self.server_hashes[rel] = digest
             indexed = self.unindexed.index_written(self.index, rel, new)
             return WriteResult(
@@ -450,7 +427,7 @@ class Memory:
         def fn(current: bytes | None) -> bytes:
             if on_current is not None:
                 on_current(current)
-            cur = sha256(current) if current is not None else None
+            cur = page_hash(current) if current is not None else None
             if expected_hash is not None and current is None:
                 # nothing to replace: the same answer as for a page the caller may not see
                 raise not_found(clean_rel(path))
@@ -514,7 +491,7 @@ class Memory:
         seen: dict[str, bytes] = {}
         for p in paths:
             data = read_plain(d) if plain_or_gone(d := on_disk(self.wiki_dir, p)) else None
-            if data is None or self.server_hashes.get(p) in (None, sha256(data)):
+            if data is None or self.server_hashes.get(p) in (None, page_hash(data)):
                 mine.append(p)
                 if data is not None:
                     seen[p] = data
@@ -529,7 +506,7 @@ class Memory:
         )
         for p in mine:
             if p in seen:
-                self.server_hashes[p] = sha256(seen[p])
+                self.server_hashes[p] = page_hash(seen[p])
             else:
                 self.server_hashes.pop(p, None)
         # A save that landed after the look above was left out of the server's commit
@@ -573,7 +550,7 @@ class Memory:
 
     def server_wrote(self, path: str, data: bytes) -> bool:
         """True when ``data`` is what the server last wrote at ``path`` (watcher echo)."""
-        return self.server_hashes.get(path) == sha256(data)
+        return self.server_hashes.get(path) == page_hash(data)
 
     def commit_hand_edits(self, paths: list[str]) -> Any:
         """Commit pages a person changed on disk, as the local owner, one commit per save.

@@ -15,11 +15,12 @@ from typing import Any, Protocol
 from wiki_memory.audit import audit_result
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.core.scope import ScopeRule
-from wiki_memory.core.sessions import plain_or_gone, read_plain, sha256
+from wiki_memory.core.sessions import plain_or_gone
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.errors import Conflict, Forbidden, NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.index.store import Index
+from wiki_memory.plainfile import page_hash, read_plain
 from wiki_memory.wiki.git import author_email_for
 from wiki_memory.wiki.merge import replace_if_unchanged
 from wiki_memory.wiki.oddnames import on_disk
@@ -94,14 +95,14 @@ def update_pages(
             raise Conflict("pages kept changing while the server wrote them", None)
         written = [(r, n) for r, _f, c, n in plan if n is not None and n != c]
         for rel, new in written:
-            memory.server_hashes[rel] = sha256(new)
+            memory.server_hashes[rel] = page_hash(new)
             memory.index.upsert_page(rel, new)
         first = plan[0]
         return WriteResult(
             paths=[r for r, _n in written],
             author=Author(user, author_email_for(user)),
             message=message,
-            value=sha256(first[3]) if first[3] not in (None, first[2]) else None,
+            value=page_hash(first[3]) if first[3] not in (None, first[2]) else None,
             commit_now=True,
         )
 
@@ -133,7 +134,7 @@ def commit_hand_edits_now(memory: Any, paths: list[str]) -> str | None:
         if data is not None and memory.server_wrote(p, data):
             continue
         real.append(p)
-        seen[p] = sha256(data) if data is not None else None
+        seen[p] = page_hash(data) if data is not None else None
     if not real:
         return None
     sha: str | None = memory.sessions.commit_by_hand(real)

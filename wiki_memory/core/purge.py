@@ -40,11 +40,12 @@ from wiki_memory.core.writer import WriteResult
 from wiki_memory.errors import BadRequest, Forbidden
 from wiki_memory.identity import Identity, may_admin
 from wiki_memory.index import sectionmemo
+from wiki_memory.plainfile import atomic_write, scrub_files
 from wiki_memory.recall import rank
 from wiki_memory.wiki.links import name_key, target_key
 from wiki_memory.wiki.names import file_stem
 from wiki_memory.wiki.page import parse_metadata
-from wiki_memory.wiki.paths import atomic_write, clean_rel
+from wiki_memory.wiki.paths import clean_rel
 from wiki_memory.wiki.purge import MARK, PurgeReport, Rewrite, purge_history
 from wiki_memory.wiki.verbatim import slugify
 
@@ -67,23 +68,7 @@ def _scrub_files(folder: Path, needles: list[bytes], skip: str = "") -> dict[str
     """Replace ``needles`` by the mark in every file of ``folder`` (not below it) but
     those whose name starts with ``skip``, in place (a handler appending to one keeps its
     descriptor). Returns file name -> how many occurrences were replaced."""
-    changed: dict[str, int] = {}
-    if not folder.is_dir():
-        return changed
-    for f in sorted(folder.glob("*")):
-        if not f.is_file() or f.is_symlink() or (skip and f.name.startswith(skip)):
-            continue
-        data = f.read_bytes()
-        new, count = data, 0
-        for n in needles:
-            count += new.count(n)
-            new = new.replace(n, MARK)
-        if new != data:
-            with open(f, "r+b") as out:
-                out.write(new)
-                out.truncate()
-            changed[f.name] = count
-    return changed
+    return scrub_files(folder, needles, MARK, skip=skip, fsync=False)
 
 
 def _count_files(folder: Path, needles: list[bytes]) -> dict[str, int]:

@@ -23,6 +23,7 @@ from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity, may_read
 from wiki_memory.index.store import Index
 from wiki_memory.index.supersede import Chains
+from wiki_memory.plainfile import page_hash
 from wiki_memory.recall.filters import parse_time
 from wiki_memory.recall.pack import pack
 from wiki_memory.states import shown
@@ -30,15 +31,10 @@ from wiki_memory.wiki.git import CommitInfo, GitStore
 from wiki_memory.wiki.paths import PathRefused
 from wiki_memory.wiki.personal import page_owner
 
-__all__ = ["Reader", "sha256"]
+__all__ = ["Reader"]
 
 _SES_RE = re.compile(r"ses_([0-9a-f]{16})")
 _SHORT_RE = re.compile(r"[0-9a-f]{8}")
-
-
-def sha256(data: bytes) -> str:
-    """The sha256 hex digest of ``data`` (a page's hash as the API shows it)."""
-    return hashlib.sha256(data).hexdigest()
 
 
 class Reader:
@@ -266,7 +262,7 @@ class Reader:
             "next_cursor": end if end < len(data) else None,
             "truncated": end < len(data),
             "total_bytes": len(data),
-            "hash": sha256(data),
+            "hash": page_hash(data),
             "links": graph["links"],
             "backlinks": graph["backlinks"],
             "attachments": graph["attachments"],

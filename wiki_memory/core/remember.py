@@ -16,7 +16,6 @@ it does not import :mod:`wiki_memory.core.memory`; ``Memory`` is one.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 import unicodedata
@@ -29,6 +28,7 @@ from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.core import knowledge
 from wiki_memory.core.pages import project_folder
 from wiki_memory.errors import BadRequest, Conflict
+from wiki_memory.plainfile import page_hash
 from wiki_memory.wiki.frontmatter import dump_page
 from wiki_memory.wiki.names import unique_page_path
 from wiki_memory.wiki.page import parse_page
@@ -248,7 +248,7 @@ def remember(
             "path": path,
             "id": meta["id"],
             "title": clean_title,
-            "hash": res.value or hashlib.sha256(data).hexdigest(),
+            "hash": res.value or page_hash(data),
             "redacted": len(found) + len(found_t),
         }
         if olds:

@@ -27,10 +27,10 @@ from typing import Any
 
 from wiki_memory.core.pages import page_path_for_write
 from wiki_memory.core.scope import not_found
-from wiki_memory.core.sessions import read_plain, sha256
 from wiki_memory.core.writer import Author, WriteResult
 from wiki_memory.errors import BadRequest, Conflict
 from wiki_memory.identity import Identity
+from wiki_memory.plainfile import page_hash, read_plain
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.git import author_email_for
 from wiki_memory.wiki.links import page_name_keys, rename_links
@@ -84,7 +84,7 @@ def _take_away(old_full: Path, new_full: Path, current: bytes, old: str) -> None
     else:  # saved twice meanwhile: the newest stays, the one moved aside goes
         os.unlink(aside)
     os.unlink(new_full)
-    raise Conflict(f"{old} changed while it was renamed; try again", sha256(current))
+    raise Conflict(f"{old} changed while it was renamed; try again", page_hash(current))
 
 
 def _rewrite(text: str, src: str, old: str, new: str) -> str:
@@ -150,11 +150,11 @@ def rename_page(
             if after == data:
                 break
             if replace_if_unchanged(full, after, data):
-                memory.server_hashes[src] = sha256(after)
+                memory.server_hashes[src] = page_hash(after)
                 memory.index.upsert_page(src, after)
                 rewritten.append(src)
                 break
-    memory.server_hashes[new] = sha256(moved)
+    memory.server_hashes[new] = page_hash(moved)
     memory.server_hashes.pop(old, None)
     memory.index.upsert_page(new, moved)
     memory.index.sync_paths(memory.wiki_dir, [old])
@@ -164,7 +164,7 @@ def rename_page(
         "op": "rename",
         "path": new,
         "from": old,
-        "hash": sha256(moved),
+        "hash": page_hash(moved),
         "changed": True,
         "rewritten": rewritten,
         "kept": kept,

@@ -30,8 +30,6 @@ NotFound first.
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,13 +51,12 @@ from wiki_memory.identity import (
     project_of,
     write_refusal,
 )
+from wiki_memory.plainfile import read_plain
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.paths import clean_rel, is_plain, locate
 from wiki_memory.wiki.personal import frontmatter_of as frontmatter_of
 
 __all__ = ["Directory", "PageFile", "ScopeRule", "not_found", "no_write"]
-
-_O_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
 
 
 def not_found(rel: str) -> NotFound:
@@ -202,18 +199,11 @@ class ScopeRule:
         if not self.plain(rel):
             raise not_found(rel)
         try:
-            fd = os.open(full, _O_READ)
+            data = read_plain(full)
         except OSError:
-            raise not_found(rel) from None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise not_found(rel)
-            with os.fdopen(fd, "rb") as f:
-                fd = -1
-                data = f.read()
-        finally:
-            if fd >= 0:
-                os.close(fd)
+            data = None
+        if data is None:
+            raise not_found(rel)
         return PageFile(rel, full, data, frontmatter_of(data, rel))
 
     # -- writing -----------------------------------------------------------------------

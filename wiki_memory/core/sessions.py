@@ -33,9 +33,9 @@ from wiki_memory.core.lifecycle import (
 from wiki_memory.core.text import replace_section
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.index.store import Index
+from wiki_memory.plainfile import atomic_write, page_hash, read_plain
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitStore, author_email_for
-from wiki_memory.wiki.paths import atomic_write
 from wiki_memory.wiki.personal import page_owner
 
 log = logging.getLogger("wiki_memory.core")
@@ -74,12 +74,6 @@ class Host(Protocol):
     def _git_commit(self, paths: list[str], name: str, email: str, message: str) -> str | None: ...
 
     def server_wrote(self, path: str, data: bytes) -> bool: ...
-
-
-def sha256(data: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha256(data).hexdigest()
 
 
 class SessionPages:
@@ -198,7 +192,7 @@ class SessionPages:
             "status": status,
             "ended": ended_at,
             "now": now,
-            "sha256": sha256(fresh),
+            "sha256": page_hash(fresh),
         }
 
         def merged(cur: bytes | None) -> bytes:
@@ -209,7 +203,7 @@ class SessionPages:
                 # the rendering) about to be written: after a kill -9 between this write
                 # and the state update, the next start knows the page is the server's
                 # own, not a hand edit, and has its base for later merges.
-                pending = dict(state, path=comp.path, pending_sha256=sha256(new))
+                pending = dict(state, path=comp.path, pending_sha256=page_hash(new))
                 pending["created"] = state.get("created") or now
                 if not remerge:
                     pending["renders"] = [render, *renders[:2]]
@@ -223,7 +217,7 @@ class SessionPages:
         self._remember_render(comp.path, fresh)
         paths = [comp.path]
         if written is not None:
-            self.host.server_hashes[comp.path] = sha256(written)
+            self.host.server_hashes[comp.path] = page_hash(written)
             self.host.index.upsert_page(comp.path, written)
         copy = self._write_conflict_copy(comp.path)
         if copy:
@@ -257,7 +251,7 @@ class SessionPages:
             )
         state["renders"] = [render, *renders[:2]]
         if written is not None:
-            state["page_sha256"] = sha256(written)
+            state["page_sha256"] = page_hash(written)
         state.pop("pending_sha256", None)
         just_ended = status == "ended" and info.state.get("status") != "ended"
         self.host.spool.write_state(key, state)
@@ -386,7 +380,7 @@ class SessionPages:
                 log.exception("cannot render an earlier version of %s", path)
                 continue
             data = compiler_bytes(comp)
-            if sha256(data) == r.get("sha256"):
+            if page_hash(data) == r.get("sha256"):
                 out.append(data)
         return out
 
@@ -417,7 +411,7 @@ class SessionPages:
             log.warning("could not commit the hand edit of %s before merging", path)
             return None
         if sha is not None or self.host.git.tracked(path):
-            self.host.server_hashes[path] = sha256(current)
+            self.host.server_hashes[path] = page_hash(current)
         return None
 
     def _write_conflict_copy(self, path: str) -> str | None:
@@ -438,7 +432,7 @@ class SessionPages:
         except FrontmatterError:
             data = fresh
         atomic_write(self.host.wiki_dir / copy, data)
-        self.host.server_hashes[copy] = sha256(data)
+        self.host.server_hashes[copy] = page_hash(data)
         self.host.index.upsert_page(copy, data)
         return copy
 
@@ -496,9 +490,6 @@ def conflict_copy_path(path: str) -> str:
     return path[:-3] + ".server-copy.md" if path.endswith(".md") else path + ".server-copy.md"
 
 
-_O_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-
-
 def seed_server_hashes(
     spool: Spool, wiki_dir: Path, hashes: dict[str, str], authors: dict[str, str]
 ) -> None:
@@ -516,7 +507,7 @@ def seed_server_hashes(
         data = read_plain(full) if plain_or_gone(full) else None
         if data is None:
             continue
-        digest = sha256(data)
+        digest = page_hash(data)
         known = {st.get("page_sha256"), st.get("pending_sha256")}
         known.update(r.get("sha256") for r in st.get("renders") or [] if isinstance(r, dict))
         if digest in known:
@@ -547,16 +538,6 @@ def owners_on_disk(wiki_dir: Path, git: GitStore) -> Callable[[str], str | None]
         return page_owner(rel, data)
 
     return owner
-
-
-def read_plain(full: Path) -> bytes | None:
-    """The bytes of a regular file (never through a symlink); None when absent."""
-    try:
-        fd = os.open(full, _O_READ)
-    except FileNotFoundError:
-        return None
-    with os.fdopen(fd, "rb") as f:
-        return f.read()
 
 
 def plain_or_gone(full: Path) -> bool:

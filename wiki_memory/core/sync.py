@@ -30,7 +30,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +48,7 @@ from wiki_memory.core.syncstate import sync_lines, sync_status, utc_stamp
 from wiki_memory.core.writer import WriteResult
 from wiki_memory.errors import Forbidden, NotFound, SyncRefused, Unavailable
 from wiki_memory.identity import Identity, may_admin
+from wiki_memory.plainfile import atomic_write
 from wiki_memory.wiki import replicate as rp
 from wiki_memory.wiki.netchild import NetRunner, Timeouts
 from wiki_memory.wiki.purge import expire_reflogs
@@ -165,9 +165,7 @@ class SyncService:
 
     def _save(self, state: dict[str, Any]) -> None:
         path = self._control / _STATE
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(state, indent=1, sort_keys=True), "utf-8")
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(state, indent=1, sort_keys=True).encode("utf-8"))
 
     def _update(self, name: str, **values: Any) -> None:
         with self._state_lock:

@@ -22,10 +22,10 @@ from typing import Any
 
 from dulwich.objects import Blob
 
-from wiki_memory.core.sessions import read_plain, sha256
 from wiki_memory.core.writer import Author, WriteResult
 from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity
+from wiki_memory.plainfile import page_hash, read_plain
 from wiki_memory.wiki import copies
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.git import author_email_for
@@ -205,7 +205,7 @@ def resolve_conflict(
             memory.scope.check_write(ident, page_rel, cur_page, new)
             if new != cur_page and not replace_if_unchanged(page_full, new, cur_page):
                 raise BadRequest(f"{page_rel} changed meanwhile: try again", field="copy")
-            memory.server_hashes[page_rel] = sha256(new)
+            memory.server_hashes[page_rel] = page_hash(new)
             written.insert(0, page_rel)
         copy_full.unlink()
         memory.index.sync_paths(memory.wiki_dir, written)

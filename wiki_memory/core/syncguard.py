@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from typing import Any
 from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.repo import Repo
 
+from wiki_memory.plainfile import atomic_write
 from wiki_memory.wiki import replicate as rp
 from wiki_memory.wiki.gitcommon import SYSTEM_AUTHOR, author_identity
 
@@ -107,9 +107,8 @@ def add_tombstones(wiki_dir: Path, ids: set[str], blobs: set[str]) -> None:
     ids = {i for i in ids if i} | old.ids
     blobs = {b for b in blobs if b} | old.blobs
     path = Path(wiki_dir) / ".git" / TOMBSTONES
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"ids": sorted(ids), "blobs": sorted(blobs)}, indent=1), "utf-8")
-    os.replace(tmp, path)
+    body = json.dumps({"ids": sorted(ids), "blobs": sorted(blobs)}, indent=1)
+    atomic_write(path, body.encode("utf-8"))
 
 
 # --------------------------------------------------------------------------- announcements

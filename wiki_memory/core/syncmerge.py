@@ -37,6 +37,7 @@ from wiki_memory.core.syncrefusals import tree_of
 from wiki_memory.core.syncstate import REFUSED as _REFUSED
 from wiki_memory.core.syncstate import refused_entries, utc_stamp
 from wiki_memory.core.writer import WriteResult
+from wiki_memory.plainfile import atomic_write
 from wiki_memory.recall import rank
 from wiki_memory.wiki import border, pagemerge, placeholder
 from wiki_memory.wiki import replicate as rp
@@ -471,9 +472,7 @@ class SyncMerge:
                     reason=ref.reason,
                 )
             path = self._control / _REFUSED
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(json.dumps({"refused": keep}, indent=1), "utf-8")
-            os.replace(tmp, path)
+            atomic_write(path, json.dumps({"refused": keep}, indent=1).encode("utf-8"))
         return fresh
 
     def _commit(

@@ -23,13 +23,14 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
-import os
 import re
 import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+from wiki_memory.plainfile import atomic_write
 
 __all__ = ["COUNTS", "FLUSH_SECONDS", "KEEP_DAYS", "UseRecord"]
 
@@ -243,12 +244,9 @@ class UseRecord:
         if not rows:
             f.unlink(missing_ok=True)
             return
-        tmp = f.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            for r in sorted(rows, key=lambda r: (str(r["path"]), str(r.get("user")))):
-                out.write(json.dumps(r, ensure_ascii=False) + "\n")
-        os.replace(tmp, f)
+        rows = sorted(rows, key=lambda r: (str(r["path"]), str(r.get("user"))))
+        body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        atomic_write(f, body.encode("utf-8"), 0o600)
 
     def _prune(self, today: str) -> None:
         """Delete the day files older than :data:`KEEP_DAYS` before ``today``."""
@@ -275,8 +273,4 @@ class UseRecord:
             path = renamed(str(r.get("path")))
             if path is not None:
                 keep.append(json.dumps({**r, "path": path}, ensure_ascii=False))
-        tmp = f.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write("".join(k + "\n" for k in keep))
-        os.replace(tmp, f)
+        atomic_write(f, "".join(k + "\n" for k in keep).encode("utf-8"), 0o600)

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.harness.outbox import HOOK_SCRIPT
+from wiki_memory.plainfile import atomic_write
 
 #: The marker that makes a handler ours: the hook script's name in its command.
 MARKER = "wiki_memory_hook"
@@ -441,27 +442,28 @@ def apply(plan: Plan) -> Path | None:
     there was no old file or nothing changed). Raises InstallError on I/O errors."""
     if not plan.changed:
         return None
-    path = plan.path
+    backup = replace_with_backup(plan.path, plan.text(), 0o644)
+    record_install(plan)
+    return backup
+
+
+def replace_with_backup(path: Path, text: str, new_mode: int) -> Path | None:
+    """Write ``text`` to ``path`` atomically, keeping its permission bits (``new_mode``
+    for a new file), after copying the old file to :func:`backup_path` (same bits).
+    Returns the backup's path, None when there was no old file. Raises InstallError
+    naming ``path`` on an I/O error."""
     backup: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        mode = 0o644
+        mode = new_mode
         if path.exists():
             mode = path.stat().st_mode & 0o777
             backup = backup_path(path)
             backup.write_bytes(path.read_bytes())
             os.chmod(backup, mode)
-        tmp = path.with_name(f".{path.name}.wiki-memory-tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(plan.text())
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        atomic_write(path, text.encode("utf-8"), mode)
     except OSError as exc:
         raise InstallError(f"cannot write {path}: {exc}") from None
-    record_install(plan)
     return backup
 
 
@@ -486,9 +488,7 @@ def record_install(plan: Plan) -> None:
             "path": str(plan.path),
             "time": time.time(),
         }
-        tmp = record.with_name(f".{record.name}.tmp")
-        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-        os.replace(tmp, record)
+        atomic_write(record, json.dumps(data, indent=1).encode("utf-8"))
     except (OSError, ValueError):
         pass
 
@@ -561,6 +561,7 @@ __all__ = [
     "Plan",
     "apply",
     "backup_path",
+    "replace_with_backup",
     "describe",
     "hook_command",
     "installed_commands",

@@ -50,7 +50,9 @@ from wiki_memory.harness.hooks_install import (
     backup_path,
     interpreter_path,
     read_config,
+    replace_with_backup,
 )
+from wiki_memory.plainfile import atomic_write
 
 CLIENTS = {
     "claude-code": "Claude Code",
@@ -500,43 +502,23 @@ def describe(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def _write_atomic(path: Path, text: str, mode: int) -> None:
-    tmp = path.with_name(f".{path.name}.wiki-memory-tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
-
-
 def apply(plan: Plan) -> Path | None:
     """Write ``plan`` if it changes anything: a timestamped backup of the old file first,
     then an atomic replace that keeps the file's permissions; then the record of what we
     wrote. Returns the backup's path (None when there was none). Raises InstallError."""
     backup: Path | None = None
     path = plan.path
-    if plan.changed:
+    if plan.changed and plan.delete:
         try:
-            if plan.delete:
-                backup = backup_path(path)
-                backup.write_bytes(path.read_bytes())
-                os.chmod(backup, path.stat().st_mode & 0o777)
-                path.unlink()
-                _update_record(plan)
-                return backup
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # ~/.claude.json and friends hold other secrets: new files are owner-only
-            mode = 0o600
-            if path.exists():
-                mode = path.stat().st_mode & 0o777
-                backup = backup_path(path)
-                backup.write_bytes(path.read_bytes())
-                os.chmod(backup, mode)
-            _write_atomic(path, plan.after, mode)
+            backup = backup_path(path)
+            backup.write_bytes(path.read_bytes())
+            os.chmod(backup, path.stat().st_mode & 0o777)
+            path.unlink()
         except OSError as exc:
             raise InstallError(f"cannot write {path}: {exc}") from None
+    elif plan.changed:
+        # ~/.claude.json and friends hold other secrets: new files are owner-only
+        backup = replace_with_backup(path, plan.after, 0o600)
     _update_record(plan)
     return backup
 
@@ -562,7 +544,8 @@ def _update_record(plan: Plan) -> None:
         return
     try:
         plan.record_path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(plan.record_path, json.dumps(records, indent=2) + "\n", 0o600)
+        text = json.dumps(records, indent=2) + "\n"
+        atomic_write(plan.record_path, text.encode("utf-8"), 0o600)
     except OSError:
         pass  # the record only makes uninstall more careful; the install itself stands
 

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape as xml_escape
 
+from wiki_memory.plainfile import atomic_write
+
 __all__ = [
     "LAUNCHD_LABEL",
     "PACKAGING_DIR",
@@ -156,11 +158,7 @@ def install(kind: str, text: str, env: dict[str, str] | None = None) -> tuple[Pa
             return path, False
     except OSError:
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.wiki-memory-tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    atomic_write(path, text.encode("utf-8"), 0o644)
     return path, True
 
 

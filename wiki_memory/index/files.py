@@ -8,13 +8,13 @@ hard-linked files, a read that never blocks on a FIFO or device, and path checks
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from wiki_memory.plainfile import page_hash, read_plain
 from wiki_memory.wiki.oddnames import disk_rel, escaped, on_disk, page_name
 from wiki_memory.wiki.paths import odd_name, report_escaped_name, report_odd_name
 
@@ -84,42 +84,20 @@ def relative(root: Path, given: str | os.PathLike[str]) -> str | None:
     return "/".join(parts)
 
 
-# O_NONBLOCK: opening a FIFO named like a page must not wait for a writer.
-_O_READ = (
-    os.O_RDONLY
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_BINARY", 0)
-)
-
-
 def read_file(path: Path) -> bytes | None:
-    """The file's bytes, or None when it vanished or is not a regular file (no symlinks,
-    FIFOs, sockets or devices: those are never opened for a blocking read)."""
+    """:func:`~wiki_memory.plainfile.read_plain`, with every failure to read (a
+    permission refused, an I/O error) taken as no file: what the indexer skips."""
     try:
-        fd = os.open(path, _O_READ)
+        return read_plain(path)
     except OSError:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            return None
-        with os.fdopen(fd, "rb", closefd=True) as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def sha256(data: bytes) -> str:
-    """The sha256 hex digest of ``data``: what ``pages.hash`` stores for a page's bytes."""
-    return hashlib.sha256(data).hexdigest()
 
 
 def file_hash(path: Path) -> str | None:
-    """:func:`sha256` of the file's bytes as :func:`read_file` reads them (what the
+    """:func:`~wiki_memory.plainfile.page_hash` of the file's bytes as :func:`read_file` reads them (what the
     index stores as the page's ``hash``); None when the file cannot be read that way."""
     raw = read_file(path)
-    return None if raw is None else sha256(raw)
+    return None if raw is None else page_hash(raw)
 
 
 def acceptable(st: os.stat_result) -> bool:

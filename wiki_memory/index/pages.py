@@ -28,11 +28,12 @@ from wiki_memory.identity import Identity, is_pinned, personal_owner, visible_sq
 from wiki_memory.index import sectionmemo
 from wiki_memory.index import vectors as vec
 from wiki_memory.index.dates import page_day, section_date_words, section_days, section_spans
-from wiki_memory.index.files import read_file, sha256
+from wiki_memory.index.files import read_file
 from wiki_memory.index.graph import Dirty, resolve_dirty
 from wiki_memory.index.schema import APART_SQL, UPDATED, scalar
 from wiki_memory.index.stem import DEFAULT_LANGUAGES, language, stems_of_words
 from wiki_memory.index.text import index_text, index_text_words
+from wiki_memory.plainfile import page_hash
 from wiki_memory.states import page_state, shown_sql
 from wiki_memory.wiki import copies
 from wiki_memory.wiki import links as wl
@@ -115,7 +116,7 @@ def upsert(
     change are resolved again before returning, or added to ``dirty`` for the caller.
     ``langs``: the Snowball stemmers for a page without a known frontmatter ``lang``;
     ``vectors``: also store its sections' dense vectors (:mod:`wiki_memory.index.vectors`)."""
-    digest = sha256(raw)
+    digest = page_hash(raw)
     row = conn.execute("SELECT hash, mtime FROM pages WHERE path = ?", (path,)).fetchone()
     if row is not None and row[0] == digest:
         if mtime is not None and row[1] != mtime:
@@ -199,7 +200,7 @@ def prepare(
         _json(aliases),
         as_text(meta.get("updated")),
         as_text(meta.get("created")),
-        digest or sha256(raw),
+        digest or page_hash(raw),
         len(raw),
         mtime,
         _json(meta),
@@ -215,7 +216,7 @@ def prepare(
     sections = []
     for sec, day, span in zip(secs, days, spans, strict=True):
         text = sec.text or ""
-        digest_s = sha256(text.encode("utf-8", "surrogatepass"))
+        digest_s = page_hash(text.encode("utf-8", "surrogatepass"))
         heading = sec.heading or ""
         key = (digest_s, heading, day.isoformat() if day else None, stem_langs)
         hf, bf, sf, df = sectionmemo.derived(key, partial(_derive, heading, text, day, stem_langs))
@@ -288,7 +289,7 @@ def _prepare_forgotten(
         _json([]),
         as_text(meta.get("updated")),
         as_text(meta.get("created")),
-        digest or sha256(raw),
+        digest or page_hash(raw),
         len(raw),
         mtime,
         _json(kept),

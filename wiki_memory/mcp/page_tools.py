@@ -9,7 +9,6 @@ result cap; :func:`register` declares the tools on an ``MCPServer``.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -35,6 +34,7 @@ from wiki_memory.mcp.common import (
     page_row,
     quoted,
 )
+from wiki_memory.plainfile import page_hash
 from wiki_memory.recall.tokens import count_tokens
 
 # -- output shapes (the tools' output schemas) ----------------------------------------
@@ -166,7 +166,7 @@ class PageOps(ToolBase):
                 "read it again, merge, and retry with the new hash",
                 exc.current_hash,
             ) from None
-        digest = res.value or hashlib.sha256(data).hexdigest()
+        digest = res.value or page_hash(data)
         out: WriteOut = {
             "path": rel,
             "hash": digest,

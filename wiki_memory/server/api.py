@@ -27,7 +27,6 @@ from wiki_memory.core.pages import INLINE_SCAN_CHARS, page_path_for_write, redac
 from wiki_memory.core.purge import purge_page
 from wiki_memory.core.recaller import MAX_BUDGET_TOKENS
 from wiki_memory.core.remember import remember as remember_note
-from wiki_memory.core.sessions import sha256
 from wiki_memory.core.unrendered import discard_unrendered, list_unrendered
 from wiki_memory.errors import (
     BadRequest,
@@ -37,6 +36,7 @@ from wiki_memory.errors import (
     rule_for,
 )
 from wiki_memory.mcp.common import TZ_HEADER
+from wiki_memory.plainfile import page_hash
 from wiki_memory.server.http import (
     body_project,
     int_field,
@@ -282,7 +282,7 @@ async def put_page(request: Request) -> Response:
                 f"{path} exists: send If-Match with its hash to replace it", hash=cur
             ) from None
         raise Conflict(str(exc), hash=cur) from None
-    digest = res.value or sha256(data)
+    digest = res.value or page_hash(data)
     status = 201 if expected is None and res.value is not None else 200
     path = res.paths[0] if res.paths else path  # the existing file's own spelling
     reply: dict[str, Any] = {"path": path, "hash": digest, "redacted": redacted}

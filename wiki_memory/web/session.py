@@ -235,15 +235,21 @@ class SignIn:
         nxt = _safe_next(request.query_params.get("next"))
         if request.method == "POST":
             return await self._login_post(request)
+        return self._login_form(request, nxt, 200, None)
+
+    def _login_form(self, request: Request, nxt: str, status: int, error: str | None) -> Response:
+        """The sign-in page (``error`` shown above the form) with a fresh CSRF token in
+        its form and in the cookie beside it."""
         token = secrets.token_urlsafe(24)
         resp = html_page(
             self.ctx,
             request,
             "login.html",
+            status,
             title="Sign in",
             csrf=token,
             next=nxt,
-            error=None,
+            error=error,
         )
         self._set_csrf_cookie(request, resp, token)
         return resp
@@ -302,35 +308,12 @@ class SignIn:
             or not field_token
             or not hmac.compare_digest(cookie.encode(), field_token.encode())
         ):
-            token = secrets.token_urlsafe(24)
-            resp = html_page(
-                self.ctx,
-                request,
-                "login.html",
-                403,
-                title="Sign in",
-                csrf=token,
-                next=nxt,
-                error="The sign-in form expired or came from another site. Try again.",
-            )
-            self._set_csrf_cookie(request, resp, token)
-            return resp
+            error = "The sign-in form expired or came from another site. Try again."
+            return self._login_form(request, nxt, 403, error)
         token_text = form.get("token", "").strip()
         user = self.ctx.tokens.user_for(token_text) if token_text else None
         if user is None:
-            token = secrets.token_urlsafe(24)
-            resp = html_page(
-                self.ctx,
-                request,
-                "login.html",
-                401,
-                title="Sign in",
-                csrf=token,
-                next=nxt,
-                error="That token is not valid.",
-            )
-            self._set_csrf_cookie(request, resp, token)
-            return resp
+            return self._login_form(request, nxt, 401, "That token is not valid.")
         token_id = hashlib.sha256(token_text.encode("utf-8")).hexdigest()[:8]
         value = make_session_cookie(self.ctx.key, user, token_id)
         done = RedirectResponse(nxt, 303)

@@ -20,7 +20,6 @@ modules take from here (``make_session_cookie``, ``error_page``, ...) are re-exp
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 import threading
 import time
@@ -39,6 +38,7 @@ from wiki_memory.core.contradictions import find_contradictions
 from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.index.store import SearchError, is_indexable
+from wiki_memory.plainfile import page_hash
 from wiki_memory.recall.terms import match_forms
 from wiki_memory.states import page_state
 from wiki_memory.web import search as web_search
@@ -353,7 +353,7 @@ class _View(BrowseView):
 
     def _render_page(self, user: Identity, rel: str, raw: bytes) -> dict[str, Any]:
         """Everything the page template shows of one page's bytes."""
-        digest = hashlib.sha256(raw).hexdigest()
+        digest = page_hash(raw)
         parsed = self._parsed(rel, raw, digest)
         targets = self._targets(user, rel, parsed.links)
         key = ("html", rel, digest, targets_fingerprint(targets))
@@ -508,7 +508,7 @@ class _View(BrowseView):
             raw = self._read(user, rel)
         except _NotFound:
             return self._not_found(request)
-        parsed = self._parsed(rel, raw, hashlib.sha256(raw).hexdigest())
+        parsed = self._parsed(rel, raw, page_hash(raw))
         try:  # only versions the reader may see (a page may have been personal once)
             commits = self.memory.page_history(rel, user, limit=200)
         except (NotFound, PathRefused):

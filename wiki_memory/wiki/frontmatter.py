@@ -14,7 +14,6 @@ writing over it. See ``docs/pages.md``.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -34,7 +33,6 @@ from wiki_memory.wiki.frontmatter_read import (
 
 __all__ = [
     "FrontmatterError",
-    "content_hash",
     "dump_page",
     "set_keys",
 ]
@@ -122,11 +120,6 @@ def dump_page(metadata: Mapping[str, Any], body: str) -> str:
     if body and not body.endswith("\n"):
         body += "\n"
     return f"---\n{head}---\n\n{body}"
-
-
-def content_hash(raw: bytes) -> str:
-    """SHA-256 of the file's bytes, hex (64 chars): the token for compare-and-set writes."""
-    return hashlib.sha256(raw).hexdigest()
 
 
 def _line_ending(line: bytes) -> bytes:

@@ -20,10 +20,10 @@ import contextlib
 import errno
 import os
 import secrets
-import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from wiki_memory.plainfile import READ_FLAGS, read_regular
 from wiki_memory.wiki.border import is_git_name
 
 __all__ = [
@@ -105,35 +105,8 @@ def write_inside(
     component (folded as the border folds it; ``git_ok`` allows it, for restoring a
     repository's own files), or a link or file where a folder should be; IsADirectoryError
     when ``rel`` names a folder; other OSErrors as the system gives them."""
-    parts = _parts(rel, git_ok)
-    name = parts[-1]
-    with _folders(Path(root), parts, create=True) as fds:
-        folder = fds[-1]
-        tmp = f".{secrets.token_hex(6)}.wm-tmp"
-        perm = 0o777 if executable else 0o666
-        fd = os.open(
-            tmp,
-            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
-            perm,
-            dir_fd=folder,
-        )
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                if fsync:
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=folder)
-            raise
-        if fsync:
-            os.fsync(folder)
-
-
-#: how a file inside is opened for reading: never through a link, never blocking (a FIFO)
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    perm = 0o777 if executable else 0o666
+    _write_chunks(Path(root), _parts(rel, git_ok), [data], perm, None, fsync)
 
 
 def open_inside(root: Path | str, rel: str, *, git_ok: bool = False) -> int:
@@ -143,7 +116,7 @@ def open_inside(root: Path | str, rel: str, *, git_ok: bool = False) -> int:
     OSError when it cannot be opened (a link at the target: ``ELOOP``)."""
     parts = _parts(rel, git_ok)
     with _folders(Path(root), parts, create=False) as fds:
-        return os.open(parts[-1], _READ_FLAGS, dir_fd=fds[-1])
+        return os.open(parts[-1], READ_FLAGS, dir_fd=fds[-1])
 
 
 def read_inside(root: Path | str, rel: str, *, git_ok: bool = False) -> bytes | None:
@@ -156,10 +129,7 @@ def read_inside(root: Path | str, rel: str, *, git_ok: bool = False) -> bytes | 
         raise
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            return None
-        return fh.read()
+    return read_regular(fd)
 
 
 def remove_inside(root: Path | str, rel: str, *, prune: bool = True, git_ok: bool = False) -> bool:
@@ -200,20 +170,35 @@ def stream_inside(
     does not change it). Returns the number of bytes written. If ``chunks`` raises, the
     temporary file is removed and the target is left as it was. Raises as
     :func:`write_inside` does (never for a ``.git`` component: no caller may write one)."""
-    parts = _parts(rel, False)
+    return _write_chunks(Path(root), _parts(rel, False), chunks, 0o600, perm, fsync)
+
+
+def _write_chunks(
+    root: Path,
+    parts: list[str],
+    chunks: Iterable[bytes],
+    perm: int,
+    chmod: int | None,
+    fsync: bool,
+) -> int:
+    """The temporary file beside ``parts`` under ``root`` (created with ``perm`` before
+    the umask, then ``chmod`` when given), ``chunks`` written into it and renamed over
+    the target; with ``fsync`` the file and its folder are flushed. Returns the bytes
+    written; on an error the temporary file is removed."""
     written = 0
-    with _folders(Path(root), parts, create=True) as fds:
+    with _folders(root, parts, create=True) as fds:
         folder = fds[-1]
         tmp = f".{secrets.token_hex(6)}.wm-tmp"
         fd = os.open(
             tmp,
             os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
-            0o600,
+            perm,
             dir_fd=folder,
         )
         try:
             with os.fdopen(fd, "wb") as fh:
-                os.fchmod(fh.fileno(), perm)
+                if chmod is not None:
+                    os.fchmod(fh.fileno(), chmod)
                 for chunk in chunks:
                     fh.write(chunk)
                     written += len(chunk)

@@ -17,12 +17,12 @@ import ctypes
 import difflib
 import errno
 import os
-import stat
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from wiki_memory.plainfile import fsync_dir, read_plain, temp_beside
 
 __all__ = ["Conflict3", "MergeResult", "changed_lines", "merge3", "replace_if_unchanged"]
 
@@ -106,12 +106,7 @@ def merge3(base: str, ours: str, theirs: str) -> MergeResult:
         sides = {h[3] for h in group}
         if len(sides) == 1:
             # one side only (hunks of one side never overlap each other)
-            cur = start
-            for h1, h2, lines, _ in sorted(group, key=lambda h: (h[0], h[1])):
-                out.extend(b[cur:h1])
-                out.extend(lines)
-                cur = h2
-            out.extend(b[cur:end])
+            out.extend(_apply(b, start, end, group))
         else:
             mine = _apply(b, start, end, [h for h in group if h[3] == 0])
             yours = _apply(b, start, end, [h for h in group if h[3] == 1])
@@ -138,15 +133,6 @@ def _apply(b: list[str], start: int, end: int, hunks: list[_Hunk]) -> list[str]:
         cur = h2
     out.extend(b[cur:end])
     return out
-
-
-def _read(path: Path) -> bytes | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except FileNotFoundError:
-        return None
-    with os.fdopen(fd, "rb") as f:
-        return f.read()
 
 
 def _load_renameat2() -> Any:
@@ -188,8 +174,8 @@ def replace_if_unchanged(path: Path, data: bytes, expected: bytes | None) -> boo
 
     ``expected`` None means the file must not exist (created with a hard link of the
     temporary file, which fails if something appeared). The temporary file is written and
-    fsynced first and named like ``atomic_write``'s (``.<name>.*.wm-tmp``, ignored by the
-    watcher and git). On Linux the new file is swapped in with ``renameat2
+    made by :func:`~wiki_memory.plainfile.temp_beside` (fsynced, ``.<name>.*.wm-tmp``,
+    ignored by the watcher and git). On Linux the new file is swapped in with ``renameat2
     (RENAME_EXCHANGE)``, which hands back exactly the bytes it replaced: if a person's save
     landed at any moment before the swap, it is swapped back and nothing is lost. Elsewhere
     the file is compared just before an ordinary rename. Returns False (and leaves the
@@ -198,31 +184,21 @@ def replace_if_unchanged(path: Path, data: bytes, expected: bytes | None) -> boo
     new file is owner-only (0600).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_beside(path, data)
     try:
-        keep: int | None = stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        keep = None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".wm-tmp", dir=path.parent)
-    try:
-        if keep is not None:
-            os.fchmod(fd, keep)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
         if expected is None:
             try:
                 os.link(tmp, path)
             except FileExistsError:
                 return False
-        elif _read(path) != expected:
+        elif read_plain(path) != expected:
             return False
         elif _exchange(tmp, str(path)):
-            if _read(Path(tmp)) != expected:
+            if read_plain(Path(tmp)) != expected:
                 # a save landed after the check: give the person's file back. If yet
                 # another save came after the swap, keep that newest one in place.
                 _exchange(tmp, str(path))
-                if _read(Path(tmp)) != data:
+                if read_plain(Path(tmp)) != data:
                     _exchange(tmp, str(path))
                 return False
         else:
@@ -234,9 +210,5 @@ def replace_if_unchanged(path: Path, data: bytes, expected: bytes | None) -> boo
                 os.unlink(tmp)
             except OSError:
                 pass
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    fsync_dir(path.parent)
     return True

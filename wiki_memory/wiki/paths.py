@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import os
 import stat
-import tempfile
 import threading
 import unicodedata
 from pathlib import Path, PurePosixPath
@@ -208,38 +207,6 @@ def _checked(root: Path, rel: str) -> Path:
     if ".git" in full.relative_to(root).parts:
         raise PathRefused("path inside .git")
     return root / rel
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, rename,
-    fsync of the folder. The temp name matches ``.*.wm-tmp*`` so the watcher ignores it.
-    A file that exists keeps its permission bits (a vault's own files are never
-    narrowed); a new one is owner-only (0600)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        keep: int | None = stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        keep = None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".wm-tmp", dir=path.parent)
-    try:
-        if keep is not None:
-            os.fchmod(fd, keep)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 def is_plain(root: Path, rel: str) -> bool:

@@ -19,7 +19,6 @@ The git side of replication (remotes, fetch and push, history, merging) is
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.repo import Repo
 
+from wiki_memory.plainfile import atomic_write
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.personal import frontmatter_head, is_people_folder, page_owner
@@ -109,9 +109,8 @@ class Shared:
         self.flush()
         if self.cache_path is None:
             return
-        tmp = self.cache_path.with_name(self.cache_path.name + ".tmp")
-        tmp.write_text(json.dumps({k.decode(): v.decode() for k, v in self.map.items()}))
-        os.replace(tmp, self.cache_path)
+        body = json.dumps({k.decode(): v.decode() for k, v in self.map.items()})
+        atomic_write(self.cache_path, body.encode("utf-8"))
 
     def personal_blob(self, path: bytes, sha: ObjectID) -> bool:
         """True when the page at ``path`` with blob ``sha`` is personal by its frontmatter

@@ -31,9 +31,10 @@ from dulwich.object_store import tree_lookup_path
 from dulwich.objects import Blob, Commit, ObjectID, Tag, Tree
 from dulwich.repo import Repo
 
+from wiki_memory.plainfile import atomic_write, read_plain
 from wiki_memory.wiki.links import rename_links, unlink
 from wiki_memory.wiki.purgealias import Aliases, find_aliases
-from wiki_memory.wiki.replicate import flat_tree
+from wiki_memory.wiki.replicate import config_remotes, flat_tree
 
 __all__ = ["MARK", "PurgeReport", "Rewrite", "purge_history"]
 
@@ -295,14 +296,7 @@ def purge_history(
     report = PurgeReport()
     repo = Repo(str(wiki_dir))
     try:
-        config = repo.get_config()
-        for section in config.sections():
-            if len(section) == 2 and section[0] == b"remote":
-                try:
-                    url = config.get(section, b"url").decode("utf-8", "replace")
-                except KeyError:
-                    url = ""
-                report.remotes[section[1].decode("utf-8", "replace")] = url
+        report.remotes.update(config_remotes(repo))
         refs = {name: sha for name, sha in repo.get_refs().items() if name.startswith(b"refs/")}
         heads = [c for c in (_peel(repo, s) for s in refs.values()) if c is not None]
         rewrite = rewrite or Rewrite()
@@ -416,10 +410,7 @@ def _working_tree(
     index = repo.open_index()
     for path in sorted({p for p in before if after.get(p) != before[p]} | {page}):
         full = Path(wiki_dir) / path.decode("utf-8")
-        if not full.is_file() or full.is_symlink():
-            data: bytes | None = None
-        else:
-            data = full.read_bytes()
+        data = read_plain(full)
         target, new_data = path, data
         if path == page:
             target = renamed
@@ -443,9 +434,7 @@ def _working_tree(
             continue
         dest = Path(wiki_dir) / target.decode("utf-8")
         if new_data != data or dest != full:
-            tmp = dest.with_name(dest.name + ".purge-tmp")
-            tmp.write_bytes(new_data)
-            os.replace(tmp, dest)
+            atomic_write(dest, new_data)
         blob = Blob.from_string(new_data)
         repo.object_store.add_object(blob)
         mode = after.get(target, (0o100644, blob.id))[0]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from wiki_memory.wiki.packsize import inflated_bytes
 
 __all__ = [
     "CONFLICT_RE",
+    "config_remotes",
     "FetchTooLarge",
     "LeaseFailed",
     "MergeResult",
@@ -86,7 +88,8 @@ class LeaseFailed(RemoteError):
 # --------------------------------------------------------------------------- remotes
 
 
-def _config_remotes(repo: Repo) -> dict[str, str]:
+def config_remotes(repo: Repo) -> dict[str, str]:
+    """The repository's remotes from its config: name -> url ('' when it has none)."""
     config = repo.get_config()
     out: dict[str, str] = {}
     for section in config.sections():
@@ -102,7 +105,7 @@ def _config_remotes(repo: Repo) -> dict[str, str]:
 def list_remotes(wiki_dir: Path) -> dict[str, str]:
     """Every configured remote of the wiki's repository: name -> URL."""
     with Repo(str(wiki_dir)) as repo:
-        return _config_remotes(repo)
+        return config_remotes(repo)
 
 
 def add_remote(wiki_dir: Path, name: str, url: str, branch: str = "main") -> None:
@@ -124,7 +127,7 @@ def add_remote(wiki_dir: Path, name: str, url: str, branch: str = "main") -> Non
             "the URL holds a password or token: keep it in git's credential store or use ssh keys"
         )
     with Repo(str(wiki_dir)) as repo:
-        if name in _config_remotes(repo):
+        if name in config_remotes(repo):
             raise RemoteError(f"remote {name!r} exists already")
         config = repo.get_config()
         section = (b"remote", name.encode())
@@ -137,7 +140,7 @@ def add_remote(wiki_dir: Path, name: str, url: str, branch: str = "main") -> Non
 def remove_remote(wiki_dir: Path, name: str) -> None:
     """Remove remote ``name`` and its remote-tracking refs. RemoteError when unknown."""
     with Repo(str(wiki_dir)) as repo:
-        if name not in _config_remotes(repo):
+        if name not in config_remotes(repo):
             raise RemoteError(f"no remote named {name!r}")
         config = repo.get_config()
         del config[(b"remote", name.encode())]
@@ -149,7 +152,7 @@ def remove_remote(wiki_dir: Path, name: str) -> None:
 
 def remote_url(repo: Repo, name: str) -> str:
     """The URL of remote ``name``; RemoteError when there is none."""
-    url = _config_remotes(repo).get(name)
+    url = config_remotes(repo).get(name)
     if not url:
         raise RemoteError(f"no remote named {name!r}")
     return url
@@ -337,25 +340,15 @@ def push(
 
 def is_ancestor(repo: Repo, a: ObjectID, b: ObjectID) -> bool:
     """True when commit ``a`` is ``b`` or one of its ancestors (a walk from ``b``)."""
-    if a == b:
-        return True
-    seen: set[ObjectID] = set()
-    todo = [b]
-    while todo:
-        sha = todo.pop()
-        if sha in seen:
-            continue
-        seen.add(sha)
-        c = repo[sha]
-        assert isinstance(c, Commit)
-        for p in c.parents:
-            if p == a:
-                return True
-            todo.append(p)
-    return False
+    return a == b or any(a in parents for _, parents in _walk(repo, b))
 
 
 def _ancestors(repo: Repo, sha: ObjectID) -> set[ObjectID]:
+    return {s for s, _ in _walk(repo, sha)}
+
+
+def _walk(repo: Repo, sha: ObjectID) -> Iterator[tuple[ObjectID, list[ObjectID]]]:
+    """Each commit reachable from ``sha`` once, with its parents (depth first)."""
     seen: set[ObjectID] = set()
     todo = [sha]
     while todo:
@@ -365,8 +358,8 @@ def _ancestors(repo: Repo, sha: ObjectID) -> set[ObjectID]:
         seen.add(s)
         c = repo[s]
         assert isinstance(c, Commit)
+        yield s, c.parents
         todo.extend(c.parents)
-    return seen
 
 
 def merge_base(repo: Repo, a: ObjectID, b: ObjectID) -> ObjectID | None:
