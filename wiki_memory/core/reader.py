@@ -16,6 +16,7 @@ from typing import Any
 from wiki_memory.capture.observation import observation_text
 from wiki_memory.capture.spool import Spool
 from wiki_memory.config import Settings
+from wiki_memory.core.forget import refuse_forgotten
 from wiki_memory.core.scope import ScopeRule, frontmatter_of, not_found
 from wiki_memory.core.sessions import conflict_copy_path
 from wiki_memory.core.userecord import UseRecord
@@ -234,11 +235,13 @@ class Reader:
         The scope rule decides on the file read (:meth:`wiki_memory.core.scope.ScopeRule.read`):
         paths through symlinks, files with more than one hard link and pages ``user``
         may not see answer NotFound, exactly as missing ones. Raises PathRefused (outside
-        ``wiki/``), NotFound, or BadRequest for a bad cursor.
+        ``wiki/``), NotFound, Gone (a forgotten page: its text is not served,
+        :func:`wiki_memory.core.forget.refuse_forgotten`), or BadRequest for a bad cursor.
         """
         who = self.scope.identity(user)
         page = self.scope.read(who, path)
         rel, data = page.rel, page.data
+        refuse_forgotten(rel, page.meta, data)
         if cursor < 0 or cursor > len(data):
             raise BadRequest("cursor out of range", field="cursor")
         if cursor < len(data) and (data[cursor] & 0xC0) == 0x80:
