@@ -23,7 +23,7 @@ from wiki_memory.core.capture import Capture, CaptureGate, is_self_check
 from wiki_memory.core.handoffs import HandoffService
 from wiki_memory.core.indexcheck import prepare_index
 from wiki_memory.core.newproject import ProjectStart
-from wiki_memory.core.pagewrite import commit_hand_edits_now, update_pages
+from wiki_memory.core.pagewrite import commit_hand_edits_now, follow_moves, update_pages
 from wiki_memory.core.project_access import ProjectAccess
 from wiki_memory.core.purge import finish_pending
 from wiki_memory.core.reader import Reader
@@ -44,7 +44,7 @@ from wiki_memory.core.unindexed import Unindexed
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.errors import Conflict, Forbidden, NotFound
 from wiki_memory.identity import Identity, may_admin
-from wiki_memory.index.store import Index
+from wiki_memory.index.store import Index, is_indexable
 from wiki_memory.index.watcher import Watcher
 from wiki_memory.recall import rank
 from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
@@ -213,8 +213,6 @@ class Memory:
 
         When another git holds the repository (GitBusy), start-up goes on and the idle
         loop tries again later."""
-        from wiki_memory.index.store import is_indexable
-
         self._recover_due = False
         try:
             # pages only (as the watcher): an editor's settings (.obsidian/), attachments
@@ -243,6 +241,7 @@ class Memory:
                     f"Update {len(paths)} session page(s) written before the server stopped",
                 )
             if by_hand:
+                follow_moves(self, by_hand)  # pages moved meanwhile: their use rows follow
                 self._git_commit(
                     by_hand,
                     self.owner,
