@@ -12,14 +12,13 @@ docs/operations.md has the guarantees.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import re
 from typing import TYPE_CHECKING, Any
 
 from wiki_memory.capture.observation import project_name
 from wiki_memory.core.forget_entry import forget_entry
 from wiki_memory.core.scope import not_found
-from wiki_memory.errors import BadRequest, Gone, NotFound
+from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.states import page_state
 from wiki_memory.wiki.entryforget import parse_anchor
@@ -35,7 +34,6 @@ __all__ = [
     "forget_bytes",
     "forget_page",
     "forget_query",
-    "refuse_forgotten",
 ]
 
 #: at most this many pages are listed or forgotten by one query
@@ -55,23 +53,6 @@ def forget_bytes(raw: bytes, rel: str, user: str, when: str) -> bytes:
         return set_keys(raw, {"state": "forgotten", "forgotten_by": user, "forgotten_at": when})
     except FrontmatterError as exc:
         raise BadRequest(f"cannot edit the frontmatter: {exc}", field="path") from None
-
-
-def refuse_forgotten(rel: str, meta: Any, data: bytes) -> None:
-    """Raise Gone when the page ``rel`` (frontmatter ``meta``, bytes ``data``) is
-    forgotten: an exact-path read serves none of its text, on any face. The error names
-    the page, who forgot it and when, and the sha256 of its bytes (a compare-and-set
-    write that removes ``state: forgotten`` brings it back); never its text."""
-    if page_state(meta) != "forgotten":
-        return
-    md = meta if isinstance(meta, dict) else {}
-    raise Gone(
-        f"{rel} is forgotten: its text is not served (git keeps its history)",
-        path=rel,
-        forgotten_by=None if md.get("forgotten_by") is None else str(md["forgotten_by"]),
-        forgotten_at=None if md.get("forgotten_at") is None else str(md["forgotten_at"]),
-        hash=hashlib.sha256(data).hexdigest(),
-    )
 
 
 def forget_page(memory: Memory, path: str, who: Identity | str | None) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from typing import Any
 from wiki_memory.capture.observation import observation_text
 from wiki_memory.capture.spool import Spool
 from wiki_memory.config import Settings
-from wiki_memory.core.forget import refuse_forgotten
 from wiki_memory.core.scope import ScopeRule, frontmatter_of, not_found
 from wiki_memory.core.sessions import conflict_copy_path
 from wiki_memory.core.userecord import UseRecord
@@ -26,7 +25,7 @@ from wiki_memory.index.store import Index
 from wiki_memory.index.supersede import Chains
 from wiki_memory.recall.filters import parse_time
 from wiki_memory.recall.pack import pack
-from wiki_memory.states import shown
+from wiki_memory.states import refuse_forgotten, shown
 from wiki_memory.wiki.git import CommitInfo, GitStore
 from wiki_memory.wiki.paths import PathRefused
 from wiki_memory.wiki.personal import page_owner
@@ -236,7 +235,7 @@ class Reader:
         paths through symlinks, files with more than one hard link and pages ``user``
         may not see answer NotFound, exactly as missing ones. Raises PathRefused (outside
         ``wiki/``), NotFound, Gone (a forgotten page: its text is not served,
-        :func:`wiki_memory.core.forget.refuse_forgotten`), or BadRequest for a bad cursor.
+        :func:`wiki_memory.states.refuse_forgotten`), or BadRequest for a bad cursor.
         """
         who = self.scope.identity(user)
         page = self.scope.read(who, path)

@@ -15,9 +15,9 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from wiki_memory.core.forget import refuse_forgotten
 from wiki_memory.errors import Gone
 from wiki_memory.identity import Identity
+from wiki_memory.states import refuse_forgotten
 from wiki_memory.web.context import html_page
 from wiki_memory.web.links import Resolver, crumbs, folder_url
 from wiki_memory.wiki.page import parse_page
