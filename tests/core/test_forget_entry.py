@@ -20,7 +20,7 @@ from wiki_memory.wiki.entryforget import entry_hash, stub_entry
 from wiki_memory.wiki.page import parse_page
 from wiki_memory.wiki.sessionmerge import merge_session
 
-SECRET = "okapiwombat"  # a word only the forgotten prompt holds
+UNIQUE = "okapiwombat"  # a word only the forgotten prompt holds
 
 
 def cc(event: str, sid: str, **fields: Any) -> dict[str, Any]:
@@ -51,10 +51,10 @@ class Grants:
 
 
 def session(mem: Memory, sid: str = "s-forget") -> tuple[str, str]:
-    """A session of three turns, the second holding SECRET: its page and the key."""
+    """A session of three turns, the second holding UNIQUE: its page and the key."""
     events = (
         turn(sid, "Set up the staging database for atlas", "done, it listens on 5432")
-        + turn(sid, f"Use the {SECRET} password for the vault", f"noted the {SECRET} one")
+        + turn(sid, f"Use the {UNIQUE} mirror for the builds", f"noted the {UNIQUE} one")
         + turn(sid, "Now run the migrations", "migrations ran")
     )
     for ev in events:
@@ -87,8 +87,8 @@ def test_one_entry_is_forgotten_and_no_compile_brings_it_back(mem: Memory) -> No
     path, key = session(mem)
     page = mem.wiki_dir / path
     before = page.read_text(encoding="utf-8")
-    block = block_of(before, f"Use the {SECRET}")
-    assert found(mem, SECRET) == {path}
+    block = block_of(before, f"Use the {UNIQUE}")
+    assert found(mem, UNIQUE) == {path}
     # another page links to the entry
     link = f"[[{path.removesuffix('.md')}#^{block}]]"
     ref = f"# ref\n\nsee {link}\n".encode()
@@ -99,20 +99,20 @@ def test_one_entry_is_forgotten_and_no_compile_brings_it_back(mem: Memory) -> No
     assert forget_page(mem, f"{path}#^{block}", "alice")["changed"] is False
 
     text = page.read_text(encoding="utf-8")
-    assert f"Use the {SECRET}" not in text and f"^{block}\n" in text
+    assert f"Use the {UNIQUE}" not in text and f"^{block}\n" in text
     assert "· forgotten entry `" in text
-    assert SECRET in text  # the reply entry, t{N}: not forgotten, still there
-    assert found(mem, SECRET) == {path}  # ... and found through the reply alone
-    forget_page(mem, f"{path}#^{block_of(text, SECRET)}", "alice")
+    assert UNIQUE in text  # the reply entry, t{N}: not forgotten, still there
+    assert found(mem, UNIQUE) == {path}  # ... and found through the reply alone
+    forget_page(mem, f"{path}#^{block_of(text, UNIQUE)}", "alice")
     text = page.read_text(encoding="utf-8")
-    assert SECRET not in text, text  # summary ("Last reply") and title included
-    assert found(mem, SECRET) == set()
+    assert UNIQUE not in text, text  # summary ("Last reply") and title included
+    assert found(mem, UNIQUE) == set()
     meta = parse_page(text.encode(), path).metadata
     assert meta["title"].startswith("Set up the staging database")
 
     # the page reads with the stub; the link still resolves to the entry
     read = mem.read_page(path, user="alice")
-    assert SECRET not in read["content"] and "forgotten entry" in read["content"]
+    assert UNIQUE not in read["content"] and "forgotten entry" in read["content"]
     links = mem.read_page("projects/atlas/notes/ref.md", user="alice")["links"]
     assert [(lk["status"], lk["path"], lk["fragment_found"]) for lk in links] == [
         ("resolved", path, True)
@@ -123,22 +123,22 @@ def test_one_entry_is_forgotten_and_no_compile_brings_it_back(mem: Memory) -> No
         mem.capture(ev, "alice")
     mem.writer.flush()
     text = page.read_text(encoding="utf-8")
-    assert SECRET not in text and "One more thing" in text
+    assert UNIQUE not in text and "One more thing" in text
     state = dict(mem.spool.sessions[key].state)
     mem.spool.write_state(key, {**state, "compiled_count": 0, "renders": []})
     page.unlink()
     mem.writer.call(lambda: mem.sessions.compile_job(key, False))
     mem.writer.flush()
     again = page.read_text(encoding="utf-8")
-    assert SECRET not in again and f"^{block}\n" in again and "One more thing" in again
+    assert UNIQUE not in again and f"^{block}\n" in again and "One more thing" in again
     assert not (page.parent / (page.stem + ".server-copy.md")).exists()
-    assert found(mem, SECRET) == set()
+    assert found(mem, UNIQUE) == set()
 
 
 def test_who_may_forget_an_entry_and_the_audit_line(mem: Memory) -> None:
     path, _ = session(mem)
     text = (mem.wiki_dir / path).read_text(encoding="utf-8")
-    block = block_of(text, f"Use the {SECRET}")
+    block = block_of(text, f"Use the {UNIQUE}")
     mem.scope.directory = Grants()  # type: ignore[assignment]
     with pytest.raises(Forbidden):
         forget_page(mem, f"{path}#^{block}", "bob")  # may read, not write
@@ -151,7 +151,7 @@ def test_who_may_forget_an_entry_and_the_audit_line(mem: Memory) -> None:
     assert (mem.wiki_dir / path).read_text(encoding="utf-8") == text
     forget_page(mem, f"{path}#^{block}", "alice")
     audit = (mem.settings.data_dir / "logs" / "audit.jsonl").read_text(encoding="utf-8")
-    assert '"forget"' in audit and SECRET not in audit
+    assert '"forget"' in audit and UNIQUE not in audit
 
 
 @pytest.mark.process
@@ -159,23 +159,23 @@ def test_cli_forgets_one_entry(tmp_path: Path) -> None:
     mem = make_memory(tmp_path / "data")
     try:
         path, _ = session(mem)
-        block = block_of((mem.wiki_dir / path).read_text(encoding="utf-8"), f"Use the {SECRET}")
+        block = block_of((mem.wiki_dir / path).read_text(encoding="utf-8"), f"Use the {UNIQUE}")
     finally:
         mem.stop()
     out = run_cli(tmp_path / "data", "forget", f"{path}#^{block}")
     assert out.returncode == 0, out.stderr
     assert f"forgot {path}#^{block}" in out.stdout
-    assert f"Use the {SECRET}" not in (tmp_path / "data" / "wiki" / path).read_text("utf-8")
+    assert f"Use the {UNIQUE}" not in (tmp_path / "data" / "wiki" / path).read_text("utf-8")
 
 
 def test_a_merge_with_another_replicas_copy_keeps_the_stub() -> None:
     page = (
         "---\ntype: session\nupdated: 2026-01-01T00:00:00Z\n---\n# S\n\n## Summary\n\n- x\n\n"
         "## Timeline\n\n**10:00** · prompt\n\n~~~\nhello\n~~~\n\n^t1\n\n"
-        f"**10:01** · prompt\n\n~~~\nthe {SECRET} key\n~~~\n\n^t2\n"
+        f"**10:01** · prompt\n\n~~~\nthe {UNIQUE} key\n~~~\n\n^t2\n"
     )
     ours, code, old = stub_entry(page, "t2")
-    assert code == entry_hash(old) and SECRET not in ours
+    assert code == entry_hash(old) and UNIQUE not in ours
     theirs = page + "\n**10:02** · reply\n\n~~~\nbye\n~~~\n\n^t3\n"
 
     def split(raw: bytes) -> tuple[bytes, bytes]:
@@ -197,5 +197,5 @@ def test_a_merge_with_another_replicas_copy_keeps_the_stub() -> None:
             merge_lines=same,
         )
         assert merged is not None
-        assert SECRET.encode() not in merged and b"bye" in merged
+        assert UNIQUE.encode() not in merged and b"bye" in merged
         assert merged.count(b"^t2\n") == 1 and b"forgotten entry" in merged

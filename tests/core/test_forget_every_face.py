@@ -64,7 +64,7 @@ def _session(m: Any) -> str:
     for e in (
         ev("UserPromptSubmit", prompt="Check the deploy of the staging stack"),
         ev("Stop", last_assistant_message="deploy checked"),
-        ev("UserPromptSubmit", prompt=f"Store the {SAID} token in the vault"),
+        ev("UserPromptSubmit", prompt=f"Store the {SAID} notes in the wiki"),
         ev("Stop", last_assistant_message="stored"),
     ):
         m.capture(e, m.owner)
