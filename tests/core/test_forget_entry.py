@@ -199,3 +199,27 @@ def test_a_merge_with_another_replicas_copy_keeps_the_stub() -> None:
         assert merged is not None
         assert UNIQUE.encode() not in merged and b"bye" in merged
         assert merged.count(b"^t2\n") == 1 and b"forgotten entry" in merged
+
+
+def test_without_the_spool_the_head_lines_quoting_the_entry_go_too(tmp_path: Path) -> None:
+    path = "projects/atlas/sessions/2026-01-02-abcdef12.md"
+    page = (
+        "---\ntype: session\nsession_id: s-far\n"
+        f"title: Rotate the {UNIQUE} replica before noon\n---\n"
+        f"# Rotate the {UNIQUE} replica before noon\n\n## Summary\n\n"
+        f"- **Goal:** `Rotate the {UNIQUE} replica before noon`\n- **Last reply:** `ok`\n\n"
+        "## Timeline\n\n"
+        f"**10:00** · prompt\n\n~~~\nRotate the {UNIQUE} replica before noon\n~~~\n\n^t1\n\n"
+        "**10:01** · reply\n\n~~~\nok\n~~~\n\n^t2\n"
+    )
+    m = make_memory(tmp_path / "data", files={path: page})
+    try:
+        assert found(m, UNIQUE) == {path}
+        assert forget_page(m, f"{path}#^t1", "alice")["changed"] is True
+        text = (m.wiki_dir / path).read_text(encoding="utf-8")
+        assert UNIQUE not in text, text
+        assert "- **Last reply:** `ok`" in text and "^t1\n" in text and "ok\n~~~" in text
+        assert parse_page(text.encode(), path).metadata["title"] == "Session s-far"
+        assert found(m, UNIQUE) == set()
+    finally:
+        m.stop()

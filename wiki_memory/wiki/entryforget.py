@@ -23,6 +23,8 @@ import re
 from collections.abc import Iterable
 
 from wiki_memory.errors import NotFound
+from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
+from wiki_memory.wiki.page import parse_metadata
 
 __all__ = [
     "BLOCK_RE",
@@ -120,15 +122,23 @@ def _words(s: str) -> str:
     return " ".join(s.split())
 
 
-def scrub_head(text: str, old: str) -> str:
-    """``text`` without the head lines (the ``# title`` and the summary's list items)
-    that quote the forgotten entry's text ``old``: its verbatim lines (inside its
-    fences) joined into one line, compared on their first 40 characters. Used when no
-    spool can compile the page again (the compile extracts a summary without it)."""
+def _probe(old: str) -> str:
+    """The first 40 characters of an entry's verbatim lines (inside its fences), joined
+    into one line: what a summary line or a title quoting the entry holds."""
     body = [x for x in old.splitlines() if x and not x.startswith(("```", "~~~", "**"))]
     probe = _words(" ".join(body))[:40]
-    if len(probe) < 8:
+    return probe if len(probe) >= 8 else ""
+
+
+def scrub_head(text: str, old: str) -> str:
+    """``text`` without the head lines (the ``# title`` and the summary's list items)
+    that quote the forgotten entry's text ``old`` (:func:`_probe`), and with a
+    frontmatter ``title`` that quotes it replaced by ``Session <session_id>``. Used when
+    no spool can compile the page again (the compile extracts a summary without it)."""
+    probe = _probe(old)
+    if not probe:
         return text
+    text = _scrub_title(text, probe)
     lines = text.splitlines(keepends=True)
     at, _ = _entries(lines)
     kept = [
@@ -137,3 +147,16 @@ def scrub_head(text: str, old: str) -> str:
         if i >= at or not x.startswith(("# ", "- **")) or probe not in _words(x)
     ]
     return "".join(kept)
+
+
+def _scrub_title(text: str, probe: str) -> str:
+    raw = text.encode("utf-8", "surrogateescape")
+    meta = parse_metadata(raw)
+    if probe not in _words(str(meta.get("title") or "")):
+        return text
+    title = f"Session {str(meta.get('session_id') or '')[:24]}".strip()
+    try:
+        raw = set_keys(raw, {"title": title})
+    except FrontmatterError:
+        return text
+    return raw.decode("utf-8", "surrogateescape")
