@@ -28,6 +28,7 @@ __all__ = [
     "Forbidden",
     "CaptureRefused",
     "NotFound",
+    "Gone",
     "MethodNotAllowed",
     "StateConflict",
     "Conflict",
@@ -70,6 +71,9 @@ TABLE: dict[str, Rule] = {
     "not_found": Rule(404, 4, "no such page, handoff or route, or one the caller may not see"),
     "unknown_project": Rule(
         404, 4, "no project the caller may read has this name; `projects` lists those it may"
+    ),
+    "forgotten": Rule(
+        410, 4, "the page is forgotten: its text is not served; `path` names it, `hash` its bytes"
     ),
     "method_not_allowed": Rule(405, 2, "the route exists, not with this method"),
     "state": Rule(409, 3, "the handoff's state forbids it; `error` names the state"),
@@ -206,6 +210,15 @@ class NotFound(WikiMemoryError, LookupError):
     caller may not see it (the two answer alike)."""
 
     code = "not_found"
+
+
+class Gone(WikiMemoryError):
+    """410: the page exists and the caller may see it, but it is forgotten
+    (``state: forgotten``): its text is served on no path. The body names ``path``,
+    ``forgotten_by``, ``forgotten_at`` and ``hash`` (the sha256 of its bytes, for a
+    compare-and-set write that brings it back), never the text."""
+
+    code = "forgotten"
 
 
 class MethodNotAllowed(WikiMemoryError):

@@ -23,11 +23,22 @@ Values are compared after ``strip()`` and ASCII lower-casing, in Python and in S
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["DEFAULT", "STATES", "State", "page_state", "shown", "shown_sql"]
+from wiki_memory.errors import Gone
+
+__all__ = [
+    "DEFAULT",
+    "STATES",
+    "State",
+    "page_state",
+    "refuse_forgotten",
+    "shown",
+    "shown_sql",
+]
 
 #: where a page can show up: ``recall`` (recall and its ranking), ``brief`` (the
 #: session-start brief, pinned pages included), ``list`` (page listings, the web view's
@@ -102,4 +113,21 @@ def shown_sql(alias: str, where: Where) -> str:
     return (
         f"(json_type({alias}.meta, '$.state') IS NOT 'text' "
         f"OR lower(trim({value})) NOT IN ({names}))"
+    )
+
+
+def refuse_forgotten(rel: str, meta: Any, data: bytes) -> None:
+    """Raise Gone when the page ``rel`` (frontmatter ``meta``, bytes ``data``) is
+    forgotten: an exact-path read serves none of its text, on any face. The error names
+    the page, who forgot it and when, and the sha256 of its bytes (a compare-and-set
+    write that removes ``state: forgotten`` brings it back); never its text."""
+    if page_state(meta) != "forgotten":
+        return
+    md = meta if isinstance(meta, dict) else {}
+    raise Gone(
+        f"{rel} is forgotten: its text is not served (git keeps its history)",
+        path=rel,
+        forgotten_by=None if md.get("forgotten_by") is None else str(md["forgotten_by"]),
+        forgotten_at=None if md.get("forgotten_at") is None else str(md["forgotten_at"]),
+        hash=hashlib.sha256(data).hexdigest(),
     )

@@ -15,6 +15,7 @@ from serverproc import ServerProcess
 from support import make_memory, run_cli, wait_for
 from teamkit import McpRaw, make_token
 
+from wiki_memory.errors import Gone
 from wiki_memory.states import page_state, shown
 from wiki_memory.wiki.page import parse_page
 
@@ -63,8 +64,11 @@ def test_index_leaves_out_forgotten_and_ranks_superseded_after(tmp_path: Path) -
         assert found.index("notes/kept.md") < found.index("notes/old.md")
         old = items[found.index("notes/old.md")]
         assert (old["state"], old["superseded_by"]) == ("superseded", "notes/kept.md")
-        # the forgotten page still reads by its path
-        assert m.read_page("notes/gone.md", user="alice")["metadata"]["state"] == "FORGOTTEN"
+        # its path answers that it is forgotten (the state is read case-folded), no text
+        with pytest.raises(Gone) as gone:
+            m.read_page("notes/gone.md", user="alice")
+        assert gone.value.extra["path"] == "notes/gone.md"
+        assert "wombatword" not in str(gone.value.body())
     finally:
         m.stop()
 
@@ -165,12 +169,12 @@ def test_forget_through_every_face(tmp_path: Path) -> None:
         assert "zebrafinch" not in brief_text(srv, owner)
         assert "projects/p/notes/beta.md" in recall_paths(srv, owner, "quokkaword")
 
-        # the web view: not in its lists; the page itself opens, saying it is forgotten
+        # the web view: not in its lists; the page answers 410, saying it is forgotten
         web = {"Authorization": f"Bearer {owner}"}
         assert f"/page/{alpha}" not in httpx.get(srv.url + "/pages", headers=web).text
         page = httpx.get(srv.url + f"/page/{alpha}", headers=web)
-        assert page.status_code == 200 and 'id="page-state"' in page.text
-        assert "Forgotten" in page.text
+        assert page.status_code == 410 and "Forgotten" in page.text
+        assert "zebrafinch" not in page.text
 
         meta = parse_page((wiki / alpha).read_bytes(), alpha).metadata
         assert meta["state"] == "forgotten" and meta["forgotten_by"] == "wes"

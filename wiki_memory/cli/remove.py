@@ -84,7 +84,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
         with local_memory(args) as memory:
             res = run_core(lambda: forget_page(memory, args.path, memory.owner))
     word = "forgot" if res.get("changed") else "already forgotten:"
-    print(f"{word} {res['path']} (left recall, briefs and listings; git keeps its history)")
+    what = f"{res['path']}#^{res['entry']}" if res.get("entry") else res["path"]
+    print(f"{word} {what} (left recall, briefs and listings; git keeps its history)")
     return 0
 
 
@@ -185,7 +186,8 @@ def register(sub: Any) -> None:
     """Add ``forget`` and ``purge`` to the ``wiki-memory`` parser's subparsers."""
     f = sub.add_parser(
         "forget",
-        help="forget a page: it leaves recall, briefs and listings; git keeps its history",
+        help="forget a page (or PATH#^tN: one session entry): it leaves recall, briefs and "
+        "listings; git keeps its history",
     )
     f.add_argument("path", nargs="?", help="page path inside the wiki")
     f.add_argument(

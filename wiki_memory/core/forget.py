@@ -16,10 +16,12 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from wiki_memory.capture.observation import project_name
+from wiki_memory.core.forget_entry import forget_entry
 from wiki_memory.core.scope import not_found
 from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.states import page_state
+from wiki_memory.wiki.entryforget import parse_anchor
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_page
 from wiki_memory.wiki.paths import PathRefused
@@ -27,7 +29,12 @@ from wiki_memory.wiki.paths import PathRefused
 if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
 
-__all__ = ["MAX_QUERY_PAGES", "forget_bytes", "forget_page", "forget_query"]
+__all__ = [
+    "MAX_QUERY_PAGES",
+    "forget_bytes",
+    "forget_page",
+    "forget_query",
+]
 
 #: at most this many pages are listed or forgotten by one query
 MAX_QUERY_PAGES = 200
@@ -52,9 +59,15 @@ def forget_page(memory: Memory, path: str, who: Identity | str | None) -> dict[s
     """Forget the page at ``path`` for ``who`` (None: the server itself, as the owner).
 
     Returns ``{"path", "state": "forgotten", "changed"}`` (``changed`` False when it was
-    forgotten already). Raises NotFound (missing or hidden), Forbidden (may read, may not
-    write), PathRefused (a path that names no page), BadRequest (unreadable frontmatter).
+    forgotten already). ``path`` ``PAGE#^tN`` forgets one timeline entry of a session
+    page instead (:func:`wiki_memory.core.forget_entry.forget_entry`; the answer adds
+    ``entry``). Raises NotFound (missing or hidden, or no such entry), Forbidden (may
+    read, may not write), PathRefused (a path that names no page), BadRequest
+    (unreadable frontmatter).
     """
+    rel, block = parse_anchor(path)
+    if block is not None:
+        return forget_entry(memory, rel, block, who)
     ident = None if who is None else memory.scope.identity(who)
     user = ident.user if ident is not None else memory.owner
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -36,6 +36,17 @@ def repeats_of(state: dict[str, Any]) -> dict[int, str]:
     return {int(k): str(v) for k, v in (state.get("repeats") or {}).items()}
 
 
+def compile_extras(state: dict[str, Any]) -> dict[str, Any]:
+    """What a session's spool ``state`` adds to its compile
+    (:func:`wiki_memory.wiki.compiler.compile_session` keywords): ``repeats`` (a fork's
+    prompts its origin holds) and ``forgotten`` (the block ids of forgotten entries,
+    ``state["forgotten_entries"]``: block id -> the code of its stub)."""
+    return {
+        "repeats": repeats_of(state),
+        "forgotten": frozenset(str(b) for b in (state.get("forgotten_entries") or {})),
+    }
+
+
 #: what makes a session worth a page: a prompt, a tool call or a reply
 CONTENT_KINDS = {"prompt", "turn", "tool_pre", "tool_post", "tool_failure"}
 

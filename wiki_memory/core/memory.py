@@ -23,7 +23,7 @@ from wiki_memory.core.delegate import Delegated
 from wiki_memory.core.handoffs import HandoffService
 from wiki_memory.core.indexcheck import prepare_index
 from wiki_memory.core.newproject import ProjectStart
-from wiki_memory.core.pagewrite import commit_hand_edits_now, update_pages
+from wiki_memory.core.pagewrite import commit_hand_edits_now, follow_moves, update_pages
 from wiki_memory.core.project_access import ProjectAccess
 from wiki_memory.core.purge import finish_pending
 from wiki_memory.core.reader import Reader
@@ -42,7 +42,7 @@ from wiki_memory.core.unindexed import Unindexed
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.errors import Conflict, Forbidden, NotFound
 from wiki_memory.identity import Identity, may_admin
-from wiki_memory.index.store import Index
+from wiki_memory.index.store import Index, is_indexable
 from wiki_memory.index.watcher import Watcher
 from wiki_memory.plainfile import page_hash, read_plain
 from wiki_memory.recall import rank
@@ -212,8 +212,6 @@ class Memory:
 
         When another git holds the repository (GitBusy), start-up goes on and the idle
         loop tries again later."""
-        from wiki_memory.index.store import is_indexable
-
         self._recover_due = False
         try:
             # pages only (as the watcher): an editor's settings (.obsidian/), attachments
@@ -242,6 +240,7 @@ class Memory:
                     f"Update {len(paths)} session page(s) written before the server stopped",
                 )
             if by_hand:
+                follow_moves(self, by_hand)  # pages moved meanwhile: their use rows follow
                 self._git_commit(
                     by_hand,
                     self.owner,

@@ -16,6 +16,7 @@ from wiki_memory.audit import audit_result
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.core.scope import ScopeRule
 from wiki_memory.core.sessions import plain_or_gone
+from wiki_memory.core.usemoves import follow_moves
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.errors import Conflict, Forbidden, NotFound
 from wiki_memory.identity import Identity
@@ -26,7 +27,7 @@ from wiki_memory.wiki.merge import replace_if_unchanged
 from wiki_memory.wiki.oddnames import on_disk
 from wiki_memory.wiki.paths import PathRefused, clean_rel, locate
 
-__all__ = ["commit_hand_edits_now", "update_pages"]
+__all__ = ["commit_hand_edits_now", "follow_moves", "update_pages"]
 
 
 class Host(Protocol):
@@ -137,6 +138,7 @@ def commit_hand_edits_now(memory: Any, paths: list[str]) -> str | None:
         seen[p] = page_hash(data) if data is not None else None
     if not real:
         return None
+    follow_moves(memory, real)  # a page moved by a person: its use rows follow it
     sha: str | None = memory.sessions.commit_by_hand(real)
     for p in real:
         digest = seen[p]

@@ -26,7 +26,7 @@ from wiki_memory.index.supersede import Chains
 from wiki_memory.plainfile import page_hash
 from wiki_memory.recall.filters import parse_time
 from wiki_memory.recall.pack import pack
-from wiki_memory.states import shown
+from wiki_memory.states import refuse_forgotten, shown
 from wiki_memory.wiki.git import CommitInfo, GitStore
 from wiki_memory.wiki.paths import PathRefused
 from wiki_memory.wiki.personal import page_owner
@@ -230,11 +230,13 @@ class Reader:
         The scope rule decides on the file read (:meth:`wiki_memory.core.scope.ScopeRule.read`):
         paths through symlinks, files with more than one hard link and pages ``user``
         may not see answer NotFound, exactly as missing ones. Raises PathRefused (outside
-        ``wiki/``), NotFound, or BadRequest for a bad cursor.
+        ``wiki/``), NotFound, Gone (a forgotten page: its text is not served,
+        :func:`wiki_memory.states.refuse_forgotten`), or BadRequest for a bad cursor.
         """
         who = self.scope.identity(user)
         page = self.scope.read(who, path)
         rel, data = page.rel, page.data
+        refuse_forgotten(rel, page.meta, data)
         if cursor < 0 or cursor > len(data):
             raise BadRequest("cursor out of range", field="cursor")
         if cursor < len(data) and (data[cursor] & 0xC0) == 0x80:

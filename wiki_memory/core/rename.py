@@ -158,6 +158,7 @@ def rename_page(
     memory.server_hashes.pop(old, None)
     memory.index.upsert_page(new, moved)
     memory.index.sync_paths(memory.wiki_dir, [old])
+    memory.use.move([(old, new)])  # the page's use rows follow it
     for p in (old, new, *rewritten):
         memory.audited(ident, "page.rename", p, "ok")
     out = {

@@ -22,12 +22,12 @@ from wiki_memory.config import Settings
 from wiki_memory.core.lifecycle import (
     END_KINDS,
     Backoff,
+    compile_extras,
     continues_page,
     end_time,
     ended_by_events,
     find_repeats,
     has_content,
-    repeats_of,
     unrendered_count,
 )
 from wiki_memory.core.text import replace_section
@@ -182,7 +182,7 @@ class SessionPages:
             path=path,
             excerpt_bytes=self.host.settings.tool_output_excerpt_bytes,
             previous=state.get("continues"),
-            repeats=repeats_of(state),
+            **compile_extras(state),
         )
         full = self.host.wiki_dir / comp.path
         self._render_ctx[comp.path] = (key, state)
@@ -374,7 +374,7 @@ class SessionPages:
                     path=path,
                     excerpt_bytes=self.host.settings.tool_output_excerpt_bytes,
                     previous=state.get("continues"),
-                    repeats=repeats_of(state),
+                    **compile_extras(state),
                 )
             except Exception:  # noqa: BLE001 - an old state the compiler cannot replay
                 log.exception("cannot render an earlier version of %s", path)

@@ -183,6 +183,18 @@ class UseRecord:
                 path = path.replace(t, mark)
             return path
 
+        self._rewrite(renamed)
+
+    def move(self, moves: Iterable[tuple[str, str]]) -> None:
+        """Pages moved or renamed (``(old path, new path)`` pairs): their rows, and their
+        ``repeats.jsonl`` lines, follow them, so no row keeps an old path (rows that then
+        name one page and user on one day are added up)."""
+        to = dict(moves)
+        if to:
+            self._rewrite(lambda path: to.get(path, path))
+
+    def _rewrite(self, renamed: Callable[[str], str | None]) -> None:
+        """Every row's path through ``renamed`` (None: the row is deleted)."""
         with self._lock:
             self._write()
             files = sorted(self.days.glob("*.jsonl")) if self.days.is_dir() else []

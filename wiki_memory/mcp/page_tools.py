@@ -204,9 +204,10 @@ class PageOps(ToolBase):
 
     def page_forget(self, path: str, caller: Caller) -> CallToolResult:
         res = forget_page(self.memory, path, caller.user)
-        msg = f"{res['path']} is forgotten: it leaves recall, briefs and listings; git keeps its history."
+        what = f"{res['path']}#^{res['entry']}" if res.get("entry") else res["path"]
+        msg = f"{what} is forgotten: it leaves recall, briefs and listings; git keeps its history."
         if not res["changed"]:
-            msg = f"{res['path']} was already forgotten."
+            msg = f"{what} was already forgotten."
         return self.result(res, msg)
 
 
@@ -304,7 +305,7 @@ def register(server: MCPServer, tools: PageOps) -> None:
 
     @server.tool(annotations=STATEFUL, structured_output=False)
     def page_forget(
-        path: Annotated[str, Field(description="Wiki path.", min_length=1)],
+        path: Annotated[str, Field(description="Wiki path; path#^tN: one entry.", min_length=1)],
         ctx: Context,
     ) -> CallToolResult:
         """Forget a wrong or obsolete page: out of recall, briefs and lists; history kept."""

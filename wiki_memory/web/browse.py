@@ -15,9 +15,12 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from wiki_memory.errors import Gone
 from wiki_memory.identity import Identity
+from wiki_memory.states import refuse_forgotten
 from wiki_memory.web.context import html_page
 from wiki_memory.web.links import Resolver, crumbs, folder_url
+from wiki_memory.wiki.page import parse_page
 from wiki_memory.wiki.paths import PathRefused, clean_rel
 
 if TYPE_CHECKING:
@@ -66,6 +69,22 @@ class BrowseView:
 
     def _not_found(self, request: Request, message: str = "No such page.") -> HTMLResponse:
         return self._html(request, "error.html", 404, title="Not found", message=message)
+
+    def _forgotten(self, request: Request, rel: str, raw: bytes) -> HTMLResponse | None:
+        """A 410 notice in place of a forgotten page (or a version or diff of it): who
+        forgot it, when, and how it comes back; never its text. None for any other page."""
+        try:
+            refuse_forgotten(rel, parse_page(raw, rel).metadata, raw)
+        except Gone as exc:
+            by, at = exc.extra.get("forgotten_by"), exc.extra.get("forgotten_at")
+            msg = (
+                f"{rel} is forgotten{f' by {by}' if by else ''}{f' at {at}' if at else ''}: "
+                "its text is not shown, and it is left out of recall, briefs and listings. "
+                "Git keeps its history; whoever may write it brings it back by removing "
+                "state: forgotten from its file."
+            )
+            return self._html(request, "error.html", 410, title="Forgotten", message=msg)
+        return None
 
     def _user(self, request: Request) -> Identity:
         """The reader as the scope rule sees them (a signed-out reader never gets here;

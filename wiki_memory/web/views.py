@@ -418,6 +418,8 @@ class _View(BrowseView):
         except _NotFound:
             # a session the reader may not see answers like one that does not exist
             return self._not_found(request, "No such session." if via_session else "No such page.")
+        if (gone := self._forgotten(request, rel, raw)) is not None:
+            return gone
         meta_row = self.memory.page_meta(rel, user)
         view = self._render_page(user, rel, raw)
         m = view["meta"]
@@ -514,6 +516,8 @@ class _View(BrowseView):
         except (NotFound, PathRefused):
             return self._not_found(request)
         rev = request.query_params.get("rev", "")
+        if rev and (gone := self._forgotten(request, rel, raw)) is not None:
+            return gone  # a version or a diff would show its text
         selected = None
         diff_lines: list[tuple[str, str]] = []
         version = None

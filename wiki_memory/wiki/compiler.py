@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from wiki_memory.capture.echo import ECHO_KEY
 from wiki_memory.capture.observation import Observation, iso
+from wiki_memory.wiki.entryforget import entry_hash, stub_text
 from wiki_memory.wiki.entrytime import clock as _clock
 from wiki_memory.wiki.entrytime import entry_local as _entry_local
 from wiki_memory.wiki.entrytime import local_iso as _local_iso
@@ -67,6 +69,8 @@ class Entry:
     head: str
     blocks: list[str] = field(default_factory=list)
     suffix: str = ""
+    #: arrival numbers of the later events merged into this entry (a tool call's result)
+    events: list[int] = field(default_factory=list)
 
     @property
     def block_id(self) -> str:
@@ -337,6 +341,7 @@ def _add_entry(
             e = Entry(n, o.ts, "tool", "")
             tool_entries[key] = e
             entries.append(e)
+        e.events.append(n)
         e.ts = min(e.ts, o.ts)
         name = str(p.get("tool_name"))
         ti = p.get("tool_input")
@@ -469,24 +474,30 @@ def compile_session(
     excerpt_bytes: int = 2000,
     previous: str | None = None,
     repeats: dict[int, str] | None = None,
+    forgotten: Collection[str] = (),
 ) -> Compiled:
     """Render a session page. ``observations`` in arrival order; times are UTC epoch seconds.
     ``previous``: the page of the session this one continues (after a ``clear``). An event
     that cannot be rendered becomes a placeholder entry (:func:`placeholder`); the others
     are written (``Compiled.unrendered`` names it). ``repeats``: arrival number → the
-    ``page#^tN`` a fork's repeated prompt links to instead of its text."""
+    ``page#^tN`` a fork's repeated prompt links to instead of its text. ``forgotten``:
+    block ids (``t7``) of forgotten entries, each rendered as a stub
+    (:mod:`wiki_memory.wiki.entryforget`); their events leave the summary and title."""
     repeats = repeats or {}
+    entries = build_entries(observations, excerpt_bytes, repeats)
+    gone = {n for e in entries if e.block_id in forgotten for n in (e.n, *e.events)}
     prompts = [
         t
         for n, t in enumerate((_safe(_prompt_text, o, "") for o in observations), start=1)
-        if t and n not in repeats
+        if t and n not in repeats and n not in gone
     ]
     files: list[str] = []
     tools: list[str] = []
     commands: list[str] = []
     failures: list[tuple[str, str]] = []
     last_reply = ""
-    for o in sorted(observations, key=lambda o: o.ts):
+    kept = [o for n, o in enumerate(observations, start=1) if n not in gone]
+    for o in sorted(kept, key=lambda o: o.ts):
         try:
             last_reply = _summarize(o, files, tools, commands, failures) or last_reply
         except Exception:  # noqa: BLE001 - its placeholder entry says why
@@ -535,7 +546,7 @@ def compile_session(
     summary = "\n".join(lines) if lines else "- (no prompts or tool calls yet)"
     blocks = []
     unrendered: list[str] = []
-    for e in build_entries(observations, excerpt_bytes, repeats):
+    for e in entries:
         if e.kind == "unrendered":
             unrendered.append(observations[e.n - 1].obs_id or f"#{e.n}")
         if e.kind == "start" and previous and e.head.endswith("· clear"):
@@ -543,6 +554,9 @@ def compile_session(
         own = observations[e.n - 1].offset if 0 < e.n <= len(observations) else None
         mark = _entry_local(e.ts, own, start_offset)
         parts = [f"**{_clock(e.ts)}**{mark} · {e.head}"] + e.blocks + [f"^{e.block_id}"]
+        if e.block_id in forgotten:  # its text hashed, never written
+            code = entry_hash(escape_controls("\n\n".join(parts[:-1])))
+            parts = [stub_text(parts[0], code), parts[-1]]
         blocks.append("\n\n".join(parts))
     timeline = "\n\n".join(blocks) if blocks else "(no events yet)"
     body = f"# {_escape_heading(title)}\n\n## Summary\n\n{summary}\n\n## Timeline\n\n{timeline}\n"

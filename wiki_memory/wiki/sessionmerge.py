@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from wiki_memory.wiki.entryforget import entry_hash, is_stub, stub_hashes, stub_text
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_metadata
 
@@ -182,6 +183,22 @@ def _timeline(
     return result
 
 
+def _keep_forgotten(pages: list[_Page], ours: _Page, theirs: _Page) -> None:
+    """An entry forgotten on one side (a stub, :mod:`wiki_memory.wiki.entryforget`) is
+    a stub on every side: the other side's copy of its text, found by the stub's code,
+    is replaced by the same stub, so the merge matches the two and keeps no text."""
+    codes = stub_hashes(e.key.decode("utf-8") for p in (ours, theirs) for e in p.entries)
+    if not codes:
+        return
+    for p in pages:
+        for e in p.entries:
+            key = e.key.decode("utf-8")
+            if is_stub(key) is None and (code := entry_hash(key)) in codes:
+                first = key.splitlines()[0] if key else ""
+                stub = stub_text(first, code).encode("utf-8")
+                e.lines = [b"\n", stub + b"\n", b"\n", e.lines[-1]]
+
+
 def _owned_from(winner: bytes, loser: bytes) -> bytes | None:
     """``loser``'s frontmatter block with the owned keys set to ``winner``'s values."""
     mw, ml = parse_metadata(winner + b"\n"), parse_metadata(loser + b"\n")
@@ -224,6 +241,7 @@ def merge_session(
     if po is None or pt is None or not (_is_session(po.front) and _is_session(pt.front)):
         return None
     pb = _parse(base, split) if base is not None else None
+    _keep_forgotten([p for p in (pb, po, pt) if p is not None], po, pt)
     later_theirs = _updated(pt.front) >= _updated(po.front)
     fb = pb.front if pb else b""
     front = merge_front(fb, po.front, pt.front)
