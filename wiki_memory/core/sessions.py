@@ -32,11 +32,13 @@ from wiki_memory.core.lifecycle import (
 )
 from wiki_memory.core.text import replace_section
 from wiki_memory.core.writer import Author, Writer, WriteResult
+from wiki_memory.index.files import sha256
 from wiki_memory.index.store import Index
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitStore, author_email_for
 from wiki_memory.wiki.paths import atomic_write
 from wiki_memory.wiki.personal import page_owner
+from wiki_memory.wiki.timelinememo import MemoStore
 
 log = logging.getLogger("wiki_memory.core")
 
@@ -51,6 +53,7 @@ __all__ = [
     "unrendered_count",
     "conflict_copy_path",
     "replace_section",
+    "sha256",
 ]
 
 
@@ -76,12 +79,6 @@ class Host(Protocol):
     def server_wrote(self, path: str, data: bytes) -> bool: ...
 
 
-def sha256(data: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha256(data).hexdigest()
-
-
 class SessionPages:
     """Compiles session pages for ``host`` and remembers the server's last renderings
     (the bases of the three-way merge with a person's edits)."""
@@ -96,6 +93,7 @@ class SessionPages:
         self._conflicts: dict[str, bytes] = {}
         #: failed compiles, tried again after a doubling wait
         self.backoff = Backoff(spool=host.spool)
+        self.memos = MemoStore()  # what each session's last compile kept
 
     def _session_meta(self, info: SessionInfo) -> compiler.SessionMeta:
         return compiler.SessionMeta(
@@ -189,7 +187,9 @@ class SessionPages:
             excerpt_bytes=self.host.settings.tool_output_excerpt_bytes,
             previous=state.get("continues"),
             repeats=repeats_of(state),
+            memo=self.memos.get(key),
         )
+        self.memos.put(key, comp.memo)
         full = self.host.wiki_dir / comp.path
         self._render_ctx[comp.path] = (key, state)
         fresh = compiler_bytes(comp)
