@@ -90,10 +90,10 @@ def update_changed(
     ).fetchall()
     if len({r[1] for r in rows}) != len(rows):
         return False
-    have: dict[Key, tuple[int, int, int]] = {
+    have: dict[Key, tuple[Any, Any, Any]] = {
         (r[1], r[2], r[5], r[6], r[7], r[8]): (r[0], r[3], r[4]) for r in rows
     }
-    moved: list[tuple[int, int, int]] = []
+    moved: list[tuple[Any, ...]] = []
     added: list[tuple[int, tuple[Any, ...]]] = []
     for ordinal, sec in enumerate(sections):
         anchor, heading, line, h, _text, _hf, _bf, _sf, _df, day, t0, t1 = sec
