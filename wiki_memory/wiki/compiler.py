@@ -16,12 +16,13 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from wiki_memory.capture.echo import ECHO_KEY
 from wiki_memory.capture.observation import Observation, iso
 from wiki_memory.wiki.entrytime import local_iso as _local_iso
 from wiki_memory.wiki.entrytime import started_line as _started_line
+from wiki_memory.wiki.timelinememo import Rules, TimelineMemo
 from wiki_memory.wiki.verbatim import (
     clip_bytes,
     cut_words,
@@ -30,9 +31,6 @@ from wiki_memory.wiki.verbatim import (
     fence,
     slugify,
 )
-
-if TYPE_CHECKING:
-    from wiki_memory.wiki.timelinememo import TimelineMemo
 
 __all__ = ["clip_bytes", "cut_words", "escape_controls", "fence", "slugify"]
 
@@ -481,13 +479,11 @@ def compile_session(
     ``page#^tN`` a fork's repeated prompt links to instead of its text. ``memo``: what
     the last compile of this session kept (``Compiled.memo``): only the events after
     those it holds are rendered when it fits (:mod:`wiki_memory.wiki.timelinememo`)."""
-    from wiki_memory.wiki.timelinememo import TimelineMemo
-
     repeats = repeats or {}
     if memo is None or not memo.fits(meta.key, excerpt_bytes, previous, repeats):
-        memo = TimelineMemo(meta.key, excerpt_bytes, previous)
+        memo = TimelineMemo(meta.key, excerpt_bytes, previous, _RULES)
     if not memo.extend(observations, repeats):
-        memo = TimelineMemo(meta.key, excerpt_bytes, previous)
+        memo = TimelineMemo(meta.key, excerpt_bytes, previous, _RULES)
         memo.extend(observations, repeats)
     files, tools, commands, failures = memo.files, memo.tools, memo.commands, memo.failures
     last_reply = memo.last_reply
@@ -565,3 +561,11 @@ def _escape_heading(title: str) -> str:
     """The H1 text: the title without characters that would make links, tags or block ids
     (the exact title is kept in frontmatter)."""
     return " ".join(_HEADING_UNSAFE.sub(" ", title).split()) or "Session"
+
+
+def _repeated(n: int, o: Observation, link: str) -> Entry:
+    """A fork's copy of a prompt its origin holds: a link, not the text again."""
+    return Entry(n, o.ts, "prompt", "prompt · repeated", [f"same prompt as [[{link}]]"])
+
+
+_RULES = Rules(add_entry, placeholder, _repeated, prompt_text, summarize_into)

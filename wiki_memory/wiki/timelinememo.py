@@ -26,14 +26,31 @@ changes an entry already rendered: that entry alone is rendered again.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from wiki_memory.capture.observation import Observation
-from wiki_memory.wiki import compiler
 from wiki_memory.wiki.entrytime import clock, entry_local
 from wiki_memory.wiki.verbatim import escape_controls
 
 TOOL_KINDS = ("tool_pre", "tool_post", "tool_failure")
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The compiler's own rules the memo applies to each new event
+    (:mod:`wiki_memory.wiki.compiler` gives them; entries are its ``Entry``):
+    ``add_entry(entries, tool_entries, n, o, excerpt_bytes, last_reply) -> last_reply``,
+    ``placeholder(n, o, exc) -> entry``, ``repeated(n, o, link) -> entry``,
+    ``prompt_text(o) -> str``, ``summarize_into(o, files, tools, commands, failures) ->
+    reply text``."""
+
+    add_entry: Callable[..., str | None]
+    placeholder: Callable[[int, Observation, BaseException], Any]
+    repeated: Callable[[int, Observation, str], Any]
+    prompt_text: Callable[[Observation], str]
+    summarize_into: Callable[..., str]
 
 
 @dataclass
@@ -47,6 +64,7 @@ class TimelineMemo:
     key: str
     excerpt_bytes: int
     previous: str | None
+    rules: Rules
     repeats: dict[int, str] = field(default_factory=dict)
     #: observations taken, and the last of them (the same object next time)
     n: int = 0
@@ -62,11 +80,11 @@ class TimelineMemo:
     #: the summary's last reply (by event time) and the timeline's (by arrival)
     last_reply: str = ""
     build_reply: str | None = None
-    entries: list[compiler.Entry] = field(default_factory=list)
+    entries: list[Any] = field(default_factory=list)
     #: each entry's text on the page (escaped), in the order of ``entries``
     rendered: list[str] = field(default_factory=list)
     #: tool_use_id (or ``#N``) → its entry, for the Pre/Post merge
-    tool_entries: dict[str, compiler.Entry] = field(default_factory=dict)
+    tool_entries: dict[str, Any] = field(default_factory=dict)
     #: spool records of the placeholder entries
     unrendered: list[str] = field(default_factory=list)
     #: an entry (its ``id``) → its place in ``entries`` (places never change: entries
@@ -122,7 +140,7 @@ class TimelineMemo:
                 if n in repeats:
                     continue
                 try:
-                    text = compiler.prompt_text(o)
+                    text = self.rules.prompt_text(o)
                 except Exception:  # noqa: BLE001 - its placeholder entry says why
                     continue
                 if text:
@@ -130,7 +148,7 @@ class TimelineMemo:
                     break
         for o in sorted(new, key=lambda o: o.ts):
             try:
-                reply = compiler.summarize_into(
+                reply = self.rules.summarize_into(
                     o, self.files, self.tools, self.commands, self.failures
                 )
             except Exception:  # noqa: BLE001 - its placeholder entry says why
@@ -145,24 +163,22 @@ class TimelineMemo:
         repeats: dict[int, str],
     ) -> None:
         start = len(self.entries)
-        touched: list[compiler.Entry] = []
+        touched: list[Any] = []
         for n, o in enumerate(new, start=first):
             try:
                 if n in repeats:
-                    head = "prompt · repeated"
-                    link = [f"same prompt as [[{repeats[n]}]]"]
-                    self.entries.append(compiler.Entry(n, o.ts, "prompt", head, link))
+                    self.entries.append(self.rules.repeated(n, o, repeats[n]))
                     continue
                 if o.kind in TOOL_KINDS and o.payload.get("tool_name"):
                     tuid = o.payload.get("tool_use_id")
                     had = self.tool_entries.get(str(tuid) if tuid else f"#{n}")
                     if had is not None:
                         touched.append(had)
-                self.build_reply = compiler.add_entry(
+                self.build_reply = self.rules.add_entry(
                     self.entries, self.tool_entries, n, o, self.excerpt_bytes, self.build_reply
                 )
             except Exception as exc:  # noqa: BLE001 - one event never hides the others
-                self.entries.append(compiler.placeholder(n, o, exc))
+                self.entries.append(self.rules.placeholder(n, o, exc))
         tail = sorted(self.entries[start:], key=lambda e: (e.ts, e.n))
         self.entries[start:] = tail
         for e in tail:
@@ -175,7 +191,7 @@ class TimelineMemo:
             if i is not None and i < start:
                 self.rendered[i] = self._render(e, observations)
 
-    def _render(self, e: compiler.Entry, observations: list[Observation]) -> str:
+    def _render(self, e: Any, observations: list[Observation]) -> str:
         blocks = e.blocks
         if e.kind == "start" and self.previous and e.head.endswith("· clear"):
             blocks = [f"continues [[{self.previous.removesuffix('.md')}]]", *blocks]
