@@ -17,8 +17,10 @@ writes for them) appended to one markdown file, each append ``fsync``-ed: what a
 durable capture that adds a turn to a page must at least do, and flat by construction.
 
 Prints per row the median and p95 ms per turn, the floor's median, the ratio to the
-floor, and the ratio to the first row (the issue's target: at turn 3,000 at most 1.2x
-turn 100).
+floor, the ratio to the first row (the target: at turn 3,000 at most 1.2x turn 100),
+and the limit a page of that length sets: its size and the median time of one parse of
+it (``parse_page``, what the index does with the page each turn, however few of its
+sections changed).
 
     python bench/session_cost.py [--at 100,1000,3000] [--samples 15]
 """
@@ -96,6 +98,18 @@ class Floor:
         os.close(self.page)
 
 
+def parse_time(raw: bytes) -> float:
+    """The median seconds of three parses of a page's bytes."""
+    from wiki_memory.wiki.page import parse_page
+
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        parse_page(raw, "projects/atlas/sessions/page.md")
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def p95(xs: list[float]) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
@@ -116,7 +130,7 @@ def main() -> int:
     mem.start()
     floor = Floor(tmp)
     page_bytes = entries_text(1)
-    rows: list[tuple[int, list[float], list[float]]] = []
+    rows: list[tuple[int, list[float], list[float], int, float]] = []
     done = 0
     try:
         for mark in marks:
@@ -141,30 +155,30 @@ def main() -> int:
                 t0 = time.perf_counter()
                 floor.turn(n, page_bytes)
                 flo.append(time.perf_counter() - t0)
-            rows.append((mark, prod, flo))
+            info = next(i for i in mem.spool.sessions.values() if i.session_id == SID)
+            raw = (settings.wiki_dir / info.state["path"]).read_bytes()
+            rows.append((mark, prod, flo, len(raw), parse_time(raw)))
             done = mark
-        info = next(i for i in mem.spool.sessions.values() if i.session_id == SID)
-        page = settings.wiki_dir / info.state["path"]
-        size = page.stat().st_size
     finally:
         floor.close()
         mem.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{os.cpu_count()} CPUs; one session, {args.samples} turns timed ending at each row")
-    print(f"page at the end: {size:,} bytes; a turn adds ~{len(page_bytes):,} bytes")
+    print(f"a turn adds ~{len(page_bytes):,} bytes of page")
     head = f"{'turn':>6} {'p50 ms':>8} {'p95 ms':>8} {'floor ms':>9} {'/floor':>8} {'/first':>8}"
-    print(head)
+    print(head + f" {'page KB':>8} {'parse ms':>9}")
     base = statistics.median(rows[0][1])
-    for mark, prod, flo in rows:
+    for mark, prod, flo, size, parse in rows:
         p50 = statistics.median(prod)
         f50 = statistics.median(flo)
         print(
             f"{mark:>6} {p50 * 1000:>8.1f} {p95(prod) * 1000:>8.1f} {f50 * 1000:>9.2f}"
-            f" {p50 / f50:>7.1f}x {p50 / base:>7.2f}x"
+            f" {p50 / f50:>7.1f}x {p50 / base:>7.2f}x {size / 1024:>8.0f} {parse * 1000:>9.1f}"
         )
     print(
         "a turn: 3 events captured one by one, then the writer flushed (compile + commit); "
-        "floor: the events and the turn's entries appended to two files, each fsync-ed"
+        "floor: the events and the turn's entries appended to two files, each fsync-ed; "
+        "parse: one parse of the whole page as it is at that turn"
     )
     return 0
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.capture.observation import Observation, dedup_key, session_key
+from wiki_memory.capture.spoolcache import ObservationCache
 from wiki_memory.capture.spoollines import (
     LINE_JSON,
     PartialWrite,
@@ -123,6 +124,7 @@ class Spool:
         self._current: dict[str, str] = {}
         #: the threads of :meth:`_fsync_all`, started with the first group of several files
         self._pool: ThreadPoolExecutor | None = None
+        self._obs = ObservationCache()
         self._seen_fd = os.open(self.dir / SEEN_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self._load()
 
@@ -289,11 +291,13 @@ class Spool:
         if torn is not None:
             os.ftruncate(fd, torn)
             del self._torn[fd]
+            self._obs.clear()
         return os.fstat(fd).st_size
 
     def _roll_back(self, undo: Undo) -> None:
         """Undo a :meth:`write` that failed (the caller holds the lock): its files cut
         back to their size before it, its sessions, parts and dedup keys as they were."""
+        self._obs.clear()
         for fd in undo.written:
             size = undo.sizes[fd]
             try:
@@ -463,11 +467,7 @@ class Spool:
     # -- reading -----------------------------------------------------------------------
     def observations(self, key: str) -> list[Observation]:
         """Every observation of a session, in arrival order."""
-        return [
-            Observation.from_json(r)
-            for r in read_lines(self.dir / f"{key}.jsonl")
-            if r.get("type") != "session"
-        ]
+        return self._obs.read(self.dir / f"{key}.jsonl")  # read from where the last stopped
 
     def iter_all(self) -> Iterator[tuple[SessionInfo, Observation]]:
         """Every spooled observation of every session (for indexing the spool)."""
@@ -518,6 +518,7 @@ class Spool:
             changed = len(scrub_files(self.dir, needles, mark))
             for info in self.sessions.values():
                 info.state = self.read_state(info.key)
+            self._obs.clear()
         return changed
 
     def drop(self, key: str) -> bool:
@@ -540,6 +541,7 @@ class Spool:
             self._dirty.discard(fd)
             self._good.pop(fd, None)
             self._torn.pop(fd, None)
+        self._obs.clear(self.dir / f"{key}.jsonl")
         for suffix in (".jsonl", ".state"):
             try:
                 (self.dir / f"{key}{suffix}").unlink()

@@ -37,6 +37,7 @@ from wiki_memory.plainfile import atomic_write, page_hash, read_plain
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitStore, author_email_for
 from wiki_memory.wiki.personal import page_owner
+from wiki_memory.wiki.timelinememo import MemoStore
 
 log = logging.getLogger("wiki_memory.core")
 
@@ -90,6 +91,7 @@ class SessionPages:
         self._conflicts: dict[str, bytes] = {}
         #: failed compiles, tried again after a doubling wait
         self.backoff = Backoff(spool=host.spool)
+        self.memos = MemoStore()  # what each session's last compile kept
 
     def _session_meta(self, info: SessionInfo) -> compiler.SessionMeta:
         return compiler.SessionMeta(
@@ -183,7 +185,9 @@ class SessionPages:
             excerpt_bytes=self.host.settings.tool_output_excerpt_bytes,
             previous=state.get("continues"),
             **compile_extras(state),
+            memo=self.memos.get(key),
         )
+        self.memos.put(key, comp.memo)
         full = self.host.wiki_dir / comp.path
         self._render_ctx[comp.path] = (key, state)
         fresh = compiler_bytes(comp)

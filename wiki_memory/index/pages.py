@@ -25,7 +25,7 @@ from typing import Any
 import apsw
 
 from wiki_memory.identity import Identity, is_pinned, personal_owner, visible_sql
-from wiki_memory.index import sectionmemo
+from wiki_memory.index import pagediff, sectionmemo
 from wiki_memory.index import vectors as vec
 from wiki_memory.index.dates import page_day, section_date_words, section_days, section_spans
 from wiki_memory.index.files import read_file
@@ -112,7 +112,8 @@ def upsert(
     langs: tuple[str, ...] = DEFAULT_LANGUAGES,
     vectors: bool = False,
 ) -> bool:
-    """Index one page's bytes (skipped when the hash is unchanged). Links touched by the
+    """Index one page's bytes (skipped when the hash is unchanged; of a page indexed
+    before, only the sections that changed, :mod:`wiki_memory.index.pagediff`). Links touched by the
     change are resolved again before returning, or added to ``dirty`` for the caller.
     ``langs``: the Snowball stemmers for a page without a known frontmatter ``lang``;
     ``vectors``: also store its sections' dense vectors (:mod:`wiki_memory.index.vectors`)."""
@@ -123,9 +124,11 @@ def upsert(
             conn.execute("UPDATE pages SET mtime = ? WHERE path = ?", (mtime, path))
         return False
     local = dirty if dirty is not None else Dirty()
-    if row is not None:
-        delete(conn, path, local)
-    insert_prepared(conn, [prepare(path, raw, mtime, digest, langs)], local, vectors)
+    prep = prepare(path, raw, mtime, digest, langs)
+    if row is None or not pagediff.update_changed(conn, prep, local, vectors):
+        if row is not None:
+            delete(conn, path, local)
+        insert_prepared(conn, [prep], local, vectors)
     if dirty is None:
         resolve_dirty(conn, local)
     return True

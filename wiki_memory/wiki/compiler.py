@@ -21,11 +21,9 @@ from typing import Any
 
 from wiki_memory.capture.echo import ECHO_KEY
 from wiki_memory.capture.observation import Observation, iso
-from wiki_memory.wiki.entryforget import entry_hash, stub_text
-from wiki_memory.wiki.entrytime import clock as _clock
-from wiki_memory.wiki.entrytime import entry_local as _entry_local
 from wiki_memory.wiki.entrytime import local_iso as _local_iso
 from wiki_memory.wiki.entrytime import started_line as _started_line
+from wiki_memory.wiki.timelinememo import Rules, TimelineMemo
 from wiki_memory.wiki.verbatim import (
     clip_bytes,
     cut_words,
@@ -104,6 +102,8 @@ class Compiled:
     count: int
     #: spool records of the events rendered as placeholders (they could not be compiled)
     unrendered: list[str] = field(default_factory=list)
+    #: what the next compile of the session may start from (None: nothing kept)
+    memo: TimelineMemo | None = None
 
 
 def sessions_folder(project: str, user: str) -> str:
@@ -276,7 +276,7 @@ def build_entries(
                     Entry(n, o.ts, "prompt", "prompt · repeated", [f"same prompt as [[{link}]]"])
                 )
                 continue
-            last_reply = _add_entry(entries, tool_entries, n, o, excerpt_bytes, last_reply)
+            last_reply = add_entry(entries, tool_entries, n, o, excerpt_bytes, last_reply)
         except Exception as exc:  # noqa: BLE001 - one event never hides the others
             entries.append(placeholder(n, o, exc))
     entries.sort(key=lambda e: (e.ts, e.n))
@@ -321,7 +321,7 @@ def placeholder(n: int, o: Observation, exc: BaseException) -> Entry:
     )
 
 
-def _add_entry(
+def add_entry(
     entries: list[Entry],
     tool_entries: dict[str, Entry],
     n: int,
@@ -438,7 +438,7 @@ def _safe(fn: Any, o: Observation, default: Any) -> Any:
         return default
 
 
-def _summarize(
+def summarize_into(
     o: Observation,
     files: list[str],
     tools: list[str],
@@ -475,6 +475,7 @@ def compile_session(
     previous: str | None = None,
     repeats: dict[int, str] | None = None,
     forgotten: Collection[str] = (),
+    memo: TimelineMemo | None = None,
 ) -> Compiled:
     """Render a session page. ``observations`` in arrival order; times are UTC epoch seconds.
     ``previous``: the page of the session this one continues (after a ``clear``). An event
@@ -482,32 +483,26 @@ def compile_session(
     are written (``Compiled.unrendered`` names it). ``repeats``: arrival number → the
     ``page#^tN`` a fork's repeated prompt links to instead of its text. ``forgotten``:
     block ids (``t7``) of forgotten entries, each rendered as a stub
-    (:mod:`wiki_memory.wiki.entryforget`); their events leave the summary and title."""
+    (:mod:`wiki_memory.wiki.entryforget`); their events leave the summary and title.
+    ``memo``: what the last compile of this session kept (``Compiled.memo``): only the
+    events after those it holds are rendered when it fits
+    (:mod:`wiki_memory.wiki.timelinememo`)."""
     repeats = repeats or {}
-    entries = build_entries(observations, excerpt_bytes, repeats)
-    gone = {n for e in entries if e.block_id in forgotten for n in (e.n, *e.events)}
-    prompts = [
-        t
-        for n, t in enumerate((_safe(_prompt_text, o, "") for o in observations), start=1)
-        if t and n not in repeats and n not in gone
-    ]
-    files: list[str] = []
-    tools: list[str] = []
-    commands: list[str] = []
-    failures: list[tuple[str, str]] = []
-    last_reply = ""
-    kept = [o for n, o in enumerate(observations, start=1) if n not in gone]
-    for o in sorted(kept, key=lambda o: o.ts):
-        try:
-            last_reply = _summarize(o, files, tools, commands, failures) or last_reply
-        except Exception:  # noqa: BLE001 - its placeholder entry says why
-            continue
+    gone = frozenset(forgotten)
+    if memo is None or not memo.fits(meta.key, excerpt_bytes, previous, repeats, gone):
+        memo = TimelineMemo(meta.key, excerpt_bytes, previous, _RULES, forgotten=gone)
+    if not memo.extend(observations, repeats):
+        memo = TimelineMemo(meta.key, excerpt_bytes, previous, _RULES, forgotten=gone)
+        memo.extend(observations, repeats)
+    files, tools, commands, failures = memo.files, memo.tools, memo.commands, memo.failures
+    last_reply = memo.last_reply
+    prompts = [memo.first_prompt] if memo.first_prompt else []
     title_src = prompts[0] if prompts else ""
     title = cut_words(" ".join(title_src.split()), 80) or f"Session {meta.session_id[:24]}"
     path = path or page_path(meta, observations)
-    start = min([meta.started] + [o.ts for o in observations])
+    start = min(meta.started, memo.min_ts)
     # the offset the first event that wrote one was sent at (the user's zone then)
-    start_offset = next((o.offset for o in observations if o.offset is not None), None)
+    start_offset = memo.start_offset
     md: dict[str, Any] = {
         "type": "session",
         "id": f"ses_{meta.key[:16]}",
@@ -544,27 +539,14 @@ def compile_session(
     if last_reply:
         lines.append(f"- **Last reply:** {_inline(_one_line(last_reply, 400))}")
     summary = "\n".join(lines) if lines else "- (no prompts or tool calls yet)"
-    blocks = []
-    unrendered: list[str] = []
-    for e in entries:
-        if e.kind == "unrendered":
-            unrendered.append(observations[e.n - 1].obs_id or f"#{e.n}")
-        if e.kind == "start" and previous and e.head.endswith("· clear"):
-            e.blocks = [f"continues [[{previous.removesuffix('.md')}]]", *e.blocks]
-        own = observations[e.n - 1].offset if 0 < e.n <= len(observations) else None
-        mark = _entry_local(e.ts, own, start_offset)
-        parts = [f"**{_clock(e.ts)}**{mark} · {e.head}"] + e.blocks + [f"^{e.block_id}"]
-        if e.block_id in forgotten:  # its text hashed, never written
-            code = entry_hash(escape_controls("\n\n".join(parts[:-1])))
-            parts = [stub_text(parts[0], code), parts[-1]]
-        blocks.append("\n\n".join(parts))
-    timeline = "\n\n".join(blocks) if blocks else "(no events yet)"
-    body = f"# {_escape_heading(title)}\n\n## Summary\n\n{summary}\n\n## Timeline\n\n{timeline}\n"
+    timeline = memo.timeline()  # escaped already, entry by entry
+    head = f"# {_escape_heading(title)}\n\n## Summary\n\n{summary}\n\n## Timeline\n\n"
     # captured text may hold NUL and other control characters: shown, never raw bytes
     md = {k: escape_value(v) for k, v in md.items()}
-    summary, timeline = escape_controls(summary), escape_controls(timeline)
-    body = escape_controls(body)
-    return Compiled(path, md, body, summary, timeline, len(observations), unrendered)
+    summary = escape_controls(summary)
+    body = escape_controls(head) + timeline + "\n"
+    unrendered = list(memo.unrendered)
+    return Compiled(path, md, body, summary, timeline, len(observations), unrendered, memo)
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -588,3 +570,11 @@ def _escape_heading(title: str) -> str:
     """The H1 text: the title without characters that would make links, tags or block ids
     (the exact title is kept in frontmatter)."""
     return " ".join(_HEADING_UNSAFE.sub(" ", title).split()) or "Session"
+
+
+def _repeated(n: int, o: Observation, link: str) -> Entry:
+    """A fork's copy of a prompt its origin holds: a link, not the text again."""
+    return Entry(n, o.ts, "prompt", "prompt · repeated", [f"same prompt as [[{link}]]"])
+
+
+_RULES = Rules(add_entry, placeholder, _repeated, prompt_text, summarize_into)
