@@ -320,3 +320,46 @@ def test_bad_bodies_are_named(tmp_path: Path) -> None:
         assert r.status_code == 400 and r.json()["field"] == "instruction_files"
     finally:
         srv.stop()
+
+
+def test_a_reader_is_refused_and_a_members_own_files_stay_hers(tmp_path: Path) -> None:
+    """Through the one door: a reader of the project may import nothing into it (403);
+    a member's per-user files go to her own folder, which the owner cannot see."""
+    home, api, _files = make_home(tmp_path)
+    srv = ServerProcess(tmp_path / "data").start()
+    data = srv.data_dir
+    try:
+        assert imported(data, home, api)["project"] == "api"
+        tokens = TokenStore(data / "auth")
+        reader = tokens.create("rita", None, ["api"], read_only=True)
+        carol = tokens.create("carol", None, ["api"])
+        body = {
+            "files": [{"source": "CLAUDE.md", "scope": "project", "text": "# Mine\n"}],
+            "project": "api",
+        }
+        r = httpx.post(
+            srv.url + "/v1/agent-files",
+            json=body,
+            headers={"Authorization": f"Bearer {reader}"},
+            timeout=30,
+        )
+        assert r.status_code == 403, r.text
+        own = {"files": [{"source": "~/.codex/AGENTS.md", "scope": "user", "text": "# Carol\n"}]}
+        r = httpx.post(
+            srv.url + "/v1/agent-files",
+            json=own,
+            headers={"Authorization": f"Bearer {carol}"},
+            timeout=30,
+        )
+        assert r.status_code == 200, r.text
+        (row,) = r.json()["files"]
+        assert row["path"] == "people/carol/agent-files/codex-agents-md.md"
+        assert srv.get(f"/v1/pages/{row['path']}").status_code == 404
+        mine = httpx.get(
+            f"{srv.url}/v1/pages/{row['path']}",
+            headers={"Authorization": f"Bearer {carol}"},
+            timeout=30,
+        )
+        assert mine.status_code == 200 and "# Carol" in mine.json()["content"]
+    finally:
+        srv.stop()

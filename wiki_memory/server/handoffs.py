@@ -143,6 +143,7 @@ def routes(memory: Memory) -> list[Any]:
         shared = body.get("shared", False)
         if not isinstance(shared, bool):
             raise BadRequest("shared must be true or false", field="shared")
+        loaded = check_loaded(body.get("instruction_files"))
         # the shared brief (``brief --write``) is nobody's session: no handoff is leased
         who = {} if shared else ident(body)
         rid, name = str_field(body, "repo_id"), str_field(body, "project")
@@ -176,7 +177,7 @@ def routes(memory: Memory) -> list[Any]:
             budget_tokens=budget,
             max_offers=offers,
             source=str_field(body, "source"),
-            loaded=check_loaded(body.get("instruction_files")),
+            loaded=loaded,
             shared=shared,
             **who,
         )
