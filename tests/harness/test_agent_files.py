@@ -363,3 +363,31 @@ def test_a_reader_is_refused_and_a_members_own_files_stay_hers(tmp_path: Path) -
         assert mine.status_code == 200 and "# Carol" in mine.json()["content"]
     finally:
         srv.stop()
+
+
+def test_the_hook_reports_the_files_with_the_standard_library_alone(tmp_path: Path) -> None:
+    """The installed hook runs under ``python -S``: its report of the instruction files
+    loads nothing but the standard library and names each file by source and hash."""
+    home, api, files = make_home(tmp_path)
+    hooks = Path(__file__).resolve().parents[2] / "hooks"
+    code = (
+        "import sys, json; sys.path.insert(0, sys.argv[1]); import wiki_memory_hooklib as h; "
+        "h._sanitizer(); out = h.instruction_files(sys.argv[2]); "
+        "names = {m.split('.')[0] for m in sys.modules}; "
+        "print(json.dumps([out, sorted(names - sys.stdlib_module_names - "
+        "{'__main__', 'wiki_memory', 'wiki_memory_hooklib'})]))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WIKI_MEMORY_", "XDG_"))}
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", code, str(hooks), str(api)],
+        capture_output=True,
+        text=True,
+        env={**env, "HOME": str(home)},
+        cwd=tmp_path,
+        check=True,
+    )
+    reported, foreign = json.loads(out.stdout)
+    assert foreign == []
+    assert {r["source"]: r["hash"] for r in reported} == {
+        s: "sha256:" + hashlib.sha256(p.read_bytes()).hexdigest() for s, p in files.items()
+    }

@@ -151,14 +151,15 @@ def find(cwd: str, home: str | None = None) -> list[dict[str, str]]:
     """The instruction and memory files a session in ``cwd`` sees: ``[{"path"
     (absolute), "source", "scope" ("project" or "user"), "harness"}]``, project files
     from ``cwd`` up to the repository's top (nearest first; only ``cwd`` outside a
-    repository), then the per-user ones under ``home`` (default ``$HOME``), including
+    repository, none in ``home`` itself), then the per-user ones under ``home`` (default ``$HOME``), including
     Claude Code's auto memory of the repository (or of ``cwd``). Symbolic links are left
     out. Never raises for a folder that cannot be read."""
     start = os.path.normpath(os.path.abspath(cwd))
     home = os.path.normpath(home or os.path.expanduser("~"))
     top = _top(start)
     base = top or start
-    folders = [start]
+    # the home folder outside any repository: its files are the per-user ones alone
+    folders = [] if top is None and start == home else [start]
     d = start
     while top is not None and d != top:
         d = os.path.dirname(d)
