@@ -21,9 +21,9 @@ own section (between :data:`BEGIN` and :data:`END`, written by ``wiki-memory bri
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
+import types
 
 __all__ = [
     "BEGIN",
@@ -60,19 +60,22 @@ USER_FILES = (
     (".codex/AGENTS.md", "codex"),
     (".gemini/GEMINI.md", "gemini"),
 )
-_BEGIN_RE = re.compile(rb"^<!-- wiki-memory:begin\b[^\n]*-->[ \t]*\r?$", re.M)
-_END_RE = re.compile(rb"^<!-- wiki-memory:end -->[ \t]*\r?$", re.M)
-_LINK = re.compile(r"\]\(([^)\s]+\.md)\)|\[\[([^\]|#]+)")
+# patterns, compiled on first use (the hook pays for no compile where no file has them)
+_BEGIN_RE = rb"(?m)^<!-- wiki-memory:begin\b[^\n]*-->[ \t]*\r?$"
+_END_RE = rb"(?m)^<!-- wiki-memory:end -->[ \t]*\r?$"
+_LINK = r"\]\(([^)\s]+\.md)\)|\[\[([^\]|#]+)"
 
 
 def split_section(data: bytes) -> tuple[bytes, bytes, bytes] | None:
     """``(before, section, after)`` of ``data`` around this project's section (the marker
     lines included in ``section``, its line end too); None when it has no whole one (a
     begin line followed by an end line)."""
-    b = _BEGIN_RE.search(data)
+    if b"<!-- wiki-memory:begin" not in data:
+        return None
+    b = re.search(_BEGIN_RE, data)
     if b is None:
         return None
-    e = _END_RE.search(data, b.end())
+    e = re.compile(_END_RE).search(data, b.end())
     if e is None:
         return None
     stop = e.end()
@@ -89,14 +92,32 @@ def without_section(data: bytes) -> bytes:
 
 def content_hash(data: bytes) -> str:
     """``sha256:<hex>`` of ``data`` without this project's section."""
-    return "sha256:" + hashlib.sha256(without_section(data)).hexdigest()
+    return "sha256:" + str(_sha256_module().sha256(without_section(data)).hexdigest())
+
+
+_SHA: list[types.ModuleType] = []
+
+
+def _sha256_module() -> types.ModuleType:
+    """The module whose ``sha256`` hashes: CPython's own built-in one when there is one
+    (``_sha256`` up to 3.11, ``_sha2`` from 3.12; it loads in well under a millisecond),
+    else ``hashlib`` (which loads OpenSSL first: 3-25 ms on a busy machine, paid by the
+    hook at every SessionStart). Each gives the same digest."""
+    if not _SHA:
+        for name in ("_sha256", "_sha2", "hashlib"):
+            try:
+                _SHA.append(__import__(name))
+                break
+            except ImportError:
+                continue
+    return _SHA[0]
 
 
 def encode_project_path(path: str) -> str:
     """The folder name Claude Code gives a project's auto memory under
     ``~/.claude/projects/``: the project's absolute path with every character other than
     a letter or digit replaced by ``-`` (``/home/u/my.api`` -> ``-home-u-my-api``)."""
-    return re.sub(r"[^A-Za-z0-9]", "-", path)
+    return "".join(c if c.isascii() and c.isalnum() else "-" for c in path)
 
 
 def _top(start: str) -> str | None:
@@ -133,7 +154,7 @@ def _memory_files(folder: str, home: str) -> list[dict[str, str]]:
             text = f.read(MAX_FILE_BYTES)
     except OSError:
         text = ""
-    for m in _LINK.finditer(text):
+    for m in re.finditer(_LINK, text):
         name = (m.group(1) or m.group(2) or "").strip()
         if not name.endswith(".md"):
             name += ".md"
