@@ -193,6 +193,11 @@ def test_import_recall_brief_and_conflict_through_the_server(tmp_path: Path) -> 
             assert meta["source_hash"].startswith("sha256:") and meta["imported"]
             want = "projects/api/agent-files/" if not source.startswith("~") else "people/"
             assert rel.startswith(want), rel
+        # a dry run now: every file unchanged, and not a byte of the wiki written
+        wiki_files = {p: p.read_bytes() for p in (data / "wiki").rglob("*.md")}
+        again = imported(data, home, api, "--dry-run")
+        assert {f["action"] for f in again["files"]} == {"unchanged"}
+        assert {p: p.read_bytes() for p in (data / "wiki").rglob("*.md")} == wiki_files
         rule = parse_page((data / "wiki" / paths[".cursor/rules/style.mdc"]).read_bytes(), "x.md")
         assert rule.metadata["cursor_rule"]["globs"] == "src/**/*.py"
 

@@ -15,8 +15,9 @@ from starlette.routing import Route
 from wiki_memory.core.agentimport import check_files, import_files
 from wiki_memory.core.memory import Memory
 from wiki_memory.core.projects import UnknownProject
+from wiki_memory.core.repos import MAX_ID
 from wiki_memory.errors import BadRequest
-from wiki_memory.server.http import read_json, write_project
+from wiki_memory.server.http import body_project, read_json, str_field, write_project
 
 __all__ = ["ROUTES"]
 
@@ -46,18 +47,32 @@ async def agent_files(request: Request) -> Response:
         check_files(files)  # a malformed body is named before any project is looked up
         if not wants_project:
             return import_files(memory, user, files, project=None, dry_run=dry)
-        ask = {**body, "create_project": body.get("create_project", False) and not dry}
-        try:
-            with write_project(memory, ask, user, op="page.write") as project:
-                return import_files(memory, user, files, project=project, repo_id=rid, dry_run=dry)
-        except UnknownProject:
-            name = body.get("project")
-            if not dry or not isinstance(name, str):
-                raise
-            # a preview of a first import: the project is made by the import itself
-            return import_files(memory, user, files, project=name, dry_run=True, new_project=True)
+        if dry:
+            return preview(memory, body, user, files, rid)
+        with write_project(memory, body, user, op="page.write") as project:
+            return import_files(memory, user, files, project=project, repo_id=rid)
 
     return JSONResponse(await run_in_threadpool(run))
+
+
+def preview(
+    memory: Memory, body: dict[str, Any], user: Any, files: Any, rid: Any
+) -> dict[str, Any]:
+    """A dry run's project, found as the brief finds it (the repository's binding, else
+    the name), binding and creating nothing; a project not made yet answers each of its
+    files ``new``."""
+    name = str_field(body, "project")
+    if rid and name:
+        origin = str_field(body, "repo_origin")
+        origin = origin if origin and len(origin) <= MAX_ID else None
+        name = memory.repos.place(name, rid, origin=origin, reserve=False)[0]
+    try:
+        project = body_project(memory, {**body, "project": name}, user, required=True)
+    except UnknownProject:
+        if not name:
+            raise
+        return import_files(memory, user, files, project=name, dry_run=True, new_project=True)
+    return import_files(memory, user, files, project=project, repo_id=rid, dry_run=True)
 
 
 ROUTES = [Route("/v1/agent-files", agent_files, methods=["POST"])]
