@@ -52,7 +52,7 @@ def test_find_lists_each_file_once_by_its_source(tmp_path: Path) -> None:
         ("pkg/AGENTS.md", "project"),
         ("CLAUDE.md", "project"),
         (".claude/CLAUDE.md", "project"),
-        ("CLAUDE.local.md", "project"),
+        ("CLAUDE.local.md", "user"),
         ("AGENTS.md", "project"),
         ("GEMINI.md", "project"),
         (".cursor/rules/style.mdc", "project"),

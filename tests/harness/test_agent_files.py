@@ -187,12 +187,15 @@ def test_import_recall_brief_and_conflict_through_the_server(tmp_path: Path) -> 
         assert {f["action"] for f in res["files"]} == {"new"}
         paths = {f["source"]: f["path"] for f in res["files"]}
         assert len(set(paths.values())) == len(files)
+        owner = TokenStore(data / "auth").owner_name()
         for source, rel in paths.items():
             meta = parse_page((data / "wiki" / rel).read_bytes(), rel).metadata
             assert meta["source"] == source and meta["type"] == "agent-file"
             assert meta["source_hash"].startswith("sha256:") and meta["imported"]
-            want = "projects/api/agent-files/" if not source.startswith("~") else "people/"
+            own = source.startswith("~") or source == "CLAUDE.local.md"  # one person's
+            want = f"people/{owner}/agent-files/" if own else "projects/api/agent-files/"
             assert rel.startswith(want), rel
+        assert paths["CLAUDE.local.md"] == f"people/{owner}/agent-files/api/claude-local-md.md"
         # a dry run now: every file unchanged, and not a byte of the wiki written
         wiki_files = {p: p.read_bytes() for p in (data / "wiki").rglob("*.md")}
         again = imported(data, home, api, "--dry-run")
@@ -220,7 +223,7 @@ def test_import_recall_brief_and_conflict_through_the_server(tmp_path: Path) -> 
         assert [(f["source"], f["action"]) for f in res_b["files"]] == [("CLAUDE.md", "unchanged")]
         pages = sorted((data / "wiki" / "projects" / "api" / "agent-files").iterdir())
         sources = [parse_page(p.read_bytes(), p.name).metadata.get("source") for p in pages]
-        assert sources.count("CLAUDE.md") == 1 and len(pages) == 6
+        assert sources.count("CLAUDE.md") == 1 and len(pages) == 5
 
         # a Claude Code session in the project: its brief does not repeat CLAUDE.md (the
         # hook reported it), and says so in one line; without the report it would

@@ -46,13 +46,15 @@ END = "<!-- wiki-memory:end -->"
 #: files larger than this are listed but not read (an instruction file is a few KiB)
 MAX_FILE_BYTES = 512 * 1024
 
-#: per folder, from the session's folder up to the repository's top: (name, harness)
+#: per folder, from the session's folder up to the repository's top: (name, harness,
+#: scope); ``CLAUDE.local.md`` is one person's notes on the project (usually git-ignored),
+#: so it is ``user``: its page goes to that person's own folder, never to the project
 PROJECT_FILES = (
-    ("CLAUDE.md", "claude-code"),
-    (".claude/CLAUDE.md", "claude-code"),
-    ("CLAUDE.local.md", "claude-code"),
-    ("AGENTS.md", "codex"),
-    ("GEMINI.md", "gemini"),
+    ("CLAUDE.md", "claude-code", "project"),
+    (".claude/CLAUDE.md", "claude-code", "project"),
+    ("CLAUDE.local.md", "claude-code", "user"),
+    ("AGENTS.md", "codex", "project"),
+    ("GEMINI.md", "gemini", "project"),
 )
 #: under the home folder
 USER_FILES = (
@@ -170,7 +172,8 @@ def _memory_files(folder: str, home: str) -> list[dict[str, str]]:
 
 def find(cwd: str, home: str | None = None) -> list[dict[str, str]]:
     """The instruction and memory files a session in ``cwd`` sees: ``[{"path"
-    (absolute), "source", "scope" ("project" or "user"), "harness"}]``, project files
+    (absolute), "source", "scope" ("project", or "user" for one person's own: every
+    ``~/`` file and ``CLAUDE.local.md``), "harness"}]``, the files
     from ``cwd`` up to the repository's top (nearest first; only ``cwd`` outside a
     repository, none in ``home`` itself), then the per-user ones under ``home`` (default ``$HOME``), including
     Claude Code's auto memory of the repository (or of ``cwd``). Symbolic links are left
@@ -187,11 +190,11 @@ def find(cwd: str, home: str | None = None) -> list[dict[str, str]]:
         folders.append(d)
     out: list[dict[str, str]] = []
     for folder in folders:
-        for name, harness in PROJECT_FILES:
+        for name, harness, scope in PROJECT_FILES:
             p = os.path.join(folder, *name.split("/"))
             if _is_file(p):
                 rel = os.path.relpath(p, base).replace(os.sep, "/")
-                out.append(_entry(p, rel, "project", harness))
+                out.append(_entry(p, rel, scope, harness))
         rules = os.path.join(folder, ".cursor", "rules")
         try:
             names = sorted(n for n in os.listdir(rules) if n.endswith(".mdc"))

@@ -81,7 +81,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     }
     if name:
         body["project"] = name
-    if not any(f["scope"] == "project" for f in files):
+    if all(f["source"].startswith("~/") for f in files):
         body.pop("project", None)
     res = post_json(args, "/v1/agent-files", body, timeout=120)
     if args.json:

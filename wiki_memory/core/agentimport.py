@@ -9,7 +9,10 @@ page:
   goes to ``projects/<p>/agent-files/<name>.md``, where ``<p>`` is the project of the
   repository (its ``repo_id``, :mod:`wiki_memory.core.repos`) and ``<name>`` comes from
   the source alone: one page per project and file, whoever imports it;
-- a **per-user** file (``source`` ``~/...``) goes to ``people/<user>/agent-files/``.
+- a **per-user** file (``scope: user``) goes to the caller's own folder:
+  ``people/<user>/agent-files/<name>.md`` for a ``~/...`` source, and
+  ``people/<user>/agent-files/<p>/<name>.md`` for one person's file of a project
+  (``CLAUDE.local.md``), which never becomes a page others see.
 
 The page's frontmatter says where it came from: ``type: agent-file``, ``source``,
 ``source_hash`` (:func:`wiki_memory.capture.agentfiles.content_hash`), ``imported``
@@ -87,11 +90,11 @@ def _check_file(f: Any, i: int) -> dict[str, str]:
         or "\\" in src
         or any(p in ("", ".", "..") for p in bare.split("/"))
         or any(ord(c) < 32 for c in src)
-        or (out["scope"] == "user") != src.startswith("~/")
+        or (out["scope"] == "project" and src.startswith("~/"))
     )
     if bad:
         raise BadRequest(
-            f"{where}.source must be a clean relative path (a per-user file's starts with ~/)",
+            f"{where}.source must be a clean relative path (a project file's never starts with ~/)",
             field="files",
         )
     return out
@@ -201,15 +204,19 @@ def import_files(
     limit = memory.settings.max_body_bytes
     out: list[dict[str, Any]] = []
     for f in checked:
-        if f["scope"] == "project" and not project:
+        in_project = not f["source"].startswith("~/")
+        if in_project and not project:
             raise BadRequest(
-                f"{f['source']} is a project file: name the project (or its repo_id)",
+                f"{f['source']} is a file of a project: name the project (or its repo_id)",
                 field="project",
             )
         raw = f["text"].encode("utf-8")
         digest = content_hash(raw)
-        folder = f"projects/{project}" if f["scope"] == "project" else f"people/{ident.user}"
-        rel = f"{folder}/agent-files/{page_name(f['source'])}"
+        if f["scope"] == "project":
+            folder = f"projects/{project}/agent-files"
+        else:
+            folder = f"people/{ident.user}/agent-files" + (f"/{project}" if in_project else "")
+        rel = f"{folder}/{page_name(f['source'])}"
         fresh = new_project and f["scope"] == "project"
         if not fresh:
             memory.scope.write_check(ident, rel, "page.write")

@@ -39,7 +39,7 @@ async def agent_files(request: Request) -> Response:
     files: Any = body.get("files")
     user = request.state.user or memory.owner
     wants_project = isinstance(files, list) and any(
-        isinstance(f, dict) and f.get("scope") == "project" for f in files
+        isinstance(f, dict) and not str(f.get("source", "")).startswith("~/") for f in files
     )
     rid = body.get("repo_id") if isinstance(body.get("repo_id"), str) else None
 
