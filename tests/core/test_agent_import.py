@@ -118,6 +118,13 @@ def test_import_new_unchanged_update_and_conflict(mem: Memory) -> None:
     assert one(mem, "# Rules\n\n- Use both.\n")["copy"] == row["copy"]  # the same copy
 
 
+def test_a_file_over_the_page_limit_is_refused_at_the_border(mem: Memory) -> None:
+    big = "- a rule\n" * (mem.settings.max_body_bytes // 9 + 10)
+    row = one(mem, big, source="AGENTS.md")
+    assert row["action"] == "refused" and row["reason"].startswith("size: ")
+    assert not (mem.wiki_dir / row["path"]).exists()
+
+
 def test_a_per_user_file_goes_to_the_callers_folder_and_bad_sources_are_named(
     mem: Memory,
 ) -> None:

@@ -220,7 +220,6 @@ def import_files(
         fresh = new_project and f["scope"] == "project"
         if not fresh:
             memory.scope.write_check(ident, rel, "page.write")
-        page, redacted = _page(f, digest, ident.user, project, repo_id)
         row: dict[str, Any] = {"source": f["source"], "scope": f["scope"], "path": rel}
         row["hash"] = digest
         verdict = border.check(
@@ -231,6 +230,8 @@ def import_files(
         if verdict.refused:
             out.append({**row, "action": "refused", "reason": verdict.refused[0].reason})
             continue
+        # scanned for secrets only once the caller's right and the border allow it
+        page, redacted = _page(f, digest, ident.user, project, repo_id)
         action = "new" if fresh else _decide(_current(memory, ident, rel), f["source"], digest)
         if action == "taken":  # two sources with one name: the second gets its own
             rel = rel[:-3] + "-" + sha256(f["source"].encode())[:6] + ".md"
