@@ -166,7 +166,9 @@ def write_brief(args: argparse.Namespace) -> int:
             "pass --tracked-ok to write into it anyway",
             2,
         )
-    budget = args.budget if args.budget != 1500 else WRITE_BUDGET
+    budget = WRITE_BUDGET if args.budget is None else args.budget
+    if budget <= 0:
+        raise CliError("--budget must be a positive number of tokens", 2)
     old = file.read_bytes() if file.exists() else b""
     name, ids = _repo(file.parent)
     overhead = count_tokens(_section("x")) + 1
@@ -174,7 +176,7 @@ def write_brief(args: argparse.Namespace) -> int:
     body["instruction_files"] = [
         {"source": e["source"], "hash": agentfiles.content_hash(old)}
         for e in agentfiles.find(str(file.parent))
-        if Path(e["path"]) == file
+        if Path(e["path"]).resolve() == file
     ]
     section = ""
     ask = budget - overhead

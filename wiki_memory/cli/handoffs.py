@@ -150,7 +150,7 @@ def cmd_brief(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {
         "project": args.project,
         "cwd": os.getcwd(),
-        "budget_tokens": args.budget,
+        "budget_tokens": 1500 if args.budget is None else args.budget,
     }
     if args.session:
         body.update(_ident(args))
@@ -262,7 +262,9 @@ def register(sub: Any) -> None:
     b.add_argument(
         "--project", help="a project you may read (default: the one of the working directory)"
     )
-    b.add_argument("--budget", type=int, default=1500, help="token budget (default 1500)")
+    b.add_argument(
+        "--budget", type=int, default=None, help="token budget (default 1500; 800 with --write)"
+    )
     b.add_argument("--max-offers", type=int, default=None)
     add_write_options(b)
     common(b)
