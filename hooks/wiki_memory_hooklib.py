@@ -2136,6 +2136,18 @@ def spawn_drainer(cfg: Config, ob: Outbox) -> bool:
         os._exit(0)
 
 
+def instruction_files(cwd: str) -> list[dict[str, str]]:
+    """``[{"source", "hash"}]`` of the instruction and memory files present in ``cwd``
+    and above and in the home folder (``wiki_memory/capture/agentfiles.py``, docs/agent-files.md);
+    ``[]`` when that module cannot be loaded or anything goes wrong."""
+    try:
+        from wiki_memory.capture import agentfiles
+
+        return agentfiles.report(cwd)[:64]
+    except Exception:
+        return []
+
+
 class BriefUnavailable(Exception):
     """The server answered, but without a brief (an error status, a timeout mid-reply)."""
 
@@ -2153,7 +2165,7 @@ def fetch_brief(
     404, or no text). Raises :class:`HttpError` when the server cannot be reached (refused,
     no route, a connect that timed out) and :class:`BriefUnavailable` when it answered
     without a brief or too slowly."""
-    ask = {
+    ask: dict[str, Any] = {
         "project": project,
         "cwd": cwd,
         "harness": harness,
@@ -2162,6 +2174,9 @@ def fetch_brief(
     }
     if source:
         ask["source"] = source  # startup, resume, clear, compact: a shorter brief on the last
+    files = instruction_files(cwd) if cwd else []
+    if files:
+        ask["instruction_files"] = files  # the brief leaves out what the harness has already
     if _REPO and _REPO[0].get("id"):
         ask["repo_id"] = _REPO[0]["id"]
         if _REPO[0].get("origin"):

@@ -660,6 +660,9 @@ ROWS: dict[str, Row] = {
     "caller see (tests/server/test_walks_and_use.py checks another user's rows stay hidden)",
     "POST /v1/edit": "exempt: a write through the one door with the caller "
     "(tests/mcp/test_page_edit_server.py checks ok, 403 and 404)",
+    "POST /v1/agent-files": "exempt: writes through the one door with the caller, into the "
+    "project or the caller's own folder (tests/harness/test_agent_files.py checks 403 for a "
+    "reader and a member's own pages hidden from the owner)",
     "POST /v1/forget": "exempt: would hide the shared pages every read probe reads "
     "(tests/core/test_forget.py checks ok, 403 and 404)",
     "POST /v1/handoffs": ("write", PROJECTS_ONLY, p_http_handoff_create),
@@ -716,6 +719,8 @@ ROWS: dict[str, Row] = {
     "cli purge": "exempt: as POST /v1/admin/purge (tests/core/test_purge.py)",
     "cli forget": "exempt: as POST /v1/forget, which it calls (tests/core/test_forget.py)",
     "cli edit": "exempt: as POST /v1/edit, which it calls (tests/mcp/test_page_edit_server.py)",
+    "cli import-agent-files": "exempt: as POST /v1/agent-files, which it calls "
+    "(tests/harness/test_agent_files.py)",
     "cli unrendered": "exempt: as GET /v1/admin/unrendered, which it calls",
     "cli sync-conflicts": "exempt: as GET /v1/sync-conflicts, which it calls when a server "
     "runs; else the data directory's owner",

@@ -67,6 +67,9 @@ ROUTES: dict[str, str] = {
     "GET /v1/audit": "test_http_admin_reindex_needs_admin",
     "POST /v1/forget": "exempt: a write through Memory.update_page with the caller (the one "
     "door); its 404, 403 and ok are probed in the forget tests of tests/core",
+    "POST /v1/agent-files": "exempt: writes through Memory.update_page with the caller (the "
+    "one door); its 403 and a member's hidden own pages are probed in "
+    "tests/harness/test_agent_files.py",
     "POST /v1/edit": "exempt: a write through Memory.update_page with the caller (the one "
     "door); its 403 and 404 are probed in tests/mcp/test_page_edit_server.py",
     "POST /v1/admin/purge": "exempt: admin only (may_admin before anything is read); probed "
@@ -145,6 +148,7 @@ CLI_COMMANDS: dict[str, str] = {
     "edit": "exempt: calls /v1/edit when a server runs, else the core as the owner",
     "contradictions": "exempt: calls /v1/contradictions; probed in "
     "tests/core/test_contradictions.py",
+    "import-agent-files": "exempt: calls /v1/agent-files (a server must run)",
     "unrendered": "exempt: calls /v1/admin/unrendered (admin only) when a server runs",
     "sync-conflicts": "exempt: calls /v1/sync-conflicts when a server runs, else the core as "
     "the owner",

@@ -61,6 +61,12 @@ REQUESTS: dict[str, tuple[str, str, Any, set[int]]] = {
         {"op": "append", "path": "projects/demo/notes/other.md", "text": "More."},
         {200},
     ),
+    "POST /v1/agent-files": (
+        "POST",
+        "/v1/agent-files",
+        {"files": [{"source": "~/.codex/AGENTS.md", "scope": "user", "text": "# Mine\n"}]},
+        {200},
+    ),
     "POST /v1/admin/purge": ("POST", "/v1/admin/purge", {"path": "notes/nosuch.md"}, {400, 404}),
     "POST /v1/admin/sync": ("POST", "/v1/admin/sync", {}, {404}),  # no remote configured
     "GET /v1/sync-conflicts": ("GET", "/v1/sync-conflicts", None, {200}),

@@ -21,6 +21,7 @@ import shlex
 import sys
 from typing import Any
 
+from wiki_memory.cli.agentfiles import add_write_options
 from wiki_memory.cli.common import (
     CliError,
     cli_settings,
@@ -140,10 +141,16 @@ def cmd_handoff(args: argparse.Namespace) -> int:
 
 
 def cmd_brief(args: argparse.Namespace) -> int:
+    if args.write or args.check or args.tracked_ok:
+        if not args.write:
+            raise CliError("--check and --tracked-ok go with --write FILE", 2)
+        from wiki_memory.cli.agentfiles import write_brief
+
+        return write_brief(args)
     body: dict[str, Any] = {
         "project": args.project,
         "cwd": os.getcwd(),
-        "budget_tokens": args.budget,
+        "budget_tokens": 1500 if args.budget is None else args.budget,
     }
     if args.session:
         body.update(_ident(args))
@@ -256,8 +263,11 @@ def register(sub: Any) -> None:
     b.add_argument(
         "--project", help="a project you may read (default: the one of the working directory)"
     )
-    b.add_argument("--budget", type=int, default=1500, help="token budget (default 1500)")
+    b.add_argument(
+        "--budget", type=int, default=None, help="token budget (default 1500; 800 with --write)"
+    )
     b.add_argument("--max-offers", type=int, default=None)
+    add_write_options(b)
     common(b)
     b.set_defaults(fn=cmd_brief)
 

@@ -193,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--url", help="server URL")
     x.set_defaults(fn=cmd_reindex)
     from wiki_memory.cli import (
+        agentfiles,
         carry,
         conflicts,
         contradictions,
@@ -213,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     tokens.register(sub)
     modules = (setup, uninstall, status, hooks, handoffs, mcp, wiki, remove, remember, carry, edit)
-    for module in (*modules, unrendered, replicas, conflicts, contradictions):
+    for module in (*modules, unrendered, replicas, conflicts, contradictions, agentfiles):
         module.register(sub)
     return p
 

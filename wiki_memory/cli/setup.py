@@ -326,6 +326,10 @@ def cmd_setup(args: argparse.Namespace) -> int:
         ok, msg = self_check(settings, address, record.hooks)
         print(("self-check: ok: " if ok else "self-check: FAILED: ") + msg)
         failed = failed or not ok
+        if ok:
+            from wiki_memory.cli.agentfiles import setup_offer
+
+            setup_offer(args, address)  # asked, never silent (docs/agent-files.md)
     print()
     print("next:")
     hint = path_hint(python)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wiki_memory.capture.observation import iso, project_name
+from wiki_memory.core.briefagent import agent_items
 from wiki_memory.core.contradictions import find_contradictions
 from wiki_memory.core.handoffs import Claimant, Handoff
 from wiki_memory.core.quoting import inline, qt, quote_lines, show
@@ -37,6 +38,7 @@ from wiki_memory.identity import Identity
 from wiki_memory.recall.tokens import count_tokens
 from wiki_memory.wiki.page import parse_page
 from wiki_memory.wiki.paths import PathRefused
+from wiki_memory.wiki.personal import page_owner
 
 if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
@@ -59,12 +61,24 @@ _GROUPS = {
     "waiting": "### Handoffs waiting",
     "contradiction": "### Notes that disagree\nBoth are kept: supersede one side, or mark the pair compatible_with.",
     "pinned": "### Pinned pages",
+    "agentfile": "### Imported instruction files",
     "session": "### Recent sessions",
+    "loaded": "",
     "recall": "",
 }
 _ORDER = (
-    "again", "warning", "held", "offer", "waiting", "contradiction", "pinned", "session", "recall"
-)  # fmt: skip
+    "again",
+    "warning",
+    "held",
+    "offer",
+    "waiting",
+    "contradiction",
+    "pinned",
+    "agentfile",
+    "session",
+    "loaded",
+    "recall",
+)
 #: at most this many contradiction lines in a brief
 MAX_CONTRADICTIONS = 3
 
@@ -199,6 +213,14 @@ def pinned_pages(memory: Memory, project: str, user: Identity | str | None) -> l
     return [r for r in rows if r["path"] not in retired]
 
 
+def _personal(memory: Memory, path: str, user: Identity | str | None) -> bool:
+    """Is ``path`` one user's own (``people/<user>/`` or ``visibility: personal``)?"""
+    try:
+        return page_owner(path, memory.scope.read(user, path).data) is not None
+    except (NotFound, PathRefused):
+        return True
+
+
 def _pinned_part(
     memory: Memory, page: dict[str, Any], max_tokens: int, user: Identity | str | None
 ) -> Part | None:
@@ -303,6 +325,8 @@ def build_brief(
     max_offers: int | None = None,
     source: str | None = None,
     face: str = "",
+    loaded: set[tuple[str, str]] | None = None,
+    shared: bool = False,
 ) -> dict[str, Any]:
     """The brief for a session of ``project``. ``face`` ``"mcp"``: the recall line names
     the MCP tool, not the command.
@@ -316,6 +340,11 @@ def build_brief(
     ``source``: the harness's SessionStart source. On ``resume`` and ``compact`` the
     conversation already holds what came before: the brief is shorter (half the budget)
     and says so in its first line.
+
+    ``loaded``: ``(source, hash)`` of the instruction files the hook found in the
+    session's folder and above: imported pages that match are left out and named in one
+    line (:mod:`wiki_memory.core.briefagent`). ``shared``: the project's shared items
+    only (``brief --write``): no handoff, no personal page, no page of the caller's own.
 
     Returns ``{"text", "used_tokens", "budget_tokens", "parts": [{kind, id?, path,
     title, tokens, ...}], "omitted": [same, for what was left out], "offers": [{id,
@@ -339,7 +368,9 @@ def build_brief(
     leased: dict[str, float] = {}
     codes: dict[str, str] = {}
     now = svc.clock()
-    if session_id:
+    if shared:
+        pass  # no handoff: an instruction file is read by anyone who clones the project
+    elif session_id:
         held, offered = svc.offer(who, project, max_offers)
         for h in held:
             cand.append(_handoff_part("held", h, "claimed", None, reader=user or ""))
@@ -407,9 +438,20 @@ def build_brief(
             )
             cand.append(Part("contradiction", line, {"a": flag["a"], "b": flag["b"]}))
     for page in pinned_pages(memory, project, user):
+        if shared and _personal(memory, page["path"], user):
+            continue
         part = _pinned_part(memory, page, svc.config.pinned_max_tokens, user)
         if part is not None:
             cand.append(part)
+    items, loaded_line = agent_items(
+        memory,
+        project,
+        user,
+        loaded or set(),
+        shared=shared,
+        max_tokens=svc.config.pinned_max_tokens,
+    )
+    cand += [Part(kind, _quote(lines), info) for kind, lines, info in items]
     recent = 0
     for row in _sessions(memory, project, user):
         if recent >= svc.config.recent_sessions:
@@ -426,6 +468,8 @@ def build_brief(
             continue
         cand.append(_session_part(memory, row))
         recent += 1
+    if loaded_line:
+        cand.append(Part("loaded", loaded_line, {}))
     if cand or memory.list_pages(project=project or None, limit=1, user=user):
         more = (
             'More: call MCP memory_recall {"query": "<words>"'

@@ -44,6 +44,7 @@ from wiki_memory.harness.outbox import OutboxDrainer
 from wiki_memory.hosts import AllowedHosts, allowed_hosts
 from wiki_memory.identity import CALLER, Identity
 from wiki_memory.mcp import app as mcp_app
+from wiki_memory.server import agentfiles as agentfile_api
 from wiki_memory.server import api
 from wiki_memory.server import handoffs as handoff_api
 from wiki_memory.server.accesslog import AccessLogMiddleware
@@ -316,6 +317,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
 
     routes = [
         *api.ROUTES,
+        *agentfile_api.ROUTES,
         *handoff_api.routes(memory),
         *mcp_app.routes(memory, tokens),
         *web.routes(memory, tokens),

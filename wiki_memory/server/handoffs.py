@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from wiki_memory.core.brief import DEFAULT_BUDGET, build_brief
+from wiki_memory.core.briefagent import check_loaded
 from wiki_memory.core.repos import MAX_ID
 from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.server.http import (
@@ -139,7 +140,12 @@ def routes(memory: Memory) -> list[Any]:
         max_offers = body.get("max_offers")
         budget = int_field(body, "budget_tokens", DEFAULT_BUDGET, 0, 1_000_000)
         offers = None if max_offers is None else int_field(body, "max_offers", 0, 0, 100)
-        who = ident(body)
+        shared = body.get("shared", False)
+        if not isinstance(shared, bool):
+            raise BadRequest("shared must be true or false", field="shared")
+        loaded = check_loaded(body.get("instruction_files"))
+        # the shared brief (``brief --write``) is nobody's session: no handoff is leased
+        who = {} if shared else ident(body)
         rid, name = str_field(body, "repo_id"), str_field(body, "project")
         if rid and name:
             # the hook's repository: its project, not the folder name's (core/repos.py);
@@ -171,6 +177,8 @@ def routes(memory: Memory) -> list[Any]:
             budget_tokens=budget,
             max_offers=offers,
             source=str_field(body, "source"),
+            loaded=loaded,
+            shared=shared,
             **who,
         )
         return JSONResponse({**res, "project": project})
