@@ -78,3 +78,29 @@ def test_c63_remember_and_handoffs_at_a_full_disk(
         assert r.status_code == 200, r.text
         assert http.get("/v1/health").json()["ok"] is True
     assert mem.recall("okapi ledger", user="alice").total >= 1
+
+
+def test_c63_a_pack_at_a_full_disk_leaves_no_temporary_pack(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The automatic pack meeting a full disk: it fails, the loose objects and HEAD stay,
+    no ``tmp*.pack`` is left in ``objects/pack`` (one used to stay, as large as what was
+    written), and the next pack once space returns works."""
+    full = Full(monkeypatch, mem)
+    wiki = Path(mem.wiki_dir)
+    for i in range(5):
+        p = wiki / f"notes/n{i}.md"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(f"# N{i}\n\nbody {i}\n", encoding="utf-8")
+        mem.git.commit([f"notes/n{i}.md"], "alice", "a@x", f"n{i}")
+    head = mem.git.head()
+    packs = wiki / ".git" / "objects" / "pack"
+    full.on = True
+    with pytest.raises(OSError):
+        mem.git.pack()
+    full.on = False
+    assert sorted(p.name for p in packs.iterdir() if p.name.startswith("tmp")) == []
+    assert mem.git.head() == head
+    assert mem.git.pack() > 0
+    assert [p.suffix for p in packs.iterdir()].count(".pack") == 1
+    assert (wiki / "notes" / "n4.md").read_text(encoding="utf-8") == "# N4\n\nbody 4\n"
