@@ -1370,14 +1370,23 @@ class Outbox:
         data = json.dumps(ev, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, os.path.join(self.path, name))
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, os.path.join(self.path, name))
+        except OSError:
+            # a full disk (or quota): no fragment stays behind, the outbox holds whole
+            # events only
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
         self._fsync_dir()
         self.enforce_bounds()
         return name
@@ -2361,10 +2370,27 @@ def run(argv: list[str]) -> None:
                 # and sends the event with it (never filed under the bare name)
                 ev["repo_root"] = _ROOT[0]
                 pending_id = not stopped
-        name = ob.write(ev)
+        try:
+            name = ob.write(ev)
+        except OSError as exc:
+            # the outbox's disk is full: the event is sent now when a server takes it,
+            # else it is lost, and the hook says so (it never fails the harness)
+            name, unkept = "", exc.strerror or str(exc)
         names = ob.pending()
         late = pending_id or net_deadline - time.monotonic() < 0.05
-        if stopped:
+        if not name:
+            sent = False
+            if not stopped and away is None:
+                try:
+                    sent = deliver_one(cfg, ob, "unkept.json", ev, net_deadline) == "ok"
+                except HttpError as exc:
+                    away = note_unreachable(cfg, ob, str(exc))
+            if not sent:
+                warn(
+                    f"the outbox cannot keep this event ({unkept} in {ob.path}): it is lost; "
+                    f"{len(names)} earlier event(s) still queued"
+                )
+        elif stopped:
             # Never a default port: the event waits for this data directory's server,
             # which drains its outbox when it starts.
             warn(

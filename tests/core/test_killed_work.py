@@ -208,6 +208,12 @@ def test_a_purge_killed_mid_way_is_finished_at_the_next_start(tmp_path: Path, st
         ops = [a for a in audit(data) if str(a["op"]).startswith("purge")]
         assert [a["op"] for a in ops] == ["purge.start", "purge"]
         assert ops[1]["result"] == "ok" and ops[1]["finished_at_start"] is True
+        # the closing line says what was done in each place
+        # (the counts of the rewrite made before the kill, not zeros)
+        places = {"commits_rewritten", "versions", "refs", "spool_files", "logs", "removed"}
+        assert places <= set(ops[1]), ops[1]
+        assert ops[1]["commits_rewritten"] >= 1 and ops[1]["versions"] >= 1, ops[1]
+        assert ops[1]["removed"]["page_versions"] == ops[1]["versions"]
         assert not (data / "purge-pending.json").exists()
         # a second purge of that page answers with what was done, not "no such page"
         r = httpx.post(srv.url + "/v1/admin/purge", json={"path": PAGE},

@@ -7,14 +7,12 @@ Every 2xx'd observation is in the compiled pages once space returns (with and wi
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ import httpx
 import pytest
 from hookkit import hook_env, installed_command, pending, run_hook, wait_idle
 from serverproc import ServerProcess
+from smallfs import fill, small_fs
 from support import run_cli
 
 from wiki_memory.wiki.locks import lock_files
@@ -29,63 +28,6 @@ from wiki_memory.wiki.locks import lock_files
 pytestmark = pytest.mark.process
 
 CLIENTS = 8
-
-
-@contextlib.contextmanager
-def small_fs(where: Path, size_mb: int = 24) -> Iterator[str]:
-    """A file system of ``size_mb`` MiB mounted at ``where``: tmpfs, else an ext4 image
-    on a loop device; skips with the reason when neither can be mounted. Unmounted at
-    the end whatever happens."""
-    where.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small file system needs root")
-    r = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0700", "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-    )
-    kind = "tmpfs"
-    if r.returncode != 0:
-        img = where.parent / "small-fs.img"
-        with open(img, "wb") as f:
-            f.truncate(size_mb << 20)
-        mk = subprocess.run(["mkfs.ext4", "-q", "-F", str(img)], capture_output=True, text=True)
-        lo = subprocess.run(
-            ["mount", "-o", "loop", str(img), str(where)], capture_output=True, text=True
-        )
-        if mk.returncode != 0 or lo.returncode != 0:
-            pytest.skip(
-                f"neither tmpfs ({r.stderr.strip()}) nor a loop mount "
-                f"({(mk.stderr or lo.stderr).strip()}) could be mounted"
-            )
-        kind = "ext4 on a loop device"
-    try:
-        yield kind
-    finally:
-        subprocess.run(["umount", "-l", str(where)], capture_output=True)
-
-
-def fill(where: Path) -> Path:
-    """Write a file at ``where`` until the file system has no byte left; returns it."""
-    filler = where / "filler.bin"
-    block = b"\0" * 65536
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        while True:
-            try:
-                os.write(fd, block)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC
-                break
-        for size in (4096, 512, 1):  # the last partial blocks too
-            while True:
-                try:
-                    os.write(fd, block[:size])
-                except OSError:
-                    break
-    finally:
-        os.close(fd)
-    return filler
 
 
 def event(client: int, n: int, kind: str = "UserPromptSubmit") -> dict[str, Any]:
@@ -140,6 +82,13 @@ def wiki_text(wiki: Path) -> str:
         for p in wiki.rglob("*.md")
         if ".git" not in p.parts
     )
+
+
+def cpu_seconds(srv: ServerProcess) -> float:
+    """The server process's user and system CPU time so far (``/proc/PID/stat``)."""
+    assert srv.proc is not None
+    fields = Path(f"/proc/{srv.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def fsck(wiki: Path) -> None:
@@ -212,6 +161,16 @@ def test_a_full_disk_loses_nothing_acknowledged(tmp_path: Path, crash: bool) -> 
                     assert json.loads(st.stdout)["commits"]["cause"] == "disk full"
                     doc = json.loads(run_cli(data, "doctor", "--json").stdout)
                     assert any("disk full" in e for e in doc["errors"]), doc["errors"]
+                # the server at rest while the disk stays full: no retry storm (C63: CPU
+                # below 5%), measured as its own CPU seconds over 5 s of wall time
+                clients.stop.set()
+                for t in clients.threads:
+                    t.join(60)
+                cpu = cpu_seconds(srv)
+                time.sleep(5.0)
+                cpu = cpu_seconds(srv) - cpu
+                print(f"server CPU while full and idle: {cpu:.2f} s in 5 s ({cpu / 5:.0%})")
+                assert cpu < 0.25, cpu
                 filler.unlink()  # space returns
                 time.sleep(1.5)
             if crash:

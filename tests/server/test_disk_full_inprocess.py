@@ -51,6 +51,9 @@ class _FullFile:
     def fileno(self) -> int:
         return int(self.real.fileno())
 
+    def __getattr__(self, name: str) -> Any:  # tell, seek, read: the real file's
+        return getattr(self.real, name)
+
     def close(self) -> None:
         self.real.close()
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

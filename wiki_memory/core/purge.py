@@ -371,6 +371,7 @@ def purge_page(
         memory.audited(ident, "purge.start", "", "ok", page_id=page_id, text_only=text is not None)
         pause(PURGE_PAUSE_ENV, "purge", "started")
         report = _rewrite(memory, rel, text, page_id, rewrite)
+        _note_report(memory, pending, report)
         pause(PURGE_PAUSE_ENV, "purge", "rewritten")
         cleared = _clear(memory, rel, text, rewrite, values)
         pause(PURGE_PAUSE_ENV, "purge", "cleared")
@@ -432,10 +433,12 @@ def finish_pending(memory: Any, phase: str) -> None:
         _meta_now, rewrite, values = _plan_for(memory, rel, text)
         if phase == "history":
             page_id = pending.get("page_id")
-            memory.writer.call(
+            report = memory.writer.call(
                 lambda: WriteResult(value=_rewrite(memory, rel, text, page_id, rewrite)),
                 timeout=3600,
-            )
+            ).value
+            if report.commits or report.versions or "report" not in pending:
+                _note_report(memory, pending, report)  # a rewrite done again finds nothing
             return
         cleared = memory.writer.call(
             lambda: WriteResult(value=_clear(memory, rel, text, rewrite, values)), timeout=3600
@@ -443,7 +446,31 @@ def finish_pending(memory: Any, phase: str) -> None:
     except Exception as exc:  # noqa: BLE001 - the start goes on; the next one tries again
         log.error("a stopped purge could not be finished (%s): the next start tries again", exc)
         return
-    found = {**_answer(rel, text, rewrite, PurgeReport(), cleared), "finished_at_start": True}
+    done = _stored_report(pending.get("report"))
+    found = {**_answer(rel, text, rewrite, done, cleared), "finished_at_start": True}
     _finished.setdefault(memory, {})[rel] = found
     _closing(memory, None, found)
     log.warning("finished a purge that was stopped (see the audit log's purge lines)")
+
+
+#: the counts of a history rewrite the pending file keeps for the closing line
+_REPORT_FIELDS = ("commits", "versions", "refs", "remotes", "file_names", "links", "messages")
+
+
+def _note_report(memory: Any, pending: dict[str, Any], report: PurgeReport) -> None:
+    """Keep what the history rewrite did in the pending file, so that a purge killed after
+    its rewrite closes at the next start with the real counts, not zeros (the rewrite
+    done again then finds nothing left)."""
+    pending["report"] = {k: getattr(report, k) for k in _REPORT_FIELDS}
+    atomic_write(memory.settings.data_dir / PENDING, json.dumps(pending, default=str).encode())
+
+
+def _stored_report(raw: Any) -> PurgeReport:
+    """The :class:`PurgeReport` :func:`_note_report` kept (an empty one when none, or
+    one of another shape)."""
+    if not isinstance(raw, dict):
+        return PurgeReport()
+    try:
+        return PurgeReport(**{k: raw[k] for k in _REPORT_FIELDS if k in raw})
+    except TypeError:
+        return PurgeReport()

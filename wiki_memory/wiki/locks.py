@@ -301,3 +301,53 @@ def _lock_safe_gitfile() -> None:
 
 
 _lock_safe_gitfile()
+
+
+# -- a failed pack leaves no temporary pack ---------------------------------------------
+# Packing (``pack_every_commits``) writes ``objects/pack/tmpXXXX.pack`` through
+# ``DiskObjectStore.add_pack``, whose abort closes the file before removing it: on a full
+# disk the close fails too and the temporary pack stayed, as large as what was written.
+# The abort and commit handed out are wrapped once here so that a failed pack always
+# removes its temporary file (the loose objects are untouched until a pack is complete).
+
+
+def _remove_quietly(f: Any, path: str) -> None:
+    try:
+        f.close()
+    except OSError:
+        pass
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def _pack_safe_store() -> None:
+    from dulwich.object_store import DiskObjectStore
+
+    cls: Any = DiskObjectStore
+    if getattr(cls, "_wiki_memory_pack_safe", False):
+        return
+    add_pack = cls.add_pack
+
+    def safe_add_pack(self: Any) -> Any:
+        f, commit, abort = add_pack(self)
+        cells = dict(zip(abort.__code__.co_freevars, abort.__closure__ or (), strict=False))
+        if "path" not in cells:  # another dulwich: leave it as it is
+            return f, commit, abort
+        path = cells["path"].cell_contents
+
+        def safe_commit() -> Any:
+            try:
+                return commit()
+            except BaseException:
+                _remove_quietly(f, path)
+                raise
+
+        return f, safe_commit, lambda: _remove_quietly(f, path)
+
+    cls.add_pack = safe_add_pack
+    cls._wiki_memory_pack_safe = True
+
+
+_pack_safe_store()
