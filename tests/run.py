@@ -3,8 +3,12 @@ workers (``pytest -n 2 -m 'not serial'``), then the ``serial`` ones alone
 (``pytest -m serial``: they assert time bounds, which a busy neighbour would break).
 Arguments go to both runs (``-x``, ``-k word``, a folder, ...). Exits 0 when both pass
 (a serial run that selects nothing passes) and ends with one line adding the two up.
+With ``--folders`` it first prints a table of the tests per folder of ``tests/``: how
+many ran and the seconds they took, summed (setup, call and teardown, as pytest's
+``--junitxml`` reports them; on two workers the sum is about twice the wall time).
 
     python tests/run.py -q
+    python tests/run.py -q --folders
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
 WORKERS = os.environ.get("WIKI_MEMORY_TEST_WORKERS", "2")
 NO_TESTS = 5  # pytest's exit code when nothing was selected
@@ -52,14 +59,51 @@ def add(*summaries: str) -> str:
     return ", ".join(f"{n} {w}" for w, n in total.items())
 
 
+def folder_table(reports: list[Path]) -> str:
+    """A Markdown table of the tests in pytest's JUnit XML ``reports`` by folder of
+    ``tests/`` (``tests/core``, ...): tests run (skipped ones counted) and their summed
+    seconds, with a total row. A report that is missing (a run that selected nothing
+    writes one anyway; a run that crashed may not) adds nothing."""
+    rows: dict[str, list[float]] = {}
+    for report in reports:
+        if not report.exists():
+            continue
+        for case in ET.parse(report).getroot().iter("testcase"):
+            parts = case.get("classname", "").split(".")
+            folder = "/".join(parts[:2]) if len(parts) > 2 else parts[0] or "(unnamed)"
+            row = rows.setdefault(folder, [0, 0.0])
+            row[0] += 1
+            row[1] += float(case.get("time", 0))
+    lines = ["| folder | tests | seconds |", "|---|--:|--:|"]
+    lines += [f"| {f} | {int(n)} | {t:.0f} |" for f, (n, t) in sorted(rows.items())]
+    total_n = sum(int(n) for n, _ in rows.values())
+    total_t = sum(t for _, t in rows.values())
+    lines.append(f"| total | {total_n} | {total_t:.0f} |")
+    return "\n".join(lines)
+
+
+def junit(wanted: bool, report: Path) -> list[str]:
+    """pytest's option writing its JUnit XML report to ``report``, when ``wanted``."""
+    return [f"--junitxml={report}"] if wanted else []
+
+
 def main(argv: list[str]) -> int:
     os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    folders = "--folders" in argv
+    argv = [a for a in argv if a != "--folders"]
+    reports = Path(tempfile.mkdtemp(prefix="wiki-memory-tests-"))
+    par, ser = reports / "parallel.xml", reports / "serial.xml"
     start = time.monotonic()
-    rc1, s1, t1 = run(["-n", WORKERS, "-m", "not serial", *argv])
-    rc2, s2, t2 = run(["-m", "serial", "-p", "no:xdist", *argv])
+    rc1, s1, t1 = run(["-n", WORKERS, "-m", "not serial", *argv, *junit(folders, par)])
+    rc2, s2, t2 = run(["-m", "serial", "-p", "no:xdist", *argv, *junit(folders, ser)])
     if rc2 == NO_TESTS:
         rc2 = 0
     wall = time.monotonic() - start
+    if folders:
+        print(folder_table([par, ser]))
+    for report in (par, ser):
+        report.unlink(missing_ok=True)
+    reports.rmdir()
     print(
         f"{add(s1, s2)} in {t1 + t2:.2f}s "
         f"(parallel part {t1:.0f}s on {WORKERS} workers, serial part {t2:.0f}s; {wall:.0f}s wall)"

@@ -23,8 +23,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +32,7 @@ from typing import Any
 import faces
 import httpx
 import pytest
+from clikit import run_in_process
 from serverproc import ServerProcess
 from support import REPO, run_cli, wait_for
 from teamkit import McpRaw, make_token, status_word
@@ -570,13 +569,10 @@ def cli(w: World, v: str, *args: str) -> tuple[str, str]:
     env["WIKI_MEMORY_URL"] = w.url
     if w.tokens[v]:
         env["WIKI_MEMORY_TOKEN"] = str(w.tokens[v])
-    r = subprocess.run(
-        [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(w.empty), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    # in this process: the command's parsing, request and messages, without a second of
+    # interpreter start-up per cell (the process itself is tested in tests/base and
+    # tests/harness)
+    r = run_in_process(["--data-dir", str(w.empty), *args], env)
     if r.returncode == 0:
         return "ok", r.stdout
     for code in ("401", "403", "404"):
@@ -784,7 +780,7 @@ def _check(world: World, key: str, viewer: str, target: str) -> str | None:
 
 def face_of_row(key: str) -> str:
     """``http``, ``mcp`` (the tools), ``web``, ``cli`` or ``cli-admin`` (the CLI's cells
-    are a process each: split in two so that each test stays short)."""
+    split in two so that each test stays short)."""
     if key.startswith("cli "):
         return "cli-admin" if key in ("cli pin", "cli unpin", "cli reindex", "cli audit") else "cli"
     if key.startswith("tool "):
@@ -802,7 +798,7 @@ HTTP_SHARDS = 3
 )
 def test_the_matrix(world: World, face: str) -> None:
     """Every cell of one face answers as documented; the failures are listed together.
-    The CLI's cells (a process each, independent of one another) run three at a time;
+    The CLI's cells run in this process (``clikit.run_in_process``), one at a time;
     the HTTP face's cells are dealt round-robin into :data:`HTTP_SHARDS` tests."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -812,9 +808,12 @@ def test_the_matrix(world: World, face: str) -> None:
     if shard:
         cells = cells[int(shard) :: HTTP_SHARDS]
     assert cells
-    workers = 3 if face.startswith("cli") else 1
-    with ThreadPoolExecutor(workers) as pool:
-        futures = [pool.submit(_check, world, *c) for c in cells]
-        wrong = [w for f in futures for w in [f.result()] if w]
+    if face.startswith("cli"):
+        # the CLI runs in this process, one command at a time in the main thread
+        wrong = [w for c in cells for w in [_check(world, *c)] if w]
+    else:
+        with ThreadPoolExecutor(1) as pool:
+            futures = [pool.submit(_check, world, *c) for c in cells]
+            wrong = [w for f in futures for w in [f.result()] if w]
     print(f"{face}: {len(cells)} cells in {time.monotonic() - started:.0f} s")
     assert not wrong, f"{len(wrong)} cells differ:\n" + "\n".join(wrong)

@@ -21,8 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
+from appkit import AppServer
 from serverproc import ServerProcess
 from support import files_of, refs_of, run_cli
 
@@ -64,8 +64,9 @@ def mtimes(wiki: Path) -> dict[str, float]:
 
 
 def answers(data: Path) -> dict[str, object]:
-    """What a server over ``data`` answers to the round trip's questions."""
-    srv = ServerProcess(data)
+    """What a server over ``data`` answers to the round trip's questions (the app in this
+    process: what it answers is the point, not the process)."""
+    srv = AppServer(data)
     srv.start()
     try:
         out: dict[str, object] = {}
@@ -78,7 +79,7 @@ def answers(data: Path) -> dict[str, object]:
             r = srv.post("/v1/recall", body)
             assert r.status_code == 200, r.text
             out[name] = [(i["path"], i["updated"]) for i in r.json()["items"]]
-        r = httpx.get(srv.url + "/v1/handoffs", params={"project": "proj"}, headers=srv.headers)
+        r = srv.get("/v1/handoffs", params={"project": "proj"})
         assert r.status_code == 200, r.text
         out["handoffs"] = sorted(
             (h["title"], h["status"], h.get("claimed_by"), h.get("claimed_at"))
@@ -103,7 +104,7 @@ def test_export_import_and_backup_restore_keep_everything(tmp_path: Path) -> Non
     src = tmp_path / "s"
     wiki = src / "wiki"
     seed(wiki)
-    srv = ServerProcess(src)
+    srv = AppServer(src)
     srv.start()
     try:
         for title in ("open work", "claimed work"):
