@@ -28,6 +28,14 @@ if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
 
 
+
+def written_page(state: dict[str, Any]) -> str | None:
+    """The page a session's spool ``state`` says was written, else None: a path named
+    only by a write that never completed (the pending state written before it) is no
+    page."""
+    path = state.get("path")
+    return str(path) if path and state.get("compiled_count") is not None else None
+
 def _entry(info: SessionInfo) -> dict[str, Any] | None:
     """What session ``info`` holds that is on no page, or None when nothing is."""
     st = info.state
@@ -41,7 +49,7 @@ def _entry(info: SessionInfo) -> dict[str, Any] | None:
         "session_id": info.session_id,
         "user": info.user,
         "project": info.project or None,
-        "page": st.get("path"),
+        "page": written_page(st),
         "placeholders": held,
         "events": len(held),
         "compile_failed": None,
@@ -108,7 +116,7 @@ def discard_unrendered(memory: Memory, who: Identity | str | None, session: str)
         if info is None or entry is None:
             raise NotFound(f"no session {session!r} with unrendered events")
         memory.sessions.backoff.succeeded(info.key)
-        if not info.state.get("path"):
+        if not written_page(info.state):
             memory.spool.drop(info.key)
             memory.index.delete_spool_session(info.key)
             return WriteResult(value=(entry, int(entry["events"]), True))

@@ -463,7 +463,7 @@ class _View(BrowseView):
         its cause (:mod:`wiki_memory.index.supersede`)."""
         state = page_state(meta)
         if state == "forgotten":
-            return {"state": state, "superseded_by": None, "broken": None}
+            return {"state": state, "superseded_by": None, "broken": None, "contradicts": []}
         chains = self.memory.reader.chains(user)
         copy = chains.copies.get(rel)
         if copy is not None:  # a conflict copy: ranked after its page, named as such
@@ -473,6 +473,7 @@ class _View(BrowseView):
                 "broken": None,
                 "conflict_of": copy[0],
                 "conflict_side": copy[1],
+                "contradicts": [],
             }
         head = chains.head.get(rel)
         flags = find_contradictions(self.memory.index, self.memory.scope, user, None, [rel])
