@@ -46,7 +46,7 @@ from wiki_memory.errors import Conflict, Forbidden, NotFound
 from wiki_memory.identity import Identity, may_admin
 from wiki_memory.index.store import Index
 from wiki_memory.index.watcher import Watcher
-from wiki_memory.recall import rank
+from wiki_memory.recall.pool import Sources
 from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
 from wiki_memory.wiki.names import new_name_refusal
 from wiki_memory.wiki.oddnames import on_disk, page_names
@@ -123,7 +123,7 @@ class Memory:
         self.capturer.gate = CaptureGate(self)
         self.capturer.repos = self.repos = RepoMap(self)
         #: what ranking reads (recall.rank receives these, never the Memory)
-        self._sources = rank.Sources(
+        self._sources = Sources(
             index=self.index,
             spool=self.spool,
             git=self.git,
