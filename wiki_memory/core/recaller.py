@@ -188,7 +188,7 @@ class Recaller:
         not see (:mod:`wiki_memory.identity`) are filtered out in the SQL before ranking
         (invariant 9). Filters ``tags``,
         ``since``/``until`` (ISO-8601 or epoch seconds) and ``as_of`` (the wiki as committed
-        then) are described in ``wiki_memory.recall.rank.candidates``; ``now`` (ISO-8601 or
+        then) are described in :class:`~wiki_memory.recall.query.RecallQuery`; ``now`` (ISO-8601 or
         epoch seconds, default the present) is the reference time for relative dates in
         the query ("last week"); ``tz`` the caller's time zone (default the user's stored
         one, else UTC: :mod:`wiki_memory.zones`), whose days those are.

@@ -180,8 +180,7 @@ def ranked(
     (:data:`POOL`), then every other section holding the query's words in its own text,
     by bm25. ``plain`` reads every match into Python; otherwise the matches after the pool
     are counted in SQL and read when asked for (the same list either way, checked by
-    ``tests/recall/test_recall_fast.py``). ``zone``: the caller's zone as resolved (else
-    the one the query's ``tz`` names)."""
+    ``tests/recall/test_recall_fast.py``). ``zone``: the caller's zone, resolved."""
     q = _query(query, project, kinds, tags, since, until, as_of, exclude_dirs, now, tz)
     zone = zones.zone(q.tz) if zone is None else zone
     f = q.filters(who, zone)
