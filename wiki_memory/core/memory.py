@@ -45,7 +45,7 @@ from wiki_memory.identity import Identity, may_admin
 from wiki_memory.index.store import Index, is_indexable
 from wiki_memory.index.watcher import Watcher
 from wiki_memory.plainfile import page_hash, read_plain
-from wiki_memory.recall import rank
+from wiki_memory.recall.pool import Sources
 from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
 from wiki_memory.wiki.names import new_name_refusal
 from wiki_memory.wiki.oddnames import on_disk, page_names
@@ -125,7 +125,7 @@ class Memory:
         self.capturer.gate = CaptureGate(self)
         self.capturer.repos = self.repos = RepoMap(self)
         #: what ranking reads (recall.rank receives these, never the Memory)
-        self._sources = rank.Sources(
+        self._sources = Sources(
             index=self.index,
             spool=self.spool,
             git=self.git,

@@ -1,8 +1,9 @@
 """Budgeted recall, one page at a time: the core operation behind HTTP ``/v1/recall``,
 MCP ``memory_recall``, the CLI's ``recall`` and the web view's search.
 
-:class:`Recaller` orders every match with :func:`wiki_memory.recall.rank.ranked` over the
-:class:`~wiki_memory.recall.rank.Sources` the core gives it (never the whole ``Memory``),
+:class:`Recaller` takes the :class:`~wiki_memory.recall.query.RecallQuery` a face built,
+orders every match with :func:`wiki_memory.recall.rank.ranked` over the
+:class:`~wiki_memory.recall.pool.Sources` the core gives it (never the whole ``Memory``),
 filtered by the scope rule before ranking, and packs the longest run of matches that fits
 the budget (tokens counted by :func:`wiki_memory.recall.tokens.count_item`). The paging
 contract is in ``docs/api.md`` ("Recall").
@@ -28,6 +29,8 @@ from wiki_memory.identity import Identity
 from wiki_memory.index.subjects import NOTE_KINDS
 from wiki_memory.recall import rank
 from wiki_memory.recall.pack import compact, compact_floor
+from wiki_memory.recall.pool import Sources
+from wiki_memory.recall.query import RecallQuery
 from wiki_memory.recall.tokens import count_item
 
 #: the largest ``budget_tokens`` recall accepts
@@ -128,7 +131,7 @@ class Recaller:
 
     def __init__(
         self,
-        sources: rank.Sources,
+        sources: Sources,
         scope: ScopeRule,
         settings: Settings,
         audit_read: Callable[[Identity | str | None, str, str], None],
@@ -150,7 +153,7 @@ class Recaller:
 
     def recall(
         self,
-        query: str,
+        query: str | RecallQuery,
         *,
         project: str | None = None,
         budget_tokens: int | None = None,
@@ -168,6 +171,11 @@ class Recaller:
         """Budgeted recall, one page: handles for the best sections and running-session
         observations, from the match ranked ``cursor`` on (0 = best).
 
+        ``query`` is the :class:`~wiki_memory.recall.query.RecallQuery` a face built (its
+        fields are described there), or its text with the same fields as keywords (then
+        ``cursor`` 0 and ``budget_tokens`` None are the defaults); not both (TypeError).
+        ``user`` is the caller and ``fits`` a face's own cap, below.
+
         Each item is ``{id, path, anchor, title, kind, snippet, why, score, expand_tokens,
         updated}``. Every match is reachable (no ceiling on their number: the fusion ranks a
         pool, the other matches follow by bm25, :data:`wiki_memory.recall.rank.POOL`;
@@ -182,7 +190,7 @@ class Recaller:
         not see (:mod:`wiki_memory.identity`) are filtered out in the SQL before ranking
         (invariant 9). Filters ``tags``,
         ``since``/``until`` (ISO-8601 or epoch seconds) and ``as_of`` (the wiki as committed
-        then) are described in ``wiki_memory.recall.rank.candidates``; ``now`` (ISO-8601 or
+        then) are described in :class:`~wiki_memory.recall.query.RecallQuery`; ``now`` (ISO-8601 or
         epoch seconds, default the present) is the reference time for relative dates in
         the query ("last week"); ``tz`` the caller's time zone (default the user's stored
         one, else UTC: :mod:`wiki_memory.zones`), whose days those are.
@@ -195,29 +203,35 @@ class Recaller:
         Raises BadRequest (a ValueError naming the field) for a budget outside
         0 … :data:`MAX_BUDGET_TOKENS`, a negative cursor or a bad filter.
         """
-        budget = self.default_budget if budget_tokens is None else budget_tokens
+        q = (
+            _query(query, project, budget_tokens, kinds, cursor, tags, since, until, as_of, now, tz)
+            if isinstance(query, RecallQuery)
+            else RecallQuery(
+                query,
+                project=project,
+                kinds=kinds,
+                tags=tags,
+                since=since,
+                until=until,
+                as_of=as_of,
+                now=now,
+                tz=tz,
+                budget_tokens=budget_tokens,
+                cursor=cursor,
+            )
+        )
+        budget = self.default_budget if q.budget_tokens is None else q.budget_tokens
         if budget < 0 or budget > MAX_BUDGET_TOKENS:
             raise BadRequest(
                 f"budget_tokens must be an integer from 0 to {MAX_BUDGET_TOKENS:,}",
                 field="budget_tokens",
             )
+        cursor = q.cursor
         if cursor < 0 or cursor >= 1 << 53:
             raise BadRequest("cursor must be 0 or a next_cursor recall returned", field="cursor")
         who = self.scope.identity(user)
-        tz_name = zones.zone(tz, who.tz if who is not None else None)
-        fp = fingerprint(
-            query,
-            {
-                "project": project,
-                "kinds": kinds,
-                "tags": tags,
-                "since": since,
-                "until": until,
-                "as_of": as_of,
-                "now": now,
-                "tz": str(tz_name),
-            },
-        )
+        tz_name = zones.zone(q.tz, who.tz if who is not None else None)
+        fp = fingerprint(q.text, q.fingerprint_fields(tz_name))
         given = cursor
         given_fp, walk_no, cursor = read_cursor(cursor)
         if given_fp is not None and given_fp != fp:
@@ -225,20 +239,7 @@ class Recaller:
                 "this cursor belongs to another query (or other filters): start again from 0",
                 field="cursor",
             )
-        found = rank.ranked(
-            self.sources,
-            query,
-            project=project,
-            kinds=kinds,
-            tags=tags,
-            since=since,
-            until=until,
-            as_of=as_of,
-            who=who,
-            now=now,
-            plain=self.plain,
-            tz=tz_name,
-        )
+        found = rank.ranked(self.sources, q, who=who, plain=self.plain, zone=tz_name)
         total = len(found)
         walk, walk_no = self._walk(who.user, fp, walk_no if given_fp is not None else None, total)
         if not walk.seen:
@@ -296,7 +297,7 @@ class Recaller:
             if given_fp is not None:
                 walk.pages[given] = keys
         nxt = walk_cursor(fp, walk_no, pos) if pos < total and items else None
-        self.audit_read(user, "recall", (project or "") + ":" + query[:200])
+        self.audit_read(user, "recall", (q.project or "") + ":" + q.text[:200])
         if self.use is not None:
             self.use.note("recalled", served, who.user or None)
         return RecallResult(
@@ -344,3 +345,12 @@ class Recaller:
             while len(self._walks) > WALKS:
                 self._walks.popitem(last=False)
             return walk, number
+
+
+def _query(query: RecallQuery, *given: Any) -> RecallQuery:
+    """``query``, when no other field is ``given`` beside it (``project, budget_tokens,
+    kinds, cursor, tags, since, until, as_of, now, tz``: their defaults). Raises
+    TypeError otherwise: a recall's fields are written once, in its RecallQuery."""
+    if any(v not in (None, 0) for v in given):
+        raise TypeError("the fields of a recall are given in its RecallQuery, not beside it")
+    return query

@@ -34,6 +34,7 @@ from wiki_memory.mcp.common import (
     guard,
     quoted,
 )
+from wiki_memory.recall.query import RecallQuery
 from wiki_memory.recall.tokens import count_item, serialize
 
 # -- output shapes (the tools' output schemas) ----------------------------------------
@@ -168,19 +169,18 @@ class MemoryOps(ToolBase):
             probe = RecallResult(sel, 0, budget_tokens, 1, total=len(sel) + 1, next_cursor=1 << 52)
             return self.tokens(*build(sel, probe)) <= self.cap
 
-        res = self.memory.recall(
+        question = RecallQuery(
             query,
             project=proj,
-            budget_tokens=budget_tokens,
             kinds=kinds,
-            cursor=cursor,
-            user=caller.user,
-            now=now,
-            fits=fits,
-            tz=tz or caller.tz,
             since=since,
             until=until,
+            now=now,
+            tz=tz or caller.tz,
+            budget_tokens=budget_tokens,
+            cursor=cursor,
         )
+        res = self.memory.recall(question, user=caller.user, fits=fits)
         return self.result(*build(res.items, res))
 
     def expand(self, ids: list[str], budget_tokens: int, user: str) -> CallToolResult:

@@ -37,6 +37,7 @@ from wiki_memory.errors import (
 )
 from wiki_memory.mcp.common import TZ_HEADER
 from wiki_memory.plainfile import page_hash
+from wiki_memory.recall.query import RecallQuery
 from wiki_memory.server.http import (
     body_project,
     int_field,
@@ -146,21 +147,20 @@ async def recall(request: Request) -> Response:
     kinds = body.get("kinds")  # [] allows no kind; a wrong type is a 400 from Filters
     if kinds is None and isinstance(body.get("kind"), str):
         kinds = [body["kind"]]
-    res = await run_in_threadpool(
-        memory.recall,
+    question = RecallQuery(
         query,
         project=project,
-        budget_tokens=budget,
         kinds=kinds,
-        cursor=cursor,
-        user=request.state.user,
         tags=body.get("tags"),
         since=body.get("since"),
         until=body.get("until"),
         as_of=body.get("as_of"),
         now=body.get("now"),
         tz=body.get("tz") or request.headers.get(TZ_HEADER),
+        budget_tokens=budget,
+        cursor=cursor,
     )
+    res = await run_in_threadpool(memory.recall, question, user=request.state.user)
     return JSONResponse(res.to_json())
 
 

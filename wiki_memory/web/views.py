@@ -39,6 +39,7 @@ from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.index.store import SearchError, is_indexable
 from wiki_memory.plainfile import page_hash
+from wiki_memory.recall.query import RecallQuery
 from wiki_memory.recall.terms import match_forms
 from wiki_memory.states import page_state
 from wiki_memory.web import search as web_search
@@ -250,15 +251,15 @@ class _View(BrowseView):
                 if since is None or since > time.time():
                     since = int(time.time() - SEARCH_WITHIN[within][1])
             try:
-                res = self.memory.recall(
+                question = RecallQuery(
                     q,
                     project=project,
-                    budget_tokens=SEARCH_BUDGET_TOKENS,
-                    user=user,
                     kinds=[kind] if kind else None,
                     since=since,
+                    budget_tokens=SEARCH_BUDGET_TOKENS,
                     cursor=cursor,
                 )
+                res = self.memory.recall(question, user=user)
             except SearchError:
                 error = "The search engine failed; try again in a moment."
             except BadRequest as exc:

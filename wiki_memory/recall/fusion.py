@@ -1,0 +1,236 @@
+"""Weighted reciprocal rank fusion of recall's signals, then the order a reply shows:
+near-duplicates grouped, the first :data:`HEADS` items from distinct pages, at most
+:data:`PAGE_CAP` slots of one page among the first :data:`TOP_SLOTS`, and a superseded
+page after the head of its chain (docs/ranking.md, "Diversity and order").
+
+score = Σ w_s / (k + rank_s), k = :data:`RRF_K` (Cormack, Clarke, Büttcher: "Reciprocal
+rank fusion outperforms Condorcet and individual rank learning methods", SIGIR 2009)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+
+from wiki_memory.index import signals
+from wiki_memory.recall.candidate import Cand, content, order_key
+from wiki_memory.recall.dedup import Dedup, tokens
+from wiki_memory.recall.pool import Pool
+
+RRF_K = 60
+"""The k of reciprocal rank fusion (Cormack et al. 2009)."""
+HEADS = 5
+"""The first this many items come from distinct pages."""
+TOP_SLOTS = 10
+"""The first this many items hold at most :data:`PAGE_CAP` sections of any one page."""
+PAGE_CAP = 3
+HEAD_POOL = 50
+"""The breadth-first heads are chosen among this many candidates, whatever the limit."""
+DEDUP_SAMPLE = 500
+"""The first this many matches give the word counts that order :class:`Dedup`'s prefixes."""
+SECTION_SIGNALS = ["text", "all-words", "spool", "when", "dense"]
+PAGE_SIGNALS = ["page", "fields", "entity", "link", "recent"]
+
+
+def fuse(
+    pool: Pool, w: Mapping[str, float], section_sigs: list[str], page_sigs: list[str]
+) -> list[Cand]:
+    """Score every candidate by the fusion of ``section_sigs`` and ``page_sigs``
+    (weights ``w`` by signal name) and return them in fused order."""
+    recency = pool.recency
+    spool_rank = pool.spool_rank
+    page_ranks = pool.page_ranks
+    for c in pool.cands.values():
+        s = 0.0
+        for name in section_sigs:
+            r = c.signals.get(name)
+            if r is not None:
+                s += w[name] / (RRF_K + r + 1)
+        if "recent" in page_sigs:
+            s += w["recent"] / (RRF_K + 1) * recency.get(c.path, 0.0)
+        for name in page_sigs:
+            if name == "recent":
+                continue
+            if c.spool is not None and name == "page":
+                r = spool_rank.get(c.path)
+            elif c.spool is not None:
+                continue
+            else:
+                r = page_ranks.get(name, {}).get(c.path)
+            if r is not None:
+                s += w[name] / (RRF_K + r + 1)
+        c.score = s
+    return sorted(pool.cands.values(), key=order_key)
+
+
+def strongest_pages(pool: Pool, w: Mapping[str, float], n: int) -> list[str]:
+    """The first ``n`` distinct pages of a preliminary fusion of the word signals
+    (``text``, ``all-words``, ``page``, ``fields``, ``entity``), best first: the pages
+    whose links (``link``) and vectors (``dense``) are followed."""
+    pages: list[str] = []
+    for c in fuse(pool, w, ["text", "all-words"], ["page", "fields", "entity"]):
+        if c.hit is not None and c.path not in pages:
+            pages.append(c.path)
+        if len(pages) >= n:
+            break
+    return pages
+
+
+def order(pool: Pool, w: Mapping[str, float], limit: int, cap: int, every: bool) -> list[Cand]:
+    """The candidates in the order a reply shows them, at most ``limit`` (then, when
+    ``every`` match is asked for, the near-duplicates grouped under them); ``cap`` the
+    per-page cap of the first slots (0: none)."""
+    fused = fuse(pool, w, SECTION_SIGNALS, PAGE_SIGNALS)
+    fused = [c for c in fused if c.score > 0]
+    # a section with no text of its own (a bare heading, its content in blocks with
+    # ids) stays when its heading holds a query word and is not the page's title;
+    # otherwise it only stands for its page when nothing else of the page is there
+    pages_with_text = {c.path for c in fused if c.hit is not None and c.hit.text.strip()}
+    kept: list[Cand] = []
+    groups: dict[int, list[Cand]] = defaultdict(list)
+    # near-duplicates share their numbers: compare within those groups only, with the
+    # first DEDUP_SCAN of each (every match is ranked now: keep this linear)
+    dedup = Dedup(tokens(content(c)) for c in fused[:DEDUP_SAMPLE])
+    for c in fused:
+        if (
+            c.hit is not None
+            and not c.hit.text.strip()
+            and c.path in pages_with_text
+            and (
+                c.hit.heading.strip() == c.hit.title.strip()
+                or not (pool.q.content_tokens & tokens(c.hit.heading))
+            )
+        ):
+            continue
+        toks = tokens(content(c))
+        dup = dedup.find(toks)
+        if dup is not None:
+            # within one page, the entry itself (a block: ``^t3``) takes the place of a
+            # section repeating it (a session page's summary repeats the first prompt)
+            k = kept[dup]
+            if (
+                k.path == c.path
+                and c.hit is not None
+                and k.hit is not None
+                and c.hit.anchor.startswith("^")
+                and not k.hit.anchor.startswith("^")
+            ):
+                c.score = k.score
+                kept[dup] = c
+            elif k.path != c.path:  # grouped, not dropped: it follows the ranked pool
+                groups[dup].append(c)
+            continue
+        dedup.add(len(kept), toks)
+        kept.append(c)
+        if len(kept) >= max(limit, HEAD_POOL) + HEADS:
+            break
+    # the heads come from the first HEAD_POOL candidates whatever the limit, so the
+    # first items do not depend on how many the caller asked for
+    heads: list[Cand] = []
+    rest: list[Cand] = []
+    head_pages: set[str] = set()
+    for i, c in enumerate(kept):
+        if len(heads) < HEADS and c.path not in head_pages and i < HEAD_POOL:
+            heads.append(c)
+            head_pages.add(c.path)
+        else:
+            rest.append(c)
+    # a running session that ended meanwhile has no item: it is no match
+    sessions = pool.sources.spool.sessions
+    live = [c for c in heads + rest if c.spool is None or c.spool.session_key in sessions]
+    out = current_first(pool, cap_pages(live, cap) if cap > 0 else live)[:limit]
+    return with_groups(out, kept, groups) if every and groups else out
+
+
+def with_groups(out: list[Cand], kept: list[Cand], groups: dict[int, list[Cand]]) -> list[Cand]:
+    """``out`` followed by the near-duplicates grouped under its candidates (each group
+    under its kept candidate's place, in rank order), each marked with the candidate it
+    was grouped under; a duplicate whose page already has an item is not repeated
+    (its page is reachable), nor is one of a running session."""
+    for at, members in groups.items():
+        k = kept[at]
+        k.group = members
+        for m in members:
+            m.into = k
+    shown = {c.path for c in out}
+    seen: set[tuple[str, str]] = set()
+    later: list[Cand] = []
+    for c in out:
+        for m in c.group:
+            if m.path in shown or m.key in seen or m.spool is not None:
+                continue
+            seen.add(m.key)
+            shown.add(m.path)
+            later.append(m)
+    return out + later
+
+
+def current_first(pool: Pool, ordered: list[Cand]) -> list[Cand]:
+    """``ordered`` with every candidate of a superseded page after the head of its
+    chain (invariant 14): the head takes the place of the first superseded page that
+    ranked above it, brought in from the index when it was no candidate (and the
+    query's filters keep it); the superseded ones follow in their own order."""
+    head_of = pool.chains.head
+    if not head_of or not any(c.path in head_of for c in ordered):
+        return ordered
+    first: dict[str, int] = {}
+    for i, c in enumerate(ordered):
+        if c.spool is None:
+            first.setdefault(c.path, i)
+    wanted = {head_of[c.path] for c in ordered if c.path in head_of} - set(first)
+    extra: dict[str, Cand] = {}
+    if wanted:
+        shown = signals.in_scope(pool.index, wanted, pool.scope)
+        for p, h in signals.first_sections(pool.index, sorted(shown)).items():
+            c = Cand((h.path, h.anchor), h.path, hit=h)
+            pool.successors.add(c.key)
+            pool.cands.setdefault(c.key, c)  # so the tail does not repeat it
+            extra[p] = c
+    out: list[Cand] = []
+    done: set[int] = set()
+    placed: set[str] = set()
+    for i, c in enumerate(ordered):
+        if i in done:
+            continue
+        head = head_of.get(c.path) if c.spool is None else None
+        if head is not None and head not in placed:
+            j = first.get(head)
+            if j is not None and j > i:
+                moved = ordered[j]
+                moved.score = max(moved.score, c.score)
+                out.append(moved)
+                done.add(j)
+                placed.add(head)
+            elif head in extra:
+                extra[head].score = c.score
+                out.append(extra.pop(head))
+                placed.add(head)
+        out.append(c)
+        if c.spool is None:
+            placed.add(c.path)
+    return out
+
+
+def cap_pages(ordered: list[Cand], cap: int = PAGE_CAP) -> list[Cand]:
+    """``ordered`` candidates with at most ``cap`` slots of one page (a running
+    session's observations count for its page) among the first :data:`TOP_SLOTS`.
+
+    A page's further entries that rank within the first :data:`TOP_SLOTS` matches are
+    carried in its last capped slot (``also`` of that candidate, in rank order): they
+    take no slot of their own, and the first slots show other pages. Entries moved out
+    from further down follow, in their order, after those slots. So the first slots'
+    items, read with what they carry, hold every one of the first :data:`TOP_SLOTS`
+    matches (docs/ranking.md, "Diversity and order")."""
+    top: list[Cand] = []
+    later: list[Cand] = []
+    per: dict[str, int] = defaultdict(int)
+    last: dict[str, Cand] = {}
+    for i, c in enumerate(ordered):
+        if len(top) < TOP_SLOTS and per[c.path] < cap:
+            top.append(c)
+            per[c.path] += 1
+            last[c.path] = c
+        elif len(top) < TOP_SLOTS and i < TOP_SLOTS and c.path in last:
+            last[c.path].also.append(c)
+        else:
+            later.append(c)
+    return top + later

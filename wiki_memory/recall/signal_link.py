@@ -1,0 +1,31 @@
+"""The ``link`` signal (page level): pages linked to or from the strongest pages (the
+wikilink graph) that share the query's words or are named by it. ``why``: ``link``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from wiki_memory.index import signals
+from wiki_memory.recall.pool import Pool
+
+NAME = "link"
+WEIGHT = 0.5
+"""Its weight in the fusion (docs/ranking.md)."""
+LINK_SOURCES = 3
+"""How many of the strongest pages have their links followed."""
+
+
+def collect(pool: Pool, strongest: Callable[[int], list[str]]) -> None:
+    """Rank the pages linked with the first :data:`LINK_SOURCES` of ``strongest(n)``
+    (the strongest pages so far, best first), in the order found."""
+    sources = strongest(LINK_SOURCES)
+    # a neighbour joins only when it shares query words (found by the text, all-words
+    # or fields lists) or the query names it: links alone bring no unrelated page
+    related = {c.path for c in pool.cands.values()} | set(pool.best_field)
+    related |= set(pool.page_ranks.get("entity", {}))
+    order: list[str] = []
+    for src in sources:
+        for other, _direction in signals.linked_pages(pool.index, src, pool.scope):
+            if other not in order and other in related:
+                order.append(other)
+    pool.page_ranks[NAME] = {p: i for i, p in enumerate(order)}

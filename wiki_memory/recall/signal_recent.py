@@ -1,0 +1,45 @@
+"""The ``recent`` signal (page level): the most recently updated of the candidate pages,
+a factor that halves every :data:`RECENT_HALF_LIFE_DAYS` before the newest candidate.
+``why``: ``recent``, for pages of the newest day when the candidates span more."""
+
+from __future__ import annotations
+
+from wiki_memory.index import signals
+from wiki_memory.recall.filters import parse_time
+from wiki_memory.recall.pool import Pool
+
+NAME = "recent"
+WEIGHT = 0.1
+"""Its weight in the fusion (docs/ranking.md)."""
+RECENT_HALF_LIFE_DAYS = 30.0
+"""The ``recent`` signal halves for every this many days a page is older than the newest
+candidate. ``why`` names it for pages of the newest day when the candidates span more."""
+
+
+def collect(pool: Pool) -> None:
+    """Recency of candidate pages and running sessions (a page by the end of the time
+    it covers, a running session by its newest matching observation) into
+    ``pool.recency``. Pages of the same day weigh the same, so recency only counts where
+    dates differ."""
+    paths = sorted({c.path for c in pool.cands.values()})
+    need = [p for p in paths if p not in pool.rows and p not in pool.spool_ts]
+    if need:
+        pool.rows.update(signals.page_rows(pool.index, need))
+    when: dict[str, float] = {}
+    for p in paths:
+        raw = pool.spool_ts[p] if p in pool.spool_ts else pool.rows.get(p, {}).get("end")
+        try:
+            t = parse_time(raw, "updated")
+        except ValueError:
+            t = None
+        if t is not None:
+            when[p] = t
+    if not when:
+        return
+    newest = max(when.values())
+    spread = newest - min(when.values()) > 86400 * RECENT_HALF_LIFE_DAYS
+    for p, t in when.items():
+        age_days = (newest - t) / 86400
+        pool.recency[p] = 0.5 ** (age_days / RECENT_HALF_LIFE_DAYS)
+        if spread and age_days <= 1:
+            pool.recent_why.add(p)

@@ -1,0 +1,101 @@
+"""The weights of recall's ranking, typed: each signal's weight in the fusion (stated by
+its ``signal_*`` module), and the other numbers a benchmark may tune (docs/ranking.md
+explains how they were chosen)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+
+from wiki_memory.index.schema import BM25_WEIGHTS
+from wiki_memory.recall import (
+    signal_allwords,
+    signal_dense,
+    signal_entity,
+    signal_fields,
+    signal_link,
+    signal_page,
+    signal_recent,
+    signal_spool,
+    signal_text,
+    signal_when,
+)
+from wiki_memory.recall.fusion import PAGE_CAP
+
+SIGNALS = (
+    signal_text,
+    signal_allwords,
+    signal_spool,
+    signal_page,
+    signal_fields,
+    signal_entity,
+    signal_link,
+    signal_recent,
+    signal_when,
+    signal_dense,
+)
+"""The signal modules, in the order of :data:`WEIGHTS`."""
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The weights of one ranking. One field per signal (the fusion's weight: its name
+    with ``-`` as ``_``), then ``stems`` and ``dates`` (the bm25 weights of those index
+    columns; ``stems`` 0 also stops stemming the query), ``context`` (the share of a
+    timeline entry's neighbours, 0 turns it off), ``cap`` (the per-page cap of the first
+    slots, :data:`~wiki_memory.recall.fusion.PAGE_CAP`; 0 turns it off), ``page_depth`` and
+    ``page_ratio`` (how many of a page's best sections the ``page`` signal sums, and how
+    each weighs against the one before). A signal of weight 0 is not computed where that
+    saves work (``when``, ``dense``)."""
+
+    text: float = signal_text.WEIGHT
+    all_words: float = signal_allwords.WEIGHT
+    spool: float = signal_spool.WEIGHT
+    page: float = signal_page.WEIGHT
+    fields: float = signal_fields.WEIGHT
+    entity: float = signal_entity.WEIGHT
+    link: float = signal_link.WEIGHT
+    recent: float = signal_recent.WEIGHT
+    when: float = signal_when.WEIGHT
+    dense: float = signal_dense.WEIGHT
+    stems: float = BM25_WEIGHTS["stems"]
+    dates: float = BM25_WEIGHTS["dates"]
+    context: float = 1.0
+    cap: float = float(PAGE_CAP)
+    page_depth: float = float(signal_page.PAGE_DEPTH)
+    page_ratio: float = signal_page.PAGE_RATIO
+
+    @classmethod
+    def tuned(cls, tuning: Mapping[str, float] | None) -> Weights:
+        """The default weights with ``tuning`` (names in :data:`TUNABLE`) set. Raises
+        ValueError naming an unknown name."""
+        if not tuning:
+            return cls()
+        known = {f.name for f in fields(cls)}
+        change: dict[str, float] = {}
+        for name, value in tuning.items():
+            attr = name.replace("-", "_") if name in WEIGHTS else name
+            if attr not in known or (name not in WEIGHTS and name not in TUNABLE):
+                raise ValueError(f"unknown tuning name: {name!r}")
+            change[attr] = float(value)
+        return replace(cls(), **change)
+
+    def fusion(self) -> dict[str, float]:
+        """Each signal's weight in the fusion, by signal name."""
+        return {m.NAME: getattr(self, m.NAME.replace("-", "_")) for m in SIGNALS}
+
+
+WEIGHTS: dict[str, float] = {m.NAME: m.WEIGHT for m in SIGNALS}
+"""Weight of each signal in the fusion, by name. Set once for every wiki (docs/ranking.md)."""
+
+TUNABLE: tuple[str, ...] = (
+    *WEIGHTS,
+    "stems",
+    "dates",
+    "context",
+    "cap",
+    "page_depth",
+    "page_ratio",
+)
+"""Names a benchmark may set through ``candidates(tuning=...)``: the fusion weights and
+the other fields of :class:`Weights`."""
