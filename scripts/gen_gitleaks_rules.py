@@ -68,7 +68,10 @@ def translate(rx: str) -> str:
       runs to the end of its enclosing group, closed and reopened around each ``|`` of
       that group (RE2 applies it to the rest of the group, every alternative after it);
     - ``\\z`` becomes ``\\Z``; POSIX classes ``[[:alnum:]]`` become explicit ranges;
-    - a ``[`` inside a character class is escaped (Python warns of nested sets).
+    - a ``[`` inside a character class is escaped (Python warns of nested sets);
+    - an unbounded ``.*``, ``.*?`` or ``.+`` is bounded to 1,024 characters (``.`` stops
+      at a newline anyway): RE2 runs them in linear time, Python's backtracking ``re``
+      runs ``curl .*? -H`` in time quadratic in a line's length.
     """
     out: list[str] = []
     frames: list[list[str]] = [[]]  # per open group: the scoped flag groups opened in it
@@ -121,6 +124,12 @@ def translate(rx: str) -> str:
             cls.append("]")
             out.append("".join(cls))
             i = j + 1
+            continue
+        if c == "." and rx[i + 1 : i + 2] in ("*", "+"):
+            lazy = "?" if rx[i + 2 : i + 3] == "?" else ""
+            out.append(".{0,1024}" if rx[i + 1] == "*" else ".{1,1024}")
+            out.append(lazy)
+            i += 2 + len(lazy)
             continue
         if c == "(":
             m = re.match(r"\(\?([a-zA-Z-]+)\)", rx[i:])

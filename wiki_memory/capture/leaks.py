@@ -162,15 +162,30 @@ KINDS: dict[str, str] = dict(
 #: characters before the keyword, its value at most a few hundred after
 _BEFORE = 64
 _AFTER = 512
-_SEMI_GENERIC = r"(?i)[\w.-]{0,50}?"
+_SEMI_GENERIC = r"[\w.-]{0,50}?"
+#: the name-then-value shape's leading context (once or twice): what it matches before the
+#: provider's name changes no secret found, and at every position it costs up to 50 (or
+#: 2,500) steps, so it is dropped and the regex starts at the name
+_LEAD_RE = re.compile(r"^(\(\?i\))?((?:\[\\w\.-\]\{0,50\}\?|\(\?i:)+)")
 _SPACE_RE = re.compile(r"\s")
+
+
+def _fast_source(source: str) -> str:
+    """``source`` without its leading ``[\\w.-]{0,50}?`` runs (the scoped ``(?i:`` groups
+    among them kept)."""
+    m = _LEAD_RE.match(source)
+    if m is None:
+        return source
+    lead = m.group(2)
+    kept = "(?i:" * lead.count("(?i:")
+    return (m.group(1) or "") + kept + source[m.end() :]
 
 
 class Rule:
     """One generated rule, its regex compiled on first use."""
 
     __slots__ = ("id", "kind", "source", "keywords", "entropy", "group", "allows", "path")
-    __slots__ += ("windowed", "_rx")
+    __slots__ += ("windowed", "fast", "_rx")
 
     def __init__(self, row: tuple) -> None:  # type: ignore[type-arg]
         rid, source, keywords, entropy, group, allows, path = row
@@ -182,14 +197,15 @@ class Rule:
         self.group: int = group
         self.allows: tuple = allows  # type: ignore[type-arg]
         self.path: str | None = path
-        self.windowed = source.startswith(_SEMI_GENERIC)
+        self.windowed = _SEMI_GENERIC in source[:40]
         self._rx: re.Pattern[str] | None = None
+        self.fast = _fast_source(source) if self.windowed else source
 
     @property
     def rx(self) -> re.Pattern[str]:
         rx = self._rx
         if rx is None:
-            rx = self._rx = re.compile(self.source, re.ASCII)
+            rx = self._rx = re.compile(self.fast, re.ASCII)
         return rx
 
     def __repr__(self) -> str:

@@ -1717,15 +1717,17 @@ del _i, _d
 
 
 _LEAKS: Any = None  # wiki_memory.capture.leaks, imported on first use (hook start-up)
+_FORMATS: Any = None  # wiki_memory.capture.formats, likewise
 _GITLEAKS_PRIO = len(DETECTORS)  # after every rule of ours: on overlap our name wins
 
 
 def _gitleaks() -> Any:
-    global _LEAKS
+    """Import the generated rules and our structured-format rules (first call only)."""
+    global _LEAKS, _FORMATS
     if _LEAKS is None:
-        from wiki_memory.capture import leaks
+        from wiki_memory.capture import formats, leaks
 
-        _LEAKS = leaks
+        _LEAKS, _FORMATS = leaks, formats
     return _LEAKS
 
 
@@ -1823,6 +1825,8 @@ def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, i
         for s, e in _find_assignments(text, hits):
             add((s, e, p, "generic-secret"))
     for s, e, kind in (_LEAKS or _gitleaks()).find(text, low, path):
+        add((s, e, prio.get(kind, _GITLEAKS_PRIO), kind))
+    for s, e, kind in _FORMATS.find(text, low):
         add((s, e, prio.get(kind, _GITLEAKS_PRIO), kind))
     return found
 
