@@ -48,7 +48,14 @@ def sample(rule: leaks.Rule, seed: int = 0) -> str | None:
     rnd = random.Random(f"{rule.id}-{seed}")
 
     def ok(text: str) -> bool:
-        return bool(flagged(rule, text))
+        # flagged, with a secret that reads as random (entropy of 3 bits a character or
+        # its rule's threshold): the first text from_regex finds is often all zeros, which
+        # a rule without an entropy threshold flags but no provider issues
+        spans = flagged(rule, text)
+        if not spans:
+            return False
+        s, e = max(spans, key=lambda sp: sp[1] - sp[0])
+        return leaks.entropy(text[s:e]) >= min(3.0, max(rule.entropy, 2.5))
 
     s = settings(
         database=None,

@@ -41,7 +41,9 @@ _K8S_ENTRY_RE = re.compile(
 _K8S_FLOW_RE = re.compile(
     r"""["']?(?:string)?[Dd]ata["']?[ \t]*:[ \t]*\{(?P<body>[^{}]{0,65536})\}"""
 )
-_K8S_PAIR_RE = re.compile(r"""["']?[\w.-]{1,253}["']?[ \t]*:[ \t]*["']?(?P<secret>[^\s"',}]{1,8192})""")
+_K8S_PAIR_RE = re.compile(
+    r"""["']?[\w.-]{1,253}["']?[ \t]*:[ \t]*["']?(?P<secret>[^\s"',}]{1,8192})"""
+)
 
 _DOCKER_AUTH_RE = re.compile(
     r"""["'](?:auth|identitytoken|registrytoken)["'][ \t]*:[ \t]*["'](?P<secret>[^"'\s]{8,8192})["']"""
@@ -52,14 +54,14 @@ _NETRC_RE = re.compile(
 _NPMRC_RE = re.compile(
     r"(?m)(?:^|[\s:])_(?:auth|authToken|password)[ \t]*=[ \t]*[\"']?(?P<secret>[^\s\"'$]{4,4096})"
 )
-_OPENSSL_RE = re.compile(
-    r"-pass(?:in|out|word)?[ \t]+[\"']?pass:(?P<secret>[^\s\"']{1,1024})"
-)
+_OPENSSL_RE = re.compile(r"-pass(?:in|out|word)?[ \t]+[\"']?pass:(?P<secret>[^\s\"']{1,1024})")
 _NUGET_KEY_RE = re.compile(
     r"(?i)(?:^|[ \t])(?:-k|--api-key|-apikey)[ \t]+[\"']?(?P<secret>(?!-)[^\s\"']{8,1024})"
 )
 _B64_PIPE_RE = re.compile(
-    r"(?:echo|printf)[ \t]+(?:-[neE]{1,2}[ \t]+)?(?:'%s'[ \t]+)?[\"']?(?P<secret>" + _B64 + r")[\"']?"
+    r"(?:echo|printf)[ \t]+(?:-[neE]{1,2}[ \t]+)?(?:'%s'[ \t]+)?[\"']?(?P<secret>"
+    + _B64
+    + r")[\"']?"
     r"[ \t]*\|[ \t]*base64[ \t]+(?:-d|-D|--decode)\b"
 )
 _B64_HERE_RE = re.compile(
