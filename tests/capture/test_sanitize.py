@@ -743,12 +743,23 @@ ALLOWED: dict[tuple[str, str], str] = {
 }
 
 
+#: (file, kind) whose every hit is a planted fake: tests that assemble a fake RSA key from
+#: lines in code; gitleaks' private-key rule (64 or more characters of anything between a
+#: BEGIN and an END line) takes the code between them too, as it should in captured text
+ALLOWED_KINDS: dict[tuple[str, str], str] = {
+    ("tests/harness/test_hooks.py", "private-key"): f"a fake RSA key built in code: {_PLANTED}",
+    ("tests/server/test_e2e.py", "private-key"): f"a fake RSA key built in code: {_PLANTED}",
+}
+
+
 def test_no_false_positives_in_vaults_locomo_and_own_source() -> None:
     found = []
     for where, text in _fp_sources():
         for r in redact_text(text)[1]:
             found.append((where, r.kind, text[r.start : r.end]))
-    unexpected = [f for f in found if (f[0], f[2]) not in ALLOWED]
+    unexpected = [
+        f for f in found if (f[0], f[2]) not in ALLOWED and (f[0], f[1]) not in ALLOWED_KINDS
+    ]
     for where, kind, matched in found:
         print(f"redacted in {where}: {kind}: {matched[:120]!r}")
     assert not unexpected, (

@@ -49,12 +49,15 @@ _DOCKER_AUTH_RE = re.compile(
     r"""["'](?:auth|identitytoken|registrytoken)["'][ \t]*:[ \t]*["'](?P<secret>[^"'\s]{8,8192})["']"""
 )
 _NETRC_RE = re.compile(
-    r"(?:^|(?<=\s))(?:password|account)[ \t]+(?P<q>[\"']?)(?P<secret>[^\s\"']{1,1024})(?P=q)"
+    r"(?:^|(?<=\s))(?:password|account)[ \t]+(?P<q>[\"']?)(?P<secret>[^\s\"'`{}<>$]{6,1024})(?P=q)"
+    r"(?![^\s\"'])"
 )
 _NPMRC_RE = re.compile(
     r"(?m)(?:^|[\s:])_(?:auth|authToken|password)[ \t]*=[ \t]*[\"']?(?P<secret>[^\s\"'$]{4,4096})"
 )
-_OPENSSL_RE = re.compile(r"-pass(?:in|out|word)?[ \t]+[\"']?pass:(?P<secret>[^\s\"']{1,1024})")
+_OPENSSL_RE = re.compile(
+    r"-pass(?:in|out|word)?[ \t]+[\"']?pass:(?P<secret>[^\s\"'`{}<>$]{4,1024})(?![^\s\"'])"
+)
 _NUGET_KEY_RE = re.compile(
     r"(?i)(?:^|[ \t])(?:-k|--api-key|-apikey)[ \t]+[\"']?(?P<secret>(?!-)[^\s\"']{8,1024})"
 )
@@ -92,6 +95,11 @@ def _kubernetes(text: str) -> Iterator[tuple[int, int]]:
             yield body_start + s, body_start + e
 
 
+def _stand_in(v: str) -> bool:
+    """A documentation stand-in (``SECRET``, ``PASSWORD``, ``P``): capitals only."""
+    return v.isupper() and v.isalpha()
+
+
 def _mixed_value(v: str) -> bool:
     return any(c.isdigit() for c in v) and any(c.isalpha() for c in v)
 
@@ -109,6 +117,8 @@ def find(text: str, low: str) -> list[tuple[int, int, str]]:
             ls = text.rfind("\n", 0, m.start()) + 1
             line_low = low[ls : m.start()]
             # a .netrc line (or a continuation of one): its machine, or its login, precede
+            if _stand_in(m.group("secret")):
+                continue
             if "machine" in line_low or "login" in line_low or "default" in line_low:
                 out.append((*m.span("secret"), "netrc-password"))
     if "_auth" in low or "_password" in low:
@@ -116,7 +126,8 @@ def find(text: str, low: str) -> list[tuple[int, int, str]]:
             out.append((*m.span("secret"), "npmrc-auth"))
     if "pass:" in low:
         for m in _OPENSSL_RE.finditer(text):
-            out.append((*m.span("secret"), "cli-password"))
+            if not _stand_in(m.group("secret")):
+                out.append((*m.span("secret"), "cli-password"))
     if "nuget" in low:
         for m in _NUGET_KEY_RE.finditer(text):
             ls = text.rfind("\n", 0, m.start()) + 1

@@ -181,6 +181,11 @@ def _fast_source(source: str) -> str:
     return (m.group(1) or "") + kept + source[m.end() :]
 
 
+#: rules whose secret is ``user:password``: only the password is redacted (as in
+#: ``url-password`` and curl's ``-u`` in our own rules, whose kind they share)
+_USER_KEPT = frozenset({"curl-auth-user"})
+
+
 class Rule:
     """One generated rule, its regex compiled on first use."""
 
@@ -360,6 +365,10 @@ def _run(
                     s, e = m.span()
             if e <= s:
                 continue
+            if rule.id in _USER_KEPT:
+                c = text.find(":", s, e)
+                if c >= 0 and c + 1 < e:
+                    s = c + 1  # user:password: the user stays readable, as in our rules
             secret = text[s:e]
             if rule.entropy and entropy(secret) < rule.entropy:
                 continue
