@@ -365,10 +365,6 @@ def _run(
                     s, e = m.span()
             if e <= s:
                 continue
-            if rule.id in _USER_KEPT:
-                c = text.find(":", s, e)
-                if c >= 0 and c + 1 < e:
-                    s = c + 1  # user:password: the user stays readable, as in our rules
             secret = text[s:e]
             if rule.entropy and entropy(secret) < rule.entropy:
                 continue
@@ -377,6 +373,10 @@ def _run(
             if rule.allows and _allowed(rule, text, m, secret, path):
                 continue
             last = m.end()
+            if rule.id in _USER_KEPT:  # after the allowlists, which read user:password
+                c = text.find(":", s, e)
+                if c >= 0 and c + 1 < e:
+                    s = c + 1  # user:password: the user stays readable, as in our rules
             yield s, e, rule.kind
 
 
