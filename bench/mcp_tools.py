@@ -4,7 +4,7 @@ tokens, whole and per tool (description, input schema, output schema).
 Counted the way ``tests/mcp/test_tool_list.py`` bounds it: the ``tools/list`` result as the
 official SDK client receives it from this project's server (in process), serialized as
 compact JSON, counted with :func:`wiki_memory.recall.tokens.count_tokens` (cl100k). Not a
-speed measurement; it prints one table. Policy (issue 18, case C43): at most 2,000 tokens.
+speed measurement; it prints one table. Policy (case C43): at most 2,000 tokens.
 
     python bench/mcp_tools.py
 """

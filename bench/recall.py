@@ -26,7 +26,7 @@ in-process time goes (cProfile, the 25 functions with the most own time). Run:
     python bench/recall.py [--sizes 1000 10000] [--queries 200] [--plain] [--profile]
 
 ``--sizes 100000`` writes 100,000 files and a 410 MB index (about 1.6 GB of temporary
-disk); its run time on the shared 2-core machine is in docs/benchmarks.md.
+disk); its run time on the shared 2-core machine is in bench/RESULTS.md.
 
 With ``--vectors`` (needs the
 ``vectors`` extra) the reindex, the in-process recall and the server run with the setting

@@ -11,7 +11,7 @@
    side until there are 10,000+ pages (34 copies, 10,098 pages); pages/s, with the default
    worker processes and with none (``WIKI_MEMORY_REINDEX_WORKERS=1``).
 
-Targets (issue 7): write -> searchable p95 <= 300 ms; reindex >= 2,000 pages/s.
+Targets: write -> searchable p95 <= 300 ms; reindex >= 2,000 pages/s.
 
     python bench/watcher.py [--edits 500] [--copies 34] [--skip-checkout]
 """

@@ -467,6 +467,10 @@ def git_toplevel(cwd: str) -> str | None:
 
 
 _PROJECT: object = None
+#: the repository root the last :func:`resolve_project` decided by (``git`` only)
+_ROOT: list[str] = []
+#: the repository id this event went with (the brief asks for its project)
+_REPO: list[dict] = []
 
 
 def resolve_project(cwd: str | None, repo_cfg: dict) -> tuple[str | None, str]:
@@ -487,6 +491,7 @@ def resolve_project(cwd: str | None, repo_cfg: dict) -> tuple[str | None, str]:
     if _PROJECT:
         try:
             res = _PROJECT.resolve_project(cwd)  # type: ignore[attr-defined]
+            _ROOT[:] = [res.root] if res.source == "git" and res.root else []
             return res.name, res.source
         except Exception:
             pass
@@ -697,6 +702,20 @@ def event_id_for(harness: str, event: str, payload: dict, raw: bytes, now: float
 def _iso(ts: float) -> str:
     t = time.gmtime(ts)
     return time.strftime("%Y-%m-%dT%H:%M:%S", t) + f".{int((ts % 1) * 1000):03d}Z"
+
+
+def _iso_local(ts: float) -> str:
+    """``ts`` in this machine's local time with its UTC offset
+    (``2026-03-15T00:20:00.000+09:00``): an event's time as the user lived it; the
+    server keeps the offset for the session page and converts to UTC for everything
+    else."""
+    t = time.localtime(ts)
+    off = t.tm_gmtoff // 60
+    sign = "-" if off < 0 else "+"
+    return (
+        time.strftime("%Y-%m-%dT%H:%M:%S", t)
+        + f".{int((ts % 1) * 1000):03d}{sign}{abs(off) // 60:02d}:{abs(off) % 60:02d}"
+    )
 
 
 def _size(obj: object) -> int:
@@ -1131,6 +1150,113 @@ def strip_private(obj: object) -> object:
     return walk(obj)
 
 
+# ------------------------------------------------------------------ repository id
+
+
+def _repo_cache_path(cfg: Config, root: str) -> str:
+    return os.path.join(
+        cfg.data_dir, "repo-ids", _sha(root.encode("utf-8", "surrogateescape"))[:24]
+    )
+
+
+def _repo_stamp(root: str, kind: str | None) -> list:
+    """What the cached id of ``root`` is valid for: ``.git/HEAD``'s inode and mtime (a
+    provisional id also ``refs/heads``'s mtime: the first commit does not touch HEAD)."""
+    gd = os.path.join(root, ".git")
+    if not os.path.isdir(gd) and _PROJECT:
+        gd = _PROJECT.git_dir(root) or gd  # type: ignore[attr-defined]
+    try:
+        st = os.stat(os.path.join(gd, "HEAD"))
+        stamp = [st.st_ino, st.st_mtime_ns]
+        if kind == "new":
+            stamp.append(os.stat(os.path.join(gd, "refs", "heads")).st_mtime_ns)
+        return stamp
+    except OSError:
+        return []
+
+
+def cached_repo(cfg: Config, root: str) -> tuple[dict | None, bool]:
+    """The cached id of the repository at ``root`` (``{"id", "origin", "prev"}``) and
+    whether it is current (its stamp matches); ``(None, False)`` when none is cached.
+    One small file read and one or two ``stat`` calls: the hot path's whole cost."""
+    try:
+        with open(_repo_cache_path(cfg, root), encoding="utf-8") as f:
+            entry = json.load(f)
+    except (OSError, ValueError):
+        return None, False
+    if not isinstance(entry, dict) or entry.get("root") != root:
+        return None, False
+    return entry, entry.get("stamp") == _repo_stamp(root, entry.get("kind"))
+
+
+def compute_repo(cfg: Config, root: str, timeout: float = 1.0) -> dict:
+    """Work out the id of the repository at ``root`` (``git rev-list``, at most
+    ``timeout`` s) and cache it; ``{}`` when it has none (or git is missing or slow)."""
+    if not _PROJECT:
+        return {}
+    try:
+        ident = _PROJECT.repo_identity(root, timeout)  # type: ignore[attr-defined]
+    except Exception:
+        return {}
+    if not ident.get("id"):
+        return {}
+    entry = {"root": root, "stamp": _repo_stamp(root, ident.get("kind")), **ident}
+    path = _repo_cache_path(cfg, root)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(entry, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return entry
+
+
+def refresh_repo_later(cfg: Config, root: str) -> None:
+    """Work the id out again in a detached child (a stale cache: HEAD moved); the event
+    at hand goes with the cached id, which a checkout does not change."""
+    if not hasattr(os, "fork"):  # pragma: no cover - Windows: at the next SessionStart
+        return
+    pid = os.fork()
+    if pid:
+        return
+    global _IS_DRAINER
+    _IS_DRAINER = True  # no output, no warnings: a background child
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for std in (0, 1, 2):
+            os.dup2(null, std)
+        compute_repo(cfg, root)
+    except BaseException:
+        pass
+    finally:
+        os._exit(0)
+
+
+def set_repo(ev: dict, entry: dict | None) -> None:
+    """Put the repository's id on ``ev`` (``repo_id``, ``repo_origin``, ``repo_prev``)."""
+    if entry and entry.get("id"):
+        ev["repo_id"] = entry["id"]
+        for key in ("origin", "prev"):
+            if entry.get(key):
+                ev["repo_" + key] = entry[key]
+
+
+def fill_repo(cfg: Config, ev: dict) -> None:
+    """An outbox event whose repository id was not known when it was written
+    (``repo_root``): its id, from the cache or worked out now (the drainer runs in the
+    background)."""
+    root = ev.pop("repo_root", None)
+    if not isinstance(root, str) or "repo_id" in ev:
+        return
+    entry, _fresh = cached_repo(cfg, root)
+    if not entry:
+        entry = compute_repo(cfg, root)
+    set_repo(ev, entry)
+
+
 def build_event(
     harness: str,
     event: str,
@@ -1156,7 +1282,7 @@ def build_event(
         "project": project,
         "cwd": cwd,
         "event_id": event_id_for(harness, event, payload, raw, now),
-        "ts": _iso(now),
+        "ts": _iso_local(now),
         "payload": payload,
     }
     if isinstance(payload.get("timestamp"), str):
@@ -1428,6 +1554,38 @@ class HttpError(OSError):
     """No usable reply: refused, timed out, cut off, or not HTTP."""
 
 
+_ZONE: list[str] = []
+_ZONE_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+-/")
+
+
+def local_zone() -> str:
+    """This machine's time zone, sent as ``X-Wiki-Memory-TZ`` with every request (the
+    days of "yesterday" in the brief and in recall are the user's): the IANA name in
+    ``TZ``, else the one ``/etc/localtime`` links to, else the current UTC offset. The
+    same rule as ``wiki_memory.recall.zones.local_zone_name``; worked out once a process
+    (an environment read and one ``readlink``)."""
+    if _ZONE:
+        return _ZONE[0]
+    env = (os.environ.get("TZ") or "").lstrip(":").strip()
+    name = ""
+    if env.upper() in ("UTC", "GMT", "UTC0", "GMT0"):
+        name = "UTC"
+    elif env and "/" in env and not env.startswith("/") and ".." not in env:
+        name = env
+    elif not env:
+        try:
+            link = os.path.realpath("/etc/localtime")
+            if "zoneinfo/" in link:
+                name = link.rsplit("zoneinfo/", 1)[1]
+        except OSError:
+            pass
+    if not name or len(name) > 64 or not set(name) <= _ZONE_CHARS:
+        off = -(time.altzone if time.localtime().tm_isdst > 0 else time.timezone)
+        name = f"{'-' if off < 0 else '+'}{abs(off) // 3600:02d}:{abs(off) % 3600 // 60:02d}"
+    _ZONE.append(name)
+    return name
+
+
 def http_post(
     base_url: str,
     path: str,
@@ -1457,6 +1615,7 @@ def http_post(
         "Content-Length": str(len(body)),
         "Connection": "close",
         "User-Agent": "wiki-memory-hook/" + VERSION,
+        "X-Wiki-Memory-TZ": local_zone(),
     }
     if token:
         headers["Authorization"] = "Bearer " + token
@@ -1732,6 +1891,8 @@ def drain(cfg: Config, ob: Outbox, max_seconds: float, request_seconds: float) -
         size = 2
         for n in names[:max_batch]:
             ev = ob.read(n)
+            if ev is not None and "repo_root" in ev:
+                fill_repo(cfg, ev)
             if ev is None:
                 try:
                     age = time.time() - os.stat(os.path.join(ob.path, n)).st_mtime
@@ -1965,20 +2126,26 @@ def fetch_brief(
     session_id: str | None,
     deadline: float,
     cwd: str | None = None,
+    source: str | None = None,
 ) -> str:
     """``POST /v1/brief`` → its ``text``, cut to ``brief_max_chars`` ("" for no brief:
     404, or no text). Raises :class:`HttpError` when the server cannot be reached (refused,
     no route, a connect that timed out) and :class:`BriefUnavailable` when it answered
     without a brief or too slowly."""
-    body = json.dumps(
-        {
-            "project": project,
-            "cwd": cwd,
-            "harness": harness,
-            "session_id": session_id,
-            "budget_tokens": cfg.geti("brief_budget_tokens"),
-        }
-    ).encode()
+    ask = {
+        "project": project,
+        "cwd": cwd,
+        "harness": harness,
+        "session_id": session_id,
+        "budget_tokens": cfg.geti("brief_budget_tokens"),
+    }
+    if source:
+        ask["source"] = source  # startup, resume, clear, compact: a shorter brief on the last
+    if _REPO and _REPO[0].get("id"):
+        ask["repo_id"] = _REPO[0]["id"]
+        if _REPO[0].get("origin"):
+            ask["repo_origin"] = _REPO[0]["origin"]  # a new one's folder may be api-<owner>
+    body = json.dumps(ask).encode()
     try:
         status, reply = http_post(cfg.url, "/v1/brief", cfg.token, body, deadline, cfg.ca_file)
     except HttpError as exc:
@@ -2002,6 +2169,57 @@ def fetch_brief(
         cut = text.rfind("\n", 0, limit)
         text = text[: cut if cut > limit // 2 else limit]
     return text
+
+
+#: how often a hook run rewrites its harness's ``ran-<harness>.json`` (seconds)
+RAN_EVERY = 30.0
+
+
+def note_ran(outbox_dir: str, harness: str, event: str) -> None:
+    """Record that this harness ran our hook (``<outbox>/ran-<harness>.json``: the event
+    and the time), at most every :data:`RAN_EVERY` seconds: ``doctor`` tells a hook the
+    harness never ran (an untrusted Codex hook, hooks switched off) from one that runs,
+    and names the last event per harness. Never raises."""
+    name = "".join(c for c in harness if c.isalnum() or c in "-_")[:40] or "unknown"
+    path = os.path.join(outbox_dir, f"ran-{name}.json")
+    try:
+        if time.time() - os.stat(path).st_mtime < RAN_EVERY:
+            return
+    except OSError:
+        pass
+    try:
+        tmp = path + f".{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # owner-only, as the outbox
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"harness": harness, "event": event, "time": time.time()}))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def on_path(name: str, path: str | None = None) -> bool:
+    """True when ``name`` is an executable file in a folder of ``path`` (``$PATH``)."""
+    for d in (os.environ.get("PATH", "") if path is None else path).split(os.pathsep):
+        full = os.path.join(d or ".", name)
+        if os.path.isfile(full) and os.access(full, os.X_OK):
+            return True
+    return False
+
+
+def local_commands(text: str, exe: str | None = None, path: str | None = None) -> str:
+    """``text`` with each command ``wiki-memory …`` it quotes in backticks spelled as the
+    console script beside this hook's interpreter, when ``wiki-memory`` is not on the
+    agent's ``PATH`` (a venv install puts it on no PATH): the commands the brief prints
+    then run in the agent's shell. Unchanged when the name resolves, or no script is
+    there."""
+    if "`wiki-memory " not in text or on_path("wiki-memory", path):
+        return text
+    script = os.path.join(os.path.dirname(exe or sys.executable), "wiki-memory")
+    if not (os.path.isfile(script) and os.access(script, os.X_OK)):
+        return text
+    safe = all(c.isalnum() or c in "/._-+:@%" for c in script)
+    spelled = script if safe else "'" + script.replace("'", "'\\''") + "'"
+    return text.replace("`wiki-memory ", "`" + spelled + " ")
 
 
 # --------------------------------------------------------------------------- main
@@ -2078,8 +2296,10 @@ def run(argv: list[str]) -> None:
         return
     project, project_from = resolve_project(cwd, repo_cfg)
     session_id = payload.get("session_id") or payload.get("thread-id")
+    source = payload.get("source")  # SessionStart: startup, resume, clear, compact
     reason = capture_decision(payload, repo_cfg, root)
     ob = Outbox(cfg.outbox_dir, cfg.geti("outbox_max_events"), cfg.geti("outbox_max_bytes"))
+    note_ran(cfg.outbox_dir, harness, event)
     stopped = not cfg.url  # no server of this data directory runs: no address to send to
     away = None if stopped else in_backoff(ob)
     refused = False  # the server answered, but did not take the event (5xx, auth)
@@ -2088,9 +2308,26 @@ def run(argv: list[str]) -> None:
             harness, event, payload, raw, project, cfg.geti("max_event_bytes"), time.time()
         )
         ev["project_from"] = project_from
+        pending_id = False
+        if project_from == "git" and _ROOT:
+            entry, fresh = cached_repo(cfg, _ROOT[0])
+            if is_start and (entry is None or not fresh):
+                # 1 s at most, once per repository (and after HEAD moved: a first
+                # commit turns a provisional id into the real one here)
+                entry = compute_repo(cfg, _ROOT[0]) or entry or {}
+            elif entry is not None and not fresh:
+                refresh_repo_later(cfg, _ROOT[0])
+            if entry:
+                set_repo(ev, entry)
+                _REPO[:] = [entry]
+            elif entry is None and _PROJECT and _PROJECT.has_head(_ROOT[0]):  # type: ignore[attr-defined]
+                # first seen mid-session: the drainer works the id out in the background
+                # and sends the event with it (never filed under the bare name)
+                ev["repo_root"] = _ROOT[0]
+                pending_id = not stopped
         name = ob.write(ev)
         names = ob.pending()
-        late = net_deadline - time.monotonic() < 0.05
+        late = pending_id or net_deadline - time.monotonic() < 0.05
         if stopped:
             # Never a default port: the event waits for this data directory's server,
             # which drains its outbox when it starts.
@@ -2105,10 +2342,17 @@ def run(argv: list[str]) -> None:
         elif late or (names and names[0] < name):
             # Older events wait: a drainer sends everything in order, this one included.
             started = spawn_drainer(cfg, ob)
-            warn(
-                f"{len(names)} event(s) waiting in the outbox; "
-                + ("sending them in the background" if started else "a drainer is already sending")
-            )
+            if not pending_id or len(names) > 1:
+                # an event that only waits for its repository's id is the ordinary
+                # path of a new folder mid-session: nothing to tell the agent
+                warn(
+                    f"{len(names)} event(s) waiting in the outbox; "
+                    + (
+                        "sending them in the background"
+                        if started
+                        else "a drainer is already sending"
+                    )
+                )
         else:
             send_deadline = net_deadline
             if is_start:
@@ -2134,14 +2378,24 @@ def run(argv: list[str]) -> None:
                 "budget); this session's events are sent in the background"
             )
         else:
+            # a repository whose id is not known yet: a brief that names no project (its
+            # name alone may be another repository's project)
+            unknown = (
+                project_from == "git"
+                and bool(_ROOT)
+                and not _REPO
+                and bool(_PROJECT)
+                and _PROJECT.has_head(_ROOT[0])  # type: ignore[attr-defined]
+            )
             try:
                 text = fetch_brief(
                     cfg,
                     harness,
-                    project,
+                    None if unknown else project,
                     session_id if isinstance(session_id, str) else None,
                     net_deadline,
-                    cwd,
+                    None if unknown else cwd,
+                    source if isinstance(source, str) else None,
                 )
             except HttpError as exc:
                 away = note_unreachable(cfg, ob, str(exc))
@@ -2157,7 +2411,7 @@ def run(argv: list[str]) -> None:
         notice = refusal_notice(cfg.outbox_dir, project)
         if notice:
             text = notice + ("\n\n" + text if text else "")
-        _PENDING_OUTPUT = session_start_output(harness, text)
+        _PENDING_OUTPUT = session_start_output(harness, local_commands(text))
 
 
 def main(argv: list[str]) -> int:

@@ -1,4 +1,4 @@
-"""Pages for the browse/search/read tests of the web view (issue 25, case C52).
+"""Pages for the browse/search/read tests of the web view (case C52).
 
 Written into an agent wiki (project ``atlas``) next to :mod:`webdata`'s pages before its
 server starts: case C52's four pages (a note that says "retry" 30 times under six

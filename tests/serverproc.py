@@ -54,6 +54,10 @@ class ServerProcess:
         return {"Authorization": f"Bearer {self.token}"}
 
     def start(self, timeout: float = 120) -> ServerProcess:
+        if self.proc is not None and self.proc.poll() is None:
+            # already running: ``with ServerProcess(...).start() as srv`` enters after a
+            # start, and a second process would be left behind when the first is stopped
+            return self
         env = dict(os.environ)
         env.update({"WIKI_MEMORY_HOME": str(self.data_dir), "PYTHONUNBUFFERED": "1"})
         env.update(self.extra_env)

@@ -36,6 +36,23 @@ def shared_path(*parts: str) -> Path:
     return p
 
 
+def access_lines(
+    data_dir: Path, needle: str = "", at_least: int = 1, timeout: float = 30.0
+) -> list[str]:
+    """The lines of ``<data_dir>/logs/access.log`` that contain ``needle``, once there are
+    ``at_least`` of them: the server writes a request's line after it has sent the
+    response, so a client that reads the log at once can be ahead of it. Raises
+    AssertionError when fewer turn up within ``timeout`` seconds."""
+    log = data_dir / "logs" / "access.log"
+
+    def lines() -> list[str]:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        found = [ln for ln in text.splitlines() if needle in ln]
+        return found if len(found) >= at_least else []
+
+    return wait_for(lines, timeout, f"{at_least} access-log line(s) with {needle!r}")
+
+
 def wait_for(
     fn: Callable[[], T], timeout: float = 30.0, what: str = "", *, interval: float = 0.05
 ) -> T:
@@ -183,7 +200,7 @@ def runtime_distributions() -> list[Any]:
 
 
 #: The headers a streamable-HTTP MCP client sends with a JSON-RPC POST to ``/mcp``.
-#: The twelve MCP tools the server lists, by name (docs/mcp.md); a new tool is added here.
+#: The thirteen MCP tools the server lists, by name (docs/mcp.md); a new tool is added here.
 MCP_TOOL_NAMES = frozenset(
     {
         "memory_recall",
@@ -193,6 +210,7 @@ MCP_TOOL_NAMES = frozenset(
         "page_read",
         "page_list",
         "page_write",
+        "page_edit",
         "page_forget",
         "handoff_create",
         "handoff_list",
@@ -207,9 +225,9 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 def own_address() -> str | None:
     """An IPv4 address of this machine other than loopback that a socket can bind (what a
     LAN client would reach), or None when the machine has none."""
-    from wiki_memory.hosts import _primary_addresses
+    from wiki_memory.hosts import primary_addresses
 
-    for ip in _primary_addresses():
+    for ip in primary_addresses():
         if ":" in ip:
             continue
         try:

@@ -16,8 +16,9 @@ A line is ``{"time", "user", "token_id", "face", "op", "target", "result", ...}`
   or it is not there), or another error code;
 - ``agent``: the request's ``User-Agent``, when it sent one.
 
-The file is opened with ``O_APPEND`` for every line and never rewritten or truncated by
-the server (backups copy it with the rest of ``logs/``). Lines are written with
+The file is opened with ``O_APPEND`` for every line and never truncated by the server
+(backups copy it with the rest of ``logs/``); the one rewrite is a purge's
+(:meth:`AuditLog.redact`: a temporary file renamed over it, under its lock). Lines are written with
 :func:`json.dumps`, so a newline or control character taken from a request is escaped
 (``\\n``) and can never start a line of its own; :func:`escape` does the same for the
 plain-text access log. No token value and no page content is ever written here.
@@ -89,16 +90,22 @@ def now_iso(ts: float | None = None) -> str:
 
 def parse_since(text: str) -> float:
     """An ISO-8601 time (``2026-12-01``, ``2026-12-01T10:00Z``; UTC when no offset) or
-    epoch seconds as epoch seconds. Raises ValueError."""
+    epoch seconds as epoch seconds, within the years 1970 to 9999. Raises ValueError."""
     try:
-        return float(text)
+        t = float(text)
     except ValueError:
-        pass
-    s = text.strip().replace("Z", "+00:00").replace("z", "+00:00")
-    dt = datetime.fromisoformat(s)
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp()
+        s = text.strip().replace("Z", "+00:00").replace("z", "+00:00")
+        dt = datetime.fromisoformat(s)
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=UTC)
+        t = dt.timestamp()
+    if not 0 <= t < _YEAR_10000:  # NaN too
+        raise ValueError(f"outside the years 1970-9999: {text!r}")
+    return t
+
+
+#: 10000-01-01T00:00:00Z in epoch seconds
+_YEAR_10000 = 253402300800.0
 
 
 class AuditLog:
@@ -156,6 +163,59 @@ class AuditLog:
             finally:
                 os.close(fd)
         return line
+
+    def redact(self, values: list[str], mark: str) -> int:
+        """Replace every occurrence of each of ``values`` in every string of every line
+        (keys and values, nested ones too) by ``mark``: the file is rewritten whole to a
+        temporary file beside it (0600, fsynced) renamed over it, under the lock
+        :meth:`record` takes, so no line of this process is lost. A line that is not
+        JSON has the values replaced as text. Returns how many lines changed; an OSError
+        is raised to the caller."""
+        values = sorted({v for v in values if v}, key=len, reverse=True)
+
+        def clean(x: Any) -> Any:
+            if isinstance(x, str):
+                for v in values:
+                    x = x.replace(v, mark)
+                return x
+            if isinstance(x, list):
+                return [clean(i) for i in x]
+            if isinstance(x, dict):
+                return {clean(k): clean(v) for k, v in x.items()}
+            return x
+
+        with self._lock:
+            try:
+                raw = self.path.read_bytes()
+            except FileNotFoundError:
+                return 0
+            out: list[bytes] = []
+            changed = 0
+            for line in raw.splitlines(keepends=True):
+                body = line.rstrip(b"\n")
+                try:
+                    rec = json.loads(body)
+                    new = (dumps(clean(rec)) + "\n").encode("utf-8")
+                    same = clean(rec) == rec
+                except ValueError:
+                    text = body.decode("utf-8", "replace")
+                    new = (clean(text) + "\n").encode("utf-8")
+                    same = clean(text) == text
+                if same:
+                    out.append(line)
+                else:
+                    out.append(new)
+                    changed += 1
+            if changed:
+                tmp = self.path.with_name(self.path.name + ".purge-tmp")
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                try:
+                    os.write(fd, b"".join(out))
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.replace(tmp, self.path)
+        return changed
 
     def _personal(self, target: str) -> str | None:
         """The owner of a personal page ``target`` (its folded name; ``owner`` for the

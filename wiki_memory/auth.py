@@ -57,7 +57,7 @@ GRANTABLE_ROLES = ("admin", "member", "reader")
 USER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
-def _hash(token: str) -> str:
+def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
@@ -170,7 +170,7 @@ class TokenStore:
             data["tokens"] = [t for t in data["tokens"] if not t.get("owner")]
             data["tokens"].append(
                 {
-                    "hash": _hash(token),
+                    "hash": token_hash(token),
                     "user": self.owner_user,
                     "created": time.time(),
                     "owner": True,
@@ -200,8 +200,12 @@ class TokenStore:
         role: str | None = None,
         projects: list[str] | tuple[str, ...] = (),
         read_only: bool = False,
+        tz: str | None = None,
     ) -> str:
         """Issue a token for ``user``; returns the token (shown once; only its hash is kept).
+
+        ``tz``: the user's time zone (an IANA name or an offset), stored with the user:
+        the days of its calls that name no zone (:mod:`wiki_memory.zones`).
 
         ``role`` (``admin``, ``member``, ``reader``) sets the user's role; None keeps an
         existing user's and makes a new user a ``member``. ``projects`` are granted (read
@@ -216,6 +220,10 @@ class TokenStore:
             raise ValueError(f"unknown role {role!r}: use one of {', '.join(GRANTABLE_ROLES)}")
         for p in projects:
             _check_project(p)
+        if tz:
+            from wiki_memory.zones import zone, zone_name
+
+            tz = zone_name(zone(tz))  # a ValueError (ZoneError) for an unknown zone
         token = new_token()
         with self._lock, self._file_lock():
             data = self._read()
@@ -235,9 +243,11 @@ class TokenStore:
             entry = data["users"].setdefault(user, {"role": "member", "grants": {}})
             if role is not None:
                 entry["role"] = role
+            if tz:
+                entry["tz"] = tz
             for p in projects:
                 entry["grants"][p] = _level(entry["role"], read_only)
-            data["tokens"].append({"hash": _hash(token), "user": user, "created": time.time()})
+            data["tokens"].append({"hash": token_hash(token), "user": user, "created": time.time()})
             self._save(data)
         return token
 
@@ -366,7 +376,7 @@ class TokenStore:
         when it changed, so a revocation binds at once."""
         if not token:
             return None
-        h = _hash(token)
+        h = token_hash(token)
         self._refresh()
         found = None
         for key, rec in self._records.items():
@@ -382,7 +392,7 @@ class TokenStore:
         newer twin of another user (:func:`twins`): refused until revoked."""
         if not token:
             return None
-        h = _hash(token)
+        h = token_hash(token)
         self._refresh()
         for key, rec in self._records.items():
             if hmac.compare_digest(key, h) and rec.user in self._twins:
@@ -398,7 +408,7 @@ class TokenStore:
         (None for a token never issued here)."""
         if not token:
             return None
-        h = _hash(token)
+        h = token_hash(token)
         for t in self._read()["revoked"]:
             if isinstance(t, dict) and hmac.compare_digest(str(t.get("hash", "")), h):
                 return str(t.get("user", "")), str(t["hash"])[:8]
@@ -427,6 +437,7 @@ class TokenStore:
             role=role,
             grants=None if role == "admin" else grants,
             token_id=token_id,
+            tz=str(entry.get("tz") or ""),
         )
 
     def _record(self, t: dict[str, Any], data: dict[str, Any]) -> TokenRecord:

@@ -61,6 +61,18 @@ class Settings:
     #: the most bytes one fetch from a hub may receive (its pack); a bigger fetch is
     #: aborted and nothing of it is used
     max_fetch_bytes: int = 1024 * 1024 * 1024
+    #: the key a purging server signs its purge announcement with, and a follower checks
+    #: it with (set the same on every server of one hub; empty: no purge is announced or
+    #: followed without an admin)
+    sync_purge_secret: str = ""
+    #: a merge that would delete more than this share of the shared pages stops
+    sync_max_delete_fraction: float = 0.2
+    #: a merge that would delete more than this many shared pages stops
+    sync_max_delete_pages: int = 50
+    #: network git steps: seconds to connect, without progress, and in all
+    sync_connect_timeout_seconds: float = 10.0
+    sync_progress_timeout_seconds: float = 60.0
+    sync_timeout_seconds: float = 600.0
     #: serve an existing vault folder instead of ``<data_dir>/wiki`` (``serve --wiki PATH``)
     wiki_path: Path | None = None
     #: the most tokens one MCP tool result may hold, structured and text parts together
@@ -117,7 +129,7 @@ class Settings:
     #: the ``dense`` recall signal (docs/ranking.md#vectors): store a dense vector of every
     #: section at index time and rank by it; needs the ``vectors`` extra
     #: (``pip install 'wiki-memory[vectors]'``), without which it is off whatever this
-    #: says. Off by default: on LoCoMo it did not add the 0.02 turn R@10 issue 23 asks for
+    #: says. Off by default: on LoCoMo it did not add the 0.02 turn R@10 it was meant to add
     vectors: bool = False
     #: who creates a project by capturing into a name that does not exist yet:
     #: ``members`` (members, admins, the owner; the creator gets a write grant) or

@@ -56,6 +56,8 @@ class ServerLock:
         self.info_path = data_dir / "server.json"
         self._lock = FileLock(str(self.path), timeout=0)
         self.address = ""
+        #: settings of the server written into ``server.json`` (doctor reports them)
+        self.facts: dict[str, object] = {}
 
     def acquire(self, address: str = "") -> None:
         """Take the lock and write ``server.json`` naming ``address`` as not yet
@@ -65,12 +67,12 @@ class ServerLock:
         except Timeout:
             raise DataDirLocked(self.data_dir, self.holder()) from None
         self.address = address
-        self._write(server_record(os.getpid(), address, listening=False))
+        self._write(server_record(os.getpid(), address, False, self.facts))
 
     def mark_listening(self) -> None:
         """The server's port is bound: clients of this data directory may send to it."""
         if self._lock.is_locked:
-            self._write(server_record(os.getpid(), self.address, listening=True))
+            self._write(server_record(os.getpid(), self.address, True, self.facts))
 
     def _write(self, info: dict[str, object]) -> None:
         tmp = self.info_path.with_suffix(".json.tmp")

@@ -145,6 +145,12 @@ class BadRequest(WikiMemoryError, ValueError):
     code = "bad_request"
 
 
+class BadJson(BadRequest):
+    """400: the request body is not JSON (or is nested too deeply to read)."""
+
+    code = "bad_json"
+
+
 class BadPath(BadRequest):
     """400: a path names nothing a client may read or write."""
 
@@ -222,8 +228,8 @@ class Conflict(WikiMemoryError):
 
     code = "conflict"
 
-    def __init__(self, message: str, current_hash: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, current_hash: str | None = None, **extra: Any) -> None:
+        super().__init__(message, **extra)
         self.current_hash = current_hash
 
 
@@ -238,6 +244,13 @@ class PreconditionRequired(WikiMemoryError):
     """428: the page exists and the write named no hash to replace."""
 
     code = "precondition_required"
+
+
+class WrongHost(WikiMemoryError):
+    """421: the request's ``Host`` is not one this server answers for
+    (``allowed_hosts``, docs/team-server.md)."""
+
+    code = "wrong_host"
 
 
 class TooLarge(WikiMemoryError):

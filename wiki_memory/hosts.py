@@ -38,7 +38,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _primary_addresses() -> list[str]:
+def primary_addresses() -> list[str]:
     """The addresses this machine uses for outgoing traffic (no packet is sent)."""
     found = []
     for family, probe in ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1")):
@@ -65,7 +65,7 @@ def host_names(settings: Settings) -> list[str]:
                 candidates.add(str(info[4][0]))
         except OSError:
             candidates = set()
-        for ip in _primary_addresses():
+        for ip in primary_addresses():
             candidates.add(ip)
         for c in sorted(candidates):
             if c:

@@ -80,7 +80,9 @@ class Identity:
     ``token_id``: the token's id, for the audit log (None when unknown); ``face``: where
     the call came in (``http``, ``mcp``, ``web``, ``cli``; ``""`` when unknown);
     ``agent``: the request's ``User-Agent`` (at most 200 characters), for the audit log;
-    ``address``: the client's address (behind a trusted proxy, the one it forwarded).
+    ``address``: the client's address (behind a trusted proxy, the one it forwarded);
+    ``tz``: the user's stored time zone (``token create --tz``), the default of a call
+    that names none (:mod:`wiki_memory.zones`; ``""``: UTC).
     """
 
     user: str
@@ -90,6 +92,7 @@ class Identity:
     face: str = ""
     agent: str = ""
     address: str = ""
+    tz: str = ""
 
     @property
     def every_project(self) -> bool:
@@ -222,6 +225,18 @@ def may_pin(who: Identity | None) -> bool:
     """May ``who`` pin or unpin a page (frontmatter ``pinned``)? The wiki's owner and
     admins (and the server itself)."""
     return who is None or who.role in ("owner", "admin")
+
+
+def creation_refusal(who: Identity | None, setting: str = "members") -> str | None:
+    """Why ``who`` may not create a project (what it lacks, a short phrase), or None when
+    it may: the owner and admins always; a member unless the setting
+    ``project_creation`` is ``"admins"``; a reader or a caller with no user never. The
+    one rule for capture into a new name and for a write that asks to create one."""
+    if who is None or who.role in ("owner", "admin"):
+        return None
+    if who.role == "member":
+        return None if setting != "admins" else "project creation (reserved to admins)"
+    return "project creation (a reader creates none)"
 
 
 def may_admin(who: Identity | None) -> bool:

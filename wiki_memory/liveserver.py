@@ -39,9 +39,13 @@ def process_start(pid: int) -> str | None:
     return fields[19].decode("ascii", "replace") if len(fields) > 19 else None
 
 
-def server_record(pid: int, address: str, listening: bool) -> dict[str, object]:
-    """What a server writes into ``server.json``."""
+def server_record(
+    pid: int, address: str, listening: bool, facts: dict[str, object] | None = None
+) -> dict[str, object]:
+    """What a server writes into ``server.json``; ``facts``: settings its clients report
+    as the running server's (``vectors``), not their own shell's."""
     return {
+        **(facts or {}),
         "pid": pid,
         "address": address,
         "started": time.time(),

@@ -8,8 +8,11 @@ later feature adds a row to :data:`STATES` instead of inventing another key.
 
 - ``current``: the default, also when ``state`` is absent, not a string, or a value
   this list does not know (a vault's own ``state: draft`` leaves the page current);
-- ``superseded``: replaced by the page ``superseded_by`` names; listed and shown (marked),
-  left out of recall and the brief so the page that replaced it is found instead;
+- ``superseded``: replaced by the page ``superseded_by`` names; never hidden by SQL:
+  recall, listings and the web view rank it after the page that replaced it, marked, and
+  the brief leaves it out, all through :mod:`wiki_memory.index.supersede` (which also
+  decides that a broken ``superseded_by``, missing, forgotten or in a cycle, leaves the
+  page current: a broken supersession never hides a page);
 - ``forgotten``: set by ``wiki-memory forget`` with ``forgotten_by`` and
   ``forgotten_at``; left out of recall, the brief and every listing for every user, and
   kept in git history; reading it by its path still works (its frontmatter says
@@ -51,8 +54,10 @@ class State:
 #: every state a page can be in, by name (the first is the default)
 STATES: dict[str, State] = {
     "current": State("current", recall=True, brief=True, list=True),
+    # shown everywhere by SQL: where it ranks, and whether the brief takes it, is decided
+    # after the query by wiki_memory.index.supersede (a broken one stays current)
     "superseded": State(
-        "superseded", recall=False, brief=False, list=True, keys=("superseded_by",)
+        "superseded", recall=True, brief=True, list=True, keys=("superseded_by", "valid_until")
     ),
     "forgotten": State(
         "forgotten", recall=False, brief=False, list=False, keys=("forgotten_by", "forgotten_at")

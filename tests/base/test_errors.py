@@ -92,18 +92,34 @@ def test_every_error_class_has_a_row_and_statuses_agree():
     assert rule_for(ValueError("x")).status == 500  # outside the hierarchy: a bug
 
 
-def test_every_api_error_raise_site_agrees_with_the_table():
-    """``ApiError(status, code, ...)`` states its status for the reader; the table sends
-    it. A raise site that states another status than the table would mislead."""
-    found = 0
-    for path in (REPO / "wiki_memory").rglob("*.py"):
-        text = path.read_text(encoding="utf-8")
-        for m in re.finditer(r'ApiError\(\s*(\d{3}),\s*"([a-z_]+)"', text):
-            found += 1
-            status, code = int(m.group(1)), m.group(2)
-            assert code in TABLE, (path.name, code)
-            assert TABLE[code].status == status, (path.name, status, code)
-    assert found > 5
+def test_one_error_idiom():
+    """Every error a face answers is a typed error: a subclass of
+    :class:`errors.WikiMemoryError` whose class names its code, a row of the table. No
+    class picks its code per instance (the old ``ApiError(status, code, ...)`` did)."""
+    import importlib
+    import pkgutil
+
+    import wiki_memory
+
+    for mod in pkgutil.walk_packages(wiki_memory.__path__, "wiki_memory."):
+        if mod.name.endswith(("cli_mcp", "__main__")) or "._" in mod.name:
+            continue
+        importlib.import_module(mod.name)
+    seen, todo = [], [errors.WikiMemoryError]
+    while todo:
+        cls = todo.pop()
+        seen.append(cls)
+        todo.extend(cls.__subclasses__())
+    assert len(seen) > 15
+    for cls in seen:
+        assert cls.code in TABLE, (cls.__module__, cls.__name__, cls.code)
+        if cls is not errors.WikiMemoryError:
+            assert "error_code" not in vars(cls), f"{cls.__name__} picks its code per instance"
+    assert not [
+        p.name
+        for p in (REPO / "wiki_memory").rglob("*.py")
+        if re.search(r"\bApiError\b", p.read_text(encoding="utf-8"))
+    ]
 
 
 class _Resp:

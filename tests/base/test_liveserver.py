@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from wiki_memory import liveserver
-from wiki_memory.cli.common import CliError, _client
+from wiki_memory.cli.common import CliError, server_client
 from wiki_memory.datadir import ServerLock, server_address
 from wiki_memory.harness.outbox import load_hooklib
 from wiki_memory.liveserver import process_start, server_record
@@ -95,8 +95,8 @@ def test_cli_and_bridge_send_the_token_nowhere_without_a_live_server(
     write(data, server_record(DEAD_PID, "http://127.0.0.1:18767", listening=True))
     args = argparse.Namespace(data_dir=str(data), url=None, token_file=None)
     with pytest.raises(CliError, match="none is running on"):
-        _client(args)
+        server_client(args)
     assert resolve_target(args) == (None, "owner-token")
     write(data, server_record(os.getpid(), "http://127.0.0.1:18767", listening=True))
-    assert _client(args)[0] == "http://127.0.0.1:18767"
+    assert server_client(args)[0] == "http://127.0.0.1:18767"
     assert resolve_target(args) == ("http://127.0.0.1:18767", "owner-token")

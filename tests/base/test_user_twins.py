@@ -14,7 +14,7 @@ import pytest
 from starlette.testclient import TestClient
 from support import make_memory
 
-from wiki_memory.auth import TokenStore, _hash
+from wiki_memory.auth import TokenStore, token_hash
 from wiki_memory.cli.checks_install import check_user_twins
 from wiki_memory.cli.doctor import Context
 from wiki_memory.server.app import create_app
@@ -43,7 +43,7 @@ def _old_data_dir(data: Path) -> tuple[str, str]:
     older = store.create("alice", projects=["p"])
     raw = json.loads((auth / "tokens.json").read_text())
     newer = "wm_" + "n" * 43
-    raw["tokens"].append({"hash": _hash(newer), "user": "ALICE", "created": time.time() + 5})
+    raw["tokens"].append({"hash": token_hash(newer), "user": "ALICE", "created": time.time() + 5})
     raw["users"]["ALICE"] = {"role": "member", "grants": {"p": "write"}}
     (auth / "tokens.json").write_text(json.dumps(raw))
     return older, newer
@@ -58,7 +58,7 @@ def test_an_upgraded_data_directory_refuses_the_newer_twin(tmp_path: Path) -> No
     try:
         assert tokens.identity_for(newer) is None
         assert tokens.identity_of("ALICE") is None
-        assert tokens.twin_for(newer) == ("ALICE", _hash(newer)[:8], "alice")
+        assert tokens.twin_for(newer) == ("ALICE", token_hash(newer)[:8], "alice")
         with TestClient(create_app(m, tokens), base_url="http://127.0.0.1") as c:
             r = c.get(
                 "/v1/pages/people/alice/diary.md", headers={"Authorization": f"Bearer {newer}"}
@@ -68,10 +68,10 @@ def test_an_upgraded_data_directory_refuses_the_newer_twin(tmp_path: Path) -> No
             web = c.get("/page/people/alice/diary.md", headers={"Authorization": f"Bearer {newer}"})
             assert web.status_code == 401 and "zqx" not in web.text
             # a sign-in cookie made from the twin's token before the upgrade: no longer live
-            from wiki_memory.web.session import SESSION_COOKIE, _load_key, make_session_cookie
+            from wiki_memory.web.session import SESSION_COOKIE, load_key, make_session_cookie
 
-            key = _load_key(data / "auth")
-            c.cookies.set(SESSION_COOKIE, make_session_cookie(key, "ALICE", _hash(newer)[:8]))
+            key = load_key(data / "auth")
+            c.cookies.set(SESSION_COOKIE, make_session_cookie(key, "ALICE", token_hash(newer)[:8]))
             web = c.get("/page/people/alice/diary.md", follow_redirects=False)
             assert web.status_code in (303, 401) and "zqx" not in web.text, web.status_code
             c.cookies.clear()

@@ -1,4 +1,4 @@
-"""Any byte (issue #13): control characters in captured text, NUL included, never make a
+"""Any byte: control characters in captured text, NUL included, never make a
 page or a commit message binary: escaped visibly in pages, removed from commit messages."""
 
 from __future__ import annotations

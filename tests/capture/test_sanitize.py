@@ -394,7 +394,7 @@ PROVIDER_FAKES: list[tuple[str, Callable[[], str]]] = [
     ),
 ]
 
-# The writing styles of issue 17, each with a fresh value made of dots, slashes,
+# The writing styles an assignment can take, each with a fresh value made of dots, slashes,
 # base64 and URL-safe characters; ``{v}`` is the value that must go.
 STYLES: list[tuple[str, str]] = [
     ("generic-secret", "DB_PASSWORD={v}"),
@@ -650,7 +650,7 @@ LOOK_ALIKES = [
     "if password == confirm_password:",
     "export GITHUB_TOKEN=$(gh auth token)",
     "NextToken: AQICAHhEXAMPLEpaginationtoken",
-    # issue 17: identifiers and type annotations are not secrets
+    # identifiers and type annotations are not secrets
     "token: AccessTokenT",
     "refresh_token: RefreshTokenT",
     "password_field = form.password",
@@ -925,7 +925,7 @@ def test_extra_patterns_from_settings() -> None:
 
 #: The most modules importing the sanitizer may load after json (which the hook has
 #: loaded already, and which loads re): 4 today, __future__ and the three packages
-#: (dataclasses, with inspect and ast behind it, went in issue 17). A bound on the work
+#: (dataclasses, with inspect and ast behind it, went when the sanitizer dropped them). A bound on the work
 #: the hook pays at start, not on its time: bench/sanitize.py measures that.
 SANITIZER_MAX_MODULES = 8
 

@@ -1,4 +1,4 @@
-"""The secrets corpus end to end (issues 5 and 17): every rule's fresh fakes (every
+"""The secrets corpus end to end: every rule's fresh fakes (every
 provider of docs/sanitizer.md and every writing style) planted in prompts, tool inputs,
 tool outputs and file paths go into a real server two ways, through the installed hook
 command and straight to ``POST /v1/observations`` (the server's own door, with no hook

@@ -644,6 +644,17 @@ ROWS: dict[str, Row] = {
     "(tests/core/test_purge.py checks 403 for a member and ok for an admin)",
     "POST /v1/admin/sync": "exempt: admin only (may_admin before any remote is touched; "
     "tests/core/test_sync.py checks Forbidden for a non-admin); reads no page for a caller",
+    "GET /v1/admin/unrendered": "exempt: admin only (may_admin before anything is read; "
+    "tests/server/test_admin_only_routes.py checks a member's refusal)",
+    "POST /v1/admin/unrendered/discard": "exempt: admin only, as GET /v1/admin/unrendered",
+    "GET /v1/sync-conflicts": "exempt: lists only the copies the one door lets the caller "
+    "see (tests/core/test_conflict_copies.py checks a reader's and a stranger's view)",
+    "POST /v1/sync-conflicts/resolve": "exempt: the one door's write check on the copy and "
+    "the page (tests/core/test_conflict_copies.py checks 403 for a reader)",
+    "GET /v1/use": "exempt: the caller's own use rows, only of pages the one door lets the "
+    "caller see (tests/server/test_walks_and_use.py checks another user's rows stay hidden)",
+    "POST /v1/edit": "exempt: a write through the one door with the caller "
+    "(tests/mcp/test_page_edit_server.py checks ok, 403 and 404)",
     "POST /v1/forget": "exempt: would hide the shared pages every read probe reads "
     "(tests/core/test_forget.py checks ok, 403 and 404)",
     "POST /v1/handoffs": ("write", PROJECTS_ONLY, p_http_handoff_create),
@@ -684,6 +695,7 @@ ROWS: dict[str, Row] = {
     "tool page_list": ("read", ALL, mcp_probe("page_list")),
     "tool page_write": ("write", ALL, mcp_probe("page_write")),
     "tool page_forget": "exempt: as POST /v1/forget (tests/core/test_forget.py)",
+    "tool page_edit": "exempt: as POST /v1/edit (tests/mcp/test_page_edit_server.py)",
     "tool handoff_create": ("write", PROJECTS_ONLY, mcp_probe("handoff_create")),
     "tool handoff_list": ("read", HANDOFF_TARGETS, mcp_probe("handoff_list")),
     "tool handoff_claim": ("write", HANDOFF_TARGETS, mcp_probe("handoff_claim")),
@@ -698,6 +710,12 @@ ROWS: dict[str, Row] = {
     "cli audit": ("admin", NONE, p_cli_audit),
     "cli purge": "exempt: as POST /v1/admin/purge (tests/core/test_purge.py)",
     "cli forget": "exempt: as POST /v1/forget, which it calls (tests/core/test_forget.py)",
+    "cli edit": "exempt: as POST /v1/edit, which it calls (tests/mcp/test_page_edit_server.py)",
+    "cli unrendered": "exempt: as GET /v1/admin/unrendered, which it calls",
+    "cli sync-conflicts": "exempt: as GET /v1/sync-conflicts, which it calls when a server "
+    "runs; else the data directory's owner",
+    "cli remember": "exempt: as POST /v1/remember, which it calls when a server runs; else "
+    "the data directory's owner",
     "cli sync": "exempt: as POST /v1/admin/sync, which it calls when a server runs",
     "cli remote": "exempt: the data directory's owner, on its git config",
     "cli mcp": "exempt: a byte-for-byte bridge to /mcp (the tool rows)",

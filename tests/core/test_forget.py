@@ -40,10 +40,12 @@ def test_state_values() -> None:
     assert page_state({"status": "forgotten"}) == "current"  # status is another key
     assert not shown({"state": "forgotten"}, "list")
     assert shown({"state": "superseded", "superseded_by": "x.md"}, "list")
-    assert not shown({"state": "superseded"}, "recall")
+    # a superseded page is not hidden by SQL: recall ranks it after its successor
+    # (wiki_memory.index.supersede; tests/core/test_knowledge.py)
+    assert shown({"state": "superseded"}, "recall")
 
 
-def test_index_leaves_out_forgotten_and_superseded(tmp_path: Path) -> None:
+def test_index_leaves_out_forgotten_and_ranks_superseded_after(tmp_path: Path) -> None:
     files = {
         "notes/kept.md": "# Kept\n\nwombatword here\n",
         "notes/old.md": "---\nstate: superseded\nsuperseded_by: notes/kept.md\n---\nwombatword old\n",
@@ -55,8 +57,12 @@ def test_index_leaves_out_forgotten_and_superseded(tmp_path: Path) -> None:
         listed = {p["path"] for p in m.list_pages(user="alice")}
         assert {"notes/kept.md", "notes/old.md", "notes/draft.md"} <= listed
         assert "notes/gone.md" not in listed
-        found = {i["path"] for i in m.recall("wombatword", user="alice").items}
-        assert found == {"notes/kept.md", "notes/draft.md"}
+        items = m.recall("wombatword", user="alice").items
+        found = [i["path"] for i in items]
+        assert set(found) == {"notes/kept.md", "notes/draft.md", "notes/old.md"}
+        assert found.index("notes/kept.md") < found.index("notes/old.md")
+        old = items[found.index("notes/old.md")]
+        assert (old["state"], old["superseded_by"]) == ("superseded", "notes/kept.md")
         # the forgotten page still reads by its path
         assert m.read_page("notes/gone.md", user="alice")["metadata"]["state"] == "FORGOTTEN"
     finally:

@@ -16,7 +16,7 @@ import pytest
 from dulwich import porcelain
 from dulwich.repo import Repo
 from serverproc import ServerProcess
-from support import all_text_under, run_cli, wait_for
+from support import access_lines, all_text_under, run_cli, wait_for
 from teamkit import make_token
 
 pytestmark = pytest.mark.process
@@ -119,7 +119,7 @@ def test_purge_a_secret_from_five_versions(tmp_path: Path) -> None:
         assert post(srv, owner, "/v1/observations", ev).status_code == 202
         httpx.get(srv.url + f"/v1/pages/projects/p/notes/{SECRET}.md", headers=srv.headers)
         assert SECRET.encode() in all_text_under(data / "spool")
-        assert SECRET.encode() in (data / "logs" / "access.log").read_bytes()
+        assert access_lines(data, SECRET)
         recall = post(srv, owner, "/v1/recall", {"query": "passphrase mauve otter"})
         assert recall.status_code == 200
 
@@ -176,5 +176,122 @@ def test_purge_a_secret_from_five_versions(tmp_path: Path) -> None:
         refused = run_cli(data, "purge", DIARY)  # not a terminal and no --yes
         assert refused.returncode == 2 and "--yes" in refused.stderr
         wait_for(lambda: srv.get("/v1/health").status_code == 200, 10)
+    finally:
+        srv.stop()
+
+
+# a second value, in a page's title and so in its file name (what remember names a note
+# by), in another page's links, commit messages, the use record, the access and audit logs
+NAMED = "-".join(["heron", "quartz", "lantern", "9021"])
+# a third, the title of a page purged whole
+WHOLE = "-".join(["ochre", "minnow", "sextant", "3388"])
+
+
+def files_holding(data: Path, values: list[str]) -> dict[str, list[str]]:
+    """Every file under ``data`` (git's object files replaced by the objects git lists,
+    unpacked) that holds one of ``values``, as value -> relative paths: the data
+    directory is listed, not a fixed set of places."""
+    found: dict[str, list[str]] = {v: [] for v in values}
+    wiki_objects = data / "wiki" / ".git" / "objects"
+    for f in sorted(data.rglob("*")):
+        if not f.is_file() or f.is_symlink() or wiki_objects in f.parents:
+            continue
+        raw = f.read_bytes()
+        for v in values:
+            if v.encode() in raw or v.encode() in str(f.relative_to(data)).encode():
+                found[v].append(str(f.relative_to(data)))
+    objects = all_objects(data / "wiki")
+    for v in values:
+        if v.encode() in objects:
+            found[v].append("wiki/.git/objects (unpacked)")
+    return {v: fs for v, fs in found.items() if fs}
+
+
+def test_purge_removes_every_copy_file_names_messages_and_logs(tmp_path: Path) -> None:
+    """A text in a note's title (so its file name, commit messages, another page's links,
+    the use record, the audit and access logs and the spool) is found nowhere in the data
+    directory after ``purge --text``; the page lives on under a neutral name that the
+    links follow. A page purged whole leaves neither its title nor its path, and links to
+    it read ``[purged]``. The answer counts the copies per place."""
+    data = tmp_path / "data"
+    wiki = data / "wiki"
+    (wiki / "projects/p").mkdir(parents=True)
+    porcelain.init(str(wiki))
+    (wiki / "projects/p/index.md").write_text("# p\n", encoding="utf-8")
+    porcelain.add(str(wiki), [str(wiki / "projects/p/index.md")])
+    porcelain.commit(str(wiki), b"p", author=b"t <t@example.org>", committer=b"t <t@example.org>")
+    srv = ServerProcess(data)
+    srv.start()
+    try:
+        owner = srv.token
+        # a note whose title holds the value: remember names its file after the title
+        note = {"text": f"The vault unlocks with {NAMED}.", "title": f"Unlock {NAMED}"}
+        r = post(srv, owner, "/v1/remember", {**note, "project": "p"})
+        assert r.status_code in (200, 201), r.text
+        path = r.json()["path"]
+        assert NAMED in path
+        # the same fact again: one more line in the use record, naming the path
+        again = post(srv, owner, "/v1/remember", {**note, "project": "p"})
+        assert again.status_code in (200, 201), again.text
+        gone = post(srv, owner, "/v1/remember", {"text": "minnow facts", "title": WHOLE,
+                                                 "project": "p"})  # fmt: skip
+        assert gone.status_code in (200, 201), gone.text
+        gone_path = gone.json()["path"]
+        links = "projects/p/notes/keys.md"
+        body = f"# Keys\n\nSee [[Unlock {NAMED}]], [[{path[:-3]}|this]] and [[{WHOLE}]].\n"
+        put = httpx.put(srv.url + f"/v1/pages/{links}", json={"text": body},
+                        headers=srv.headers, timeout=60)  # fmt: skip
+        assert put.status_code in (200, 201), put.text
+        ev = {
+            "harness": "codex",
+            "event": "UserPromptSubmit",
+            "session_id": "purge-2",
+            "cwd": "/x/p",
+            "payload": {"prompt": f"where is {NAMED} kept?"},
+        }
+        assert post(srv, owner, "/v1/observations", ev).status_code == 202
+        assert srv.get(f"/v1/pages/{path}").status_code == 200
+        access_lines(data, NAMED.split("-")[0])
+        wait_for(lambda: "keys.md" in subprocess.run(
+            ["git", "-C", str(data / "wiki"), "log", "--name-only"],
+            capture_output=True, text=True).stdout, 30, "the links page committed")  # fmt: skip
+        before = files_holding(data, [NAMED, WHOLE])
+        assert {"logs/audit.jsonl", "use/repeats.jsonl"} <= set(before[NAMED]), before
+        assert any(p.startswith("spool/") for p in before[NAMED]), before
+
+        r = post(srv, owner, "/v1/admin/purge", {"path": path, "text": NAMED})
+        assert r.status_code == 200, r.text
+        res = r.json()
+        new_path = res["path"]
+        assert res["renamed"] and NAMED not in new_path and new_path.endswith(".md")
+        removed = res["removed"]
+        assert removed["page_versions"] >= 1 and removed["file_names"] >= 1
+        assert removed["links"] >= 1 and removed["commit_messages"] >= 1
+        assert removed["use_record"] >= 1 and removed["audit_lines"] >= 1
+        assert removed["spool_files"] >= 1 and removed["logs"].get("access.log", 0) >= 1
+
+        r = post(srv, owner, "/v1/admin/purge", {"path": gone_path})
+        assert r.status_code == 200, r.text
+        assert WHOLE not in r.text
+
+        left = files_holding(data, [NAMED, WHOLE])
+        assert left == {}, left
+        # the renamed page is there, and the links page points at it; the removed one's
+        # link reads [purged]
+        assert (wiki / new_path).is_file()
+        text = (wiki / links).read_text()
+        stem = new_path.rsplit("/", 1)[1][:-3]
+        assert text.count(f"[[{stem}") == 2 and "[purged]" in text, text
+        page = srv.get(f"/v1/pages/{links}")
+        assert page.status_code == 200
+        status = subprocess.run(
+            ["git", "-C", str(wiki), "status", "--porcelain"], capture_output=True, text=True
+        )
+        assert status.stdout.strip() == ""
+        fsck = subprocess.run(["git", "-C", str(wiki), "fsck"], capture_output=True, text=True)
+        assert fsck.returncode == 0, fsck.stderr
+        lines = [json.loads(x) for x in (data / "logs" / "audit.jsonl").read_text().splitlines()]
+        done = [x for x in lines if x.get("op") == "purge" and x.get("result") == "ok"]
+        assert done[0]["target"] == new_path and done[0]["audit_lines_redacted"] >= 1
     finally:
         srv.stop()

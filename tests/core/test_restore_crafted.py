@@ -456,3 +456,18 @@ def test_a_restore_killed_at_any_step_leaves_nothing_half_restored(tmp_path: Pat
     assert "not restored: 'notes.md' (place: not a part of a backup)" in out.stderr
     assert "not restored: 1 member the manifest does not list: 'wiki/x.md'" in out.stderr
     assert not (tmp_path / "c" / "wiki" / "x.md").exists()
+
+
+@pytest.mark.fast
+def test_members_listed_as_a_file_and_a_folder_of_one_name_fail_as_a_backup_error(
+    tmp_path: Path,
+) -> None:
+    _data, plain = make_backup(tmp_path)
+    crafted = tmp_path / "clash.wmb"
+    craft(
+        plain, crafted, [], listed=[(_info("spool/x", 3), b"abc"), (_info("spool/x/y", 3), b"def")]
+    )
+    target = tmp_path / "restored"
+    with pytest.raises(BackupError, match="spool/x/y"):
+        restore(load_settings(target), crafted)
+    assert not target.exists() and siblings(target) == []

@@ -66,8 +66,19 @@ ROUTES: dict[str, str] = {
     "GET /v1/audit": "test_http_admin_reindex_needs_admin",
     "POST /v1/forget": "exempt: a write through Memory.update_page with the caller (the one "
     "door); its 404, 403 and ok are probed in the forget tests of tests/core",
+    "POST /v1/edit": "exempt: a write through Memory.update_page with the caller (the one "
+    "door); its 403 and 404 are probed in tests/mcp/test_page_edit_server.py",
     "POST /v1/admin/purge": "exempt: admin only (may_admin before anything is read); probed "
     "in the purge tests of tests/core",
+    "GET /v1/admin/unrendered": "exempt: admin only (may_admin before anything is read); "
+    "probed in tests/server/test_admin_only_routes.py",
+    "POST /v1/admin/unrendered/discard": "exempt: admin only, as GET /v1/admin/unrendered",
+    "GET /v1/use": "exempt: the caller's own rows of pages visible() lets it see; probed in "
+    "tests/server/test_walks_and_use.py",
+    "GET /v1/sync-conflicts": "exempt: lists only copies scope.check_target lets the caller "
+    "see; probed in tests/core/test_conflict_copies.py",
+    "POST /v1/sync-conflicts/resolve": "exempt: scope.check_write on the copy and the page; "
+    "probed in tests/core/test_conflict_copies.py and tests/core/test_sync_conflicts.py",
     "POST /v1/admin/sync": "exempt: admin only (may_admin before any remote is touched); "
     "personal pages never leave through it: tests/core/test_sync.py",
     "POST /v1/handoffs": "test_http_handoffs_personal_invisible",
@@ -109,6 +120,7 @@ TOOLS: dict[str, str] = {
     "page_list": "test_mcp_lists_are_exactly_what_viewer_may_see",
     "page_write": "test_mcp_write_into_other_folder_like_missing, test_mcp_pins_refused",
     "page_forget": "exempt: as POST /v1/forget (the same core operation)",
+    "page_edit": "exempt: as POST /v1/edit (the same core operation)",
     "handoff_create": "test_mcp_brief_and_handoffs",
     "handoff_list": "test_mcp_brief_and_handoffs",
     "handoff_claim": "test_mcp_brief_and_handoffs",
@@ -127,6 +139,11 @@ CLI_COMMANDS: dict[str, str] = {
     "import": "exempt: owner command on files (DESIGN invariant 12)",
     "recover": "exempt: owner command on files",
     "forget": "exempt: calls /v1/forget when a server runs, else the core as the owner",
+    "edit": "exempt: calls /v1/edit when a server runs, else the core as the owner",
+    "unrendered": "exempt: calls /v1/admin/unrendered (admin only) when a server runs",
+    "sync-conflicts": "exempt: calls /v1/sync-conflicts when a server runs, else the core as "
+    "the owner",
+    "remember": "exempt: calls /v1/remember when a server runs, else the core as the owner",
     "purge": "exempt: calls /v1/admin/purge when a server runs, else the core as the owner",
     "sync": "exempt: calls /v1/admin/sync when a server runs, else the core as the owner",
     "remote": "exempt: owner command on the git config (DESIGN invariant 12)",
@@ -1365,7 +1382,7 @@ def test_http_remember_cannot_write_into_people(world: Any) -> None:
         for project in ("../../people/alice", "../people/alice", "people/alice")
     ]
     bodies.append({"text": "a note", "project": "p", "title": "../../../people/alice/x"})
-    bodies.append({"text": "---\ntitle: pinme\npinned: true\n---\nbody", "project": "p"})
+    bodies.append({"text": "---\ntitle: pinme\npinned: true\n---\npinme body", "project": "p"})
     with world.client(BOB) as c:
         out = [c.post("/v1/remember", json=b) for b in bodies]
     for r in out[:4]:

@@ -141,9 +141,13 @@ def test_two_servers_converge_three_rounds_and_keep_personal_pages_home(tmp_path
                 capture(srv, f"{name}-s{rnd}", f"capture{name}word{rnd} about the build")
                 note = wiki / "projects" / "p" / "notes" / f"{name}-{rnd}.md"
                 note.write_text(f"# {name} {rnd}\nhandnote{name}{rnd}\n")
-                # both sides change the same page differently: a conflict every round
+                # both sides append to the same page (merged line by line), and in the
+                # first round both rewrite its first line differently: a true overlap
                 page = wiki / "projects" / "p" / "notes" / "shared.md"
-                page.write_text(page.read_text() + f"edit{name}{rnd}\n")
+                text = page.read_text()
+                if rnd == 1:
+                    text = text.replace("first line", f"first line by {name}")
+                page.write_text(text + f"edit{name}{rnd}\n")
                 written[name] += [f"handnote{name}{rnd}", f"edit{name}{rnd}"]
             for srv in servers.values():
                 wiki = srv.data_dir / "wiki"
@@ -180,14 +184,18 @@ def test_two_servers_converge_three_rounds_and_keep_personal_pages_home(tmp_path
                 assert text.encode() in together, f"{text} was lost"
         # conflicts are kept as copies beside the page and reported
         copies = [p for p in shared_files(wa) if ".conflict-origin-" in p]
-        assert copies, "both sides edited shared.md: a conflict copy was expected"
+        assert len(copies) == 1, "both sides rewrote shared.md's first line: one copy"
+        merged = (wa / "projects/p/notes/shared.md").read_text()
+        assert "edita3" in merged and "editb3" in merged  # later appends merged, no copy
         for srv in (a, b):
             doc = run_cli(srv.data_dir, "doctor")
-            assert "conflict copy" in doc.stdout, doc.stdout
+            # one line naming whose version is where, and the fix that resolves it
+            assert f"version is in {copies[0]}" in doc.stdout, doc.stdout
+            assert "fix: wiki-memory sync-conflicts" in doc.stdout
             assert "sync:  origin" in doc.stdout
             brief = srv.post("/v1/brief", {"project": "p"})
             assert brief.status_code == 200, brief.text
-            assert "conflict copy" in json.dumps(brief.json())
+            assert "1 sync conflict copy(ies) to resolve" in json.dumps(brief.json())
         # personal pages stay home: absent from every object of the remote
         hub_objects = all_objects(hub)
         for marker in (
@@ -223,6 +231,8 @@ def test_two_servers_converge_three_rounds_and_keep_personal_pages_home(tmp_path
 
 SECRET = " ".join(["PURGE-7Z1K", "card", "ending", "4417", "exp", "09/29", "cvv", "311"])
 NEEDLES = (b"PURGE-7Z1K", b"4417 exp 09/29")
+#: the purge announcements' key, the same on every server of a hub
+PURGE_KEY = "team-purge-key"
 
 
 def _write(m, rel: str, text: str) -> None:
@@ -235,9 +245,14 @@ def _write(m, rel: str, text: str) -> None:
 @pytest.mark.process
 def test_purge_reaches_every_replica_with_after_purge(tmp_path, stop_after):
     hub = bare(tmp_path / "hub.git")
-    a = make_memory(tmp_path / "a", owner="ana", files={"projects/p/index.md": "# p\n"})
+    a = make_memory(
+        tmp_path / "a",
+        owner="ana",
+        files={"projects/p/index.md": "# p\n"},
+        sync_purge_secret=PURGE_KEY,
+    )
     stop_after(a)
-    b = make_memory(tmp_path / "b", owner="ben")
+    b = make_memory(tmp_path / "b", owner="ben", sync_purge_secret=PURGE_KEY)
     stop_after(b)
     for m in (a, b):
         rp.add_remote(m.wiki_dir, "origin", str(hub))
@@ -275,9 +290,14 @@ def test_purge_reaches_every_replica_with_after_purge(tmp_path, stop_after):
 @pytest.mark.process
 def test_after_purge_takes_in_what_another_server_pushed_meanwhile(tmp_path, stop_after):
     hub = bare(tmp_path / "hub.git")
-    a = make_memory(tmp_path / "a", owner="ana", files={"projects/p/index.md": "# p\n"})
+    a = make_memory(
+        tmp_path / "a",
+        owner="ana",
+        files={"projects/p/index.md": "# p\n"},
+        sync_purge_secret=PURGE_KEY,
+    )
     stop_after(a)
-    b = make_memory(tmp_path / "b", owner="ben")
+    b = make_memory(tmp_path / "b", owner="ben", sync_purge_secret=PURGE_KEY)
     stop_after(b)
     for m in (a, b):
         rp.add_remote(m.wiki_dir, "origin", str(hub))
@@ -299,6 +319,88 @@ def test_after_purge_takes_in_what_another_server_pushed_meanwhile(tmp_path, sto
         fsck_clean(repo)
 
 
+def _holding(root: Path, value: bytes) -> list[str]:
+    """Every file under ``root`` (listed, not a fixed set of places) that holds ``value``
+    in its bytes or its name, git's object files read as the objects git lists."""
+    found = []
+    for f in sorted(root.rglob("*")):
+        rel = f.relative_to(root).as_posix()
+        if value in rel.encode():
+            found.append(rel)
+        elif f.is_file() and not f.is_symlink() and "/objects/" not in f"/{rel}":
+            if value in f.read_bytes():
+                found.append(rel)
+    for git_dir in [root, *sorted(p.parent for p in root.rglob("objects") if p.is_dir())]:
+        if (git_dir / "objects").is_dir() and (git_dir / "HEAD").is_file():
+            if value in all_objects(git_dir):
+                found.append(f"{git_dir.relative_to(root).as_posix()}: objects")
+    return found
+
+
+@pytest.mark.process
+def test_a_text_purge_renames_its_page_and_reaches_two_replicas_and_the_hub(tmp_path, stop_after):
+    """The purged text in a page's file name, in another page's links to it and in a
+    commit message: after ``purge --text`` and ``sync --after-purge``, both replicas
+    follow, and no file of any data directory or of the hub holds it; the links on every
+    replica lead to the page's new name. Then a page purged whole: its name is nowhere
+    either, and the link to it reads ``[purged]`` on every replica."""
+    value = "-".join(["quince", "harbor", "4471"])
+    hub = bare(tmp_path / "hub.git")
+    a = make_memory(tmp_path / "a", owner="ana", files={"projects/p/index.md": "# p\n"},
+                    sync_purge_secret=PURGE_KEY)  # fmt: skip
+    stop_after(a)
+    b = make_memory(tmp_path / "b", owner="ben", sync_purge_secret=PURGE_KEY)
+    stop_after(b)
+    c = make_memory(tmp_path / "c", owner="cyd", sync_purge_secret=PURGE_KEY)
+    stop_after(c)
+    for m in (a, b, c):
+        rp.add_remote(m.wiki_dir, "origin", str(hub))
+    page = f"projects/p/notes/door {value}.md"
+    _write(a, page, f"---\ntitle: door {value}\n---\n# door\nthe code is {value}\n")
+    _write(a, page, f"---\ntitle: door {value}\n---\n# door\nthe code is {value}\nagain\n")
+    _write(a, "projects/p/notes/keys.md", f"# keys\n[[door {value}]] and [[door {value}#door]]\n")
+    for m in (a, b, c, a):
+        m.sync.sync()
+    assert (c.wiki_dir / page).is_file()
+    assert value in git(a.wiki_dir, "log", "--format=%B")  # messages name the path
+    assert all(value.encode() in all_objects(r) for r in (hub, b.wiki_dir, c.wiki_dir))
+
+    res = purge_page(a, page, None, text=value)
+    assert res["renamed"] and res["removed"]["links"] >= 1
+    new = res["path"]
+    rep = a.sync.sync(after_purge=True)
+    assert rep[0].remote_gc == "pruned"
+    for m in (b, c):
+        assert m.sync.sync()[0].action == "followed rewrite"
+    for m in (a, b, c):
+        assert not (m.wiki_dir / page).exists()
+        assert (m.wiki_dir / new).read_text().endswith("the code is [purged]\nagain\n")
+        keys = (m.wiki_dir / "projects/p/notes/keys.md").read_text()
+        stem = new.rsplit("/", 1)[1][:-3]
+        assert keys == f"# keys\n[[{stem}]] and [[{stem}#door]]\n", keys
+        fsck_clean(m.wiki_dir)
+    for root in (tmp_path / "a", tmp_path / "b", tmp_path / "c", hub):
+        assert _holding(root, value.encode()) == [], root
+
+    # then a page purged whole, linked from the same page: its name and title go too
+    whole = "-".join(["sable", "plover", "2290"])
+    gone = f"projects/p/notes/{whole}.md"
+    _write(a, gone, f"---\ntitle: plover {whole}\n---\n# plover\n")
+    keys_rel = "projects/p/notes/keys.md"
+    _write(a, keys_rel, (a.wiki_dir / keys_rel).read_text() + f"[[{whole}]]\n")
+    for m in (a, b, c):
+        m.sync.sync()
+    assert (c.wiki_dir / gone).is_file()
+    purge_page(a, gone, None)
+    a.sync.sync(after_purge=True)
+    for m in (b, c):
+        assert m.sync.sync()[0].action == "followed rewrite"
+        assert not (m.wiki_dir / gone).exists()
+        assert (m.wiki_dir / keys_rel).read_text().endswith("[purged]\n")
+    for root in (tmp_path / "a", tmp_path / "b", tmp_path / "c", hub):
+        assert _holding(root, whole.encode()) == [], root
+
+
 # ------------------------------------------------------------------ C47
 
 
@@ -306,12 +408,17 @@ def test_after_purge_takes_in_what_another_server_pushed_meanwhile(tmp_path, sto
 def test_c47_purge_removes_a_value_from_server_remotes_and_later_syncs(tmp_path, stop_after):
     origin = bare(tmp_path / "wiki.git")
     mirror = bare(tmp_path / "wiki-mirror.git")
-    w = make_memory(tmp_path / "w", owner="u-admin", files={"projects/atlas/index.md": "# atlas\n"})
+    w = make_memory(
+        tmp_path / "w",
+        owner="u-admin",
+        files={"projects/atlas/index.md": "# atlas\n"},
+        sync_purge_secret=PURGE_KEY,
+    )
     stop_after(w)
     for name, hub in (("origin", origin), ("mirror", mirror)):
         rp.add_remote(w.wiki_dir, name, str(hub))
     # the laptop: another data directory syncing with origin, made before step 1
-    lap = make_memory(tmp_path / "laptop", owner="u-ana")
+    lap = make_memory(tmp_path / "laptop", owner="u-ana", sync_purge_secret=PURGE_KEY)
     stop_after(lap)
     rp.add_remote(lap.wiki_dir, "origin", str(origin))
     w.sync.sync()
@@ -457,6 +564,7 @@ def test_a_page_that_turns_personal_stops_reaching_the_remote(tmp_path, stop_aft
     assert "secret-plans" not in git(hub, "log", "--all", "--format=%B")
 
 
+@pytest.mark.process  # sync runs its network steps in a child process
 def test_sync_with_an_unreachable_remote_is_recorded_not_raised_into_capture(tmp_path, stop_after):
     m = make_memory(tmp_path / "d", files={"projects/p/index.md": "# p\n"})
     stop_after(m)
@@ -521,7 +629,8 @@ def test_a_save_not_yet_committed_wins_and_the_incoming_version_is_kept_beside(
 
 
 @pytest.mark.process
-def test_purge_then_sync_after_purge_through_the_cli_of_two_running_servers(tmp_path):
+def test_purge_then_sync_after_purge_through_the_cli_of_two_running_servers(tmp_path, monkeypatch):
+    monkeypatch.setenv("WIKI_MEMORY_SYNC_PURGE_SECRET", PURGE_KEY)
     hub = bare(tmp_path / "hub.git")
     servers = []
     for name in ("a", "b"):

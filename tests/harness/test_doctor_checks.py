@@ -20,7 +20,7 @@ from support import cli_as, home_env, make_memory
 
 from wiki_memory.cli import doctor
 from wiki_memory.config import load_settings
-from wiki_memory.harness import service
+from wiki_memory.harness import userservice
 from wiki_memory.harness.hooks_install import hook_command, interpreter_path
 
 pytestmark = pytest.mark.process
@@ -100,15 +100,19 @@ def test_an_outbox_backlog(world: tuple[Path, Path]) -> None:
 def test_a_stopped_service(world: tuple[Path, Path], tmp_path: Path) -> None:
     home, data = world
     env = home_env(home)
-    unit = service.unit_path("user", env)
+    unit = userservice.unit_path("user", env)
     unit.parent.mkdir(parents=True)
     # a unit for another data directory is not this one's business
     other = tmp_path / "other"
-    unit.write_text(service.render("user", service.serve_argv(interpreter_path(), other), other))
+    unit.write_text(
+        userservice.render("user", userservice.serve_argv(interpreter_path(), other), other)
+    )
     rc, rep = run_doctor(home, data)
     assert rc == 0 and rep["service"]["installed"] and not rep["service"]["for_this_data_dir"]
     # a unit for this one, and no server running
-    unit.write_text(service.render("user", service.serve_argv(interpreter_path(), data), data))
+    unit.write_text(
+        userservice.render("user", userservice.serve_argv(interpreter_path(), data), data)
+    )
     rc, rep = run_doctor(home, data)
     assert rc == 1
     f = finding(rep, "service")
@@ -163,7 +167,7 @@ def test_a_stale_lock(world: tuple[Path, Path]) -> None:
 
 
 def test_a_check_registers_with_one_line(tmp_path: Path) -> None:
-    """What issue 22's sync check will do: one ``register`` call; its findings are in
+    """What a check such as sync's does: one ``register`` call; its findings are in
     the report, an error fails it, and a check that raises is named, not fatal."""
     data = prepared(tmp_path / "data")
     settings = load_settings(data)

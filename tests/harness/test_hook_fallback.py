@@ -200,7 +200,7 @@ def test_real_server_spool_and_recall_hold_no_secret(tmp_path: Path) -> None:
             for q in ("deploy", "key", "secrets")
         ]
     # The full sanitizer once kept PASSWORD's dotted value after DB_PASSWORD= (it read
-    # as a dotted name; issue 17 redacts it at the server's door as well); this test
+    # as a dotted name; the server's door redacts it as well now); this test
     # still shows that the hook's fallback alone keeps it out of the spool.
     assert_no_secret(spool, "spool")
     assert_no_secret("".join(replies), "recall")

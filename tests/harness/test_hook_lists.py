@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hookkit import HOOKS, hook_env, installed_command, outbox_dir, pending, run_hook, wait_idle
 from serverproc import ServerProcess
-from support import wait_for
+from support import access_lines, wait_for
 
 pytestmark = pytest.mark.process
 
@@ -62,11 +62,7 @@ def test_a_batch_with_one_bad_event_is_settled_event_by_event(tmp_path: Path) ->
         assert [(d["reason"], d["status"], d["event_id"]) for d in dropped] == [
             ("rejected", 400, "hook-list-2")
         ]
-        posts = [
-            ln
-            for ln in (data / "logs" / "access.log").read_text().splitlines()
-            if "POST /v1/observations" in ln
-        ]
+        posts = access_lines(data, "POST /v1/observations")
         # one request carried all four; no event was sent again one by one
         assert len(posts) == 1 and " 207 " in posts[0], posts
         for word in ("marker1word", "marker3word", "marker4word"):

@@ -15,7 +15,7 @@ import pytest
 from dulwich.repo import Repo
 from hookkit import hook_env, installed_command, pending, run_hook, wait_idle
 from serverproc import ServerProcess
-from support import all_text_under, run_cli, wait_for
+from support import access_lines, all_text_under, run_cli, wait_for
 from teamkit import make_token
 
 from wiki_memory.auth import TokenStore
@@ -79,11 +79,11 @@ def test_refused_capture_is_final_and_a_new_project_is_the_members(tmp_path: Pat
         refused = json.loads((outbox / "refused.json").read_text())
         assert refused["atlas"]["count"] == 3 and "write on project atlas" in str(refused)
         # each event reached the server once: nothing is retried
+        time.sleep(1.0)  # the access log is written after each response is sent
         sent = len(_observation_lines(data))
-        time.sleep(1.0)
         run_hook(installed_command("claude-code", client, "Stop"), _event("Stop", atlas, "s1"),
                  env)  # fmt: skip
-        assert len(_observation_lines(data)) == sent + 1
+        assert len(access_lines(data, "POST /v1/observations", at_least=sent + 1)) == sent + 1
         assert pending(client) == []
 
         # the next SessionStart names the refusal and why

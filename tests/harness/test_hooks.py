@@ -83,6 +83,7 @@ def test_session_start_prints_one_json_object_with_the_brief(
             "harness": agent,
             "session_id": payload["session_id"],
             "budget_tokens": 1000,
+            "source": payload["source"],
         }
     ]
 

@@ -73,6 +73,10 @@ def test_status_with_the_server_up_then_down(tmp_path: Path) -> None:
 
 @pytest.mark.process
 def test_status_with_commits_stalled(tmp_path: Path) -> None:
+    """A stall is declared at the second failed commit in a row. The server retries what
+    failed at most every 30 s (each try waits 5 s for the lock), so the test writes
+    another page every 8 s to fail again sooner, and waits generously: under a loaded run the retry
+    alone took over 60 s."""
     data = tmp_path / "data"
     home = tmp_path / "home"
     with ServerProcess(data, env=ENV) as srv:
@@ -83,7 +87,18 @@ def test_status_with_commits_stalled(tmp_path: Path) -> None:
         t = time.time() - 3600
         os.utime(lock, (t, t))
         put(srv, "notes/second.md", "# second\n")
-        wait_for(lambda: status(data, home)[1]["commits"]["stalled"], 60, "status sees the stall")
+        writes = {"n": 2, "at": time.monotonic()}
+
+        def stalled() -> bool:
+            if status(data, home)[1]["commits"]["stalled"]:
+                return True
+            if time.monotonic() - writes["at"] > 8:  # after the last try's 5 s lock wait
+                writes["n"] += 1
+                put(srv, f"notes/page-{writes['n']}.md", f"# page {writes['n']}\n")
+                writes["at"] = time.monotonic()
+            return False
+
+        wait_for(stalled, 240, "status sees the stall", interval=0.5)
         rc, st = status(data, home)
         assert rc == 1 and not st["ok"]
         assert st["server"]["running"] and st["server"]["reachable"]
@@ -92,7 +107,7 @@ def test_status_with_commits_stalled(tmp_path: Path) -> None:
         text = cli_as(home_env(home), "--data-dir", str(data), "status").stdout
         assert "STALLED" in text
         lock.unlink()
-        wait_for(lambda: not status(data, home)[1]["commits"]["stalled"], 60, "commits resume")
+        wait_for(lambda: not status(data, home)[1]["commits"]["stalled"], 240, "commits resume")
 
 
 def remote_line(settings: Any) -> dict[str, Any]:
@@ -144,6 +159,8 @@ def test_status_has_a_sync_line_once_a_remote_is_configured(tmp_path: Path) -> N
     assert status.status_report(settings)["sync"] == {
         "last_success": None,
         "last_error": None,
+        "failing_since": None,
+        "stopped": [],
         "conflicts": 0,
         "refused": 0,
     }

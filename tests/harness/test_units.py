@@ -16,7 +16,7 @@ import pytest
 from serverproc import free_port
 from support import home_env, wait_for
 
-from wiki_memory.harness import service
+from wiki_memory.harness import userservice
 from wiki_memory.harness.hooks_install import interpreter_path
 
 ANALYZE = shutil.which("systemd-analyze")
@@ -26,15 +26,15 @@ needs_analyze = pytest.mark.skipif(
 
 
 def rendered(kind: str, data: Path, port: int) -> str:
-    argv = service.serve_argv(interpreter_path(), data, "127.0.0.1", port)
-    return service.render(kind, argv, data)
+    argv = userservice.serve_argv(interpreter_path(), data, "127.0.0.1", port)
+    return userservice.render(kind, argv, data)
 
 
 def test_quoting_round_trips_odd_paths() -> None:
     """A data directory with spaces, quotes, ``%`` and ``$`` reaches the server as it is."""
     odd = Path('/srv/my memory/it\'s "100%" $HOME\\x')
-    text = service.render("user", service.serve_argv("/opt/py thon/bin/python", odd), odd)
-    argv = service.exec_start_argv(text)
+    text = userservice.render("user", userservice.serve_argv("/opt/py thon/bin/python", odd), odd)
+    argv = userservice.exec_start_argv(text)
     assert argv[0] == "/opt/py thon/bin/python"
     assert argv[argv.index("--data-dir") + 1] == str(odd)
     assert not re.search(r"@[A-Z_]+@", text)  # every field filled in
@@ -44,7 +44,7 @@ def test_quoting_round_trips_odd_paths() -> None:
 @needs_analyze
 @pytest.mark.parametrize("kind", ["user", "system"])
 def test_units_pass_systemd_analyze_verify(tmp_path: Path, kind: str) -> None:
-    unit = tmp_path / "units" / service.UNIT_NAME
+    unit = tmp_path / "units" / userservice.UNIT_NAME
     unit.parent.mkdir()
     unit.write_text(rendered(kind, tmp_path / "data", 8765))
     env = home_env(tmp_path / "home")
@@ -88,7 +88,7 @@ def _serves(argv: list[str], port: int, tmp: Path) -> None:
 def test_each_units_exec_start_serves_health(tmp_path: Path, kind: str) -> None:
     port = free_port()
     data = tmp_path / "data dir"  # a space: the quoting must hold
-    argv = service.exec_start_argv(rendered(kind, data, port))
+    argv = userservice.exec_start_argv(rendered(kind, data, port))
     assert argv[0] == interpreter_path()
     _serves(argv, port, tmp_path)
     assert (data / "wiki" / ".git").is_dir()
@@ -99,16 +99,16 @@ def test_launchd_program_arguments_serve_health(tmp_path: Path) -> None:
     port = free_port()
     data = tmp_path / "data"
     plist = plistlib.loads(rendered("launchd", data, port).encode())
-    assert plist["Label"] == service.LAUNCHD_LABEL
+    assert plist["Label"] == userservice.LAUNCHD_LABEL
     assert plist["StandardErrorPath"] == str(data / "logs" / "service.log")
-    assert plist["ProgramArguments"] == service.serve_argv(
+    assert plist["ProgramArguments"] == userservice.serve_argv(
         interpreter_path(), data, "127.0.0.1", port
     )
     _serves(plist["ProgramArguments"], port, tmp_path)
 
 
 def test_container_file_runs_as_non_root_with_one_volume_and_a_health_check() -> None:
-    text = (service.PACKAGING_DIR / "Containerfile").read_text()
+    text = (userservice.PACKAGING_DIR / "Containerfile").read_text()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     users = [ln.split()[1] for ln in lines if ln.startswith("USER ")]
     assert users and users[-1] not in ("root", "0")

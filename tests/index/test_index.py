@@ -18,9 +18,9 @@ import apsw
 import pytest
 
 from tests.conftest import shared_path
+from wiki_memory.index.files import read_file as store_read
 from wiki_memory.index.query import build_match, query_terms
 from wiki_memory.index.store import Index, SearchError, is_indexable
-from wiki_memory.index.store import _read as store_read
 from wiki_memory.index.text import (
     cjk_bigrams,
     fold,

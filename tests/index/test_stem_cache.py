@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wiki_memory.index import stem
-from wiki_memory.index.stem import _WORD, stem_words, stems_text
+from wiki_memory.index.stem import WORD, stem_words, stems_text
 
 WORDS = st.sampled_from(
     "running Runs RUNNER ran connection connected getUserName naïve Straße İstanbul ǅemal "
@@ -24,7 +24,7 @@ LANGS = st.sampled_from(
 
 def _every_word(text: str, langs: tuple[str, ...]) -> str:
     """Each word stemmed in turn (the rule, written plainly)."""
-    ws = [w.lower() for w in _WORD.findall(text) if w.islower() or w.istitle() or w.isupper()]
+    ws = [w.lower() for w in WORD.findall(text) if w.islower() or w.istitle() or w.isupper()]
     return " ".join(st for s in stem_words(ws, langs) for st in sorted(s))
 
 

@@ -603,7 +603,10 @@ def test_bridge_starts_light(srv):
 def test_concurrent_claims_over_mcp_one_winner(srv):
     """C30 over MCP: eight agents (six on HTTP, two through stdio bridges) claim one
     handoff at once; one wins, the others get a tool error naming the winner."""
-    created = srv.post("/v1/handoffs", {"project": "zoo", "title": "Race me"})
+    # the project is made here: under xdist this test may run without the module's others
+    created = srv.post(
+        "/v1/handoffs", {"project": "zoo", "title": "Race me", "create_project": True}
+    )
     assert created.status_code in (200, 201), created.text
     body = created.json()
     hid = (body.get("handoff") or body)["id"]

@@ -263,8 +263,8 @@ def test_remember_names_pins_secrets_and_traversal(mem):
     make_project(mem, "p")
     titles = ["Sync On/Off", "Q&A: ship?", "CON", "x < y | z *", "dots... ", "Sync On/Off"]
     paths = []
-    for t in titles:
-        res = call(mem, "memory_remember", {"text": f"about {t}", "project": "p", "title": t})
+    for i, t in enumerate(titles):  # another text each time: an equal one is a duplicate
+        res = call(mem, "memory_remember", {"text": f"about {t} ({i})", "project": "p", "title": t})
         assert not res.is_error, text_of(res)
         paths.append(res.structured_content["path"])
     assert len(set(paths)) == 6  # the repeated title got its own file
@@ -464,7 +464,7 @@ def test_brief_and_recent_pages(mem):
     unknown = call(mem, "memory_brief", {"project": "nothing-here", "budget_tokens": 800})
     assert unknown.is_error
     assert text_of(unknown) == (
-        "unknown_project: project 'nothing-here' is not a project you may read; your projects: web"
+        "unknown_project: project 'nothing-here' does not exist; projects: web"
     )
     make_project(mem, "empty")
     empty = call(mem, "memory_brief", {"project": "Empty", "budget_tokens": 800})

@@ -70,8 +70,9 @@ def test_c43_project_from_the_bridge_folder(tmp_path: Path) -> None:
             assert r.structured_content["path"].startswith("projects/atlas/notes/")
         assert out[3].is_error
         assert text_of(out[3]) == (
-            "unknown_project: project 'atlsa' is not a project you may read"
-            " (did you mean atlas?); your projects: atlas, borealis"
+            "unknown_project: project 'atlsa' does not exist (did you mean atlas?);"
+            " pass create_project: true (CLI: --new-project) to create it;"
+            " projects: atlas, borealis"
         )
         assert not out[4].is_error and out[4].structured_content["project"] == "atlas"
         # C53: a bridge spawned in /home/dev/atlas
@@ -93,3 +94,43 @@ def test_c43_project_from_the_bridge_folder(tmp_path: Path) -> None:
         assert h["project"] == "atlas" and h["harness"] == "claude-code"
         # the project list: exactly atlas and borealis, no folder from a typo or a path
         assert sorted(p.name for p in projects.iterdir()) == ["atlas", "borealis"]
+
+
+def _git_repo(folder: Path, message: str) -> None:
+    """A git repository at ``folder`` with one empty commit (its own root commit)."""
+    import os
+    import subprocess
+
+    folder.mkdir(parents=True)
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    }
+    for cmd in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", message]):
+        subprocess.run(["git", "-C", str(folder), *cmd], check=True, env=env)
+
+
+def test_the_bridge_files_a_write_under_its_repositorys_project(tmp_path: Path) -> None:
+    """Two repositories whose folders are both called ``api``: a note remembered through
+    the bridge in each goes to that repository's own project (the bridge sends the
+    repository id as the hook does); a name alone never reaches the other's."""
+    home = tmp_path / "home"
+    one, two = home / "one" / "api", home / "two" / "api"
+    _git_repo(one, "first repository")
+    _git_repo(two, "second repository")
+    data = tmp_path / "data"
+    with ServerProcess(data):
+        note = ("memory_remember", {"text": "the api listens on 8080"})
+        r1 = asyncio.run(calls(home, data, one, [note]))[0]
+        r2 = asyncio.run(calls(home, data, two, [note]))[0]
+        r3 = asyncio.run(calls(home, data, one, [("memory_remember", {"text": "again"})]))[0]
+        b2 = asyncio.run(calls(home, data, two, [("memory_brief", {})]))[0]
+    for r in (r1, r2, r3, b2):
+        assert not r.is_error, text_of(r)
+    assert b2.structured_content["project"] == "api-2"
+    assert r1.structured_content["path"].startswith("projects/api/notes/")
+    assert r2.structured_content["path"].startswith("projects/api-2/notes/")
+    assert r3.structured_content["path"].startswith("projects/api/notes/")

@@ -1,4 +1,4 @@
-"""Case C43 and issue 18: the tool list a model can afford and fill in.
+"""Case C43: the tool list a model can afford and fill in.
 
 The whole ``tools/list`` result, as the official SDK client receives it, stays within
 2,000 cl100k tokens counted with the project's tokenizer (tools later issues add count
@@ -19,7 +19,7 @@ from wiki_memory.core.memory import Memory
 from wiki_memory.mcp.tools import build_server
 from wiki_memory.recall.tokens import count_tokens
 
-#: Policy (C43, issue 18): the whole tools/list result, cl100k tokens
+#: Policy (C43): the whole tools/list result, cl100k tokens
 TOOLS_LIST_BUDGET = 2000
 
 #: For each tool, where a model gets each REQUIRED parameter (C43 step 3): (a) the
@@ -34,6 +34,7 @@ REQUIRED_SOURCES: dict[str, dict[str, str]] = {
     "page_read": {"path": "b: memory_recall, page_list"},
     "page_list": {},
     "page_write": {"path": "b: page_list, or a: a new page", "text": "a: the page's text"},
+    "page_edit": {"op": "a: what to change", "path": "b: memory_recall, page_list"},
     "page_forget": {"path": "b: memory_recall, page_list"},
     "handoff_create": {"title": "a: the work left"},
     "handoff_list": {},

@@ -13,7 +13,7 @@ PKG = Path(__file__).resolve().parents[2] / "wiki_memory"
 
 #: room -> floor. A module may import from its own room or from a lower floor.
 ROOMS: dict[str, int] = {
-    "base": 0,  # config, errors, identity, auth, audit, datadir, hosts, liveserver, states, diskfull, the package
+    "base": 0,  # config, errors, identity, auth, audit, datadir, hosts, liveserver, states, diskfull, zones, the package
     "capture": 1,
     "wiki": 2,
     "index": 3,
@@ -37,6 +37,7 @@ BASE = {
     "liveserver",
     "states",
     "diskfull",
+    "zones",
     "py",
 }
 #: entry points users' configurations name by path, kept as small shims: outside the

@@ -1,5 +1,5 @@
-"""Dates at the calendar's edges never stop indexing or recall (issue 23's relative
-phrases, found by a new-user run: "4500 years ago" in a prompt made a page unindexable
+"""Dates at the calendar's edges never stop indexing or recall (the relative
+date phrases, found by a new-user run: "4500 years ago" in a prompt made a page unindexable
 and the server unable to start; "400000 weeks ago" in a query gave HTTP 500).
 
 Python's ``date`` holds the years 1-9999. A phrase or a frontmatter time whose days fall

@@ -1,4 +1,4 @@
-"""The optional ``dense`` recall signal (issue 23, "Optional local vectors"; docs/ranking.md,
+"""The optional ``dense`` recall signal (docs/ranking.md,
 "Vectors"): a paraphrase with no shared word finds its section only with the ``vectors``
 extra, never a section the caller may not see, and with the setting off (or without the
 extra) recall is what it was. Tests that need the extra skip without it; the off path

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.process
 
 def test_locomo_conversation_evidence_session_in_top5(tmp_path):
     # conv-30, the smallest conversation of the file (19 sessions, 369 turns), keeps the
-    # test short; bench/locomo.py runs all seven (docs/benchmarks.md has each one's figure)
+    # test short; bench/locomo.py runs all seven (bench/RESULTS.md has each one's figure)
     convs = locomo.load(shared_path("data", "locomo", "locomo7-dev.json"), 2)[1:]
     conv = convs[0]
     assert conv.sample_id == "conv-30"

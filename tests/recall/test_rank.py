@@ -280,8 +280,11 @@ def test_near_duplicates_collapse(wiki):
     write(wiki, "notes/distinct.md", note("Distinct", "The vault job also rotates API keys."))
     items = wiki.recall("vault job rotates", budget_tokens=4000).items
     copies = [i for i in items if i["path"].startswith("notes/copy-")]
-    assert len(copies) == 1
+    # one stands for the group; the others follow every other match, grouped, not lost
+    shown = [i for i in copies if not i.get("collapsed_into")]
+    assert len(shown) == 1 and shown[0]["collapsed"] == 4 and len(copies) == 5
     assert any(i["path"] == "notes/distinct.md" for i in items)
+    assert [i["path"] for i in items].index("notes/distinct.md") < items.index(copies[1])
     assert rank.near_duplicate({"a", "b", "c", "d", "e"}, {"a", "b", "c", "d", "e", "f"})
     assert not rank.near_duplicate({"a", "b"}, {"c", "d"})
     assert not rank.near_duplicate(set(), set())

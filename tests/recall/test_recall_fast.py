@@ -1,4 +1,4 @@
-"""Issue 24: recall's optimized path against the plain one, and never over budget.
+"""Recall's optimized path against the plain one, and never over budget.
 
 The setting ``recall_plain`` switches recall between the plain path (the pool's lists by
 the full SQL queries that join every match with its page; every match after the pool read

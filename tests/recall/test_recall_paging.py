@@ -1,4 +1,4 @@
-"""Issue 18: every match reachable. Following recall cursors returns every matching item
+"""Every match reachable. Following recall cursors returns every matching item
 exactly once, over random corpora, budgets and page sizes, more than 50 matches
 included: in the core (many examples), and through a real server's ``POST /v1/recall``
 and MCP ``memory_recall`` (the official SDK client over streamable HTTP).
@@ -27,7 +27,7 @@ from serverproc import ServerProcess
 from support import make_memory
 
 from wiki_memory.core.memory import Memory
-from wiki_memory.core.recaller import MAX_BUDGET_TOKENS
+from wiki_memory.core.recaller import MAX_BUDGET_TOKENS, read_cursor
 from wiki_memory.recall.tokens import count_item
 
 WORDS = (
@@ -66,7 +66,9 @@ def follow(page: Callable[[int], dict[str, Any]]) -> tuple[list[dict[str, Any]],
         items += res["items"]
         if res["next_cursor"] is None:
             return items, pages
-        assert res["next_cursor"] == cursor + len(res["items"]) > cursor
+        # a walk cursor: the rank of the next match, after this page's run (core.recaller)
+        assert read_cursor(res["next_cursor"])[2] == res["cursor"] + len(res["items"])
+        assert read_cursor(cursor)[2] == res["cursor"] and res["items"]
         cursor = res["next_cursor"]
     raise AssertionError("the cursors never ended")
 

@@ -1,4 +1,4 @@
-"""Recall's time, word-form and precision signals (issue 23), in process through
+"""Recall's time, word-form and precision signals, in process through
 ``Memory.recall``: dates named in a question, Snowball stems (English and a page's own
 ``lang``), a frequent name beside an unknown word, capitalised stop words, link
 neighbours, universal tags, the per-page cap and compact handles for small budgets."""

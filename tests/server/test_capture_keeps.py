@@ -312,12 +312,20 @@ def test_c53_every_event_lands_in_the_project_it_belongs_to(tmp_path: Path) -> N
             assert marker in atlas_text and marker not in borealis_text, marker
         for marker in ("prompt two", "prompt three", "echo step-2", "echo step-3"):
             assert marker in borealis_text and marker not in atlas_text, marker
-        # the brief in the subfolder and in the worktree is atlas's
-        for cwd in (api, worktree):
+        # the brief in the subfolder and in the worktree is atlas's: the hook resolves
+        # the folder on its machine and asks for that project
+        for n, cwd in enumerate((api, worktree)):
+            r = run_hook(cmd, claude(f"sess-brief-{n}", cwd, "SessionStart", source="startup"), env)
+            ctx = json.loads(r.stdout)["hookSpecificOutput"].get("additionalContext", "")
+            assert "project `atlas`" in ctx, ctx
+        # a brief that names only a folder: the server never looks at its own disk there
+        # (the folder is on the sender's machine), so no project
+        for cwd in (api, home):
             b = srv.post("/v1/brief", {"cwd": str(cwd), "harness": "claude-code"}).json()
-            assert b["project"] == "atlas", b
-        b = srv.post("/v1/brief", {"cwd": str(home), "harness": "claude-code"}).json()
-        assert (b["project"], b["text"]) == (None, ""), b
+            assert b["project"] is None, b
+            # no project: the user's own brief (their session in $HOME), no project's
+            assert b["text"].startswith("## Memory brief: no project"), b
+            assert "home prompt" in b["text"] and "prompt one in api" not in b["text"], b
     projects = sorted(os.listdir(data / "wiki" / "projects"))
     assert projects == ["atlas", "borealis"]
     # the session in $HOME has no project: its page is its user's own

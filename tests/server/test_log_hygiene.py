@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 from support import make_memory
 
 from wiki_memory.auth import TokenStore
-from wiki_memory.cli.access import cmd_audit
+from wiki_memory.cli.tokens import cmd_audit
 from wiki_memory.core.backup import BackupError, backup
 from wiki_memory.server.app import create_app
 
@@ -160,10 +160,10 @@ def test_a_backup_passphrase_needs_twelve_characters(w, tmp_path):
 
 
 def test_the_cli_asks_for_twelve_characters(monkeypatch):
-    from wiki_memory.cli.carry import PASSPHRASE_ENV, _passphrase
+    from wiki_memory.cli.carry import PASSPHRASE_ENV, ask_passphrase
     from wiki_memory.cli.common import CliError
 
     monkeypatch.setenv(PASSPHRASE_ENV, "short")
     with pytest.raises(CliError, match="12 characters"):
-        _passphrase(True)
-    assert _passphrase(False) == "short"  # a restore takes what the backup was made with
+        ask_passphrase(True)
+    assert ask_passphrase(False) == "short"  # a restore takes what the backup was made with

@@ -1,4 +1,4 @@
-"""Issue 18, the signature promise: quit one harness mid-task, start another in the same
+"""The signature promise: quit one harness mid-task, start another in the same
 project, and it picks up where the first left off, exactly once.
 
 Through the installed hook commands of two harnesses and a real server: the first

@@ -86,7 +86,7 @@ def test_remember_never_makes_a_windows_name(srv: AppServer) -> None:
     for title in ("CON", "aux.txt", "com1", "Notes.", "nul "):
         r = http(srv).post(
             srv.url + "/v1/remember",
-            json={"text": "a rule", "title": title, "project": "atlas"},
+            json={"text": f"a rule for {title}", "title": title, "project": "atlas"},
             headers=srv.headers,
             timeout=60,
         )

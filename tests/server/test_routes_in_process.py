@@ -44,9 +44,30 @@ REQUESTS: dict[str, tuple[str, str, Any, set[int]]] = {
     "POST /v1/admin/reindex": ("POST", "/v1/admin/reindex", {}, {200}),
     "POST /v1/admin/pin": ("POST", "/v1/admin/pin", {"path": NOTE}, {200}),
     "GET /v1/audit": ("GET", "/v1/audit", None, {200}),
+    "GET /v1/admin/unrendered": ("GET", "/v1/admin/unrendered", None, {200}),
+    "POST /v1/admin/unrendered/discard": (
+        "POST",
+        "/v1/admin/unrendered/discard",
+        {"session": "0123456789ab"},
+        {404},
+    ),
+    "GET /v1/use": ("GET", "/v1/use?days=7", None, {200}),
     "POST /v1/forget": ("POST", "/v1/forget", {"path": "projects/demo/notes/other.md"}, {200}),
+    "POST /v1/edit": (
+        "POST",
+        "/v1/edit",
+        {"op": "append", "path": "projects/demo/notes/other.md", "text": "More."},
+        {200},
+    ),
     "POST /v1/admin/purge": ("POST", "/v1/admin/purge", {"path": "notes/nosuch.md"}, {400, 404}),
     "POST /v1/admin/sync": ("POST", "/v1/admin/sync", {}, {404}),  # no remote configured
+    "GET /v1/sync-conflicts": ("GET", "/v1/sync-conflicts", None, {200}),
+    "POST /v1/sync-conflicts/resolve": (
+        "POST",
+        "/v1/sync-conflicts/resolve",
+        {"copy": NOTE, "keep": "page"},
+        {404},  # no conflict copy
+    ),
     "POST /v1/handoffs": (
         "POST",
         "/v1/handoffs",
@@ -175,6 +196,7 @@ TOOL_ARGS: dict[str, dict[str, Any]] = {
     "page_read": {"path": NOTE},
     "page_list": {},
     "page_write": {"path": "notes/from-mcp.md", "text": "# From MCP\n"},
+    "page_edit": {"op": "append", "path": "notes/from-mcp.md", "text": "More."},
     "page_forget": {"path": "notes/from-mcp.md"},
     "handoff_create": {"project": "demo", "title": "Over MCP"},
     "handoff_list": {"project": "demo"},

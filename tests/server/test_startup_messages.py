@@ -1,4 +1,4 @@
-"""Clear answers at start (issue #13): a taken port, a vault without git, a vault that
+"""Clear answers at start: a taken port, a vault without git, a vault that
 another server serves, and a recall without a query."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Finding, browsing and reading in the web view (issue 25), on two real servers:
+"""Finding, browsing and reading in the web view, on two real servers:
 
 - an agent wiki: :mod:`webdata`'s pages, a Claude Code session captured from the shared
   hook payloads, and :mod:`browsedata`'s pages (case C52's four, a note with inline HTML);

@@ -275,3 +275,55 @@ def test_dark_scheme_and_phone_width(browser, ws, shots):
             shutil.copyfile(shots / "14-phone-dark.png", DOCS_IMG / "web-phone-dark.png")
     finally:
         ctx.close()
+
+
+def test_a_session_across_a_dst_change_shows_each_entrys_local_time(browser, ws, shots):
+    """Berlin's clocks jump at 01:00Z on 29 March 2026: the entry before shows +01:00,
+    the one after +02:00, each beside its UTC clock, as the browser draws them."""
+    from support import wait_for
+
+    for n, (ts, text) in enumerate(
+        [
+            ("2026-03-29T01:30:00+01:00", "DSTWALK before the change"),
+            ("2026-03-29T03:30:00+02:00", "DSTWALK after the change"),
+        ]
+    ):
+        r = ws.srv.post(
+            "/v1/observations",
+            {
+                "harness": "claude-code",
+                "event": "UserPromptSubmit",
+                "session_id": "dst-walk",
+                "project": "demo",
+                "ts": ts,
+                "event_id": f"dst-{n}",
+                "payload": {"prompt": text},
+            },  # fmt: skip
+        )
+        assert r.status_code == 202, r.text
+    stop = {"harness": "claude-code", "event": "Stop", "session_id": "dst-walk",
+            "project": "demo", "ts": "2026-03-29T03:31:00+02:00", "payload": {}}  # fmt: skip
+    assert ws.srv.post("/v1/observations", stop).status_code == 202
+
+    def page_path() -> str | None:
+        pages = ws.srv.get("/v1/pages", params={"project": "demo", "kind": "session"})
+        for p in pages.json()["pages"]:
+            full = ws.srv.get(f"/v1/pages/{p['path']}").json()
+            if "after the change" in full["content"]:
+                return str(p["path"])
+        return None
+
+    path = wait_for(page_path, 60, "the DST session's page")
+    w = Walk(browser, ws, shots)
+    try:
+        w.go("/login")
+        w.page.fill("#token", ws.tokens[OWNER])
+        w.page.click("#sign-in")
+        w.page.wait_for_url("**/")
+        w.go(f"/page/{path}")
+        shown = [t.strip() for t in w.page.locator(".turn-head .when").all_inner_texts()]
+        assert shown[:2] == ["01:30 +01:00 (00:30:00 UTC)", "03:30 +02:00 (01:30:00 UTC)"], shown
+        w.shot("12-session-dst")
+        assert not w.dialogs and not w.errors
+    finally:
+        w.close()

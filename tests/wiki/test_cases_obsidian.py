@@ -531,10 +531,10 @@ def test_c27_titles_give_portable_names_and_title_links_resolve(mem):
     from wiki_memory.wiki.names import is_portable
 
     paths = []
-    for t in C27_TITLES:
-        sc = mcp_call(
-            mem, "memory_remember", {"text": f"about {t.strip()}", "project": "p", "title": t}
-        )
+    for i, t in enumerate(C27_TITLES):  # the repeated title with another text (C56: an
+        # equal text is the same memory)
+        text = f"about {t.strip()}" + (f" ({i})" if i else "")
+        sc = mcp_call(mem, "memory_remember", {"text": text, "project": "p", "title": t})
         paths.append(sc["path"])
     first, repeat = paths[0], paths[5]
     assert len(set(paths)) == 6 and first != repeat  # the repeat never overwrote the first

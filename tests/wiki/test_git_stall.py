@@ -1,4 +1,4 @@
-"""Any lock (issue #13): git locks another process left or holds stall commits. Every
+"""Any lock: git locks another process left or holds stall commits. Every
 accepted change stays on disk; health, doctor and the brief say so; ``doctor --fix``
 removes only locks no process holds; commits resume by themselves."""
 

@@ -53,3 +53,32 @@ def test_the_border_decides_what_a_vault_import_copies(tmp_path: Path) -> None:
     assert on_disk == ["notes/a.md", "people/me/profile.md", "tool.sh"]
     assert (wiki / "tool.sh").stat().st_mode & 0o100
     assert not (wiki / "setid.sh").exists() and not (wiki / "etc").exists()
+
+
+def test_a_folder_swapped_for_a_link_after_the_listing_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the listing and the read, a folder of the vault becomes a link to a folder
+    outside holding a file of the same name and size: nothing of it is copied."""
+    import shutil
+
+    src = tmp_path / "vault"
+    (src / "notes").mkdir(parents=True)
+    (src / "notes" / "a.md").write_text("# a harmless page\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.md").write_text("TOP SECRET 123456\n")  # the same size
+    assert (outside / "a.md").stat().st_size == (src / "notes" / "a.md").stat().st_size
+    real = shutil.disk_usage
+
+    def swap(path: object) -> object:  # runs after the listing, before any read
+        os.rename(src / "notes", src / "notes.old")
+        os.symlink(outside, src / "notes")
+        return real(path)
+
+    monkeypatch.setattr(shutil, "disk_usage", swap)
+    wiki = tmp_path / "wiki"
+    wiki.mkdir()
+    res = import_vault(src, wiki)
+    assert "notes/a.md" not in res["copied"]
+    assert not (wiki / "notes" / "a.md").exists()

@@ -70,3 +70,14 @@ def test_write_read_remove_round_trip(tmp_path: Path) -> None:
     assert not any(".wm-tmp" in p.name for p in root.rglob("*"))
     write_inside(root, ".git/config", b"[core]\n", git_ok=True)
     assert (root / ".git" / "config").is_file()
+
+
+def test_a_fifo_is_not_a_file_and_reading_it_does_not_block(tmp_path: Path) -> None:
+    import threading
+
+    os.mkfifo(tmp_path / "pipe.md")
+    got: list[object] = []
+    t = threading.Thread(target=lambda: got.append(read_inside(tmp_path, "pipe.md")), daemon=True)
+    t.start()
+    t.join(5)
+    assert got == [None]

@@ -1,6 +1,7 @@
-"""Any file name (issue #13): names that are not UTF-8, decomposed Unicode and names that
-differ only in case never stop the server, and every other page is indexed and
-committed; a page is read and written by the exact path it is listed under."""
+"""Any file name: names that are not UTF-8, decomposed Unicode and names that
+differ only in case never stop the server, and every page is indexed and committed (a
+name that is not UTF-8 under its escaped name, ``%XX`` for each such byte, and committed
+under its exact bytes); a page is read and written by the exact path it is listed under."""
 
 from __future__ import annotations
 
@@ -75,7 +76,10 @@ def _check_server(srv: ServerProcess, wiki: Path, tag: str = "") -> None:
     nfd = unicodedata.normalize("NFD", f"notes/Café{tag}.md")
     assert nfd in listed
     assert {f"notes/Case{tag}.md", f"notes/case{tag}.md", "notes/plain.md"} <= listed
-    assert not any("\ufffd" in p or "bad" in p for p in listed)
+    assert not any("\ufffd" in p for p in listed)
+    assert f"notes/bad{tag}%FF.md" in listed  # not UTF-8: under its escaped name
+    r0 = srv.get("/v1/pages/" + quote(f"notes/bad{tag}%FF.md"))
+    assert r0.status_code == 200 and r0.json()["content"] == "# bad\n", r0.text
     # read and update by the listed path; no second file appears
     r = srv.get("/v1/pages/" + quote(nfd))
     assert r.status_code == 200, r.text
@@ -122,13 +126,14 @@ def test_odd_names_at_start_and_after_a_restart(tmp_path: Path) -> None:
     wiki = data / "wiki"
     (wiki / "notes").mkdir(parents=True)
     (wiki / "notes" / "plain.md").write_text("# plain\n")
-    odd_files(wiki)  # before the repository exists: the first commit skips the odd ones
+    odd_files(wiki)  # before the repository exists: the first commit holds them all
     with ServerProcess(data) as srv:
         _check_server(srv, wiki)
         got = committed(wiki)
         assert {"notes/plain.md", "notes/Case.md", "notes/case.md"} <= got
-        assert not any("\udcff" in p or "\udcfe" in p for p in got)
-    # more odd files while no server runs: the start-up recovery commit skips them
+        assert {"notes/bad\udcff.md", "notes/img\udcfe.png"} <= got  # their exact bytes
+        assert not any("%FF" in p or "%FE" in p for p in got)
+    # more odd files while no server runs: the start-up recovery commits their pages
     odd_files(wiki, "2")
     (wiki / "notes" / "later.md").write_text("# later\n")
     with ServerProcess(data) as srv:
@@ -137,7 +142,10 @@ def test_odd_names_at_start_and_after_a_restart(tmp_path: Path) -> None:
         assert unicodedata.normalize("NFD", "notes/Café2.md") in listed
         wait_for(lambda: "notes/later.md" in committed(wiki), 20, "recovery commit")
         assert {"notes/Case2.md", "notes/case2.md"} <= committed(wiki)
-        assert "skipping notes/bad2\\xff.md" in (data / "logs" / "server.log").read_text()
+        wait_for(lambda: "notes/bad2\udcff.md" in committed(wiki), 20, "recovery commit")
+        assert "notes/bad2%FF.md" in listed
+        logged = (data / "logs" / "server.log").read_text()
+        assert "serving notes/bad2\\xff.md as notes/bad2%FF.md" in logged
     # never moved or renamed
     assert os.path.exists(os.fsencode(wiki / "notes") + b"/bad2\xff.md")
     assert os.path.exists(os.fsencode(wiki / "notes") + b"/img\xfe.png")
@@ -145,13 +153,18 @@ def test_odd_names_at_start_and_after_a_restart(tmp_path: Path) -> None:
     r = run_cli(data, "doctor", "--json")
     rep = json.loads(r.stdout)
     skipped = {s["path"]: s["reason"] for s in rep["skipped"]}
+    assert not any("\\x" in p for p in skipped), skipped  # served, not skipped
+    odd = {e["file"]: e for e in rep["names"]["not_utf8"]}
     for name in ("bad\\xff.md", "img\\xfe.png", "bad2\\xff.md", "img2\\xfe.png"):
-        assert "not valid UTF-8" in skipped["notes/" + name]
+        e = odd["notes/" + name]
+        assert e["path"] == "notes/" + name.replace("\\xff", "%FF").replace("\\xfe", "%FE")
+    assert odd["notes/bad\\xff.md"]["rename_to"] == "notes/badÿ.md"  # the fix: a UTF-8 name
     assert unicodedata.normalize("NFD", "notes/Café.md") in rep["names"]["decomposed"]
     assert ["notes/Case.md", "notes/case.md"] in rep["names"]["case_twins"]
     assert rep["ok"], rep["errors"]
     text = run_cli(data, "doctor").stdout
     assert "notes/bad\\xff.md" in text and "decomposed" in text
+    assert "notes/bad\\xff.md as notes/bad%FF.md" in text and "rename" in text
 
 
 @pytest.mark.slow
@@ -163,9 +176,9 @@ def test_odd_names_arriving_in_one_batch_with_ordinary_pages(tmp_path: Path, sto
     odd_files(wiki)
     (wiki / "notes" / "b.md").write_text("# b\n")
     want = {"notes/a.md", "notes/b.md", "notes/Case.md", "notes/case.md"}
-    wait_for(lambda: want <= set(m.index.paths()), 20, "indexed")
+    wait_for(lambda: want | {"notes/bad%FF.md"} <= set(m.index.paths()), 20, "indexed")
     quiet(m)
-    wait_for(lambda: want <= committed(wiki), 20, "committed")
+    wait_for(lambda: want | {"notes/bad\udcff.md"} <= committed(wiki), 20, "committed")
     assert unicodedata.normalize("NFD", "notes/Café.md") in m.index.paths()
     assert unicodedata.normalize("NFD", "notes/Café.md") in committed(wiki)
     # the watcher keeps working afterwards

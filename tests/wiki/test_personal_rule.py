@@ -14,13 +14,12 @@ from support import make_memory
 from wiki_memory.wiki import replicate as rp
 from wiki_memory.wiki.personal import page_owner
 
-pytestmark = pytest.mark.fast
-
 WIDE_PEOPLE = "\uff50\uff45\uff4f\uff50\uff4c\uff45"  # ｐｅｏｐｌｅ
 LONG = "---\npad: " + "x" * 9000 + "\nvisibility: personal\nuser: alice\n---\n"
 ESCAPED = '---\n"vis\\x69bility": personal\nuser: alice\n---\n'
 
 
+@pytest.mark.fast
 def test_page_owner_reads_the_whole_frontmatter_escapes_and_folded_folders():
     assert page_owner("notes/a.md", (LONG + "body\n").encode()) == "alice"
     assert page_owner("notes/a.md", (ESCAPED + "body\n").encode()) == "alice"
@@ -42,6 +41,7 @@ def _objects(hub: Path) -> bytes:
         repo.close()
 
 
+@pytest.mark.process  # sync runs its network steps in a child process
 def test_no_kind_of_personal_content_reaches_the_hub(tmp_path, stop_after):
     hub = tmp_path / "hub.git"
     Repo.init_bare(str(hub), mkdir=True).close()

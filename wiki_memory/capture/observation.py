@@ -53,6 +53,21 @@ EVENT_KINDS: dict[str, str] = {
 
 KINDS = frozenset(EVENT_KINDS.values()) | {"other"}
 
+#: payload fields the session compiler reads as text: a 400 names one that is not
+_PAYLOAD_STRINGS = (
+    "prompt",
+    "tool_name",
+    "tool_use_id",
+    "source",
+    "reason",
+    "trigger",
+    "last_assistant_message",
+    "prompt_response",
+    "last-assistant-message",
+    "agent_type",
+    "speaker",
+)
+
 _PROJECT_RE = re.compile(r"[^\w.\-]+", re.UNICODE)
 _SAFE_ID_RE = re.compile(r"^[\w.:@+\-]{1,200}$", re.UNICODE)
 
@@ -112,6 +127,21 @@ def parse_ts(value: Any) -> float | None:
     return v
 
 
+_OFFSET_TAIL = re.compile(r"[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?([+-])(\d\d):?(\d\d)$")
+
+
+def ts_offset(value: Any) -> int | None:
+    """The UTC offset (minutes east, -1439 … 1439) an ISO-8601 ``ts`` string ends with
+    (``2026-03-15T00:20:00+09:00`` → 540); None for ``Z``, no offset or a number."""
+    if not isinstance(value, str):
+        return None
+    m = _OFFSET_TAIL.search(value.strip())
+    if m is None:
+        return None
+    minutes = int(m[2]) * 60 + int(m[3])
+    return (-minutes if m[1] == "-" else minutes) if minutes < 1440 else None
+
+
 #: the last second :func:`iso` wrote: (whole epoch seconds, its text)
 _ISO_LAST: tuple[int, str] = (-1, "")
 
@@ -151,6 +181,15 @@ class Observation:
     #: it found none, so the session's current project applies); "" for a sender that
     #: does not say (an HTTP client; the server resolves ``cwd`` itself). Not stored.
     project_from: str = ""
+    #: the UTC offset (minutes east) the sender wrote in ``ts`` (``+09:00``), None when
+    #: it wrote none or ``Z``: the session page shows its times in it beside UTC
+    offset: int | None = None
+    #: the repository's id the hook sent (``root:<sha>``, ``origin:<host/owner/name>``,
+    #: ``new:<random>``; :mod:`wiki_memory.core.repos`), its origin, and a provisional
+    #: id it had before its first commit (joined to it); None when not sent
+    repo_id: str | None = None
+    repo_origin: str | None = None
+    repo_prev: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -166,6 +205,15 @@ class Observation:
             "received": self.received,
             "user": self.user,
             "payload": self.payload,
+        } | {
+            k: v
+            for k, v in (
+                ("offset", self.offset),
+                ("repo_id", self.repo_id),
+                ("repo_origin", self.repo_origin),
+                ("repo_prev", self.repo_prev),
+            )
+            if v is not None
         }
 
     @classmethod
@@ -183,6 +231,10 @@ class Observation:
             user=d.get("user", ""),
             received=float(d.get("received", 0)),
             obs_id=d.get("obs_id", ""),
+            offset=int(d["offset"]) if isinstance(d.get("offset"), int) else None,
+            repo_id=d.get("repo_id"),
+            repo_origin=d.get("repo_origin"),
+            repo_prev=d.get("repo_prev"),
         )
 
 
@@ -212,6 +264,12 @@ def parse_event(d: Any, user: str, now: float | None = None) -> Observation:
         payload = {}
     if not isinstance(payload, dict):
         raise ObservationError("payload", "must be a JSON object (the harness's hook JSON)")
+    for k in _PAYLOAD_STRINGS:
+        v = payload.get(k)
+        if v is not None and not isinstance(v, str):
+            # what the compiler reads as text is checked here, before the 2xx: an event
+            # accepted is an event its page can render
+            raise ObservationError(f"payload.{k}", f"must be a string, got {type(v).__name__}")
     harness = _str_field(d, "harness", True)
     event = _str_field(d, "event", False) or payload.get("hook_event_name") or payload.get("type")
     if not isinstance(event, str) or not event:
@@ -257,7 +315,22 @@ def parse_event(d: Any, user: str, now: float | None = None) -> Observation:
         user=user,
         received=now,
         project_from=project_from,
+        offset=ts_offset(ts_raw) if ts is not None else None,
+        repo_id=_repo_field(d, "repo_id"),
+        repo_origin=_repo_field(d, "repo_origin"),
+        repo_prev=_repo_field(d, "repo_prev"),
     )
+
+
+def _repo_field(d: dict[str, Any], name: str) -> str | None:
+    """A repository field of an event: a string of at most 200 printable characters
+    without spaces (``repo_id``, ``repo_origin``, ``repo_prev``), else None."""
+    v = _str_field(d, name, False)
+    if v is None:
+        return None
+    if len(v) > 200 or not v.isprintable() or any(c.isspace() for c in v):
+        raise ObservationError(name, "must be at most 200 printable characters, no spaces")
+    return v
 
 
 @lru_cache(maxsize=4096)

@@ -19,6 +19,23 @@ The order, first match wins:
 
 A folder's name alone never becomes a project: only a configuration file or a
 repository makes one.
+
+**A repository's id** (:func:`repo_identity`, docs/hooks.md "A project is its
+repository"): what makes a repository the same one when it is renamed, moved or cloned
+again, and two repositories that share a folder name different ones. The hook works it
+out once per repository (a cached file, off the event's hot path) and sends it with
+every event as ``repo_id``; the server maps ids to projects (``repo_id`` in
+``projects/<p>/index.md``). In order:
+
+- the **root commit** (``git rev-list --max-parents=0 HEAD``, 1 s at most): ``root:<sha>``,
+  the smallest when there are several; not in a shallow clone (its oldest commit is
+  not the root), which uses
+- the **origin URL**, normalised (``git@host:Owner/api.git``, ``https://host/Owner/api``
+  and ``ssh://git@host/Owner/api`` are all ``origin:host/owner/api``);
+- a repository **with no commit** yet: a provisional id, ``new:<random>``, kept in
+  ``.git/wiki-memory-id``; the hook sends it as ``repo_prev`` beside the real id at the
+  first commit, and the server joins the two;
+- else none (the folder's name, as before).
 """
 
 from __future__ import annotations
@@ -149,4 +166,169 @@ def resolve_project(
     return Resolution(None, "none")
 
 
-__all__ = ["REPO_CONFIG", "Resolution", "config_project", "resolve_project"]
+def git_dir(root: str) -> str | None:
+    """The git directory of the repository at ``root`` (``root/.git``, or the one a
+    ``.git`` file names); None when there is none."""
+    dotgit = os.path.join(root, ".git")
+    if os.path.isdir(dotgit):
+        return dotgit
+    try:
+        with open(dotgit, encoding="utf-8", errors="replace") as f:
+            line = f.readline().strip()
+    except OSError:
+        return None
+    if not line.startswith("gitdir:"):
+        return None
+    gd = line[len("gitdir:") :].strip()
+    return gd if os.path.isabs(gd) else os.path.normpath(os.path.join(root, gd))
+
+
+def origin_url(gitdir: str) -> str | None:
+    """``url`` of ``[remote "origin"]`` in ``gitdir/config``, read without git."""
+    try:
+        with open(os.path.join(gitdir, "config"), encoding="utf-8", errors="replace") as f:
+            text = f.read(1 << 20)
+    except OSError:
+        return None
+    section = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            section = line.replace(" ", "").replace("'", '"').lower()
+            continue
+        if section == '[remote"origin"]':
+            key, eq, value = line.partition("=")
+            if eq and key.strip().lower() == "url":
+                return value.strip().strip('"') or None
+    return None
+
+
+def normal_origin(url: str) -> str | None:
+    """``host/owner/name`` of a remote URL (scheme, user, port, ``.git`` and case of the
+    host dropped; the path lower-cased, as the big hosts treat it): ``origin:`` + this is
+    an id. None for a local path."""
+    u = url.strip()
+    if not u:
+        return None
+    if "://" in u:
+        rest = u.split("://", 1)[1]
+        host, _, path = rest.partition("/")
+    elif ":" in u and not u.startswith("/") and "/" not in u.split(":", 1)[0]:
+        host, _, path = u.partition(":")  # scp form: git@host:owner/name
+    else:
+        return None  # a local path: no identity beyond this machine
+    host = host.rsplit("@", 1)[-1].split(":", 1)[0].lower()
+    path = path.strip("/")
+    if path.endswith(".git"):
+        path = path[:-4]
+    if not host or not path:
+        return None
+    return f"{host}/{path.lower()}"
+
+
+def repo_identity(root: str, timeout: float = 1.0) -> dict[str, str]:
+    """The id of the repository at ``root`` (see the module docstring) and what goes
+    with it: ``{"id": ..., "origin": "host/owner/name" (when there is one), "kind":
+    "root"|"origin"|"new", "prev": provisional id joined now}``; ``{}`` when there is none.
+    Runs ``git rev-list`` (at most ``timeout`` seconds): never on an event's hot path."""
+    gd = git_dir(root)
+    if gd is None or not os.path.isfile(os.path.join(gd, "HEAD")):
+        return {}  # not a repository git would know (a bare ``.git`` folder)
+    out: dict[str, str] = {}
+    url = origin_url(gd)
+    origin = normal_origin(url) if url else None
+    if origin:
+        out["origin"] = origin
+    shallow = os.path.exists(os.path.join(gd, "shallow"))
+    roots: list[str] = []
+    unborn = False
+    if not shallow:
+        import subprocess
+
+        try:
+            r = subprocess.run(
+                ["git", "-C", root, "rev-list", "--max-parents=0", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+            roots = [x for x in r.stdout.split() if len(x) >= 40]
+            unborn = r.returncode != 0 and not roots and _unborn(gd)
+        except (OSError, subprocess.SubprocessError):
+            return {}  # no git, or too slow: tried again at the next look
+    prov_file = os.path.join(gd, "wiki-memory-id")
+    if roots:
+        out["id"], out["kind"] = "root:" + min(roots), "root"
+    elif origin:
+        out["id"], out["kind"] = "origin:" + origin, "origin"
+    elif unborn:
+        out["id"], out["kind"] = _provisional(prov_file), "new"
+        return out
+    else:
+        return {}
+    try:
+        with open(prov_file, encoding="utf-8") as f:
+            prev = f.read().strip()
+        if prev.startswith("new:"):
+            out["prev"] = prev  # made before the first commit: the server joins the two
+    except OSError:
+        pass
+    return out
+
+
+def has_head(root: str) -> bool:
+    """True when ``root`` holds a repository with a ``HEAD`` (one that can have an id)."""
+    gd = git_dir(root)
+    return gd is not None and os.path.isfile(os.path.join(gd, "HEAD"))
+
+
+def _unborn(gd: str) -> bool:
+    """True when HEAD names a branch that has no commit yet (a new repository)."""
+    try:
+        with open(os.path.join(gd, "HEAD"), encoding="utf-8") as f:
+            head = f.read().strip()
+    except OSError:
+        return False
+    if not head.startswith("ref:"):
+        return False
+    ref = head[4:].strip()
+    if os.path.exists(os.path.join(gd, ref)):
+        return False
+    try:
+        with open(os.path.join(gd, "packed-refs"), encoding="utf-8") as f:
+            return not any(line.rstrip().endswith(" " + ref) for line in f)
+    except OSError:
+        return True
+
+
+def _provisional(path: str) -> str:
+    """The provisional id kept in ``path`` (made on first use)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            got = f.read().strip()
+        if got.startswith("new:"):
+            return got
+    except OSError:
+        pass
+    made = "new:" + os.urandom(12).hex()
+    try:
+        with open(path, "x", encoding="utf-8") as f:
+            f.write(made + "\n")
+    except FileExistsError:
+        return _provisional(path)
+    except OSError:
+        pass
+    return made
+
+
+__all__ = [
+    "REPO_CONFIG",
+    "Resolution",
+    "config_project",
+    "git_dir",
+    "has_head",
+    "normal_origin",
+    "origin_url",
+    "repo_identity",
+    "resolve_project",
+]

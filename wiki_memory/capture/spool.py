@@ -512,6 +512,7 @@ class Spool:
                 if (
                     st.get("status") == "ended"
                     and st.get("committed_count", -1) >= info.count
+                    and not st.get("unrendered")
                     and now - float(st.get("ended_at", now)) > keep_seconds
                 ):
                     self._remove_session(key)

@@ -1,4 +1,4 @@
-"""The spool's group fsync awaited from asyncio (issue 24: no thread per waiting request).
+"""The spool's group fsync awaited from asyncio (no thread per waiting request).
 
 A request handler writes its observations with :meth:`wiki_memory.capture.spool.Spool.write`
 and awaits :meth:`SpoolSyncer.wait` with the sync target it got; one thread runs

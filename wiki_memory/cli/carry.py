@@ -1,5 +1,5 @@
 """CLI subcommands that carry the memory elsewhere: ``backup FILE [--encrypt]``,
-``restore FILE`` and ``export --json [FILE]`` (docs/operations.md; ``import --json`` is
+``restore FILE`` and ``export [FILE]`` (docs/operations.md; ``import --json`` is
 beside the vault import in :mod:`wiki_memory.cli.wiki`). They act as the data directory's owner on its
 files, like ``import`` and ``token``."""
 
@@ -9,11 +9,12 @@ import argparse
 import getpass
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _settings
+from wiki_memory.cli.common import CliError, cli_settings
 
 __all__ = ["register"]
 
@@ -21,7 +22,7 @@ __all__ = ["register"]
 PASSPHRASE_ENV = "WIKI_MEMORY_BACKUP_PASSPHRASE"
 
 
-def _passphrase(confirm: bool) -> str:
+def ask_passphrase(confirm: bool) -> str:
     """The passphrase from the environment or the terminal; a new backup's (``confirm``)
     has at least ``MIN_PASSPHRASE`` characters (a restore takes what the backup had)."""
     from wiki_memory.core.backup_format import MIN_PASSPHRASE
@@ -48,13 +49,21 @@ def cmd_backup(args: argparse.Namespace) -> int:
     from wiki_memory.core.backup import backup
     from wiki_memory.core.backup_format import BackupError
 
-    settings = _settings(args)
-    passphrase = _passphrase(True) if args.encrypt else None
+    settings = cli_settings(args)
+    passphrase = ask_passphrase(True) if args.encrypt else None
     target = Path(args.file).expanduser().resolve()
+    cleared: list[Path] = []
     try:
-        manifest = backup(settings, target, passphrase)
+        manifest = backup(settings, target, passphrase, cleared)
     except (BackupError, OSError) as exc:
         raise CliError(f"backup failed: {exc}") from None
+    finally:
+        if cleared:
+            print(
+                f"removed {len(cleared)} temporary file(s) a stopped backup left in "
+                f"{target.parent}",
+                file=sys.stderr,
+            )
     files = manifest["files"]
     size = target.stat().st_size
     print(
@@ -72,18 +81,24 @@ def cmd_restore(args: argparse.Namespace) -> int:
     from wiki_memory.core.backup import restore
     from wiki_memory.core.backup_format import MAGIC, BackupError
 
-    settings = _settings(args)
+    settings = cli_settings(args)
     source = Path(args.file).expanduser()
     try:
         with open(source, "rb") as f:
             encrypted = f.read(len(MAGIC)) == MAGIC
     except OSError as exc:
         raise CliError(f"cannot read {source}: {exc}") from None
-    passphrase = _passphrase(False) if encrypted else None
+    passphrase = ask_passphrase(False) if encrypted else None
     try:
         done = restore(settings, source, passphrase)
     except (BackupError, OSError) as exc:
-        raise CliError(f"restore failed: {exc}") from None
+        hint = ""
+        if "is not empty" in str(exc):
+            hint = (
+                "; restore into another one with `wiki-memory --data-dir NEW_DIR restore "
+                f"{shlex.quote(str(source))}` (then serve with the same --data-dir)"
+            )
+        raise CliError(f"restore failed: {exc}{hint}") from None
     for r in done.refused:
         print(f"not restored: {r.path!r} ({r.reason})", file=sys.stderr)
     if done.unlisted_count:
@@ -112,28 +127,42 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """``export --json [FILE]``: every page as JSON Lines, to FILE or stdout."""
+    """``export [FILE]``: every page and attachment as JSON Lines (the one format;
+    ``--json`` is accepted and changes nothing), to FILE or stdout; standard error says
+    how many of each were written and what the export leaves out, with counts."""
     from tqdm import tqdm
 
-    from wiki_memory.cli.wiki import _wiki_settings
-    from wiki_memory.wiki.exchange import export_pages, page_files
+    from wiki_memory.cli.wiki import wiki_settings
+    from wiki_memory.core.userecord import UseRecord
+    from wiki_memory.wiki.exchange import attachment_files, export_pages, page_files
 
-    if not args.json:
-        raise CliError("the one export format is JSON: pass --json", 2)
-    wiki = _wiki_settings(args).wiki_dir
+    settings = wiki_settings(args)
+    wiki = settings.wiki_dir
     if not wiki.is_dir():
         raise CliError(f"{wiki}: no wiki here", 2)
-    bar = tqdm(total=len(page_files(wiki)), unit="page", disable=not sys.stderr.isatty())
+    data_dir = None if getattr(args, "wiki", None) else settings.data_dir
+    total = len(page_files(wiki)) + len(attachment_files(wiki))
+    bar = tqdm(total=total, unit="file", disable=not sys.stderr.isatty())
+    use = UseRecord(settings.data_dir).every_row() if data_dir is not None else []
     try:
         if args.file and args.file != "-":
             fd = os.open(args.file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as out:
-                n = export_pages(wiki, out, bar.update)
-            print(f"exported {n} pages to {args.file}", file=sys.stderr)
+                done = export_pages(wiki, out, bar.update, data_dir, use)
+            where = f" to {args.file}"
         else:
-            n = export_pages(wiki, sys.stdout, bar.update)
+            done = export_pages(wiki, sys.stdout, bar.update, data_dir, use)
+            where = ""
     finally:
         bar.close()
+    o = done.omitted
+    print(
+        f"exported {done.pages} pages and {done.attachments} attachments{where}; "
+        f"left out: {o['history']} commits of history, {o['spool']} spool files "
+        f"(observations not compiled yet), {o['tokens']} tokens, {o['audit']} audit log "
+        f"lines, {o['dot_files']} files in dot folders (a backup keeps them all)",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -155,6 +184,6 @@ def register(sub: Any) -> None:
     r.set_defaults(fn=cmd_restore)
     e = sub.add_parser("export", help="write every page (and handoff) as JSON Lines")
     e.add_argument("file", nargs="?", help="the file to write (default: standard output)")
-    e.add_argument("--json", action="store_true", help="JSON Lines (the one format)")
+    e.add_argument("--json", action="store_true", help="JSON Lines: the one format, the default")
     e.add_argument("--wiki", metavar="PATH", help="the wiki folder (default <data-dir>/wiki)")
     e.set_defaults(fn=cmd_export)

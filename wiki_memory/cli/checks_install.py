@@ -17,7 +17,7 @@ from typing import Any
 from wiki_memory.cli.doctor import Context
 
 
-def _server_health(address: str | None, ca_file: Path | None = None) -> dict[str, Any] | None:
+def server_health(address: str | None, ca_file: Path | None = None) -> dict[str, Any] | None:
     """The running server's ``GET /v1/health`` answer (None if unreachable; an https
     server is trusted through ``ca_file`` besides the system's CAs)."""
     if not address:
@@ -36,7 +36,7 @@ def _server_health(address: str | None, ca_file: Path | None = None) -> dict[str
 
 def _server_commits(address: str | None, ca_file: Path | None = None) -> dict[str, Any] | None:
     """The running server's commit status from ``GET /v1/health`` (None if unreachable)."""
-    commits = (_server_health(address, ca_file) or {}).get("commits")
+    commits = (server_health(address, ca_file) or {}).get("commits")
     return commits if isinstance(commits, dict) else None
 
 
@@ -152,23 +152,36 @@ def check_server(ctx: Context) -> None:
         ctx.warn("server.json names a server that is not running (it stopped uncleanly)")
 
 
+def hooks_installed() -> bool:
+    """True when any harness's user-level file holds our hook."""
+    from wiki_memory.harness.hooks_install import AGENTS, installed_commands
+
+    for spec in AGENTS.values():
+        try:
+            if installed_commands(spec.default_path()):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
 def check_service(ctx: Context) -> None:
     """The per-user service of ``wiki-memory setup``: installed for this data directory
     and running (a unit for this data directory with no server running is an error)."""
-    from wiki_memory.harness import service
+    from wiki_memory.harness import userservice
 
-    kind = service.kind_for_platform()
-    st = service.state(kind)
+    kind = userservice.kind_for_platform()
+    st = userservice.state(kind)
     rep: dict[str, Any] = st.as_dict()
-    serves = _unit_data_dir(st.path) if st.installed else None
+    serves = unit_data_dir(st.path) if st.installed else None
     mine = str(ctx.settings.data_dir.expanduser().resolve())
     rep["data_dir"] = serves
     rep["for_this_data_dir"] = serves == mine
     ctx.rep["service"] = rep
     start = (
-        f"systemctl --user start {service.UNIT_NAME}"
+        f"systemctl --user start {userservice.UNIT_NAME}"
         if kind == "user"
-        else f"launchctl kickstart gui/{os.getuid()}/{service.LAUNCHD_LABEL}"
+        else f"launchctl kickstart gui/{os.getuid()}/{userservice.LAUNCHD_LABEL}"
     )
     if not st.installed:
         ctx.info("no service keeps the server running", "wiki-memory setup")
@@ -183,11 +196,13 @@ def check_service(ctx: Context) -> None:
         )
     elif not st.enabled:
         ctx.warn(f"the service {st.path} is not enabled: it will not start at the next login")
+    elif st.active is not True:
+        ctx.warn(f"service: {userservice.describe(rep)}", start)
 
 
-def _unit_data_dir(path: Path) -> str | None:
+def unit_data_dir(path: Path) -> str | None:
     """The ``--data-dir`` a service file runs the server for (None when unreadable)."""
-    from wiki_memory.harness.service import exec_start_argv
+    from wiki_memory.harness.userservice import exec_start_argv
 
     try:
         text = path.read_text(encoding="utf-8")

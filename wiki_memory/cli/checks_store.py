@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.cli.doctor import Context
+from wiki_memory.config import Settings
 from wiki_memory.wiki.names import unportable_parts
+from wiki_memory.wiki.oddnames import escaped as escaped_name
+from wiki_memory.wiki.oddnames import git_name, page_name, page_names
 from wiki_memory.wiki.paths import odd_name, shown_name
 
 
@@ -26,7 +29,7 @@ def _git_report(wiki: Path) -> dict[str, Any]:
     from dulwich.repo import Repo
 
     from wiki_memory.index.store import is_indexable
-    from wiki_memory.wiki.git import _OPERATION_MARKERS
+    from wiki_memory.wiki.git import OPERATION_MARKERS
     from wiki_memory.wiki.locks import STALE_AFTER_SECONDS, lock_files
 
     out: dict[str, Any] = {"repository": False, "errors": [], "warnings": []}
@@ -51,7 +54,7 @@ def _git_report(wiki: Path) -> dict[str, Any]:
         if out["head"] and out["branch"] is None:
             out["warnings"].append("HEAD is detached: server commits go on no branch")
         control = Path(repo.controldir())
-        for marker, what in _OPERATION_MARKERS:
+        for marker, what in OPERATION_MARKERS:
             if (control / marker).exists():
                 out["errors"].append(f"{what} is in progress: the server waits for it to end")
         locks = lock_files(control)
@@ -82,9 +85,7 @@ def _git_report(wiki: Path) -> dict[str, Any]:
                 dirty.update(p.decode("utf-8", "surrogateescape") for p in group)
             dirty.update(p.decode("utf-8", "surrogateescape") for p in st.unstaged)
             dirty.update(p.decode("utf-8", "surrogateescape") for p in st.untracked)
-            out["uncommitted_pages"] = sorted(
-                p for p in dirty if not odd_name(p) and is_indexable(p)
-            )
+            out["uncommitted_pages"] = sorted(p for p in page_names(wiki, dirty) if is_indexable(p))
         except Exception as exc:  # noqa: BLE001
             out["warnings"].append(f"cannot compute git status: {exc}")
     finally:
@@ -92,8 +93,13 @@ def _git_report(wiki: Path) -> dict[str, Any]:
     return out
 
 
-def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, str]]]:
-    """Pages on disk (as the index sees them) and the files skipped, with the reason."""
+_Notes = list[dict[str, str]]  # one dict a file: path, reason (or file, rename_to)
+
+
+def scan_files(wiki: Path, escaped: _Notes | None = None) -> tuple[dict[str, Any], _Notes]:
+    """Pages on disk (as the index sees them: a name that is not valid UTF-8 by its
+    escaped name) and the files skipped, with the reason. ``escaped`` is given each file
+    and folder served under an escaped name: ``{path, file, rename_to}``."""
     from wiki_memory.index.store import is_indexable
 
     pages: dict[str, os.stat_result] = {}
@@ -106,8 +112,7 @@ def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, s
             rel = f"{rel_dir}/{d}" if rel_dir else d
             if d.startswith("."):
                 continue
-            if odd_name(d):
-                skipped.append({"path": shown_name(rel), "reason": _ODD_REASON + " (a folder)"})
+            if odd_name(d) and not _escaped_ok(wiki, rel, escaped, skipped, " (a folder)"):
                 continue
             if os.path.islink(os.path.join(dirpath, d)):
                 skipped.append({"path": rel, "reason": "symlink to a folder (not followed)"})
@@ -118,8 +123,9 @@ def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, s
             rel = f"{rel_dir}/{name}" if rel_dir else name
             full = os.path.join(dirpath, name)
             if odd_name(name) and not name.startswith("."):
-                skipped.append({"path": shown_name(rel), "reason": _ODD_REASON})
-                continue
+                if not _escaped_ok(wiki, rel, escaped, skipped, ""):
+                    continue
+            rel = page_name(wiki, rel) or shown_name(rel)  # in an odd folder: its name
             try:
                 st = os.lstat(full)
             except OSError as exc:
@@ -147,9 +153,24 @@ def _scan_files(wiki: Path) -> tuple[dict[str, os.stat_result], list[dict[str, s
 
 
 _ODD_REASON = (
-    "the file name is not valid UTF-8: not a page, not indexed or committed, left as it "
-    "is (rename it to make it a page)"
+    "the file name is not valid UTF-8 and its escaped name {name} is another file's: not "
+    "a page, not indexed or committed, left as it is (rename it to make it a page)"
 )
+
+
+def _escaped_ok(wiki: Path, rel: str, escaped: _Notes | None, skipped: _Notes, what: str) -> bool:
+    """Whether the file or folder ``rel`` (not valid UTF-8, as ``os`` spells it) has an
+    escaped name (noted in ``escaped``, with a UTF-8 name to rename it to: its bytes
+    read as Latin-1) or is skipped (noted in ``skipped``)."""
+    served = page_name(wiki, rel)
+    if served is None:
+        why = _ODD_REASON.format(name=escaped_name(rel)) + what
+        skipped.append({"path": shown_name(rel), "reason": why})
+        return False
+    if escaped is not None:
+        latin = git_name(rel).decode("latin-1")
+        escaped.append({"path": served, "file": shown_name(rel), "rename_to": latin})
+    return True
 
 
 def _others_reach(roots: Iterable[Path], limit: int = 1000) -> list[str]:
@@ -260,11 +281,21 @@ def check_fsck(ctx: Context) -> None:
 
 def check_names(ctx: Context) -> None:
     """Files the index skips and page names that work here but may surprise elsewhere."""
-    on_disk, skipped = _scan_files(ctx.settings.wiki_dir)
+    escaped: list[dict[str, str]] = []
+    on_disk, skipped = scan_files(ctx.settings.wiki_dir, escaped)
     ctx.on_disk = on_disk
     ctx.rep["skipped"] = skipped
     ctx.rep["pages"] = {"on_disk": len(on_disk)}
     ctx.rep["names"] = names = _odd_names(on_disk)
+    names["not_utf8"] = escaped
+    if escaped:
+        ctx.warn(
+            f"{len(escaped)} name(s) not valid UTF-8, served under an escaped name (%XX for "
+            "each such byte), committed under their own bytes: "
+            + "; ".join(f"{e['file']} as {e['path']}" for e in escaped[:5]),
+            "rename each to a UTF-8 name, e.g. its bytes read as Latin-1: "
+            + ", ".join(repr(e["rename_to"]) for e in escaped[:3]),
+        )
     if names["decomposed"]:
         ctx.warn(
             f"{len(names['decomposed'])} page name(s) in decomposed Unicode (served and "
@@ -442,18 +473,23 @@ def check_signals(ctx: Context) -> None:
     import apsw
 
     from wiki_memory.index import vectors
+    from wiki_memory.liveserver import live_server
     from wiki_memory.recall.rank import WEIGHTS
 
     on = [name for name, w in WEIGHTS.items() if w > 0 and name != "dense"]
     off: dict[str, str] = {name: "weight 0" for name, w in WEIGHTS.items() if w <= 0}
+    # the running server's setting when one runs (this shell's environment may differ)
+    live = live_server(ctx.settings.data_dir) or {}
+    setting = live["vectors"] if isinstance(live.get("vectors"), bool) else ctx.settings.vectors
+    whose = "the running server's " if isinstance(live.get("vectors"), bool) else ""
     if not vectors.available():
         line = f"off (the vectors extra is not installed: {vectors.INSTALL_HINT})"
         off["dense"] = "the vectors extra is not installed"
-    elif not ctx.settings.vectors:
-        line = "off (setting vectors = false)"
-        off["dense"] = "setting vectors = false"
+    elif not setting:
+        line = f"off ({whose}setting vectors = false)"
+        off["dense"] = f"{whose}setting vectors = false"
     else:
-        line = f"on ({vectors.MODEL_ID})"
+        line = f"on ({whose}setting; {vectors.MODEL_ID})" if whose else f"on ({vectors.MODEL_ID})"
         on.append("dense")
         built = None
         if ctx.settings.index_path.exists():
@@ -477,3 +513,86 @@ def check_signals(ctx: Context) -> None:
             )
     ctx.rep["signals"] = {"on": on, "off": off}
     ctx.rep["vectors"] = line
+
+
+#: what each broken supersession means, for doctor's message (docs/knowledge.md)
+_BROKEN = {
+    "missing": "names no page",
+    "forgotten": "names a forgotten page",
+    "cycle": "is part of a cycle",
+}
+
+
+def check_supersession(ctx: Context) -> None:
+    """Pages whose ``superseded_by`` is broken (missing, forgotten, a cycle): recall
+    treats them as current, so nothing is hidden, but the correction a person meant is
+    not in force (:mod:`wiki_memory.index.supersede`). An error: doctor is not healthy."""
+    from wiki_memory.index.store import Index
+
+    settings = ctx.settings
+    if not settings.index_path.exists() or not ctx.rep.get("index"):
+        return  # the index check already said why
+    idx = Index(
+        settings.index_path, stem_languages=settings.stem_language_names, vectors=settings.vectors
+    )
+    try:
+        broken = idx.chains().broken
+    finally:
+        idx.close()
+    found = [
+        {"path": p, "reason": why, "superseded_by": target}
+        for p, (why, target) in sorted(broken.items())
+    ]
+    ctx.rep["supersession"] = {"broken": found}
+    for f in found:
+        ctx.error(
+            f"supersession broken: {f['path']}: superseded_by {f['superseded_by']!r} "
+            f"{_BROKEN[f['reason']]} (superseded_by_{f['reason']}); recall treats the page "
+            "as current",
+            f"edit superseded_by in {f['path']}, or remove its state: superseded",
+        )
+
+
+def unrendered_events(settings: Settings) -> int:
+    """How many accepted events are on no page as themselves: those the compiler could
+    not render (each a placeholder entry naming its spool record) and those a session's
+    failing compile holds back (``compile_failed``), read from the sessions' spool
+    states: their spool is kept until they compile or a person discards them."""
+    import json
+
+    n = 0
+    try:
+        states = list(settings.spool_dir.glob("*.state"))
+    except OSError:
+        return 0
+    for f in states:
+        try:
+            st = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(st, dict) and isinstance(st.get("unrendered"), list):
+            n += len(st["unrendered"])
+        failed = st.get("compile_failed") if isinstance(st, dict) else None
+        if isinstance(failed, dict) and isinstance(failed.get("events"), int):
+            n += failed["events"]
+    return n
+
+
+def check_unrendered(ctx: Context) -> None:
+    """A warning for accepted events that are on no page as themselves (docs/sessions.md,
+    "Placeholders"); ``unrendered_events`` in the report."""
+    n = unrendered_events(ctx.settings)
+    ctx.rep["unrendered_events"] = n
+    if n:
+        ctx.warn(
+            f"{n} accepted event(s) are on no session page as themselves (a placeholder "
+            "entry names each spool record and the cause, or the page's compile keeps "
+            "failing); their spool is kept",
+            fix="see the server log for the cause (the compile retries); `wiki-memory "
+            "unrendered` lists them, `wiki-memory unrendered --discard <session>` drops them",
+        )
+
+
+def unrendered_line(settings: Settings) -> int | None:
+    """``status``'s ``unrendered_events`` line (None when there are none)."""
+    return unrendered_events(settings) or None

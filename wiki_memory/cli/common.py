@@ -12,7 +12,7 @@ from typing import Any
 
 from wiki_memory.config import Settings, load_settings
 
-__all__ = ["CliError", "_client", "_post", "_settings", "server_error"]
+__all__ = ["CliError", "server_client", "post_json", "cli_settings", "server_error"]
 
 
 class CliError(Exception):
@@ -23,7 +23,7 @@ class CliError(Exception):
         self.code = code
 
 
-def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
+def cli_settings(args: argparse.Namespace, **extra: Any) -> Settings:
     data_dir = Path(args.data_dir).expanduser() if getattr(args, "data_dir", None) else None
     try:
         return load_settings(data_dir, **extra)
@@ -31,11 +31,11 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
         raise CliError(f"bad configuration: {exc}") from None
 
 
-def _client(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
+def server_client(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
     from wiki_memory.auth import TokenStore
     from wiki_memory.datadir import server_address
 
-    settings = _settings(args)
+    settings = cli_settings(args)
     # the owner's token goes only to the address the data directory's live server wrote
     # (or one the user named): never to a default port another process may hold
     url = getattr(args, "url", None) or os.environ.get("WIKI_MEMORY_URL")
@@ -51,25 +51,25 @@ def _client(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
     return url.rstrip("/"), {"Authorization": f"Bearer {token}"}
 
 
-def _verify(args: argparse.Namespace) -> Any:
+def request_verify(args: argparse.Namespace) -> Any:
     """httpx's ``verify=`` for this command: trust ``--ca-file`` (or the ``ca_file``
     setting, ``WIKI_MEMORY_CA_FILE``) besides the system's CAs."""
     from wiki_memory.config import tls_verify
 
-    ca = getattr(args, "ca_file", None) or _settings(args).ca_file
+    ca = getattr(args, "ca_file", None) or cli_settings(args).ca_file
     try:
         return tls_verify(ca)
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
 
 
-def _post(args: argparse.Namespace, path: str, body: Any, timeout: float = 30) -> Any:
+def post_json(args: argparse.Namespace, path: str, body: Any, timeout: float = 30) -> Any:
     import httpx
 
-    url, headers = _client(args)
+    url, headers = server_client(args)
     try:
         r = httpx.post(
-            url + path, json=body, headers=headers, timeout=timeout, verify=_verify(args)
+            url + path, json=body, headers=headers, timeout=timeout, verify=request_verify(args)
         )
     except httpx.HTTPError as exc:
         raise CliError(f"cannot reach the server at {url}: {exc}") from None
@@ -78,14 +78,16 @@ def _post(args: argparse.Namespace, path: str, body: Any, timeout: float = 30) -
     return r.json()
 
 
-def _get(args: argparse.Namespace, path: str, params: dict[str, str], timeout: float = 30) -> Any:
+def get_json(
+    args: argparse.Namespace, path: str, params: dict[str, str], timeout: float = 30
+) -> Any:
     """GET ``path`` of the server with the CLI's token; the JSON answer, or CliError."""
     import httpx
 
-    url, headers = _client(args)
+    url, headers = server_client(args)
     try:
         r = httpx.get(
-            url + path, params=params, headers=headers, timeout=timeout, verify=_verify(args)
+            url + path, params=params, headers=headers, timeout=timeout, verify=request_verify(args)
         )
     except httpx.HTTPError as exc:
         raise CliError(f"cannot reach the server at {url}: {exc}") from None

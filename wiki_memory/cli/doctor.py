@@ -130,6 +130,7 @@ for _check in (
     Check("service", "wiki_memory.cli.checks_install:check_service"),
     Check("outbox", "wiki_memory.cli.checks_install:check_outbox"),
     Check("hooks", "wiki_memory.cli.checks_install:check_hooks"),
+    Check("hook_runs", "wiki_memory.cli.checks_gates:check_hook_runs"),
     Check("mcp", "wiki_memory.cli.checks_install:check_mcp"),
     Check("token", "wiki_memory.cli.checks_install:check_token"),
     Check("user_twins", "wiki_memory.cli.checks_install:check_user_twins"),
@@ -140,10 +141,15 @@ for _check in (
     Check("modes", "wiki_memory.cli.checks_store:check_modes", needs_wiki=True),
     Check("index", "wiki_memory.cli.checks_store:check_index", needs_wiki=True),
     Check("skipped", "wiki_memory.cli.checks_store:check_skipped", needs_wiki=True),
+    Check("supersession", "wiki_memory.cli.checks_store:check_supersession", needs_wiki=True),
+    Check("unrendered", "wiki_memory.cli.checks_store:check_unrendered"),
     Check("signals", "wiki_memory.cli.checks_store:check_signals"),
+    Check("repos", "wiki_memory.cli.checks_repos:check_repos", needs_wiki=True),
 ):
     register(_check)
 register(Check("sync", "wiki_memory.cli.replicas:check_sync", needs_wiki=True))
+register(Check("conflicts", "wiki_memory.cli.conflicts:check_conflicts", needs_wiki=True))
+register(Check("hub_leaks", "wiki_memory.cli.checks_hub:check_hub_leaks", needs_wiki=True))
 
 
 def run_checks(
@@ -227,6 +233,7 @@ def print_report(rep: dict[str, Any], limit: int) -> None:
     for name, r in sorted((sync.get("remotes") or {}).items()):
         print(
             f"sync:  {name} ({r['url']}): last success {r['last_success'] or 'never'}"
+            + (f", failing since {r.get('failing_since')}" if r.get("failing_since") else "")
             + (f", last error: {r['last_error']}" if r["last_error"] else "")
         )
     hooks = rep.get("hooks") or {}
@@ -236,6 +243,8 @@ def print_report(rep: dict[str, Any], limit: int) -> None:
         print(f"hooks: {ob['queued']} event(s) queued, {dropped} dropped ({ob['path']})")
     for h in hooks.get("installed", []):
         print(f"  {h['agent']}: {h['file']} -> {h['target'] or '(not pinned)'}")
+    for name, run in sorted((rep.get("hook_runs") or {}).items()):
+        print(f"  last event from {name}: {run.get('event')} at {run.get('time')}")
     idx = rep.get("index")
     if idx:
         print(
@@ -275,14 +284,9 @@ def print_report(rep: dict[str, Any], limit: int) -> None:
             print(more(skipped))
     svc = rep.get("service")
     if svc:
-        print(
-            f"service: {svc['path']} "
-            + (
-                ("installed, " + ("enabled" if svc["enabled"] else "not enabled"))
-                if svc["installed"]
-                else "not installed"
-            )
-        )
+        from wiki_memory.harness.userservice import describe
+
+        print(f"service: {describe(svc)}")
     order = {"info": 0, "warning": 1, "error": 2}
     for f in sorted(rep.get("findings", []), key=lambda f: order.get(f["severity"], 0)):
         label = {"error": "ERROR", "warning": "warning"}.get(f["severity"], "note")

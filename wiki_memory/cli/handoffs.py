@@ -17,19 +17,28 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _client, _post, _settings, _verify, server_error
+from wiki_memory.cli.common import (
+    CliError,
+    cli_settings,
+    post_json,
+    request_verify,
+    server_client,
+    server_error,
+)
+from wiki_memory.core.quoting import inline, show
 
 
 def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
     import httpx
 
-    url, headers = _client(args)
+    url, headers = server_client(args)
     try:
         r = httpx.request(
-            method, url + path, json=body, headers=headers, timeout=60, verify=_verify(args)
+            method, url + path, json=body, headers=headers, timeout=60, verify=request_verify(args)
         )
     except httpx.HTTPError as exc:
         raise CliError(f"cannot reach the server at {url}: {exc}") from None
@@ -52,14 +61,15 @@ def _line(h: dict[str, Any]) -> str:
     elif h.get("offered_to"):
         o = h["offered_to"]
         holder = f"  offered to {o['user']} ({o['harness']} {o['session']}) until {o['until']}"
-    return f"{h['id']:<8} {h['status']:<9} {h.get('project') or '':<16} {h['title'][:60]}{holder}"
+    line = f"{h['id']:<8} {h['status']:<9} {h.get('project') or '':<16} {inline(h['title'])[:60]}"
+    return line + inline(holder)
 
 
 def _print(args: argparse.Namespace, data: Any, text: str) -> None:
     if getattr(args, "json", False):
         print(json.dumps(data, indent=1, ensure_ascii=False))
-    else:
-        print(text)
+    else:  # stored text: what would hide or move on a terminal shows escaped
+        print(show(text, keep="\t\n"))
 
 
 def cmd_handoff(args: argparse.Namespace) -> int:
@@ -67,9 +77,10 @@ def cmd_handoff(args: argparse.Namespace) -> int:
     if action == "create":
         if not args.title:
             raise CliError("handoff create needs --title", 2)
+        from wiki_memory.cli.where import where
+
         body: dict[str, Any] = {
-            "project": args.project,
-            "cwd": os.getcwd(),
+            **where(args.project, args.new_project),
             "title": args.title,
             **_ident(args),
         }
@@ -115,7 +126,16 @@ def cmd_handoff(args: argparse.Namespace) -> int:
     res = _request(args, "POST", f"/v1/handoffs/{hid}/{action}", body)
     h = res["handoff"]
     again = " (already so)" if res.get("repeat") else ""
-    _print(args, res, f"{h['id']} {h['status']}{again}: {h['title']}")
+    text = f"{h['id']} {h['status']}{again}: {h['title']}"
+    if action == "claim" and h.get("status") == "claimed":
+        wm = "wiki-memory"
+        if getattr(args, "data_dir", None):
+            wm += f" --data-dir {shlex.quote(str(args.data_dir))}"
+        text += (
+            f"\nwhen finished: {wm} handoff complete {h['id']} --note '<outcome>'"
+            f"\nto give it back: {wm} handoff release {h['id']}"
+        )
+    _print(args, res, text)
     return 0
 
 
@@ -156,10 +176,10 @@ def cmd_pin(args: argparse.Namespace) -> int:
     from wiki_memory.wiki.paths import PathRefused, atomic_write
 
     pinned = args.command == "pin"
-    settings = _settings(args)
+    settings = cli_settings(args)
     remote = getattr(args, "url", None) or os.environ.get("WIKI_MEMORY_URL")
     if remote or ServerLock(settings.data_dir).is_held_elsewhere():
-        _post(args, "/v1/admin/pin", {"path": args.path, "pinned": pinned})
+        post_json(args, "/v1/admin/pin", {"path": args.path, "pinned": pinned})
         print(f"{'pinned' if pinned else 'unpinned'} {args.path}")
         return 0
     owner = TokenStore(settings.auth_dir).owner_name()
@@ -220,6 +240,11 @@ def register(sub: Any) -> None:
     h.add_argument("--file", action="append", help="create: a file involved (repeatable)")
     h.add_argument("--to", help="create: any (default), a harness name or a user")
     h.add_argument("--personal", action="store_true", help="create: seen by you alone")
+    h.add_argument(
+        "--new-project",
+        action="store_true",
+        help="create: create the project --project names when it does not exist yet",
+    )
     h.add_argument("--expires", help="create: ISO-8601 expiry (default: 14 days)")
     h.add_argument("--note", help="complete: the outcome, written to the page")
     h.add_argument("--reason", help="cancel: why")

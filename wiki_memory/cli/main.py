@@ -1,5 +1,5 @@
 """The ``wiki-memory`` command: serve, recall, reindex; the other commands are in the
-modules of :mod:`wiki_memory.cli` (``access``: token and audit; ``setup``, ...), each
+modules of :mod:`wiki_memory.cli` (``tokens``: token and audit; ``setup``, ...), each
 adding its own with ``register``.
 
 Each subcommand is a thin face over the core service or the running server's HTTP API.
@@ -18,8 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _post, _settings
+from wiki_memory.cli.common import CliError, cli_settings, post_json
 from wiki_memory.config import DEFAULT_HOST, DEFAULT_PORT, Settings
+from wiki_memory.zones import local_zone_name
 
 
 def _is_loopback(host: str) -> bool:
@@ -42,7 +43,7 @@ class RedactingFormatter(logging.Formatter):
         return redact_text(super().format(record))[0]
 
 
-def _setup_logging(settings: Settings) -> None:
+def setup_logging(settings: Settings) -> None:
     settings.logs_dir.mkdir(parents=True, exist_ok=True)
     fmt = RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     root = logging.getLogger()
@@ -91,7 +92,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             overrides[name] = Path(getattr(args, name)).expanduser().resolve()
     if getattr(args, "insecure_http", False):
         overrides["insecure_http"] = True
-    settings = _settings(args, **overrides)
+    settings = cli_settings(args, **overrides)
     # what the server creates (index, WAL, logs, spool, git objects, new pages) is the
     # owner's alone; a vault's existing files keep their modes (docs/team-server.md)
     os.umask(0o077)
@@ -117,6 +118,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     ensure_layout(settings)
     lock = ServerLock(settings.data_dir)
     address = f"{'https' if tls else 'http'}://{settings.host}:{settings.port}"
+    lock.facts = {"vectors": bool(settings.vectors)}
     try:
         lock.acquire(address)
     except DataDirLocked as exc:
@@ -132,7 +134,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 "and committing the files of the vault in a first commit",
                 file=sys.stderr,
             )
-        _setup_logging(settings)
+        setup_logging(settings)
         tokens = TokenStore(settings.auth_dir)
         token, created = tokens.ensure_owner()
         if created:
@@ -214,6 +216,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server = GuardedServer(config)
         server.tls_handshake_timeout = settings.header_timeout_seconds
         server.on_listening = lock.mark_listening
+        server.on_shutdown = memory.sync.stop
         if getattr(args, "open", False):
             _open_when_up(settings.host, settings.port, "https" if tls else "http")
         # uvicorn stops gracefully on SIGINT/SIGTERM (the lifespan writes and commits
@@ -285,32 +288,29 @@ def _open_when_up(host: str, port: int, scheme: str = "http", timeout: float = 3
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    body = {"query": args.query, "budget_tokens": args.budget}
+    body = {"query": args.query, "budget_tokens": args.budget, "cursor": args.cursor}
     if args.project:
         body["project"] = args.project
     if args.now:
         body["now"] = args.now
-    res = _post(args, "/v1/recall", body)
+    if args.since:
+        body["since"] = args.since
+    if args.until:
+        body["until"] = args.until
+    body["tz"] = args.tz or local_zone_name()
+    res = post_json(args, "/v1/recall", body)
     if args.json:
         print(json.dumps(res, indent=1, ensure_ascii=False))
         return 0
     items = res["items"]
     if not items:
-        print(f"no results ({res['omitted']} left out by the budget)")
+        need = res.get("needs_tokens")
+        hint = f": the best match needs --budget {need}" if need else ""
+        print(f"no results ({res['omitted']} left out by the budget{hint})")
         return 0
-    wide = max(len(i["title"] or "") for i in items)
-    wide = min(max(wide, 5), 50)
-    print(f"{'#':>2}  {'title':<{wide}}  {'kind':<8} {'score':>7}  anchor")
-    for n, it in enumerate(items, 1):
-        title = (it["title"] or "")[:wide]
-        if it.get("compact"):  # a small budget: id, title and snippet only
-            print(f"{n:>2}  {title:<{wide}}  {'':<8} {'':>7}  {it['id']}")
-        else:
-            print(f"{n:>2}  {title:<{wide}}  {it['kind']:<8} {it['score']:>7.2f}  {it['anchor']}")
-        print(f"    {it['snippet'][:160]}")
-        for sub in it.get("also", []):  # its page's entries carried in this slot
-            print(f"    also {sub['anchor']}: {sub['snippet'][:120]}")
-    print(f"({res['used_tokens']}/{res['budget_tokens']} tokens, {res['omitted']} more left out)")
+    from wiki_memory.cli.recall_table import render
+
+    print(render(res))
     return 0
 
 
@@ -318,19 +318,19 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     """Rebuild index.db from the wiki folder: ``--wiki PATH``, else the folder the index
     was built from (a ``serve --wiki`` vault), else the data directory's ``wiki/``. With a
     server running, the server rebuilds (its own wiki)."""
-    from wiki_memory.cli.wiki import _wiki_settings
+    from wiki_memory.cli.wiki import wiki_settings
     from wiki_memory.datadir import ServerLock, ensure_layout
     from wiki_memory.index.store import Index, read_wiki_root
 
     explicit = bool(getattr(args, "wiki", None))
-    settings = _wiki_settings(args)
+    settings = wiki_settings(args)
     root = read_wiki_root(settings.index_path)
     if not explicit and root is not None and root != settings.wiki_dir and root.is_dir():
-        settings = _settings(args, wiki_path=root)
+        settings = cli_settings(args, wiki_path=root)
     ensure_layout(settings)
     lock = ServerLock(settings.data_dir)
     if getattr(args, "url", None) and not explicit:
-        res = _post(args, "/v1/admin/reindex", {}, timeout=3600)
+        res = post_json(args, "/v1/admin/reindex", {}, timeout=3600)
         print(f"reindexed {res['pages']} pages (by the server at {args.url})")
         return 0
     if lock.is_held_elsewhere():
@@ -338,7 +338,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
             raise CliError(
                 f"the running server serves {root}, not {settings.wiki_dir}: stop it first", 2
             )
-        res = _post(args, "/v1/admin/reindex", {}, timeout=3600)
+        res = post_json(args, "/v1/admin/reindex", {}, timeout=3600)
         print(f"reindexed {res['pages']} pages (by the running server)")
         return 0
 
@@ -407,9 +407,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("query")
     r.add_argument("--project")
     r.add_argument("--budget", type=int, default=1000, help="token budget (default 1000)")
+    r.add_argument("--cursor", type=int, default=0, help="the next page: a cursor printed before")
     r.add_argument(
         "--now",
         help="reference time for relative dates in the query (ISO-8601; default: the present)",
+    )
+    r.add_argument("--since", help="from this time: ISO-8601, YYYY, YYYY-MM or YYYY-MM-DD")
+    r.add_argument("--until", help="up to this time (the same forms as --since)")
+    r.add_argument(
+        "--tz",
+        help="your time zone, whose days 'yesterday' and bare dates are (IANA name or "
+        "+HH:MM; default: this machine's, from TZ or /etc/localtime)",
     )
     r.add_argument("--json", action="store_true", help="print the raw JSON")
     r.add_argument("--url", help="server URL (default: the one running on the data directory)")
@@ -425,21 +433,26 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--url", help="server URL")
     x.set_defaults(fn=cmd_reindex)
     from wiki_memory.cli import (
-        access,
         carry,
+        conflicts,
+        edit,
         handoffs,
         hooks,
         mcp,
+        remember,
         remove,
         replicas,
         setup,
         status,
+        tokens,
         uninstall,
+        unrendered,
         wiki,
     )
 
-    access.register(sub)
-    for module in (setup, uninstall, status, hooks, handoffs, mcp, wiki, remove, carry, replicas):
+    tokens.register(sub)
+    modules = (setup, uninstall, status, hooks, handoffs, mcp, wiki, remove, remember, carry, edit)
+    for module in (*modules, unrendered, replicas, conflicts):
         module.register(sub)
     return p
 

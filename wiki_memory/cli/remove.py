@@ -15,17 +15,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _post, _settings
+from wiki_memory.cli.common import CliError, cli_settings, post_json
 
 __all__ = ["register"]
 
 
-def _remote(args: argparse.Namespace) -> bool:
+def wants_remote(args: argparse.Namespace) -> bool:
     from wiki_memory.datadir import ServerLock
 
     if getattr(args, "url", None) or os.environ.get("WIKI_MEMORY_URL"):
         return True
-    return ServerLock(_settings(args).data_dir).is_held_elsewhere()
+    return ServerLock(cli_settings(args).data_dir).is_held_elsewhere()
 
 
 @contextmanager
@@ -37,7 +37,7 @@ def local_memory(args: argparse.Namespace) -> Iterator[Any]:
     from wiki_memory.core.memory import Memory
     from wiki_memory.datadir import DataDirLocked, ServerLock, ensure_layout
 
-    settings = _settings(args, watch=False)
+    settings = cli_settings(args, watch=False)
     ensure_layout(settings)
     lock = ServerLock(settings.data_dir)
     try:
@@ -56,7 +56,7 @@ def local_memory(args: argparse.Namespace) -> Iterator[Any]:
         lock.release()
 
 
-def _core(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def run_core(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run a core operation, turning its error into the table's exit status."""
     from wiki_memory.errors import WikiMemoryError, exit_status
     from wiki_memory.wiki.paths import PathRefused
@@ -70,16 +70,59 @@ def _core(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    """``forget PATH``: the page becomes ``state: forgotten``."""
+    """``forget PATH``: the page becomes ``state: forgotten``; ``forget --query Q
+    [--project P] --dry-run`` lists what the query would forget, ``--yes`` forgets it."""
     from wiki_memory.core.forget import forget_page
 
-    if _remote(args):
-        res = _post(args, "/v1/forget", {"path": args.path})
+    if args.query is not None:
+        return _forget_query(args)
+    if not args.path:
+        raise CliError("forget needs a PATH or --query", 2)
+    if wants_remote(args):
+        res = post_json(args, "/v1/forget", {"path": args.path})
     else:
         with local_memory(args) as memory:
-            res = _core(lambda: forget_page(memory, args.path, memory.owner))
+            res = run_core(lambda: forget_page(memory, args.path, memory.owner))
     word = "forgot" if res.get("changed") else "already forgotten:"
     print(f"{word} {res['path']} (left recall, briefs and listings; git keeps its history)")
+    return 0
+
+
+def _forget_query(args: argparse.Namespace) -> int:
+    from wiki_memory.core.forget import forget_query
+    from wiki_memory.core.quoting import qt
+
+    if args.path:
+        raise CliError("give a PATH or --query, not both", 2)
+    if not args.dry_run and not args.yes:
+        raise CliError(
+            "forget --query forgets every page it finds: look first with --dry-run, "
+            "then confirm with --yes",
+            2,
+        )
+    dry = bool(args.dry_run)
+    if wants_remote(args):
+        body: dict[str, Any] = {"query": args.query, "dry_run": dry}
+        if args.project:
+            body["project"] = args.project
+        res = post_json(args, "/v1/forget", body)
+    else:
+        with local_memory(args) as memory:
+            res = run_core(
+                lambda: forget_query(
+                    memory, args.query, memory.owner, project=args.project, dry_run=dry
+                )
+            )
+    word = "would forget" if dry else "forgot"
+    for p in res["pages"]:
+        if dry or p["path"] in res["forgotten"]:
+            print(f"{word}: {p['path']} {qt(p.get('title') or '')}")
+    for path in res["not_writable"]:
+        print(f"not yours to forget (read only): {path}")
+    n = len(res["pages"]) if dry else len(res["forgotten"])
+    more = " (more matched: narrow the query)" if res["more"] else ""
+    tail = "; run again with --yes instead of --dry-run to forget them" if dry and n else ""
+    print(f"{n} page(s) {word}{more}{tail}")
     return 0
 
 
@@ -100,15 +143,31 @@ def cmd_purge(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"path": args.path}
     if args.text:
         body["text"] = args.text
-    if _remote(args):
-        res = _post(args, "/v1/admin/purge", body, timeout=3600)
+    if wants_remote(args):
+        res = post_json(args, "/v1/admin/purge", body, timeout=3600)
     else:
         with local_memory(args) as memory:
-            res = _core(lambda: purge_page(memory, args.path, memory.owner, args.text))
+            res = run_core(lambda: purge_page(memory, args.path, memory.owner, args.text))
     print(
         f"purged {what}: {res['commits_rewritten']} commit(s) rewritten, "
         f"{res['versions']} stored version(s), refs moved: {', '.join(res['refs']) or 'none'}"
     )
+    removed = res.get("removed") or {}
+    if removed:
+        logs = removed.get("logs") or {}
+        print(
+            "copies removed: "
+            f"{removed.get('page_versions', 0)} page version(s), "
+            f"{removed.get('file_names', 0)} file name(s), "
+            f"{removed.get('links', 0)} linking version(s), "
+            f"{removed.get('commit_messages', 0)} commit message(s), "
+            f"{removed.get('spool_files', 0)} spool file(s), "
+            f"{sum(logs.values())} in logs ({', '.join(sorted(logs)) or 'none'}), "
+            f"{removed.get('use_record', 0)} in the use record, "
+            f"{removed.get('audit_lines', 0)} audit line(s)"
+        )
+    if res.get("renamed"):
+        print(f"the page is now {res['path']} (links to it follow)")
     print(f"deleted means: {res['deleted_means']}")
     remotes = res.get("remotes") or {}
     if remotes:
@@ -128,7 +187,13 @@ def register(sub: Any) -> None:
         "forget",
         help="forget a page: it leaves recall, briefs and listings; git keeps its history",
     )
-    f.add_argument("path", help="page path inside the wiki")
+    f.add_argument("path", nargs="?", help="page path inside the wiki")
+    f.add_argument(
+        "--query", help="forget the pages recall finds for these words that hold every one"
+    )
+    f.add_argument("--project", help="with --query: only this project's pages")
+    f.add_argument("--dry-run", action="store_true", help="with --query: list, forget nothing")
+    f.add_argument("--yes", action="store_true", help="with --query: forget what it lists")
     f.add_argument("--url", help="server URL (default: the one running on the data directory)")
     f.set_defaults(fn=cmd_forget)
     p = sub.add_parser(

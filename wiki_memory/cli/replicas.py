@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _post, _settings
-from wiki_memory.cli.remove import _core, _remote, local_memory
+from wiki_memory.cli.common import CliError, cli_settings, post_json
+from wiki_memory.cli.remove import local_memory, run_core, wants_remote
 
 __all__ = ["check_sync", "register", "status_line"]
 
@@ -22,18 +22,22 @@ def check_sync(ctx: Any) -> None:
     """doctor's ``sync`` check (registered in ``cli/doctor.py``): the sync state as key
     ``sync`` of the report, and one warning per thing a person should know
     (:func:`wiki_memory.core.sync.sync_lines`: sync failing since, a purge waiting for
-    ``sync --after-purge``, conflict copies to resolve)."""
+    ``sync --after-purge``, conflict copies to resolve: their fix is
+    ``wiki-memory sync-conflicts``)."""
     from wiki_memory.core.sync import sync_lines, sync_status
+    from wiki_memory.core.syncstate import CONFLICT_LINE
 
     wiki = ctx.settings.wiki_dir
     ctx.rep["sync"] = sync_status(wiki)
     for line in sync_lines(wiki):
-        ctx.warn(line, "wiki-memory sync")
+        conflict = line.startswith(CONFLICT_LINE)
+        ctx.warn(line, "wiki-memory sync-conflicts" if conflict else "wiki-memory sync")
 
 
 def status_line(settings: Any) -> dict[str, Any] | None:
     """status's ``sync`` line (registered in ``cli/setup.py``): ``{last_success,
-    last_error, conflicts, refused}`` (ISO-8601 UTC or None; the conflict copies' count;
+    last_error, failing_since, stopped, conflicts, refused}`` (ISO-8601 UTC or None; the
+    remotes whose sync stopped for an admin; the conflict copies' count;
     the count of incoming entries the border refused that the hub still carries), None
     with no remote configured."""
     from wiki_memory.core.sync import sync_status
@@ -41,9 +45,12 @@ def status_line(settings: Any) -> dict[str, Any] | None:
     st = sync_status(settings.wiki_dir)
     if not st["remotes"]:
         return None
+    failing = [r["failing_since"] for r in st["remotes"].values() if r.get("failing_since")]
     return {
         "last_success": st["last_success"],
         "last_error": st["last_error"],
+        "failing_since": min(failing, default=None),
+        "stopped": sorted(n for n, r in st["remotes"].items() if r.get("stopped")),
         "conflicts": len(st["conflicts"]),
         "refused": len(st["refused"]),
     }
@@ -53,7 +60,7 @@ def cmd_remote(args: argparse.Namespace) -> int:
     """``remote add NAME URL`` / ``remote list`` / ``remote remove NAME``."""
     from wiki_memory.wiki import replicate as rp
 
-    wiki = _settings(args, watch=False).wiki_dir
+    wiki = cli_settings(args, watch=False).wiki_dir
     if not (wiki / ".git").is_dir():
         raise CliError(f"no wiki at {wiki}: run `wiki-memory init` or start the server first", 4)
     try:
@@ -85,8 +92,8 @@ def _show(res: dict[str, Any]) -> None:
         if rep.get("remote_gc"):
             line += f"; old objects on the remote: {rep['remote_gc']}"
         print(line)
-        for path, copy in sorted(rep["conflicts"].items()):
-            print(f"  conflict: {path}: the other version is kept as {copy}")
+        for _copy, line in sorted(rep.get("notes", {}).items()):
+            print(f"  conflict: {line}")
         for r in rep.get("refused", []):
             print(f"  refused: {r['path']}: {r['reason']} (left out, the local version kept)")
         if rep.get("error"):
@@ -95,30 +102,44 @@ def _show(res: dict[str, Any]) -> None:
 
 def cmd_sync(args: argparse.Namespace) -> int:
     """``sync [NAME] [--after-purge]``: fetch, merge, push."""
-    if args.after_purge and not args.yes:
+    if (args.after_purge or args.rewrite_hub) and not args.yes:
         import sys
 
+        flag = "--after-purge" if args.after_purge else "--rewrite-hub"
         if not sys.stdin.isatty():
-            raise CliError("--after-purge replaces the remote's history: confirm with --yes", 2)
+            raise CliError(f"{flag} replaces the remote's history: confirm with --yes", 2)
         answer = input("Replace the remote's branch with this wiki's rewritten history? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             raise CliError("not confirmed: nothing was pushed", 1)
     body: dict[str, Any] = {"after_purge": bool(args.after_purge)}
+    if args.accept_deletions:
+        body["accept_deletions"] = True
+    if args.rewrite_hub:
+        body["rewrite_hub"] = True
     if args.name:
         body["remote"] = args.name
-    if _remote(args):
-        res = _post(args, "/v1/admin/sync", body, timeout=3600)
+    if wants_remote(args):
+        res = post_json(args, "/v1/admin/sync", body, timeout=3600)
     else:
         with local_memory(args) as memory:
 
             def run() -> dict[str, Any]:
-                reports = memory.sync.sync(args.name, after_purge=bool(args.after_purge))
+                reports = memory.sync.sync(
+                    args.name,
+                    after_purge=bool(args.after_purge),
+                    accept_deletions=bool(args.accept_deletions),
+                    rewrite_hub=bool(args.rewrite_hub),
+                )
                 return {"reports": [r.to_json() for r in reports], "status": memory.sync.status()}
 
-            res = _core(run)
+            res = run_core(run)
     _show(res)
-    for copy in res["status"].get("conflicts", []):
-        print(f"conflict copy to resolve: {copy}")
+    left = len(res["status"].get("conflicts", []))
+    if left:
+        print(
+            f"{left} conflict copy(ies) to resolve: `wiki-memory sync-conflicts` lists them, "
+            "`wiki-memory sync-conflicts resolve COPY --keep page|copy` keeps one side"
+        )
     return 0
 
 
@@ -139,6 +160,19 @@ def register(sub: Any) -> None:
         action="store_true",
         help="after a purge: replace the remote's branch with the rewritten history "
         "(force with lease; owner and admins)",
+    )
+    s.add_argument(
+        "--accept-deletions",
+        action="store_true",
+        help="apply a merge that stopped because it would delete many pages or follow a "
+        "rewritten hub (owner and admins)",
+    )
+    s.add_argument(
+        "--rewrite-hub",
+        action="store_true",
+        help="replace the remote's branch with this wiki's history projected afresh, "
+        "announced like a purge: drops what leaked to it (doctor's hub_leaks; force with "
+        "lease; owner and admins)",
     )
     s.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     s.add_argument("--url", help="server URL (default: the one running on the data directory)")

@@ -1,7 +1,7 @@
 """``wiki-memory setup``, ``uninstall`` and ``status``: memory that is always on.
 
 - ``setup [--dry-run]`` prints its plan, then: the data directory and the owner's token;
-  the per-user service generated from ``packaging/`` (:mod:`wiki_memory.harness.service`)
+  the per-user service generated from ``packaging/`` (:mod:`wiki_memory.harness.userservice`)
   installed, enabled and started (or, where no service manager answers, the server
   started in the background with a note on ``loginctl enable-linger``); hooks and MCP
   for every supported harness found on this machine; a self-check. Run again, it
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _settings
-from wiki_memory.cli.status import _server_running
+from wiki_memory.cli.common import CliError, cli_settings
+from wiki_memory.cli.status import server_running
 from wiki_memory.cli.uninstall import SETUP_RECORD, Record
 from wiki_memory.config import DEFAULT_PORT, Settings
 
@@ -116,7 +116,7 @@ def _serves_here(settings: Settings, address: str) -> bool:
     """True when the server holding this data directory's lock serves ``address``."""
     from wiki_memory.datadir import server_address
 
-    return _server_running(settings) and server_address(settings.data_dir) == address
+    return server_running(settings) and server_address(settings.data_dir) == address
 
 
 def _start_background(argv: list[str], settings: Settings) -> int:
@@ -142,18 +142,18 @@ def cmd_setup(args: argparse.Namespace) -> int:
     """Print the plan; unless ``--dry-run``, carry it out and run the self-check."""
     from wiki_memory.harness import hooks_install as hi
     from wiki_memory.harness import mcp_install as mi
-    from wiki_memory.harness import service
+    from wiki_memory.harness import userservice
 
-    settings = _settings(args)
+    settings = cli_settings(args)
     data_dir = settings.data_dir.expanduser().resolve()
     port = _port(args, settings)
     python = args.python or hi.interpreter_path()
-    argv = service.serve_argv(python, data_dir, "127.0.0.1", port)
-    kind = service.kind_for_platform()
-    unit_text = service.render(kind, argv, data_dir)
-    unit = service.unit_path(kind)
+    argv = userservice.serve_argv(python, data_dir, "127.0.0.1", port)
+    kind = userservice.kind_for_platform()
+    unit_text = userservice.render(kind, argv, data_dir)
+    unit = userservice.unit_path(kind)
     if args.print_unit:
-        print(service.render(args.print_unit, argv, data_dir), end="")
+        print(userservice.render(args.print_unit, argv, data_dir), end="")
         return 0
     found = detect_harnesses()
     hook_agents = [h.name for h in HARNESSES if h.hooks and h.name in found]
@@ -172,8 +172,9 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
     unit_same = unit.is_file() and unit.read_text(encoding="utf-8") == unit_text
     print("wiki-memory setup: the plan")
+    step = iter(range(1, 100))
     print(
-        f"  1. data directory {data_dir}: "
+        f"  {next(step)}. data directory {data_dir}: "
         + (
             "exists"
             if (data_dir / "auth" / "owner.token").is_file()
@@ -181,25 +182,30 @@ def cmd_setup(args: argparse.Namespace) -> int:
         )
     )
     print(
-        f"  2. service ({'launchd LaunchAgent' if kind == 'launchd' else 'systemd user unit'}) "
+        f"  {next(step)}. service "
+        f"({'launchd LaunchAgent' if kind == 'launchd' else 'systemd user unit'}) "
         f"{unit}: " + ("up to date" if unit_same else "write it")
     )
     print(f"     runs: {shlex.join(argv)}")
     print("     then enable it at login and start it (serving " + address + ")")
     if not found:
-        print("  3. harnesses: none found (Claude Code, Codex, Gemini CLI, Cursor)")
+        print(f"  {next(step)}. harnesses: none found (Claude Code, Codex, Gemini CLI, Cursor)")
     for p in hook_plans:
         print(
-            f"  3. hooks for {p.agent.label}: {p.path}: " + ("write" if p.changed else "up to date")
+            f"  {next(step)}. hooks for {p.agent.label}: {p.path}: "
+            + ("write" if p.changed else "up to date")
         )
     for mp in mcp_plans:
         print(
-            f"  4. MCP for {mi.CLIENTS[mp.client]}: {mp.path}: "
+            f"  {next(step)}. MCP for {mi.CLIENTS[mp.client]}: {mp.path}: "
             + ("write" if mp.changed else "up to date")
         )
     if not mcp_plans:
-        print("  4. MCP: nothing to set up (no harness found)")
-    print("  5. self-check: one observation in a reserved session, read back, then deleted")
+        print(f"  {next(step)}. MCP: nothing to set up (no harness found)")
+    print(
+        f"  {next(step)}. self-check: one observation in a reserved session, read back, "
+        "then deleted"
+    )
     if args.dry_run:
         print("(dry run: nothing was written; run `wiki-memory setup` to do it)")
         return 0
@@ -220,15 +226,15 @@ def cmd_setup(args: argparse.Namespace) -> int:
     if not unit_same:
         record.note_dirs(unit)
         created_unit = not unit.exists()
-        path, _ = service.install(kind, unit_text)
+        path, _ = userservice.install(kind, unit_text)
         record.wrote(path, created_unit, None)
         print(f"wrote {path}")
     record.service = {"kind": kind, "path": str(unit)}
-    running = _server_running(settings)
+    running = server_running(settings)
     # a server the manager did not start (`serve` in a terminal) keeps the data directory:
     # the service is only enabled then, and takes over at the next login or boot
-    managed = service.state(kind).active is True
-    started, notes = service.enable_and_start(
+    managed = userservice.state(kind).active is True
+    started, notes = userservice.enable_and_start(
         kind, restart=running and not unit_same, start=managed or not running
     )
     for n in notes:
@@ -253,7 +259,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
             print(
                 "  on a machine without a login session (a server, ssh only), let your user "
                 f"manager run at boot: `loginctl enable-linger {user}`, then "
-                f"`systemctl --user start {service.UNIT_NAME}`"
+                f"`systemctl --user start {userservice.UNIT_NAME}`"
             )
     record.save()
 
@@ -322,12 +328,30 @@ def cmd_setup(args: argparse.Namespace) -> int:
         failed = failed or not ok
     print()
     print("next:")
+    hint = path_hint(python)
+    if hint:
+        print(hint)
     print(f"  web view:  {address}/  (sign in with the token `wiki-memory token` prints)")
     print("  is it on:  wiki-memory status")
     print("  anything wrong: wiki-memory doctor")
     if record.hooks or record.mcp:
         print("  restart your agent sessions so they load the hooks and the MCP server")
     return 1 if failed else 0
+
+
+def path_hint(python: str) -> str | None:
+    """How to put ``wiki-memory`` on ``PATH``, said once by setup, when the name does not
+    resolve there but the console script sits beside ``python`` (a venv install); None
+    otherwise. The hooks spell the brief's commands with the script's full path then."""
+    script = Path(python).parent / "wiki-memory"
+    if shutil.which("wiki-memory") is not None or not script.is_file():
+        return None
+    folder = shlex.quote(str(script.parent))
+    return (
+        f"  on PATH:   `wiki-memory` is not on your PATH; add its folder in your shell's "
+        f'profile (`export PATH={folder}:"$PATH"`) or link it: '
+        f"`ln -s {shlex.quote(str(script))} ~/.local/bin/`"
+    )
 
 
 def self_check(settings: Settings, address: str, hook_agents: list[str]) -> tuple[bool, str]:

@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.cli.common import _settings
+from wiki_memory.cli.common import cli_settings
 from wiki_memory.config import Settings
 
 __all__ = ["STATUS_LINES", "cmd_status", "register", "register_status", "status_report"]
 
 
-def _server_running(settings: Settings) -> bool:
+def server_running(settings: Settings) -> bool:
     from wiki_memory.datadir import ServerLock
 
     return settings.data_dir.exists() and ServerLock(settings.data_dir).is_held_elsewhere()
@@ -39,6 +39,7 @@ def register_status(name: str, function: str) -> None:
 
 
 register_status("sync", "wiki_memory.cli.replicas:status_line")
+register_status("unrendered_events", "wiki_memory.cli.checks_store:unrendered_line")
 
 
 def _extra_status(settings: Settings) -> dict[str, Any]:
@@ -67,14 +68,15 @@ def status_report(settings: Settings) -> dict[str, Any]:
     "service": {"kind", "path", "installed", "enabled", "active", ...}, "ok"}``. ``ok``
     is False when no server runs, commits stall, events are queued or the index lags.
     ``uptime_seconds`` is measured from the server's start as ``server.json`` records it."""
-    from wiki_memory.cli.checks_store import _scan_files, check_index
+    from wiki_memory.cli.checks_install import hooks_installed, unit_data_dir
+    from wiki_memory.cli.checks_store import check_index, scan_files
     from wiki_memory.cli.doctor import Context
-    from wiki_memory.harness import service
+    from wiki_memory.harness import userservice
     from wiki_memory.harness.outbox import status as outbox_status
 
     data_dir = settings.data_dir
     rep: dict[str, Any] = {"data_dir": str(data_dir)}
-    running = _server_running(settings)
+    running = server_running(settings)
     srv: dict[str, Any] = {"running": running, "reachable": False}
     health = None
     if running:
@@ -86,9 +88,9 @@ def status_report(settings: Settings) -> dict[str, Any]:
         srv["address"] = info.get("address")
         if info.get("started"):
             srv["uptime_seconds"] = round(time.time() - float(info["started"]), 1)
-        from wiki_memory.cli.checks_install import _server_health
+        from wiki_memory.cli.checks_install import server_health
 
-        health = _server_health(srv.get("address"), settings.ca_file)
+        health = server_health(srv.get("address"), settings.ca_file)
         if health is not None:
             srv["reachable"] = True
             srv["version"] = health.get("version")
@@ -124,7 +126,7 @@ def status_report(settings: Settings) -> dict[str, Any]:
     if settings.wiki_dir.is_dir():
         ctx = Context(settings, wait_seconds=0)
         ctx.running = running
-        ctx.on_disk, _ = _scan_files(settings.wiki_dir)
+        ctx.on_disk, _ = scan_files(settings.wiki_dir)
         ctx.rep["pages"] = {}
         check_index(ctx)
         rep["pages"] = len(ctx.on_disk)
@@ -133,8 +135,13 @@ def status_report(settings: Settings) -> dict[str, Any]:
     else:
         rep["pages"] = 0
         rep["index"] = None
-    kind = service.kind_for_platform()
-    rep["service"] = service.state(kind).as_dict()
+    kind = userservice.kind_for_platform()
+    st = userservice.state(kind)
+    rep["service"] = st.as_dict()
+    serves = unit_data_dir(st.path) if st.installed else None
+    rep["service"]["data_dir"] = serves
+    rep["service"]["for_this_data_dir"] = serves == str(data_dir.expanduser().resolve())
+    rep["hooks_installed"] = hooks_installed()
     rep.update(_extra_status(settings))
     rep["ok"] = bool(
         running
@@ -174,7 +181,7 @@ def _age(seconds: float) -> str:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Print :func:`status_report`; exit 0 when memory is on, 1 when something is off."""
-    rep = status_report(_settings(args))
+    rep = status_report(cli_settings(args))
     if args.json:
         print(json.dumps(rep, indent=1, ensure_ascii=False))
         return 0 if rep["ok"] else 1
@@ -185,7 +192,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         reach = "" if srv["reachable"] else " (NOT answering)"
         print(f"server:    running, pid {srv.get('pid')}, {srv.get('address')}{ver}{up}{reach}")
     else:
-        print("server:    NOT running (hooks spool to the outbox; `wiki-memory setup` or `serve`)")
+        spool = "hooks spool to the outbox; " if rep.get("hooks_installed") else ""
+        print(f"server:    NOT running ({spool}`wiki-memory setup` or `serve`)")
     print(f"data dir:  {rep['data_dir']}")
     print(f"pages:     {rep['pages']}   open sessions: {rep['open_sessions']}")
     ob = rep["outbox"]
@@ -205,15 +213,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"index:     {idx['pages']} pages, lag {idx['lag']}")
     w = rep["watcher"]
     print("watcher:   " + ("alive" if w else "unknown" if w is None else "NOT running"))
-    svc = rep["service"]
-    print(
-        f"service:   {svc['path']}: "
-        + (
-            ("installed, " + ("enabled" if svc["enabled"] else "not enabled"))
-            if svc["installed"]
-            else "not installed (`wiki-memory setup`)"
-        )
-    )
+    from wiki_memory.harness.userservice import describe
+
+    print(f"service:   {describe(rep['service'])}")
     for name in STATUS_LINES:
         if rep.get(name) is not None:
             value = rep[name]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.cli.common import _settings
+from wiki_memory.cli.common import cli_settings
 from wiki_memory.config import Settings
 
 __all__ = ["SETUP_RECORD", "Record", "cmd_uninstall", "register"]
@@ -93,7 +93,7 @@ class Record:
                 self.dirs.append(m)
 
     def wrote(self, path: Path, created: bool, backup: Path | None) -> None:
-        from wiki_memory.harness.service import digest
+        from wiki_memory.harness.userservice import digest
 
         key = str(path)
         old = self.files.get(key)
@@ -130,19 +130,22 @@ def _backups(path: Path) -> set[Path]:
 
 
 def cmd_uninstall(args: argparse.Namespace) -> int:
-    """Undo what ``setup`` recorded: the service, our hooks and MCP entries, the folders
-    it made; keep files the user changed since, and the data directory."""
+    """Undo what ``setup`` recorded: the service, our hooks and MCP entries, the harness
+    files it created that are left empty, the folders it made; keep files the user changed
+    since, and the data directory. ``--dry-run`` says what it would do and does nothing."""
     from wiki_memory.harness import hooks_install as hi
     from wiki_memory.harness import mcp_install as mi
-    from wiki_memory.harness import service
-    from wiki_memory.harness.service import digest
+    from wiki_memory.harness import userservice
+    from wiki_memory.harness.userservice import digest
 
-    settings = _settings(args)
+    settings = cli_settings(args)
     data_dir = settings.data_dir.expanduser().resolve()
     record = Record.load(data_dir / SETUP_RECORD)
     if not record.path.exists():
         print(f"nothing to undo: no {SETUP_RECORD} in {data_dir} (setup was not run here)")
         return 0
+    dry = bool(getattr(args, "dry_run", False))
+    would = "would remove" if dry else "removed"
     kept: list[str] = []
 
     def unchanged(path: Path) -> bool:
@@ -158,14 +161,19 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
         unit = Path(record.service["path"])
         if unit.exists() and not unchanged(unit):
             kept.append(f"{unit} (changed since setup: left installed and enabled)")
+        elif dry:
+            print(f"would stop and disable the service and remove {unit}")
         else:
-            for n in service.stop_and_disable(kind):
+            for n in userservice.stop_and_disable(kind):
                 print(f"note: {n}")
             if unit.exists():
                 unit.unlink()
                 print(f"removed {unit}")
     if record.background_pid:
-        _stop_background(settings, record.background_pid)
+        if dry:
+            print(f"would stop the server setup started (pid {record.background_pid})")
+        else:
+            _stop_background(settings, record.background_pid)
     # hooks and MCP: only our entries go; the rest of each file stays as it is now
     for agent in record.hooks:
         path = hi.AGENTS[agent].default_path()
@@ -174,12 +182,14 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
             if plan.changed:
                 before = _backups(path)
                 if record.files.get(str(path), {}).get("created") and not _meaningful(plan.after):
-                    path.unlink()
-                    print(f"removed {path}")
+                    if not dry:
+                        path.unlink()
+                    print(f"{would} {path}")
                 else:
-                    hi.apply(plan)
-                    _remove_own_backup(path, before)
-                    print(f"removed our hooks from {path}")
+                    if not dry:
+                        hi.apply(plan)
+                        _remove_own_backup(path, before)
+                    print(f"{would} our hooks from {path}")
         except hi.InstallError as exc:
             kept.append(f"{path} ({exc})")
     for client in record.mcp:
@@ -187,17 +197,30 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
             mplan = mi.plan_uninstall(client, data_dir=data_dir)
             if mplan.changed:
                 before = _backups(mplan.path)
-                mi.apply(mplan)
-                _remove_own_backup(mplan.path, before)
+                if not dry:
+                    mi.apply(mplan)
+                    _remove_own_backup(mplan.path, before)
                 print(
-                    f"removed {mplan.path}"
+                    f"{would} {mplan.path}"
                     if mplan.delete
-                    else f"removed our MCP server from {mplan.path}"
+                    else f"{would} our MCP server from {mplan.path}"
                 )
             elif mplan.notes and mplan.path.exists() and mi.read_entry(client, mplan.path):
                 kept.append(f"{mplan.path}: " + "; ".join(mplan.notes))
         except mi.InstallError as exc:
             kept.append(f"{client} ({exc})")
+    if dry:
+        for k in kept:
+            print(f"would keep: {k}")
+        print(f"(dry run: nothing was changed; the data directory {data_dir} stays either way)")
+        return 0
+    # a harness file setup created and our removals left empty (`{}`) goes too: the next
+    # setup would take it for an installed harness
+    for key, info in record.files.items():
+        p = Path(key)
+        if info.get("created") and p.is_file() and _left_empty(p):
+            p.unlink()
+            print(f"removed {p} (nothing left in it)")
     # setup's backups: gone once the file is back to the same bytes (nothing is lost)
     for key, backups in record.backups.items():
         for b in map(Path, backups):
@@ -222,6 +245,32 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
         "yourself if you mean to"
     )
     return 0
+
+
+def _left_empty(path: Path) -> bool:
+    """True for a harness settings file holding nothing: blank, or JSON with only empty
+    tables (``{}``, ``{"hooks": {}}``)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not text.strip():
+        return True
+    if path.suffix != ".json":
+        return False
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and _holds_nothing(obj)
+
+
+def _holds_nothing(v: Any) -> bool:
+    if isinstance(v, dict):
+        return all(_holds_nothing(x) for x in v.values())
+    if isinstance(v, list):
+        return all(_holds_nothing(x) for x in v)
+    return v is None or v == ""
 
 
 def _meaningful(obj: dict[str, Any]) -> bool:
@@ -251,5 +300,16 @@ def _stop_background(settings: Settings, pid: int) -> None:
 
 def register(sub: Any) -> None:
     """Add ``uninstall`` to the ``wiki-memory`` parser."""
-    u = sub.add_parser("uninstall", help="remove what setup added (keeps the data directory)")
+    u = sub.add_parser(
+        "uninstall",
+        help="remove what setup added (keeps the data directory)",
+        description=(
+            "Undo what `wiki-memory setup` recorded in <data dir>/setup.json: stop and "
+            "remove the service, take our hooks and MCP entries out of each harness's "
+            "files (removing files setup created that are left empty), and remove the "
+            "folders setup made. Files you changed since are kept and named. Your pages, "
+            "their history and the token stay in the data directory."
+        ),
+    )
+    u.add_argument("--dry-run", action="store_true", help="say what would go; change nothing")
     u.set_defaults(fn=cmd_uninstall)

@@ -23,19 +23,19 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _settings
+from wiki_memory.cli.common import CliError, cli_settings
 from wiki_memory.cli.doctor import doctor_report, fix, print_report
 from wiki_memory.config import Settings
 
 
-def _wiki_settings(args: argparse.Namespace) -> Settings:
+def wiki_settings(args: argparse.Namespace) -> Settings:
     extra: dict[str, Any] = {}
     if getattr(args, "wiki", None):
         wiki = Path(args.wiki).expanduser().resolve()
         if not wiki.is_dir():
             raise CliError(f"--wiki {args.wiki}: not a folder", 2)
         extra["wiki_path"] = wiki
-    return _settings(args, **extra)
+    return cli_settings(args, **extra)
 
 
 # --------------------------------------------------------------------------- import
@@ -48,9 +48,9 @@ def _skip_file(rel_parts: tuple[str, ...]) -> bool:
     name = rel_parts[-1]
     if rel_parts[0] == ".obsidian":
         return name.startswith("workspace")
-    from wiki_memory.index.watcher import _ignored_name
+    from wiki_memory.index.watcher import ignored_name
 
-    return _ignored_name(name)
+    return ignored_name(name)
 
 
 def import_vault(src: Path, wiki: Path, into: str = "") -> dict[str, list[str]]:
@@ -70,7 +70,7 @@ def import_vault(src: Path, wiki: Path, into: str = "") -> dict[str, list[str]]:
     Raises ValueError when one folder holds the other.
     """
     from wiki_memory.wiki.border import Entry, Limits, Source, check
-    from wiki_memory.wiki.inside import Outside, write_inside
+    from wiki_memory.wiki.inside import Outside, open_inside, write_inside
     from wiki_memory.wiki.paths import is_plain
 
     src = src.resolve()
@@ -112,10 +112,11 @@ def import_vault(src: Path, wiki: Path, into: str = "") -> dict[str, list[str]]:
     for entry in verdict.accepted:
         wrel, s = entry.path, origin[entry.path]
         try:
-            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-            fd = os.open(s, flags)  # never blocks on a FIFO swapped in since the lstat
+            # no link followed on the way either (a folder swapped for one since the
+            # listing), and no FIFO blocks
+            fd = open_inside(src, s.relative_to(src).as_posix(), git_ok=True)
         except OSError as exc:
-            out["skipped"].append(f"{wrel} (unreadable: {exc.strerror})")
+            out["skipped"].append(f"{wrel} (unreadable: {exc.strerror or exc})")
             continue
         with os.fdopen(fd, "rb") as fh:
             st = os.fstat(fh.fileno())
@@ -155,7 +156,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     src = Path(args.path).expanduser()
     if not src.is_dir():
         raise CliError(f"{args.path}: not a folder", 2)
-    settings = _wiki_settings(args)
+    settings = wiki_settings(args)
     ensure_layout(settings)
     owner = TokenStore(settings.auth_dir).owner_name()
     store = GitStore(settings.wiki_dir)  # a new wiki gets its repository before the copy
@@ -209,7 +210,7 @@ def _import_json(args: argparse.Namespace) -> int:
     from wiki_memory.wiki.inside import Outside, write_inside
     from wiki_memory.wiki.paths import is_plain
 
-    settings = _wiki_settings(args)
+    settings = wiki_settings(args)
     ensure_layout(settings)
     owner = TokenStore(settings.auth_dir).owner_name()
     wiki = settings.wiki_dir
@@ -218,6 +219,7 @@ def _import_json(args: argparse.Namespace) -> int:
     same: list[str] = []
     conflicts: list[str] = []
     refused: list[str] = []
+    use_rows: list[dict[str, Any]] = []  # the use record's rows (core.userecord)
     room = shutil.disk_usage(wiki).free
     try:
         try:
@@ -226,7 +228,8 @@ def _import_json(args: argparse.Namespace) -> int:
             raise CliError(f"cannot read {args.path}: {exc}", 2) from None
         bar = tqdm(unit="page", disable=not sys.stderr.isatty())
         try:
-            for n, rel, raw in read_export(f):
+            for rec in read_export(f, use_rows.append):
+                n, rel, raw = rec.line, rec.path, rec.raw
                 bar.update(1)
                 verdict = check(
                     [Entry(rel, 0o100644, len(raw))],
@@ -236,8 +239,9 @@ def _import_json(args: argparse.Namespace) -> int:
                 if verdict.refused:
                     refused.append(f"line {n}: {rel!r} ({verdict.refused[0].reason})")
                     continue
-                if not rel.endswith(".md"):
-                    refused.append(f"line {n}: {rel!r} (not a page: .md)")
+                if rel.endswith(".md") == (rec.kind == "attachment"):
+                    want = "a file other than .md" if rec.kind == "attachment" else "a .md page"
+                    refused.append(f"line {n}: {rel!r} (not {want})")
                     continue
                 room -= len(raw)
                 target = wiki / rel
@@ -252,6 +256,9 @@ def _import_json(args: argparse.Namespace) -> int:
                 except (Outside, IsADirectoryError, NotADirectoryError):
                     conflicts.append(rel)
                     continue
+                if rec.mtime is not None:
+                    # the time recall filters on for a page without frontmatter times
+                    os.utime(target, (rec.mtime, rec.mtime), follow_symlinks=False)
                 written.append(rel)
         except ValueError as exc:
             raise CliError(f"{args.path}: {exc}", 2) from None
@@ -259,15 +266,26 @@ def _import_json(args: argparse.Namespace) -> int:
             bar.close()
             if f is not sys.stdin:
                 f.close()
+        pages = sum(1 for p in written if p.endswith(".md"))
         if written:
             store.commit(
-                written, owner, author_email_for(owner), f"Import {len(written)} pages (JSON)"
+                written,
+                owner,
+                author_email_for(owner),
+                f"Import {pages} pages and {len(written) - pages} attachments (JSON)",
             )
     finally:
         store.close()
-    print(f"imported {len(written)} pages into {wiki}")
-    if same:
-        print(f"{len(same)} pages were already there with the same content")
+    print(
+        f"imported into {wiki}: {len(written)} written ({pages} pages, "
+        f"{len(written) - pages} attachments), {len(same)} identical, "
+        f"{len(conflicts)} conflicting, {len(refused)} refused"
+    )
+    if use_rows:
+        from wiki_memory.core.userecord import UseRecord
+
+        n_use = UseRecord(settings.data_dir).merge(use_rows)
+        print(f"use record: {n_use} of {len(use_rows)} rows taken")
     for p in conflicts:
         print(f"not written: {p} (a different file already has this name)", file=sys.stderr)
     for p in refused:
@@ -277,7 +295,7 @@ def _import_json(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Check the wiki and print what is wrong; exit 1 on errors (``--strict``: warnings too)."""
-    settings = _wiki_settings(args)
+    settings = wiki_settings(args)
     if getattr(args, "fix", False):
         fix(settings, follow_index=not getattr(args, "wiki", None))
     rep = doctor_report(settings, follow_index=not getattr(args, "wiki", None))

@@ -27,9 +27,9 @@ import hashlib
 import io
 import json
 import os
+import resource
 import shutil
 import stat
-import sys
 import tarfile
 import tempfile
 import time
@@ -49,9 +49,12 @@ from wiki_memory.core.backup_format import (
     BackupFile,
     Sealer,
 )
+from wiki_memory.core.backup_partial import BACKUP_PAUSE_ENV, Partial, clear_stale
+from wiki_memory.core.backup_times import file_times, keep_file_times
+from wiki_memory.core.pausepoint import pause
 from wiki_memory.wiki.border import Entry, Limits, Refusal, Source, check
 from wiki_memory.wiki.bundle import BundleRefused, read_bundle_into, write_bundle
-from wiki_memory.wiki.inside import stream_inside
+from wiki_memory.wiki.inside import Outside, stream_inside
 
 __all__ = [
     "CONNECTION_SETTINGS",
@@ -62,7 +65,10 @@ __all__ = [
     "verify",
 ]
 
-FORMAT = 1
+FORMAT = 2
+"""The manifest's format: 2 adds the use record (``use/``); a backup of format 1 (without
+it) restores as before."""
+READABLE_FORMATS = (1, 2)
 #: a manifest, at most (about 150 bytes a member)
 MANIFEST_MAX = 64 << 20
 #: the members of one backup, at most (the first read notes each name)
@@ -90,7 +96,7 @@ _SHOWN = 20
 #: what a backup holds besides the bundle: (path in the data directory, recursive)
 def _members(settings: Settings) -> Iterator[tuple[str, Path]]:
     data = settings.data_dir
-    for sub in ("spool", "auth"):
+    for sub in ("spool", "auth", "use"):
         root = data / sub
         if root.is_dir():
             for f in sorted(root.rglob("*")):
@@ -102,16 +108,46 @@ def _members(settings: Settings) -> Iterator[tuple[str, Path]]:
             yield rel, f
 
 
+def _open_members(settings: Settings) -> list[tuple[str, IO[bytes], int]]:
+    """Every member file (:func:`_members`) opened now, with its size now: what the
+    backup holds is the data directory at this moment, whatever a running server
+    appends, compiles or removes afterwards (an event acknowledged before is in the
+    spool file then, or in a commit the bundle, written later, holds). The soft limit of
+    open files is raised to the hard one for that. The caller closes the files."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):
+        pass
+    out: list[tuple[str, IO[bytes], int]] = []
+    try:
+        for rel, f in _members(settings):
+            try:
+                fh = open(f, "rb")  # noqa: SIM115 - closed by the caller
+            except FileNotFoundError:
+                continue  # gone since it was listed (a session compiled and dropped)
+            out.append((rel, fh, os.fstat(fh.fileno()).st_size))
+    except BaseException:
+        for _rel, opened, _size in out:
+            opened.close()
+        raise
+    return out
+
+
 def _add(tar: tarfile.TarFile, name: str, f: IO[bytes], size: int, sums: dict[str, Any]) -> None:
-    """Add ``size`` bytes of ``f`` as ``name``, recording their sha256."""
+    """Add the first ``size`` bytes of ``f`` as ``name``, recording their sha256 (bytes
+    appended to the file since its size was taken are not read)."""
     digest = hashlib.sha256()
+    left = [size]
 
     class _Tee(io.RawIOBase):
         def readable(self) -> bool:
             return True
 
         def readinto(self, b: Any) -> int:
-            data = f.read(len(b))
+            data = f.read(min(len(b), left[0]))
+            left[0] -= len(data)
             digest.update(data)
             b[: len(data)] = data
             return len(data)
@@ -122,28 +158,51 @@ def _add(tar: tarfile.TarFile, name: str, f: IO[bytes], size: int, sums: dict[st
     sums[name] = {"sha256": digest.hexdigest(), "size": size}
 
 
-def backup(settings: Settings, target: Path, passphrase: str | None = None) -> dict[str, Any]:
+def _step(step: str) -> None:
+    pause(BACKUP_PAUSE_ENV, "backup", step)
+
+
+def backup(
+    settings: Settings,
+    target: Path,
+    passphrase: str | None = None,
+    cleared: list[Path] | None = None,
+) -> dict[str, Any]:
     """Write a backup of the data directory of ``settings`` to ``target`` (created with
     mode 0600, replaced only once complete and verified) and return its manifest.
-    Raises BackupError (a passphrase under :data:`MIN_PASSPHRASE` characters, the wiki
-    has no git repository or a damaged one, the file cannot be written)."""
+
+    First the temporary files a stopped backup left beside ``target`` are removed
+    (:func:`wiki_memory.core.backup_partial.clear_stale`; appended to ``cleared`` when
+    given). A backup killed at any step leaves ``target`` as it was (or absent) and
+    only such temporary files. Raises BackupError (a passphrase under
+    :data:`MIN_PASSPHRASE` characters, the wiki has no git repository or a damaged one,
+    the file cannot be written)."""
     wiki = settings.wiki_dir
     if passphrase is not None and len(passphrase) < MIN_PASSPHRASE:
         raise BackupError(f"a passphrase needs at least {MIN_PASSPHRASE} characters")
     if not (wiki / ".git").exists():
         raise BackupError(f"{wiki} is not a git repository")
     target = Path(target)
-    fd, tmp_name = tempfile.mkstemp(prefix=".backup-", dir=target.parent)
-    tmp = Path(tmp_name)
-    bundle_tmp = target.parent / (tmp.name + ".bundle")
+    _step("started")
+    gone = clear_stale(target.parent)
+    if cleared is not None:
+        cleared.extend(gone)
+    _step("cleared")
+    part = Partial(target.parent)
+    fd, tmp, bundle_tmp = part.fd, part.path, part.bundle
+    held: list[tuple[str, IO[bytes], int]] = []
     try:
         os.fchmod(fd, 0o600)
+        _step("temporary")
+        held = _open_members(settings)
+        _step("opened")
         bfd = os.open(bundle_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(bfd, "wb") as bf:
             try:
                 refs = write_bundle(wiki, bf)
             except (ValueError, KeyError) as exc:  # a missing or damaged object
                 raise BackupError(f"the wiki's repository cannot be read whole: {exc}") from None
+        _step("bundle")
         sums: dict[str, Any] = {}
         with os.fdopen(fd, "wb") as raw:
             fd = -1
@@ -151,32 +210,38 @@ def backup(settings: Settings, target: Path, passphrase: str | None = None) -> d
             with tarfile.open(fileobj=sink, mode="w|", format=tarfile.PAX_FORMAT) as tar:
                 with open(bundle_tmp, "rb") as bf:
                     _add(tar, "wiki.bundle", bf, bundle_tmp.stat().st_size, sums)
-                for rel, f in _members(settings):
-                    with open(f, "rb") as src:
-                        _add(tar, rel, src, os.fstat(src.fileno()).st_size, sums)
+                _step("member")
+                for rel, src, size in held:
+                    _add(tar, rel, src, size, sums)
+                _step("members")
                 manifest = {
                     "format": FORMAT,
                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "refs": refs,
                     "files": sums,
+                    "mtimes": file_times(wiki),
                 }
                 body = json.dumps(manifest, indent=1, sort_keys=True).encode()
                 _add(tar, "manifest.json", io.BytesIO(body), len(body), {})
+                _step("manifest")
             if passphrase:
                 sink.close()
             raw.flush()
             os.fsync(raw.fileno())
+        bundle_tmp.unlink()
+        _step("written")
         verify(tmp, passphrase)
+        _step("verified")
         os.replace(tmp, target)
+        _fsync_dir(target.parent)
+        _step("replaced")
         return manifest
     finally:
         if fd >= 0:
             os.close(fd)
-        for p in (tmp, bundle_tmp):
-            try:
-                p.unlink()
-            except FileNotFoundError:
-                pass
+        for _rel, src, _size in held:
+            src.close()
+        part.close()
 
 
 @dataclass(frozen=True)
@@ -226,8 +291,8 @@ def _members_of(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
 
 def _listing(manifest: Any) -> dict[str, _Listed]:
     """The manifest's ``files``, every value checked for shape. Raises BackupError."""
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise BackupError("the backup's manifest is not of format 1")
+    if not isinstance(manifest, dict) or manifest.get("format") not in READABLE_FORMATS:
+        raise BackupError("the backup's manifest is not of format 1 or 2")
     files, refs = manifest.get("files"), manifest.get("refs")
     if not isinstance(files, dict) or not isinstance(refs, dict):
         raise BackupError("the backup's manifest has no list of files or refs")
@@ -334,7 +399,11 @@ def _copy(
                     for _block in blocks():
                         pass
                 else:
-                    stream_inside(into, info.name, blocks(), perm=0o600)
+                    try:
+                        stream_inside(into, info.name, blocks(), perm=0o600)
+                    except (Outside, IsADirectoryError, NotADirectoryError, FileExistsError):
+                        # listed twice in effect: a file and a folder of that name
+                        raise BackupError(f"{info.name!r} clashes with another member") from None
                 if digest.hexdigest() != want.sha256:
                     raise BackupError(f"{info.name!r} in the backup does not match its manifest")
                 done.add(info.name)
@@ -375,10 +444,7 @@ class Restored:
 def _pause(step: str) -> None:
     """Stop at the restore step named by ``$WIKI_MEMORY_RESTORE_PAUSE_AT`` (a test's kill
     point): one line on standard error, then sleep."""
-    if os.environ.get(PAUSE_ENV) == step:
-        sys.stderr.write(f"restore paused at {step}\n")
-        sys.stderr.flush()
-        time.sleep(3600)
+    pause(PAUSE_ENV, "restore", step)
 
 
 def _connection(config: Path) -> tuple[dict[str, Any], list[str]]:
@@ -460,6 +526,7 @@ def restore(settings: Settings, path: Path, passphrase: str | None = None) -> Re
         except (ValueError, KeyError, ChecksumMismatch) as exc:
             raise BackupError(f"the backup's wiki cannot be read: {exc}") from None
         bundle.unlink()
+        keep_file_times(staging / "wiki", scan.manifest.get("mtimes"))
         _pause("checked-out")
         connection, warnings = _connection(staging / "config.toml")
         _fsync_dir(staging)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from wiki_memory.capture.echo import strip_echo
 from wiki_memory.capture.observation import (
     Observation,
     ObservationError,
@@ -20,14 +21,14 @@ from wiki_memory.capture.observation import (
     session_key,
 )
 from wiki_memory.capture.private import may_hold_private, strip_private, strip_private_obj
-from wiki_memory.capture.project import resolve_project
 from wiki_memory.capture.sanitize import redact_obj
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.capture.syncer import SpoolSyncer
+from wiki_memory.core.idwait import IdWait, by_repository
 from wiki_memory.core.sessions import END_KINDS
 from wiki_memory.diskfull import DiskState, is_disk_full
 from wiki_memory.errors import CaptureRefused, DiskFull, WikiMemoryError
-from wiki_memory.identity import Identity
+from wiki_memory.identity import Identity, creation_refusal
 from wiki_memory.index.store import Index
 
 __all__ = [
@@ -57,11 +58,6 @@ COMPILE_KINDS = {"stop", "session_end", "turn"}
 #: most events in one request (a list)
 MAX_EVENTS = 1000
 
-#: how long the server's own project look-up of a folder is reused, in seconds (for
-#: senders that name no project; the hook resolves its events itself): a
-#: ``.wiki-memory.toml`` or ``.git`` made in that folder counts from then on
-PROJECT_CACHE_SECONDS = 2.0
-
 #: an observation's string fields that are sanitized like its payload
 _FIELDS = ("harness", "event", "cwd", "project", "session_id", "event_id")
 
@@ -76,6 +72,9 @@ class Written:
     target: int
     rows: list[dict[str, Any]]
     to_compile: dict[str, bool]
+    #: files of events that waited for their repository id and are in this write
+    #: (:class:`~wiki_memory.core.idwait.IdWait`): forgotten after the fsync
+    taken: list[Any] = field(default_factory=list)
 
 
 class Capture:
@@ -94,8 +93,10 @@ class Capture:
         self.request_compile = request_compile
         #: the fsyncs :meth:`capture_async` awaits
         self.syncer = SpoolSyncer(spool)
-        #: cwd -> (monotonic seconds, its resolution): see :meth:`_resolve`
-        self._projects: dict[str, tuple[float, Any]] = {}
+        #: repository ids → projects (:class:`wiki_memory.core.repos.RepoMap`; None: off)
+        self.repos: Any = None
+        #: id-less events that wait for their repository's id (wiki_memory.core.idwait)
+        self.held = IdWait(spool.dir / "held")
         #: called with the parsed events and the caller before anything is stored; it
         #: returns, per event, None (allowed) or the error refusing it (:class:`CaptureGate`)
         self.gate: (
@@ -129,6 +130,7 @@ class Capture:
         try:
             self.spool.sync_to(written.target)
         except OSError as exc:
+            self._untake(written)
             raise self._failed(exc) from exc
         return self.finish(written)
 
@@ -143,6 +145,7 @@ class Capture:
         try:
             await self.syncer.wait(written.target)
         except OSError as exc:
+            self._untake(written)
             raise self._failed(exc) from exc
         return self.finish(written)
 
@@ -163,51 +166,57 @@ class Capture:
             raise ObservationError("body", f"at most {MAX_EVENTS} events per request")
         now = time.time()
         parsed: list[Observation | WikiMemoryError] = []
-        projects: dict[str, Any] = {}  # cwd -> resolution, looked up once per request
         private = raw is None or may_hold_private(raw)
         for ev in events:
             try:
-                parsed.append(self._place(parse_event(ev, user, now), projects, private))
+                parsed.append(self._place(parse_event(ev, user, now), private))
             except ObservationError as exc:
                 if single:
                     raise
                 parsed.append(exc)
-        if self.gate is not None:
-            # the right to write each event's project, before any payload is scanned
-            good = [p for p in parsed if isinstance(p, Observation)]
-            refusals = iter(self.gate(good, who) if good else [])
-            for i, p in enumerate(parsed):
-                if isinstance(p, Observation):
-                    refused = next(refusals)
-                    if refused is not None:
-                        if single:
-                            raise refused
-                        parsed[i] = refused
-        for i, p in enumerate(parsed):
-            if isinstance(p, Observation):
-                try:
-                    self._scrub(p, private)
-                except ObservationError as exc:
-                    if single:
-                        raise
-                    parsed[i] = exc
-        good = [p for p in parsed if isinstance(p, Observation)]
+        # a repository's events go to its project (wiki_memory.core.repos): placed now,
+        # bound once accepted; an id-less event of a name bound to an id waits for its
+        # session's id (wiki_memory.core.idwait), and the events that waited come back
+        # before the event that brings it
+        binds: dict[int, Any] = {}
+        mine: list[bool] = [True] * len(parsed)  # False: an event that waited (no reply)
+        wait: set[int] = set()
+        taken: list[Any] = []
+        if self.repos is not None:
+            parsed, mine, binds, wait, taken = by_repository(parsed, self.repos, self.held)
+        try:
+            taken = self._judge(parsed, mine, wait, taken, who, single, private)
+        except BaseException:
+            for t in taken:
+                self.held.untake(t)
+            self._settle(binds, parsed, user, ok=False)
+            raise
+        good = [p for i, p in enumerate(parsed) if isinstance(p, Observation) and i not in wait]
         try:
             written, target = self.spool.write(good) if good else ([], 0)
         except OSError as exc:
+            self._settle(binds, parsed, user, ok=False)
+            for t in taken:
+                self.held.untake(t)
             raise self._failed(exc, len(raw or b"")) from exc
+        self._settle(binds, parsed, user, ok=True)
         accepted = iter(written)
         out: list[dict[str, Any]] = []
         spool_rows = []
         to_compile: dict[str, bool] = {}
-        for p in parsed:
+        for i, p in enumerate(parsed):
             if not isinstance(p, Observation):
-                out.append({"refused": p})
+                if mine[i]:
+                    out.append({"refused": p})
+                continue
+            if i in wait:
+                out.append({"id": None, "duplicate": False, "held": True, "session_key": None})
                 continue
             acc = next(accepted)
-            out.append(
-                {"id": acc.obs_id, "duplicate": acc.duplicate, "session_key": acc.session_key}
-            )
+            if mine[i]:  # an event that waited is in the spool now, not in this reply
+                out.append(
+                    {"id": acc.obs_id, "duplicate": acc.duplicate, "session_key": acc.session_key}
+                )
             if acc.duplicate:
                 continue
             obs = p
@@ -221,7 +230,121 @@ class Capture:
                 for part in self.spool.parts_of(acc.session_key):
                     if self.spool.sessions[part].state.get("status") != "ended":
                         to_compile[part] = True
-        return Written(out, target, spool_rows, to_compile)
+        return Written(out, target, spool_rows, to_compile, taken)
+
+    def _judge(
+        self,
+        parsed: list[Any],
+        mine: list[bool],
+        wait: set[int],
+        taken: list[Any],
+        who: Identity | str,
+        single: bool,
+        private: bool,
+    ) -> list[Any]:
+        """:meth:`begin`'s gate, scrub and wait, in place on ``parsed``: a refused event
+        becomes its error (raised for a ``single`` one); the events that ``wait`` are
+        written to :attr:`held` (sanitized, fsynced). When an event put back is refused,
+        the events put back wait again and are left out. Returns the taken files whose
+        events are still in ``parsed``."""
+        if self.gate is not None:
+            # the right to write each event's project, before any payload is scanned;
+            # an event that waits is judged when it comes back
+            good = [p for i, p in enumerate(parsed) if isinstance(p, Observation) and i not in wait]
+            refusals = iter(self.gate(good, who) if good else [])
+            back_refused = None
+            for i, p in enumerate(parsed):
+                if isinstance(p, Observation) and i not in wait:
+                    refused = next(refusals)
+                    if refused is not None:
+                        if single:
+                            raise refused
+                        parsed[i] = refused
+                        if not mine[i]:
+                            back_refused = refused
+            if back_refused is not None:
+                for t in taken:
+                    self.held.untake(t)
+                taken = []
+                for i in range(len(parsed)):
+                    if not mine[i]:
+                        parsed[i] = back_refused
+        may = getattr(self.gate, "may_write", None)
+        if wait and may is not None and not may(who):
+            # an event that waits is judged when it comes back, but a caller who may
+            # write nowhere (a reader) has nothing kept meanwhile
+            for i in sorted(wait):
+                p = parsed[i]
+                if isinstance(p, Observation):
+                    refused = CaptureRefused(p.project or "", hidden=True, lacking="write")
+                    if single:
+                        raise refused
+                    parsed[i] = refused
+        for i, p in enumerate(parsed):
+            if isinstance(p, Observation) and mine[i]:
+                try:
+                    self._scrub(p, private)
+                except ObservationError as exc:
+                    if single:
+                        raise
+                    parsed[i] = exc
+        try:
+            for i in sorted(wait):
+                p = parsed[i]
+                if isinstance(p, Observation):
+                    self.held.hold(self._base(p), p.project or "", p, p.project_from)
+        except OSError as exc:
+            raise self._failed(exc) from exc
+        return taken
+
+    @staticmethod
+    def _base(obs: Observation) -> str:
+        return session_key(obs.user, obs.harness, obs.session_id)
+
+    def _untake(self, written: Written) -> None:
+        """The waiting events of a write whose fsync failed wait again."""
+        for t in written.taken:
+            self.held.untake(t)
+
+    def expire_held(self, now: float | None = None) -> int:
+        """File the events that waited :data:`~wiki_memory.core.idwait.HOLD_SECONDS` for
+        their repository id like events whose sender found no project (the session's
+        current project, else the user's own sessions); returns how many (the idle loop
+        calls this)."""
+        n = 0
+        for back, path in self.held.expired(now):
+            # the session's id came meanwhile (two requests crossed): that id's project
+            rid = self.held.known(self._base(back[0]), back[0].project or "") if back else None
+            placed = self.repos.project_of_id(rid) if rid and self.repos is not None else None
+            for o in back:
+                o.project, o.project_from = (placed, "git") if placed else (None, "none")
+            try:
+                acc, target = self.spool.write(back) if back else ([], 0)
+                self.spool.sync_to(target)
+            except OSError:
+                self.held.untake(path)
+                continue
+            rows: list[dict[str, Any]] = []
+            compiles: dict[str, bool] = {}
+            for a, o in zip(acc, back, strict=True):
+                if a.duplicate:
+                    continue
+                rows.append(self._row(self.spool.sessions[a.session_key], o))
+                if o.kind in COMPILE_KINDS:
+                    compiles[a.session_key] = compiles.get(a.session_key, False) or (
+                        o.kind in END_KINDS
+                    )
+            self.finish(Written([], target, rows, compiles, [path]))
+            n += len(back)
+        return n
+
+    def _settle(self, binds: dict[int, Any], parsed: list[Any], user: str, ok: bool) -> None:
+        """Write the repository bindings of accepted events; release the others."""
+        for i, b in binds.items():
+            if ok and isinstance(parsed[i], Observation):
+                self.repos.bind(b, user)
+            else:
+                self.repos.release(b)
 
     def _failed(self, exc: OSError, need: int = 0) -> Exception:
         """The error to raise for a spool write or fsync that failed with ``exc``: a full
@@ -238,6 +361,8 @@ class Capture:
         index and its sessions' compiles requested. Returns :meth:`capture`'s list."""
         if self.disk is not None:
             self.disk.succeeded()
+        for t in written.taken:
+            self.held.done(t)
         if written.rows:
             # off the request path: written by the index's own thread, many requests'
             # rows per transaction; a search flushes them first, so they are found by
@@ -255,23 +380,13 @@ class Capture:
         """Stop the spool's sync thread (the server's shutdown)."""
         self.syncer.close()
 
-    def _place(
-        self, obs: Observation, projects: dict[str, Any], private: bool = True
-    ) -> Observation:
-        """``obs`` with its project resolved on this machine when the sender did not
-        (``projects`` holds the resolutions of this request by ``cwd``: the events of one
-        list share them) and its short string fields (harness, event, cwd, project,
-        session id, event id) cleaned of ``<private>`` spans and secrets: all that the
-        gate reads and audits. The payload waits for :meth:`_scrub`, after the gate."""
-        if not obs.project and not obs.project_from and obs.cwd:
-            # a sender that did not resolve the project: the same order, on this
-            # machine's files (a folder name alone stays the spool's old fallback)
-            res = projects.get(obs.cwd)
-            if res is None:
-                res = projects[obs.cwd] = self._resolve(obs.cwd)
-            if res.name:
-                obs.project = project_name(res.name)
-                obs.project_from = res.source
+    def _place(self, obs: Observation, private: bool = True) -> Observation:
+        """``obs`` with its short string fields (harness, event, cwd, project, session
+        id, event id) cleaned of ``<private>`` spans and secrets: all that the gate reads
+        and audits. The payload waits for :meth:`_scrub`, after the gate. The project is
+        the sender's (its ``repo_id`` and ``project``): the server never looks at its own
+        disk at an event's ``cwd``, which names a folder on the sender's machine
+        (:meth:`Spool.part_for` has the rule for a sender that names none)."""
         names = [a for a in _FIELDS if isinstance(getattr(obs, a), str)]
         fields = [getattr(obs, a) for a in names]
         if private:
@@ -293,20 +408,9 @@ class Capture:
             obs.payload = redact_obj(payload)[0]
         except RecursionError:
             raise ObservationError("payload", "nested too deeply") from None
-
-    def _resolve(self, cwd: str) -> Any:
-        """:func:`resolve_project` of ``cwd``, remembered for
-        :data:`PROJECT_CACHE_SECONDS`: a hook sends many events from one folder, and the
-        look-up is a stat of every folder above it, twice."""
-        now = time.monotonic()
-        hit = self._projects.get(cwd)
-        if hit is not None and now - hit[0] < PROJECT_CACHE_SECONDS:
-            return hit[1]
-        res = resolve_project(cwd)
-        if len(self._projects) >= 1024:
-            self._projects.clear()
-        self._projects[cwd] = (now, res)
-        return res
+        # no echo: the memory's own output is kept as a reference, and a compaction's
+        # summary as its size, before anything is spooled (docs/sessions.md)
+        obs.kind, obs.payload = strip_echo(obs.kind, obs.payload)
 
     def discard(self, key: str) -> None:
         """Forget self-check session ``key``: its spool files and its searchable spool
@@ -314,26 +418,16 @@ class Capture:
         self.spool.drop(key)
         self.index.delete_spool_session(key)
 
-    def project_of(
-        self, user: str, harness: str | None, session_id: str | None, cwd: str | None
-    ) -> str | None:
+    def project_of(self, user: str, harness: str | None, session_id: str | None) -> str | None:
         """The project a request about a session belongs to when it names none (the brief
-        of a hook that found none): by the one order of
-        :func:`wiki_memory.capture.project.resolve_project` on this machine's files, with
-        the session's current project (its spool part that took the last event) as the
-        fallback; None when there is none."""
-        current = None
+        of a hook that found none, or whose repository's id is not known yet): the
+        session's current project (its spool part that took the last event), else None.
+        Never a look at the server's own disk at the caller's ``cwd``."""
         if harness and session_id:
             part = self.spool.current_part(user, harness, session_id)
             if part is not None and part.project:
-                current = part.project
-        res = resolve_project(cwd, session_project=current)
-        if not res.name:
-            return None
-        try:
-            return project_name(res.name)
-        except ObservationError:
-            return None
+                return part.project
+        return None
 
     def _row(self, info: SessionInfo, obs: Observation) -> dict[str, Any]:
         text = observation_text(obs)
@@ -406,6 +500,11 @@ class CaptureGate:
                 refused[project] = exc
         return [refused.get(p) for p in projects]
 
+    def may_write(self, who: Identity | str) -> bool:
+        """True when ``who`` may capture into some project (an owner, admin or member;
+        a reader never)."""
+        return self.memory.scope.identity(who).role in ("owner", "admin", "member")
+
     def _check(self, ident: Identity, project: str, sessions: list[str]) -> None:
         m = self.memory
         target = f"projects/{project}"
@@ -414,20 +513,14 @@ class CaptureGate:
             self._audit_once(ident, "capture", target, sessions, "ok")
             return
         if not self._exists(project):
-            creator = ident.role in ("owner", "admin") or (
-                ident.role == "member" and m.settings.project_creation != "admins"
-            )
-            if creator and m.scope.directory is not None:
+            lacking = creation_refusal(ident, m.settings.project_creation)
+            if lacking is None and m.scope.directory is not None:
                 with self._lock:
                     m.scope.directory.grant(ident.user, project)
                 m.audited(ident, "project.create", target, "ok", grant="write")
                 self._audit_once(ident, "capture", target, sessions, "ok")
                 return
-            lacking = (
-                "project creation (reserved to admins)"
-                if ident.role == "member"
-                else "project creation (a reader creates none)"
-            )
+            lacking = lacking or "project creation (reserved to admins)"
             self._audit_once(ident, "capture", target, sessions, "denied")
             raise CaptureRefused(project, hidden=False, lacking=lacking)
         hidden = grant is None

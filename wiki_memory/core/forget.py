@@ -12,19 +12,27 @@ docs/operations.md has the guarantees.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from typing import TYPE_CHECKING, Any
 
+from wiki_memory.capture.observation import project_name
 from wiki_memory.core.scope import not_found
-from wiki_memory.errors import BadRequest
+from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.states import page_state
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_page
+from wiki_memory.wiki.paths import PathRefused
 
 if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
 
-__all__ = ["forget_bytes", "forget_page"]
+__all__ = ["MAX_QUERY_PAGES", "forget_bytes", "forget_page", "forget_query"]
+
+#: at most this many pages are listed or forgotten by one query
+MAX_QUERY_PAGES = 200
+#: sections of the index read for one query (each page once, best first)
+_SCAN = 5000
 
 
 def forget_bytes(raw: bytes, rel: str, user: str, when: str) -> bytes:
@@ -63,4 +71,76 @@ def forget_page(memory: Memory, path: str, who: Identity | str | None) -> dict[s
         "path": res.paths[0] if res.paths else path,
         "state": "forgotten",
         "changed": res.value is not None,
+    }
+
+
+def _words(text: str) -> list[str]:
+    return [w.casefold() for w in re.findall(r"\w+", text)]
+
+
+def forget_query(
+    memory: Memory,
+    query: str,
+    who: Identity | str | None,
+    *,
+    project: str | None = None,
+    dry_run: bool = True,
+) -> dict[str, Any]:
+    """The pages to forget for ``query``, and with ``dry_run`` False forget them.
+
+    A page is taken when the index finds it for ``query`` (among the best 5,000
+    sections, in ``project`` when given), ``who`` may see it, and its text holds every
+    word of ``query`` (case folded), so a page that matched one word of several is not
+    forgotten. Near-duplicates, which recall groups, are each taken. Pages ``who`` may only read
+    are listed under ``not_writable`` and never forgotten; at most
+    :data:`MAX_QUERY_PAGES` are taken (``more``: True when there were others).
+
+    Returns ``{"query", "dry_run", "pages": [{"path", "title"}], "not_writable": [paths],
+    "more", "forgotten": [paths]}`` (``forgotten`` empty on a dry run). Raises BadRequest
+    for a query without a word or a bad project; on a confirmed run each page is
+    :func:`forget_page` (one commit and one audit line each)."""
+    words = _words(query)
+    if not words:
+        raise BadRequest("query must hold at least one word", field="query")
+    if project is not None and project_name(project) != project:
+        raise BadRequest(f"project: {project!r} is not a valid project name", field="project")
+    user = who if who is not None else memory.owner
+    # the index itself, not recall: recall groups near-duplicates, and each one counts here
+    hits = memory.index.query(query, project=project, limit=_SCAN, mode="or")
+    pages: list[dict[str, Any]] = []
+    refused: list[str] = []
+    seen: set[str] = set()
+    more = False
+    for hit in hits:
+        if hit.path in seen:
+            continue
+        seen.add(hit.path)
+        try:
+            page = memory.scope.read(user, hit.path)
+        except (NotFound, PathRefused):  # hidden from the caller, or gone since
+            continue
+        if page_state(page.meta) == "forgotten":
+            continue
+        text = page.data.decode("utf-8", errors="replace").casefold()
+        if not all(w in text for w in words):
+            continue
+        if not memory.scope.writable(who, page.rel, page.meta):
+            refused.append(page.rel)
+            continue
+        if len(pages) >= MAX_QUERY_PAGES:
+            more = True
+            break
+        pages.append({"path": page.rel, "title": hit.title})
+    forgotten: list[str] = []
+    if not dry_run:
+        for p in pages:
+            if forget_page(memory, p["path"], who)["changed"]:
+                forgotten.append(p["path"])
+    return {
+        "query": query,
+        "dry_run": dry_run,
+        "pages": pages,
+        "not_writable": refused,
+        "more": more,
+        "forgotten": forgotten,
     }

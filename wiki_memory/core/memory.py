@@ -22,20 +22,25 @@ from wiki_memory.config import Settings
 from wiki_memory.core.capture import Capture, CaptureGate, is_self_check
 from wiki_memory.core.handoffs import HandoffService
 from wiki_memory.core.indexcheck import prepare_index
+from wiki_memory.core.newproject import ProjectStart
+from wiki_memory.core.pagewrite import commit_hand_edits_now, update_pages
 from wiki_memory.core.project_access import ProjectAccess
+from wiki_memory.core.purge import finish_pending
 from wiki_memory.core.reader import Reader
 from wiki_memory.core.recaller import Recaller
+from wiki_memory.core.repos import RepoMap
 from wiki_memory.core.scope import Directory, ScopeRule, not_found
 from wiki_memory.core.sessions import (
     SessionPages,
-    _plain_or_gone,
-    _read_plain,
     owners_on_disk,
+    plain_or_gone,
+    read_plain,
     seed_server_hashes,
     sha256,
 )
 from wiki_memory.core.stall import CommitHealth, DiskState
 from wiki_memory.core.sync import SyncService
+from wiki_memory.core.unindexed import Unindexed
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.errors import Conflict, Forbidden, NotFound
 from wiki_memory.identity import Identity, may_admin
@@ -44,6 +49,7 @@ from wiki_memory.index.watcher import Watcher
 from wiki_memory.recall import rank
 from wiki_memory.wiki.git import GitBusy, GitStore, author_email_for
 from wiki_memory.wiki.names import new_name_refusal
+from wiki_memory.wiki.oddnames import on_disk, page_names
 from wiki_memory.wiki.paths import PathRefused, clean_rel, locate
 
 log = logging.getLogger("wiki_memory.core.memory")
@@ -77,7 +83,8 @@ class Memory:
         self.writer = Writer(self._commit, commit_delay=settings.commit_delay_seconds)
         self.writer.classify = self.audit.owner_of = owners_on_disk(self.wiki_dir, self.git)
         #: path → sha256 of the bytes the server last wrote or committed there
-        self._server_hashes: dict[str, str] = {}
+        self.server_hashes: dict[str, str] = {}
+        self.unindexed = Unindexed()  # written pages whose index update failed
         #: session page path → its user, for pages seeded at start (see sessions.seed_server_hashes)
         self._server_authors: dict[str, str] = {}
         #: the start-up recovery commit met GitBusy: the idle loop tries it again
@@ -101,6 +108,7 @@ class Memory:
         self.page_diff = self.reader.page_diff
         self.page_meta = self.reader.page_meta
         self.names_for = self.reader.names_for
+        self.forgotten_paths = self.reader.forgotten_paths
         self.projects = self.reader.projects
         self.folder = self._audit_reads("list", self.reader.folder)
         self.tagged = self._audit_reads("list", self.reader.tagged)
@@ -113,6 +121,7 @@ class Memory:
         #: the gate applies grants and creates projects (wiki_memory.core.capture.CaptureGate)
         self.capturer = Capture(self.spool, self.index, self.request_compile, self.health.disk)
         self.capturer.gate = CaptureGate(self)
+        self.capturer.repos = self.repos = RepoMap(self)
         #: what ranking reads (recall.rank receives these, never the Memory)
         self._sources = rank.Sources(
             index=self.index,
@@ -126,10 +135,14 @@ class Memory:
         self.project_access = ProjectAccess(
             self.scope, self.spool, self.reader.projects, self.reader.session_visible
         )
+        self.project_access.creation = settings.project_creation
         self.readable_projects = self.project_access.readable_projects
         self.resolve_project = self.project_access.resolve_project
+        #: the project a write goes to, started when asked (wiki_memory.core.newproject)
+        self.project_start = ProjectStart(self)
         #: budgeted recall over what ranking reads (wiki_memory.core.recaller)
-        self.recaller = Recaller(self._sources, self.scope, settings, self.audit_read)
+        self.use = self.reader.use  # the use record (wiki_memory.core.userecord)
+        self.recaller = Recaller(self._sources, self.scope, settings, self.audit_read, self.use)
         self.recall = self.recaller.recall
         #: called on the writer thread when a session ends (SessionEnd or idle; never on
         #: a server restart): ``fn(memory, info, observations, page_path)``
@@ -151,10 +164,12 @@ class Memory:
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> None:
         """Recover, index, and start the writer, idle and watcher threads."""
-        seed_server_hashes(self.spool, self.wiki_dir, self._server_hashes, self._server_authors)
+        seed_server_hashes(self.spool, self.wiki_dir, self.server_hashes, self._server_authors)
         self.writer.start()
+        finish_pending(self, "history")  # a stopped purge's rewrite, before any commit
         self.writer.call(self._recover_job)
         prepare_index(self)  # checked, caught up with the files and the spool
+        finish_pending(self, "rest")
         for key, info in self.spool.sessions.items():
             if info.state.get("compiled_count", 0) < info.count:
                 # a self-check session left by a setup that was stopped: deleted now
@@ -187,11 +202,10 @@ class Memory:
         try:
             self.writer.stop()
         except Exception as exc:  # noqa: BLE001 - files are on disk; the next start commits them
-            log.warning(
-                "shutting down with uncommitted pages (%s); the next start commits them", exc
-            )
+            log.warning("shutting down with uncommitted pages (%s): committed at next start", exc)
         self.spool.close()
         self.index.close()
+        self.use.flush()
 
     def _recover_job(self) -> WriteResult:
         """Commit files that changed on disk while no server ran (hand edits, or a page
@@ -207,13 +221,13 @@ class Memory:
             # and hard-linked files are not committed on the owner's behalf
             dirty = [
                 p
-                for p in self.git.dirty_paths()
-                if is_indexable(p) and _plain_or_gone(self.wiki_dir / p)
+                for p in page_names(self.wiki_dir, self.git.dirty_paths())
+                if is_indexable(p) and plain_or_gone(on_disk(self.wiki_dir, p))
             ]
             by_server: dict[str, list[str]] = {}
             by_hand: list[str] = []
             for p in dirty:
-                data = _read_plain(self.wiki_dir / p)
+                data = read_plain(on_disk(self.wiki_dir, p))
                 user = self._server_authors.get(p)
                 if user is not None and data is not None and self.server_wrote(p, data):
                     by_server.setdefault(user, []).append(p)
@@ -304,7 +318,7 @@ class Memory:
                 return WriteResult()
 
             return self.writer.submit(discard)
-        return self.writer.submit(lambda: self.sessions.compile_job(key, end))
+        return self.writer.submit(lambda: self.sessions.compile_guarded(key, end))
 
     def _cas_write(
         self, rel: str, full: Path, fn: Callable[[bytes | None], bytes | None]
@@ -316,7 +330,7 @@ class Memory:
         from wiki_memory.wiki.merge import replace_if_unchanged
 
         for _ in range(20):
-            current = _read_plain(full)
+            current = read_plain(full)
             new = fn(current)
             if new is None or new == current:
                 return current, None
@@ -367,6 +381,7 @@ class Memory:
                 self.scope.check_write(ident, rel, current, None)
             new = fn(current)
             if ident is not None and new is not None and new != current:
+                new = self.scope.stamp_owner(ident, rel, new)
                 self.scope.check_write(ident, rel, current, new)
             return new
 
@@ -375,9 +390,10 @@ class Memory:
             if new is None:
                 return WriteResult(value=None, commit_now=commit_now)
             digest = sha256(new)
-            self._server_hashes[rel] = digest
-            self.index.upsert_page(rel, new)
+            self.server_hashes[rel] = digest
+            indexed = self.unindexed.index_written(self.index, rel, new)
             return WriteResult(
+                indexed=indexed,
                 paths=[rel],
                 author=Author(user, author_email_for(user)),
                 message=message,
@@ -395,6 +411,9 @@ class Memory:
             self.audited(ident, op, rel, "ok", user=None if ident is not None else user)
         return res
 
+    #: several pages in one commit, all or nothing (:func:`~wiki_memory.core.pagewrite.update_pages`)
+    update_pages = update_pages
+
     def write_page(
         self,
         path: str,
@@ -406,6 +425,7 @@ class Memory:
         create_only: bool = False,
         who: Identity | str | None = None,
         on_current: Callable[[bytes | None], None] | None = None,
+        supersedes: Any = None,
     ) -> WriteResult:
         """Write a whole page with a compare-and-set on its content hash.
 
@@ -417,7 +437,15 @@ class Memory:
         the bytes the write replaced (None: it created the page). Creating a page whose
         new path parts Windows cannot check out raises PathRefused (400 ``bad_path``,
         ``rule: portable_name``; :func:`wiki_memory.wiki.names.new_name_refusal`);
-        an existing page with such a name is written as before."""
+        an existing page with such a name is written as before. ``supersedes`` (a page
+        path or title, or a list; docs/knowledge.md) retires those pages in the same
+        commit (:mod:`wiki_memory.core.knowledge`): the page written gets ``supersedes``
+        and ``valid_from``, each older one ``state: superseded``, ``superseded_by`` and
+        ``valid_until``; a refusal on any of them writes nothing.
+        """
+        from wiki_memory.core import knowledge
+
+        names = knowledge.check_supersedes(supersedes)
 
         def fn(current: bytes | None) -> bytes:
             if on_current is not None:
@@ -436,7 +464,22 @@ class Memory:
                 raise Conflict(f"{path} changed since it was read", cur)
             return data
 
-        return self.update_page(path, fn, user=user, message=message, who=who)
+        if not names:
+            return self.update_page(path, fn, user=user, message=message, who=who)
+        ident = self.scope.identity(who if who is not None else user)
+        rel = clean_rel(path)
+        olds = knowledge.resolve_targets(self, names, rel, ident)
+        when = knowledge.now_iso()
+        return knowledge.write_superseding(
+            self,
+            rel,
+            lambda current: knowledge.stamp_newer(fn(current), olds, when),
+            olds,
+            user=user,
+            ident=ident,
+            message=message,
+            when=when,
+        )
 
     def _idle_loop(self) -> None:
         """End sessions idle longer than ``idle_seconds``; clean up old spool files."""
@@ -455,6 +498,8 @@ class Memory:
                     continue
                 if info.last_received and now - info.last_received > self.settings.idle_seconds:
                     self.request_compile(key, end=True)
+            self.unindexed.retry(self.index, self.wiki_dir)
+            self.capturer.expire_held(now)  # id-less events that waited long enough
             if now - last_cleanup > 3600:
                 last_cleanup = now
                 self.spool.cleanup(self.settings.spool_keep_seconds, now)
@@ -468,8 +513,8 @@ class Memory:
         theirs: list[str] = []
         seen: dict[str, bytes] = {}
         for p in paths:
-            data = _read_plain(self.wiki_dir / p) if _plain_or_gone(self.wiki_dir / p) else None
-            if data is None or self._server_hashes.get(p) in (None, sha256(data)):
+            data = read_plain(d) if plain_or_gone(d := on_disk(self.wiki_dir, p)) else None
+            if data is None or self.server_hashes.get(p) in (None, sha256(data)):
                 mine.append(p)
                 if data is not None:
                     seen[p] = data
@@ -484,12 +529,12 @@ class Memory:
         )
         for p in mine:
             if p in seen:
-                self._server_hashes[p] = sha256(seen[p])
+                self.server_hashes[p] = sha256(seen[p])
             else:
-                self._server_hashes.pop(p, None)
+                self.server_hashes.pop(p, None)
         # A save that landed after the look above was left out of the server's commit
         # (``only_if``) or came after it: either way it is the person's, committed as such.
-        late = [p for p in seen if _read_plain(self.wiki_dir / p) != seen[p]]
+        late = [p for p in seen if read_plain(on_disk(self.wiki_dir, p)) != seen[p]]
         if late:
             self._commit_hand_edits_now(late)
         if sha:
@@ -528,7 +573,7 @@ class Memory:
 
     def server_wrote(self, path: str, data: bytes) -> bool:
         """True when ``data`` is what the server last wrote at ``path`` (watcher echo)."""
-        return self._server_hashes.get(path) == sha256(data)
+        return self.server_hashes.get(path) == sha256(data)
 
     def commit_hand_edits(self, paths: list[str]) -> Any:
         """Commit pages a person changed on disk, as the local owner, one commit per save.
@@ -536,45 +581,9 @@ class Memory:
         Runs on the writer thread; returns its Future (``value``: the commit sha or None)."""
         return self.writer.submit(lambda: WriteResult(value=self._commit_hand_edits_now(paths)))
 
-    def _commit_hand_edits_now(self, paths: list[str]) -> str | None:
-        """:meth:`commit_hand_edits` on the writer thread. Paths whose bytes are the
-        server's own (echoes), symlinks and hard-linked files are left out. A session page
-        saved by hand gets the server's latest rendering merged back in (the person's
-        editor may have saved over a newer server write); not after a checkout or pull,
-        which makes no commit."""
-        real: list[str] = []
-        seen: dict[str, str | None] = {}
-        for p in paths:
-            full = self.wiki_dir / p
-            if not _plain_or_gone(full):
-                continue
-            data = _read_plain(full) if full.is_file() else None
-            if data is not None and self.server_wrote(p, data):
-                continue
-            real.append(p)
-            seen[p] = sha256(data) if data is not None else None
-        if not real:
-            return None
-        sha = self.sessions.commit_by_hand(real)
-        for p in real:
-            digest = seen[p]
-            if digest is None:
-                self._server_hashes.pop(p, None)
-            else:
-                self._server_hashes[p] = digest
-        for p in real if sha else []:
-            key = self._session_of(p)
-            if key is not None:
-                self.writer.submit(functools.partial(self.sessions.compile_job, key, False, True))
-        return sha
+    #: :meth:`commit_hand_edits` on the writer thread (:func:`~wiki_memory.core.pagewrite.commit_hand_edits_now`)
+    _commit_hand_edits_now = commit_hand_edits_now
 
-    def _session_of(self, path: str) -> str | None:
-        for key, info in self.spool.sessions.items():
-            if info.state.get("path") == path:
-                return key
-        return None
-
-    # -- recall --------------------------------------------------------------------------
     # -- index maintenance -----------------------------------------------------------------
     def reindex(self, user: Identity | str | None = None, progress: bool = False) -> int:
         """Rebuild the index from the files beside the old one and swap it in; returns

@@ -1,8 +1,9 @@
 """Which projects a caller may read, and which project a call is about.
 
 :class:`ProjectAccess` joins the one access rule (:mod:`wiki_memory.core.scope`) with the
-one project rule (:func:`wiki_memory.core.projects.resolve_project`): capture, the brief,
-recall and every face's ``project`` argument go through it.
+one project rule (:func:`wiki_memory.core.projects.resolve_project`): an explicit brief,
+recall and every face's ``project`` argument go through it (capture takes the sender's
+project: docs/hooks.md).
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from wiki_memory.capture.spool import Spool
 from wiki_memory.core.projects import UnknownProject, resolve_project
 from wiki_memory.core.scope import ScopeRule
 from wiki_memory.errors import BadRequest
-from wiki_memory.identity import Identity, may_read
+from wiki_memory.identity import Identity, creation_refusal, may_read
+
+#: how a write's 404 ``unknown_project`` says to start the project it names
+CREATE_HINT = "pass create_project: true (CLI: --new-project) to create it"
 
 
 class ProjectAccess:
@@ -30,8 +34,11 @@ class ProjectAccess:
         spool: Spool,
         projects: Callable[[], list[str]],
         session_visible: Callable[[str, Identity], bool],
+        creation: str = "members",
     ) -> None:
         self.scope = scope
+        #: the setting ``project_creation`` (:func:`wiki_memory.identity.creation_refusal`)
+        self.creation = creation
         self.spool = spool
         self.projects = projects
         self.session_visible = session_visible
@@ -47,6 +54,16 @@ class ProjectAccess:
                 names.add(info.project)
         return sorted(p for p in names if may_read(who, f"projects/{p}/index.md", None))
 
+    def listing(self, user: Identity | str | None) -> str:
+        """The projects ``user`` may read, as the end of a message: ``your projects: a,
+        b`` (``none yet``); for a caller who reads every project (the owner, an admin)
+        ``projects: a, b``, or ``there are no projects yet``."""
+        who = self.scope.identity(user)
+        names = self.readable_projects(who)
+        if who.every_project:
+            return f"projects: {', '.join(names)}" if names else "there are no projects yet"
+        return f"your projects: {', '.join(names) if names else 'none yet'}"
+
     def resolve_project(
         self,
         explicit: str | None,
@@ -55,6 +72,7 @@ class ProjectAccess:
         cwd: str | Path | None = None,
         current: str | None = None,
         personal: bool = False,
+        create: bool | None = None,
     ) -> str | None:
         """The project a call is about, by the one rule of
         :func:`wiki_memory.core.projects.resolve_project` over the projects ``user`` may
@@ -65,13 +83,24 @@ class ProjectAccess:
         where the project is only a label and needs no grant (docs/team-server.md): an
         explicit name that matches no readable project is then kept as given, once it
         is already a clean project name (:func:`~wiki_memory.capture.observation.project_name`;
-        BadRequest otherwise)."""
-        known = self.readable_projects(user)
+        BadRequest otherwise).
+
+        ``create``: None for a read; False for a write that did not ask to create a
+        project, whose 404 then says how to (:data:`CREATE_HINT`) when ``user`` may create
+        one; True for a write that asked (its caller,
+        :class:`wiki_memory.core.newproject.ProjectStart`, creates it)."""
+        who = self.scope.identity(user)
+        known = self.readable_projects(who)
         try:
             return resolve_project(explicit, cwd=cwd, known=known, current=current)
-        except UnknownProject:
+        except UnknownProject as exc:
             if not personal or explicit is None:
-                raise
+                how = ""
+                if create is False and creation_refusal(who, self.creation) is None:
+                    how = CREATE_HINT
+                raise UnknownProject(
+                    exc.name, known, reads_all=who.every_project, how=how
+                ) from None
             try:
                 name = project_name(explicit)
             except ValueError:

@@ -1,7 +1,10 @@
 """Which project a call is about: one rule for every face (case C53, docs/mcp.md "Project").
 
-:func:`resolve_project` is the rule; capture, the brief and the MCP tools' defaults call
-it, so that reads and writes from one folder agree. In order:
+:func:`resolve_project` is the rule; the MCP tools' and HTTP calls' defaults call it, so
+that reads and writes from one folder agree. (Capture and the hook's brief take the
+project the sender resolved on its own machine, by the same order in
+:mod:`wiki_memory.capture.project`: the server never looks at its own disk at an event's
+``cwd``; docs/hooks.md.) In order:
 
 1. an explicit ``project``: it must name a project the caller may read, compared
    case-insensitively (``Atlas`` is ``atlas``), or be the folder name of the working
@@ -42,22 +45,32 @@ CONFIG_NAME = ".wiki-memory.toml"
 class UnknownProject(NotFound):
     """404 ``unknown_project``: an explicit project name that matches no project the
     caller may read. The message names the field, suggests the closest names ("did you
-    mean") and lists the readable projects; ``projects`` (in the HTTP body) lists them
-    too."""
+    mean"), says ``how`` to go on when given (on a write: how to create the project) and
+    lists the readable projects; ``projects`` (in the HTTP body) lists them too.
+    ``reads_all``: the caller reads every project (the owner, an admin), so the name
+    matches no project at all and the message says so, not "may read"."""
 
     code = "unknown_project"
 
-    def __init__(self, name: str, known: Iterable[str]) -> None:
+    def __init__(
+        self, name: str, known: Iterable[str], *, reads_all: bool = False, how: str = ""
+    ) -> None:
         names = sorted(set(known), key=str.casefold)
         close = difflib.get_close_matches(name.casefold(), [n.casefold() for n in names], 3, 0.6)
         folded = {n.casefold(): n for n in names}
         hint = f" (did you mean {' or '.join(folded[c] for c in close)}?)" if close else ""
-        listing = ", ".join(names) if names else "none yet"
+        if reads_all:
+            head = f"project {name!r} does not exist{hint}"
+            listing = f"projects: {', '.join(names)}" if names else "there are no projects yet"
+        else:
+            head = f"project {name!r} is not a project you may read{hint}"
+            listing = f"your projects: {', '.join(names) if names else 'none yet'}"
         super().__init__(
-            f"project {name!r} is not a project you may read{hint}; your projects: {listing}",
+            f"{head}; {how + '; ' if how else ''}{listing}",
             field="project",
             projects=names,
         )
+        self.name = name
         self.suggestions = [folded[c] for c in close]
 
 

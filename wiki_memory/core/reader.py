@@ -18,11 +18,14 @@ from wiki_memory.capture.spool import Spool
 from wiki_memory.config import Settings
 from wiki_memory.core.scope import ScopeRule, frontmatter_of, not_found
 from wiki_memory.core.sessions import conflict_copy_path
+from wiki_memory.core.userecord import UseRecord
 from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity, may_read
 from wiki_memory.index.store import Index
+from wiki_memory.index.supersede import Chains
 from wiki_memory.recall.filters import parse_time
 from wiki_memory.recall.pack import pack
+from wiki_memory.states import shown
 from wiki_memory.wiki.git import CommitInfo, GitStore
 from wiki_memory.wiki.paths import PathRefused
 from wiki_memory.wiki.personal import page_owner
@@ -57,6 +60,8 @@ class Reader:
         self.max_links = settings.max_links_per_reply
         #: short recall handle -> anchor (see :meth:`handle`)
         self._handles: dict[str, str] = {}
+        #: which pages each user was served, per day (wiki_memory.core.userecord)
+        self.use = UseRecord(settings.data_dir)
 
     def handle(self, anchor: str) -> str:
         """A short, stable id for an anchor (``h`` + 10 hex of its SHA-1), remembered so
@@ -67,11 +72,25 @@ class Reader:
             self._handles.pop(next(iter(self._handles)))
         return hid
 
+    def chains(self, user: Identity | str | None) -> Chains:
+        """Which pages replaced which, as ``user`` sees them
+        (:mod:`wiki_memory.index.supersede`)."""
+        return self.index.chains(self.scope.identity(user))
+
     def visible(self, path: str, user: Identity | str | None) -> bool:
         """True when ``user`` may see the indexed page at ``path`` (by the scope rule, on
         its path and indexed frontmatter); False for a page the index does not hold.
         ``user`` None is an anonymous caller (shared pages only)."""
         return self.index.page_meta(path, self.scope.identity(user)) is not None
+
+    def use_rows(self, user: Identity | str | None, days: int = 30) -> list[dict[str, Any]]:
+        """The caller's own rows of the use record for the last ``days`` days
+        (:meth:`wiki_memory.core.userecord.UseRecord.rows`), of the pages it may still
+        see; an anonymous caller has none."""
+        who = self.scope.identity(user)
+        if not who.user:
+            return []
+        return [r for r in self.use.rows(who.user, days) if self.visible(r["path"], who)]
 
     def expand(
         self, ids: list[str], budget_tokens: int, user: Identity | str | None = None
@@ -80,7 +99,7 @@ class Reader:
 
         Returns ``{items: [{id, path, anchor, text, tokens}], used_tokens, budget_tokens,
         omitted: [ids that did not fit], missing: [ids not found]}``. Pages ``user`` may
-        not see are reported missing.
+        not see, and forgotten pages, are reported missing.
         """
         if budget_tokens < 0:
             raise BadRequest("budget_tokens must be >= 0", field="budget_tokens")
@@ -99,6 +118,13 @@ class Reader:
             path, _, anchor = target.partition("#")
             cands.append({"id": raw_id, "path": path, "anchor": target, "text": text})
         packed = pack(cands, budget_tokens)
+        served = [str(it["path"]) for it in packed.items if it.get("path")]
+        self.use.note("expanded", served, who.user or None)
+        if any(it.get("path") for it in packed.items):
+            chains = self.index.chains(who)  # a superseded page stays marked (invariant 14)
+            for it in packed.items:
+                if it.get("path"):
+                    it.update(chains.mark(it["path"]))
         return {
             "items": packed.items,
             "used_tokens": packed.used_tokens,
@@ -137,6 +163,8 @@ class Reader:
             page = self.scope.read(who, path)
         except (PathRefused, NotFound):
             return None
+        if not shown(page.meta, "recall"):  # a forgotten page: expand returns nothing of it
+            return None
         if not anchor:
             return page.data.decode("utf-8", errors="replace")
         for sec in self.index.sections_of(page.rel):
@@ -166,14 +194,11 @@ class Reader:
                 pass  # an ISO string: compared as written, like the stored ones
             else:  # epoch seconds: as the ISO-8601 UTC text the index compares
                 since = datetime.fromtimestamp(when or 0.0, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        return self.index.list_pages(
-            project=project,
-            kind=kind,
-            since=since,
-            limit=limit,
-            offset=offset,
-            who=self.scope.identity(user),
+        who = self.scope.identity(user)
+        rows = self.index.list_pages(
+            project=project, kind=kind, since=since, limit=limit, offset=offset, who=who
         )
+        return marked_rows(rows, self.index.chains(who))
 
     def read_page(
         self,
@@ -382,13 +407,14 @@ class Reader:
         """The commits that changed a page, newest first (at most ``limit``), that
         ``user`` may see: the page must be visible now (else NotFound, as for a missing
         page), and a commit whose version of the page was hidden from ``user`` (it was
-        personal then) is left out."""
+        personal then) is left out. Case-only renames are followed, each older version
+        judged at the path it had then (``GitStore.page_log``)."""
         who = self.scope.identity(user)
         page = self.scope.read(who, path)
         return [
             self._as_seen(c, who)
-            for c in self.git.log(page.rel, limit=limit)
-            if self._version_ok(page.rel, c, who)
+            for rel, c in self.git.page_log(page.rel, limit=limit)
+            if self._version_ok(rel, c, who)
         ]
 
     def _as_seen(self, c: CommitInfo, who: Identity) -> CommitInfo:
@@ -432,14 +458,21 @@ class Reader:
 
     def _visible_commit(self, path: str, sha: str, who: Identity) -> tuple[str, CommitInfo]:
         page = self.scope.read(who, path)
-        for c in self.git.log(page.rel, limit=100_000):
-            if c.sha.startswith(sha) and self._version_ok(page.rel, c, who):
-                return page.rel, c
+        for rel, c in self.git.page_log(page.rel, limit=100_000):
+            if c.sha.startswith(sha) and self._version_ok(rel, c, who):
+                return rel, c
         raise not_found(page.rel)
 
     def _version_ok(self, rel: str, commit: CommitInfo, who: Identity) -> bool:
+        """True when ``who`` may see the page ``rel`` as committed in ``commit``, judged
+        by the one rule on that version's path and frontmatter; a commit that removed it
+        is judged on the version it removed (its first parent's)."""
         data = self.git.read_at(rel, commit.sha)
-        return data is None or may_read(who, rel, frontmatter_of(data, rel))
+        if data is None and commit.parents:
+            data = self.git.read_at(rel, commit.parents[0])
+        if data is None:
+            return may_read(who, rel, {})
+        return may_read(who, rel, frontmatter_of(data, rel))
 
     # -- names a face looks things up by ---------------------------------------------
     def page_meta(self, path: str, user: Identity | str | None) -> dict[str, Any] | None:
@@ -455,6 +488,10 @@ class Reader:
         (source: title, stem, alias or path), pages ``user`` may not see left out: what
         a face resolves wikilinks with."""
         return self.index.names_for(keys, self.scope.identity(user))
+
+    def forgotten_paths(self, paths: Iterable[str]) -> set[str]:
+        """The pages among ``paths`` that are forgotten: a link to one reads as forgotten."""
+        return self.index.forgotten_paths(paths)
 
     def folder(
         self, folder: str, user: Identity | str | None, limit: int = 500, offset: int = 0
@@ -530,3 +567,14 @@ class Reader:
         ]
         matches.sort(key=lambda i: (i.user != who.user, -i.started))
         return str(matches[0].state["path"]) if matches else None
+
+
+def marked_rows(rows: list[dict[str, Any]], chains: Chains) -> list[dict[str, Any]]:
+    """Listing rows (each with ``path``) with every superseded page marked (``state``,
+    ``superseded_by``: the head of its chain). The order is kept: listings page by an
+    offset, and a row moved across a page's end would be skipped or repeated; newest
+    first already puts a correction before what it corrects (retiring a page leaves its
+    ``updated`` as it was)."""
+    if not chains.head:
+        return rows
+    return [{**r, **chains.mark(r["path"])} if r["path"] in chains.head else r for r in rows]

@@ -10,16 +10,22 @@ contract is in ``docs/api.md`` ("Recall").
 
 from __future__ import annotations
 
+import hashlib
+import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from wiki_memory import zones
 from wiki_memory.config import Settings
 from wiki_memory.core.scope import ScopeRule
+from wiki_memory.core.userecord import UseRecord
 from wiki_memory.errors import BadRequest
 from wiki_memory.identity import Identity
 from wiki_memory.recall import rank
-from wiki_memory.recall.pack import compact
+from wiki_memory.recall.pack import compact, compact_floor
 from wiki_memory.recall.tokens import count_item
 
 #: the largest ``budget_tokens`` recall accepts
@@ -32,10 +38,12 @@ class RecallResult:
     next_cursor, needs_tokens}``.
 
     ``total``: every match; ``cursor``: the rank (0 = best) of the first item;
-    ``omitted``: the matches after this page, none of them returned yet (``total`` -
-    ``cursor`` - ``len(items)``); ``next_cursor``: where the next page starts, None when
-    every match is returned or the next match alone is over the budget; then
-    ``needs_tokens`` is what that match costs (else None)."""
+    ``omitted``: the matches after this page (``total`` - ``cursor`` - ``len(items)``
+    while the wiki does not change); ``next_cursor``: where the next page starts (a walk
+    cursor: :func:`walk_cursor`), None when every match is returned or the next match
+    alone is over the budget; then ``needs_tokens`` is what that match costs (else None).
+    ``changed``: the number of matches changed since the walk's first page (matches added
+    since may be left out; none is returned twice)."""
 
     items: list[dict[str, Any]]
     used_tokens: int
@@ -45,6 +53,7 @@ class RecallResult:
     cursor: int = 0
     next_cursor: int | None = None
     needs_tokens: int | None = None
+    changed: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -56,7 +65,54 @@ class RecallResult:
             "cursor": self.cursor,
             "next_cursor": self.next_cursor,
             "needs_tokens": self.needs_tokens,
+            "changed": self.changed,
         }
+
+
+POS_BITS = 24
+"""A walk cursor holds the rank of its next match in its low 24 bits, the walk's number
+(:data:`WALKS`) in the next 8 and the fingerprint of its query and filters in 20 above
+(at most 2^52: exact in every JSON reader). A cursor under 2^24 is a plain rank."""
+WALKS = 256
+"""Walks (their returned matches) kept per server; an older walk's cursor still pages by
+rank, without the guarantee against repeats."""
+BACKSCAN = 200
+"""A walk's next page looks back this many ranks (plus the change in the number of
+matches) for matches that moved up while the wiki changed, skipping those returned."""
+
+
+def fingerprint(query: str, filters: dict[str, Any]) -> int:
+    """The 20-bit fingerprint (1 … 2^20 - 1) of a query and its filters, held by its
+    walk cursors."""
+    raw = json.dumps([query, filters], sort_keys=True, default=str).encode("utf-8")
+    return int(hashlib.sha1(raw).hexdigest()[:8], 16) % ((1 << 20) - 1) + 1
+
+
+def walk_cursor(fp: int, walk: int, pos: int) -> int:
+    """The cursor of rank ``pos`` in walk ``walk`` of the query of fingerprint ``fp``
+    (``pos`` itself when it does not fit in :data:`POS_BITS`)."""
+    if pos >= 1 << POS_BITS:
+        return pos
+    return (fp << (POS_BITS + 8)) | (walk << POS_BITS) | pos
+
+
+def read_cursor(cursor: int) -> tuple[int | None, int, int]:
+    """``(fingerprint or None for a plain rank, walk, rank)`` of a cursor."""
+    if cursor < 1 << POS_BITS:
+        return None, 0, cursor
+    return cursor >> (POS_BITS + 8), (cursor >> POS_BITS) & 0xFF, cursor & ((1 << POS_BITS) - 1)
+
+
+@dataclass
+class _Walk:
+    """What one walk returned (match keys) and how many matches it began with."""
+
+    total: int
+    start: int = 0  # the rank it began at
+    seen: set[str] = field(default_factory=set)
+    #: cursor given -> the keys its page returned (a page asked for again: a retry, or
+    #: a browser going back)
+    pages: dict[int, list[str]] = field(default_factory=dict)
 
 
 #: the largest ``budget_tokens`` recall accepts
@@ -74,6 +130,7 @@ class Recaller:
         scope: ScopeRule,
         settings: Settings,
         audit_read: Callable[[Identity | str | None, str, str], None],
+        use: UseRecord | None = None,
     ) -> None:
         self.sources = sources
         self.scope = scope
@@ -82,6 +139,12 @@ class Recaller:
         #: checked against; docs/ranking.md)
         self.plain = settings.recall_plain
         self.audit_read = audit_read
+        #: where the pages a recall returns are counted (never the query)
+        self.use = use
+        #: (user, fingerprint, walk number) -> walk, the newest last
+        self._walks: OrderedDict[tuple[str, int, int], _Walk] = OrderedDict()
+        self._walk_no = 0
+        self._walks_lock = threading.Lock()
 
     def recall(
         self,
@@ -98,6 +161,7 @@ class Recaller:
         as_of: str | float | None = None,
         now: str | float | None = None,
         fits: Callable[[list[dict[str, Any]]], bool] | None = None,
+        tz: str | None = None,
     ) -> RecallResult:
         """Budgeted recall, one page: handles for the best sections and running-session
         observations, from the match ranked ``cursor`` on (0 = best).
@@ -118,7 +182,8 @@ class Recaller:
         ``since``/``until`` (ISO-8601 or epoch seconds) and ``as_of`` (the wiki as committed
         then) are described in ``wiki_memory.recall.rank.candidates``; ``now`` (ISO-8601 or
         epoch seconds, default the present) is the reference time for relative dates in
-        the query ("last week").
+        the query ("last week"); ``tz`` the caller's time zone (default the user's stored
+        one, else UTC: :mod:`wiki_memory.zones`), whose days those are.
 
         When the budget cannot hold the page's first item in full, the whole page is
         compact handles (``{id, title, snippet, compact: true}``,
@@ -134,8 +199,30 @@ class Recaller:
                 f"budget_tokens must be an integer from 0 to {MAX_BUDGET_TOKENS:,}",
                 field="budget_tokens",
             )
-        if cursor < 0:
+        if cursor < 0 or cursor >= 1 << 53:
             raise BadRequest("cursor must be 0 or a next_cursor recall returned", field="cursor")
+        who = self.scope.identity(user)
+        tz_name = zones.zone(tz, who.tz if who is not None else None)
+        fp = fingerprint(
+            query,
+            {
+                "project": project,
+                "kinds": kinds,
+                "tags": tags,
+                "since": since,
+                "until": until,
+                "as_of": as_of,
+                "now": now,
+                "tz": str(tz_name),
+            },
+        )
+        given = cursor
+        given_fp, walk_no, cursor = read_cursor(cursor)
+        if given_fp is not None and given_fp != fp:
+            raise BadRequest(
+                "this cursor belongs to another query (or other filters): start again from 0",
+                field="cursor",
+            )
         found = rank.ranked(
             self.sources,
             query,
@@ -145,18 +232,39 @@ class Recaller:
             since=since,
             until=until,
             as_of=as_of,
-            who=self.scope.identity(user),
+            who=who,
             now=now,
             plain=self.plain,
+            tz=tz_name,
         )
         total = len(found)
+        walk, walk_no = self._walk(who.user, fp, walk_no if given_fp is not None else None, total)
+        if not walk.seen:
+            walk.start = min(cursor, total)
+        changed = walk.total != total
         items: list[dict[str, Any]] = []
+        served: list[str] = []  # the pages of the items returned, for the use record
+        keys: list[str] = []
         used = 0
         needs: int | None = None
         pos = min(cursor, total)
+        again = walk.pages.get(given) if given_fp is not None else None
+        if again is not None and not changed:
+            skip: set[str] = set()  # a page asked for again, nothing changed: the same page
+        else:
+            # the matches earlier pages returned (a page asked for again: but its own)
+            skip = walk.seen - set(again or ())
+        if given_fp is not None and skip:
+            # matches that moved up past the cursor while the wiki changed are looked for
+            pos = max(walk.start, pos - BACKSCAN - abs(walk.total - total))
+        first: int | None = None  # the rank of the first item returned
         small = False  # compact handles: the budget cannot hold the first item in full
         while pos < total:
             try:
+                key = found.key(pos)
+                if key in skip:  # returned by an earlier page of this walk
+                    pos += 1
+                    continue
                 item = found.item(pos)
             except IndexError:  # the index lost matches since they were counted
                 total = pos
@@ -168,20 +276,54 @@ class Recaller:
                 item, cost = handle, count_item(handle)
             if used + cost > budget or (fits is not None and not fits([*items, item])):
                 if not items:
-                    needs = cost
+                    # a budget too small for any handle: what the shortest handle needs
+                    floor = compact_floor(item) if small else None
+                    needs = floor if floor is not None and floor < cost else cost
                 break
             items.append(item)
+            keys.append(key)
+            first = pos if first is None else first
+            if not str(found.item(pos).get("id", "")).startswith(("spool:", "asof:")):
+                served.append(str(found.item(pos).get("path") or ""))
             used += cost
             pos += 1
-        nxt = pos if pos < total and items else None
+        with self._walks_lock:
+            walk.seen.update(keys)
+            if given_fp is not None:
+                walk.pages[given] = keys
+        nxt = walk_cursor(fp, walk_no, pos) if pos < total and items else None
         self.audit_read(user, "recall", (project or "") + ":" + query[:200])
+        if self.use is not None:
+            self.use.note("recalled", served, who.user or None)
         return RecallResult(
             items,
             used,
             budget,
             total - pos,
             total=total,
-            cursor=min(cursor, total),
+            cursor=first if first is not None else min(cursor, total),
             next_cursor=nxt,
             needs_tokens=needs,
+            changed=changed,
         )
+
+    def _walk(self, user: str, fp: int, number: int | None, total: int) -> tuple[_Walk, int]:
+        """The walk ``number`` of ``user``'s query ``fp`` (a new one when None, or when
+        this server no longer holds it: then it pages by rank, as from the start)."""
+        with self._walks_lock:
+            if number is not None:
+                got = self._walks.get((user, fp, number))
+                if got is not None:
+                    self._walks.move_to_end((user, fp, number))
+                    return got, number
+                # held no more (a restart, or :data:`WALKS` newer ones): a fresh record
+                walk = _Walk(total)
+                self._walks[(user, fp, number)] = walk
+            else:
+                self._walk_no = number = (self._walk_no + 1) % WALKS
+                walk = _Walk(total)
+                self._walks[(user, fp, number)] = walk
+                self._walks.move_to_end((user, fp, number))
+            while len(self._walks) > WALKS:
+                self._walks.popitem(last=False)
+            return walk, number

@@ -22,10 +22,11 @@ import time
 import unicodedata
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict
 
 from wiki_memory.capture.observation import iso
 from wiki_memory.capture.sanitize import redact_text
+from wiki_memory.core import knowledge
 from wiki_memory.core.pages import project_folder
 from wiki_memory.errors import BadRequest, Conflict
 from wiki_memory.wiki.frontmatter import dump_page
@@ -81,13 +82,33 @@ class NoteWriter(Protocol):
 
 
 class Remembered(TypedDict):
-    """The result of :func:`remember` (and of both faces)."""
+    """The result of :func:`remember` (and of both faces). The keys after ``redacted``
+    are there only when they say something (docs/knowledge.md); ``indexed`` is present,
+    and False, only when the note was written and committed but its index update failed
+    (it is indexed again later)."""
 
-    path: str
-    id: str
+    path: str | None
+    id: str | None
     title: str
-    hash: str
+    hash: str | None
     redacted: int
+    #: the text equals a current note's: nothing was written, ``path``/``id`` are its
+    duplicate: NotRequired[bool]
+    duplicate_of: NotRequired[str]
+    #: how many times this note was remembered (its first time included)
+    count: NotRequired[int]
+    #: tags the duplicate added to the existing note
+    tags_added: NotRequired[list[str]]
+    #: current notes of the project at least knowledge.SIMILAR_AT alike
+    similar: NotRequired[list[str]]
+    #: False with ``if_new`` and a similar note: nothing was written
+    written: NotRequired[bool]
+    #: current notes with the same title, alias or subject: proposals, nothing retired
+    may_supersede: NotRequired[list[str]]
+    #: the pages this note retired (``supersedes`` given)
+    supersedes: NotRequired[list[str]]
+    #: False: written and committed, but its index update failed (indexed again later)
+    indexed: NotRequired[bool]
 
 
 def remember(
@@ -100,6 +121,8 @@ def remember(
     user: str,
     harness: str | None = None,
     session_id: str | None = None,
+    supersedes: str | list[str] | None = None,
+    if_new: bool = False,
 ) -> Remembered:
     """Write ``text`` as a new note ``projects/<project>/notes/<name>.md``; return
     ``{path, id, title, hash, redacted}``.
@@ -125,13 +148,22 @@ def remember(
     ``harness``/``session_id`` not a string or too long, or
     (``field="title"``) too many notes of this title. The writer's own errors pass
     through (NotFound for a folder the caller may not see, GitBusy…).
+
+    With a full memory (``Memory``; docs/knowledge.md): ``supersedes`` (paths or titles)
+    retires those pages in the same commit (NotFound for one the caller may not see,
+    Forbidden for one it may only read; nothing written then); a text equal to a current
+    note of the project (:func:`wiki_memory.core.knowledge.normalized`) writes nothing
+    and answers that note with ``duplicate: true`` (new tags merged into it, the repeat
+    counted); a similar one is written with ``similar``, or with ``if_new`` not written;
+    a note with a current note's title, alias or ``subject`` gets ``may_supersede``.
     """
     _check(text, project, title, tags, harness, session_id)
+    sup_names = knowledge.check_supersedes(supersedes)
     proj = project_folder(project)
     folder = f"projects/{proj}/notes"
     # the right to write there, before the text is parsed or scanned (DESIGN.md 13)
     memory.scope.write_check(user, folder)
-    body, fm_title, fm_tags = _split_frontmatter(text)
+    body, fm_title, fm_tags, extra = _split_frontmatter(text)
     # the title is kept exactly as given (C27); only the file name is made portable
     if not (title and title.strip()):
         title = fm_title if fm_title and fm_title.strip() else _title_from(body)
@@ -155,29 +187,147 @@ def remember(
     }
     if session_id:
         meta["session"] = session_id
+    meta.update(extra)
+    full = getattr(memory, "index", None) is not None  # the knowledge rules need the index
+    said: dict[str, Any] = {}
+    olds: list[str] = []
+    when = knowledge.now_iso()
+    if full:
+        m: Any = memory
+        ident = m.scope.identity(user)
+        dup, similar = knowledge.matches(m, proj, clean_body, ident)
+        if dup is not None:
+            return _duplicate(
+                m, dup, all_tags, clean_title, len(found) + len(found_t), user, harness, session_id
+            )
+        if similar:
+            said["similar"] = similar
+            if if_new:
+                return {
+                    "path": None,
+                    "id": None,
+                    "title": clean_title,
+                    "hash": None,
+                    "redacted": len(found) + len(found_t),
+                    "similar": similar,
+                    "written": False,
+                }
+        if sup_names:
+            olds = knowledge.resolve_targets(m, sup_names, f"projects/{proj}/notes/x.md", ident)
+            meta["supersedes"] = olds[0] if len(olds) == 1 else olds
+            meta["valid_from"] = when
+        names = [clean_title, *[a for a in extra.get("aliases", []) if isinstance(a, str)]]
+        subject = extra.get("subject") if isinstance(extra.get("subject"), str) else None
+        proposed = knowledge.may_supersede(m, proj, names, subject, ident, set(olds))
+        if proposed:
+            said["may_supersede"] = proposed
     data = dump_page(meta, clean_body.strip("\n") + "\n").encode("utf-8")
     for _ in range(_MAX_TRIES):
         # a free name (case-insensitively); create_only makes the claim on it atomic
         path = unique_page_path(memory.wiki_dir, folder, clean_title)
+        message = f"Remember {path} ({harness})"
         try:
-            res = memory.write_page(
-                path,
-                data,
-                user=user,
-                message=f"Remember {path} ({harness})",
-                create_only=True,
-                who=user,
-            )
+            if olds:
+                res = knowledge.write_superseding(
+                    m,
+                    path,
+                    _create(path, data),
+                    olds,
+                    user=user,
+                    ident=ident,
+                    message=message,
+                    when=when,
+                )
+            else:
+                res = memory.write_page(
+                    path, data, user=user, message=message, create_only=True, who=user
+                )
         except Conflict:
             continue
-        return {
+        out: Remembered = {
             "path": path,
             "id": meta["id"],
             "title": clean_title,
             "hash": res.value or hashlib.sha256(data).hexdigest(),
             "redacted": len(found) + len(found_t),
         }
+        if olds:
+            out["supersedes"] = olds
+        out.update(said)  # type: ignore[typeddict-item]
+        if not res.indexed:
+            out["indexed"] = False  # written and committed; indexed again later
+        return out
     raise BadRequest("too many notes with this title", field="title")
+
+
+def _create(path: str, data: bytes) -> Any:
+    def fn(current: bytes | None) -> bytes:
+        if current is not None:
+            raise Conflict(f"{path} already exists", None)
+        return data
+
+    return fn
+
+
+def _duplicate(
+    memory: Any,
+    path: str,
+    tags: list[str],
+    title: str,
+    redacted: int,
+    user: str,
+    harness: str,
+    session_id: str | None,
+) -> Remembered:
+    """The answer to a text a current note already holds: that note, its new tags merged
+    in (one commit), the repeat counted in the use record."""
+    added: list[str] = []
+
+    def fn(current: bytes | None) -> bytes | None:
+        if current is None:
+            return None
+        new = knowledge.merge_tags(current, path, tags)
+        added[:] = (
+            []
+            if new is None
+            else [
+                t
+                for t in tags
+                if t.casefold() not in {x.casefold() for x in parse_page(current, path).tags}
+            ]
+        )
+        return new
+
+    if tags:
+        memory.update_page(
+            path, fn, user=user, message=f"Tags of {path} ({harness})", who=user, commit_now=True
+        )
+    row = memory.index.page_meta(path) or {}
+    meta = row.get("meta") or {}
+    memory.use.note("repeated", [path], user or None)
+    count = knowledge.count_repeat(
+        memory.settings.data_dir,
+        {
+            "path": path,
+            "ts": knowledge.now_iso(),
+            "user": user,
+            "harness": harness,
+            "session": session_id,
+        },
+    )
+    out: Remembered = {
+        "path": path,
+        "id": str(meta.get("id") or row.get("id") or path),
+        "title": str(meta.get("title") or row.get("title") or title),
+        "hash": row.get("hash"),
+        "redacted": redacted,
+        "duplicate": True,
+        "duplicate_of": path,
+        "count": count,
+    }
+    if added:
+        out["tags_added"] = added
+    return out
 
 
 def portable_name(title: str, max_len: int = 100) -> str:
@@ -225,21 +375,32 @@ def _check(text: Any, project: Any, title: Any, tags: Any, harness: Any, session
             raise BadRequest(f"{name} is over {most} characters", field=name)
 
 
-def _split_frontmatter(text: str) -> tuple[str, str | None, list[str]]:
-    """A note text that opens with its own frontmatter: the body, and the title and tags
-    found there. Every other key (``pinned`` included: agents cannot pin) is dropped."""
+#: frontmatter keys of a note's own text that the note keeps besides ``title`` and ``tags``
+_KEPT = ("aliases", "subject")
+
+
+def _split_frontmatter(text: str) -> tuple[str, str | None, list[str], dict[str, Any]]:
+    """A note text that opens with its own frontmatter: the body, the title and tags
+    found there, and its ``aliases`` and ``subject`` (docs/knowledge.md). Every other key
+    (``pinned`` included: agents cannot pin) is dropped."""
     stripped = text.lstrip("\ufeff")
     if not stripped.startswith("---"):
-        return text, None, []
+        return text, None, [], {}
     parsed = parse_page(stripped, "note.md")
     if parsed.frontmatter_end is None or not parsed.metadata:
-        return text, None, []
+        return text, None, [], {}
+    extra: dict[str, Any] = {}
+    if parsed.aliases:
+        extra["aliases"] = [redact_text(a)[0] for a in parsed.aliases]
+    subj = parsed.metadata.get("subject")
+    if isinstance(subj, str) and subj.strip():
+        extra["subject"] = redact_text(subj.strip())[0]
     lines = stripped.split("\n")
     body = "\n".join(lines[parsed.frontmatter_end :])
     title = parsed.metadata.get("title")
     tags = parsed.metadata.get("tags")
     tag_list = [str(t) for t in tags] if isinstance(tags, list) else str(tags or "").split()
-    return body, title if isinstance(title, str) else None, tag_list
+    return body, title if isinstance(title, str) else None, tag_list, extra
 
 
 def _title_from(body: str) -> str:

@@ -41,6 +41,7 @@ from wiki_memory.errors import BadRequest, Forbidden, NotFound
 from wiki_memory.identity import (
     ANONYMOUS,
     CALLER,
+    OWNER_KEY,
     Identity,
     fold,
     is_pinned,
@@ -52,6 +53,7 @@ from wiki_memory.identity import (
     project_of,
     write_refusal,
 )
+from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.paths import clean_rel, is_plain, locate
 from wiki_memory.wiki.personal import frontmatter_of as frontmatter_of
 
@@ -252,6 +254,24 @@ class ScopeRule:
             if self.refused is not None:
                 self.refused(ident, op, clean_rel(path), exc)
             raise
+
+    def stamp_owner(self, who: Identity | str | None, rel: str, new: bytes) -> bytes:
+        """``new`` with frontmatter ``user`` set to the writer when it marks the page
+        ``visibility: personal`` without naming a user and the writer is not the wiki's
+        owner (such a page would be the owner's, and refused to the writer): a personal
+        page is its writer's. Only that
+        key is spliced in (:func:`~wiki_memory.wiki.frontmatter.set_keys`); every other
+        byte stays. Bytes whose frontmatter cannot be spliced are returned as they are
+        (:meth:`check_write` decides on them)."""
+        ident = self.identity(who)
+        if not ident.user or ident.owns(OWNER_KEY) or people_owner(rel) is not None:
+            return new
+        if personal_owner(rel, frontmatter_of(new, rel)) != OWNER_KEY:
+            return new
+        try:
+            return set_keys(new, {"user": ident.user})
+        except FrontmatterError:
+            return new
 
     def check_write(
         self, who: Identity | str | None, rel: str, current: bytes | None, new: bytes | None

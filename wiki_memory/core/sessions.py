@@ -19,6 +19,17 @@ from typing import Any, Protocol
 from wiki_memory.capture.observation import Observation
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
+from wiki_memory.core.lifecycle import (
+    END_KINDS,
+    Backoff,
+    continues_page,
+    end_time,
+    ended_by_events,
+    find_repeats,
+    has_content,
+    repeats_of,
+    unrendered_count,
+)
 from wiki_memory.core.text import replace_section
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.index.store import Index
@@ -29,8 +40,6 @@ from wiki_memory.wiki.personal import page_owner
 
 log = logging.getLogger("wiki_memory.core")
 
-#: events that end a session
-END_KINDS = {"session_end"}
 
 __all__ = [
     "END_KINDS",
@@ -38,6 +47,8 @@ __all__ = [
     "SessionPages",
     "SessionChange",
     "compiler_bytes",
+    "end_time",
+    "unrendered_count",
     "conflict_copy_path",
     "replace_section",
 ]
@@ -53,7 +64,7 @@ class Host(Protocol):
     wiki_dir: Path
     owner: str
     writer: Writer
-    _server_hashes: dict[str, str]
+    server_hashes: dict[str, str]
     on_session_end: list[Callable[[Any, SessionInfo, list[Observation], str], None]]
 
     def _cas_write(
@@ -83,6 +94,8 @@ class SessionPages:
         self._render_ctx: dict[str, tuple[str, dict[str, Any]]] = {}
         #: page path -> the server's version that could not be merged (a conflict copy)
         self._conflicts: dict[str, bytes] = {}
+        #: failed compiles, tried again after a doubling wait
+        self.backoff = Backoff(spool=host.spool)
 
     def _session_meta(self, info: SessionInfo) -> compiler.SessionMeta:
         return compiler.SessionMeta(
@@ -95,6 +108,23 @@ class SessionPages:
             started=info.started,
         )
 
+    def compile_guarded(self, key: str, end: bool) -> WriteResult:
+        """:meth:`compile_job`, and when it fails (a write refused, a bug), a retry after
+        a back-off (:class:`~wiki_memory.core.lifecycle.Backoff`) instead of an error: the
+        events stay in the spool and the next event of the session tries at once."""
+        try:
+            res = self.compile_job(key, end)
+        except Exception:
+            n, wait = self.backoff.failed(
+                key, lambda: self.host.writer.submit(lambda: self.compile_guarded(key, end))
+            )
+            log.exception(
+                "compiling session %s failed (%d in a row); next try in %.0f s", key, n, wait
+            )
+            return WriteResult()
+        self.backoff.succeeded(key)
+        return res
+
     def compile_job(self, key: str, end: bool, remerge: bool = False) -> WriteResult:
         """Write a session's page. ``remerge``: no new observations, but a person saved the
         page; render exactly what the server last rendered and merge it into their version
@@ -105,7 +135,7 @@ class SessionPages:
         obs = self.host.spool.observations(key)
         state = dict(info.state)
         now = time.time()
-        ended_now = end or any(o.kind in END_KINDS for o in obs)
+        ended_now = end or ended_by_events(obs)
         already = state.get("compiled_count") == len(obs) and (
             state.get("status") == "ended" or not ended_now
         )
@@ -120,7 +150,28 @@ class SessionPages:
             return WriteResult(value=state.get("path"))
         else:
             status = "ended" if ended_now else "active"
-            ended_at = state.get("ended_at") or (end_time(obs, now) if ended_now else None)
+            ended_at = None
+            if ended_by_events(obs):
+                ended_at = end_time(obs, now)
+            elif ended_now:
+                ended_at = state.get("ended_at") or end_time(obs, now)
+            if not ended_now:
+                # resumed (a SessionStart after its end, or events after an idle end):
+                # active again, the same page continued
+                ended_at = None
+                state.pop("ended_at", None)
+            if not state.get("path") and not has_content(obs):
+                # only started (opened and quit, or a SessionStart of a brief alone): no
+                # page and no commit; the spool keeps its events until it has some
+                state.update(compiled_count=len(obs), status=status, empty=True)
+                if ended_at:
+                    state["ended_at"] = ended_at
+                self.host.spool.write_state(key, state)
+                return WriteResult()
+            state.pop("empty", None)
+            if "continues" not in state:
+                state["continues"] = continues_page(self.host.spool, info, obs)
+            find_repeats(self.host.spool, info, obs, state)
         prev_count = int(info.state.get("compiled_count") or 0)
         had_page = bool(info.state.get("path"))
         meta = self._session_meta(info)
@@ -136,6 +187,8 @@ class SessionPages:
             created=state.get("created"),
             path=path,
             excerpt_bytes=self.host.settings.tool_output_excerpt_bytes,
+            previous=state.get("continues"),
+            repeats=repeats_of(state),
         )
         full = self.host.wiki_dir / comp.path
         self._render_ctx[comp.path] = (key, state)
@@ -170,7 +223,7 @@ class SessionPages:
         self._remember_render(comp.path, fresh)
         paths = [comp.path]
         if written is not None:
-            self.host._server_hashes[comp.path] = sha256(written)
+            self.host.server_hashes[comp.path] = sha256(written)
             self.host.index.upsert_page(comp.path, written)
         copy = self._write_conflict_copy(comp.path)
         if copy:
@@ -193,6 +246,15 @@ class SessionPages:
         )
         if ended_at:
             state["ended_at"] = ended_at
+        # events the compiler could not render: placeholders on the page, counted by
+        # doctor and status, and their spool kept until they compile
+        state["unrendered"] = [i for i in comp.unrendered if i not in state.get("discarded", [])]
+        if comp.unrendered:
+            log.warning(
+                "%s: %d event(s) could not be rendered; placeholders name their spool records",
+                comp.path,
+                len(comp.unrendered),
+            )
         state["renders"] = [render, *renders[:2]]
         if written is not None:
             state["page_sha256"] = sha256(written)
@@ -245,7 +307,7 @@ class SessionPages:
 
         fresh = compiler_bytes(comp)
         if current is ...:
-            current = _read_plain(self.host.wiki_dir / comp.path)
+            current = read_plain(self.host.wiki_dir / comp.path)
         if current is None or current == fresh:
             return fresh
         bases = self._previous_renders(comp.path)
@@ -317,6 +379,8 @@ class SessionPages:
                     created=state.get("created"),
                     path=path,
                     excerpt_bytes=self.host.settings.tool_output_excerpt_bytes,
+                    previous=state.get("continues"),
+                    repeats=repeats_of(state),
                 )
             except Exception:  # noqa: BLE001 - an old state the compiler cannot replay
                 log.exception("cannot render an earlier version of %s", path)
@@ -353,7 +417,7 @@ class SessionPages:
             log.warning("could not commit the hand edit of %s before merging", path)
             return None
         if sha is not None or self.host.git.tracked(path):
-            self.host._server_hashes[path] = sha256(current)
+            self.host.server_hashes[path] = sha256(current)
         return None
 
     def _write_conflict_copy(self, path: str) -> str | None:
@@ -374,19 +438,9 @@ class SessionPages:
         except FrontmatterError:
             data = fresh
         atomic_write(self.host.wiki_dir / copy, data)
-        self.host._server_hashes[copy] = sha256(data)
+        self.host.server_hashes[copy] = sha256(data)
         self.host.index.upsert_page(copy, data)
         return copy
-
-
-def end_time(observations: list[Observation], fallback: float) -> float:
-    """When a session ended: the time of the event that ended it (its first
-    ``SessionEnd``), else of its last event (a session ended by idleness); ``fallback``
-    (the server's clock) only for a session without events. UTC epoch seconds."""
-    ends = [o.ts for o in observations if o.kind in END_KINDS]
-    if ends:
-        return min(ends)
-    return max((o.ts for o in observations), default=fallback)
 
 
 @dataclass(frozen=True)
@@ -459,7 +513,7 @@ def seed_server_hashes(
         if not isinstance(path, str):
             continue
         full = wiki_dir / path
-        data = _read_plain(full) if _plain_or_gone(full) else None
+        data = read_plain(full) if plain_or_gone(full) else None
         if data is None:
             continue
         digest = sha256(data)
@@ -485,7 +539,7 @@ def owners_on_disk(wiki_dir: Path, git: GitStore) -> Callable[[str], str | None]
     def owner(rel: str) -> str | None:
         full = wiki_dir / rel
         try:
-            data = _read_plain(full) if _plain_or_gone(full) else None
+            data = read_plain(full) if plain_or_gone(full) else None
             if data is None and not full.exists():
                 data = git.read_at(rel)
         except (OSError, KeyError, ValueError):
@@ -495,7 +549,7 @@ def owners_on_disk(wiki_dir: Path, git: GitStore) -> Callable[[str], str | None]
     return owner
 
 
-def _read_plain(full: Path) -> bytes | None:
+def read_plain(full: Path) -> bytes | None:
     """The bytes of a regular file (never through a symlink); None when absent."""
     try:
         fd = os.open(full, _O_READ)
@@ -505,7 +559,7 @@ def _read_plain(full: Path) -> bytes | None:
         return f.read()
 
 
-def _plain_or_gone(full: Path) -> bool:
+def plain_or_gone(full: Path) -> bool:
     """True for a path that is gone, a folder, or a regular file with a single link: what
     the server may commit or serve (a symlink or a hard link may lead out of the wiki)."""
     try:

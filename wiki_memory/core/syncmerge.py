@@ -31,18 +31,21 @@ from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
 from wiki_memory.audit import escape
+from wiki_memory.core import syncconflicts, syncrefusals
+from wiki_memory.core import syncguard as guard
+from wiki_memory.core.syncrefusals import tree_of
 from wiki_memory.core.syncstate import REFUSED as _REFUSED
 from wiki_memory.core.syncstate import refused_entries, utc_stamp
 from wiki_memory.core.writer import WriteResult
 from wiki_memory.recall import rank
-from wiki_memory.wiki import border
+from wiki_memory.wiki import border, pagemerge, placeholder
 from wiki_memory.wiki import replicate as rp
 from wiki_memory.wiki.frontmatter import FrontmatterError
 from wiki_memory.wiki.gitcommon import SYSTEM_AUTHOR, author_identity, tz_offset
 from wiki_memory.wiki.inside import Outside, read_inside, remove_inside, write_inside
 from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.projection import Shared, personal_files, unpinned, with_pin
-from wiki_memory.wiki.purge import _drop_stale, _expire_reflogs
+from wiki_memory.wiki.purge import drop_stale, expire_reflogs
 
 __all__ = ["CACHE", "SyncMerge"]
 
@@ -66,6 +69,8 @@ class SyncMerge:
         self._state_lock = state_lock
         #: the last merge's files a person saved during it: path -> the incoming copy
         self.kept_beside: dict[str, str] = {}
+        #: the last merge's conflict copies: copy -> whose version is where
+        self.notes: dict[str, str] = {}
 
     @property
     def _control(self) -> Path:
@@ -84,13 +89,27 @@ class SyncMerge:
         return out
 
     def merge_write(
-        self, name: str, theirs: ObjectID | None, seen: str | None, squash: bool = False
+        self,
+        name: str,
+        theirs: ObjectID | None,
+        seen: str | None,
+        squash: bool = False,
+        follow: bool = False,
+        accept: bool = False,
     ) -> WriteResult:
-        """The writer job of one merge: :meth:`_merge_job`'s result as its value."""
-        return WriteResult(value=self._merge_job(name, theirs, seen, squash))
+        """The writer job of one merge: :meth:`_merge_job`'s result and its :attr:`notes`
+        (copy -> whose version is where) as its value."""
+        res = self._merge_job(name, theirs, seen, squash, follow, accept)
+        return WriteResult(value=(*res, dict(self.notes)))
 
     def _merge_job(
-        self, name: str, theirs: ObjectID | None, seen: str | None, squash: bool = False
+        self,
+        name: str,
+        theirs: ObjectID | None,
+        seen: str | None,
+        squash: bool = False,
+        follow: bool = False,
+        accept: bool = False,
     ) -> tuple[ObjectID, str, dict[str, str], list[dict[str, str]]]:
         """On the writer thread: merge the fetched ``theirs`` into the local branch and
         return (what to push: the new shared projection, or ``theirs`` when the two differ
@@ -105,10 +124,18 @@ class SyncMerge:
         since ``seen`` as one commit on the local branch, without ``theirs`` as a parent,
         then drop the fetched history again.
 
+        A hub that no longer holds ``seen`` (rewritten) is followed only with ``follow``
+        (a verified purge announcement) or ``accept`` (``sync --accept-deletions``); an
+        unrelated history is merged as a union; a merge deleting more shared pages than
+        the limits allow stops unless ``accept``. Stopping raises
+        :class:`~wiki_memory.core.syncguard.SyncStop` before anything is written.
+        Tombstoned versions (purged here) never come in.
+
         Hand edits the watcher has not committed yet are not walked for (a status walk
         of the whole wiki cost ~1 s at 1,000 pages): :meth:`_apply` leaves every file
         whose bytes are not the old commit's as the person saved it, and the watcher
         commits it; the next sync carries it."""
+        self.notes = {}
         with Repo(str(self.wiki_dir)) as repo:
             local = repo.refs.follow(HEADREF)[1]
             assert local is not None
@@ -125,31 +152,76 @@ class SyncMerge:
                     rewritten = not rp.is_ancestor(repo, ObjectID(seen.encode()), theirs)
                 except KeyError:
                     rewritten = True
-            if not squash and (
-                theirs is None or theirs == mine or rp.is_ancestor(repo, theirs, mine)
+            unrelated = (
+                rewritten
+                and not squash
+                and theirs is not None
+                and rp.merge_base(repo, mine, theirs) is None
+            )
+            if unrelated:
+                rewritten = False  # a union: nothing of ours is dropped, nothing deleted
+            if (
+                not squash
+                and not rewritten
+                and (theirs is None or theirs == mine or rp.is_ancestor(repo, theirs, mine))
             ):
                 repo.refs[rp.SHARED_REF] = mine
                 shared.save()
-                if theirs is not None and self._only_refused(repo, mine, theirs):
+                if theirs is not None and syncrefusals.only_refused(
+                    self.wiki_dir, repo, mine, theirs
+                ):
                     return theirs, "up to date", conflicts, []
-                return mine, "up to date", conflicts, []
+                return (
+                    syncrefusals.keep_refused(
+                        self.wiki_dir, repo, name, self._commit, mine, theirs
+                    ),
+                    "up to date",
+                    conflicts,
+                    [],
+                )
             assert theirs is not None
-            local_files = rp.flat_tree(repo, _tree(repo, local))
+            local_files = rp.flat_tree(repo, tree_of(repo, local))
             personal = personal_files(shared, local_files)
-            their_raw = rp.flat_tree(repo, _tree(repo, theirs))
-            their_files, refusals = self._admit(
-                repo, their_raw, rp.flat_tree(repo, _tree(repo, mine))
-            )
-            if rewritten:
+            their_raw = rp.flat_tree(repo, tree_of(repo, theirs), rp.MAX_TREE_ENTRIES)
+            mine_files = rp.flat_tree(repo, tree_of(repo, mine), rp.MAX_TREE_ENTRIES)
+            their_files, refusals = self._admit(repo, their_raw, mine_files)
+            stones = guard.load_tombstones(self.wiki_dir)
+            for p in guard.tombstoned(repo, their_files, mine_files, stones):
+                their_files.pop(p, None)  # purged here: never comes back, no deletion
+                if p in mine_files:
+                    their_files[p] = mine_files[p]
+            if unrelated:
+                log.warning(
+                    "sync with %s: the hub holds an unrelated history; merged as a union "
+                    "(nothing deleted)",
+                    name,
+                )
+                merged = pagemerge.merge_trees(repo, {}, mine_files, their_files, name)
+                parents = [local, theirs]
+                action = "merged unrelated history"
+            elif rewritten:
                 base_sha = ObjectID(seen.encode()) if seen else None
                 try:
-                    base = rp.flat_tree(repo, _tree(repo, base_sha)) if base_sha else {}
+                    base = (
+                        rp.flat_tree(repo, tree_of(repo, base_sha), rp.MAX_TREE_ENTRIES)
+                        if base_sha
+                        else {}
+                    )
                 except KeyError:
                     base = their_files
-                merged = rp.merge_trees(
-                    base, rp.flat_tree(repo, _tree(repo, mine)), their_files, name
-                )
+                merged = pagemerge.merge_trees(repo, base, mine_files, their_files, name)
                 assert theirs is not None
+                if not (squash or follow or accept):
+                    gone = guard.deleted_pages(mine_files, merged.files, stones)
+                    raise guard.SyncStop(
+                        "rewrite",
+                        f"{name}'s history was rewritten (rewound or force-pushed) with no "
+                        f"valid purge announcement; following it would delete {gone} of "
+                        f"{len(mine_files)} shared page(s): nothing was changed; an admin "
+                        "decides with `wiki-memory sync --accept-deletions`",
+                        gone,
+                        len(mine_files),
+                    )
                 parents = [local] if squash else [theirs]
                 action = "squashed after purge" if squash else "followed rewrite"
             elif rp.is_ancestor(repo, mine, theirs):
@@ -158,12 +230,28 @@ class SyncMerge:
                 action = "pulled"
             else:
                 base_sha = rp.merge_base(repo, mine, theirs)
-                base = rp.flat_tree(repo, _tree(repo, base_sha)) if base_sha else {}
-                merged = rp.merge_trees(
-                    base, rp.flat_tree(repo, _tree(repo, mine)), their_files, name
+                base = (
+                    rp.flat_tree(repo, tree_of(repo, base_sha), rp.MAX_TREE_ENTRIES)
+                    if base_sha
+                    else {}
                 )
+                merged = pagemerge.merge_trees(repo, base, mine_files, their_files, name)
                 parents = [local, theirs]
                 action = "merged"
+            gone = guard.deleted_pages(mine_files, merged.files, stones)
+            s = self.memory.settings
+            if not (squash or follow or accept) and guard.too_many(
+                gone, len(mine_files), s.sync_max_delete_fraction, s.sync_max_delete_pages
+            ):
+                raise guard.SyncStop(
+                    "deletions",
+                    f"the merge with {name} would delete {gone} of {len(mine_files)} shared "
+                    "page(s), over the limits (sync_max_delete_fraction, "
+                    "sync_max_delete_pages): nothing was changed; an admin decides with "
+                    "`wiki-memory sync --accept-deletions`",
+                    gone,
+                    len(mine_files),
+                )
             conflicts = dict(merged.conflicts)
             files = dict(merged.files)
             files.update(personal)
@@ -173,12 +261,11 @@ class SyncMerge:
             new = self._commit(repo, files, parents, f"Sync with {name}: {action}")
             self.kept_beside.clear()
             changed = self._apply(name, repo, local_files, files, local, new)
-            conflicts.update(self.kept_beside)
-            for rel in changed:  # conflict copies another server made arrive here too
-                m = rp.CONFLICT_RE.search(rel)
-                if m and rel.encode() not in local_files and (self.wiki_dir / rel).is_file():
-                    orig = rel[: m.start()] + (m.group(1) or "")
-                    conflicts[orig if orig not in conflicts else rel] = rel
+            arrived = [r for r in changed if r.encode() not in local_files]
+            conflicts, self.notes = syncconflicts.merge_notes(
+                name, conflicts, dict(self.kept_beside), arrived,
+                syncconflicts.blob_reader(repo, mine_files), self.wiki_dir,
+            )  # fmt: skip
             self.memory.git.reopen()
             out = shared.project(new)
             repo.refs[rp.SHARED_REF] = out
@@ -189,8 +276,12 @@ class SyncMerge:
                     shared.adopt(theirs)
                 out = shared.project(new)
             shared.save()
-            if out != theirs and self._only_refused(repo, out, theirs):
+            if out != theirs and syncrefusals.only_refused(self.wiki_dir, repo, out, theirs):
                 out = theirs  # nothing to send but reverts of what the border refused
+            else:
+                out = syncrefusals.keep_refused(
+                    self.wiki_dir, repo, name, self._commit, out, theirs
+                )
         self.memory.git.reopen()
         if rewritten:
             self._forget_caches()
@@ -276,23 +367,33 @@ class SyncMerge:
     ) -> list[border.Refusal]:
         """Drop (in place) every file of the merged ``files`` whose path is also a folder
         of another file (a tree cannot hold both: one side made a file where the other
-        has a folder). The folder side stays; a file that came from ``theirs`` is
-        returned as refused, so it is reported and never pushed back over."""
+        has a folder). When the file came from ``theirs``, the folder side stays and the
+        file is returned as refused, so it is reported and never pushed back over. When
+        the file is this server's (a personal page the hub never saw, a page changed
+        here), the files below it that came from ``theirs`` are the refused ones: a hub
+        never deletes this server's file by making a folder of its path."""
         folders: set[bytes] = set()
         for p in files:
             parts = p.split(b"/")
             folders.update(b"/".join(parts[:i]) for i in range(1, len(parts)))
         out = []
+
+        def refuse(path: bytes, reason: str) -> None:
+            entry = files.pop(path)
+            out.append(
+                border.Refusal(path.decode("utf-8", "surrogateescape"), entry[1].decode(), reason)
+            )
+
         for p in [p for p in files if p in folders]:
-            entry = files.pop(p)
-            if theirs.get(p) == entry:
-                out.append(
-                    border.Refusal(
-                        p.decode("utf-8", "surrogateescape"),
-                        entry[1].decode(),
-                        "path: a file where this server has a folder",
-                    )
-                )
+            if theirs.get(p) == files[p]:
+                refuse(p, "path: a file where this server has a folder")
+                continue
+            below = [q for q in files if q.startswith(p + b"/")]
+            for q in below:
+                if theirs.get(q) == files[q]:
+                    refuse(q, "path: a folder where this server has a file")
+            if any(q in files for q in below):
+                files.pop(p)  # this server's own on both sides: the folder stays
         return out
 
     def _repin(
@@ -375,31 +476,6 @@ class SyncMerge:
             os.replace(tmp, path)
         return fresh
 
-    def _only_refused(self, repo: Repo, out: ObjectID, theirs: ObjectID) -> bool:
-        """True when the trees of ``out`` and ``theirs`` differ only at paths where the
-        hub's entry is a recorded refusal, or below one (what this server keeps where the
-        hub put a refused link): pushing ``out`` would only revert them."""
-        keys = {(r["path"], r["blob"]) for r in refused_entries(self.wiki_dir)}
-        if not keys:
-            return False
-        a = rp.flat_tree(repo, _tree(repo, out))
-        b = rp.flat_tree(repo, _tree(repo, theirs))
-
-        def refused(path: bytes) -> bool:
-            t = b.get(path)
-            return (
-                t is not None and (path.decode("utf-8", "surrogateescape"), t[1].decode()) in keys
-            )
-
-        for p in set(a) | set(b):
-            if a.get(p) == b.get(p) or refused(p):
-                continue
-            # kept below a refused entry (a link where this server has a folder)
-            parts = p.split(b"/")
-            if p in b or not any(refused(b"/".join(parts[:i])) for i in range(1, len(parts))):
-                return False
-        return True
-
     def _commit(
         self,
         repo: Repo,
@@ -446,6 +522,8 @@ class SyncMerge:
             except OSError:
                 disk = None
             disk_id = Blob.from_string(disk).id if disk is not None else None
+            if disk is None and placeholder.evicted(os.fsencode(root), path) and before:
+                disk_id = before[1]  # evicted by a cloud client: no person's save
             try:
                 if disk_id != (before[1] if before else None) and disk_id != (
                     new[path][1] if path in new else None
@@ -457,7 +535,7 @@ class SyncMerge:
                         blob = repo[new[path][1]]
                         assert isinstance(blob, Blob)
                         copy_rel = copy.decode("utf-8", "surrogateescape")
-                        write_inside(root, copy_rel, blob.data)
+                        write_inside(root, copy_rel, syncconflicts.marked(blob.data, rel, remote))
                         self.kept_beside[rel] = copy_rel
                     continue
                 if path in new:
@@ -501,8 +579,8 @@ class SyncMerge:
         for ref in list(repo.refs.allkeys()):
             if ref.startswith(b"refs/remotes/") and not ref.startswith(keep):
                 repo.refs.remove_if_equals(ref, None)
-        _expire_reflogs(repo)
-        _drop_stale(repo, set())
+        expire_reflogs(repo)
+        drop_stale(repo, set())
         porcelain.gc(repo, prune=True, grace_period=0)
 
     def _forget_caches(self) -> None:
@@ -512,11 +590,3 @@ class SyncMerge:
         m.index.checkpoint()
         shutil.rmtree(Path(m.settings.index_path).parent / "as-of", ignore_errors=True)
         rank.clear_caches()
-
-
-def _tree(repo: Repo, sha: ObjectID | None) -> ObjectID | None:
-    if sha is None:
-        return None
-    c = repo[sha]
-    assert isinstance(c, Commit)
-    return ObjectID(c.tree)

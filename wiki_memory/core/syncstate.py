@@ -15,10 +15,20 @@ from typing import Any
 from wiki_memory.audit import escape
 from wiki_memory.wiki import replicate as rp
 
-__all__ = ["REFUSED", "STATE", "refused_entries", "sync_lines", "sync_status", "utc_stamp"]
+__all__ = [
+    "CONFLICT_LINE",
+    "REFUSED",
+    "STATE",
+    "refused_entries",
+    "sync_lines",
+    "sync_status",
+    "utc_stamp",
+]
 
 #: the state file's name inside ``wiki/.git``
 STATE = "wiki-memory-sync.json"
+#: how a line of :func:`sync_lines` about a conflict copy starts (one line per copy)
+CONFLICT_LINE = "sync conflict: "
 #: the record of what the border refused from hubs, beside the state
 REFUSED = "wiki-memory-refused.json"
 
@@ -52,13 +62,15 @@ def refused_entries(wiki_dir: Path) -> list[dict[str, str]]:
 def sync_status(wiki_dir: Path) -> dict[str, Any]:
     """The sync state of the wiki in ``wiki_dir``, read from its files (so ``doctor`` and
     ``status`` need no server): ``{"remotes": {name: {"url", "last_success",
-    "last_attempt", "last_error", "purge_pending"}}, "last_success", "last_error",
-    "conflicts", "refused"}``.
+    "last_attempt", "last_error", "purge_pending", "failing_since", "stopped"}},
+    "last_success", "last_error",
+    "conflicts", "conflict_notes", "refused"}``.
 
     Times are ISO-8601 UTC strings (None: never). ``last_success`` is the newest of the
     remotes', ``last_error`` names the remote whose last attempt failed (None when every
     remote's last attempt worked). ``conflicts`` lists the conflict copies syncs made
-    that are still in the wiki (a person deletes one once resolved). ``refused`` is
+    that are still in the wiki (``wiki-memory sync-conflicts resolve`` removes one),
+    ``conflict_notes`` each one's line naming whose version is where. ``refused`` is
     :func:`refused_entries`. With no remote configured ``remotes`` is empty."""
     wiki_dir = Path(wiki_dir)
     try:
@@ -81,6 +93,8 @@ def sync_status(wiki_dir: Path) -> dict[str, Any]:
             "last_attempt": e.get("last_attempt"),
             "last_error": e.get("last_error"),
             "purge_pending": bool(e.get("purge_pending")),
+            "failing_since": e.get("failing_since") if e.get("last_error") else None,
+            "stopped": e.get("stopped") or None,
         }
         if e.get("last_success"):
             successes.append(e["last_success"])
@@ -91,34 +105,60 @@ def sync_status(wiki_dir: Path) -> dict[str, Any]:
         for c in (state.get("conflicts", []) if isinstance(state, dict) else [])
         if (wiki_dir / c).is_file()
     )
+    notes = state.get("conflict_notes") if isinstance(state, dict) else None
+    notes = notes if isinstance(notes, dict) else {}
     return {
         "remotes": out,
         "last_success": max(successes) if successes else None,
         "last_error": error,
         "conflicts": conflicts,
+        "conflict_notes": {c: str(notes.get(c) or f"{c} is a conflict copy") for c in conflicts},
         "refused": refused_entries(wiki_dir),
     }
 
 
-def sync_lines(wiki_dir: Path) -> list[str]:
+def sync_lines(wiki_dir: Path, per_conflict: bool = True) -> list[str]:
     """What a person should know about sync, one sentence each (empty when there are no
     remotes, or sync is fine): the last error with the last success, a purge waiting
-    for ``sync --after-purge``, conflict copies to resolve, incoming files the border
+    for ``sync --after-purge``, one line per conflict copy (:data:`CONFLICT_LINE`, whose
+    version is where; the first five; with ``per_conflict`` False, as the brief asks,
+    one line with their count and no path), incoming files the border
     refused (count and the first paths, escaped). Used by the brief and ``doctor``."""
     st = sync_status(wiki_dir)
     if not st["remotes"]:
         return []
     out = []
     if st["last_error"]:
-        out.append(
-            f"sync failing ({st['last_error']}); last succeeded {st['last_success'] or 'never'}"
+        since = min(
+            (r["failing_since"] for r in st["remotes"].values() if r.get("failing_since")),
+            default=None,
         )
+        out.append(
+            f"sync failing since {since or 'unknown'} ({st['last_error']}); "
+            f"last succeeded {st['last_success'] or 'never'}"
+        )
+    for name, r in st["remotes"].items():
+        stop = r.get("stopped")
+        if stop:
+            out.append(
+                f"sync with {name} stopped since {stop.get('since')}: it would delete "
+                f"{stop.get('deletions')} of {stop.get('shared')} shared page(s) "
+                f"({stop.get('cause')}); an admin decides with "
+                "`wiki-memory sync --accept-deletions`"
+            )
     if any(r["purge_pending"] for r in st["remotes"].values()):
         out.append("a purge waits for an admin's `wiki-memory sync --after-purge`")
-    if st["conflicts"]:
+    if st["conflicts"] and not per_conflict:
         out.append(
             f"{len(st['conflicts'])} sync conflict copy(ies) to resolve: "
-            + ", ".join(st["conflicts"][:5])
+            "`wiki-memory sync-conflicts` says whose version is where"
+        )
+    for c in st["conflicts"][:5] if per_conflict else []:
+        out.append(f"{CONFLICT_LINE}{st['conflict_notes'][c]}")
+    if len(st["conflicts"]) > 5 and per_conflict:
+        out.append(
+            f"{CONFLICT_LINE}{len(st['conflicts']) - 5} more: `wiki-memory sync-conflicts` "
+            "lists them"
         )
     if st["refused"]:
         paths = sorted({escape(r["path"]) for r in st["refused"]})

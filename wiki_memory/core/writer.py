@@ -56,6 +56,8 @@ class WriteResult:
     value: Any = None
     commit_now: bool = False
     change: Change | None = None
+    #: False when the file was written but its index update failed (queued again)
+    indexed: bool = True
 
 
 @dataclass

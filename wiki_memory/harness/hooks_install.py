@@ -461,7 +461,45 @@ def apply(plan: Plan) -> Path | None:
         os.replace(tmp, path)
     except OSError as exc:
         raise InstallError(f"cannot write {path}: {exc}") from None
+    record_install(plan)
     return backup
+
+
+#: in the data directory a hook is pinned to: what install-hooks wrote, per harness
+INSTALLS_FILE = "hook-installs.json"
+
+
+def record_install(plan: Plan) -> None:
+    """Remember, in the data directory the hook is pinned to, the command written for
+    the harness and when (``doctor`` tells a command changed since, which Codex runs only
+    once trusted again, and a hook that never ran since its install). Best effort."""
+    target = pinned_target(plan.command) if plan.action == "install" else None
+    if not target or target.startswith(("http://", "https://")):
+        return
+    record = Path(target) / INSTALLS_FILE
+    try:
+        data = json.loads(record.read_text(encoding="utf-8")) if record.exists() else {}
+        if not isinstance(data, dict):
+            data = {}
+        data[plan.agent.name] = {
+            "command": plan.command,
+            "path": str(plan.path),
+            "time": time.time(),
+        }
+        tmp = record.with_name(f".{record.name}.tmp")
+        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        os.replace(tmp, record)
+    except (OSError, ValueError):
+        pass
+
+
+def read_installs(data_dir: Path) -> dict[str, dict[str, Any]]:
+    """:data:`INSTALLS_FILE` of ``data_dir`` (``{}`` when absent or unreadable)."""
+    try:
+        data = json.loads((data_dir / INSTALLS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
 
 
 def describe(plan: Plan) -> str:
@@ -488,10 +526,22 @@ def describe(plan: Plan) -> str:
                 "  note:    Codex releases before hooks were on by default need "
                 "`[features] codex_hooks = true` in ~/.codex/config.toml"
             )
+            if plan.changed:
+                lines.append(
+                    "  trust:   Codex runs a new or changed hook only after you trust it: "
+                    "start Codex once and accept the hook (until then nothing is captured)"
+                )
+            lines.append(
+                "  note:    Codex also reads a project's .codex/hooks.json; hooks there "
+                "run beside these (`wiki-memory doctor` names such files)"
+            )
         if spec.name == "gemini-cli":
             lines.append(
                 "  note:    some Gemini CLI releases also need hooks enabled in settings "
                 "(see their docs); this file's `hooks` table is what they read"
+            )
+            lines.append(
+                "  check:   `/hooks` in Gemini CLI lists the hooks it loaded: ours should be there"
             )
     else:
         if plan.events:

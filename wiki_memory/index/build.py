@@ -62,6 +62,8 @@ from wiki_memory.index.schema import (
 )
 from wiki_memory.index.search import copy_spool
 from wiki_memory.index.vectors import MODEL_ID
+from wiki_memory.wiki.oddnames import on_disk, page_name
+from wiki_memory.wiki.paths import odd_name, report_odd_name
 
 WRITE_BATCH = 256
 """Paths applied per write transaction by :func:`sync_paths` and directory reconciling."""
@@ -86,9 +88,15 @@ def sync_paths(db: Database, wiki_dir: Path | str, rel_paths: Iterable[str]) -> 
         if rel == "":
             dirs.append("")
             continue
+        if odd_name(rel):  # as the watcher spells it: the page's name is the escaped one
+            served = page_name(root, rel)
+            if served is None:
+                report_odd_name(rel)
+                continue
+            rel = served
         if ignored_dir(rel):
             continue
-        full = root / rel
+        full = on_disk(root, rel)
         try:
             st = os.lstat(full)
             gone = not acceptable(st) or not inside(os.path.realpath(full), root_real)
@@ -115,7 +123,7 @@ def sync_paths(db: Database, wiki_dir: Path | str, rel_paths: Iterable[str]) -> 
                 changed += delete_under(conn, rel, dirty)
             resolve_dirty(conn, dirty)
     for i in range(0, len(pages), WRITE_BATCH):
-        batch = [(rel, st, read_file(root / rel)) for rel, st in pages[i : i + WRITE_BATCH]]
+        batch = [(rel, st, read_file(on_disk(root, rel))) for rel, st in pages[i : i + WRITE_BATCH]]
         with db.writing() as conn:
             dirty = Dirty()
             for rel, st, raw in batch:
@@ -182,7 +190,7 @@ def _reconcile(db: Database, root: Path, root_real: str, rel_dir: str) -> int:
     for i in range(0, len(todo), WRITE_BATCH):
         batch = []
         for rel, st in todo[i : i + WRITE_BATCH]:
-            raw = read_file(root / rel)
+            raw = read_file(on_disk(root, rel))
             if raw is not None:
                 batch.append((rel, raw, st.st_mtime))
         with db.writing() as conn:

@@ -13,6 +13,15 @@ Which day: frontmatter ``started`` (sessions), else ``date``, else ``created``, 
 moved on by one each time an entry's time of day is earlier than the one before it (a
 session running past midnight). Days are UTC, as the frontmatter's times are.
 
+When, as instants: :func:`section_spans` gives each section a time range (epoch
+seconds, ``sections.t0``/``t1``): a timeline entry its own instant, any other section
+the instant of the page's start or of the entry before it; a page dated by a day
+without a time (``date: 2023-05-08``) covers that whole day, in UTC. Recall compares
+these with the caller's days (:mod:`wiki_memory.recall.when`), not the day numbers, so
+a session at 15:20Z on 14 March is on 15 March for a caller in Tokyo. An offset written
+in the frontmatter (``started: 2026-03-15T00:20:00+09:00``) is kept in the page and
+read exactly.
+
 Seasons are the meteorological ones of the northern hemisphere (spring March-May,
 summer June-August, autumn ("fall") September-November, winter December-February), the
 convention of the UK Met Office and NOAA.
@@ -28,6 +37,7 @@ from typing import Any
 __all__ = [
     "page_day",
     "section_days",
+    "section_spans",
     "date_words",
     "referred_words",
     "referred_ranges",
@@ -99,6 +109,47 @@ def page_day(meta: Mapping[str, Any]) -> datetime | None:
             except (ValueError, OverflowError):
                 continue  # 9999-12-31T23:00-05:00 is past the calendar's end in UTC
     return None
+
+
+def _whole_day(meta: Mapping[str, Any]) -> bool:
+    """True when the key :func:`page_day` reads names a day without a time."""
+    for key in _DAY_KEYS:
+        value = meta.get(key)
+        if _as_datetime(value) is None:
+            continue
+        if isinstance(value, datetime):
+            return False
+        if isinstance(value, date):
+            return True
+        return bool(_DATE_ONLY.match(str(value).strip()))
+    return False
+
+
+_DATE_ONLY = re.compile(r"\A\d{4}-\d{2}-\d{2}\Z")
+_DAY_SECONDS = 86400.0
+
+
+def section_spans(
+    meta: Mapping[str, Any], texts: Sequence[str]
+) -> list[tuple[float, float] | None]:
+    """Each section's time range, first and last instant as epoch seconds (see the
+    module): a timeline entry its instant (its day from :func:`section_days`), another
+    section the instant before it; a page dated by a bare day covers the day. All None
+    for a page without a date."""
+    start = page_day(meta)
+    if start is None:
+        return [None] * len(texts)
+    t = start.timestamp()
+    cur = (t, t + _DAY_SECONDS - 1e-6) if _whole_day(meta) else (t, t)
+    out: list[tuple[float, float] | None] = []
+    for text, day in zip(texts, section_days(start, texts), strict=True):
+        m = _TIME.match(text or "")
+        if m and day is not None:
+            at = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
+            at += int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3])
+            cur = (at, at)
+        out.append(cur)
+    return out
 
 
 def section_days(start: datetime | None, texts: Sequence[str]) -> list[date | None]:

@@ -15,7 +15,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from wiki_memory.wiki.paths import odd_name, report_odd_name
+from wiki_memory.wiki.oddnames import disk_rel, escaped, on_disk, page_name
+from wiki_memory.wiki.paths import odd_name, report_escaped_name, report_odd_name
 
 _TEMP_NAME = re.compile(
     r"""^(?:
@@ -32,7 +33,8 @@ _TEMP_NAME = re.compile(
 
 def ignored_part(name: str) -> bool:
     """True for a path component that is never indexed: empty, ``.``/``..``, a dot name,
-    an editor temp name, or a name that is not valid UTF-8."""
+    an editor temp name, or a name that is not valid UTF-8 (as spelled on disk: its
+    escaped name, :mod:`wiki_memory.wiki.oddnames`, is judged instead)."""
     if not name or name in (".", "..") or name.startswith(".") or bool(_TEMP_NAME.match(name)):
         return True
     return odd_name(name) is not None  # not valid UTF-8: never a page or an index row
@@ -45,7 +47,8 @@ def is_indexable(rel_path: str) -> bool:
     ``.obsidian/``, ``.trash/``), dotfiles (``.#x``, ``.x.swp``, our ``.x.wm-tmp*``
     files), editor temp files (``4913``, ``*~``, ``*.swp``, ``*___jb_tmp___``,
     ``*___jb_old___``, ``#x#``), absolute paths, ``..`` and names that are not valid
-    UTF-8 (:func:`~wiki_memory.wiki.paths.odd_name`; logged once). Symlinks are checked
+    UTF-8 as ``os`` spells them (:func:`~wiki_memory.wiki.paths.odd_name`; logged once:
+    callers pass the escaped name, :func:`~wiki_memory.wiki.oddnames.page_name`). Symlinks are checked
     by :meth:`~wiki_memory.index.store.Index.sync_paths`, which needs the file system.
     """
     rel = rel_path.replace("\\", "/")
@@ -133,31 +136,39 @@ def walk(
     is_page), never following symlinks and skipping hard-linked files."""
     if ignored_dir(rel_dir):
         return
-    start = root / rel_dir if rel_dir else root
+    start = on_disk(root, rel_dir) if rel_dir else root
     try:
         if not inside(os.path.realpath(start), root_real):
             return
     except OSError:
         return
-    stack = [(str(start), rel_dir)]
+    stack = [(str(start), rel_dir, disk_rel(root, rel_dir) if rel_dir else "")]
     while stack:
-        dir_path, dir_rel = stack.pop()
+        dir_path, dir_rel, disk_dir = stack.pop()
         try:
             entries = list(os.scandir(dir_path))
         except OSError:
             continue
         for entry in entries:
             name = entry.name
-            if ignored_part(name):
-                if odd_name(name):
-                    report_odd_name(f"{dir_rel}/{name}" if dir_rel else name)
+            if odd_name(name):  # not UTF-8: a page under its escaped name, if it has one
+                disk = f"{disk_dir}/{name}" if disk_dir else name
+                served = page_name(root, disk)
+                if served is None or ignored_part(escaped(name)):
+                    report_odd_name(disk)
+                    continue
+                report_escaped_name(disk)
+                rel = served
+            elif ignored_part(name):
                 continue
-            rel = f"{dir_rel}/{name}" if dir_rel else name
+            else:
+                rel = f"{dir_rel}/{name}" if dir_rel else name
             try:
                 if entry.is_symlink():
                     continue
                 if entry.is_dir(follow_symlinks=False):
-                    stack.append((entry.path, rel))
+                    disk = f"{disk_dir}/{name}" if disk_dir else name
+                    stack.append((entry.path, rel, disk))
                     continue
                 is_page = name.endswith(".md")
                 if not (is_page or files) or not entry.is_file(follow_symlinks=False):

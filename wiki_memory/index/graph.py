@@ -21,6 +21,7 @@ import apsw
 
 from wiki_memory.identity import Identity, may_read, visible_sql
 from wiki_memory.index.schema import chunks, scalar
+from wiki_memory.states import shown_sql
 from wiki_memory.wiki import links as wl
 
 
@@ -75,14 +76,33 @@ def visible_paths(conn: apsw.Connection, paths: Iterable[str], who: Identity | N
     return out
 
 
-def resolver_for(conn: apsw.Connection, keys: Iterable[str], who: Identity) -> wl.Resolver:
+def forgotten_paths(conn: apsw.Connection, paths: Iterable[str]) -> set[str]:
+    """The indexed pages among ``paths`` that are forgotten (``state: forgotten``)."""
+    out: set[str] = set()
+    for chunk in chunks(sorted(set(paths))):
+        marks = ", ".join("?" * len(chunk))
+        sql = f"SELECT p.path FROM pages AS p WHERE p.path IN ({marks}) AND NOT {shown_sql('p', 'list')}"
+        out.update(r[0] for r in conn.execute(sql, list(chunk)))
+    return out
+
+
+def _named(names: Mapping[str, Sequence[tuple[str, str]]]) -> set[str]:
+    return {p for rows in names.values() for p, _s in rows}
+
+
+def resolver_for(
+    conn: apsw.Connection, keys: Iterable[str], who: Identity, forgotten: bool = True
+) -> wl.Resolver:
     """A link resolver over the names and attachment files of ``keys`` that ``who``
-    may see (the scope rule), so hidden pages take no part in any resolution."""
+    may see (the scope rule), so hidden pages take no part in any resolution; a link to
+    a forgotten page reads ``forgotten`` (``forgotten`` False: leads to it, for a rule
+    that names the forgotten page itself, such as a broken supersession)."""
     names, files = lookup_names(conn, keys)
-    shown = visible_paths(conn, {p for rows in names.values() for p, _s in rows}, who)
+    shown = visible_paths(conn, _named(names), who)
     names = {k: [(p, s) for p, s in v if p in shown] for k, v in names.items()}
     files = {k: [p for p in v if may_read(who, p, None)] for k, v in files.items()}
-    return wl.Resolver(names, files)
+    gone = forgotten_paths(conn, _named(names)) if forgotten else set()
+    return wl.Resolver(names, files, gone)
 
 
 def candidates(conn: apsw.Connection, keys: Iterable[str]) -> dict[str, tuple[str, ...]]:
@@ -103,7 +123,7 @@ def _resolve_rows(
     files: Mapping[str, Sequence[str]],
 ) -> None:
     """Set status and resolved_path of link rows ``(rowid, src, target, key)``."""
-    resolver = wl.Resolver(names, files)
+    resolver = wl.Resolver(names, files, forgotten_paths(conn, _named(names)))
     updates = []
     for rowid, src, _target, key in rows:
         res = resolver.resolve_key(key, src)

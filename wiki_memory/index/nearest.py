@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from wiki_memory.index.signals import _HIT_COLUMNS, Hit, Scope, _hit, _run
+from wiki_memory.index.signals import HIT_COLUMNS, Hit, Scope, hit_from_row
 from wiki_memory.index.store import Index
+from wiki_memory.index.vocab import run_read as _run
 
 __all__ = ["DENSE_FIRST", "dense_sections"]
 
@@ -102,9 +103,9 @@ def _admitted(
     for i in range(0, len(values), 400):
         chunk = list(values[i : i + 400])
         sql = f"""
-            SELECT {_HIT_COLUMNS}, s.rowid FROM sections AS s JOIN pages AS p ON p.path = s.path
+            SELECT {HIT_COLUMNS}, s.rowid FROM sections AS s JOIN pages AS p ON p.path = s.path
             WHERE {column} IN ({", ".join("?" * len(chunk))}) AND {" AND ".join(conds)}
         """
         for r in _run(index, sql, [*chunk, *args]):
-            out[int(r[11])] = _hit(r, 0.0)
+            out[int(r[11])] = hit_from_row(r, 0.0)
     return out

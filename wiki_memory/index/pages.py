@@ -18,22 +18,27 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import apsw
 
 from wiki_memory.identity import Identity, is_pinned, personal_owner, visible_sql
+from wiki_memory.index import sectionmemo
 from wiki_memory.index import vectors as vec
-from wiki_memory.index.dates import page_day, section_date_words, section_days
+from wiki_memory.index.dates import page_day, section_date_words, section_days, section_spans
 from wiki_memory.index.files import read_file, sha256
 from wiki_memory.index.graph import Dirty, resolve_dirty
 from wiki_memory.index.schema import APART_SQL, UPDATED, scalar
 from wiki_memory.index.stem import DEFAULT_LANGUAGES, language, stems_of_words
 from wiki_memory.index.text import index_text, index_text_words
-from wiki_memory.states import shown_sql
+from wiki_memory.states import page_state, shown_sql
+from wiki_memory.wiki import copies
 from wiki_memory.wiki import links as wl
+from wiki_memory.wiki.oddnames import on_disk
 from wiki_memory.wiki.page import Diagnostic, ParsedPage, Section, parse_page
+from wiki_memory.wiki.paths import name_key
 
 # --- values ----------------------------------------------------------------------------
 
@@ -134,6 +139,14 @@ def _days(meta: Mapping[str, Any], texts: list[str]) -> list[date | None]:
         return [None] * len(texts)
 
 
+def _spans(meta: Mapping[str, Any], texts: list[str]) -> list[tuple[float, float] | None]:
+    """Each section's time range (:func:`section_spans`); none outside the calendar."""
+    try:
+        return section_spans(meta, texts)
+    except (ValueError, OverflowError):
+        return [None] * len(texts)
+
+
 def _date_words(text: str, day: date | None) -> str:
     """The ``dates`` column (:func:`section_date_words`), or the day's own words when a
     phrase of ``text`` names a day outside the calendar."""
@@ -141,6 +154,15 @@ def _date_words(text: str, day: date | None) -> str:
         return section_date_words(text, day)
     except (ValueError, OverflowError):
         return section_date_words("", day)
+
+
+def _derive(
+    heading: str, text: str, day: date | None, stem_langs: tuple[str, ...]
+) -> tuple[str, str, str, str]:
+    """A section's ``fts`` columns: heading words, body words, stems, date words."""
+    hf, hwords = index_text_words(heading)
+    bf, bwords = index_text_words(text)
+    return hf, bf, stems_of_words(hwords + bwords, stem_langs), _date_words(text, day)
 
 
 def prepare(
@@ -157,8 +179,11 @@ def prepare(
     as words (:mod:`wiki_memory.index.dates`)."""
     parsed = _parse(raw, path)
     meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
+    if page_state(meta) == "forgotten":
+        return _prepare_forgotten(path, raw, mtime, meta, digest)
     stem = _stem(path)
     title = parsed.title or as_text(meta.get("title")) or stem
+    meta, title, is_copy = copies.mark_parsed(path, meta, title)  # never a link target
     tags = _str_list(parsed.tags)
     aliases = _str_list(parsed.aliases)
     project = as_text(meta.get("project")) or _project_from_path(path)
@@ -166,7 +191,7 @@ def prepare(
     diagnostics = [_diagnostic(d) for d in parsed.diagnostics]
     page_row = (
         path,
-        as_text(meta.get("id")) or path,
+        as_text(meta.get("id")) or name_key(path),  # kept by a case-only rename
         title,
         kind,
         project,
@@ -186,23 +211,28 @@ def prepare(
     stem_langs = (page_lang,) if page_lang else langs
     secs = parsed.sections or [Section("", "", 0, parsed.body, parsed.body_line)]
     days = _days(meta, [s.text or "" for s in secs])
+    spans = _spans(meta, [s.text or "" for s in secs])
     sections = []
-    for sec, day in zip(secs, days, strict=True):
+    for sec, day, span in zip(secs, days, spans, strict=True):
         text = sec.text or ""
-        hf, hwords = index_text_words(sec.heading or "")
-        bf, bwords = index_text_words(text)
+        digest_s = sha256(text.encode("utf-8", "surrogatepass"))
+        heading = sec.heading or ""
+        key = (digest_s, heading, day.isoformat() if day else None, stem_langs)
+        hf, bf, sf, df = sectionmemo.derived(key, partial(_derive, heading, text, day, stem_langs))
         sections.append(
             (
                 sec.anchor or "",
                 sec.heading or "",
                 sec.line,
-                sha256(text.encode("utf-8", "surrogatepass")),
+                digest_s,
                 text,
                 hf,
                 bf,
-                stems_of_words(hwords + bwords, stem_langs),
-                _date_words(text, day),
+                sf,
+                df,
                 day.isoformat() if day else None,
+                span[0] if span else None,
+                span[1] if span else None,
             )
         )
     links = [
@@ -220,15 +250,60 @@ def prepare(
         )
         for link in parsed.links
     ]
-    names = wl.page_name_keys(path, title, aliases)
+    keys = wl.page_name_keys(path, title, aliases)
+    names = [ks for ks in keys if not is_copy or ks[1] == "path"]  # a copy: by path only
     return (path, page_row, project, kind, fts_page, sections, links, names)
+
+
+#: frontmatter a forgotten page keeps in the index: who may see it and its state
+_FORGOTTEN_KEEPS = (
+    "state",
+    "forgotten_by",
+    "forgotten_at",
+    "type",
+    "project",
+    "visibility",
+    "user",
+)
+
+
+def _prepare_forgotten(
+    path: str, raw: bytes, mtime: float | None, meta: Mapping[str, Any], digest: str | None
+) -> tuple[Any, ...]:
+    """A forgotten page as the index keeps it: a ``pages`` row (its file's stem for a
+    title; of its frontmatter only what scope and state need) and the names of its path,
+    so that a link to it reads as forgotten; no section, no word, no vector, no link of
+    its own (it is nobody's backlink)."""
+    stem = _stem(path)
+    kept = {k: meta[k] for k in _FORGOTTEN_KEEPS if k in meta}
+    kind = as_text(meta.get("type")) or "page"
+    project = as_text(meta.get("project")) or _project_from_path(path)
+    page_row = (
+        path,
+        as_text(meta.get("id")) or path,
+        stem,
+        kind,
+        project,
+        _json([]),
+        _json([]),
+        as_text(meta.get("updated")),
+        as_text(meta.get("created")),
+        digest or sha256(raw),
+        len(raw),
+        mtime,
+        _json(kept),
+        _json([]),
+        personal_owner(path, meta),
+    )
+    names = wl.page_name_keys(path, "", [])
+    return (path, page_row, project, kind, ("", "", ""), [], [], names)
 
 
 def prepare_file(job: tuple[str, str, float | None, tuple[str, ...]]) -> tuple[Any, ...] | None:
     """:func:`prepare` for ``(root, rel, mtime, langs)``; None when the file cannot be read
     (gone, or no longer a regular file)."""
     root, rel, mtime, langs = job
-    raw = read_file(Path(root) / rel)
+    raw = read_file(on_disk(Path(root), rel))
     if raw is None:
         return None
     return prepare(rel, raw, mtime, langs=langs)
@@ -240,7 +315,7 @@ _SQL_PAGE = (
 )
 _SQL_SECTION = (
     "INSERT INTO sections(rowid, path, anchor, heading, ord, line, hash, text, project, kind, "
-    "day) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+    "day, t0, t1) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 _SQL_FTS = (
     "INSERT INTO fts(rowid, title, aliases, tags, heading, body, stems, dates) "
@@ -277,8 +352,11 @@ def insert_prepared(
     names: list[tuple[Any, ...]] = []
     for path, page_row, project, kind, (tf, af, gf), sections, plinks, pnames in preps:
         pages.append(page_row)
-        for ordinal, (anchor, heading, line, h, text, hf, bf, sf, df, day) in enumerate(sections):
-            secs.append((rowid, path, anchor, heading, ordinal, line, h, text, project, kind, day))
+        for ordinal, sec in enumerate(sections):
+            anchor, heading, line, h, text, hf, bf, sf, df, day, t0, t1 = sec
+            secs.append(
+                (rowid, path, anchor, heading, ordinal, line, h, text, project, kind, day, t0, t1)
+            )
             fts.append((rowid, tf, af, gf, hf, bf, sf, df))
             rowid += 1
         links.extend(plinks)
@@ -383,22 +461,8 @@ def _diagnostic(d: Any) -> dict[str, Any]:
 
 # --- reading pages (see the Index methods of the same names) -------------------------------
 
-PAGE_COLUMNS = (
-    "path",
-    "id",
-    "title",
-    "kind",
-    "project",
-    "tags",
-    "aliases",
-    "updated",
-    "created",
-    "hash",
-    "size",
-    "mtime",
-    "meta",
-    "diagnostics",
-    "owner",
+PAGE_COLUMNS = tuple(
+    "path id title kind project tags aliases updated created hash size mtime meta diagnostics owner".split()
 )
 """The columns of ``pages``, in order: the keys of :func:`page_meta`'s dicts."""
 

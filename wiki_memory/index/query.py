@@ -72,7 +72,7 @@ def _words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
 
-def _term(chunk: str) -> str | None:
+def fts_term(chunk: str) -> str | None:
     """The FTS5 expression for one whitespace-free chunk, or None if nothing is searchable."""
     norm = normalize(chunk).replace('"', " ")
     words = _words(norm)
@@ -104,7 +104,7 @@ def query_terms(query: str) -> list[str]:
     terms: list[tuple[str, bool]] = []
     seen: set[str] = set()
     for chunk in chunks:
-        term = _term(chunk)
+        term = fts_term(chunk)
         if term is None or term in seen:
             continue
         seen.add(term)

@@ -11,7 +11,8 @@ Tables (docs/index.md has the full description)
     ``pages``     one row per page; ``kind`` from frontmatter ``type`` else
                   ``"page"``, ``project`` from frontmatter ``project`` else the
                   path ``projects/<project>/...``, ``id`` from frontmatter ``id``
-                  else the path; ``tags``/``aliases``/``meta``/``diagnostics`` JSON;
+                  else the path, NFC and case folded (a case-only rename keeps
+                  it); ``tags``/``aliases``/``meta``/``diagnostics`` JSON;
                   ``owner`` the folded user a personal page belongs to alone
                   (:func:`wiki_memory.identity.personal_owner`), NULL when shared.
     ``sections``  one row per section (heading or block id) with the original text.
@@ -48,7 +49,9 @@ from typing import Any
 
 import apsw
 
-SCHEMA_VERSION = 10
+#: 12: a forgotten page keeps no words, links or title; 13: an id-less page's id is its
+#: folded path (a case-only rename keeps it)
+SCHEMA_VERSION = 13
 """Bump when the schema or what is stored in it changes: old indexes are then rebuilt."""
 
 BM25_WEIGHTS = {
@@ -130,8 +133,10 @@ CREATE TABLE sections(
     text TEXT,          -- original text, for snippets
     project TEXT,       -- copy of pages.project (filter without a join)
     kind TEXT,          -- copy of pages.kind
-    day TEXT            -- the day the section happened (YYYY-MM-DD, UTC) or NULL
+    day TEXT,           -- the day the section happened (YYYY-MM-DD, UTC) or NULL
                         -- (wiki_memory.index.dates.section_days)
+    t0 REAL,            -- its time range, first and last instant (epoch seconds) or
+    t1 REAL             -- NULL (wiki_memory.index.dates.section_spans)
 );
 CREATE INDEX sections_path ON sections(path);
 CREATE VIRTUAL TABLE fts USING fts5(

@@ -13,8 +13,6 @@ never returns "no results" for an error.
 from __future__ import annotations
 
 import json
-import time
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,8 +21,9 @@ import apsw
 
 from wiki_memory.identity import Identity, sees_every_shared_page, visible_sql
 from wiki_memory.index.schema import BM25_WEIGHTS
-from wiki_memory.index.search import SearchError, SectionHit, search_failed
+from wiki_memory.index.search import SearchError, SectionHit
 from wiki_memory.index.store import Index
+from wiki_memory.index.vocab import run_read as _run
 from wiki_memory.states import shown_sql
 
 __all__ = [
@@ -32,9 +31,6 @@ __all__ = [
     "Scope",
     "search_sections",
     "search_sections_both",
-    "doc_counts",
-    "row_estimate",
-    "universal_tags",
     "neighbours",
     "pages_named",
     "linked_pages",
@@ -44,10 +40,10 @@ __all__ = [
     "PAGE_END",
 ]
 
-_SECTION_COLUMNS = ("heading", "body", "stems", "dates")
+SECTION_COLUMNS = ("heading", "body", "stems", "dates")
 
 
-def _bm25(weights: Mapping[str, float] | None, only: Sequence[str] = ()) -> str:
+def bm25_sql(weights: Mapping[str, float] | None, only: Sequence[str] = ()) -> str:
     """The bm25() call with column ``weights`` (missing columns: :data:`BM25_WEIGHTS`);
     with ``only``, every other column weighs 0."""
     w = {**BM25_WEIGHTS, **(weights or {})}
@@ -149,7 +145,7 @@ class Scope:
                 args.extend([d + "/", d + "0"])  # '0' sorts right after '/'
         cond, vargs = visible_sql(a, self.who)
         conds.append(cond)
-        conds.append(shown_sql(a, "recall"))  # a forgotten or superseded page is not recalled
+        conds.append(shown_sql(a, "recall"))  # a forgotten page is not recalled
         args.extend(vargs)
         return conds, args
 
@@ -166,16 +162,17 @@ class Hit(SectionHit):
     ord: int
     day: str | None = None  # the day the section happened (YYYY-MM-DD) or None
     rid: int = 0  # the section's rowid in this index (0: not from the index)
+    span: tuple[float, float] | None = None  # its time range (epoch seconds) or None
 
 
-_HIT_COLUMNS = (
+HIT_COLUMNS = (
     f"s.path, s.anchor, s.heading, p.title, p.kind, p.project, {_UPDATED}, s.text, s.line, "
-    "s.ord, s.day, s.rowid"
+    "s.ord, s.day, s.rowid, s.t0, s.t1"
 )
-_SCORE = 12  # the column after _HIT_COLUMNS
+SCORE = 14  # the column after HIT_COLUMNS
 
 
-def _hit(row: Sequence[Any], score: float) -> Hit:
+def hit_from_row(row: Sequence[Any], score: float) -> Hit:
     return Hit(
         path=row[0],
         anchor=row[1] or "",
@@ -190,15 +187,8 @@ def _hit(row: Sequence[Any], score: float) -> Hit:
         ord=int(row[9] or 0),
         day=row[10],
         rid=int(row[11]),
+        span=(float(row[12]), float(row[13])) if row[12] is not None else None,
     )
-
-
-def _run(index: Index, sql: str, args: Sequence[Any]) -> list[Any]:
-    conn = index._conn()
-    try:
-        return list(conn.execute(sql, args).fetchall())
-    except apsw.Error as exc:
-        raise search_failed(conn, exc) from exc
 
 
 def search_sections(
@@ -229,21 +219,21 @@ def search_sections(
     where = " AND ".join(["fts MATCH ?", *conds])
     sql = f"""
         WITH ranked AS (
-            SELECT fts.rowid AS rid, {_bm25(weights)} AS r, s.path AS path, s.ord AS ord
+            SELECT fts.rowid AS rid, {bm25_sql(weights)} AS r, s.path AS path, s.ord AS ord
             FROM fts JOIN sections AS s ON s.rowid = fts.rowid
             JOIN pages AS p ON p.path = s.path
             WHERE {where}
             ORDER BY r, path, ord
             LIMIT ?
         )
-        SELECT {_HIT_COLUMNS}, -ranked.r
+        SELECT {HIT_COLUMNS}, -ranked.r
         FROM ranked
         JOIN sections AS s ON s.rowid = ranked.rid
         JOIN pages AS p ON p.path = s.path
         ORDER BY ranked.r, ranked.path, ranked.ord
     """
     rows = _run(index, sql, [match, *args, int(limit)])
-    return [_hit(r, float(r[_SCORE])) for r in rows]
+    return [hit_from_row(r, float(r[SCORE])) for r in rows]
 
 
 FIRST_K = 2
@@ -273,7 +263,7 @@ def _top_first(
     k = FIRST_K * limit
     conds, args = scope.where("p")
     while k <= FIRST_MAX:
-        cols = ", ".join(f"{_bm25(w, only)} AS r{i}" for i, (w, only) in enumerate(lists))
+        cols = ", ".join(f"{bm25_sql(w, only)} AS r{i}" for i, (w, only) in enumerate(lists))
         parts = [
             f"SELECT * FROM (SELECT rid, r{i} AS r, {i} AS which FROM m"
             + (f" WHERE r{i} < 0" if only else "")
@@ -314,12 +304,12 @@ def _top_first(
                 int(row[11]): row
                 for row in _run(
                     index,
-                    f"SELECT {_HIT_COLUMNS} FROM sections AS s CROSS JOIN pages AS p "
+                    f"SELECT {HIT_COLUMNS} FROM sections AS s CROSS JOIN pages AS p "
                     "ON p.path = s.path WHERE s.rowid IN (SELECT value FROM json_each(?))",
                     [json.dumps(want)],
                 )
             }
-            return [[_hit(rows[t[3]], -t[0]) for t in b] for b in best]
+            return [[hit_from_row(rows[t[3]], -t[0]) for t in b] for b in best]
         k *= FIRST_K
     return None
 
@@ -342,15 +332,15 @@ def search_sections_both(
     if not match or limit <= 0 or scope.empty:
         return [], []
     if not plain and limit < FIRST_MAX and scope.wide:
-        got = _top_first(index, match, scope, limit, [(weights, _SECTION_COLUMNS), (weights, ())])
+        got = _top_first(index, match, scope, limit, [(weights, SECTION_COLUMNS), (weights, ())])
         if got is not None:
             return got[0], got[1]
     conds, args = scope.where("p")
     where = " AND ".join(["fts MATCH ?", *conds])
     sql = f"""
         WITH m AS MATERIALIZED (
-            SELECT fts.rowid AS rid, {_bm25(weights)} AS r,
-                   {_bm25(weights, _SECTION_COLUMNS)} AS rb,
+            SELECT fts.rowid AS rid, {bm25_sql(weights)} AS r,
+                   {bm25_sql(weights, SECTION_COLUMNS)} AS rb,
                    s.path AS path, s.ord AS ord
             FROM fts JOIN sections AS s ON s.rowid = fts.rowid
             JOIN pages AS p ON p.path = s.path
@@ -360,84 +350,16 @@ def search_sections_both(
                  ORDER BY rb, path, ord LIMIT ?),
         alls AS (SELECT rid, r, path, ord, 1 AS which FROM m ORDER BY r, path, ord LIMIT ?),
         both AS (SELECT * FROM body UNION ALL SELECT * FROM alls)
-        SELECT {_HIT_COLUMNS}, -both.r, both.which
+        SELECT {HIT_COLUMNS}, -both.r, both.which
         FROM both
         JOIN sections AS s ON s.rowid = both.rid
         JOIN pages AS p ON p.path = s.path
         ORDER BY both.which, both.r, both.path, both.ord
     """
     rows = _run(index, sql, [match, *args, int(limit), int(limit)])
-    body = [_hit(r, float(r[_SCORE])) for r in rows if r[_SCORE + 1] == 0]
-    alls = [_hit(r, float(r[_SCORE])) for r in rows if r[_SCORE + 1] == 1]
+    body = [hit_from_row(r, float(r[SCORE])) for r in rows if r[SCORE + 1] == 0]
+    alls = [hit_from_row(r, float(r[SCORE])) for r in rows if r[SCORE + 1] == 1]
     return body, alls
-
-
-def universal_tags(index: Index) -> set[str]:
-    """Tags (lowercased, without ``#``) that every page of some kind carries, for kinds
-    with at least :data:`UNIVERSAL_MIN_PAGES` pages (``session`` on every session page):
-    a query word matching one says nothing about which page is meant. Read at most every
-    :data:`UNIVERSAL_CACHE_SECONDS` per index."""
-    now = time.monotonic()
-    cached = _UNIVERSAL.get(index)
-    if cached is not None and now - cached[0] < UNIVERSAL_CACHE_SECONDS:
-        return cached[1]
-    rows = _run(
-        index,
-        """WITH k AS (SELECT kind, count(*) AS n FROM pages GROUP BY kind HAVING n >= ?)
-           SELECT lower(ltrim(jt.value, '#')) AS tag, p.kind, count(DISTINCT p.path), k.n
-           FROM pages AS p JOIN k ON k.kind = p.kind, json_each(p.tags) AS jt
-           GROUP BY tag, p.kind""",
-        [UNIVERSAL_MIN_PAGES],
-    )
-    found = {str(tag) for tag, _kind, n, total in rows if tag and n == total}
-    _UNIVERSAL[index] = (now, found)
-    return found
-
-
-UNIVERSAL_CACHE_SECONDS = 30.0
-"""How long :func:`universal_tags` reuses what it read."""
-_UNIVERSAL: weakref.WeakKeyDictionary[Index, tuple[float, set[str]]] = weakref.WeakKeyDictionary()
-
-
-UNIVERSAL_MIN_PAGES = 5
-"""A tag on every page of a kind counts as universal only when the kind has this many."""
-
-
-def row_estimate(index: Index) -> int:
-    """About how many sections are indexed (the largest rowid: never fewer)."""
-    rows = _run(index, "SELECT max(rowid) FROM sections", [])
-    return int(rows[0][0] or 0) if rows else 0
-
-
-def doc_counts(index: Index, probes: Sequence[Sequence[tuple[str, bool]]]) -> list[int | None]:
-    """For each term's ``(token, is_prefix)`` alternatives, an upper bound of how many
-    sections contain it (FTS5's own vocabulary, read through a connection-local
-    ``fts5vocab`` table); None for a term without alternatives."""
-    conn = index._conn()
-    try:
-        conn.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wm_vocab USING fts5vocab(main, 'fts', 'row')"
-        )
-    except apsw.Error as exc:
-        raise search_failed(conn, exc) from exc
-    out: list[int | None] = []
-    for alts in probes:
-        if not alts:
-            out.append(None)
-            continue
-        total = 0
-        for token, prefix in alts:
-            if prefix:
-                rows = _run(
-                    index,
-                    "SELECT total(doc) FROM temp.wm_vocab WHERE term >= ? AND term < ?",
-                    [token, token + "\U0010ffff"],
-                )
-            else:
-                rows = _run(index, "SELECT total(doc) FROM temp.wm_vocab WHERE term = ?", [token])
-            total += int(rows[0][0] or 0)
-        out.append(total)
-    return out
 
 
 def neighbours(index: Index, keys: Iterable[tuple[str, int]]) -> list[Hit]:
@@ -449,12 +371,12 @@ def neighbours(index: Index, keys: Iterable[tuple[str, int]]) -> list[Hit]:
         values = ", ".join("(?, ?)" for _ in chunk)
         sql = f"""
             WITH want(path, ord) AS (VALUES {values})
-            SELECT {_HIT_COLUMNS}
+            SELECT {HIT_COLUMNS}
             FROM want JOIN sections AS s ON s.path = want.path AND s.ord = want.ord
             JOIN pages AS p ON p.path = s.path
         """
         args = [v for pair in chunk for v in pair]
-        out.extend(_hit(r, 0.0) for r in _run(index, sql, args))
+        out.extend(hit_from_row(r, 0.0) for r in _run(index, sql, args))
     return out
 
 
@@ -465,12 +387,23 @@ def first_sections(index: Index, paths: Iterable[str]) -> dict[str, Hit]:
     for path in dict.fromkeys(paths):
         rows = _run(
             index,
-            f"SELECT {_HIT_COLUMNS} FROM sections AS s JOIN pages AS p ON p.path = s.path "
+            f"SELECT {HIT_COLUMNS} FROM sections AS s JOIN pages AS p ON p.path = s.path "
             "WHERE s.path = ? ORDER BY (trim(s.text) = ''), s.ord LIMIT 1",
             [path],
         )
         if rows:
-            out[path] = _hit(rows[0], 0.0)
+            out[path] = hit_from_row(rows[0], 0.0)
+    return out
+
+
+def in_scope(index: Index, paths: Iterable[str], scope: Scope) -> set[str]:
+    """The pages among ``paths`` that ``scope`` lets a query see (recall's successor of a
+    superseded page joins only when the same filters keep it)."""
+    conds, args = scope.where("p")
+    out: set[str] = set()
+    for path in dict.fromkeys(paths):
+        sql = f"SELECT p.path FROM pages AS p WHERE p.path = ? AND {' AND '.join(conds)}"
+        out.update(r[0] for r in _run(index, sql, [path, *args]))
     return out
 
 

@@ -1,4 +1,4 @@
-"""Spool rows written into the index after the reply (issue 24: work that can follow the
+"""Spool rows written into the index after the reply (work that can follow the
 fsync leaves the request path).
 
 An accepted observation is durable in the spool's file before its 2xx; its row in the

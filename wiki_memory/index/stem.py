@@ -69,7 +69,7 @@ _ISO = {
     "yi": "yiddish",
 }
 _KNOWN = frozenset(Stemmer.algorithms())
-_WORD = re.compile(r"[^\W\d_]{3,}")
+WORD = re.compile(r"[^\W\d_]{3,}")
 _CACHE_MAX = 200_000
 
 
@@ -105,7 +105,7 @@ def stem_words(words: Sequence[str], langs: Sequence[str]) -> list[set[str]]:
     """For each lowercase word, its stems in ``langs`` that differ from it (empty for
     numbers, words under 3 letters and words every stemmer leaves alone)."""
     out: list[set[str]] = [set() for _ in words]
-    idx = [i for i, w in enumerate(words) if _WORD.fullmatch(w)]
+    idx = [i for i, w in enumerate(words) if WORD.fullmatch(w)]
     if not idx:
         return out
     todo = [words[i] for i in idx]
@@ -132,7 +132,7 @@ def _word_stems(token: str, langs: Sequence[str]) -> str:
 
 
 def _token_stems(tokens: list[str], key: tuple[str, ...]) -> list[str]:
-    """What each of ``tokens`` (matches of :data:`_WORD`) adds to the ``stems`` column,
+    """What each of ``tokens`` (matches of :data:`WORD`) adds to the ``stems`` column,
     each distinct token stemmed once and remembered (:data:`_STEMS_MAX`)."""
     known = _STEMS.get(key)
     if known is None:
@@ -159,7 +159,7 @@ _WORD_STEMS: dict[tuple[str, ...], dict[str, str]] = {}
 def stems_of_words(words: Sequence[str], langs: Sequence[str]) -> str:
     """The ``stems`` column value for the text whose whitespace-separated words are
     ``words`` (already normalised): :func:`stems_text` of ``" ".join(words)``. Each
-    distinct word's share (the stems of the :data:`_WORD` tokens in it) is worked out
+    distinct word's share (the stems of the :data:`WORD` tokens in it) is worked out
     once and remembered, so a page's words are mostly looked up at C speed."""
     if not words or not langs:
         return ""
@@ -172,7 +172,7 @@ def stems_of_words(words: Sequence[str], langs: Sequence[str]) -> str:
         # the words not seen yet, found at C speed (a section holding a URL, too long to
         # be kept, comes here every time)
         missing = list(dict.fromkeys(compress(words, map(is_, got, repeat(None)))))
-        tokens = [_WORD.findall(w) for w in missing]
+        tokens = [WORD.findall(w) for w in missing]
         flat = _token_stems([t for ts in tokens for t in ts], key)
         fresh: dict[str, str] = {}
         at = 0
@@ -197,6 +197,6 @@ def stems_text(normalized: str, langs: Sequence[str]) -> str:
     stemmed once and remembered (:data:`_STEMS_MAX`, :func:`stems_of_words`)."""
     if not normalized or not langs:
         return ""
-    # A _WORD match never spans whitespace (no whitespace character is a letter), so
+    # A WORD match never spans whitespace (no whitespace character is a letter), so
     # the words of the split text hold the same tokens in the same order.
     return stems_of_words(normalized.split(), langs)

@@ -32,7 +32,7 @@ import apsw
 
 from wiki_memory.errors import DiskFull
 from wiki_memory.identity import Identity
-from wiki_memory.index import browse, build, files, graph, pages, search, stem
+from wiki_memory.index import browse, build, graph, pages, search, stem, supersede
 from wiki_memory.index import vectors as vecs
 from wiki_memory.index.db import Database
 from wiki_memory.index.files import is_indexable
@@ -51,8 +51,6 @@ __all__ = [
     "SCHEMA_VERSION",
     "BM25_WEIGHTS",
 ]
-
-_read = files.read_file  # the name tests import
 
 
 class Index:
@@ -472,6 +470,23 @@ class Index:
 
     # -- links --
 
+    def chains(self, who: Identity | None = None) -> supersede.Chains:
+        """Which pages replaced which, as ``who`` may see them
+        (:func:`wiki_memory.index.supersede.chains`)."""
+        return supersede.chains(self._conn(), who)
+
+    def resolve_names(
+        self, names: Iterable[str], src: str, who: Identity | None = None
+    ) -> dict[str, str | None]:
+        """Page names resolved like wikilinks written in ``src``, among what ``who`` may
+        see (:func:`wiki_memory.index.supersede.resolve_names`)."""
+        return supersede.resolve_names(self._conn(), names, src, who)
+
+    def same_subject(self, project: str, subject: str, who: Identity | None = None) -> list[str]:
+        """Pages of ``project`` with this frontmatter ``subject``
+        (:func:`wiki_memory.index.supersede.same_subject`)."""
+        return supersede.same_subject(self._conn(), project, subject, who)
+
     def links_from(self, path: str) -> list[dict[str, Any]]:
         """Outgoing links of ``path`` as written: dicts with target, fragment, alias, embed, line."""
         return graph.links_from(self._conn(), path)
@@ -530,3 +545,7 @@ class Index:
         link targets), pages ``who`` may not see left out; ``source`` is ``title``,
         ``stem``, ``alias`` or ``path``."""
         return graph.names_for(self._conn(), keys, who)
+
+    def forgotten_paths(self, paths: Iterable[str]) -> set[str]:
+        """The indexed pages among ``paths`` that are forgotten."""
+        return graph.forgotten_paths(self._conn(), paths)

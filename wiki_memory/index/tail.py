@@ -13,16 +13,16 @@ from typing import Any
 
 from wiki_memory.index.schema import BM25_WEIGHTS, HEAD_ONLY_SQL
 from wiki_memory.index.signals import (
-    _HIT_COLUMNS,
-    _SCORE,
-    _SECTION_COLUMNS,
+    HIT_COLUMNS,
+    SCORE,
+    SECTION_COLUMNS,
     Hit,
     Scope,
-    _bm25,
-    _hit,
-    _run,
+    bm25_sql,
+    hit_from_row,
 )
 from wiki_memory.index.store import Index
+from wiki_memory.index.vocab import run_read as _run
 
 __all__ = ["HEAD_ONLY_SQL", "own_sections", "count_own"]
 
@@ -61,7 +61,7 @@ def _own_matches(
     where = " AND ".join(["fts MATCH ?", *conds, f"NOT {HEAD_ONLY_SQL}", *skip])
     only = "JOIN sections_apart AS a ON a.rowid = fts.rowid" if apart else ""
     sql = f"""
-        SELECT fts.rowid AS rid, {_bm25(weights, _SECTION_COLUMNS)} AS r, s.path AS path,
+        SELECT fts.rowid AS rid, {bm25_sql(weights, SECTION_COLUMNS)} AS r, s.path AS path,
                s.anchor AS anchor, s.ord AS ord
         FROM fts {only} JOIN sections AS s ON s.rowid = fts.rowid
         JOIN pages AS p ON p.path = s.path
@@ -79,6 +79,7 @@ def own_sections(
     *,
     offset: int = 0,
     exclude: Iterable[tuple[str, str]] = (),
+    last: Iterable[str] = (),
 ) -> list[Hit]:
     """Sections holding ``match`` in their own text (heading, body, its other word forms,
     its day: the first list of :func:`search_sections_both`), timeline entries that are
@@ -86,10 +87,16 @@ def own_sections(
     ``exclude`` left out, one section per key (a page may repeat a heading: its best
     section, as recall's items are one per key); best first by the bm25 of that text, ties
     by path and page order; ``limit`` of them from the ``offset``-th on. Scope and
-    ``weights`` as in :func:`search_sections`."""
+    ``weights`` as in :func:`search_sections`. The pages in ``last`` (superseded ones)
+    come after every other match, so no page they were replaced by follows them
+    (invariant 14)."""
     if not match or limit <= 0 or scope.empty:
         return []
     inner, args = _own_matches(index, match, scope, weights, _rowids_of(index, exclude))
+    late = sorted(set(last))
+    first = "(path IN (SELECT value FROM json_each(?))), " if late else ""
+    final = "(ranked.path IN (SELECT value FROM json_each(?))), " if late else ""
+    late_args = [json.dumps(late)] if late else []
     sql = f"""
         WITH m AS ({inner}),
         firsts AS (
@@ -98,15 +105,15 @@ def own_sections(
                 FROM m WHERE r < 0
             ) WHERE k = 1
         ),
-        ranked AS (SELECT * FROM firsts ORDER BY r, path, ord LIMIT ? OFFSET ?)
-        SELECT {_HIT_COLUMNS}, -ranked.r
+        ranked AS (SELECT * FROM firsts ORDER BY {first}r, path, ord LIMIT ? OFFSET ?)
+        SELECT {HIT_COLUMNS}, -ranked.r
         FROM ranked
         JOIN sections AS s ON s.rowid = ranked.rid
         JOIN pages AS p ON p.path = s.path
-        ORDER BY ranked.r, ranked.path, ranked.ord
+        ORDER BY {final}ranked.r, ranked.path, ranked.ord
     """
-    rows = _run(index, sql, [*args, int(limit), max(0, int(offset))])
-    return [_hit(r, float(r[_SCORE])) for r in rows]
+    rows = _run(index, sql, [*args, *late_args, int(limit), max(0, int(offset)), *late_args])
+    return [hit_from_row(r, float(r[SCORE])) for r in rows]
 
 
 def count_own(
@@ -131,14 +138,14 @@ def count_own(
     with their rows for the scope, the head-line test and their keys; the same number as
     joining every match, which ``plain`` does (checked by
     ``tests/recall/test_recall_count.py``; 3.3 against 31.7 ms a count at 100,000 pages,
-    docs/benchmarks.md)."""
+    bench/RESULTS.md)."""
     if not match or scope.empty:
         return 0
     # bm25 of the own columns is below 0 exactly when a term occurs in one of them with a
     # weight above 0 (FTS5 keeps every idf above 0): a column filter says the same, and
     # FTS5 counts it without computing bm25 for each match
     w = {**BM25_WEIGHTS, **(weights or {})}
-    own = [c for c in _SECTION_COLUMNS if float(w[c]) > 0]
+    own = [c for c in SECTION_COLUMNS if float(w[c]) > 0]
     if not own:
         return 0
     own_match = "{" + " ".join(own) + "} : (" + match + ")"
@@ -171,7 +178,7 @@ def _joined_count(
     section and page (``apart``: only the matches in ``sections_apart``); ``rids``: the
     rowids left out."""
     inner, args = _own_matches(index, own_match, scope, weights, rids, apart=apart)
-    inner = inner.replace(f"{_bm25(weights, _SECTION_COLUMNS)} AS r", "0 AS r", 1)
+    inner = inner.replace(f"{bm25_sql(weights, SECTION_COLUMNS)} AS r", "0 AS r", 1)
     if upto is not None:
         inner += " LIMIT ?"
         args.append(max(0, int(upto)))

@@ -80,7 +80,7 @@ vectors changes little after that; the cost grows with the length)."""
 CHUNK = 8192
 """Rows multiplied at a time when scoring (8192 × 256 int8 = 2 MB)."""
 
-_TIMELINE_HEAD = re.compile(r"^\*\*\d\d:\d\d:\d\d\*\* · [^\n]*\n?")
+_TIMELINE_HEAD = re.compile(r"^\*\*\d\d:\d\d:\d\d\*\*(?: \([^)\n]{1,24}\))? · [^\n]*\n?")
 _FENCE_LINE = re.compile(r"^[ \t]*(?:~{3,}|`{3,})[^\n]*$", re.M)
 
 

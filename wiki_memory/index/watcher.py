@@ -45,13 +45,15 @@ import watchfiles
 
 from wiki_memory.index.store import Index, is_indexable
 from wiki_memory.wiki.git import GitStore
+from wiki_memory.wiki.oddnames import on_disk, page_name
+from wiki_memory.wiki.paths import odd_name, report_odd_name
 
 log = logging.getLogger("wiki_memory.watcher")
 
 _IGNORED_DIRS = {".git", ".obsidian", ".trash"}
 
 
-def _ignored_name(name: str) -> bool:
+def ignored_name(name: str) -> bool:
     """Temp and lock files of editors and of the server itself (see the module docstring)."""
     return (
         name.startswith(".")
@@ -71,7 +73,7 @@ def watch_filter(change: watchfiles.Change, path: str) -> bool:
     parts = path.replace("\\", "/").split("/")
     if any(p in _IGNORED_DIRS for p in parts):
         return False
-    return not _ignored_name(parts[-1])
+    return not ignored_name(parts[-1])
 
 
 class Watcher:
@@ -160,8 +162,8 @@ class Watcher:
                     if msg not in self._failures:
                         self._failures.add(msg)
                         log.info(
-                            "a file name in the wiki is not valid UTF-8 (%s); such files are "
-                            "skipped, the rest of the wiki is scanned again",
+                            "a file name in the wiki is not valid UTF-8 (%s); the wiki is "
+                            "scanned again (such a file is a page under its escaped name)",
                             msg,
                         )
                 else:
@@ -177,7 +179,18 @@ class Watcher:
         rel = rel.replace(os.sep, "/")
         if rel == "." or rel.startswith("../") or rel == "..":
             return "" if rel == "." else None
-        return rel
+        return self._served(rel)
+
+    def _served(self, rel: str) -> str | None:
+        """The page name of the file ``rel`` as ``os`` spells it: its escaped name when
+        it is not valid UTF-8 (:func:`~wiki_memory.wiki.oddnames.page_name`), None
+        (logged once) when it has none."""
+        if not odd_name(rel):
+            return rel
+        served = page_name(self.wiki_dir, rel)
+        if served is None:
+            report_odd_name(rel)
+        return served
 
     def handle(self, abs_paths: set[str]) -> None:
         """Process one batch of changed absolute paths (never raises)."""
@@ -194,7 +207,7 @@ class Watcher:
         pending: list[str] = []
         recheck: list[str] = []
         for rel in rels:
-            full = wiki / rel
+            full = on_disk(wiki, rel)
             try:
                 st = os.lstat(full)
             except (FileNotFoundError, NotADirectoryError):
@@ -223,7 +236,8 @@ class Watcher:
         self.rescans += 1
         try:
             self.synced += self.index.sync_paths(self.wiki_dir, [""])
-            dirty = [p for p in self.git.dirty_paths() if is_indexable(p)]
+            served = (self._served(p) for p in self.git.dirty_paths())
+            dirty = [p for p in served if p is not None and is_indexable(p)]
         except Exception:
             log.exception("scanning the wiki again failed")
             return
@@ -236,15 +250,15 @@ class Watcher:
 
     def _pages_below(self, rel_dir: str) -> list[str]:
         out: list[str] = []
-        base = self.wiki_dir / rel_dir
+        base = on_disk(self.wiki_dir, rel_dir)
         for dirpath, dirnames, filenames in os.walk(base):
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
             for name in filenames:
                 if name.endswith(".md"):
                     r = os.path.relpath(os.path.join(dirpath, name), self.wiki_dir)
-                    r = r.replace(os.sep, "/")
-                    if is_indexable(r):
-                        out.append(r)
+                    served = self._served(r.replace(os.sep, "/"))
+                    if served is not None and is_indexable(served):
+                        out.append(served)
         return out
 
     def _settle_loop(self) -> None:

@@ -10,8 +10,9 @@ per-request envelope) are the server's; the bridge carries the session id and pr
 headers between messages, sends a stable id for its process (``X-Wiki-Memory-Bridge``,
 the default session id of the tools), the harness ``install-mcp`` wrote into its
 arguments (``--harness``, sent as ``X-Wiki-Memory-Harness``) and its working directory
-(``X-Wiki-Memory-Cwd``, from which the server resolves the project), and re-opens the
-session once if the server restarted under it.
+(``X-Wiki-Memory-Cwd``, from which the server resolves the project) and its time zone
+(``X-Wiki-Memory-TZ``: :func:`wiki_memory.zones.local_zone_name`, whose days
+"yesterday" means), and re-opens the session once if the server restarted under it.
 
 Stdout carries protocol frames and nothing else. The first thing the bridge does is move
 the real stdout to a private file descriptor and point descriptor 1 at stderr, so that
@@ -43,6 +44,10 @@ BRIDGE_HEADER = "X-Wiki-Memory-Bridge"
 HARNESS_HEADER = "X-Wiki-Memory-Harness"
 #: the bridge's working directory, percent-encoded: the server resolves the project
 CWD_HEADER = "X-Wiki-Memory-Cwd"
+#: the bridge's time zone (an IANA name or an offset): the caller's days in recall
+TZ_HEADER = "X-Wiki-Memory-TZ"
+#: the repository id of the working directory (as the hook sends ``repo_id``)
+REPO_HEADER = "X-Wiki-Memory-Repo"
 PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
 #: method -> params key mirrored in the ``Mcp-Name`` header (as the SDK's client does)
 NAME_BEARING_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
@@ -95,6 +100,7 @@ class Bridge:
         harness: str | None = None,
         cwd: str | None = None,
         verify: Any = True,
+        repo_id: str | None = None,
     ) -> None:
         import logging
         import threading
@@ -113,6 +119,10 @@ class Bridge:
         self.bridge_id = uuid.uuid4().hex
         self.harness = harness
         self.cwd = cwd
+        self.repo_id = repo_id
+        from wiki_memory.zones import local_zone_name
+
+        self.tz = local_zone_name()
         self.session_id: str | None = None
         self.protocol: str | None = None  # negotiated by an initialize handshake
         self.modern: str | None = None  # the 2026-07-28+ version the client stamps
@@ -198,8 +208,12 @@ class Bridge:
             from urllib.parse import quote
 
             h[CWD_HEADER] = quote(self.cwd, safe="/")
+        if self.repo_id:
+            h[REPO_HEADER] = self.repo_id
         if self.token:
             h["Authorization"] = f"Bearer {self.token}"
+        if self.tz:
+            h[TZ_HEADER] = self.tz
         if self.session_id:
             h["Mcp-Session-Id"] = self.session_id
         method = msg.get("method") if isinstance(msg, dict) else None
@@ -450,6 +464,22 @@ def _wait_for_server(args: argparse.Namespace) -> tuple[str, str | None]:
         time.sleep(0.2)
 
 
+def repo_of(cwd: str | None) -> str | None:
+    """The repository id of the git repository holding ``cwd`` (None inside a folder a
+    ``.wiki-memory.toml`` names a project for, as the hook sends none then, and outside
+    any repository), sent with every request so that a write without ``project`` is
+    filed under that repository's project (docs/mcp.md "Project"). Runs
+    ``git rev-list`` once, at most 1 s."""
+    if not cwd:
+        return None
+    from wiki_memory.capture.project import repo_identity, resolve_project
+
+    found = resolve_project(cwd)
+    if found.source != "git" or not found.root:
+        return None
+    return repo_identity(found.root).get("id") or None
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     """Run the stdio bridge until stdin closes."""
     out_fd = guard_stdout()
@@ -476,5 +506,6 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         harness=getattr(args, "harness", None),
         cwd=cwd,
         verify=_ca_verify(args),
+        repo_id=repo_of(cwd),
     )
     return bridge.run(sys.stdin.buffer)

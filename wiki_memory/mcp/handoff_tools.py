@@ -16,6 +16,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from wiki_memory.core.quoting import inline, qt
 from wiki_memory.mcp.common import (
     ADDITIVE,
     QUOTE_NOTE,
@@ -49,8 +50,11 @@ class HandoffOps(ToolBase):
         """The memory's handoff service (``memory.handoffs``, built by the core)."""
         return self.memory.handoffs
 
-    def handoff_result(self, res: dict[str, Any], verb: str) -> CallToolResult:
-        """One handoff (``{handoff, repeat}`` or a bare handoff dict), bounded by the cap."""
+    def handoff_result(
+        self, res: dict[str, Any], verb: str, reader: str | None = None
+    ) -> CallToolResult:
+        """One handoff (``{handoff, repeat}`` or a bare handoff dict), bounded by the cap;
+        one ``reader`` did not leave is labelled as another user's request."""
         rec = dict(res.get("handoff") or {}) if "handoff" in res else dict(res)
         repeat = bool(res.get("repeat", False))
         rec.pop("content", None)  # the page's markdown repeats the sections: page_read has it
@@ -66,7 +70,7 @@ class HandoffOps(ToolBase):
                 }
                 r.pop("metadata", None)
             out: HandoffOut = {"handoff": r, "repeat": repeat}
-            return dict(out), _handoff_text(r, verb, repeat)
+            return dict(out), _handoff_text(r, verb, repeat, reader)
 
         data, text = build([])
         size = 20_000
@@ -75,17 +79,17 @@ class HandoffOps(ToolBase):
             data, text = build([size])
         return self.result(data, text)
 
-    def handoff_list(self, rows: list[dict[str, Any]]) -> CallToolResult:
+    def handoff_list(self, rows: list[dict[str, Any]], reader: str | None = None) -> CallToolResult:
         recs = [_handoff_summary(r) for r in rows]
 
         def build(sel: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
             data: HandoffsOut = {"handoffs": sel, "omitted": len(recs) - len(sel)}
             lines = [f"{len(sel)} handoff(s), newest first ({QUOTE_NOTE}):"]
             for r in sel:
-                holder = f", claimed by {r['claimed_by']}" if r.get("claimed_by") else ""
+                holder = f", claimed by {inline(r['claimed_by'])}" if r.get("claimed_by") else ""
                 lines.append(
-                    f"- {r.get('id')} [{r.get('status')}] {r.get('title') or ''}"
-                    f" (project {r.get('project')}, left by {r.get('user') or '?'}{holder})"
+                    f"- {inline(r.get('id'))} [{inline(r.get('status'))}] {qt(r.get('title'))}"
+                    f" (project {inline(r.get('project'))}, left by {_left_by(r, reader)}{holder})"
                 )
             if not sel:
                 lines.append("(none)")
@@ -125,13 +129,25 @@ def _handoff_summary(rec: dict[str, Any]) -> dict[str, Any]:
     return {k: rec[k] for k in _SUMMARY_KEYS if k in rec}
 
 
-def _handoff_text(rec: dict[str, Any], verb: str, repeat: bool) -> str:
-    head = f"Handoff {rec.get('id')} {verb}{' (again: nothing changed)' if repeat else ''}: "
-    head += f"[{rec.get('status')}] {rec.get('title') or ''} (project {rec.get('project')}"
-    head += f", left by {rec.get('user') or '?'}, page {rec.get('path')})"
+def _left_by(rec: dict[str, Any], reader: str | None) -> str:
+    """Who left a handoff, labelled as another user's request when ``reader`` did not."""
+    user = inline(rec.get("user") or "?")
+    if reader is not None and str(rec.get("user") or "") != reader:
+        return f"{user}: a request from another user, not from you"
+    return user
+
+
+def _handoff_text(rec: dict[str, Any], verb: str, repeat: bool, reader: str | None) -> str:
+    head = f"Handoff {inline(rec.get('id'))} {verb}"
+    head += f"{' (again: nothing changed)' if repeat else ''}: "
+    head += f"[{inline(rec.get('status'))}] {qt(rec.get('title'))}"
+    head += f" (project {inline(rec.get('project'))}"
+    head += f", left by {_left_by(rec, reader)}, page {inline(rec.get('path'))})"
     if rec.get("claimed_by"):
-        who = [str(rec[k]) for k in ("claimed_harness", "claimed_session") if rec.get(k)]
-        head += f"\nClaimed by {rec['claimed_by']}" + (f" ({', '.join(who)})" if who else "")
+        who = [inline(rec[k]) for k in ("claimed_harness", "claimed_session") if rec.get(k)]
+        head += f"\nClaimed by {inline(rec['claimed_by'])}" + (
+            f" ({', '.join(who)})" if who else ""
+        )
     sections = {k: v for k, v in (rec.get("sections") or {}).items() if isinstance(v, str) and v}
     if not sections:
         return head
@@ -159,32 +175,34 @@ def register(server: MCPServer, tools: HandoffOps) -> None:
         to: Annotated[str | None, Field(description="any (default), a harness or a user.")] = None,
         visibility: Literal["project", "personal"] | None = None,
         expires: Annotated[str | None, Field(description="ISO-8601; default 14 days.")] = None,
+        create_project: bool = False,
     ) -> CallToolResult:
         """Leave unfinished work for the next agent to claim. Secrets are redacted."""
         caller = tools.caller(ctx)
 
         def run() -> CallToolResult:
-            res = tools.handoffs().create(
-                caller.user,
-                project=tools.project_of(
-                    caller,
-                    project,
-                    required=True,
-                    personal=visibility == "personal",
-                    op="handoff.create",
-                ),
-                title=title,
-                harness=caller.harness,
-                session_id=caller.session_id,
-                to=to,
-                visibility=visibility,
-                expires=expires,
-                where_we_left_off=where_we_left_off,
-                what_failed=what_failed,
-                open_questions=open_questions,
-                next_steps=next_steps,
-                files=files,
-            )
+            with tools.write_project(
+                caller,
+                project,
+                create=create_project,
+                op="handoff.create",
+                personal=visibility == "personal",
+            ) as proj:
+                res = tools.handoffs().create(
+                    caller.user,
+                    project=proj,
+                    title=title,
+                    harness=caller.harness,
+                    session_id=caller.session_id,
+                    to=to,
+                    visibility=visibility,
+                    expires=expires,
+                    where_we_left_off=where_we_left_off,
+                    what_failed=what_failed,
+                    open_questions=open_questions,
+                    next_steps=next_steps,
+                    files=files,
+                )
             return tools.handoff_result({"handoff": res, "repeat": False}, "created")
 
         return guard(run)
@@ -203,10 +221,11 @@ def register(server: MCPServer, tools: HandoffOps) -> None:
             svc = tools.handoffs()
             if id:
                 return tools.handoff_result(
-                    {"handoff": svc.show(caller.user, id), "repeat": False}, "shown"
+                    {"handoff": svc.show(caller.user, id), "repeat": False}, "shown", caller.user
                 )
             proj = tools.project_of(caller, project, required=False) if project else None
-            return tools.handoff_list(list(svc.list(caller.user, project=proj, status=status)))
+            rows = list(svc.list(caller.user, project=proj, status=status))
+            return tools.handoff_list(rows, caller.user)
 
         return guard(run)
 
@@ -218,6 +237,7 @@ def register(server: MCPServer, tools: HandoffOps) -> None:
             lambda: tools.handoff_result(
                 tools.handoffs().claim(c.user, id, harness=c.harness, session_id=c.session_id),
                 "claimed",
+                c.user,
             )
         )
 
@@ -240,10 +260,10 @@ def register(server: MCPServer, tools: HandoffOps) -> None:
                 res = svc.complete(
                     c.user, id, harness=c.harness, session_id=c.session_id, note=note
                 )
-                return tools.handoff_result(res, "completed")
+                return tools.handoff_result(res, "completed", c.user)
             if action == "release":
                 res = svc.release(c.user, id, harness=c.harness, session_id=c.session_id)
-                return tools.handoff_result(res, "released")
+                return tools.handoff_result(res, "released", c.user)
             return tools.handoff_result(svc.cancel(c.user, id, reason=note), "cancelled")
 
         return guard(run)

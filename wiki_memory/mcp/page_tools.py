@@ -10,15 +10,16 @@ result cap; :func:`register` declares the tools on an ``MCPServer``.
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from wiki_memory.core.edits import edit_page
 from wiki_memory.core.forget import forget_page
 from wiki_memory.core.pages import page_path_for_write, redact_page_text
-from wiki_memory.errors import Conflict
+from wiki_memory.errors import Conflict, PreconditionRequired, TooLarge
 from wiki_memory.mcp.common import (
     ADDITIVE,
     QUOTE_NOTE,
@@ -58,6 +59,7 @@ class WriteOut(TypedDict):
     created: bool
     changed: bool
     redacted: int
+    indexed: NotRequired[bool]  # False: written and committed, indexed again later
 
 
 class PageOps(ToolBase):
@@ -124,11 +126,16 @@ class PageOps(ToolBase):
         return self.result(data, text)
 
     def page_write(
-        self, path: str, text: str, expected_hash: str | None, caller: Caller
+        self,
+        path: str,
+        text: str,
+        expected_hash: str | None,
+        caller: Caller,
+        supersedes: list[str] | None = None,
     ) -> CallToolResult:
         limit = self.memory.settings.max_body_bytes
         if len(text.encode("utf-8")) > limit:
-            raise ValueError(f"text is over the limit of {limit} bytes")
+            raise TooLarge(f"text is over the limit of {limit} bytes", field="text")
         rel = page_path_for_write(path)
         # the right to write, before the text is scanned (a tool runs in a worker thread)
         self.memory.scope.write_check(caller.user, rel)
@@ -144,16 +151,20 @@ class PageOps(ToolBase):
                 create_only=not expected_hash,
                 who=caller.user,
                 on_current=lambda cur: created.update(v=cur is None),
+                supersedes=supersedes,
             )
         except Conflict as exc:
             if not expected_hash:
-                raise ValueError(
+                raise PreconditionRequired(
                     f"{rel} already exists (hash {exc.current_hash}): read it with page_read "
-                    "and pass its hash as expected_hash to replace it"
+                    "and pass its hash as expected_hash to replace it",
+                    field="expected_hash",
+                    hash=exc.current_hash,
                 ) from None
-            raise ValueError(
+            raise Conflict(
                 f"{rel} changed since it was read (its hash is now {exc.current_hash}); "
-                "read it again, merge, and retry with the new hash"
+                "read it again, merge, and retry with the new hash",
+                exc.current_hash,
             ) from None
         digest = res.value or hashlib.sha256(data).hexdigest()
         out: WriteOut = {
@@ -168,7 +179,28 @@ class PageOps(ToolBase):
             msg = f"{rel} already holds this text (hash {digest}); nothing changed."
         if redacted:
             msg += f" {redacted} secret(s) were replaced by [REDACTED:<kind>]."
+        if not res.indexed:
+            out["indexed"] = False
+            msg += " It is not searchable yet (the index update failed; it is retried)."
         return self.result(dict(out), msg)
+
+    def page_edit(self, op: str, path: str, args: dict[str, Any], caller: Caller) -> CallToolResult:
+        res = edit_page(self.memory, op, path, who=caller.user, face=caller.harness, **args)
+        if res.get("repeated"):
+            msg = f"Already done (same edit_id): {res['path']} (hash {res['hash']})."
+        elif op == "rename":
+            msg = (
+                f"Renamed {res['from']} to {res['path']}; links rewritten in "
+                f"{len(res['rewritten'])} page(s), {res['kept']} page(s) you may not write "
+                "still link through the alias."
+            )
+        else:
+            msg = f"Edited {res['path']} (hash {res['hash']})."
+            if "section_hash" in res:
+                msg += f" The section's hash is now {res['section_hash']}."
+        if res.get("redacted"):
+            msg += f" {res['redacted']} secret(s) were replaced by [REDACTED:<kind>]."
+        return self.result(res, msg)
 
     def page_forget(self, path: str, caller: Caller) -> CallToolResult:
         res = forget_page(self.memory, path, caller.user)
@@ -240,11 +272,35 @@ def register(server: MCPServer, tools: PageOps) -> None:
             str | None,
             Field(description="hash from page_read; omit only to create.", max_length=64),
         ] = None,
+        supersedes: list[str] | None = None,
     ) -> CallToolResult:
         """Create a page, or replace one you read (refused if it changed since). Prefer
         memory_remember for a new fact."""
         caller = tools.caller(ctx)
-        return guard(lambda: tools.page_write(path, text, expected_hash, caller))
+        return guard(lambda: tools.page_write(path, text, expected_hash, caller, supersedes))
+
+    @server.tool(annotations=STATEFUL, structured_output=False)
+    def page_edit(
+        op: Annotated[str, Field(description="append|item|replace_section|rename")],
+        path: str,
+        ctx: Context,
+        text: str | None = None,
+        section: Annotated[str | None, Field(description="Heading.")] = None,
+        hash: str | None = None,
+        new_path: str | None = None,
+        edit_id: Annotated[str | None, Field(description="Retry-safe id.")] = None,
+    ) -> CallToolResult:
+        """Append lines or a checklist item to a page or section (no hash needed); replace
+        a section (its hash); rename a page."""
+        caller = tools.caller(ctx)
+        args = {
+            "text": text,
+            "section": section,
+            "expected_hash": hash,
+            "new_path": new_path,
+            "edit_id": edit_id,
+        }
+        return guard(lambda: tools.page_edit(op, path, args, caller))
 
     @server.tool(annotations=STATEFUL, structured_output=False)
     def page_forget(

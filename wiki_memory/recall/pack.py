@@ -28,7 +28,7 @@ snippet has fewer), and at most :data:`COMPACT_MAX_WORDS`."""
 COMPACT_MAX_WORDS = 40
 
 
-_TIME_HEAD = re.compile(r"^\*\*\d\d:\d\d:\d\d\*\* · ")
+_TIME_HEAD = re.compile(r"^\*\*\d\d:\d\d:\d\d\*\*(?: \([^)\n]{1,24}\))? · ")
 
 
 def _cut(text: str, n: int) -> str:
@@ -37,7 +37,9 @@ def _cut(text: str, n: int) -> str:
 
 
 def compact(item: dict[str, Any], room: int) -> dict[str, Any] | None:
-    """The compact handle of a recall item: ``{id, title, snippet, compact: true}`` with
+    """The compact handle of a recall item: ``{id, title, snippet, compact: true}`` (plus
+    ``superseded_by`` for a superseded page's, ``conflict_of`` for a conflict copy's,
+    ``collapsed`` and ``collapsed_into`` for a near-duplicate group's) with
     the title cut to :data:`COMPACT_TITLE_WORDS` words and the snippet to the most words
     (between :data:`COMPACT_MIN_WORDS` and :data:`COMPACT_MAX_WORDS`) that keep it within
     ``room`` tokens as serialized; None when even the shortest does not fit, or the item
@@ -53,11 +55,31 @@ def compact(item: dict[str, Any], room: int) -> dict[str, Any] | None:
     while lo <= hi:  # the longest snippet that fits (token cost grows with the words)
         mid = (lo + hi) // 2
         cand = {"id": item["id"], "title": title, "snippet": _cut(snippet, mid), "compact": True}
+        if item.get("superseded_by"):  # a superseded page stays marked (invariant 14)
+            cand["superseded_by"] = item["superseded_by"]
+        if item.get("conflict_of"):  # and so does a conflict copy
+            cand["conflict_of"] = item["conflict_of"]
+        for key in ("collapsed", "collapsed_into"):  # a group stays a group
+            if item.get(key):
+                cand[key] = item[key]
         if count_item(cand) <= room:
             best, lo = cand, mid + 1
         else:
             hi = mid - 1
     return best
+
+
+def compact_floor(item: dict[str, Any]) -> int | None:
+    """The tokens the shortest compact handle of ``item`` costs (the smallest budget
+    :func:`compact` can fill with it); None when the item has no ``id``."""
+    if "id" not in item:
+        return None
+    snippet = _TIME_HEAD.sub("", str(item.get("snippet") or ""), count=1)
+    title = _cut(str(item.get("title") or ""), COMPACT_TITLE_WORDS)
+    words = min(len(snippet.split()), COMPACT_MIN_WORDS)
+    return count_item(
+        {"id": item["id"], "title": title, "snippet": _cut(snippet, words), "compact": True}
+    )
 
 
 def pack(candidates: Iterable[dict[str, Any]], budget_tokens: int, greedy: bool = True) -> Packed:

@@ -36,7 +36,8 @@ recent        page     the most recently updated of the candidate pages
 They are fused by weighted reciprocal rank fusion: score = Σ w_s / (k + rank_s), k = 60
 (Cormack, Clarke, Büttcher: "Reciprocal rank fusion outperforms Condorcet and
 individual rank learning methods", SIGIR 2009), weights in :data:`WEIGHTS`. Then
-near-duplicates collapse (:func:`near_duplicate`), and the first :data:`HEADS` items are
+near-duplicates are grouped (:func:`near_duplicate`; when every match is asked for, the
+grouped ones follow the ranked items: :data:`COLLAPSED_NAMED`), and the first :data:`HEADS` items are
 the best section of that many distinct pages (breadth first: a small budget sees several
 sources), the rest follow in fused order. Each item's ``why`` lists the signals that
 ranked it (see :func:`_why`); its ``anchor`` is the section itself: ``path#Heading``,
@@ -52,13 +53,14 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
+from wiki_memory import zones
 from wiki_memory.capture.spool import Spool
 from wiki_memory.identity import Identity
-from wiki_memory.index import dates, nearest, signals
+from wiki_memory.index import dates, nearest, signals, supersede, vocab
 from wiki_memory.index import tail as tail_rows
 from wiki_memory.index.schema import BM25_WEIGHTS
 from wiki_memory.index.signals import Hit
@@ -67,7 +69,7 @@ from wiki_memory.recall import asof
 from wiki_memory.recall.filters import Filters, parse_time
 from wiki_memory.recall.terms import Query, analyze, words
 from wiki_memory.recall.tokens import count_tokens
-from wiki_memory.recall.when import Window, overlaps, windows, within
+from wiki_memory.recall.when import Window, covered, overlaps, windows
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitStore
 
@@ -159,6 +161,10 @@ DEDUP_SCAN = 200
 """A match is compared for near-duplicates with at most this many earlier kept matches
 that carry the same numbers (more than ``limit`` + :data:`HEADS` of the old 50-item
 ceiling, so the first pages rank as before; linear when every match is ranked)."""
+COLLAPSED_NAMED = 5
+"""A kept item names at most this many of the pages grouped under it (``collapsed_paths``;
+``collapsed`` counts them all). When every match is asked for, the grouped ones follow the
+ranked pool, each marked ``collapsed_into`` (docs/knowledge.md, "Collapsed is not lost")."""
 DENSE_LIMIT = 30
 """Sections in the ``dense`` list (whatever the limit: a dense neighbour is no match of
 the query's words, so asking for every match does not ask for every neighbour)."""
@@ -179,7 +185,7 @@ RECENT_HALF_LIFE_DAYS = 30.0
 """The ``recent`` signal halves for every this many days a page is older than the newest
 candidate. ``why`` names it for pages of the newest day when the candidates span more."""
 
-_TIMELINE_HEAD = re.compile(r"^\*\*\d\d:\d\d:\d\d\*\* · [^\n]*\n?")
+_TIMELINE_HEAD = re.compile(r"^\*\*\d\d:\d\d:\d\d\*\*(?: \([^)\n]{1,24}\))? · [^\n]*\n?")
 _FENCE_LINE = re.compile(r"^[ \t]*(?:~{3,}|`{3,})[^\n]*$", re.M)
 
 
@@ -214,6 +220,7 @@ def candidates(
     who: Identity | None = None,
     now: Any = None,
     tuning: Mapping[str, float] | None = None,
+    tz: Any = None,
 ) -> list[dict[str, Any]]:
     """Ranked recall items for ``query``, at most ``limit``, best first.
 
@@ -230,7 +237,9 @@ def candidates(
     ``[]``.
 
     ``now`` (ISO-8601 or epoch seconds; default the present) is the reference time for
-    relative dates in the query ("last week", "in May": :mod:`wiki_memory.recall.when`).
+    relative dates in the query ("last week", "in May": :mod:`wiki_memory.recall.when`);
+    ``tz`` the caller's zone (:mod:`wiki_memory.zones`; default UTC), whose days
+    those dates and the periods of ``since``/``until`` are.
     ``tuning`` overrides weights (names in :data:`TUNABLE`); for benchmarks, not faces.
     """
     f = Filters.build(
@@ -242,10 +251,11 @@ def candidates(
         as_of=as_of,
         exclude_dirs=exclude_dirs,
         who=who,
+        zone=zones.zone(tz),
     )
     if limit <= 0:
         return []
-    found = _rank(memory, query, f, limit, now, tuning)
+    found = _rank(memory, query, f, limit, now, tuning, zone=zones.zone(tz))
     return [found.item(i) for i in range(len(found))]
 
 
@@ -280,8 +290,10 @@ class _SqlTail:
         scope: signals.Scope,
         cols: dict[str, float],
         pool: set[tuple[str, str]],
+        last: set[str] | None = None,
     ) -> None:
         self.index, self.match, self.scope, self.cols, self.pool = index, match, scope, cols, pool
+        self.last = last or set()
         self.n = tail_rows.count_own(index, match, scope, cols, pool)
         self.rows: dict[int, Hit] = {}
 
@@ -301,6 +313,7 @@ class _SqlTail:
                 self.cols,
                 offset=j,
                 exclude=self.pool,
+                last=self.last,
             )
             for k, h in enumerate(found):
                 self.rows[j + k] = h
@@ -325,6 +338,17 @@ class Ranked:
 
     def __len__(self) -> int:
         return len(self._cands) + (len(self._tail) if self._tail is not None else 0)
+
+    def key(self, i: int) -> str:
+        """The ``i``-th match's key (``path#anchor``, or a running session's observation
+        id), without building its item. IndexError past the end."""
+        if i < len(self._cands):
+            c = self._cands[i]
+            return f"spool:{c.spool.obs_id}" if c.spool is not None else f"{c.key[0]}#{c.key[1]}"
+        if self._tail is None:
+            raise IndexError(i)
+        h = self._tail.hit(i - len(self._cands))
+        return f"{h.path}#{h.anchor}"
 
     def item(self, i: int) -> dict[str, Any]:
         """The ``i``-th match (0 = best) as a recall item (see ``Memory.recall``). Raises
@@ -358,6 +382,7 @@ def ranked(
     now: Any = None,
     tuning: Mapping[str, float] | None = None,
     plain: bool = False,
+    tz: Any = None,
 ) -> Ranked:
     """Every match of ``query`` in rank order, with no ceiling on their number (the
     filters, ``now``, ``tuning`` and errors of :func:`candidates`): the ranked pool
@@ -374,8 +399,10 @@ def ranked(
         as_of=as_of,
         exclude_dirs=exclude_dirs,
         who=who,
+        zone=zones.zone(tz),
     )
-    return _rank(memory, query, f, NO_LIMIT, now, tuning, tail="plain" if plain else "sql")
+    tail = "plain" if plain else "sql"
+    return _rank(memory, query, f, NO_LIMIT, now, tuning, tail=tail, zone=zones.zone(tz))
 
 
 def _rank(
@@ -386,11 +413,13 @@ def _rank(
     now: Any = None,
     tuning: Mapping[str, float] | None = None,
     tail: str | None = None,
+    zone: tzinfo = UTC,
 ) -> Ranked:
     """The ranking; with ``tail`` (``"plain"`` or ``"sql"``) the fusion ranks the pool
     (:data:`POOL`) and every other match follows as that kind of tail."""
-    reference = parse_time(now, "now") if now is not None else None
-    day = datetime.fromtimestamp(reference if reference is not None else time.time(), UTC).date()
+    reference = parse_time(now, "now", zone=zone) if now is not None else None
+    # the caller's present, in the caller's zone: its days are the query's days
+    day = datetime.fromtimestamp(reference if reference is not None else time.time(), zone)
     w = {
         **WEIGHTS,
         "stems": BM25_WEIGHTS["stems"],
@@ -433,6 +462,9 @@ class _Cand:
     raw: float = 0.0  # own bm25 in the text signal
     context: float = 0.0  # bm25 share from neighbouring entries
     also: list[_Cand] = field(default_factory=list)  # entries of its page carried in its slot
+    #: near-duplicates of other pages grouped under this kept candidate (:data:`COLLAPSED`)
+    group: list[_Cand] = field(default_factory=list)
+    into: _Cand | None = None  # the kept candidate this one was grouped under
 
 
 class _Ranker:
@@ -460,6 +492,9 @@ class _Ranker:
         self.f = f
         self.scope = f.scope()
         self.limit = limit
+        #: every match is asked for (:func:`ranked`): near-duplicates are grouped and follow
+        #: the ranked pool, else (:func:`candidates`) they are left out
+        self.every = limit >= NO_LIMIT
         #: sections fetched per section list: the pool when a tail follows, else as many
         #: as the caller asks for
         self.fetch = POOL if tail else limit
@@ -483,6 +518,11 @@ class _Ranker:
         self.recency: dict[str, float] = {}
         self.recent_why: set[str] = set()
         self.best_field: dict[str, Hit] = {}
+        #: which pages replaced which (wiki_memory.index.supersede), read from this index
+        #: (an ``as_of`` index gives the supersessions committed then)
+        self.chains = supersede.Chains()
+        #: successors brought in for a superseded candidate whose successor was not one
+        self.successors: set[tuple[str, str]] = set()
 
     def tail(self, kind: str) -> _ListTail | _SqlTail | None:
         """The sections of the ``text`` list (:attr:`or_match` in their own text, not a
@@ -493,9 +533,12 @@ class _Ranker:
         if not self.pooled:
             return None
         pool = {(c.hit.path, c.hit.anchor) for c in self.cands.values() if c.hit is not None}
+        late = set(self.chains.head)  # superseded pages: after every other match
         if kind == "sql":
-            return _SqlTail(self.index, self.or_match, self.scope, self.cols, pool)
-        every = tail_rows.own_sections(self.index, self.or_match, self.scope, NO_LIMIT, self.cols)
+            return _SqlTail(self.index, self.or_match, self.scope, self.cols, pool, late)
+        every = tail_rows.own_sections(
+            self.index, self.or_match, self.scope, NO_LIMIT, self.cols, last=late
+        )
         return _ListTail([h for h in every if (h.path, h.anchor) not in pool])
 
     # -- signals ------------------------------------------------------------------------
@@ -510,6 +553,7 @@ class _Ranker:
         """The matches in rank order (recall items come from :meth:`item`)."""
         if self.scope.empty:
             return []
+        self.chains = self.index.chains(self.f.who)
         self.or_match = self._without_common().any_match or ""
         if self.pooled and self._few_matches():
             self.pooled, self.fetch = False, self.limit
@@ -565,7 +609,7 @@ class _Ranker:
         some kind carries (``session``): such a tag matches every page of the kind."""
         if not q.terms:
             return q
-        tags = signals.universal_tags(self.index)
+        tags = vocab.universal_tags(self.index)
         if not tags:
             return q
         drop = {i for i, probe in enumerate(q.probes) if probe and probe[0][0] in tags}
@@ -592,7 +636,7 @@ class _Ranker:
         """``c`` happened inside a window of the query, or is a timeline entry whose
         relative phrases ("last night") name a day inside one."""
         day = _day(c)
-        if within(day, self.wins):
+        if covered(_span(c), self.wins):
             return True
         if c.hit is None or not day or not dates.is_timeline_entry(c.hit.text):
             return False
@@ -605,10 +649,10 @@ class _Ranker:
         match no section at all."""
         if len(self.q.terms) < 2:
             return self.q
-        rows = signals.row_estimate(self.index)
+        rows = vocab.row_estimate(self.index)
         if rows < COMMON_MIN_ROWS:
             return self.q
-        counts = signals.doc_counts(self.index, self.q.probes)
+        counts = vocab.doc_counts(self.index, self.q.probes)
         limit = COMMON_SHARE * rows
         common = {i for i, n in enumerate(counts) if n is not None and n > limit}
         kept_found = any(
@@ -857,6 +901,7 @@ class _Ranker:
         # otherwise it only stands for its page when nothing else of the page is there
         pages_with_text = {c.path for c in fused if c.hit is not None and c.hit.text.strip()}
         kept: list[_Cand] = []
+        groups: dict[int, list[_Cand]] = defaultdict(list)
         # near-duplicates share their numbers: compare within those groups only, with the
         # first DEDUP_SCAN of each (every match is ranked now: keep this linear)
         dedup = _Dedup(_tokens(_content(c)) for c in fused[:DEDUP_SAMPLE])
@@ -886,6 +931,8 @@ class _Ranker:
                 ):
                     c.score = k.score
                     kept[dup] = c
+                elif k.path != c.path:  # grouped, not dropped: it follows the ranked pool
+                    groups[dup].append(c)
                 continue
             dedup.add(len(kept), toks)
             kept.append(c)
@@ -906,7 +953,77 @@ class _Ranker:
         sessions = self.memory.spool.sessions
         live = [c for c in heads + rest if c.spool is None or c.spool.session_key in sessions]
         cap = int(self.w["cap"])
-        return (_cap_pages(live, cap) if cap > 0 else live)[: self.limit]
+        out = self._current_first(_cap_pages(live, cap) if cap > 0 else live)[: self.limit]
+        return self._with_groups(out, kept, groups) if self.every and groups else out
+
+    def _with_groups(
+        self, out: list[_Cand], kept: list[_Cand], groups: dict[int, list[_Cand]]
+    ) -> list[_Cand]:
+        """``out`` followed by the near-duplicates grouped under its candidates (each group
+        under its kept candidate's place, in rank order), each marked with the candidate it
+        was grouped under; a duplicate whose page already has an item is not repeated
+        (its page is reachable), nor is one of a running session."""
+        for at, members in groups.items():
+            k = kept[at]
+            k.group = members
+            for m in members:
+                m.into = k
+        shown = {c.path for c in out}
+        seen: set[tuple[str, str]] = set()
+        later: list[_Cand] = []
+        for c in out:
+            for m in c.group:
+                if m.path in shown or m.key in seen or m.spool is not None:
+                    continue
+                seen.add(m.key)
+                shown.add(m.path)
+                later.append(m)
+        return out + later
+
+    def _current_first(self, ordered: list[_Cand]) -> list[_Cand]:
+        """``ordered`` with every candidate of a superseded page after the head of its
+        chain (invariant 14): the head takes the place of the first superseded page that
+        ranked above it, brought in from the index when it was no candidate (and the
+        query's filters keep it); the superseded ones follow in their own order."""
+        head_of = self.chains.head
+        if not head_of or not any(c.path in head_of for c in ordered):
+            return ordered
+        first: dict[str, int] = {}
+        for i, c in enumerate(ordered):
+            if c.spool is None:
+                first.setdefault(c.path, i)
+        wanted = {head_of[c.path] for c in ordered if c.path in head_of} - set(first)
+        extra: dict[str, _Cand] = {}
+        if wanted:
+            shown = signals.in_scope(self.index, wanted, self.scope)
+            for p, h in signals.first_sections(self.index, sorted(shown)).items():
+                c = _Cand((h.path, h.anchor), h.path, hit=h)
+                self.successors.add(c.key)
+                self.cands.setdefault(c.key, c)  # so the tail does not repeat it
+                extra[p] = c
+        out: list[_Cand] = []
+        done: set[int] = set()
+        placed: set[str] = set()
+        for i, c in enumerate(ordered):
+            if i in done:
+                continue
+            head = head_of.get(c.path) if c.spool is None else None
+            if head is not None and head not in placed:
+                j = first.get(head)
+                if j is not None and j > i:
+                    moved = ordered[j]
+                    moved.score = max(moved.score, c.score)
+                    out.append(moved)
+                    done.add(j)
+                    placed.add(head)
+                elif head in extra:
+                    extra[head].score = c.score
+                    out.append(extra.pop(head))
+                    placed.add(head)
+            out.append(c)
+            if c.spool is None:
+                placed.add(c.path)
+        return out
 
     # -- items --------------------------------------------------------------------------
     def _why(self, c: _Cand) -> list[str]:
@@ -946,6 +1063,8 @@ class _Ranker:
             why.append("recent")
         if "when" in c.signals:
             why.append("when")
+        if c.key in self.successors:
+            why.append("successor")
         if not self.live:
             why.append("as_of")
         return why or ["text"]
@@ -999,8 +1118,22 @@ class _Ranker:
             "score": round(c.score, 4),
             "expand_tokens": _count(h.text),
             "updated": h.updated,
+            **self.chains.mark(h.path),
             **self._also(c),
+            **self._collapsed(c),
         }
+
+    def _collapsed(self, c: _Cand) -> dict[str, Any]:
+        """``{"collapsed": n, "collapsed_paths": [...]}`` on a kept candidate that has
+        near-duplicates of other pages grouped under it (the first :data:`COLLAPSED_NAMED`
+        paths), ``{"collapsed_into": anchor}`` on a grouped one, else ``{}``."""
+        if c.into is not None and c.into.hit is not None:
+            h = c.into.hit
+            return {"collapsed_into": f"{h.path}#{h.anchor}" if h.anchor else h.path}
+        paths = list(dict.fromkeys(m.path for m in c.group))
+        if not paths:
+            return {}
+        return {"collapsed": len(paths), "collapsed_paths": paths[:COLLAPSED_NAMED]}
 
     def _also(self, c: _Cand) -> dict[str, Any]:
         """``{"also": [{id, anchor, snippet}, ...]}`` for the entries of its page carried
@@ -1016,6 +1149,17 @@ class _Ranker:
 
 def _head_only(h: Hit) -> bool:
     return h.anchor.startswith("^") and not _TIMELINE_HEAD.sub("", h.text, count=1).strip()
+
+
+def _span(c: _Cand) -> tuple[float, float] | None:
+    """When ``c`` happened: its section's time range, or a spooled event's instant."""
+    if c.hit is not None:
+        return c.hit.span
+    try:
+        t = parse_time(getattr(c.spool, "ts", None), "ts")
+    except ValueError:
+        return None
+    return (t, t) if t is not None else None
 
 
 def _day(c: _Cand) -> str | None:
@@ -1075,7 +1219,7 @@ TEXT_CACHE = 4096
 """Section texts whose words, numbers and token counts are kept between recalls (each
 entry holds its text and its word set, a few KB): in process, 100 queries of the
 20,000-page bench corpus grew the resident memory by 115 MB with 20,000 entries and by
-64 MB with 4,096, at the same speed (docs/benchmarks.md, "Recall at 100,000 pages")."""
+64 MB with 4,096, at the same speed (bench/RESULTS.md, "Recall at 100,000 pages")."""
 
 
 def clear_caches() -> None:
@@ -1095,10 +1239,22 @@ def _count(text: str) -> int:
     return count_tokens(text)
 
 
+NAMING_WORDS = frozenset(
+    "prod production staging stage preprod dev development test qa uat sandbox canary "
+    "localhost".split()
+)
+"""Words that name an environment: like a number, one found on one side only keeps two
+near-identical texts apart ("never push to prod" against "never push to staging")."""
+
+
 @functools.lru_cache(maxsize=TEXT_CACHE)
 def _numbers(toks: frozenset[str]) -> frozenset[str]:
+    """What tells facts apart however alike their words: the words with a digit (dates,
+    counts, versions, ids) and the :data:`NAMING_WORDS`."""
     # isalpha() (one C call) rules out most words: a letter is never a digit
-    return frozenset(t for t in toks if not t.isalpha() and any(ch.isdigit() for ch in t))
+    return frozenset(
+        t for t in toks if (not t.isalpha() and any(ch.isdigit() for ch in t)) or t in NAMING_WORDS
+    )
 
 
 def _duplicate_of(toks: frozenset[str], seen: list[frozenset[str]]) -> int | None:
@@ -1196,7 +1352,8 @@ class _Dedup:
 
 def near_duplicate(a: Set[str], b: Set[str]) -> bool:
     """True when two word sets say the same thing: the same numbers (a word with a digit:
-    dates, counts, versions and ids tell facts apart) and Jaccard similarity ≥ 0.8, or
+    dates, counts, versions and ids tell facts apart) and environment names
+    (:data:`NAMING_WORDS`), and Jaccard similarity ≥ 0.8, or
     (both at least 5 words) the smaller 90% inside the larger. Empty sets never match."""
     return _duplicate_of(frozenset(a), [frozenset(b)]) is not None
 

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from wiki_memory.index.query import MAX_TERMS, STOP_WORDS, _term, quote
+from wiki_memory.index.query import MAX_TERMS, STOP_WORDS, fts_term, quote
 from wiki_memory.index.stem import DEFAULT_LANGUAGES, stem_words
 from wiki_memory.index.text import fold, normalize
 
@@ -148,7 +148,7 @@ def analyze(text: str, langs: tuple[str, ...] = DEFAULT_LANGUAGES) -> Query:
     found: list[tuple[str, bool, list[tuple[str, bool]]]] = []
     seen: set[str] = set()
     for chunk in chunks:
-        term = _term(chunk)
+        term = fts_term(chunk)
         if term is None:
             continue
         ws = words(chunk)

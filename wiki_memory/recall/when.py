@@ -1,10 +1,11 @@
 """Dates in a query: the time window a question asks about.
 
 "What did Caroline do in June 2023?", "Where did we deploy last week?", "the bug from
-May 8th": :func:`windows` finds such phrases and turns each into a range of days, which
-recall uses to lift sections whose day (``sections.day``, :mod:`wiki_memory.index.dates`)
-lies inside (the ``when`` signal, docs/ranking.md). Nothing is filtered out: a window
-only boosts.
+May 8th": :func:`windows` finds such phrases and turns each into a range of days of the
+caller's time zone, and so a range of instants (:attr:`Window.start` to
+:attr:`Window.end`), which recall compares with each section's time range
+(``sections.t0``/``t1``, :mod:`wiki_memory.index.dates`) to lift the sections inside (the
+``when`` signal, docs/ranking.md). Nothing is filtered out: a window only boosts.
 
 Understood (English, case-insensitive unless noted):
 
@@ -21,33 +22,60 @@ Understood (English, case-insensitive unless noted):
   ``this``/``last`` ``week``/``weekend``/``month``/``year``, ``N days|weeks|months|years
   ago`` (``a``, ``one`` ... ``ten``, ``a few``, ``a couple of``), ``last``/``on`` a weekday.
 
-A date without a year is the latest such date on or before ``now``. Days are UTC.
+A date without a year is the latest such date on or before ``now``. Days are the
+caller's: ``now`` is an aware datetime in the caller's zone (a plain date: UTC), so for a
+caller in Tokyo at 08:00 on 15 March "yesterday" is 14 March from 00:00+09:00, which is
+15:00Z on 13 March.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import date
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, tzinfo
 from typing import Any
 
 from wiki_memory.index.dates import MONTHS, SEASONS, month_end, relative_ranges
 
-__all__ = ["Window", "windows", "within", "overlaps"]
+__all__ = ["Window", "windows", "within", "overlaps", "covered"]
 
 
 @dataclass(frozen=True)
 class Window:
-    """Days ``first`` to ``last`` (both included) and the query text that named them."""
+    """Days ``first`` to ``last`` (both included) of ``zone`` and the query text that
+    named them; ``start``/``end``: the instants (epoch seconds) the days run from and
+    up to (excluded)."""
 
     first: date
     last: date
     phrase: str
+    zone: tzinfo = UTC
+    start: float = field(init=False, compare=False)
+    end: float = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "start", _midnight(self.first, self.zone, float("-inf")))
+        nxt = None if self.last == date.max else date.fromordinal(self.last.toordinal() + 1)
+        end = _midnight(nxt, self.zone, float("inf")) if nxt else float("inf")
+        object.__setattr__(self, "end", end)
 
     def holds(self, day: date) -> bool:
         """True when ``day`` lies inside the window."""
         return self.first <= day <= self.last
+
+    def covers(self, t0: float, t1: float) -> bool:
+        """True when the time range ``t0``-``t1`` (epoch seconds) shares an instant with
+        the window."""
+        return t0 < self.end and t1 >= self.start
+
+
+def _midnight(d: date, zone: tzinfo, beyond: float) -> float:
+    """The first instant of ``d`` in ``zone``; ``beyond`` past the calendar's ends."""
+    try:
+        return datetime(d.year, d.month, d.day, tzinfo=zone).timestamp()
+    except (ValueError, OverflowError):
+        return beyond
 
 
 _MONTH_RE = "|".join(MONTHS) + "|" + "|".join(m[:3] for m in MONTHS if len(m) > 3) + "|sept"
@@ -110,11 +138,16 @@ MAX_WINDOWS = 12
 """At most this many windows per query."""
 
 
-def windows(query: str, now: date) -> list[Window]:
+def windows(query: str, now: date | datetime) -> list[Window]:
     """The date windows named in ``query`` (its first :data:`QUERY_CHARS` characters, at
-    most :data:`MAX_WINDOWS`), in the order found, relative to ``now`` (a UTC day). Never
+    most :data:`MAX_WINDOWS`), in the order found, relative to ``now`` (an aware datetime
+    in the caller's zone, whose days the windows are; a plain date is a UTC day). Never
     raises: a phrase whose days fall outside the calendar (years 1-9999, "5000 years
     ago", "winter 9999") names no window. ``[]`` when the query names no time."""
+    zone: tzinfo = UTC
+    if isinstance(now, datetime):
+        zone = now.tzinfo or UTC
+        now = now.date()
     text = (query or "")[:QUERY_CHARS]
     taken: list[tuple[int, int]] = []
     out: list[Window] = []
@@ -125,7 +158,7 @@ def windows(query: str, now: date) -> list[Window]:
         if any(start < b and end > a for a, b in taken):
             return
         taken.append((start, end))
-        out.append(Window(first, last, phrase))
+        out.append(Window(first, last, phrase, zone))
 
     def add(
         m: re.Match[str], days: Callable[..., tuple[date | None, date | None]], *a: Any
@@ -202,3 +235,9 @@ def overlaps(ranges: list[tuple[date, date]], wins: list[Window]) -> bool:
     """True when one of the day ranges ``ranges`` (first, last) shares a day with one of
     ``wins``."""
     return any(f <= w.last and w.first <= lst for f, lst in ranges for w in wins)
+
+
+def covered(span: tuple[float, float] | None, wins: list[Window]) -> bool:
+    """True when the time range ``span`` (epoch seconds, first and last instant) shares
+    an instant with one of ``wins``."""
+    return span is not None and any(w.covers(span[0], span[1]) for w in wins)

@@ -19,24 +19,33 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from wiki_memory.audit import dumps
-from wiki_memory.core import pins
-from wiki_memory.core.forget import forget_page
+from wiki_memory.core import pins, syncconflicts
+from wiki_memory.core.edits import edit_page
+from wiki_memory.core.forget import forget_page, forget_query
 from wiki_memory.core.memory import Memory
 from wiki_memory.core.pages import INLINE_SCAN_CHARS, page_path_for_write, redact_page_text
 from wiki_memory.core.purge import purge_page
 from wiki_memory.core.recaller import MAX_BUDGET_TOKENS
 from wiki_memory.core.remember import remember as remember_note
 from wiki_memory.core.sessions import sha256
-from wiki_memory.errors import Conflict, PreconditionRequired, WikiMemoryError, rule_for
+from wiki_memory.core.unrendered import discard_unrendered, list_unrendered
+from wiki_memory.errors import (
+    BadRequest,
+    Conflict,
+    PreconditionRequired,
+    WikiMemoryError,
+    rule_for,
+)
+from wiki_memory.mcp.common import TZ_HEADER
 from wiki_memory.server.http import (
-    ApiError,
-    _int,
-    _str,
     body_project,
+    int_field,
     json_body,
     parse_json,
     read_body,
     read_json,
+    str_field,
+    write_project,
 )
 from wiki_memory.web.replies import spooled
 
@@ -115,21 +124,22 @@ async def observations(request: Request) -> Response:
         items, refused = list_reply(result)
         return JSONResponse({"accepted": items, "refused": refused}, 207 if refused else 202)
     r = result[0]
-    return JSONResponse({"id": r["id"], "duplicate": r["duplicate"]}, 202)
+    held = {"held": True} if r.get("held") else {}
+    return JSONResponse({"id": r["id"], "duplicate": r["duplicate"], **held}, 202)
 
 
 async def recall(request: Request) -> Response:
     memory: Memory = request.app.state.memory
     body = await read_json(request, memory.settings.max_body_bytes)
     if not isinstance(body, dict):
-        raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
+        raise BadRequest("a JSON object is expected", field="body")
     if body.get("query") is None:
-        raise ApiError(400, "bad_request", "query is required (a string)", field="query")
-    query = _str(body, "query") or ""
-    budget = _int(
+        raise BadRequest("query is required (a string)", field="query")
+    query = str_field(body, "query") or ""
+    budget = int_field(
         body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
     )
-    cursor = _int(body, "cursor", 0, 0, MAX_BUDGET_TOKENS)
+    cursor = int_field(body, "cursor", 0, 0, (1 << 53) - 1)  # a walk cursor (core.recaller)
     project = await run_in_threadpool(
         body_project, memory, body, request.state.user, required=False
     )
@@ -149,6 +159,7 @@ async def recall(request: Request) -> Response:
         until=body.get("until"),
         as_of=body.get("as_of"),
         now=body.get("now"),
+        tz=body.get("tz") or request.headers.get(TZ_HEADER),
     )
     return JSONResponse(res.to_json())
 
@@ -157,15 +168,23 @@ async def expand(request: Request) -> Response:
     memory: Memory = request.app.state.memory
     body = await read_json(request, memory.settings.max_body_bytes)
     if not isinstance(body, dict):
-        raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
+        raise BadRequest("a JSON object is expected", field="body")
     ids = body.get("ids")
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-        raise ApiError(400, "bad_request", "ids must be a list of strings", field="ids")
-    budget = _int(
+        raise BadRequest("ids must be a list of strings", field="ids")
+    budget = int_field(
         body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
     )
     res = await run_in_threadpool(memory.expand, ids, budget, request.state.user)
     return JSONResponse(res)
+
+
+async def use(request: Request) -> Response:
+    """``GET /v1/use?days=N``: the caller's own rows of the use record."""
+    memory: Memory = request.app.state.memory
+    days = int_field(dict(request.query_params), "days", 30, 1, 400)
+    rows = await run_in_threadpool(memory.reader.use_rows, request.state.user, days)
+    return JSONResponse({"days": days, "rows": rows})
 
 
 async def pages(request: Request) -> Response:
@@ -176,8 +195,8 @@ async def pages(request: Request) -> Response:
         project=q.get("project") or None,
         kind=q.get("kind") or None,
         since=q.get("since") or None,
-        limit=_int(dict(q), "limit", 100, 1, 1000),
-        offset=_int(dict(q), "offset", 0),
+        limit=int_field(dict(q), "limit", 100, 1, 1000),
+        offset=int_field(dict(q), "offset", 0),
         user=request.state.user,
     )
     return JSONResponse({"pages": res})
@@ -193,8 +212,8 @@ async def page(request: Request) -> Response:
         res = await run_in_threadpool(
             memory.read_page,
             path,
-            _int(dict(q), "cursor", 0),
-            _int(dict(q), "max_bytes", 64 * 1024, 1, 4 * 1024 * 1024),
+            int_field(dict(q), "cursor", 0),
+            int_field(dict(q), "max_bytes", 64 * 1024, 1, 4 * 1024 * 1024),
             request.state.user,
         )
         return spooled(JSONResponse(res))
@@ -211,16 +230,18 @@ async def put_page(request: Request) -> Response:
     user = request.state.user or memory.owner
     await run_in_threadpool(memory.scope.write_check, user, path)
     raw = await read_body(request, memory.settings.max_body_bytes)
+    supersedes: Any = None
     if request.headers.get("content-type", "").startswith("application/json"):
         body = parse_json(raw)
         if not isinstance(body, dict) or not isinstance(body.get("text"), str):
-            raise ApiError(400, "bad_request", "text must be a string", field="text")
+            raise BadRequest("text must be a string", field="text")
         text = body["text"]
+        supersedes = body.get("supersedes")
     else:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise ApiError(400, "bad_request", "the page must be UTF-8", field="body") from None
+            raise BadRequest("the page must be UTF-8", field="body") from None
     if len(text) <= INLINE_SCAN_CHARS:
         data, redacted = redact_page_text(text)
     else:
@@ -228,7 +249,7 @@ async def put_page(request: Request) -> Response:
     if_match = (request.headers.get("if-match") or "").strip()
     create_only = request.headers.get("if-none-match", "").strip() == "*" or not if_match
     if if_match == "*":
-        raise ApiError(400, "bad_request", "If-Match needs the page's hash", field="If-Match")
+        raise BadRequest("If-Match needs the page's hash", field="If-Match")
     expected = if_match.removeprefix("W/").strip('"') or None
     try:
         res = await run_in_threadpool(
@@ -240,6 +261,7 @@ async def put_page(request: Request) -> Response:
             expected_hash=expected,
             create_only=create_only,
             who=user,
+            supersedes=supersedes,
         )
     except Conflict as exc:
         # only ever for a page the caller may see: the scope rule answers 404 first
@@ -248,12 +270,15 @@ async def put_page(request: Request) -> Response:
             raise PreconditionRequired(
                 f"{path} exists: send If-Match with its hash to replace it", hash=cur
             ) from None
-        raise ApiError(412, "conflict", str(exc), hash=cur) from None
+        raise Conflict(str(exc), hash=cur) from None
     digest = res.value or sha256(data)
     status = 201 if expected is None and res.value is not None else 200
     path = res.paths[0] if res.paths else path  # the existing file's own spelling
+    reply: dict[str, Any] = {"path": path, "hash": digest, "redacted": redacted}
+    if not res.indexed:
+        reply["indexed"] = False  # written and committed; indexed again later
     return JSONResponse(
-        {"path": path, "hash": digest, "redacted": redacted},
+        reply,
         status,
         headers={"ETag": f'"{digest}"'},
     )
@@ -264,26 +289,29 @@ async def remember(request: Request) -> Response:
     memory: Memory = request.app.state.memory
     body = await read_json(request, memory.settings.max_body_bytes)
     if not isinstance(body, dict):
-        raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
+        raise BadRequest("a JSON object is expected", field="body")
     # every field is checked by the core (BadRequest naming the field)
     text: Any = body.get("text")
-    project: Any = body.get("project")
-    if project is None or isinstance(project, str):
-        project = await run_in_threadpool(
-            body_project, memory, body, request.state.user, required=True, op="page.write"
-        )
-    res = await run_in_threadpool(
-        remember_note,
-        memory,
-        text,
-        project=project,
-        title=body.get("title"),
-        tags=body.get("tags"),
-        user=request.state.user or memory.owner,
-        harness=body.get("harness"),
-        session_id=body.get("session_id"),
-    )
-    return JSONResponse(res, 201)
+    user = request.state.user
+
+    def run() -> Any:
+        with write_project(memory, body, user, op="page.write") as project:
+            return remember_note(
+                memory,
+                text,
+                project=project,
+                title=body.get("title"),
+                tags=body.get("tags"),
+                user=user or memory.owner,
+                harness=body.get("harness"),
+                session_id=body.get("session_id"),
+                supersedes=body.get("supersedes"),
+                if_new=body.get("if_new") is True,
+            )
+
+    res = await run_in_threadpool(run)
+    # 201 only when a note was written: a duplicate or an if_new refusal adds none
+    return JSONResponse(res, 201 if res.get("written", True) and not res.get("duplicate") else 200)
 
 
 async def reindex(request: Request) -> Response:
@@ -297,23 +325,66 @@ async def pin(request: Request) -> Response:
     memory: Memory = request.app.state.memory
     body = await read_json(request, memory.settings.max_body_bytes)
     if not isinstance(body, dict) or not isinstance(body.get("path"), str):
-        raise ApiError(400, "bad_request", "path must be a string", field="path")
+        raise BadRequest("path must be a string", field="path")
     pinned = body.get("pinned", True)
     if not isinstance(pinned, bool):
-        raise ApiError(400, "bad_request", "pinned must be true or false", field="pinned")
+        raise BadRequest("pinned must be true or false", field="pinned")
     res = await run_in_threadpool(pins.set_pinned, memory, body["path"], pinned, request.state.user)
     return JSONResponse(res)
 
 
 async def forget(request: Request) -> Response:
-    """``POST /v1/forget``: ``{"path"}``; any caller who may write the page
-    (docs/operations.md)."""
+    """``POST /v1/forget``: ``{"path"}``, or ``{"query", "project"?, "dry_run"?}`` (a dry
+    run unless ``dry_run`` is false); any caller who may write the page
+    (docs/operations.md, docs/knowledge.md)."""
     memory: Memory = request.app.state.memory
     body = await read_json(request, memory.settings.max_body_bytes)
+    if isinstance(body, dict) and "query" in body:
+        if "path" in body:
+            raise BadRequest("give path or query, not both", field="query")
+        query, project, dry = body["query"], body.get("project"), body.get("dry_run", True)
+        if not isinstance(query, str):
+            raise BadRequest("query must be a string", field="query")
+        if project is not None and not isinstance(project, str):
+            raise BadRequest("project must be a string", field="project")
+        if not isinstance(dry, bool):
+            raise BadRequest("dry_run must be true or false", field="dry_run")
+        res = await run_in_threadpool(
+            lambda: forget_query(memory, query, request.state.user, project=project, dry_run=dry)
+        )
+        return JSONResponse(res)
     if not isinstance(body, dict) or not isinstance(body.get("path"), str):
-        raise ApiError(400, "bad_request", "path must be a string", field="path")
+        raise BadRequest("path must be a string", field="path")
     res = await run_in_threadpool(forget_page, memory, body["path"], request.state.user)
     return JSONResponse(res)
+
+
+async def edit(request: Request) -> Response:
+    """``POST /v1/edit``: a precise edit of one page, ``{"op", "path", "text"?,
+    "section"?, "hash"?, "new_path"?, "edit_id"?}`` (docs/api.md "Precise edits";
+    :func:`wiki_memory.core.edits.edit_page` decides everything)."""
+    memory: Memory = request.app.state.memory
+    body = await read_json(request, memory.settings.max_body_bytes + 64 * 1024)
+    if not isinstance(body, dict):
+        raise BadRequest("a JSON object is expected", field="body")
+    fields = {n: str_field(body, n) for n in ("section", "hash", "new_path", "edit_id")}
+    text = body.get("text")
+    if text is not None and not isinstance(text, str):
+        raise BadRequest("text must be a string", field="text")
+    res = await run_in_threadpool(
+        lambda: edit_page(
+            memory,
+            str(str_field(body, "op", required=True)),
+            str(str_field(body, "path", required=True)),
+            who=request.state.user or memory.owner,
+            text=text,
+            section=fields["section"],
+            expected_hash=fields["hash"],
+            new_path=fields["new_path"],
+            edit_id=fields["edit_id"],
+        )
+    )
+    return JSONResponse(res, 200)
 
 
 async def purge(request: Request) -> Response:
@@ -322,32 +393,51 @@ async def purge(request: Request) -> Response:
     memory: Memory = request.app.state.memory
     body = await read_json(request, memory.settings.max_body_bytes)
     if not isinstance(body, dict) or not isinstance(body.get("path"), str):
-        raise ApiError(400, "bad_request", "path must be a string", field="path")
+        raise BadRequest("path must be a string", field="path")
     text = body.get("text")
     if text is not None and not isinstance(text, str):
-        raise ApiError(400, "bad_request", "text must be a string", field="text")
+        raise BadRequest("text must be a string", field="text")
     res = await run_in_threadpool(purge_page, memory, body["path"], request.state.user, text)
     return JSONResponse(res)
 
 
 async def sync(request: Request) -> Response:
-    """``POST /v1/admin/sync``: ``{"remote"?, "after_purge"?}`` (owner and admins);
+    """``POST /v1/admin/sync``: ``{"remote"?, "after_purge"?, "accept_deletions"?,
+    "rewrite_hub"?}`` (owner and admins);
     ``{"reports": [...], "status": {...}}`` (docs/operations.md, "Sync")."""
     memory: Memory = request.app.state.memory
     body = await read_json(request, memory.settings.max_body_bytes)
     if not isinstance(body, dict):
-        raise ApiError(400, "bad_request", "the body must be an object")
+        raise BadRequest("the body must be an object")
     remote = body.get("remote")
     if remote is not None and not isinstance(remote, str):
-        raise ApiError(400, "bad_request", "remote must be a string", field="remote")
-    after = body.get("after_purge", False)
-    if not isinstance(after, bool):
-        raise ApiError(400, "bad_request", "after_purge must be a boolean", field="after_purge")
-    reports = await run_in_threadpool(
-        lambda: memory.sync.sync(remote, after_purge=after, who=request.state.user)
-    )
+        raise BadRequest("remote must be a string", field="remote")
+    flags = {k: body.get(k, False) for k in ("after_purge", "accept_deletions", "rewrite_hub")}
+    for key in [k for k, v in flags.items() if not isinstance(v, bool)]:
+        raise BadRequest(f"{key} must be a boolean", field=key)
+    who = request.state.user
+    reports = await run_in_threadpool(lambda: memory.sync.sync(remote, who=who, **flags))
     status = await run_in_threadpool(memory.sync.status)
     return JSONResponse({"reports": [r.to_json() for r in reports], "status": status})
+
+
+async def unrendered(request: Request) -> Response:
+    """``GET /v1/admin/unrendered``: accepted events on no page as themselves (owner and
+    admins; :func:`wiki_memory.core.unrendered.list_unrendered`)."""
+    memory: Memory = request.app.state.memory
+    rows = await run_in_threadpool(list_unrendered, memory, request.state.user)
+    return JSONResponse({"sessions": rows, "events": sum(r["events"] for r in rows)})
+
+
+async def discard(request: Request) -> Response:
+    """``POST /v1/admin/unrendered/discard``: ``{"session"}`` (owner and admins;
+    :func:`wiki_memory.core.unrendered.discard_unrendered`)."""
+    memory: Memory = request.app.state.memory
+    body = await read_json(request, memory.settings.max_body_bytes)
+    if not isinstance(body, dict) or not isinstance(body.get("session"), str):
+        raise BadRequest("session must be a string", field="session")
+    res = await run_in_threadpool(discard_unrendered, memory, request.state.user, body["session"])
+    return JSONResponse(res)
 
 
 async def audit(request: Request) -> Response:
@@ -360,9 +450,34 @@ async def audit(request: Request) -> Response:
         request.state.user,
         q.get("user") or None,
         q.get("since") or None,
-        _int(dict(q), "limit", 1000, 1, 100_000),
+        int_field(dict(q), "limit", 1000, 1, 100_000),
     )
     return Response(dumps({"lines": lines}), media_type="application/json")
+
+
+async def sync_conflicts(request: Request) -> Response:
+    """``GET /v1/sync-conflicts``: the conflict copies the caller may see, one line each
+    naming whose version is where (docs/git.md, "Conflict copies")."""
+    memory: Memory = request.app.state.memory
+    res = await run_in_threadpool(syncconflicts.list_conflicts, memory, request.state.user)
+    return JSONResponse(res)
+
+
+async def resolve_conflict(request: Request) -> Response:
+    """``POST /v1/sync-conflicts/resolve``: ``{"copy", "keep": "page"|"copy"}``; any
+    caller who may write the page and the copy."""
+    memory: Memory = request.app.state.memory
+    body = await read_json(request, memory.settings.max_body_bytes)
+    if not isinstance(body, dict) or not isinstance(body.get("copy"), str):
+        raise BadRequest("copy must be a string", field="copy")
+    res = await run_in_threadpool(
+        syncconflicts.resolve_conflict,
+        memory,
+        body["copy"],
+        str(body.get("keep", "")),
+        request.state.user,
+    )
+    return JSONResponse(res)
 
 
 ROUTES = [
@@ -377,7 +492,13 @@ ROUTES = [
     Route("/v1/admin/reindex", reindex, methods=["POST"]),
     Route("/v1/admin/pin", pin, methods=["POST"]),
     Route("/v1/forget", forget, methods=["POST"]),
+    Route("/v1/edit", edit, methods=["POST"]),
     Route("/v1/admin/purge", purge, methods=["POST"]),
     Route("/v1/admin/sync", sync, methods=["POST"]),
     Route("/v1/audit", audit, methods=["GET"]),
+    Route("/v1/admin/unrendered", unrendered, methods=["GET"]),
+    Route("/v1/admin/unrendered/discard", discard, methods=["POST"]),
+    Route("/v1/sync-conflicts", sync_conflicts, methods=["GET"]),
+    Route("/v1/sync-conflicts/resolve", resolve_conflict, methods=["POST"]),
+    Route("/v1/use", use, methods=["GET"]),
 ]

@@ -12,6 +12,7 @@ method, path, status and time, with every query-string value replaced by ``REDAC
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -35,6 +36,7 @@ from wiki_memory.errors import (
     NotFound,
     UserNameTwin,
     WikiMemoryError,
+    WrongHost,
     rule_for,
 )
 from wiki_memory.harness.outbox import OutboxDrainer
@@ -43,13 +45,12 @@ from wiki_memory.identity import CALLER, Identity
 from wiki_memory.mcp import app as mcp_app
 from wiki_memory.server import api
 from wiki_memory.server import handoffs as handoff_api
-from wiki_memory.server.access import AccessLogMiddleware
+from wiki_memory.server.accesslog import AccessLogMiddleware
 from wiki_memory.server.api import CAPTURE_THREADS, PAGE_BUILDS
 from wiki_memory.server.hsts import HstsMiddleware
-from wiki_memory.server.http import (
-    ApiError,
-)
 from wiki_memory.web import views as web
+
+log = logging.getLogger("wiki_memory.server")
 
 OPEN_PATHS = {"/v1/health"}
 UNAUTHORIZED = {"error": "unauthorized", "message": "a valid bearer token is required"}
@@ -61,8 +62,9 @@ def error_response(request: Request, exc: Exception) -> Response:
     Under ``/v1`` (and for the API's errors anywhere) the answer is the JSON of
     :meth:`wiki_memory.errors.WikiMemoryError.body` with the status :data:`TABLE` gives;
     a router 404/405 becomes ``not_found``/``method_not_allowed`` JSON there. Outside
-    ``/v1`` and ``/mcp`` a router error is the web view's HTML page. A ValueError a
-    library raised is a 400 ``bad_request``; an OSError saying the disk is full is a 507
+    ``/v1`` and ``/mcp`` a router error is the web view's HTML page. A ValueError no core
+    operation typed is a 400 ``bad_request`` naming the ``body``, its text in the log
+    (:func:`untyped`); an OSError saying the disk is full is a 507
     ``disk_full`` (noted in the Memory's disk state)."""
     path = request.url.path
     api_path = path == "/v1" or path.startswith(("/v1/", "/mcp"))
@@ -88,8 +90,19 @@ def error_response(request: Request, exc: Exception) -> Response:
         request.app.state.memory.health.disk.failed(exc, "data directory")
         err = DiskFull()
     else:
-        err = BadRequest(str(exc) or type(exc).__name__)
+        err = untyped(exc, path)
     return JSONResponse(err.body(), rule_for(err).status, headers=err.headers or None)
+
+
+def untyped(exc: Exception, where: str) -> BadRequest:
+    """The 400 for a ValueError that no core operation turned into a typed error naming
+    its field (a gap: every bad value has a code and a field, docs/api.md "Errors"). Its
+    text is a library's, not the client's: it goes to the server log with the
+    traceback, and the client is told which part of the request to check."""
+    log.warning("an untyped %s reached %s: %s", type(exc).__name__, where, exc, exc_info=exc)
+    return BadRequest(
+        "a value in the request could not be used (the server log names it)", field="body"
+    )
 
 
 def client_gone(request: Request, exc: Exception) -> Response:
@@ -246,7 +259,7 @@ class HostCheckMiddleware:
                 f"421 Misdirected Request: {msg}\n", 421, media_type="text/plain; charset=utf-8"
             )
         else:
-            err = ApiError(421, "wrong_host", msg)
+            err = WrongHost(msg)
             resp = JSONResponse(err.body(), 421)
         await resp(scope, receive, send)
 

@@ -501,6 +501,16 @@ class GuardedServer(uvicorn.Server):
     #: called once the listening sockets are bound (``serve`` marks ``server.json``
     #: listening then: clients send nothing to the address before)
     on_listening: Callable[[], None] | None = None
+    #: called (in a worker thread) as soon as shutdown begins, before uvicorn waits for
+    #: the requests under way: ``serve`` kills the network steps of a sync there, so a
+    #: sync asked for over HTTP and hung on a remote ends at once instead of holding the
+    #: shutdown until its own deadline (docs/operations.md, "A remote that never answers")
+    on_shutdown: Callable[[], None] | None = None
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.on_shutdown is not None:
+            await asyncio.to_thread(self.on_shutdown)
+        await super().shutdown(sockets)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         loop = asyncio.get_running_loop()

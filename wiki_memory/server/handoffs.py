@@ -23,14 +23,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from wiki_memory.core.brief import DEFAULT_BUDGET, build_brief
+from wiki_memory.core.repos import MAX_ID
+from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.server.http import (
-    ApiError,
-    _int,
-    _str,
     body_project,
+    int_field,
     parse_json,
     read_body,
     read_json,
+    str_field,
+    write_project,
 )
 
 if TYPE_CHECKING:
@@ -54,7 +56,7 @@ def routes(memory: Memory) -> list[Any]:
         else:
             body = await read_json(request, limit)
         if not isinstance(body, dict):
-            raise ApiError(400, "bad_request", "a JSON object is expected", field="body")
+            raise BadRequest("a JSON object is expected", field="body")
         return body
 
     async def call(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
@@ -62,42 +64,42 @@ def routes(memory: Memory) -> list[Any]:
         return await run_in_threadpool(fn, *args, **kw)
 
     def ident(body: dict[str, Any]) -> dict[str, str | None]:
-        return {"harness": _str(body, "harness"), "session_id": _str(body, "session_id")}
+        return {"harness": str_field(body, "harness"), "session_id": str_field(body, "session_id")}
 
     async def create(request: Request) -> Response:
         body = await body_of(request)
-        title = _str(body, "title", required=True)
-        kw: dict[str, Any] = {
-            "project": await call(
-                body_project,
-                memory,
-                body,
-                request.state.user,
-                required=True,
-                personal=_str(body, "visibility") == "personal",
-                op="handoff.create",
-            ),
-            "title": title,
-            **ident(body),
-        }
+        title = str_field(body, "title", required=True)
+        kw: dict[str, Any] = {"title": title, **ident(body)}
         for name in ("to", "visibility", "where_we_left_off", "what_failed", "session_page"):
-            kw[name] = _str(body, name)
+            kw[name] = str_field(body, name)
         for name in ("open_questions", "next_steps", "files"):
             v = body.get(name)
             if v is not None and not isinstance(v, str | list):
-                raise ApiError(400, "bad_request", f"{name} must be a string or a list", field=name)
+                raise BadRequest(f"{name} must be a string or a list", field=name)
             kw[name] = v
         exp = body.get("expires")
         if exp is not None and (isinstance(exp, bool) or not isinstance(exp, str | int | float)):
-            raise ApiError(400, "bad_request", "expires must be ISO-8601 text", field="expires")
+            raise BadRequest("expires must be ISO-8601 text", field="expires")
         kw["expires"] = exp
         if body.get("expires_in_seconds") is not None:
-            kw["expires_in_seconds"] = _int(body, "expires_in_seconds", 0, 1, 10 * 365 * 86400)
+            kw["expires_in_seconds"] = int_field(body, "expires_in_seconds", 0, 1, 10 * 365 * 86400)
         if kw["session_page"] is not None:
-            from wiki_memory.wiki.paths import clean_rel
+            from wiki_memory.wiki.paths import PathRefused, clean_rel
 
-            kw["session_page"] = clean_rel(kw["session_page"])
-        res = await call(svc.create, request.state.user, **kw)
+            try:
+                kw["session_page"] = clean_rel(kw["session_page"])
+            except PathRefused as exc:
+                raise PathRefused(exc.message, field="session_page") from None
+        user = request.state.user
+        personal = str_field(body, "visibility") == "personal"
+
+        def run() -> Any:
+            with write_project(
+                memory, body, user, op="handoff.create", personal=personal
+            ) as project:
+                return svc.create(user, project=project, **kw)
+
+        res = await call(run)
         return JSONResponse({"handoff": res}, 201)
 
     async def list_(request: Request) -> Response:
@@ -107,7 +109,7 @@ def routes(memory: Memory) -> list[Any]:
             request.state.user,
             project=q.get("project") or None,
             status=q.get("status") or None,
-            limit=_int(q, "limit", 200, 1, 5000),
+            limit=int_field(q, "limit", 200, 1, 5000),
         )
         return JSONResponse({"handoffs": res})
 
@@ -119,52 +121,48 @@ def routes(memory: Memory) -> list[Any]:
         verb = request.path_params["verb"]
         hid = request.path_params["hid"]
         if verb not in VERBS:
-            raise ApiError(404, "not_found", f"no such action: {verb} ({', '.join(VERBS)})")
+            raise NotFound(f"no such action: {verb} ({', '.join(VERBS)})")
         body = await body_of(request, optional=True)
         user = request.state.user
         if verb == "claim":
             res = await call(svc.claim, user, hid, **ident(body))
         elif verb == "complete":
-            res = await call(svc.complete, user, hid, note=_str(body, "note"), **ident(body))
+            res = await call(svc.complete, user, hid, note=str_field(body, "note"), **ident(body))
         elif verb == "release":
             res = await call(svc.release, user, hid, **ident(body))
         else:
-            res = await call(svc.cancel, user, hid, reason=_str(body, "reason"))
+            res = await call(svc.cancel, user, hid, reason=str_field(body, "reason"))
         return JSONResponse(res)
 
     async def brief(request: Request) -> Response:
         body = await body_of(request)
         max_offers = body.get("max_offers")
-        budget = _int(body, "budget_tokens", DEFAULT_BUDGET, 0, 1_000_000)
-        offers = None if max_offers is None else _int(body, "max_offers", 0, 0, 100)
+        budget = int_field(body, "budget_tokens", DEFAULT_BUDGET, 0, 1_000_000)
+        offers = None if max_offers is None else int_field(body, "max_offers", 0, 0, 100)
         who = ident(body)
-        if _str(body, "project"):
+        rid, name = str_field(body, "repo_id"), str_field(body, "project")
+        if rid and name:
+            # the hook's repository: its project, not the folder name's (core/repos.py);
+            # its origin names the folder a new one of a taken name gets (api-<owner>)
+            origin = str_field(body, "repo_origin")
+            origin = origin if origin and len(origin) <= MAX_ID else None
+            placed = memory.repos.place(name, rid, origin=origin, reserve=False)[0]
+            body = {**body, "project": placed}
+        if str_field(body, "project"):
             # an explicit name: any case, one the caller may read (404 unknown_project)
             project = await call(body_project, memory, body, request.state.user, required=True)
         else:
-            if not (_str(body, "cwd") or _str(body, "session_id")):
-                _str(body, "project", required=True)  # 400: a project, or a cwd or session
-            # a hook that found no project: the same order on the server's side (the
-            # session's current project, a cwd in a repository), else an empty brief
+            if not (str_field(body, "cwd") or str_field(body, "session_id")):
+                str_field(body, "project", required=True)  # 400: a project, or a cwd or session
+            # a hook that found no project: the session's current project, else none:
+            # the brief of a session with no project, its user's own (core/brief.py);
+            # the server never looks at its own disk at the caller's cwd
             project = await call(
                 memory.capturer.project_of,
                 request.state.user,
-                _str(body, "harness"),
-                _str(body, "session_id"),
-                _str(body, "cwd"),
+                str_field(body, "harness"),
+                str_field(body, "session_id"),
             )
-            if project is None:
-                return JSONResponse(
-                    {
-                        "text": "",
-                        "used_tokens": 0,
-                        "budget_tokens": budget,
-                        "parts": [],
-                        "omitted": [],
-                        "offers": [],
-                        "project": None,
-                    }
-                )
         res = await call(
             build_brief,
             memory,
@@ -172,6 +170,7 @@ def routes(memory: Memory) -> list[Any]:
             project=project,
             budget_tokens=budget,
             max_offers=offers,
+            source=str_field(body, "source"),
             **who,
         )
         return JSONResponse({**res, "project": project})

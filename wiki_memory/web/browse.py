@@ -22,7 +22,7 @@ from wiki_memory.wiki.paths import PathRefused, clean_rel
 
 if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
-    from wiki_memory.web.context import _Web
+    from wiki_memory.web.context import WebFace
 
 __all__ = ["HANDOFF_STATES", "PAGE_SIZE", "BrowseView"]
 
@@ -47,7 +47,7 @@ class BrowseView:
     """The browsing handlers and the helpers every handler uses. Sync handlers run in
     Starlette's thread pool (one index connection per thread)."""
 
-    def __init__(self, ctx: _Web) -> None:
+    def __init__(self, ctx: WebFace) -> None:
         self.ctx = ctx
         self.memory = ctx.memory
         self.resolver_cls = Resolver

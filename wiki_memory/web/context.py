@@ -1,9 +1,9 @@
 """What every part of the web view shares: one app's context, its templates and static
 files, and the HTML answers that are not a page of the wiki.
 
-Owns :class:`_Web` (the core, the tokens, the cookie key, the Jinja2 environment, the
+Owns :class:`WebFace` (the core, the tokens, the cookie key, the Jinja2 environment, the
 static files, the render cache and the signed-out nonces of one app) and the registry
-:data:`_CONTEXTS` the middleware finds it in; :func:`template_dir`; the Jinja2
+:data:`CONTEXTS` the middleware finds it in; :func:`template_dir`; the Jinja2
 environment (autoescape on, the ``when`` filter, ``page_url`` and ``anchor_url``);
 :data:`SECURITY_HEADERS` (a Content-Security-Policy that allows no script at all) and
 :func:`html_page`, which fills a template and adds them; the router's own error pages
@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from wiki_memory.core.quoting import show
 from wiki_memory.web.links import crumbs, folder_url, fragment_for, page_url, tag_url
 from wiki_memory.web.render import RenderCache
 
@@ -74,7 +76,7 @@ def template_dir() -> Path:
 
 
 @dataclass
-class _Web:
+class WebFace:
     """What the view of one app needs: the core, the tokens, the cookie key, templates."""
 
     memory: Memory
@@ -112,7 +114,7 @@ class _Web:
 
 
 #: tokens store → the context of the app serving it (the middleware looks it up)
-_CONTEXTS: weakref.WeakKeyDictionary[Any, _Web] = weakref.WeakKeyDictionary()
+CONTEXTS: weakref.WeakKeyDictionary[Any, WebFace] = weakref.WeakKeyDictionary()
 
 
 def load_static(tdir: Path) -> tuple[dict[str, tuple[bytes, str]], str]:
@@ -128,10 +130,12 @@ def load_static(tdir: Path) -> tuple[dict[str, tuple[bytes, str]], str]:
 
 
 def make_env(tdir: Path) -> Environment:
-    """The Jinja2 environment of the templates in ``tdir`` (every value escaped)."""
+    """The Jinja2 environment of the templates in ``tdir`` (every value escaped, and
+    every invisible or bidi character of it shown as ``<U+XXXX>``: :func:`_visible`)."""
     env = Environment(
         loader=FileSystemLoader(str(tdir)),
         autoescape=True,
+        finalize=_visible,
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -143,6 +147,18 @@ def make_env(tdir: Path) -> Environment:
     env.globals["tag_url"] = tag_url
     env.globals["crumbs"] = crumbs
     return env
+
+
+def _visible(value: Any) -> Any:
+    """What a template prints, with stored text's invisible and layout characters (a
+    U+202E that would reverse a title, zero-width spaces) shown as ``<U+XXXX>``
+    (:func:`wiki_memory.core.quoting.show`); rendered HTML keeps its line breaks and tabs."""
+    if isinstance(value, Markup):
+        shown = show(str(value), keep="\t\n\r")
+        return value if shown == value else Markup(shown.replace("<U+", "&lt;U+"))
+    if isinstance(value, str):
+        return show(value)
+    return value
 
 
 def _when(value: Any) -> str:
@@ -170,18 +186,18 @@ def _anchor_url(anchor: str) -> str:
 # --------------------------------------------------------------------------- HTML answers
 
 
-def _b64(data: bytes) -> str:
+def b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
 def logout_csrf(key: bytes, session: dict[str, Any]) -> str:
     """The token the *Sign out* form of a signed-in page carries (bound to the session's
     nonce, so it is good for that session only)."""
-    return _b64(hmac.new(key, b"logout." + str(session.get("n")).encode(), "sha256").digest())[:32]
+    return b64(hmac.new(key, b"logout." + str(session.get("n")).encode(), "sha256").digest())[:32]
 
 
 def html_page(
-    ctx: _Web,
+    ctx: WebFace,
     request: Request,
     template: str,
     status: int = 200,
@@ -207,7 +223,7 @@ def html_page(
     return resp
 
 
-def static_file(ctx: _Web, request: Request) -> Response:
+def static_file(ctx: WebFace, request: Request) -> Response:
     """``GET /static/<name>``: one of :data:`STATIC_FILES` (cached a day), else 404."""
     found = ctx.static.get(request.path_params["name"])
     if found is None:
@@ -234,7 +250,7 @@ def allowed_methods(request: Request) -> list[str]:
     return sorted(out)
 
 
-def no_route(ctx: _Web, request: Request) -> Response:
+def no_route(ctx: WebFace, request: Request) -> Response:
     """Any GET no other route takes (:data:`CATCH_ALL`): the view's 404 page; under
     ``/v1`` and ``/mcp`` the API's JSON 404 or 405 instead."""
     path = request.url.path
@@ -249,7 +265,7 @@ def error_page(request: Request, status: int) -> Response:
     """The web view's HTML page for a router error (404, 405) outside ``/v1``."""
     messages = {404: ("Not found", "No such page."), 405: ("Not allowed", "Not allowed here.")}
     title, message = messages.get(status, ("Error", "Something went wrong."))
-    for ctx in list(_CONTEXTS.values()):
+    for ctx in list(CONTEXTS.values()):
         return html_page(ctx, request, "error.html", status, title=title, message=message)
     resp = HTMLResponse(f"<!doctype html><title>{title}</title><p>{message}</p>", status)
     resp.headers.update(SECURITY_HEADERS)

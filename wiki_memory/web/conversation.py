@@ -17,8 +17,37 @@ from wiki_memory.web.links import escape
 
 __all__ = ["conversation_plugin"]
 
-#: the first line of a timeline entry (wiki_memory.wiki.compiler): ``**10:01:02** · head``
-_TURN_HEAD_RE = re.compile(r"\*\*(\d{1,2}:\d{2}(?::\d{2})?)\*\*\s*·\s*(.+)")
+#: the first line of a timeline entry (wiki_memory.wiki.compiler): ``**10:01:02** · head``,
+#: with the entry's own local time when its offset is not its section's:
+#: ``**01:30:00** (03:30 +02:00) · head``
+_TURN_HEAD_RE = re.compile(
+    r"\*\*(\d{1,2}:\d{2}(?::\d{2})?)\*\*(?: \((\d\d:\d\d [+-]\d\d:\d\d)\))?\s*·\s*(.+)"
+)
+
+
+def local_beside_utc(clock: str, own: str | None, offset: int | None) -> str:
+    """The HTML of an entry's time: its local time beside UTC. ``clock``: the entry's
+    UTC ``HH:MM[:SS]``; ``own``: its own ``HH:MM ±HH:MM`` (written when it differs from
+    its section's); ``offset``: the section's offset in minutes (``started``). Only the
+    UTC clock when neither says anything but UTC."""
+    utc = f'<span class="when">{escape(clock)}</span>'
+    if own:
+        local = own
+    elif offset:
+        h, m = (int(x) for x in clock.split(":")[:2])
+        mins = (h * 60 + m + offset) % 1440
+        sign = "+" if offset >= 0 else "-"
+        local = (
+            f"{mins // 60:02d}:{mins % 60:02d} {sign}{abs(offset) // 60:02d}:{abs(offset) % 60:02d}"
+        )
+    else:
+        return utc
+    return (
+        f'<span class="when"><span class="local">{escape(local)}</span> '
+        f'<span class="muted">({escape(clock)} UTC)</span></span>'
+    )
+
+
 _TOOL_HEAD_RE = re.compile(r"tool \*\*(.+?)\*\*\s*·\s*(\w+)")
 
 
@@ -59,11 +88,11 @@ def _conversation(state: StateCore) -> None:
         m = _TURN_HEAD_RE.fullmatch(tokens[i + 1].content.strip())
         if m is None:
             continue
-        kind, facts = _turn_kind(m.group(2))
+        kind, facts = _turn_kind(m.group(3))
         failed = facts.get("status") == "failed"
         t.attrs["class"] = f"block turn turn-{kind}" + (" turn-failed" if failed else "")
         head = Token("turn_head", "", 0)
-        head.meta = {"time": m.group(1), "kind": kind, **facts}
+        head.meta = {"time": m.group(1), "local": m.group(2), "kind": kind, **facts}
         out.append(head)
         i += 3
         # the entry's own blocks, up to its closing wrapper
@@ -89,7 +118,7 @@ def _conversation(state: StateCore) -> None:
 def _render_turn_head(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
     m = tokens[idx].meta
     kind = m["kind"]
-    when = f'<span class="when">{escape(m["time"])}</span>'
+    when = local_beside_utc(m["time"], m.get("local"), env.get("offset"))
     if kind == "prompt":
         who = m.get("speaker") or env.get("speaker") or "user"
         return f'<p class="turn-head"><strong class="who">{escape(who)}</strong> {when}</p>\n'

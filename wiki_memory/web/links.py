@@ -21,6 +21,7 @@ __all__ = [
     "Target",
     "crumbs",
     "escape",
+    "forgotten_span",
     "folder_url",
     "fragment_for",
     "heading_id",
@@ -93,11 +94,13 @@ def link_key(target: str) -> str:
 
 @dataclass(frozen=True)
 class Target:
-    """Where a wikilink target leads: ``path`` (None when unresolved or ambiguous) and,
-    when ambiguous, the visible ``candidates`` (sorted paths)."""
+    """Where a wikilink target leads: ``path`` (None when unresolved, ambiguous or
+    forgotten) and, when ambiguous, the visible ``candidates`` (sorted paths);
+    ``forgotten`` when its one page is forgotten (shown so, never linked)."""
 
     path: str | None
     candidates: tuple[str, ...] = ()
+    forgotten: bool = False
 
     @property
     def ambiguous(self) -> bool:
@@ -145,9 +148,12 @@ class Resolver:
             if source in getattr(wl, "SOURCE_RANK", {source: 0}):
                 names.setdefault(k, []).append((path, source))
         out: dict[str, Target] = {}
+        gone = self.index.forgotten_paths({p for rows in names.values() for p, _s in rows})
         for t in wanted:
             res = wl.resolve(t, current, names, None)
-            if res.status == getattr(wl, "RESOLVED", "resolved") and res.path:
+            if res.status == getattr(wl, "RESOLVED", "resolved") and res.path in gone:
+                out[link_key(t)] = Target(None, forgotten=True)
+            elif res.status == getattr(wl, "RESOLVED", "resolved") and res.path:
                 out[link_key(t)] = Target(res.path)
             else:
                 out[link_key(t)] = Target(None, tuple(res.candidates or ()))
@@ -171,6 +177,13 @@ class Resolver:
                 elif unicodedata.normalize("NFC", name_key) == k:
                     found[k].add(path)
         return {k: _choose(current, sorted(paths)) for k, paths in found.items()}
+
+
+def forgotten_span(cls: str, label: str) -> str:
+    """The HTML of a wikilink whose page is forgotten: its label, marked, no link."""
+    return (
+        f'<span class="{cls} forgotten" title="forgotten page">{escape(label)} (forgotten)</span>'
+    )
 
 
 def _choose(current: str, paths: list[str]) -> Target:

@@ -51,6 +51,7 @@ from wiki_memory.web.htmlallow import render_html_block, render_html_inline, san
 from wiki_memory.web.links import (
     Target,
     escape,
+    forgotten_span,
     fragment_for,
     heading_id,
     link_key,
@@ -165,6 +166,8 @@ def wikilink_html(inner: str, embed: bool, env: MutableMapping[str, Any]) -> str
             f'<span class="{cls} ambiguous" title="ambiguous: {escape(names)}">'
             f"{escape(label)}</span>"
         )
+    if res is not None and res.forgotten:
+        return forgotten_span(cls, label)
     return f'<span class="{cls} unresolved" title="no page named this yet">{escape(label)}</span>'
 
 
@@ -298,16 +301,21 @@ def _strip_marker(inline: Token) -> None:
         break
 
 
-def _render_block_close(
-    self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any
-) -> str:
-    bid = tokens[idx].meta.get("id", "")
-    return f'<a class="block-ref" href="#{escape(bid)}">{escape(bid)}</a>\n</div>\n'
+def _render_block_close(self: Any, tokens: Sequence[Token], idx: int, *_: Any) -> str:
+    return _block_link(tokens[idx].meta.get("id", "")) + "\n</div>\n"
 
 
-def _render_block_ref(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
-    bid = tokens[idx].meta.get("id", "")
-    return f' <a class="block-ref" href="#{escape(bid)}">{escape(bid)}</a>'
+def _render_block_ref(self: Any, tokens: Sequence[Token], idx: int, *_: Any) -> str:
+    return " " + _block_link(tokens[idx].meta.get("id", ""))
+
+
+def _block_link(bid: str) -> str:
+    """A link to a block: a pilcrow, the raw ``^tN`` id only in its tooltip (an id on
+    every entry is noise to a reader; the link still copies as ``#^tN``)."""
+    return (
+        f'<a class="block-ref" href="#{escape(bid)}" title="link to this entry ({escape(bid)})"'
+        ' aria-label="link to this entry">¶</a>'
+    )
 
 
 def _render_image(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
@@ -587,6 +595,6 @@ class RenderCache:
                 self._size -= dropped
 
 
-def targets_fingerprint(targets: Mapping[str, Target]) -> tuple[tuple[str, Any, Any], ...]:
+def targets_fingerprint(targets: Mapping[str, Target]) -> tuple[tuple[Any, ...], ...]:
     """A hashable summary of a resolution map, for cache keys."""
-    return tuple(sorted((k, t.path, t.candidates) for k, t in targets.items()))
+    return tuple(sorted((k, t.path, t.candidates, t.forgotten) for k, t in targets.items()))

@@ -153,6 +153,10 @@ class Group:
     more_url: str = ""
     anchors: list[dict[str, Any]] = field(default_factory=list)
     more: int = 0
+    #: the head of its chain when the page is superseded (recall ranks it after that)
+    superseded_by: str | None = None
+    #: the page a conflict copy copies (recall ranks it after that)
+    conflict_of: str | None = None
 
 
 def _project_of(path: str) -> str | None:
@@ -192,6 +196,8 @@ def group(
                 updated=it.get("updated"),
                 url=page_url(path),
                 more_url=page_url(path) + "?" + urlencode({"hl": query}) if query else "",
+                superseded_by=it.get("superseded_by") or None,
+                conflict_of=it.get("conflict_of") or None,
             )
         for part in [it, *it.get("also", [])]:  # and its page's entries carried in its slot
             anchor = str(part.get("anchor") or path)

@@ -3,7 +3,7 @@ the ``/login`` and ``/logout`` handlers (docs/web.md, "Signing in").
 
 ``POST /login`` with a token (the same tokens as the API) sets ``wm_session``, an
 HttpOnly, ``SameSite=Strict`` cookie signed with HMAC-SHA256 (key in
-``auth/web-cookie.key``, 0600, made by :func:`_load_key`), expiring after
+``auth/web-cookie.key``, 0600, made by :func:`load_key`), expiring after
 :data:`SESSION_SECONDS`, holding the user and the token's id: a request with it is
 accepted only while that token still exists for that user (:func:`user_from_cookie`), so
 revoking the token ends the session. The form is protected against cross-site posts by a
@@ -33,10 +33,10 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import Scope
 
 from wiki_memory.web.context import (
-    _CONTEXTS,
+    CONTEXTS,
     SECURITY_HEADERS,
-    _b64,
-    _Web,
+    WebFace,
+    b64,
     html_page,
     logout_csrf,
 )
@@ -56,7 +56,7 @@ KEY_FILE = "web-cookie.key"
 MAX_FORM_BYTES = 8 * 1024
 
 
-def _load_key(auth_dir: Path) -> bytes:
+def load_key(auth_dir: Path) -> bytes:
     """The cookie-signing key (32 random bytes), created 0600 on first use."""
     path = auth_dir / KEY_FILE
     auth_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -83,7 +83,7 @@ def _unb64(text: str) -> bytes:
 
 
 def _sign(key: bytes, payload: str) -> str:
-    return _b64(hmac.new(key, b"wm-session-1." + payload.encode("ascii"), "sha256").digest())
+    return b64(hmac.new(key, b"wm-session-1." + payload.encode("ascii"), "sha256").digest())
 
 
 def make_session_cookie(key: bytes, user: str, token_id: str, now: float | None = None) -> str:
@@ -91,7 +91,7 @@ def make_session_cookie(key: bytes, user: str, token_id: str, now: float | None 
     ``{"u": user, "t": token id, "e": expiry epoch s, "n": nonce}``."""
     exp = int((time.time() if now is None else now) + SESSION_SECONDS)
     body = {"u": user, "t": token_id, "e": exp, "n": secrets.token_urlsafe(12)}
-    payload = _b64(json.dumps(body, separators=(",", ":")).encode("utf-8"))
+    payload = b64(json.dumps(body, separators=(",", ":")).encode("utf-8"))
     return f"{payload}.{_sign(key, payload)}"
 
 
@@ -167,7 +167,7 @@ def user_from_cookie(scope: Scope, tokens: TokenStore) -> str | None:
     naming a loopback ``Host`` is the local owner. Puts the session payload (if any) in
     ``scope["state"]["web_session"]``.
     """
-    ctx = _CONTEXTS.get(tokens)
+    ctx = CONTEXTS.get(tokens)
     if ctx is None:
         return None
     value = _cookies(scope).get(SESSION_COOKIE)
@@ -226,7 +226,7 @@ def _safe_next(value: str | None) -> str:
 class SignIn:
     """The ``/login`` and ``/logout`` handlers of one app."""
 
-    def __init__(self, ctx: _Web) -> None:
+    def __init__(self, ctx: WebFace) -> None:
         self.ctx = ctx
 
     async def login(self, request: Request) -> Response:

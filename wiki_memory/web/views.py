@@ -25,6 +25,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlencode
 
@@ -33,6 +34,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from wiki_memory.capture.observation import ts_offset
 from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.index.store import SearchError, is_indexable
@@ -41,10 +43,10 @@ from wiki_memory.states import page_state
 from wiki_memory.web import search as web_search
 from wiki_memory.web.browse import BrowseView
 from wiki_memory.web.context import (
-    _CONTEXTS,
     CATCH_ALL,
+    CONTEXTS,
     SECURITY_HEADERS,
-    _Web,
+    WebFace,
     allowed_methods,
     error_page,
     load_static,
@@ -71,7 +73,7 @@ from wiki_memory.web.session import (
     SESSION_COOKIE,
     SESSION_SECONDS,
     SignIn,
-    _load_key,
+    load_key,
     make_session_cookie,
     read_session_cookie,
     unauthorized,
@@ -132,16 +134,16 @@ def routes(memory: Memory, tokens: TokenStore) -> list[Any]:
     Creates ``auth/web-cookie.key`` on first use; nothing else is written."""
     tdir = template_dir()
     static, version = load_static(tdir)
-    ctx = _Web(
+    ctx = WebFace(
         memory=memory,
         tokens=tokens,
-        key=_load_key(tokens.auth_dir),
+        key=load_key(tokens.auth_dir),
         env=make_env(tdir),
         static=static,
         static_version=version,
     )
     ctx.env.globals["static_version"] = version
-    _CONTEXTS[tokens] = ctx
+    CONTEXTS[tokens] = ctx
     memory.on_purge.append(lambda _rel: ctx.cache.clear())
     v = _View(ctx)
     sign_in = SignIn(ctx)
@@ -177,13 +179,24 @@ class _NotFound(Exception):
     pass
 
 
-def _session_of(parsed: ParsedPage) -> dict[str, str] | None:
-    """``{"speaker", "agent"}`` of a session page (frontmatter ``type: session``: its
-    ``user`` and ``harness``), which the renderer shows as a conversation; else None."""
+def _session_of(parsed: ParsedPage) -> dict[str, Any] | None:
+    """``{"speaker", "agent", "offset"}`` of a session page (frontmatter ``type:
+    session``: its ``user``, ``harness`` and the UTC offset of ``started`` in minutes),
+    which the renderer shows as a conversation with local times; else None."""
     meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
     if str(meta.get("type") or "") != "session":
         return None
-    return {"speaker": str(meta.get("user") or ""), "agent": str(meta.get("harness") or "")}
+    started = meta.get("started")
+    offset = None
+    if isinstance(started, datetime) and started.utcoffset() is not None:
+        offset = int(started.utcoffset().total_seconds() // 60)  # type: ignore[union-attr]
+    elif isinstance(started, str):
+        offset = ts_offset(started)
+    return {
+        "speaker": str(meta.get("user") or ""),
+        "agent": str(meta.get("harness") or ""),
+        "offset": offset,
+    }
 
 
 def _tag_links(value: Any) -> str:
@@ -212,18 +225,29 @@ class _View(BrowseView):
         project = request.query_params.get("project") or None
         kind = request.query_params.get("kind") or None
         within = request.query_params.get("within") or ""
+        cursor = _int_param(request.query_params.get("cursor"))
+        # the cursors of the pages before this one, so "previous" returns exactly there
+        back = [c for c in map(_int_param, request.query_params.get("back", "").split(",")) if c]
+        back = [c for c in back if c < cursor][-50:]
+        next_cursor = None
+        total = 0
         if within not in SEARCH_WITHIN:
             within = ""
         groups: list[web_search.Group] = []
         kinds: list[str] = []
         projects: list[str] = []
-        error = None
+        error, error_status = None, 503
         omitted = 0
         matches = 0
+        shown_from = 0  # the rank of the first match shown (a cursor is a walk's)
+        since: int | None = None
         if q:
-            since = None
             if within:
-                since = time.time() - SEARCH_WITHIN[within][1]
+                # a walk keeps the window it began with (the next and previous links carry
+                # it): a cursor belongs to its query, filters included
+                since = _int_param(request.query_params.get("since")) or None
+                if since is None or since > time.time():
+                    since = int(time.time() - SEARCH_WITHIN[within][1])
             try:
                 res = self.memory.recall(
                     q,
@@ -232,14 +256,18 @@ class _View(BrowseView):
                     user=user,
                     kinds=[kind] if kind else None,
                     since=since,
+                    cursor=cursor,
                 )
             except SearchError:
                 error = "The search engine failed; try again in a moment."
             except BadRequest as exc:
-                error = f"Bad search: {exc}"
+                error, error_status = f"Bad search: {exc}", 400
             else:  # recall filtered by the reader before ranking
                 omitted = res.omitted
                 matches = len(res.items)
+                next_cursor = res.next_cursor
+                total = res.total
+                shown_from = res.cursor
                 forms = match_forms(q)
                 groups = web_search.group(res.items, forms, q)
                 kinds = sorted({g.kind for g in groups} | ({kind} if kind else set()))
@@ -257,6 +285,18 @@ class _View(BrowseView):
             "kind": [(k, link(kind=k), k == kind) for k in kinds],
             "within": [(w, link(within=w), w == within) for w in SEARCH_WITHIN],
         }
+        prev_url = None
+        walk = {"since": str(since)} if q and since is not None else {}
+        if cursor:
+            prev = back[-1] if back else 0
+            prev_url = link(
+                cursor=str(prev) if prev else "", back=",".join(map(str, back[:-1])), **walk
+            )
+        next_url = None
+        if next_cursor is not None:
+            next_url = link(
+                cursor=str(next_cursor), back=",".join(map(str, [*back, cursor])), **walk
+            )
         clear = {
             "project": link(project="") if project else None,
             "kind": link(kind="") if kind else None,
@@ -265,7 +305,7 @@ class _View(BrowseView):
         return self._html(
             request,
             "search.html",
-            200 if error is None else 503,
+            200 if error is None else error_status,
             title=f"Search: {q}" if q else "Search",
             q=q,
             project=project or "",
@@ -278,6 +318,11 @@ class _View(BrowseView):
             clear=clear,
             error=error,
             omitted=omitted,
+            first=shown_from + 1,
+            last=shown_from + matches,
+            total=total,
+            prev_url=prev_url,
+            next_url=next_url,
         )
 
     # -- pages -------------------------------------------------------------------------
@@ -393,7 +438,7 @@ class _View(BrowseView):
             project=str(project) if project else None,
             via_session=via_session,
             version=None,
-            state=page_state(m if isinstance(m, dict) else {}),
+            **self._state(user, rel, m if isinstance(m, dict) else {}),
         )
 
     def _source(self, raw: bytes) -> str:
@@ -408,6 +453,30 @@ class _View(BrowseView):
             f"\n\n[… the first {len(part.encode()):,} of {len(raw):,} bytes: read the whole "
             "page in its file or through the API (GET /v1/pages/… with a cursor)]\n"
         )
+
+    def _state(self, user: Any, rel: str, meta: dict[str, Any]) -> dict[str, Any]:
+        """The page's state as recall sees it: ``superseded`` (with the head of its
+        chain) only when the supersession holds; a broken one is shown as current, with
+        its cause (:mod:`wiki_memory.index.supersede`)."""
+        state = page_state(meta)
+        if state == "forgotten":
+            return {"state": state, "superseded_by": None, "broken": None}
+        chains = self.memory.reader.chains(user)
+        copy = chains.copies.get(rel)
+        if copy is not None:  # a conflict copy: ranked after its page, named as such
+            return {
+                "state": "conflict copy",
+                "superseded_by": None,
+                "broken": None,
+                "conflict_of": copy[0],
+                "conflict_side": copy[1],
+            }
+        head = chains.head.get(rel)
+        return {
+            "state": "superseded" if head else "current",
+            "superseded_by": head,
+            "broken": chains.broken.get(rel),
+        }
 
     def page(self, request: Request) -> Response:
         path = request.path_params["path"]
@@ -499,3 +568,11 @@ class _View(BrowseView):
         except PathRefused:
             return self._not_found(request, "No such session.")
         return self._page_view(request, rel, via_session=sid)
+
+
+def _int_param(value: str | None) -> int:
+    """A non-negative integer query parameter (0 for anything else)."""
+    try:
+        return max(0, int(value or 0))
+    except ValueError:
+        return 0

@@ -23,7 +23,8 @@ Then the scope part, which depends on :class:`Source`:
   fullwidth ``ｐｅｏｐｌｅ/`` are the same folder) and no page that is personal by its
   frontmatter (read through the ``content`` callable, whole). Whether a page is pinned is
   not decided here: pins never travel between servers (the sync strips ``pinned`` on both
-  ways, docs/git.md).
+  ways, docs/git.md). Nor any ``.gitignore``, ``.gitattributes`` or ``.gitmodules`` (the
+  identity fold too): they would tell this server's git what to leave untracked.
 * ``OWN``: a restore or import of this owner's own backup or export: personal pages come
   back as they were.
 
@@ -75,6 +76,10 @@ _IGNORABLE = frozenset(
     + list(range(0xFE00, 0xFE10))
 )
 _GIT_NAMES = frozenset({".git", "git~1"})
+#: files in the working tree that tell git what to track or how to convert it: from a hub,
+#: a ``.gitignore`` of ``*`` would keep every page written here out of git (unversioned,
+#: never synced, never in a backup)
+_GIT_FILES = frozenset({".gitignore", ".gitattributes", ".gitmodules"})
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
 
 #: the data directory's places a backup holds: ``(files, folders)``; a member is one of the
@@ -273,6 +278,8 @@ def check(
                 or _fold_component(entry.path.split("/")[0]) == "people"
             ):
                 reason = "scope: under people/"
+            elif any(_fold_component(p) in _GIT_FILES for p in entry.path.split("/")):
+                reason = "scope: git's own settings file"
             elif entry.blob and key in by_blob:
                 reason = by_blob[key]
             else:

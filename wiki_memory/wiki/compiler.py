@@ -14,89 +14,29 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from wiki_memory.capture.echo import ECHO_KEY
 from wiki_memory.capture.observation import Observation, iso
+from wiki_memory.wiki.entrytime import clock as _clock
+from wiki_memory.wiki.entrytime import entry_local as _entry_local
+from wiki_memory.wiki.entrytime import local_iso as _local_iso
+from wiki_memory.wiki.entrytime import started_line as _started_line
+from wiki_memory.wiki.verbatim import (
+    clip_bytes,
+    cut_words,
+    escape_controls,
+    escape_value,
+    fence,
+    slugify,
+)
 
-_SLUG_RE = re.compile(r"[^a-z0-9]+")
+__all__ = ["clip_bytes", "cut_words", "escape_controls", "fence", "slugify"]
+
 _PATCH_FILE_RE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.M)
 SHELL_TOOLS = {"bash", "run_shell_command", "shell", "exec_command", "local_shell"}
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def escape_controls(text: str) -> str:
-    """``text`` with every control character but tab and newline written visibly as
-    ``\\xNN`` (NUL → ``\\x00``; a CR of a CRLF pair is dropped), so a page built from
-    captured text is never binary for git or an editor."""
-    if not _CONTROL.search(text):
-        return text
-    text = text.replace("\r\n", "\n")
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def _escape_value(value: Any) -> Any:
-    if isinstance(value, str):
-        return escape_controls(value)
-    if isinstance(value, list):
-        return [_escape_value(v) for v in value]
-    return value
-
-
-def slugify(text: str, max_len: int = 40) -> str:
-    """ASCII slug of ``text`` for file names (``"Fix the login"`` → ``"fix-the-login"``)."""
-    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().lower()
-    slug = _SLUG_RE.sub("-", folded).strip("-")
-    if len(slug) > max_len:
-        slug = slug[:max_len].rsplit("-", 1)[0] or slug[:max_len]
-    return slug or "session"
-
-
-def cut_words(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` characters at a word boundary, with ``…`` when
-    cut (a single word longer than ``limit`` is cut inside it)."""
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1]
-    at = cut.rfind(" ")
-    if at > limit // 3:
-        cut = cut[:at]
-    return cut.rstrip(" ,;:.-") + "…"
-
-
-def clip_bytes(text: str, limit: int) -> str:
-    """At most about ``limit`` UTF-8 bytes of ``text``: its head (two fifths) and its tail
-    (three fifths, where build and test errors are), each cut at a line break when one
-    is near and never inside a character, joined by a marker line that says how many
-    bytes were left out: ``[… 168,214 bytes cut …]``."""
-    data = text.encode("utf-8")
-    if len(data) <= limit:
-        return text
-    head_n = limit * 2 // 5
-    tail_n = limit - head_n
-    head = data[:head_n]
-    nl = head.rfind(b"\n")
-    if nl > head_n // 2:
-        head = head[: nl + 1]
-    tail = data[len(data) - tail_n :]
-    nl = tail.find(b"\n")
-    if 0 <= nl < tail_n // 2:
-        tail = tail[nl + 1 :]
-    cut = len(data) - len(head) - len(tail)
-    h = head.decode("utf-8", errors="ignore").rstrip("\n")
-    t = tail.decode("utf-8", errors="ignore")
-    return f"{h}\n[… {cut:,} bytes cut …]\n{t}"
-
-
-def fence(text: str, info: str = "text") -> str:
-    """``text`` in a tilde fence longer than any tilde run it contains."""
-    longest = max((len(m) for m in re.findall(r"~{3,}", text)), default=2)
-    f = "~" * max(4, longest + 1)
-    return f"{f}{info}\n{text.rstrip()}\n{f}"
 
 
 def _as_text(value: Any) -> str:
@@ -115,10 +55,6 @@ def _as_text(value: Any) -> str:
         if parts:
             return "\n".join(parts)
     return json.dumps(value, ensure_ascii=False, indent=1)
-
-
-def _clock(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S")
 
 
 @dataclass
@@ -162,6 +98,8 @@ class Compiled:
     summary: str
     timeline: str
     count: int
+    #: spool records of the events rendered as placeholders (they could not be compiled)
+    unrendered: list[str] = field(default_factory=list)
 
 
 def sessions_folder(project: str, user: str) -> str:
@@ -182,6 +120,11 @@ def page_path(meta: SessionMeta, observations: list[Observation]) -> str:
     return f"{folder}/{date}-{meta.key[:8]}.md"
 
 
+def prompt_text(o: Observation) -> str:
+    """The prompt an event carries ("" for none)."""
+    return _prompt_text(o)
+
+
 def _prompt_text(o: Observation) -> str:
     p = o.payload
     if o.kind == "prompt":
@@ -192,6 +135,11 @@ def _prompt_text(o: Observation) -> str:
         if isinstance(msgs, list):
             return "\n\n".join(m for m in msgs if isinstance(m, str))
     return ""
+
+
+def reply_text(o: Observation) -> str:
+    """The assistant's reply an event carries ("" for none)."""
+    return _reply_text(o)
 
 
 def _reply_text(o: Observation) -> str:
@@ -259,6 +207,28 @@ def exit_code_of(o: Observation) -> int | None:
     return None
 
 
+#: the last lines of a test run or build that failed (pytest, unittest, jest, cargo, go,
+#: make, npm, gradle/maven, tsc and compilers)
+_FAILED_TAIL_RE = re.compile(
+    r"(?im)^(?:=+ )?.*\b\d+ (?:failed|errors?)\b.*$"
+    r"|^FAILED\b.*$|^FAIL\b.*$|^Tests?:.*\b\d+ failed\b.*$|^test result: FAILED\b.*$"
+    r"|^make(?:\[\d+\])?: \*\*\* .*Error \d+$|^npm ERR!.*$|^BUILD FAILED\b.*$"
+    r"|^error(?:\[E\d+\])?: .*$|^Found \d+ errors?\b.*$"
+)
+
+
+def _ends_in_failure(text: str) -> bool:
+    """True when the last few lines of a shell command's output say a test run or a
+    build failed (``FAILED … 1 failed``), whatever the exit code the harness reported."""
+    lines = [ln for ln in text[-4000:].splitlines() if ln.strip()][-4:]
+    tail = "\n".join(lines)
+    if re.search(r"(?i)\b0 (?:failed|errors?)\b", tail) and not re.search(
+        r"(?i)\b[1-9]\d* (?:failed|errors?)\b", tail
+    ):
+        return False
+    return bool(_FAILED_TAIL_RE.search(tail))
+
+
 def _failure_of(o: Observation) -> str | None:
     p = o.payload
     if o.kind == "tool_failure":
@@ -266,6 +236,12 @@ def _failure_of(o: Observation) -> str | None:
         return _as_text(err) if err else "failed"
     if o.kind == "tool_post":
         tr = p.get("tool_response")
+        if _command_of(o) is not None:
+            out = _as_text(tr) if not isinstance(tr, str) else tr
+            if isinstance(tr, dict):
+                out = "\n".join(str(tr.get(k) or "") for k in ("stdout", "stderr", "output"))
+            if _ends_in_failure(out):
+                return out
         if isinstance(tr, str):
             code = exit_code_of(o)
             return tr if code else None
@@ -280,97 +256,205 @@ def _failure_of(o: Observation) -> str | None:
     return None
 
 
-def build_entries(observations: list[Observation], excerpt_bytes: int) -> list[Entry]:
+def build_entries(
+    observations: list[Observation], excerpt_bytes: int, repeats: dict[int, str] | None = None
+) -> list[Entry]:
     """Timeline entries in time order. Pre/Post events of one tool call merge into one."""
     entries: list[Entry] = []
     tool_entries: dict[str, Entry] = {}
     last_reply = None
     for n, o in enumerate(observations, start=1):
-        p = o.payload
-        kind = o.kind
-        if kind in ("tool_pre", "tool_post", "tool_failure") and p.get("tool_name"):
-            tuid = p.get("tool_use_id")
-            key = str(tuid) if tuid else f"#{n}"
-            e = tool_entries.get(key)
-            if e is None:
-                e = Entry(n, o.ts, "tool", "")
-                tool_entries[key] = e
-                entries.append(e)
-            e.ts = min(e.ts, o.ts)
-            name = str(p.get("tool_name"))
-            ti = p.get("tool_input")
-            cmd = _command_of(o)
-            inp = cmd if cmd else (_as_text(ti) if ti not in (None, {}, "") else "")
-            failure = _failure_of(o)
-            status = {"tool_pre": "called", "tool_post": "ok", "tool_failure": "failed"}[kind]
-            if failure and kind == "tool_post":
-                status = "failed"
-            if kind != "tool_pre" or not e.head:
-                e.head = f"tool **{name}** · {status}"
-                e.kind = "tool-failed" if status == "failed" else "tool"
-            blocks = []
-            if inp:
-                blocks.append("input:\n\n" + fence(clip_bytes(inp, excerpt_bytes * 2)))
-            if kind == "tool_post":
-                out = _as_text(p.get("tool_response"))
-                if out.strip():
-                    blocks.append("output:\n\n" + fence(clip_bytes(out, excerpt_bytes)))
-            if failure:
-                blocks.append("error:\n\n" + fence(clip_bytes(failure, excerpt_bytes)))
-            if kind == "tool_pre" and e.blocks:
-                continue
-            e.blocks = blocks
-            continue
-        if kind in ("prompt", "turn"):
-            text = _prompt_text(o)
-            who = p.get("speaker")
-            head = f"prompt · {who}" if isinstance(who, str) and who else "prompt"
-            dia = p.get("dia_id")
-            if isinstance(dia, str) and dia:
-                head += f" · {dia}"
-            e = Entry(n, o.ts, "prompt", head, [fence(text)] if text else [])
-            entries.append(e)
-            if kind == "turn" and _reply_text(o):
-                last_reply = _reply_text(o)
+        try:
+            if repeats and n in repeats:
+                # a fork's copy of a prompt its origin holds: a link, not the text again
+                link = repeats[n]
                 entries.append(
-                    Entry(n, o.ts, "reply", "reply", [fence(_reply_text(o))], suffix="r")
+                    Entry(n, o.ts, "prompt", "prompt · repeated", [f"same prompt as [[{link}]]"])
                 )
-            continue
-        if kind in ("stop", "subagent_stop"):
-            text = _reply_text(o)
-            if not text or (kind == "stop" and text == last_reply):
                 continue
-            if kind == "stop":
-                last_reply = text
-            agent = p.get("agent_type")
-            head = (
-                f"subagent reply · {agent}"
-                if kind == "subagent_stop" and agent
-                else ("subagent reply" if kind == "subagent_stop" else "reply")
-            )
-            entries.append(Entry(n, o.ts, "reply", head, [fence(text)]))
-            continue
-        if kind == "session_start":
-            src = p.get("source")
-            entries.append(Entry(n, o.ts, "start", f"session start{f' · {src}' if src else ''}"))
-            continue
-        if kind == "session_end":
-            reason = p.get("reason")
-            entries.append(Entry(n, o.ts, "end", f"session end{f' · {reason}' if reason else ''}"))
-            continue
-        if kind == "compact":
-            trig = p.get("trigger")
-            entries.append(
-                Entry(n, o.ts, "compact", f"context compaction{f' · {trig}' if trig else ''}")
-            )
-            continue
-        if kind == "notification":
-            msg = p.get("message")
-            entries.append(Entry(n, o.ts, "note", "notification", [fence(str(msg))] if msg else []))
-            continue
-        entries.append(Entry(n, o.ts, "other", f"event `{o.event}`"))
+            last_reply = _add_entry(entries, tool_entries, n, o, excerpt_bytes, last_reply)
+        except Exception as exc:  # noqa: BLE001 - one event never hides the others
+            entries.append(placeholder(n, o, exc))
     entries.sort(key=lambda e: (e.ts, e.n))
     return entries
+
+
+def _echo_of(payload: dict[str, Any]) -> dict[str, Any] | None:
+    for k in ("tool_response", "tool_output", "output", "result"):
+        v = payload.get(k)
+        if isinstance(v, dict) and isinstance(v.get(ECHO_KEY), dict):
+            return v[ECHO_KEY]  # type: ignore[no-any-return]
+    return None
+
+
+def echo_line(ref: dict[str, Any]) -> str:
+    """What a session page shows for the memory's own output (invariant 15): the tool,
+    what it was asked and the ids it returned, never the text."""
+    parts = [f"returned by the memory ({_inline(str(ref.get('tool') or '?'))}), not stored"]
+    q = ref.get("query")
+    if isinstance(q, str) and q:
+        parts.append(f"asked: {_inline(_one_line(q, 200))}")
+    ids = ref.get("ids")
+    if isinstance(ids, list) and ids:
+        parts.append("ids: " + ", ".join(_inline(str(i)) for i in ids[:20]))
+    chars = ref.get("chars")
+    if isinstance(chars, int):
+        parts.append(f"{chars:,} characters")
+    return " · ".join(parts)
+
+
+def placeholder(n: int, o: Observation, exc: BaseException) -> Entry:
+    """The entry written in place of an event the compiler could not render: it names
+    the event's spool record and the cause, so a person sees what is missing."""
+    cause = _one_line(f"{type(exc).__name__}: {exc}", 200)
+    rec = o.obs_id or f"#{n}"
+    return Entry(
+        n,
+        o.ts,
+        "unrendered",
+        f"unrendered event `{_code(o.event)}` · spool record `{rec}`",
+        [f"cause: {_inline(cause)}"],
+    )
+
+
+def _add_entry(
+    entries: list[Entry],
+    tool_entries: dict[str, Entry],
+    n: int,
+    o: Observation,
+    excerpt_bytes: int,
+    last_reply: str | None,
+) -> str | None:
+    """Add the timeline entry (or merge the tool event) of observation ``n``; returns the
+    last reply seen."""
+    p = o.payload
+    kind = o.kind
+    if kind in ("tool_pre", "tool_post", "tool_failure") and p.get("tool_name"):
+        tuid = p.get("tool_use_id")
+        key = str(tuid) if tuid else f"#{n}"
+        e = tool_entries.get(key)
+        if e is None:
+            e = Entry(n, o.ts, "tool", "")
+            tool_entries[key] = e
+            entries.append(e)
+        e.ts = min(e.ts, o.ts)
+        name = str(p.get("tool_name"))
+        ti = p.get("tool_input")
+        cmd = _command_of(o)
+        inp = cmd if cmd else (_as_text(ti) if ti not in (None, {}, "") else "")
+        failure = _failure_of(o)
+        status = {"tool_pre": "called", "tool_post": "ok", "tool_failure": "failed"}[kind]
+        if failure and kind == "tool_post":
+            status = "failed"
+        if kind != "tool_pre" or not e.head:
+            e.head = f"tool **{name}** · {status}"
+            e.kind = "tool-failed" if status == "failed" else "tool"
+        blocks = []
+        if inp:
+            blocks.append("input:\n\n" + fence(clip_bytes(inp, excerpt_bytes * 2)))
+        echo = _echo_of(p)
+        if echo is not None:
+            if kind != "tool_pre":
+                blocks.append(echo_line(echo))
+        elif kind == "tool_post":
+            out = _as_text(p.get("tool_response"))
+            if out.strip():
+                blocks.append("output:\n\n" + fence(clip_bytes(out, excerpt_bytes)))
+        if failure:
+            blocks.append("error:\n\n" + fence(clip_bytes(failure, excerpt_bytes)))
+        if kind == "tool_pre" and e.blocks:
+            return last_reply
+        e.blocks = blocks
+        return last_reply
+    if kind in ("prompt", "turn"):
+        text = _prompt_text(o)
+        who = p.get("speaker")
+        head = f"prompt · {who}" if isinstance(who, str) and who else "prompt"
+        dia = p.get("dia_id")
+        if isinstance(dia, str) and dia:
+            head += f" · {dia}"
+        blocks = [fence(text)] if text else []
+        injected = p.get("wiki_memory_injected")
+        if isinstance(injected, int) and injected:
+            blocks.append(f"({injected} memory block(s) injected by the harness: not stored)")
+        e = Entry(n, o.ts, "prompt", head, blocks)
+        entries.append(e)
+        if kind == "turn" and _reply_text(o):
+            last_reply = _reply_text(o)
+            entries.append(Entry(n, o.ts, "reply", "reply", [fence(_reply_text(o))], suffix="r"))
+        return last_reply
+    if kind in ("stop", "subagent_stop"):
+        text = _reply_text(o)
+        if not text or (kind == "stop" and text == last_reply):
+            return last_reply
+        if kind == "stop":
+            last_reply = text
+        agent = p.get("agent_type")
+        head = (
+            f"subagent reply · {agent}"
+            if kind == "subagent_stop" and agent
+            else ("subagent reply" if kind == "subagent_stop" else "reply")
+        )
+        entries.append(Entry(n, o.ts, "reply", head, [fence(text)]))
+        return last_reply
+    if kind == "session_start":
+        src = p.get("source")
+        entries.append(Entry(n, o.ts, "start", f"session start{f' · {src}' if src else ''}"))
+        return last_reply
+    if kind == "session_end":
+        reason = p.get("reason")
+        entries.append(Entry(n, o.ts, "end", f"session end{f' · {reason}' if reason else ''}"))
+        return last_reply
+    if kind == "compact":
+        trig = p.get("trigger")
+        chars = p.get("compact_summary_chars")
+        blocks = []
+        if isinstance(chars, int):
+            blocks.append(
+                f"the harness's summary of the conversation so far ({chars:,} characters) "
+                "is not stored: it restates this timeline"
+            )
+        entries.append(
+            Entry(n, o.ts, "compact", f"context compaction{f' · {trig}' if trig else ''}", blocks)
+        )
+        return last_reply
+    if kind == "notification":
+        msg = p.get("message")
+        entries.append(Entry(n, o.ts, "note", "notification", [fence(str(msg))] if msg else []))
+        return last_reply
+    entries.append(Entry(n, o.ts, "other", f"event `{o.event}`"))
+    return last_reply
+
+
+def _safe(fn: Any, o: Observation, default: Any) -> Any:
+    try:
+        return fn(o)
+    except Exception:  # noqa: BLE001 - its placeholder entry says why
+        return default
+
+
+def _summarize(
+    o: Observation,
+    files: list[str],
+    tools: list[str],
+    commands: list[str],
+    failures: list[tuple[str, str]],
+) -> str:
+    """Add what one observation brings to the summary's lists; returns its reply text."""
+    for f in _files_of(o):
+        if f not in files:
+            files.append(f)
+    name = o.payload.get("tool_name")
+    if isinstance(name, str) and name and name not in tools:
+        tools.append(name)
+    if o.kind == "tool_pre" or o.kind == "tool_post":
+        cmd = _command_of(o)
+        if cmd and cmd not in commands:
+            commands.append(cmd)
+    fail = _failure_of(o)
+    if fail:
+        failures.append((str(name or o.event), fail))
+    return _reply_text(o)
 
 
 def compile_session(
@@ -383,34 +467,36 @@ def compile_session(
     created: float | None = None,
     path: str | None = None,
     excerpt_bytes: int = 2000,
+    previous: str | None = None,
+    repeats: dict[int, str] | None = None,
 ) -> Compiled:
-    """Render a session page. ``observations`` in arrival order; times are UTC epoch seconds."""
-    prompts = [t for t in (_prompt_text(o) for o in observations) if t]
+    """Render a session page. ``observations`` in arrival order; times are UTC epoch seconds.
+    ``previous``: the page of the session this one continues (after a ``clear``). An event
+    that cannot be rendered becomes a placeholder entry (:func:`placeholder`); the others
+    are written (``Compiled.unrendered`` names it). ``repeats``: arrival number → the
+    ``page#^tN`` a fork's repeated prompt links to instead of its text."""
+    repeats = repeats or {}
+    prompts = [
+        t
+        for n, t in enumerate((_safe(_prompt_text, o, "") for o in observations), start=1)
+        if t and n not in repeats
+    ]
     files: list[str] = []
     tools: list[str] = []
     commands: list[str] = []
     failures: list[tuple[str, str]] = []
     last_reply = ""
     for o in sorted(observations, key=lambda o: o.ts):
-        for f in _files_of(o):
-            if f not in files:
-                files.append(f)
-        name = o.payload.get("tool_name")
-        if isinstance(name, str) and name and name not in tools:
-            tools.append(name)
-        if o.kind == "tool_pre" or o.kind == "tool_post":
-            cmd = _command_of(o)
-            if cmd and cmd not in commands:
-                commands.append(cmd)
-        fail = _failure_of(o)
-        if fail:
-            failures.append((str(name or o.event), fail))
-        r = _reply_text(o)
-        if r:
-            last_reply = r
+        try:
+            last_reply = _summarize(o, files, tools, commands, failures) or last_reply
+        except Exception:  # noqa: BLE001 - its placeholder entry says why
+            continue
     title_src = prompts[0] if prompts else ""
     title = cut_words(" ".join(title_src.split()), 80) or f"Session {meta.session_id[:24]}"
     path = path or page_path(meta, observations)
+    start = min([meta.started] + [o.ts for o in observations])
+    # the offset the first event that wrote one was sent at (the user's zone then)
+    start_offset = next((o.offset for o in observations if o.offset is not None), None)
     md: dict[str, Any] = {
         "type": "session",
         "id": f"ses_{meta.key[:16]}",
@@ -421,14 +507,18 @@ def compile_session(
         "harness": meta.harness,
         "session_id": meta.session_id,
         "user": meta.user,
-        "started": iso(min([meta.started] + [o.ts for o in observations])),
+        "started": _local_iso(start, start_offset),
         "ended": iso(ended) if ended is not None else None,
         "status": status,
         "files": files[:200],
         "tools": tools,
         "tags": ["session", meta.harness],
     }
+    if previous:
+        md["continues"] = previous
     lines = []
+    if (started_line := _started_line(start, start_offset)) is not None:
+        lines.append(started_line)
     if prompts:
         lines.append(f"- **Goal:** {_inline(_one_line(prompts[0], 300))}")
     if files:
@@ -444,16 +534,23 @@ def compile_session(
         lines.append(f"- **Last reply:** {_inline(_one_line(last_reply, 400))}")
     summary = "\n".join(lines) if lines else "- (no prompts or tool calls yet)"
     blocks = []
-    for e in build_entries(observations, excerpt_bytes):
-        parts = [f"**{_clock(e.ts)}** · {e.head}"] + e.blocks + [f"^{e.block_id}"]
+    unrendered: list[str] = []
+    for e in build_entries(observations, excerpt_bytes, repeats):
+        if e.kind == "unrendered":
+            unrendered.append(observations[e.n - 1].obs_id or f"#{e.n}")
+        if e.kind == "start" and previous and e.head.endswith("· clear"):
+            e.blocks = [f"continues [[{previous.removesuffix('.md')}]]", *e.blocks]
+        own = observations[e.n - 1].offset if 0 < e.n <= len(observations) else None
+        mark = _entry_local(e.ts, own, start_offset)
+        parts = [f"**{_clock(e.ts)}**{mark} · {e.head}"] + e.blocks + [f"^{e.block_id}"]
         blocks.append("\n\n".join(parts))
     timeline = "\n\n".join(blocks) if blocks else "(no events yet)"
     body = f"# {_escape_heading(title)}\n\n## Summary\n\n{summary}\n\n## Timeline\n\n{timeline}\n"
     # captured text may hold NUL and other control characters: shown, never raw bytes
-    md = {k: _escape_value(v) for k, v in md.items()}
+    md = {k: escape_value(v) for k, v in md.items()}
     summary, timeline = escape_controls(summary), escape_controls(timeline)
     body = escape_controls(body)
-    return Compiled(path, md, body, summary, timeline, len(observations))
+    return Compiled(path, md, body, summary, timeline, len(observations), unrendered)
 
 
 def _one_line(text: str, limit: int) -> str:

@@ -23,8 +23,8 @@ import yaml
 from yaml.nodes import MappingNode, Node, SequenceNode
 
 from wiki_memory.wiki.frontmatter_read import (
-    _TS_RE,
-    _Loader,
+    TS_RE,
+    PageLoader,
     find_closing_fence,
     is_opening_fence,
     json_safe,
@@ -66,7 +66,7 @@ class _Dumper(yaml.SafeDumper):
 
 
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    if _TS_RE.match(value) and normalize_timestamp(value) == value:
+    if TS_RE.match(value) and normalize_timestamp(value) == value:
         # Reads back as the same string (see normalize_timestamp), so no quotes needed.
         return dumper.represent_scalar("tag:yaml.org,2002:timestamp", value)
     if "\n" in value:
@@ -226,7 +226,7 @@ def _yaml_line_text(value: str, eol: bytes, indent: int = 0) -> bytes:
 
 def _compose(yaml_text: str) -> tuple[Node | None, list[str | None]]:
     """The document's node tree as written (no merge flattening) and its top-level keys."""
-    loader = _Loader(yaml_text)
+    loader = PageLoader(yaml_text)
     try:
         node = loader.get_single_node()
         keys: list[str | None] = []

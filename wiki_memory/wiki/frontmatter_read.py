@@ -64,7 +64,7 @@ def find_closing_fence(lines: list[str]) -> int | None:
 # --------------------------------------------------------------------------- reading
 
 
-_TS_RE = SafeConstructor.timestamp_regexp
+TS_RE = SafeConstructor.timestamp_regexp
 
 
 def normalize_timestamp(text: str) -> str | None:
@@ -74,7 +74,7 @@ def normalize_timestamp(text: str) -> str | None:
     a ``Z`` stays ``Z``; fractions keep their digits. None when ``text`` is not a valid
     timestamp (for example ``2024-02-30``).
     """
-    m = _TS_RE.match(text.strip())
+    m = TS_RE.match(text.strip())
     if m is None:
         return None
     g = m.groupdict()
@@ -110,7 +110,7 @@ class DuplicateKey:
     line: int
 
 
-class _Loader(_BaseLoader):  # type: ignore[misc]
+class PageLoader(_BaseLoader):  # type: ignore[misc]
     """SafeLoader that reports duplicate keys, stringifies keys and keeps dates as text."""
 
     def __init__(self, stream: str) -> None:
@@ -180,11 +180,11 @@ class _Loader(_BaseLoader):  # type: ignore[misc]
         return self.construct_mapping(node, deep=True)
 
 
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_timestamp_text)
-_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_float_text)
-_Loader.add_constructor("tag:yaml.org,2002:binary", _Loader.construct_binary_text)
-_Loader.add_constructor("tag:yaml.org,2002:set", _Loader.construct_set_list)
-_Loader.add_constructor(None, _Loader.construct_any)
+PageLoader.add_constructor("tag:yaml.org,2002:timestamp", PageLoader.construct_timestamp_text)
+PageLoader.add_constructor("tag:yaml.org,2002:float", PageLoader.construct_float_text)
+PageLoader.add_constructor("tag:yaml.org,2002:binary", PageLoader.construct_binary_text)
+PageLoader.add_constructor("tag:yaml.org,2002:set", PageLoader.construct_set_list)
+PageLoader.add_constructor(None, PageLoader.construct_any)
 
 
 class _TooLarge(ValueError):
@@ -254,7 +254,7 @@ class YamlResult:
 
 def load_yaml(text: str) -> YamlResult:
     """Parse one YAML document; never raises. ``data`` is JSON-safe when ``ok``."""
-    loader = _Loader(text)
+    loader = PageLoader(text)
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None

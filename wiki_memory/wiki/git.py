@@ -50,6 +50,7 @@ from dulwich.objects import Blob, Commit, ObjectID, SubmoduleEncountered, Tree
 from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
+from wiki_memory.wiki import placeholder
 from wiki_memory.wiki.gitcommon import (
     DEFAULT_BRANCH,
     DEFAULT_EMAIL_DOMAIN,
@@ -69,6 +70,7 @@ from wiki_memory.wiki.gitindex import Changes, IndexCache, Leaf, load_index, upd
 from wiki_memory.wiki.gitread import GitHistory
 from wiki_memory.wiki.gittree import build_tree, tree_files
 from wiki_memory.wiki.locks import OWNER_PREFIX, clear_recorded_locks, record_owner, unlink
+from wiki_memory.wiki.oddnames import escaped, git_name, page_name, unescaped
 from wiki_memory.wiki.paths import is_plain, odd_name, report_odd_name
 
 __all__ = [
@@ -100,7 +102,7 @@ GITIGNORE_TEXT = """\
 
 # Files in .git/ that mean a person's multi-step git operation is under way; committing
 # on top of it would break their rebase/merge/bisect.
-_OPERATION_MARKERS = (
+OPERATION_MARKERS = (
     ("rebase-merge", "a rebase"),
     ("rebase-apply", "a rebase"),
     ("MERGE_HEAD", "a merge"),
@@ -211,8 +213,7 @@ class GitStore(GitHistory):
 
         * ``index.lock`` and the branch's ref lock are removed only when a sidecar
           ``wiki-memory-lock-owner.<pid>`` names them (the same inode for index.lock)
-          and that process is gone. A lock nobody recorded may belong to a live git
-          (C21): it is left alone and waited on as always.
+          and that process is gone. A lock nobody recorded may be a live git's (C21): left.
         * dulwich's loose-object locks (``objects/xx/<sha>.lock``; stock git never
           writes these) are removed: only a wiki-memory process writes through them.
         """
@@ -257,14 +258,19 @@ class GitStore(GitHistory):
         Raises ValueError for a path that is absolute, contains ``..``/``.``/empty
         parts, or points into ``.git``; :class:`GitBusy` when another git holds the
         index lock or a branch lock for longer than ``lock_wait_seconds``, or a
-        rebase/merge/cherry-pick/revert/bisect is in progress. A path whose name is not
-        valid UTF-8 is skipped (logged once, see :func:`~wiki_memory.wiki.paths.odd_name`).
+        rebase/merge/cherry-pick/revert/bisect is in progress. A file whose name is not
+        valid UTF-8 is named by its escaped name (or as ``os`` spells it) and committed
+        under its exact bytes (:mod:`wiki_memory.wiki.oddnames`); one whose escaped name
+        leads elsewhere is skipped (logged once).
         """
         kept = []
         for p in paths:
             if odd_name(p):
-                report_odd_name(p)  # not UTF-8: left on disk as it is, never committed
-                continue
+                served = page_name(self.wiki_dir, p)
+                if served is None:
+                    report_odd_name(p)  # left on disk as it is, never committed
+                    continue
+                p = served
             kept.append(validate_path(p))
         if not kept and paths:
             return None
@@ -321,13 +327,25 @@ class GitStore(GitHistory):
     # ------------------------------------------------------------------ internals
 
     def _check_operations(self) -> None:
-        for marker, what in _OPERATION_MARKERS:
+        for marker, what in OPERATION_MARKERS:
             if os.path.exists(os.path.join(self._controldir, marker)):
                 raise GitBusy(max(30, self.busy_retry_after_seconds), f"{what} is in progress")
 
     def _resolve(self, rel: str) -> bytes:
         """The bytes to store for ``rel``: NFC when the NFC name exists on disk (or
-        neither form does), else the name exactly as on disk."""
+        neither form does), else the name exactly as on disk; for a name that is not
+        UTF-8 (as ``os`` spells it, or its escaped name when no file has that name) its
+        exact bytes."""
+        if odd_name(rel):
+            return git_name(rel)  # as os spells it: its exact bytes
+        odd = unescaped(rel)  # an escaped name: its file's exact bytes, on disk or in HEAD
+        if odd is not None and not os.path.lexists(os.path.join(self._root, rel.encode())):
+            raw = git_name(odd)
+            if os.path.lexists(os.path.join(self._root, raw)) or (
+                self._tracked(self._head_tree(), raw) is not None
+                and self._tracked(self._head_tree(), rel.encode()) is None
+            ):
+                return raw
         nfc = unicodedata.normalize("NFC", rel)
         if nfc == rel and rel.isascii():
             return rel.encode()
@@ -380,7 +398,8 @@ class GitStore(GitHistory):
             try:
                 st = os.lstat(full)
             except (FileNotFoundError, NotADirectoryError):
-                changes[rel] = None
+                if not placeholder.evicted(self._root, rel):  # evicted by a sync client: kept
+                    changes[rel] = None
                 continue
             if stat.S_ISDIR(st.st_mode):
                 if rel and os.path.lexists(os.path.join(full, b".git")):
@@ -394,15 +413,18 @@ class GitStore(GitHistory):
                 if tracked is not None and stat.S_ISDIR(tracked[0]):
                     # tracked files below the folder that are gone from disk
                     for sub in tree_files(self._repo.object_store, tracked[1], rel):
-                        if not os.path.lexists(os.path.join(self._root, sub)):
+                        gone = not os.path.lexists(os.path.join(self._root, sub))
+                        if gone and not placeholder.evicted(self._root, sub):
                             changes[sub] = None
                 elif tracked is not None:
                     changes[rel] = None  # a tracked file became a folder
                 for name in os.listdir(full):
-                    if name == b".git":
+                    if name == b".git" or placeholder.is_stub(name):
                         continue
                     child = rel + b"/" + name if rel else name
-                    if odd_name(decode_path(name)):
+                    if odd_name(decode_path(name)) and (
+                        page_name(self.wiki_dir, decode_path(child)) is None
+                    ):
                         report_odd_name(decode_path(child))  # left on disk, never committed
                         continue
                     try:
@@ -418,6 +440,11 @@ class GitStore(GitHistory):
             tracked = self._tracked(head_tree, rel)
             if tracked is None and ignored(rel):
                 continue
+            if placeholder.is_stub(rel.rpartition(b"/")[2]) or (
+                tracked is not None
+                and placeholder.dataless(st, self._size(tracked[1]) if not st.st_size else None)
+            ):
+                continue  # a sync client's stub, or a page whose bytes it evicted: HEAD's stays
             if stat.S_ISLNK(st.st_mode):
                 data = os.readlink(full)
                 mode = stat.S_IFLNK
@@ -432,6 +459,13 @@ class GitStore(GitHistory):
                 self._repo.object_store.add_object(blob)
             changes[rel] = Leaf(mode, blob.id, st)
         return changes
+
+    def _size(self, sha: ObjectID) -> int:
+        """The size of a stored blob (0 when it is missing)."""
+        try:
+            return len(self._repo[sha].as_raw_string())
+        except KeyError:
+            return 0
 
     def _acquire_index_lock(self) -> Any:
         deadline = time.monotonic() + self.lock_wait_seconds
@@ -459,7 +493,7 @@ class GitStore(GitHistory):
         ident = author_identity(author_name, author_email)
         t = time.time() if when is None else float(when)
         tz = tz_offset(t)
-        body = clean_message(message)
+        body = clean_message(escaped(message))  # a file name not UTF-8: as its page name
         # The files are read only once the index lock is ours: another git (a checkout
         # rewriting a thousand files) holds that lock while it writes, and files read
         # before it finished would be committed half old, half new on top of its HEAD.
@@ -559,9 +593,8 @@ class GitStore(GitHistory):
         be a personal page, which git history would then serve: as_of recall reads it)."""
         with self._lock:
             changes = self._collect([b""])
-            names = sorted(
-                n for n in (decode_path(p) for p in changes) if is_plain(self.wiki_dir, n)
-            )
+            plain = (n for n in (decode_path(p) for p in changes) if is_plain(self.wiki_dir, n))
+            names = sorted(n for n in (page_name(self.wiki_dir, p) for p in plain) if n)
             if not names:
                 return
             self._commit(names, author[0], author[1], message, None)

@@ -23,6 +23,11 @@ from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
 from wiki_memory.wiki.gitcommon import BlameLine, CommitInfo, decode_path, validate_path
+from wiki_memory.wiki.oddnames import git_name, unescaped
+from wiki_memory.wiki.paths import name_key, odd_name
+
+#: how many case-only renames :meth:`GitHistory.page_log` follows back
+MAX_CASE_RENAMES = 16
 
 
 class GitHistory:
@@ -61,6 +66,58 @@ class GitHistory:
             walk_paths = [validate_path(path).encode()] if path else None
             walker = self._reader.get_walker(include=[head], paths=walk_paths, max_entries=limit)
             return [self._info(entry.commit) for entry in walker]
+
+    def page_log(self, path: str, limit: int = 50) -> list[tuple[str, CommitInfo]]:
+        """The newest ``limit`` commits reachable from HEAD that changed the page at
+        ``path``, newest first, each with the page's path in that commit: a commit that
+        added ``path`` while removing the one path its first parent had that differs from
+        it only in case or Unicode form (a case-only rename, ``Notes.md`` → ``notes.md``)
+        is followed to the older spelling (at most :data:`MAX_CASE_RENAMES` times). Raises
+        ValueError for a path that is not a clean repo-relative path."""
+        rel = validate_path(path)
+        out: list[tuple[str, CommitInfo]] = []
+        with self._read_lock:
+            start = self._reader.refs.follow(HEADREF)[1]
+            renames = 0
+            while start is not None and len(out) < limit:
+                top = self._reader[start]
+                assert isinstance(top, Commit)
+                bpath = self._tree_name(top.tree, rel)
+                walker = self._reader.get_walker(
+                    include=[start], paths=[bpath], max_entries=limit - len(out)
+                )
+                start = None
+                for entry in walker:
+                    c = entry.commit
+                    info = self._info(c)
+                    out.append((rel, info))
+                    if renames >= MAX_CASE_RENAMES or not c.parents:
+                        continue
+                    old = self._case_twin(c, info, rel, bpath)
+                    if old is not None:
+                        rel, start, renames = old, c.parents[0], renames + 1
+                        break
+        return out
+
+    def _case_twin(self, c: Commit, info: CommitInfo, rel: str, bpath: bytes) -> str | None:
+        """The older spelling when ``c`` renamed it to ``rel`` by case only: ``rel`` is
+        new in ``c``, and exactly one path ``c`` removed equals it after folding case and
+        Unicode form. None otherwise."""
+        key = name_key(rel)
+        twins = [p for p in info.paths if p != rel and not odd_name(p) and name_key(p) == key]
+        if not twins:
+            return None
+        parent = self._reader[c.parents[0]]
+        assert isinstance(parent, Commit)
+        if self._entry_at(parent.tree, bpath) is not None:
+            return None
+        gone = [
+            p
+            for p in twins
+            if self._entry_at(c.tree, p.encode()) is None
+            and self._entry_at(parent.tree, p.encode()) is not None
+        ]
+        return gone[0] if len(gone) == 1 else None
 
     def commit_info(self, rev: str = "HEAD") -> CommitInfo:
         """The :class:`CommitInfo` of one commit. Raises KeyError for an unknown rev."""
@@ -191,6 +248,25 @@ class GitHistory:
         return c
 
     def _entry_at(self, tree_id: ObjectID, path: bytes) -> tuple[int, ObjectID] | None:
+        """The file ``path`` names in the tree (an escaped name, when no file has it,
+        reaches the file of its exact bytes: :mod:`wiki_memory.wiki.oddnames`)."""
+        found = self._exact_entry(tree_id, path)
+        if found is None and b"%" in path:
+            odd = unescaped(path.decode("utf-8", "surrogateescape"))
+            if odd is not None:
+                found = self._exact_entry(tree_id, git_name(odd))
+        return found
+
+    def _tree_name(self, tree_id: ObjectID | None, rel: str) -> bytes:
+        """The bytes the page name ``rel`` has in the tree: its own, or, for an escaped
+        name only its file's exact bytes are found under, those."""
+        odd = unescaped(rel)
+        if tree_id is None or odd is None or self._exact_entry(tree_id, rel.encode()):
+            return rel.encode()
+        raw = git_name(odd)
+        return raw if self._exact_entry(tree_id, raw) is not None else rel.encode()
+
+    def _exact_entry(self, tree_id: ObjectID, path: bytes) -> tuple[int, ObjectID] | None:
         try:
             mode, sha = self._reader.object_store[tree_id].lookup_path(  # type: ignore[attr-defined]
                 self._reader.object_store.__getitem__, path

@@ -26,7 +26,14 @@ from pathlib import Path
 
 from wiki_memory.wiki.border import is_git_name
 
-__all__ = ["Outside", "read_inside", "remove_inside", "stream_inside", "write_inside"]
+__all__ = [
+    "Outside",
+    "open_inside",
+    "read_inside",
+    "remove_inside",
+    "stream_inside",
+    "write_inside",
+]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
@@ -125,27 +132,34 @@ def write_inside(
             os.fsync(folder)
 
 
+#: how a file inside is opened for reading: never through a link, never blocking (a FIFO)
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_inside(root: Path | str, rel: str, *, git_ok: bool = False) -> int:
+    """A descriptor of ``rel`` under ``root`` opened for reading, every folder on the way
+    and the file itself without following a link, and without blocking (a FIFO opens at
+    once: ``fstat`` it). Raises Outside for a bad path or a link or file on the way,
+    OSError when it cannot be opened (a link at the target: ``ELOOP``)."""
+    parts = _parts(rel, git_ok)
+    with _folders(Path(root), parts, create=False) as fds:
+        return os.open(parts[-1], _READ_FLAGS, dir_fd=fds[-1])
+
+
 def read_inside(root: Path | str, rel: str, *, git_ok: bool = False) -> bytes | None:
     """The bytes of the regular file ``rel`` under ``root``, or None when it is missing,
-    is not a regular file (a link, a folder) or a folder on the way is missing. Raises
-    Outside as :func:`write_inside` does for a bad path or a link on the way."""
-    parts = _parts(rel, git_ok)
+    is not a regular file (a link, a folder, a FIFO) or a folder on the way is missing.
+    Raises Outside as :func:`write_inside` does for a bad path or a link on the way."""
     try:
-        with _folders(Path(root), parts, create=False) as fds:
-            try:
-                fd = os.open(
-                    parts[-1],
-                    os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
-                    dir_fd=fds[-1],
-                )
-            except OSError:
-                return None
-            with os.fdopen(fd, "rb") as fh:
-                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                    return None
-                return fh.read()
-    except FileNotFoundError:
+        fd = open_inside(root, rel, git_ok=git_ok)
+    except Outside:
+        raise
+    except OSError:
         return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        return fh.read()
 
 
 def remove_inside(root: Path | str, rel: str, *, prune: bool = True, git_ok: bool = False) -> bool:

@@ -35,6 +35,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from wiki_memory.wiki.copies import icloud_original
 from wiki_memory.wiki.names import file_stem
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "name_key",
     "page_name_keys",
     "rename_links",
+    "unlink",
     "resolve",
     "target_key",
 ]
@@ -57,6 +59,8 @@ RESOLVED = "resolved"
 UNRESOLVED = "unresolved"
 AMBIGUOUS = "ambiguous"
 ATTACHMENT = "attachment"
+#: a link whose one page is forgotten: shown as forgotten, never followed
+FORGOTTEN = "forgotten"
 
 #: precedence of the ways a page can be named (lower wins)
 SOURCE_RANK = {"path": 0, "suffix": 1, "stem": 1, "title": 2, "title_other": 3, "alias": 4}
@@ -141,7 +145,8 @@ def file_name_keys(path: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Resolution:
-    """Where a link leads. ``status`` is resolved, unresolved, ambiguous or attachment.
+    """Where a link leads. ``status`` is resolved, unresolved, ambiguous, attachment or
+    forgotten (its one page is forgotten: no ``path``).
 
     ``path`` is the page (or, for an attachment, the file) when there is exactly one;
     ``candidates`` lists the paths an ambiguous link could mean (sorted).
@@ -177,9 +182,11 @@ class Resolver:
         self,
         names: Mapping[str, Sequence[tuple[str, str]]],
         files: Mapping[str, Sequence[str]] | None = None,
+        forgotten: frozenset[str] | set[str] = frozenset(),
     ) -> None:
         self.names = names
         self.files = files or {}
+        self.forgotten = forgotten
         self._cache: dict[str, tuple[str, tuple[str, ...], dict[str, list[str]]]] = {}
 
     def _candidates(self, key: str) -> tuple[str, tuple[str, ...], dict[str, list[str]]]:
@@ -191,6 +198,8 @@ class Resolver:
         if entries:
             best = min(SOURCE_RANK[s] for _, s in entries)
             paths = tuple(sorted({p for p, s in entries if SOURCE_RANK[s] == best}))
+            if len(paths) > 1:  # an iCloud-style copy never takes a name from its page
+                paths = tuple(p for p in paths if icloud_original(p) not in paths)
         elif is_attachment_target(key):
             status = ATTACHMENT
             paths = tuple(sorted(set(self.files.get(key, ()))))
@@ -215,11 +224,17 @@ class Resolver:
         if not paths:
             return Resolution(status, None)
         if len(paths) == 1:
-            return Resolution(status, paths[0])
+            return self._leads(status, paths[0])
         near = by_folder.get(src_path.rpartition("/")[0], ())
         if len(near) == 1:
-            return Resolution(status, near[0])
+            return self._leads(status, near[0])
         return Resolution(AMBIGUOUS, None, paths)
+
+    def _leads(self, status: str, path: str) -> Resolution:
+        """A link to one page: :data:`FORGOTTEN` (no path) when that page is forgotten."""
+        if path in self.forgotten:
+            return Resolution(FORGOTTEN, None)
+        return Resolution(status, path)
 
 
 def resolve(
@@ -303,5 +318,27 @@ def rename_links(text: str, old_keys: Iterable[str], new_target: str, src_path: 
         new_core = new_target + (hsep + frag if hsep else "")
         new_head = new_core + ("\\" if escaped else "")
         return f"{m.group(1)}[[{new_head}{sep}{rest}]]"
+
+    return _LINK_RE.sub(sub, text)
+
+
+def unlink(text: str, old_keys: Iterable[str], mark: str, src_path: str = "") -> str:
+    """Replace every wikilink in ``text`` whose target key is in ``old_keys`` by ``mark``,
+    whole (its fragment and alias too: they may name what the link pointed to). Links
+    inside code are left alone, as in :func:`rename_links`. Used by purge for the links
+    to a page it removed."""
+    from wiki_memory.wiki.page import code_mask  # no cycle at import time
+
+    keys = set(old_keys)
+    live = code_mask(text)
+
+    def sub(m: re.Match[str]) -> str:
+        if live[m.start()] != text[m.start()]:
+            return m.group(0)
+        head = m.group(2).partition("|")[0]
+        tgt = (head[:-1] if head.endswith("\\") else head).partition("#")[0]
+        if not tgt.strip() or target_key(tgt, src_path) not in keys:
+            return m.group(0)
+        return mark
 
     return _LINK_RE.sub(sub, text)

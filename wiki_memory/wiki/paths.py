@@ -10,9 +10,12 @@ to it (the same NFC form: ``Café`` composed or decomposed) is that entry's own 
 used, so a page listed under a decomposed name is read and written by that name, and
 a write never makes a second, visually identical file (:func:`locate`).
 
-File names found on disk that cannot be pages (:func:`odd_name`: not valid UTF-8) are
-skipped by the index, the watcher and git, with one log line each
-(:func:`report_odd_name`), and are listed by ``doctor``; they are never moved or renamed.
+File names found on disk that are not valid UTF-8 (:func:`odd_name`) are pages under
+their escaped name (:mod:`wiki_memory.wiki.oddnames`: each such byte as ``%XX``), found
+on disk through :func:`locate` and :func:`is_plain`, logged once each
+(:func:`report_escaped_name`) and listed by ``doctor`` with the rename that fixes them;
+one whose escaped name leads elsewhere is skipped (:func:`report_odd_name`). They are
+never moved or renamed.
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ import tempfile
 import threading
 import unicodedata
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from wiki_memory.errors import BadPath
+from wiki_memory.wiki.oddnames import disk_rel, escaped
 
 log = logging.getLogger("wiki_memory.paths")
 
@@ -39,20 +44,32 @@ MAX_PATH_BYTES = 1024
 
 class PathRefused(BadPath):
     """400 ``bad_path``: a path that names nothing a client may read or write. The
-    message has no server path."""
+    message has no server path; ``field`` is ``path`` unless the caller names the
+    request field the path came from."""
+
+    def __init__(self, message: str = "", *, field: str | None = "path", **extra: Any) -> None:
+        super().__init__(message, field=field, **extra)
 
 
 def odd_name(rel: str) -> str | None:
-    """Why a file name found on disk cannot be a page, or None when it can.
+    """Why a file name found on disk cannot be a page as it is spelled, or None when it
+    can.
 
     ``rel`` is a name as ``os`` returns it for a ``str`` folder (bytes that are not
     UTF-8 are lone surrogates, ``surrogateescape``). Such a name cannot be stored in
-    the index or named in JSON, so it is not a page."""
+    the index or named in JSON: it is a page under its escaped name
+    (:func:`wiki_memory.wiki.oddnames.page_name`), never under this spelling."""
     try:
         rel.encode("utf-8")
     except UnicodeEncodeError:
         return "the file name is not valid UTF-8"
     return None
+
+
+def name_key(rel: str) -> str:
+    """``rel`` as a case-insensitive file system sees it: NFC, case folded. Two names
+    with one key are one file on macOS or Windows (a case-only rename keeps the key)."""
+    return unicodedata.normalize("NFC", rel).casefold()
 
 
 _reported: set[str] = set()
@@ -80,6 +97,27 @@ def report_odd_name(rel: str, reason: str | None = None) -> None:
         shown,
         reason,
     )
+
+
+def report_escaped_name(rel: str) -> None:
+    """Log, once per process and name, that the file ``rel`` (not valid UTF-8) is served
+    under its escaped name."""
+    shown = shown_name(rel)
+    with _reported_lock:
+        if ("escaped", shown) in _escaped_reported:
+            return
+        if len(_escaped_reported) > 10_000:
+            _escaped_reported.clear()
+        _escaped_reported.add(("escaped", shown))
+    log.warning(
+        "serving %s as %s: its name is not valid UTF-8 (rename it to a UTF-8 name to "
+        "give it a name every tool shows; `wiki-memory doctor` lists such files)",
+        shown,
+        escaped(rel),
+    )
+
+
+_escaped_reported: set[tuple[str, str]] = set()
 
 
 def clean_rel(path: str) -> str:
@@ -156,6 +194,10 @@ def resolve(wiki_dir: Path, path: str) -> Path:
 
 
 def _checked(root: Path, rel: str) -> Path:
+    """The file ``rel`` (a page name: an escaped one reaches its file,
+    :func:`~wiki_memory.wiki.oddnames.disk_rel`) under ``root``, checked to stay inside
+    it after following symlinks and outside ``.git``."""
+    rel = disk_rel(root, rel)
     try:
         full = (root / rel).resolve()
     except (RuntimeError, OSError):
@@ -204,7 +246,9 @@ def is_plain(root: Path, rel: str) -> bool:
     """True when no component of ``rel`` under ``root`` is a symbolic link and the last,
     if it exists, is a folder or a regular file with a single link: what the server may
     serve or commit (a link, or a file's second name, may lead to another user's page).
-    A path that does not exist (yet) is plain."""
+    A path that does not exist (yet) is plain. An escaped name
+    (:mod:`wiki_memory.wiki.oddnames`) is checked on the file it reaches."""
+    rel = disk_rel(root, rel)
     cur = str(root)
     parts = rel.split("/")
     for i, part in enumerate(parts):

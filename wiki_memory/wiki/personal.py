@@ -15,7 +15,7 @@ from typing import Any
 
 from wiki_memory.identity import fold, personal_owner
 
-__all__ = ["frontmatter_of", "is_people_folder", "page_owner"]
+__all__ = ["frontmatter_head", "frontmatter_of", "is_people_folder", "page_owner"]
 
 #: a line that may close a frontmatter block (``---`` or ``...``, trailing blanks)
 _CLOSE = re.compile(rb"\n(?:---|\.\.\.)[ \t\r]*(?=\n|$)")
@@ -38,6 +38,23 @@ def frontmatter_of(data: bytes | None, rel: str) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
+def frontmatter_head(data: bytes | None) -> bytes | None:
+    """The bytes that may hold ``data``'s frontmatter, with every U+FEFF removed (the
+    parser drops them everywhere, so ``vis<U+FEFF>ibility`` spells the key), or None when
+    the first line is not a fence (no frontmatter). The head ends at the first line that
+    may close the frontmatter (the parser's own close is never later), else it is the
+    whole file. A key the head does not spell, plainly or with a backslash escape, is not
+    in the frontmatter."""
+    if not data:
+        return None
+    nl = data.find(b"\n")
+    first = data[: nl if nl >= 0 else len(data)].replace(b"\xef\xbb\xbf", b"")
+    if not first.startswith(b"---"):
+        return None
+    end = _CLOSE.search(data)
+    return (data[: end.end()] if end else data).replace(b"\xef\xbb\xbf", b"")
+
+
 def page_owner(rel: str, data: bytes | None) -> str | None:
     """The folded user the file ``rel`` with bytes ``data`` belongs to alone, or None for
     a shared one (:func:`wiki_memory.identity.personal_owner` on the whole frontmatter).
@@ -45,13 +62,11 @@ def page_owner(rel: str, data: bytes | None) -> str | None:
     Bytes whose first line is not a fence (byte order marks removed, as the parser
     does) hold no frontmatter, and a frontmatter that holds neither ``visibility`` nor a
     backslash cannot spell the key in YAML (an escape needs the backslash): neither is
-    parsed. The frontmatter's end is the first line that may close it (the parser's
+    parsed (byte order marks are removed from it first, as the parser removes them
+    everywhere). The frontmatter's end is the first line that may close it (the parser's
     own close is never later), else the whole file."""
     meta: dict[str, Any] = {}
-    first = data.split(b"\n", 1)[0].replace(b"\xef\xbb\xbf", b"") if data else b""
-    if data and first.startswith(b"---"):
-        end = _CLOSE.search(data)
-        head = data[: end.end()] if end else data
-        if b"visibility" in head or b"\\" in head:
-            meta = frontmatter_of(data, rel)
+    head = frontmatter_head(data)
+    if head is not None and (b"visibility" in head or b"\\" in head):
+        meta = frontmatter_of(data, rel)
     return personal_owner(rel, meta)

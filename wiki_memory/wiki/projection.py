@@ -30,7 +30,7 @@ from dulwich.repo import Repo
 
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_metadata
-from wiki_memory.wiki.personal import is_people_folder, page_owner
+from wiki_memory.wiki.personal import frontmatter_head, is_people_folder, page_owner
 from wiki_memory.wiki.replicate import flat_tree, is_ancestor
 
 __all__ = ["Shared", "personal_files", "unpinned", "with_pin"]
@@ -39,12 +39,20 @@ __all__ = ["Shared", "personal_files", "unpinned", "with_pin"]
 def unpinned(data: bytes) -> bytes | None:
     """``data`` (a page's bytes) without its frontmatter ``pinned`` key, every other byte
     kept; None when the page has no such key. Raises FrontmatterError when the key is
-    there but the frontmatter cannot be edited."""
-    if b"pinned" not in data:
+    there but the frontmatter cannot be edited, or when the page still reads as holding
+    ``pinned`` once the key is removed (a YAML merge key ``<<:`` brings it in). The
+    bytes are parsed unless their frontmatter cannot spell the key
+    (:func:`~wiki_memory.wiki.personal.frontmatter_head`: no fence, or no ``pinned`` and
+    no backslash in it)."""
+    head = frontmatter_head(data)
+    if head is None or (b"pinned" not in head and b"\\" not in head):
         return None
     if "pinned" not in parse_metadata(data):
         return None
-    return set_keys(data, {}, remove=["pinned"])
+    out = set_keys(data, {}, remove=["pinned"])
+    if "pinned" in parse_metadata(out):
+        raise FrontmatterError("the frontmatter's pinned key cannot be removed")
+    return out
 
 
 def with_pin(data: bytes, value: Any) -> bytes:
@@ -273,6 +281,8 @@ class Shared:
                 message = message.replace(path, b"[personal page]")
         if b"people/" in message:
             message = re.sub(rb"people/[^\s,]+", b"[personal page]", message)
+        if b"Handoff P-" in message:  # a personal handoff's line (its title, before)
+            message = re.sub(rb"Handoff P-[0-9a-f]+[^\n]*", b"[personal page]", message)
         new.message = message
         self._add(new)
         return new.id

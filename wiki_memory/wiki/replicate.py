@@ -10,9 +10,9 @@ sync state. What leaves the machine is the shared projection of the local branch
   credentials come from git's usual places (SSH keys and agent through the ``ssh``
   program; for HTTPS, dulwich reads ``~/.git-credentials`` and the ``credential.helper =
   store`` file), never from the wiki.
-* **Merging** (:func:`merge_trees`) is per file: what one side changed wins; a file both
-  sides changed differently keeps the local bytes at its path and the remote's as a
-  conflict copy beside it (invariant 8: people's edits win, nothing is lost).
+* **Merging** is :func:`wiki_memory.wiki.pagemerge.merge_trees` (lines, frontmatter keys,
+  renames; only a true overlap keeps the remote's version as a conflict copy named by
+  :func:`conflict_name`); this module holds its result type, :class:`MergeResult`.
 * **Fetch and push** use dulwich's clients (``file``, ``ssh``, ``git``, ``http(s)``
   URLs). :func:`push` is always a compare-and-swap on the remote's branch ("force with
   lease"): it fails with :class:`LeaseFailed` when the branch is not what the caller last
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from dulwich.client import get_credentials_from_store, get_transport_and_path
+from dulwich.client import SSHGitClient, get_credentials_from_store, get_transport_and_path
 from dulwich.index import commit_tree
 from dulwich.objects import Commit, ObjectID, Tree
 from dulwich.protocol import ZERO_SHA
@@ -37,6 +37,7 @@ from dulwich.repo import Repo
 
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.wiki.border import Entry
+from wiki_memory.wiki.packsize import inflated_bytes
 
 __all__ = [
     "CONFLICT_RE",
@@ -44,15 +45,16 @@ __all__ = [
     "LeaseFailed",
     "MergeResult",
     "RemoteError",
+    "TreeTooLarge",
     "add_remote",
     "conflict_name",
     "fetch",
+    "fetch_prefixed",
     "flat_tree",
     "incoming_entries",
     "is_ancestor",
     "list_remotes",
     "merge_base",
-    "merge_trees",
     "push",
     "remote_head",
     "remove_remote",
@@ -62,6 +64,9 @@ __all__ = [
 SHARED_REF = Ref(b"refs/wiki-memory/shared")
 #: a conflict copy's name: ``<stem>.conflict-<remote>-<7 hex of its blob><suffix>``
 CONFLICT_RE = re.compile(r"\.conflict-[A-Za-z0-9._-]+-[0-9a-f]{7}(\.[^/]*)?$")
+#: the ssh command line for ssh remotes (set by :mod:`wiki_memory.wiki.netchild`: no
+#: prompt, a connect timeout); None: dulwich's default ``ssh``
+SSH_OPTIONS: str | None = None
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _PASSWORD_RE = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@:]*:[^/@]*@", re.IGNORECASE)
 
@@ -170,6 +175,8 @@ def _client(url: str) -> tuple[Any, str]:
         client, path = get_transport_and_path(url, username=found[0], password=found[1])
     else:
         client, path = get_transport_and_path(url)
+    if SSH_OPTIONS and isinstance(client, SSHGitClient):
+        client.ssh_command = SSH_OPTIONS
     return client, path
 
 
@@ -218,6 +225,30 @@ def fetch(
     return ObjectID(sha)
 
 
+def fetch_prefixed(
+    repo: Repo, name: str, prefix: bytes, max_bytes: int | None = None
+) -> dict[bytes, ObjectID]:
+    """Fetch the remote's refs under ``prefix`` (such as purge announcements) without
+    making local refs for them: ref -> commit id. RemoteError when unreachable."""
+    url = remote_url(repo, name)
+    found: dict[bytes, ObjectID] = {}
+
+    def wants(refs: Any, depth: int | None = None) -> list[ObjectID]:
+        for r, sha in refs.items():
+            if r.startswith(prefix) and sha not in (None, ZERO_SHA):
+                found[bytes(r)] = ObjectID(sha)
+        return sorted({s for s in found.values() if s not in repo.object_store})
+
+    try:
+        client, path = _client(url)
+        _bounded_fetch(client, path.encode(), repo, wants, max_bytes)
+    except FetchTooLarge:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every transport has its own errors
+        raise RemoteError(f"cannot fetch from {name}: {exc}") from None
+    return found
+
+
 def _bounded_fetch(client: Any, path: bytes, repo: Repo, wants: Any, max_bytes: int | None) -> Any:
     """dulwich's ``GitClient.fetch`` with the pack's bytes counted as they arrive: every
     transport (the local one too) goes through ``fetch_pack``, whose data is spooled to a
@@ -243,6 +274,14 @@ def _bounded_fetch(client: Any, path: bytes, repo: Repo, wants: Any, max_bytes: 
 
     try:
         result = client.fetch_pack(path, wants, repo.get_graph_walker(), pack_data)
+        if spool.tell() and max_bytes is not None:
+            spool.seek(0)
+            inflated = inflated_bytes(spool, max_bytes)
+            if inflated > max_bytes:
+                raise FetchTooLarge(
+                    f"the fetch's objects inflate past max_fetch_bytes ({max_bytes} bytes):"
+                    " aborted, nothing kept"
+                )
         if spool.tell():
             spool.seek(0)
             repo.object_store.add_thin_pack(spool.read, None)
@@ -252,12 +291,18 @@ def _bounded_fetch(client: Any, path: bytes, repo: Repo, wants: Any, max_bytes: 
 
 
 def push(
-    repo: Repo, name: str, sha: ObjectID, expected: ObjectID | None, branch: str = "main"
+    repo: Repo,
+    name: str,
+    sha: ObjectID,
+    expected: ObjectID | None,
+    branch: str = "main",
+    extra: dict[bytes, ObjectID] | None = None,
 ) -> None:
     """Set the remote's ``branch`` to ``sha`` only if it is at ``expected`` now (None: the
     branch must not exist): git's ``push --force-with-lease``. Sends the objects reachable
-    from ``sha`` that the remote lacks, and nothing else. Raises LeaseFailed when the
-    branch moved, RemoteError when the remote cannot be reached or refuses."""
+    from ``sha`` that the remote lacks, and nothing else. ``extra``: more refs set in the
+    same push (a purge announcement). Raises LeaseFailed when the branch moved,
+    RemoteError when the remote cannot be reached or refuses."""
     url = remote_url(repo, name)
     ref = f"refs/heads/{branch}".encode()
 
@@ -267,7 +312,9 @@ def push(
             cur = None
         if cur != expected:
             raise LeaseFailed(f"the remote's {branch} moved since it was fetched")
-        return {ref: sha}
+        out = {ref: sha}
+        out.update(extra or {})
+        return out
 
     def pack_data(have: Any, want: Any, *, ofs_delta: bool = False, progress: Any = None) -> Any:
         return repo.generate_pack_data(set(have), set(want), progress=progress, ofs_delta=ofs_delta)
@@ -342,13 +389,26 @@ def merge_base(repo: Repo, a: ObjectID, b: ObjectID) -> ObjectID | None:
     return max(best, key=lambda s: (repo[s].commit_time, s))  # type: ignore[attr-defined]
 
 
-def flat_tree(repo: Repo, tree_id: ObjectID | None) -> dict[bytes, tuple[int, ObjectID]]:
+#: the most entries (files and folders) a hub's tree may list: a tree can name one
+#: subtree many times, so 10 KiB of trees list a million paths and 13 KiB a hundred million
+MAX_TREE_ENTRIES = 1 << 20
+
+
+class TreeTooLarge(RemoteError):
+    """A hub's tree lists more than :data:`MAX_TREE_ENTRIES` entries: nothing of it is used."""
+
+
+def flat_tree(
+    repo: Repo, tree_id: ObjectID | None, limit: int | None = None
+) -> dict[bytes, tuple[int, ObjectID]]:
     """Every file of a tree: path -> (mode, blob id). An entry with a folder's mode whose
     object is missing or not a tree (a hub can write one) is listed as it is, with its
-    folder mode, rather than walked: the border refuses it."""
+    folder mode, rather than walked: the border refuses it. ``limit``: TreeTooLarge once
+    more than that many entries (files and folders, each path counted) were walked."""
     out: dict[bytes, tuple[int, ObjectID]] = {}
     if tree_id is None:
         return out
+    walked = 0
     todo: list[tuple[bytes, ObjectID]] = [(b"", tree_id)]
     while todo:
         prefix, tid = todo.pop()
@@ -360,6 +420,11 @@ def flat_tree(repo: Repo, tree_id: ObjectID | None) -> dict[bytes, tuple[int, Ob
             if prefix:
                 out[prefix[:-1]] = (stat.S_IFDIR, tid)
             continue
+        walked += len(tree)
+        if limit is not None and walked > limit:
+            raise TreeTooLarge(
+                f"the hub's tree lists more than {limit} files and folders: nothing of it used"
+            )
         for item in tree.iteritems():
             path = prefix + item.path
             if stat.S_ISDIR(item.mode):
@@ -449,38 +514,3 @@ class MergeResult:
 
     files: dict[bytes, tuple[int, ObjectID]]
     conflicts: dict[str, str] = field(default_factory=dict)
-
-
-def merge_trees(
-    base: dict[bytes, tuple[int, ObjectID]],
-    ours: dict[bytes, tuple[int, ObjectID]],
-    theirs: dict[bytes, tuple[int, ObjectID]],
-    remote: str,
-) -> MergeResult:
-    """Three-way merge of flat trees, per file. A file changed on one side only takes that
-    side; changed the same way on both, either; changed differently on both, ours stays
-    at the path and theirs goes to :func:`conflict_name` (a file one side deleted and the
-    other changed is kept, changed). No line-level merge: a page two people edited is kept
-    whole twice rather than stitched."""
-    out: dict[bytes, tuple[int, ObjectID]] = {}
-    conflicts: dict[str, str] = {}
-    for path in set(base) | set(ours) | set(theirs):
-        b, o, t = base.get(path), ours.get(path), theirs.get(path)
-        if o == t or t == b:
-            pick = o
-        elif o == b:
-            pick = t
-        elif o is None:
-            pick = t  # deleted here, changed there: the change is kept
-        elif t is None:
-            pick = o
-        else:
-            pick = o
-            copy = conflict_name(path, remote, t[1])
-            out[copy] = t
-            conflicts[path.decode("utf-8", "surrogateescape")] = copy.decode(
-                "utf-8", "surrogateescape"
-            )
-        if pick is not None:
-            out[path] = pick
-    return MergeResult(out, conflicts)

@@ -22,8 +22,8 @@ from wiki_memory.capture.spool import SessionInfo
 from wiki_memory.core.handoffs.model import (
     Claimant,
     Handoff,
-    _bullets,
-    _clip,
+    bullets,
+    clip,
     parse_handoff,
     session_link,
 )
@@ -311,17 +311,20 @@ def open_automatic(
 ) -> None:
     """Open an automatic handoff when the ended session shows signs of unfinished work
     (:func:`session_signals`) and left none itself (writer thread)."""
-    if not svc.config.auto or not info.project:
-        return  # off, or a session with no project: no project to hand the work to
+    if not svc.config.auto:
+        return
+    # a session with no project (a scratch folder, $HOME) hands off too: personal to its
+    # user, under people/<user>/handoffs/, with no project
+    personal = not info.project
     sig = session_signals(observations)
     if not sig.names:
         return
     who = Claimant(info.user, info.harness, info.session_id)
     now = svc.clock()
     older: list[Handoff] = []
-    for r in svc._indexed(info.project):
+    for r in svc._indexed(info.project or None):
         m = r.get("meta") or {}
-        if m.get("user") != info.user:
+        if m.get("user") != info.user or (personal and m.get("project")):
             continue
         if m.get("harness") == info.harness and m.get("session") == info.session_id:
             return  # the session left a handoff itself (or this hook already ran)
@@ -337,7 +340,7 @@ def open_automatic(
         project=info.project,
         title=title,
         to="any",
-        visibility="project",
+        visibility="personal" if personal else "project",
         expires=now + svc.config.expires_seconds,
         sections=sections,
         session_page=page,
@@ -400,15 +403,15 @@ def _auto_sections(
         f" {iso(now)} with signs of unfinished work: {reasons}.",
     ]
     if sig.last_prompt:
-        where.append("Last prompt:\n\n" + compiler.fence(_clip(sig.last_prompt, 1500)))
+        where.append("Last prompt:\n\n" + compiler.fence(clip(sig.last_prompt, 1500)))
     if sig.last_reply:
-        where.append("Last reply:\n\n" + compiler.fence(_clip(sig.last_reply, 2000)))
+        where.append("Last reply:\n\n" + compiler.fence(clip(sig.last_reply, 2000)))
     parts = []
     for name, cmd, err in sig.failures[-3:]:
         one = f"Tool **{name}** failed"
         if cmd:
-            one += ":\n\n" + compiler.fence(_clip(cmd, 1000), "sh")
-        one += "\n\nerror:\n\n" + compiler.fence(_clip(_error_tail(err), 2000))
+            one += ":\n\n" + compiler.fence(clip(cmd, 1000), "sh")
+        one += "\n\nerror:\n\n" + compiler.fence(clip(_error_tail(err), 2000))
         parts.append(one)
     if sig.resolved:
         fixed = ", ".join(f"`{(c or n).replace('`', '')[:80]}`" for n, c, _ in sig.resolved[-5:])
@@ -424,7 +427,7 @@ def _auto_sections(
     return {
         "where_we_left_off": "\n\n".join(where),
         "what_failed": failed,
-        "open_questions": _bullets(questions),
-        "next_steps": _bullets(steps),
-        "files": _bullets([f"`{f.replace('`', '')}`" for f in sig.files[:50]]),
+        "open_questions": bullets(questions),
+        "next_steps": bullets(steps),
+        "files": bullets([f"`{f.replace('`', '')}`" for f in sig.files[:50]]),
     }

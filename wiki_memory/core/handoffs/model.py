@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wiki_memory.capture.observation import parse_ts
-from wiki_memory.errors import Forbidden, StateConflict
+from wiki_memory.errors import BadRequest, Forbidden, StateConflict
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.compiler import escape_controls
 from wiki_memory.wiki.frontmatter import dump_page
@@ -76,8 +76,8 @@ SECTIONS = (
 )
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
-_NUM_ID_RE = re.compile(r"^H-(\d+)$")
-_TO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,79}$")
+NUM_ID_RE = re.compile(r"^H-(\d+)$")
+TO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,79}$")
 _MAX_TEXT = 20_000
 
 
@@ -314,7 +314,7 @@ def parse_handoff(raw: bytes, path: str) -> Handoff | None:
 # --------------------------------------------------------------------------- rendering
 
 
-def _bullets(value: Any) -> str:
+def bullets(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
@@ -352,56 +352,56 @@ def _heading(title: str) -> str:
     return " ".join(title.split()).lstrip("#").strip() or "Handoff"
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
     return compiler.clip_bytes(text, limit)
 
 
 # --------------------------------------------------------------------------- fields
 
 
-def _req_str(v: Any, name: str) -> str:
+def req_str(v: Any, name: str) -> str:
     if not isinstance(v, str) or not v.strip():
-        raise ValueError(f"{name} is required (a non-empty string)")
+        raise BadRequest(f"{name} is required (a non-empty string)", field=name)
     return v
 
 
-def _opt_text(v: Any, name: str) -> str:
+def opt_text(v: Any, name: str) -> str:
     if v is None:
         return ""
     if not isinstance(v, str):
-        raise ValueError(f"{name} must be a string")
+        raise BadRequest(f"{name} must be a string", field=name)
     if len(v) > _MAX_TEXT:
-        raise ValueError(f"{name} is longer than {_MAX_TEXT} characters")
+        raise BadRequest(f"{name} is longer than {_MAX_TEXT} characters", field=name)
     return v.strip()
 
 
-def _opt_list(v: Any, name: str) -> list[str] | None:
+def opt_list(v: Any, name: str) -> list[str] | None:
     if v is None:
         return None
     if isinstance(v, str):
         return [ln for ln in (x.strip() for x in v.splitlines()) if ln] or None
     if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        raise ValueError(f"{name} must be a string or a list of strings")
+        raise BadRequest(f"{name} must be a string or a list of strings", field=name)
     if sum(len(x) for x in v) > _MAX_TEXT:
-        raise ValueError(f"{name} is longer than {_MAX_TEXT} characters")
+        raise BadRequest(f"{name} is longer than {_MAX_TEXT} characters", field=name)
     return [x.strip().lstrip("-*").strip() for x in v if x.strip()]
 
 
-def _expiry(
+def expiry_of(
     expires: str | float | None, in_seconds: float | None, now: float, default: float
 ) -> float:
     if expires is not None and expires != "":
         ts = parse_ts(expires)
         if ts is None:
-            raise ValueError("expires must be an ISO-8601 time or epoch seconds")
+            raise BadRequest("expires must be an ISO-8601 time or epoch seconds", field="expires")
         if ts <= now:
-            raise ValueError("expires must be in the future")
+            raise BadRequest("expires must be in the future", field="expires")
         return ts
     if in_seconds is not None:
         if isinstance(in_seconds, bool) or not isinstance(in_seconds, int | float):
-            raise ValueError("expires_in_seconds must be a number")
+            raise BadRequest("expires_in_seconds must be a number", field="expires_in_seconds")
         if in_seconds <= 0:
-            raise ValueError("expires_in_seconds must be > 0")
+            raise BadRequest("expires_in_seconds must be > 0", field="expires_in_seconds")
         return now + float(in_seconds)
     return now + default
 

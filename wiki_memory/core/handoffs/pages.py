@@ -19,8 +19,8 @@ from typing import Any
 
 from wiki_memory.capture.observation import iso, session_key
 from wiki_memory.core.handoffs.model import (
-    _NUM_ID_RE,
     ID_RE,
+    NUM_ID_RE,
     Claimant,
     Handoff,
     HandoffConfig,
@@ -30,7 +30,7 @@ from wiki_memory.core.handoffs.model import (
 )
 from wiki_memory.core.handoffs.states import Leases
 from wiki_memory.core.writer import WriteResult
-from wiki_memory.errors import Conflict, NotFound
+from wiki_memory.errors import BadRequest, Conflict, NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 
@@ -61,7 +61,7 @@ class HandoffPages:
         """The wiki-relative path of handoff ``hid`` (file name ``<hid>.md`` under a
         ``handoffs/`` folder), or None. Raises ValueError for a malformed id."""
         if not isinstance(hid, str) or not ID_RE.match(hid):
-            raise ValueError(f"not a handoff id: {hid!r}")
+            raise BadRequest(f"not a handoff id: {hid!r}", field="id")
         cached = self._paths.get(hid)
         if cached and (self.wiki_dir / cached).is_file() and self.memory.scope.plain(cached):
             return cached
@@ -109,14 +109,16 @@ class HandoffPages:
         return h
 
     def _indexed(self, project: str | None) -> list[dict[str, Any]]:
-        """Handoff rows from the index (kind ``handoff``), newest first."""
+        """Handoff rows from the index (kind ``handoff``), newest first: of ``project``,
+        of every project (None), or of none (``""``: the personal handoffs a session with
+        no project left)."""
         rows: list[dict[str, Any]] = []
         offset = 0
         while True:
             batch = self.memory.index.list_pages(
-                project=project, kind="handoff", limit=1000, offset=offset
+                project=project or None, kind="handoff", limit=1000, offset=offset
             )
-            rows.extend(batch)
+            rows.extend(r for r in batch if project != "" or not r.get("project"))
             if len(batch) < 1000:
                 return rows
             offset += 1000
@@ -127,7 +129,7 @@ class HandoffPages:
         if self._next_num is None:
             top = 0
             for p in self._handoff_files():
-                m = _NUM_ID_RE.match(p.stem)
+                m = NUM_ID_RE.match(p.stem)
                 if m:
                     top = max(top, int(m.group(1)))
             self._next_num = top + 1
@@ -175,7 +177,7 @@ class HandoffPages:
             "title": title,
             "created": iso(now),
             "updated": iso(now),
-            "project": project,
+            "project": project or None,  # None: a session that had no project
             "status": "open",
             "user": who.user,
             "harness": who.harness,

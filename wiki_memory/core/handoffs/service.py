@@ -19,25 +19,25 @@ from wiki_memory.capture.sanitize import redact_obj
 from wiki_memory.capture.spool import SessionInfo
 from wiki_memory.core.handoffs.auto import open_automatic
 from wiki_memory.core.handoffs.model import (
-    _TO_RE,
     OFFER_CODE_PREFIX,
     STATES,
+    TO_RE,
     Claimant,
     Handoff,
     HandoffConflict,
     Lease,
-    _bullets,
-    _expiry,
-    _opt_list,
-    _opt_text,
-    _req_str,
+    bullets,
+    expiry_of,
     is_offer_code,
+    opt_list,
+    opt_text,
     parse_handoff,
+    req_str,
     session_link,
 )
 from wiki_memory.core.handoffs.pages import HandoffPages
 from wiki_memory.core.handoffs.states import (
-    _ExpiredNow,
+    ExpiredNow,
     decide_cancel,
     decide_claim,
     decide_complete,
@@ -46,7 +46,7 @@ from wiki_memory.core.handoffs.states import (
 )
 from wiki_memory.core.text import replace_section
 from wiki_memory.core.writer import WriteResult
-from wiki_memory.errors import Forbidden, NotFound
+from wiki_memory.errors import BadRequest, Forbidden, NotFound
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 
 log = logging.getLogger("wiki_memory.core.handoffs")
@@ -127,7 +127,7 @@ class HandoffService(HandoffPages):
         filters on the effective status (``offered`` and ``expired`` included).
         Raises ValueError for an unknown status."""
         if status is not None and status not in STATES:
-            raise ValueError(f"status must be one of {', '.join(STATES)}")
+            raise BadRequest(f"status must be one of {', '.join(STATES)}", field="status")
         now = self.clock()
         out: list[dict[str, Any]] = []
         stale: list[str] = []
@@ -187,17 +187,19 @@ class HandoffService(HandoffPages):
         epoch seconds in the future; else ``expires_in_seconds``; else the default
         (``expires_seconds``, 14 days). The page links the session page of
         (user, harness, session_id) when one exists. Raises ValueError for a bad field."""
-        proj = project_name(_req_str(project, "project"))
+        proj = project_name(req_str(project, "project"))
         if proj != project:
-            raise ValueError(f"project: {project!r} is not a valid project name (try {proj!r})")
-        title_s = " ".join(_req_str(title, "title").split())[:200]
+            raise BadRequest(
+                f"project: {project!r} is not a valid project name (try {proj!r})", field="project"
+            )
+        title_s = " ".join(req_str(title, "title").split())[:200]
         now = self.clock()
         vis = visibility or "project"
         if vis not in ("project", "personal"):
-            raise ValueError("visibility must be 'project' or 'personal'")
+            raise BadRequest("visibility must be 'project' or 'personal'", field="visibility")
         target = to or "any"
-        if not _TO_RE.match(target):
-            raise ValueError("to must be 'any', a harness name or a user name")
+        if not TO_RE.match(target):
+            raise BadRequest("to must be 'any', a harness name or a user name", field="to")
         # a project the caller may not read answers as one that does not exist; one it
         # may only read is a 403 naming the write grant it lacks. A personal handoff is
         # written in the caller's own folder: that folder decides (a reader writes none)
@@ -214,15 +216,15 @@ class HandoffService(HandoffPages):
         except Forbidden:
             self.memory.audited(user, "handoff.create", f"projects/{proj}", "denied")
             raise
-        exp = _expiry(expires, expires_in_seconds, now, self.config.expires_seconds)
+        exp = expiry_of(expires, expires_in_seconds, now, self.config.expires_seconds)
         who = Claimant(user, harness or "api", session_id or "")
         page = session_page or self._session_page_of(who)
         sections = {
-            "where_we_left_off": _opt_text(where_we_left_off, "where_we_left_off"),
-            "what_failed": _opt_text(what_failed, "what_failed"),
-            "open_questions": _bullets(_opt_list(open_questions, "open_questions")),
-            "next_steps": _bullets(_opt_list(next_steps, "next_steps")),
-            "files": _bullets([f"`{f.replace('`', '')}`" for f in _opt_list(files, "files") or []]),
+            "where_we_left_off": opt_text(where_we_left_off, "where_we_left_off"),
+            "what_failed": opt_text(what_failed, "what_failed"),
+            "open_questions": bullets(opt_list(open_questions, "open_questions")),
+            "next_steps": bullets(opt_list(next_steps, "next_steps")),
+            "files": bullets([f"`{f.replace('`', '')}`" for f in opt_list(files, "files") or []]),
         }
         sections = {k: redact_obj(v)[0] for k, v in sections.items()}
         title_s = redact_obj(title_s)[0]
@@ -282,7 +284,7 @@ class HandoffService(HandoffPages):
             now = self.clock()
             try:
                 updates = decide(h, now)
-            except _ExpiredNow as exc:
+            except ExpiredNow as exc:
                 # persist the expiry the caller just ran into, then refuse
                 expired_after["err"] = exc.conflict
                 updates = {"status": "expired", "updated": iso(now)}
@@ -376,7 +378,7 @@ class HandoffService(HandoffPages):
         is a no-op. 409 when it is open (``not_claimed``), held by another, cancelled or
         expired. Returns ``{handoff, repeat}``."""
         who = Claimant(user, harness or "api", session_id or "")
-        note_s = redact_obj(_opt_text(note, "note"))[0] if note else ""
+        note_s = redact_obj(opt_text(note, "note"))[0] if note else ""
 
         def decide(h: Handoff, now: float) -> dict[str, Any] | None:
             return decide_complete(h, now, who, self.leases)
@@ -420,7 +422,7 @@ class HandoffService(HandoffPages):
         wiki's owner may (403 otherwise). A repeat by the same user is a no-op. 409 when
         it is claimed (the claimant must release it first), done or expired.
         Returns ``{handoff, repeat}``."""
-        reason_s = redact_obj(_opt_text(reason, "reason"))[0] if reason else ""
+        reason_s = redact_obj(opt_text(reason, "reason"))[0] if reason else ""
 
         def decide(h: Handoff, now: float) -> dict[str, Any] | None:
             return decide_cancel(h, now, user, self.memory.owner, reason_s, self.leases)

@@ -36,7 +36,7 @@ from wiki_memory.core.handoffs.model import (
 SPENT_CODES = 10_000
 
 
-class _ExpiredNow(Exception):
+class ExpiredNow(Exception):
     """Internal: a transition found an open handoff past ``expires``."""
 
     def __init__(self, conflict: HandoffConflict) -> None:
@@ -157,7 +157,7 @@ def status_of(h: Handoff, now: float, leases: Leases) -> str:
 def refuse_final(h: Handoff, now: float, action: str) -> None:
     """Raise the 409 for done/cancelled/expired handoffs (and an unknown status).
 
-    An open handoff just found past ``expires`` raises :class:`_ExpiredNow`, so the
+    An open handoff just found past ``expires`` raises :class:`ExpiredNow`, so the
     transition stamps ``status: expired`` before it refuses."""
     st = h.stored_status
     m = h.meta
@@ -186,7 +186,7 @@ def refuse_final(h: Handoff, now: float, action: str) -> None:
             "expired",
         )
         if st != "expired":
-            raise _ExpiredNow(conflict)
+            raise ExpiredNow(conflict)
         raise conflict
     if st not in STATES:
         raise HandoffConflict(

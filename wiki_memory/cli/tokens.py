@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from wiki_memory.cli.common import CliError, _settings
+from wiki_memory.cli.common import CliError, cli_settings
 from wiki_memory.config import Settings
 
 
@@ -41,7 +41,7 @@ def cmd_token(args: argparse.Namespace) -> int:
     from wiki_memory.auth import TokenStore
     from wiki_memory.datadir import ensure_layout
 
-    settings = _settings(args)
+    settings = cli_settings(args)
     ensure_layout(settings)
     store = TokenStore(settings.auth_dir)
     action = args.action
@@ -54,7 +54,7 @@ def cmd_token(args: argparse.Namespace) -> int:
         if not args.user:
             raise CliError("token create needs --user NAME", 2)
         try:
-            tok = store.create(args.user, args.role, projects, read_only=args.read_only)
+            tok = store.create(args.user, args.role, projects, read_only=args.read_only, tz=args.tz)
         except ValueError as exc:
             raise CliError(str(exc), 2) from None
         rec = next(r for r in store.list() if r.user == args.user and r.token_id == _id_of(tok))
@@ -144,13 +144,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from wiki_memory.audit import AuditLog, dumps, escape, parse_since
     from wiki_memory.datadir import ServerLock
 
-    settings = _settings(args)
+    settings = cli_settings(args)
     remote = args.url or os.environ.get("WIKI_MEMORY_URL")
     if remote or ServerLock(settings.data_dir).is_held_elsewhere():
-        from wiki_memory.cli.common import _get
+        from wiki_memory.cli.common import get_json
 
         params = {k: v for k, v in (("user", args.user), ("since", args.since)) if v}
-        lines = _get(args, "/v1/audit", params)["lines"]
+        lines = get_json(args, "/v1/audit", params)["lines"]
     else:
         try:
             since = parse_since(args.since) if args.since else None
@@ -184,6 +184,11 @@ def register(sub: Any) -> None:
         "--project", action="append", help="project to grant (create: repeatable; grant: one)"
     )
     t.add_argument("--read-only", action="store_true", help="grant read only")
+    t.add_argument(
+        "--tz",
+        help="create: the user's time zone (IANA name or +HH:MM), whose days their "
+        "recalls mean when a call names none (default UTC)",
+    )
     t.set_defaults(fn=cmd_token)
 
     a = sub.add_parser("audit", help="show the audit log (owner and admins)")

@@ -25,6 +25,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from xml.sax.saxutils import escape as xml_escape
 
 __all__ = [
@@ -189,6 +190,29 @@ class ServiceState:
             "manager": self.manager,
             "ours": self.ours,
         }
+
+
+def describe(svc: dict[str, Any]) -> str:
+    """One line on the service for ``status`` and ``doctor``, about the data directory
+    they were asked about (``svc``: :meth:`ServiceState.as_dict` plus ``data_dir``, what
+    the unit serves, and ``for_this_data_dir``). A unit installed here that no reachable
+    manager runs is said to be so, with why, every time: a reboot stops memory."""
+    path = svc["path"]
+    if not svc["installed"]:
+        return f"{path}: not installed (`wiki-memory setup`)"
+    if not svc.get("for_this_data_dir", True):
+        return (
+            f"{path} serves another data directory ({svc.get('data_dir') or 'unreadable'}), "
+            "none serves this one (`wiki-memory setup` here installs one)"
+        )
+    why = None
+    if svc.get("manager") is None or svc.get("active") is None:
+        why = "the service manager is not reachable (no login session, a container?)"
+    elif not svc.get("active"):
+        why = "the unit is inactive"
+    if why is not None:
+        return f"not run by a service manager ({why}): a reboot stops memory ({path})"
+    return f"{path}: installed, " + ("enabled" if svc["enabled"] else "not enabled") + ", running"
 
 
 def _run(argv: list[str], timeout: float = 20) -> subprocess.CompletedProcess[str] | None:

@@ -1,0 +1,90 @@
+"""``wiki-memory edit OP PATH``: a precise edit of one page (docs/api.md "Precise edits"),
+the same core operation as ``POST /v1/edit`` and the MCP tool ``page_edit``.
+
+Through the running server when there is one (``--url``, ``WIKI_MEMORY_URL`` or the
+server holding the data directory), with the CLI's token; otherwise on the data
+directory itself, as the wiki's owner. ``--text -`` reads the text from standard input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from wiki_memory.cli.common import CliError, post_json
+from wiki_memory.cli.remove import local_memory, run_core, wants_remote
+
+__all__ = ["register"]
+
+
+def cmd_edit(args: argparse.Namespace) -> int:
+    """Run the edit and print its result (JSON with ``--json``)."""
+    from wiki_memory.core.edits import edit_page
+
+    text = args.text
+    if text == "-":
+        text = sys.stdin.read()
+    body: dict[str, Any] = {"op": args.op, "path": args.path}
+    for key, value in (
+        ("text", text),
+        ("section", args.section),
+        ("hash", args.hash),
+        ("new_path", args.to),
+        ("edit_id", args.edit_id),
+    ):
+        if value is not None:
+            body[key] = value
+    if args.op == "rename" and not args.to:
+        raise CliError("rename needs --to NEW_PATH", 2)
+    if wants_remote(args):
+        res = post_json(args, "/v1/edit", body)
+    else:
+        with local_memory(args) as memory:
+            res = run_core(
+                lambda: edit_page(
+                    memory,
+                    args.op,
+                    args.path,
+                    who=memory.owner,
+                    text=text,
+                    section=args.section,
+                    expected_hash=args.hash,
+                    new_path=args.to,
+                    edit_id=args.edit_id,
+                    face="cli",
+                )
+            )
+    if args.json:
+        print(json.dumps(res, ensure_ascii=False, indent=2))
+    elif res.get("repeated"):
+        print(f"already done (same edit id): {res['path']} (hash {res['hash']})")
+    elif args.op == "rename":
+        print(
+            f"renamed {res['from']} to {res['path']}; links rewritten in "
+            f"{len(res['rewritten'])} page(s), left in {res['kept']} page(s) you may not write"
+        )
+    else:
+        extra = f", section hash {res['section_hash']}" if "section_hash" in res else ""
+        print(f"edited {res['path']} (hash {res['hash']}{extra})")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``edit`` to the ``wiki-memory`` parser's subparsers."""
+    e = sub.add_parser(
+        "edit",
+        help="append to a page or section, add a checklist item, replace a section, "
+        "or rename a page",
+    )
+    e.add_argument("op", choices=["append", "item", "replace_section", "rename"])
+    e.add_argument("path", help="page path inside the wiki")
+    e.add_argument("--text", help="the text to add or the section's new body ('-': stdin)")
+    e.add_argument("--section", help="a heading of the page")
+    e.add_argument("--hash", help="the section's hash (replace_section)")
+    e.add_argument("--to", help="the new path (rename)")
+    e.add_argument("--edit-id", dest="edit_id", help="a retry with the same id edits once")
+    e.add_argument("--json", action="store_true", help="print the result as JSON")
+    e.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    e.set_defaults(fn=cmd_edit)

@@ -1,0 +1,103 @@
+"""``wiki-memory remember TEXT``: the CLI face of remember (docs/knowledge.md).
+
+Like ``forget`` it goes through the running server when there is one, else it opens the
+data directory itself as the wiki's owner and runs the same core operation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from wiki_memory.cli.common import CliError, post_json
+from wiki_memory.cli.remove import local_memory, run_core, wants_remote
+
+__all__ = ["register"]
+
+NO_PROJECT = "name the project: --project NAME (the working directory is in no repository)"
+
+
+def cmd_remember(args: argparse.Namespace) -> int:
+    """``remember TEXT [--project P] [--new-project] [--title] [--tag]… [--supersedes]…
+    [--if-new]``: without ``--project``, the working directory's project
+    (:func:`wiki_memory.cli.where.where`)."""
+    from wiki_memory.cli.where import where
+    from wiki_memory.core.remember import remember
+
+    text = sys.stdin.read() if args.text == "-" else args.text
+    body: dict[str, Any] = {"text": text, "harness": "cli", **where(args.project, args.new_project)}
+    if args.title:
+        body["title"] = args.title
+    if args.tag:
+        body["tags"] = args.tag
+    if args.supersedes:
+        body["supersedes"] = args.supersedes
+    if args.if_new:
+        body["if_new"] = True
+    if wants_remote(args):
+        res = post_json(args, "/v1/remember", body)
+    else:
+        with local_memory(args) as memory:
+
+            def run() -> dict[str, Any]:
+                with memory.project_start.writing(
+                    memory.owner,
+                    explicit=body.get("project"),
+                    op="page.write",
+                    cwd=body["cwd"],
+                    repo_id=body.get("repo_id"),
+                    create=args.new_project,
+                ) as project:
+                    if project is None:
+                        raise CliError(NO_PROJECT, 2)
+                    return dict(
+                        remember(
+                            memory,
+                            text,
+                            project=project,
+                            title=args.title,
+                            tags=args.tag,
+                            user=memory.owner,
+                            harness="cli",
+                            supersedes=args.supersedes,
+                            if_new=args.if_new,
+                        )
+                    )
+
+            res = run_core(run)
+    if args.json:
+        print(json.dumps(res, ensure_ascii=False))
+        return 0
+    if res.get("duplicate"):
+        print(f"already remembered: {res['path']} ({res.get('count')} times)")
+    elif res.get("written") is False:
+        print("not written (--if-new): similar notes exist")
+    else:
+        print(f"remembered: {res['path']}")
+    for key in ("supersedes", "similar", "may_supersede"):
+        for p in res.get(key) or []:
+            print(f"{key.replace('_', ' ')}: {p}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``remember`` to the ``wiki-memory`` parser's subparsers."""
+    r = sub.add_parser("remember", help="save a note in a project (duplicates are not re-written)")
+    r.add_argument("text", help="the note's text ('-': standard input)")
+    r.add_argument("--project", help="the project (default: the working directory's repository's)")
+    r.add_argument(
+        "--new-project",
+        action="store_true",
+        help="create the project --project names when it does not exist yet",
+    )
+    r.add_argument("--title", help="the note's title (default: its first line)")
+    r.add_argument("--tag", action="append", help="a tag (repeatable)")
+    r.add_argument(
+        "--supersedes", action="append", help="a page path or title this note corrects (repeatable)"
+    )
+    r.add_argument("--if-new", action="store_true", help="write nothing when a similar note exists")
+    r.add_argument("--json", action="store_true", help="print the answer as JSON")
+    r.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    r.set_defaults(fn=cmd_remember)
