@@ -50,6 +50,180 @@ class Untranslatable(Exception):
     pass
 
 
+#: the characters of a secret-like run (``leaks.RUN_CHARS``): letters, digits, ``_-.+/=~``
+RUN_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.+/=~")
+
+
+def _set_bytes(items: list[tuple[object, object]]) -> set[int] | None:
+    """The bytes an ``IN`` item matches, or None when it is not a plain set."""
+    from re import _constants as C  # type: ignore[attr-defined]
+
+    out: set[int] = set()
+    for op, a in items:
+        if op is C.LITERAL:
+            out.add(a)  # type: ignore[arg-type]
+        elif op is C.RANGE:
+            lo, hi = a  # type: ignore[misc]
+            out.update(range(lo, hi + 1))
+        elif op is C.CATEGORY and a is C.CATEGORY_DIGIT:
+            out.update(b"0123456789")
+        elif op is C.CATEGORY and a is C.CATEGORY_WORD:
+            out.update(RUN_CHARS - set(b"-.+/=~"))
+        else:
+            return None
+    return out
+
+
+def _in_run(chars: set[int], icase: bool) -> bool:
+    if not chars <= RUN_CHARS:
+        return False
+    return not icase or all(ord(chr(c).swapcase()) in RUN_CHARS for c in chars if c < 128)
+
+
+def _item(op: object, av: object, icase: bool) -> tuple[bool, int, int]:
+    """(matches only run characters, least width, least run it surely holds)."""
+    from re import _constants as C  # type: ignore[attr-defined]
+
+    if op is C.LITERAL:
+        ok = _in_run({av}, icase)  # type: ignore[arg-type]
+        return ok, 1, int(ok)
+    if op is C.IN:
+        chars = _set_bytes(av)  # type: ignore[arg-type]
+        ok = chars is not None and _in_run(chars, icase)
+        return ok, 1, int(ok)
+    if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+        lo, _hi, sub = av  # type: ignore[misc]
+        ok, w, g = _seq(list(sub), icase)
+        if ok:
+            return True, lo * w, lo * w
+        return False, 0, g if lo >= 1 else 0
+    if op is C.SUBPATTERN:
+        _gid, add, dele, sub = av  # type: ignore[misc]
+        ic = (icase or bool(add & re.I)) and not dele & re.I
+        return _seq(list(sub), ic)
+    if op is C.BRANCH:
+        res = [_seq(list(b), icase) for b in av[1]]  # type: ignore[index]
+        if all(r[0] for r in res):
+            w = min(r[1] for r in res)
+            return True, w, w
+        return False, 0, min(r[2] for r in res)
+    if op in (C.AT, C.ASSERT, C.ASSERT_NOT):
+        return True, 0, 0  # zero width
+    return False, 0, 0
+
+
+def _seq(items: list[tuple[object, object]], icase: bool) -> tuple[bool, int, int]:
+    all_run, run, best, width = True, 0, 0, 0
+    for op, av in items:
+        ok, w, g = _item(op, av, icase)
+        best = max(best, g)
+        if ok:
+            run += w
+            width += w
+        else:
+            all_run = False
+            best = max(best, run)
+            run = 0
+    return all_run, width, max(best, run)
+
+
+def _expand(op: object, av: object, icase: bool) -> set[str] | None:
+    """Every string a fixed-text item can match (lowercased), or None when it is not one
+    of few fixed strings."""
+    from re import _constants as C  # type: ignore[attr-defined]
+
+    if op is C.LITERAL:
+        return {chr(av).lower()}  # type: ignore[arg-type]
+    if op is C.IN:
+        chars = _set_bytes(av)  # type: ignore[arg-type]
+        if chars is None or len({chr(c).lower() for c in chars}) > 8:
+            return None
+        return {chr(c).lower() for c in chars}
+    if op in (C.AT, C.ASSERT, C.ASSERT_NOT):
+        return {""}
+    if op is C.SUBPATTERN:
+        return _expand_seq(list(av[3]))  # type: ignore[index]
+    if op is C.BRANCH:
+        out: set[str] = set()
+        for alt in av[1]:  # type: ignore[index]
+            sub = _expand_seq(list(alt))
+            if sub is None:
+                return None
+            out |= sub
+        return out if len(out) <= 256 else None
+    if op in (C.MAX_REPEAT, C.MIN_REPEAT) and av[0] == av[1] and av[0] <= 4:  # type: ignore[index]
+        sub = _expand_seq(list(av[2]))  # type: ignore[index]
+        if sub is None:
+            return None
+        res = {""}
+        for _ in range(av[0]):  # type: ignore[index]
+            res = {a + b for a in res for b in sub}
+        return res if len(res) <= 256 else None
+    return None
+
+
+def _expand_seq(items: list[tuple[object, object]]) -> set[str] | None:
+    res = {""}
+    for op, av in items:
+        sub = _expand(op, av, False)
+        if sub is None:
+            return None
+        res = {a + b for a in res for b in sub}
+        if len(res) > 256:
+            return None
+    return res
+
+
+def _holds_keyword(items: list[tuple[object, object]], kws: tuple[str, ...]) -> bool:
+    """True when every match of the sequence ``items`` holds one of ``kws``: a stretch of
+    fixed-text items every expansion of which holds a keyword, or an item that must match
+    (a group, every branch of an alternation, a repeat of at least one) that does."""
+    from re import _constants as C  # type: ignore[attr-defined]
+
+    def good(strings: set[str]) -> bool:
+        return bool(strings) and all(any(k in s for k in kws) for s in strings)
+
+    cur: set[str] | None = {""}
+    for op, av in items:
+        sub = _expand(op, av, False)
+        if sub is not None and cur is not None:
+            cur = {a + b for a in cur for b in sub}
+            if len(cur) > 256:
+                cur = None
+            elif good(cur):
+                return True
+            continue
+        cur = {""} if sub is None else sub
+        if op is C.SUBPATTERN and _holds_keyword(list(av[3]), kws):  # type: ignore[index]
+            return True
+        if op is C.BRANCH and all(_holds_keyword(list(b), kws) for b in av[1]):  # type: ignore[index]
+            return True
+        if (
+            op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT)
+            and av[0] >= 1  # type: ignore[index]
+            and _holds_keyword(list(av[2]), kws)  # type: ignore[index]
+        ):
+            return True
+    return cur is not None and good(cur)
+
+
+def keyword_in_match(py: str, keywords: tuple[str, ...]) -> bool:
+    """True when every match of the Python regex ``py`` holds one of ``keywords``
+    (lowercase; from the parsed pattern, False when it cannot tell)."""
+    from re import _parser  # type: ignore[attr-defined]
+
+    return bool(keywords) and _holds_keyword(list(_parser.parse(py, re.ASCII)), keywords)
+
+
+def run_length(py: str) -> int:
+    """The length of the longest run of :data:`RUN_CHARS` that every match of the Python
+    regex ``py`` holds (a lower bound, from the parsed pattern: 0 when unknown)."""
+    from re import _parser  # type: ignore[attr-defined]
+
+    tree = _parser.parse(py, re.ASCII)
+    return _seq(list(tree), bool(tree.state.flags & re.I))[2]
+
+
 def default_source() -> Path:
     shared = os.environ.get("WIKI_MEMORY_SHARED")
     if shared:
@@ -267,6 +441,21 @@ def build(source: Path) -> str:
     lines.append(f"GLOBAL_ALLOW_REGEXES = {glob_regexes!r}")
     lines.append("")
     lines.append(f"GLOBAL_STOPWORDS = {glob_stop!r}")
+    lines.append("")
+    lines.append("#: rule id -> the longest run of letters, digits and _-.+/=~ every match holds")
+    lines.append("RUN_LENGTH = {")
+    for rule in rules:
+        lines.append(f"    {rule[0]!r}: {run_length(str(rule[1]))},")
+    lines.append("}")
+    lines.append("")
+    lines.append(
+        "#: rules every match of which holds one of their keywords (from each parsed regex)"
+    )
+    lines.append("KEYWORD_IN_MATCH = (")
+    for rule in rules:
+        if keyword_in_match(str(rule[1]), rule[2]):  # type: ignore[arg-type]
+            lines.append(f"    {rule[0]!r},")
+    lines.append(")")
     lines.append("")
     lines.append("#: rules with a path condition: applied only to text whose file path matches")
     lines.append(f"PATH_ONLY = {tuple(path_only)!r}")

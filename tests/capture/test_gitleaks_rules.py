@@ -94,6 +94,36 @@ def test_each_rules_generated_samples_are_redacted(rule_id: str) -> None:
     check()
 
 
+#: text around a sample, longer than the window the run prefilter keeps before a run
+_PROSE = "Notes from the meeting, nothing secret in them: we moved the deploy to Friday. " * 4
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("rule_id", RULE_IDS)
+def test_the_run_prefilter_runs_every_rule_where_gitleaks_would(rule_id: str) -> None:
+    """``leaks.find`` looks for most rules' keywords only in and just before long runs of
+    secret characters; in a sample set in prose, it finds every span the rule flags when
+    its keywords are looked for in the whole text, as gitleaks does."""
+    rule = leaks.BY_ID[rule_id]
+    path = PATHS.get(rule_id)
+
+    @settings(
+        max_examples=8,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(strategy(rule))
+    def check(text: str) -> None:
+        wrapped = _PROSE + text + "\n" + _PROSE
+        want = flagged(rule, wrapped)
+        got = {(s, e) for s, e, _ in leaks.find(wrapped, wrapped.lower(), path)}
+        assert set(want) <= got, (text, want)
+
+    check()
+
+
 FPS: dict[str, list[str]] = {}
 
 

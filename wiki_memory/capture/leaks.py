@@ -239,18 +239,44 @@ class Rule:
 
 RULES: tuple[Rule, ...] = tuple(Rule(r) for r in _G.RULES)
 BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
+
+#: the characters of a secret-like run, and the least run a rule must hold to be looked
+#: for only near such runs (the generator's ``RUN_LENGTH``, from each parsed regex)
+RUN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.+/=~"
+RUN_MIN = 20
+_RUN_TABLE = bytes(84 if chr(i) in RUN_CHARS else 32 for i in range(256))  # T or space
+_RUN_NEEDLE = b"T" * RUN_MIN
+
+#: keyword -> its rules, for the rules checked over the whole text (gitleaks' way) and for
+#: the rules whose every match holds a run of RUN_MIN run characters (checked only in the
+#: windows around such runs)
 _KEYWORD_RULES: dict[str, list[Rule]] = {}
+_NEAR_RULES: dict[str, list[Rule]] = {}
+_IN_MATCH = frozenset(_G.KEYWORD_IN_MATCH)
 _ALWAYS: list[Rule] = []  # rules with no keyword (none in gitleaks' table today)
 for _r in RULES:
     if _r.path is not None:
         continue
     if not _r.keywords:
         _ALWAYS.append(_r)
+    # near: every match holds a run of RUN_MIN run characters and one of the rule's
+    # keywords (both read from its parsed regex by the generator), each keyword made of run
+    # characters only; any other rule's keywords are looked for in the whole text
+    near = (
+        _G.RUN_LENGTH.get(_r.id, 0) >= RUN_MIN
+        and _r.id in _IN_MATCH
+        and all(all(c in RUN_CHARS for c in k) for k in _r.keywords)
+    )
     for _k in _r.keywords:
-        _KEYWORD_RULES.setdefault(_k, []).append(_r)
+        (_NEAR_RULES if near else _KEYWORD_RULES).setdefault(_k, []).append(_r)
 del _r
 #: the keywords, each once (a rule may share one with others)
-KEYWORDS: tuple[str, ...] = tuple(sorted(_KEYWORD_RULES))
+KEYWORDS: tuple[str, ...] = tuple(sorted({*_KEYWORD_RULES, *_NEAR_RULES}))
+_WHOLE_KEYWORDS: tuple[str, ...] = tuple(sorted(_KEYWORD_RULES))
+_NEAR_KEYWORDS: tuple[str, ...] = tuple(sorted(_NEAR_RULES))
+#: how far before a run its rule's keyword may stand: a name-then-value rule's name ends
+#: at most 20 + 3 + 3 + 5 characters before its value (name tail, quotes, operator, quotes)
+_NEAR_BEFORE = max(map(len, _NEAR_KEYWORDS), default=0) + 32
 _PATH_RULES = tuple(r for r in RULES if r.path is not None)
 _GLOBAL_RX: list[re.Pattern[str]] = []
 
@@ -380,15 +406,58 @@ def _run(
             yield s, e, rule.kind
 
 
-def find(text: str, low: str, path: str | None = None) -> list[tuple[int, int, str]]:
+def _near_text(low: str, raw: bytes | None) -> str:
+    """The parts of ``low`` where a rule that needs a run of :data:`RUN_MIN` run
+    characters can have its keyword: each such run, from :data:`_NEAR_BEFORE` characters
+    before it (``\\n``-joined; empty when the text has no such run)."""
+    if raw is None:
+        raw = low.encode("ascii", "replace")
+    cls = raw.translate(_RUN_TABLE)
+    i = cls.find(_RUN_NEEDLE)
+    if i < 0:
+        return ""
+    parts = []
+    n = len(cls)
+    start = end = -1
+    while i >= 0:
+        e = cls.find(b" ", i + RUN_MIN)
+        if e < 0:
+            e = n
+        s = max(0, i - _NEAR_BEFORE)
+        if s > end:  # a new window; one that touches the last grows it (no cut keyword)
+            if end >= 0:
+                parts.append(low[start:end])
+            start = s
+        end = e
+        i = cls.find(_RUN_NEEDLE, e)
+    parts.append(low[start:end])
+    return "\n".join(parts)
+
+
+def find(
+    text: str, low: str, path: str | None = None, raw: bytes | None = None
+) -> list[tuple[int, int, str]]:
     """Every secret the rules find in ``text`` (``low`` is its lowercase, same length):
     ``(start, end, kind)``. ``path``: the file the text is from or for, if known (rules
-    with a path condition run only then)."""
+    with a path condition run only then). ``raw``: ``text`` encoded to ASCII with ``?``
+    for other characters, when the caller has it.
+
+    A rule runs when one of its keywords occurs, as in gitleaks; for a rule every match
+    of which holds a run of :data:`RUN_MIN` run characters (letters, digits, ``_-.+/=~``)
+    the keyword is looked for only in and just before such runs, where any match of it
+    would put it (see docs/sanitizer.md), so most text is scanned once, not per keyword."""
     rules: dict[str, Rule] = {}
-    for k in KEYWORDS:
+    for k in _WHOLE_KEYWORDS:
         if k in low:
             for r in _KEYWORD_RULES[k]:
                 rules[r.id] = r
+    if len(low) >= RUN_MIN:
+        near = _near_text(low, raw)
+        if near:
+            for k in _NEAR_KEYWORDS:
+                if k in near:
+                    for r in _NEAR_RULES[k]:
+                        rules[r.id] = r
     for r in _ALWAYS:
         rules[r.id] = r
     if path:

@@ -1824,7 +1824,7 @@ def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, i
         p = prio["generic-secret"]
         for s, e in _find_assignments(text, hits):
             add((s, e, p, "generic-secret"))
-    for s, e, kind in (_LEAKS or _gitleaks()).find(text, low, path):
+    for s, e, kind in (_LEAKS or _gitleaks()).find(text, low, path, raw):
         add((s, e, prio.get(kind, _GITLEAKS_PRIO), kind))
     for s, e, kind in _FORMATS.find(text, low):
         add((s, e, prio.get(kind, _GITLEAKS_PRIO), kind))
