@@ -151,6 +151,9 @@ def _expand(op: object, av: object, icase: bool) -> set[str] | None:
                 return None
             out |= sub
         return out if len(out) <= 256 else None
+    if op in (C.MAX_REPEAT, C.MIN_REPEAT) and av[0] == 0 and av[1] == 1:  # type: ignore[index]
+        sub = _expand_seq(list(av[2]))  # type: ignore[index]
+        return None if sub is None else {""} | sub
     if op in (C.MAX_REPEAT, C.MIN_REPEAT) and av[0] == av[1] and av[0] <= 4:  # type: ignore[index]
         sub = _expand_seq(list(av[2]))  # type: ignore[index]
         if sub is None:
@@ -168,6 +171,44 @@ def _expand_seq(items: list[tuple[object, object]]) -> set[str] | None:
         sub = _expand(op, av, False)
         if sub is None:
             return None
+        res = {a + b for a in res for b in sub}
+        if len(res) > 256:
+            return None
+    return res
+
+
+def _prefixes(op: object, av: object) -> set[str] | None:
+    """Fixed texts one of which every match of the item starts with (lowercased), or None."""
+    from re import _constants as C  # type: ignore[attr-defined]
+
+    full = _expand(op, av, False)
+    if full is not None:
+        return full
+    if op is C.SUBPATTERN:
+        return _seq_prefixes(list(av[3]))  # type: ignore[index]
+    if op is C.BRANCH:
+        out: set[str] = set()
+        for alt in av[1]:  # type: ignore[index]
+            sub = _seq_prefixes(list(alt))
+            if sub is None:
+                return None
+            out |= sub
+        return out if len(out) <= 256 else None
+    if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT) and av[0] >= 1:  # type: ignore[index]
+        return _seq_prefixes(list(av[2]))  # type: ignore[index]
+    return None
+
+
+def _seq_prefixes(items: list[tuple[object, object]]) -> set[str] | None:
+    res = {""}
+    for op, av in items:
+        sub = _expand(op, av, False)
+        if sub is None:
+            heads = _prefixes(op, av)
+            if heads is None:
+                return res
+            res = {a + b for a in res for b in heads}
+            return res if len(res) <= 256 else None
         res = {a + b for a in res for b in sub}
         if len(res) > 256:
             return None
@@ -193,6 +234,11 @@ def _holds_keyword(items: list[tuple[object, object]], kws: tuple[str, ...]) -> 
             elif good(cur):
                 return True
             continue
+        if sub is None and cur is not None:
+            # the fixed text so far, then each way the item can start
+            heads = _prefixes(op, av)
+            if heads is not None and good({a + b for a in cur for b in heads}):
+                return True
         cur = {""} if sub is None else sub
         if op is C.SUBPATTERN and _holds_keyword(list(av[3]), kws):  # type: ignore[index]
             return True
@@ -213,6 +259,15 @@ def keyword_in_match(py: str, keywords: tuple[str, ...]) -> bool:
     from re import _parser  # type: ignore[attr-defined]
 
     return bool(keywords) and _holds_keyword(list(_parser.parse(py, re.ASCII)), keywords)
+
+
+def max_width(py: str) -> int:
+    """The most characters a match of the Python regex ``py`` can span; 0 when unbounded
+    or over 4,096."""
+    from re import _parser  # type: ignore[attr-defined]
+
+    hi = int(_parser.parse(py, re.ASCII).getwidth()[1])
+    return hi if hi <= 4096 else 0
 
 
 def run_length(py: str) -> int:
@@ -448,6 +503,12 @@ def build(source: Path) -> str:
         lines.append(f"    {rule[0]!r}: {run_length(str(rule[1]))},")
     lines.append("}")
     lines.append("")
+    lines.append("#: rule id -> the most characters a match can span (0: unbounded or over 4,096)")
+    lines.append("MAX_WIDTH = {")
+    for rule in rules:
+        lines.append(f"    {rule[0]!r}: {max_width(str(rule[1]))},")
+    lines.append("}")
+    lines.append("")
     lines.append(
         "#: rules every match of which holds one of their keywords (from each parsed regex)"
     )
@@ -478,9 +539,25 @@ def main() -> int:
     if args.check:
         same = OUT.read_text(encoding="utf-8") == text
         print("up to date" if same else f"{OUT} is stale: regenerate it")
-        return 0 if same else 1
+        return (0 if same else 1) | _fallback(check=True)
     OUT.write_text(text, encoding="utf-8")
     print(f"wrote {OUT}")
+    return _fallback(check=False)
+
+
+def _fallback(check: bool) -> int:
+    """The hook's fallback prefixes, generated from the module just written (one command
+    regenerates both): see scripts/gen_hook_fallback.py."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import gen_hook_fallback
+
+    old = gen_hook_fallback.HOOKLIB.read_text(encoding="utf-8")
+    new = gen_hook_fallback.render(old)
+    if check:
+        print("up to date" if new == old else f"{gen_hook_fallback.HOOKLIB} is stale")
+        return 0 if new == old else 1
+    gen_hook_fallback.HOOKLIB.write_text(new, encoding="utf-8")
+    print(f"wrote {gen_hook_fallback.HOOKLIB}")
     return 0
 
 

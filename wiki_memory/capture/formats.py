@@ -24,54 +24,78 @@ Every regex here is bounded (no unbounded repeat that can backtrack over a long 
 from __future__ import annotations
 
 import re
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+
+class _Lazy:
+    """A regex compiled on its first use: the hook imports this module on its first
+    redaction, and compiling all of them up front cost more than the rest of that call."""
+
+    __slots__ = ("_args", "_rx")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._args = (pattern, flags)
+        self._rx: re.Pattern[str] | None = None
+
+    def get(self) -> re.Pattern[str]:
+        rx = self._rx
+        if rx is None:
+            rx = self._rx = re.compile(*self._args)
+        return rx
+
+    def search(self, text: str, pos: int = 0) -> re.Match[str] | None:
+        return self.get().search(text, pos)
+
+    def match(self, text: str, pos: int = 0) -> re.Match[str] | None:
+        return self.get().match(text, pos)
+
+    def finditer(
+        self, text: str, pos: int = 0, endpos: int = sys.maxsize
+    ) -> Iterator[re.Match[str]]:
+        return self.get().finditer(text, pos, endpos)
+
+
 _B64 = r"[A-Za-z0-9+/]{4,4096}={0,2}"
 
 # a manifest's data block: the line "data:" / "stringData:", then the lines indented deeper
-_K8S_KIND_RE = re.compile(r"""["']?kind["']?[ \t]*:[ \t]*["']?Secret\b""")
-_K8S_BLOCK_RE = re.compile(r"(?m)^(?P<ind>[ \t]{0,40})(?:string)?[Dd]ata[ \t]*:[ \t]*(?:#[^\n]*)?$")
-_K8S_ENTRY_RE = re.compile(
+_K8S_KIND_RE = _Lazy(r"""["']?kind["']?[ \t]*:[ \t]*["']?Secret\b""")
+_K8S_BLOCK_RE = _Lazy(r"(?m)^(?P<ind>[ \t]{0,40})(?:string)?[Dd]ata[ \t]*:[ \t]*(?:#[^\n]*)?$")
+_K8S_ENTRY_RE = _Lazy(
     r"(?m)^(?P<ind>[ \t]{1,80})[\"']?[\w.-]{1,253}[\"']?[ \t]*:[ \t]*"
     r"(?P<q>[\"']?)(?P<secret>[^\s\"'#][^\n\"']{0,8192}?)(?P=q)[ \t]*$"
 )
-_K8S_FLOW_RE = re.compile(
-    r"""["']?(?:string)?[Dd]ata["']?[ \t]*:[ \t]*\{(?P<body>[^{}]{0,65536})\}"""
-)
-_K8S_PAIR_RE = re.compile(
-    r"""["']?[\w.-]{1,253}["']?[ \t]*:[ \t]*["']?(?P<secret>[^\s"',}]{1,8192})"""
-)
+_K8S_FLOW_RE = _Lazy(r"""["']?(?:string)?[Dd]ata["']?[ \t]*:[ \t]*\{(?P<body>[^{}]{0,65536})\}""")
+_K8S_PAIR_RE = _Lazy(r"""["']?[\w.-]{1,253}["']?[ \t]*:[ \t]*["']?(?P<secret>[^\s"',}]{1,8192})""")
 
-_DOCKER_AUTH_RE = re.compile(
+_DOCKER_AUTH_RE = _Lazy(
     r"""["'](?:auth|identitytoken|registrytoken)["'][ \t]*:[ \t]*["'](?P<secret>[^"'\s]{8,8192})["']"""
 )
-_NETRC_RE = re.compile(
+_NETRC_RE = _Lazy(
     r"(?:^|(?<=\s))(?:password|account)[ \t]+(?P<q>[\"']?)(?P<secret>[^\s\"'`{}<>$]{6,1024})(?P=q)"
     r"(?![^\s\"'])"
 )
-_NPMRC_RE = re.compile(
+_NPMRC_RE = _Lazy(
     r"(?m)(?:^|[\s:])_(?:auth|authToken|password)[ \t]*=[ \t]*[\"']?(?P<secret>[^\s\"'$]{4,4096})"
 )
-_OPENSSL_RE = re.compile(
+_OPENSSL_RE = _Lazy(
     r"-pass(?:in|out|word)?[ \t]+[\"']?pass:(?P<secret>[^\s\"'`{}<>$]{4,1024})(?![^\s\"'])"
 )
-_NUGET_KEY_RE = re.compile(
+_NUGET_KEY_RE = _Lazy(
     r"(?i)(?:^|[ \t])(?:-k|--api-key|-apikey)[ \t]+[\"']?(?P<secret>(?!-)[^\s\"']{8,1024})"
 )
-_B64_PIPE_RE = re.compile(
+_B64_PIPE_RE = _Lazy(
     r"(?:echo|printf)[ \t]+(?:-[neE]{1,2}[ \t]+)?(?:'%s'[ \t]+)?[\"']?(?P<secret>"
     + _B64
     + r")[\"']?"
     r"[ \t]*\|[ \t]*base64[ \t]+(?:-d|-D|--decode)\b"
 )
-_B64_HERE_RE = re.compile(
-    r"base64[ \t]+(?:-d|-D|--decode)[ \t]*<<<[ \t]*[\"']?(?P<secret>" + _B64 + ")"
-)
-_MAILGUN_RE = re.compile(r"(?<![\w-])key-[0-9a-f]{32}(?![\w-])")
-_DISCORD_BOT_RE = re.compile(
+_B64_HERE_RE = _Lazy(r"base64[ \t]+(?:-d|-D|--decode)[ \t]*<<<[ \t]*[\"']?(?P<secret>" + _B64 + ")")
+_MAILGUN_RE = _Lazy(r"(?<![\w-])key-[0-9a-f]{32}(?![\w-])")
+_DISCORD_BOT_RE = _Lazy(
     r"(?<![\w.-])[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}(?![\w.-])"
 )
 

@@ -365,18 +365,43 @@ def _windows(low: str, keywords: tuple[str, ...], text: str) -> list[tuple[int, 
     return res
 
 
+def _run_windows(runs: list[tuple[int, int]], width: int, n: int) -> list[tuple[int, int, int]]:
+    """Where a rule whose every match holds one of ``runs`` and spans at most ``width``
+    characters can match: ``(first start, last start, end)`` per merged window."""
+    out: list[tuple[int, int, int]] = []
+    for s, e in runs:
+        ws = max(0, s - width)
+        if out and ws <= out[-1][1]:
+            out[-1] = (out[-1][0], e, min(n, e + width + 2))
+        else:
+            out.append((ws, e, min(n, e + width + 2)))
+    return out
+
+
 def _run(
-    rule: Rule, text: str, low: str, path: str | None = None
+    rule: Rule,
+    text: str,
+    low: str,
+    path: str | None = None,
+    runs: list[tuple[int, int]] | None = None,
 ) -> Iterator[tuple[int, int, str]]:
+    """The rule's findings ``(start, end, kind)``. ``runs``: the text's runs of
+    :data:`RUN_MIN` run characters, for a rule every match of which holds one and spans at
+    most ``MAX_WIDTH`` characters: it is run only around them (a match starts at most that
+    far before a run and ends at most that far after it)."""
     rx = rule.rx
+    n = len(text)
+    spans: list[tuple[int, int, int]]
     if rule.windowed:
-        spans = _windows(low, rule.keywords, text)
+        spans = [(ws, we, we) for ws, we in _windows(low, rule.keywords, text)]
+    elif runs is not None:
+        spans = _run_windows(runs, _G.MAX_WIDTH[rule.id], n)
     else:
-        spans = [(0, len(text))]
+        spans = [(0, n, n)]
     last = -1
-    for ws, we in spans:
-        for m in rx.finditer(text, ws, we):
-            if m.start() < last:
+    for ws, we, end in spans:
+        for m in rx.finditer(text, ws, end):
+            if m.start() < last or m.start() > we:
                 continue
             g = rule.group
             if g and g <= (rx.groups or 0):
@@ -406,23 +431,25 @@ def _run(
             yield s, e, rule.kind
 
 
-def _near_text(low: str, raw: bytes | None) -> str:
+def _near_text(low: str, raw: bytes | None) -> tuple[str, list[tuple[int, int]]]:
     """The parts of ``low`` where a rule that needs a run of :data:`RUN_MIN` run
     characters can have its keyword: each such run, from :data:`_NEAR_BEFORE` characters
-    before it (``\\n``-joined; empty when the text has no such run)."""
+    before it (``\\n``-joined; empty when the text has no such run), and the runs."""
     if raw is None:
         raw = low.encode("ascii", "replace")
     cls = raw.translate(_RUN_TABLE)
     i = cls.find(_RUN_NEEDLE)
     if i < 0:
-        return ""
+        return "", []
     parts = []
+    runs = []
     n = len(cls)
     start = end = -1
     while i >= 0:
         e = cls.find(b" ", i + RUN_MIN)
         if e < 0:
             e = n
+        runs.append((i, e))
         s = max(0, i - _NEAR_BEFORE)
         if s > end:  # a new window; one that touches the last grows it (no cut keyword)
             if end >= 0:
@@ -431,7 +458,7 @@ def _near_text(low: str, raw: bytes | None) -> str:
         end = e
         i = cls.find(_RUN_NEEDLE, e)
     parts.append(low[start:end])
-    return "\n".join(parts)
+    return "\n".join(parts), runs
 
 
 def find(
@@ -451,13 +478,16 @@ def find(
         if k in low:
             for r in _KEYWORD_RULES[k]:
                 rules[r.id] = r
+    near_rules: dict[str, Rule] = {}
+    runs: list[tuple[int, int]] = []
     if len(low) >= RUN_MIN:
-        near = _near_text(low, raw)
+        near, runs = _near_text(low, raw)
         if near:
             for k in _NEAR_KEYWORDS:
                 if k in near:
                     for r in _NEAR_RULES[k]:
-                        rules[r.id] = r
+                        if r.id not in rules:
+                            near_rules[r.id] = r
     for r in _ALWAYS:
         rules[r.id] = r
     if path:
@@ -467,4 +497,8 @@ def find(
     out: list[tuple[int, int, str]] = []
     for r in rules.values():
         out.extend(_run(r, text, low, path))
+    for r in near_rules.values():
+        if r.id in rules:
+            continue
+        out.extend(_run(r, text, low, path, runs if _G.MAX_WIDTH[r.id] else None))
     return out
