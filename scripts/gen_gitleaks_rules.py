@@ -185,21 +185,23 @@ def _prefixes(op: object, av: object) -> set[str] | None:
     if full is not None:
         return full
     if op is C.SUBPATTERN:
-        return _seq_prefixes(list(av[3]))  # type: ignore[index]
+        return fixed_prefixes(list(av[3]))  # type: ignore[index]
     if op is C.BRANCH:
         out: set[str] = set()
         for alt in av[1]:  # type: ignore[index]
-            sub = _seq_prefixes(list(alt))
+            sub = fixed_prefixes(list(alt))
             if sub is None:
                 return None
             out |= sub
         return out if len(out) <= 256 else None
     if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT) and av[0] >= 1:  # type: ignore[index]
-        return _seq_prefixes(list(av[2]))  # type: ignore[index]
+        return fixed_prefixes(list(av[2]))  # type: ignore[index]
     return None
 
 
-def _seq_prefixes(items: list[tuple[object, object]]) -> set[str] | None:
+def fixed_prefixes(items: list[tuple[object, object]]) -> set[str] | None:
+    """Fixed texts (lowercased) one of which every match of the parsed sequence ``items``
+    starts with ({""} when none is known), or None when there would be over 256."""
     res = {""}
     for op, av in items:
         sub = _expand(op, av, False)
@@ -428,6 +430,21 @@ def _allow(a: dict[str, object]) -> tuple[object, ...]:
     )
 
 
+def _packed(items: list[str], width: int = 96) -> list[str]:
+    """``items`` joined by spaces into indented lines of at most ``width`` characters."""
+    out: list[str] = []
+    line = ""
+    for item in items:
+        if line and len(line) + 1 + len(item) > width:
+            out.append("    " + line)
+            line = item
+        else:
+            line = f"{line} {item}" if line else item
+    if line:
+        out.append("    " + line)
+    return out
+
+
 def build(source: Path) -> str:
     conf = tomllib.loads((source / "gitleaks.toml").read_text(encoding="utf-8"))
     licence = (source / "LICENSE").read_text(encoding="utf-8").strip()
@@ -499,23 +516,27 @@ def build(source: Path) -> str:
     lines.append("")
     lines.append("#: rule id -> the longest run of letters, digits and _-.+/=~ every match holds")
     lines.append("RUN_LENGTH = {")
-    for rule in rules:
-        lines.append(f"    {rule[0]!r}: {run_length(str(rule[1]))},")
+    lines.extend(_packed([f"{rule[0]!r}: {run_length(str(rule[1]))}," for rule in rules]))
     lines.append("}")
     lines.append("")
     lines.append("#: rule id -> the most characters a match can span (0: unbounded or over 4,096)")
     lines.append("MAX_WIDTH = {")
-    for rule in rules:
-        lines.append(f"    {rule[0]!r}: {max_width(str(rule[1]))},")
+    lines.extend(_packed([f"{rule[0]!r}: {max_width(str(rule[1]))}," for rule in rules]))
     lines.append("}")
     lines.append("")
     lines.append(
         "#: rules every match of which holds one of their keywords (from each parsed regex)"
     )
     lines.append("KEYWORD_IN_MATCH = (")
-    for rule in rules:
-        if keyword_in_match(str(rule[1]), rule[2]):  # type: ignore[arg-type]
-            lines.append(f"    {rule[0]!r},")
+    lines.extend(
+        _packed(
+            [
+                f"{rule[0]!r},"
+                for rule in rules
+                if keyword_in_match(str(rule[1]), rule[2])  # type: ignore[arg-type]
+            ]
+        )
+    )
     lines.append(")")
     lines.append("")
     lines.append("#: rules with a path condition: applied only to text whose file path matches")

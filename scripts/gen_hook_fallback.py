@@ -54,7 +54,7 @@ def build() -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, str], ..
     prefixes) the fallback does not take."""
     sys.path.insert(0, str(REPO))
     sys.path.insert(0, str(REPO / "scripts"))
-    from gen_gitleaks_rules import _seq_prefixes
+    from gen_gitleaks_rules import fixed_prefixes
 
     from wiki_memory.capture import gitleaks_rules as G
     from wiki_memory.capture import sanitize
@@ -84,7 +84,7 @@ def build() -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, str], ..
                 )
             )
             continue
-        heads = _seq_prefixes(list(_parser.parse(source, re.ASCII)))
+        heads = fixed_prefixes(list(_parser.parse(source, re.ASCII)))
         heads = {h for h in heads or () if h}
         if not heads:
             left.append((rid, "no fixed prefix (a name beside the value, or an infix)"))

@@ -21,7 +21,7 @@ from wiki_memory.harness.outbox import load_hooklib
 
 sys.path.insert(0, str(REPO / "scripts"))
 import gen_hook_fallback  # noqa: E402
-from gen_gitleaks_rules import _seq_prefixes  # noqa: E402
+from gen_gitleaks_rules import fixed_prefixes  # noqa: E402
 
 HOOKS = load_hooklib()
 LEFT_OUT: dict[str, list[str]] = {}
@@ -54,7 +54,7 @@ def test_every_rule_is_in_the_fallback_or_left_out_with_a_reason() -> None:
     anycase = {p.lower() for p in (*HOOKS._FALLBACK_PREFIXES, *HOOKS._FALLBACK_PREFIXES_ANYCASE)}
     missing = []
     for rid, source, *_ in gitleaks_rules.RULES:
-        heads = {h for h in _seq_prefixes(list(_parser.parse(source, re.ASCII))) or () if h}
+        heads = {h for h in fixed_prefixes(list(_parser.parse(source, re.ASCII))) or () if h}
         if rid in LEFT_OUT or (heads and all(h.startswith(tuple(anycase)) for h in heads)):
             continue
         missing.append(rid)
