@@ -225,13 +225,47 @@ def measure(
     return rows
 
 
+def per_rule() -> int:
+    """Each gitleaks rule alone on its adversarial inputs (tests/capture/test_gitleaks_rules):
+    CPU seconds at 16 KiB and 1 MiB of the worst input, and their ratio (linear: 64)."""
+    sys.path.insert(0, str(REPO / "tests" / "capture"))
+    from test_gitleaks_rules import LARGE, SMALL, _time, adversarial
+
+    from wiki_memory.capture import leaks
+
+    rows = []
+    for rule in leaks.RULES:
+        worst = (0.0, 0.0, 0.0, "")
+        for unit in adversarial(rule):
+            small = (unit * (SMALL // len(unit) + 1))[:SMALL]
+            large = (unit * (LARGE // len(unit) + 1))[:LARGE]
+            t_small, t_large = _time(rule, small), _time(rule, large)
+            if t_large > worst[1]:
+                worst = (t_small, t_large, t_large / max(t_small, 1e-4), unit)
+        rows.append((rule.id, *worst))
+    print(f"{'rule':<48} {'16 KiB':>9} {'1 MiB':>9} {'ratio':>7}  worst input unit")
+    for rid, ts, tl, ratio, unit in sorted(rows, key=lambda r: -r[2]):
+        print(f"{rid:<48} {ts * 1000:>7.1f}ms {tl * 1000:>7.1f}ms {ratio:>7.0f}  {unit[:24]!r}")
+    top = max(rows, key=lambda r: r[2])
+    print(f"\nworst rule: {top[0]} ({top[2]:.2f} s per MiB, ratio {top[3]:.0f})")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=float, default=3.0)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--against", metavar="REV", help="also measure the sanitizer at git REV")
+    ap.add_argument(
+        "--per-rule",
+        action="store_true",
+        help="instead: every generated gitleaks rule's worst adversarial input at 16 KiB"
+        " and 1 MiB (the serial test's inputs), the table and the worst rule",
+    )
     args = ap.parse_args()
+    if args.per_rule:
+        return per_rule()
     parts = mix(args.mb)
     targets: list[tuple[str, Path]] = []
     tmp = tempfile.TemporaryDirectory(prefix="wm-bench-sanitize-")

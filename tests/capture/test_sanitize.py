@@ -674,7 +674,7 @@ def test_look_alikes_are_kept(text: str) -> None:
 
 def _fp_sources() -> list[tuple[str, str]]:
     """(where, text) for every vault note, every LoCoMo turn and the project's own
-    source, hooks, tests (but this file) and docs."""
+    source, hooks, tests (but this file), docs and benchmarks."""
     out: list[tuple[str, str]] = []
     vaults = shared_path("data", "vaults")
     for f in sorted(vaults.rglob("*.md")):
@@ -692,9 +692,14 @@ def _fp_sources() -> list[tuple[str, str]]:
         *REPO.glob("hooks/*.py"),
         *REPO.glob("tests/**/*.py"),
         *REPO.glob("docs/**/*.md"),
+        *REPO.glob("bench/**/*.py"),
     ]
     for f in sorted(set(own)):
         if f.name == "test_sanitize.py" or not f.is_file():
+            continue
+        if f.name == "gitleaks_rules.py":
+            # generated data: gitleaks' allowlist names known public example keys by value
+            # (Google's documented AIza... keys, a Bedrock example), which we redact anyway
             continue
         text = f.read_text(encoding="utf-8", errors="replace")
         if f.name == "sanitizer.md":
@@ -739,12 +744,26 @@ ALLOWED: dict[tuple[str, str], str] = {
 }
 
 
+#: (file, kind) whose every hit is a planted fake: tests that assemble a fake RSA key from
+#: lines in code; gitleaks' private-key rule (64 or more characters of anything between a
+#: BEGIN and an END line) takes the code between them too, as it should in captured text
+ALLOWED_KINDS: dict[tuple[str, str], str] = {
+    ("tests/harness/test_hooks.py", "private-key"): f"a fake RSA key built in code: {_PLANTED}",
+    ("tests/server/test_e2e.py", "private-key"): f"a fake RSA key built in code: {_PLANTED}",
+    ("bench/sanitize_linear.py", "private-key"): "the linear-time bench's adversarial inputs:"
+    " BEGIN and END lines as strings in code, which gitleaks' private-key rule takes with the"
+    " 64 or more characters between them",
+}
+
+
 def test_no_false_positives_in_vaults_locomo_and_own_source() -> None:
     found = []
     for where, text in _fp_sources():
         for r in redact_text(text)[1]:
             found.append((where, r.kind, text[r.start : r.end]))
-    unexpected = [f for f in found if (f[0], f[2]) not in ALLOWED]
+    unexpected = [
+        f for f in found if (f[0], f[2]) not in ALLOWED and (f[0], f[1]) not in ALLOWED_KINDS
+    ]
     for where, kind, matched in found:
         print(f"redacted in {where}: {kind}: {matched[:120]!r}")
     assert not unexpected, (

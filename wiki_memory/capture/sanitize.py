@@ -1716,7 +1716,22 @@ for _i, _d in enumerate(DETECTORS):
 del _i, _d
 
 
-def _builtin_spans(text: str) -> list[tuple[int, int, int, str]]:
+_LEAKS: Any = None  # wiki_memory.capture.leaks, imported on first use (hook start-up)
+_FORMATS: Any = None  # wiki_memory.capture.formats, likewise
+_GITLEAKS_PRIO = len(DETECTORS)  # after every rule of ours: on overlap our name wins
+
+
+def _gitleaks() -> Any:
+    """Import the generated rules and our structured-format rules (first call only)."""
+    global _LEAKS, _FORMATS
+    if _LEAKS is None:
+        from wiki_memory.capture import formats, leaks
+
+        _LEAKS, _FORMATS = leaks, formats
+    return _LEAKS
+
+
+def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, int, str]]:
     """Every built-in finding ``(start, end, priority, kind)``: one C scan for provider
     tokens, then only the context detectors whose cue occurs in the text."""
     global _ASCII, _LOWERED, _TOKEN_MAP
@@ -1809,6 +1824,10 @@ def _builtin_spans(text: str) -> list[tuple[int, int, int, str]]:
         p = prio["generic-secret"]
         for s, e in _find_assignments(text, hits):
             add((s, e, p, "generic-secret"))
+    for s, e, kind in (_LEAKS or _gitleaks()).find(text, low, path, raw):
+        add((s, e, prio.get(kind, _GITLEAKS_PRIO), kind))
+    for s, e, kind in _FORMATS.find(text, low):
+        add((s, e, prio.get(kind, _GITLEAKS_PRIO), kind))
     return found
 
 
@@ -1850,7 +1869,7 @@ _CLEAN_SIZE = 4096
 
 
 def redact_text(
-    text: str, extra_patterns: Sequence[tuple[str, str]] = ()
+    text: str, extra_patterns: Sequence[tuple[str, str]] = (), path: str | None = None
 ) -> tuple[str, list[Redaction]]:
     """Replace every secret in ``text`` by ``[REDACTED:<kind>]``.
 
@@ -1859,6 +1878,8 @@ def redact_text(
     ``extra_patterns``: ``(kind, regex)`` pairs from settings; the regex's named
     group ``secret``, or else its whole match, is replaced by
     ``[REDACTED:<kind>]``. Built-in detectors win where spans overlap.
+    ``path``: the file the text is from or for, when known: gitleaks' rules with a path
+    condition (Kubernetes ``*.yaml``, ``nuget.config``, ...) run only then.
 
     Returns ``(redacted_text, redactions)``: ``redactions`` is sorted by
     ``start``, one :class:`Redaction` per placeholder, with offsets into the
@@ -1874,12 +1895,12 @@ def redact_text(
         raise TypeError(f"redact_text needs a str, not {type(text).__name__}")
     if len(text) < 8 and not extra_patterns:
         return text, []  # no name, separator and 8-character value fit
-    short = len(text) <= _CLEAN_MAX_LEN and not extra_patterns
+    short = len(text) <= _CLEAN_MAX_LEN and not extra_patterns and not path
     if short and text in _CLEAN:
         return text, []
-    found = _builtin_spans(text)
+    found = _builtin_spans(text, path)
     if extra_patterns:
-        base = len(DETECTORS)
+        base = len(DETECTORS) + 1
         for n, det in enumerate(_extra_detectors(_normalize_extra(extra_patterns))):
             for s, e in det.spans(text):
                 found.append((s, e, base + n, det.kind))

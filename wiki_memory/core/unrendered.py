@@ -28,13 +28,13 @@ if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
 
 
-
 def written_page(state: dict[str, Any]) -> str | None:
     """The page a session's spool ``state`` says was written, else None: a path named
     only by a write that never completed (the pending state written before it) is no
     page."""
     path = state.get("path")
     return str(path) if path and state.get("compiled_count") is not None else None
+
 
 def _entry(info: SessionInfo) -> dict[str, Any] | None:
     """What session ``info`` holds that is on no page, or None when nothing is."""

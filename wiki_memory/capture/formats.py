@@ -1,0 +1,196 @@
+"""Our own rules for secrets gitleaks has no rule for, or ties to a file path or a nearby
+keyword that captured text lacks (standard library only; ``sanitize`` imports it on first
+use, with the generated rules).
+
+Each rule starts from a cue searched in the lowercased text and is a small parser where
+a regex would be fragile:
+
+- ``kubernetes-secret-yaml``: every value under ``data:`` / ``stringData:`` of a
+  ``kind: Secret`` manifest (YAML, block or flow, and JSON);
+- ``docker-config-auth``: the ``auth`` and ``identitytoken`` values of a Docker
+  ``config.json`` (``"auths": {...}``);
+- ``netrc-password``: ``password`` (and ``account``) tokens of ``.netrc`` lines
+  (``machine HOST login USER password SECRET``);
+- ``npmrc-auth``: ``_auth=`` and ``_authToken=`` lines of ``.npmrc``;
+- ``cli-password``: ``openssl ... -pass/-passin/-passout pass:SECRET`` and a NuGet API key
+  given as ``-k``/``--api-key``/``-ApiKey`` on a ``nuget`` command line;
+- ``base64-credential``: a base64 value piped to, or fed as a here-string to, ``base64 -d``;
+- ``mailgun-private-api-token``: Mailgun's ``key-`` + 32 hex digits, wherever it stands;
+- ``discord-bot-token``: Discord bot tokens (base64 user id, timestamp, HMAC).
+
+Every regex here is bounded (no unbounded repeat that can backtrack over a long run).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+
+class _Lazy:
+    """A regex compiled on its first use: the hook imports this module on its first
+    redaction, and compiling all of them up front cost more than the rest of that call."""
+
+    __slots__ = ("_args", "_rx")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._args = (pattern, flags)
+        self._rx: re.Pattern[str] | None = None
+
+    def get(self) -> re.Pattern[str]:
+        rx = self._rx
+        if rx is None:
+            rx = self._rx = re.compile(*self._args)
+        return rx
+
+    def search(self, text: str, pos: int = 0) -> re.Match[str] | None:
+        return self.get().search(text, pos)
+
+    def match(self, text: str, pos: int = 0) -> re.Match[str] | None:
+        return self.get().match(text, pos)
+
+    def finditer(
+        self, text: str, pos: int = 0, endpos: int = sys.maxsize
+    ) -> Iterator[re.Match[str]]:
+        return self.get().finditer(text, pos, endpos)
+
+
+_B64 = r"[A-Za-z0-9+/]{4,4096}={0,2}"
+
+# a manifest's data block: the line "data:" / "stringData:", then the lines indented deeper
+_K8S_KIND_RE = _Lazy(r"""["']?kind["']?[ \t]*:[ \t]*["']?Secret\b""")
+_K8S_BLOCK_RE = _Lazy(r"(?m)^(?P<ind>[ \t]{0,40})(?:string)?[Dd]ata[ \t]*:[ \t]*(?:#[^\n]*)?$")
+_K8S_ENTRY_RE = _Lazy(
+    r"(?m)^(?P<ind>[ \t]{1,80})[\"']?[\w.-]{1,253}[\"']?[ \t]*:[ \t]*"
+    r"(?P<q>[\"']?)(?P<secret>[^\s\"'#][^\n\"']{0,8192}?)(?P=q)[ \t]*$"
+)
+_K8S_FLOW_RE = _Lazy(r"""["']?(?:string)?[Dd]ata["']?[ \t]*:[ \t]*\{(?P<body>[^{}]{0,65536})\}""")
+_K8S_PAIR_RE = _Lazy(r"""["']?[\w.-]{1,253}["']?[ \t]*:[ \t]*["']?(?P<secret>[^\s"',}]{1,8192})""")
+
+_DOCKER_AUTH_RE = _Lazy(
+    r"""["'](?:auth|identitytoken|registrytoken)["'][ \t]*:[ \t]*["'](?P<secret>[^"'\s]{8,8192})["']"""
+)
+_NETRC_RE = _Lazy(
+    r"(?:^|(?<=\s))(?:password|account)[ \t]+(?P<q>[\"']?)(?P<secret>[^\s\"'`{}<>$]{6,1024})(?P=q)"
+    r"(?![^\s\"'])"
+)
+_NPMRC_RE = _Lazy(
+    r"(?m)(?:^|[\s:])_(?:auth|authToken|password)[ \t]*=[ \t]*[\"']?(?P<secret>[^\s\"'$]{4,4096})"
+)
+_OPENSSL_RE = _Lazy(
+    r"-pass(?:in|out|word)?[ \t]+[\"']?pass:(?P<secret>[^\s\"'`{}<>$]{4,1024})(?![^\s\"'])"
+)
+_NUGET_KEY_RE = _Lazy(
+    r"(?i)(?:^|[ \t])(?:-k|--api-key|-apikey)[ \t]+[\"']?(?P<secret>(?!-)[^\s\"']{8,1024})"
+)
+_B64_PIPE_RE = _Lazy(
+    r"(?:echo|printf)[ \t]+(?:-[neE]{1,2}[ \t]+)?(?:'%s'[ \t]+)?[\"']?(?P<secret>"
+    + _B64
+    + r")[\"']?"
+    r"[ \t]*\|[ \t]*base64[ \t]+(?:-d|-D|--decode)\b"
+)
+_B64_HERE_RE = _Lazy(r"base64[ \t]+(?:-d|-D|--decode)[ \t]*<<<[ \t]*[\"']?(?P<secret>" + _B64 + ")")
+_MAILGUN_RE = _Lazy(r"(?<![\w-])key-[0-9a-f]{32}(?![\w-])")
+_DISCORD_BOT_RE = _Lazy(
+    r"(?<![\w.-])[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}(?![\w.-])"
+)
+
+
+def _kubernetes(text: str) -> Iterator[tuple[int, int]]:
+    if _K8S_KIND_RE.search(text) is None:
+        return
+    for b in _K8S_BLOCK_RE.finditer(text):
+        ind = len(b.group("ind"))
+        pos = b.end() + 1
+        while pos < len(text):
+            m = _K8S_ENTRY_RE.match(text, pos)
+            if m is None or len(m.group("ind")) <= ind:
+                break
+            yield m.span("secret")
+            pos = m.end() + 1
+    for f in _K8S_FLOW_RE.finditer(text):
+        body_start = f.start("body")
+        for m in _K8S_PAIR_RE.finditer(f.group("body")):
+            s, e = m.span("secret")
+            yield body_start + s, body_start + e
+
+
+def _stand_in(v: str) -> bool:
+    """A documentation stand-in (``SECRET``, ``PASSWORD``, ``P``): capitals only."""
+    return v.isupper() and v.isalpha()
+
+
+def _mixed_value(v: str) -> bool:
+    return any(c.isdigit() for c in v) and any(c.isalpha() for c in v)
+
+
+def find(text: str, low: str) -> list[tuple[int, int, str]]:
+    """Every secret these rules find: ``(start, end, kind)``."""
+    out: list[tuple[int, int, str]] = []
+    if "secret" in low and "data" in low and "kind" in low:
+        out.extend((s, e, "kubernetes-secret-yaml") for s, e in _kubernetes(text))
+    if "auths" in low or "identitytoken" in low:
+        for m in _DOCKER_AUTH_RE.finditer(text):
+            out.append((*m.span("secret"), "docker-config-auth"))
+    if "machine" in low and ("login" in low or "password" in low):
+        for m in _NETRC_RE.finditer(text):
+            ls = text.rfind("\n", 0, m.start()) + 1
+            line_low = low[ls : m.start()]
+            # a .netrc line (or a continuation of one): its machine, or its login, precede
+            if _stand_in(m.group("secret")):
+                continue
+            if "machine" in line_low or "login" in line_low or "default" in line_low:
+                out.append((*m.span("secret"), "netrc-password"))
+    if "_auth" in low or "_password" in low:
+        for m in _NPMRC_RE.finditer(text):
+            out.append((*m.span("secret"), "npmrc-auth"))
+    if "pass:" in low:
+        for m in _OPENSSL_RE.finditer(text):
+            if not _stand_in(m.group("secret")):
+                out.append((*m.span("secret"), "cli-password"))
+    if "nuget" in low:
+        for m in _NUGET_KEY_RE.finditer(text):
+            ls = text.rfind("\n", 0, m.start()) + 1
+            if "nuget" in low[ls : m.start()]:
+                out.append((*m.span("secret"), "cli-password"))
+    if "base64" in low:
+        for rx in (_B64_PIPE_RE, _B64_HERE_RE):
+            for m in rx.finditer(text):
+                out.append((*m.span("secret"), "base64-credential"))
+    if "key-" in low:
+        for m in _MAILGUN_RE.finditer(text):
+            if _mixed_value(m.group(0)[4:]):
+                out.append((*m.span(), "mailgun-private-api-token"))
+    if len(text) >= _DISCORD_MIN and text.count(".") >= 2:
+        out.extend(_discord(text))
+    return out
+
+
+#: a Discord bot token is one run of at least 59 characters of ``[A-Za-z0-9_.-]``
+_DISCORD_MIN = 59
+_DISCORD_TABLE = bytes(
+    84 if chr(i).isascii() and (chr(i).isalnum() or chr(i) in "_.-") else 32 for i in range(256)
+)
+_DISCORD_NEEDLE = b"T" * _DISCORD_MIN
+
+
+def _discord(text: str) -> list[tuple[int, int, str]]:
+    """Discord bot tokens, looked for only in runs long enough to hold one (a regex that
+    starts at every M, N and O of the text costs more than the rest of this module)."""
+    cls = text.encode("ascii", "replace").translate(_DISCORD_TABLE)
+    out: list[tuple[int, int, str]] = []
+    i = cls.find(_DISCORD_NEEDLE)
+    while i >= 0:
+        e = cls.find(b" ", i)
+        if e < 0:
+            e = len(cls)
+        for m in _DISCORD_BOT_RE.finditer(text, i, min(len(text), e + 1)):  # sees the end
+            v = m.group(0)
+            if _mixed_value(v) and any(c.isupper() for c in v[4:]) and any(c.islower() for c in v):
+                out.append((*m.span(), "discord-bot-token"))
+        i = cls.find(_DISCORD_NEEDLE, e)
+    return out

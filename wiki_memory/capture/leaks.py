@@ -1,0 +1,504 @@
+"""gitleaks' provider rules, run the way gitleaks runs them (standard library only).
+
+The table is generated (``gitleaks_rules.py``, from gitleaks' default ``gitleaks.toml``
+by ``scripts/gen_gitleaks_rules.py``); this module runs it: a rule runs only when one of
+its keywords occurs in the lowercased text (gitleaks' prefilter), its regex is compiled on
+first use, its secret (the rule's secret group, else the first non-empty group, else the
+match) must reach the rule's Shannon entropy, and the rule's and gitleaks' global
+allowlists keep what they allow. A rule whose regex opens with gitleaks' name-then-value
+shape (``[\\w.-]{0,50}?(?:name)...``) is run only in a window around each keyword it
+has, so its cost follows the keyword's occurrences, not the text's length.
+
+``sanitize`` imports this module on first use (not at its own import, for the hook's
+start-up). Kinds: a rule whose secret we named before keeps that name (:data:`KINDS`,
+so existing ``[REDACTED:...]`` placeholders keep their meaning); others take the rule id.
+"""
+
+from __future__ import annotations
+
+import re
+from math import log2
+
+from wiki_memory.capture import gitleaks_rules as _G
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+#: gitleaks rule id -> the kind this sanitizer already used for the same secret
+KINDS: dict[str, str] = dict(
+    # pairs, not a dict display: a "...-secret-key": "..." line reads as an assignment
+    (
+        ("1password-secret-key", "1password-token"),
+        ("1password-service-account-token", "1password-token"),
+        ("adobe-client-secret", "adobe-client-secret"),
+        ("age-secret-key", "age-secret-key"),
+        ("airtable-personnal-access-token", "airtable-token"),
+        ("alibaba-access-key-id", "alibaba-access-key"),
+        ("anthropic-admin-api-key", "anthropic-key"),
+        ("anthropic-api-key", "anthropic-key"),
+        ("artifactory-api-key", "jfrog-token"),
+        ("artifactory-reference-token", "jfrog-token"),
+        ("atlassian-api-token", "atlassian-token"),
+        ("authress-service-client-access-key", "authress-key"),
+        ("aws-access-token", "aws-access-key"),
+        ("aws-amazon-bedrock-api-key-long-lived", "aws-bedrock-key"),
+        ("aws-amazon-bedrock-api-key-short-lived", "aws-bedrock-key"),
+        ("azure-ad-client-secret", "azure-ad-client-secret"),
+        ("clickhouse-cloud-api-secret-key", "clickhouse-key"),
+        ("clojars-api-token", "clojars-token"),
+        ("cloudflare-origin-ca-key", "cloudflare-origin-ca-key"),
+        ("contentful-delivery-api-token", "contentful-token"),
+        ("curl-auth-header", "auth-header"),
+        ("curl-auth-user", "auth-header"),
+        ("databricks-api-token", "databricks-token"),
+        ("defined-networking-api-token", "definednetworking-token"),
+        ("digitalocean-access-token", "digitalocean-token"),
+        ("digitalocean-pat", "digitalocean-token"),
+        ("digitalocean-refresh-token", "digitalocean-token"),
+        ("doppler-api-token", "doppler-token"),
+        ("dropbox-long-lived-api-token", "dropbox-token"),
+        ("dropbox-short-lived-api-token", "dropbox-token"),
+        ("duffel-api-token", "duffel-token"),
+        ("dynatrace-api-token", "dynatrace-token"),
+        ("easypost-api-token", "easypost-key"),
+        ("easypost-test-api-token", "easypost-key"),
+        ("facebook-page-access-token", "facebook-token"),
+        ("flutterwave-encryption-key", "flutterwave-key"),
+        ("flutterwave-secret-key", "flutterwave-key"),
+        ("flyio-access-token", "flyio-token"),
+        ("frameio-api-token", "frameio-token"),
+        ("gcp-api-key", "google-api-key"),
+        ("github-app-token", "github-token"),
+        ("github-fine-grained-pat", "github-token"),
+        ("github-oauth", "github-token"),
+        ("github-pat", "github-token"),
+        ("github-refresh-token", "github-token"),
+        ("gitlab-cicd-job-token", "gitlab-token"),
+        ("gitlab-deploy-token", "gitlab-token"),
+        ("gitlab-feature-flag-client-token", "gitlab-token"),
+        ("gitlab-feed-token", "gitlab-token"),
+        ("gitlab-incoming-mail-token", "gitlab-token"),
+        ("gitlab-kubernetes-agent-token", "gitlab-token"),
+        ("gitlab-oauth-app-secret", "gitlab-token"),
+        ("gitlab-pat", "gitlab-token"),
+        ("gitlab-pat-routable", "gitlab-token"),
+        ("gitlab-ptt", "gitlab-token"),
+        ("gitlab-rrt", "gitlab-token"),
+        ("gitlab-runner-authentication-token", "gitlab-token"),
+        ("gitlab-runner-authentication-token-routable", "gitlab-token"),
+        ("gitlab-scim-token", "gitlab-token"),
+        ("grafana-api-key", "grafana-token"),
+        ("grafana-cloud-api-token", "grafana-token"),
+        ("grafana-service-account-token", "grafana-token"),
+        ("harness-api-key", "harness-token"),
+        ("hashicorp-tf-api-token", "terraform-token"),
+        ("heroku-api-key-v2", "heroku-key"),
+        ("huggingface-access-token", "huggingface-token"),
+        ("huggingface-organization-api-token", "huggingface-token"),
+        ("infracost-api-token", "infracost-token"),
+        ("intra42-client-secret", "intra42-secret"),
+        ("jfrog-api-key", "jfrog-token"),
+        ("jfrog-identity-token", "jfrog-token"),
+        ("jwt", "jwt"),
+        ("linear-api-key", "linear-key"),
+        ("mailchimp-api-key", "mailchimp-key"),
+        ("mapbox-api-token", "mapbox-token"),
+        ("maxmind-license-key", "maxmind-key"),
+        ("microsoft-teams-webhook", "teams-webhook"),
+        ("new-relic-user-api-key", "newrelic-key"),
+        ("notion-api-token", "notion-token"),
+        ("npm-access-token", "npm-token"),
+        ("octopus-deploy-api-key", "octopus-key"),
+        ("openai-api-key", "openai-key"),
+        ("openshift-user-token", "openshift-token"),
+        ("perplexity-api-key", "perplexity-key"),
+        ("planetscale-api-token", "planetscale-token"),
+        ("planetscale-oauth-token", "planetscale-token"),
+        ("planetscale-password", "planetscale-token"),
+        ("postman-api-token", "postman-key"),
+        ("prefect-api-token", "prefect-token"),
+        ("private-key", "private-key"),
+        ("pulumi-api-token", "pulumi-token"),
+        ("pypi-upload-token", "pypi-token"),
+        ("readme-api-token", "readme-key"),
+        ("rubygems-api-token", "rubygems-key"),
+        ("scalingo-api-token", "scalingo-token"),
+        ("sendgrid-api-token", "sendgrid-key"),
+        ("sendinblue-api-token", "brevo-key"),
+        ("sentry-org-token", "sentry-token"),
+        ("sentry-user-token", "sentry-token"),
+        ("settlemint-application-access-token", "settlemint-token"),
+        ("settlemint-personal-access-token", "settlemint-token"),
+        ("settlemint-service-access-token", "settlemint-token"),
+        ("shippo-api-token", "shippo-token"),
+        ("shopify-access-token", "shopify-token"),
+        ("shopify-custom-access-token", "shopify-token"),
+        ("shopify-private-app-access-token", "shopify-token"),
+        ("shopify-shared-secret", "shopify-token"),
+        ("slack-app-token", "slack-token"),
+        ("slack-bot-token", "slack-token"),
+        ("slack-config-access-token", "slack-token"),
+        ("slack-config-refresh-token", "slack-token"),
+        ("slack-legacy-bot-token", "slack-token"),
+        ("slack-legacy-token", "slack-token"),
+        ("slack-legacy-workspace-token", "slack-token"),
+        ("slack-user-token", "slack-token"),
+        ("slack-webhook-url", "slack-webhook"),
+        ("sourcegraph-access-token", "sourcegraph-token"),
+        ("square-access-token", "square-token"),
+        ("stripe-access-token", "stripe-key"),
+        ("telegram-bot-api-token", "telegram-bot-token"),
+        ("twilio-api-key", "twilio-key"),
+        ("twitter-bearer-token", "twitter-bearer-token"),
+        ("typeform-api-token", "typeform-token"),
+        ("vault-batch-token", "vault-token"),
+        ("vault-service-token", "vault-token"),
+        ("yandex-api-key", "yandex-key"),
+    )
+)
+
+#: how far around a keyword a name-then-value rule looks: its name part reaches 50
+#: characters before the keyword, its value at most a few hundred after
+_BEFORE = 64
+_AFTER = 512
+_SEMI_GENERIC = r"[\w.-]{0,50}?"
+#: the name-then-value shape's leading context (once or twice): what it matches before the
+#: provider's name changes no secret found, and at every position it costs up to 50 (or
+#: 2,500) steps, so it is dropped and the regex starts at the name
+_LEAD_RE = re.compile(r"^(\(\?i\))?((?:\[\\w\.-\]\{0,50\}\?|\(\?i:)+)")
+_SPACE_RE = re.compile(r"\s")
+
+
+def _fast_source(source: str) -> str:
+    """``source`` without its leading ``[\\w.-]{0,50}?`` runs (the scoped ``(?i:`` groups
+    among them kept)."""
+    m = _LEAD_RE.match(source)
+    if m is None:
+        return source
+    lead = m.group(2)
+    kept = "(?i:" * lead.count("(?i:")
+    return (m.group(1) or "") + kept + source[m.end() :]
+
+
+#: rules whose secret is ``user:password``: only the password is redacted (as in
+#: ``url-password`` and curl's ``-u`` in our own rules, whose kind they share)
+_USER_KEPT = frozenset({"curl-auth-user"})
+
+
+class Rule:
+    """One generated rule, its regex compiled on first use."""
+
+    __slots__ = (
+        "id",
+        "kind",
+        "source",
+        "keywords",
+        "entropy",
+        "group",
+        "allows",
+        "path",
+        "windowed",
+        "fast",
+        "_rx",
+    )
+
+    def __init__(self, row: tuple) -> None:  # type: ignore[type-arg]
+        rid, source, keywords, entropy, group, allows, path = row
+        self.id: str = rid
+        self.kind: str = KINDS.get(rid, rid)
+        self.source: str = source
+        self.keywords: tuple[str, ...] = keywords
+        self.entropy: float = entropy
+        self.group: int = group
+        self.allows: tuple = allows  # type: ignore[type-arg]
+        self.path: str | None = path
+        self.windowed = _SEMI_GENERIC in source[:40]
+        self._rx: re.Pattern[str] | None = None
+        self.fast = _fast_source(source) if self.windowed else source
+
+    @property
+    def rx(self) -> re.Pattern[str]:
+        rx = self._rx
+        if rx is None:
+            rx = self._rx = re.compile(self.fast, re.ASCII)
+        return rx
+
+    def __repr__(self) -> str:
+        return f"Rule({self.id!r})"
+
+    def spans(self, text: str, low: str | None = None) -> Iterator[tuple[int, int]]:
+        """This rule alone over ``text``: the spans of its secrets (keywords checked)."""
+        if low is None:
+            low = text.lower()
+        if self.keywords and not any(k in low for k in self.keywords):
+            return
+        for s, e, _ in _run(self, text, low):
+            yield s, e
+
+
+RULES: tuple[Rule, ...] = tuple(Rule(r) for r in _G.RULES)
+BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
+
+#: the characters of a secret-like run, and the least run a rule must hold to be looked
+#: for only near such runs (the generator's ``RUN_LENGTH``, from each parsed regex)
+RUN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.+/=~"
+RUN_MIN = 20
+_RUN_TABLE = bytes(84 if chr(i) in RUN_CHARS else 32 for i in range(256))  # T or space
+_RUN_NEEDLE = b"T" * RUN_MIN
+
+#: keyword -> its rules, for the rules checked over the whole text (gitleaks' way) and for
+#: the rules whose every match holds a run of RUN_MIN run characters (checked only in the
+#: windows around such runs)
+_KEYWORD_RULES: dict[str, list[Rule]] = {}
+_NEAR_RULES: dict[str, list[Rule]] = {}
+_IN_MATCH = frozenset(_G.KEYWORD_IN_MATCH)
+_ALWAYS: list[Rule] = []  # rules with no keyword (none in gitleaks' table today)
+for _r in RULES:
+    if _r.path is not None:
+        continue
+    if not _r.keywords:
+        _ALWAYS.append(_r)
+    # near: every match holds a run of RUN_MIN run characters and one of the rule's
+    # keywords (both read from its parsed regex by the generator), each keyword made of run
+    # characters only; any other rule's keywords are looked for in the whole text
+    near = (
+        _G.RUN_LENGTH.get(_r.id, 0) >= RUN_MIN
+        and _r.id in _IN_MATCH
+        and all(all(c in RUN_CHARS for c in k) for k in _r.keywords)
+    )
+    for _k in _r.keywords:
+        (_NEAR_RULES if near else _KEYWORD_RULES).setdefault(_k, []).append(_r)
+del _r
+#: the keywords, each once (a rule may share one with others)
+KEYWORDS: tuple[str, ...] = tuple(sorted({*_KEYWORD_RULES, *_NEAR_RULES}))
+_WHOLE_KEYWORDS: tuple[str, ...] = tuple(sorted(_KEYWORD_RULES))
+_NEAR_KEYWORDS: tuple[str, ...] = tuple(sorted(_NEAR_RULES))
+#: how far before a run its rule's keyword may stand: a name-then-value rule's name ends
+#: at most 20 + 3 + 3 + 5 characters before its value (name tail, quotes, operator, quotes)
+_NEAR_BEFORE = max(map(len, _NEAR_KEYWORDS), default=0) + 32
+_PATH_RULES = tuple(r for r in RULES if r.path is not None)
+_GLOBAL_RX: list[re.Pattern[str]] = []
+
+
+def _global_allowed(secret: str) -> bool:
+    if not _GLOBAL_RX:
+        _GLOBAL_RX.extend(re.compile(x, re.ASCII) for x in _G.GLOBAL_ALLOW_REGEXES)
+    low = secret.lower()
+    if any(w in low for w in _G.GLOBAL_STOPWORDS):
+        return True
+    return any(rx.search(secret) for rx in _GLOBAL_RX)
+
+
+_ALLOW_RX: dict[str, re.Pattern[str]] = {}
+
+
+def _arx(source: str) -> re.Pattern[str]:
+    rx = _ALLOW_RX.get(source)
+    if rx is None:
+        rx = _ALLOW_RX[source] = re.compile(source, re.ASCII)
+    return rx
+
+
+def _allowed(rule: Rule, text: str, m: re.Match[str], secret: str, path: str | None) -> bool:
+    """gitleaks' allowlist check: any (OR) or all (AND) of an allowlist's conditions."""
+    for target, condition, regexes, stopwords, paths in rule.allows:
+        checks: list[bool] = []
+        if regexes:
+            if target == "match":
+                subject = m.group(0)
+            elif target == "line":
+                ls = text.rfind("\n", 0, m.start()) + 1
+                le = text.find("\n", m.end())
+                subject = text[ls : le if le >= 0 else len(text)]
+            else:
+                subject = secret
+            checks.append(any(_arx(x).search(subject) for x in regexes))
+        if stopwords:
+            low = secret.lower()
+            checks.append(any(w in low for w in stopwords))
+        if paths:
+            checks.append(path is not None and any(_arx(x).search(path) for x in paths))
+        if checks and (all(checks) if condition == "AND" else any(checks)):
+            return True
+    return False
+
+
+def entropy(s: str) -> float:
+    """Shannon entropy in bits per character, as gitleaks computes it."""
+    n = len(s)
+    if not n:
+        return 0.0
+    counts: dict[str, int] = {}
+    for c in s:
+        counts[c] = counts.get(c, 0) + 1
+    return -sum(v / n * log2(v / n) for v in counts.values())
+
+
+def _windows(low: str, keywords: tuple[str, ...], text: str) -> list[tuple[int, int]]:
+    """Merged windows around every occurrence of the rule's keywords; each ends at a
+    whitespace character (so a value is never cut by the window's edge) or the text's end."""
+    n = len(low)
+    starts: list[tuple[int, int]] = []
+    for k in keywords:
+        i = low.find(k)
+        while i >= 0:
+            starts.append((max(0, i - _BEFORE), i + len(k) + _AFTER))
+            i = low.find(k, i + _AFTER // 2)  # the window after covers the next ones
+    if not starts:
+        return []
+    starts.sort()
+    out: list[list[int]] = []
+    for s, e in starts:
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    res = []
+    for s, e in out:
+        if e >= n:
+            e = n
+        else:
+            m = _SPACE_RE.search(text, e, min(n, e + 4096))
+            e = m.start() if m is not None else min(n, e + 4096)
+        res.append((s, e))
+    return res
+
+
+def _run_windows(runs: list[tuple[int, int]], width: int, n: int) -> list[tuple[int, int, int]]:
+    """Where a rule whose every match holds one of ``runs`` and spans at most ``width``
+    characters can match: ``(first start, last start, end)`` per merged window."""
+    out: list[tuple[int, int, int]] = []
+    for s, e in runs:
+        ws = max(0, s - width)
+        if out and ws <= out[-1][1]:
+            out[-1] = (out[-1][0], e, min(n, e + width + 2))
+        else:
+            out.append((ws, e, min(n, e + width + 2)))
+    return out
+
+
+def _run(
+    rule: Rule,
+    text: str,
+    low: str,
+    path: str | None = None,
+    runs: list[tuple[int, int]] | None = None,
+) -> Iterator[tuple[int, int, str]]:
+    """The rule's findings ``(start, end, kind)``. ``runs``: the text's runs of
+    :data:`RUN_MIN` run characters, for a rule every match of which holds one and spans at
+    most ``MAX_WIDTH`` characters: it is run only around them (a match starts at most that
+    far before a run and ends at most that far after it)."""
+    rx = rule.rx
+    n = len(text)
+    spans: list[tuple[int, int, int]]
+    if rule.windowed:
+        spans = [(ws, we, we) for ws, we in _windows(low, rule.keywords, text)]
+    elif runs is not None:
+        spans = _run_windows(runs, _G.MAX_WIDTH[rule.id], n)
+    else:
+        spans = [(0, n, n)]
+    last = -1
+    for ws, we, end in spans:
+        for m in rx.finditer(text, ws, end):
+            if m.start() < last or m.start() > we:
+                continue
+            g = rule.group
+            if g and g <= (rx.groups or 0):
+                s, e = m.span(g)
+            else:
+                s = e = -1
+                for i in range(1, (rx.groups or 0) + 1):
+                    s, e = m.span(i)
+                    if e > s:
+                        break
+                if e <= s:
+                    s, e = m.span()
+            if e <= s:
+                continue
+            secret = text[s:e]
+            if rule.entropy and entropy(secret) < rule.entropy:
+                continue
+            if _global_allowed(secret):
+                continue
+            if rule.allows and _allowed(rule, text, m, secret, path):
+                continue
+            last = m.end()
+            if rule.id in _USER_KEPT:  # after the allowlists, which read user:password
+                c = text.find(":", s, e)
+                if c >= 0 and c + 1 < e:
+                    s = c + 1  # user:password: the user stays readable, as in our rules
+            yield s, e, rule.kind
+
+
+def _near_text(low: str, raw: bytes | None) -> tuple[str, list[tuple[int, int]]]:
+    """The parts of ``low`` where a rule that needs a run of :data:`RUN_MIN` run
+    characters can have its keyword: each such run, from :data:`_NEAR_BEFORE` characters
+    before it (``\\n``-joined; empty when the text has no such run), and the runs."""
+    if raw is None:
+        raw = low.encode("ascii", "replace")
+    cls = raw.translate(_RUN_TABLE)
+    i = cls.find(_RUN_NEEDLE)
+    if i < 0:
+        return "", []
+    parts = []
+    runs = []
+    n = len(cls)
+    start = end = -1
+    while i >= 0:
+        e = cls.find(b" ", i + RUN_MIN)
+        if e < 0:
+            e = n
+        runs.append((i, e))
+        s = max(0, i - _NEAR_BEFORE)
+        if s > end:  # a new window; one that touches the last grows it (no cut keyword)
+            if end >= 0:
+                parts.append(low[start:end])
+            start = s
+        end = e
+        i = cls.find(_RUN_NEEDLE, e)
+    parts.append(low[start:end])
+    return "\n".join(parts), runs
+
+
+def find(
+    text: str, low: str, path: str | None = None, raw: bytes | None = None
+) -> list[tuple[int, int, str]]:
+    """Every secret the rules find in ``text`` (``low`` is its lowercase, same length):
+    ``(start, end, kind)``. ``path``: the file the text is from or for, if known (rules
+    with a path condition run only then). ``raw``: ``text`` encoded to ASCII with ``?``
+    for other characters, when the caller has it.
+
+    A rule runs when one of its keywords occurs, as in gitleaks; for a rule every match
+    of which holds a run of :data:`RUN_MIN` run characters (letters, digits, ``_-.+/=~``)
+    the keyword is looked for only in and just before such runs, where any match of it
+    would put it (see docs/sanitizer.md), so most text is scanned once, not per keyword."""
+    rules: dict[str, Rule] = {}
+    for k in _WHOLE_KEYWORDS:
+        if k in low:
+            for r in _KEYWORD_RULES[k]:
+                rules[r.id] = r
+    near_rules: dict[str, Rule] = {}
+    runs: list[tuple[int, int]] = []
+    if len(low) >= RUN_MIN:
+        near, runs = _near_text(low, raw)
+        if near:
+            for k in _NEAR_KEYWORDS:
+                if k in near:
+                    for r in _NEAR_RULES[k]:
+                        if r.id not in rules:
+                            near_rules[r.id] = r
+    for r in _ALWAYS:
+        rules[r.id] = r
+    if path:
+        for r in _PATH_RULES:
+            if _arx(r.path).search(path):  # type: ignore[arg-type]
+                rules[r.id] = r
+    out: list[tuple[int, int, str]] = []
+    for r in rules.values():
+        out.extend(_run(r, text, low, path))
+    for r in near_rules.values():
+        if r.id in rules:
+            continue
+        out.extend(_run(r, text, low, path, runs if _G.MAX_WIDTH[r.id] else None))
+    return out
