@@ -12,6 +12,7 @@ slow clients, hooks, start-up messages."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -113,6 +114,22 @@ class AppServer:
         """A new token for ``user`` (``wiki-memory token create --user USER [--role ROLE]
         [--project P]...`` without the process)."""
         return TokenStore(self.data_dir / "auth").create(user, role, projects)
+
+    def sign_in(self, token: str | None = None) -> Any:
+        """This app's client signed in to the web view with ``token`` (default: the
+        owner's) through the sign-in form, as a browser is (earlier cookies cleared)."""
+        c = self.client
+        c.cookies.clear()
+        r = c.get(self.url + "/login")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', r.text)
+        assert csrf is not None, r.text[:500]
+        r = c.post(
+            self.url + "/login",
+            data={"csrf": csrf[1], "token": token or self.token, "next": "/"},
+            headers={"Origin": self.url},
+        )
+        assert r.status_code in (200, 303), r.text
+        return c
 
     def post(self, path: str, body: Any, **kw: Any) -> httpx.Response:
         kw.setdefault("headers", self.headers)

@@ -41,19 +41,6 @@ def _mcp(m: Any, tool: str, args: dict[str, Any]) -> tuple[bool, str]:
     return bool(res.is_error), json.dumps(res.model_dump(mode="json"), ensure_ascii=False)
 
 
-def _signed_in(srv: AppServer) -> Any:
-    c = srv.client
-    r = c.get(srv.url + "/login")
-    csrf = re.search(r'name="csrf" value="([^"]+)"', r.text)
-    assert csrf is not None
-    c.post(
-        srv.url + "/login",
-        data={"csrf": csrf[1], "token": srv.token, "next": "/"},
-        headers={"Origin": srv.url},
-    )
-    return c
-
-
 def _session(m: Any) -> str:
     """A session of two prompts, the second holding SAID; its page."""
 
@@ -130,7 +117,7 @@ def test_forget_a_linked_note_and_one_entry_then_by_query_on_every_face(tmp_path
         assert ("forgotten", "Vault key") in outs
         hub = srv.get("/v1/pages/" + HUB).json()
         assert [lk["status"] for lk in hub["links"]] == ["forgotten", "resolved"]
-        c = _signed_in(srv)
+        c = srv.sign_in()
         page = c.get(srv.url + "/page/" + NOTE)
         assert page.status_code == 410 and "Forgotten" in page.text and WORD not in page.text
         history = c.get(srv.url + f"/page/{NOTE}/history").text

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -47,19 +46,6 @@ def _seed(m: Any) -> str:
         owner, project="p", title="Rotate the key", where_we_left_off="Read [[Staging secrets]]."
     )
     return str(h["path"])
-
-
-def _signed_in(srv: AppServer) -> Any:
-    c = srv.client
-    r = c.get(srv.url + "/login")
-    csrf = re.search(r'name="csrf" value="([^"]+)"', r.text)
-    assert csrf is not None
-    c.post(
-        srv.url + "/login",
-        data={"csrf": csrf[1], "token": srv.token, "next": "/"},
-        headers={"Origin": srv.url},
-    )
-    return c
 
 
 def _mcp_expand(m: Any, ids: list[str]) -> Any:
@@ -106,7 +92,7 @@ def test_a_forgotten_page_is_gone_from_every_path(tmp_path: Path) -> None:
         # a supersession naming it by its path is broken as "forgotten", for any reader
         for reader in (who, None):
             assert m.index.chains(reader).broken[OLD] == ("forgotten", TARGET)
-        c = _signed_in(srv)
+        c = srv.sign_in()
         for page in (HUB, handoff):
             html = c.get(srv.url + "/page/" + page).text
             assert 'class="wikilink forgotten"' in html, page

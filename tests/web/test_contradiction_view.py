@@ -15,21 +15,6 @@ pytestmark = pytest.mark.fast
 A, B = "projects/p/notes/ci.md", "people/bob/notes/ci.md"
 
 
-def signed_in(srv: AppServer, token: str) -> object:
-    c = srv.client
-    c.cookies.clear()
-    r = c.get(srv.url + "/login")
-    csrf = re.search(r'name="csrf" value="([^"]+)"', r.text)
-    assert csrf is not None, r.text[:500]
-    r = c.post(
-        srv.url + "/login",
-        data={"csrf": csrf[1], "token": token, "next": "/"},
-        headers={"Origin": srv.url},
-    )
-    assert r.status_code in (200, 303), r.text
-    return c
-
-
 def test_the_page_names_the_note_it_disagrees_with_only_to_who_may_read_it(
     tmp_path: Path,
 ) -> None:
@@ -43,11 +28,11 @@ def test_the_page_names_the_note_it_disagrees_with_only_to_who_may_read_it(
         )  # fmt: skip
         bob = srv.token_for("bob", role="member", projects=("p",))
         sam = srv.token_for("sam", role="member", projects=("p",))
-        c = signed_in(srv, bob)
+        c = srv.sign_in(bob)
         page = c.get(srv.url + "/page/" + A).text  # type: ignore[attr-defined]
         notice = re.search(r'<p class="notice state-broken" id="contradicts">(.*?)</p>', page, re.S)
         assert notice is not None, page[:2000]
         assert B in notice[1] and "GitLab CI" in notice[1] and "compatible_with" in notice[1]
-        c = signed_in(srv, sam)
+        c = srv.sign_in(sam)
         page = c.get(srv.url + "/page/" + A).text  # type: ignore[attr-defined]
         assert 'id="contradicts"' not in page and "GitLab" not in page

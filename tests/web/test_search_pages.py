@@ -15,20 +15,6 @@ pytestmark = pytest.mark.fast
 N = 150  # notes: more than one page of results
 
 
-def _signed_in(srv: AppServer) -> object:
-    c = srv.client
-    r = c.get(srv.url + "/login")
-    csrf = re.search(r'name="csrf" value="([^"]+)"', r.text)
-    assert csrf is not None, r.text[:500]
-    r = c.post(
-        srv.url + "/login",
-        data={"csrf": csrf[1], "token": srv.token, "next": "/"},
-        headers={"Origin": srv.url},
-    )
-    assert r.status_code in (200, 303), r.text
-    return c
-
-
 def test_search_pages_through_all_results_with_one_search_box(tmp_path: Path) -> None:
     with AppServer(tmp_path / "data") as srv:
         assert srv.memory is not None
@@ -40,7 +26,7 @@ def test_search_pages_through_all_results_with_one_search_box(tmp_path: Path) ->
                 user="alice",
                 message="w",
             )
-        c = _signed_in(srv)
+        c = srv.sign_in()
         seen: set[str] = set()
         url = srv.url + "/search?q=zqxpaging"
         pages = []
@@ -83,7 +69,7 @@ def test_pages_show_no_raw_ids_summaries_as_text_and_a_clean_breadcrumb(tmp_path
     with AppServer(tmp_path / "data") as srv:
         assert srv.memory is not None
         srv.memory.write_page(ses, text.encode(), user="alice", message="w")
-        c = _signed_in(srv)
+        c = srv.sign_in()
         page = c.get(srv.url + "/page/" + ses).text  # type: ignore[attr-defined]
         assert 'id="^t1"' in page
         assert ">^t1</a>" not in page, "the raw block id is shown as text"
