@@ -15,6 +15,7 @@ import httpx
 import pytest
 from dulwich import porcelain
 from dulwich.repo import Repo
+from gitkit import all_objects
 from serverproc import ServerProcess
 from support import access_lines, all_text_under, run_cli, wait_for
 from teamkit import make_token
@@ -28,16 +29,6 @@ PAGE = "projects/p/notes/setup.md"
 OTHER = "projects/p/notes/other.md"
 DIARY = "people/wes/diary.md"
 REMOTE = "https://git.example.org/team/wiki.git"
-
-
-def all_objects(wiki: Path) -> bytes:
-    """Every object git itself lists, with its content."""
-    out = subprocess.run(
-        ["git", "-C", str(wiki), "cat-file", "--batch-all-objects", "--batch"],
-        capture_output=True,
-        check=True,
-    )
-    return out.stdout
 
 
 def versions(wiki: Path, path: str) -> list[tuple[str, bytes]]:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from gitkit import all_objects, holding
 from serverproc import ServerProcess
 from support import make_memory, run_cli, wait_for
 
@@ -34,15 +35,6 @@ def bare(path: Path) -> Path:
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
-    ).stdout
-
-
-def all_objects(repo: Path) -> bytes:
-    """Every object git lists in ``repo`` (reachable or not), with its content."""
-    return subprocess.run(
-        ["git", "-C", str(repo), "cat-file", "--batch-all-objects", "--batch"],
-        capture_output=True,
-        check=True,
     ).stdout
 
 
@@ -319,24 +311,6 @@ def test_after_purge_takes_in_what_another_server_pushed_meanwhile(tmp_path, sto
         fsck_clean(repo)
 
 
-def _holding(root: Path, value: bytes) -> list[str]:
-    """Every file under ``root`` (listed, not a fixed set of places) that holds ``value``
-    in its bytes or its name, git's object files read as the objects git lists."""
-    found = []
-    for f in sorted(root.rglob("*")):
-        rel = f.relative_to(root).as_posix()
-        if value in rel.encode():
-            found.append(rel)
-        elif f.is_file() and not f.is_symlink() and "/objects/" not in f"/{rel}":
-            if value in f.read_bytes():
-                found.append(rel)
-    for git_dir in [root, *sorted(p.parent for p in root.rglob("objects") if p.is_dir())]:
-        if (git_dir / "objects").is_dir() and (git_dir / "HEAD").is_file():
-            if value in all_objects(git_dir):
-                found.append(f"{git_dir.relative_to(root).as_posix()}: objects")
-    return found
-
-
 @pytest.mark.process
 def test_a_text_purge_renames_its_page_and_reaches_two_replicas_and_the_hub(tmp_path, stop_after):
     """The purged text in a page's file name, in another page's links to it and in a
@@ -380,7 +354,7 @@ def test_a_text_purge_renames_its_page_and_reaches_two_replicas_and_the_hub(tmp_
         assert keys == f"# keys\n[[{stem}]] and [[{stem}#door]]\n", keys
         fsck_clean(m.wiki_dir)
     for root in (tmp_path / "a", tmp_path / "b", tmp_path / "c", hub):
-        assert _holding(root, value.encode()) == [], root
+        assert holding(root, value.encode()) == [], root
 
     # then a page purged whole, linked from the same page: its name and title go too
     whole = "-".join(["sable", "plover", "2290"])
@@ -398,7 +372,7 @@ def test_a_text_purge_renames_its_page_and_reaches_two_replicas_and_the_hub(tmp_
         assert not (m.wiki_dir / gone).exists()
         assert (m.wiki_dir / keys_rel).read_text().endswith("[purged]\n")
     for root in (tmp_path / "a", tmp_path / "b", tmp_path / "c", hub):
-        assert _holding(root, whole.encode()) == [], root
+        assert holding(root, whole.encode()) == [], root
 
 
 # ------------------------------------------------------------------ C47

@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from gitkit import all_objects
 from support import make_memory, run_cli
 
 from wiki_memory.core.purge import purge_page
@@ -37,15 +38,6 @@ def bare(path: Path) -> Path:
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
-    ).stdout
-
-
-def all_objects(repo: Path) -> bytes:
-    """Every object git lists in ``repo`` (reachable or not), with its content."""
-    return subprocess.run(
-        ["git", "-C", str(repo), "cat-file", "--batch-all-objects", "--batch"],
-        capture_output=True,
-        check=True,
     ).stdout
 
 
