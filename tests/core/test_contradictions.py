@@ -129,3 +129,24 @@ def test_a_member_who_may_not_read_one_side_sees_no_flag_and_no_count(tmp_path: 
         nora = {"Authorization": f"Bearer {srv.token_for('nora', role='member')}"}
         r = srv.get("/v1/contradictions", params={"project": "p"}, headers=nora)
         assert r.status_code == 404, r.text
+
+
+def test_notes_named_by_their_title_are_flagged_on_both_sides(tmp_path: Path) -> None:
+    """``remember`` names a note's file by its title, so the first note's name is its
+    file name's stem: both sides are still flagged (the first was missed once)."""
+    with AppServer(tmp_path / "data") as srv:
+        for text in (
+            "The staging database listens on port 5432.",
+            "The staging database listens on port 6543.",
+        ):
+            r = srv.post("/v1/remember", {"text": text, "project": "ops", "title": "Staging database",
+                                         "create_project": True})  # fmt: skip
+            assert r.status_code == 201, r.text
+        items = srv.post("/v1/recall", {"query": "staging database port", "project": "ops"}).json()[
+            "items"
+        ]
+        flagged = {i["path"]: i.get("contradicts") for i in items}
+        assert flagged == {
+            "projects/ops/notes/Staging database.md": ["projects/ops/notes/Staging database 2.md"],
+            "projects/ops/notes/Staging database 2.md": ["projects/ops/notes/Staging database.md"],
+        }, flagged

@@ -76,7 +76,7 @@ def _peers(
         p
         for (p,) in conn.execute(
             f"SELECT DISTINCT path FROM names WHERE key IN ({marks}) "
-            "AND source IN ('title', 'title_other', 'alias')",
+            "AND source IN ('title', 'title_other', 'alias', 'stem')",
             sorted(keys),
         )
     }
