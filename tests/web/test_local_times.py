@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from appkit import AppServer
-from test_search_pages import _signed_in
 
 from wiki_memory.capture.observation import parse_event
 from wiki_memory.recall.pack import compact
@@ -77,7 +76,7 @@ def test_the_web_view_shows_each_entrys_local_time_beside_utc(tmp_path: Path) ->
                     break
             m.writer.flush()
         assert path, "no session page compiled"
-        c = _signed_in(srv)
+        c = srv.sign_in()
         html = c.get(srv.url + "/page/" + path).text  # type: ignore[attr-defined]
         whens = re.findall(
             r'<span class="when">(.*?)</span></span>|<span class="when">([^<]*)</span>', html
