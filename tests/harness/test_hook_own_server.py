@@ -53,9 +53,17 @@ def tool_event(cwd: Path, n: int) -> dict[str, Any]:
 
 
 def outbox(data: Path) -> list[dict[str, Any]]:
+    """The queued events, oldest first; a file a running server delivers (and removes)
+    between the listing and the read is no longer queued, so it is left out."""
     d = data / "outbox"
     names = sorted(n for n in os.listdir(d) if n[:1].isdigit()) if d.is_dir() else []
-    return [json.loads((d / n).read_text()) for n in names]
+    kept = []
+    for n in names:
+        try:
+            kept.append(json.loads((d / n).read_text()))
+        except FileNotFoundError:
+            continue
+    return kept
 
 
 def listeners(*ports: int) -> list[StubServer]:
