@@ -186,7 +186,9 @@ def test_doctor_names_the_pair_the_bindings_a_split_and_a_fork(
     text = "\n".join(f"{f.severity} {f.message} | {f.fix}" for f in ctx.findings)
     assert "projects api and api-dev share the display name 'api'" in text, text
     assert f"project api: repository {B} (origin git.example/acme/api)" in text
-    assert "undo: remove repo_id from projects/api/index.md" in text
+    binding = next(f for f in ctx.findings if f.message.startswith("project api: repository"))
+    assert "to unbind it, remove repo_id from projects/api/index.md" in binding.message
+    assert binding.severity == "info" and binding.fix is None  # nothing to fix on a healthy one
     assert f"one repository ({C}) is split across projects api-dev and other" in text
     assert "git mv" in text
     assert "a fork (github.example/someone/api)" in text

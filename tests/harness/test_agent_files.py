@@ -308,6 +308,16 @@ def test_brief_write_keeps_everything_outside_its_markers(tmp_path: Path) -> Non
         r = cli(data, home, "brief", "--write", str(agents), "--budget", "200", "--tracked-ok")
         assert r.returncode == 0, r.stderr
         assert count_tokens(agents.read_text().split(BEGIN)[1]) <= 200
+
+        # a file outside any repository names no project: the message says how to name one
+        loose = tmp_path / "loose" / "AGENTS.md"
+        loose.parent.mkdir()
+        for extra in ((), ("--check",)):
+            r = cli(data, home, "brief", "--write", str(loose), *extra)
+            assert r.returncode == 2 and "pass --project NAME" in r.stderr, r.stderr
+        assert not loose.exists()
+        r = cli(data, home, "brief", "--write", str(loose), "--project", "api")
+        assert r.returncode == 0 and "Deploys go out on Tuesdays" in loose.read_text(), r.stderr
     finally:
         srv.stop()
 

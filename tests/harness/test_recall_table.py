@@ -62,3 +62,29 @@ def test_compact_handles_name_their_fields() -> None:
 def test_cut_words() -> None:
     assert cut_words("alpha beta gamma delta", 12) == "alpha beta…"
     assert cut_words("short", 12) == "short"
+
+
+def test_a_contradicted_note_is_marked_and_long_kinds_keep_the_columns() -> None:
+    """Both sides of a contradiction carry a line naming the other; a kind longer than
+    the header (``agent-file``) widens the column, so every score starts in one column."""
+    note = {"path": "projects/shop/notes/db.md", "title": "Primary database", "kind": "note"}
+    other = {"path": "projects/shop/notes/db-move.md", "title": "Database move", "kind": "note"}
+    res = {
+        "items": [
+            {**note, "id": "a", "score": 0.9, "snippet": "PostgreSQL 15",
+             "contradicts": [other["path"]]},
+            {**other, "id": "b", "score": 0.8, "snippet": "MySQL 8", "contradicts": [note["path"]]},
+            {"path": "AGENTS.md", "id": "c", "title": "Agents", "kind": "agent-file",
+             "score": 0.123, "snippet": "conventions"},
+        ],
+        "used_tokens": 90,
+        "budget_tokens": 1000,
+        "omitted": 0,
+    }  # fmt: skip
+    out = render(res).splitlines()
+    assert f"    ! contradicts {other['path']}" in out
+    assert f"    ! contradicts {note['path']}" in out
+    rows = [ln for ln in out if ln[:2].strip().isdigit()]
+    assert len(rows) == 3
+    ends = {ln.index(score) + len(score) for ln, score in zip(rows, ("0.90", "0.80", "0.12"))}
+    assert len(ends) == 1, out  # the score column is aligned

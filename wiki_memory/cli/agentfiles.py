@@ -171,6 +171,12 @@ def write_brief(args: argparse.Namespace) -> int:
         raise CliError("--budget must be a positive number of tokens", 2)
     old = file.read_bytes() if file.exists() else b""
     name, ids = _repo(file.parent)
+    if not (args.project or name):
+        raise CliError(
+            f"{file.parent} is not inside a git repository, so it names no project: "
+            "pass --project NAME",
+            2,
+        )
     overhead = count_tokens(_section("x")) + 1
     body: dict[str, Any] = {"project": args.project or name, "shared": True, **ids}
     body["instruction_files"] = [

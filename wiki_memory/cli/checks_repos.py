@@ -48,9 +48,9 @@ def check_repos(ctx: Context) -> None:
     ctx.rep["repos"] = rows
     for r in rows:
         origin = f" (origin {r['origin']})" if r["origin"] else ""
-        ctx.info(
-            f"project {r['project']}: repository {', '.join(r['repo_ids'])}{origin}",
-            f"undo: remove repo_id from projects/{r['project']}/index.md",
+        ctx.info(  # a healthy binding: how to undo it is part of the line, not a fix
+            f"project {r['project']}: repository {', '.join(r['repo_ids'])}{origin} "
+            f"(to unbind it, remove repo_id from projects/{r['project']}/index.md)"
         )
         for fork in r["forks"]:
             ctx.info(

@@ -46,14 +46,18 @@ def render(res: dict[str, Any]) -> str:
         for it in items:
             pages.setdefault(str(it.get("path") or it.get("id")), []).append(it)
         wide = min(max([5, *(len(it.get("title") or "") for it in items)]), TITLE_WIDTH)
-        out.append(f"{'#':>2}  {'title':<{wide}}  {'kind':<8} {'score':>7}  page")
+        kw = max([4, *(len(inline(str(it.get("kind") or ""))) for it in items)])
+        out.append(f"{'#':>2}  {'title':<{wide}}  {'kind':<{kw}} {'score':>7}  page")
         for n, (path, group) in enumerate(pages.items(), 1):
             best = group[0]
             title = cut_words(str(best.get("title") or ""), wide)
             kind = str(best.get("kind") or "")
             score = best.get("score")
             sc = f"{score:>7.2f}" if isinstance(score, int | float) else f"{'':>7}"
-            out.append(f"{n:>2}  {title:<{wide}}  {inline(kind):<8} {sc}  {inline(path)}")
+            out.append(f"{n:>2}  {title:<{wide}}  {inline(kind):<{kw}} {sc}  {inline(path)}")
+            others = sorted({str(p) for it in group for p in it.get("contradicts") or ()})
+            if others:  # both sides are listed; the flag only says they disagree
+                out.append(f"    ! contradicts {', '.join(inline(p) for p in others)}")
             for it in group:
                 entries = [(_anchor(it), it.get("snippet"))]
                 entries += [
