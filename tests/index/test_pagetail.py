@@ -69,14 +69,21 @@ def entry(n: int, kind: str = "plain") -> list[str]:
 
 
 def version(
-    n: int, *, files: int = 1, last: str = "plain", edit: int = 0, dup: bool = False
+    n: int,
+    *,
+    files: int = 1,
+    last: str = "plain",
+    edit: int = 0,
+    dup: bool = False,
+    extra: tuple[str, ...] = (),
 ) -> bytes:
     """A session page of ``n`` entries; ``files``: frontmatter lines of files; ``last``:
     what the last entry holds; ``edit``: an entry whose text changed; ``dup``: the last
-    entry repeats the first one's id."""
+    entry repeats the first one's id; ``extra``: more frontmatter lines."""
     front = ["---", "type: session", "title: Fix the parser", "project: p"]
     front += ["started: 2026-01-01T10:00:00Z", "tags: [session]", "files:"]
     front += [f"- f{i}.py" for i in range(files)]
+    front += extra
     body = ["# Fix the parser", "", "## Summary", "", f"- **Last reply:** entry {n} #summary", ""]
     body += ["## Timeline", ""]
     for i in range(1, n + 1):
@@ -97,6 +104,9 @@ def steps() -> list[bytes]:
     out += [version(106), version(107, last="comment"), version(108), version(109, edit=50)]
     out += [version(110, edit=50), version(111, dup=True), version(112), version(60)]
     out += [version(n) for n in range(61, 66)]
+    # YAML that does not parse, with a line like a block id between blank lines in it
+    out += [version(n, extra=("bad: [open", "", "^t0", "")) for n in (66, 67)]
+    out += [version(68)]
     return out
 
 

@@ -271,6 +271,8 @@ def _assemble(path: str, text: str, s_pos: int, anchor: str, mid: _Middle | None
     head = _parse_part(head_text, path)
     if head is None or not head.sections:
         return None
+    if any(d.kind == "frontmatter_unclosed" for d in head.diagnostics):
+        return None  # the cut fell inside the frontmatter
     last = head.sections[-1]
     under = [s for s in head.sections if s.level > 0]
     if last.anchor != anchor or last.level != 0 or not under:
