@@ -18,9 +18,9 @@ durable capture that adds a turn to a page must at least do, and flat by constru
 
 Prints per row the median and p95 ms per turn, the floor's median, the ratio to the
 floor, the ratio to the first row (the target: at turn 3,000 at most 1.2x turn 100),
-and the limit a page of that length sets: its size and the median time of one parse of
-it (``parse_page``, what the index does with the page each turn, however few of its
-sections changed).
+and what a page of that length weighs: its size and the median time of one parse of it
+(``parse_page``; the index parsed the whole page each turn until it parsed a grown
+page by its new part, ``wiki_memory/index/pagetail.py``).
 
     python bench/session_cost.py [--at 100,1000,3000] [--samples 15]
 """
@@ -178,7 +178,7 @@ def main() -> int:
     print(
         "a turn: 3 events captured one by one, then the writer flushed (compile + commit); "
         "floor: the events and the turn's entries appended to two files, each fsync-ed; "
-        "parse: one parse of the whole page as it is at that turn"
+        "parse: one parse of the whole page as it is at that turn (the index now parses its new part)"
     )
     return 0
 

@@ -7,6 +7,9 @@
   as absent.
 - **The page hash** (:func:`page_hash`): sha256 of a page's bytes, lower-case hex (64
   characters): what the index stores, the API shows and compare-and-set writes compare.
+  The hashes of the last few large pages are remembered by their bytes (a session page
+  of megabytes is hashed about eight times in one turn); :func:`forget_hashes` empties
+  that memory (a purge).
 - **The atomic write** (:func:`atomic_write`): a temporary file in the same folder
   (named ``.<name>.*.wm-tmp``, which the watcher and git ignore), fsynced, renamed over
   the target, then the folder fsynced; no temporary file is left behind on an error.
@@ -21,12 +24,14 @@ import hashlib
 import os
 import stat
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = [
     "READ_FLAGS",
     "atomic_write",
+    "forget_hashes",
     "fsync_dir",
     "page_hash",
     "read_plain",
@@ -45,9 +50,35 @@ READ_FLAGS = (
 )
 
 
+#: bytes at least this long have their hash remembered, at most :data:`_HASHES_KEPT` of them
+_HASH_MEMO_BYTES = 1 << 18
+_HASHES_KEPT = 4
+_hashes: dict[bytes, str] = {}
+_hash_lock = threading.Lock()
+
+
 def page_hash(data: bytes) -> str:
     """The page hash of ``data``: sha256, lower-case hex, 64 characters."""
-    return hashlib.sha256(data).hexdigest()
+    if len(data) < _HASH_MEMO_BYTES:
+        return hashlib.sha256(data).hexdigest()
+    key = bytes(data)  # a bytearray or memoryview is not a key; bytes is itself
+    with _hash_lock:
+        hit = _hashes.get(key)
+    if hit is not None:
+        return hit
+    digest = hashlib.sha256(key).hexdigest()
+    with _hash_lock:
+        _hashes[key] = digest
+        while len(_hashes) > _HASHES_KEPT:
+            del _hashes[next(iter(_hashes))]
+    return digest
+
+
+def forget_hashes() -> None:
+    """Forget the remembered hashes and the bytes they were remembered by (a purge: no
+    copy of purged text stays in memory)."""
+    with _hash_lock:
+        _hashes.clear()
 
 
 def read_regular(fd: int) -> bytes | None:

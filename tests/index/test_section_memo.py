@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from wiki_memory.index import pages, sectionmemo
+from wiki_memory.index import sectionmemo, sectionrows
 from wiki_memory.index.store import Index
 
 
@@ -41,13 +41,13 @@ def test_a_grown_page_derives_only_its_new_sections(
 ) -> None:
     sectionmemo.clear()
     calls: list[str] = []
-    real = pages.index_text_words
+    real = sectionrows.index_text_words
 
     def counted(text: str) -> tuple[str, list[str]]:
         calls.append(text)
         return real(text)
 
-    monkeypatch.setattr(pages, "index_text_words", counted)
+    monkeypatch.setattr(sectionrows, "index_text_words", counted)
     ix = Index(tmp_path / "index.db")
     try:
         path = "projects/p/sessions/2026-12-01-0123abcd.md"

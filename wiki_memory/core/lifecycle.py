@@ -77,7 +77,14 @@ def _last_run(observations: list[Observation]) -> list[Observation]:
 def ended_by_events(observations: list[Observation]) -> bool:
     """True when the session's last run (:func:`_last_run`) holds a SessionEnd: a
     SessionStart after it (a resume of the same id) makes the session active again."""
-    return any(o.kind in END_KINDS for o in _last_run(observations))
+    # read from the end: the last SessionEnd counts unless a SessionStart follows it
+    # (what the last run is), and the answer is near the end once a session ended
+    for o in reversed(observations):
+        if o.kind in END_KINDS:
+            return True
+        if o.kind == "session_start":
+            return False
+    return False
 
 
 def end_time(observations: list[Observation], fallback: float) -> float:

@@ -39,8 +39,8 @@ from wiki_memory.core.syncguard import add_tombstones
 from wiki_memory.core.writer import WriteResult
 from wiki_memory.errors import BadRequest, Forbidden
 from wiki_memory.identity import Identity, may_admin
-from wiki_memory.index import sectionmemo
-from wiki_memory.plainfile import atomic_write, scrub_files
+from wiki_memory.index import pagetail, sectionmemo
+from wiki_memory.plainfile import atomic_write, forget_hashes, scrub_files
 from wiki_memory.recall import rank
 from wiki_memory.wiki.links import name_key, target_key
 from wiki_memory.wiki.names import file_stem
@@ -267,6 +267,8 @@ def _clear(
     audit_lines = memory.audit.redact(values, MARK.decode())
     rank.clear_caches()
     sectionmemo.clear()  # no copy of the purged text stays in this process's memo
+    pagetail.clear()  # nor in the remembered parts of long pages
+    forget_hashes()  # nor among the bytes whose hashes are remembered
     for fn in memory.on_purge:
         fn(rel)
     return spool_files, logs, use, audit_lines

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -129,6 +130,44 @@ _DATE_ONLY = re.compile(r"\A\d{4}-\d{2}-\d{2}\Z")
 _DAY_SECONDS = 86400.0
 
 
+@dataclass(frozen=True)
+class Fold:
+    """Where a walk through a page's sections stands (see :func:`section_spans`): the
+    current ``day``, the time of day of the last timeline entry (``last``, seconds since
+    midnight UTC) and the current time range ``cur`` (epoch seconds, first and last)."""
+
+    day: date
+    last: int
+    cur: tuple[float, float]
+
+
+def fold_start(meta: Mapping[str, Any]) -> Fold | None:
+    """The walk's state before a page's first section; None for a page without a date.
+    Raises ValueError or OverflowError for a date outside the calendar."""
+    start = page_day(meta)
+    if start is None:
+        return None
+    t = start.timestamp()
+    cur = (t, t + _DAY_SECONDS - 1e-6) if _whole_day(meta) else (t, t)
+    return Fold(start.date(), start.hour * 3600 + start.minute * 60 + start.second, cur)
+
+
+def fold_step(fold: Fold, text: str) -> Fold:
+    """The state after a section of text ``text``: its day is the result's ``day`` and its
+    time range the result's ``cur`` (a timeline entry, text starting with
+    ``**HH:MM:SS**``, moves them; another section keeps them). Raises ValueError or
+    OverflowError past the calendar's end."""
+    m = _TIME.match(text or "")
+    if not m:
+        return fold
+    secs = int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3])
+    day = fold.day
+    if secs < fold.last and day < date.max:
+        day = date.fromordinal(day.toordinal() + 1)
+    at = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() + secs
+    return Fold(day, secs, (at, at))
+
+
 def section_spans(
     meta: Mapping[str, Any], texts: Sequence[str]
 ) -> list[tuple[float, float] | None]:
@@ -136,19 +175,13 @@ def section_spans(
     module): a timeline entry its instant (its day from :func:`section_days`), another
     section the instant before it; a page dated by a bare day covers the day. All None
     for a page without a date."""
-    start = page_day(meta)
-    if start is None:
+    fold = fold_start(meta)
+    if fold is None:
         return [None] * len(texts)
-    t = start.timestamp()
-    cur = (t, t + _DAY_SECONDS - 1e-6) if _whole_day(meta) else (t, t)
     out: list[tuple[float, float] | None] = []
-    for text, day in zip(texts, section_days(start, texts), strict=True):
-        m = _TIME.match(text or "")
-        if m and day is not None:
-            at = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
-            at += int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3])
-            cur = (at, at)
-        out.append(cur)
+    for text in texts:
+        fold = fold_step(fold, text)
+        out.append(fold.cur)
     return out
 
 

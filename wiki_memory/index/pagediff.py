@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from itertools import chain
 from typing import Any
 
 import apsw
@@ -64,13 +65,17 @@ def update_changed(
     prep: tuple[Any, ...],
     dirty: Dirty,
     vectors: bool = False,
+    unchanged: tuple[int, int] | None = None,
 ) -> bool:
     """Replace the indexed rows of an indexed page by those of ``prep`` (a
     :func:`wiki_memory.index.pages.prepare` result), writing only the sections that
     changed. Returns False, having written nothing, where that does not apply (see the
     module's text): the caller then deletes and inserts the page as a whole. ``dirty``
     gains the page's old and new name keys and the page itself (its links were written
-    again), as a delete and insert would give; ``vectors``: embed the new sections."""
+    again), as a delete and insert would give; ``vectors``: embed the new sections.
+    ``unchanged``: ``(first, end)``, the new sections ``first`` to ``end - 1`` are known
+    to be the rows indexed now at those ``ord`` values (:func:`wiki_memory.index.pagetail.
+    unchanged`); only the others are read and compared."""
     path, page_row, project, kind, (tf, af, gf), sections, plinks, pnames = prep
     old = conn.execute(
         "SELECT title, tags, aliases, project, kind, owner, meta FROM pages WHERE path = ?",
@@ -84,18 +89,22 @@ def update_changed(
     anchors = [s[0] for s in sections]
     if len(set(anchors)) != len(anchors):
         return False
+    k0, k1 = unchanged or (0, 0)
     rows = conn.execute(
-        "SELECT rowid, anchor, heading, ord, line, hash, day, t0, t1 FROM sections WHERE path = ?",
-        (path,),
+        "SELECT rowid, anchor, heading, ord, line, hash, day, t0, t1 FROM sections "
+        "WHERE path = ? AND (ord < ? OR ord >= ?)",
+        (path, k0, k1),
     ).fetchall()
-    if len({r[1] for r in rows}) != len(rows):
+    old_anchors = {r[1] for r in rows}
+    if len(old_anchors) != len(rows) or (k1 > k0 and not old_anchors.isdisjoint(anchors[k0:k1])):
         return False
     have: dict[Key, tuple[Any, Any, Any]] = {
         (r[1], r[2], r[5], r[6], r[7], r[8]): (r[0], r[3], r[4]) for r in rows
     }
     moved: list[tuple[Any, ...]] = []
     added: list[tuple[int, tuple[Any, ...]]] = []
-    for ordinal, sec in enumerate(sections):
+    for ordinal in chain(range(min(k0, k1)), range(max(k0, k1), len(sections))):
+        sec = sections[ordinal]
         anchor, heading, line, h, _text, _hf, _bf, _sf, _df, day, t0, t1 = sec
         hit = have.pop((anchor, heading, h, day, t0, t1), None)
         if hit is None:

@@ -17,22 +17,19 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import date
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import apsw
 
 from wiki_memory.identity import Identity, is_pinned, personal_owner, visible_sql
-from wiki_memory.index import pagediff, sectionmemo
+from wiki_memory.index import pagediff, pagetail, sectionrows
 from wiki_memory.index import vectors as vec
-from wiki_memory.index.dates import page_day, section_date_words, section_days, section_spans
 from wiki_memory.index.files import read_file
 from wiki_memory.index.graph import Dirty, resolve_dirty
 from wiki_memory.index.schema import APART_SQL, UPDATED, scalar
-from wiki_memory.index.stem import DEFAULT_LANGUAGES, language, stems_of_words
-from wiki_memory.index.text import index_text, index_text_words
+from wiki_memory.index.stem import DEFAULT_LANGUAGES, language
+from wiki_memory.index.text import index_text
 from wiki_memory.plainfile import page_hash
 from wiki_memory.states import page_state, shown_sql
 from wiki_memory.wiki import copies
@@ -124,8 +121,9 @@ def upsert(
             conn.execute("UPDATE pages SET mtime = ? WHERE path = ?", (mtime, path))
         return False
     local = dirty if dirty is not None else Dirty()
-    prep = prepare(path, raw, mtime, digest, langs)
-    if row is None or not pagediff.update_changed(conn, prep, local, vectors):
+    prep = prepare(path, raw, mtime, digest, langs, grown=row is not None)
+    kept = pagetail.unchanged(path, digest, row[0]) if row is not None else None
+    if row is None or not pagediff.update_changed(conn, prep, local, vectors, kept):
         if row is not None:
             delete(conn, path, local)
         insert_prepared(conn, [prep], local, vectors)
@@ -134,54 +132,23 @@ def upsert(
     return True
 
 
-def _days(meta: Mapping[str, Any], texts: list[str]) -> list[date | None]:
-    """Each section's day (:func:`section_days`); none for a page whose dates the
-    calendar cannot hold: a page is indexed whatever its frontmatter says."""
-    try:
-        return section_days(page_day(meta), texts)
-    except (ValueError, OverflowError):
-        return [None] * len(texts)
-
-
-def _spans(meta: Mapping[str, Any], texts: list[str]) -> list[tuple[float, float] | None]:
-    """Each section's time range (:func:`section_spans`); none outside the calendar."""
-    try:
-        return section_spans(meta, texts)
-    except (ValueError, OverflowError):
-        return [None] * len(texts)
-
-
-def _date_words(text: str, day: date | None) -> str:
-    """The ``dates`` column (:func:`section_date_words`), or the day's own words when a
-    phrase of ``text`` names a day outside the calendar."""
-    try:
-        return section_date_words(text, day)
-    except (ValueError, OverflowError):
-        return section_date_words("", day)
-
-
-def _derive(
-    heading: str, text: str, day: date | None, stem_langs: tuple[str, ...]
-) -> tuple[str, str, str, str]:
-    """A section's ``fts`` columns: heading words, body words, stems, date words."""
-    hf, hwords = index_text_words(heading)
-    bf, bwords = index_text_words(text)
-    return hf, bf, stems_of_words(hwords + bwords, stem_langs), _date_words(text, day)
-
-
 def prepare(
     path: str,
     raw: bytes,
     mtime: float | None,
     digest: str | None = None,
     langs: tuple[str, ...] = DEFAULT_LANGUAGES,
+    grown: bool = False,
 ) -> tuple[Any, ...]:
     """Parse and normalise one page (pure CPU work: runs in worker processes on rebuild).
 
     Each section also gets its other word forms (stemmed with the page's frontmatter
     ``lang`` when Snowball knows it, else with ``langs``) and its day, as ISO date and
-    as words (:mod:`wiki_memory.index.dates`)."""
-    parsed = _parse(raw, path)
+    as words (:mod:`wiki_memory.index.dates`). ``grown``: the page may have grown at its
+    end since this process last prepared it; parse and turn only its new part where
+    that applies (:mod:`wiki_memory.index.pagetail`)."""
+    part = pagetail.parse(path, raw) if grown else None
+    parsed = part.parsed if part is not None else _parse(raw, path)
     meta = parsed.metadata if isinstance(parsed.metadata, dict) else {}
     if page_state(meta) == "forgotten":
         return _prepare_forgotten(path, raw, mtime, meta, digest)
@@ -213,32 +180,11 @@ def prepare(
     fts_page = (index_text(title), index_text("\n".join(aliases)), index_text(" ".join(tags)))
     page_lang = language(meta.get("lang"))
     stem_langs = (page_lang,) if page_lang else langs
-    secs = parsed.sections or [Section("", "", 0, parsed.body, parsed.body_line)]
-    days = _days(meta, [s.text or "" for s in secs])
-    spans = _spans(meta, [s.text or "" for s in secs])
-    sections = []
-    for sec, day, span in zip(secs, days, spans, strict=True):
-        text = sec.text or ""
-        digest_s = page_hash(text.encode("utf-8", "surrogatepass"))
-        heading = sec.heading or ""
-        key = (digest_s, heading, day.isoformat() if day else None, stem_langs)
-        hf, bf, sf, df = sectionmemo.derived(key, partial(_derive, heading, text, day, stem_langs))
-        sections.append(
-            (
-                sec.anchor or "",
-                sec.heading or "",
-                sec.line,
-                digest_s,
-                text,
-                hf,
-                bf,
-                sf,
-                df,
-                day.isoformat() if day else None,
-                span[0] if span else None,
-                span[1] if span else None,
-            )
-        )
+    digest = digest or page_hash(raw)
+    sections = part.rows(meta, stem_langs, digest) if part is not None else None
+    if sections is None:
+        secs = parsed.sections or [Section("", "", 0, parsed.body, parsed.body_line)]
+        sections = sectionrows.rows(meta, secs, stem_langs)
     links = [
         (
             path,

@@ -50,7 +50,7 @@ from dulwich.objects import Blob, Commit, ObjectID, SubmoduleEncountered, Tree
 from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
-from wiki_memory.wiki import placeholder
+from wiki_memory.wiki import gitloose, placeholder
 from wiki_memory.wiki.gitcommon import (
     DEFAULT_BRANCH,
     DEFAULT_EMAIL_DOMAIN,
@@ -165,7 +165,7 @@ class GitStore(GitHistory):
             # whatever modes git gives the files it writes (docs/team-server.md)
             os.chmod(self.wiki_dir / ".git", 0o700)
             created = True
-        self._repo = Repo(str(self.wiki_dir))
+        self._repo = gitloose.fast_loose(Repo(str(self.wiki_dir)))
         self._reader = Repo(str(self.wiki_dir))
         self._root = os.fsencode(self._repo.path)
         self._controldir = self._repo.controldir()
