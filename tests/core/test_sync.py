@@ -231,7 +231,10 @@ def _write(m, rel: str, text: str) -> None:
     full = m.wiki_dir / rel
     full.parent.mkdir(parents=True, exist_ok=True)
     full.write_text(text)
-    m._commit_hand_edits_now([rel])
+    # on the writer thread, as the watcher commits a hand edit: a commit made from the
+    # test's own thread runs beside the writer's jobs and their git locks (under load a
+    # purge test's sync once ended in dulwich's FileLocked)
+    m.commit_hand_edits([rel]).result(timeout=120)
 
 
 @pytest.mark.process
@@ -593,7 +596,7 @@ def test_a_save_not_yet_committed_wins_and_the_incoming_version_is_kept_beside(
     assert (a.wiki_dir / page).read_text() == "# plan\nv2 FROMANA unsaved\n"
     copy = rep[0].conflicts[page]
     assert "FROMBEN" in (a.wiki_dir / copy).read_text()
-    a._commit_hand_edits_now([page, copy])
+    a.commit_hand_edits([page, copy]).result(timeout=120)
     a.sync.sync()
     b.sync.sync()
     for m in (a, b):

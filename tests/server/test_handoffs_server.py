@@ -290,7 +290,13 @@ def test_sigkill_between_claim_write_and_commit(tmp_path):
 
         t = threading.Thread(target=claim)
         t.start()
-        wait_for(lambda: b"status: claimed" in (wiki / path).read_bytes(), timeout=10)
+        # the claim's page write is the event: waited on generously (a busy machine
+        # takes seconds to answer; while the lock is held no commit happens, however long)
+        wait_for(
+            lambda: b"status: claimed" in (wiki / path).read_bytes(),
+            timeout=120,
+            what="the claim's page written",
+        )
         s.kill()
         t.join(timeout=30)
         lock.unlink()

@@ -1,4 +1,4 @@
-"""Recall through the HTTP API of a real server: cases C15 (query syntax) and C16 (CJK),
+"""Recall through the HTTP API of the server (the app in process): cases C15 (query syntax) and C16 (CJK),
 scripts and identifiers, and the filters of ``POST /v1/recall``."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import re
 import time
 
 import pytest
-from serverproc import ServerProcess
+from appkit import AppServer
 from support import shared_path
 
-pytestmark = pytest.mark.process
+# tiers per test: the app runs in process (no socket); the as-of test waits on the clock
 
 
 def parse_case(name: str) -> tuple[dict[str, str], list[tuple[str, list[str]]]]:
@@ -89,13 +89,11 @@ def srv(tmp_path_factory):
         "Postgres replicas get a vacuum after every migration.\n",
         encoding="utf-8",
     )
-    s = ServerProcess(data, env={"WIKI_MEMORY_COMMIT_DELAY_SECONDS": "0.05"})
-    s.start(timeout=120)
-    yield s
-    s.stop()
+    with AppServer(data, commit_delay_seconds=0.05) as s:
+        yield s
 
 
-def recall(srv: ServerProcess, query: str, **kw: object) -> dict:
+def recall(srv: AppServer, query: str, **kw: object) -> dict:
     r = srv.post("/v1/recall", {"query": query, "budget_tokens": 4000, **kw})
     assert r.status_code == 200, (query, r.text)
     return r.json()
@@ -178,6 +176,7 @@ def test_now_sets_what_last_month_means_over_http(srv):
     assert r.status_code == 400 and r.json()["field"] == "now"
 
 
+@pytest.mark.slow
 def test_as_of_over_http(srv):
     # the start-up commit holds the pages; a later edit is not visible as of before it
     time.sleep(1.1)

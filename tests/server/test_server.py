@@ -12,9 +12,10 @@ import time
 import httpx
 import pytest
 from appkit import AppServer, http
+from clikit import run_in_process
 from dulwich.repo import Repo
 from serverproc import ServerProcess, free_port
-from support import access_lines
+from support import access_lines, wait_for
 from support import run_cli as cli
 
 # tiers per test: the ones that need a real server process are marked process
@@ -160,11 +161,18 @@ def test_kill_9_then_restart_without_cleanup_and_sigterm_commits_pending(tmp_pat
     assert "zebra migration" in text and "done with zebra" in text
 
 
-@pytest.mark.process
+def _cli_here(data, *args: str):
+    """``wiki-memory --data-dir DATA ARGS...`` in this process (clikit): the token
+    commands read and write the data directory's files, no process is their point."""
+    env = {**os.environ, "WIKI_MEMORY_HOME": str(data)}
+    return run_in_process(["--data-dir", str(data), *args], env)
+
+
+@pytest.mark.fast
 def test_tokens_for_two_users(tmp_path):
     data = tmp_path / "data"
-    with ServerProcess(data) as s:
-        r = cli(data, "token", "create", "--user", "alice")
+    with AppServer(data) as s:
+        r = _cli_here(data, "token", "create", "--user", "alice")
         assert r.returncode == 0, r.stderr
         alice = r.stdout.strip().splitlines()[0]
         assert alice not in (data / "auth" / "tokens.json").read_text()
@@ -176,7 +184,7 @@ def test_tokens_for_two_users(tmp_path):
             "cwd": "/x/team",
             "payload": {"last_assistant_message": "alice was here"},
         }
-        assert httpx.post(s.url + "/v1/observations", json=ev, headers=h).status_code == 202
+        assert http(s).post(s.url + "/v1/observations", json=ev, headers=h).status_code == 202
 
         def authored():
             repo = Repo(str(data / "wiki"))
@@ -184,14 +192,11 @@ def test_tokens_for_two_users(tmp_path):
                 e.commit.author.startswith(b"alice <") for e in repo.get_walker(max_entries=20)
             )
 
-        deadline = time.monotonic() + 20
-        while not authored() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert authored()
-        assert cli(data, "token", "revoke", "--user", "alice").returncode == 0
-        assert httpx.get(s.url + "/v1/pages", headers=h).status_code == 401
-        assert cli(data, "token").stdout.strip() == s.token
-        bad = cli(data, "token", "create", "--user", "../evil")
+        wait_for(authored, timeout=60, what="a commit authored by alice")
+        assert _cli_here(data, "token", "revoke", "--user", "alice").returncode == 0
+        assert http(s).get(s.url + "/v1/pages", headers=h).status_code == 401
+        assert _cli_here(data, "token").stdout.strip() == s.token
+        bad = _cli_here(data, "token", "create", "--user", "../evil")
         assert bad.returncode != 0 and "invalid user name" in bad.stderr
         assert json.loads((data / "auth" / "tokens.json").read_text())
         assert oct((data / "auth" / "owner.token").stat().st_mode & 0o777) == "0o600"

@@ -412,25 +412,6 @@ def test_no_route_changes_anything(ws):
     assert after[1] == before[1], sorted(set(after[1].items()) ^ set(before[1].items()))[:5]
 
 
-def test_local_owner_flag(tmp_path):
-    data = tmp_path / "data"
-    (data / "wiki").mkdir(parents=True)
-    (data / "wiki" / "a.md").write_text("# A\n")
-    # off by default: test_every_route_needs_sign_in
-    on = ServerProcess(data, env={"WIKI_MEMORY_WEB_LOCAL_OWNER": "1", "USER": "olivia"}).start()
-    try:
-        r = httpx.get(on.url + "/")
-        assert r.status_code == 200 and "olivia" in r.text
-        # a page that reached us through DNS rebinding names another host: not let in
-        # (allowed hosts answer 421 on every route, the web view included)
-        r = httpx.get(on.url + "/", headers={"Host": "evil.example"})
-        assert r.status_code == 421 and "olivia" not in r.text
-        # the API still needs its token
-        assert httpx.get(on.url + "/v1/pages").status_code == 401
-    finally:
-        on.stop()
-
-
 def test_serve_open_opens_the_view(tmp_path):
     data = tmp_path / "data"
     opened = tmp_path / "opened.txt"
