@@ -5,7 +5,9 @@ file is rebuilt from the files before the server answers; the page count and eac
 file's stamp against the index then catch what changed while no server ran
 (:meth:`wiki_memory.core.memory.Memory.start`). A CorruptError met at run time is
 logged once and rebuilds the index from the files and the spool on a thread of its own;
-meanwhile the index's reads answer 503 with ``Retry-After``, never a short 200."""
+meanwhile recall answers from a scan of the page files with ``complete: false``
+(:mod:`wiki_memory.core.scanrecall`) and the index's other reads answer 503 with
+``Retry-After``, never a short 200."""
 
 from __future__ import annotations
 
@@ -44,16 +46,18 @@ def prepare_index(memory: Any) -> None:
     when damaged, missing, empty or of another schema, else caught up with what changed
     while no server ran (each file's size and mtime against the index), and the spool's
     rows written again; all before the server answers, except the rebuild of a wiki of
-    :data:`BACKGROUND_PAGES` or more, which runs on a thread while the index's reads
-    answer 503 (never a short 200). When the disk is too full for
+    :data:`BACKGROUND_PAGES` or more, which runs on a thread while recall answers from a
+    scan of the files with ``complete: false`` and the index's other reads answer 503
+    (never a short 200). When the disk is too full for
     that, the server starts anyway (no crash loop): the index's reads answer 503 and
     :func:`rebuild_damaged` tries again until there is room."""
     index, wiki = memory.index, memory.wiki_dir
     try:
-        if check_index(memory) or index.needs_rebuild or not index.paths():
+        if check_index(memory) or index.needs_rebuild or not index.count_pages():
             if _at_least(wiki, BACKGROUND_PAGES):
-                # a large wiki: the server answers meanwhile (capture works; the index's
-                # reads answer 503 with Retry-After until the rebuild is done)
+                # a large wiki: the server answers meanwhile (capture works; recall
+                # scans the files, complete: false; the index's other reads answer 503
+                # with Retry-After until the rebuild is done)
                 index.damaged = "being rebuilt at start"
                 log.warning("index.db is rebuilt from the files in the background")
                 rebuild_damaged(memory, index.damaged)
