@@ -132,10 +132,16 @@ def test_a_stale_index_catches_up_offline_edits_before_answering(
     for i in range(100):
         p = wiki / f"projects/p/notes/n{i:04d}.md"
         p.write_text(p.read_text(encoding="utf-8") + "\nzebracorn was added offline\n")
+    for i in range(190, 200):  # deleted offline
+        (wiki / f"projects/p/notes/n{i:04d}.md").unlink()
+    for i in range(3):  # added offline
+        (wiki / f"projects/p/notes/new{i}.md").write_text(f"# New {i}\n\nunicornfish\n")
     m = restart(stopped)
     try:
         r = m.recall("zebracorn", user="alice", budget_tokens=200)
-        assert r.total == 100
+        assert r.total == 100 and r.complete
+        assert m.recall("unicornfish", user="alice").total == 3
+        assert m.index.count_pages() == 193
         check_equal_to_fresh(m, tmp_path)
     finally:
         m.stop()

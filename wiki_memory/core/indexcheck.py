@@ -44,17 +44,31 @@ CHECK_EVERY_SECONDS = 900.0
 def prepare_index(memory: Any) -> None:
     """The index at start: quick-checked (:func:`check_index`), then rebuilt from the files
     when damaged, missing, empty or of another schema, else caught up with what changed
-    while no server ran (each file's size and mtime against the index), and the spool's
+    while no server ran (each file's size and mtime against the index, walked on a
+    thread beside the quick check), and the spool's
     rows written again; all before the server answers, except the rebuild of a wiki of
     :data:`BACKGROUND_PAGES` or more, which runs on a thread while recall answers from a
     scan of the files with ``complete: false`` and the index's other reads answer 503
     (never a short 200). When the disk is too full for
-    that, the server starts anyway (no crash loop): the index's reads answer 503 and
-    :func:`rebuild_damaged` tries again until there is room."""
+    that, the server starts anyway (no crash loop): recall scans the files as above, the
+    index's other reads answer 503, and :func:`rebuild_damaged` tries again until there
+    is room."""
     index, wiki = memory.index, memory.wiki_dir
+    # the walk of the files' stamps runs beside the quick check (SQLite reads the index
+    # file without the GIL): the whole check takes about the longer of the two
+    walked: list[Any] = []
+    walker = threading.Thread(
+        target=lambda: walked.append(index.stamps(wiki)), name="wiki-index-stamps", daemon=True
+    )
+    walker.start()
     try:
-        if check_index(memory) or index.needs_rebuild or not index.count_pages():
-            if _at_least(wiki, BACKGROUND_PAGES):
+        try:
+            damaged = check_index(memory)
+        finally:
+            walker.join()
+        if damaged or index.needs_rebuild or not index.count_pages():
+            large = len(walked[0][0]) >= BACKGROUND_PAGES if walked else None
+            if large if large is not None else _at_least(wiki, BACKGROUND_PAGES):
                 # a large wiki: the server answers meanwhile (capture works; recall
                 # scans the files, complete: false; the index's other reads answer 503
                 # with Retry-After until the rebuild is done)
@@ -64,7 +78,10 @@ def prepare_index(memory: Any) -> None:
                 return
             index.rebuild(wiki)
         else:
-            index.sync_paths(wiki, ["."])
+            if walked:
+                index.catch_up(wiki, walked[0])
+            else:  # the walk failed on its thread: walked again, here
+                index.sync_paths(wiki, ["."])
             index.set_wiki_root(wiki)
         memory.capturer.reindex_spool()
     except Exception as exc:
