@@ -184,3 +184,17 @@ def test_http_and_mcp_say_incomplete_alike(tmp_path: Path, held: threading.Event
     finally:
         held.set()
         srv.stop()
+
+
+def test_the_scan_leaves_out_excluded_folders_and_other_frontmatter_keys(
+    rebuilding: tuple[Memory, dict[str, str]],
+) -> None:
+    from wiki_memory.recall.query import RecallQuery
+
+    m, _files = rebuilding
+    assert (
+        m.recall(RecallQuery(WORDS[0], exclude_dirs=["projects/p/notes"]), user="alice").total == 0
+    )
+    # "forgotten_by: alice" and "user: bob" are frontmatter, not text a page holds
+    assert m.recall("forgotten_by", user="alice").total == 0
+    assert m.recall("Bob's note", user="bob").total >= 1  # its title and text are

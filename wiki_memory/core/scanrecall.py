@@ -133,21 +133,19 @@ def _matches(
 ) -> list[_Match]:
     root = scope.wiki_dir
     kinds = None if q.kinds is None else set(q.kinds)
+    excluded = tuple(d.strip("/") + "/" for d in q.exclude_dirs if d.strip("/"))
     out: list[_Match] = []
     for rel, _st, is_page in walk(root, os.path.realpath(root), ""):
         if time.monotonic() > deadline:
             break
-        if not is_page:
+        if not is_page or rel.startswith(excluded):
             continue
         owner = people_owner(rel)
         if owner is not None and not who.owns(owner):
             continue  # another user's folder: not even read
         raw = read_file(Path(root, rel))
-        if raw is None:
-            continue
-        held = _count(raw.decode("utf-8", "replace"), terms)
-        if not held:
-            continue
+        if raw is None or not _count(raw.decode("utf-8", "replace"), terms):
+            continue  # (a quick look at the whole file first: most pages hold no word)
         try:  # the one scope rule, on the file actually read
             page = scope.read(who, rel)
         except (NotFound, BadPath):
@@ -163,6 +161,11 @@ def _matches(
         if q.project is not None and project != q.project:
             continue
         text = page.data.decode("utf-8", "replace")
+        # the words of its body, title, aliases and tags: not of other frontmatter keys
+        named = [meta.get(k) for k in ("title", "aliases", "tags")]
+        held = _count(" ".join([_body(text), *map(str, filter(None, named))]), terms)
+        if not held:
+            continue
         out.append(
             (int(state == "superseded"), len(held), sum(held.values()), page.rel, text, meta, kind)
         )
@@ -177,13 +180,18 @@ def _count(text: str, terms: set[str]) -> dict[str, int]:
     return counts
 
 
-def _item(m: _Match, query: str, handle: Callable[[str], str]) -> dict[str, Any]:
-    _state, held, occurrences, path, text, meta, kind = m
-    body = text
+def _body(text: str) -> str:
+    """``text`` without its frontmatter block, if it has one."""
     if text.startswith("---"):
         end = text.find("\n---", 3)
         if end >= 0:
-            body = text[end + 4 :].lstrip("-\n")
+            return text[end + 4 :].lstrip("-\n")
+    return text
+
+
+def _item(m: _Match, query: str, handle: Callable[[str], str]) -> dict[str, Any]:
+    _state, held, occurrences, path, text, meta, kind = m
+    body = _body(text)
     heading = _TITLE.search(body)
     title = (
         as_text(meta.get("title"))
