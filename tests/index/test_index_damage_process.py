@@ -122,3 +122,78 @@ def test_a_damaged_index_under_a_real_server_answers_incomplete_survives_kill_an
     finally:
         srv.stop()
     assert after_kill == fresh == before
+
+
+def test_the_cli_says_incomplete_while_the_index_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI against a real socket while the rebuild is held (the app in this process,
+    so the rebuild can be held until the CLI has answered)."""
+    import threading
+
+    import uvicorn
+    from serverproc import free_port
+    from support import make_memory
+
+    from wiki_memory.auth import TokenStore
+    from wiki_memory.config import load_settings
+    from wiki_memory.core import indexcheck
+    from wiki_memory.core.memory import Memory
+    from wiki_memory.index.store import Index
+    from wiki_memory.server.app import create_app
+
+    data = tmp_path / "data"
+    for i in range(60):
+        p = data / "wiki" / f"projects/p/notes/n{i:02d}.md"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(f"# Note {i}\n\nquokkadata {WORDS[i]}\n", encoding="utf-8")
+    make_memory(data).stop()
+    (data / "index.db").unlink()
+    monkeypatch.setattr(indexcheck, "BACKGROUND_PAGES", 10)
+    gate = threading.Event()
+    real = Index.rebuild
+
+    def held(self: Index, *a: Any, **kw: Any) -> int:
+        gate.wait(120)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Index, "rebuild", held)
+    settings = load_settings(data, watch=False)
+    tokens = TokenStore(settings.auth_dir)
+    tokens.ensure_owner()
+    memory = Memory(settings, owner_user=tokens.owner_name(), directory=tokens)
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(memory, tokens, manage_memory=True),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, timeout=60, what="the server listens")
+        url = f"http://127.0.0.1:{port}"
+        r = run_cli(data, "recall", "quokkadata", "--url", url, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith(INCOMPLETE + "\n"), r.stdout
+        assert "n00.md" in r.stdout or "Note" in r.stdout
+        j = run_cli(data, "recall", "quokkadata", "--url", url, "--json", timeout=120)
+        assert json_of(j.stdout)["complete"] is False
+        gate.set()
+        wait_for(lambda: memory.index.damaged is None, timeout=120, what="rebuilt")
+        r = run_cli(data, "recall", "quokkadata", "--url", url, timeout=120)
+        assert r.returncode == 0 and INCOMPLETE not in r.stdout, r.stdout
+    finally:
+        gate.set()
+        server.should_exit = True
+        thread.join(60)
+
+
+def json_of(text: str) -> dict[str, Any]:
+    import json
+
+    out: dict[str, Any] = json.loads(text)
+    return out
