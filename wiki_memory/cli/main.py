@@ -63,6 +63,10 @@ def cmd_recall(args: argparse.Namespace) -> int:
         print(json.dumps(res, indent=1, ensure_ascii=False))
         return 0
     items = res["items"]
+    if res.get("complete") is False:  # the index is being rebuilt: said first
+        from wiki_memory.core.scanrecall import INCOMPLETE
+
+        print(INCOMPLETE)
     if not items:
         need = res.get("needs_tokens")
         hint = f": the best match needs --budget {need}" if need else ""

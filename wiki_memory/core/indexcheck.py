@@ -5,7 +5,9 @@ file is rebuilt from the files before the server answers; the page count and eac
 file's stamp against the index then catch what changed while no server ran
 (:meth:`wiki_memory.core.memory.Memory.start`). A CorruptError met at run time is
 logged once and rebuilds the index from the files and the spool on a thread of its own;
-meanwhile the index's reads answer 503 with ``Retry-After``, never a short 200."""
+meanwhile recall answers from a scan of the page files with ``complete: false``
+(:mod:`wiki_memory.core.scanrecall`) and the index's other reads answer 503 with
+``Retry-After``, never a short 200."""
 
 from __future__ import annotations
 
@@ -42,25 +44,44 @@ CHECK_EVERY_SECONDS = 900.0
 def prepare_index(memory: Any) -> None:
     """The index at start: quick-checked (:func:`check_index`), then rebuilt from the files
     when damaged, missing, empty or of another schema, else caught up with what changed
-    while no server ran (each file's size and mtime against the index), and the spool's
+    while no server ran (each file's size and mtime against the index, walked on a
+    thread beside the quick check), and the spool's
     rows written again; all before the server answers, except the rebuild of a wiki of
-    :data:`BACKGROUND_PAGES` or more, which runs on a thread while the index's reads
-    answer 503 (never a short 200). When the disk is too full for
-    that, the server starts anyway (no crash loop): the index's reads answer 503 and
-    :func:`rebuild_damaged` tries again until there is room."""
+    :data:`BACKGROUND_PAGES` or more, which runs on a thread while recall answers from a
+    scan of the files with ``complete: false`` and the index's other reads answer 503
+    (never a short 200). When the disk is too full for
+    that, the server starts anyway (no crash loop): recall scans the files as above, the
+    index's other reads answer 503, and :func:`rebuild_damaged` tries again until there
+    is room."""
     index, wiki = memory.index, memory.wiki_dir
+    # the walk of the files' stamps runs beside the quick check (SQLite reads the index
+    # file without the GIL): the whole check takes about the longer of the two
+    walked: list[Any] = []
+    walker = threading.Thread(
+        target=lambda: walked.append(index.stamps(wiki)), name="wiki-index-stamps", daemon=True
+    )
+    walker.start()
     try:
-        if check_index(memory) or index.needs_rebuild or not index.paths():
-            if _at_least(wiki, BACKGROUND_PAGES):
-                # a large wiki: the server answers meanwhile (capture works; the index's
-                # reads answer 503 with Retry-After until the rebuild is done)
+        try:
+            damaged = check_index(memory)
+        finally:
+            walker.join()
+        if damaged or index.needs_rebuild or not index.count_pages():
+            large = len(walked[0][0]) >= BACKGROUND_PAGES if walked else None
+            if large if large is not None else _at_least(wiki, BACKGROUND_PAGES):
+                # a large wiki: the server answers meanwhile (capture works; recall
+                # scans the files, complete: false; the index's other reads answer 503
+                # with Retry-After until the rebuild is done)
                 index.damaged = "being rebuilt at start"
                 log.warning("index.db is rebuilt from the files in the background")
                 rebuild_damaged(memory, index.damaged)
                 return
             index.rebuild(wiki)
         else:
-            index.sync_paths(wiki, ["."])
+            if walked:
+                index.catch_up(wiki, walked[0])
+            else:  # the walk failed on its thread: walked again, here
+                index.sync_paths(wiki, ["."])
             index.set_wiki_root(wiki)
         memory.capturer.reindex_spool()
     except Exception as exc:

@@ -17,15 +17,18 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import tzinfo
 from typing import Any
 
 from wiki_memory import zones
 from wiki_memory.config import Settings
 from wiki_memory.core.contradictions import find_contradictions, flags_by_page
+from wiki_memory.core.scanrecall import scan_recall
 from wiki_memory.core.scope import ScopeRule
 from wiki_memory.core.userecord import UseRecord
 from wiki_memory.errors import BadRequest
 from wiki_memory.identity import Identity
+from wiki_memory.index.search import SearchError
 from wiki_memory.index.subjects import NOTE_KINDS
 from wiki_memory.recall import rank
 from wiki_memory.recall.pack import compact, compact_floor
@@ -48,7 +51,9 @@ class RecallResult:
     cursor: :func:`walk_cursor`), None when every match is returned or the next match
     alone is over the budget; then ``needs_tokens`` is what that match costs (else None).
     ``changed``: the number of matches changed since the walk's first page (matches added
-    since may be left out; none is returned twice)."""
+    since may be left out; none is returned twice). ``complete``: False while the index
+    is being rebuilt (the answer comes from a scan of the page files,
+    :mod:`wiki_memory.core.scanrecall`, and may miss matches), else True."""
 
     items: list[dict[str, Any]]
     used_tokens: int
@@ -59,6 +64,7 @@ class RecallResult:
     next_cursor: int | None = None
     needs_tokens: int | None = None
     changed: bool = False
+    complete: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +77,7 @@ class RecallResult:
             "next_cursor": self.next_cursor,
             "needs_tokens": self.needs_tokens,
             "changed": self.changed,
+            "complete": self.complete,
         }
 
 
@@ -239,6 +246,49 @@ class Recaller:
                 "this cursor belongs to another query (or other filters): start again from 0",
                 field="cursor",
             )
+        index = self.sources.index
+        if index.damaged is None:
+            try:
+                return self._ranked(
+                    q, who, tz_name, fp, given, given_fp, walk_no, cursor, budget, user, fits
+                )
+            except SearchError:
+                if index.damaged is None:
+                    raise  # the engine failed: never "no results"
+        # the index is being rebuilt (found damaged, or missing on a large wiki): a scan
+        # of the page files, marked incomplete
+        got = scan_recall(self.scope, who, q, budget, cursor, fits, self.sources.handle)
+        self.audit_read(user, "recall", (q.project or "") + ":" + q.text[:200])
+        if self.use is not None:
+            self.use.note("recalled", [str(i["path"]) for i in got.items], who.user or None)
+        first = min(cursor, got.total)
+        return RecallResult(
+            got.items,
+            got.used_tokens,
+            budget,
+            got.total - got.pos,
+            total=got.total,
+            cursor=first,
+            next_cursor=got.pos if got.pos < got.total and got.items else None,
+            needs_tokens=got.needs_tokens,
+            complete=False,
+        )
+
+    def _ranked(
+        self,
+        q: RecallQuery,
+        who: Identity,
+        tz_name: tzinfo,
+        fp: int,
+        given: int,
+        given_fp: int | None,
+        walk_no: int,
+        cursor: int,
+        budget: int,
+        user: Identity | str | None,
+        fits: Callable[[list[dict[str, Any]]], bool] | None,
+    ) -> RecallResult:
+        """One page of recall from the index (:meth:`recall`'s arguments, read)."""
         found = rank.ranked(self.sources, q, who=who, plain=self.plain, zone=tz_name)
         total = len(found)
         walk, walk_no = self._walk(who.user, fp, walk_no if given_fp is not None else None, total)

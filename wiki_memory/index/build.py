@@ -146,13 +146,39 @@ def sync_paths(db: Database, wiki_dir: Path | str, rel_paths: Iterable[str]) -> 
     return changed
 
 
-def _reconcile(db: Database, root: Path, root_real: str, rel_dir: str) -> int:
-    """Bring the index in line with the directory ``rel_dir`` (``""``: the whole wiki);
-    pages whose size and mtime match the index are skipped. Returns pages changed."""
+Stamps = tuple[dict[str, os.stat_result], dict[str, os.stat_result]]
+"""A walk of the wiki: ``(pages, other files)``, each wiki-relative path → its lstat."""
+
+
+def stamps(wiki_dir: Path | str) -> Stamps:
+    """The walk :func:`sync_paths` of ``"."`` makes (no symlink followed, hard-linked and
+    ignored files left out), with nothing read from the index."""
+    root = Path(wiki_dir)
+    return _walked(root, os.path.realpath(root), "")
+
+
+def catch_up(db: Database, wiki_dir: Path | str, walked: Stamps) -> int:
+    """:func:`sync_paths` of ``"."`` with the walk ``walked`` taken beforehand by
+    :func:`stamps`; returns pages changed."""
+    root = Path(wiki_dir)
+    return _reconcile(db, root, os.path.realpath(root), "", walked)
+
+
+def _walked(root: Path, root_real: str, rel_dir: str) -> Stamps:
     found: dict[str, os.stat_result] = {}
     found_files: dict[str, os.stat_result] = {}
     for rel, st, is_page in walk(root, root_real, rel_dir, files=True):
         (found if is_page else found_files)[rel] = st
+    return found, found_files
+
+
+def _reconcile(
+    db: Database, root: Path, root_real: str, rel_dir: str, walked: Stamps | None = None
+) -> int:
+    """Bring the index in line with the directory ``rel_dir`` (``""``: the whole wiki),
+    walked now or given as ``walked``; pages whose size and mtime match the index are
+    skipped. Returns pages changed."""
+    found, found_files = walked if walked is not None else _walked(root, root_real, rel_dir)
     conn = db.conn()
     if rel_dir:
         lo, hi = rel_dir + "/", rel_dir + "0"  # '0' sorts right after '/'

@@ -261,6 +261,18 @@ class Index:
         """
         return build.sync_paths(self._db, wiki_dir, rel_paths)
 
+    def stamps(self, wiki_dir: Path | str) -> build.Stamps:
+        """Every page and other file under ``wiki_dir`` with its lstat, as the walk of
+        :meth:`sync_paths` of ``"."`` finds them; reads nothing of the index (so it can
+        run beside the quick check at start)."""
+        return build.stamps(wiki_dir)
+
+    def catch_up(self, wiki_dir: Path | str, walked: build.Stamps) -> int:
+        """:meth:`sync_paths` of ``"."`` over a walk :meth:`stamps` took beforehand: every
+        page whose size or mtime differs from the index is indexed again, rows of files
+        gone are removed. Returns pages added, changed or removed."""
+        return build.catch_up(self._db, wiki_dir, walked)
+
     def rebuild(self, wiki_dir: Path | str, progress: bool = False) -> int:
         """Re-index every page under ``wiki_dir`` from the files; returns the page count.
 

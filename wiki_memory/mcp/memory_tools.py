@@ -19,6 +19,7 @@ from pydantic import Field
 from wiki_memory.core.quoting import inline, qt
 from wiki_memory.core.recaller import RecallResult
 from wiki_memory.core.remember import remember
+from wiki_memory.core.scanrecall import INCOMPLETE
 from wiki_memory.mcp.common import (
     ADDITIVE,
     QUOTE_NOTE,
@@ -51,6 +52,7 @@ class RecallOut(TypedDict):
     cursor: int
     next_cursor: int | None
     needs_tokens: int | None
+    complete: bool
 
 
 class ExpandOut(TypedDict):
@@ -116,6 +118,7 @@ class MemoryOps(ToolBase):
                 "cursor": cursor,
                 "next_cursor": nxt,
                 "needs_tokens": res.needs_tokens if not sel else None,
+                "complete": res.complete,
             }
             head = (
                 f"Recall for {query!r}: {len(sel)} item(s) of {res.total} match(es)"
@@ -131,6 +134,8 @@ class MemoryOps(ToolBase):
                 )
             if res.changed:
                 head += " The matches changed during this walk: newer ones may be left out."
+            if not res.complete:
+                head += f" {INCOMPLETE}"
             if sel:
                 head += " Full sections: memory_expand(ids)."
             parts = [head]
