@@ -17,7 +17,7 @@ import pytest
 from appkit import AppServer
 from support import shared_path
 
-from wiki_memory.core.condense import condense_sessions, uncondense
+from wiki_memory.core.condense import condense_sessions, scheduled_run, uncondense
 from wiki_memory.errors import Forbidden
 from wiki_memory.wiki.condense import timeline_span
 
@@ -207,3 +207,29 @@ def test_a_resumed_session_numbers_after_the_last_entry(tmp_path: Path) -> None:
         new = [n for n in numbers if n > 14]
         assert new, text
         assert "Now also export the archived rows" in timeline(text)
+
+
+def test_the_scheduled_run_is_off_by_default_and_condenses_when_set(tmp_path: Path) -> None:
+    from support import make_memory, wait_for
+
+    data = tmp_path / "data"
+    with AppServer(data, watch=False, commit_delay_seconds=0.02) as srv:
+        path = next(iter(build(srv, 1)))
+    page = data / "wiki" / path
+    m = make_memory(data, owner="owner", condense_after_days=0)
+    try:
+        assert m.settings.condense_sessions is False  # off by default
+        assert scheduled_run(m, 0.0, time.time()) == 0.0  # what the idle loop calls
+        m.writer.flush()
+    finally:
+        m.stop()
+    assert b"condensed: " not in page.read_bytes()
+    m = make_memory(
+        data, owner="owner", idle_check_seconds=0.05, condense_after_days=0, condense_sessions=True
+    )
+    try:
+        wait_for(lambda: b"condensed: " in page.read_bytes(), 20, "the scheduled run")
+        m.writer.flush()
+        assert any(c.message.startswith("Condense 1 ") for c in m.git.log(limit=3))
+    finally:
+        m.stop()

@@ -30,6 +30,7 @@ from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_metadata
 
 __all__ = [
+    "KEEP_RATIO",
     "PROMPT_CHARS",
     "Facts",
     "TimelineEntry",
@@ -43,6 +44,8 @@ __all__ = [
 
 #: a prompt's one line on a condensed page, at most this many characters
 PROMPT_CHARS = 300
+#: a page is condensed only when that leaves at most this share of its characters
+KEEP_RATIO = 0.8
 _HEADING = "## Timeline"
 _BLOCK_LINE = re.compile(r"^\^(t(\d+)r?)[ \t]*$")
 _FENCE = re.compile(r"^(~{3,}|`{3,})")
@@ -218,8 +221,10 @@ def facts_of(entries: list[TimelineEntry], files: list[str]) -> Facts:
     for e in entries:
         if e.kind not in ("prompt", "reply"):
             continue
+        # a prompt's words kept on its own line are not repeated
+        kept = _line(e.text(), PROMPT_CHARS - 1) if e.kind == "prompt" else ""
         for sent in _SENTENCE.split(" ".join(e.text().split())):
-            if _DECISION.search(sent) and len(f.decisions) < 10:
+            if _DECISION.search(sent) and len(f.decisions) < 10 and sent not in kept:
                 s = _line(sent, 240)
                 if s.lower() not in seen:
                     seen.add(s.lower())
@@ -296,9 +301,11 @@ def _kept(e: TimelineEntry, linked: set[str]) -> str | None:
     """The one line an entry keeps (None: it goes): a prompt's text, cut; a linked
     entry's head."""
     if e.kind == "prompt":
+        # the text in a paragraph of its own: an entry that is only its head line is
+        # the compiler's words, which recall neither ranks nor counts
         text = _line(e.text(), PROMPT_CHARS)
-        line = f"{_clock(e.head)} · {e.what}" + (f" · {_code(text)}" if text else "")
-        return f"{line}\n\n^{e.block}"
+        body = f"\n\n{_code(text)}" if text else ""
+        return f"{_clock(e.head)} · {e.what}{body}\n\n^{e.block}"
     if e.block in linked:
         return f"{_clock(e.head)} · {e.what} · condensed\n\n^{e.block}"
     return None
@@ -337,7 +344,9 @@ def condense_page(
     and frontmatter ``condensed`` (``now``, ISO-8601 UTC) and ``last_entry`` set.
     ``linked``: block ids (``t7``) some page links to; ``path`` is named in the note (the
     ``uncondense`` command). Returns ``(new bytes, facts, entries before)``, or None for
-    a page with no timeline entries or whose frontmatter cannot be set."""
+    a page with no timeline entries, one that would keep more than :data:`KEEP_RATIO` of
+    its characters (a chat of short prompts: little to gain) or whose frontmatter cannot
+    be set."""
     text = raw.decode("utf-8", "surrogateescape")
     span = timeline_span(text)
     if span is None:
@@ -358,6 +367,8 @@ def condense_page(
     eol = "\r\n" if "\r\n" in text[: span[0]] else "\n"
     new = text[: span[0]] + eol + body.replace("\n", eol) + eol + eol * (span[1] < len(text))
     new += text[span[1] :]
+    if len(new) > len(text) * KEEP_RATIO:
+        return None  # little to gain: the page stays as it is
     try:
         out = set_keys(
             new.encode("utf-8", "surrogateescape"),
