@@ -233,3 +233,21 @@ def test_the_scheduled_run_is_off_by_default_and_condenses_when_set(tmp_path: Pa
         assert any(c.message.startswith("Condense 1 ") for c in m.git.log(limit=3))
     finally:
         m.stop()
+
+
+def test_a_condensed_prompt_is_still_found_at_its_own_entry(tmp_path: Path) -> None:
+    # a prompt condensed to its head line alone was the compiler's words to recall
+    # (neither ranked nor counted): LoCoMo's turns vanished
+    with AppServer(tmp_path / "data", watch=False, commit_delay_seconds=0.02) as srv:
+        m = srv.memory
+        assert m is not None
+        events = ck.events(hooks(), 0)
+        second = dict(events[0], payload=dict(events[0]["payload"]))
+        second["payload"]["prompt"] = "Also rename the quastelbrink dashboard to overview"
+        events.insert(1, second)
+        m.capture(events, m.owner)
+        m.writer.flush()
+        assert condense_sessions(m, m.owner, older_than_days=0)["condensed"] == 1
+        path = m.index.list_pages(kind="session")[0]["path"]
+        items = m.recall("quastelbrink dashboard", project="atlas", user=m.owner).items
+        assert f"{path}#^t2" in [i.get("anchor") for i in items[:5]], items[:5]
