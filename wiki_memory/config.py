@@ -46,6 +46,10 @@ class Settings:
     commit_delay_seconds: float = 0.25
     hand_edit_settle_seconds: float = 1.0
     spool_keep_seconds: float = 7 * 24 * 3600
+    #: the scheduled (daily) run that condenses cold session pages (docs/knowledge.md)
+    condense_sessions: bool = False
+    #: a session page whose ``ended`` and ``updated`` are older than this is cold
+    condense_after_days: float = 90.0
     tool_output_excerpt_bytes: int = 2000
     default_budget_tokens: int = 1000
     #: recall ranks every match in Python (the plain path) instead of the optimized one;

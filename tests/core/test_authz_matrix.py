@@ -644,6 +644,10 @@ ROWS: dict[str, Row] = {
     "GET /v1/admin/unrendered": "exempt: admin only (may_admin before anything is read; "
     "tests/server/test_admin_only_routes.py checks a member's refusal)",
     "POST /v1/admin/unrendered/discard": "exempt: admin only, as GET /v1/admin/unrendered",
+    "POST /v1/admin/condense": "exempt: admin only (may_admin before any page is read; "
+    "tests/core/test_condense.py checks a member's refusal); writes as the server through "
+    "the one door",
+    "POST /v1/admin/uncondense": "exempt: admin only, as POST /v1/admin/condense",
     "GET /v1/sync-conflicts": "exempt: lists only the copies the one door lets the caller "
     "see (tests/core/test_conflict_copies.py checks a reader's and a stranger's view)",
     "POST /v1/sync-conflicts/resolve": "exempt: the one door's write check on the copy and "
@@ -718,6 +722,8 @@ ROWS: dict[str, Row] = {
     "cli import-agent-files": "exempt: as POST /v1/agent-files, which it calls "
     "(tests/harness/test_agent_files.py)",
     "cli unrendered": "exempt: as GET /v1/admin/unrendered, which it calls",
+    "cli condense": "exempt: as POST /v1/admin/condense, which it calls",
+    "cli uncondense": "exempt: as POST /v1/admin/uncondense, which it calls",
     "cli sync-conflicts": "exempt: as GET /v1/sync-conflicts, which it calls when a server "
     "runs; else the data directory's owner",
     "cli remember": "exempt: as POST /v1/remember, which it calls when a server runs; else "

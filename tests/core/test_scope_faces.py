@@ -77,6 +77,9 @@ ROUTES: dict[str, str] = {
     "GET /v1/admin/unrendered": "exempt: admin only (may_admin before anything is read); "
     "probed in tests/server/test_admin_only_routes.py",
     "POST /v1/admin/unrendered/discard": "exempt: admin only, as GET /v1/admin/unrendered",
+    "POST /v1/admin/condense": "exempt: admin only (may_admin before any page is read); "
+    "probed in tests/core/test_condense.py",
+    "POST /v1/admin/uncondense": "exempt: admin only, as POST /v1/admin/condense",
     "GET /v1/contradictions": "exempt: index groups filtered by visible_sql, each page read "
     "with scope.read; probed in tests/core/test_contradictions.py",
     "GET /v1/use": "exempt: the caller's own rows of pages visible() lets it see; probed in "
@@ -150,6 +153,8 @@ CLI_COMMANDS: dict[str, str] = {
     "tests/core/test_contradictions.py",
     "import-agent-files": "exempt: calls /v1/agent-files (a server must run)",
     "unrendered": "exempt: calls /v1/admin/unrendered (admin only) when a server runs",
+    "condense": "exempt: calls /v1/admin/condense (admin only)",
+    "uncondense": "exempt: calls /v1/admin/uncondense (admin only)",
     "sync-conflicts": "exempt: calls /v1/sync-conflicts when a server runs, else the core as "
     "the owner",
     "remember": "exempt: calls /v1/remember when a server runs, else the core as the owner",

@@ -53,6 +53,13 @@ REQUESTS: dict[str, tuple[str, str, Any, set[int]]] = {
         {404},
     ),
     "GET /v1/use": ("GET", "/v1/use?days=7", None, {200}),
+    "POST /v1/admin/condense": ("POST", "/v1/admin/condense", {"dry_run": True}, {200}),
+    "POST /v1/admin/uncondense": (
+        "POST",
+        "/v1/admin/uncondense",
+        {"path": "projects/demo/notes/other.md"},
+        {400},
+    ),
     "GET /v1/contradictions": ("GET", "/v1/contradictions?project=demo", None, {200}),
     "POST /v1/forget": ("POST", "/v1/forget", {"path": "projects/demo/notes/other.md"}, {200}),
     "POST /v1/edit": (

@@ -199,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     from wiki_memory.cli import (
         agentfiles,
         carry,
+        condense,
         conflicts,
         contradictions,
         edit,
@@ -218,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     tokens.register(sub)
     modules = (setup, uninstall, status, hooks, handoffs, mcp, wiki, remove, remember, carry, edit)
-    for module in (*modules, unrendered, replicas, conflicts, contradictions, agentfiles):
+    for module in (*modules, unrendered, replicas, conflicts, contradictions, agentfiles, condense):
         module.register(sub)
     return p
 

@@ -18,6 +18,7 @@ from wiki_memory.capture.observation import Observation
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.capture.spool import SessionInfo, Spool
 from wiki_memory.config import Settings
+from wiki_memory.core import condense
 from wiki_memory.core.capture import Capture, CaptureGate, is_self_check
 from wiki_memory.core.delegate import Delegated
 from wiki_memory.core.handoffs import HandoffService
@@ -459,7 +460,7 @@ class Memory:
 
     def _idle_loop(self) -> None:
         """End sessions idle longer than ``idle_seconds``; clean up old spool files."""
-        last_cleanup = 0.0
+        last_cleanup = last_condense = 0.0
         last_recover = 0.0
         while not self._stop.wait(self.settings.idle_check_seconds):
             now = time.time()
@@ -479,6 +480,7 @@ class Memory:
             if now - last_cleanup > 3600:
                 last_cleanup = now
                 self.spool.cleanup(self.settings.spool_keep_seconds, now)
+                last_condense = condense.scheduled_run(self, last_condense, now)
 
     # -- commits -------------------------------------------------------------------------
     def _commit(self, paths: list[str], author: Author, message: str) -> str | None:

@@ -38,6 +38,7 @@ from wiki_memory.errors import (
 from wiki_memory.mcp.common import TZ_HEADER
 from wiki_memory.plainfile import page_hash
 from wiki_memory.recall.query import RecallQuery
+from wiki_memory.server.condense import condense, uncondense_page
 from wiki_memory.server.http import (
     body_project,
     int_field,
@@ -515,4 +516,6 @@ ROUTES = [
     Route("/v1/sync-conflicts/resolve", resolve_conflict, methods=["POST"]),
     Route("/v1/use", use, methods=["GET"]),
     Route("/v1/contradictions", contradictions, methods=["GET"]),
+    Route("/v1/admin/condense", condense, methods=["POST"]),
+    Route("/v1/admin/uncondense", uncondense_page, methods=["POST"]),
 ]
