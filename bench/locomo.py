@@ -62,7 +62,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from serverproc import ServerProcess  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo7-dev.json"
+SHARED = Path(os.environ.get("WIKI_MEMORY_SHARED") or ROOT.parent / "shared")
+DEFAULT_DATA = SHARED / "data" / "locomo" / "locomo7-dev.json"
 KS = (1, 5, 10)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 TURN_SECONDS = 5
