@@ -63,7 +63,10 @@ STOP = frozenset(
     yourself yourselves hey hi hello wow great good nice sure well thing things something
     lot lots much many one two way still always never maybe pretty kind sounds sound awesome
     amazing glad love know think feel going want make made see say said time times really
-    day days new last next today yesterday tomorrow week year years""".split()
+    day days new last next today yesterday tomorrow week year years ago since far gonna
+    super huge totally definitely agree wait keep come came went take took part best fun
+    anything everything nothing someone everyone tough easy hard important special
+    grateful lucky ready inspiring gorgeous beautiful cool happy sorry excited proud""".split()
 )
 """Words that never make a topic alone or start or end a phrase (English function words
 and chat fillers, lower-cased)."""
@@ -189,12 +192,18 @@ def _phrases(prose: str) -> set[str]:
     for sent in re.split(r"[.!?;:,\n()\"“”]+", prose):
         words = [w.lower() for w in _WORD.findall(sent)]
         for a, b in zip(words, words[1:], strict=False):
-            if len(a) > 2 and len(b) > 2 and a not in STOP and b not in STOP:
+            if _phrase_word(a) and _phrase_word(b) and not b.endswith(("ing", "ed")):
                 out.add(f"{a} {b}")
     for run in _CJK.findall(prose):
         for n in range(2, 7):
             out.update(run[i : i + n] for i in range(len(run) - n + 1))
     return out
+
+
+def _phrase_word(w: str) -> bool:
+    """A word that may be part of a noun phrase: three letters or more, no stop word, no
+    contraction (``i'm``, ``it's``), no adverb in ``-ly``."""
+    return len(w) > 2 and w not in STOP and "'" not in w and "’" not in w and not w.endswith("ly")
 
 
 def entry_topics(text: str) -> dict[str, tuple[str, str]]:
