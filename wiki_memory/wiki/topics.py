@@ -351,7 +351,10 @@ def head_for(t: Topic) -> str:
 
 
 def _heading(name: str) -> str:
-    return " ".join(re.sub(r"[\[\]#^|*_`<>\\]+", " ", name).split()) or "Topic"
+    """The H1 text: the name without what would make a link, tag, block id or markup
+    (an underscore inside a word, as in a file name, stays: it emphasises nothing)."""
+    text = re.sub(r"[\[\]#^|*`<>\\]+|(?<!\w)_|_(?!\w)", " ", name)
+    return " ".join(text.split()) or "Topic"
 
 
 def render(t: Topic, sessions: list[Session], folder: str) -> str:
