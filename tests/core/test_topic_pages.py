@@ -195,3 +195,28 @@ def test_a_recall_item_of_a_topic_page_names_the_entries_it_links(tmp_path: Path
         assert all("entries" not in i for i in res.items if i["kind"] != "topic")
     finally:
         mem.stop()
+
+
+def note(title: str, extra: str = "") -> str:
+    return f"---\ntype: note\ntitle: {title}\n{extra}---\n{title}.\n"
+
+
+def test_a_topic_page_names_the_current_and_the_superseded_values(tmp_path: Path) -> None:
+    old = "projects/atlas/notes/Staging DB port.md"
+    new = "projects/atlas/notes/Staging DB port moved.md"
+    files = {
+        "projects/atlas/sessions/2023-11-20-a.md": shared("The Staging DB is down.", "atlas", 20),
+        "projects/atlas/sessions/2023-11-21-b.md": shared("The Staging DB is up.", "atlas", 21),
+        old: note("Staging DB port", f"state: superseded\nsuperseded_by: {new}\n"),
+        new: note("Staging DB port moved"),
+        "projects/other/notes/Staging DB port.md": note("Staging DB port"),
+    }
+    mem = make_memory(tmp_path, files=files)
+    try:
+        compile_now(mem)
+        text = topics(mem.settings.wiki_dir)["Staging DB.md"].decode()
+        assert f"- **Superseded:** [[{old}]] by [[{new}]]" in text
+        assert f"- **Current:** [[{new}]]" in text
+        assert "projects/other" not in text
+    finally:
+        mem.stop()
