@@ -326,8 +326,8 @@ def ask(
     budget: int,
     anchors: dict[str, str],
     pages: dict[str, tuple[str, int]],
-    topics: bool = True,
-) -> Ranked:
+) -> tuple[Ranked, Ranked]:
+    """One recall over HTTP, scored with the topic pages' items counted and taken out."""
     t0 = time.perf_counter()
     r = cl.post(
         "/v1/recall",
@@ -336,11 +336,12 @@ def ask(
     ms = (time.perf_counter() - t0) * 1000
     r.raise_for_status()
     body = r.json()
-    items = body["items"]
-    if not topics:
-        items = [i for i in items if i.get("kind") != "topic"]
-    sessions = session_units(items, pages, conv.sample_id)
-    return Ranked(sessions, turn_units(items, anchors), int(body["used_tokens"]), ms)
+    out = []
+    for topics in (True, False):
+        items = [i for i in body["items"] if topics or i.get("kind") != "topic"]
+        sessions = session_units(items, pages, conv.sample_id)
+        out.append(Ranked(sessions, turn_units(items, anchors), int(body["used_tokens"]), ms))
+    return out[0], out[1]
 
 
 def first_entry(item: dict[str, Any]) -> str:
@@ -396,9 +397,10 @@ def run(convs: list[Conversation], srv: ServerProcess, budget: int) -> dict[str,
                     continue
                 cat = int(qa["category"])
                 q = str(qa["question"])
+                on, off = ask(cl, conv, q, budget, anchors, pages)
                 results = {
-                    "wiki-memory": ask(cl, conv, q, budget, anchors, pages),
-                    "wm -topics": ask(cl, conv, q, budget, anchors, pages, topics=False),
+                    "wiki-memory": on,
+                    "wm -topics": off,
                     "BM25 turns": base.by_turns(q),
                     "BM25 sessions": base.by_sessions(q),
                 }
@@ -592,6 +594,26 @@ def tune(
     return "\n".join(lines)
 
 
+def topics_in_process(
+    data_dir: Path,
+    convs: list[Conversation],
+    anchors: dict[str, str],
+    pages: dict[str, tuple[str, int]],
+    budget: int,
+) -> str:
+    """The default weights in process: :func:`topic_table` alone (no weight tuned)."""
+    from wiki_memory.config import load_settings
+    from wiki_memory.core.memory import Memory
+
+    mem = Memory(load_settings(data_dir, watch=False), owner_user="owner")
+    mem.start()
+    try:
+        hits = evaluate(mem, convs, anchors, pages, budget, {})
+    finally:
+        mem.stop()
+    return "\n".join(topic_table(hits))
+
+
 def topic_table(h: Hits) -> list[str]:
     """Per category, the default weights with the topic pages' items counted (each one
     position, as its first entry) and taken out."""
@@ -659,6 +681,11 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the ablation and leave-one-out tables (in process, about 10 minutes)",
     )
     ap.add_argument(
+        "--topics-only",
+        action="store_true",
+        help="in process, only the default weights' table of topic items on and taken out",
+    )
+    ap.add_argument(
         "--vectors",
         action="store_true",
         help="the vectors setting on (needs the vectors extra): the dense signal joins",
@@ -679,7 +706,10 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             srv.stop()
         report(args, convs, res, ingest_s, reuse, t_start)
-        if not args.no_tune:
+        if args.topics_only:
+            print()
+            print(topics_in_process(data_dir, convs, *res["maps"], args.budget), flush=True)
+        elif not args.no_tune:
             print()
             print(tune(data_dir, convs, *res["maps"], args.budget), flush=True)
     return 0
