@@ -7,7 +7,11 @@ server's data directory there; an existing one that already holds the pages is r
 which skips ingestion), ``--json FILE`` (also write the numbers as JSON), ``--vectors``
 (the ``vectors`` setting on, with the extra installed: the ``dense`` signal joins, an
 index built without vectors is rebuilt when the server starts, and the tuning tries
-:data:`DENSE_GRID` too).
+:data:`DENSE_GRID` too), ``--topics`` (the ``topic_pages`` setting on: each session's
+end compiles its conversation's topic pages; a topic item takes one rank position and
+counts as the first entry it lists, and the tables give the replies with topic items
+taken out beside them: ``wm -topics``), ``--topics-only`` (in process, only the default
+weights' table of topic items on and taken out, no ablation or tuning).
 
 Method (see docs/benchmarks.md):
 
@@ -326,6 +330,18 @@ def ask(
     budget: int,
     anchors: dict[str, str],
     pages: dict[str, tuple[str, int]],
+) -> Ranked:
+    """One recall over HTTP, scored with topic items counted (:func:`ask_both`)."""
+    return ask_both(cl, conv, q, budget, anchors, pages)[0]
+
+
+def ask_both(
+    cl: httpx.Client,
+    conv: Conversation,
+    q: str,
+    budget: int,
+    anchors: dict[str, str],
+    pages: dict[str, tuple[str, int]],
 ) -> tuple[Ranked, Ranked]:
     """One recall over HTTP, scored with the topic pages' items counted and taken out."""
     t0 = time.perf_counter()
@@ -397,7 +413,7 @@ def run(convs: list[Conversation], srv: ServerProcess, budget: int) -> dict[str,
                     continue
                 cat = int(qa["category"])
                 q = str(qa["question"])
-                on, off = ask(cl, conv, q, budget, anchors, pages)
+                on, off = ask_both(cl, conv, q, budget, anchors, pages)
                 results = {
                     "wiki-memory": on,
                     "wm -topics": off,
@@ -690,7 +706,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the vectors setting on (needs the vectors extra): the dense signal joins",
     )
+    ap.add_argument(
+        "--topics",
+        action="store_true",
+        help="the topic_pages setting on: topic pages are compiled as sessions end",
+    )
     args = ap.parse_args(argv)
+    if args.topics:
+        os.environ["WIKI_MEMORY_TOPIC_PAGES"] = "true"  # the server and the in-process runs
     if args.vectors:
         os.environ["WIKI_MEMORY_VECTORS"] = "true"  # the server and the in-process runs
     convs = load(args.data, args.conversations)

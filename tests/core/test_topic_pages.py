@@ -59,6 +59,10 @@ def topics(wiki: Path, project: str = "atlas") -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(base.glob("*.md"))} if base.is_dir() else {}
 
 
+def start(data: Path, files: dict[str, str] | None = None) -> Any:
+    return make_memory(data, files=files, topic_pages=True)
+
+
 def compile_now(mem: Any, project: str = "atlas") -> list[str]:
     res = mem.writer.call(
         lambda: WriteResult(
@@ -81,7 +85,7 @@ THREE = [
 def test_topic_pages_link_the_exact_entries_and_compile_the_same_bytes_twice(
     tmp_path: Path,
 ) -> None:
-    mem = make_memory(tmp_path / "a")
+    mem = start(tmp_path / "a")
     try:
         pages = [end_session(mem, f"s{i}", i, texts) for i, texts in enumerate(THREE)]
         wiki = mem.settings.wiki_dir
@@ -101,7 +105,7 @@ def test_topic_pages_link_the_exact_entries_and_compile_the_same_bytes_twice(
     finally:
         mem.stop()
     # another replica holding the same session pages compiles the same bytes
-    other = make_memory(tmp_path / "b", files=session_bytes)
+    other = start(tmp_path / "b", files=session_bytes)
     try:
         compile_now(other)
         assert topics(other.settings.wiki_dir) == first
@@ -110,7 +114,7 @@ def test_topic_pages_link_the_exact_entries_and_compile_the_same_bytes_twice(
 
 
 def test_a_persons_edit_above_the_marker_survives_the_next_compile(tmp_path: Path) -> None:
-    mem = make_memory(tmp_path)
+    mem = start(tmp_path)
     try:
         for i, texts in enumerate(THREE[:2]):
             end_session(mem, f"s{i}", i, texts)
@@ -129,7 +133,7 @@ def test_a_persons_edit_above_the_marker_survives_the_next_compile(tmp_path: Pat
 
 
 def test_forgetting_a_session_removes_its_links_at_the_next_compile(tmp_path: Path) -> None:
-    mem = make_memory(tmp_path)
+    mem = start(tmp_path)
     try:
         pages = [end_session(mem, f"s{i}", i, texts) for i, texts in enumerate(THREE)]
         wiki = mem.settings.wiki_dir
@@ -171,7 +175,7 @@ def test_a_personal_page_or_another_project_is_never_a_source(tmp_path: Path) ->
         "projects/other/sessions/2023-11-23-x.md": shared(said, "other", 23),
         "projects/other/sessions/2023-11-24-y.md": shared(said, "other", 24),
     }
-    mem = make_memory(tmp_path, files=files)
+    mem = start(tmp_path, files=files)
     try:
         compile_now(mem, "atlas")
         compile_now(mem, "other")
@@ -185,7 +189,7 @@ def test_a_personal_page_or_another_project_is_never_a_source(tmp_path: Path) ->
 
 
 def test_a_recall_item_of_a_topic_page_names_the_entries_it_links(tmp_path: Path) -> None:
-    mem = make_memory(tmp_path)
+    mem = start(tmp_path)
     try:
         pages = [end_session(mem, f"s{i}", i, texts) for i, texts in enumerate(THREE)]
         res = mem.recall("Pride Parade", project="atlas", user="alice")
@@ -211,12 +215,22 @@ def test_a_topic_page_names_the_current_and_the_superseded_values(tmp_path: Path
         new: note("Staging DB port moved"),
         "projects/other/notes/Staging DB port.md": note("Staging DB port"),
     }
-    mem = make_memory(tmp_path, files=files)
+    mem = start(tmp_path, files=files)
     try:
         compile_now(mem)
         text = topics(mem.settings.wiki_dir)["Staging DB.md"].decode()
         assert f"- **Superseded:** [[{old}]] by [[{new}]]" in text
         assert f"- **Current:** [[{new}]]" in text
         assert "projects/other" not in text
+    finally:
+        mem.stop()
+
+
+def test_without_the_setting_no_topic_page_is_written(tmp_path: Path) -> None:
+    mem = make_memory(tmp_path)
+    try:
+        for i, texts in enumerate(THREE):
+            end_session(mem, f"s{i}", i, texts)
+        assert topics(mem.settings.wiki_dir) == {}
     finally:
         mem.stop()

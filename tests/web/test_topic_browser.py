@@ -59,7 +59,7 @@ def second_session(ws: Any) -> None:
 def test_a_topic_page_opens_and_its_entry_link_lands_on_the_timeline_entry(
     tmp_path: Path,
 ) -> None:
-    ws = webdata.start(tmp_path / "data")
+    ws = webdata.start(tmp_path / "data", env={"WIKI_MEMORY_TOPIC_PAGES": "true"})
     try:
         second_session(ws)
 

@@ -1,5 +1,6 @@
 """Compiling a project's topic pages on the writer thread (docs/sessions.md, "Topic
-pages"): called once when a session of the project ends, in that session's commit.
+pages"): called once when a session of the project ends, in that session's commit, when
+the ``topic_pages`` setting is on.
 
 Sources are the project's shared pages only: ``projects/<p>/sessions/`` for entries and
 the project's other pages for supersession values; a personal page (``visibility:
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from wiki_memory.config import Settings
 from wiki_memory.index.store import Index
 from wiki_memory.plainfile import page_hash, read_plain
 from wiki_memory.wiki import topics as tp
@@ -30,6 +32,7 @@ GONE = "- **Seen in:** fewer than two sessions now; nothing is linked.\n"
 class Host(Protocol):
     """What compiling topic pages uses of the Memory that owns it."""
 
+    settings: Settings
     index: Index
     wiki_dir: Path
     server_hashes: dict[str, str]
@@ -150,8 +153,11 @@ def _server_made(host: Host, rel: str, raw: bytes) -> bool:
 def compile_guarded(
     host: Host, project: str, before_write: Callable[[str, bytes | None], None] | None = None
 ) -> list[str]:
-    """:func:`compile_project`, logging instead of raising: a failed topic compile never
-    fails the session's own compile (the next session end of the project tries again)."""
+    """:func:`compile_project` when the ``topic_pages`` setting is on (else []), logging
+    instead of raising: a failed topic compile never fails the session's own compile (the
+    next session end of the project tries again)."""
+    if not host.settings.topic_pages:
+        return []
     try:
         return compile_project(host, project, before_write)
     except Exception:

@@ -431,6 +431,12 @@ def compiled_pages(
     return out
 
 
+def is_topic_path(path: str) -> bool:
+    """True for a page in a project's topics folder (``projects/<p>/topics/…``)."""
+    parts = path.split("/")
+    return len(parts) >= 4 and parts[0] == "projects" and parts[2] == "topics"
+
+
 def linked_entries(links: Iterable[Mapping[str, Any]]) -> list[str]:
     """The timeline entries a topic page links, as recall anchors (``path#^tN``), in page
     order: its embeds whose fragment is a block id ``^t…`` (``links_from`` rows)."""
