@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from wiki_memory.index.store import Index  # noqa: E402
 
-VAULTS = REPO.parent / "shared" / "data" / "vaults"
+VAULTS = Path(os.environ.get("WIKI_MEMORY_SHARED") or REPO.parent / "shared") / "data" / "vaults"
 
 
 def compile_projects(wiki: Path, out: Path) -> list[tuple[str, int, int, float]]:
