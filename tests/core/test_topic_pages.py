@@ -166,11 +166,12 @@ def shared(text: str, project: str, day: int) -> str:
     )
 
 
-def test_a_personal_page_or_another_project_is_never_a_source(tmp_path: Path) -> None:
+def test_a_personal_page_a_copy_or_another_project_is_never_a_source(tmp_path: Path) -> None:
     said = "We met Zanzibar Quartz at the harbour."
     files = {
         "projects/atlas/sessions/2023-11-20-own.md": shared(said, "atlas", 20),
         "projects/atlas/sessions/2023-11-21-mine.md": personal(said),
+        "projects/atlas/sessions/2023-11-20-own.server-copy.md": shared(said, "atlas", 20),
         "people/alice/sessions/2023-11-22-home.md": shared(said, "", 22),
         "projects/other/sessions/2023-11-23-x.md": shared(said, "other", 23),
         "projects/other/sessions/2023-11-24-y.md": shared(said, "other", 24),

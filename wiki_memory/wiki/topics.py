@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from wiki_memory.wiki.copies import marks
 from wiki_memory.wiki.page import parse_page
 
 MARKER = "<!-- wiki-memory: topic compiled below this line; edit above it -->"
@@ -106,10 +107,11 @@ class Topic:
 
 def read_session(path: str, raw: bytes) -> Session | None:
     """The session page ``raw`` at ``path`` as a :class:`Session`; None for a page that is
-    no session, forgotten, or personal (``visibility: personal``)."""
+    no session, forgotten, personal (``visibility: personal``) or a conflict copy (its
+    entries are the page's it copies)."""
     page = parse_page(raw, path)
     md = page.metadata if isinstance(page.metadata, dict) else {}
-    if md.get("type") != "session" or md.get("state") == "forgotten":
+    if md.get("type") != "session" or md.get("state") == "forgotten" or _copy(path, md):
         return None
     if str(md.get("visibility") or "").lower() == "personal":
         return None
@@ -128,16 +130,24 @@ def read_session(path: str, raw: bytes) -> Session | None:
 
 
 def read_note(path: str, raw: bytes) -> Note | None:
-    """A current or superseded note (any page but a session or topic) of the project."""
+    """A current or superseded note (any page but a session, a topic or a conflict copy)
+    of the project."""
     page = parse_page(raw, path)
     md = page.metadata if isinstance(page.metadata, dict) else {}
     if md.get("type") in ("session", "topic") or md.get("state") == "forgotten":
+        return None
+    if _copy(path, md):
         return None
     if str(md.get("visibility") or "").lower() == "personal":
         return None
     title = str(md.get("title") or path.rsplit("/", 1)[-1].removesuffix(".md"))
     by = md.get("superseded_by")
     return Note(path, title, str(md.get("state") or "current"), str(by) if by else "")
+
+
+def _copy(path: str, md: Mapping[str, Any]) -> bool:
+    """True for a conflict copy: the server's ``.server-copy.md`` or a sync's copy."""
+    return path.endswith(".server-copy.md") or marks(path, md) is not None
 
 
 def _prose(text: str) -> str:
