@@ -7,7 +7,11 @@ server's data directory there; an existing one that already holds the pages is r
 which skips ingestion), ``--json FILE`` (also write the numbers as JSON), ``--vectors``
 (the ``vectors`` setting on, with the extra installed: the ``dense`` signal joins, an
 index built without vectors is rebuilt when the server starts, and the tuning tries
-:data:`DENSE_GRID` too).
+:data:`DENSE_GRID` too), ``--topics`` (the ``topic_pages`` setting on: each session's
+end compiles its conversation's topic pages; a topic item takes one rank position and
+counts as the first entry it lists, and the tables give the replies with topic items
+taken out beside them: ``wm -topics``), ``--topics-only`` (in process, only the default
+weights' table of topic items on and taken out, no ablation or tuning).
 
 Method (see docs/benchmarks.md):
 
@@ -328,6 +332,19 @@ def ask(
     anchors: dict[str, str],
     pages: dict[str, tuple[str, int]],
 ) -> Ranked:
+    """One recall over HTTP, scored with topic items counted (:func:`ask_both`)."""
+    return ask_both(cl, conv, q, budget, anchors, pages)[0]
+
+
+def ask_both(
+    cl: httpx.Client,
+    conv: Conversation,
+    q: str,
+    budget: int,
+    anchors: dict[str, str],
+    pages: dict[str, tuple[str, int]],
+) -> tuple[Ranked, Ranked]:
+    """One recall over HTTP, scored with the topic pages' items counted and taken out."""
     t0 = time.perf_counter()
     r = cl.post(
         "/v1/recall",
@@ -336,25 +353,49 @@ def ask(
     ms = (time.perf_counter() - t0) * 1000
     r.raise_for_status()
     body = r.json()
-    sessions: list[int | None] = []
-    for item in body["items"]:
-        page = pages.get(item.get("path", ""))  # a compact handle has no path or anchor
-        sessions.append(page[1] if page and page[0] == conv.sample_id else None)
-    return Ranked(sessions, turn_units(body["items"], anchors), int(body["used_tokens"]), ms)
+    out = []
+    for topics in (True, False):
+        items = [i for i in body["items"] if topics or i.get("kind") != "topic"]
+        sessions = session_units(items, pages, conv.sample_id)
+        out.append(Ranked(sessions, turn_units(items, anchors), int(body["used_tokens"]), ms))
+    return out[0], out[1]
+
+
+def first_entry(item: dict[str, Any]) -> str:
+    """The anchor an item counts as: a topic page's first linked entry (``entries``; ""
+    when it lists none), else the item's own anchor."""
+    if item.get("kind") == "topic":
+        return str((item.get("entries") or [""])[0])
+    return str(item.get("anchor", ""))
+
+
+def session_units(
+    items: list[dict[str, Any]], pages: dict[str, tuple[str, int]], sample_id: str
+) -> list[int | None]:
+    """Per item, the session it lies on; a topic item counts as its first entry's."""
+    out: list[int | None] = []
+    for item in items:
+        path = first_entry(item).split("#", 1)[0] if item.get("kind") == "topic" else None
+        page = pages.get(path if path is not None else item.get("path", ""))
+        out.append(page[1] if page and page[0] == sample_id else None)
+    return out
 
 
 def turn_units(items: list[dict[str, Any]], anchors: dict[str, str]) -> list[str | None]:
     """The turns a reply returns, in reading order: each item's anchor, then the anchors
     of the entries its slot carries (``also``: the per-page cap's carried entries). T@k
-    counts the first k of these, so carrying never lets more than k turns count."""
+    counts the first k of these, so carrying never lets more than k turns count. A topic
+    item takes one position and counts as the first entry it lists."""
     out: list[str | None] = []
     for item in items:
-        out.append(anchors.get(item.get("anchor", "")))
+        out.append(anchors.get(first_entry(item)))
         out.extend(anchors.get(a.get("anchor", "")) for a in item.get("also", []))
     return out
 
 
-SYSTEMS = ("wiki-memory", "BM25 turns", "BM25 sessions")
+SYSTEMS = ("wiki-memory", "wm -topics", "BM25 turns", "BM25 sessions")
+"""``wm -topics``: the same replies with the topic pages' items taken out (the items after
+them move up)."""
 
 
 def run(convs: list[Conversation], srv: ServerProcess, budget: int) -> dict[str, Any]:
@@ -373,8 +414,10 @@ def run(convs: list[Conversation], srv: ServerProcess, budget: int) -> dict[str,
                     continue
                 cat = int(qa["category"])
                 q = str(qa["question"])
+                on, off = ask_both(cl, conv, q, budget, anchors, pages)
                 results = {
-                    "wiki-memory": ask(cl, conv, q, budget, anchors, pages),
+                    "wiki-memory": on,
+                    "wm -topics": off,
                     "BM25 turns": base.by_turns(q),
                     "BM25 sessions": base.by_sessions(q),
                 }
@@ -439,14 +482,25 @@ class Hits:
     conv: list[int] = field(default_factory=list)
     s5: list[bool] = field(default_factory=list)
     t10: list[bool] = field(default_factory=list)
+    cat: list[int] = field(default_factory=list)
+    #: the same with the topic pages' items taken out
+    s5_off: list[bool] = field(default_factory=list)
+    t10_off: list[bool] = field(default_factory=list)
 
-    def rate(self, convs: set[int] | None = None) -> tuple[float, float]:
-        idx = [i for i, c in enumerate(self.conv) if convs is None or c in convs]
+    def rate(
+        self, convs: set[int] | None = None, off: bool = False, cat: int | None = None
+    ) -> tuple[float, float]:
+        idx = [
+            i
+            for i, c in enumerate(self.conv)
+            if (convs is None or c in convs) and (cat is None or self.cat[i] == cat)
+        ]
         if not idx:
             return 0.0, 0.0
+        s5, t10 = (self.s5_off, self.t10_off) if off else (self.s5, self.t10)
         return (
-            sum(self.s5[i] for i in idx) / len(idx),
-            sum(self.t10[i] for i in idx) / len(idx),
+            sum(s5[i] for i in idx) / len(idx),
+            sum(t10[i] for i in idx) / len(idx),
         )
 
 
@@ -476,13 +530,17 @@ def evaluate(
             found = rank.ranked(
                 mem._sources, str(qa["question"]), project=conv.sample_id, now=now, tuning=tuning
             )
-            items = [found.item(i) for i in range(min(15, len(found)))]
-            packed = pack(items, budget).items
-            sess = [pages.get(i.get("path", ""), ("", None))[1] for i in packed]
-            turns = turn_units(packed, anchors)
+            items = [found.item(i) for i in range(min(30, len(found)))]
+            gold_s = {session_of(d) for d in gold}
             out.conv.append(ci)
-            out.s5.append(hit_at(sess, {session_of(d) for d in gold}, 5))
-            out.t10.append(hit_at(turns, gold, 10))
+            out.cat.append(int(qa["category"]))
+            for topics in (True, False):
+                kept = [i for i in items if topics or i.get("kind") != "topic"][:15]
+                packed = pack(kept, budget).items
+                sess = session_units(packed, pages, conv.sample_id)
+                turns = turn_units(packed, anchors)
+                (out.s5 if topics else out.s5_off).append(hit_at(sess, gold_s, 5))
+                (out.t10 if topics else out.t10_off).append(hit_at(turns, gold, 10))
     return out
 
 
@@ -510,7 +568,8 @@ def tune(
     finally:
         mem.stop()
     base_s, base_t = runs["default"].rate()
-    lines = [
+    lines = topic_table(runs["default"]) + [""]
+    lines += [
         "Ablation (in process, categories 1-4): each signal off in turn (weight 0)",
         f"{'signal off':<14} {'S@5':>6} {'ΔS@5':>7} {'T@10':>6} {'ΔT@10':>7}",
         f"{'(none)':<14} {base_s:6.3f} {'':>7} {base_t:6.3f}",
@@ -533,14 +592,60 @@ def tune(
         folds.append((s5, t10))
         lines.append(f"{conv.sample_id:<10} {best:<12} {s5:6.3f} {t10:6.3f}")
     chosen = max(grid, key=lambda n: (sum(runs[n].rate()), n == "default"))
+    off = [
+        runs[n].rate({ci}, off=True)
+        for ci, n in enumerate(
+            max(grid, key=lambda n: (sum(runs[n].rate(every - {ci}, off=True)), n == "default"))
+            for ci in range(len(convs))
+        )
+    ]
     lines += [
         f"{'mean':<10} {'':<12} {statistics.mean(f[0] for f in folds):6.3f} "
         f"{statistics.mean(f[1] for f in folds):6.3f}",
         f"{'worst':<10} {'':<12} {min(f[0] for f in folds):6.3f} {min(f[1] for f in folds):6.3f}",
+        f"{'mean, topic items out (chosen on the other six the same way)':<23} "
+        f"{statistics.mean(f[0] for f in off):6.3f} {statistics.mean(f[1] for f in off):6.3f}",
         f"best on all {len(convs)}: {chosen} (S@5 {runs[chosen].rate()[0]:.3f}, "
         f"T@10 {runs[chosen].rate()[1]:.3f}); the shipped weights are 'default'",
     ]
     return "\n".join(lines)
+
+
+def topics_in_process(
+    data_dir: Path,
+    convs: list[Conversation],
+    anchors: dict[str, str],
+    pages: dict[str, tuple[str, int]],
+    budget: int,
+) -> str:
+    """The default weights in process: :func:`topic_table` alone (no weight tuned)."""
+    from wiki_memory.config import load_settings
+    from wiki_memory.core.memory import Memory
+
+    mem = Memory(load_settings(data_dir, watch=False), owner_user="owner")
+    mem.start()
+    try:
+        hits = evaluate(mem, convs, anchors, pages, budget, {})
+    finally:
+        mem.stop()
+    return "\n".join(topic_table(hits))
+
+
+def topic_table(h: Hits) -> list[str]:
+    """Per category, the default weights with the topic pages' items counted (each one
+    position, as its first entry) and taken out."""
+    lines = [
+        "Topic pages (in process, default weights): items counted as their first entry, "
+        "and taken out",
+        f"{'category':<16} {'n':>5} {'S@5 on':>7} {'T@10 on':>8} {'S@5 off':>8} {'T@10 off':>9}",
+    ]
+    for cat in (None, 1, 2, 3, 4):
+        n = sum(1 for c in h.cat if cat is None or c == cat)
+        s_on, t_on = h.rate(cat=cat)
+        s_off, t_off = h.rate(off=True, cat=cat)
+        label = "all (cat 1-4)" if cat is None else f"{cat} {CATEGORIES[cat]}"
+        lines.append(f"{label:<16} {n:>5} {s_on:7.3f} {t_on:8.3f} {s_off:8.3f} {t_off:9.3f}")
+    return lines
 
 
 # --- report -----------------------------------------------------------------------------
@@ -593,11 +698,23 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the ablation and leave-one-out tables (in process, about 10 minutes)",
     )
     ap.add_argument(
+        "--topics-only",
+        action="store_true",
+        help="in process, only the default weights' table of topic items on and taken out",
+    )
+    ap.add_argument(
         "--vectors",
         action="store_true",
         help="the vectors setting on (needs the vectors extra): the dense signal joins",
     )
+    ap.add_argument(
+        "--topics",
+        action="store_true",
+        help="the topic_pages setting on: topic pages are compiled as sessions end",
+    )
     args = ap.parse_args(argv)
+    if args.topics:
+        os.environ["WIKI_MEMORY_TOPIC_PAGES"] = "true"  # the server and the in-process runs
     if args.vectors:
         os.environ["WIKI_MEMORY_VECTORS"] = "true"  # the server and the in-process runs
     convs = load(args.data, args.conversations)
@@ -613,7 +730,10 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             srv.stop()
         report(args, convs, res, ingest_s, reuse, t_start)
-        if not args.no_tune:
+        if args.topics_only:
+            print()
+            print(topics_in_process(data_dir, convs, *res["maps"], args.budget), flush=True)
+        elif not args.no_tune:
             print()
             print(tune(data_dir, convs, *res["maps"], args.budget), flush=True)
     return 0

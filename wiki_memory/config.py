@@ -135,6 +135,10 @@ class Settings:
     #: (``pip install 'wiki-memory[vectors]'``), without which it is off whatever this
     #: says. Off by default: on LoCoMo it did not add the 0.02 turn R@10 it was meant to add
     vectors: bool = False
+    #: topic pages (docs/sessions.md#topic-pages): when a session ends, compile its
+    #: project's ``projects/<p>/topics/`` pages in the same commit. Off by default: on
+    #: LoCoMo they moved session R@5 down (docs/benchmarks.md)
+    topic_pages: bool = False
     #: who creates a project by capturing into a name that does not exist yet:
     #: ``members`` (members, admins, the owner; the creator gets a write grant) or
     #: ``admins`` (admins and the owner only)

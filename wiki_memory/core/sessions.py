@@ -31,6 +31,7 @@ from wiki_memory.core.lifecycle import (
     unrendered_count,
 )
 from wiki_memory.core.text import replace_section
+from wiki_memory.core.topics import compile_guarded as compile_topics
 from wiki_memory.core.writer import Author, Writer, WriteResult
 from wiki_memory.index.store import Index
 from wiki_memory.plainfile import atomic_write, page_hash, read_plain
@@ -265,6 +266,7 @@ class SessionPages:
                     hook(self.host, info, obs, comp.path)
                 except Exception:
                     log.exception("a session-end hook failed for %s", key)
+            paths += compile_topics(self.host, info.project, self._commit_person_first)
         author = Author(info.user, author_email_for(info.user))
         new = obs[prev_count:] if had_page else obs
         change = SessionChange(

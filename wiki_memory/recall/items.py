@@ -11,6 +11,7 @@ from wiki_memory.recall import signal_allwords, signal_fields, signal_text
 from wiki_memory.recall.candidate import Cand
 from wiki_memory.recall.dedup import cached_count
 from wiki_memory.recall.pool import Pool, Sources
+from wiki_memory.recall.topicitems import topic_entries
 from wiki_memory.wiki import compiler
 
 WHY_TOP = 10
@@ -98,6 +99,7 @@ def item(pool: Pool, c: Cand) -> dict[str, Any]:
         "expand_tokens": cached_count(h.text),
         "updated": h.updated,
         **pool.chains.mark(h.path),
+        **topic_entries(pool.index, h.path, h.kind),
         **_also(pool, c),
         **_collapsed(c),
     }

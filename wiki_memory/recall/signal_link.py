@@ -1,5 +1,7 @@
 """The ``link`` signal (page level): pages linked to or from the strongest pages (the
-wikilink graph) that share the query's words or are named by it. ``why``: ``link``."""
+wikilink graph) that share the query's words or are named by it. ``why``: ``link``.
+Topic pages (``projects/<p>/topics/``) are neither followed nor reached: their links are
+compiled from the sessions they link, so they would only echo the text's ranking."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from collections.abc import Callable
 
 from wiki_memory.index import signals
 from wiki_memory.recall.pool import Pool
+from wiki_memory.wiki.topics import is_topic_path
 
 NAME = "link"
 WEIGHT = 0.5
@@ -25,7 +28,9 @@ def collect(pool: Pool, strongest: Callable[[int], list[str]]) -> None:
     related |= set(pool.page_ranks.get("entity", {}))
     order: list[str] = []
     for src in sources:
+        if is_topic_path(src):
+            continue  # a topic page's links are compiled from the sessions, not a person's
         for other, _direction in signals.linked_pages(pool.index, src, pool.scope):
-            if other not in order and other in related:
+            if other not in order and other in related and not is_topic_path(other):
                 order.append(other)
     pool.page_ranks[NAME] = {p: i for i, p in enumerate(order)}
