@@ -198,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
         conflicts,
         contradictions,
         edit,
+        feedback,
         handoffs,
         hooks,
         mcp,
@@ -214,7 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     tokens.register(sub)
     modules = (setup, uninstall, status, hooks, handoffs, mcp, wiki, remove, remember, carry, edit)
-    for module in (*modules, unrendered, replicas, conflicts, contradictions, agentfiles):
+    extra = (unrendered, replicas, conflicts, contradictions, feedback, agentfiles)
+    for module in (*modules, *extra):
         module.register(sub)
     return p
 
