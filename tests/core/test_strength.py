@@ -259,3 +259,28 @@ def test_a_handoff_that_links_a_page_cites_it(tmp_path):
         rows = srv.get("/v1/use?days=1", headers=dana).json()["rows"]
         assert [(x["path"], x["cited"]) for x in rows] == [(A, 1)]
         assert strength_of(srv, A) == pytest.approx(st.CITED, rel=0.01)
+
+
+def test_rows_of_an_older_record_take_new_counts_and_anonymous_use_never_counts(tmp_path):
+    from wiki_memory.core.userecord import UseRecord
+
+    t = [T0]
+    rec = UseRecord(tmp_path, clock=lambda: t[0])
+    days = tmp_path / "use" / "days"
+    days.mkdir(parents=True)
+    # a day file written before read/cited/helped existed
+    (days / "2027-01-15.jsonl").write_text(
+        '{"day": "2027-01-15", "path": "n/a.md", "user": "u", "recalled": 2, "expanded": 0, '
+        '"repeated": 0}\n'
+    )
+    rec.note("read", ["n/a.md"], "u")
+    rec.note("read", ["n/a.md"], None)  # an anonymous caller: recorded, never counted
+    rec.feedback("n/a.md", "u", "helped")
+    (row,) = [r for r in rec.rows("u", days=1)]
+    assert (row["recalled"], row["read"], row["helped"]) == (2, 1, 1)
+    s = st.Strength(rec)
+    assert s.of({"n/a.md": ("note", False)})["n/a.md"] == pytest.approx(
+        st.READ + st.VERDICT, rel=0.01
+    )
+    t[0] += 180 * DAY  # one note half-life later: half of it (a day of its own now)
+    assert s.of({"n/a.md": ("note", False)})["n/a.md"] == pytest.approx(1.5, rel=0.01)

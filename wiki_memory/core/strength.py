@@ -89,14 +89,13 @@ class Strength:
         pages with none are left out (their strength is 0)."""
         if not pages:
             return {}
-        today, rows = self.use.today()
+        today, rows = self.use.today(pages)
         past = self._past_days(today)
         now = self.use.clock()
         start = _day_start(today)
         todays: dict[str, float] = {}
         for r in rows:
-            if r.get("path") in pages:
-                todays[str(r["path"])] = todays.get(str(r["path"]), 0.0) + user_day(r)
+            todays[str(r["path"])] = todays.get(str(r["path"]), 0.0) + user_day(r)
         out: dict[str, float] = {}
         for path, (kind, pinned) in pages.items():
             days = past.get(path, [])

@@ -29,7 +29,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -121,13 +121,15 @@ class UseRecord:
             self._write()
         return day
 
-    def today(self) -> tuple[str, list[dict[str, Any]]]:
-        """The day being recorded now (by :attr:`clock`) and a copy of its rows, every
-        user's: for :mod:`wiki_memory.core.strength`, never shown to a user."""
+    def today(self, paths: Container[str]) -> tuple[str, list[dict[str, Any]]]:
+        """The day being recorded now (by :attr:`clock`) and a copy of its rows of the
+        pages ``paths``, every user's: for :mod:`wiki_memory.core.strength`, never shown
+        to a user."""
         now = self.clock()
         with self._lock:
             self._switch(_day(now))
-            return str(self._day), [dict(r) for r in self._rows.values()]
+            rows = [dict(r) for (p, _u), r in self._rows.items() if p in paths]
+            return str(self._day), rows
 
     def flush(self) -> None:
         """Write the day being recorded now. OSError when the folder cannot be written."""
