@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from wiki_memory.core.userecord import UseRecord
@@ -84,9 +84,15 @@ class Strength:
         #: path -> [(start of the day, epoch seconds; summed user_day)], days before today
         self._past: dict[str, list[tuple[float, float]]] = {}
 
-    def of(self, pages: Mapping[str, tuple[str, bool]]) -> dict[str, float]:
-        """Strength of each page of ``pages`` (path -> (kind, pinned)) with any use;
-        pages with none are left out (their strength is 0)."""
+    def of(
+        self,
+        pages: Mapping[str, tuple[str, bool]] | Collection[str],
+        decay: Callable[[list[str]], Mapping[str, tuple[str, bool]]] | None = None,
+    ) -> dict[str, float]:
+        """Strength of each page of ``pages`` with any use; pages with none are left out
+        (their strength is 0). ``pages``: path -> (kind, pinned); or, with ``decay``,
+        paths, and ``decay(paths) -> {path: (kind, pinned)}`` is asked only for the
+        pages that have use (recall's candidates are mostly unused: no query for them)."""
         if not pages:
             return {}
         today, rows = self.use.today(pages)
@@ -96,13 +102,22 @@ class Strength:
         todays: dict[str, float] = {}
         for r in rows:
             todays[str(r["path"])] = todays.get(str(r["path"]), 0.0) + user_day(r)
+        used = sorted(p for p in pages if p in past or p in todays)
+        if not used:
+            return {}
+        if decay is not None:
+            meta = decay(used)
+        else:
+            assert isinstance(pages, Mapping), "pages is a mapping when no decay is given"
+            meta = pages
         out: dict[str, float] = {}
-        for path, (kind, pinned) in pages.items():
+        for path in used:
+            if path not in meta:
+                continue
+            kind, pinned = meta[path]
             days = past.get(path, [])
             if path in todays:
                 days = [*days, (start, todays[path])]
-            if not days:
-                continue
             half = HALF_LIFE_DAYS.get(kind, DEFAULT_HALF_LIFE)
             total = 0.0
             for t, v in days:

@@ -9,7 +9,7 @@ before ranking) and writes its ranks here: section-level ranks on the candidates
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,11 @@ from wiki_memory.recall.filters import Filters
 from wiki_memory.recall.terms import Query
 from wiki_memory.wiki.git import GitStore
 
+StrengthOf = Callable[
+    [Collection[str], Callable[[list[str]], Mapping[str, tuple[str, bool]]]], dict[str, float]
+]
+"""``strength(paths, decay)``: see :class:`Sources`."""
+
 
 @dataclass(frozen=True)
 class Sources:
@@ -31,9 +36,10 @@ class Sources:
     of running sessions, the ``git`` store and the folder of as-of indexes
     (``asof_dir``) for ``as_of`` queries, ``handle(anchor) -> id`` (a short id that
     expand resolves later), ``session_visible(session_key, who) -> bool`` (the
-    scope rule for a running session's observations) and ``strength({path: (kind,
-    pinned)}) -> {path: strength}`` (pages' use, :mod:`wiki_memory.core.strength`;
-    None: no use record, the ``strength`` signal is off)."""
+    scope rule for a running session's observations) and ``strength(paths, decay) ->
+    {path: strength}`` (pages' use, :meth:`wiki_memory.core.strength.Strength.of`, which
+    asks ``decay(paths) -> {path: (kind, pinned)}`` for the used ones only; None: the
+    ``strength`` signal is off)."""
 
     index: Index
     spool: Spool
@@ -41,7 +47,7 @@ class Sources:
     asof_dir: Path
     handle: Callable[[str], str]
     session_visible: Callable[[str, Identity], bool]
-    strength: Callable[[Mapping[str, tuple[str, bool]]], dict[str, float]] | None = None
+    strength: StrengthOf | None = None
 
 
 class Pool:

@@ -31,7 +31,7 @@ def collect(pool: Pool) -> None:
     paths = {c.path for c in pool.cands.values() if c.hit is not None}
     if not paths:
         return
-    got = strength(signals.page_decay(pool.index, paths))
+    got = strength(paths, lambda used: signals.page_decay(pool.index, used))
     for p, s in got.items():
         if s > 0:
             pool.strength[p] = s / (s + SATURATION)
