@@ -21,6 +21,7 @@ Strength is global (every user's use adds up) but no face shows whose use it is.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
@@ -52,24 +53,29 @@ DEFAULT_HALF_LIFE = 180.0
 """Half-life in days of every other kind (notes, decisions, pages)."""
 
 
+def _n(row: Mapping[str, Any], key: str) -> int:
+    v = row.get(key)
+    return v if type(v) is int and v > 0 else 0
+
+
 def user_day(row: Mapping[str, Any]) -> float:
     """What one row of the use record (one user, page and day) adds before decay: 0 for
     a row of no user."""
     if not row.get("user"):
         return 0.0
-
-    def n(key: str) -> int:
-        v = row.get(key)
-        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
-
-    value = READ * bool(n("expanded") or n("read")) + CITED * bool(n("cited"))
-    value += REPEAT * bool(n("repeated"))
-    value += VERDICT * ((n("helped") > 0) - (n("not_helpful") > 0))
+    value = READ if (_n(row, "expanded") or _n(row, "read")) else 0.0
+    value += CITED if _n(row, "cited") else 0.0
+    value += REPEAT if _n(row, "repeated") else 0.0
+    value += VERDICT * ((_n(row, "helped") > 0) - (_n(row, "not_helpful") > 0))
     return value
 
 
+@functools.lru_cache(maxsize=1024)
 def _day_start(day: str) -> float:
-    return _dt.datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=_dt.UTC).timestamp()
+    """The start of the UTC day ``YYYY-MM-DD``, epoch seconds (ValueError for another
+    shape)."""
+    d = _dt.date.fromisoformat(day)
+    return _dt.datetime(d.year, d.month, d.day, tzinfo=_dt.UTC).timestamp()
 
 
 class Strength:
