@@ -207,6 +207,7 @@ MCP_TOOL_NAMES = frozenset(
         "memory_expand",
         "memory_brief",
         "memory_remember",
+        "memory_feedback",
         "page_read",
         "page_list",
         "page_write",

@@ -656,6 +656,11 @@ ROWS: dict[str, Row] = {
     "read through the one door (tests/core/test_contradictions.py checks a member who may "
     "not read one side, and 404 for a project the caller may not read)",
     "cli contradictions": "exempt: as GET /v1/contradictions, which it calls",
+    "POST /v1/feedback": "exempt: records only the caller's own verdict on a page the one "
+    "door lets it read (tests/core/test_strength.py checks 404 for a hidden page, and that "
+    "nothing is recorded)",
+    "cli feedback": "exempt: as POST /v1/feedback, which it calls",
+    "tool memory_feedback": "exempt: as POST /v1/feedback (the same core operation)",
     "GET /v1/use": "exempt: the caller's own use rows, only of pages the one door lets the "
     "caller see (tests/server/test_walks_and_use.py checks another user's rows stay hidden)",
     "POST /v1/edit": "exempt: a write through the one door with the caller "

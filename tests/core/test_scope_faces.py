@@ -82,6 +82,8 @@ ROUTES: dict[str, str] = {
     "POST /v1/admin/uncondense": "exempt: admin only, as POST /v1/admin/condense",
     "GET /v1/contradictions": "exempt: index groups filtered by visible_sql, each page read "
     "with scope.read; probed in tests/core/test_contradictions.py",
+    "POST /v1/feedback": "exempt: scope.read with the caller before anything is recorded; "
+    "probed in tests/core/test_strength.py",
     "GET /v1/use": "exempt: the caller's own rows of pages visible() lets it see; probed in "
     "tests/server/test_walks_and_use.py",
     "GET /v1/sync-conflicts": "exempt: lists only copies scope.check_target lets the caller "
@@ -129,6 +131,7 @@ TOOLS: dict[str, str] = {
     "page_list": "test_mcp_lists_are_exactly_what_viewer_may_see",
     "page_write": "test_mcp_write_into_other_folder_like_missing, test_mcp_pins_refused",
     "page_forget": "exempt: as POST /v1/forget (the same core operation)",
+    "memory_feedback": "exempt: as POST /v1/feedback (the same core operation)",
     "page_edit": "exempt: as POST /v1/edit (the same core operation)",
     "handoff_create": "test_mcp_brief_and_handoffs",
     "handoff_list": "test_mcp_brief_and_handoffs",
@@ -149,6 +152,7 @@ CLI_COMMANDS: dict[str, str] = {
     "recover": "exempt: owner command on files",
     "forget": "exempt: calls /v1/forget when a server runs, else the core as the owner",
     "edit": "exempt: calls /v1/edit when a server runs, else the core as the owner",
+    "feedback": "exempt: calls /v1/feedback; probed in tests/core/test_strength.py",
     "contradictions": "exempt: calls /v1/contradictions; probed in "
     "tests/core/test_contradictions.py",
     "import-agent-files": "exempt: calls /v1/agent-files (a server must run)",

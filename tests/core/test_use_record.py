@@ -76,7 +76,7 @@ def test_days_are_files_and_old_days_are_deleted(tmp_path):
     rec.flush()
     assert [f.stem for f in (tmp_path / "use" / "days").glob("*.jsonl")] == [rec._day]
     with pytest.raises(ValueError):
-        rec.note("read", ["a.md"], "u")
+        rec.note("opened", ["a.md"], "u")  # not a count
 
 
 @pytest.mark.fast

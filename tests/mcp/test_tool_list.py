@@ -31,6 +31,7 @@ REQUIRED_SOURCES: dict[str, dict[str, str]] = {
     "memory_expand": {"ids": "b: memory_recall"},
     "memory_brief": {},
     "memory_remember": {"text": "a: the fact to keep"},
+    "memory_feedback": {"path": "b: memory_recall", "verdict": "a: whether it helped the task"},
     "page_read": {"path": "b: memory_recall, page_list"},
     "page_list": {},
     "page_write": {"path": "b: page_list, or a: a new page", "text": "a: the page's text"},

@@ -60,6 +60,7 @@ REQUESTS: dict[str, tuple[str, str, Any, set[int]]] = {
         {"path": "projects/demo/notes/other.md"},
         {400},
     ),
+    "POST /v1/feedback": ("POST", "/v1/feedback", {"path": NOTE, "verdict": "helped"}, {200}),
     "GET /v1/contradictions": ("GET", "/v1/contradictions?project=demo", None, {200}),
     "POST /v1/forget": ("POST", "/v1/forget", {"path": "projects/demo/notes/other.md"}, {200}),
     "POST /v1/edit": (
@@ -208,6 +209,7 @@ TOOL_ARGS: dict[str, dict[str, Any]] = {
     "memory_expand": {"ids": [NOTE]},
     "memory_brief": {"project": "demo"},
     "memory_remember": {"text": "Ship on Tuesdays.", "project": "demo"},
+    "memory_feedback": {"path": NOTE, "verdict": "helped"},
     "page_read": {"path": NOTE},
     "page_list": {},
     "page_write": {"path": "notes/from-mcp.md", "text": "# From MCP\n"},

@@ -203,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
         conflicts,
         contradictions,
         edit,
+        feedback,
         handoffs,
         hooks,
         mcp,
@@ -219,7 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     tokens.register(sub)
     modules = (setup, uninstall, status, hooks, handoffs, mcp, wiki, remove, remember, carry, edit)
-    for module in (*modules, unrendered, replicas, conflicts, contradictions, agentfiles, condense):
+    extra = (unrendered, replicas, conflicts, contradictions, feedback, agentfiles, condense)
+    for module in (*modules, *extra):
         module.register(sub)
     return p
 

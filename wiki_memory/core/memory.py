@@ -133,6 +133,7 @@ class Memory:
             asof_dir=Path(settings.index_path).parent / "as-of",
             handle=self.reader.handle,
             session_visible=self.reader.session_visible,
+            strength=self.reader.strength.of,
         )
         #: the projects a caller may read, and the one rule naming a call's project
         self.project_access = ProjectAccess(

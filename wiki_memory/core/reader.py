@@ -18,6 +18,7 @@ from wiki_memory.capture.spool import Spool
 from wiki_memory.config import Settings
 from wiki_memory.core.scope import ScopeRule, frontmatter_of, not_found
 from wiki_memory.core.sessions import conflict_copy_path
+from wiki_memory.core.strength import Strength
 from wiki_memory.core.userecord import UseRecord
 from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity, may_read
@@ -58,6 +59,8 @@ class Reader:
         self._handles: dict[str, str] = {}
         #: which pages each user was served, per day (wiki_memory.core.userecord)
         self.use = UseRecord(settings.data_dir)
+        #: pages' strength from the use record, read by recall (wiki_memory.core.strength)
+        self.strength = Strength(self.use)
 
     def handle(self, anchor: str) -> str:
         """A short, stable id for an anchor (``h`` + 10 hex of its SHA-1), remembered so
@@ -252,6 +255,8 @@ class Reader:
             while end < len(data) and (data[end] & 0xC0) == 0x80:
                 end += 1
         chunk = data[cursor:end]
+        if cursor == 0:  # a read of the page, once per read (the use record)
+            self.use.note("read", [rel], who.user or None)
         meta = self.index.page_meta(rel) or {}
         graph = self.page_links(rel, who)
         return {

@@ -6,16 +6,19 @@ in backups) as one file per UTC day, ``use/days/YYYY-MM-DD.jsonl``, holding one 
 page and user that day::
 
     {"day": "2026-12-06", "path": "projects/p/notes/a.md", "user": "alice",
-     "recalled": 3, "expanded": 1, "repeated": 0}
+     "recalled": 3, "expanded": 1, "repeated": 0, "read": 0, "cited": 0,
+     "helped": 1, "not_helpful": 0}
 
 ``recalled``: the page's items a recall returned to that user (one per reply);
 ``expanded``: its sections or page expand returned; ``repeated``: remembers of an equal
 text (``repeats.jsonl`` keeps one line per repeat, :func:`wiki_memory.core.knowledge.
-count_repeat`). Never a query, a page's text, a session or a harness. So the record is
+count_repeat`); ``read``: the page read whole (``page_read``, ``GET /v1/pages/…``, the
+web page view); ``cited``: handoffs that link it; ``helped`` / ``not_helpful``: the
+user's feedback that day (:meth:`UseRecord.feedback`: one verdict, the last). Never a query, a page's text, a session or a harness. So the record is
 bounded by pages x users x days, compacted as it is written (the day being written is
 kept in memory and rewritten whole at most every :data:`FLUSH_SECONDS`, and on stop), and
 days older than :data:`KEEP_DAYS` are deleted. A user reads only their own rows
-(:meth:`UseRecord.rows`). Ranking on it comes later; this module only records.
+(:meth:`UseRecord.rows`). Ranking reads it through :mod:`wiki_memory.core.strength`.
 """
 
 from __future__ import annotations
@@ -26,18 +29,20 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from pathlib import Path
 from typing import Any
 
 from wiki_memory.plainfile import atomic_write
 
-__all__ = ["COUNTS", "FLUSH_SECONDS", "KEEP_DAYS", "UseRecord"]
+__all__ = ["COUNTS", "FLUSH_SECONDS", "KEEP_DAYS", "VERDICTS", "UseRecord"]
 
 log = logging.getLogger(__name__)
 
 #: what a row counts
-COUNTS = ("recalled", "expanded", "repeated")
+COUNTS = ("recalled", "expanded", "repeated", "read", "cited", "helped", "not_helpful")
+#: the verdicts of :meth:`UseRecord.feedback`
+VERDICTS = ("helped", "not_helpful")
 #: the day being written is rewritten at most this often (and on stop, and before a read)
 FLUSH_SECONDS = 5.0
 #: day files older than this many days are deleted
@@ -67,6 +72,9 @@ class UseRecord:
         self._rows: dict[tuple[str, str | None], dict[str, Any]] = {}
         self._dirty = False
         self._flushed = 0.0
+        #: grows whenever a row of a day before today may have changed (a new day, an
+        #: import, a purge, a move): :mod:`wiki_memory.core.strength` reads them again
+        self.version = 0
 
     def note(self, kind: str, paths: Iterable[str], user: str | None) -> None:
         """Count ``kind`` (one of :data:`COUNTS`) once for each distinct page path of
@@ -85,13 +93,43 @@ class UseRecord:
                 row = self._rows.get((p, user))
                 if row is None:
                     row = self._rows[(p, user)] = self._new_row(p, user)
-                row[kind] += 1
+                row[kind] = int(row.get(kind) or 0) + 1  # a row of an older file lacks it
             self._dirty = True
             if now - self._flushed >= FLUSH_SECONDS:
                 try:
                     self._write()
                 except OSError as exc:  # kept in memory; the next flush tries again
                     log.warning("the use record could not be written: %s", exc)
+
+    def feedback(self, path: str, user: str, verdict: str) -> str:
+        """Record ``user``'s ``verdict`` (one of :data:`VERDICTS`) on the page ``path``
+        today: one verdict per user, page and day, the last given (the other count of the
+        row becomes 0, the given one 1). Returns the day (``YYYY-MM-DD``, UTC). ValueError
+        for an unknown verdict. Written at once (OSError when the folder cannot be)."""
+        if verdict not in VERDICTS:
+            raise ValueError(f"unknown verdict: {verdict!r}")
+        now = self.clock()
+        with self._lock:
+            day = _day(now)
+            self._switch(day)
+            row = self._rows.get((path, user))
+            if row is None:
+                row = self._rows[(path, user)] = self._new_row(path, user)
+            for v in VERDICTS:
+                row[v] = int(v == verdict)
+            self._dirty = True
+            self._write()
+        return day
+
+    def today(self, paths: Container[str]) -> tuple[str, list[dict[str, Any]]]:
+        """The day being recorded now (by :attr:`clock`) and a copy of its rows of the
+        pages ``paths``, every user's: for :mod:`wiki_memory.core.strength`, never shown
+        to a user."""
+        now = self.clock()
+        with self._lock:
+            self._switch(_day(now))
+            rows = [dict(r) for (p, _u), r in self._rows.items() if p in paths]
+            return str(self._day), rows
 
     def flush(self) -> None:
         """Write the day being recorded now. OSError when the folder cannot be written."""
@@ -161,6 +199,7 @@ class UseRecord:
                 self._save(day, list(have.values()))
                 if day == self._day:
                     self._rows = have
+            self.version += 1
         return changed
 
     def purge(self, rel: str, needles: list[bytes] | None, new_rel: str | None = None) -> None:
@@ -209,6 +248,7 @@ class UseRecord:
                     for k in COUNTS:
                         got[k] += int(r.get(k) or 0)
                 self._save(f.stem, list(merged.values()))
+            self.version += 1
             if self._day is not None:
                 self._rows = {(str(r["path"]), r["user"]): r for r in self._read(self._day)}
             self._purge_repeats(renamed)
@@ -223,6 +263,7 @@ class UseRecord:
             return
         self._write()
         self._day = day
+        self.version += 1
         self._rows = {(str(r["path"]), r.get("user")): r for r in self._read(day)}
         self._prune(day)
 

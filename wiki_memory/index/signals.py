@@ -35,6 +35,7 @@ __all__ = [
     "pages_named",
     "linked_pages",
     "page_rows",
+    "page_decay",
     "first_sections",
     "PAGE_START",
     "PAGE_END",
@@ -518,6 +519,25 @@ def page_rows(index: Index, paths: Iterable[str]) -> dict[str, dict[str, Any]]:
                 "start": r[6],
                 "end": r[7],
             }
+    return out
+
+
+def page_decay(index: Index, paths: Iterable[str]) -> dict[str, tuple[str, bool]]:
+    """``path -> (kind, pinned)`` of indexed pages: how their strength decays
+    (:mod:`wiki_memory.core.strength`; ``pinned`` by :func:`wiki_memory.identity.is_pinned`)."""
+    from wiki_memory.identity import is_pinned
+
+    uniq = sorted(set(paths))
+    out: dict[str, tuple[str, bool]] = {}
+    for i in range(0, len(uniq), 400):
+        chunk = uniq[i : i + 400]
+        sql = f"""
+            SELECT p.path, p.kind, json_extract(p.meta, '$.pinned')
+            FROM pages AS p WHERE p.path IN ({", ".join("?" * len(chunk))})
+        """
+        for r in _run(index, sql, chunk):
+            # json_extract reads a JSON true as 1, which is_pinned also takes
+            out[r[0]] = (r[1] or "page", is_pinned({"pinned": r[2]}))
     return out
 
 

@@ -1,5 +1,5 @@
 """The MCP tools over the memory itself: ``memory_recall``, ``memory_expand``,
-``memory_brief`` and ``memory_remember`` (see ``docs/mcp.md``).
+``memory_brief``, ``memory_remember`` and ``memory_feedback`` (see ``docs/mcp.md``).
 
 :class:`MemoryOps` implements them over the core (``Memory.recall``/``expand``/
 :func:`wiki_memory.core.brief.build_brief`,
@@ -10,12 +10,13 @@ output schemas) on an ``MCPServer``.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from wiki_memory.core.feedback import give_feedback
 from wiki_memory.core.quoting import inline, qt
 from wiki_memory.core.recaller import RecallResult
 from wiki_memory.core.remember import remember
@@ -301,6 +302,13 @@ class MemoryOps(ToolBase):
             msg += f" {out['redacted']} secret(s) were replaced by [REDACTED:<kind>]."
         return self.result(dict(out), inline(msg))  # the paths named are stored names
 
+    def feedback(self, path: str, verdict: str, caller: Caller) -> CallToolResult:
+        res = give_feedback(self.memory, path, verdict, caller.user)
+        msg = f"{res['path']}: {verdict} recorded (one per day counts)."
+        if not res["counted"]:
+            msg = f"{res['path']}: not counted (only a signed-in user's feedback counts)."
+        return self.result(res, inline(msg))
+
 
 def register(server: MCPServer, tools: MemoryOps) -> None:
     """Declare the memory_* tools on ``server``, bound to ``tools``. No output schemas
@@ -382,3 +390,13 @@ def register(server: MCPServer, tools: MemoryOps) -> None:
                 text, project, title, tags, caller, supersedes, if_new, create_project
             )
         )
+
+    @server.tool(annotations=ADDITIVE, structured_output=False)
+    def memory_feedback(
+        path: Annotated[str, Field(min_length=1)],
+        verdict: Literal["helped", "not_helpful"],
+        ctx: Context,
+    ) -> CallToolResult:
+        """Tell whether a recalled page helped; it ranks it."""
+        caller = tools.caller(ctx)
+        return guard(lambda: tools.feedback(path, verdict, caller))

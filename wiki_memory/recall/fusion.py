@@ -28,7 +28,9 @@ HEAD_POOL = 50
 DEDUP_SAMPLE = 500
 """The first this many matches give the word counts that order :class:`Dedup`'s prefixes."""
 SECTION_SIGNALS = ["text", "all-words", "spool", "when", "dense"]
-PAGE_SIGNALS = ["page", "fields", "entity", "link", "recent"]
+PAGE_SIGNALS = ["page", "fields", "entity", "link", "recent", "strength"]
+FACTOR_SIGNALS = ("recent", "strength")
+"""Page signals that are a factor in [0, 1] of their weight / (k + 1), not a rank."""
 
 
 def fuse(
@@ -37,6 +39,7 @@ def fuse(
     """Score every candidate by the fusion of ``section_sigs`` and ``page_sigs``
     (weights ``w`` by signal name) and return them in fused order."""
     recency = pool.recency
+    strength = pool.strength
     spool_rank = pool.spool_rank
     page_ranks = pool.page_ranks
     for c in pool.cands.values():
@@ -47,8 +50,10 @@ def fuse(
                 s += w[name] / (RRF_K + r + 1)
         if "recent" in page_sigs:
             s += w["recent"] / (RRF_K + 1) * recency.get(c.path, 0.0)
+        if "strength" in page_sigs and c.path in strength:
+            s += w["strength"] / (RRF_K + 1) * strength[c.path]
         for name in page_sigs:
-            if name == "recent":
+            if name in FACTOR_SIGNALS:
                 continue
             if c.spool is not None and name == "page":
                 r = spool_rank.get(c.path)

@@ -53,6 +53,8 @@ def why(pool: Pool, c: Cand) -> list[str]:
         out.append("link")
     if c.path in pool.recent_why:
         out.append("recent")
+    if c.path in pool.strength_why:
+        out.append("strength")
     if "when" in c.signals:
         out.append("when")
     if c.key in pool.successors:

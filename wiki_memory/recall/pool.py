@@ -9,7 +9,7 @@ before ranking) and writes its ranks here: section-level ranks on the candidates
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,14 +24,22 @@ from wiki_memory.recall.filters import Filters
 from wiki_memory.recall.terms import Query
 from wiki_memory.wiki.git import GitStore
 
+StrengthOf = Callable[
+    [Collection[str], Callable[[list[str]], Mapping[str, tuple[str, bool]]]], dict[str, float]
+]
+"""``strength(paths, decay)``: see :class:`Sources`."""
+
 
 @dataclass(frozen=True)
 class Sources:
     """What ranking reads, handed over by the core: the live ``index``, the ``spool``
     of running sessions, the ``git`` store and the folder of as-of indexes
     (``asof_dir``) for ``as_of`` queries, ``handle(anchor) -> id`` (a short id that
-    expand resolves later) and ``session_visible(session_key, who) -> bool`` (the
-    scope rule for a running session's observations)."""
+    expand resolves later), ``session_visible(session_key, who) -> bool`` (the
+    scope rule for a running session's observations) and ``strength(paths, decay) ->
+    {path: strength}`` (pages' use, :meth:`wiki_memory.core.strength.Strength.of`, which
+    asks ``decay(paths) -> {path: (kind, pinned)}`` for the used ones only; None: the
+    ``strength`` signal is off)."""
 
     index: Index
     spool: Spool
@@ -39,6 +47,7 @@ class Sources:
     asof_dir: Path
     handle: Callable[[str], str]
     session_visible: Callable[[str, Identity], bool]
+    strength: StrengthOf | None = None
 
 
 class Pool:
@@ -88,6 +97,9 @@ class Pool:
         #: path -> recency factor in (0, 1]; paths named ``recent`` in ``why``
         self.recency: dict[str, float] = {}
         self.recent_why: set[str] = set()
+        #: path -> strength factor in (0, 1) (signal_strength); paths named ``strength``
+        self.strength: dict[str, float] = {}
+        self.strength_why: set[str] = set()
         #: the best ``fields`` hit of each page, best page first
         self.best_field: dict[str, Hit] = {}
         #: which pages replaced which (wiki_memory.index.supersede), read from this index

@@ -25,6 +25,7 @@ fields        page     ``signal_fields``         bm25 over title, aliases, tags,
 entity        page     ``signal_entity``         a page the query names
 link          page     ``signal_link``           pages linked with the strongest pages
 recent        page     ``signal_recent``         the most recently updated pages
+strength      page     ``signal_strength``       pages their users used (the use record)
 ============  =======  ========================  ======================================
 
 :mod:`wiki_memory.recall.fusion` fuses them by weighted reciprocal rank fusion (weights:
@@ -59,6 +60,7 @@ from wiki_memory.recall import (
     signal_page,
     signal_recent,
     signal_spool,
+    signal_strength,
     signal_text,
     signal_when,
 )
@@ -350,6 +352,8 @@ class Ranker:
         if w.dense > 0 and self.index.vectors_on:
             signal_dense.collect(pool, self._strongest)
         signal_recent.collect(pool)
+        if w.strength > 0:
+            signal_strength.collect(pool)
         signal_when.collect(pool, self.wins)
         return fusion.order(pool, self.fusion, self.limit, int(w.cap), self.every)
 

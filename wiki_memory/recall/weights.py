@@ -17,6 +17,7 @@ from wiki_memory.recall import (
     signal_page,
     signal_recent,
     signal_spool,
+    signal_strength,
     signal_text,
     signal_when,
 )
@@ -33,6 +34,7 @@ SIGNALS = (
     signal_recent,
     signal_when,
     signal_dense,
+    signal_strength,
 )
 """The signal modules, in the order of :data:`WEIGHTS`."""
 
@@ -58,6 +60,7 @@ class Weights:
     recent: float = signal_recent.WEIGHT
     when: float = signal_when.WEIGHT
     dense: float = signal_dense.WEIGHT
+    strength: float = signal_strength.WEIGHT
     stems: float = BM25_WEIGHTS["stems"]
     dates: float = BM25_WEIGHTS["dates"]
     context: float = 1.0

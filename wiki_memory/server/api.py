@@ -188,6 +188,23 @@ async def use(request: Request) -> Response:
     return JSONResponse({"days": days, "rows": rows})
 
 
+async def feedback(request: Request) -> Response:
+    """``POST /v1/feedback``: ``{"path", "verdict": "helped" | "not_helpful"}``, the
+    caller's verdict on a page it may read (docs/api.md, docs/knowledge.md "Strength")."""
+    from wiki_memory.core.feedback import give_feedback
+
+    memory: Memory = request.app.state.memory
+    body = await read_json(request, memory.settings.max_body_bytes)
+    if not isinstance(body, dict):
+        raise BadRequest("a JSON object is expected", field="body")
+    path = str_field(body, "path", required=True)
+    verdict = str_field(body, "verdict", required=True)
+    res = await run_in_threadpool(
+        give_feedback, memory, str(path), str(verdict), request.state.user
+    )
+    return JSONResponse(res)
+
+
 async def contradictions(request: Request) -> Response:
     """``GET /v1/contradictions?project=P``: the contradiction flags the caller may read
     both sides of (docs/api.md)."""
@@ -515,6 +532,7 @@ ROUTES = [
     Route("/v1/sync-conflicts", sync_conflicts, methods=["GET"]),
     Route("/v1/sync-conflicts/resolve", resolve_conflict, methods=["POST"]),
     Route("/v1/use", use, methods=["GET"]),
+    Route("/v1/feedback", feedback, methods=["POST"]),
     Route("/v1/contradictions", contradictions, methods=["GET"]),
     Route("/v1/admin/condense", condense, methods=["POST"]),
     Route("/v1/admin/uncondense", uncondense_page, methods=["POST"]),

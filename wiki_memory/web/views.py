@@ -422,6 +422,7 @@ class _View(BrowseView):
         if (gone := self._forgotten(request, rel, raw)) is not None:
             return gone
         meta_row = self.memory.page_meta(rel, user)
+        self.memory.use.note("read", [rel], user.user or None)  # the use record
         view = self._render_page(user, rel, raw)
         m = view["meta"]
         source = request.query_params.get("view") == "source"

@@ -18,7 +18,8 @@ JSON Lines, UTF-8, one object per line, written and read one page at a time:
 - then one line per attachment (every other regular file outside dot folders, by path):
   ``{"record": "attachment", "path", "text_base64", "mtime"}``.
 - then, optionally, one line per row of the use record (:mod:`wiki_memory.core.userecord`):
-  ``{"record": "use", "day", "path", "user", "recalled", "expanded", "repeated"}``.
+  ``{"record": "use", "day", "path", "user", "recalled", "expanded", "repeated", "read",
+  "cited", "helped", "not_helpful"}``.
   An importer that does not know them skips them.
 """
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from wiki_memory.capture.spool import Spool
     from wiki_memory.config import Settings
     from wiki_memory.core.scope import ScopeRule
+    from wiki_memory.core.userecord import UseRecord
     from wiki_memory.core.writer import Writer, WriteResult
     from wiki_memory.index.store import Index
 
@@ -412,7 +413,8 @@ def expiry_of(
 class HandoffMemory(Protocol):
     """What the handoff service uses of :class:`wiki_memory.core.memory.Memory`: its
     settings and owner, the wiki folder, the scope rule, the index, the spool (to find a
-    session's page), the writer thread, and ``update_page`` (the one door for writes)."""
+    session's page), the writer thread, ``update_page`` (the one door for writes), and
+    ``page_links`` and the use record ``use`` (pages a new handoff cites)."""
 
     @property
     def settings(self) -> Settings: ...
@@ -434,6 +436,11 @@ class HandoffMemory(Protocol):
 
     @property
     def writer(self) -> Writer: ...
+
+    @property
+    def use(self) -> UseRecord: ...
+
+    def page_links(self, path: str, user: Any = None) -> dict[str, Any]: ...
 
     def update_page(
         self,

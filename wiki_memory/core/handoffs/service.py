@@ -253,7 +253,16 @@ class HandoffService(HandoffPages):
 
         res = self.memory.writer.call(job)
         self.memory.audited(user, "handoff.create", res.value.id, "ok", path=res.value.path)
+        self._note_cited(user, res.value.path, page)
         return self.to_json(res.value, full=True)
+
+    def _note_cited(self, user: str, path: str, session_page: str | None) -> None:
+        """The pages a new handoff at ``path`` links, as ``user`` sees them, count as
+        cited by ``user`` in the use record (not its session page: the server links it)."""
+        links = self.memory.page_links(path, user)["links"]
+        skip = {path, session_page}
+        cited = [str(lk["path"]) for lk in links if lk.get("path") and lk["path"] not in skip]
+        self.memory.use.note("cited", cited, user or None)
 
     # -- transitions ---------------------------------------------------------------------
     def _transition(
