@@ -86,5 +86,8 @@ def test_a_contradicted_note_is_marked_and_long_kinds_keep_the_columns() -> None
     assert f"    ! contradicts {note['path']}" in out
     rows = [ln for ln in out if ln[:2].strip().isdigit()]
     assert len(rows) == 3
-    ends = {ln.index(score) + len(score) for ln, score in zip(rows, ("0.90", "0.80", "0.12"))}
+    ends = {
+        ln.index(score) + len(score)
+        for ln, score in zip(rows, ("0.90", "0.80", "0.12"), strict=True)
+    }
     assert len(ends) == 1, out  # the score column is aligned
