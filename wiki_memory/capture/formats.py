@@ -128,15 +128,25 @@ def _mixed_value(v: str) -> bool:
     return any(c.isdigit() for c in v) and any(c.isalpha() for c in v)
 
 
-def find(text: str, low: str) -> list[tuple[int, int, str]]:
-    """Every secret these rules find: ``(start, end, kind)``."""
+#: every word :func:`find` looks for in the lowercased text before it runs a rule
+CUES: tuple[str, ...] = (
+    "secret", "data", "kind", "auths", "identitytoken", "machine", "login", "password",
+    "_auth", "_password", "pass:", "nuget", "base64", "key-",
+)  # fmt: skip
+
+
+def find(text: str, low: str, present: set[str] | None = None) -> list[tuple[int, int, str]]:
+    """Every secret these rules find: ``(start, end, kind)``. ``present``: when the caller
+    has already found which words occur in ``low`` (a set holding at least those of
+    :data:`CUES` that occur), that set; else each cue is looked for in ``low``."""
+    has = low.__contains__ if present is None else present.__contains__
     out: list[tuple[int, int, str]] = []
-    if "secret" in low and "data" in low and "kind" in low:
+    if has("secret") and has("data") and has("kind"):
         out.extend((s, e, "kubernetes-secret-yaml") for s, e in _kubernetes(text))
-    if "auths" in low or "identitytoken" in low:
+    if has("auths") or has("identitytoken"):
         for m in _DOCKER_AUTH_RE.finditer(text):
             out.append((*m.span("secret"), "docker-config-auth"))
-    if "machine" in low and ("login" in low or "password" in low):
+    if has("machine") and (has("login") or has("password")):
         for m in _NETRC_RE.finditer(text):
             ls = text.rfind("\n", 0, m.start()) + 1
             line_low = low[ls : m.start()]
@@ -145,23 +155,23 @@ def find(text: str, low: str) -> list[tuple[int, int, str]]:
                 continue
             if "machine" in line_low or "login" in line_low or "default" in line_low:
                 out.append((*m.span("secret"), "netrc-password"))
-    if "_auth" in low or "_password" in low:
+    if has("_auth") or has("_password"):
         for m in _NPMRC_RE.finditer(text):
             out.append((*m.span("secret"), "npmrc-auth"))
-    if "pass:" in low:
+    if has("pass:"):
         for m in _OPENSSL_RE.finditer(text):
             if not _stand_in(m.group("secret")):
                 out.append((*m.span("secret"), "cli-password"))
-    if "nuget" in low:
+    if has("nuget"):
         for m in _NUGET_KEY_RE.finditer(text):
             ls = text.rfind("\n", 0, m.start()) + 1
             if "nuget" in low[ls : m.start()]:
                 out.append((*m.span("secret"), "cli-password"))
-    if "base64" in low:
+    if has("base64"):
         for rx in (_B64_PIPE_RE, _B64_HERE_RE):
             for m in rx.finditer(text):
                 out.append((*m.span("secret"), "base64-credential"))
-    if "key-" in low:
+    if has("key-"):
         for m in _MAILGUN_RE.finditer(text):
             if _mixed_value(m.group(0)[4:]):
                 out.append((*m.span(), "mailgun-private-api-token"))

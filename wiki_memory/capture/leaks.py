@@ -20,6 +20,7 @@ import re
 from math import log2
 
 from wiki_memory.capture import gitleaks_rules as _G
+from wiki_memory.capture.keyscan import KeySet
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -273,7 +274,10 @@ del _r
 #: the keywords, each once (a rule may share one with others)
 KEYWORDS: tuple[str, ...] = tuple(sorted({*_KEYWORD_RULES, *_NEAR_RULES}))
 _WHOLE_KEYWORDS: tuple[str, ...] = tuple(sorted(_KEYWORD_RULES))
+WHOLE_KEYWORDS = _WHOLE_KEYWORDS  # for the caller's one keyword pass (see find)
 _NEAR_KEYWORDS: tuple[str, ...] = tuple(sorted(_NEAR_RULES))
+#: the near keywords, looked for in one pass over the text near runs (see keyscan)
+_NEAR_SET = KeySet(_NEAR_KEYWORDS)
 #: how far before a run its rule's keyword may stand: a name-then-value rule's name ends
 #: at most 20 + 3 + 3 + 5 characters before its value (name tail, quotes, operator, quotes)
 _NEAR_BEFORE = max(map(len, _NEAR_KEYWORDS), default=0) + 32
@@ -462,29 +466,42 @@ def _near_text(low: str, raw: bytes | None) -> tuple[str, list[tuple[int, int]]]
 
 
 def find(
-    text: str, low: str, path: str | None = None, raw: bytes | None = None
+    text: str,
+    low: str,
+    path: str | None = None,
+    raw: bytes | None = None,
+    present: set[str] | None = None,
 ) -> list[tuple[int, int, str]]:
     """Every secret the rules find in ``text`` (``low`` is its lowercase, same length):
     ``(start, end, kind)``. ``path``: the file the text is from or for, if known (rules
     with a path condition run only then). ``raw``: ``text`` encoded to ASCII with ``?``
-    for other characters, when the caller has it.
+    for other characters, when the caller has it. ``present``: when the caller has
+    already found which words occur in ``low`` (:class:`keyscan.KeySet` over at least
+    :data:`WHOLE_KEYWORDS`), that set; else each keyword is looked for here.
 
     A rule runs when one of its keywords occurs, as in gitleaks; for a rule every match
     of which holds a run of :data:`RUN_MIN` run characters (letters, digits, ``_-.+/=~``)
     the keyword is looked for only in and just before such runs, where any match of it
     would put it (see docs/sanitizer.md), so most text is scanned once, not per keyword."""
     rules: dict[str, Rule] = {}
-    for k in _WHOLE_KEYWORDS:
-        if k in low:
-            for r in _KEYWORD_RULES[k]:
-                rules[r.id] = r
+    if present is None:
+        for k in _WHOLE_KEYWORDS:
+            if k in low:
+                for r in _KEYWORD_RULES[k]:
+                    rules[r.id] = r
+    else:
+        for k in _WHOLE_KEYWORDS:
+            if k in present:
+                for r in _KEYWORD_RULES[k]:
+                    rules[r.id] = r
     near_rules: dict[str, Rule] = {}
     runs: list[tuple[int, int]] = []
     if len(low) >= RUN_MIN:
         near, runs = _near_text(low, raw)
         if near:
+            near_present = _NEAR_SET.present(near)
             for k in _NEAR_KEYWORDS:
-                if k in near:
+                if k in near_present:
                     for r in _NEAR_RULES[k]:
                         if r.id not in rules:
                             near_rules[r.id] = r
