@@ -1832,7 +1832,7 @@ def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, i
     present = _WORDS.present(low) if _WORDS.available(low) else None
     for s, e, kind in leaks.find(text, low, path, raw, present):
         add((s, e, prio.get(kind, _GITLEAKS_PRIO), kind))
-    for s, e, kind in _FORMATS.find(text, low, present):
+    for s, e, kind in _FORMATS.find(text, low, present, raw):
         add((s, e, prio.get(kind, _GITLEAKS_PRIO), kind))
     return found
 
