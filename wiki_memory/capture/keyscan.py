@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 #: texts at least this long use the one-pass automaton when it is available (below it,
 #: a few dozen ``in`` scans of a short text cost less than the call, and the hook's
-#: small payloads never import the library)
+#: small payloads never import the library); a set of many more keywords, such as the
+#: generated rules' near keywords (about 200), sets its own lower bound
 AC_MIN = 2048
 
 _AC_MODULE: Any = None  # None: not tried yet; False: not importable
@@ -43,10 +44,11 @@ class KeySet:
     lowercased text holds. The automaton is built on first use (building it costs about
     a millisecond, which the hook's start-up never pays)."""
 
-    __slots__ = ("keywords", "_ac")
+    __slots__ = ("keywords", "min_len", "_ac")
 
-    def __init__(self, keywords: tuple[str, ...]) -> None:
+    def __init__(self, keywords: tuple[str, ...], min_len: int = AC_MIN) -> None:
         self.keywords = keywords
+        self.min_len = min_len  # shorter texts take the in scans
         self._ac: Any = None  # None: not built; False: no library
 
     def automaton(self) -> Any:
@@ -69,7 +71,7 @@ class KeySet:
         """The keywords that occur in ``low`` (a lowercased text): the same set whether
         the automaton or ``in`` finds them. ``fast=False`` forces the ``in`` scans (the
         standard-library path, for tests that compare the two)."""
-        if fast and len(low) >= AC_MIN:
+        if fast and len(low) >= self.min_len:
             ac = self._ac if self._ac is not None else self.automaton()
             if ac:
                 kws = self.keywords
@@ -78,4 +80,6 @@ class KeySet:
 
     def available(self, low: str) -> bool:
         """Whether :meth:`present` takes the one-pass automaton for ``low``."""
-        return len(low) >= AC_MIN and bool(self._ac if self._ac is not None else self.automaton())
+        return len(low) >= self.min_len and bool(
+            self._ac if self._ac is not None else self.automaton()
+        )
