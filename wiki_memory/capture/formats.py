@@ -213,9 +213,11 @@ def find(
 
 #: a Discord bot token is one run of at least 59 characters of ``[A-Za-z0-9_.-]``
 _DISCORD_MIN = 59
-_DISCORD_TABLE = bytes(
-    84 if chr(i).isascii() and (chr(i).isalnum() or chr(i) in "_.-") else 32 for i in range(256)
-)
+_table = bytearray(b" " * 256)  # T for a character of a token's runs, space for others
+for _c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-":
+    _table[_c] = 84
+_DISCORD_TABLE = bytes(_table)
+del _table, _c
 _DISCORD_NEEDLE = b"T" * _DISCORD_MIN
 
 
