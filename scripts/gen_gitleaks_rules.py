@@ -535,9 +535,7 @@ def build(source: Path) -> str:
     lines.extend(_packed([f"{rule[0]!r}: {max_width(str(rule[1]))}," for rule in rules]))
     lines.append("}")
     lines.append("")
-    lines.append(
-        "#: rule id -> the fixed texts (lowercased) one of which every match starts with"
-    )
+    lines.append("#: rule id -> the fixed texts (lowercased) one of which every match starts with")
     lines.append("STARTS = {")
     entries = [(str(rule[0]), starts(str(rule[1]))) for rule in rules]
     lines.extend(_packed([f"{rid!r}: {heads!r}," for rid, heads in entries if heads], 480))
