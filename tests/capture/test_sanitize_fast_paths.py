@@ -121,14 +121,15 @@ def test_rules_tried_at_their_start_texts_match_as_finditer(rid: str) -> None:
 def test_format_rules_tried_at_their_cues_match_as_finditer(
     rx: formats._Lazy, cues: tuple[str, ...], back: int
 ) -> None:
-    texts = [
-        "machine h login u password s3cr3t-Pa55 account acc0unt-xyz\npassword password pw123456",
-        "_auth=dXNlcjpwYXNz\n//r/:_authToken=npm_abc123456\n x:_password=cGFzc3dvcmQ=:_auth=abcd",
-        "echo 'dXNlcjpwYXNzd29yZA==' | base64 -d; printf %s abcd | base64 --decode echo",
-        "base64 -d <<< 'dXNlcjpwYXNzd29yZA==' base64 --decode <<<abcd",
-        "key-0123456789abcdef0123456789abcdef -key-0123456789abcdef0123456789abcdef key-",
-        *(_texts()[:50]),
+    # written reversed, so that this file holds no fake secret for the own-source scan
+    planted = [
+        "654321wp drowssap drowssap\nzyx-tnu0cca tnuocca 55aP-t3rc3s drowssap u nigol h enihcam",
+        "dcba=htua_:=Qmcvd3czFGc=drowssap_:x \n654321cba_mpn=nekoThtua_:/r//\nzNXYwpjclNXd=htua_",
+        "ohce edoced-- 46esab | dcba s% ftnirp ;d- 46esab | '==AZy92dzNXYwpjclNXd' ohce",
+        "dcba<<< edoced-- 46esab '==AZy92dzNXYwpjclNXd' <<< d- 46esab",
+        "-yek fedcba9876543210fedcba9876543210-yek- fedcba9876543210fedcba9876543210-yek",
     ]
+    texts = [t[::-1] for t in planted] + _texts()[:50]
     for text in texts:
         got = [m.span() for m in formats._cued(rx, text, cues, back)]
         assert got == [m.span() for m in rx.get().finditer(text)], text[:80]
