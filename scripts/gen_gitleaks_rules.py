@@ -272,6 +272,17 @@ def max_width(py: str) -> int:
     return hi if hi <= 4096 else 0
 
 
+def starts(py: str) -> tuple[str, ...]:
+    """The fixed texts (lowercased, sorted) one of which every match of the Python regex
+    ``py`` starts with, at most 16 of them and none empty; ``()`` when not known."""
+    from re import _parser  # type: ignore[attr-defined]
+
+    heads = fixed_prefixes(list(_parser.parse(py, re.ASCII)))
+    if heads is None or "" in heads or len(heads) > 16:
+        return ()
+    return tuple(sorted(heads))
+
+
 def run_length(py: str) -> int:
     """The length of the longest run of :data:`RUN_CHARS` that every match of the Python
     regex ``py`` holds (a lower bound, from the parsed pattern: 0 when unknown)."""
@@ -522,6 +533,12 @@ def build(source: Path) -> str:
     lines.append("#: rule id -> the most characters a match can span (0: unbounded or over 4,096)")
     lines.append("MAX_WIDTH = {")
     lines.extend(_packed([f"{rule[0]!r}: {max_width(str(rule[1]))}," for rule in rules]))
+    lines.append("}")
+    lines.append("")
+    lines.append("#: rule id -> the fixed texts (lowercased) one of which every match starts with")
+    lines.append("STARTS = {")
+    entries = [(str(rule[0]), starts(str(rule[1]))) for rule in rules]
+    lines.extend(_packed([f"{rid!r}: {heads!r}," for rid, heads in entries if heads], 480))
     lines.append("}")
     lines.append("")
     lines.append(

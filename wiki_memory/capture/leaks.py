@@ -20,6 +20,7 @@ import re
 from math import log2
 
 from wiki_memory.capture import gitleaks_rules as _G
+from wiki_memory.capture.keyscan import KeySet
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -166,14 +167,14 @@ _SEMI_GENERIC = r"[\w.-]{0,50}?"
 #: the name-then-value shape's leading context (once or twice): what it matches before the
 #: provider's name changes no secret found, and at every position it costs up to 50 (or
 #: 2,500) steps, so it is dropped and the regex starts at the name
-_LEAD_RE = re.compile(r"^(\(\?i\))?((?:\[\\w\.-\]\{0,50\}\?|\(\?i:)+)")
-_SPACE_RE = re.compile(r"\s")
+_LEAD_SOURCE = r"^(\(\?i\))?((?:\[\\w\.-\]\{0,50\}\?|\(\?i:)+)"
+_SPACE_SOURCE = r"\s"  # compiled on first use (through re's cache): the hook's start-up
 
 
 def _fast_source(source: str) -> str:
     """``source`` without its leading ``[\\w.-]{0,50}?`` runs (the scoped ``(?i:`` groups
     among them kept)."""
-    m = _LEAD_RE.match(source)
+    m = re.match(_LEAD_SOURCE, source)
     if m is None:
         return source
     lead = m.group(2)
@@ -199,7 +200,6 @@ class Rule:
         "allows",
         "path",
         "windowed",
-        "fast",
         "_rx",
     )
 
@@ -215,7 +215,12 @@ class Rule:
         self.path: str | None = path
         self.windowed = _SEMI_GENERIC in source[:40]
         self._rx: re.Pattern[str] | None = None
-        self.fast = _fast_source(source) if self.windowed else source
+
+    @property
+    def fast(self) -> str:
+        """The regex run: ``source``, for a name-then-value rule without its leading
+        context (worked out on first compile, not at import: the hook's start-up)."""
+        return _fast_source(self.source) if self.windowed else self.source
 
     @property
     def rx(self) -> re.Pattern[str]:
@@ -244,7 +249,11 @@ BY_ID: dict[str, Rule] = {r.id: r for r in RULES}
 #: for only near such runs (the generator's ``RUN_LENGTH``, from each parsed regex)
 RUN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.+/=~"
 RUN_MIN = 20
-_RUN_TABLE = bytes(84 if chr(i) in RUN_CHARS else 32 for i in range(256))  # T or space
+_table = bytearray(b" " * 256)  # T for a run character, space for any other byte
+for _c in RUN_CHARS.encode():
+    _table[_c] = 84
+_RUN_TABLE = bytes(_table)
+del _table, _c
 _RUN_NEEDLE = b"T" * RUN_MIN
 
 #: keyword -> its rules, for the rules checked over the whole text (gitleaks' way) and for
@@ -265,7 +274,7 @@ for _r in RULES:
     near = (
         _G.RUN_LENGTH.get(_r.id, 0) >= RUN_MIN
         and _r.id in _IN_MATCH
-        and all(all(c in RUN_CHARS for c in k) for k in _r.keywords)
+        and not any(k.strip(RUN_CHARS) for k in _r.keywords)  # run characters only
     )
     for _k in _r.keywords:
         (_NEAR_RULES if near else _KEYWORD_RULES).setdefault(_k, []).append(_r)
@@ -273,7 +282,11 @@ del _r
 #: the keywords, each once (a rule may share one with others)
 KEYWORDS: tuple[str, ...] = tuple(sorted({*_KEYWORD_RULES, *_NEAR_RULES}))
 _WHOLE_KEYWORDS: tuple[str, ...] = tuple(sorted(_KEYWORD_RULES))
+WHOLE_KEYWORDS = _WHOLE_KEYWORDS  # for the caller's one keyword pass (see find)
+_WHOLE_SET = frozenset(_WHOLE_KEYWORDS)
 _NEAR_KEYWORDS: tuple[str, ...] = tuple(sorted(_NEAR_RULES))
+#: the near keywords, looked for in one pass over the text near runs (see keyscan)
+_NEAR_SET = KeySet(_NEAR_KEYWORDS, 256)  # ~200 in scans cost more than one call from here
 #: how far before a run its rule's keyword may stand: a name-then-value rule's name ends
 #: at most 20 + 3 + 3 + 5 characters before its value (name tail, quotes, operator, quotes)
 _NEAR_BEFORE = max(map(len, _NEAR_KEYWORDS), default=0) + 32
@@ -359,7 +372,7 @@ def _windows(low: str, keywords: tuple[str, ...], text: str) -> list[tuple[int, 
         if e >= n:
             e = n
         else:
-            m = _SPACE_RE.search(text, e, min(n, e + 4096))
+            m = re.compile(_SPACE_SOURCE).search(text, e, min(n, e + 4096))
             e = m.start() if m is not None else min(n, e + 4096)
         res.append((s, e))
     return res
@@ -378,19 +391,74 @@ def _run_windows(runs: list[tuple[int, int]], width: int, n: int) -> list[tuple[
     return out
 
 
-def _run(
-    rule: Rule,
+#: the width of the run windows the near rules share (most spans are at most this wide)
+_SHARED_WIDTH = 256
+
+
+def _cued(
+    rx: re.Pattern[str],
     text: str,
     low: str,
-    path: str | None = None,
-    runs: list[tuple[int, int]] | None = None,
-) -> Iterator[tuple[int, int, str]]:
-    """The rule's findings ``(start, end, kind)``. ``runs``: the text's runs of
-    :data:`RUN_MIN` run characters, for a rule every match of which holds one and spans at
-    most ``MAX_WIDTH`` characters: it is run only around them (a match starts at most that
-    far before a run and ends at most that far after it)."""
-    rx = rule.rx
+    heads: tuple[str, ...],
+    near: list[tuple[int, int, int]] | None = None,
+) -> Iterator[re.Match[str]]:
+    """``rx.finditer(text)`` for a rule every match of which starts with one of ``heads``
+    (lowercase; :data:`gitleaks_rules.STARTS`): ``rx`` is tried only where one occurs
+    (found in ``low`` by ``str.find``, in C), in ascending order and after a match only
+    from its end on, as ``finditer`` does. Most of these regexes open with ``\\b`` or a
+    look-around, which leaves ``re`` nothing to skip ahead to: it tries them at every
+    position of the text, ~30 times the cost of a ``str.find``. ``near``: windows
+    ``(first start, last start, end)`` outside of which no match can start (see
+    :func:`_run_windows`); occurrences outside them are not tried."""
+    starts: list[int] = []
+    for ws, we in ((0, len(low)),) if near is None else ((w[0], w[1]) for w in near):
+        for h in heads:
+            i = low.find(h, ws, we + len(h))
+            while i >= 0:
+                starts.append(i)
+                i = low.find(h, i + 1, we + len(h))
+    if len(heads) > 1 or near is not None:
+        starts = sorted(set(starts))
+    match = rx.match
+    nxt = 0
+    for p in starts:
+        if p < nxt:
+            continue
+        m = match(text, p)
+        if m is not None:
+            yield m
+            nxt = m.end()
+
+
+def _matches(
+    rule: Rule,
+    rx: re.Pattern[str],
+    text: str,
+    low: str,
+    runs: list[tuple[int, int]] | None,
+    shared: list[tuple[int, int, int]] | None = None,
+) -> Iterator[tuple[re.Match[str], int]]:
+    """The rule's regex matches, each with the last start its window allows. ``shared``:
+    the caller's list for the run windows of :data:`_SHARED_WIDTH` (filled on first
+    need, then reused by the text's other rules)."""
     n = len(text)
+    heads = _G.STARTS.get(rule.id)
+    if heads and not rule.windowed:
+        width = _G.MAX_WIDTH[rule.id] if runs is not None else 0
+        # a rule every match of which holds a run and spans at most width characters
+        # starts within width characters before a run: only those places are tried (the
+        # windows for _SHARED_WIDTH, made once per text, hold those of any less width)
+        near = None
+        if width and runs is not None:
+            if width <= _SHARED_WIDTH and shared is not None:
+                if not shared:
+                    shared.extend(_run_windows(runs, _SHARED_WIDTH, n))
+                near = shared
+            else:
+                near = _run_windows(runs, width, n)
+        for m in _cued(rx, text, low, heads, near):
+            yield m, n
+        return
     spans: list[tuple[int, int, int]]
     if rule.windowed:
         spans = [(ws, we, we) for ws, we in _windows(low, rule.keywords, text)]
@@ -398,37 +466,54 @@ def _run(
         spans = _run_windows(runs, _G.MAX_WIDTH[rule.id], n)
     else:
         spans = [(0, n, n)]
-    last = -1
     for ws, we, end in spans:
         for m in rx.finditer(text, ws, end):
-            if m.start() < last or m.start() > we:
-                continue
-            g = rule.group
-            if g and g <= (rx.groups or 0):
-                s, e = m.span(g)
-            else:
-                s = e = -1
-                for i in range(1, (rx.groups or 0) + 1):
-                    s, e = m.span(i)
-                    if e > s:
-                        break
-                if e <= s:
-                    s, e = m.span()
+            yield m, we
+
+
+def _run(
+    rule: Rule,
+    text: str,
+    low: str,
+    path: str | None = None,
+    runs: list[tuple[int, int]] | None = None,
+    shared: list[tuple[int, int, int]] | None = None,
+) -> Iterator[tuple[int, int, str]]:
+    """The rule's findings ``(start, end, kind)``. ``runs``: the text's runs of
+    :data:`RUN_MIN` run characters, for a rule every match of which holds one and spans at
+    most ``MAX_WIDTH`` characters: it is run only around them (a match starts at most that
+    far before a run and ends at most that far after it)."""
+    rx = rule.rx
+    last = -1
+    for m, we in _matches(rule, rx, text, low, runs, shared):
+        if m.start() < last or m.start() > we:
+            continue
+        g = rule.group
+        if g and g <= (rx.groups or 0):
+            s, e = m.span(g)
+        else:
+            s = e = -1
+            for i in range(1, (rx.groups or 0) + 1):
+                s, e = m.span(i)
+                if e > s:
+                    break
             if e <= s:
-                continue
-            secret = text[s:e]
-            if rule.entropy and entropy(secret) < rule.entropy:
-                continue
-            if _global_allowed(secret):
-                continue
-            if rule.allows and _allowed(rule, text, m, secret, path):
-                continue
-            last = m.end()
-            if rule.id in _USER_KEPT:  # after the allowlists, which read user:password
-                c = text.find(":", s, e)
-                if c >= 0 and c + 1 < e:
-                    s = c + 1  # user:password: the user stays readable, as in our rules
-            yield s, e, rule.kind
+                s, e = m.span()
+        if e <= s:
+            continue
+        secret = text[s:e]
+        if rule.entropy and entropy(secret) < rule.entropy:
+            continue
+        if _global_allowed(secret):
+            continue
+        if rule.allows and _allowed(rule, text, m, secret, path):
+            continue
+        last = m.end()
+        if rule.id in _USER_KEPT:  # after the allowlists, which read user:password
+            c = text.find(":", s, e)
+            if c >= 0 and c + 1 < e:
+                s = c + 1  # user:password: the user stays readable, as in our rules
+        yield s, e, rule.kind
 
 
 def _near_text(low: str, raw: bytes | None) -> tuple[str, list[tuple[int, int]]]:
@@ -462,20 +547,31 @@ def _near_text(low: str, raw: bytes | None) -> tuple[str, list[tuple[int, int]]]
 
 
 def find(
-    text: str, low: str, path: str | None = None, raw: bytes | None = None
+    text: str,
+    low: str,
+    path: str | None = None,
+    raw: bytes | None = None,
+    present: set[str] | None = None,
 ) -> list[tuple[int, int, str]]:
     """Every secret the rules find in ``text`` (``low`` is its lowercase, same length):
     ``(start, end, kind)``. ``path``: the file the text is from or for, if known (rules
     with a path condition run only then). ``raw``: ``text`` encoded to ASCII with ``?``
-    for other characters, when the caller has it.
+    for other characters, when the caller has it. ``present``: when the caller has
+    already found which words occur in ``low`` (:class:`keyscan.KeySet` over at least
+    :data:`WHOLE_KEYWORDS`), that set; else each keyword is looked for here.
 
     A rule runs when one of its keywords occurs, as in gitleaks; for a rule every match
     of which holds a run of :data:`RUN_MIN` run characters (letters, digits, ``_-.+/=~``)
     the keyword is looked for only in and just before such runs, where any match of it
     would put it (see docs/sanitizer.md), so most text is scanned once, not per keyword."""
     rules: dict[str, Rule] = {}
-    for k in _WHOLE_KEYWORDS:
-        if k in low:
+    if present is None:
+        for k in _WHOLE_KEYWORDS:
+            if k in low:
+                for r in _KEYWORD_RULES[k]:
+                    rules[r.id] = r
+    else:  # the same keywords in the same (sorted) order, from the set found
+        for k in sorted(_WHOLE_SET.intersection(present)):
             for r in _KEYWORD_RULES[k]:
                 rules[r.id] = r
     near_rules: dict[str, Rule] = {}
@@ -483,11 +579,10 @@ def find(
     if len(low) >= RUN_MIN:
         near, runs = _near_text(low, raw)
         if near:
-            for k in _NEAR_KEYWORDS:
-                if k in near:
-                    for r in _NEAR_RULES[k]:
-                        if r.id not in rules:
-                            near_rules[r.id] = r
+            for k in sorted(_NEAR_SET.present(near)):  # _NEAR_KEYWORDS' order
+                for r in _NEAR_RULES[k]:
+                    if r.id not in rules:
+                        near_rules[r.id] = r
     for r in _ALWAYS:
         rules[r.id] = r
     if path:
@@ -495,10 +590,11 @@ def find(
             if _arx(r.path).search(path):  # type: ignore[arg-type]
                 rules[r.id] = r
     out: list[tuple[int, int, str]] = []
+    shared: list[tuple[int, int, int]] = []
     for r in rules.values():
         out.extend(_run(r, text, low, path))
     for r in near_rules.values():
         if r.id in rules:
             continue
-        out.extend(_run(r, text, low, path, runs if _G.MAX_WIDTH[r.id] else None))
+        out.extend(_run(r, text, low, path, runs if _G.MAX_WIDTH[r.id] else None, shared))
     return out

@@ -1718,15 +1718,18 @@ del _i, _d
 
 _LEAKS: Any = None  # wiki_memory.capture.leaks, imported on first use (hook start-up)
 _FORMATS: Any = None  # wiki_memory.capture.formats, likewise
+_WORDS: Any = None  # keyscan.KeySet of both modules' whole-text keywords and cues
 _GITLEAKS_PRIO = len(DETECTORS)  # after every rule of ours: on overlap our name wins
 
 
 def _gitleaks() -> Any:
     """Import the generated rules and our structured-format rules (first call only)."""
-    global _LEAKS, _FORMATS
+    global _LEAKS, _FORMATS, _WORDS
     if _LEAKS is None:
         from wiki_memory.capture import formats, leaks
+        from wiki_memory.capture.keyscan import KeySet
 
+        _WORDS = KeySet(tuple(sorted({*leaks.WHOLE_KEYWORDS, *formats.CUES})))
         _LEAKS, _FORMATS = leaks, formats
     return _LEAKS
 
@@ -1824,9 +1827,12 @@ def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, i
         p = prio["generic-secret"]
         for s, e in _find_assignments(text, hits):
             add((s, e, p, "generic-secret"))
-    for s, e, kind in (_LEAKS or _gitleaks()).find(text, low, path, raw):
+    leaks = _LEAKS or _gitleaks()
+    # one pass for the keywords of both (where keyscan can; else each looks for its own)
+    present = _WORDS.present(low) if _WORDS.available(low) else None
+    for s, e, kind in leaks.find(text, low, path, raw, present):
         add((s, e, prio.get(kind, _GITLEAKS_PRIO), kind))
-    for s, e, kind in _FORMATS.find(text, low):
+    for s, e, kind in _FORMATS.find(text, low, present, raw):
         add((s, e, prio.get(kind, _GITLEAKS_PRIO), kind))
     return found
 

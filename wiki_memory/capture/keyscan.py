@@ -1,0 +1,85 @@
+"""Which of a fixed set of keywords occur in a text: one pass where a library allows it.
+
+The generated rules (``leaks``) and our structured-format rules (``formats``) each run
+only when one of their keywords or cues occurs in the lowercased text, as gitleaks runs
+its rules. Asked one keyword at a time, that is one C scan of the whole text per keyword
+(about 250 of them), which cost more than every other rule together. Where the optional
+``ahocorasick_rs`` package is importable (the server's environment: a dependency in
+``pyproject.toml``), :meth:`KeySet.present` finds them all in one Aho-Corasick pass with
+every overlapping occurrence, so the set it returns is the same set the one-at-a-time
+scans give. The hook (``python -S``, standard library only) never imports it: texts
+shorter than :data:`AC_MIN` characters, and any process where the import fails, take the
+``in`` scans.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+#: texts at least this long use the one-pass automaton when it is available (below it,
+#: a few dozen ``in`` scans of a short text cost less than the call, and the hook's
+#: small payloads never import the library); a set of many more keywords, such as the
+#: generated rules' near keywords (about 200), sets its own lower bound
+AC_MIN = 2048
+
+_AC_MODULE: Any = None  # None: not tried yet; False: not importable
+
+
+def _ac_module() -> Any:
+    global _AC_MODULE
+    if _AC_MODULE is None:
+        try:
+            import ahocorasick_rs
+
+            _AC_MODULE = ahocorasick_rs
+        except Exception:  # not installed, or a python -S process without site-packages
+            _AC_MODULE = False
+    return _AC_MODULE
+
+
+class KeySet:
+    """A fixed tuple of lowercase ASCII keywords (``keywords``), and which of them a
+    lowercased text holds. The automaton is built on first use (building it costs about
+    a millisecond, which the hook's start-up never pays)."""
+
+    __slots__ = ("keywords", "min_len", "_ac")
+
+    def __init__(self, keywords: tuple[str, ...], min_len: int = AC_MIN) -> None:
+        self.keywords = keywords
+        self.min_len = min_len  # shorter texts take the in scans
+        self._ac: Any = None  # None: not built; False: no library
+
+    def automaton(self) -> Any:
+        """The Aho-Corasick automaton over ``keywords``, or False without the library."""
+        ac = self._ac
+        if ac is None:
+            mod = _ac_module()
+            if mod and self.keywords:
+                ac = mod.AhoCorasick(
+                    list(self.keywords),
+                    matchkind=mod.MatchKind.Standard,
+                    implementation=mod.Implementation.DFA,
+                )
+            else:
+                ac = False
+            self._ac = ac
+        return ac
+
+    def present(self, low: str, fast: bool = True) -> set[str]:
+        """The keywords that occur in ``low`` (a lowercased text): the same set whether
+        the automaton or ``in`` finds them. ``fast=False`` forces the ``in`` scans (the
+        standard-library path, for tests that compare the two)."""
+        if fast and len(low) >= self.min_len:
+            ac = self._ac if self._ac is not None else self.automaton()
+            if ac:
+                kws = self.keywords
+                return {kws[i] for i, _, _ in ac.find_matches_as_indexes(low, overlapping=True)}
+        return {k for k in self.keywords if k in low}
+
+    def available(self, low: str) -> bool:
+        """Whether :meth:`present` takes the one-pass automaton for ``low``."""
+        return len(low) >= self.min_len and bool(
+            self._ac if self._ac is not None else self.automaton()
+        )
