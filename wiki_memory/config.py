@@ -131,6 +131,10 @@ class Settings:
     #: (``pip install 'wiki-memory[vectors]'``), without which it is off whatever this
     #: says. Off by default: on LoCoMo it did not add the 0.02 turn R@10 it was meant to add
     vectors: bool = False
+    #: the model of the ``dense`` signal: ``wordllama`` (static word vectors) or
+    #: ``minilm`` (the sentence model all-MiniLM-L6-v2, whose weights package is
+    #: installed apart: docs/ranking.md#vectors); changing it rebuilds the index
+    vectors_model: str = "wordllama"
     #: who creates a project by capturing into a name that does not exist yet:
     #: ``members`` (members, admins, the owner; the creator gets a write grant) or
     #: ``admins`` (admins and the owner only)
