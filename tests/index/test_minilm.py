@@ -21,9 +21,10 @@ needs_minilm = pytest.mark.skipif(
     reason="the minilm model is not installed: " + minilm.INSTALL_HINT,
 )
 
-pytestmark = pytest.mark.slow  # loads 87 MB of weights and runs a 6-layer encoder
+# the tests that embed are slow: they load 87 MB of weights and run a 6-layer encoder
 
 
+@pytest.mark.slow
 @needs_minilm
 @pytest.mark.parametrize("dist", minilm.DISTRIBUTIONS)
 def test_the_encoder_gives_sentence_transformers_vectors(dist: str):
@@ -51,6 +52,7 @@ PAGE = (
 )
 
 
+@pytest.mark.slow
 @needs_minilm
 def test_an_index_set_to_minilm_stores_its_vectors_and_a_switch_rebuilds(tmp_path: Path):
     wiki = tmp_path / "wiki"
@@ -83,3 +85,12 @@ def test_an_unknown_model_name_is_refused(tmp_path: Path):
         Index(tmp_path / "index.db", vectors=True, vectors_model="bert")
     # with vectors off the name is not read
     Index(tmp_path / "index.db", vectors=False, vectors_model="bert").close()
+
+
+@pytest.mark.process
+def test_the_cli_refuses_an_unknown_model_setting(tmp_path: Path):
+    from support import run_cli
+
+    r = run_cli(tmp_path / "data", "reindex", env={"WIKI_MEMORY_VECTORS_MODEL": "bert"})
+    assert r.returncode != 0
+    assert "vectors_model: expected one of wordllama, minilm, got 'bert'" in r.stderr

@@ -80,9 +80,7 @@ class Context:
             from wiki_memory.index.store import Index
 
             s = self.settings
-            idx = Index(
-                s.index_path, s.stem_language_names, s.vectors, s.vectors_model
-            )
+            idx = Index(s.index_path, s.stem_language_names, s.vectors, s.vectors_model)
             try:
                 self._chains = idx.chains()
             finally:

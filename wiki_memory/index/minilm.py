@@ -133,9 +133,9 @@ class Encoder:
                         tok = Tokenizer.from_buffer(io.BytesIO(z.read("tokenizer.json")).read())
                 tok.enable_truncation(max_length=MAX_TOKENS)
                 tok.no_padding()
-                # linear weights transposed once, so every layer is ``x @ W``
+                # linear weights as transposed views (no copy): every layer is ``x @ W.T``
                 self._w = {
-                    k: (v.T.copy() if v.ndim == 2 and k.startswith("encoder.") else v)
+                    k: (v.T if v.ndim == 2 and k.startswith("encoder.") else v)
                     for k, v in weights.items()
                 }
                 self._tok = tok
