@@ -217,8 +217,7 @@ def tls_verify(ca_file: Path | str | None) -> Any:
 def load_settings(data_dir: Path | None = None, **overrides: Any) -> Settings:
     """Build :class:`Settings` from defaults, ``config.toml``, the environment and ``overrides``.
 
-    Raises ValueError when ``config.toml`` is not valid TOML, a value has the wrong type
-    or ``vectors_model`` names no model.
+    Raises ValueError when ``config.toml`` is not valid TOML or a value has the wrong type.
     """
     base = Settings() if data_dir is None else Settings(data_dir=Path(data_dir))
     values: dict[str, Any] = {}
@@ -241,11 +240,4 @@ def load_settings(data_dir: Path | None = None, **overrides: Any) -> Settings:
                 clean[k] = _coerce(v, known[k])
             except ValueError as exc:
                 raise ValueError(f"setting {k}: {exc}") from None
-    out = replace(base, **clean)
-    from wiki_memory.index.vectors import MODELS  # the one list of the dense models
-
-    if out.vectors_model not in MODELS:
-        raise ValueError(
-            f"setting vectors_model: expected one of {', '.join(MODELS)}, got {out.vectors_model!r}"
-        )
-    return out
+    return replace(base, **clean)

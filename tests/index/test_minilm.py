@@ -86,11 +86,3 @@ def test_an_unknown_model_name_is_refused(tmp_path: Path):
     # with vectors off the name is not read
     Index(tmp_path / "index.db", vectors=False, vectors_model="bert").close()
 
-
-@pytest.mark.process
-def test_the_cli_refuses_an_unknown_model_setting(tmp_path: Path):
-    from support import run_cli
-
-    r = run_cli(tmp_path / "data", "reindex", env={"WIKI_MEMORY_VECTORS_MODEL": "bert"})
-    assert r.returncode != 0
-    assert "vectors_model: expected one of wordllama, minilm, got 'bert'" in r.stderr
