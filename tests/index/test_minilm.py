@@ -85,4 +85,3 @@ def test_an_unknown_model_name_is_refused(tmp_path: Path):
         Index(tmp_path / "index.db", vectors=True, vectors_model="bert")
     # with vectors off the name is not read
     Index(tmp_path / "index.db", vectors=False, vectors_model="bert").close()
-
