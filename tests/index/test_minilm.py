@@ -52,8 +52,16 @@ PAGE = (
 )
 
 
+@pytest.fixture
+def model_reset():
+    """The model is chosen per process: give the next test of this worker the default."""
+    yield
+    vectors.select(vectors.MODELS[0])
+
+
 @pytest.mark.slow
 @needs_minilm
+@pytest.mark.usefixtures("model_reset")
 def test_an_index_set_to_minilm_stores_its_vectors_and_a_switch_rebuilds(tmp_path: Path):
     wiki = tmp_path / "wiki"
     wiki.mkdir()
@@ -80,6 +88,7 @@ def test_an_index_set_to_minilm_stores_its_vectors_and_a_switch_rebuilds(tmp_pat
         other.close()
 
 
+@pytest.mark.usefixtures("model_reset")
 def test_an_unknown_model_name_is_refused(tmp_path: Path):
     with pytest.raises(ValueError, match="vectors_model 'bert'"):
         Index(tmp_path / "index.db", vectors=True, vectors_model="bert")
