@@ -254,7 +254,7 @@ def dense_synthetic(n_rows: int, n_queries: int) -> dict[str, float]:
         with conn:
             for i in range(0, n_rows, 50_000):
                 m = min(50_000, n_rows - i)
-                v = rng.standard_normal((m, vectors.DIM)).astype(np.float32)
+                v = rng.standard_normal((m, vectors.dim())).astype(np.float32)
                 v /= np.linalg.norm(v, axis=1, keepdims=True)
                 conn.executemany(
                     "INSERT INTO vectors(rowid, v) VALUES (?, ?)",
@@ -263,7 +263,7 @@ def dense_synthetic(n_rows: int, n_queries: int) -> dict[str, float]:
             conn.execute("INSERT INTO meta(key, value) VALUES ('vectors_gen', 'x')")
         stored = conn.execute("SELECT sum(pgsize) FROM dbstat WHERE name = 'vectors'").fetchone()[0]
         matrix = vectors.Matrix()
-        qs = rng.standard_normal((n_queries, vectors.DIM)).astype(np.float32)
+        qs = rng.standard_normal((n_queries, vectors.dim())).astype(np.float32)
         qs /= np.linalg.norm(qs, axis=1, keepdims=True)
         t = time.perf_counter()
         rowids, codes, scales = matrix._current(conn)

@@ -139,6 +139,10 @@ class Settings:
     #: project's ``projects/<p>/topics/`` pages in the same commit. Off by default: on
     #: LoCoMo they moved session R@5 down (docs/benchmarks.md)
     topic_pages: bool = False
+    #: the model of the ``dense`` signal: ``wordllama`` (static word vectors) or
+    #: ``minilm`` (the sentence model all-MiniLM-L6-v2, whose weights package is
+    #: installed apart: docs/ranking.md#vectors); changing it rebuilds the index
+    vectors_model: str = "wordllama"
     #: who creates a project by capturing into a name that does not exist yet:
     #: ``members`` (members, admins, the owner; the creator gets a write grant) or
     #: ``admins`` (admins and the owner only)

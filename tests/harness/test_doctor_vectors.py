@@ -21,7 +21,7 @@ pytestmark = pytest.mark.fast
 def test_doctor_reports_the_running_servers_vectors_setting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(vectors, "available", lambda: True)
+    monkeypatch.setattr(vectors, "available", lambda name=None: True)
     data = tmp_path / "data"
     data.mkdir()
     rec = server_record(os.getpid(), "http://127.0.0.1:1", True, {"vectors": True})

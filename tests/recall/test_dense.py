@@ -183,7 +183,7 @@ def test_doctor_without_the_extra_names_the_install_command(tmp_path: Path, monk
 
     data = tmp_path / "data"
     make_memory(data, files=FILES).stop()
-    monkeypatch.setattr(vectors, "available", lambda: False)
+    monkeypatch.setattr(vectors, "available", lambda name=None: False)
     rep = doctor_report(load_settings(data, vectors=True), wait_seconds=0)
     assert rep["vectors"] == (
         "off (the vectors extra is not installed: pip install 'wiki-memory[vectors]')"

@@ -391,7 +391,7 @@ def check_index(ctx: Context) -> None:
                 index_ok = True
     if not index_ok:
         return
-    idx = Index(db, stem_languages=settings.stem_language_names, vectors=settings.vectors)
+    idx = Index(db, settings.stem_language_names, settings.vectors, settings.vectors_model)
     try:
         deadline = time.monotonic() + (ctx.wait_seconds if running else 0)
         while True:
@@ -483,14 +483,16 @@ def check_signals(ctx: Context) -> None:
     live = live_server(ctx.settings.data_dir) or {}
     setting = live["vectors"] if isinstance(live.get("vectors"), bool) else ctx.settings.vectors
     whose = "the running server's " if isinstance(live.get("vectors"), bool) else ""
-    if not vectors.available():
-        line = f"off (the vectors extra is not installed: {vectors.INSTALL_HINT})"
+    model = ctx.settings.vectors_model if ctx.settings.vectors_model in vectors.MODELS else None
+    if not vectors.available(model):
+        line = f"off (the vectors extra is not installed: {vectors.install_hint(model)})"
         off["dense"] = "the vectors extra is not installed"
     elif not setting:
         line = f"off ({whose}setting vectors = false)"
         off["dense"] = f"{whose}setting vectors = false"
     else:
-        line = f"on ({whose}setting; {vectors.MODEL_ID})" if whose else f"on ({vectors.MODEL_ID})"
+        mid = vectors.model_id(model)
+        line = f"on ({whose}setting; {mid})" if whose else f"on ({mid})"
         on.append("dense")
         built = None
         if ctx.settings.index_path.exists():
@@ -507,7 +509,7 @@ def check_signals(ctx: Context) -> None:
                 line += f", {int(n[0]) if n else 0} section vectors stored"
             except apsw.Error:
                 built = None
-        if built is not None and built != vectors.MODEL_ID:
+        if built is not None and built != mid:
             ctx.info(
                 "the index was built without vectors: the server rebuilds it at its next start",
                 "wiki-memory reindex",

@@ -80,7 +80,7 @@ class Context:
             from wiki_memory.index.store import Index
 
             s = self.settings
-            idx = Index(s.index_path, stem_languages=s.stem_language_names, vectors=s.vectors)
+            idx = Index(s.index_path, s.stem_language_names, s.vectors, s.vectors_model)
             try:
                 self._chains = idx.chains()
             finally:

@@ -116,6 +116,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
             settings.index_path,
             stem_languages=settings.stem_language_names,
             vectors=settings.vectors,
+            vectors_model=settings.vectors_model,
         )
         n = idx.rebuild(settings.wiki_dir, progress=not args.quiet)
         idx.close()

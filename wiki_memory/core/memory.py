@@ -100,6 +100,7 @@ class Memory:
             settings.index_path,
             stem_languages=settings.stem_language_names,
             vectors=settings.vectors,
+            vectors_model=settings.vectors_model,
         )
         self.writer = Writer(self._commit, commit_delay=settings.commit_delay_seconds)
         self.writer.classify = self.audit.owner_of = owners_on_disk(self.wiki_dir, self.git)

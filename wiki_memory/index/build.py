@@ -61,7 +61,7 @@ from wiki_memory.index.schema import (
     set_meta,
 )
 from wiki_memory.index.search import copy_spool
-from wiki_memory.index.vectors import MODEL_ID
+from wiki_memory.index.vectors import model_id
 from wiki_memory.wiki.oddnames import on_disk, page_name
 from wiki_memory.wiki.paths import odd_name, report_odd_name
 
@@ -249,7 +249,7 @@ def rebuild(db: Database, wiki_dir: Path | str, progress: bool = False) -> int:
                 new.pragma("user_version", SCHEMA_VERSION)
                 set_meta(new, "wiki_root", os.path.abspath(root))
                 set_meta(new, "stem_languages", ",".join(db.langs))
-                set_meta(new, "vectors", MODEL_ID if db.vectors else "")
+                set_meta(new, "vectors", model_id() if db.vectors else "")
             pages: list[tuple[str, os.stat_result]] = []
             other: list[tuple[str, os.stat_result]] = []
             for rel, st, is_page in walk(root, root_real, "", files=True):

@@ -61,8 +61,11 @@ class Index:
     :attr:`needs_rebuild` is set (the caller then runs :meth:`rebuild`).
 
     ``vectors``: store and search dense vectors of sections (the ``vectors`` setting);
-    ignored when the extra is not installed (:attr:`vectors_on` says what holds). An
-    index built with the other choice is marked for a rebuild.
+    ignored when the extra is not installed (:attr:`vectors_on` says what holds).
+    ``vectors_model``: which model embeds them (the ``vectors_model`` setting, one of
+    :data:`wiki_memory.index.vectors.MODELS`; with ``vectors`` it becomes the process's
+    model; ValueError for another name). An index built with another choice is marked for a
+    rebuild.
     """
 
     def __init__(
@@ -70,8 +73,11 @@ class Index:
         db_path: Path | str,
         stem_languages: Iterable[str] = DEFAULT_LANGUAGES,
         vectors: bool = False,
+        vectors_model: str = vecs.MODELS[0],
     ) -> None:
         langs = stem.languages(stem_languages)
+        if vectors:
+            vecs.select(vectors_model)
         on = bool(vectors) and vecs.available()
         self._db = Database(db_path, langs, on)
         self.db_path = self._db.path
@@ -86,7 +92,7 @@ class Index:
         and change below flushes it first."""
         if not self._db.needs_rebuild and self._stored_languages() not in (None, langs):
             self._db.needs_rebuild = True  # the setting changed: stems must be redone
-        want = vecs.MODEL_ID if on else ""
+        want = vecs.model_id() if on else ""
         if not self._db.needs_rebuild and self._meta("vectors") not in (None, want):
             self._db.needs_rebuild = True  # vectors turned on or off: store or drop them
 

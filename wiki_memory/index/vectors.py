@@ -5,28 +5,32 @@ brings ``wordllama`` and with it numpy, tokenizers and safetensors). Without it 
 here imports numpy or the model, :func:`available` is False, and the index stores no
 vectors (docs/ranking.md, "Vectors").
 
-The model
-    ``wordllama``'s ``l2_supercat`` static token embeddings (32,000 tokens × 256 float16
-    in a 16 MB file inside its wheel; held as float32 in memory, 32 MB): a text's vector
-    is the mean of its tokens' embeddings, scaled to unit length. No download ever
-    happens: version 0.4 looks for its tokenizer file in a folder that does not exist
-    unless told ``cache_dir=<its package folder>``, and ``disable_download=True`` turns a
-    missing file into an error instead of a fetch (DESIGN.md, "Measured on this
-    machine"). Importing it configures the root logger (``logging.basicConfig``); the
-    handler it adds is removed again.
+The models (the setting ``vectors_model``, one per process: :func:`select`)
+    ``wordllama`` (the default): ``wordllama``'s ``l2_supercat`` static token embeddings
+    (32,000 tokens × 256 float16 in a 16 MB file inside its wheel; held as float32 in
+    memory, 32 MB): a text's vector is the mean of its tokens' embeddings, scaled to unit
+    length. No download ever happens: version 0.4 looks for its tokenizer file in a
+    folder that does not exist unless told ``cache_dir=<its package folder>``, and
+    ``disable_download=True`` turns a missing file into an error instead of a fetch
+    (DESIGN.md, "Measured on this machine"). Importing it configures the root logger
+    (``logging.basicConfig``); the handler it adds is removed again.
+
+    ``minilm``: the sentence model all-MiniLM-L6-v2 (384 components), a 6-layer encoder
+    run with numpy from the weights of an installed package (:mod:`wiki_memory.index.minilm`,
+    which says how it is installed).
 
 Storage (a table in ``index.db``, so a rebuild, the backup-API switch and deleting the
 file treat it as the rest of the index)
     ``vectors(rowid INTEGER PRIMARY KEY, v BLOB)``: rowid = ``sections.rowid``; ``v`` is
-    :data:`ROW_BYTES` = 260 bytes: the per-row scale (float32, little-endian) then the
-    :data:`DIM` = 256 components as int8, ``component ≈ code × scale`` with ``scale =
+    ``4 + dim`` bytes (:func:`row_bytes`; 260 for wordllama, 388 for minilm): the
+    per-row scale (float32, little-endian) then the components as int8, ``component ≈ code × scale`` with ``scale =
     max|component| / 127`` (symmetric linear quantisation per row). A section whose text
-    has no token gets no row. ``meta`` holds ``vectors`` (:data:`MODEL_ID`, or ``""``
+    has no token gets no row. ``meta`` holds ``vectors`` (:func:`model_id`, or ``""``
     when the index was built without vectors) and ``vectors_gen`` (a random token that
     changes with every write of the table, so readers know to reload).
 
 Scoring
-    :class:`Matrix` holds every row in memory as int8 (``N × 256`` bytes plus 4 bytes of
+    :class:`Matrix` holds every row in memory as int8 (``N × dim`` bytes plus 4 bytes of
     scale and 8 of rowid per row) and scores a query by cosine similarity (dot product
     of unit vectors: ``numpy.einsum`` over chunks of :data:`CHUNK` int8 rows, single
     threaded, then the rows' scales); it reloads when ``vectors_gen`` changed.
@@ -51,6 +55,13 @@ if TYPE_CHECKING:  # numpy comes with the extra only
 
 __all__ = [
     "available",
+    "MODELS",
+    "select",
+    "selected",
+    "model_id",
+    "dim",
+    "row_bytes",
+    "install_hint",
     "MODEL_ID",
     "DIM",
     "ROW_BYTES",
@@ -67,11 +78,15 @@ __all__ = [
 MODEL = "l2_supercat"
 """The wordllama configuration (trained on Llama 2's token embeddings)."""
 DIM = 256
-"""Components per vector (the model's full width)."""
+"""Components per vector of wordllama (the model's full width)."""
 ROW_BYTES = 4 + DIM
-"""Bytes of one stored vector: float32 scale + DIM int8 codes."""
+"""Bytes of one stored wordllama vector: float32 scale + DIM int8 codes."""
 MODEL_ID = f"wordllama/{MODEL}/{DIM}/int8"
-"""What ``meta.vectors`` says of an index built with vectors; another value rebuilds it."""
+"""What ``meta.vectors`` says of an index built with wordllama vectors."""
+MODELS = ("wordllama", "minilm")
+"""The values of the setting ``vectors_model``; the first is its default."""
+_IDS = {"wordllama": MODEL_ID, "minilm": "minilm/all-MiniLM-L6-v2/384/int8"}
+_DIMS = {"wordllama": DIM, "minilm": 384}
 INSTALL_HINT = "pip install 'wiki-memory[vectors]'"
 """How a user gets the extra (doctor prints it when the extra is missing)."""
 MAX_CHARS = 4000
@@ -84,8 +99,63 @@ _TIMELINE_HEAD = re.compile(r"^\*\*\d\d:\d\d:\d\d\*\*(?: \([^)\n]{1,24}\))? · [
 _FENCE_LINE = re.compile(r"^[ \t]*(?:~{3,}|`{3,})[^\n]*$", re.M)
 
 
-def available() -> bool:
-    """True when the ``vectors`` extra (``wordllama``) is installed. Imports nothing."""
+_selected = MODELS[0]
+
+
+def _check(name: str | None) -> str:
+    if name is None:
+        return _selected
+    if name not in MODELS:
+        raise ValueError(f"vectors_model {name!r}: expected one of {', '.join(MODELS)}")
+    return name
+
+
+def select(name: str) -> None:
+    """Make ``name`` (one of :data:`MODELS`) the process's model: the one every index
+    with vectors on embeds with. Raises ValueError for another name."""
+    global _selected
+    _selected = _check(name)
+
+
+def selected() -> str:
+    """The process's model (:func:`select`; ``wordllama`` until then)."""
+    return _selected
+
+
+def model_id(name: str | None = None) -> str:
+    """What ``meta.vectors`` says of an index built with the model ``name`` (default the
+    selected one); an index built with another value is rebuilt. Raises ValueError for
+    an unknown name."""
+    return _IDS[_check(name)]
+
+
+def dim(name: str | None = None) -> int:
+    """Components of the model ``name``'s vectors (default the selected one)."""
+    return _DIMS[_check(name)]
+
+
+def row_bytes(name: str | None = None) -> int:
+    """Bytes of one stored vector of the model ``name``: float32 scale + int8 codes."""
+    return 4 + dim(name)
+
+
+def install_hint(name: str | None = None) -> str:
+    """How a user gets the model ``name`` (default the selected one)."""
+    if _check(name) == "minilm":
+        from wiki_memory.index import minilm
+
+        return minilm.INSTALL_HINT
+    return INSTALL_HINT
+
+
+def available(name: str | None = None) -> bool:
+    """True when the model ``name`` (default the selected one) can run: for
+    ``wordllama`` the ``vectors`` extra, for ``minilm`` also its weights package.
+    Imports neither. Raises ValueError for an unknown name."""
+    if _check(name) == "minilm":
+        from wiki_memory.index import minilm
+
+        return minilm.available()
     return importlib.util.find_spec("wordllama") is not None
 
 
@@ -101,13 +171,15 @@ def embed_text(heading: str, anchor: str, text: str) -> str:
 
 
 class Model:
-    """The embedding model, loaded on first use (about 0.6 s, +32 MB) and shared by every
-    thread. :meth:`embed` gives unit vectors, shape ``(len(texts), DIM)``, float32; a text
-    with no token gives a row of zeros. Raises ImportError when the extra is missing."""
+    """The selected embedding model (:func:`select`), loaded on first use (wordllama:
+    about 0.6 s, +32 MB) and shared by every thread. :meth:`embed` gives unit vectors,
+    shape ``(len(texts), dim())``, float32; a text with no token gives a row of zeros.
+    Raises ImportError when the extra is missing."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._inf: Any = None
+        self._minilm: Any = None
 
     def _load(self) -> Any:
         with self._lock:
@@ -130,6 +202,13 @@ class Model:
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         import numpy as np
 
+        if _selected == "minilm":
+            from wiki_memory.index import minilm
+
+            with self._lock:
+                if self._minilm is None:
+                    self._minilm = minilm.Encoder()
+            return self._minilm.embed(texts)  # type: ignore[no-any-return]
         inf = self._load()
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
@@ -155,8 +234,8 @@ def model() -> Model:
 
 
 def encode(vecs: npt.NDArray[np.float32]) -> list[bytes | None]:
-    """Each row of ``vecs`` (shape ``(n, DIM)``) as :data:`ROW_BYTES` bytes (see the
-    module's "Storage"); None for an all-zero row."""
+    """Each row of ``vecs`` (shape ``(n, dim)``) as ``4 + dim`` bytes (see the module's
+    "Storage"); None for an all-zero row."""
     import numpy as np
 
     peak = np.abs(vecs).max(axis=1)
@@ -223,11 +302,12 @@ class Matrix:
                 return self._rowids, self._codes, self._scales
             ids: list[int] = []
             blobs: list[bytes] = []
+            width = row_bytes()
             for rid, v in conn.execute("SELECT rowid, v FROM vectors ORDER BY rowid"):
-                if len(v) == ROW_BYTES:
+                if len(v) == width:
                     ids.append(rid)
                     blobs.append(v)
-            raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), ROW_BYTES)
+            raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), width)
             self._rowids = np.asarray(ids, dtype=np.int64)
             self._scales = raw[:, :4].copy().view("<f4").ravel().astype(np.float32)
             self._codes = np.ascontiguousarray(raw[:, 4:]).view(np.int8)
@@ -238,7 +318,7 @@ class Matrix:
         self, conn: apsw.Connection, query: npt.NDArray[np.float32]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """``(rowids, cosine similarities)`` of every stored section with the unit vector
-        ``query`` (shape ``(DIM,)``), both of length N, in rowid order."""
+        ``query`` (shape ``(dim(),)``), both of length N, in rowid order."""
         import numpy as np
 
         rowids, codes, scales = self._current(conn)
