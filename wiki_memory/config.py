@@ -26,6 +26,11 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("wiki-memory", appauthor=False))
 
 
+#: the values of the setting ``vectors_model`` (docs/ranking.md#vectors); the first is its
+#: default. ``index/vectors.py`` holds each one's model.
+VECTORS_MODELS = ("wordllama", "minilm")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every tunable of a server, with its default.
@@ -248,4 +253,10 @@ def load_settings(data_dir: Path | None = None, **overrides: Any) -> Settings:
                 clean[k] = _coerce(v, known[k])
             except ValueError as exc:
                 raise ValueError(f"setting {k}: {exc}") from None
-    return replace(base, **clean)
+    settings = replace(base, **clean)
+    if settings.vectors and settings.vectors_model not in VECTORS_MODELS:
+        raise ValueError(
+            f"setting vectors_model: {settings.vectors_model!r} is not a model; expected one "
+            f"of {', '.join(VECTORS_MODELS)}"
+        )
+    return settings

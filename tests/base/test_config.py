@@ -3,7 +3,11 @@ the start with a message naming the setting (docs/settings.md), never a silent d
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
+from clikit import run_in_process
 
 from wiki_memory.config import load_settings
 
@@ -44,3 +48,19 @@ def test_the_cli_says_bad_configuration_and_exits_1(tmp_path):
     )
     assert r.returncode == 1, r
     assert "bad configuration: setting auth: expected true or false" in r.stderr
+
+
+def test_an_unknown_vectors_model_is_a_configuration_error_naming_the_choices(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped model is refused where every setting is read, so the CLI says "bad
+    configuration" instead of a traceback from the index; with vectors off it is unread."""
+    monkeypatch.setenv("WIKI_MEMORY_VECTORS_MODEL", "bert")
+    assert load_settings(tmp_path).vectors_model == "bert"
+    monkeypatch.setenv("WIKI_MEMORY_VECTORS", "true")
+    with pytest.raises(ValueError, match="vectors_model: 'bert' .* wordllama, minilm"):
+        load_settings(tmp_path)
+    env = {**os.environ, "WIKI_MEMORY_HOME": str(tmp_path)}
+    r = run_in_process(["--data-dir", str(tmp_path), "status"], env)  # a traceback raises
+    assert r.returncode != 0, r
+    assert "vectors_model" in r.stderr + r.stdout

@@ -49,6 +49,8 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
+from wiki_memory.config import VECTORS_MODELS
+
 if TYPE_CHECKING:  # numpy comes with the extra only
     import numpy as np
     import numpy.typing as npt
@@ -83,8 +85,9 @@ ROW_BYTES = 4 + DIM
 """Bytes of one stored wordllama vector: float32 scale + DIM int8 codes."""
 MODEL_ID = f"wordllama/{MODEL}/{DIM}/int8"
 """What ``meta.vectors`` says of an index built with wordllama vectors."""
-MODELS = ("wordllama", "minilm")
-"""The values of the setting ``vectors_model``; the first is its default."""
+MODELS = VECTORS_MODELS
+"""The values of the setting ``vectors_model`` (:data:`wiki_memory.config.VECTORS_MODELS`);
+the first is its default."""
 _IDS = {"wordllama": MODEL_ID, "minilm": "minilm/all-MiniLM-L6-v2/384/int8"}
 _DIMS = {"wordllama": DIM, "minilm": 384}
 INSTALL_HINT = "pip install 'wiki-memory[vectors]'"
