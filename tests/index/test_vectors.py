@@ -6,16 +6,24 @@ skip without the ``vectors`` extra; the off path runs everywhere."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from wiki_memory.index import vectors
 from wiki_memory.index.store import Index
 
-needs_extra = pytest.mark.skipif(
+_extra = pytest.mark.skipif(
     not vectors.available(),
     reason="the vectors extra (wordllama) is not installed: pip install '.[vectors]'",
 )
+
+
+def needs_extra(test: Any) -> Any:
+    """Skipped without the extra; ``slow`` with it (importing wordllama opens a socket,
+    which the fast tier refuses)."""
+    return pytest.mark.slow(_extra(test))
+
 
 PAGE = (
     "---\ntitle: Trip\n---\n# Trip\n\nIntro line about the trip.\n\n## Plans\n\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import make_memory, run_cli
@@ -16,10 +17,16 @@ from support import make_memory, run_cli
 from wiki_memory.index import nearest, vectors
 from wiki_memory.recall.filters import Filters
 
-needs_extra = pytest.mark.skipif(
+_extra = pytest.mark.skipif(
     not vectors.available(),
     reason="the vectors extra (wordllama) is not installed: pip install '.[vectors]'",
 )
+
+
+def needs_extra(test: Any) -> Any:
+    """Skipped without the extra; ``slow`` with it (importing wordllama opens a socket,
+    which the fast tier refuses)."""
+    return pytest.mark.slow(_extra(test))
 
 
 def note(title: str, body: str, **meta: str) -> str:
