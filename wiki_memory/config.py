@@ -254,6 +254,8 @@ def load_settings(data_dir: Path | None = None, **overrides: Any) -> Settings:
             except ValueError as exc:
                 raise ValueError(f"setting {k}: {exc}") from None
     settings = replace(base, **clean)
+    if not 0 <= settings.port <= 65535:
+        raise ValueError(f"setting port: {settings.port} is not a TCP port (0 to 65535)")
     if settings.vectors and settings.vectors_model not in VECTORS_MODELS:
         raise ValueError(
             f"setting vectors_model: {settings.vectors_model!r} is not a model; expected one "

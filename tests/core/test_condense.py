@@ -131,7 +131,7 @@ def test_facts_found_links_kept_and_uncondense_restores_byte_for_byte(tmp_path: 
             assert out["tokens_after"] > out["tokens_before"]
             now = (m.wiki_dir / path).read_text()
             assert timeline(now) == timeline(before[path].decode())
-            assert "condensed:" not in now
+            assert "\ncondensed:" not in now and "\nuncondensed: " in now
         assert "## My notes\n\nkeep this line\n" in (m.wiki_dir / p).read_text()
 
 
@@ -251,3 +251,43 @@ def test_a_condensed_prompt_is_still_found_at_its_own_entry(tmp_path: Path) -> N
         path = m.index.list_pages(kind="session")[0]["path"]
         items = m.recall("quastelbrink dashboard", project="atlas", user=m.owner).items
         assert f"{path}#^t2" in [i.get("anchor") for i in items[:5]], items[:5]
+
+
+def test_another_users_personal_sessions_are_theirs_and_an_uncondense_sticks(
+    tmp_path: Path,
+) -> None:
+    """An admin's (or the owner's) run passes over a member's personal session page and
+    names it nowhere; uncondensing it is a 404 as for a missing page. A page a person
+    uncondensed is left whole by the next run."""
+    with AppServer(tmp_path / "data", watch=False, commit_delay_seconds=0.02) as srv:
+        m = srv.memory
+        assert m is not None
+        pages = build(srv, 2)
+        shared = sorted(pages)[0]
+        carl = {"Authorization": f"Bearer {srv.token_for('carl', role='member')}"}
+        adam = {"Authorization": f"Bearer {srv.token_for('adam', role='admin')}"}
+        mine = "people/carl/sessions/2025-01-01-aaaa.md"
+        r = srv.client.put(
+            "/v1/pages/" + mine, content=(m.wiki_dir / shared).read_bytes(), headers=carl
+        )
+        assert r.status_code in (200, 201), r.text
+        m.writer.flush()
+        before = (m.wiki_dir / mine).read_bytes()
+        for who in (adam, srv.headers):
+            r = srv.post("/v1/admin/condense", {"older_than_days": 0, "dry_run": True},
+                         headers=who)  # fmt: skip
+            assert r.status_code == 200 and mine not in r.text, r.text
+        r = srv.post("/v1/admin/condense", {"older_than_days": 0}, headers=adam)
+        assert r.status_code == 200 and r.json()["condensed"] == 2, r.text
+        assert (m.wiki_dir / mine).read_bytes() == before
+        r = srv.post("/v1/admin/uncondense", {"path": mine}, headers=adam)
+        assert r.status_code == 404, r.text
+        r = srv.post("/v1/admin/condense", {"older_than_days": 0, "project": "nope"}, headers=adam)
+        assert r.status_code == 404, r.text
+
+        r = srv.post("/v1/admin/uncondense", {"path": shared})
+        assert r.status_code == 200, r.text
+        r = srv.post("/v1/admin/condense", {"older_than_days": 0})
+        assert r.status_code == 200 and shared not in r.text, r.text
+        text = (m.wiki_dir / shared).read_text(encoding="utf-8")
+        assert "\nuncondensed: " in text.split("\n---", 1)[0] and "\ncondensed: " not in text

@@ -272,6 +272,16 @@ def test_brief_write_keeps_everything_outside_its_markers(tmp_path: Path) -> Non
         srv.post("/v1/remember", {"project": "api", "text": "Deploys go out on Tuesdays."})
         r = cli(data, home, "brief", "--write", str(agents), "--budget", "300")
         assert r.returncode == 0 and "memory section written" in r.stdout, r.stderr
+        # plain `brief` in the repository is that project's brief, as --write's is
+        r = subprocess.run(
+            [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data), "brief"],
+            cwd=api,
+            env={**os.environ, "WIKI_MEMORY_HOME": str(data), "HOME": str(home)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 0 and "Memory brief: project api" in r.stdout, r.stdout + r.stderr
         text = agents.read_text(encoding="utf-8")
         assert text.startswith(above) and text.endswith(below)
         section = text[len(above) : len(text) - len(below)]

@@ -18,6 +18,7 @@ from dulwich.repo import Repo
 from wiki_memory.core.memory import Memory
 from wiki_memory.mcp.tools import build_server
 from wiki_memory.wiki.merge import replace_if_unchanged
+from wiki_memory.wiki.page import parse_page
 from wiki_memory.wiki.sections import find_section, section_hash
 
 PAGE = "projects/demo/decisions.md"
@@ -248,3 +249,27 @@ def test_a_move_to_another_folder_rewrites_only_links_that_spell_the_folder(
     assert (wiki / "projects/ops/plan.md").read_text() == "# Plan\n"  # same name: no alias
     back = {b["src_path"] for b in mem.index.backlinks("projects/ops/plan.md")}
     assert back == {"projects/demo/a.md", "projects/demo/b.md"}
+
+
+def test_an_edit_moves_the_pages_updated_time_and_adds_none_where_there_was_none(
+    mem: Memory,
+) -> None:
+    """An old note edited today counts as changed today (recall's since, the web view's
+    "changed"); a page that keeps no ``updated`` is not given one."""
+    dated = "projects/demo/dated.md"
+    (mem.wiki_dir / dated).parent.mkdir(parents=True, exist_ok=True)
+    (mem.wiki_dir / dated).write_text(
+        "---\ntitle: Dated\nupdated: 2020-01-01T00:00:00Z\n---\n# Dated\n\nOld line.\n"
+    )
+    seed(mem)
+    r, plain = calls(
+        mem,
+        [
+            {"op": "append", "path": dated, "text": "New line."},
+            {"op": "append", "path": PAGE, "text": "PS."},
+        ],
+    )
+    assert not r.is_error and not plain.is_error, (text_of(r), text_of(plain))
+    meta = parse_page((mem.wiki_dir / dated).read_bytes(), dated).metadata
+    assert str(meta["updated"])[:4] >= "2026", meta
+    assert "updated" not in parse_page((mem.wiki_dir / PAGE).read_bytes(), PAGE).metadata

@@ -146,7 +146,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     use = UseRecord(settings.data_dir).every_row() if data_dir is not None else []
     try:
         if args.file and args.file != "-":
-            fd = os.open(args.file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                fd = os.open(args.file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            except OSError as exc:
+                raise CliError(f"export failed: {args.file}: {exc.strerror}", 1) from None
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 done = export_pages(wiki, out, bar.update, data_dir, use)
             where = f" to {args.file}"

@@ -147,11 +147,17 @@ def cmd_brief(args: argparse.Namespace) -> int:
         from wiki_memory.cli.agentfiles import write_brief
 
         return write_brief(args)
-    body: dict[str, Any] = {
-        "project": args.project,
-        "cwd": os.getcwd(),
-        "budget_tokens": 1500 if args.budget is None else args.budget,
-    }
+    from wiki_memory.capture.project import resolve_project
+    from wiki_memory.cli.where import where
+
+    # the working directory's project, named as a write from here names it (its
+    # repository's id, else a .wiki-memory.toml's name): the server cannot read this disk
+    body: dict[str, Any] = where(args.project)
+    if "project" not in body:
+        found = resolve_project(body["cwd"])
+        if found.name:
+            body["project"] = found.name
+    body["budget_tokens"] = 1500 if args.budget is None else args.budget
     if args.session:
         body.update(_ident(args))
     if args.max_offers is not None:

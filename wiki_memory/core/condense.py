@@ -11,11 +11,13 @@ import logging
 import time
 from typing import Any
 
+from wiki_memory.core.knowledge import now_iso
 from wiki_memory.errors import BadRequest, Forbidden, NotFound
 from wiki_memory.identity import Identity, may_admin
 from wiki_memory.plainfile import read_plain
 from wiki_memory.recall.tokens import count_tokens
 from wiki_memory.wiki.condense import condense_page, is_cold, restore_timeline
+from wiki_memory.wiki.frontmatter import set_keys
 from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.paths import clean_rel
 
@@ -71,16 +73,26 @@ def condense_sessions(
     (entries left with their block id), "tokens_before", "tokens_after"}], "condensed":
     n, "tokens_before", "tokens_after"}`` (tokens: cl100k_base, whole page). Audited
     (``session.condense``). Raises Forbidden (``grant: admin``) for a caller who is not
-    the owner or an admin, BadRequest for a negative or non-numeric ``older_than_days``."""
+    the owner or an admin, NotFound for a ``project`` the caller may not read, BadRequest
+    for a negative or non-numeric ``older_than_days``. A caller's run passes over pages
+    the caller may not read (another user's personal sessions: theirs alone)."""
     ident = _admin(memory, who, "session.condense", project or "*")
     days = memory.settings.condense_after_days if older_than_days is None else older_than_days
     if isinstance(days, bool) or not isinstance(days, int | float) or days < 0:
         raise BadRequest("older_than_days: a number of days, 0 or more", field="older_than_days")
+    if (
+        project is not None
+        and ident is not None
+        and not memory.reader.project_exists(project, ident)
+    ):
+        raise NotFound(f"no project {project!r}")
     at = time.time() if now is None else float(now)
     limit = float(days) * DAY
     plans: dict[str, tuple[set[str], dict[str, Any]]] = {}
     for row in memory.index.list_pages(project=project, kind="session", limit=MAX_PAGES):
         path = str(row["path"])
+        if ident is not None and not memory.reader.visible(path, ident):
+            continue  # another user's personal session: theirs alone, admins included
         raw = read_plain(memory.wiki_dir / path)
         if raw is None or not is_cold(parse_metadata(raw), at, limit):
             continue
@@ -156,15 +168,16 @@ def uncondense(memory: Memory, who: Identity | str | None, path: str) -> dict[st
     it was condensed, byte for byte, keeping every other byte of the page as it is now (a
     person's later edits); frontmatter ``condensed`` goes. One commit. Returns ``{"path",
     "tokens_before", "tokens_after"}``. Audited (``session.uncondense``). Raises Forbidden
-    (not the owner or an admin), NotFound (no such page, or no earlier version in git),
-    BadRequest (the page is not condensed)."""
+    (not the owner or an admin), NotFound (no such page, one the caller may not read, or
+    no earlier version in git), BadRequest (the page is not condensed). The page keeps
+    frontmatter ``uncondensed`` (when), so later runs leave it whole."""
     ident = _admin(memory, who, "session.uncondense", str(path))
     if not isinstance(path, str) or not path:
         raise BadRequest("path: a session page's path", field="path")
     rel = clean_rel(path)
     current = read_plain(memory.wiki_dir / rel)
-    if current is None:
-        raise NotFound(f"no page {rel}")
+    if current is None or (ident is not None and not memory.reader.visible(rel, ident)):
+        raise NotFound(f"no page {rel}")  # hidden means missing
     if not parse_metadata(current).get("condensed"):
         raise BadRequest(f"{rel} is not condensed", field="path")
     before = _before_condensing(memory, rel)
@@ -172,7 +185,9 @@ def uncondense(memory: Memory, who: Identity | str | None, path: str) -> dict[st
     def fn(cur: bytes | None) -> bytes | None:
         if cur is None or not parse_metadata(cur).get("condensed"):
             return None
-        return restore_timeline(cur, before)
+        back = restore_timeline(cur, before)
+        # a person's choice that outlasts the next run: later runs leave it whole
+        return None if back is None else set_keys(back, {"uncondensed": now_iso()})
 
     res = memory.update_page(
         rel,

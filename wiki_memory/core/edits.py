@@ -30,12 +30,15 @@ import weakref
 from typing import Any
 
 from wiki_memory.core.editlog import EditLog, check_edit_id
+from wiki_memory.core.knowledge import now_iso
 from wiki_memory.core.pages import page_path_for_write, redact_page_text
 from wiki_memory.core.scope import not_found
 from wiki_memory.core.writer import WriteResult
 from wiki_memory.errors import BadRequest, Conflict, PreconditionRequired
 from wiki_memory.plainfile import page_hash
 from wiki_memory.wiki import sections
+from wiki_memory.wiki.frontmatter import set_keys
+from wiki_memory.wiki.page import parse_page
 
 __all__ = ["OPS", "edit_page"]
 
@@ -62,10 +65,21 @@ def _decode(current: bytes | None, rel: str) -> str:
         raise BadRequest(f"{rel} is not UTF-8 text; write it whole", field="path") from None
 
 
+def _touched(new: bytes) -> bytes:
+    """``new`` with its frontmatter ``updated`` set to now (UTC) when the page keeps one:
+    an edit is a change, which ``since``/``until`` and the web view's "changed" read."""
+    if b"updated" not in new[:4096] or "updated" not in parse_page(new, "edit").metadata:
+        return new
+    return set_keys(new, {"updated": now_iso()})
+
+
 def _splice(op: str, rel: str, add: str, section: str | None, expected: str | None) -> Any:
     """The pure ``fn(current) -> new bytes`` of one text edit."""
 
     def fn(current: bytes | None) -> bytes:
+        return _touched(edited(current))
+
+    def edited(current: bytes | None) -> bytes:
         text = _decode(current, rel)
         if op == "append":
             return sections.append_text(text, add, section).encode("utf-8")

@@ -208,6 +208,7 @@ class Memory:
         self.spool.close()
         self.index.close()
         self.use.flush()
+        self.git.close()  # pack files released now, not by dulwich at interpreter exit
 
     def _recover_job(self) -> WriteResult:
         """Commit files that changed on disk while no server ran (hand edits, or a page

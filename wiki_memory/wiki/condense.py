@@ -315,8 +315,11 @@ def is_cold(meta: dict[str, Any], now: float, older_than_seconds: float) -> bool
     """True for a session page (frontmatter ``meta``) that ended, was last updated more
     than ``older_than_seconds`` before ``now`` (UTC epoch seconds), and is not condensed
     yet. Reads ``ended`` and ``updated`` only (replicated values, so every replica
-    decides alike); a page without them is never cold."""
+    decides alike); a page without them is never cold, nor one a person uncondensed
+    (``uncondensed``: it stays whole until that key is removed)."""
     if meta.get("type") != "session" or meta.get("condensed") or meta.get("status") == "active":
+        return False
+    if meta.get("uncondensed"):
         return False
     times = [_epoch(meta.get("ended")), _epoch(meta.get("updated"))]
     if any(t is None for t in times):
