@@ -235,3 +235,15 @@ def test_without_the_setting_no_topic_page_is_written(tmp_path: Path) -> None:
         assert topics(mem.settings.wiki_dir) == {}
     finally:
         mem.stop()
+
+
+def test_first_and_last_seen_follow_the_start_time_within_one_day() -> None:
+    """Two sessions of one day: the one started later is last seen, whatever their file
+    names' order (a random suffix decides that)."""
+    from wiki_memory.wiki.topics import Session, order_sessions
+
+    late = Session("projects/a/sessions/2026-12-07-24ad4df9.md", "2026-12-07", [],
+                   "2026-12-07T00:32:11Z")  # fmt: skip
+    early = Session("projects/a/sessions/2026-12-07-c708e6c7.md", "2026-12-07", [],
+                    "2026-12-07T00:30:55Z")  # fmt: skip
+    assert order_sessions([late, early]) == [early, late]

@@ -81,6 +81,8 @@ class Session:
     path: str
     date: str
     entries: list[tuple[str, str]]
+    #: the frontmatter ``started`` as written (a UTC time): the order within one day
+    started: str = ""
 
 
 @dataclass
@@ -115,18 +117,20 @@ def read_session(path: str, raw: bytes) -> Session | None:
         return None
     if str(md.get("visibility") or "").lower() == "personal":
         return None
-    date = str(md.get("started") or md.get("created") or "")[:10]
+    when = md.get("started") or md.get("created") or ""
+    started = when.isoformat() if hasattr(when, "isoformat") else str(when)
+    date = started[:10]
     body = page.body
     start = body.find("\n## Timeline")
     if start < 0:
-        return Session(path, date, [])
+        return Session(path, date, [], started)
     text = body[start:]
     entries: list[tuple[str, str]] = []
     last = 0
     for m in _BLOCK.finditer(text):
         entries.append((m.group(1), text[last : m.start()]))
         last = m.end()
-    return Session(path, date, entries)
+    return Session(path, date, entries, started)
 
 
 def read_note(path: str, raw: bytes) -> Note | None:
@@ -335,8 +339,10 @@ def _maximal(
 
 
 def order_sessions(sessions: Iterable[Session]) -> list[Session]:
-    """Sessions by date, then path: the order topic pages list entries in."""
-    return sorted(sessions, key=lambda s: (s.date, s.path))
+    """Sessions by their start (``started``; the date when it has no time), then path:
+    the order topic pages list entries in, so first and last seen are the earliest and
+    the latest session also within one day."""
+    return sorted(sessions, key=lambda s: (s.started or s.date, s.path))
 
 
 def file_name(name: str) -> str:
