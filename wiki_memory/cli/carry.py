@@ -182,7 +182,13 @@ def register(sub: Any) -> None:
         help=f"protect it with a passphrase (asked, or ${PASSPHRASE_ENV})",
     )
     b.set_defaults(fn=cmd_backup)
-    r = sub.add_parser("restore", help="restore a backup into an empty data directory")
+    r = sub.add_parser(
+        "restore",
+        help="restore a backup into an empty data directory",
+        description="Restore a backup into the data directory, which must be empty: name "
+        "another with the option before the command, `wiki-memory --data-dir NEW_DIR "
+        "restore FILE` (or WIKI_MEMORY_HOME).",
+    )
     r.add_argument("file", help="the backup file")
     r.set_defaults(fn=cmd_restore)
     e = sub.add_parser("export", help="write every page (and handoff) as JSON Lines")

@@ -10,6 +10,7 @@ itself (taking its lock) and runs the same core operation.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from wiki_memory.cli.common import CliError, cli_settings, post_json
@@ -62,7 +63,9 @@ def cmd_remote(args: argparse.Namespace) -> int:
 
     wiki = cli_settings(args, watch=False).wiki_dir
     if not (wiki / ".git").is_dir():
-        raise CliError(f"no wiki at {wiki}: run `wiki-memory init` or start the server first", 4)
+        raise CliError(
+            f"no wiki at {wiki}: start the server once (wiki-memory serve) or run setup", 4
+        )
     try:
         if args.action == "add":
             if not args.name or not args.url:
@@ -79,8 +82,11 @@ def cmd_remote(args: argparse.Namespace) -> int:
             rp.remove_remote(wiki, args.name)
             print(f"removed remote {args.name}")
         else:
-            for name, url in sorted(rp.list_remotes(wiki).items()):
+            remotes = sorted(rp.list_remotes(wiki).items())
+            for name, url in remotes:
                 print(f"{name}\t{url}")
+            if not remotes:
+                print("no remotes: wiki-memory remote add NAME URL adds one", file=sys.stderr)
     except rp.RemoteError as exc:
         raise CliError(str(exc), 2) from None
     return 0
