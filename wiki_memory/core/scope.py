@@ -55,6 +55,7 @@ from wiki_memory.plainfile import read_plain
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.paths import clean_rel, is_plain, locate
 from wiki_memory.wiki.personal import frontmatter_of as frontmatter_of
+from wiki_memory.wiki.personal import page_owner
 
 __all__ = ["Directory", "PageFile", "ScopeRule", "not_found", "no_write"]
 
@@ -187,7 +188,9 @@ class ScopeRule:
             page = self.read_file(rel)
         except NotFound:
             raise not_found(asked) from None
-        if not may_read(ident, page.rel, page.meta):
+        if not may_read(ident, page.rel, page.meta) or not ident.owns(
+            page_owner(page.rel, page.data)  # a personal line YAML did not read
+        ):
             raise not_found(asked)
         return page
 
@@ -275,7 +278,9 @@ class ScopeRule:
         if not self.plain(rel):
             raise not_found(rel)
         cur_meta = frontmatter_of(current, rel)
-        if current is not None and not may_read(ident, rel, cur_meta):
+        if current is not None and (
+            not may_read(ident, rel, cur_meta) or not ident.owns(page_owner(rel, current))
+        ):
             raise not_found(rel)
         lacking = write_refusal(ident, rel)
         if lacking is not None:
@@ -283,9 +288,11 @@ class ScopeRule:
         if new is None:
             return
         new_meta = frontmatter_of(new, rel)
-        if not ident.owns(personal_owner(rel, new_meta)):
+        if not ident.owns(personal_owner(rel, new_meta)) or not ident.owns(page_owner(rel, new)):
             raise BadRequest(
-                "a personal page can only be written by its own user", field="visibility"
+                "a personal page can only be written by its own user (its frontmatter "
+                "valid YAML, naming it in `user`)",
+                field="visibility",
             )
         if is_pinned(cur_meta) != is_pinned(new_meta) and not may_pin(ident):
             raise Forbidden(

@@ -37,6 +37,7 @@ from wiki_memory.wiki import links as wl
 from wiki_memory.wiki.oddnames import on_disk
 from wiki_memory.wiki.page import Diagnostic, ParsedPage, Section, parse_page
 from wiki_memory.wiki.paths import name_key
+from wiki_memory.wiki.personal import page_owner
 
 # --- values ----------------------------------------------------------------------------
 
@@ -175,7 +176,7 @@ def prepare(
         mtime,
         _json(meta),
         _json(diagnostics),
-        personal_owner(path, meta),
+        personal_owner(path, meta) or page_owner(path, raw),
     )
     fts_page = (index_text(title), index_text("\n".join(aliases)), index_text(" ".join(tags)))
     page_lang = language(meta.get("lang"))
@@ -243,7 +244,7 @@ def _prepare_forgotten(
         mtime,
         _json(kept),
         _json([]),
-        personal_owner(path, meta),
+        personal_owner(path, meta) or page_owner(path, raw),
     )
     names = wl.page_name_keys(path, "", [])
     return (path, page_row, project, kind, ("", "", ""), [], [], names)

@@ -17,6 +17,10 @@ from wiki_memory.identity import fold, personal_owner
 
 __all__ = ["frontmatter_head", "frontmatter_of", "is_people_folder", "page_owner"]
 
+#: a frontmatter line that marks the page personal, read as text (quotes and case allowed)
+_PERSONAL_LINE = re.compile(rb"(?mi)^[ \t]*[\"']?visibility[\"']?[ \t]*:[ \t]*[\"']?personal\b")
+#: a frontmatter line naming the page's user, read as text
+_USER_LINE = re.compile(rb"(?m)^[ \t]*[\"']?user[\"']?[ \t]*:[ \t]*[\"']?([^\s\"'#]+)")
 #: a line that may close a frontmatter block (``---`` or ``...``, trailing blanks)
 _CLOSE = re.compile(rb"\n(?:---|\.\.\.)[ \t\r]*(?=\n|$)")
 
@@ -64,9 +68,26 @@ def page_owner(rel: str, data: bytes | None) -> str | None:
     backslash cannot spell the key in YAML (an escape needs the backslash): neither is
     parsed (byte order marks are removed from it first, as the parser removes them
     everywhere). The frontmatter's end is the first line that may close it (the parser's
-    own close is never later), else the whole file."""
+    own close is never later), else the whole file. A frontmatter line that says
+    ``visibility: personal`` makes the page personal even when YAML does not read it
+    so (invalid YAML, a key given twice): a failed parse never shares a page; its
+    ``user`` line (read as text) names whose, else it is the owner's."""
     meta: dict[str, Any] = {}
     head = frontmatter_head(data)
     if head is not None and (b"visibility" in head or b"\\" in head):
         meta = frontmatter_of(data, rel)
-    return personal_owner(rel, meta)
+    owner = personal_owner(rel, meta)
+    if owner is None and head is not None:
+        line = _PERSONAL_LINE.search(head)
+        if line is not None:
+            # a line says personal but YAML did not read it so (broken YAML, a repeated
+            # key): the page is held personal, never shared by a parse that failed
+            user = _USER_LINE.search(head)
+            owner = personal_owner(
+                rel,
+                {
+                    "visibility": "personal",
+                    "user": (user.group(1).decode("utf-8", "replace") if user else None),
+                },
+            )
+    return owner
