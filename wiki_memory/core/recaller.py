@@ -31,10 +31,9 @@ from wiki_memory.identity import Identity
 from wiki_memory.index.search import SearchError
 from wiki_memory.index.subjects import NOTE_KINDS
 from wiki_memory.recall import rank
-from wiki_memory.recall.pack import compact, compact_floor
+from wiki_memory.recall.pack import offer
 from wiki_memory.recall.pool import Sources
 from wiki_memory.recall.query import RecallQuery
-from wiki_memory.recall.tokens import count_item
 
 #: the largest ``budget_tokens`` recall accepts
 MAX_BUDGET_TOKENS = 2_000_000_000
@@ -323,24 +322,17 @@ class Recaller:
             except IndexError:  # the index lost matches since they were counted
                 total = pos
                 break
-            item = self._flagged(item, who, memo)
-            cost = count_item(item)
-            if not items and cost > budget > 0:
-                small = True
-            if small and (handle := compact(item, budget - used)) is not None:
-                item, cost = handle, count_item(handle)
-            if used + cost > budget or (fits is not None and not fits([*items, item])):
-                if not items:
-                    # a budget too small for any handle: what the shortest handle needs
-                    floor = compact_floor(item) if small else None
-                    needs = floor if floor is not None and floor < cost else cost
+            got = offer(self._flagged(item, who, memo), items, used, budget, small, fits)
+            small = got.small
+            if got.item is None:
+                needs = got.needs
                 break
-            items.append(item)
+            items.append(got.item)
             keys.append(key)
             first = pos if first is None else first
             if not str(found.item(pos).get("id", "")).startswith(("spool:", "asof:")):
                 served.append(str(found.item(pos).get("path") or ""))
-            used += cost
+            used += got.cost
             pos += 1
         with self._walks_lock:
             walk.seen.update(keys)

@@ -35,10 +35,9 @@ from wiki_memory.index.query import STOP_WORDS
 from wiki_memory.index.search import SearchError
 from wiki_memory.recall.dedup import cached_count
 from wiki_memory.recall.items import make_snippet
-from wiki_memory.recall.pack import compact, compact_floor
+from wiki_memory.recall.pack import offer
 from wiki_memory.recall.query import RecallQuery
 from wiki_memory.recall.terms import words
-from wiki_memory.recall.tokens import count_item
 from wiki_memory.states import page_state
 
 __all__ = ["INCOMPLETE", "SCAN_SECONDS", "ScanPage", "scan_recall"]
@@ -101,19 +100,13 @@ def scan_recall(
     small = False
     pos = min(cursor, len(found))
     while pos < len(found):
-        item = _item(found[pos], q.text, handle)
-        cost = count_item(item)
-        if not items and cost > budget > 0:
-            small = True
-        if small and (short := compact(item, budget - used)) is not None:
-            item, cost = short, count_item(short)
-        if used + cost > budget or (fits is not None and not fits([*items, item])):
-            if not items:
-                floor = compact_floor(item) if small else None
-                needs = floor if floor is not None and floor < cost else cost
+        got = offer(_item(found[pos], q.text, handle), items, used, budget, small, fits)
+        small = got.small
+        if got.item is None:
+            needs = got.needs
             break
-        items.append(item)
-        used += cost
+        items.append(got.item)
+        used += got.cost
         pos += 1
     return ScanPage(items, used, len(found), pos, needs)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,3 +106,43 @@ def pack(candidates: Iterable[dict[str, Any]], budget_tokens: int, greedy: bool 
             if not greedy:
                 continue
     return out
+
+
+@dataclass
+class Offer:
+    """What :func:`offer` decided for one item: ``item`` (as placed: the item or its
+    compact handle; None when it did not fit), ``cost`` (its tokens), ``small`` (compact
+    handles from here on) and ``needs`` (when nothing was placed yet and this item does
+    not fit: the tokens its shortest form needs)."""
+
+    item: dict[str, Any] | None
+    cost: int
+    small: bool
+    needs: int | None = None
+
+
+def offer(
+    item: dict[str, Any],
+    placed: list[dict[str, Any]],
+    used: int,
+    budget: int,
+    small: bool,
+    fits: Callable[[list[dict[str, Any]]], bool] | None = None,
+) -> Offer:
+    """Offer the next ranked ``item`` to a reply that holds ``placed`` (``used`` tokens
+    of ``budget``): whole or not at all (invariant 5). When the first item alone is over
+    the budget the reply turns to compact handles (``small``, kept for the items after
+    it); ``fits(items)`` may refuse a reply a face cannot send. The one packing step of
+    recall from the index and of the scan while it is rebuilt."""
+    cost = count_item(item)
+    if not placed and cost > budget > 0:
+        small = True
+    if small and (handle := compact(item, budget - used)) is not None:
+        item, cost = handle, count_item(handle)
+    if used + cost > budget or (fits is not None and not fits([*placed, item])):
+        needs = None
+        if not placed:  # a budget too small for any handle: what the shortest one needs
+            floor = compact_floor(item) if small else None
+            needs = floor if floor is not None and floor < cost else cost
+        return Offer(None, cost, small, needs)
+    return Offer(item, cost, small)
