@@ -87,6 +87,48 @@ def ended_by_events(observations: list[Observation]) -> bool:
     return False
 
 
+class EndMemo:
+    """:func:`ended_by_events` of each session, walking only the events that came since
+    the last answer (a long session that never saw a SessionStart is walked back to its
+    first event otherwise, at every compile).
+
+    Remembers per session key ``(count, obs_id of the last event, answer)``; the answer
+    for more events is the answer of the new ones when they hold a SessionEnd or a
+    SessionStart, else the remembered one. When the events no longer start with the ones
+    answered for (fewer of them, or another event at the remembered place: a spool read
+    again), it walks them all. Keeps no event text (ids only), at most ``size`` sessions.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._memo: dict[str, tuple[int, str, bool]] = {}
+
+    def ended(self, key: str, observations: list[Observation]) -> bool:
+        """:func:`ended_by_events` of ``observations``, the events of session ``key``."""
+        hit = self._memo.pop(key, None)
+        n = len(observations)
+        answer: bool | None = None
+        if hit is not None and 0 < hit[0] <= n and hit[1]:
+            count, last_id, before = hit
+            if observations[count - 1].obs_id == last_id:
+                for o in reversed(observations[count:]):
+                    if o.kind in END_KINDS:
+                        answer = True
+                        break
+                    if o.kind == "session_start":
+                        answer = False
+                        break
+                else:
+                    answer = before
+        if answer is None:
+            answer = ended_by_events(observations)
+        if n and observations[-1].obs_id:
+            self._memo[key] = (n, observations[-1].obs_id, answer)
+            while len(self._memo) > self.size:
+                del self._memo[next(iter(self._memo))]
+        return answer
+
+
 def end_time(observations: list[Observation], fallback: float) -> float:
     """When a session ended: the time of the event that ended it (the first
     ``SessionEnd`` since its last resume), else of its last event (a session ended by

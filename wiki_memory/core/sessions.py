@@ -22,10 +22,10 @@ from wiki_memory.config import Settings
 from wiki_memory.core.lifecycle import (
     END_KINDS,
     Backoff,
+    EndMemo,
     compile_extras,
     continues_page,
     end_time,
-    ended_by_events,
     find_repeats,
     has_content,
     unrendered_count,
@@ -93,6 +93,7 @@ class SessionPages:
         #: failed compiles, tried again after a doubling wait
         self.backoff = Backoff(spool=host.spool)
         self.memos = MemoStore()  # what each session's last compile kept
+        self.ends = EndMemo()  # whether each session's events ended it, so far
 
     def _session_meta(self, info: SessionInfo) -> compiler.SessionMeta:
         return compiler.SessionMeta(
@@ -132,7 +133,8 @@ class SessionPages:
         obs = self.host.spool.observations(key)
         state = dict(info.state)
         now = time.time()
-        ended_now = end or ended_by_events(obs)
+        by_events = self.ends.ended(key, obs)  # walks the new events only
+        ended_now = end or by_events
         already = state.get("compiled_count") == len(obs) and (
             state.get("status") == "ended" or not ended_now
         )
@@ -148,7 +150,7 @@ class SessionPages:
         else:
             status = "ended" if ended_now else "active"
             ended_at = None
-            if ended_by_events(obs):
+            if by_events:
                 ended_at = end_time(obs, now)
             elif ended_now:
                 ended_at = state.get("ended_at") or end_time(obs, now)
@@ -202,7 +204,7 @@ class SessionPages:
 
         def merged(cur: bytes | None) -> bytes:
             self._commit_person_first(comp.path, cur)
-            new = self._merge_page(comp, current=cur)
+            new = self._merge_page(comp, current=cur, fresh=fresh)
             if new != cur:
                 # Before the page changes on disk, the spool state names the bytes (and
                 # the rendering) about to be written: after a kill -9 between this write
@@ -288,10 +290,14 @@ class SessionPages:
             return p.relative_to(self.host.wiki_dir).as_posix()
         return None
 
-    def _merge_page(self, comp: compiler.Compiled, *, current: Any = ...) -> bytes:
+    def _merge_page(
+        self, comp: compiler.Compiled, *, current: Any = ..., fresh: bytes | None = None
+    ) -> bytes:
         """The bytes to write for a compiled page, keeping a person's edits (invariant 8).
 
-        ``current`` is the page's bytes on disk (None: absent; left out: read now). When
+        ``current`` is the page's bytes on disk (None: absent; left out: read now);
+        ``fresh`` the compiled page's bytes when the caller has them (rendered once per
+        compile: a long session's page is megabytes). When
         the page is absent, or is exactly what the server last rendered, the fresh
         rendering is written. Otherwise a person changed it: the server's change since its
         last rendering (the *base*) is merged into their version line by line
@@ -305,7 +311,8 @@ class SessionPages:
         """
         from wiki_memory.wiki.merge import changed_lines, merge3
 
-        fresh = compiler_bytes(comp)
+        if fresh is None:
+            fresh = compiler_bytes(comp)
         if current is ...:
             current = read_plain(self.host.wiki_dir / comp.path)
         if current is None or current == fresh:
