@@ -63,7 +63,11 @@ def page_hash(data: bytes) -> str:
         return hashlib.sha256(data).hexdigest()
     key = bytes(data)  # a bytearray or memoryview is not a key; bytes is itself
     with _hash_lock:
-        hit = _hashes.get(key)
+        # the same object asked again (a compile hashes the page it wrote several times)
+        # is found without hashing its bytes for the dict or comparing them
+        hit = next((h for k, h in _hashes.items() if k is key), None)
+        if hit is None:
+            hit = _hashes.get(key)
     if hit is not None:
         return hit
     digest = hashlib.sha256(key).hexdigest()
