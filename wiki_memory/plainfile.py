@@ -53,7 +53,8 @@ READ_FLAGS = (
 #: bytes at least this long have their hash remembered, at most :data:`_HASHES_KEPT` of them
 _HASH_MEMO_BYTES = 1 << 18
 _HASHES_KEPT = 4
-_hashes: dict[bytes, str] = {}
+#: ``(bytes, digest)``, newest last: a list, so keeping a page never hashes its bytes for a dict
+_hashes: list[tuple[bytes, str]] = []
 _hash_lock = threading.Lock()
 
 
@@ -63,18 +64,21 @@ def page_hash(data: bytes) -> str:
         return hashlib.sha256(data).hexdigest()
     key = bytes(data)  # a bytearray or memoryview is not a key; bytes is itself
     with _hash_lock:
-        # the same object asked again (a compile hashes the page it wrote several times)
-        # is found without hashing its bytes for the dict or comparing them
-        hit = next((h for k, h in _hashes.items() if k is key), None)
+        # a scan of the few kept, not a dict lookup: the same object asked again (a
+        # compile hashes the page it wrote several times) is found without reading its
+        # bytes, equal bytes read again from disk by one comparison (a pass over the bytes
+        # for the dict's own hash cost as much as the sha256), another page's bytes of the
+        # same length at their first difference (a session page's differ near the top)
+        hit = next((h for k, h in _hashes if k is key), None)
         if hit is None:
-            hit = _hashes.get(key)
+            n = len(key)
+            hit = next((h for k, h in _hashes if len(k) == n and k == key), None)
     if hit is not None:
         return hit
     digest = hashlib.sha256(key).hexdigest()
     with _hash_lock:
-        _hashes[key] = digest
-        while len(_hashes) > _HASHES_KEPT:
-            del _hashes[next(iter(_hashes))]
+        _hashes.append((key, digest))
+        del _hashes[:-_HASHES_KEPT]
     return digest
 
 
