@@ -18,8 +18,12 @@ its p50 / p95 over the queries in ms and its share of the summed total:
 - ``fts: text+fields``: the bm25 searches of the ``text`` and ``fields`` lists;
 - ``signal: NAME``: each signal's ``collect`` (its own SQL included);
 - ``represent``: a section chosen for pages found only by page signals;
-- ``fusion``: the weighted reciprocal-rank scores and the reply order;
-- ``near-duplicates``: the near-duplicate filter inside the fusion (word sets, ``Dedup``);
+- ``fusion: scores``: the weighted reciprocal-rank scores (``fuse``, and the strongest
+  pages the ``link`` signal asks for);
+- ``fusion: near-dups, order``: the rest of ``fusion.order``: the near-duplicate filter
+  (each candidate's word set against :class:`~wiki_memory.recall.dedup.Dedup`), which is
+  nearly all of it, then the heads, the per-page cap and superseded pages after their
+  successors (timed as one: wrapping the per-candidate calls cost more than they do);
 - ``items``: recall items built (snippet, ``why``) for the matches read;
 - ``tail``: matches after the ranked pool read from SQL;
 - ``flags``: contradiction flags of note items;
@@ -119,7 +123,6 @@ def targets() -> list[tuple[str, Any, str]]:
         signal_text,
         signal_when,
     )
-    from wiki_memory.recall.dedup import Dedup
 
     out: list[tuple[str, Any, str]] = [
         ("parse", rank, "analyze"),
@@ -151,13 +154,9 @@ def targets() -> list[tuple[str, Any, str]]:
         )
     out += [
         ("represent", pool.Pool, "represent"),
-        ("fusion", fusion, "order"),
-        ("fusion", fusion, "strongest_pages"),
-        ("near-duplicates", fusion, "tokens"),
-        ("near-duplicates", fusion, "content"),
-        ("near-duplicates", Dedup, "__init__"),
-        ("near-duplicates", Dedup, "find"),
-        ("near-duplicates", Dedup, "add"),
+        ("fusion: scores", fusion, "fuse"),
+        ("fusion: scores", fusion, "strongest_pages"),
+        ("fusion: near-dups, order", fusion, "order"),
         ("items", items, "item"),
         ("tail", matches.Ranked, "key"),
         ("tail", matches.Ranked, "item"),
