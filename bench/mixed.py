@@ -70,6 +70,8 @@ SATURATED_MS = 1000.0
 DRAIN_SECONDS = 30.0
 """After the schedule ends, answers are awaited this long; the rest count as time-outs."""
 KINDS = ("capture", "recall http", "recall mcp")
+HTTP_CONNECTIONS = 96
+"""The HTTP client's connections (below the server's 128 idle ones per address)."""
 
 
 def observation(tag: str, i: int) -> dict[str, Any]:
@@ -136,7 +138,12 @@ class Load:
         from mcp.types import Implementation
 
         self._stack = contextlib.AsyncExitStack()
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+        # every request comes from 127.0.0.1: the server keeps at most
+        # max_connections_per_address (128) idle ones per address and evicts the oldest,
+        # so the pool stays below it (a request over it waits in the pool, on the clock)
+        limits = httpx.Limits(
+            max_connections=HTTP_CONNECTIONS, max_keepalive_connections=HTTP_CONNECTIONS
+        )
         self.http = await self._stack.enter_async_context(
             httpx.AsyncClient(
                 base_url=self.srv.url, headers=self.srv.headers, timeout=60, limits=limits
@@ -151,8 +158,13 @@ class Load:
             self.mcp.append(await self._stack.enter_async_context(Client(t, client_info=info)))
 
     async def close(self) -> None:
+        """Closes the clients; an MCP session whose transport failed during the load
+        (its failed calls are counted as errors already) is noted, not raised."""
         if self._stack is not None:
-            await self._stack.aclose()
+            try:
+                await self._stack.aclose()
+            except Exception as e:  # an ExceptionGroup of the MCP transport's tasks
+                print(f"  (an MCP client session ended with {type(e).__name__}: {e})")
 
     async def capture(self) -> bool:
         assert self.http is not None
@@ -384,8 +396,10 @@ async def level(
             got = await open_loop(load, captures, recalls, seconds)
         hwm = base.rss_mb(srv.proc.pid)[1]
     finally:
-        await load.close()
-        srv.stop(timeout=300)
+        try:
+            await load.close()
+        finally:
+            srv.stop(timeout=300)
     lag = json.loads(lag_file.read_text())
     server = {"rss_idle": idle, "rss_max": rss.max_rss, "hwm": hwm, **lag}
     return got, server, load.accepted, floors
