@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import itertools
 import json
 import random
@@ -55,6 +56,7 @@ from typing import Any
 import httpx
 
 HERE = Path(__file__).resolve().parent
+print = functools.partial(print, flush=True)  # noqa: A001  (progress shows when piped)
 sys.path.insert(0, str(HERE))
 
 import recall as base  # noqa: E402  (bench/recall.py: corpus, queries, pct)
@@ -70,8 +72,13 @@ SATURATED_MS = 1000.0
 DRAIN_SECONDS = 30.0
 """After the schedule ends, answers are awaited this long; the rest count as time-outs."""
 KINDS = ("capture", "recall http", "recall mcp")
-HTTP_CONNECTIONS = 96
-"""The HTTP client's connections (below the server's 128 idle ones per address)."""
+HTTP_CONNECTIONS = 64
+"""The HTTP client's connections: 48 for captures and 16 for recalls (agents that capture
+and agents that recall do not queue behind each other); a request beyond its kind's share
+waits, on its clock, for one."""
+RECALL_SLOTS = 16
+MCP_CONNECTIONS = 8
+"""Each MCP session's connections, likewise (all below the server's 128 per address)."""
 
 
 def observation(tag: str, i: int) -> dict[str, Any]:
@@ -128,6 +135,9 @@ class Load:
         self._stack: Any = None
         self.http: httpx.AsyncClient | None = None
         self.mcp: list[Any] = []
+        self.capture_slots = asyncio.Semaphore(HTTP_CONNECTIONS - RECALL_SLOTS)
+        self.recall_slots = asyncio.Semaphore(RECALL_SLOTS)
+        self.mcp_slots = [asyncio.Semaphore(MCP_CONNECTIONS) for _ in range(MCP_SESSIONS)]
 
     async def open(self) -> None:
         import contextlib
@@ -140,7 +150,9 @@ class Load:
         self._stack = contextlib.AsyncExitStack()
         # every request comes from 127.0.0.1: the server keeps at most
         # max_connections_per_address (128) idle ones per address and evicts the oldest,
-        # so the pool stays below it (a request over it waits in the pool, on the clock)
+        # so the pools stay below it. A request over them waits on a semaphore (on its
+        # clock), not in httpx's pool, whose assignment of queued requests takes time
+        # quadratic in their number and became the bottleneck under overload.
         limits = httpx.Limits(
             max_connections=HTTP_CONNECTIONS, max_keepalive_connections=HTTP_CONNECTIONS
         )
@@ -150,8 +162,9 @@ class Load:
             )
         )
         for i in range(MCP_SESSIONS):
+            lim = httpx2.Limits(max_connections=MCP_CONNECTIONS + 2)  # + its GET stream
             hc = await self._stack.enter_async_context(
-                httpx2.AsyncClient(headers=self.srv.headers, timeout=60)
+                httpx2.AsyncClient(headers=self.srv.headers, timeout=60, limits=lim)
             )
             t = streamable_http_client(self.srv.url + "/mcp", http_client=hc)
             info = Implementation(name=f"bench-mixed-{i}", version="1.0")
@@ -169,7 +182,8 @@ class Load:
     async def capture(self) -> bool:
         assert self.http is not None
         obs = observation(self.tag, next(self._n))
-        r = await self.http.post("/v1/observations", json=obs)
+        async with self.capture_slots:
+            r = await self.http.post("/v1/observations", json=obs)
         if r.status_code != 202:
             raise RuntimeError(f"HTTP {r.status_code} {r.text[:80]}")
         if not r.json().get("duplicate"):
@@ -178,14 +192,16 @@ class Load:
 
     async def recall_http(self, q: str) -> bool:
         assert self.http is not None
-        r = await self.http.post("/v1/recall", json={"query": q, "budget_tokens": 1000})
+        async with self.recall_slots:
+            r = await self.http.post("/v1/recall", json={"query": q, "budget_tokens": 1000})
         if r.status_code != 200:
             raise RuntimeError(f"HTTP {r.status_code} {r.text[:80]}")
         return True
 
     async def recall_mcp(self, q: str, i: int) -> bool:
         c = self.mcp[i % len(self.mcp)]
-        res = await c.call_tool("memory_recall", {"query": q, "budget_tokens": 1000})
+        async with self.mcp_slots[i % len(self.mcp)]:
+            res = await c.call_tool("memory_recall", {"query": q, "budget_tokens": 1000})
         return not getattr(res, "is_error", getattr(res, "isError", False))
 
 
