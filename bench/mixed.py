@@ -463,7 +463,7 @@ def main() -> int:
                     )
                 )
             rows = print_level(
-                f"\nlevel {n}: {c:.0f} captures/s + {r:.0f} recalls/s (half over MCP), {args.seconds:.0f} s, ms",
+                f"\nlevel {n}: {c:g} captures/s + {r:g} recalls/s (half over MCP), {args.seconds:.0f} s, ms",
                 got,
                 args.seconds,
                 floors,
@@ -476,7 +476,7 @@ def main() -> int:
         print("\nlevels: captures/s + recalls/s -> worst p95 ms, longest stall ms")
         for c, r, worst, lag in summary:
             mark = "  <- saturated (a p95 over 1 s)" if worst > SATURATED_MS else ""
-            print(f"  {c:>6.0f} + {r:>4.0f} -> {worst:>8.1f}, {lag:>7.1f}{mark}")
+            print(f"  {c:>6g} + {r:>4g} -> {worst:>8.1f}, {lag:>7.1f}{mark}")
         if summary[-1][2] <= SATURATED_MS:
             print(f"  no level passed {SATURATED_MS:.0f} ms within {args.levels} levels")
         total, once, twice = durable(data, tag, accepted)
