@@ -53,4 +53,6 @@ def test_the_server_writes_the_report_when_it_stops(tmp_path: Path) -> None:
     finally:
         srv.stop()
     report = json.loads(out.read_text())
-    assert report["ticks"] >= 1 and report["max_lag_ms"] >= 0
+    # how many wake-ups fit between the start and the stop depends on the machine
+    assert set(report) == {"max_lag_ms", "mean_lag_ms", "ticks", "seconds"}
+    assert report["ticks"] >= 0 and report["max_lag_ms"] >= 0
