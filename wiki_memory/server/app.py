@@ -45,7 +45,7 @@ from wiki_memory.hosts import AllowedHosts, allowed_hosts
 from wiki_memory.identity import CALLER, Identity
 from wiki_memory.mcp import app as mcp_app
 from wiki_memory.server import agentfiles as agentfile_api
-from wiki_memory.server import api
+from wiki_memory.server import api, looplag
 from wiki_memory.server import handoffs as handoff_api
 from wiki_memory.server.accesslog import AccessLogMiddleware
 from wiki_memory.server.api import CAPTURE_THREADS, PAGE_BUILDS
@@ -305,7 +305,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
             )
             drainer.start()
         try:
-            async with mcp_app.lifespan(memory):
+            async with mcp_app.lifespan(memory), looplag.watched():
                 yield
         finally:
             await run_in_threadpool(capture_pool.shutdown)
