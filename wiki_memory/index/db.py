@@ -34,7 +34,13 @@ from typing import Literal
 
 import apsw
 
-from wiki_memory.index.schema import SCHEMA, SCHEMA_VERSION, drop_all, remove_db
+from wiki_memory.index.schema import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    drop_all,
+    remove_db,
+    upgrade_path,
+)
 from wiki_memory.index.stem import DEFAULT_LANGUAGES
 
 log = logging.getLogger("wiki_memory.index")
@@ -148,7 +154,14 @@ class Database:
         if conn.pragma("user_version") == SCHEMA_VERSION:
             return
         with self.write_lock, conn:
-            if conn.pragma("user_version") == SCHEMA_VERSION:
+            version = conn.pragma("user_version")
+            if version == SCHEMA_VERSION:
+                return
+            steps = upgrade_path(version) if version else None
+            if steps is not None:  # a secondary index added: no rebuild
+                for sql in steps:
+                    conn.execute(sql)
+                conn.pragma("user_version", SCHEMA_VERSION)
                 return
             drop_all(conn)
             conn.execute(SCHEMA)

@@ -51,8 +51,9 @@ import apsw
 
 #: 12: a forgotten page keeps no words, links or title; 13: an id-less page's id is its
 #: folded path (a case-only rename keeps it); 14: pages with a frontmatter ``subject``
-#: indexed (the contradiction check of each recalled note reads them)
-SCHEMA_VERSION = 14
+#: indexed (the contradiction check of each recalled note reads them); 15: the pages whose
+#: frontmatter names a supersession indexed apart (every recall reads them, see UPGRADES)
+SCHEMA_VERSION = 15
 """Bump when the schema or what is stored in it changes: old indexes are then rebuilt."""
 
 BM25_WEIGHTS = {
@@ -125,6 +126,8 @@ CREATE INDEX pages_lang ON pages(json_extract(meta, '$.lang'))
     WHERE json_extract(meta, '$.lang') IS NOT NULL;  -- Index.query_languages reads these
 CREATE INDEX pages_subject ON pages(project, json_extract(meta, '$.subject'))
     WHERE json_type(meta, '$.subject') = 'text';  -- index.subjects reads these
+CREATE INDEX pages_supersede ON pages(path)
+    WHERE instr(meta, 'supersede') > 0;  -- index.supersede reads these (INDEXED BY)
 CREATE TABLE sections(
     rowid INTEGER PRIMARY KEY,
     path TEXT NOT NULL,
@@ -229,6 +232,28 @@ def statements(sql: str) -> list[str]:
 _STATEMENTS = statements(SCHEMA)
 SCHEMA_TABLES = "\n".join(st for st in _STATEMENTS if not st.startswith("CREATE INDEX"))
 SCHEMA_INDEXES = "\n".join(st for st in _STATEMENTS if st.startswith("CREATE INDEX"))
+
+
+#: version -> the statements that bring an index of that version to the next one without a
+#: rebuild (what is stored is unchanged; only a secondary index is added). A version not
+#: here, or a chain that does not reach :data:`SCHEMA_VERSION`, rebuilds.
+UPGRADES: dict[int, str] = {
+    14: "CREATE INDEX IF NOT EXISTS pages_supersede ON pages(path)"
+    " WHERE instr(meta, 'supersede') > 0",
+}
+
+
+def upgrade_path(version: int) -> list[str] | None:
+    """The statements of :data:`UPGRADES` from ``version`` to :data:`SCHEMA_VERSION`, in
+    order; ``[]`` when it is current; None when no chain reaches it (then rebuild)."""
+    out: list[str] = []
+    while version != SCHEMA_VERSION:
+        step = UPGRADES.get(version)
+        if step is None:
+            return None
+        out.append(step)
+        version += 1
+    return out
 
 
 def drop_all(conn: apsw.Connection) -> None:
