@@ -14,7 +14,7 @@ pytestmark = pytest.mark.fast
 TOOL = (
     "**10:00:05** · tool **apply_patch** · ok\n\ninput:\n\n~~~~text\n*** Begin Patch\n"
     "*** Update File: src/upload.py\n@@ Display Path\n*** End Patch\n~~~~\n\noutput:\n\n"
-    "~~~~text\n{\n \"filePath\": \"/home/user/project/src/upload.py\"\n}\n"
+    '~~~~text\n{\n "filePath": "/home/user/project/src/upload.py"\n}\n'
     "Exit code 1 ENOENT\n~~~~\n"
 )
 NOTIFY = "**10:00:10** · notification\n\n~~~~text\nClaude needs your permission to use Bash\n~~~~\n"
