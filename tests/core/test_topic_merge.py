@@ -131,3 +131,61 @@ def test_reindex_indexes_topic_pages_and_never_writes_them(tmp_path: Path) -> No
         assert topics(data / "wiki") == before
     finally:
         again.stop()
+
+
+# ------------------------------------------------- the merge rule itself, without git
+
+
+def _session(day: int, text: str) -> bytes:
+    return (
+        f"---\ntype: session\ntitle: s{day}\nstarted: 2023-11-1{day}T10:00:00Z\n---\n"
+        f"# s{day}\n\n## Timeline\n\n**10:00:00** · prompt\n\n~~~~text\n{text}\n~~~~\n\n^t1\n"
+    ).encode()
+
+
+def _pages(sessions: dict[str, bytes]) -> dict[str, bytes]:
+    read = [tp.read_session(p, raw) for p, raw in sessions.items()]
+    out = tp.compiled_pages([s for s in read if s is not None], [], FOLDER)
+    return {p: (head + tp.MARKER + "\n\n" + body).encode() for p, (head, body) in out.items()}
+
+
+def _tree(repo: Any, files: dict[str, bytes]) -> dict[bytes, tuple[int, Any]]:
+    from dulwich.objects import Blob
+
+    out = {}
+    for path, data in files.items():
+        blob = Blob.from_string(data)
+        repo.object_store.add_object(blob)
+        out[path.encode()] = (0o100644, blob.id)
+    return out
+
+
+def _read(repo: Any, files: dict[bytes, tuple[int, Any]]) -> dict[str, bytes]:
+    return {p.decode(): repo[e[1]].data for p, e in files.items()}
+
+
+@pytest.mark.fast
+def test_a_side_without_topic_pages_still_gets_the_union_compiled_and_one_side_alone_not():
+    from dulwich.repo import MemoryRepo
+
+    from wiki_memory.core import topicmerge
+
+    repo = MemoryRepo()
+    s = {f"projects/atlas/sessions/s{d}.md": _session(d, f"I saw Melanie in Nova Scotia on day {d}.")
+         for d in range(4)}  # fmt: skip
+    base = {k: s[k] for k in list(s)[:1]}
+    ours = {k: s[k] for k in list(s)[:3]}
+    ours.update(_pages(ours))  # this side compiled its topic pages
+    theirs = {**base, "projects/atlas/sessions/s3.md": s["projects/atlas/sessions/s3.md"]}
+    merged = topicmerge.merge_trees(
+        repo, _tree(repo, base), _tree(repo, ours), _tree(repo, theirs), "origin"
+    )
+    got = _read(repo, merged.files)
+    assert not merged.conflicts
+    want = _pages(s)
+    assert {p: got[p] for p in want} == want and b"4 sessions" in want[f"{FOLDER}/Nova Scotia.md"]
+    # only one side changed the project: nothing is recompiled, that side's pages stand
+    alone = topicmerge.merge_trees(
+        repo, _tree(repo, base), _tree(repo, ours), _tree(repo, base), "origin"
+    )
+    assert _read(repo, alone.files) == ours
