@@ -31,7 +31,7 @@ from dulwich.refs import HEADREF
 from dulwich.repo import Repo
 
 from wiki_memory.audit import escape
-from wiki_memory.core import syncconflicts, syncrefusals
+from wiki_memory.core import syncconflicts, syncrefusals, topicmerge
 from wiki_memory.core import syncguard as guard
 from wiki_memory.core.syncrefusals import tree_of
 from wiki_memory.core.syncstate import REFUSED as _REFUSED
@@ -39,7 +39,7 @@ from wiki_memory.core.syncstate import refused_entries, utc_stamp
 from wiki_memory.core.writer import WriteResult
 from wiki_memory.plainfile import atomic_write
 from wiki_memory.recall import rank
-from wiki_memory.wiki import border, pagemerge, placeholder
+from wiki_memory.wiki import border, placeholder
 from wiki_memory.wiki import replicate as rp
 from wiki_memory.wiki.frontmatter import FrontmatterError
 from wiki_memory.wiki.gitcommon import SYSTEM_AUTHOR, author_identity, tz_offset
@@ -197,7 +197,7 @@ class SyncMerge:
                     "(nothing deleted)",
                     name,
                 )
-                merged = pagemerge.merge_trees(repo, {}, mine_files, their_files, name)
+                merged = topicmerge.merge_trees(repo, {}, mine_files, their_files, name)
                 parents = [local, theirs]
                 action = "merged unrelated history"
             elif rewritten:
@@ -210,7 +210,7 @@ class SyncMerge:
                     )
                 except KeyError:
                     base = their_files
-                merged = pagemerge.merge_trees(repo, base, mine_files, their_files, name)
+                merged = topicmerge.merge_trees(repo, base, mine_files, their_files, name)
                 assert theirs is not None
                 if not (squash or follow or accept):
                     gone = guard.deleted_pages(mine_files, merged.files, stones)
@@ -236,7 +236,7 @@ class SyncMerge:
                     if base_sha
                     else {}
                 )
-                merged = pagemerge.merge_trees(repo, base, mine_files, their_files, name)
+                merged = topicmerge.merge_trees(repo, base, mine_files, their_files, name)
                 parents = [local, theirs]
                 action = "merged"
             gone = guard.deleted_pages(mine_files, merged.files, stones)

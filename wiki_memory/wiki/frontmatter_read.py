@@ -18,6 +18,8 @@ import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from wiki_memory.wiki.frontmatter_fast import simple_mapping
+
 __all__ = [
     "MAX_VALUES",
     "DuplicateKey",
@@ -253,7 +255,12 @@ class YamlResult:
 
 
 def load_yaml(text: str) -> YamlResult:
-    """Parse one YAML document; never raises. ``data`` is JSON-safe when ``ok``."""
+    """Parse one YAML document; never raises. ``data`` is JSON-safe when ``ok``. A flat
+    mapping of simple keys and texts is read without the YAML library
+    (:func:`wiki_memory.wiki.frontmatter_fast.simple_mapping`, the same result)."""
+    simple = simple_mapping(text)
+    if simple is not None:
+        return YamlResult(data=simple)
     loader = PageLoader(text)
     try:
         node = loader.get_single_node()

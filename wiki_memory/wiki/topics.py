@@ -37,6 +37,9 @@ RELATED = 6
 
 _BLOCK = re.compile(r"^\^(t\d+r?)[ \t]*$", re.M)
 _TOOL = re.compile(r"^\*\*[\d:]+\*\* · tool \*\*([^*\n]{1,60})\*\*", re.M)
+_HEAD = re.compile(r"^\*\*[\d:]+\*\* · ([^\n]*)$", re.M)
+_PROSE_HEADS = ("prompt", "reply", "subagent reply")
+_WIKILINK = re.compile(r"!?\[\[[^\]\n]*\]\]")
 _FENCE_OPEN = re.compile(r"^(~{3,}|`{3,})")
 _FILE = re.compile(
     r"(?<![\w/.@:-])((?:[\w.-]+/)+[\w-][\w.-]*|[\w-]+\.(?:py|js|ts|tsx|jsx|go|rs|rb|java|c|h|"
@@ -223,7 +226,9 @@ def _phrase_word(w: str) -> bool:
 def entry_topics(text: str) -> dict[str, tuple[str, str]]:
     """The topics one timeline entry mentions: ``{key: (name, kind)}``, the key being the
     name case-folded and NFC; kind one of ``file``, ``command``, ``error``, ``tool``,
-    ``name``, ``phrase``, or ``name?`` for a name seen here only at a sentence start."""
+    ``name``, ``phrase``, or ``name?`` for a name seen here only at a sentence start.
+    Names and phrases come only from an entry :func:`said`; a wikilink (``[[page]]``,
+    as in "same prompt as [[…]]") gives nothing."""
     found: dict[str, tuple[str, str]] = {}
 
     def add(name: str, kind: str) -> None:
@@ -232,6 +237,7 @@ def entry_topics(text: str) -> dict[str, tuple[str, str]]:
         if old is None or _rank(kind) < _rank(old[1]):
             found[key] = (name, kind)
 
+    text = _WIKILINK.sub(" ", text)  # a link to a page of the wiki is no file it used
     tool = _TOOL.search(text)
     if tool:
         add(tool.group(1).strip(), "tool")
@@ -243,6 +249,8 @@ def entry_topics(text: str) -> dict[str, tuple[str, str]]:
             add(path, "file")
     for m in _ERROR.finditer(text):
         add(m.group(0), "error")
+    if not said(text):
+        return found
     prose = _FILE.sub(" ", _prose(text))
     mid, initial = _names(prose)
     for n in sorted(mid):
@@ -252,6 +260,19 @@ def entry_topics(text: str) -> dict[str, tuple[str, str]]:
     for p in sorted(_phrases(prose)):
         add(p, "phrase")
     return found
+
+
+def said(text: str) -> bool:
+    """True when the timeline entry ``text`` is what a person or an agent said (a
+    prompt, a reply, a subagent's reply) or has no head line: only these give names and
+    word pairs. A tool's input and output, a notification, a session's start, end or
+    compaction give files, commands, error codes and tools alone (``Begin Patch``,
+    ``home user``, ``exit code`` are what tools print, not what a session is about)."""
+    head = _HEAD.search(text)
+    if head is None:
+        return True
+    kind = head.group(1).split(" · ", 1)[0].strip()
+    return kind in _PROSE_HEADS
 
 
 def _rank(kind: str) -> int:
