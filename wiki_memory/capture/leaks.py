@@ -465,6 +465,7 @@ def find(
     path: str | None = None,
     raw: bytes | None = None,
     present: set[str] | None = None,
+    runs_out: list[tuple[int, int]] | None = None,
 ) -> list[tuple[int, int, str]]:
     """Every secret the rules find in ``text`` (``low`` is its lowercase, same length):
     ``(start, end, kind)``. ``path``: the file the text is from or for, if known (rules
@@ -476,7 +477,10 @@ def find(
     A rule runs when one of its keywords occurs, as in gitleaks; for a rule every match
     of which holds a run of :data:`RUN_MIN` run characters (letters, digits, ``_-.+/=~``)
     the keyword is looked for only in and just before such runs, where any match of it
-    would put it (see docs/sanitizer.md), so most text is scanned once, not per keyword."""
+    would put it (see docs/sanitizer.md), so most text is scanned once, not per keyword.
+    ``runs_out``: a list the text's maximal runs of at least RUN_MIN run characters,
+    ``(start, end)``, are added to, for the caller's other rules (left empty for a text
+    shorter than RUN_MIN)."""
     rules: dict[str, Rule] = {}
     if present is None:
         for k in _WHOLE_KEYWORDS:
@@ -491,6 +495,8 @@ def find(
     runs: list[tuple[int, int]] = []
     if len(low) >= RUN_MIN:
         near, runs = _near_text(low, raw)
+        if runs_out is not None:
+            runs_out.extend(runs)
         if near:
             for k in sorted(_NEAR_SET.present(near)):  # _NEAR_KEYWORDS' order
                 for r in _NEAR_RULES[k]:
