@@ -429,34 +429,37 @@ def _run(
         yield s, e, rule.kind
 
 
-def _near_text(low: str, raw: bytes | None) -> tuple[str, list[tuple[int, int]]]:
+def _near_text(low: str, raw: bytes | None) -> tuple[bytes, list[tuple[int, int]]]:
     """The parts of ``low`` where a rule that needs a run of :data:`RUN_MIN` run
     characters can have its keyword: each such run, from :data:`_NEAR_BEFORE` characters
-    before it (``\\n``-joined; empty when the text has no such run), and the runs."""
+    before it (``\n``-joined ASCII bytes, lowercase: ``raw``'s parts lowered, which are
+    ``low``'s; empty when the text has no such run), and the runs."""
     if raw is None:
         raw = low.encode("ascii", "replace")
     cls = raw.translate(_RUN_TABLE)
-    i = cls.find(_RUN_NEEDLE)
+    find = cls.find
+    i = find(_RUN_NEEDLE)
     if i < 0:
-        return "", []
+        return b"", []
     parts = []
     runs = []
     n = len(cls)
+    before = _NEAR_BEFORE
     start = end = -1
     while i >= 0:
-        e = cls.find(b" ", i + RUN_MIN)
+        e = find(b" ", i + RUN_MIN)
         if e < 0:
             e = n
         runs.append((i, e))
-        s = max(0, i - _NEAR_BEFORE)
+        s = i - before if i > before else 0
         if s > end:  # a new window; one that touches the last grows it (no cut keyword)
             if end >= 0:
-                parts.append(low[start:end])
+                parts.append(raw[start:end])
             start = s
         end = e
-        i = cls.find(_RUN_NEEDLE, e)
-    parts.append(low[start:end])
-    return "\n".join(parts), runs
+        i = find(_RUN_NEEDLE, e)
+    parts.append(raw[start:end])
+    return b"\n".join(parts).lower(), runs
 
 
 def find(

@@ -1833,7 +1833,9 @@ def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, i
             add((s, e, p, "generic-secret"))
     leaks = _LEAKS or _gitleaks()
     # one pass for the keywords of both (where keyscan can; else each looks for its own)
-    present = _WORDS.present(low) if _WORDS.available(low) else None
+    # (over the ASCII bytes, lowered: the same letters at the same places as low, and
+    # the automaton reads bytes faster than a str)
+    present = _WORDS.present(raw.lower()) if _WORDS.available(low) else None
     runs: list[tuple[int, int]] = []  # leaks' runs of secret characters, for Discord's rule
     for s, e, kind in leaks.find(text, low, path, raw, present, runs):
         add((s, e, prio.get(kind, _GITLEAKS_PRIO), kind))
