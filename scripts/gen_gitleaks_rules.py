@@ -127,6 +127,34 @@ def _seq(items: list[tuple[object, object]], icase: bool) -> tuple[bool, int, in
     return all_run, width, max(best, run)
 
 
+def _lead_item(op: object, av: object, icase: bool) -> int:
+    """The least number of run characters every match of one item starts with."""
+    from re import _constants as C  # type: ignore[attr-defined]
+
+    ok, w, _ = _item(op, av, icase)
+    if ok:
+        return w
+    if op is C.SUBPATTERN:
+        _gid, add, dele, sub = av  # type: ignore[misc]
+        ic = (icase or bool(add & re.I)) and not dele & re.I
+        return _lead_seq(list(sub), ic)
+    if op is C.BRANCH:
+        return min(_lead_seq(list(b), icase) for b in av[1])  # type: ignore[index]
+    if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT) and av[0] >= 1:  # type: ignore[index]
+        return _lead_seq(list(av[2]), icase)  # type: ignore[index]
+    return 0
+
+
+def _lead_seq(items: list[tuple[object, object]], icase: bool) -> int:
+    lead = 0
+    for op, av in items:
+        ok, w, _ = _item(op, av, icase)
+        if not ok:
+            return lead + _lead_item(op, av, icase)
+        lead += w
+    return lead
+
+
 def _expand(op: object, av: object, icase: bool) -> set[str] | None:
     """Every string a fixed-text item can match (lowercased), or None when it is not one
     of few fixed strings."""
@@ -290,6 +318,16 @@ def run_length(py: str) -> int:
 
     tree = _parser.parse(py, re.ASCII)
     return _seq(list(tree), bool(tree.state.flags & re.I))[2]
+
+
+def lead_run(py: str) -> int:
+    """The least number of :data:`RUN_CHARS` every match of the Python regex ``py``
+    starts with, one after the other (a lower bound from the parsed pattern: 0 when
+    unknown). A rule whose lead is at least ``leaks.RUN_MIN`` starts inside a run."""
+    from re import _parser  # type: ignore[attr-defined]
+
+    tree = _parser.parse(py, re.ASCII)
+    return _lead_seq(list(tree), bool(tree.state.flags & re.I))
 
 
 def default_source() -> Path:
@@ -528,6 +566,15 @@ def build(source: Path) -> str:
     lines.append("#: rule id -> the longest run of letters, digits and _-.+/=~ every match holds")
     lines.append("RUN_LENGTH = {")
     lines.extend(_packed([f"{rule[0]!r}: {run_length(str(rule[1]))}," for rule in rules]))
+    lines.append("}")
+    lines.append("")
+    lines.append(
+        "#: rule id -> the run characters every match starts with, one after the other"
+        " (rules with none left out)"
+    )
+    lines.append("LEAD_RUN = {")
+    leads = [(str(rule[0]), lead_run(str(rule[1]))) for rule in rules]
+    lines.extend(_packed([f"{rid!r}: {n}," for rid, n in leads if n]))
     lines.append("}")
     lines.append("")
     lines.append("#: rule id -> the most characters a match can span (0: unbounded or over 4,096)")

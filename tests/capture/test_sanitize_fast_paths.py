@@ -45,6 +45,7 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
     for ks in (sanitize._WORDS, leaks._NEAR_SET):
         if ks is not None:
             monkeypatch.setattr(ks, "_ac", False)
+            monkeypatch.setattr(ks, "_bac", False)
 
 
 @pytest.mark.fast

@@ -163,12 +163,19 @@ CUES: tuple[str, ...] = (
 
 
 def find(
-    text: str, low: str, present: set[str] | None = None, raw: bytes | None = None
+    text: str,
+    low: str,
+    present: set[str] | None = None,
+    raw: bytes | None = None,
+    runs: list[tuple[int, int]] | None = None,
 ) -> list[tuple[int, int, str]]:
     """Every secret these rules find: ``(start, end, kind)``. ``present``: when the caller
     has already found which words occur in ``low`` (a set holding at least those of
     :data:`CUES` that occur), that set; else each cue is looked for in ``low``. ``raw``:
-    ``text`` encoded to ASCII with ``?`` for other characters, when the caller has it."""
+    ``text`` encoded to ASCII with ``?`` for other characters, when the caller has it.
+    ``runs``: the text's maximal runs of ``leaks.RUN_CHARS`` at least 20 long
+    (``(start, end)``, from ``leaks.find``), when the caller has them: a Discord token,
+    made of fewer characters, lies inside one, so only the long ones are looked into."""
     has = low.__contains__ if present is None else present.__contains__
     out: list[tuple[int, int, str]] = []
     if has("secret") and has("data") and has("kind"):
@@ -206,7 +213,13 @@ def find(
         for m in _cued(_MAILGUN_RE, text, ("key-",), 0):
             if _mixed_value(m.group(0)[4:]):
                 out.append((*m.span(), "mailgun-private-api-token"))
-    if len(text) >= _DISCORD_MIN and text.count(".") >= 2:
+    if runs is not None:
+        if raw is None:
+            raw = text.encode("ascii", "replace")
+        for s, e in runs:
+            if e - s >= _DISCORD_MIN:
+                out.extend(_discord(text, raw, s, e))
+    elif len(text) >= _DISCORD_MIN and text.count(".") >= 2:
         out.extend(_discord(text, raw))
     return out
 
@@ -221,19 +234,29 @@ del _table, _c
 _DISCORD_NEEDLE = b"T" * _DISCORD_MIN
 
 
-def _discord(text: str, raw: bytes | None = None) -> list[tuple[int, int, str]]:
+def _discord(
+    text: str, raw: bytes | None = None, lo: int = 0, hi: int = -1
+) -> list[tuple[int, int, str]]:
     """Discord bot tokens, looked for only in runs long enough to hold one (a regex that
-    starts at every M, N and O of the text costs more than the rest of this module)."""
+    starts at every M, N and O of the text costs more than the rest of this module);
+    ``lo``, ``hi``: only in ``text[lo:hi]``, a stretch no such run crosses."""
     if raw is None:
         raw = text.encode("ascii", "replace")
-    cls = raw.translate(_DISCORD_TABLE)
+    if hi < 0:
+        hi = len(raw)
+    cls = (
+        raw[lo:hi].translate(_DISCORD_TABLE)
+        if lo or hi < len(raw)
+        else raw.translate(_DISCORD_TABLE)
+    )
     out: list[tuple[int, int, str]] = []
     i = cls.find(_DISCORD_NEEDLE)
     while i >= 0:
         e = cls.find(b" ", i)
         if e < 0:
             e = len(cls)
-        for m in _DISCORD_BOT_RE.finditer(text, i, min(len(text), e + 1)):  # sees the end
+        # positions in cls are lo less than in text
+        for m in _DISCORD_BOT_RE.finditer(text, lo + i, min(len(text), lo + e + 1)):  # sees the end
             v = m.group(0)
             if _mixed_value(v) and any(c.isupper() for c in v[4:]) and any(c.islower() for c in v):
                 out.append((*m.span(), "discord-bot-token"))

@@ -44,12 +44,14 @@ class KeySet:
     lowercased text holds. The automaton is built on first use (building it costs about
     a millisecond, which the hook's start-up never pays)."""
 
-    __slots__ = ("keywords", "min_len", "_ac")
+    __slots__ = ("keywords", "min_len", "_ac", "_bytes", "_bac")
 
     def __init__(self, keywords: tuple[str, ...], min_len: int = AC_MIN) -> None:
         self.keywords = keywords
         self.min_len = min_len  # shorter texts take the in scans
         self._ac: Any = None  # None: not built; False: no library
+        self._bytes = tuple(k.encode("ascii") for k in keywords)
+        self._bac: Any = None  # the same over bytes (ASCII texts read ~1.5x as fast)
 
     def automaton(self) -> Any:
         """The Aho-Corasick automaton over ``keywords``, or False without the library."""
@@ -67,10 +69,34 @@ class KeySet:
             self._ac = ac
         return ac
 
-    def present(self, low: str, fast: bool = True) -> set[str]:
-        """The keywords that occur in ``low`` (a lowercased text): the same set whether
-        the automaton or ``in`` finds them. ``fast=False`` forces the ``in`` scans (the
-        standard-library path, for tests that compare the two)."""
+    def bytes_automaton(self) -> Any:
+        """:meth:`automaton` for ``bytes`` texts, or False without the library."""
+        bac = self._bac
+        if bac is None:
+            mod = _ac_module()
+            if mod and self.keywords:
+                bac = mod.BytesAhoCorasick(
+                    list(self._bytes),
+                    matchkind=mod.MatchKind.Standard,
+                    implementation=mod.Implementation.DFA,
+                )
+            else:
+                bac = False
+            self._bac = bac
+        return bac
+
+    def present(self, low: str | bytes, fast: bool = True) -> set[str]:
+        """The keywords that occur in ``low`` (a lowercased text, or its lowercase ASCII
+        bytes): the same set whether the automaton or ``in`` finds them. ``fast=False``
+        forces the ``in`` scans (the standard-library path, for tests that compare the
+        two)."""
+        if isinstance(low, bytes):
+            kws = self.keywords
+            if fast and len(low) >= self.min_len:
+                ac = self._bac if self._bac is not None else self.bytes_automaton()
+                if ac:
+                    return {kws[i] for i, _, _ in ac.find_matches_as_indexes(low, overlapping=True)}
+            return {kws[i] for i, k in enumerate(self._bytes) if k in low}
         if fast and len(low) >= self.min_len:
             ac = self._ac if self._ac is not None else self.automaton()
             if ac:
@@ -78,7 +104,7 @@ class KeySet:
                 return {kws[i] for i, _, _ in ac.find_matches_as_indexes(low, overlapping=True)}
         return {k for k in self.keywords if k in low}
 
-    def available(self, low: str) -> bool:
+    def available(self, low: str | bytes) -> bool:
         """Whether :meth:`present` takes the one-pass automaton for ``low``."""
         return len(low) >= self.min_len and bool(
             self._ac if self._ac is not None else self.automaton()

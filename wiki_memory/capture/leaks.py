@@ -17,147 +17,18 @@ so existing ``[REDACTED:...]`` placeholders keep their meaning); others take the
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from math import log2
 
 from wiki_memory.capture import gitleaks_rules as _G
 from wiki_memory.capture.keyscan import KeySet
+from wiki_memory.capture.leak_kinds import KINDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from typing import Any
 
-#: gitleaks rule id -> the kind this sanitizer already used for the same secret
-KINDS: dict[str, str] = dict(
-    # pairs, not a dict display: a "...-secret-key": "..." line reads as an assignment
-    (
-        ("1password-secret-key", "1password-token"),
-        ("1password-service-account-token", "1password-token"),
-        ("adobe-client-secret", "adobe-client-secret"),
-        ("age-secret-key", "age-secret-key"),
-        ("airtable-personnal-access-token", "airtable-token"),
-        ("alibaba-access-key-id", "alibaba-access-key"),
-        ("anthropic-admin-api-key", "anthropic-key"),
-        ("anthropic-api-key", "anthropic-key"),
-        ("artifactory-api-key", "jfrog-token"),
-        ("artifactory-reference-token", "jfrog-token"),
-        ("atlassian-api-token", "atlassian-token"),
-        ("authress-service-client-access-key", "authress-key"),
-        ("aws-access-token", "aws-access-key"),
-        ("aws-amazon-bedrock-api-key-long-lived", "aws-bedrock-key"),
-        ("aws-amazon-bedrock-api-key-short-lived", "aws-bedrock-key"),
-        ("azure-ad-client-secret", "azure-ad-client-secret"),
-        ("clickhouse-cloud-api-secret-key", "clickhouse-key"),
-        ("clojars-api-token", "clojars-token"),
-        ("cloudflare-origin-ca-key", "cloudflare-origin-ca-key"),
-        ("contentful-delivery-api-token", "contentful-token"),
-        ("curl-auth-header", "auth-header"),
-        ("curl-auth-user", "auth-header"),
-        ("databricks-api-token", "databricks-token"),
-        ("defined-networking-api-token", "definednetworking-token"),
-        ("digitalocean-access-token", "digitalocean-token"),
-        ("digitalocean-pat", "digitalocean-token"),
-        ("digitalocean-refresh-token", "digitalocean-token"),
-        ("doppler-api-token", "doppler-token"),
-        ("dropbox-long-lived-api-token", "dropbox-token"),
-        ("dropbox-short-lived-api-token", "dropbox-token"),
-        ("duffel-api-token", "duffel-token"),
-        ("dynatrace-api-token", "dynatrace-token"),
-        ("easypost-api-token", "easypost-key"),
-        ("easypost-test-api-token", "easypost-key"),
-        ("facebook-page-access-token", "facebook-token"),
-        ("flutterwave-encryption-key", "flutterwave-key"),
-        ("flutterwave-secret-key", "flutterwave-key"),
-        ("flyio-access-token", "flyio-token"),
-        ("frameio-api-token", "frameio-token"),
-        ("gcp-api-key", "google-api-key"),
-        ("github-app-token", "github-token"),
-        ("github-fine-grained-pat", "github-token"),
-        ("github-oauth", "github-token"),
-        ("github-pat", "github-token"),
-        ("github-refresh-token", "github-token"),
-        ("gitlab-cicd-job-token", "gitlab-token"),
-        ("gitlab-deploy-token", "gitlab-token"),
-        ("gitlab-feature-flag-client-token", "gitlab-token"),
-        ("gitlab-feed-token", "gitlab-token"),
-        ("gitlab-incoming-mail-token", "gitlab-token"),
-        ("gitlab-kubernetes-agent-token", "gitlab-token"),
-        ("gitlab-oauth-app-secret", "gitlab-token"),
-        ("gitlab-pat", "gitlab-token"),
-        ("gitlab-pat-routable", "gitlab-token"),
-        ("gitlab-ptt", "gitlab-token"),
-        ("gitlab-rrt", "gitlab-token"),
-        ("gitlab-runner-authentication-token", "gitlab-token"),
-        ("gitlab-runner-authentication-token-routable", "gitlab-token"),
-        ("gitlab-scim-token", "gitlab-token"),
-        ("grafana-api-key", "grafana-token"),
-        ("grafana-cloud-api-token", "grafana-token"),
-        ("grafana-service-account-token", "grafana-token"),
-        ("harness-api-key", "harness-token"),
-        ("hashicorp-tf-api-token", "terraform-token"),
-        ("heroku-api-key-v2", "heroku-key"),
-        ("huggingface-access-token", "huggingface-token"),
-        ("huggingface-organization-api-token", "huggingface-token"),
-        ("infracost-api-token", "infracost-token"),
-        ("intra42-client-secret", "intra42-secret"),
-        ("jfrog-api-key", "jfrog-token"),
-        ("jfrog-identity-token", "jfrog-token"),
-        ("jwt", "jwt"),
-        ("linear-api-key", "linear-key"),
-        ("mailchimp-api-key", "mailchimp-key"),
-        ("mapbox-api-token", "mapbox-token"),
-        ("maxmind-license-key", "maxmind-key"),
-        ("microsoft-teams-webhook", "teams-webhook"),
-        ("new-relic-user-api-key", "newrelic-key"),
-        ("notion-api-token", "notion-token"),
-        ("npm-access-token", "npm-token"),
-        ("octopus-deploy-api-key", "octopus-key"),
-        ("openai-api-key", "openai-key"),
-        ("openshift-user-token", "openshift-token"),
-        ("perplexity-api-key", "perplexity-key"),
-        ("planetscale-api-token", "planetscale-token"),
-        ("planetscale-oauth-token", "planetscale-token"),
-        ("planetscale-password", "planetscale-token"),
-        ("postman-api-token", "postman-key"),
-        ("prefect-api-token", "prefect-token"),
-        ("private-key", "private-key"),
-        ("pulumi-api-token", "pulumi-token"),
-        ("pypi-upload-token", "pypi-token"),
-        ("readme-api-token", "readme-key"),
-        ("rubygems-api-token", "rubygems-key"),
-        ("scalingo-api-token", "scalingo-token"),
-        ("sendgrid-api-token", "sendgrid-key"),
-        ("sendinblue-api-token", "brevo-key"),
-        ("sentry-org-token", "sentry-token"),
-        ("sentry-user-token", "sentry-token"),
-        ("settlemint-application-access-token", "settlemint-token"),
-        ("settlemint-personal-access-token", "settlemint-token"),
-        ("settlemint-service-access-token", "settlemint-token"),
-        ("shippo-api-token", "shippo-token"),
-        ("shopify-access-token", "shopify-token"),
-        ("shopify-custom-access-token", "shopify-token"),
-        ("shopify-private-app-access-token", "shopify-token"),
-        ("shopify-shared-secret", "shopify-token"),
-        ("slack-app-token", "slack-token"),
-        ("slack-bot-token", "slack-token"),
-        ("slack-config-access-token", "slack-token"),
-        ("slack-config-refresh-token", "slack-token"),
-        ("slack-legacy-bot-token", "slack-token"),
-        ("slack-legacy-token", "slack-token"),
-        ("slack-legacy-workspace-token", "slack-token"),
-        ("slack-user-token", "slack-token"),
-        ("slack-webhook-url", "slack-webhook"),
-        ("sourcegraph-access-token", "sourcegraph-token"),
-        ("square-access-token", "square-token"),
-        ("stripe-access-token", "stripe-key"),
-        ("telegram-bot-api-token", "telegram-bot-token"),
-        ("twilio-api-key", "twilio-key"),
-        ("twitter-bearer-token", "twitter-bearer-token"),
-        ("typeform-api-token", "typeform-token"),
-        ("vault-batch-token", "vault-token"),
-        ("vault-service-token", "vault-token"),
-        ("yandex-api-key", "yandex-key"),
-    )
-)
 
 #: how far around a keyword a name-then-value rule looks: its name part reaches 50
 #: characters before the keyword, its value at most a few hundred after
@@ -291,6 +162,7 @@ _NEAR_SET = KeySet(_NEAR_KEYWORDS, 256)  # ~200 in scans cost more than one call
 #: at most 20 + 3 + 3 + 5 characters before its value (name tail, quotes, operator, quotes)
 _NEAR_BEFORE = max(map(len, _NEAR_KEYWORDS), default=0) + 32
 _PATH_RULES = tuple(r for r in RULES if r.path is not None)
+_LEAD = _G.LEAD_RUN
 _GLOBAL_RX: list[re.Pattern[str]] = []
 
 
@@ -401,6 +273,7 @@ def _cued(
     low: str,
     heads: tuple[str, ...],
     near: list[tuple[int, int, int]] | None = None,
+    starts: list[int] | None = None,
 ) -> Iterator[re.Match[str]]:
     """``rx.finditer(text)`` for a rule every match of which starts with one of ``heads``
     (lowercase; :data:`gitleaks_rules.STARTS`): ``rx`` is tried only where one occurs
@@ -409,16 +282,18 @@ def _cued(
     look-around, which leaves ``re`` nothing to skip ahead to: it tries them at every
     position of the text, ~30 times the cost of a ``str.find``. ``near``: windows
     ``(first start, last start, end)`` outside of which no match can start (see
-    :func:`_run_windows`); occurrences outside them are not tried."""
-    starts: list[int] = []
-    for ws, we in ((0, len(low)),) if near is None else ((w[0], w[1]) for w in near):
-        for h in heads:
-            i = low.find(h, ws, we + len(h))
-            while i >= 0:
-                starts.append(i)
-                i = low.find(h, i + 1, we + len(h))
-    if len(heads) > 1 or near is not None:
-        starts = sorted(set(starts))
+    :func:`_run_windows`); occurrences outside them are not tried. ``starts``: the
+    places to try, found by the caller (sorted, each once), instead."""
+    if starts is None:
+        starts = []
+        for ws, we in ((0, len(low)),) if near is None else ((w[0], w[1]) for w in near):
+            for h in heads:
+                i = low.find(h, ws, we + len(h))
+                while i >= 0:
+                    starts.append(i)
+                    i = low.find(h, i + 1, we + len(h))
+        if len(heads) > 1 or near is not None:
+            starts = sorted(set(starts))
     match = rx.match
     nxt = 0
     for p in starts:
@@ -430,6 +305,36 @@ def _cued(
             nxt = m.end()
 
 
+def _run_starts(low: str, heads: tuple[str, ...], inrun: list[Any]) -> list[int]:
+    """Where in ``low`` one of ``heads`` starts at least :data:`RUN_MIN` characters before
+    the end of a run (sorted, each once). ``inrun``: ``[runs]`` for the text, to which the
+    runs joined by ``\n`` and where each starts in that join are added on first use (one
+    ``str.find`` loop per head over the runs alone, not one per run and head)."""
+    if len(inrun) == 1:
+        bases, pos = [], 0
+        for s, e in inrun[0]:
+            bases.append(pos)
+            pos += e - s + 1
+        inrun.append("\n".join([low[s:e] for s, e in inrun[0]]))
+        inrun.append(bases)
+    runs: list[tuple[int, int]] = inrun[0]
+    joined: str = inrun[1]
+    bases = inrun[2]
+    out: list[int] = []
+    for h in heads:
+        i = joined.find(h)
+        while i >= 0:
+            k = bisect_right(bases, i) - 1
+            s, e = runs[k]
+            p = s + i - bases[k]
+            if p <= e - RUN_MIN:
+                out.append(p)
+            i = joined.find(h, i + 1)
+    if len(heads) > 1:
+        out = sorted(set(out))
+    return out
+
+
 def _matches(
     rule: Rule,
     rx: re.Pattern[str],
@@ -437,12 +342,19 @@ def _matches(
     low: str,
     runs: list[tuple[int, int]] | None,
     shared: list[tuple[int, int, int]] | None = None,
+    inrun: list[Any] | None = None,
 ) -> Iterator[tuple[re.Match[str], int]]:
     """The rule's regex matches, each with the last start its window allows. ``shared``:
     the caller's list for the run windows of :data:`_SHARED_WIDTH` (filled on first
-    need, then reused by the text's other rules)."""
+    need, then reused by the text's other rules). ``inrun``: for a rule every match of
+    which starts with :data:`RUN_MIN` run characters (the generator's ``LEAD_RUN``), the
+    places such a match can start, inside the runs (see :func:`find`)."""
     n = len(text)
     heads = _G.STARTS.get(rule.id)
+    if heads and inrun is not None:
+        for m in _cued(rx, text, low, heads, None, _run_starts(low, heads, inrun)):
+            yield m, n
+        return
     if heads and not rule.windowed:
         width = _G.MAX_WIDTH[rule.id] if runs is not None else 0
         # a rule every match of which holds a run and spans at most width characters
@@ -478,14 +390,15 @@ def _run(
     path: str | None = None,
     runs: list[tuple[int, int]] | None = None,
     shared: list[tuple[int, int, int]] | None = None,
+    inrun: list[Any] | None = None,
 ) -> Iterator[tuple[int, int, str]]:
     """The rule's findings ``(start, end, kind)``. ``runs``: the text's runs of
     :data:`RUN_MIN` run characters, for a rule every match of which holds one and spans at
     most ``MAX_WIDTH`` characters: it is run only around them (a match starts at most that
-    far before a run and ends at most that far after it)."""
+    far before a run and ends at most that far after it). ``inrun``: see :func:`_matches`."""
     rx = rule.rx
     last = -1
-    for m, we in _matches(rule, rx, text, low, runs, shared):
+    for m, we in _matches(rule, rx, text, low, runs, shared, inrun):
         if m.start() < last or m.start() > we:
             continue
         g = rule.group
@@ -516,34 +429,37 @@ def _run(
         yield s, e, rule.kind
 
 
-def _near_text(low: str, raw: bytes | None) -> tuple[str, list[tuple[int, int]]]:
+def _near_text(low: str, raw: bytes | None) -> tuple[bytes, list[tuple[int, int]]]:
     """The parts of ``low`` where a rule that needs a run of :data:`RUN_MIN` run
     characters can have its keyword: each such run, from :data:`_NEAR_BEFORE` characters
-    before it (``\\n``-joined; empty when the text has no such run), and the runs."""
+    before it (``\n``-joined ASCII bytes, lowercase: ``raw``'s parts lowered, which are
+    ``low``'s; empty when the text has no such run), and the runs."""
     if raw is None:
         raw = low.encode("ascii", "replace")
     cls = raw.translate(_RUN_TABLE)
-    i = cls.find(_RUN_NEEDLE)
+    find = cls.find
+    i = find(_RUN_NEEDLE)
     if i < 0:
-        return "", []
+        return b"", []
     parts = []
     runs = []
     n = len(cls)
+    before = _NEAR_BEFORE
     start = end = -1
     while i >= 0:
-        e = cls.find(b" ", i + RUN_MIN)
+        e = find(b" ", i + RUN_MIN)
         if e < 0:
             e = n
         runs.append((i, e))
-        s = max(0, i - _NEAR_BEFORE)
+        s = i - before if i > before else 0
         if s > end:  # a new window; one that touches the last grows it (no cut keyword)
             if end >= 0:
-                parts.append(low[start:end])
+                parts.append(raw[start:end])
             start = s
         end = e
-        i = cls.find(_RUN_NEEDLE, e)
-    parts.append(low[start:end])
-    return "\n".join(parts), runs
+        i = find(_RUN_NEEDLE, e)
+    parts.append(raw[start:end])
+    return b"\n".join(parts).lower(), runs
 
 
 def find(
@@ -552,6 +468,7 @@ def find(
     path: str | None = None,
     raw: bytes | None = None,
     present: set[str] | None = None,
+    runs_out: list[tuple[int, int]] | None = None,
 ) -> list[tuple[int, int, str]]:
     """Every secret the rules find in ``text`` (``low`` is its lowercase, same length):
     ``(start, end, kind)``. ``path``: the file the text is from or for, if known (rules
@@ -563,7 +480,10 @@ def find(
     A rule runs when one of its keywords occurs, as in gitleaks; for a rule every match
     of which holds a run of :data:`RUN_MIN` run characters (letters, digits, ``_-.+/=~``)
     the keyword is looked for only in and just before such runs, where any match of it
-    would put it (see docs/sanitizer.md), so most text is scanned once, not per keyword."""
+    would put it (see docs/sanitizer.md), so most text is scanned once, not per keyword.
+    ``runs_out``: a list the text's maximal runs of at least RUN_MIN run characters,
+    ``(start, end)``, are added to, for the caller's other rules (left empty for a text
+    shorter than RUN_MIN)."""
     rules: dict[str, Rule] = {}
     if present is None:
         for k in _WHOLE_KEYWORDS:
@@ -578,6 +498,8 @@ def find(
     runs: list[tuple[int, int]] = []
     if len(low) >= RUN_MIN:
         near, runs = _near_text(low, raw)
+        if runs_out is not None:
+            runs_out.extend(runs)
         if near:
             for k in sorted(_NEAR_SET.present(near)):  # _NEAR_KEYWORDS' order
                 for r in _NEAR_RULES[k]:
@@ -591,10 +513,16 @@ def find(
                 rules[r.id] = r
     out: list[tuple[int, int, str]] = []
     shared: list[tuple[int, int, int]] = []
+    # a match that starts with RUN_MIN run characters starts inside a run (runs are
+    # maximal), at most RUN_MIN characters before its end: only there is it tried
+    inrun: list[Any] = [runs]
     for r in rules.values():
         out.extend(_run(r, text, low, path))
     for r in near_rules.values():
         if r.id in rules:
             continue
-        out.extend(_run(r, text, low, path, runs if _G.MAX_WIDTH[r.id] else None, shared))
+        if _LEAD.get(r.id, 0) >= RUN_MIN and not r.windowed:
+            out.extend(_run(r, text, low, path, None, None, inrun))
+        else:
+            out.extend(_run(r, text, low, path, runs if _G.MAX_WIDTH[r.id] else None, shared))
     return out

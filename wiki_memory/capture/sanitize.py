@@ -881,7 +881,9 @@ _CLI_COMMANDS = (
     ("mariadb", "-p"),
     ("redis-cli", "-a"),
 )
-_FLAG_CUE_RE = _Lazy(r"-[pau]")
+#: a -p, -a or -u after a space or tab, or the -u of --user: where a flag can start (a
+#: bare "-[pau]" also stops at every hyphenated word: multi-process, non-ascii, ...)
+_FLAG_CUE_RE = _Lazy(r"-(?:(?<=[ \t]-)[pau]|(?<=--)u(?=ser))")
 _CURL_USER_RE = _Lazy(r"(?:-u|--user)[ \t=]+[\"']?[^\s:\"'$]+:(?P<secret>[^\s\"']{3,})")
 _CURL_HEAD_RE = _Lazy(r"(?:-u|--user)[ \t=]+[\"']?")  # _CURL_USER_RE up to the user part
 _USER_END_RE = _Lazy(r"[\s:\"'$]")  # what ends the user part
@@ -904,7 +906,7 @@ def _find_flag_credentials(text: str, low: str) -> Iterator[tuple[int, int, str]
     line_from = 0  # the start of the line the last flag stood on ...
     seen = 0  # ... known to hold no newline up to here
     last = {name: -1 for name, _ in _CLI_COMMANDS}  # each command's last place before the flag
-    nxt = {name: low.find(name) for name, _ in _CLI_COMMANDS}  # ... and its next one
+    nxt: dict[str, int] = {}  # ... and its next one (looked for on the first flag it takes)
     user_end = (-1, -1)  # (from, at): the first character ending a user part at or after from
     taken = 0  # the end of the last user:password value matched
 
@@ -948,7 +950,9 @@ def _find_flag_credentials(text: str, low: str) -> Iterator[tuple[int, int, str]
         for name, want in _CLI_COMMANDS:  # the nearest command before the flag
             if want != flag:
                 continue
-            pos = nxt[name]
+            pos = nxt.get(name, -2)
+            if pos == -2:  # first use: the places before this line never count
+                pos = low.find(name, line_from)
             while 0 <= pos and pos + len(name) <= f:
                 last[name] = pos
                 pos = low.find(name, pos + 1)
@@ -1829,10 +1833,13 @@ def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, i
             add((s, e, p, "generic-secret"))
     leaks = _LEAKS or _gitleaks()
     # one pass for the keywords of both (where keyscan can; else each looks for its own)
-    present = _WORDS.present(low) if _WORDS.available(low) else None
-    for s, e, kind in leaks.find(text, low, path, raw, present):
+    # (over the ASCII bytes, lowered: the same letters at the same places as low, and
+    # the automaton reads bytes faster than a str)
+    present = _WORDS.present(raw.lower()) if _WORDS.available(low) else None
+    runs: list[tuple[int, int]] = []  # leaks' runs of secret characters, for Discord's rule
+    for s, e, kind in leaks.find(text, low, path, raw, present, runs):
         add((s, e, prio.get(kind, _GITLEAKS_PRIO), kind))
-    for s, e, kind in _FORMATS.find(text, low, present, raw):
+    for s, e, kind in _FORMATS.find(text, low, present, raw, runs):
         add((s, e, prio.get(kind, _GITLEAKS_PRIO), kind))
     return found
 
