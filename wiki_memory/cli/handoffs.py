@@ -25,6 +25,7 @@ from wiki_memory.cli.agentfiles import add_write_options
 from wiki_memory.cli.common import (
     CliError,
     cli_settings,
+    given,
     post_json,
     request_verify,
     server_client,
@@ -85,18 +86,10 @@ def cmd_handoff(args: argparse.Namespace) -> int:
             "title": args.title,
             **_ident(args),
         }
-        for name in ("where_we_left_off", "what_failed", "to", "expires"):
-            v = getattr(args, name)
-            if v:
-                body[name] = v
+        body.update(given(args, "where_we_left_off", "what_failed", "to", "expires"))
         if args.personal:
             body["visibility"] = "personal"
-        if args.next:
-            body["next_steps"] = args.next
-        if args.question:
-            body["open_questions"] = args.question
-        if args.file:
-            body["files"] = args.file
+        body.update(given(args, next_steps="next", open_questions="question", files="file"))
         res = _request(args, "POST", "/v1/handoffs", body)["handoff"]
         _print(args, res, f"created {res['id']} ({res['path']})")
         return 0

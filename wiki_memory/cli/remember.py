@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from wiki_memory.cli.common import CliError, post_json
+from wiki_memory.cli.common import CliError, given, post_json
 from wiki_memory.cli.remove import local_memory, run_core, wants_remote
 
 __all__ = ["register"]
@@ -28,14 +28,7 @@ def cmd_remember(args: argparse.Namespace) -> int:
 
     text = sys.stdin.read() if args.text == "-" else args.text
     body: dict[str, Any] = {"text": text, "harness": "cli", **where(args.project, args.new_project)}
-    if args.title:
-        body["title"] = args.title
-    if args.tag:
-        body["tags"] = args.tag
-    if args.supersedes:
-        body["supersedes"] = args.supersedes
-    if args.if_new:
-        body["if_new"] = True
+    body.update(given(args, "title", tags="tag", supersedes="supersedes", if_new="if_new"))
     if wants_remote(args):
         res = post_json(args, "/v1/remember", body)
     else:
