@@ -24,6 +24,7 @@ from typing import Any
 from wiki_memory.cli.agentfiles import add_write_options
 from wiki_memory.cli.common import (
     CliError,
+    add_url,
     cli_settings,
     given,
     post_json,
@@ -217,7 +218,7 @@ def register(sub: Any) -> None:
     """Add ``handoff``, ``brief``, ``pin`` and ``unpin`` to the ``wiki-memory`` parser."""
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--url", help="server URL (default: the one running on the data directory)")
+        add_url(p)
         p.add_argument("--json", action="store_true", help="print the raw JSON")
         p.add_argument("--harness", help="harness to act as (default: cli)")
         p.add_argument(
@@ -273,5 +274,5 @@ def register(sub: Any) -> None:
     for name, what in (("pin", "pin a page (pinned: true)"), ("unpin", "unpin a page")):
         p = sub.add_parser(name, help=f"{what}: pinned pages open every brief")
         p.add_argument("path", help="page path inside wiki/, e.g. projects/p/notes/rules.md")
-        p.add_argument("--url", help="server URL (default: the one running on the data directory)")
+        add_url(p)
         p.set_defaults(fn=cmd_pin)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.cli.argerrors import flag_value_hint
-from wiki_memory.cli.common import CliError, cli_settings, given, post_json
+from wiki_memory.cli.common import CliError, add_url, cli_settings, given, post_json
 from wiki_memory.config import DEFAULT_HOST, DEFAULT_PORT
 from wiki_memory.zones import local_zone_name
 
@@ -178,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
         "+HH:MM; default: this machine's, from TZ or /etc/localtime)",
     )
     r.add_argument("--json", action="store_true", help="print the raw JSON")
-    r.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    add_url(r)
     r.set_defaults(fn=cmd_recall)
 
     x = sub.add_parser("reindex", help="rebuild index.db from the files")
