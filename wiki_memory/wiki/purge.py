@@ -186,13 +186,7 @@ class _Rewriter:
                 changed = True
             if new_child is not None:
                 t.add(new_name, mode, new_child)
-        out: ObjectID | None = sha
-        if changed:
-            if len(t) == 0 and depth > 0:
-                out = None
-            else:
-                self.store.add_object(t)
-                out = t.id
+        out = self.stored(t, depth) if changed else sha
         self.walked[key] = out
         return out
 
@@ -200,6 +194,14 @@ class _Rewriter:
         if sha not in self.blobs:
             self.blobs[sha] = self.rewritten(sha, lambda data: _scrub(data, self.text))
         return self.blobs[sha]
+
+    def stored(self, t: Tree, depth: int) -> ObjectID | None:
+        """The id of the rewritten tree ``t`` at ``depth`` (0: the root), stored; None
+        when it is empty below the root (its folder goes)."""
+        if len(t) == 0 and depth > 0:
+            return None
+        self.store.add_object(t)
+        return t.id
 
     def rewritten(self, sha: ObjectID, fn: Callable[[bytes], bytes | None]) -> ObjectID | None:
         """The blob ``sha`` with its content put through ``fn``: ``sha`` itself when
@@ -241,11 +243,7 @@ class _Rewriter:
                         t.add(item.path, item.mode, item.sha)
                 if new_child is not None:
                     t.add(new_name, mode, new_child)
-                if len(t) == 0 and depth > 0:
-                    out = None
-                else:
-                    self.store.add_object(t)
-                    out = t.id
+                out = self.stored(t, depth)
         self.trees[key] = out
         return out
 
