@@ -4,19 +4,28 @@ recorded in the audit log and answered with the same typed error everywhere."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from wiki_memory.core.scope import ScopeRule
 from wiki_memory.errors import Forbidden
 from wiki_memory.identity import Identity, may_admin
 
-if TYPE_CHECKING:
-    from wiki_memory.core.memory import Memory
+__all__ = ["Gated", "require_admin"]
 
-__all__ = ["require_admin"]
+
+class Gated(Protocol):
+    """What the gate needs of the memory (:class:`~wiki_memory.core.memory.Memory`)."""
+
+    @property
+    def scope(self) -> ScopeRule: ...
+
+    def audited(self, who: Any, op: str, target: str, result: str = "ok", **extra: Any) -> None:
+        """One line of the audit log."""
+        ...
 
 
 def require_admin(
-    memory: Memory, who: Identity | str | None, op: str, target: str, refusal: str
+    memory: Gated, who: Identity | str | None, op: str, target: str, refusal: str
 ) -> Identity | None:
     """The caller ``who`` as an :class:`Identity` (None for None: the data directory's
     owner at the command line) when it may run an admin operation. Otherwise the refusal
