@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.capture import agentfiles
-from wiki_memory.cli.common import CliError, post_json
+from wiki_memory.cli.common import CliError, add_url, post_json
 
 __all__ = ["cmd_import", "register", "setup_offer", "write_brief"]
 
@@ -230,7 +230,7 @@ def register(sub: Any) -> None:
     p.add_argument("path", nargs="?", help="the project folder (default: the current one)")
     p.add_argument("--dry-run", action="store_true", help="show what would be imported")
     p.add_argument("--json", action="store_true", help="print the server's answer as JSON")
-    p.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    add_url(p)
     p.set_defaults(fn=cmd_import)
 
 

@@ -12,7 +12,15 @@ from typing import Any
 
 from wiki_memory.config import Settings, load_settings
 
-__all__ = ["CliError", "server_client", "post_json", "cli_settings", "server_error"]
+__all__ = [
+    "CliError",
+    "add_url",
+    "cli_settings",
+    "given",
+    "post_json",
+    "server_client",
+    "server_error",
+]
 
 
 class CliError(Exception):
@@ -29,6 +37,20 @@ def cli_settings(args: argparse.Namespace, **extra: Any) -> Settings:
         return load_settings(data_dir, **extra)
     except ValueError as exc:
         raise CliError(f"bad configuration: {exc}") from None
+
+
+def add_url(parser: Any) -> None:
+    """Add ``--url`` to a subcommand's ``parser``: the server it talks to, by default
+    the one running on the data directory (:func:`server_client`)."""
+    parser.add_argument("--url", help="server URL (default: the one running on the data directory)")
+
+
+def given(args: argparse.Namespace, *names: str, **renamed: str) -> dict[str, Any]:
+    """The options of ``args`` the user gave (any value but None, False, 0, "" and []),
+    for a request body: each of ``names`` under its own name, each ``key=option`` of
+    ``renamed`` under ``key``; in that order."""
+    pairs = [(n, n) for n in names] + list(renamed.items())
+    return {key: getattr(args, opt) for key, opt in pairs if getattr(args, opt)}
 
 
 def server_client(args: argparse.Namespace) -> tuple[str, dict[str, str]]:

@@ -10,7 +10,7 @@ import argparse
 import json
 from typing import Any
 
-from wiki_memory.cli.common import post_json
+from wiki_memory.cli.common import add_url, post_json
 
 __all__ = ["register"]
 
@@ -71,7 +71,7 @@ def register(sub: Any) -> None:
     c.add_argument("--dry-run", action="store_true", help="list what would change; write nothing")
     c.add_argument("--project", help="one project (default: every project)")
     c.add_argument("--json", action="store_true", help="print the answer as JSON")
-    c.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    add_url(c)
     c.set_defaults(fn=cmd_condense)
     u = sub.add_parser(
         "uncondense",
@@ -81,5 +81,5 @@ def register(sub: Any) -> None:
         "are kept.",
     )
     u.add_argument("path", help="the session page (projects/<p>/sessions/<name>.md)")
-    u.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    add_url(u)
     u.set_defaults(fn=cmd_uncondense)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from wiki_memory.cli.common import CliError, get_json, post_json
-from wiki_memory.cli.remove import local_memory, run_core, wants_remote
+from wiki_memory.cli.common import CliError, add_url, get_json, post_json
+from wiki_memory.cli.remove import through_core
 
 __all__ = ["check_conflicts", "register"]
 
@@ -54,21 +54,21 @@ def cmd_sync_conflicts(args: argparse.Namespace) -> int:
         if not args.copy or args.keep not in ("page", "copy"):
             raise CliError("usage: wiki-memory sync-conflicts resolve COPY --keep page|copy", 2)
         body = {"copy": args.copy, "keep": args.keep}
-        if wants_remote(args):
-            res = post_json(args, "/v1/sync-conflicts/resolve", body)
-        else:
-            with local_memory(args) as memory:
-                res = run_core(lambda: resolve_conflict(memory, args.copy, args.keep, memory.owner))
+        res = through_core(
+            args,
+            lambda: post_json(args, "/v1/sync-conflicts/resolve", body),
+            lambda memory: resolve_conflict(memory, args.copy, args.keep, memory.owner),
+        )
         kept = "the page as it was" if res["kept"] == "page" else "the copy's version"
         print(f"{res['page']}: kept {kept}; removed {res['copy']} (committed)")
         return 0
     if args.copy:
         raise CliError("usage: wiki-memory sync-conflicts [resolve COPY --keep page|copy]", 2)
-    if wants_remote(args):
-        res = get_json(args, "/v1/sync-conflicts", {})
-    else:
-        with local_memory(args) as memory:
-            res = run_core(lambda: list_conflicts(memory, memory.owner))
+    res = through_core(
+        args,
+        lambda: get_json(args, "/v1/sync-conflicts", {}),
+        lambda memory: list_conflicts(memory, memory.owner),
+    )
     rows = res["conflicts"]
     if not rows:
         print("no conflict copies")
@@ -99,5 +99,5 @@ def register(sub: Any) -> None:
         choices=["page", "copy"],
         help="page: keep the page as it is; copy: put the copy's version at the page's path",
     )
-    s.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    add_url(s)
     s.set_defaults(fn=cmd_sync_conflicts)

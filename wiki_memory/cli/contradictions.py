@@ -9,7 +9,7 @@ import argparse
 import json
 from typing import Any
 
-from wiki_memory.cli.common import get_json
+from wiki_memory.cli.common import add_url, get_json
 
 __all__ = ["register"]
 
@@ -47,5 +47,5 @@ def register(sub: Any) -> None:
     )
     c.add_argument("--project", help="one project (default: every project you may read)")
     c.add_argument("--json", action="store_true", help="print the answer as JSON")
-    c.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    add_url(c)
     c.set_defaults(fn=cmd_contradictions)

@@ -13,8 +13,8 @@ import json
 import sys
 from typing import Any
 
-from wiki_memory.cli.common import CliError, post_json
-from wiki_memory.cli.remove import local_memory, run_core, wants_remote
+from wiki_memory.cli.common import CliError, add_url, post_json
+from wiki_memory.cli.remove import through_core
 
 __all__ = ["register"]
 
@@ -38,24 +38,22 @@ def cmd_edit(args: argparse.Namespace) -> int:
             body[key] = value
     if args.op == "rename" and not args.to:
         raise CliError("rename needs --to NEW_PATH", 2)
-    if wants_remote(args):
-        res = post_json(args, "/v1/edit", body)
-    else:
-        with local_memory(args) as memory:
-            res = run_core(
-                lambda: edit_page(
-                    memory,
-                    args.op,
-                    args.path,
-                    who=memory.owner,
-                    text=text,
-                    section=args.section,
-                    expected_hash=args.hash,
-                    new_path=args.to,
-                    edit_id=args.edit_id,
-                    face="cli",
-                )
-            )
+    res = through_core(
+        args,
+        lambda: post_json(args, "/v1/edit", body),
+        lambda memory: edit_page(
+            memory,
+            args.op,
+            args.path,
+            who=memory.owner,
+            text=text,
+            section=args.section,
+            expected_hash=args.hash,
+            new_path=args.to,
+            edit_id=args.edit_id,
+            face="cli",
+        ),
+    )
     if args.json:
         print(json.dumps(res, ensure_ascii=False, indent=2))
     elif res.get("repeated"):
@@ -103,5 +101,5 @@ def register(sub: Any) -> None:
     e.add_argument("--to", help="the new path (rename)")
     e.add_argument("--edit-id", dest="edit_id", help="a retry with the same id edits once")
     e.add_argument("--json", action="store_true", help="print the result as JSON")
-    e.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    add_url(e)
     e.set_defaults(fn=cmd_edit)

@@ -9,7 +9,7 @@ import argparse
 import json
 from typing import Any
 
-from wiki_memory.cli.common import post_json
+from wiki_memory.cli.common import add_url, post_json
 
 __all__ = ["register"]
 
@@ -38,5 +38,5 @@ def register(sub: Any) -> None:
     c.add_argument("path", help="the page's wiki path (as recall or page listings show it)")
     c.add_argument("verdict", metavar="helped|not_helpful", help="your verdict")
     c.add_argument("--json", action="store_true", help="print the answer as JSON")
-    c.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    add_url(c)
     c.set_defaults(fn=cmd_feedback)

@@ -24,7 +24,9 @@ from typing import Any
 from wiki_memory.cli.agentfiles import add_write_options
 from wiki_memory.cli.common import (
     CliError,
+    add_url,
     cli_settings,
+    given,
     post_json,
     request_verify,
     server_client,
@@ -85,18 +87,10 @@ def cmd_handoff(args: argparse.Namespace) -> int:
             "title": args.title,
             **_ident(args),
         }
-        for name in ("where_we_left_off", "what_failed", "to", "expires"):
-            v = getattr(args, name)
-            if v:
-                body[name] = v
+        body.update(given(args, "where_we_left_off", "what_failed", "to", "expires"))
         if args.personal:
             body["visibility"] = "personal"
-        if args.next:
-            body["next_steps"] = args.next
-        if args.question:
-            body["open_questions"] = args.question
-        if args.file:
-            body["files"] = args.file
+        body.update(given(args, next_steps="next", open_questions="question", files="file"))
         res = _request(args, "POST", "/v1/handoffs", body)["handoff"]
         _print(args, res, f"created {res['id']} ({res['path']})")
         return 0
@@ -224,7 +218,7 @@ def register(sub: Any) -> None:
     """Add ``handoff``, ``brief``, ``pin`` and ``unpin`` to the ``wiki-memory`` parser."""
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--url", help="server URL (default: the one running on the data directory)")
+        add_url(p)
         p.add_argument("--json", action="store_true", help="print the raw JSON")
         p.add_argument("--harness", help="harness to act as (default: cli)")
         p.add_argument(
@@ -280,5 +274,5 @@ def register(sub: Any) -> None:
     for name, what in (("pin", "pin a page (pinned: true)"), ("unpin", "unpin a page")):
         p = sub.add_parser(name, help=f"{what}: pinned pages open every brief")
         p.add_argument("path", help="page path inside wiki/, e.g. projects/p/notes/rules.md")
-        p.add_argument("--url", help="server URL (default: the one running on the data directory)")
+        add_url(p)
         p.set_defaults(fn=cmd_pin)

@@ -16,6 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from wiki_memory.cli.common import CliError
+from wiki_memory.cli.plans import show_or_apply
+
 
 def _data_dir(args: argparse.Namespace) -> Path | None:
     d = getattr(args, "data_dir", None)
@@ -32,13 +35,12 @@ def pinned_data_dir(args: argparse.Namespace) -> Path:
 
 def cmd_install_hooks(args: argparse.Namespace) -> int:
     """Print (and with ``--apply`` write) the harness configuration with our hook."""
-    from wiki_memory.harness.hooks_install import InstallError, plan_install
+    from wiki_memory.harness import hooks_install as hi
 
-    try:
-        if args.url and not args.token_file:
-            print("wiki-memory: --url needs --token-file", file=sys.stderr)
-            return 2
-        plan = plan_install(
+    if args.url and not args.token_file:
+        raise CliError("--url needs --token-file", 2)
+    return show_or_apply(
+        lambda: hi.plan_install(
             args.agent,
             Path(args.settings).expanduser() if args.settings else None,
             python=args.python,
@@ -47,25 +49,21 @@ def cmd_install_hooks(args: argparse.Namespace) -> int:
             url=args.url,
             token_file=Path(args.token_file).expanduser().resolve() if args.token_file else None,
             ca_file=getattr(args, "ca_file", None),
-        )
-    except InstallError as exc:
-        print(f"wiki-memory: {exc}", file=sys.stderr)
-        return 1
-    return _show_or_apply(plan, args.apply)
+        ),
+        hi.describe,
+        hi.apply,
+        args.apply,
+    )
 
 
 def cmd_uninstall_hooks(args: argparse.Namespace) -> int:
     """Print (and with ``--apply`` write) the configuration without our hook."""
-    from wiki_memory.harness.hooks_install import InstallError, plan_uninstall
+    from wiki_memory.harness import hooks_install as hi
 
-    try:
-        plan = plan_uninstall(
-            args.agent, Path(args.settings).expanduser() if args.settings else None
-        )
-    except InstallError as exc:
-        print(f"wiki-memory: {exc}", file=sys.stderr)
-        return 1
-    return _show_or_apply(plan, args.apply)
+    settings = Path(args.settings).expanduser() if args.settings else None
+    return show_or_apply(
+        lambda: hi.plan_uninstall(args.agent, settings), hi.describe, hi.apply, args.apply
+    )
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
@@ -81,8 +79,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
             request_seconds=args.timeout,
         )
     except FileNotFoundError as exc:
-        print(f"wiki-memory: {exc}", file=sys.stderr)
-        return 1
+        raise CliError(str(exc)) from None
     if res.busy:
         print(
             f"another drainer is still sending from {res.outbox}; "
@@ -160,22 +157,3 @@ def register(sub: Any) -> None:
 
 
 __all__ = ["register", "cmd_install_hooks", "cmd_uninstall_hooks", "cmd_recover"]
-
-
-def _show_or_apply(plan: Any, do_apply: bool) -> int:
-    """Print a hook plan; with ``do_apply`` write it (with a backup). Returns the exit code."""
-    from wiki_memory.harness.hooks_install import InstallError, apply, describe
-
-    print(describe(plan))
-    if not do_apply:
-        if plan.changed:
-            print("(dry run: run again with --apply to write it)")
-        return 0
-    try:
-        backup = apply(plan)
-    except InstallError as exc:
-        print(f"wiki-memory: {exc}", file=sys.stderr)
-        return 1
-    if plan.changed:
-        print(f"wrote {plan.path}" + (f" (backup: {backup})" if backup else ""))
-    return 0

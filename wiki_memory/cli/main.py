@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.cli.argerrors import flag_value_hint
-from wiki_memory.cli.common import CliError, cli_settings, post_json
+from wiki_memory.cli.common import CliError, add_url, cli_settings, given, post_json
 from wiki_memory.config import DEFAULT_HOST, DEFAULT_PORT
 from wiki_memory.zones import local_zone_name
 
@@ -49,14 +49,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_recall(args: argparse.Namespace) -> int:
     body = {"query": args.query, "budget_tokens": args.budget, "cursor": args.cursor}
-    if args.project:
-        body["project"] = args.project
-    if args.now:
-        body["now"] = args.now
-    if args.since:
-        body["since"] = args.since
-    if args.until:
-        body["until"] = args.until
+    body.update(given(args, "project", "now", "since", "until"))
     body["tz"] = args.tz or local_zone_name()
     res = post_json(args, "/v1/recall", body)
     if args.json:
@@ -185,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
         "+HH:MM; default: this machine's, from TZ or /etc/localtime)",
     )
     r.add_argument("--json", action="store_true", help="print the raw JSON")
-    r.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    add_url(r)
     r.set_defaults(fn=cmd_recall)
 
     x = sub.add_parser("reindex", help="rebuild index.db from the files")

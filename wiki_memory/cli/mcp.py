@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
+from wiki_memory.cli.plans import show_or_apply
 from wiki_memory.mcp.bridge import cmd_mcp
 
 __all__ = ["cmd_install_mcp", "cmd_mcp", "register"]
@@ -18,8 +18,9 @@ def cmd_install_mcp(args: argparse.Namespace, uninstall: bool = False) -> int:
 
     from wiki_memory.harness import mcp_install as mi
 
-    try:
-        plan = (mi.plan_uninstall if uninstall else mi.plan_install)(
+    planner = mi.plan_uninstall if uninstall else mi.plan_install
+    return show_or_apply(
+        lambda: planner(
             args.client,
             path=Path(args.config).expanduser() if args.config else None,
             scope=args.scope,
@@ -31,23 +32,11 @@ def cmd_install_mcp(args: argparse.Namespace, uninstall: bool = False) -> int:
             ca_file=getattr(args, "ca_file", None),
             name=args.name,
             force=getattr(args, "force", False),
-        )
-    except mi.InstallError as exc:
-        print(f"wiki-memory: {exc}", file=sys.stderr)
-        return 1
-    print(mi.describe(plan))
-    if not args.apply:
-        if plan.changed:
-            print("(dry run: run again with --apply to write it)")
-        return 0
-    try:
-        backup = mi.apply(plan)
-    except mi.InstallError as exc:
-        print(f"wiki-memory: {exc}", file=sys.stderr)
-        return 1
-    if plan.changed:
-        print(f"wrote {plan.path}" + (f" (backup: {backup})" if backup else ""))
-    return 0
+        ),
+        mi.describe,
+        mi.apply,
+        args.apply,
+    )
 
 
 def register(sub: Any) -> None:

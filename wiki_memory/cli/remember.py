@@ -11,8 +11,8 @@ import json
 import sys
 from typing import Any
 
-from wiki_memory.cli.common import CliError, post_json
-from wiki_memory.cli.remove import local_memory, run_core, wants_remote
+from wiki_memory.cli.common import CliError, add_url, given, post_json
+from wiki_memory.cli.remove import through_core
 
 __all__ = ["register"]
 
@@ -28,45 +28,34 @@ def cmd_remember(args: argparse.Namespace) -> int:
 
     text = sys.stdin.read() if args.text == "-" else args.text
     body: dict[str, Any] = {"text": text, "harness": "cli", **where(args.project, args.new_project)}
-    if args.title:
-        body["title"] = args.title
-    if args.tag:
-        body["tags"] = args.tag
-    if args.supersedes:
-        body["supersedes"] = args.supersedes
-    if args.if_new:
-        body["if_new"] = True
-    if wants_remote(args):
-        res = post_json(args, "/v1/remember", body)
-    else:
-        with local_memory(args) as memory:
+    body.update(given(args, "title", tags="tag", supersedes="supersedes", if_new="if_new"))
 
-            def run() -> dict[str, Any]:
-                with memory.project_start.writing(
-                    memory.owner,
-                    explicit=body.get("project"),
-                    op="page.write",
-                    cwd=body["cwd"],
-                    repo_id=body.get("repo_id"),
-                    create=args.new_project,
-                ) as project:
-                    if project is None:
-                        raise CliError(NO_PROJECT, 2)
-                    return dict(
-                        remember(
-                            memory,
-                            text,
-                            project=project,
-                            title=args.title,
-                            tags=args.tag,
-                            user=memory.owner,
-                            harness="cli",
-                            supersedes=args.supersedes,
-                            if_new=args.if_new,
-                        )
-                    )
+    def run(memory: Any) -> dict[str, Any]:
+        with memory.project_start.writing(
+            memory.owner,
+            explicit=body.get("project"),
+            op="page.write",
+            cwd=body["cwd"],
+            repo_id=body.get("repo_id"),
+            create=args.new_project,
+        ) as project:
+            if project is None:
+                raise CliError(NO_PROJECT, 2)
+            return dict(
+                remember(
+                    memory,
+                    text,
+                    project=project,
+                    title=args.title,
+                    tags=args.tag,
+                    user=memory.owner,
+                    harness="cli",
+                    supersedes=args.supersedes,
+                    if_new=args.if_new,
+                )
+            )
 
-            res = run_core(run)
+    res = through_core(args, lambda: post_json(args, "/v1/remember", body), run)
     if args.json:
         print(json.dumps(res, ensure_ascii=False))
         return 0
@@ -99,5 +88,5 @@ def register(sub: Any) -> None:
     )
     r.add_argument("--if-new", action="store_true", help="write nothing when a similar note exists")
     r.add_argument("--json", action="store_true", help="print the answer as JSON")
-    r.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    add_url(r)
     r.set_defaults(fn=cmd_remember)

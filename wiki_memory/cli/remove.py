@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from wiki_memory.cli.common import CliError, cli_settings, post_json
+from wiki_memory.cli.common import CliError, add_url, cli_settings, given, post_json
 
 __all__ = ["register"]
 
@@ -56,6 +56,19 @@ def local_memory(args: argparse.Namespace) -> Iterator[Any]:
         lock.release()
 
 
+def through_core(
+    args: argparse.Namespace, remote: Callable[[], Any], local: Callable[[Any], dict[str, Any]]
+) -> Any:
+    """A subcommand's operation through the server running on the data directory (or
+    the one ``--url`` names): ``remote()``; else on a :class:`~wiki_memory.core.memory.
+    Memory` of its own over the data directory (:func:`local_memory`): ``local(memory)``,
+    its core errors turned into exit statuses (:func:`run_core`). Returns the answer."""
+    if wants_remote(args):
+        return remote()
+    with local_memory(args) as memory:
+        return run_core(lambda: local(memory))
+
+
 def run_core(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run a core operation, turning its error into the table's exit status."""
     from wiki_memory.errors import WikiMemoryError, exit_status
@@ -78,11 +91,11 @@ def cmd_forget(args: argparse.Namespace) -> int:
         return _forget_query(args)
     if not args.path:
         raise CliError("forget needs a PATH or --query", 2)
-    if wants_remote(args):
-        res = post_json(args, "/v1/forget", {"path": args.path})
-    else:
-        with local_memory(args) as memory:
-            res = run_core(lambda: forget_page(memory, args.path, memory.owner))
+    res = through_core(
+        args,
+        lambda: post_json(args, "/v1/forget", {"path": args.path}),
+        lambda memory: forget_page(memory, args.path, memory.owner),
+    )
     word = "forgot" if res.get("changed") else "already forgotten:"
     what = f"{res['path']}#^{res['entry']}" if res.get("entry") else res["path"]
     print(f"{word} {what} (left recall, briefs and listings; git keeps its history)")
@@ -102,18 +115,14 @@ def _forget_query(args: argparse.Namespace) -> int:
             2,
         )
     dry = bool(args.dry_run)
-    if wants_remote(args):
-        body: dict[str, Any] = {"query": args.query, "dry_run": dry}
-        if args.project:
-            body["project"] = args.project
-        res = post_json(args, "/v1/forget", body)
-    else:
-        with local_memory(args) as memory:
-            res = run_core(
-                lambda: forget_query(
-                    memory, args.query, memory.owner, project=args.project, dry_run=dry
-                )
-            )
+    body = {"query": args.query, "dry_run": dry, **given(args, "project")}
+    res = through_core(
+        args,
+        lambda: post_json(args, "/v1/forget", body),
+        lambda memory: forget_query(
+            memory, args.query, memory.owner, project=args.project, dry_run=dry
+        ),
+    )
     word = "would forget" if dry else "forgot"
     for p in res["pages"]:
         if dry or p["path"] in res["forgotten"]:
@@ -141,14 +150,12 @@ def cmd_purge(args: argparse.Namespace) -> int:
         answer = input(f"Type the path ({args.path}) to go on: ")
         if answer.strip() != args.path:
             raise CliError("not confirmed: nothing was purged", 1)
-    body: dict[str, Any] = {"path": args.path}
-    if args.text:
-        body["text"] = args.text
-    if wants_remote(args):
-        res = post_json(args, "/v1/admin/purge", body, timeout=3600)
-    else:
-        with local_memory(args) as memory:
-            res = run_core(lambda: purge_page(memory, args.path, memory.owner, args.text))
+    body = {"path": args.path, **given(args, "text")}
+    res = through_core(
+        args,
+        lambda: post_json(args, "/v1/admin/purge", body, timeout=3600),
+        lambda memory: purge_page(memory, args.path, memory.owner, args.text),
+    )
     print(
         f"purged {what}: {res['commits_rewritten']} commit(s) rewritten, "
         f"{res['versions']} stored version(s), refs moved: {', '.join(res['refs']) or 'none'}"
@@ -196,7 +203,7 @@ def register(sub: Any) -> None:
     f.add_argument("--project", help="with --query: only this project's pages")
     f.add_argument("--dry-run", action="store_true", help="with --query: list, forget nothing")
     f.add_argument("--yes", action="store_true", help="with --query: forget what it lists")
-    f.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    add_url(f)
     f.set_defaults(fn=cmd_forget)
     p = sub.add_parser(
         "purge",
@@ -206,5 +213,5 @@ def register(sub: Any) -> None:
     p.add_argument("path", help="page path inside the wiki")
     p.add_argument("--text", help="purge only this text from every version of the page")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    p.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    add_url(p)
     p.set_defaults(fn=cmd_purge)

@@ -13,8 +13,8 @@ import argparse
 import sys
 from typing import Any
 
-from wiki_memory.cli.common import CliError, cli_settings, post_json
-from wiki_memory.cli.remove import local_memory, run_core, wants_remote
+from wiki_memory.cli.common import CliError, add_url, cli_settings, post_json
+from wiki_memory.cli.remove import through_core
 
 __all__ = ["check_sync", "register", "status_line"]
 
@@ -124,21 +124,17 @@ def cmd_sync(args: argparse.Namespace) -> int:
         body["rewrite_hub"] = True
     if args.name:
         body["remote"] = args.name
-    if wants_remote(args):
-        res = post_json(args, "/v1/admin/sync", body, timeout=3600)
-    else:
-        with local_memory(args) as memory:
 
-            def run() -> dict[str, Any]:
-                reports = memory.sync.sync(
-                    args.name,
-                    after_purge=bool(args.after_purge),
-                    accept_deletions=bool(args.accept_deletions),
-                    rewrite_hub=bool(args.rewrite_hub),
-                )
-                return {"reports": [r.to_json() for r in reports], "status": memory.sync.status()}
+    def run(memory: Any) -> dict[str, Any]:
+        reports = memory.sync.sync(
+            args.name,
+            after_purge=bool(args.after_purge),
+            accept_deletions=bool(args.accept_deletions),
+            rewrite_hub=bool(args.rewrite_hub),
+        )
+        return {"reports": [r.to_json() for r in reports], "status": memory.sync.status()}
 
-            res = run_core(run)
+    res = through_core(args, lambda: post_json(args, "/v1/admin/sync", body, timeout=3600), run)
     _show(res)
     left = len(res["status"].get("conflicts", []))
     if left:
@@ -181,5 +177,5 @@ def register(sub: Any) -> None:
         "lease; owner and admins)",
     )
     s.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    s.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    add_url(s)
     s.set_defaults(fn=cmd_sync)

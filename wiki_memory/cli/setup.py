@@ -32,7 +32,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -266,45 +268,26 @@ def cmd_setup(args: argparse.Namespace) -> int:
     # 3, 4. hooks and MCP: each planned again just before it is written, since a
     # harness may keep both in one file (Gemini CLI's settings.json)
     for p in hook_plans:
-        try:
-            p = hi.plan_install(p.agent.name, None, python=python, data_dir=data_dir)
-        except hi.InstallError as exc:
-            print(f"wiki-memory: {exc}", file=sys.stderr)
+        name = p.agent.name
+        if not _install(
+            record, partial(hi.plan_install, name, None, python=python, data_dir=data_dir), hi.apply
+        ):
             failed = True
             continue
-        record.note_dirs(p.path)
-        created_file = not p.path.exists()
-        if p.changed:
-            try:
-                backup = hi.apply(p)
-            except hi.InstallError as exc:
-                print(f"wiki-memory: {exc}", file=sys.stderr)
-                failed = True
-                continue
-            print(f"wrote {p.path}" + (f" (backup: {backup})" if backup else ""))
-            record.wrote(p.path, created_file, backup)
-        if p.agent.name not in record.hooks:
-            record.hooks.append(p.agent.name)
+        if name not in record.hooks:
+            record.hooks.append(name)
     for mp in mcp_plans:
-        try:
-            mp = mi.plan_install(mp.client, python=python, data_dir=data_dir)
-        except mi.InstallError as exc:
-            print(f"wiki-memory: {exc}", file=sys.stderr)
+        client = mp.client
+        if not _install(
+            record,
+            partial(mi.plan_install, client, python=python, data_dir=data_dir),
+            mi.apply,
+            always=True,
+        ):
             failed = True
             continue
-        record.note_dirs(mp.path)
-        created_file = not mp.path.exists()
-        try:
-            backup = mi.apply(mp)
-        except mi.InstallError as exc:
-            print(f"wiki-memory: {exc}", file=sys.stderr)
-            failed = True
-            continue
-        if mp.changed:
-            print(f"wrote {mp.path}" + (f" (backup: {backup})" if backup else ""))
-            record.wrote(mp.path, created_file, backup)
-        if mp.client not in record.mcp:
-            record.mcp.append(mp.client)
+        if client not in record.mcp:
+            record.mcp.append(client)
     record.save()
 
     # 5. the self-check, on the server of this data directory (not whatever else answers)
@@ -434,6 +417,32 @@ def self_check(settings: Settings, address: str, hook_agents: list[str]) -> tupl
             "reach this server (`wiki-memory doctor` says why)"
         )
     return True, f"an observation sent through {via} was captured and recalled"
+
+
+def _install(
+    record: Record,
+    make: Callable[[], Any],
+    apply: Callable[[Any], Path | None],
+    always: bool = False,
+) -> bool:
+    """Plan one harness file again (``make()``) and write it (``apply``, with a backup)
+    when the plan changes it, or with ``always`` in any case (the MCP install keeps its
+    own record of what it wrote); the setup ``record`` notes the folders and what was
+    written. False, the error printed, when it cannot be planned or written."""
+    from wiki_memory.harness.hooks_install import InstallError
+
+    try:
+        plan = make()
+        record.note_dirs(plan.path)
+        created_file = not plan.path.exists()
+        backup = apply(plan) if plan.changed or always else None
+    except InstallError as exc:
+        print(f"wiki-memory: {exc}", file=sys.stderr)
+        return False
+    if plan.changed:
+        print(f"wrote {plan.path}" + (f" (backup: {backup})" if backup else ""))
+        record.wrote(plan.path, created_file, backup)
+    return True
 
 
 def register(sub: Any) -> None:

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from wiki_memory.cli.common import CliError, cli_settings
+from wiki_memory.cli.common import CliError, add_url, cli_settings
 from wiki_memory.config import Settings
 
 
@@ -195,5 +195,5 @@ def register(sub: Any) -> None:
     a.add_argument("--user", help="only this user's lines")
     a.add_argument("--since", help="only lines at or after this time (ISO 8601 or epoch s)")
     a.add_argument("--json", action="store_true", help="one JSON object per line")
-    a.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    add_url(a)
     a.set_defaults(fn=cmd_audit)

@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from wiki_memory.cli.common import get_json, post_json
+from wiki_memory.cli.common import add_url, get_json, post_json
 
 
 def cmd_unrendered(args: argparse.Namespace) -> int:
@@ -65,5 +65,5 @@ def register(sub: Any) -> None:
         "--discard", metavar="SESSION", help="discard this session's (its key, 8+ characters)"
     )
     u.add_argument("--json", action="store_true", help="print the server's JSON")
-    u.add_argument("--url", help="server URL (default: the one running on the data directory)")
+    add_url(u)
     u.set_defaults(fn=cmd_unrendered)

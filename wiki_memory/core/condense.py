@@ -11,9 +11,10 @@ import logging
 import time
 from typing import Any
 
+from wiki_memory.core.admin import require_admin
 from wiki_memory.core.knowledge import now_iso
-from wiki_memory.errors import BadRequest, Forbidden, NotFound
-from wiki_memory.identity import Identity, may_admin
+from wiki_memory.errors import BadRequest, NotFound
+from wiki_memory.identity import Identity
 from wiki_memory.plainfile import read_plain
 from wiki_memory.recall.tokens import count_tokens
 from wiki_memory.wiki.condense import condense_page, is_cold, restore_timeline
@@ -31,17 +32,7 @@ log = logging.getLogger("wiki_memory.core")
 DAY = 86400.0
 #: how many session pages one run looks at, at most
 MAX_PAGES = 100_000
-
-
-def _admin(memory: Memory, who: Identity | str | None, op: str, target: str) -> Identity | None:
-    ident = None if who is None else memory.scope.identity(who)
-    if not may_admin(ident):
-        memory.audited(ident, op, target, "denied")
-        raise Forbidden(
-            "only the wiki's owner and admins may condense or uncondense sessions",
-            grant="admin",
-        )
-    return ident
+_REFUSAL = "only the wiki's owner and admins may condense or uncondense sessions"
 
 
 def linked_entries(memory: Memory, path: str) -> set[str]:
@@ -76,7 +67,7 @@ def condense_sessions(
     the owner or an admin, NotFound for a ``project`` the caller may not read, BadRequest
     for a negative or non-numeric ``older_than_days``. A caller's run passes over pages
     the caller may not read (another user's personal sessions: theirs alone)."""
-    ident = _admin(memory, who, "session.condense", project or "*")
+    ident = require_admin(memory, who, "session.condense", project or "*", _REFUSAL)
     days = memory.settings.condense_after_days if older_than_days is None else older_than_days
     if isinstance(days, bool) or not isinstance(days, int | float) or days < 0:
         raise BadRequest("older_than_days: a number of days, 0 or more", field="older_than_days")
@@ -171,7 +162,7 @@ def uncondense(memory: Memory, who: Identity | str | None, path: str) -> dict[st
     (not the owner or an admin), NotFound (no such page, one the caller may not read, or
     no earlier version in git), BadRequest (the page is not condensed). The page keeps
     frontmatter ``uncondensed`` (when), so later runs leave it whole."""
-    ident = _admin(memory, who, "session.uncondense", str(path))
+    ident = require_admin(memory, who, "session.uncondense", str(path), _REFUSAL)
     if not isinstance(path, str) or not path:
         raise BadRequest("path: a session page's path", field="path")
     rel = clean_rel(path)

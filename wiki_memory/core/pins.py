@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from wiki_memory.audit import parse_since
+from wiki_memory.core.admin import require_admin
 from wiki_memory.errors import BadRequest, Forbidden, NotFound
-from wiki_memory.identity import Identity, may_admin, may_pin
+from wiki_memory.identity import Identity, may_pin
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_page
 
@@ -83,10 +84,7 @@ def read_audit(
     """The audit log's lines (oldest first, the newest ``limit``) of ``user`` since
     ``since`` (ISO 8601 or epoch seconds), for an admin (Forbidden otherwise; BadRequest
     naming ``since`` for a time that does not parse)."""
-    ident = None if who is None else memory.scope.identity(who)
-    if not may_admin(ident):
-        memory.audited(ident, "audit.read", "", "denied")
-        raise Forbidden("the audit log is for the wiki's owner and admins", grant="admin")
+    require_admin(memory, who, "audit.read", "", "the audit log is for the wiki's owner and admins")
     try:
         cut = parse_since(since) if since else None
     except ValueError:

@@ -33,12 +33,13 @@ from typing import Any
 from urllib.parse import quote
 
 from wiki_memory.audit import now_iso
+from wiki_memory.core.admin import require_admin
 from wiki_memory.core.pausepoint import pause
 from wiki_memory.core.scope import not_found
 from wiki_memory.core.syncguard import add_tombstones
 from wiki_memory.core.writer import WriteResult
-from wiki_memory.errors import BadRequest, Forbidden
-from wiki_memory.identity import Identity, may_admin
+from wiki_memory.errors import BadRequest
+from wiki_memory.identity import Identity
 from wiki_memory.index import pagetail, sectionmemo
 from wiki_memory.plainfile import atomic_write, forget_hashes, scrub_files
 from wiki_memory.recall import rank
@@ -355,11 +356,8 @@ def purge_page(
     text), unless the start just finished a stopped purge of it (its answer is returned,
     with ``finished_at_start: true``).
     """
-    ident = None if who is None else memory.scope.identity(who)
     asked = clean_rel(path)
-    if not may_admin(ident):
-        memory.audited(ident, "purge", asked, "denied")
-        raise Forbidden("only the wiki's owner and admins may purge", grant="admin")
+    ident = require_admin(memory, who, "purge", asked, "only the wiki's owner and admins may purge")
     if text is not None and not text.strip():
         raise BadRequest("text must not be empty", field="text")
     rel, _full = memory.scope.locate(path)

@@ -19,13 +19,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from wiki_memory.capture.observation import iso
+from wiki_memory.core.admin import require_admin
 from wiki_memory.core.writer import WriteResult
-from wiki_memory.errors import BadRequest, Forbidden, NotFound
-from wiki_memory.identity import Identity, may_admin
+from wiki_memory.errors import BadRequest, NotFound
+from wiki_memory.identity import Identity
 
 if TYPE_CHECKING:
     from wiki_memory.capture.spool import SessionInfo
     from wiki_memory.core.memory import Memory
+
+_REFUSAL = "only the wiki's owner and admins may list or discard unrendered events"
 
 
 def written_page(state: dict[str, Any]) -> str | None:
@@ -65,24 +68,13 @@ def _entry(info: SessionInfo) -> dict[str, Any] | None:
     return out
 
 
-def _admin(memory: Memory, who: Identity | str | None, op: str, target: str) -> Identity | None:
-    ident = None if who is None else memory.scope.identity(who)
-    if not may_admin(ident):
-        memory.audited(ident, op, target, "denied")
-        raise Forbidden(
-            "only the wiki's owner and admins may list or discard unrendered events",
-            grant="admin",
-        )
-    return ident
-
-
 def list_unrendered(memory: Memory, who: Identity | str | None) -> list[dict[str, Any]]:
     """Every session with accepted events on no page as themselves, by session key:
     ``[{"session", "harness", "session_id", "user", "project", "page" (None: no page
     yet), "placeholders": [spool record ids], "compile_failed": {"at", "cause", "tries",
     "events"} | None, "events": how many in all}]``. ``who`` None: the server itself.
     Raises Forbidden (``grant: admin``) for a caller who is not the owner or an admin."""
-    _admin(memory, who, "unrendered.list", "spool")
+    require_admin(memory, who, "unrendered.list", "spool", _REFUSAL)
     rows = [_entry(info) for info in list(memory.spool.sessions.values())]
     return sorted((r for r in rows if r is not None), key=lambda r: str(r["session"]))
 
@@ -103,7 +95,7 @@ def discard_unrendered(memory: Memory, who: Identity | str | None, session: str)
     Audited (``unrendered.discard``). Raises Forbidden (not the owner or an admin),
     BadRequest (a prefix shorter than 8 or naming several), NotFound (no such session,
     or nothing of it to discard)."""
-    ident = _admin(memory, who, "unrendered.discard", session or "?")
+    ident = require_admin(memory, who, "unrendered.discard", session or "?", _REFUSAL)
     if not isinstance(session, str) or len(session) < 8:
         raise BadRequest("session: a session key (8 characters or more)", field="session")
 

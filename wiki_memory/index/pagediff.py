@@ -26,27 +26,16 @@ import apsw
 
 from wiki_memory.index import vectors as vec
 from wiki_memory.index.graph import Dirty
-from wiki_memory.index.schema import APART_SQL
+from wiki_memory.index.schema import (
+    APART_SQL,
+    INSERT_FTS,
+    INSERT_LINK,
+    INSERT_PAGE,
+    INSERT_SECTION,
+)
 
 #: a section row's identity: anchor, heading, hash of its text, day, t0, t1
 Key = tuple[Any, ...]
-
-_SQL_SECTION = (
-    "INSERT INTO sections(rowid, path, anchor, heading, ord, line, hash, text, project, kind, "
-    "day, t0, t1) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
-)
-_SQL_FTS = (
-    "INSERT INTO fts(rowid, title, aliases, tags, heading, body, stems, dates) "
-    "VALUES (?,?,?,?,?,?,?,?)"
-)
-_SQL_LINK = (
-    "INSERT INTO links(src_path, target, fragment, alias, embed, line, target_key, "
-    "in_frontmatter, status, resolved_path) VALUES (?,?,?,?,?,?,?,?,?,?)"
-)
-_SQL_PAGE = (
-    "INSERT INTO pages(path, id, title, kind, project, tags, aliases, updated, created, "
-    "hash, size, mtime, meta, diagnostics, owner) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-)
 
 
 def _page_wide(meta_json: str) -> tuple[Any, Any]:
@@ -120,10 +109,10 @@ def update_changed(
     conn.execute("DELETE FROM links WHERE src_path = ?", (path,))
     conn.execute("DELETE FROM names WHERE path = ?", (path,))
     conn.execute("DELETE FROM pages WHERE path = ?", (path,))
-    conn.execute(_SQL_PAGE, page_row)
+    conn.execute(INSERT_PAGE, page_row)
     _insert_sections(conn, path, project, kind, (tf, af, gf), added, vectors)
     if plinks:
-        conn.executemany(_SQL_LINK, plinks)
+        conn.executemany(INSERT_LINK, plinks)
     conn.executemany(
         "INSERT INTO names(key, path, source) VALUES (?,?,?)", [(k, path, src) for k, src in pnames]
     )
@@ -156,8 +145,8 @@ def _insert_sections(
         )
         fts.append((rowid, tf, af, gf, hf, bf, sf, df))
         rowid += 1
-    conn.executemany(_SQL_SECTION, secs)
-    conn.executemany(_SQL_FTS, fts)
+    conn.executemany(INSERT_SECTION, secs)
+    conn.executemany(INSERT_FTS, fts)
     conn.execute(APART_SQL, (first, rowid - 1))
     if vectors:
         vec.write(conn, [(r[0], r[3], r[2], r[7]) for r in secs])

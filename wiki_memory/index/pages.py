@@ -27,7 +27,16 @@ from wiki_memory.index import pagediff, pagetail, sectionrows
 from wiki_memory.index import vectors as vec
 from wiki_memory.index.files import read_file
 from wiki_memory.index.graph import Dirty, resolve_dirty
-from wiki_memory.index.schema import APART_SQL, UPDATED, scalar
+from wiki_memory.index.schema import (
+    APART_SQL,
+    INSERT_FTS,
+    INSERT_LINK,
+    INSERT_NAME,
+    INSERT_PAGE,
+    INSERT_SECTION,
+    UPDATED,
+    scalar,
+)
 from wiki_memory.index.stem import DEFAULT_LANGUAGES, language
 from wiki_memory.index.text import index_text
 from wiki_memory.plainfile import page_hash
@@ -260,25 +269,6 @@ def prepare_file(job: tuple[str, str, float | None, tuple[str, ...]]) -> tuple[A
     return prepare(rel, raw, mtime, langs=langs)
 
 
-_SQL_PAGE = (
-    "INSERT INTO pages(path, id, title, kind, project, tags, aliases, updated, created, "
-    "hash, size, mtime, meta, diagnostics, owner) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-)
-_SQL_SECTION = (
-    "INSERT INTO sections(rowid, path, anchor, heading, ord, line, hash, text, project, kind, "
-    "day, t0, t1) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
-)
-_SQL_FTS = (
-    "INSERT INTO fts(rowid, title, aliases, tags, heading, body, stems, dates) "
-    "VALUES (?,?,?,?,?,?,?,?)"
-)
-_SQL_LINK = (
-    "INSERT INTO links(src_path, target, fragment, alias, embed, line, target_key, "
-    "in_frontmatter, status, resolved_path) VALUES (?,?,?,?,?,?,?,?,?,?)"
-)
-_SQL_NAME = "INSERT INTO names(key, path, source) VALUES (?,?,?)"
-
-
 def _next_rowid(conn: apsw.Connection) -> int:
     row: Any = conn.execute("SELECT coalesce(max(rowid), 0) FROM sections").fetchone()
     return int(row[0]) + 1
@@ -315,15 +305,15 @@ def insert_prepared(
         if dirty is not None:
             dirty.srcs.add(path)
             dirty.keys.update(k for k, _ in pnames)
-    conn.executemany(_SQL_PAGE, pages)
-    conn.executemany(_SQL_SECTION, secs)
-    conn.executemany(_SQL_FTS, fts)
+    conn.executemany(INSERT_PAGE, pages)
+    conn.executemany(INSERT_SECTION, secs)
+    conn.executemany(INSERT_FTS, fts)
     conn.execute(APART_SQL, (first, rowid - 1))
     if vectors:
         vec.write(conn, [(r[0], r[3], r[2], r[7]) for r in secs])
     if links:
-        conn.executemany(_SQL_LINK, links)
-    conn.executemany(_SQL_NAME, names)
+        conn.executemany(INSERT_LINK, links)
+    conn.executemany(INSERT_NAME, names)
 
 
 def delete(conn: apsw.Connection, path: str, dirty: Dirty | None = None) -> bool:

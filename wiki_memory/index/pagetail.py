@@ -38,7 +38,14 @@ from typing import Any
 
 from wiki_memory.index.dates import Fold, fold_start
 from wiki_memory.index.sectionrows import Row, rows_from
-from wiki_memory.wiki.page import Link, ParsedPage, Section, code_mask, parse_page
+from wiki_memory.wiki.page import (
+    Link,
+    ParsedPage,
+    Section,
+    code_mask,
+    parse_page,
+    unique_folded,
+)
 
 #: pages shorter than this are parsed whole (that is fast, and nothing is remembered)
 MIN_BYTES = 32_768
@@ -95,18 +102,6 @@ def clear() -> None:
 def _forget(path: str) -> None:
     with _lock:
         _memory.pop(path, None)
-
-
-def _dedupe(tags: Sequence[str]) -> list[str]:
-    """Tags without repeats, the first spelling kept (as the parser compares: casefolded)."""
-    seen: set[str] = set()
-    out: list[str] = []
-    for t in tags:
-        k = t.casefold()
-        if k not in seen:
-            seen.add(k)
-            out.append(t)
-    return out
 
 
 def _ids(secs: Sequence[Section]) -> list[str]:
@@ -169,7 +164,7 @@ class Grown:
                 lines=(mid.lines if mid else 0) + self.tail_text.count("\n"),
                 secs=(mid.secs if mid else []) + self.tail,
                 links=(mid.links if mid else []) + self.tail_links,
-                tags=_dedupe((mid.tags if mid else []) + self.tail_tags),
+                tags=unique_folded((mid.tags if mid else []) + self.tail_tags),
                 ids=(mid.ids if mid else frozenset()) | frozenset(_ids(self.tail)),
                 rows=mid_rows + tail_rows,
                 stem_langs=stem_langs,
@@ -324,7 +319,7 @@ def _assemble(path: str, text: str, s_pos: int, anchor: str, mid: _Middle | None
         body_line=head.body_line,
         title=head.title,
         aliases=head.aliases,
-        tags=_dedupe(head.tags + (mid.tags if mid else []) + piece.tags),
+        tags=unique_folded(head.tags + (mid.tags if mid else []) + piece.tags),
         links=head.links + mid_links + tail_links,
         sections=head.sections + mid_secs + tail,
         diagnostics=head.diagnostics,

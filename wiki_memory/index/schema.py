@@ -100,6 +100,26 @@ is apart, so that rule stays in its one place), or it is a bare timeline head
 (:data:`HEAD_ONLY_SQL`). Every other section is one recall item of a shared page that
 every caller who sees every shared page may read."""
 
+#: the row inserts of a page's index rows, column for column (index/pages.py writes a
+#: page's rows, index/pagediff.py the changed part of a page again)
+INSERT_PAGE = (
+    "INSERT INTO pages(path, id, title, kind, project, tags, aliases, updated, created, "
+    "hash, size, mtime, meta, diagnostics, owner) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+INSERT_SECTION = (
+    "INSERT INTO sections(rowid, path, anchor, heading, ord, line, hash, text, project, kind, "
+    "day, t0, t1) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+INSERT_FTS = (
+    "INSERT INTO fts(rowid, title, aliases, tags, heading, body, stems, dates) "
+    "VALUES (?,?,?,?,?,?,?,?)"
+)
+INSERT_LINK = (
+    "INSERT INTO links(src_path, target, fragment, alias, embed, line, target_key, "
+    "in_frontmatter, status, resolved_path) VALUES (?,?,?,?,?,?,?,?,?,?)"
+)
+INSERT_NAME = "INSERT INTO names(key, path, source) VALUES (?,?,?)"
+
 SCHEMA = """
 CREATE TABLE pages(
     path TEXT PRIMARY KEY,

@@ -67,6 +67,24 @@ class SectionHit:
     line: int
 
 
+def section_fields(row: Sequence[Any], score: float) -> dict[str, Any]:
+    """The :class:`SectionHit` fields of a row read as ``path, anchor, heading, title,
+    kind, project, updated, text, line`` (its first nine columns; NULLs as the empty
+    text, ``page`` and 0), with ``score``."""
+    return {
+        "path": row[0],
+        "anchor": row[1] or "",
+        "heading": row[2] or "",
+        "title": row[3] or "",
+        "kind": row[4] or "page",
+        "project": row[5],
+        "updated": row[6],
+        "score": score,
+        "text": row[7] or "",
+        "line": int(row[8] or 0),
+    }
+
+
 @dataclass(frozen=True)
 class SpoolHit:
     """One matching uncompiled observation. ``score`` is the negated bm25: higher is better."""
@@ -123,7 +141,7 @@ def search(
             LIMIT ?
         )
         SELECT s.path, s.anchor, s.heading, p.title, p.kind, p.project, {UPDATED},
-               -ranked.r, s.text, s.line
+               s.text, s.line, -ranked.r
         FROM ranked
         JOIN sections AS s ON s.rowid = ranked.rid
         JOIN pages AS p ON p.path = s.path
@@ -133,21 +151,7 @@ def search(
         rows: list[Any] = conn.execute(sql, args).fetchall()
     except apsw.Error as exc:
         raise search_failed(conn, exc) from exc
-    return [
-        SectionHit(
-            path=r[0],
-            anchor=r[1] or "",
-            heading=r[2] or "",
-            title=r[3] or "",
-            kind=r[4] or "page",
-            project=r[5],
-            updated=r[6],
-            score=float(r[7]),
-            text=r[8] or "",
-            line=int(r[9] or 0),
-        )
-        for r in rows
-    ]
+    return [SectionHit(**section_fields(r, float(r[9]))) for r in rows]
 
 
 def query(

@@ -13,7 +13,7 @@ never returns "no results" for an error.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ import apsw
 
 from wiki_memory.identity import Identity, sees_every_shared_page, visible_sql
 from wiki_memory.index.schema import BM25_WEIGHTS
-from wiki_memory.index.search import SearchError, SectionHit
+from wiki_memory.index.search import SearchError, SectionHit, section_fields
 from wiki_memory.index.store import Index
 from wiki_memory.index.vocab import run_read as _run
 from wiki_memory.states import shown_sql
@@ -175,16 +175,7 @@ SCORE = 14  # the column after HIT_COLUMNS
 
 def hit_from_row(row: Sequence[Any], score: float) -> Hit:
     return Hit(
-        path=row[0],
-        anchor=row[1] or "",
-        heading=row[2] or "",
-        title=row[3] or "",
-        kind=row[4] or "page",
-        project=row[5],
-        updated=row[6],
-        score=score,
-        text=row[7] or "",
-        line=int(row[8] or 0),
+        **section_fields(row, score),
         ord=int(row[9] or 0),
         day=row[10],
         rid=int(row[11]),
@@ -437,6 +428,23 @@ def pages_named(index: Index, keys: Iterable[str], scope: Scope) -> list[tuple[s
     return out
 
 
+def _link_ends(
+    run: Callable[[str], Iterable[Any]], target: str, join: str, extra: str
+) -> tuple[list[str], list[str]]:
+    """The pages a page links to and the pages linking to it (each sorted), with the
+    link's target page read as ``target`` after joining ``join``, filtered by ``extra``;
+    ``run`` runs a query on the page's path twice and the scope's arguments."""
+    out = (
+        f"SELECT DISTINCT {target} FROM links AS l {join} JOIN pages AS p ON p.path = {target}"
+        f" WHERE l.src_path = ? AND {target} != ? {extra} ORDER BY 1"
+    )
+    back = (
+        f"SELECT DISTINCT l.src_path FROM links AS l {join} JOIN pages AS p"
+        f" ON p.path = l.src_path WHERE {target} = ? AND l.src_path != ? {extra} ORDER BY 1"
+    )
+    return [r[0] for r in run(out)], [r[0] for r in run(back)]
+
+
 def linked_pages(index: Index, path: str, scope: Scope) -> list[tuple[str, str]]:
     """Pages linked from ``path`` (``"out"``) and pages linking to it (``"in"``), scope
     applied, each once: ``[(other_path, direction)]``, outgoing first, by path.
@@ -445,47 +453,15 @@ def linked_pages(index: Index, path: str, scope: Scope) -> list[tuple[str, str]]
     else exact names (``names.key`` = the link's ``target_key``)."""
     conds, args = scope.where("p")
     extra = ("AND " + " AND ".join(conds)) if conds else ""
+    ends = [path, path, *args]
     try:
-        out_rows = index._conn().execute(
-            f"""SELECT DISTINCT l.resolved_path FROM links AS l
-                JOIN pages AS p ON p.path = l.resolved_path
-                WHERE l.src_path = ? AND l.resolved_path != ? {extra}
-                ORDER BY 1""",
-            [path, path, *args],
+        outs, ins = _link_ends(
+            lambda sql: index._conn().execute(sql, ends), "l.resolved_path", "", extra
         )
-        outs = [r[0] for r in out_rows]
-        in_rows = index._conn().execute(
-            f"""SELECT DISTINCT l.src_path FROM links AS l
-                JOIN pages AS p ON p.path = l.src_path
-                WHERE l.resolved_path = ? AND l.src_path != ? {extra}
-                ORDER BY 1""",
-            [path, path, *args],
-        )
-        ins = [r[0] for r in in_rows]
     except apsw.SQLError:
         # an index without resolved links: match the link text against page names
-        outs = [
-            r[0]
-            for r in _run(
-                index,
-                f"""SELECT DISTINCT n.path FROM links AS l
-                    JOIN names AS n ON n.key = l.target_key
-                    JOIN pages AS p ON p.path = n.path
-                    WHERE l.src_path = ? AND n.path != ? {extra} ORDER BY 1""",
-                [path, path, *args],
-            )
-        ]
-        ins = [
-            r[0]
-            for r in _run(
-                index,
-                f"""SELECT DISTINCT l.src_path FROM links AS l
-                    JOIN names AS n ON n.key = l.target_key
-                    JOIN pages AS p ON p.path = l.src_path
-                    WHERE n.path = ? AND l.src_path != ? {extra} ORDER BY 1""",
-                [path, path, *args],
-            )
-        ]
+        by_name = "JOIN names AS n ON n.key = l.target_key"
+        outs, ins = _link_ends(lambda sql: _run(index, sql, ends), "n.path", by_name, extra)
     except apsw.Error as exc:
         raise SearchError(f"search failed: {type(exc).__name__}: {exc}") from exc
     seen: set[str] = set()

@@ -7,7 +7,6 @@ and the signals of a clean stop (docs/team-server.md, docs/operations.md).
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import signal
@@ -15,8 +14,9 @@ import sys
 from typing import Any
 
 from wiki_memory.config import Settings
+from wiki_memory.hosts import is_loopback
 
-__all__ = ["ServeRefused", "RedactingFormatter", "is_loopback", "serve", "setup_logging"]
+__all__ = ["ServeRefused", "RedactingFormatter", "serve", "setup_logging"]
 
 
 class ServeRefused(Exception):
@@ -26,16 +26,6 @@ class ServeRefused(Exception):
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
         self.code = code
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and any loopback IP address (127.0.0.0/8, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class RedactingFormatter(logging.Formatter):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import ipaddress
 import json
 import os
 import secrets
@@ -33,6 +32,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import Scope
 
+from wiki_memory.hosts import is_loopback
 from wiki_memory.identity import Identity
 from wiki_memory.web.context import (
     CONTEXTS,
@@ -134,15 +134,7 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 def _loopback(host: str | None) -> bool:
-    if not host:
-        return False
-    h = host.strip("[]")
-    if h == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(h).is_loopback
-    except ValueError:
-        return False
+    return bool(host) and is_loopback(str(host))
 
 
 def _host_is_loopback_name(host_header: str | None) -> bool:

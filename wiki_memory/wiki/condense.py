@@ -116,6 +116,21 @@ class Facts:
     outcome: str = ""
 
 
+def _fence_after(line: str, fence: str) -> str | None:
+    """The open fence after ``line`` when it is a fence line (``""``: none open; the
+    open one is ``fence``, and only a run as long of its character closes it), else
+    None."""
+    m = _FENCE.match(line.lstrip())
+    if not m:
+        return None
+    run = m.group(1)
+    if not fence:
+        return str(run)
+    if run[0] == fence[0] and len(run) >= len(fence) and not line.strip()[len(run) :]:
+        return ""
+    return fence
+
+
 def timeline_span(text: str) -> tuple[int, int] | None:
     """Where the ``## Timeline`` section's body is in ``text``: ``(start, end)`` character
     offsets from just after the heading line to the next level-1/2 heading outside a
@@ -129,13 +144,9 @@ def timeline_span(text: str) -> tuple[int, int] | None:
             if bare == _HEADING:
                 start = pos + len(line)
         else:
-            m = _FENCE.match(bare.lstrip())
-            if m:
-                run = m.group(1)
-                if not fence:
-                    fence = run
-                elif run[0] == fence[0] and len(run) >= len(fence) and not bare.strip()[len(run) :]:
-                    fence = ""
+            fenced = _fence_after(bare, fence)
+            if fenced is not None:
+                fence = fenced
             elif not fence and (bare.startswith("# ") or bare.startswith("## ")):
                 return start, pos
         pos += len(line)
@@ -149,13 +160,9 @@ def entries_of(section: str) -> list[TimelineEntry]:
     cur: list[str] = []
     fence = ""
     for line in section.splitlines():
-        m = _FENCE.match(line.lstrip())
-        if m:
-            run = m.group(1)
-            if not fence:
-                fence = run
-            elif run[0] == fence[0] and len(run) >= len(fence) and not line.strip()[len(run) :]:
-                fence = ""
+        fenced = _fence_after(line, fence)
+        if fenced is not None:
+            fence = fenced
             cur.append(line)
             continue
         b = _BLOCK_LINE.match(line) if not fence else None

@@ -38,9 +38,9 @@ import stat
 import threading
 import time
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dulwich.errors import NotTreeError
 from dulwich.file import FileLocked, GitFile
@@ -112,6 +112,7 @@ OPERATION_MARKERS = (
 )
 
 _POLL_SECONDS = 0.05
+_T = TypeVar("_T")
 _MAX_CAS_ATTEMPTS = 50
 
 
@@ -469,13 +470,17 @@ class GitStore(GitHistory):
 
     def _acquire_index_lock(self) -> Any:
         deadline = time.monotonic() + self.lock_wait_seconds
+        return self._while_locked("repository", deadline, lambda: GitFile(self._index_path, "wb"))
+
+    def _while_locked(self, what: str, deadline: float, fn: Callable[[], _T]) -> _T:
+        """``fn()``, retried while another git holds its lock; GitBusy after ``deadline``."""
         while True:
             try:
-                return GitFile(self._index_path, "wb")
+                return fn()
             except FileLocked:
                 if time.monotonic() >= deadline:
                     log.warning(
-                        "git repository busy for %.1f s; answering busy", self.lock_wait_seconds
+                        "git %s busy for %.1f s; answering busy", what, self.lock_wait_seconds
                     )
                     raise GitBusy(self.busy_retry_after_seconds) from None
                 time.sleep(_POLL_SECONDS)
@@ -562,22 +567,17 @@ class GitStore(GitHistory):
         """Move HEAD's branch from ``old`` to ``new`` (compare-and-swap); False when HEAD
         is no longer ``old``. Waits for another git's ref lock until ``deadline``."""
         refs = self._repo.refs
-        while True:
-            try:
-                if old is None:
-                    return refs.add_if_new(
-                        HEADREF, new, committer=ident, timestamp=when, timezone=tz, message=reflog
-                    )
-                return refs.set_if_equals(
-                    HEADREF, old, new, committer=ident, timestamp=when, timezone=tz, message=reflog
+
+        def swap() -> bool:
+            if old is None:
+                return refs.add_if_new(
+                    HEADREF, new, committer=ident, timestamp=when, timezone=tz, message=reflog
                 )
-            except FileLocked:
-                if time.monotonic() >= deadline:
-                    log.warning(
-                        "git branch busy for %.1f s; answering busy", self.lock_wait_seconds
-                    )
-                    raise GitBusy(self.busy_retry_after_seconds) from None
-                time.sleep(_POLL_SECONDS)
+            return refs.set_if_equals(
+                HEADREF, old, new, committer=ident, timestamp=when, timezone=tz, message=reflog
+            )
+
+        return self._while_locked("branch", deadline, swap)
 
     def _load_index(self) -> None:
         """Read the index (or reuse the cached copy) while holding its lock."""

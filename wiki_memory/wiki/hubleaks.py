@@ -19,11 +19,12 @@ import re
 import stat
 from dataclasses import dataclass, field
 
-from dulwich.objects import Blob, Commit, ObjectID, Tree
+from dulwich.objects import Blob, ObjectID, Tree
 from dulwich.repo import Repo
 
 from wiki_memory.identity import fold
 from wiki_memory.wiki.personal import is_people_folder, page_owner
+from wiki_memory.wiki.replicate import walk
 
 __all__ = [
     "PERSONAL_MESSAGE",
@@ -111,20 +112,7 @@ def hub_leaks(repo: Repo, tip: ObjectID, purged: set[str]) -> list[Leak]:
     tombstones), newest first by commit time. Missing objects are skipped."""
     walker = _Walker(repo, purged)
     out: list[tuple[int, Leak]] = []
-    seen: set[ObjectID] = set()
-    todo = [tip]
-    while todo:
-        sha = todo.pop()
-        if sha in seen:
-            continue
-        seen.add(sha)
-        try:
-            commit = repo[sha]
-        except KeyError:
-            continue
-        if not isinstance(commit, Commit):
-            continue
-        todo.extend(commit.parents)
+    for sha, commit in walk(repo, tip, missing_ok=True):
         personal, gone = walker.tree(commit.tree, True)
         leak = Leak(sha.decode(), files=personal + gone)
         if personal:

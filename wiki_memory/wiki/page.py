@@ -15,7 +15,7 @@ LF; line numbers are 1-based lines of the file. The rules are written down in
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,7 @@ __all__ = [
     "page_links",
     "parse_page",
     "parse_metadata",
+    "unique_folded",
 ]
 
 
@@ -384,7 +385,9 @@ def _meta_list(value: Any, split_spaces: bool) -> list[str]:
     return out
 
 
-def _dedupe(items: list[str]) -> list[str]:
+def unique_folded(items: Sequence[str]) -> list[str]:
+    """``items`` without repeats compared casefolded (as tags and aliases are), the first
+    spelling of each kept, in their order."""
     seen: set[str] = set()
     out: list[str] = []
     for it in items:
@@ -777,8 +780,8 @@ def parse_page(raw: bytes | str, path: str) -> ParsedPage:
             at = m.start()
             if at == 0 or masked[at - 1].isspace() or masked[at - 1] == ">":
                 tags.append(m.group(1).rstrip("/"))
-    tags = _dedupe([t for t in tags if t and _valid_tag(t)])
-    aliases = _dedupe(_meta_list(metadata.get("aliases"), split_spaces=False))
+    tags = unique_folded([t for t in tags if t and _valid_tag(t)])
+    aliases = unique_folded(_meta_list(metadata.get("aliases"), split_spaces=False))
 
     sections = _sections(body, lines, kinds, body_start, prefix, diagnostics)
 

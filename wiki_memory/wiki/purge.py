@@ -148,15 +148,11 @@ class _Rewriter:
             return sha
         key = (sha, path)
         if key not in self.linked:
-            old = self.store[sha]
-            assert isinstance(old, Blob)
-            new = self.relink(old.data, path.decode("utf-8", "replace"))
-            if new == old.data:
-                self.linked[key] = sha
-            else:
-                b = Blob.from_string(new)
-                self.store.add_object(b)
-                self.linked[key] = b.id
+            new = self.rewritten(
+                sha, lambda data: self.relink(data, path.decode("utf-8", "replace"))
+            )
+            assert new is not None  # relinking keeps every page
+            self.linked[key] = new
         return self.linked[key]
 
     def walk(self, sha: ObjectID, prefix: tuple[bytes, ...]) -> ObjectID | None:
@@ -190,30 +186,35 @@ class _Rewriter:
                 changed = True
             if new_child is not None:
                 t.add(new_name, mode, new_child)
-        out: ObjectID | None = sha
-        if changed:
-            if len(t) == 0 and depth > 0:
-                out = None
-            else:
-                self.store.add_object(t)
-                out = t.id
+        out = self.stored(t, depth) if changed else sha
         self.walked[key] = out
         return out
 
     def blob(self, sha: ObjectID) -> ObjectID | None:
         if sha not in self.blobs:
-            old = self.store[sha]
-            assert isinstance(old, Blob)
-            new = _scrub(old.data, self.text)
-            if new is None:
-                self.blobs[sha] = None
-            elif new == old.data:
-                self.blobs[sha] = sha
-            else:
-                b = Blob.from_string(new)
-                self.store.add_object(b)
-                self.blobs[sha] = b.id
+            self.blobs[sha] = self.rewritten(sha, lambda data: _scrub(data, self.text))
         return self.blobs[sha]
+
+    def stored(self, t: Tree, depth: int) -> ObjectID | None:
+        """The id of the rewritten tree ``t`` at ``depth`` (0: the root), stored; None
+        when it is empty below the root (its folder goes)."""
+        if len(t) == 0 and depth > 0:
+            return None
+        self.store.add_object(t)
+        return t.id
+
+    def rewritten(self, sha: ObjectID, fn: Callable[[bytes], bytes | None]) -> ObjectID | None:
+        """The blob ``sha`` with its content put through ``fn``: ``sha`` itself when
+        that changes nothing, None when ``fn`` gives None (the file goes), else the new
+        blob's id (stored)."""
+        old = self.store[sha]
+        assert isinstance(old, Blob)
+        new = fn(old.data)
+        if new is None or new == old.data:
+            return None if new is None else sha
+        b = Blob.from_string(new)
+        self.store.add_object(b)
+        return b.id
 
     def tree(self, sha: ObjectID, depth: int = 0) -> ObjectID | None:
         """The tree ``sha`` with the path's entry (at ``depth``) rewritten; None when the
@@ -242,11 +243,7 @@ class _Rewriter:
                         t.add(item.path, item.mode, item.sha)
                 if new_child is not None:
                     t.add(new_name, mode, new_child)
-                if len(t) == 0 and depth > 0:
-                    out = None
-                else:
-                    self.store.add_object(t)
-                    out = t.id
+                out = self.stored(t, depth)
         self.trees[key] = out
         return out
 

@@ -340,15 +340,18 @@ def push(
 
 def is_ancestor(repo: Repo, a: ObjectID, b: ObjectID) -> bool:
     """True when commit ``a`` is ``b`` or one of its ancestors (a walk from ``b``)."""
-    return a == b or any(a in parents for _, parents in _walk(repo, b))
+    return a == b or any(a in c.parents for _, c in walk(repo, b))
 
 
 def _ancestors(repo: Repo, sha: ObjectID) -> set[ObjectID]:
-    return {s for s, _ in _walk(repo, sha)}
+    return {s for s, _ in walk(repo, sha)}
 
 
-def _walk(repo: Repo, sha: ObjectID) -> Iterator[tuple[ObjectID, list[ObjectID]]]:
-    """Each commit reachable from ``sha`` once, with its parents (depth first)."""
+def walk(repo: Repo, sha: ObjectID, missing_ok: bool = False) -> Iterator[tuple[ObjectID, Commit]]:
+    """Each commit reachable from ``sha`` once, with its id (depth first, parents in
+    their order). ``missing_ok``: an object the repository lacks, or one that is no
+    commit, is passed over (with its history behind it); else KeyError or
+    AssertionError."""
     seen: set[ObjectID] = set()
     todo = [sha]
     while todo:
@@ -356,9 +359,16 @@ def _walk(repo: Repo, sha: ObjectID) -> Iterator[tuple[ObjectID, list[ObjectID]]
         if s in seen:
             continue
         seen.add(s)
-        c = repo[s]
-        assert isinstance(c, Commit)
-        yield s, c.parents
+        try:
+            c = repo[s]
+        except KeyError:
+            if missing_ok:
+                continue
+            raise
+        if not isinstance(c, Commit):
+            assert missing_ok, f"{s!r} is no commit"
+            continue
+        yield s, c
         todo.extend(c.parents)
 
 
