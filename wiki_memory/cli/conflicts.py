@@ -58,7 +58,9 @@ def cmd_sync_conflicts(args: argparse.Namespace) -> int:
             res = post_json(args, "/v1/sync-conflicts/resolve", body)
         else:
             with local_memory(args) as memory:
-                res = run_core(lambda: resolve_conflict(memory, args.copy, args.keep, memory.owner))
+                res = run_core(
+                    lambda: resolve_conflict(memory, args.copy, args.keep, memory.scope.local_owner)
+                )
         kept = "the page as it was" if res["kept"] == "page" else "the copy's version"
         print(f"{res['page']}: kept {kept}; removed {res['copy']} (committed)")
         return 0
@@ -68,7 +70,7 @@ def cmd_sync_conflicts(args: argparse.Namespace) -> int:
         res = get_json(args, "/v1/sync-conflicts", {})
     else:
         with local_memory(args) as memory:
-            res = run_core(lambda: list_conflicts(memory, memory.owner))
+            res = run_core(lambda: list_conflicts(memory, memory.scope.local_owner))
     rows = res["conflicts"]
     if not rows:
         print("no conflict copies")

@@ -82,7 +82,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
         res = post_json(args, "/v1/forget", {"path": args.path})
     else:
         with local_memory(args) as memory:
-            res = run_core(lambda: forget_page(memory, args.path, memory.owner))
+            res = run_core(lambda: forget_page(memory, args.path, memory.scope.local_owner))
     word = "forgot" if res.get("changed") else "already forgotten:"
     what = f"{res['path']}#^{res['entry']}" if res.get("entry") else res["path"]
     print(f"{word} {what} (left recall, briefs and listings; git keeps its history)")
@@ -111,7 +111,7 @@ def _forget_query(args: argparse.Namespace) -> int:
         with local_memory(args) as memory:
             res = run_core(
                 lambda: forget_query(
-                    memory, args.query, memory.owner, project=args.project, dry_run=dry
+                    memory, args.query, memory.scope.local_owner, project=args.project, dry_run=dry
                 )
             )
     word = "would forget" if dry else "forgot"
@@ -148,7 +148,9 @@ def cmd_purge(args: argparse.Namespace) -> int:
         res = post_json(args, "/v1/admin/purge", body, timeout=3600)
     else:
         with local_memory(args) as memory:
-            res = run_core(lambda: purge_page(memory, args.path, memory.owner, args.text))
+            res = run_core(
+                lambda: purge_page(memory, args.path, memory.scope.local_owner, args.text)
+            )
     print(
         f"purged {what}: {res['commits_rewritten']} commit(s) rewritten, "
         f"{res['versions']} stored version(s), refs moved: {', '.join(res['refs']) or 'none'}"
