@@ -185,7 +185,7 @@ def test_memory_recall_output_is_stored_as_a_reference(mem):
         f"The staging database port is {NOTE_VALUE}.",
         project="atlas",
         title="Staging port",
-        user="alice",
+        user=as_user(mem, "alice"),
     )
     mem.writer.flush()
     note_path = note["path"]

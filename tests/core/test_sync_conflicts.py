@@ -90,7 +90,7 @@ def test_doctor_points_to_sync_conflicts_and_resolve_keeps_one_side_everywhere(o
     assert mine and all(f.fix == "wiki-memory sync-conflicts" for f in mine), mine
     assert any("this replica's own version is in" in f.message for f in mine)
     # B keeps its own version: the copy's, marks off, at the page's path; the copy removed
-    res = resolve_conflict(b, copy, "copy", "ben")
+    res = resolve_conflict(b, copy, "copy", as_user(b, "ben"))
     assert res == {"page": PAGE, "copy": copy, "kept": "copy"}
     assert (b.wiki_dir / PAGE).read_bytes() == BASE.replace(b"step 1: run", b"step 1: FROM-BEN run")
     assert not (b.wiki_dir / copy).exists()

@@ -113,12 +113,12 @@ def test_an_out_of_scope_section_never_comes_back_through_the_dense_list(tmp_pat
     m = make_memory(tmp_path / "data", owner="olivia", files={**FILES, **hidden}, vectors=True)
     try:
         # alice sees her own page through the dense signal (the control)
-        mine = anchors(m, PARAPHRASE, user="alice")
+        mine = anchors(m, PARAPHRASE, user=as_user(m, "alice"))
         assert "people/alice/journal.md#Notes" in mine
         # bob does not; a caller limited to project a gets neither
-        assert "people/alice/journal.md#Notes" not in anchors(m, PARAPHRASE, user="bob")
+        assert "people/alice/journal.md#Notes" not in anchors(m, PARAPHRASE, user=as_user(m, "bob"))
         for who in ("alice", "bob"):
-            got = anchors(m, PARAPHRASE, user=who, project="a")
+            got = anchors(m, PARAPHRASE, user=as_user(m, who), project="a")
             assert "people/alice/journal.md#Notes" not in got
             assert "projects/b/notes/trip.md#Notes" not in got
             assert got[0] == "projects/a/notes/weekend.md#Notes"
