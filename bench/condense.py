@@ -66,7 +66,7 @@ def sessions_part(n: int, data: Path) -> list[str]:
     m = memory(data)
     try:
         for i in range(n):
-            m.capture(ck.events(HOOKS, i), m.owner)
+            m.capture(ck.events(HOOKS, i), m.scope.local_owner)
         m.writer.flush()
         plans: dict[str, ck.Plan] = {}
         for i in range(n):
@@ -95,7 +95,7 @@ def sessions_part(n: int, data: Path) -> list[str]:
         for p, plan in plans.items():
             facts = [plan.goal, plan.decision, plan.file, plan.command, plan.error.split(" - ")[1]]
             for fact in facts:
-                items = m.recall(fact, project="atlas", user=m.owner).items
+                items = m.recall(fact, project="atlas", user=m.scope.local_owner).items
                 total += 1
                 if p in [i.get("path") for i in items[:10]]:
                     found += 1
@@ -106,7 +106,7 @@ def sessions_part(n: int, data: Path) -> list[str]:
         resolved = sum(x["status"] == "resolved" for x in outl)
         restored = 0
         for p in plans:
-            uncondense(m, m.owner, p)
+            uncondense(m, m.scope.local_owner, p)
             restored += timeline((m.wiki_dir / p).read_bytes()) == timeline(before[p])
     finally:
         m.stop()
@@ -135,7 +135,7 @@ def locomo_part(data: Path, conversations: int | None) -> list[str]:
             t0 = time.perf_counter()
             for conv in convs:
                 for n, turns in conv.sessions.items():
-                    m.capture(_session_events(conv, n, turns), m.owner)
+                    m.capture(_session_events(conv, n, turns), m.scope.local_owner)
             m.writer.flush()
             print(f"ingested in process in {time.perf_counter() - t0:.1f} s", flush=True)
         anchors: dict[str, str] = {}

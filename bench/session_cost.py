@@ -139,17 +139,17 @@ def main() -> int:
             for n in range(done + 1, first):
                 batch.extend(turn(n))
                 if len(batch) >= 999:
-                    mem.capture(batch, "alice")
+                    mem.capture(batch, mem.scope.local_owner)
                     batch = []
             if batch:
-                mem.capture(batch, "alice")
+                mem.capture(batch, mem.scope.local_owner)
             mem.writer.flush()
             prod: list[float] = []
             flo: list[float] = []
             for n in range(first, mark + 1):
                 t0 = time.perf_counter()
                 for ev in turn(n):
-                    mem.capture(ev, "alice")
+                    mem.capture(ev, mem.scope.local_owner)
                 mem.writer.flush()
                 prod.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()

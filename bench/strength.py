@@ -67,7 +67,7 @@ def corpus(wiki: Path, per_topic: int, rng: random.Random) -> None:
 
 
 def top(mem: Any, query: str, user: str, n: int = 5) -> list[str]:
-    res = mem.recall(query, project="p", budget_tokens=4000, user=user)
+    res = mem.recall(query, project="p", budget_tokens=4000, user=mem.scope.named(user))
     out: list[str] = []
     for it in res.items:
         if it["path"] not in out:
@@ -85,7 +85,7 @@ def timed(mem: Any, user: str, rounds: int) -> tuple[list[float], list[float]]:
     taking turns on each query, so a change of the machine's load hits both alike."""
     from wiki_memory.recall import rank
 
-    who = mem.scope.identity(user)
+    who = mem.scope.named(user)
     src = mem._sources  # what recall ranks over (the bench's own reach into the core)
     floor: list[float] = []
     product: list[float] = []
@@ -137,10 +137,10 @@ def main(argv: list[str] | None = None) -> int:
                     for ti in USED:
                         top(mem, TOPICS[ti][0], u)  # recalls never count
                         if rng.random() < 0.5:
-                            mem.read_page(useful[ti], user=u)
+                            mem.read_page(useful[ti], user=mem.scope.named(u))
                             reads += 1
                         if rng.random() < 1 / 7:
-                            give_feedback(mem, useful[ti], "helped", u)
+                            give_feedback(mem, useful[ti], "helped", mem.scope.named(u))
                             helps += 1
                 t[0] += DAY
             after = {q: top(mem, q, viewer) for q, _ in TOPICS}

@@ -19,6 +19,7 @@ from dulwich.repo import Repo
 from wiki_memory.config import load_settings
 from wiki_memory.core.memory import Memory
 from wiki_memory.datadir import ensure_layout
+from wiki_memory.identity import Identity
 
 #: The project checkout (the folder holding ``pyproject.toml``).
 REPO = Path(__file__).resolve().parents[1]
@@ -100,6 +101,16 @@ def make_memory(
     m = Memory(s, owner_user=owner)
     m.start()
     return m
+
+
+def as_user(holder: Any, name: str | None) -> Identity:
+    """The caller ``name`` as a door builds it, for a test that calls the core directly
+    (the core takes an :class:`~wiki_memory.identity.Identity`, never a name): the owner's
+    name is the owner, another name has the role and grants of the memory's directory
+    (``ScopeRule.named``). ``holder``: a Memory, or anything holding one as ``memory``
+    (a handoff service)."""
+    memory = getattr(holder, "memory", holder)
+    return memory.scope.named(name)
 
 
 def quiet(m: Memory, timeout: float = 15.0) -> None:

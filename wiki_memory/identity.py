@@ -33,14 +33,12 @@ mapping, empty when they hold no grant.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping
-from contextvars import ContextVar
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 __all__ = [
     "ANONYMOUS",
-    "CALLER",
     "Identity",
     "OWNER_KEY",
     "ROLES",
@@ -53,6 +51,8 @@ __all__ = [
     "may_pin",
     "may_admin",
     "is_pinned",
+    "named",
+    "of_request",
     "people_owner",
     "visible_sql",
 ]
@@ -129,11 +129,39 @@ class Identity:
 #: a caller with no user (no token behind it): sees shared pages only
 ANONYMOUS = Identity(user="", role="anonymous")
 
-#: the caller of the request being served (set by the HTTP face for ``/v1``, ``/mcp``
-#: and the web view, and by each MCP tool call), so that a user name handed down to the
-#: core resolves to this caller's token id and face for the audit log
-#: (:meth:`wiki_memory.core.scope.ScopeRule.identity`); None outside a request
-CALLER: ContextVar[Identity | None] = ContextVar("wiki_memory_caller", default=None)
+
+def of_request(scope: Mapping[str, Any]) -> Identity:
+    """The caller of an HTTP request from its ASGI ``scope``: the :class:`Identity` the
+    authentication middleware built (``scope["state"]["identity"]``, the one the routes
+    of every face hand to the core), :data:`ANONYMOUS` when it built none (an open
+    path), who sees shared pages only and writes nothing."""
+    found = (scope.get("state") or {}).get("identity")
+    return found if isinstance(found, Identity) else ANONYMOUS
+
+
+def named(
+    user: str | None,
+    owner: str,
+    lookup: Callable[[str], Identity | None] | None = None,
+    face: str = "",
+) -> Identity:
+    """The caller a door acts for when all it has is a user name (the CLI's local user,
+    the MCP server on standard input, a session the spool recorded): the owner's name
+    (folded) is an ``owner``; any other name has the role and grants ``lookup`` (the
+    token store's ``identity_of``) returns now, a ``member`` with no grant when it knows
+    none, and a ``member`` with every project when there is no ``lookup``; None or ``""``
+    is :data:`ANONYMOUS`. ``face`` is stamped for the audit log. The doors build the
+    caller once with this and pass the :class:`Identity` down; the core takes no names."""
+    if not user:
+        return ANONYMOUS
+    if fold(user) == fold(owner):
+        return Identity(user=user, role="owner", face=face)
+    if lookup is None:
+        return Identity(user=user, role="member", face=face)
+    found = lookup(user)
+    if found is None:
+        return Identity(user=user, role="member", grants={}, face=face)
+    return found if not face else replace(found, face=face)
 
 
 def personal_owner(path: str, meta: Mapping[str, Any] | None) -> str | None:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from dulwich.objects import Blob, Commit
 from dulwich.repo import Repo
+from support import as_user, make_memory
 from support import hook_event as event
-from support import make_memory
 
 pytestmark = pytest.mark.process
 
@@ -23,8 +23,8 @@ def test_nul_and_control_characters_in_a_prompt(tmp_path: Path) -> None:
     m = make_memory(tmp_path / "data")
     try:
         prompt = "deploy\x00now \x1b[31mred\x1b[0m bell\x07 del\x7f cr\rend"
-        m.capture(event("UserPromptSubmit", prompt=prompt), "alice")
-        m.capture(event("Stop", last_assistant_message="done\x00ok"), "alice")
+        m.capture(event("UserPromptSubmit", prompt=prompt), as_user(m, "alice"))
+        m.capture(event("Stop", last_assistant_message="done\x00ok"), as_user(m, "alice"))
         m.writer.flush()
         path = m.spool.sessions[next(iter(m.spool.sessions))].state["path"]
         m.writer.flush()

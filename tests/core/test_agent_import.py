@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from support import as_user
 
 from wiki_memory.capture import agentfiles
 from wiki_memory.core.agentimport import import_files
@@ -88,7 +89,7 @@ def test_the_section_is_neither_hashed_nor_imported(tmp_path: Path) -> None:
 def one(mem: Memory, text: str, source: str = "CLAUDE.md", scope: str = "project") -> dict:
     res = import_files(
         mem,
-        mem.owner,
+        as_user(mem, mem.owner),
         [{"source": source, "scope": scope, "text": text, "harness": "claude-code"}],
         project="demo" if scope == "project" else None,
         repo_id="root:" + "a" * 40,
@@ -140,17 +141,27 @@ def test_brief_leaves_out_what_the_hook_reported(mem: Memory) -> None:
     text = "# Rules\n\n- Always run zorbacheck first.\n"
     one(mem, text)
     one(mem, "# Mine\n\n- I like quillpens.\n", source="~/.codex/AGENTS.md", scope="user")
-    full = build_brief(mem, mem.owner, project="demo", budget_tokens=2000)
+    full = build_brief(mem, as_user(mem, mem.owner), project="demo", budget_tokens=2000)
     assert "zorbacheck" in full["text"] and "quillpens" in full["text"]
     digest = agentfiles.content_hash(text.encode())
     told = build_brief(
-        mem, mem.owner, project="demo", budget_tokens=2000, loaded={("CLAUDE.md", digest)}
+        mem,
+        as_user(mem, mem.owner),
+        project="demo",
+        budget_tokens=2000,
+        loaded={("CLAUDE.md", digest)},
     )
     assert "zorbacheck" not in told["text"] and "quillpens" in told["text"]
     assert "already loaded" in told["text"] and "CLAUDE.md" in told["text"]
     other = build_brief(
-        mem, mem.owner, project="demo", budget_tokens=2000, loaded={("CLAUDE.md", "sha256:0")}
+        mem,
+        as_user(mem, mem.owner),
+        project="demo",
+        budget_tokens=2000,
+        loaded={("CLAUDE.md", "sha256:0")},
     )
     assert "zorbacheck" in other["text"]  # another version of the file: not what it loaded
-    shared = build_brief(mem, mem.owner, project="demo", budget_tokens=60, shared=True)
+    shared = build_brief(
+        mem, as_user(mem, mem.owner), project="demo", budget_tokens=60, shared=True
+    )
     assert "quillpens" not in shared["text"] and count_tokens(shared["text"]) <= 60

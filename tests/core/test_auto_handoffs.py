@@ -18,7 +18,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from support import SHARED  # noqa: E402
+from support import SHARED, as_user  # noqa: E402
 
 from wiki_memory.capture.observation import Observation, parse_event  # noqa: E402
 from wiki_memory.core.handoffs.auto import session_signals  # noqa: E402
@@ -131,7 +131,7 @@ def by_name(name: str) -> dict[str, Any]:
 
 
 def ended_page(mem: Any, session: dict[str, Any]) -> str:
-    mem.capture(session["events"], "alice")
+    mem.capture(session["events"], as_user(mem, "alice"))
     sid = session["events"][0]["session_id"]
     key = next(k for k, v in mem.spool.sessions.items() if v.session_id == sid)
     path = mem.request_compile(key, end=True).result(timeout=60).value
@@ -142,13 +142,13 @@ def ended_page(mem: Any, session: dict[str, Any]) -> str:
 def test_a_finished_session_after_a_red_test_opens_no_handoff(mem):
     for name in ("red-test-then-fix", "grep-no-match-last", "lint-fixed"):
         ended_page(mem, by_name(name))
-    assert mem.handoffs.list_handoffs("alice") == []
+    assert mem.handoffs.list_handoffs(as_user(mem.handoffs, "alice")) == []
 
 
 def test_the_handoff_names_what_is_still_open(mem):
     ended_page(mem, by_name("polite-wrapup-with-followups"))
-    (h,) = mem.handoffs.list_handoffs("alice")
-    sections = mem.handoffs.show("alice", h["id"])["sections"]
+    (h,) = mem.handoffs.list_handoffs(as_user(mem.handoffs, "alice"))
+    sections = mem.handoffs.show(as_user(mem.handoffs, "alice"), h["id"])["sections"]
     assert "the access log still writes to stdout in prod" in sections["next_steps"]
     assert "failed" not in sections["what_failed"]
 
@@ -156,8 +156,8 @@ def test_the_handoff_names_what_is_still_open(mem):
 def test_the_handoff_quotes_the_failure_that_stands_and_lists_the_resolved_ones(mem):
     session = by_name("build-still-fails")
     ended_page(mem, session)
-    (h,) = mem.handoffs.list_handoffs("alice")
-    sections = mem.handoffs.show("alice", h["id"])["sections"]
+    (h,) = mem.handoffs.list_handoffs(as_user(mem.handoffs, "alice"))
+    sections = mem.handoffs.show(as_user(mem.handoffs, "alice"), h["id"])["sections"]
     assert "libpq-dev: not found" in sections["what_failed"]
     assert "docker build -t atlas ." in sections["what_failed"]
     assert h["title"].startswith("Unfinished: Get the docker image building again")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from support import as_user
 
 from wiki_memory.core.brief import build_brief
 from wiki_memory.core.memory import Memory
@@ -29,7 +30,7 @@ def full(mem):
     svc = mem.handoffs
     for i in range(4):
         svc.create(
-            "bob",
+            as_user(svc, "bob"),
             project="proj",
             title=f"Handoff {i}: finish the parser rewrite",
             where_we_left_off="The tokenizer is done; the grammar is half way. " * 4,
@@ -54,7 +55,12 @@ def full(mem):
 def test_empty_wiki_gives_an_empty_brief(mem):
     for budget in (0, 50, 1500):
         b = build_brief(
-            mem, "bob", project="proj", harness="codex", session_id="s", budget_tokens=budget
+            mem,
+            as_user(mem, "bob"),
+            project="proj",
+            harness="codex",
+            session_id="s",
+            budget_tokens=budget,
         )
         assert b == {
             "text": "",
@@ -67,7 +73,7 @@ def test_empty_wiki_gives_an_empty_brief(mem):
 
 
 def test_full_brief_has_every_part_quoted_with_sources(full):
-    b = build_brief(full, "dave", project="proj", harness="codex", session_id="d1")
+    b = build_brief(full, as_user(full, "dave"), project="proj", harness="codex", session_id="d1")
     text = b["text"]
     assert b["used_tokens"] == count_tokens(text) <= 1500
     kinds = [p["kind"] for p in b["parts"]]
@@ -92,7 +98,12 @@ def test_full_brief_has_every_part_quoted_with_sources(full):
 @pytest.mark.parametrize("budget", [0, 50, 200, 1500])
 def test_budgets_are_never_exceeded_and_say_what_was_left_out(full, budget):
     b = build_brief(
-        full, "dave", project="proj", harness="codex", session_id=f"b{budget}", budget_tokens=budget
+        full,
+        as_user(full, "dave"),
+        project="proj",
+        harness="codex",
+        session_id=f"b{budget}",
+        budget_tokens=budget,
     )
     assert count_tokens(b["text"]) <= budget
     assert b["used_tokens"] == count_tokens(b["text"])
@@ -106,7 +117,7 @@ def test_budgets_are_never_exceeded_and_say_what_was_left_out(full, budget):
     shown = {p["id"] for p in b["parts"] if p["kind"] == "offer"}
     assert {o["id"] for o in b["offers"]} == shown
     svc = full.handoffs
-    for h in svc.list_handoffs("dave", project="proj"):
+    for h in svc.list_handoffs(as_user(svc, "dave"), project="proj"):
         if h["id"] not in shown:
             assert h["status"] == "open"
     # parts are whole: every kept part's text is in the brief
@@ -116,10 +127,16 @@ def test_budgets_are_never_exceeded_and_say_what_was_left_out(full, budget):
 
 
 def test_a_resumed_session_keeps_its_offers(full):
-    first = build_brief(full, "dave", project="proj", harness="codex", session_id="r1")
-    again = build_brief(full, "dave", project="proj", harness="codex", session_id="r1")
+    first = build_brief(
+        full, as_user(full, "dave"), project="proj", harness="codex", session_id="r1"
+    )
+    again = build_brief(
+        full, as_user(full, "dave"), project="proj", harness="codex", session_id="r1"
+    )
     assert [o["id"] for o in again["offers"]] == [o["id"] for o in first["offers"]]
-    other = build_brief(full, "erin", project="proj", harness="codex", session_id="r2")
+    other = build_brief(
+        full, as_user(full, "erin"), project="proj", harness="codex", session_id="r2"
+    )
     assert {o["id"] for o in other["offers"]}.isdisjoint({o["id"] for o in first["offers"]})
     assert len(other["offers"]) == 1  # four handoffs, three were taken
 
@@ -131,7 +148,12 @@ def test_two_sessions_starting_together_get_one_each(full):
 
     def start(name: str) -> None:
         results[name] = build_brief(
-            full, name, project="proj", harness="codex", session_id=name, max_offers=1
+            full,
+            as_user(full, name),
+            project="proj",
+            harness="codex",
+            session_id=name,
+            max_offers=1,
         )
 
     ts = [threading.Thread(target=start, args=(n,)) for n in ("x", "y")]
@@ -146,28 +168,35 @@ def test_two_sessions_starting_together_get_one_each(full):
 
 def test_with_default_offers_the_second_session_gets_one_once_the_first_claims(mem):
     svc = mem.handoffs
-    a = svc.create("bob", project="proj", title="one")["id"]
-    b = svc.create("bob", project="proj", title="two")["id"]
-    x = build_brief(mem, "x", project="proj", harness="codex", session_id="x")
+    a = svc.create(as_user(svc, "bob"), project="proj", title="one")["id"]
+    b = svc.create(as_user(svc, "bob"), project="proj", title="two")["id"]
+    x = build_brief(mem, as_user(mem, "x"), project="proj", harness="codex", session_id="x")
     assert sorted(o["id"] for o in x["offers"]) == sorted([a, b])
-    assert build_brief(mem, "y", project="proj", harness="codex", session_id="y")["offers"] == []
-    svc.claim("x", a, harness="codex", session_id="x")
-    y = build_brief(mem, "y", project="proj", harness="codex", session_id="y")
+    assert (
+        build_brief(mem, as_user(mem, "y"), project="proj", harness="codex", session_id="y")[
+            "offers"
+        ]
+        == []
+    )
+    svc.claim(as_user(svc, "x"), a, harness="codex", session_id="x")
+    y = build_brief(mem, as_user(mem, "y"), project="proj", harness="codex", session_id="y")
     assert [o["id"] for o in y["offers"]] == [b]
 
 
 def test_brief_without_a_session_leases_nothing(full):
-    b = build_brief(full, "dave", project="proj")
+    b = build_brief(full, as_user(full, "dave"), project="proj")
     assert b["offers"] == []
     assert [p["kind"] for p in b["parts"]].count("waiting") == 3
-    assert all(h["status"] == "open" for h in full.handoffs.list_handoffs("dave"))
+    assert all(
+        h["status"] == "open" for h in full.handoffs.list_handoffs(as_user(full.handoffs, "dave"))
+    )
 
 
 def test_bad_arguments(mem):
     with pytest.raises(ValueError):
-        build_brief(mem, "bob", project="proj", budget_tokens=-1)
+        build_brief(mem, as_user(mem, "bob"), project="proj", budget_tokens=-1)
     with pytest.raises(ValueError):
-        build_brief(mem, "bob", project="../x")
+        build_brief(mem, as_user(mem, "bob"), project="../x")
 
 
 def test_pin_and_unpin_edit_only_that_line(mem, capsys):
@@ -183,7 +212,7 @@ def test_pin_and_unpin_edit_only_that_line(mem, capsys):
     pinned = full.read_text()
     assert pinned == original.replace("---\n\nTabs", "pinned: true\n---\n\nTabs")
     mem.index.upsert_page(path, full.read_bytes())
-    b = build_brief(mem, "bob", project="proj", harness="codex", session_id="p")
+    b = build_brief(mem, as_user(mem, "bob"), project="proj", harness="codex", session_id="p")
     assert "> Tabs, not spaces." in b["text"] and f"source: {path}" in b["text"]
     assert main(["--data-dir", d, "unpin", path]) == 0
     assert full.read_text() == original

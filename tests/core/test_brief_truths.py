@@ -5,6 +5,7 @@ when no session asks."""
 from __future__ import annotations
 
 import pytest
+from support import as_user
 
 from wiki_memory.core.brief import build_brief
 from wiki_memory.core.memory import Memory
@@ -27,23 +28,27 @@ def _session(m: Memory, last: str) -> None:
 
 def test_last_reply_is_plain_text(mem: Memory) -> None:
     _session(mem, "Fixed `round_half_even` in `billing.py`.")
-    text = build_brief(mem, "alice", project="proj")["text"]
+    text = build_brief(mem, as_user(mem, "alice"), project="proj")["text"]
     assert 'last reply: "Fixed round_half_even in billing.py."' in text
 
 
 def test_mcp_brief_names_the_memory_recall_tool(mem: Memory) -> None:
     _session(mem, "done")
-    mcp = build_brief(mem, "alice", project="proj", face="mcp")["text"]
+    mcp = build_brief(mem, as_user(mem, "alice"), project="proj", face="mcp")["text"]
     assert "memory_recall" in mcp and "wiki-memory recall" not in mcp
-    cli = build_brief(mem, "alice", project="proj")["text"]
+    cli = build_brief(mem, as_user(mem, "alice"), project="proj")["text"]
     assert "wiki-memory recall" in cli
 
 
 def test_brief_without_a_session_lists_a_handoff_to_a_harness_as_waiting(mem: Memory) -> None:
     svc = mem.handoffs
-    h = svc.create("alice", project="proj", title="Port the parser", harness="cli", to="codex")
-    other = svc.create("alice", project="proj", title="For bob only", harness="cli", to="user:bob")
-    res = build_brief(mem, "alice", project="proj", harness="cli")
+    h = svc.create(
+        as_user(svc, "alice"), project="proj", title="Port the parser", harness="cli", to="codex"
+    )
+    other = svc.create(
+        as_user(svc, "alice"), project="proj", title="For bob only", harness="cli", to="user:bob"
+    )
+    res = build_brief(mem, as_user(mem, "alice"), project="proj", harness="cli")
     waiting = [p["id"] for p in res["parts"] if p["kind"] == "waiting"]
     assert h["id"] in waiting
     assert other["id"] not in waiting

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from dulwich.repo import Repo
 from starlette.testclient import TestClient
-from support import make_memory, wait_for
+from support import as_user, make_memory, wait_for
 
 from wiki_memory.auth import TokenStore
 from wiki_memory.core.memory import Memory
@@ -58,7 +58,11 @@ def _burst(m: Memory) -> None:
     """Alice's four writes within one commit delay (the handoff first: its creation
     commits at once, taking what is pending along)."""
     m.handoffs.create(
-        "alice", project="secret", title=HANDOFF_TITLE, visibility="personal", harness="codex"
+        as_user(m, "alice"),
+        project="secret",
+        title=HANDOFF_TITLE,
+        visibility="personal",
+        harness="codex",
     )
     m.capture(
         [
@@ -79,17 +83,23 @@ def _burst(m: Memory) -> None:
                 "payload": {},
             },
         ],
-        "alice",
+        as_user(m, "alice"),
     )
     m.write_page(
         MINE,
         f"---\ntitle: {DIARY_TITLE}\n---\nzqx diary\n".encode(),
         user="alice",
         message=f"Write {MINE}",
-        who="alice",
+        who=as_user(m, "alice"),
     )
     cur = (m.wiki_dir / SHARED).read_bytes()
-    m.write_page(SHARED, cur + b"shared v2\n", user="alice", message=f"Write {SHARED}", who="alice")
+    m.write_page(
+        SHARED,
+        cur + b"shared v2\n",
+        user="alice",
+        message=f"Write {SHARED}",
+        who=as_user(m, "alice"),
+    )
     wait_for(
         lambda: list((m.wiki_dir / "projects/secret/sessions").glob("*.md")),
         what="the session page",

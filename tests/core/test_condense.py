@@ -15,7 +15,7 @@ from typing import Any
 import condensekit as ck
 import pytest
 from appkit import AppServer
-from support import shared_path
+from support import as_user, shared_path
 
 from wiki_memory.core.condense import condense_sessions, scheduled_run, uncondense
 from wiki_memory.errors import Forbidden
@@ -37,7 +37,7 @@ def build(srv: AppServer, n: int = N) -> dict[str, ck.Plan]:
     assert m is not None
     for i in range(n):
         for e in ck.events(hooks(), i):
-            m.capture(e, m.owner)
+            m.capture(e, as_user(m, m.owner))
     m.writer.flush()
     out = {}
     for i in range(n):
@@ -101,7 +101,7 @@ def test_facts_found_links_kept_and_uncondense_restores_byte_for_byte(tmp_path: 
             }
             for what, fact in facts.items():
                 assert fact.split("'")[0].strip() in text, (what, path)
-                items = m.recall(fact, project="atlas", user=m.owner).items
+                items = m.recall(fact, project="atlas", user=as_user(m, m.owner)).items
                 assert path in [i.get("path") for i in items[:10]], (what, fact, path)
 
         for p in linked:
@@ -127,7 +127,7 @@ def test_facts_found_links_kept_and_uncondense_restores_byte_for_byte(tmp_path: 
         assert r.status_code == 200, r.text
         m.writer.flush()
         for path in pages:
-            out = uncondense(m, m.owner, path)
+            out = uncondense(m, as_user(m, m.owner), path)
             assert out["tokens_after"] > out["tokens_before"]
             now = (m.wiki_dir / path).read_text()
             assert timeline(now) == timeline(before[path].decode())
@@ -153,7 +153,7 @@ def test_a_member_is_refused_and_a_dry_run_writes_nothing(tmp_path: Path) -> Non
         r = srv.post("/v1/admin/uncondense", {"path": sorted(pages)[0]}, headers=member)
         assert r.status_code == 403 and r.json()["grant"] == "admin", r.text
         with pytest.raises(Forbidden):
-            condense_sessions(m, "mo", older_than_days=0)
+            condense_sessions(m, as_user(m, "mo"), older_than_days=0)
         r = srv.post("/v1/admin/condense", {"older_than_days": "soon"})
         assert r.status_code == 400 and r.json()["field"] == "older_than_days", r.text
 
@@ -181,12 +181,12 @@ def test_a_resumed_session_numbers_after_the_last_entry(tmp_path: Path) -> None:
         assert m is not None
         pages = build(srv, 1)
         path = next(iter(pages))
-        res = condense_sessions(m, m.owner, older_than_days=0)
+        res = condense_sessions(m, as_user(m, m.owner), older_than_days=0)
         assert res["condensed"] == 1
         plan = ck.plan(0)
         ev = ck.events(hooks(), 0)[0]
         ev["payload"]["prompt"] = "Now also export the archived rows, please"
-        m.capture(ev, m.owner)
+        m.capture(ev, as_user(m, m.owner))
         m.capture(
             {
                 "harness": "claude-code",
@@ -197,7 +197,7 @@ def test_a_resumed_session_numbers_after_the_last_entry(tmp_path: Path) -> None:
                     "session_id": plan.sid,
                 },
             },
-            m.owner,
+            as_user(m, m.owner),
         )
         m.writer.flush()
         text = (m.wiki_dir / path).read_text()
@@ -245,11 +245,11 @@ def test_a_condensed_prompt_is_still_found_at_its_own_entry(tmp_path: Path) -> N
         second = dict(events[0], payload=dict(events[0]["payload"]))
         second["payload"]["prompt"] = "Also rename the quastelbrink dashboard to overview"
         events.insert(1, second)
-        m.capture(events, m.owner)
+        m.capture(events, as_user(m, m.owner))
         m.writer.flush()
-        assert condense_sessions(m, m.owner, older_than_days=0)["condensed"] == 1
+        assert condense_sessions(m, as_user(m, m.owner), older_than_days=0)["condensed"] == 1
         path = m.index.list_pages(kind="session")[0]["path"]
-        items = m.recall("quastelbrink dashboard", project="atlas", user=m.owner).items
+        items = m.recall("quastelbrink dashboard", project="atlas", user=as_user(m, m.owner)).items
         assert f"{path}#^t2" in [i.get("anchor") for i in items[:5]], items[:5]
 
 

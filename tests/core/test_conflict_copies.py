@@ -7,7 +7,7 @@ them and ``resolve`` keeps one side in one commit."""
 from __future__ import annotations
 
 import pytest
-from support import make_memory
+from support import as_user, make_memory
 
 from wiki_memory.wiki import copies
 
@@ -51,7 +51,7 @@ def test_a_copy_is_marked_ranks_after_its_page_and_is_never_a_link_target(tmp_pa
         },
     )
     try:
-        items = m.recall("deploy script deploy key", project="p", user="alice").items
+        items = m.recall("deploy script deploy key", project="p", user=as_user(m, "alice")).items
         paths = [i["path"] for i in items]
         assert paths.index("projects/p/notes/deploy.md") < paths.index(copy), paths
         it = items[paths.index(copy)]
@@ -78,7 +78,7 @@ def test_the_servers_own_second_page_of_a_title_is_no_copy(tmp_path):
         },
     )
     try:
-        items = m.recall("deploy script deploy key", project="p", user="alice").items
+        items = m.recall("deploy script deploy key", project="p", user=as_user(m, "alice")).items
         assert not any("conflict_of" in i for i in items)
     finally:
         m.stop()
@@ -129,7 +129,7 @@ def test_listings_mark_a_copy_and_mcp_text_names_it(tmp_path):
 
     m = make_memory(tmp_path, files={"projects/p/notes/deploy.md": DEPLOY, SYNCTHING: OTHER})
     try:
-        rows = {r["path"]: r for r in m.list_pages(project="p", user="alice")}
+        rows = {r["path"]: r for r in m.list_pages(project="p", user=as_user(m, "alice"))}
         assert rows[SYNCTHING]["conflict_of"] == "projects/p/notes/deploy.md"
         assert "conflict_of" not in rows["projects/p/notes/deploy.md"]
         assert "CONFLICT COPY of projects/p/notes/deploy.md" in page_line(rows[SYNCTHING])

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import support
-from support import hook_event
+from support import as_user, hook_event
 
 from wiki_memory.core.memory import Memory
 from wiki_memory.core.sessions import conflict_copy_path
@@ -42,7 +42,7 @@ def event(kind: str, **payload: object) -> dict[str, object]:
 
 
 def turn(m: Memory, n: int) -> None:
-    m.capture(event("UserPromptSubmit", prompt=f"prompt-{n}"), "alice")
+    m.capture(event("UserPromptSubmit", prompt=f"prompt-{n}"), as_user(m, "alice"))
     m.capture(
         event(
             "PostToolUse",
@@ -50,9 +50,9 @@ def turn(m: Memory, n: int) -> None:
             tool_input={"command": f"echo tool-{n}"},
             tool_response={"stdout": f"out-{n}"},
         ),
-        "alice",
+        as_user(m, "alice"),
     )
-    m.capture(event("Stop", last_assistant_message=f"answer-{n}"), "alice")
+    m.capture(event("Stop", last_assistant_message=f"answer-{n}"), as_user(m, "alice"))
 
 
 def timeline(text: str) -> str:
@@ -111,7 +111,7 @@ def test_crash_between_page_write_and_state_update_is_not_a_hand_edit(tmp_path):
         page.write_text(text.replace("\n## Summary", "\nA note by hand.\n\n## Summary", 1))
         m2.commit_hand_edits([rel]).result(10)
         turn(m2, 8)
-        m2.capture(event("SessionEnd"), "alice")
+        m2.capture(event("SessionEnd"), as_user(m2, "alice"))
         m2.writer.flush()
         text = page.read_text()
         assert "A note by hand." in text and "session end" in text
@@ -237,7 +237,9 @@ def test_server_starts_despite_a_foreign_index_lock_and_stops_in_bounded_time(tm
             time.sleep(0.1)
         assert m2.git.tracked("notes/n.md")
         # a lock that never goes away: shutdown is bounded and does not raise
-        m2.capture(event("Stop", last_assistant_message="pending at shutdown"), "alice")
+        m2.capture(
+            event("Stop", last_assistant_message="pending at shutdown"), as_user(m2, "alice")
+        )
         time.sleep(0.2)
         lock.write_bytes(b"")
         m2.git.lock_wait_seconds = 0.5

@@ -10,13 +10,14 @@ from typing import Any
 from wiki_memory.core.delegate import Delegated
 from wiki_memory.core.memory import Memory
 from wiki_memory.core.reader import Reader
+from wiki_memory.identity import Identity
 
 
 class Shelf:
     def __init__(self) -> None:
-        self.calls: list[tuple[str, str | None]] = []
+        self.calls: list[tuple[str, Identity | None]] = []
 
-    def read(self, path: str, user: str | None = None) -> str:
+    def read(self, path: str, user: Identity | None = None) -> str:
         self.calls.append((path, user))
         return f"text of {path}"
 
@@ -43,12 +44,13 @@ def test_memory_declares_its_read_api_in_the_class_body() -> None:
 
 def test_a_delegate_calls_its_collaborator_and_audits_when_asked() -> None:
     quiet, loud = Owner(audit_reads=False), Owner(audit_reads=True)
-    assert quiet.read("notes/a.md", user="ann") == "text of notes/a.md"
+    ann = Identity("ann")
+    assert quiet.read("notes/a.md", user=ann) == "text of notes/a.md"
     assert quiet.lines == []
-    assert loud.read("notes/a.md", user="ann") == "text of notes/a.md"
+    assert loud.read("notes/a.md", user=ann) == "text of notes/a.md"
     assert loud.plain("notes/b.md") == "text of notes/b.md"
-    assert loud.lines == [("ann", "read", "notes/a.md", "ok", {"read": "read"})]
-    assert loud.shelf.calls == [("notes/a.md", "ann"), ("notes/b.md", None)]
+    assert loud.lines == [(ann, "read", "notes/a.md", "ok", {"read": "read"})]
+    assert loud.shelf.calls == [("notes/a.md", ann), ("notes/b.md", None)]
 
 
 def test_a_delegate_can_be_replaced_on_one_instance_or_called_through_the_class() -> None:

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from dulwich.repo import Repo
 from serverproc import ServerProcess
-from support import make_memory, run_cli, wait_for
+from support import as_user, make_memory, run_cli, wait_for
 from teamkit import McpRaw, make_token
 
 from wiki_memory.errors import Gone
@@ -55,10 +55,10 @@ def test_index_leaves_out_forgotten_and_ranks_superseded_after(tmp_path: Path) -
     }
     m = make_memory(tmp_path / "data", files=files)
     try:
-        listed = {p["path"] for p in m.list_pages(user="alice")}
+        listed = {p["path"] for p in m.list_pages(user=as_user(m, "alice"))}
         assert {"notes/kept.md", "notes/old.md", "notes/draft.md"} <= listed
         assert "notes/gone.md" not in listed
-        items = m.recall("wombatword", user="alice").items
+        items = m.recall("wombatword", user=as_user(m, "alice")).items
         found = [i["path"] for i in items]
         assert set(found) == {"notes/kept.md", "notes/draft.md", "notes/old.md"}
         assert found.index("notes/kept.md") < found.index("notes/old.md")
@@ -66,7 +66,7 @@ def test_index_leaves_out_forgotten_and_ranks_superseded_after(tmp_path: Path) -
         assert (old["state"], old["superseded_by"]) == ("superseded", "notes/kept.md")
         # its path answers that it is forgotten (the state is read case-folded), no text
         with pytest.raises(Gone) as gone:
-            m.read_page("notes/gone.md", user="alice")
+            m.read_page("notes/gone.md", user=as_user(m, "alice"))
         assert gone.value.extra["path"] == "notes/gone.md"
         assert "wombatword" not in str(gone.value.body())
     finally:

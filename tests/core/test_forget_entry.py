@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import make_memory, run_cli
+from support import as_user, make_memory, run_cli
 
 from wiki_memory.core.forget import forget_page
 from wiki_memory.core.memory import Memory
@@ -58,7 +58,7 @@ def session(mem: Memory, sid: str = "s-forget") -> tuple[str, str]:
         + turn(sid, "Now run the migrations", "migrations ran")
     )
     for ev in events:
-        mem.capture(ev, "alice")
+        mem.capture(ev, as_user(mem, "alice"))
     mem.writer.flush()
     key = next(iter(mem.spool.sessions))
     path = str(mem.spool.sessions[key].state["path"])
@@ -73,7 +73,7 @@ def block_of(text: str, word: str) -> str:
 
 
 def found(mem: Memory, word: str) -> set[str]:
-    return {i["path"] for i in mem.recall(word, user="alice").items}
+    return {i["path"] for i in mem.recall(word, user=as_user(mem, "alice")).items}
 
 
 @pytest.fixture
@@ -94,16 +94,16 @@ def test_one_entry_is_forgotten_and_no_compile_brings_it_back(mem: Memory) -> No
     ref = f"# ref\n\nsee {link}\n".encode()
     mem.write_page("projects/atlas/notes/ref.md", ref, user="alice", message="ref")
 
-    res = forget_page(mem, f"{path}#^{block}", "alice")
+    res = forget_page(mem, f"{path}#^{block}", as_user(mem, "alice"))
     assert res == {"path": path, "entry": block, "state": "forgotten", "changed": True}
-    assert forget_page(mem, f"{path}#^{block}", "alice")["changed"] is False
+    assert forget_page(mem, f"{path}#^{block}", as_user(mem, "alice"))["changed"] is False
 
     text = page.read_text(encoding="utf-8")
     assert f"Use the {UNIQUE}" not in text and f"^{block}\n" in text
     assert "· forgotten entry `" in text
     assert UNIQUE in text  # the reply entry, t{N}: not forgotten, still there
     assert found(mem, UNIQUE) == {path}  # ... and found through the reply alone
-    forget_page(mem, f"{path}#^{block_of(text, UNIQUE)}", "alice")
+    forget_page(mem, f"{path}#^{block_of(text, UNIQUE)}", as_user(mem, "alice"))
     text = page.read_text(encoding="utf-8")
     assert UNIQUE not in text, text  # summary ("Last reply") and title included
     assert found(mem, UNIQUE) == set()
@@ -111,16 +111,16 @@ def test_one_entry_is_forgotten_and_no_compile_brings_it_back(mem: Memory) -> No
     assert meta["title"].startswith("Set up the staging database")
 
     # the page reads with the stub; the link still resolves to the entry
-    read = mem.read_page(path, user="alice")
+    read = mem.read_page(path, user=as_user(mem, "alice"))
     assert UNIQUE not in read["content"] and "forgotten entry" in read["content"]
-    links = mem.read_page("projects/atlas/notes/ref.md", user="alice")["links"]
+    links = mem.read_page("projects/atlas/notes/ref.md", user=as_user(mem, "alice"))["links"]
     assert [(lk["status"], lk["path"], lk["fragment_found"]) for lk in links] == [
         ("resolved", path, True)
     ]
 
     # a further event of the same session, then a compile from scratch
     for ev in turn("s-forget", "One more thing", "ok"):
-        mem.capture(ev, "alice")
+        mem.capture(ev, as_user(mem, "alice"))
     mem.writer.flush()
     text = page.read_text(encoding="utf-8")
     assert UNIQUE not in text and "One more thing" in text
@@ -141,15 +141,15 @@ def test_who_may_forget_an_entry_and_the_audit_line(mem: Memory) -> None:
     block = block_of(text, f"Use the {UNIQUE}")
     mem.scope.directory = Grants()  # type: ignore[assignment]
     with pytest.raises(Forbidden):
-        forget_page(mem, f"{path}#^{block}", "bob")  # may read, not write
+        forget_page(mem, f"{path}#^{block}", as_user(mem, "bob"))  # may read, not write
     with pytest.raises(NotFound):
-        forget_page(mem, f"{path}#^{block}", "cid")  # may not see it
+        forget_page(mem, f"{path}#^{block}", as_user(mem, "cid"))  # may not see it
     with pytest.raises(NotFound):
-        forget_page(mem, f"{path}#^t999", "alice")  # no such entry
+        forget_page(mem, f"{path}#^t999", as_user(mem, "alice"))  # no such entry
     with pytest.raises(NotFound):
-        forget_page(mem, f"{path}#Summary", "alice")  # a heading is no entry
+        forget_page(mem, f"{path}#Summary", as_user(mem, "alice"))  # a heading is no entry
     assert (mem.wiki_dir / path).read_text(encoding="utf-8") == text
-    forget_page(mem, f"{path}#^{block}", "alice")
+    forget_page(mem, f"{path}#^{block}", as_user(mem, "alice"))
     audit = (mem.settings.data_dir / "logs" / "audit.jsonl").read_text(encoding="utf-8")
     assert '"forget"' in audit and UNIQUE not in audit
 
@@ -215,7 +215,7 @@ def test_without_the_spool_the_head_lines_quoting_the_entry_go_too(tmp_path: Pat
     m = make_memory(tmp_path / "data", files={path: page})
     try:
         assert found(m, UNIQUE) == {path}
-        assert forget_page(m, f"{path}#^t1", "alice")["changed"] is True
+        assert forget_page(m, f"{path}#^t1", as_user(m, "alice"))["changed"] is True
         text = (m.wiki_dir / path).read_text(encoding="utf-8")
         assert UNIQUE not in text, text
         assert "- **Last reply:** `ok`" in text and "^t1\n" in text and "ok\n~~~" in text

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from appkit import AppServer
+from support import as_user
 
 from wiki_memory.cli.main import main as cli_main
 from wiki_memory.identity import Identity
@@ -54,7 +55,7 @@ def _session(m: Any) -> str:
         ev("UserPromptSubmit", prompt=f"Store the {SAID} notes in the wiki"),
         ev("Stop", last_assistant_message="stored"),
     ):
-        m.capture(e, m.owner)
+        m.capture(e, as_user(m, m.owner))
     m.writer.flush()
     return str(next(iter(m.spool.sessions.values())).state["path"])
 
@@ -83,7 +84,9 @@ def test_forget_a_linked_note_and_one_entry_then_by_query_on_every_face(tmp_path
             user=owner,
             message="s",
         )
-        h = m.handoffs.create(owner, project="p", title="Rotate", where_we_left_off="[[Vault key]]")
+        h = m.handoffs.create(
+            as_user(m, owner), project="p", title="Rotate", where_we_left_off="[[Vault key]]"
+        )
         assert _words_found(m, WORD) == {NOTE}
 
         # -- forget the note (HTTP) ------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from appkit import AppServer
+from support import as_user
 
 from wiki_memory.cli.main import main as cli_main
 from wiki_memory.identity import Identity
@@ -43,7 +44,10 @@ def _seed(m: Any) -> str:
         message="seed",
     )
     h = m.handoffs.create(
-        owner, project="p", title="Rotate the key", where_we_left_off="Read [[Staging secrets]]."
+        as_user(m, owner),
+        project="p",
+        title="Rotate the key",
+        where_we_left_off="Read [[Staging secrets]].",
     )
     return str(h["path"])
 
@@ -119,7 +123,7 @@ def test_forget_by_query_lists_first_then_forgets_on_confirmation(tmp_path: Path
         dry = srv.post("/v1/forget", {"query": "zebu ranch"}).json()
         assert dry["dry_run"] is True and dry["forgotten"] == []
         assert sorted(p["path"] for p in dry["pages"]) == both  # c.md holds one word only
-        assert len(m.list_pages(project="p", user=m.owner)) == 3  # nothing changed
+        assert len(m.list_pages(project="p", user=as_user(m, m.owner))) == 3  # nothing changed
 
         done = srv.post("/v1/forget", {"query": "zebu ranch", "dry_run": False}).json()
         assert sorted(done["forgotten"]) == both

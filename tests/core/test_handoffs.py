@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import shared_path
+from support import as_user, shared_path
 
 from wiki_memory.capture.observation import parse_event
 from wiki_memory.config import load_settings
@@ -41,7 +41,9 @@ def commits(m: Memory, path: str | None = None) -> list[str]:
 def new(svc, **kw):
     base = {"project": "proj", "title": "Fix the billing test", "harness": "claude-code"}
     base.update(kw)
-    return svc.create(kw.pop("user", "alice"), **{k: v for k, v in base.items() if k != "user"})
+    return svc.create(
+        as_user(svc, kw.pop("user", "alice")), **{k: v for k, v in base.items() if k != "user"}
+    )
 
 
 # --------------------------------------------------------------------------- states
@@ -102,33 +104,35 @@ def test_create_writes_a_typed_page_with_every_key_and_section(mem):
 def test_claim_once_repeat_conflict_complete_and_final_states(mem):
     svc = mem.handoffs
     hid = new(svc)["id"]
-    r = svc.claim("bob", hid, harness="codex", session_id="b1")
+    r = svc.claim(as_user(svc, "bob"), hid, harness="codex", session_id="b1")
     assert r["handoff"]["status"] == "claimed" and r["repeat"] is False
     assert r["handoff"]["claimed_by"] == "bob" and r["handoff"]["claimed_session"] == "b1"
     n = len(commits(mem))
     # the winner's repeat claim: 200, no write, no commit
-    assert svc.claim("bob", hid, harness="codex", session_id="b1")["repeat"] is True
+    assert svc.claim(as_user(svc, "bob"), hid, harness="codex", session_id="b1")["repeat"] is True
     assert len(commits(mem)) == n
     # anyone else, the same user's other session included, gets a conflict naming bob
     for user, sess in (("carol", "c1"), ("bob", "b2")):
         with pytest.raises(HandoffConflict) as e:
-            svc.claim(user, hid, harness="codex", session_id=sess)
+            svc.claim(as_user(svc, user), hid, harness="codex", session_id=sess)
         assert e.value.code == "claimed" and "bob (codex session b1)" in str(e.value)
         assert e.value.holder == {"user": "bob", "harness": "codex", "session": "b1"}
     # only the claimant may complete or release; the creator may not cancel a claimed one
     with pytest.raises(HandoffConflict) as e:
-        svc.complete("carol", hid)
+        svc.complete(as_user(svc, "carol"), hid)
     assert e.value.code == "claimed" and "bob" in str(e.value)
     with pytest.raises(HandoffConflict):
-        svc.cancel("alice", hid)
-    done = svc.complete("bob", hid, harness="codex", session_id="b1", note="Rounded half even.")
+        svc.cancel(as_user(svc, "alice"), hid)
+    done = svc.complete(
+        as_user(svc, "bob"), hid, harness="codex", session_id="b1", note="Rounded half even."
+    )
     assert done["handoff"]["status"] == "done" and done["handoff"]["done_at"]
     assert done["handoff"]["sections"]["outcome"] == "Rounded half even."
-    assert svc.complete("bob", hid)["repeat"] is True
+    assert svc.complete(as_user(svc, "bob"), hid)["repeat"] is True
     for act in (
-        lambda: svc.claim("carol", hid),
-        lambda: svc.release("bob", hid),
-        lambda: svc.cancel("alice", hid),
+        lambda: svc.claim(as_user(svc, "carol"), hid),
+        lambda: svc.release(as_user(svc, "bob"), hid),
+        lambda: svc.cancel(as_user(svc, "alice"), hid),
     ):
         with pytest.raises(HandoffConflict) as e:
             act()
@@ -142,30 +146,30 @@ def test_release_reopens_and_cancel_is_for_the_creator(mem):
     svc = mem.handoffs
     hid = new(svc)["id"]
     with pytest.raises(HandoffConflict) as e:
-        svc.release("bob", hid)
+        svc.release(as_user(svc, "bob"), hid)
     assert e.value.code == "not_claimed"
     with pytest.raises(HandoffConflict) as e:
-        svc.complete("bob", hid)
+        svc.complete(as_user(svc, "bob"), hid)
     assert e.value.code == "not_claimed"
-    svc.claim("bob", hid, harness="codex", session_id="b1")
+    svc.claim(as_user(svc, "bob"), hid, harness="codex", session_id="b1")
     with pytest.raises(HandoffConflict) as e:
-        svc.release("carol", hid)
+        svc.release(as_user(svc, "carol"), hid)
     assert e.value.code == "claimed"
-    r = svc.release("bob", hid, harness="cli", session_id="cli")
+    r = svc.release(as_user(svc, "bob"), hid, harness="cli", session_id="cli")
     assert r["handoff"]["status"] == "open" and r["handoff"]["claimed_by"] is None
-    assert svc.claim("carol", hid)["handoff"]["claimed_by"] == "carol"
-    svc.release("carol", hid)
+    assert svc.claim(as_user(svc, "carol"), hid)["handoff"]["claimed_by"] == "carol"
+    svc.release(as_user(svc, "carol"), hid)
     with pytest.raises(HandoffForbidden):
-        svc.cancel("bob", hid)
-    c = svc.cancel("alice", hid, reason="not needed")
+        svc.cancel(as_user(svc, "bob"), hid)
+    c = svc.cancel(as_user(svc, "alice"), hid, reason="not needed")
     assert c["handoff"]["status"] == "cancelled"
-    assert svc.cancel("alice", hid)["repeat"] is True
+    assert svc.cancel(as_user(svc, "alice"), hid)["repeat"] is True
     with pytest.raises(HandoffConflict) as e:
-        svc.claim("bob", hid)
+        svc.claim(as_user(svc, "bob"), hid)
     assert e.value.code == "cancelled" and "cancelled" in str(e.value)
     # the wiki's owner may cancel anyone's handoff
     hid2 = new(svc, user="bob")["id"]
-    assert svc.cancel("alice", hid2)["handoff"]["status"] == "cancelled"
+    assert svc.cancel(as_user(svc, "alice"), hid2)["handoff"]["status"] == "cancelled"
 
 
 def test_expiry_is_a_state_in_the_page(mem):
@@ -174,33 +178,33 @@ def test_expiry_is_a_state_in_the_page(mem):
     path = f"projects/proj/handoffs/{hid}.md"
     real = time.time
     svc.clock = lambda: real() + 120
-    assert svc.show("bob", hid)["status"] == "expired"
+    assert svc.show(as_user(svc, "bob"), hid)["status"] == "expired"
     with pytest.raises(HandoffConflict) as e:
-        svc.claim("bob", hid)
+        svc.claim(as_user(svc, "bob"), hid)
     assert e.value.code == "expired" and "expired at" in str(e.value)
     # the expiry the claim ran into is now written down and committed
     assert parse_page((mem.wiki_dir / path).read_bytes(), path).metadata["status"] == "expired"
     assert mem.git.is_clean()
-    assert [h["id"] for h in svc.list_handoffs("bob", status="expired")] == [hid]
+    assert [h["id"] for h in svc.list_handoffs(as_user(svc, "bob"), status="expired")] == [hid]
     with pytest.raises(ValueError):
         new(svc, expires="2000-01-01T00:00:00Z")
     with pytest.raises(ValueError):
-        svc.list_handoffs("bob", status="nonsense")
+        svc.list_handoffs(as_user(svc, "bob"), status="nonsense")
 
 
 def test_unknown_malformed_and_non_handoff_ids(mem):
     svc = mem.handoffs
     with pytest.raises(NotFound):
-        svc.claim("bob", "H-9999")
+        svc.claim(as_user(svc, "bob"), "H-9999")
     with pytest.raises(ValueError):
-        svc.show("bob", "../../etc/passwd")
+        svc.show(as_user(svc, "bob"), "../../etc/passwd")
     with pytest.raises(ValueError):
-        svc.show("bob", "H-*")
+        svc.show(as_user(svc, "bob"), "H-*")
     note = mem.wiki_dir / "projects/proj/handoffs/H-0500.md"
     note.parent.mkdir(parents=True)
     note.write_text("# just a note\n")
     with pytest.raises(NotFound):
-        svc.claim("bob", "H-0500")
+        svc.claim(as_user(svc, "bob"), "H-0500")
     # a person's page with that number is never overwritten: the next id skips it
     svc._next_num = 500
     assert new(svc)["id"] == "H-0501"
@@ -215,7 +219,7 @@ def test_server_edits_keep_a_persons_edits_byte_for_byte(mem):
     edited = raw.replace("to: any\n", "to: any  # anyone may take it\nreviewer: 'dana'\n")
     edited = edited.replace("- one\n", "- one\n- two (added by hand)\n") + "\nMy own notes.\n"
     full.write_text(edited)
-    svc.claim("bob", h["id"], harness="codex", session_id="b1")
+    svc.claim(as_user(svc, "bob"), h["id"], harness="codex", session_id="b1")
     after = full.read_text()
     changed = {
         ln.split(":", 1)[0]
@@ -232,7 +236,7 @@ def test_server_edits_keep_a_persons_edits_byte_for_byte(mem):
     }
     assert "to: any  # anyone may take it\nreviewer: 'dana'\n" in after
     assert "- two (added by hand)" in after and after.endswith("\nMy own notes.\n")
-    svc.complete("bob", h["id"], note="Fixed.")
+    svc.complete(as_user(svc, "bob"), h["id"], note="Fixed.")
     final = full.read_text()
     assert "reviewer: 'dana'" in final and "My own notes." in final and "## Outcome" in final
 
@@ -252,7 +256,7 @@ def test_fifty_threads_claim_at_once_one_wins(mem):
         ) -> None:
             barrier.wait()
             try:
-                svc.claim(f"user{i}", hid, harness="codex", session_id=f"s{i}")
+                svc.claim(as_user(svc, f"user{i}"), hid, harness="codex", session_id=f"s{i}")
                 out: tuple[str, object] = ("ok", i)
             except HandoffConflict as exc:
                 out = ("409", str(exc))
@@ -283,20 +287,23 @@ def test_offers_are_leases_that_run_out(mem):
     x = ("dave", "codex", "x")
     held, offered = svc.offer(svc_claimant(*x), "proj")
     assert [h.id for h in offered] == [hid] and not held
-    assert svc.show("bob", hid)["status"] == "offered"
+    assert svc.show(as_user(svc, "bob"), hid)["status"] == "offered"
     # while the lease runs nobody else is offered it or can claim it
     assert svc.offer(svc_claimant("erin", "codex", "y"), "proj")[1] == []
     with pytest.raises(HandoffConflict) as e:
-        svc.claim("erin", hid, harness="codex", session_id="y")
+        svc.claim(as_user(svc, "erin"), hid, harness="codex", session_id="y")
     assert e.value.code == "offered" and "dave (codex session x)" in str(e.value)
     # the same session asking again keeps its offer
     assert [h.id for h in svc.offer(svc_claimant(*x), "proj")[1]] == [hid]
     time.sleep(0.7)
-    assert svc.show("bob", hid)["status"] == "open"
+    assert svc.show(as_user(svc, "bob"), hid)["status"] == "open"
     assert [h.id for h in svc.offer(svc_claimant("erin", "codex", "y"), "proj")[1]] == [hid]
-    assert svc.claim("erin", hid, harness="codex", session_id="y")["handoff"]["status"] == "claimed"
+    assert (
+        svc.claim(as_user(svc, "erin"), hid, harness="codex", session_id="y")["handoff"]["status"]
+        == "claimed"
+    )
     with pytest.raises(HandoffConflict) as e:
-        svc.claim("dave", hid, harness="codex", session_id="x")
+        svc.claim(as_user(svc, "dave"), hid, harness="codex", session_id="x")
     assert e.value.code == "claimed" and "erin" in str(e.value)
 
 
@@ -320,8 +327,8 @@ def test_claiming_one_offer_gives_back_the_others(mem):
     x = svc_claimant("bob", "codex", "x")
     offered = svc.offer(x, "proj")[1]
     assert len(offered) == 3
-    svc.claim("bob", ids[0], harness="codex", session_id="x")
-    assert {svc.show("carol", i)["status"] for i in ids[1:]} == {"open"}
+    svc.claim(as_user(svc, "bob"), ids[0], harness="codex", session_id="x")
+    assert {svc.show(as_user(svc, "carol"), i)["status"] for i in ids[1:]} == {"open"}
 
 
 def svc_claimant(user, harness, session):
@@ -343,17 +350,19 @@ def test_personal_handoffs_are_seen_by_their_owner_alone(mem):
         where_we_left_off="zanzibar quokka notes",
     )
     assert h["path"].startswith("people/bob/handoffs/")
-    assert [x["id"] for x in svc.list_handoffs("bob")] == [h["id"]]
-    assert svc.list_handoffs("carol") == []
+    assert [x["id"] for x in svc.list_handoffs(as_user(svc, "bob"))] == [h["id"]]
+    assert svc.list_handoffs(as_user(svc, "carol")) == []
     with pytest.raises(NotFound):
-        svc.show("carol", h["id"])
+        svc.show(as_user(svc, "carol"), h["id"])
     with pytest.raises(NotFound):
-        svc.claim("carol", h["id"])
+        svc.claim(as_user(svc, "carol"), h["id"])
     assert svc.offer(svc_claimant("carol", "codex", "c"), "proj")[1] == []
-    assert "zanzibar" not in json.dumps(mem.recall("zanzibar quokka", user="carol").items)
+    assert "zanzibar" not in json.dumps(
+        mem.recall("zanzibar quokka", user=as_user(mem, "carol")).items
+    )
     assert "zanzibar" not in json.dumps(mem.recall("zanzibar quokka").items)
-    assert mem.recall("zanzibar quokka", user="bob").items
-    assert svc.claim("bob", h["id"])["handoff"]["status"] == "claimed"
+    assert mem.recall("zanzibar quokka", user=as_user(mem, "bob")).items
+    assert svc.claim(as_user(svc, "bob"), h["id"])["handoff"]["status"] == "claimed"
 
 
 # --------------------------------------------------------------------------- signals
@@ -494,11 +503,11 @@ def test_ingesting_a_locomo_conversation_opens_no_handoff(mem):
         evs = locomo_events(sample, sid, alternate)
         assert session_signals(obs(evs)).names == []
         for i in range(0, len(evs), 500):
-            mem.capture(evs[i : i + 500], "alice")
+            mem.capture(evs[i : i + 500], as_user(mem, "alice"))
         key = next(k for k, v in mem.spool.sessions.items() if v.session_id == sid)
         compile_now(mem, key)
     assert mem.list_pages(project="locomo", kind="session")
-    assert svc.list_handoffs("alice") == []
+    assert svc.list_handoffs(as_user(svc, "alice")) == []
     assert not list((mem.wiki_dir / "projects" / "locomo").glob("handoffs/*"))
 
 
@@ -507,28 +516,28 @@ def test_session_end_opens_a_linked_automatic_handoff_that_supersedes_older(mem)
     assert mem.on_session_end.count(svc.on_session_end) == 1
     assert mem.on_session_end.count(svc.on_session_end) == 1
     failing = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUseFailure"]
-    mem.capture(events(failing + ["SessionEnd"], "a1"), "alice")
+    mem.capture(events(failing + ["SessionEnd"], "a1"), as_user(mem, "alice"))
     key = next(k for k, v in mem.spool.sessions.items() if v.session_id == "a1")
     page = compile_now(mem, key)
-    hs = svc.list_handoffs("bob", project="project")
+    hs = svc.list_handoffs(as_user(svc, "bob"), project="project")
     assert len(hs) == 1 and hs[0]["auto"] and hs[0]["status"] == "open"
     assert hs[0]["session_page"] == page
-    full = svc.show("bob", hs[0]["id"])
+    full = svc.show(as_user(svc, "bob"), hs[0]["id"])
     assert f"[[{page.removesuffix('.md')}|" in full["content"]
     assert "test_rounding" in full["sections"]["what_failed"]
     assert full["metadata"]["signals"][0] == "tool_failed"
     # the session page and the handoff are committed together, by the session's user
     assert mem.git.is_clean()
     # a later unfinished session of the same user and project supersedes it
-    mem.capture(events(failing + ["SessionEnd"], "a2"), "alice")
+    mem.capture(events(failing + ["SessionEnd"], "a2"), as_user(mem, "alice"))
     key2 = next(k for k, v in mem.spool.sessions.items() if v.session_id == "a2")
     compile_now(mem, key2)
-    hs = {h["id"]: h for h in svc.list_handoffs("bob", project="project")}
+    hs = {h["id"]: h for h in svc.list_handoffs(as_user(svc, "bob"), project="project")}
     old, newer = sorted(hs)
     assert hs[old]["status"] == "cancelled" and hs[old]["superseded_by"] == newer
     assert hs[newer]["status"] == "open"
     with pytest.raises(HandoffConflict) as e:
-        svc.claim("bob", old)
+        svc.claim(as_user(svc, "bob"), old)
     assert e.value.code == "cancelled" and newer in str(e.value)
 
 
@@ -536,20 +545,28 @@ def test_no_automatic_handoff_when_off_or_when_the_session_left_one(mem, monkeyp
     svc = mem.handoffs
     failing = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUseFailure"]
     # the session left an explicit handoff
-    mem.capture(events(failing, "e1"), "alice")
-    svc.create("alice", project="project", title="explicit", harness="claude-code", session_id="e1")
-    mem.capture([{**events(["SessionEnd"], "e1")[0], "event_id": "e1-end"}], "alice")
+    mem.capture(events(failing, "e1"), as_user(mem, "alice"))
+    svc.create(
+        as_user(svc, "alice"),
+        project="project",
+        title="explicit",
+        harness="claude-code",
+        session_id="e1",
+    )
+    mem.capture([{**events(["SessionEnd"], "e1")[0], "event_id": "e1-end"}], as_user(mem, "alice"))
     key = next(k for k, v in mem.spool.sessions.items() if v.session_id == "e1")
     compile_now(mem, key)
-    assert [h["title"] for h in svc.list_handoffs("alice", project="project")] == ["explicit"]
+    assert [h["title"] for h in svc.list_handoffs(as_user(svc, "alice"), project="project")] == [
+        "explicit"
+    ]
     # the setting turns it off
     monkeypatch.setenv("WIKI_MEMORY_HANDOFF_AUTO", "0")
     svc.config = HandoffConfig.load(mem.settings)
     assert svc.config.auto is False
-    mem.capture(events(failing + ["SessionEnd"], "e2"), "alice")
+    mem.capture(events(failing + ["SessionEnd"], "e2"), as_user(mem, "alice"))
     key = next(k for k, v in mem.spool.sessions.items() if v.session_id == "e2")
     compile_now(mem, key)
-    assert len(svc.list_handoffs("alice", project="project")) == 1
+    assert len(svc.list_handoffs(as_user(svc, "alice"), project="project")) == 1
 
 
 def test_config_from_toml_and_env(tmp_path, monkeypatch):
@@ -570,18 +587,18 @@ def test_state_survives_a_restart_and_a_reindex(tmp_path):
     m = Memory(settings, owner_user="alice")
     m.start()
     svc = m.handoffs
-    hid = svc.create("alice", project="proj", title="t")["id"]
-    svc.claim("bob", hid, harness="codex", session_id="b")
+    hid = svc.create(as_user(svc, "alice"), project="proj", title="t")["id"]
+    svc.claim(as_user(svc, "bob"), hid, harness="codex", session_id="b")
     m.stop()
     (Path(settings.index_path)).unlink()
     m2 = Memory(settings, owner_user="alice")
     m2.start()
     try:
         svc2 = m2.handoffs
-        assert svc2.show("carol", hid)["claimed_by"] == "bob"
-        assert [h["status"] for h in svc2.list_handoffs("carol")] == ["claimed"]
+        assert svc2.show(as_user(svc2, "carol"), hid)["claimed_by"] == "bob"
+        assert [h["status"] for h in svc2.list_handoffs(as_user(svc2, "carol"))] == ["claimed"]
         with pytest.raises(HandoffConflict):
-            svc2.claim("carol", hid)
-        assert svc2.create("alice", project="proj", title="t2")["id"] == "H-0002"
+            svc2.claim(as_user(svc2, "carol"), hid)
+        assert svc2.create(as_user(svc2, "alice"), project="proj", title="t2")["id"] == "H-0002"
     finally:
         m2.stop()

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from dulwich.objects import Blob, Commit, Tree
 from dulwich.repo import Repo
-from support import make_memory
+from support import as_user, make_memory
 
 from wiki_memory.audit import escape
 from wiki_memory.core.syncstate import sync_lines
@@ -164,7 +164,7 @@ def _check(sb: Sandbox, commit: bytes, refused: set[str], accepted: set[str]) ->
     assert differ == accepted | {FINE}, differ
     assert files_after[FINE] == FINE_TEXT
     # healthy: reads work, the state says the sync worked, git status of the wiki is clean
-    assert sb.m.read_page(FINE, user="alice")["path"] == FINE
+    assert sb.m.read_page(FINE, user=as_user(sb.m, "alice"))["path"] == FINE
     assert sb.m.sync.status()["last_error"] is None
     audit = (sb.data / "logs" / "audit.jsonl").read_text()
     assert audit.count('"sync refused"') >= len(refused)
@@ -287,7 +287,7 @@ def test_a_hub_writes_no_personal_page_and_no_pin(tmp_path, stop_after):
     page = (sb.m.wiki_dir / "projects/p/notes/pinned.md").read_bytes()
     assert page == b"---\ntitle: pinned\n---\nread me first\n"
     assert not (sb.m.wiki_dir / "people").exists()
-    hits = sb.m.recall("always run curl evil", user="alice", budget_tokens=2000)
+    hits = sb.m.recall("always run curl evil", user=as_user(sb.m, "alice"), budget_tokens=2000)
     assert not any("evil.example" in json.dumps(h) for h in hits.items)
 
 
@@ -614,7 +614,7 @@ def test_a_hub_cannot_delete_a_personal_page_by_making_a_folder_of_its_path(tmp_
     rep = _check(sb, commit, refused={evil}, accepted=set())
     assert rep["refused"][0]["reason"] == "path: a folder where this server has a file"
     assert (sb.m.wiki_dir / "projects/p/notes/diary.md").read_bytes() == diary
-    assert sb.m.read_page("projects/p/notes/diary.md", user="alice")["path"]
+    assert sb.m.read_page("projects/p/notes/diary.md", user=as_user(sb.m, "alice"))["path"]
 
 
 @pytest.mark.process  # sync runs its network steps in a child process

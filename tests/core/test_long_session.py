@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from support import as_user
 
 from wiki_memory.capture.observation import Observation, parse_event
 from wiki_memory.core.sessions import compiler_bytes
@@ -192,10 +193,10 @@ def capture_turns(mem: Any, first: int, last: int, sid: str = "long") -> None:
     for t in range(first, last + 1):
         batch += turn(sid, t)
         if len(batch) >= 600:
-            mem.capture(batch, "alice")
+            mem.capture(batch, as_user(mem, "alice"))
             batch = []
     if batch:
-        mem.capture(batch, "alice")
+        mem.capture(batch, as_user(mem, "alice"))
     mem.writer.flush()
 
 
@@ -249,19 +250,19 @@ def test_a_long_session_keeps_its_numbers_links_recall_and_resume(mem):
     assert full.timeline in text
     # every earlier entry is still found by its link
     wanted = [1, 2, 3, 1500, 3000, 3600]
-    got = mem.expand([f"{path}#^t{n}" for n in wanted], 100_000, "alice")
+    got = mem.expand([f"{path}#^t{n}" for n in wanted], 100_000, as_user(mem, "alice"))
     assert got["missing"] == [] and len(got["items"]) == len(wanted)
     assert "prompt 1:" in got["items"][0]["text"] and "reply 1200" in got["items"][-1]["text"]
     # recall finds an early and a late entry by a word only each holds
     for t, anchor in ((3, "^t7"), (1199, "^t3595")):
-        hits = mem.recall(word(t), user="alice")
+        hits = mem.recall(word(t), user=as_user(mem, "alice"))
         assert any(
             str(h.get("id", "")).endswith(f"{path}#{anchor}")
             or (h.get("path") == path and anchor in str(h))
             for h in hits.items
         ), hits.items[:3]
     # a resume continues the numbering
-    mem.capture(cc("long", "SessionStart", source="resume"), "alice")
+    mem.capture(cc("long", "SessionStart", source="resume"), as_user(mem, "alice"))
     capture_turns(mem, 1201, 1201)
     text = (mem.wiki_dir / path).read_text()
     ids = [int(i) for i in re.findall(r"^\^t(\d+)$", text, re.M)]

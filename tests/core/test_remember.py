@@ -14,12 +14,14 @@ from typing import Any
 import httpx
 import pytest
 from serverproc import ServerProcess
+from support import as_user
 
 from wiki_memory.auth import TokenStore
 from wiki_memory.core.memory import Memory
 from wiki_memory.core.remember import remember
 from wiki_memory.core.writer import WriteResult
 from wiki_memory.errors import TABLE, BadRequest, Conflict, Forbidden
+from wiki_memory.identity import Identity
 from wiki_memory.mcp.tools import build_server
 from wiki_memory.wiki.page import parse_page
 
@@ -260,7 +262,7 @@ def test_mcp_tool_writes_the_same_note(mem):
         "session",
     ]
     assert meta["user"] == "alice" and meta["tags"] == ["a"]
-    assert mem.read_page(out["path"], 0, 1 << 20, "alice")["hash"] == out["hash"]
+    assert mem.read_page(out["path"], 0, 1 << 20, as_user(mem, "alice"))["hash"] == out["hash"]
 
 
 def test_mcp_tool_bad_fields_are_tool_errors(mem):
@@ -293,8 +295,8 @@ class FakeWriter:
         self.checked: list[tuple[str, str]] = []
         self.scope = self
 
-    def write_check(self, who: str, path: str, op: str = "page.write") -> tuple[str, Path]:
-        self.checked.append((who, path))
+    def write_check(self, who: Identity, path: str, op: str = "page.write") -> tuple[str, Path]:
+        self.checked.append((who.user, path))
         if self.refuse:
             raise Forbidden(f"you may not write {path}", grant="write on project p")
         return path, self.wiki_dir / path
@@ -316,13 +318,13 @@ def test_core_remember_decides_the_right_to_write_before_reading_the_text(tmp_pa
     monkeypatch.setattr(core_remember, "redact_text", no_scan)
     w = FakeWriter(tmp_path, refuse=True)
     with pytest.raises(Forbidden):
-        remember(w, "a fact\n" * 1000, project="p", user="rita")
+        remember(w, "a fact\n" * 1000, project="p", user=Identity("rita"))
     assert w.checked == [("rita", "projects/p/notes")] and w.calls == []
 
 
 def test_core_remember_needs_only_a_page_writer(tmp_path):
     w = FakeWriter(tmp_path, conflicts=2)
-    out = remember(w, "a fact", project="p", user="bob", harness="h", session_id="s")
+    out = remember(w, "a fact", project="p", user=Identity("bob"), harness="h", session_id="s")
     assert out == {
         "path": "projects/p/notes/a fact.md",
         "id": out["id"],
@@ -331,7 +333,7 @@ def test_core_remember_needs_only_a_page_writer(tmp_path):
         "redacted": 0,
     }
     assert len(w.calls) == 3  # a name taken meanwhile is tried again
-    assert all(c["create_only"] is True and c["who"] == "bob" for c in w.calls)
+    assert all(c["create_only"] is True and c["who"] == Identity("bob") for c in w.calls)
     assert w.calls[-1]["user"] == "bob" and w.calls[-1]["message"] == (
         "Remember projects/p/notes/a fact.md (h)"
     )
@@ -339,5 +341,5 @@ def test_core_remember_needs_only_a_page_writer(tmp_path):
 
 def test_core_remember_gives_up_naming_the_title(tmp_path):
     with pytest.raises(BadRequest) as exc:
-        remember(FakeWriter(tmp_path, conflicts=10**6), "x", project="p", user="bob")
+        remember(FakeWriter(tmp_path, conflicts=10**6), "x", project="p", user=Identity("bob"))
     assert exc.value.field == "title"

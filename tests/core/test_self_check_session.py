@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support import hook_event, make_memory
+from support import as_user, hook_event, make_memory
 
 from wiki_memory.core.capture import SELF_CHECK_PREFIX
 from wiki_memory.core.writer import WriteResult
@@ -21,7 +21,7 @@ def _pages_and_commits(m) -> tuple[list[Path], int]:
 
 
 def _found(m, word: str) -> bool:
-    res = m.recall(word, user="alice", budget_tokens=2000)
+    res = m.recall(word, user=as_user(m, "alice"), budget_tokens=2000)
     return any(word in it["snippet"] for it in res.items)
 
 
@@ -32,22 +32,28 @@ def test_ended_idle_and_restarted_self_check_sessions_leave_nothing(tmp_path: Pa
         pages, commits = _pages_and_commits(m)
         # ended: searchable first, then gone
         sid = SELF_CHECK_PREFIX + "a1"
-        m.capture(hook_event("UserPromptSubmit", sid, prompt="zebraword one"), "alice")
+        m.capture(hook_event("UserPromptSubmit", sid, prompt="zebraword one"), as_user(m, "alice"))
         assert _found(m, "zebraword")
-        m.capture(hook_event("Stop", sid), "alice")  # a stop compiles others: not this one
-        m.capture(hook_event("SessionEnd", sid), "alice")
+        m.capture(
+            hook_event("Stop", sid), as_user(m, "alice")
+        )  # a stop compiles others: not this one
+        m.capture(hook_event("SessionEnd", sid), as_user(m, "alice"))
         m.writer.call(WriteResult)
         assert not _found(m, "zebraword")
         assert list((data / "spool").glob("*.jsonl")) == []
         # idle: the idle end deletes it instead of compiling it
         sid2 = SELF_CHECK_PREFIX + "b2"
-        m.capture(hook_event("UserPromptSubmit", sid2, prompt="quokkaword two"), "alice")
+        m.capture(
+            hook_event("UserPromptSubmit", sid2, prompt="quokkaword two"), as_user(m, "alice")
+        )
         key = next(k for k, i in m.spool.sessions.items() if i.session_id == sid2)
         m.request_compile(key, end=True).result(timeout=30)
         assert not _found(m, "quokkaword")
         # left behind by a stopped setup: deleted at the next start
         sid3 = SELF_CHECK_PREFIX + "c3"
-        m.capture(hook_event("UserPromptSubmit", sid3, prompt="wombatword three"), "alice")
+        m.capture(
+            hook_event("UserPromptSubmit", sid3, prompt="wombatword three"), as_user(m, "alice")
+        )
     finally:
         m.stop()
     m = make_memory(data)
@@ -57,8 +63,10 @@ def test_ended_idle_and_restarted_self_check_sessions_leave_nothing(tmp_path: Pa
         assert list((data / "spool").glob("*.jsonl")) == []
         # no page and no commit came of any of them; an ordinary session does make a page
         assert _pages_and_commits(m) == (pages, commits)
-        m.capture(hook_event("UserPromptSubmit", "ordinary", prompt="emuword four"), "alice")
-        m.capture(hook_event("SessionEnd", "ordinary"), "alice")
+        m.capture(
+            hook_event("UserPromptSubmit", "ordinary", prompt="emuword four"), as_user(m, "alice")
+        )
+        m.capture(hook_event("SessionEnd", "ordinary"), as_user(m, "alice"))
         m.writer.call(WriteResult)
         assert _pages_and_commits(m)[0] != pages
     finally:

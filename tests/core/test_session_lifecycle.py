@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import all_text_under, git_objects, shared_path
+from support import all_text_under, as_user, git_objects, shared_path
 
 from wiki_memory.core.forget import forget_page
 from wiki_memory.core.purge import purge_page
@@ -40,7 +40,7 @@ def cc(event: str, sid: str, **fields: Any) -> dict[str, Any]:
 
 def run(mem: Any, events: list[dict[str, Any]]) -> None:
     for ev in events:
-        mem.capture(ev, "alice")
+        mem.capture(ev, as_user(mem, "alice"))
     mem.writer.flush()
 
 
@@ -116,7 +116,7 @@ def test_claude_code_lifecycle_of_case_C61(mem):
     compactions = re.findall(r"context compaction.*\n\nthe harness's summary", text)
     assert len(compactions) == 1
     assert text.count("· prompt\n") == 5
-    hits = mem.recall(SUMMARY_PHRASE, project="atlas", user="alice")
+    hits = mem.recall(SUMMARY_PHRASE, project="atlas", user=as_user(mem, "alice"))
     assert hits.items == []
     # 4: clear: a new page, linked to the previous one
     run(mem, [cc("SessionStart", "sess-0612", source="clear"), *turn("sess-0612", 0)])
@@ -185,7 +185,7 @@ def test_memory_recall_output_is_stored_as_a_reference(mem):
         f"The staging database port is {NOTE_VALUE}.",
         project="atlas",
         title="Staging port",
-        user="alice",
+        user=as_user(mem, "alice"),
     )
     mem.writer.flush()
     note_path = note["path"]
@@ -219,7 +219,7 @@ def test_memory_recall_output_is_stored_as_a_reference(mem):
     assert f"`{note_path}`" in text and "returned by the memory (`cli recall`)" in text
     forget_page(mem, note_path, None)
     mem.writer.flush()
-    hits = mem.recall(NOTE_VALUE, user="alice")
+    hits = mem.recall(NOTE_VALUE, user=as_user(mem, "alice"))
     assert hits.items == []
     purge_page(mem, note_path, None)
     mem.writer.flush()
@@ -280,21 +280,23 @@ def test_discarded_placeholders_are_no_longer_counted_but_stay_on_the_page(mem, 
     run(mem, [cc("UserPromptSubmit", "sess-lost", prompt="a first prompt")])
     monkeypatch.setattr(compiler, "_prompt_text", broken)
     run(mem, [cc("UserPromptSubmit", "sess-lost", prompt="lost"), cc("Stop", "sess-lost")])
-    (row,) = list_unrendered(mem, "alice")
+    (row,) = list_unrendered(mem, as_user(mem, "alice"))
     assert row["page"] and len(row["placeholders"]) == 2 and row["events"] == 2
     with pytest.raises(Forbidden):
-        list_unrendered(mem, "bob")
-    res = discard_unrendered(mem, "alice", row["session"][:10])
+        list_unrendered(mem, as_user(mem, "bob"))
+    res = discard_unrendered(mem, as_user(mem, "alice"), row["session"][:10])
     assert res == {
         "session": row["session"],
         "page": row["page"],
         "discarded": 2,
         "dropped_spool": False,
     }
-    assert list_unrendered(mem, "alice") == [] and unrendered_line(mem.settings) is None
+    assert (
+        list_unrendered(mem, as_user(mem, "alice")) == [] and unrendered_line(mem.settings) is None
+    )
     # the next compile does not count them again; the page still says what is missing
     run(mem, [cc("Stop", "sess-lost", last_assistant_message="later")])
-    assert list_unrendered(mem, "alice") == []
+    assert list_unrendered(mem, as_user(mem, "alice")) == []
     _, text = page_of(mem, "sess-lost")
     assert text.count("unrendered event `UserPromptSubmit`") == 2 and "later" in text
     audit = (mem.settings.logs_dir / "audit.jsonl").read_text()
@@ -330,13 +332,13 @@ def test_a_failing_compile_is_retried_with_back_off(mem, monkeypatch):
 def test_a_resumed_or_compacted_session_gets_a_shorter_brief_that_says_so(mem):
     from wiki_memory.core.brief import build_brief
 
-    remember(mem, "The parser is in src/parse.py.", project="atlas", user="alice")
+    remember(mem, "The parser is in src/parse.py.", project="atlas", user=as_user(mem, "alice"))
     mem.writer.flush()
     kw = {"project": "atlas", "harness": "claude-code", "session_id": "sess-b"}
-    first = build_brief(mem, "alice", budget_tokens=800, **kw)
+    first = build_brief(mem, as_user(mem, "alice"), budget_tokens=800, **kw)
     assert first["text"] and "resumed" not in first["text"]
     for source, words in (("resume", "Session resumed"), ("compact", "Context compacted")):
-        again = build_brief(mem, "alice", budget_tokens=800, source=source, **kw)
+        again = build_brief(mem, as_user(mem, "alice"), budget_tokens=800, source=source, **kw)
         assert words in again["text"]
         assert again["budget_tokens"] == 400 and again["used_tokens"] <= 400
 
@@ -364,34 +366,34 @@ def test_a_session_with_no_project_hands_off_to_its_user(mem):
     )
     path, text = page_of(mem, "sess-home")
     assert path.startswith("people/alice/sessions/") and "project: null" in text
-    (h,) = mem.handoffs.list_handoffs("alice")
+    (h,) = mem.handoffs.list_handoffs(as_user(mem.handoffs, "alice"))
     assert h["path"].startswith("people/alice/handoffs/P-")
     assert h["visibility"] == "personal" and h.get("project") is None
     assert h["session_page"] == path
-    assert mem.handoffs.list_handoffs("bob") == []
+    assert mem.handoffs.list_handoffs(as_user(mem.handoffs, "bob")) == []
 
 
 def test_an_offer_to_a_session_that_only_started_is_open_again_after_its_lease(mem):
     from wiki_memory.core.brief import build_brief
 
     h = mem.handoffs.create(
-        "alice", project="atlas", title="Finish the parser", next_steps="wire it up"
+        as_user(mem, "alice"), project="atlas", title="Finish the parser", next_steps="wire it up"
     )
     mem.writer.flush()
     real = mem.handoffs.clock
     kw = {"project": "atlas", "harness": "claude-code"}
     # a SessionStart that briefs, then nothing: its offer is printed, no page, no claim
     run(mem, [cc("SessionStart", "sess-0690", source="startup")])
-    b = build_brief(mem, "alice", session_id="sess-0690", **kw)
+    b = build_brief(mem, as_user(mem, "alice"), session_id="sess-0690", **kw)
     assert [o["id"] for o in b["offers"]] == [h["id"]]
     key = next(k for k, v in mem.spool.sessions.items() if v.session_id == "sess-0690")
     mem.request_compile(key, end=True).result(timeout=60)
-    assert mem.handoffs.list_handoffs("alice")[0]["status"] == "offered"
+    assert mem.handoffs.list_handoffs(as_user(mem.handoffs, "alice"))[0]["status"] == "offered"
     lease = mem.handoffs.config.lease_seconds
     mem.handoffs.clock = lambda: real() + lease + 1
-    (after,) = mem.handoffs.list_handoffs("alice")
+    (after,) = mem.handoffs.list_handoffs(as_user(mem.handoffs, "alice"))
     assert after["status"] == "open" and not after.get("claimed_by")
-    nxt = build_brief(mem, "alice", session_id="sess-0700", **kw)
+    nxt = build_brief(mem, as_user(mem, "alice"), session_id="sess-0700", **kw)
     assert [o["id"] for o in nxt["offers"]] == [h["id"]]
     assert sessions_on_disk(mem) == []
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from gitkit import all_objects, holding
 from serverproc import ServerProcess
-from support import make_memory, run_cli, wait_for
+from support import as_user, make_memory, run_cli, wait_for
 
 from wiki_memory.core.purge import purge_page
 from wiki_memory.errors import SyncRefused, Unavailable
@@ -569,7 +569,7 @@ def test_periodic_sync_pushes_without_a_command_and_only_admins_may_sync(tmp_pat
         timeout=30,
     )
     with pytest.raises(Forbidden):
-        m.sync.sync(who="mallory")
+        m.sync.sync(who=as_user(m, "mallory"))
 
 
 @pytest.mark.process

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import committed, make_memory, run_cli
+from support import as_user, committed, make_memory, run_cli
 
 from wiki_memory.cli.doctor import run_checks
 from wiki_memory.core.syncconflicts import list_conflicts, resolve_conflict
@@ -74,7 +74,7 @@ def test_each_replica_says_whose_version_is_where_and_the_copy_is_marked(overlap
     )
     assert b"FROM-ANA" in (b.wiki_dir / PAGE).read_bytes()
     # recall: two Deploy pages no more; the copy after the page, marked
-    items = b.recall("deploy script", project="p", user="ben").items
+    items = b.recall("deploy script", project="p", user=as_user(b, "ben")).items
     paths = [i["path"] for i in items]
     assert paths.index(PAGE) < paths.index(copy)
     assert items[paths.index(copy)]["conflict_of"] == PAGE
@@ -90,7 +90,7 @@ def test_doctor_points_to_sync_conflicts_and_resolve_keeps_one_side_everywhere(o
     assert mine and all(f.fix == "wiki-memory sync-conflicts" for f in mine), mine
     assert any("this replica's own version is in" in f.message for f in mine)
     # B keeps its own version: the copy's, marks off, at the page's path; the copy removed
-    res = resolve_conflict(b, copy, "copy", "ben")
+    res = resolve_conflict(b, copy, "copy", as_user(b, "ben"))
     assert res == {"page": PAGE, "copy": copy, "kept": "copy"}
     assert (b.wiki_dir / PAGE).read_bytes() == BASE.replace(b"step 1: run", b"step 1: FROM-BEN run")
     assert not (b.wiki_dir / copy).exists()

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import committed, make_memory
+from support import as_user, committed, make_memory
 
 from wiki_memory.core.forget import forget_page
 from wiki_memory.core.topics import compile_project
@@ -48,7 +48,7 @@ def end_session(mem: Any, sid: str, day: int, texts: list[str], project: str = "
             "payload": {"reason": "other"},
         }
     )
-    key = mem.capture(events, "alice")[0]["session_key"]
+    key = mem.capture(events, as_user(mem, "alice"))[0]["session_key"]
     mem.writer.flush()
     path: str = mem.spool.sessions[key].state["path"]
     return path
@@ -193,7 +193,7 @@ def test_a_recall_item_of_a_topic_page_names_the_entries_it_links(tmp_path: Path
     mem = start(tmp_path)
     try:
         pages = [end_session(mem, f"s{i}", i, texts) for i, texts in enumerate(THREE)]
-        res = mem.recall("Pride Parade", project="atlas", user="alice")
+        res = mem.recall("Pride Parade", project="atlas", user=as_user(mem, "alice"))
         item = next(i for i in res.items if i["kind"] == "topic")
         assert item["path"] == "projects/atlas/topics/Pride Parade.md"
         assert item["entries"] == [f"{pages[0]}#^t1", f"{pages[1]}#^t1"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import support
-from support import make_memory, quiet
+from support import as_user, make_memory, quiet
 
 from wiki_memory.core.edits import edit_page
 from wiki_memory.core.memory import Memory
@@ -35,7 +35,7 @@ def used(m: Memory) -> dict[str, int]:
 
 def serve(m: Memory) -> None:
     for q in ("kiwi deploy", "fig service", "plum queue"):
-        assert m.recall(q, user="alice").items
+        assert m.recall(q, user=as_user(m, "alice")).items
     assert set(used(m)) >= {"notes/kiwi.md", "notes/fig.md", "team/a/plum.md"}
 
 
@@ -45,7 +45,9 @@ def test_the_rename_op_moves_the_rows(tmp_path: Path) -> None:
     try:
         serve(m)
         before = used(m)["notes/kiwi.md"]
-        res = edit_page(m, "rename", "notes/kiwi.md", who="alice", new_path="notes/kiwi2.md")
+        res = edit_page(
+            m, "rename", "notes/kiwi.md", who=as_user(m, "alice"), new_path="notes/kiwi2.md"
+        )
         assert res["path"] == "notes/kiwi2.md"
         after = used(m)
         assert "notes/kiwi.md" not in after and after["notes/kiwi2.md"] == before

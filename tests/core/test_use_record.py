@@ -10,7 +10,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from support import make_memory
+from support import as_user, make_memory
 
 from wiki_memory.core import userecord
 from wiki_memory.core.backup import backup
@@ -33,14 +33,14 @@ def test_recall_expand_and_a_repeat_are_counted_once_a_day_per_page_and_user(tmp
     m = make_memory(tmp_path / "data", files=FILES)
     try:
         for _ in range(2):
-            res = m.recall("kiwi deploy", budget_tokens=4000, user="alice")
+            res = m.recall("kiwi deploy", budget_tokens=4000, user=as_user(m, "alice"))
         assert {i["path"] for i in res.items} == {"notes/kiwi.md", "notes/fig.md"}
-        m.expand([res.items[0]["id"]], 4000, "alice")
-        m.recall("fig service", budget_tokens=4000, user="bob")
-        note = remember(m, "Deploys need a green build.", project="p", user="alice")
-        remember(m, "Deploys need a green build.", project="p", user="alice")
+        m.expand([res.items[0]["id"]], 4000, as_user(m, "alice"))
+        m.recall("fig service", budget_tokens=4000, user=as_user(m, "bob"))
+        note = remember(m, "Deploys need a green build.", project="p", user=as_user(m, "alice"))
+        remember(m, "Deploys need a green build.", project="p", user=as_user(m, "alice"))
         m.use.flush()
-        rows = m.reader.use_rows("alice", days=1)
+        rows = m.reader.use_rows(as_user(m.reader, "alice"), days=1)
         by = {r["path"]: r for r in rows}
         first = res.items[0]["path"]
         assert by[first]["recalled"] == 2 and by[first]["expanded"] == 1
@@ -49,7 +49,9 @@ def test_recall_expand_and_a_repeat_are_counted_once_a_day_per_page_and_user(tmp
         assert by[note["path"]]["repeated"] == 1
         assert all(r["user"] == "alice" for r in rows) and len(rows) == len(by) == 3
         # bob's row is his alone; an anonymous caller reads none
-        assert [r["path"] for r in m.reader.use_rows("bob", days=1)] == ["notes/fig.md"]
+        assert [r["path"] for r in m.reader.use_rows(as_user(m.reader, "bob"), days=1)] == [
+            "notes/fig.md"
+        ]
         assert m.reader.use_rows(None) == []
         # one file for the day, one row per page and user; never a query
         days = list((m.settings.data_dir / "use" / "days").glob("*.jsonl"))
@@ -84,12 +86,12 @@ def test_a_purge_deletes_a_page_s_rows_and_a_text_purge_leaves_no_old_path(tmp_p
     files = {**FILES, "notes/secret-x9q.md": "# S\n\nThe kiwi vault key x9q.\n"}
     m = make_memory(tmp_path / "data", files=files)
     try:
-        m.recall("kiwi", budget_tokens=4000, user="alice")
+        m.recall("kiwi", budget_tokens=4000, user=as_user(m, "alice"))
         m.use.flush()
         text = all_use_text(m.settings.data_dir)
         assert "notes/fig.md" in text and "secret-x9q" in text
-        purge_page(m, "notes/fig.md", "alice")
-        purge_page(m, "notes/secret-x9q.md", "alice", text="x9q")
+        purge_page(m, "notes/fig.md", as_user(m, "alice"))
+        purge_page(m, "notes/secret-x9q.md", as_user(m, "alice"), text="x9q")
         text = all_use_text(m.settings.data_dir)
         assert "notes/fig.md" not in text and "x9q" not in text
         # the page the text purge renamed (its name held the text) keeps its rows
@@ -103,7 +105,7 @@ def test_a_purge_deletes_a_page_s_rows_and_a_text_purge_leaves_no_old_path(tmp_p
 def test_the_use_record_is_in_backups(tmp_path):
     m = make_memory(tmp_path / "data", files=FILES)
     try:
-        m.recall("kiwi", budget_tokens=4000, user="alice")
+        m.recall("kiwi", budget_tokens=4000, user=as_user(m, "alice"))
         m.use.flush()
         manifest = backup(m.settings, tmp_path / "b.tar")
     finally:
@@ -165,7 +167,7 @@ def test_a_backup_of_format_1_without_the_use_record_still_restores(tmp_path):
 
     m = make_memory(tmp_path / "data", files=FILES)
     try:
-        m.recall("kiwi", budget_tokens=4000, user="alice")
+        m.recall("kiwi", budget_tokens=4000, user=as_user(m, "alice"))
         m.use.flush()
         backup(m.settings, tmp_path / "b.tar")
     finally:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support import hook_event
+from support import as_user, hook_event
 
 import wiki_memory.core.capture as core_capture
 import wiki_memory.mcp.page_tools as page_tools
@@ -53,4 +53,5 @@ def test_page_write_into_another_users_folder_is_refused_unscanned(
     monkeypatch.setattr(page_tools, "redact_page_text", no_scan)
     tools = MemoryTools(mem)
     with pytest.raises(NotFound):
-        tools.page_write("people/bob/notes.md", BODY, None, Caller("alice", "h", "s", None))
+        alice = Caller("alice", as_user(mem, "alice"), "h", "s", None)
+        tools.page_write("people/bob/notes.md", BODY, None, alice)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import apsw
 import pytest
-from support import cli_as, home_env, make_memory, wait_for
+from support import as_user, cli_as, home_env, make_memory, wait_for
 
 from wiki_memory.core.memory import Memory
 from wiki_memory.index.db import quick_check
@@ -39,7 +39,7 @@ def wiki_files(n: int = 200) -> dict[str, str]:
 def answers(m: Memory) -> dict[str, tuple[int, list[str]]]:
     out = {}
     for q in QUERIES:
-        r = m.recall(q, user="alice", budget_tokens=4000)
+        r = m.recall(q, user=as_user(m, "alice"), budget_tokens=4000)
         out[q] = (r.total, [i["path"] for i in r.items])
     return out
 
@@ -68,7 +68,7 @@ def stopped(tmp_path: Path) -> Path:
     """A data directory whose index was built and whose server stopped cleanly."""
     data = tmp_path / "data"
     m = make_memory(data, files=wiki_files())
-    assert m.recall(WORDS[0], user="alice").total > 0
+    assert m.recall(WORDS[0], user=as_user(m, "alice")).total > 0
     m.stop()
     return data
 
@@ -138,9 +138,9 @@ def test_a_stale_index_catches_up_offline_edits_before_answering(
         (wiki / f"projects/p/notes/new{i}.md").write_text(f"# New {i}\n\nunicornfish\n")
     m = restart(stopped)
     try:
-        r = m.recall("zebracorn", user="alice", budget_tokens=200)
+        r = m.recall("zebracorn", user=as_user(m, "alice"), budget_tokens=200)
         assert r.total == 100 and r.complete
-        assert m.recall("unicornfish", user="alice").total == 3
+        assert m.recall("unicornfish", user=as_user(m, "alice")).total == 3
         assert m.index.count_pages() == 193
         check_equal_to_fresh(m, tmp_path)
     finally:
@@ -170,7 +170,7 @@ def test_a_corrupt_error_at_run_time_is_logged_once_and_rebuilt_meanwhile_incomp
         for _ in range(3):  # three queries meet the damage: one log line, one rebuild
             note_failure(conn, apsw.CorruptError("database disk image is malformed"))
         for q in QUERIES[:3]:
-            r = m.recall(q, user="alice")
+            r = m.recall(q, user=as_user(m, "alice"))
             assert r.complete is False and r.total == before[q][0] > 0, q
         logged = [r for r in caplog.records if "index.db is damaged" in r.getMessage()]
         assert len(logged) == 1
@@ -186,7 +186,7 @@ def test_an_ordinary_query_with_no_match_starts_nothing(stopped: Path) -> None:
     m = restart(stopped)
     try:
         t = time.monotonic()
-        r = m.recall("nothingmatchesthis", user="alice")
+        r = m.recall("nothingmatchesthis", user=as_user(m, "alice"))
         assert r.total == 0 and time.monotonic() - t < 2
         assert m.index.damaged is None
         assert not [t for t in m._threads if t.name == "wiki-index-rebuild"]
@@ -232,7 +232,7 @@ def test_a_disk_too_full_to_rebuild_at_start_is_no_crash_loop(
     m = restart(stopped)  # starts: no exception, no exit
     try:
         if m.index.damaged is not None:
-            r = m.recall(WORDS[0], user="alice")
+            r = m.recall(WORDS[0], user=as_user(m, "alice"))
             assert r.complete is False and r.total > 0
         wait_for(lambda: m.index.damaged is None, timeout=30)
         assert tries["n"] == 3
@@ -288,7 +288,7 @@ def test_a_large_wiki_is_rebuilt_in_the_background_and_answers_incomplete_meanwh
     m = restart(stopped)  # returns before the rebuild
     try:
         for q in QUERIES[:3]:
-            r = m.recall(q, user="alice")
+            r = m.recall(q, user=as_user(m, "alice"))
             assert r.complete is False and r.total > 0, q
         with pytest.raises(SearchError) as err:  # a listing needs the index
             m.index.count_pages()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from support import make_memory
+from support import as_user, make_memory
 
 from wiki_memory.index import pages, pagetail
 from wiki_memory.index.store import Index
@@ -160,11 +160,11 @@ def test_a_long_session_indexed_turn_by_turn_equals_a_fresh_reindex(tmp_path: Pa
         batch: list[dict[str, Any]] = []
         for n in range(1, 121):
             batch.extend(turn(n))
-        mem.capture(batch, "alice")
+        mem.capture(batch, as_user(mem, "alice"))
         mem.writer.flush()
         for n in range(121, 151):
             for ev in turn(n):
-                mem.capture(ev, "alice")
+                mem.capture(ev, as_user(mem, "alice"))
             mem.writer.flush()
         wiki = mem.settings.wiki_dir
         sessions = sorted(p for p in wiki.rglob("sessions/*.md"))

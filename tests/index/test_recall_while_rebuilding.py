@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import make_memory, wait_for
+from support import as_user, make_memory, wait_for
 from test_index_damage import QUERIES, WORDS, answers, fresh, wiki_files
 
 from wiki_memory.core import indexcheck
@@ -89,7 +89,7 @@ def test_recall_meanwhile_answers_every_matching_page_marked_incomplete(
     m, files = rebuilding
     for q in WORDS[::21]:
         want = holding(wiki_files(), q)
-        r = m.recall(q, user="alice", budget_tokens=100_000)
+        r = m.recall(q, user=as_user(m, "alice"), budget_tokens=100_000)
         assert r.complete is False
         assert r.total == len(want) > 0, q
         assert {i["path"] for i in r.items} == want
@@ -98,7 +98,7 @@ def test_recall_meanwhile_answers_every_matching_page_marked_incomplete(
     seen: list[str] = []
     cursor = 0
     while True:
-        r = m.recall(WORDS[7], user="alice", budget_tokens=1500, cursor=cursor)
+        r = m.recall(WORDS[7], user=as_user(m, "alice"), budget_tokens=1500, cursor=cursor)
         seen += [i["path"] for i in r.items]
         if r.next_cursor is None:
             break
@@ -107,7 +107,7 @@ def test_recall_meanwhile_answers_every_matching_page_marked_incomplete(
     held.set()
     wait_for(lambda: m.index.damaged is None, timeout=60)
     after = answers(m)
-    assert all(m.recall(q, user="alice").complete for q in QUERIES)
+    assert all(m.recall(q, user=as_user(m, "alice")).complete for q in QUERIES)
     assert after == fresh(m, tmp_path)
 
 
@@ -115,11 +115,13 @@ def test_the_scan_passes_the_scope_rule_and_leaves_forgotten_pages_out(
     rebuilding: tuple[Memory, dict[str, str]],
 ) -> None:
     m, _files = rebuilding
-    r = m.recall(SECRET, user="alice")
+    r = m.recall(SECRET, user=as_user(m, "alice"))
     assert (r.total, r.items, r.complete) == (0, [], False)
-    mine = m.recall(SECRET, user="bob")
+    mine = m.recall(SECRET, user=as_user(m, "bob"))
     assert {i["path"] for i in mine.items} == {"people/bob/profile.md", "projects/p/notes/bobs.md"}
-    paths = {i["path"] for i in m.recall(WORDS[0], user="alice", budget_tokens=100_000).items}
+    paths = {
+        i["path"] for i in m.recall(WORDS[0], user=as_user(m, "alice"), budget_tokens=100_000).items
+    }
     assert not paths & set(PRIVATE)
     anonymous = m.recall(WORDS[0], user=None)
     assert anonymous.total == 0 or not {i["path"] for i in anonymous.items} & set(PRIVATE)
@@ -131,19 +133,19 @@ def test_filters_the_scan_cannot_apply_answer_503_not_a_wrong_list(
     m, _files = rebuilding
     for kw in ({"tags": ["x"]}, {"since": "2020-01-01"}, {"until": "2020-01-01"}):
         with pytest.raises(SearchError) as err:
-            m.recall(WORDS[0], user="alice", **kw)
+            m.recall(WORDS[0], user=as_user(m, "alice"), **kw)
         assert err.value.headers.get("Retry-After")
     # the filters it can apply: project and kinds
-    assert m.recall(WORDS[0], user="alice", project="other").total == 0
-    assert m.recall(WORDS[0], user="alice", kinds=["session"]).total == 0
-    assert m.recall(WORDS[0], user="alice", kinds=["page"]).total > 0
+    assert m.recall(WORDS[0], user=as_user(m, "alice"), project="other").total == 0
+    assert m.recall(WORDS[0], user=as_user(m, "alice"), kinds=["session"]).total == 0
+    assert m.recall(WORDS[0], user=as_user(m, "alice"), kinds=["page"]).total > 0
 
 
 def test_a_query_with_no_match_meanwhile_is_incomplete_not_a_claim_of_none(
     rebuilding: tuple[Memory, dict[str, str]],
 ) -> None:
     m, _files = rebuilding
-    r = m.recall("nothingmatchesthis", user="alice")
+    r = m.recall("nothingmatchesthis", user=as_user(m, "alice"))
     assert (r.total, r.complete) == (0, False)
 
 
@@ -193,8 +195,11 @@ def test_the_scan_leaves_out_excluded_folders_and_other_frontmatter_keys(
 
     m, _files = rebuilding
     assert (
-        m.recall(RecallQuery(WORDS[0], exclude_dirs=["projects/p/notes"]), user="alice").total == 0
+        m.recall(
+            RecallQuery(WORDS[0], exclude_dirs=["projects/p/notes"]), user=as_user(m, "alice")
+        ).total
+        == 0
     )
     # "forgotten_by: alice" and "user: bob" are frontmatter, not text a page holds
-    assert m.recall("forgotten_by", user="alice").total == 0
-    assert m.recall("Bob's note", user="bob").total >= 1  # its title and text are
+    assert m.recall("forgotten_by", user=as_user(m, "alice")).total == 0
+    assert m.recall("Bob's note", user=as_user(m, "bob")).total >= 1  # its title and text are

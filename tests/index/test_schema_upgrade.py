@@ -31,8 +31,8 @@ def test_a_version_14_index_gains_the_supersession_index_without_a_rebuild(
     tmp_path: Path,
 ) -> None:
     wiki = tmp_path / "wiki"
-    write_page(wiki, "notes/old.md", "the port is 8080", superseded_by="\"[[new]]\"")
-    write_page(wiki, "notes/new.md", "the port is 9090", supersedes="\"[[old]]\"")
+    write_page(wiki, "notes/old.md", "the port is 8080", superseded_by='"[[new]]"')
+    write_page(wiki, "notes/new.md", "the port is 9090", supersedes='"[[old]]"')
     db = tmp_path / "index.db"
     ix = Index(db)
     ix.rebuild(wiki)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
-from support import make_memory, wait_for
+from support import as_user, make_memory, wait_for
 
 from wiki_memory.auth import TokenStore
 from wiki_memory.core.memory import Memory
@@ -62,7 +62,7 @@ def _events() -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def mem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
     m = make_memory(tmp_path_factory.mktemp("days") / "data")
-    m.capture(_events(), "alice")
+    m.capture(_events(), as_user(m, "alice"))
     wait_for(lambda: len(m.list_pages(kind="session")) == 4, 30, "4 session pages compiled")
     m.writer.flush()
     yield m

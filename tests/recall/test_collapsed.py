@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support import make_memory
+from support import as_user, make_memory
 
 from wiki_memory.core.memory import Memory
 from wiki_memory.recall import rank
@@ -19,7 +19,7 @@ def walk(m: Memory, query: str, budget: int) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     cursor: int | None = 0
     while cursor is not None:
-        res = m.recall(query, budget_tokens=budget, cursor=cursor, user="alice")
+        res = m.recall(query, budget_tokens=budget, cursor=cursor, user=as_user(m, "alice"))
         assert res.total == len(items) + len(res.items) + res.omitted
         items += res.items
         cursor = res.next_cursor
@@ -34,7 +34,7 @@ def test_five_near_duplicate_pages_show_one_item_with_a_count_and_a_walk_reaches
     files["notes/other.md"] = "# Other\n\nThe okapi service logs to the shared bucket.\n"
     m = make_memory(tmp_path / "data", files=files)
     try:
-        first = m.recall("okapi deploy", budget_tokens=100_000, user="alice")
+        first = m.recall("okapi deploy", budget_tokens=100_000, user=as_user(m, "alice"))
         kept = [i for i in first.items if i.get("collapsed")]
         assert len(kept) == 1, first.items
         group = {kept[0]["path"], *kept[0]["collapsed_paths"]}
@@ -64,7 +64,7 @@ def test_an_environment_word_keeps_two_facts_apart_and_a_rewording_still_groups(
     }
     m = make_memory(tmp_path / "data", files=files)
     try:
-        res = m.recall("how do we deploy", budget_tokens=100_000, user="alice")
+        res = m.recall("how do we deploy", budget_tokens=100_000, user=as_user(m, "alice"))
         top = [i for i in res.items if not i.get("collapsed_into")]
         assert sorted(i["path"] for i in top) == ["notes/r1.md", "notes/r7.md"], res.items
         assert res.total == 3
@@ -90,7 +90,7 @@ def test_a_walk_over_near_identical_and_distinct_notes_reaches_each_once(tmp_pat
     files |= {f"notes/d{i:02d}.md": distinct(i) for i in range(40)}
     m = make_memory(tmp_path / "data", files=files)
     try:
-        full = m.recall("zebu", budget_tokens=1_000_000, user="alice")
+        full = m.recall("zebu", budget_tokens=1_000_000, user=as_user(m, "alice"))
         assert full.total == 80
         kept = [i for i in full.items if i.get("collapsed")]
         assert len(kept) == 1 and kept[0]["collapsed"] == 39
@@ -110,13 +110,21 @@ def test_a_cursor_belongs_to_its_query_and_a_changing_wiki_repeats_nothing(tmp_p
     files |= {f"notes/d{i:02d}.md": distinct(i) for i in range(40)}
     m = make_memory(tmp_path / "data", files=files)
     try:
-        first = m.recall("zebu", budget_tokens=300, user="alice")
+        first = m.recall("zebu", budget_tokens=300, user=as_user(m, "alice"))
         assert first.next_cursor is not None and first.next_cursor >= 1 << 24
         with pytest.raises(BadRequest) as exc:
-            m.recall("pasture", budget_tokens=300, cursor=first.next_cursor, user="alice")
+            m.recall(
+                "pasture", budget_tokens=300, cursor=first.next_cursor, user=as_user(m, "alice")
+            )
         assert exc.value.field == "cursor"
         with pytest.raises(BadRequest):  # the same words with another filter
-            m.recall("zebu", project="p", budget_tokens=300, cursor=first.next_cursor, user="alice")
+            m.recall(
+                "zebu",
+                project="p",
+                budget_tokens=300,
+                cursor=first.next_cursor,
+                user=as_user(m, "alice"),
+            )
         seen = [i["anchor"] for i in first.items]
         cursor = first.next_cursor
         pages = 1
@@ -133,8 +141,8 @@ def test_a_cursor_belongs_to_its_query_and_a_changing_wiki_repeats_nothing(tmp_p
                     )
                 m.writer.flush()
                 for p in (first.items[0]["path"], "notes/d39.md", "notes/n39.md"):
-                    forget_page(m, p, "alice")
-            res = m.recall("zebu", budget_tokens=300, cursor=cursor, user="alice")
+                    forget_page(m, p, as_user(m, "alice"))
+            res = m.recall("zebu", budget_tokens=300, cursor=cursor, user=as_user(m, "alice"))
             changed |= res.changed
             seen += [i["anchor"] for i in res.items]
             cursor, pages = res.next_cursor, pages + 1
@@ -152,12 +160,18 @@ def test_a_page_asked_for_again_is_the_same_page(tmp_path):
     files = {f"notes/d{i:02d}.md": distinct(i) for i in range(30)}
     m = make_memory(tmp_path / "data", files=files)
     try:
-        first = m.recall("zebu", budget_tokens=300, user="alice")
-        second = m.recall("zebu", budget_tokens=300, cursor=first.next_cursor, user="alice")
-        third = m.recall("zebu", budget_tokens=300, cursor=second.next_cursor, user="alice")
+        first = m.recall("zebu", budget_tokens=300, user=as_user(m, "alice"))
+        second = m.recall(
+            "zebu", budget_tokens=300, cursor=first.next_cursor, user=as_user(m, "alice")
+        )
+        third = m.recall(
+            "zebu", budget_tokens=300, cursor=second.next_cursor, user=as_user(m, "alice")
+        )
         assert third.items
         # a retry, or a browser going back a page: the same items, the same next cursor
-        again = m.recall("zebu", budget_tokens=300, cursor=first.next_cursor, user="alice")
+        again = m.recall(
+            "zebu", budget_tokens=300, cursor=first.next_cursor, user=as_user(m, "alice")
+        )
         assert [i["id"] for i in again.items] == [i["id"] for i in second.items]
         assert again.next_cursor == second.next_cursor
     finally:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import make_memory, run_cli
+from support import as_user, make_memory, run_cli
 
 from wiki_memory.index import nearest, vectors
 from wiki_memory.recall.filters import Filters
@@ -113,24 +113,24 @@ def test_an_out_of_scope_section_never_comes_back_through_the_dense_list(tmp_pat
     m = make_memory(tmp_path / "data", owner="olivia", files={**FILES, **hidden}, vectors=True)
     try:
         # alice sees her own page through the dense signal (the control)
-        mine = anchors(m, PARAPHRASE, user="alice")
+        mine = anchors(m, PARAPHRASE, user=as_user(m, "alice"))
         assert "people/alice/journal.md#Notes" in mine
         # bob does not; a caller limited to project a gets neither
-        assert "people/alice/journal.md#Notes" not in anchors(m, PARAPHRASE, user="bob")
+        assert "people/alice/journal.md#Notes" not in anchors(m, PARAPHRASE, user=as_user(m, "bob"))
         for who in ("alice", "bob"):
-            got = anchors(m, PARAPHRASE, user=who, project="a")
+            got = anchors(m, PARAPHRASE, user=as_user(m, who), project="a")
             assert "people/alice/journal.md#Notes" not in got
             assert "projects/b/notes/trip.md#Notes" not in got
             assert got[0] == "projects/a/notes/weekend.md#Notes"
         # the dense list itself, scoped to project a for bob, is what a wiki without the
         # hidden pages gives
-        scope = Filters.build(project="a", who=m.scope.identity("bob")).scope()
+        scope = Filters.build(project="a", who=as_user(m, "bob")).scope()
         seen = [h.path for h in nearest.dense_sections(m.index, PARAPHRASE, scope, 10, 0.0)]
     finally:
         m.stop()
     m = make_memory(tmp_path / "clean", owner="olivia", files=FILES, vectors=True)
     try:
-        scope = Filters.build(project="a", who=m.scope.identity("bob")).scope()
+        scope = Filters.build(project="a", who=as_user(m, "bob")).scope()
         clean = [h.path for h in nearest.dense_sections(m.index, PARAPHRASE, scope, 10, 0.0)]
     finally:
         m.stop()

@@ -9,6 +9,7 @@ import time
 
 import apsw
 import pytest
+from support import as_user
 
 from wiki_memory.core.memory import Memory
 from wiki_memory.index import signals
@@ -362,7 +363,7 @@ def test_session_turns_are_items_with_timeline_anchors_and_context(mem):
             "ts": 1_700_000_010,
         }
     )
-    mem.capture(events, "alice")
+    mem.capture(events, as_user(mem, "alice"))
     deadline = time.monotonic() + 20
     while not mem.list_pages(project="p", kind="session") and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -515,12 +516,14 @@ def test_a_hidden_page_lends_no_signal(wiki):
         "---\ntype: handoff\ntitle: Bob's reminder\nvisibility: personal\nuser: bob\n---\n"
         "# Bob's reminder\n\nwalrusbanjo: see [[Deploy guide]].\n",
     )
-    assert wiki.recall("walrusbanjo", budget_tokens=4000, user="alice").items == []
+    assert wiki.recall("walrusbanjo", budget_tokens=4000, user=as_user(wiki, "alice")).items == []
     # the deploy guide shares a query word, so it is found either way; the link to it
     # counts for bob, who sees the page that links, and not for alice
-    got = {i["path"]: i for i in wiki.recall("walrusbanjo deploy", user="alice").items}
+    got = {
+        i["path"]: i for i in wiki.recall("walrusbanjo deploy", user=as_user(wiki, "alice")).items
+    }
     assert "projects/demo/handoffs/h-bob.md" not in got
     assert "link" not in got["notes/deploy.md"]["why"]
-    mine = wiki.recall("walrusbanjo deploy", budget_tokens=4000, user="bob").items
+    mine = wiki.recall("walrusbanjo deploy", budget_tokens=4000, user=as_user(wiki, "bob")).items
     assert mine[0]["path"] == "projects/demo/handoffs/h-bob.md"
     assert "link" in {i["path"]: i for i in mine}["notes/deploy.md"]["why"]

@@ -21,7 +21,7 @@ from typing import Any
 
 import apsw
 import pytest
-from support import make_memory, wait_for
+from support import as_user, make_memory, wait_for
 
 from wiki_memory.core.memory import Memory
 from wiki_memory.core.recaller import Recaller
@@ -90,7 +90,7 @@ def _events(session: str, project: str, seed: int) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def mem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
     m = make_memory(tmp_path_factory.mktemp("count") / "data", files=_files())
-    m.capture([e for k in range(3) for e in _events(f"s{k}", f"p{k}", k)], "alice")
+    m.capture([e for k in range(3) for e in _events(f"s{k}", f"p{k}", k)], as_user(m, "alice"))
     wait_for(lambda: len(m.list_pages(kind="session")) == 3, 30, "3 session pages compiled")
     yield m
     m.stop()
@@ -103,7 +103,7 @@ def _pool_always(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 CALLERS: list[Any] = [
-    "alice",  # the owner
+    Identity("alice", role="owner"),  # the owner
     Identity("bob", role="member"),  # every project, his own personal pages
     Identity("carol", role="member", grants={"p1": "read"}),  # one project
     None,  # anonymous: shared pages only
@@ -202,7 +202,10 @@ def test_an_edit_or_delete_moves_a_page_in_and_out(tmp_path: Any) -> None:
             mp.setattr(rank, "FULL_RANK", 0)
 
             def totals() -> list[int]:
-                return [_walk(m, plain, "yak", "alice")[0]["total"] for plain in (False, True)]
+                return [
+                    _walk(m, plain, "yak", as_user(m, "alice"))[0]["total"]
+                    for plain in (False, True)
+                ]
 
             assert totals() == [130, 130]
             _set(m, "n05.md", "---\nstate: forgotten\n---\n# N5\n\nyak words 5\n")

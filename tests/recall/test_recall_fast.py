@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import make_memory, wait_for
+from support import as_user, make_memory, wait_for
 
 from wiki_memory.core.memory import Memory
 from wiki_memory.core.recaller import Recaller
@@ -111,7 +111,7 @@ def mem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
     for k in range(3):
         events += _events(f"s{k}", f"p{k}", 30, k, end=True)
     events += _events("live", "p0", 12, 9, end=False)  # a running session: spool items
-    m.capture(events, "alice")
+    m.capture(events, as_user(m, "alice"))
     wait_for(lambda: len(m.list_pages(kind="session")) == 3, 30, "3 session pages compiled")
     yield m
     m.stop()
@@ -136,7 +136,9 @@ def _walk(
     pages = []
     cursor = 0
     for _ in range(most):
-        res = r.recall(query, budget_tokens=budget, cursor=cursor, user="alice", **kw).to_json()
+        res = r.recall(
+            query, budget_tokens=budget, cursor=cursor, user=as_user(r, "alice"), **kw
+        ).to_json()
         pages.append(res)
         if res["next_cursor"] is None or len(pages) == most:
             return pages
@@ -289,7 +291,7 @@ def test_walking_a_long_tail_in_one_reply_reads_it_a_few_times(
         return real(*a, **kw)
 
     monkeypatch.setattr(tail, "own_sections", counting)
-    res = _recaller(mem, False).recall(COMMON, budget_tokens=2_000_000, user="alice")
+    res = _recaller(mem, False).recall(COMMON, budget_tokens=2_000_000, user=as_user(mem, "alice"))
     tail_len = res.total - len(rank.ranked(mem._sources, COMMON)._cands)
     assert tail_len > 4 * rank.TAIL_CHUNK
     assert res.next_cursor is None and len(res.items) == res.total

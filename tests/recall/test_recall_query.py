@@ -9,7 +9,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from support import make_memory
+from support import as_user, make_memory
 
 from wiki_memory.core.recaller import RecallResult
 from wiki_memory.recall.query import RecallQuery
@@ -29,22 +29,22 @@ def test_a_recall_query_pages_as_its_keywords_do(tmp_path: Path) -> None:
     m = make_memory(tmp_path / "data", files=FILES)
     try:
         q = RecallQuery("okapi gateway", project="p", tags=["ops"], budget_tokens=300)
-        by_query = m.recall(q, user="alice")
+        by_query = m.recall(q, user=as_user(m, "alice"))
         by_words = m.recall(
-            "okapi gateway", project="p", tags=["ops"], budget_tokens=300, user="alice"
+            "okapi gateway", project="p", tags=["ops"], budget_tokens=300, user=as_user(m, "alice")
         )
         # each first page starts a walk of its own: the cursors differ in the walk number
         assert _page(by_query) == _page(by_words)
         assert by_query.items and by_query.next_cursor is not None
         nxt = dataclasses.replace(q, cursor=by_query.next_cursor)
-        second = m.recall(nxt, user="alice")
+        second = m.recall(nxt, user=as_user(m, "alice"))
         again = m.recall(
             "okapi gateway",
             project="p",
             tags=["ops"],
             budget_tokens=300,
             cursor=by_words.next_cursor,
-            user="alice",
+            user=as_user(m, "alice"),
         )
         assert _page(second) == _page(again) and second.items
         assert {i["id"] for i in second.items}.isdisjoint(i["id"] for i in by_query.items)

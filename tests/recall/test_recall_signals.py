@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import Stemmer
-from support import make_memory, shared_path
+from support import as_user, make_memory, shared_path
 
 from wiki_memory.core.memory import Memory
 from wiki_memory.index.query import STOP_WORDS
@@ -49,7 +49,7 @@ def session(m: Memory, sid: str, when: str, turns: list[str]) -> None:
         {"harness": "chat", "event": "SessionEnd", "session_id": sid, "project": "p", "ts": t0 + 99}
     )
     before = len(m.list_pages(project="p", kind="session"))
-    m.capture(events, "alice")
+    m.capture(events, as_user(m, "alice"))
     deadline = time.monotonic() + 20
     while len(m.list_pages(project="p", kind="session")) <= before:
         assert time.monotonic() < deadline, "session page not compiled"
@@ -250,5 +250,5 @@ def test_a_budget_of_60_returns_a_compact_handle(mem):
     assert item["id"] and item["title"]
     assert len(re.findall(r"\w+", item["snippet"])) >= 10
     # the handle opens in full with expand
-    full = mem.expand([item["id"]], 4000, user="alice")["items"]
+    full = mem.expand([item["id"]], 4000, user=as_user(mem, "alice"))["items"]
     assert "two-phase script" in full[0]["text"]

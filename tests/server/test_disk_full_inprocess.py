@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
+from support import as_user
 
 from wiki_memory import diskfull
 from wiki_memory.auth import TokenStore
@@ -116,7 +117,7 @@ def test_capture_at_a_full_disk_is_refused_visibly_and_resumes(
         assert health["ok"] is False
         assert health["commits"]["cause"] == "disk full"
         assert "free disk space" in health["commits"]["remedy"]
-        brief = build_brief(mem, "alice", project="proj")
+        brief = build_brief(mem, as_user(mem, "alice"), project="proj")
         assert "disk full" in brief["text"]
         lines = [r for r in caplog.records if "disk full" in r.getMessage()]
         assert len(lines) == 1  # once a minute, not once a refusal
@@ -209,4 +210,4 @@ def test_a_reindex_at_a_full_disk_is_507_and_keeps_the_old_index(
         auth = {"Authorization": f"Bearer {token}"}
         r = http.post("/v1/admin/reindex", json={}, headers=auth)
         assert r.status_code == 507 and r.json()["error"] == "disk_full", r.text
-        assert mem.recall("zebracorn", user="alice").total == 1
+        assert mem.recall("zebracorn", user=as_user(mem, "alice")).total == 1

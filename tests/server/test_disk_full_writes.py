@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
+from support import as_user
 from test_disk_full_inprocess import Full
 
 from wiki_memory.auth import TokenStore
@@ -71,13 +72,13 @@ def test_c63_remember_and_handoffs_at_a_full_disk(
         got = http.get(f"/v1/handoffs/{hid}", headers=auth).json()["handoff"]
         assert got["status"] == "open"
         # the 2xx'd ones are there; the refused ones go through when made again
-        assert mem.recall("yak shaver", user="alice").total >= 1
+        assert mem.recall("yak shaver", user=as_user(mem, "alice")).total >= 1
         assert remember("the okapi ledger is refused").status_code == 201
         assert create("while the disk is full").status_code == 201
         r = http.post(f"/v1/handoffs/{hid}/claim", json=claim, headers=auth)
         assert r.status_code == 200, r.text
         assert http.get("/v1/health").json()["ok"] is True
-    assert mem.recall("okapi ledger", user="alice").total >= 1
+    assert mem.recall("okapi ledger", user=as_user(mem, "alice")).total >= 1
 
 
 def test_c63_a_pack_at_a_full_disk_leaves_no_temporary_pack(

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from appkit import AppServer, http
+from support import as_user
 
 from tests.support import run_cli
 from wiki_memory.core.memory import Memory
@@ -126,7 +127,7 @@ def test_mcp_page_write_and_core_remember_refuse_windows_names(mem: Memory) -> N
         assert res.content[0].text.startswith("bad_path: path refused:"), res.content
         assert "Windows" in res.content[0].text
     with pytest.raises(BadPath):
-        remember(mem, "a rule", project="aux", user=mem.owner)
+        remember(mem, "a rule", project="aux", user=as_user(mem, mem.owner))
 
 
 def test_symlink_loop_and_escaping_paths_are_4xx_on_api_and_web(

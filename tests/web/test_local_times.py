@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from appkit import AppServer
+from support import as_user
 
 from wiki_memory.capture.observation import parse_event
 from wiki_memory.recall.pack import compact
@@ -65,8 +66,10 @@ def test_the_web_view_shows_each_entrys_local_time_beside_utc(tmp_path: Path) ->
         assert srv.tokens is not None
         me = srv.tokens.owner_name()
         for ts, text in EVENTS:
-            m.capture(_event(ts, text), me)
-        m.capture({**_event("2026-03-29T17:50:00+09:00", ""), "event": "SessionEnd"}, me)
+            m.capture(_event(ts, text), as_user(m, me))
+        m.capture(
+            {**_event("2026-03-29T17:50:00+09:00", ""), "event": "SessionEnd"}, as_user(m, me)
+        )
         path = ""
         for _ in range(300):
             pages = m.list_pages(kind="session")

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import support
 from appkit import AppServer
-from support import committed
+from support import as_user, committed
 
 from wiki_memory.config import load_settings
 from wiki_memory.core.backup import backup, restore
@@ -68,15 +68,17 @@ def test_a_latin1_name_is_listed_read_recalled_written_and_committed(
     assert LATIN in committed(wiki) and SERVED not in committed(wiki)  # its own bytes
     page = m.read_page(SERVED)
     assert page["path"] == SERVED and page["content"] == TEXT.decode()
-    got = m.recall("zqxlatinword", user="owner")
+    got = m.recall("zqxlatinword", user=as_user(m, "owner"))
     assert [i["path"] for i in got.items] == [SERVED]
     # a write by the escaped name reaches the file; no second file appears
     new = b"# Cafe\n\nzqxnewword\n"
     m.write_page(SERVED, new, user="owner", message="w", expected_hash=page["hash"])
     assert sorted(os.listdir(wiki / "notes")) == ["caf\udce9.md", "plain.md"]
     assert (wiki / LATIN).read_bytes() == b"# Cafe\n\nzqxnewword\n"
-    support.wait_for(lambda: len(m.page_history(SERVED, "owner")) == 2, 20, "the write's commit")
-    assert [i["path"] for i in m.recall("zqxnewword", user="owner").items] == [SERVED]
+    support.wait_for(
+        lambda: len(m.page_history(SERVED, as_user(m, "owner"))) == 2, 20, "the write's commit"
+    )
+    assert [i["path"] for i in m.recall("zqxnewword", user=as_user(m, "owner")).items] == [SERVED]
     # a hand edit and a removal are committed under the exact bytes too
     (wiki / LATIN).write_bytes(b"# Cafe\n\nby hand\n")
     hand(m, [LATIN])
@@ -93,7 +95,7 @@ def test_a_literal_name_wins_over_its_odd_twin(tmp_path: Path, stop_after: Any) 
     m = support.make_memory(data, owner="owner")
     stop_after(m)
     assert m.read_page(SERVED)["content"] == "# literal zqxliteral\n"
-    assert m.recall("zqxoddtwin", user="owner").items == []
+    assert m.recall("zqxoddtwin", user=as_user(m, "owner")).items == []
     assert LATIN not in committed(m.wiki_dir) and SERVED in committed(m.wiki_dir)
     assert os.path.exists(m.wiki_dir / LATIN)  # left as it is
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import as_user
 
 from wiki_memory.config import load_settings
 from wiki_memory.core.memory import Memory
@@ -45,8 +46,8 @@ def event(kind: str, **payload: object) -> dict[str, object]:
 
 def compile_turn(m: Memory, prompt: str) -> str:
     """One prompt and one Stop; waits for the compile. Returns the page path."""
-    m.capture(event("UserPromptSubmit", prompt=prompt), "alice")
-    m.capture(event("Stop", last_assistant_message=f"answered {prompt}"), "alice")
+    m.capture(event("UserPromptSubmit", prompt=prompt), as_user(m, "alice"))
+    m.capture(event("Stop", last_assistant_message=f"answered {prompt}"), as_user(m, "alice"))
     m.writer.flush()
     key = next(iter(m.spool.sessions))
     return str(m.spool.sessions[key].state["path"])
@@ -158,8 +159,8 @@ def test_the_same_lines_changed_on_both_sides_keep_the_persons_and_copy_the_serv
             "## Summary\n", "## Summary\n\nAnn: parked until Monday.\n"
         )
         page.write_text(edited)
-        m.capture(event("UserPromptSubmit", prompt="second question"), "alice")
-        m.capture(event("SessionEnd"), "alice")
+        m.capture(event("UserPromptSubmit", prompt="second question"), as_user(m, "alice"))
+        m.capture(event("SessionEnd"), as_user(m, "alice"))
         m.writer.flush()
         final = page.read_text()
         assert "status: parked # by ann" in final  # the person's line won

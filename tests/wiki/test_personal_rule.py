@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from dulwich.repo import Repo
-from support import make_memory
+from support import as_user, make_memory
 
 from wiki_memory.wiki import replicate as rp
 from wiki_memory.wiki.personal import page_owner
@@ -50,7 +50,11 @@ def test_no_kind_of_personal_content_reaches_the_hub(tmp_path, stop_after):
     rp.add_remote(m.wiki_dir, "origin", str(hub))
     # a personal handoff written in the same burst as a shared page
     m.handoffs.create(
-        "alice", project="p", title="zqxhandoff title", visibility="personal", harness="codex"
+        as_user(m, "alice"),
+        project="p",
+        title="zqxhandoff title",
+        visibility="personal",
+        harness="codex",
     )
     writes = {
         "projects/p/notes/shared.md": "# shared\nSHAREDMARK\n",
@@ -59,7 +63,9 @@ def test_no_kind_of_personal_content_reaches_the_hub(tmp_path, stop_after):
         f"{WIDE_PEOPLE}/alice/wide.md": "# zqxwide title\nzqxwide body\n",
     }
     for rel, text in writes.items():
-        m.write_page(rel, text.encode(), user="alice", message=f"Write {rel}", who="alice")
+        m.write_page(
+            rel, text.encode(), user="alice", message=f"Write {rel}", who=as_user(m, "alice")
+        )
     m.writer.flush()
     m.sync.sync()
     objects = _objects(hub)

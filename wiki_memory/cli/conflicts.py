@@ -57,7 +57,7 @@ def cmd_sync_conflicts(args: argparse.Namespace) -> int:
         res = through_core(
             args,
             lambda: post_json(args, "/v1/sync-conflicts/resolve", body),
-            lambda memory: resolve_conflict(memory, args.copy, args.keep, memory.owner),
+            lambda memory: resolve_conflict(memory, args.copy, args.keep, memory.scope.local_owner),
         )
         kept = "the page as it was" if res["kept"] == "page" else "the copy's version"
         print(f"{res['page']}: kept {kept}; removed {res['copy']} (committed)")
@@ -67,7 +67,7 @@ def cmd_sync_conflicts(args: argparse.Namespace) -> int:
     res = through_core(
         args,
         lambda: get_json(args, "/v1/sync-conflicts", {}),
-        lambda memory: list_conflicts(memory, memory.owner),
+        lambda memory: list_conflicts(memory, memory.scope.local_owner),
     )
     rows = res["conflicts"]
     if not rows:

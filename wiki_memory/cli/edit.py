@@ -45,7 +45,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
             memory,
             args.op,
             args.path,
-            who=memory.owner,
+            who=memory.scope.local_owner,
             text=text,
             section=args.section,
             expected_hash=args.hash,

@@ -32,13 +32,13 @@ def cmd_remember(args: argparse.Namespace) -> int:
 
     def run(memory: Any) -> dict[str, Any]:
         with memory.project_start.writing(
-            memory.owner,
+            memory.scope.local_owner,
             explicit=body.get("project"),
             op="page.write",
             cwd=body["cwd"],
             repo_id=body.get("repo_id"),
             create=args.new_project,
-        ) as project:
+        ) as (project, who):
             if project is None:
                 raise CliError(NO_PROJECT, 2)
             return dict(
@@ -48,7 +48,7 @@ def cmd_remember(args: argparse.Namespace) -> int:
                     project=project,
                     title=args.title,
                     tags=args.tag,
-                    user=memory.owner,
+                    user=who,
                     harness="cli",
                     supersedes=args.supersedes,
                     if_new=args.if_new,

@@ -94,7 +94,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     res = through_core(
         args,
         lambda: post_json(args, "/v1/forget", {"path": args.path}),
-        lambda memory: forget_page(memory, args.path, memory.owner),
+        lambda memory: forget_page(memory, args.path, memory.scope.local_owner),
     )
     word = "forgot" if res.get("changed") else "already forgotten:"
     what = f"{res['path']}#^{res['entry']}" if res.get("entry") else res["path"]
@@ -120,7 +120,7 @@ def _forget_query(args: argparse.Namespace) -> int:
         args,
         lambda: post_json(args, "/v1/forget", body),
         lambda memory: forget_query(
-            memory, args.query, memory.owner, project=args.project, dry_run=dry
+            memory, args.query, memory.scope.local_owner, project=args.project, dry_run=dry
         ),
     )
     word = "would forget" if dry else "forgot"
@@ -154,7 +154,7 @@ def cmd_purge(args: argparse.Namespace) -> int:
     res = through_core(
         args,
         lambda: post_json(args, "/v1/admin/purge", body, timeout=3600),
-        lambda memory: purge_page(memory, args.path, memory.owner, args.text),
+        lambda memory: purge_page(memory, args.path, memory.scope.local_owner, args.text),
     )
     print(
         f"purged {what}: {res['commits_rewritten']} commit(s) rewritten, "

@@ -25,7 +25,7 @@ class Gated(Protocol):
 
 
 def require_admin(
-    memory: Gated, who: Identity | str | None, op: str, target: str, refusal: str
+    memory: Gated, who: Identity | None, op: str, target: str, refusal: str
 ) -> Identity | None:
     """The caller ``who`` as an :class:`Identity` (None for None: the data directory's
     owner at the command line) when it may run an admin operation. Otherwise the refusal

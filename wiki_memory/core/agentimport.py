@@ -180,7 +180,7 @@ def _current(memory: Any, ident: Identity, rel: str) -> bytes | None:
 
 def import_files(
     memory: Any,
-    who: Identity | str,
+    who: Identity,
     files: Any,
     *,
     project: str | None,

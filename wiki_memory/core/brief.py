@@ -200,7 +200,7 @@ def _handoff_part(
     )
 
 
-def pinned_pages(memory: Memory, project: str, user: Identity | str | None) -> list[dict[str, Any]]:
+def pinned_pages(memory: Memory, project: str, user: Identity | None) -> list[dict[str, Any]]:
     """Pages with ``pinned: true`` (or ``"true"``/``"yes"``) whose project is ``project``
     or none, that ``user`` may see (the scope rule, in the index's SQL); by path. A page
     another one validly superseded is left out (its head is what is true now; a broken
@@ -213,7 +213,7 @@ def pinned_pages(memory: Memory, project: str, user: Identity | str | None) -> l
     return [r for r in rows if r["path"] not in retired]
 
 
-def _personal(memory: Memory, path: str, user: Identity | str | None) -> bool:
+def _personal(memory: Memory, path: str, user: Identity | None) -> bool:
     """Is ``path`` one user's own (``people/<user>/`` or ``visibility: personal``)?"""
     try:
         return page_owner(path, memory.scope.read(user, path).data) is not None
@@ -222,7 +222,7 @@ def _personal(memory: Memory, path: str, user: Identity | str | None) -> bool:
 
 
 def _pinned_part(
-    memory: Memory, page: dict[str, Any], max_tokens: int, user: Identity | str | None
+    memory: Memory, page: dict[str, Any], max_tokens: int, user: Identity | None
 ) -> Part | None:
     try:
         raw = memory.scope.read(user, page["path"]).data
@@ -305,7 +305,7 @@ def render(project: str | None, parts: list[Part]) -> str:
     return "\n\n".join(out) + "\n"
 
 
-def _sessions(memory: Memory, project: str, user: str | None) -> list[dict[str, Any]]:
+def _sessions(memory: Memory, project: str, user: Identity | None) -> list[dict[str, Any]]:
     """Session pages for the brief's recent lines, newest first: of ``project``, or for
     ``""`` the ones with no project (``people/<user>/sessions/``, the caller's own)."""
     if project:
@@ -316,7 +316,7 @@ def _sessions(memory: Memory, project: str, user: str | None) -> list[dict[str, 
 
 def build_brief(
     memory: Memory,
-    user: str | None,
+    user: Identity | None,
     *,
     project: str | None,
     harness: str | None = None,
@@ -360,7 +360,8 @@ def build_brief(
     if not own and project_name(project) != project:
         raise BadRequest(f"project: {project!r} is not a valid project name", field="project")
     svc = memory.handoffs
-    who = Claimant(user or "", harness or "api", session_id or "")
+    reader = memory.scope.identity(user)
+    who = Claimant.of(reader, harness, session_id)
     cand: list[Part] = []
     if source in AGAIN:
         budget_tokens //= 2
@@ -373,7 +374,7 @@ def build_brief(
     elif session_id:
         held, offered = svc.offer(who, project, max_offers)
         for h in held:
-            cand.append(_handoff_part("held", h, "claimed", None, reader=user or ""))
+            cand.append(_handoff_part("held", h, "claimed", None, reader=reader.user))
         for h in offered:
             lease = svc._live_lease(h.id, now)
             until = lease.until if lease else now
@@ -382,7 +383,7 @@ def build_brief(
             codes[h.id] = code
             cand.append(
                 _handoff_part(
-                    "offer", h, "offered", until, claim_command(memory, code), code, user or ""
+                    "offer", h, "offered", until, claim_command(memory, code), code, reader.user
                 )
             )
     else:
@@ -405,7 +406,7 @@ def build_brief(
                         "open",
                         None,
                         claim_command(memory, fresh.id),
-                        reader=user or "",
+                        reader=reader.user,
                     )
                 )
     stall = memory.commit_status(detail=False)
@@ -461,7 +462,7 @@ def build_brief(
             session_id
             and m.get("session_id") == session_id
             and m.get("harness") == who.harness
-            and m.get("user") == user
+            and m.get("user") == (None if user is None else user.user)
         ):
             continue  # the caller's own session
         if not memory.scope.visible(user, row["path"], m):

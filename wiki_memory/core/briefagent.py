@@ -15,6 +15,7 @@ from typing import Any
 
 from wiki_memory.core.quoting import inline
 from wiki_memory.errors import BadRequest, NotFound
+from wiki_memory.identity import Identity
 from wiki_memory.recall.tokens import count_tokens
 from wiki_memory.wiki.page import parse_page
 from wiki_memory.wiki.paths import PathRefused
@@ -55,7 +56,7 @@ def check_loaded(value: Any) -> set[tuple[str, str]]:
 def agent_items(
     memory: Any,
     project: str,
-    user: str | None,
+    user: Identity | None,
     loaded: set[tuple[str, str]],
     *,
     shared: bool,

@@ -99,18 +99,16 @@ class Capture:
         self.held = IdWait(spool.dir / "held")
         #: called with the parsed events and the caller before anything is stored; it
         #: returns, per event, None (allowed) or the error refusing it (:class:`CaptureGate`)
-        self.gate: (
-            Callable[[list[Observation], Identity | str], list[WikiMemoryError | None]] | None
-        ) = None
+        self.gate: Callable[[list[Observation], Identity], list[WikiMemoryError | None]] | None = (
+            None
+        )
         #: the data directory's disk state (wiki_memory.diskfull): a write refused for
         #: want of space is noted there, one that works ends it
         self.disk = disk
 
-    def capture(
-        self, body: Any, user: Identity | str, raw: bytes | None = None
-    ) -> list[dict[str, Any]]:
+    def capture(self, body: Any, user: Identity, raw: bytes | None = None) -> list[dict[str, Any]]:
         """:meth:`begin`, the fsync, then :meth:`finish`: accept one hook event or a list
-        of up to 1,000 for ``user`` (a name or an Identity). ``raw``: the request body
+        of up to 1,000 for the caller ``user``. ``raw``: the request body
         ``body`` was parsed from, when there is one (see :meth:`begin`).
 
         Every event is validated (:class:`ObservationError` names the field), passed
@@ -135,7 +133,7 @@ class Capture:
         return self.finish(written)
 
     async def capture_async(
-        self, body: Any, user: Identity | str, raw: bytes | None = None
+        self, body: Any, user: Identity, raw: bytes | None = None
     ) -> list[dict[str, Any]]:
         """:meth:`capture` for an event loop: :meth:`begin` runs in the caller (CPU work
         and page-cache writes, about a millisecond for one event), the fsync on the
@@ -149,7 +147,7 @@ class Capture:
             raise self._failed(exc) from exc
         return self.finish(written)
 
-    def begin(self, body: Any, user: Identity | str, raw: bytes | None = None) -> Written:
+    def begin(self, body: Any, user: Identity, raw: bytes | None = None) -> Written:
         """Everything :meth:`capture` does before the fsync: validate, gate, clean and
         write to the spool (not fsynced yet). Raises what :meth:`capture` raises; the
         result is acknowledged only after ``spool.sync_to(result.target)``. ``raw``: the
@@ -157,7 +155,7 @@ class Capture:
         (:func:`~wiki_memory.capture.private.may_hold_private`) the events are not
         searched for one."""
         who = user
-        user = user.user if isinstance(user, Identity) else user
+        name = user.user
         single = not isinstance(body, list)
         events = [body] if single else body
         if not events:
@@ -169,7 +167,7 @@ class Capture:
         private = raw is None or may_hold_private(raw)
         for ev in events:
             try:
-                parsed.append(self._place(parse_event(ev, user, now), private))
+                parsed.append(self._place(parse_event(ev, name, now), private))
             except ObservationError as exc:
                 if single:
                     raise
@@ -189,17 +187,17 @@ class Capture:
         except BaseException:
             for t in taken:
                 self.held.untake(t)
-            self._settle(binds, parsed, user, ok=False)
+            self._settle(binds, parsed, name, ok=False)
             raise
         good = [p for i, p in enumerate(parsed) if isinstance(p, Observation) and i not in wait]
         try:
             written, target = self.spool.write(good) if good else ([], 0)
         except OSError as exc:
-            self._settle(binds, parsed, user, ok=False)
+            self._settle(binds, parsed, name, ok=False)
             for t in taken:
                 self.held.untake(t)
             raise self._failed(exc, len(raw or b"")) from exc
-        self._settle(binds, parsed, user, ok=True)
+        self._settle(binds, parsed, name, ok=True)
         accepted = iter(written)
         out: list[dict[str, Any]] = []
         spool_rows = []
@@ -238,7 +236,7 @@ class Capture:
         mine: list[bool],
         wait: set[int],
         taken: list[Any],
-        who: Identity | str,
+        who: Identity,
         single: bool,
         private: bool,
     ) -> list[Any]:
@@ -418,13 +416,13 @@ class Capture:
         self.spool.drop(key)
         self.index.delete_spool_session(key)
 
-    def project_of(self, user: str, harness: str | None, session_id: str | None) -> str | None:
-        """The project a request about a session belongs to when it names none (the brief
-        of a hook that found none, or whose repository's id is not known yet): the
-        session's current project (its spool part that took the last event), else None.
-        Never a look at the server's own disk at the caller's ``cwd``."""
+    def project_of(self, user: Identity, harness: str | None, session_id: str | None) -> str | None:
+        """The project a request about a session of the caller ``user`` belongs to when it
+        names none (the brief of a hook that found none, or whose repository's id is not
+        known yet): the session's current project (its spool part that took the last
+        event), else None. Never a look at the server's own disk at the caller's ``cwd``."""
         if harness and session_id:
-            part = self.spool.current_part(user, harness, session_id)
+            part = self.spool.current_part(user.user, harness, session_id)
             if part is not None and part.project:
                 return part.project
         return None
@@ -473,9 +471,7 @@ class CaptureGate:
         self._lock = threading.Lock()
         self._audited: set[tuple[str, str]] = set()
 
-    def __call__(
-        self, events: list[Observation], who: Identity | str
-    ) -> list[WikiMemoryError | None]:
+    def __call__(self, events: list[Observation], who: Identity) -> list[WikiMemoryError | None]:
         """Per event of ``events``, in order: None when ``who`` may capture it, else the
         :class:`~wiki_memory.errors.CaptureRefused` for its project (every event of a
         refused project gets the same one)."""
@@ -500,7 +496,7 @@ class CaptureGate:
                 refused[project] = exc
         return [refused.get(p) for p in projects]
 
-    def may_write(self, who: Identity | str) -> bool:
+    def may_write(self, who: Identity) -> bool:
         """True when ``who`` may capture into some project (an owner, admin or member;
         a reader never)."""
         return self.memory.scope.identity(who).role in ("owner", "admin", "member")

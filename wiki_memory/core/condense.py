@@ -48,7 +48,7 @@ def linked_entries(memory: Memory, path: str) -> set[str]:
 
 def condense_sessions(
     memory: Memory,
-    who: Identity | str | None,
+    who: Identity | None,
     *,
     older_than_days: float | None = None,
     dry_run: bool = False,
@@ -154,7 +154,7 @@ def _before_condensing(memory: Memory, path: str) -> bytes:
     raise NotFound(f"{path}: no version before it was condensed in the page's git history")
 
 
-def uncondense(memory: Memory, who: Identity | str | None, path: str) -> dict[str, Any]:
+def uncondense(memory: Memory, who: Identity | None, path: str) -> dict[str, Any]:
     """Put a condensed session page's ``## Timeline`` back as it was in the commit before
     it was condensed, byte for byte, keeping every other byte of the page as it is now (a
     person's later edits); frontmatter ``condensed`` goes. One commit. Returns ``{"path",

@@ -56,7 +56,7 @@ def _apart(a: dict[str, Any], b: dict[str, Any]) -> bool:
 def find_contradictions(
     index: Index,
     scope: Any,
-    who: Identity | str | None,
+    who: Identity | None,
     project: str | None,
     only: list[str] | None = None,
     cache: dict[str, Any] | None = None,
@@ -110,7 +110,7 @@ def flags_by_page(flags: list[dict[str, Any]]) -> dict[str, list[str]]:
 
 
 def contradictions_for(
-    memory: Any, who: Identity | str | None, project: str | None
+    memory: Any, who: Identity | None, project: str | None
 ) -> list[dict[str, Any]]:
     """The flags of ``project`` (None: of every project ``who`` may read) that ``who``
     may read both sides of, each with its ``project`` (:func:`find_contradictions`).

@@ -32,7 +32,7 @@ class Audits(Protocol):
     def settings(self) -> Settings: ...
 
     def audited(
-        self, who: Identity | str | None, op: str, target: str, result: str = "ok", **extra: Any
+        self, who: Identity | None, op: str, target: str, result: str = "ok", **extra: Any
     ) -> None: ...
 
 
@@ -46,7 +46,7 @@ def audit_reads(owner: Audits, op: str, fn: Callable[_P, _R]) -> Callable[_P, _R
         if not owner.settings.audit_reads:
             return fn(*args, **kw)
         raw = kw.get("user", args[-1] if len(args) > 1 else None)
-        who = raw if isinstance(raw, Identity | str) else None
+        who = raw if isinstance(raw, Identity) else None
         target = str(args[0]) if args and op != "list" else str(kw.get("project") or "")
         try:
             out = fn(*args, **kw)

@@ -35,6 +35,7 @@ from wiki_memory.core.pages import page_path_for_write, redact_page_text
 from wiki_memory.core.scope import not_found
 from wiki_memory.core.writer import WriteResult
 from wiki_memory.errors import BadRequest, Conflict, PreconditionRequired
+from wiki_memory.identity import Identity
 from wiki_memory.plainfile import page_hash
 from wiki_memory.wiki import sections
 from wiki_memory.wiki.frontmatter import set_keys
@@ -109,7 +110,7 @@ def edit_page(
     op: str,
     path: str,
     *,
-    who: str,
+    who: Identity,
     text: str | None = None,
     section: str | None = None,
     expected_hash: str | None = None,

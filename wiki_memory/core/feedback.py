@@ -24,9 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["VERDICTS", "give_feedback"]
 
 
-def give_feedback(
-    memory: Memory, path: str, verdict: str, who: Identity | str | None
-) -> dict[str, Any]:
+def give_feedback(memory: Memory, path: str, verdict: str, who: Identity | None) -> dict[str, Any]:
     """Record ``who``'s ``verdict`` (``helped`` or ``not_helpful``) on the page at
     ``path``. Returns ``{"path", "verdict", "day", "counted"}``: ``day`` the UTC day it
     counts for; ``counted`` False for an anonymous caller (only users' feedback counts,

@@ -55,7 +55,7 @@ def forget_bytes(raw: bytes, rel: str, user: str, when: str) -> bytes:
         raise BadRequest(f"cannot edit the frontmatter: {exc}", field="path") from None
 
 
-def forget_page(memory: Memory, path: str, who: Identity | str | None) -> dict[str, Any]:
+def forget_page(memory: Memory, path: str, who: Identity | None) -> dict[str, Any]:
     """Forget the page at ``path`` for ``who`` (None: the server itself, as the owner).
 
     Returns ``{"path", "state": "forgotten", "changed"}`` (``changed`` False when it was
@@ -94,7 +94,7 @@ def _words(text: str) -> list[str]:
 def forget_query(
     memory: Memory,
     query: str,
-    who: Identity | str | None,
+    who: Identity | None,
     *,
     project: str | None = None,
     dry_run: bool = True,
@@ -117,7 +117,7 @@ def forget_query(
         raise BadRequest("query must hold at least one word", field="query")
     if project is not None and project_name(project) != project:
         raise BadRequest(f"project: {project!r} is not a valid project name", field="project")
-    user = who if who is not None else memory.owner
+    user = who if who is not None else memory.scope.local_owner
     # the index itself, not recall: recall groups near-duplicates, and each one counts here
     hits = memory.index.query(query, project=project, limit=_SCAN, mode="or")
     pages: list[dict[str, Any]] = []

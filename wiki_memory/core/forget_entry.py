@@ -44,9 +44,7 @@ def _session_of(memory: Memory, rel: str) -> tuple[str | None, bool]:
     return None, False
 
 
-def forget_entry(
-    memory: Memory, path: str, block: str, who: Identity | str | None
-) -> dict[str, Any]:
+def forget_entry(memory: Memory, path: str, block: str, who: Identity | None) -> dict[str, Any]:
     """Forget entry ``block`` (``t7``, ``t7r``) of the session page ``path`` for ``who``
     (None: the server itself, as the owner).
 

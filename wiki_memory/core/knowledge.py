@@ -86,9 +86,11 @@ def check_supersedes(value: Any) -> list[str]:
     return [v.strip() for v in items]
 
 
-def resolve_targets(memory: Memory, names: list[str], src: str, ident: Identity) -> list[str]:
+def resolve_targets(
+    memory: Memory, names: list[str], src: str, ident: Identity | None
+) -> list[str]:
     """The pages ``names`` name (paths, or titles resolved like wikilinks from ``src``)
-    among those ``ident`` may see; NotFound for one that names none, as if missing."""
+    among those ``ident`` may see (None: the server itself, every page); NotFound for one that names none, as if missing."""
     found = memory.index.resolve_names(names, src, ident)
     out: list[str] = []
     for name in names:
@@ -150,9 +152,7 @@ def write_superseding(
     return res
 
 
-def retire(
-    memory: Memory, newer: str, names: list[str], who: Identity | str | None
-) -> dict[str, Any]:
+def retire(memory: Memory, newer: str, names: list[str], who: Identity | None) -> dict[str, Any]:
     """Confirm a proposal: ``newer`` (an existing page) supersedes ``names``, in one
     commit. Returns ``{"path", "supersedes"}``."""
     ident = memory.scope.identity(who)

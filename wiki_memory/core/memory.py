@@ -257,17 +257,15 @@ class Memory:
         return WriteResult()
 
     # -- capture -------------------------------------------------------------------------
-    def capture(
-        self, body: Any, user: Identity | str, raw: bytes | None = None
-    ) -> list[dict[str, Any]]:
-        """Accept one hook event or a list of them for ``user`` (a name or the caller's
-        :class:`~wiki_memory.identity.Identity`), ``raw`` the request body it was parsed
+    def capture(self, body: Any, user: Identity, raw: bytes | None = None) -> list[dict[str, Any]]:
+        """Accept one hook event or a list of them for the caller ``user`` (the
+        :class:`~wiki_memory.identity.Identity` its door built), ``raw`` the request body it was parsed
         from when there is one: see :meth:`wiki_memory.core.capture.Capture.capture`.
         Raises CaptureRefused (403 or 404) for a project the caller may not write."""
         return self.capturer.capture(body, user, raw)
 
     def audited(
-        self, who: Identity | str | None, op: str, target: str, result: str = "ok", **extra: Any
+        self, who: Identity | None, op: str, target: str, result: str = "ok", **extra: Any
     ) -> None:
         """Append one line to the audit log for ``who`` (a name is looked up for its
         role; the token id and face come only with an Identity). A failure to write it is
@@ -278,7 +276,7 @@ class Memory:
         except OSError as exc:
             log.error("cannot write the audit log: %s", exc)
 
-    def audit_read(self, who: Identity | str | None, op: str, target: str) -> None:
+    def audit_read(self, who: Identity | None, op: str, target: str) -> None:
         """A read, listing or recall, audited only when ``audit_reads`` is set."""
         if self.settings.audit_reads:
             self.audited(who, op, target)
@@ -327,7 +325,7 @@ class Memory:
         message: str,
         commit_now: bool = False,
         timeout: float = 60,
-        who: Identity | str | None = None,
+        who: Identity | None = None,
         op: str = "page.write",
     ) -> WriteResult:
         """Read-modify-write one page on the writer thread (the single writer).
@@ -403,7 +401,7 @@ class Memory:
         message: str,
         expected_hash: str | None = None,
         create_only: bool = False,
-        who: Identity | str | None = None,
+        who: Identity | None = None,
         on_current: Callable[[bytes | None], None] | None = None,
         supersedes: Any = None,
     ) -> WriteResult:
@@ -446,7 +444,7 @@ class Memory:
 
         if not names:
             return self.update_page(path, fn, user=user, message=message, who=who)
-        ident = self.scope.identity(who if who is not None else user)
+        ident = who  # None: the server itself, which sees and writes every page
         rel = clean_rel(path)
         olds = knowledge.resolve_targets(self, names, rel, ident)
         when = knowledge.now_iso()
@@ -566,7 +564,7 @@ class Memory:
     _commit_hand_edits_now = commit_hand_edits_now
 
     # -- index maintenance -----------------------------------------------------------------
-    def reindex(self, user: Identity | str | None = None, progress: bool = False) -> int:
+    def reindex(self, user: Identity | None = None, progress: bool = False) -> int:
         """Rebuild the index from the files beside the old one and swap it in; returns
         the number of pages. ``user``: the caller a face acts for (None: the data
         directory's owner at the command line); anyone but the wiki's owner raises

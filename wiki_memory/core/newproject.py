@@ -37,7 +37,7 @@ from wiki_memory.core.pages import project_folder
 from wiki_memory.core.projects import UnknownProject, folder_project
 from wiki_memory.core.repos import MAX_ID, Binding
 from wiki_memory.errors import BadRequest, Forbidden, WikiMemoryError
-from wiki_memory.identity import CALLER, Identity, creation_refusal
+from wiki_memory.identity import Identity, creation_refusal
 
 __all__ = ["ProjectStart", "check_repo_id"]
 
@@ -68,7 +68,7 @@ class ProjectStart:
     @contextmanager
     def writing(
         self,
-        user: Identity | str | None,
+        user: Identity | None,
         *,
         explicit: str | None,
         op: str,
@@ -76,10 +76,11 @@ class ProjectStart:
         repo_id: str | None = None,
         create: bool = False,
         personal: bool = False,
-    ) -> Iterator[str | None]:
+    ) -> Iterator[tuple[str | None, Identity]]:
         """Around one write: yields the project it goes to (None when nothing names one;
-        the face then asks for ``project``). A project created for the write is the
-        caller's to write for the rest of the block (its new grant); a repository
+        the face then asks for ``project``) and the caller to write it as: ``user`` (None:
+        :data:`~wiki_memory.identity.ANONYMOUS`), holding the write grant on a project
+        created for the write (its new grant); a repository
         binding made for it is written when the block ends without an error, and undone
         when it raises. Raises UnknownProject (404) for an unknown name without
         ``create``; Forbidden (403, ``grant``) when the caller may not create projects;
@@ -99,13 +100,12 @@ class ProjectStart:
                 m.repos.release(binding)
             m.audited(ident, op, f"projects/{explicit or ''}", audit_result(exc))
             raise
-        token = None
         if made and ident.grant(project) != "write":
-            # the caller's identity of this request, with the grant just given
+            # the caller of this request, with the grant just given
             grants = {**(ident.grants or {}), project: "write"}
-            token = CALLER.set(dataclasses.replace(ident, grants=grants))
+            ident = dataclasses.replace(ident, grants=grants)
         try:
-            yield project
+            yield project, ident
         except BaseException:
             if binding is not None:
                 m.repos.release(binding)
@@ -113,9 +113,6 @@ class ProjectStart:
         else:
             if binding is not None:
                 m.repos.bind(binding, ident.user or m.owner)
-        finally:
-            if token is not None:
-                CALLER.reset(token)
 
     # -- the rule ----------------------------------------------------------------------
     def _choose(

@@ -40,7 +40,7 @@ class Host(Protocol):
     server_hashes: dict[str, str]
 
     def audited(
-        self, who: Identity | str | None, op: str, target: str, result: str = "ok", **extra: Any
+        self, who: Identity | None, op: str, target: str, result: str = "ok", **extra: Any
     ) -> None: ...
 
 
@@ -50,7 +50,7 @@ def update_pages(
     *,
     user: str,
     message: str,
-    who: Identity | str | None = None,
+    who: Identity | None = None,
     op: str = "page.write",
     timeout: float = 60,
 ) -> WriteResult:

@@ -37,9 +37,7 @@ def pin_bytes(raw: bytes, pinned: bool) -> bytes:
         raise BadRequest(f"cannot edit the frontmatter: {exc}", field="path") from None
 
 
-def set_pinned(
-    memory: Memory, path: str, pinned: bool, who: Identity | str | None
-) -> dict[str, Any]:
+def set_pinned(memory: Memory, path: str, pinned: bool, who: Identity | None) -> dict[str, Any]:
     """Pin or unpin the page at ``path`` for ``who`` (None: the server itself). Returns
     ``{"path", "pinned", "changed"}``. Raises NotFound (missing or hidden), Forbidden
     (not the owner or an admin: ``grant`` is ``admin``), PathRefused, BadRequest."""
@@ -76,7 +74,7 @@ def set_pinned(
 
 def read_audit(
     memory: Memory,
-    who: Identity | str | None,
+    who: Identity | None,
     user: str | None = None,
     since: str | None = None,
     limit: int = 1000,

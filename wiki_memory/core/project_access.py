@@ -43,7 +43,7 @@ class ProjectAccess:
         self.projects = projects
         self.session_visible = session_visible
 
-    def readable_projects(self, user: Identity | str | None) -> list[str]:
+    def readable_projects(self, user: Identity | None) -> list[str]:
         """The projects ``user`` may read, sorted: folders under ``wiki/projects/`` and
         the projects of running sessions ``user`` may see (a first session's project
         exists before its page is compiled)."""
@@ -54,7 +54,7 @@ class ProjectAccess:
                 names.add(info.project)
         return sorted(p for p in names if may_read(who, f"projects/{p}/index.md", None))
 
-    def listing(self, user: Identity | str | None) -> str:
+    def listing(self, user: Identity | None) -> str:
         """The projects ``user`` may read, as the end of a message: ``your projects: a,
         b`` (``none yet``); for a caller who reads every project (the owner, an admin)
         ``projects: a, b``, or ``there are no projects yet``."""
@@ -68,7 +68,7 @@ class ProjectAccess:
         self,
         explicit: str | None,
         *,
-        user: Identity | str | None,
+        user: Identity | None,
         cwd: str | Path | None = None,
         current: str | None = None,
         personal: bool = False,

@@ -333,7 +333,7 @@ def _closing(memory: Any, ident: Identity | None, found: dict[str, Any]) -> None
 
 
 def purge_page(
-    memory: Any, path: str, who: Identity | str | None, text: str | None = None
+    memory: Any, path: str, who: Identity | None, text: str | None = None
 ) -> dict[str, Any]:
     """Purge the page at ``path`` (``text`` None) or every occurrence of ``text`` in it,
     for ``who`` (None: the server itself). ``memory`` is the

@@ -71,18 +71,18 @@ class Reader:
             self._handles.pop(next(iter(self._handles)))
         return hid
 
-    def chains(self, user: Identity | str | None) -> Chains:
+    def chains(self, user: Identity | None) -> Chains:
         """Which pages replaced which, as ``user`` sees them
         (:mod:`wiki_memory.index.supersede`)."""
         return self.index.chains(self.scope.identity(user))
 
-    def visible(self, path: str, user: Identity | str | None) -> bool:
+    def visible(self, path: str, user: Identity | None) -> bool:
         """True when ``user`` may see the indexed page at ``path`` (by the scope rule, on
         its path and indexed frontmatter); False for a page the index does not hold.
         ``user`` None is an anonymous caller (shared pages only)."""
         return self.index.page_meta(path, self.scope.identity(user)) is not None
 
-    def use_rows(self, user: Identity | str | None, days: int = 30) -> list[dict[str, Any]]:
+    def use_rows(self, user: Identity | None, days: int = 30) -> list[dict[str, Any]]:
         """The caller's own rows of the use record for the last ``days`` days
         (:meth:`wiki_memory.core.userecord.UseRecord.rows`), of the pages it may still
         see; an anonymous caller has none."""
@@ -92,7 +92,7 @@ class Reader:
         return [r for r in self.use.rows(who.user, days) if self.visible(r["path"], who)]
 
     def expand(
-        self, ids: list[str], budget_tokens: int, user: Identity | str | None = None
+        self, ids: list[str], budget_tokens: int, user: Identity | None = None
     ) -> dict[str, Any]:
         """Whole sections or pages for handles from recall, packed under ``budget_tokens``.
 
@@ -132,7 +132,7 @@ class Reader:
             "missing": missing,
         }
 
-    def session_visible(self, session_key: str, user: Identity | str | None) -> bool:
+    def session_visible(self, session_key: str, user: Identity | None) -> bool:
         """May ``user`` see a session's observations? Only when it may see the session's
         page (the scope rule on its path and indexed frontmatter: a person may mark a
         session page ``visibility: personal``); a session with no page yet is its
@@ -178,7 +178,7 @@ class Reader:
         since: str | None = None,
         limit: int = 100,
         offset: int = 0,
-        user: Identity | str | None = None,
+        user: Identity | None = None,
     ) -> list[dict[str, Any]]:
         """Pages from the index, newest first: ``[{path, id, title, kind, project, updated}]``.
         Pages ``user`` may not see are left out in the SQL (they take no place in
@@ -204,7 +204,7 @@ class Reader:
         path: str,
         cursor: int = 0,
         max_bytes: int = 64 * 1024,
-        user: Identity | str | None = None,
+        user: Identity | None = None,
     ) -> dict[str, Any]:
         """One page, paged by a byte cursor that never splits a UTF-8 character.
 
@@ -277,7 +277,7 @@ class Reader:
             "backlinks_truncated": graph["backlinks_truncated"],
         }
 
-    def page_links(self, path: str, user: Identity | str | None = None) -> dict[str, Any]:
+    def page_links(self, path: str, user: Identity | None = None) -> dict[str, Any]:
         """The link graph around one indexed page: ``{links, backlinks, attachments,
         diagnostics, links_truncated, backlinks_truncated}`` as in :meth:`read_page`
         (empty lists for a page not indexed), as ``user`` sees it: pages it may not see
@@ -404,9 +404,7 @@ class Reader:
             "backlinks_truncated": back_cut,
         }
 
-    def page_history(
-        self, path: str, user: Identity | str | None, limit: int = 200
-    ) -> list[CommitInfo]:
+    def page_history(self, path: str, user: Identity | None, limit: int = 200) -> list[CommitInfo]:
         """The commits that changed a page, newest first (at most ``limit``), that
         ``user`` may see: the page must be visible now (else NotFound, as for a missing
         page), and a commit whose version of the page was hidden from ``user`` (it was
@@ -441,14 +439,14 @@ class Reader:
             return False
         return who.owns(page_owner(rel, data))
 
-    def page_version(self, path: str, sha: str, user: Identity | str | None) -> bytes | None:
+    def page_version(self, path: str, sha: str, user: Identity | None) -> bytes | None:
         """The page's bytes as committed in ``sha`` (None where it did not exist then),
         for ``user``: NotFound unless :meth:`page_history` lists that commit."""
         who = self.scope.identity(user)
         rel, commit = self._visible_commit(path, sha, who)
         return self.git.read_at(rel, commit.sha)
 
-    def page_diff(self, path: str, sha: str, user: Identity | str | None) -> str:
+    def page_diff(self, path: str, sha: str, user: Identity | None) -> str:
         """The unified diff of the page in commit ``sha`` against its first parent, for
         ``user``: NotFound unless both versions are ones it may see."""
         who = self.scope.identity(user)
@@ -478,14 +476,14 @@ class Reader:
         return may_read(who, rel, frontmatter_of(data, rel))
 
     # -- names a face looks things up by ---------------------------------------------
-    def page_meta(self, path: str, user: Identity | str | None) -> dict[str, Any] | None:
+    def page_meta(self, path: str, user: Identity | None) -> dict[str, Any] | None:
         """The index's row of the page at ``path`` as ``user`` sees it (path, id, title,
         kind, project, tags, aliases, updated, created, hash, size, mtime, meta,
         diagnostics, owner), or None when it is not indexed or ``user`` may not see it."""
         return self.index.page_meta(path, self.scope.identity(user))
 
     def names_for(
-        self, keys: Iterable[str], user: Identity | str | None = None
+        self, keys: Iterable[str], user: Identity | None = None
     ) -> list[tuple[str, str, str]]:
         """``(key, path, source)`` rows of the index's names for casefolded link keys
         (source: title, stem, alias or path), pages ``user`` may not see left out: what
@@ -497,7 +495,7 @@ class Reader:
         return self.index.forgotten_paths(paths)
 
     def folder(
-        self, folder: str, user: Identity | str | None, limit: int = 500, offset: int = 0
+        self, folder: str, user: Identity | None, limit: int = 500, offset: int = 0
     ) -> dict[str, Any]:
         """What the wiki folder ``folder`` (``""``: the top; ``a/b``, no trailing ``/``)
         holds that ``user`` may see, by the one scope rule applied in the index's SQL:
@@ -507,14 +505,14 @@ class Reader:
         return self.index.folder_listing(folder, limit, offset, self.scope.identity(user))
 
     def tagged(
-        self, tag: str, user: Identity | str | None, limit: int = 100, offset: int = 0
+        self, tag: str, user: Identity | None, limit: int = 100, offset: int = 0
     ) -> tuple[list[dict[str, Any]], int]:
         """Pages tagged ``tag`` (or a nested tag below it) that ``user`` may see, newest
         first, and how many there are: ``([{path, title, kind, project, updated}], n)``."""
         return self.index.tagged_pages(tag, limit, offset, self.scope.identity(user))
 
     def most_linked(
-        self, project: str, user: Identity | str | None, limit: int = 10
+        self, project: str, user: Identity | None, limit: int = 10
     ) -> list[dict[str, Any]]:
         """The pages of ``project`` most linked to by pages ``user`` may see (only pages
         ``user`` may see are named): ``[{path, title, kind, links}]``."""
@@ -534,7 +532,7 @@ class Reader:
             names = []
         return sorted(names)
 
-    def project_exists(self, name: str, user: Identity | str | None) -> bool:
+    def project_exists(self, name: str, user: Identity | None) -> bool:
         """True when ``user`` may read project ``name`` (its grants: a project without
         one answers like one that does not exist) and ``wiki/projects/<name>`` is a real
         folder, or an indexed page ``user`` may see belongs to project ``name``."""
@@ -544,7 +542,7 @@ class Reader:
             return True
         return bool(self.list_pages(project=name, limit=1, user=user))
 
-    def session_page(self, sid: str, user: Identity | str | None) -> str | None:
+    def session_page(self, sid: str, user: Identity | None) -> str | None:
         """The wiki path of a session's page named by its page id (``ses_<16 hex>``), its
         short id (the 8 hex in the file name) or the harness's session id; with several
         sessions of one harness id, ``user``'s own first, then the newest. None when none

@@ -140,7 +140,7 @@ class Recaller:
         sources: Sources,
         scope: ScopeRule,
         settings: Settings,
-        audit_read: Callable[[Identity | str | None, str, str], None],
+        audit_read: Callable[[Identity | None, str, str], None],
         use: UseRecord | None = None,
     ) -> None:
         self.sources = sources
@@ -165,7 +165,7 @@ class Recaller:
         budget_tokens: int | None = None,
         kinds: list[str] | None = None,
         cursor: int = 0,
-        user: Identity | str | None = None,
+        user: Identity | None = None,
         tags: list[str] | str | None = None,
         since: str | float | None = None,
         until: str | float | None = None,
@@ -284,7 +284,7 @@ class Recaller:
         walk_no: int,
         cursor: int,
         budget: int,
-        user: Identity | str | None,
+        user: Identity | None,
         fits: Callable[[list[dict[str, Any]]], bool] | None,
     ) -> RecallResult:
         """One page of recall from the index (:meth:`recall`'s arguments, read)."""

@@ -28,6 +28,7 @@ from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.core import knowledge
 from wiki_memory.core.pages import project_folder
 from wiki_memory.errors import BadRequest, Conflict
+from wiki_memory.identity import Identity
 from wiki_memory.plainfile import page_hash
 from wiki_memory.wiki.frontmatter import dump_page
 from wiki_memory.wiki.names import unique_page_path
@@ -57,7 +58,7 @@ _TAG_RE = re.compile(r"^[\w/\-]+$", re.UNICODE)
 class WriteCheck(Protocol):
     """The scope rule's check of a write (:class:`wiki_memory.core.scope.ScopeRule`)."""
 
-    def write_check(self, who: str, path: str, op: str = ...) -> tuple[str, Path]: ...
+    def write_check(self, who: Identity | None, path: str, op: str = ...) -> tuple[str, Path]: ...
 
 
 class NoteWriter(Protocol):
@@ -77,7 +78,7 @@ class NoteWriter(Protocol):
         user: str,
         message: str,
         create_only: bool = ...,
-        who: str | None = ...,
+        who: Identity | None = ...,
     ) -> WriteResult: ...
 
 
@@ -118,7 +119,7 @@ def remember(
     project: str,
     title: str | None = None,
     tags: list[str] | None = None,
-    user: str,
+    user: Identity,
     harness: str | None = None,
     session_id: str | None = None,
     supersedes: str | list[str] | None = None,
@@ -136,8 +137,8 @@ def remember(
       only, duplicates dropped, at most 50. Every other frontmatter key of ``text`` is
       dropped (``pinned``, ``visibility``, ``user`` included: a note is shared and
       nobody pins by remembering).
-    - ``user``: who remembers (the note's ``user``, the commit's author, and the caller
-      the scope rule checks the write for); ``harness`` (default ``"api"``) and
+    - ``user``: who remembers, as its door built it (its name is the note's ``user`` and
+      the commit's author; the scope rule checks the write for it); ``harness`` (default ``"api"``) and
       ``session_id`` (left out of the frontmatter when None) are recorded as given.
     - ``hash``: sha256 hex of the bytes written; ``redacted``: how many secrets were
       replaced by ``[REDACTED:<kind>]`` in the title and the text.
@@ -158,6 +159,7 @@ def remember(
     a note with a current note's title, alias or ``subject`` gets ``may_supersede``.
     """
     _check(text, project, title, tags, harness, session_id)
+    name = user.user
     sup_names = knowledge.check_supersedes(supersedes)
     proj = project_folder(project)
     folder = f"projects/{proj}/notes"
@@ -182,7 +184,7 @@ def remember(
         "updated": iso(now),
         "project": proj,
         "tags": all_tags,
-        "user": user,
+        "user": name,
         "harness": harness,
     }
     if session_id:
@@ -233,14 +235,14 @@ def remember(
                     path,
                     _create(path, data),
                     olds,
-                    user=user,
+                    user=name,
                     ident=ident,
                     message=message,
                     when=when,
                 )
             else:
                 res = memory.write_page(
-                    path, data, user=user, message=message, create_only=True, who=user
+                    path, data, user=name, message=message, create_only=True, who=user
                 )
         except Conflict:
             continue
@@ -275,7 +277,7 @@ def _duplicate(
     tags: list[str],
     title: str,
     redacted: int,
-    user: str,
+    who: Identity,
     harness: str,
     session_id: str | None,
 ) -> Remembered:
@@ -300,17 +302,17 @@ def _duplicate(
 
     if tags:
         memory.update_page(
-            path, fn, user=user, message=f"Tags of {path} ({harness})", who=user, commit_now=True
+            path, fn, user=who.user, message=f"Tags of {path} ({harness})", who=who, commit_now=True
         )
     row = memory.index.page_meta(path) or {}
     meta = row.get("meta") or {}
-    memory.use.note("repeated", [path], user or None)
+    memory.use.note("repeated", [path], who.user or None)
     count = knowledge.count_repeat(
         memory.settings.data_dir,
         {
             "path": path,
             "ts": knowledge.now_iso(),
-            "user": user,
+            "user": who.user,
             "harness": harness,
             "session": session_id,
         },

@@ -38,14 +38,13 @@ from typing import Any, Protocol
 from wiki_memory.errors import BadRequest, Forbidden, NotFound
 from wiki_memory.identity import (
     ANONYMOUS,
-    CALLER,
     OWNER_KEY,
     Identity,
-    fold,
     is_pinned,
     may_pin,
     may_read,
     may_write,
+    named,
     people_owner,
     personal_owner,
     project_of,
@@ -101,11 +100,10 @@ class PageFile:
 class ScopeRule:
     """The access rule over one wiki folder.
 
-    ``owner`` is the local owner's user name: a plain user name given to
-    :meth:`identity` becomes an ``owner`` identity for that name; any other name gets its
-    role and grants from ``directory`` (a user the directory does not know: a ``member``
-    with no grant), or, with no directory (in-process callers, tests), a ``member`` with
-    every project.
+    ``owner`` is the local owner's user name; ``directory`` where roles and grants come
+    from (None: in-process callers and tests). Every caller arrives as the
+    :class:`Identity` its door built (:func:`wiki_memory.identity.named` for a door that
+    holds only a name: :meth:`named`).
     """
 
     def __init__(self, wiki_dir: Path, owner: str, directory: Directory | None = None) -> None:
@@ -117,27 +115,28 @@ class ScopeRule:
         self.refused: Callable[[Identity, str, str, Exception], None] | None = None
 
     # -- who ---------------------------------------------------------------------------
-    def identity(self, who: Identity | str | None) -> Identity:
-        """``who`` as an :class:`Identity`: the request's caller
-        (:data:`~wiki_memory.identity.CALLER`) when the name is theirs, else the owner, or
-        the role and grants the directory holds now; None (and ``""``) is
-        :data:`~wiki_memory.identity.ANONYMOUS`, who sees shared pages only. (The server's
-        own reads and writes do not go through here.)"""
-        if isinstance(who, Identity):
-            return who
-        if not who:
-            return ANONYMOUS
-        current = CALLER.get()
-        if current is not None and current.user == who:
-            return current  # the request's own caller: with its token id and face
-        if fold(who) == fold(self.owner):
-            return Identity(user=who, role="owner")
-        if self.directory is None:
-            return Identity(user=who, role="member")
-        found = self.directory.identity_of(who)
-        return found if found is not None else Identity(user=who, role="member", grants={})
+    def identity(self, who: Identity | None) -> Identity:
+        """``who`` as the caller the rule judges: the :class:`Identity` the door built
+        (the HTTP middleware, the MCP caller, the CLI), or
+        :data:`~wiki_memory.identity.ANONYMOUS` for None, who sees shared pages only.
+        The core never turns a user name into an identity. (The server's own reads and
+        writes do not go through here.)"""
+        return ANONYMOUS if who is None else who
 
-    def require_write(self, who: Identity | str | None, rel: str) -> None:
+    @property
+    def local_owner(self) -> Identity:
+        """The wiki's owner as a caller (what an operation run for no caller acts as
+        where it needs one)."""
+        return Identity(user=self.owner, role="owner")
+
+    def named(self, user: str | None, face: str = "") -> Identity:
+        """The caller a door acts for when it holds only the user name ``user`` (the
+        CLI, the MCP server on standard input, a session the spool recorded):
+        :func:`wiki_memory.identity.named` with this wiki's owner and directory."""
+        lookup = None if self.directory is None else self.directory.identity_of
+        return named(user, self.owner, lookup, face)
+
+    def require_write(self, who: Identity | None, rel: str) -> None:
         """Raise :func:`no_write` (403) when ``who`` may not write ``rel``; the caller has
         already made sure ``who`` may read it. None (the server itself) may."""
         if who is None:
@@ -159,22 +158,18 @@ class ScopeRule:
         (:func:`wiki_memory.wiki.paths.is_plain`)."""
         return is_plain(self.wiki_dir, rel)
 
-    def writable(
-        self, who: Identity | str | None, path: str, meta: Mapping[str, Any] | None
-    ) -> bool:
+    def writable(self, who: Identity | None, path: str, meta: Mapping[str, Any] | None) -> bool:
         """May ``who`` read and write the page at ``path`` (as stored) with frontmatter
         ``meta`` (:func:`wiki_memory.identity.may_write`)? None: the server itself."""
         return who is None or may_write(self.identity(who), path, meta)
 
     # -- reading -----------------------------------------------------------------------
-    def visible(
-        self, who: Identity | str | None, path: str, meta: Mapping[str, Any] | None
-    ) -> bool:
+    def visible(self, who: Identity | None, path: str, meta: Mapping[str, Any] | None) -> bool:
         """May ``who`` see the page at ``path`` (as stored, e.g. an index row) with
         frontmatter ``meta``? For rows whose file was already checked when indexed."""
         return may_read(self.identity(who), path, meta)
 
-    def read(self, who: Identity | str | None, path: str) -> PageFile:
+    def read(self, who: Identity | None, path: str) -> PageFile:
         """Read a page for ``who``. Raises PathRefused (400) for a path that can name
         no page and NotFound when the page is absent, not a plain file, or hidden."""
         ident = self.identity(who)
@@ -210,7 +205,7 @@ class ScopeRule:
         return PageFile(rel, full, data, frontmatter_of(data, rel))
 
     # -- writing -----------------------------------------------------------------------
-    def check_target(self, who: Identity | str | None, path: str) -> tuple[str, Path]:
+    def check_target(self, who: Identity | None, path: str) -> tuple[str, Path]:
         """Before a write: the clean and absolute path, or NotFound when the folder is
         another user's, the project one ``who`` may not read, or the path passes through
         a link (404 whether or not the page or its user exists); Forbidden
@@ -233,7 +228,7 @@ class ScopeRule:
         return rel, full
 
     def write_check(
-        self, who: Identity | str | None, path: str, op: str = "page.write"
+        self, who: Identity | None, path: str, op: str = "page.write"
     ) -> tuple[str, Path]:
         """May ``who`` write the page at ``path``? :meth:`check_target`, with a refusal
         told to :attr:`refused` (the audit log). Every face asks this before it reads or
@@ -248,7 +243,7 @@ class ScopeRule:
                 self.refused(ident, op, clean_rel(path), exc)
             raise
 
-    def stamp_owner(self, who: Identity | str | None, rel: str, new: bytes) -> bytes:
+    def stamp_owner(self, who: Identity | None, rel: str, new: bytes) -> bytes:
         """``new`` with frontmatter ``user`` set to the writer when it marks the page
         ``visibility: personal`` without naming a user and the writer is not the wiki's
         owner (such a page would be the owner's, and refused to the writer): a personal
@@ -267,7 +262,7 @@ class ScopeRule:
             return new
 
     def check_write(
-        self, who: Identity | str | None, rel: str, current: bytes | None, new: bytes | None
+        self, who: Identity | None, rel: str, current: bytes | None, new: bytes | None
     ) -> None:
         """Inside the write (on the writer thread, on the bytes really on disk): raise
         NotFound when ``current`` is a page ``who`` may not see; Forbidden

@@ -222,7 +222,7 @@ class SyncService:
         after_purge: bool = False,
         accept_deletions: bool = False,
         rewrite_hub: bool = False,
-        who: Identity | str | None = None,
+        who: Identity | None = None,
         periodic: bool = False,
     ) -> list[SyncReport]:
         """Sync with ``remote`` (None: every configured remote, in name order).

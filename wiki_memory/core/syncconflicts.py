@@ -137,11 +137,11 @@ def _line(copy: str, page: str, side: str, notes: dict[str, str]) -> str:
     return notes.get(copy) or f"{page}: the version from {side} is in {copy}"
 
 
-def list_conflicts(memory: Any, who: Identity | str | None) -> dict[str, Any]:
+def list_conflicts(memory: Any, who: Identity | None) -> dict[str, Any]:
     """Every conflict copy ``who`` (None: the owner) may see whose page ``who`` may see
     too: ``{"conflicts": [{"copy", "page", "side", "line"}]}`` sorted by copy path;
     ``line`` says whose version is where (sync's own line when it made the copy)."""
-    ident = memory.scope.identity(who if who is not None else memory.owner)
+    ident = who if who is not None else memory.scope.local_owner
     found = memory.index.chains(ident).copies
     notes = stored_notes(memory.wiki_dir)
     rows = [
@@ -165,9 +165,7 @@ def _unmarked(data: bytes, side: str) -> bytes:
     return set_keys(data, updates, remove=[k for k in copies.MARK_KEYS if k in meta])
 
 
-def resolve_conflict(
-    memory: Any, copy: str, keep: str, who: Identity | str | None
-) -> dict[str, Any]:
+def resolve_conflict(memory: Any, copy: str, keep: str, who: Identity | None) -> dict[str, Any]:
     """Resolve the conflict of the copy at ``copy`` for ``who`` (None: the owner):
     ``keep="page"`` keeps the page as it is, ``keep="copy"`` writes the copy's version
     (its marks off) at the page's path; either way the copy is removed, in one commit
@@ -179,7 +177,7 @@ def resolve_conflict(
     copy's frontmatter cannot be edited or the page changed meanwhile."""
     if keep not in KEEP:
         raise BadRequest("keep must be 'page' or 'copy'", field="keep")
-    ident = memory.scope.identity(who if who is not None else memory.owner)
+    ident = who if who is not None else memory.scope.local_owner
     copy_rel, copy_full = memory.scope.check_target(ident, copy)
     found = memory.index.chains(ident).copies.get(copy_rel)
     if found is None:

@@ -68,7 +68,7 @@ def _entry(info: SessionInfo) -> dict[str, Any] | None:
     return out
 
 
-def list_unrendered(memory: Memory, who: Identity | str | None) -> list[dict[str, Any]]:
+def list_unrendered(memory: Memory, who: Identity | None) -> list[dict[str, Any]]:
     """Every session with accepted events on no page as themselves, by session key:
     ``[{"session", "harness", "session_id", "user", "project", "page" (None: no page
     yet), "placeholders": [spool record ids], "compile_failed": {"at", "cause", "tries",
@@ -79,7 +79,7 @@ def list_unrendered(memory: Memory, who: Identity | str | None) -> list[dict[str
     return sorted((r for r in rows if r is not None), key=lambda r: str(r["session"]))
 
 
-def discard_unrendered(memory: Memory, who: Identity | str | None, session: str) -> dict[str, Any]:
+def discard_unrendered(memory: Memory, who: Identity | None, session: str) -> dict[str, Any]:
     """Discard what ``session`` (a session key from :func:`list_unrendered`; a unique
     prefix of 8 or more characters will do) holds on no page, for ``who``:
 

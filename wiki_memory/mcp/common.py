@@ -15,6 +15,7 @@ this module; ``wiki_memory.mcp.tools`` puts them together.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import re
@@ -33,7 +34,7 @@ from wiki_memory.audit import audit_result
 from wiki_memory.core.quoting import inline, qt, show
 from wiki_memory.core.recaller import MAX_BUDGET_TOKENS
 from wiki_memory.errors import BadRequest, WikiMemoryError
-from wiki_memory.identity import CALLER
+from wiki_memory.identity import Identity
 from wiki_memory.recall.tokens import count_item
 
 if TYPE_CHECKING:
@@ -100,9 +101,11 @@ def harness_from_client(name: str | None) -> str:
 @dataclass(frozen=True)
 class Caller:
     """Who a tool call acts for: the token's user, the harness and the session, and the
-    client's working directory when its bridge sent one (for the project)."""
+    client's working directory when its bridge sent one (for the project). ``identity``:
+    the caller as the core takes it, built once by :meth:`ToolBase.caller`."""
 
     user: str
+    identity: Identity
     harness: str
     session_id: str
     client: str | None
@@ -173,6 +176,7 @@ class ToolBase:
         else an id derived from the user and the client's name; the bridge's working
         directory (``X-Wiki-Memory-Cwd``) and its repository id (``X-Wiki-Memory-Repo``)."""
         user = self.memory.owner
+        ident: Identity | None = None
         client = None
         mcp_session = bridge = harness = cwd = tz = repo = None
         rc = None
@@ -186,10 +190,10 @@ class ToolBase:
             if req is not None:
                 state = req.scope.get("state") or {}
                 user = state.get("user") or user
-                if state.get("identity") is not None:
+                if isinstance(state.get("identity"), Identity):
                     # this request's caller (grants as of now), not the one the MCP
                     # session's task was started with
-                    CALLER.set(state["identity"])
+                    ident = state["identity"]
                 mcp_session = req.headers.get("mcp-session-id")
                 bridge = req.headers.get(BRIDGE_HEADER)
                 harness = req.headers.get(HARNESS_HEADER)
@@ -208,8 +212,18 @@ class ToolBase:
         else:
             digest = hashlib.sha1(f"{user}\0{client or ''}".encode()).hexdigest()[:16]
             sid = f"mcp-{digest}"
+        if ident is None:
+            # no HTTP request behind the call (the server on standard input): its user
+            ident = self.memory.scope.named(user, face="mcp")
         return Caller(
-            user=user, harness=h, session_id=sid, client=client, cwd=cwd, tz=tz, repo_id=repo
+            user=user,
+            identity=ident,
+            harness=h,
+            session_id=sid,
+            client=client,
+            cwd=cwd,
+            tz=tz,
+            repo_id=repo,
         )
 
     def project_of(
@@ -228,12 +242,12 @@ class ToolBase:
         write of that audit operation, and a refused name is a ``not_found`` audit line."""
         try:
             found = self.memory.resolve_project(
-                explicit, user=caller.user, cwd=caller.cwd, personal=personal
+                explicit, user=caller.identity, cwd=caller.cwd, personal=personal
             )
         except WikiMemoryError as exc:
             if op is not None:
                 self.memory.audited(
-                    caller.user, op, f"projects/{explicit or ''}", audit_result(exc)
+                    caller.identity, op, f"projects/{explicit or ''}", audit_result(exc)
                 )
             raise
         if found is None and required:
@@ -249,30 +263,31 @@ class ToolBase:
         create: bool,
         op: str,
         personal: bool = False,
-    ) -> Iterator[str]:
-        """Around a write: the project it goes to, by the core's one rule
+    ) -> Iterator[tuple[str, Caller]]:
+        """Around a write: the project it goes to and the caller to write it as (holding
+        the grant of a project created for it), by the core's one rule
         (:meth:`wiki_memory.core.newproject.ProjectStart.writing`: an explicit name, else
         the bridge's working directory and its repository id, which files the write under
         that repository's project; ``create``: the tool's ``create_project``).
         Raises BadRequest naming ``project`` when nothing names one."""
         with self.memory.project_start.writing(
-            caller.user,
+            caller.identity,
             explicit=explicit,
             op=op,
             cwd=caller.cwd,
             repo_id=caller.repo_id if explicit is None else None,
             create=create,
             personal=personal,
-        ) as found:
+        ) as (found, who):
             if found is None:
                 raise self.no_project(caller)
-            yield found
+            yield found, dataclasses.replace(caller, identity=who)
 
     def no_project(self, caller: Caller) -> BadRequest:
         """The error of a call that names no project where one is required."""
         return BadRequest(
             "project is required here: your working directory names none; "
-            + self.memory.project_access.listing(caller.user),
+            + self.memory.project_access.listing(caller.identity),
             field="project",
         )
 

@@ -187,9 +187,9 @@ def register(server: MCPServer, tools: HandoffOps) -> None:
                 create=create_project,
                 op="handoff.create",
                 personal=visibility == "personal",
-            ) as proj:
+            ) as (proj, writer):
                 res = tools.handoffs().create(
-                    caller.user,
+                    writer.identity,
                     project=proj,
                     title=title,
                     harness=caller.harness,
@@ -221,10 +221,12 @@ def register(server: MCPServer, tools: HandoffOps) -> None:
             svc = tools.handoffs()
             if id:
                 return tools.handoff_result(
-                    {"handoff": svc.show(caller.user, id), "repeat": False}, "shown", caller.user
+                    {"handoff": svc.show(caller.identity, id), "repeat": False},
+                    "shown",
+                    caller.user,
                 )
             proj = tools.project_of(caller, project, required=False) if project else None
-            rows = list(svc.list(caller.user, project=proj, status=status))
+            rows = list(svc.list(caller.identity, project=proj, status=status))
             return tools.handoff_list(rows, caller.user)
 
         return guard(run)
@@ -235,7 +237,7 @@ def register(server: MCPServer, tools: HandoffOps) -> None:
         c = tools.caller(ctx)
         return guard(
             lambda: tools.handoff_result(
-                tools.handoffs().claim(c.user, id, harness=c.harness, session_id=c.session_id),
+                tools.handoffs().claim(c.identity, id, harness=c.harness, session_id=c.session_id),
                 "claimed",
                 c.user,
             )
@@ -258,12 +260,12 @@ def register(server: MCPServer, tools: HandoffOps) -> None:
             svc = tools.handoffs()
             if action == "complete":
                 res = svc.complete(
-                    c.user, id, harness=c.harness, session_id=c.session_id, note=note
+                    c.identity, id, harness=c.harness, session_id=c.session_id, note=note
                 )
                 return tools.handoff_result(res, "completed", c.user)
             if action == "release":
-                res = svc.release(c.user, id, harness=c.harness, session_id=c.session_id)
+                res = svc.release(c.identity, id, harness=c.harness, session_id=c.session_id)
                 return tools.handoff_result(res, "released", c.user)
-            return tools.handoff_result(svc.cancel(c.user, id, reason=note), "cancelled")
+            return tools.handoff_result(svc.cancel(c.identity, id, reason=note), "cancelled")
 
         return guard(run)

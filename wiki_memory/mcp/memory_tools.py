@@ -21,6 +21,7 @@ from wiki_memory.core.quoting import inline, qt
 from wiki_memory.core.recaller import RecallResult
 from wiki_memory.core.remember import remember
 from wiki_memory.core.scanrecall import INCOMPLETE
+from wiki_memory.identity import Identity
 from wiki_memory.mcp.common import (
     ADDITIVE,
     QUOTE_NOTE,
@@ -186,10 +187,10 @@ class MemoryOps(ToolBase):
             budget_tokens=budget_tokens,
             cursor=cursor,
         )
-        res = self.memory.recall(question, user=caller.user, fits=fits)
+        res = self.memory.recall(question, user=caller.identity, fits=fits)
         return self.result(*build(res.items, res))
 
-    def expand(self, ids: list[str], budget_tokens: int, user: str) -> CallToolResult:
+    def expand(self, ids: list[str], budget_tokens: int, user: Identity) -> CallToolResult:
         budget = min(budget_tokens, self.part)
         res = self.memory.expand([str(i) for i in ids], budget, user)
 
@@ -230,13 +231,13 @@ class MemoryOps(ToolBase):
             # the bridge's repository: its project, not the folder name's (as the hook's
             # brief: core/repos.py); a repository not captured yet keeps the folder rule
             placed = self.memory.repos.place(here[0], caller.repo_id, reserve=False)[0]
-            if placed in self.memory.readable_projects(caller.user):
+            if placed in self.memory.readable_projects(caller.identity):
                 project = placed
         proj = self.project_of(caller, project, required=True)
         assert proj is not None
         res = build_brief(
             self.memory,
-            caller.user,
+            caller.identity,
             project=proj,
             harness=caller.harness,
             session_id=caller.session_id,
@@ -270,14 +271,17 @@ class MemoryOps(ToolBase):
     ) -> CallToolResult:
         """A note through :func:`wiki_memory.core.remember.remember` (the rule is there),
         in the project :meth:`write_project` names (``create_project``: start it)."""
-        with self.write_project(caller, project, create=create_project, op="page.write") as proj:
+        with self.write_project(caller, project, create=create_project, op="page.write") as (
+            proj,
+            writer,
+        ):
             out = remember(
                 self.memory,
                 text,
                 project=proj,
                 title=title,
                 tags=tags,
-                user=caller.user,
+                user=writer.identity,
                 harness=caller.harness,
                 session_id=caller.session_id,
                 supersedes=supersedes,
@@ -303,7 +307,7 @@ class MemoryOps(ToolBase):
         return self.result(dict(out), inline(msg))  # the paths named are stored names
 
     def feedback(self, path: str, verdict: str, caller: Caller) -> CallToolResult:
-        res = give_feedback(self.memory, path, verdict, caller.user)
+        res = give_feedback(self.memory, path, verdict, caller.identity)
         msg = f"{res['path']}: {verdict} recorded (one per day counts)."
         if not res["counted"]:
             msg = f"{res['path']}: not counted (only a signed-in user's feedback counts)."
@@ -352,7 +356,7 @@ def register(server: MCPServer, tools: MemoryOps) -> None:
         budget_tokens: Budget = 2000,
     ) -> CallToolResult:
         """Full text of sections memory_recall found."""
-        user = tools.caller(ctx).user
+        user = tools.caller(ctx).identity
         return guard(lambda: tools.expand(ids, budget_tokens, user))
 
     @server.tool(annotations=STATEFUL, structured_output=False)

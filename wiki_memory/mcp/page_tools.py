@@ -19,6 +19,7 @@ from wiki_memory.core.edits import edit_page
 from wiki_memory.core.forget import forget_page
 from wiki_memory.core.pages import page_path_for_write, redact_page_text
 from wiki_memory.errors import Conflict, PreconditionRequired, TooLarge
+from wiki_memory.identity import Identity
 from wiki_memory.mcp.common import (
     ADDITIVE,
     QUOTE_NOTE,
@@ -65,7 +66,7 @@ class WriteOut(TypedDict):
 class PageOps(ToolBase):
     """page_read, page_list and page_write, each sized to the cap."""
 
-    def page_read(self, path: str, cursor: int, user: str) -> CallToolResult:
+    def page_read(self, path: str, cursor: int, user: Identity) -> CallToolResult:
         mem = self.memory
         limit = self.part - 150
         guess = limit * 3
@@ -105,7 +106,12 @@ class PageOps(ToolBase):
     ) -> CallToolResult:
         proj = self.project_of(caller, project, required=False) if project else None
         rows = self.memory.list_pages(
-            project=proj, kind=kind, since=since, limit=limit + 1, offset=cursor, user=caller.user
+            project=proj,
+            kind=kind,
+            since=since,
+            limit=limit + 1,
+            offset=cursor,
+            user=caller.identity,
         )
         more = len(rows) > limit
         window = rows[:limit]
@@ -138,7 +144,7 @@ class PageOps(ToolBase):
             raise TooLarge(f"text is over the limit of {limit} bytes", field="text")
         rel = page_path_for_write(path)
         # the right to write, before the text is scanned (a tool runs in a worker thread)
-        self.memory.scope.write_check(caller.user, rel)
+        self.memory.scope.write_check(caller.identity, rel)
         data, redacted = redact_page_text(text)
         created = {"v": False}
         try:
@@ -149,7 +155,7 @@ class PageOps(ToolBase):
                 message=f"Write {rel} ({caller.harness})",
                 expected_hash=expected_hash.strip().lower() if expected_hash else None,
                 create_only=not expected_hash,
-                who=caller.user,
+                who=caller.identity,
                 on_current=lambda cur: created.update(v=cur is None),
                 supersedes=supersedes,
             )
@@ -185,7 +191,7 @@ class PageOps(ToolBase):
         return self.result(dict(out), msg)
 
     def page_edit(self, op: str, path: str, args: dict[str, Any], caller: Caller) -> CallToolResult:
-        res = edit_page(self.memory, op, path, who=caller.user, face=caller.harness, **args)
+        res = edit_page(self.memory, op, path, who=caller.identity, face=caller.harness, **args)
         if res.get("repeated"):
             msg = f"Already done (same edit_id): {res['path']} (hash {res['hash']})."
         elif op == "rename":
@@ -203,7 +209,7 @@ class PageOps(ToolBase):
         return self.result(res, msg)
 
     def page_forget(self, path: str, caller: Caller) -> CallToolResult:
-        res = forget_page(self.memory, path, caller.user)
+        res = forget_page(self.memory, path, caller.identity)
         what = f"{res['path']}#^{res['entry']}" if res.get("entry") else res["path"]
         msg = f"{what} is forgotten: it leaves recall, briefs and listings; git keeps its history."
         if not res["changed"]:
@@ -248,7 +254,7 @@ def register(server: MCPServer, tools: PageOps) -> None:
     ) -> CallToolResult:
         """Read a wiki page in chunks (while truncated, pass next_cursor). hash is what
         page_write needs."""
-        user = tools.caller(ctx).user
+        user = tools.caller(ctx).identity
         return guard(lambda: tools.page_read(path, cursor, user))
 
     @server.tool(annotations=READ_ONLY, structured_output=False)

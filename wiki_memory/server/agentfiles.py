@@ -17,7 +17,8 @@ from wiki_memory.core.memory import Memory
 from wiki_memory.core.projects import UnknownProject
 from wiki_memory.core.repos import MAX_ID
 from wiki_memory.errors import BadRequest
-from wiki_memory.server.http import body_project, read_json, str_field, write_project
+from wiki_memory.identity import Identity
+from wiki_memory.server.http import body_project, caller, read_json, str_field, write_project
 
 __all__ = ["ROUTES"]
 
@@ -37,7 +38,7 @@ async def agent_files(request: Request) -> Response:
     if not isinstance(dry, bool):
         raise BadRequest("dry_run must be true or false", field="dry_run")
     files: Any = body.get("files")
-    user = request.state.user or memory.owner
+    user = caller(request)
     wants_project = isinstance(files, list) and any(
         isinstance(f, dict) and not str(f.get("source", "")).startswith("~/") for f in files
     )
@@ -49,14 +50,14 @@ async def agent_files(request: Request) -> Response:
             return import_files(memory, user, files, project=None, dry_run=dry)
         if dry:
             return preview(memory, body, user, files, rid)
-        with write_project(memory, body, user, op="page.write") as project:
-            return import_files(memory, user, files, project=project, repo_id=rid)
+        with write_project(memory, body, user, op="page.write") as (project, who):
+            return import_files(memory, who, files, project=project, repo_id=rid)
 
     return JSONResponse(await run_in_threadpool(run))
 
 
 def preview(
-    memory: Memory, body: dict[str, Any], user: Any, files: Any, rid: Any
+    memory: Memory, body: dict[str, Any], user: Identity, files: Any, rid: Any
 ) -> dict[str, Any]:
     """A dry run's project, found as the brief finds it (the repository's binding, else
     the name), binding and creating nothing; a project not made yet answers each of its

@@ -41,6 +41,7 @@ from wiki_memory.recall.query import RecallQuery
 from wiki_memory.server.condense import condense, uncondense_page
 from wiki_memory.server.http import (
     body_project,
+    caller,
     int_field,
     json_body,
     parse_json,
@@ -112,13 +113,13 @@ async def observations(request: Request) -> Response:
     memory: Memory = request.app.state.memory
     raw = await read_body(request, memory.settings.max_body_bytes)
     body = json_body(raw)
-    user = request.state.user
+    user = caller(request)
     if len(raw) <= INLINE_BYTES and (not isinstance(body, list) or len(body) <= INLINE_EVENTS):
         # a few events: their CPU work here, on the loop, costs less than a hop to a
         # thread and back; only the fsync is waited for elsewhere
         result = await memory.capturer.capture_async(body, user, raw)
     else:
-        ctx = contextvars.copy_context()  # the caller's identity goes along
+        ctx = contextvars.copy_context()  # the request's context goes along
         result = await asyncio.get_running_loop().run_in_executor(
             request.app.state.capture_pool, ctx.run, memory.capture, body, user, raw
         )
@@ -142,9 +143,7 @@ async def recall(request: Request) -> Response:
         body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
     )
     cursor = int_field(body, "cursor", 0, 0, (1 << 53) - 1)  # a walk cursor (core.recaller)
-    project = await run_in_threadpool(
-        body_project, memory, body, request.state.user, required=False
-    )
+    project = await run_in_threadpool(body_project, memory, body, caller(request), required=False)
     kinds = body.get("kinds")  # [] allows no kind; a wrong type is a 400 from Filters
     if kinds is None and isinstance(body.get("kind"), str):
         kinds = [body["kind"]]
@@ -161,7 +160,7 @@ async def recall(request: Request) -> Response:
         budget_tokens=budget,
         cursor=cursor,
     )
-    res = await run_in_threadpool(memory.recall, question, user=request.state.user)
+    res = await run_in_threadpool(memory.recall, question, user=caller(request))
     return JSONResponse(res.to_json())
 
 
@@ -176,7 +175,7 @@ async def expand(request: Request) -> Response:
     budget = int_field(
         body, "budget_tokens", memory.settings.default_budget_tokens, 0, MAX_BUDGET_TOKENS
     )
-    res = await run_in_threadpool(memory.expand, ids, budget, request.state.user)
+    res = await run_in_threadpool(memory.expand, ids, budget, caller(request))
     return JSONResponse(res)
 
 
@@ -184,7 +183,7 @@ async def use(request: Request) -> Response:
     """``GET /v1/use?days=N``: the caller's own rows of the use record."""
     memory: Memory = request.app.state.memory
     days = int_field(dict(request.query_params), "days", 30, 1, 400)
-    rows = await run_in_threadpool(memory.reader.use_rows, request.state.user, days)
+    rows = await run_in_threadpool(memory.reader.use_rows, caller(request), days)
     return JSONResponse({"days": days, "rows": rows})
 
 
@@ -199,9 +198,7 @@ async def feedback(request: Request) -> Response:
         raise BadRequest("a JSON object is expected", field="body")
     path = str_field(body, "path", required=True)
     verdict = str_field(body, "verdict", required=True)
-    res = await run_in_threadpool(
-        give_feedback, memory, str(path), str(verdict), request.state.user
-    )
+    res = await run_in_threadpool(give_feedback, memory, str(path), str(verdict), caller(request))
     return JSONResponse(res)
 
 
@@ -226,7 +223,7 @@ async def pages(request: Request) -> Response:
         since=q.get("since") or None,
         limit=int_field(dict(q), "limit", 100, 1, 1000),
         offset=int_field(dict(q), "offset", 0),
-        user=request.state.user,
+        user=caller(request),
     )
     return JSONResponse({"pages": res})
 
@@ -243,7 +240,7 @@ async def page(request: Request) -> Response:
             path,
             int_field(dict(q), "cursor", 0),
             int_field(dict(q), "max_bytes", 64 * 1024, 1, 4 * 1024 * 1024),
-            request.state.user,
+            caller(request),
         )
         return spooled(JSONResponse(res))
 
@@ -256,7 +253,7 @@ async def put_page(request: Request) -> Response:
     over a few KiB is scanned for secrets in a worker thread, off the event loop."""
     memory: Memory = request.app.state.memory
     path = page_path_for_write(request.path_params["path"])
-    user = request.state.user or memory.owner
+    user = caller(request)
     await run_in_threadpool(memory.scope.write_check, user, path)
     raw = await read_body(request, memory.settings.max_body_bytes)
     supersedes: Any = None
@@ -285,7 +282,7 @@ async def put_page(request: Request) -> Response:
             memory.write_page,
             path,
             data,
-            user=user,
+            user=user.user,
             message=f"Write {path}",
             expected_hash=expected,
             create_only=create_only,
@@ -321,17 +318,17 @@ async def remember(request: Request) -> Response:
         raise BadRequest("a JSON object is expected", field="body")
     # every field is checked by the core (BadRequest naming the field)
     text: Any = body.get("text")
-    user = request.state.user
+    user = caller(request)
 
     def run() -> Any:
-        with write_project(memory, body, user, op="page.write") as project:
+        with write_project(memory, body, user, op="page.write") as (project, who):
             return remember_note(
                 memory,
                 text,
                 project=project,
                 title=body.get("title"),
                 tags=body.get("tags"),
-                user=user or memory.owner,
+                user=who,
                 harness=body.get("harness"),
                 session_id=body.get("session_id"),
                 supersedes=body.get("supersedes"),
@@ -345,7 +342,7 @@ async def remember(request: Request) -> Response:
 
 async def reindex(request: Request) -> Response:
     memory: Memory = request.app.state.memory
-    n = await run_in_threadpool(memory.reindex, request.state.user)
+    n = await run_in_threadpool(memory.reindex, caller(request))
     return JSONResponse({"pages": n})
 
 
@@ -358,7 +355,7 @@ async def pin(request: Request) -> Response:
     pinned = body.get("pinned", True)
     if not isinstance(pinned, bool):
         raise BadRequest("pinned must be true or false", field="pinned")
-    res = await run_in_threadpool(pins.set_pinned, memory, body["path"], pinned, request.state.user)
+    res = await run_in_threadpool(pins.set_pinned, memory, body["path"], pinned, caller(request))
     return JSONResponse(res)
 
 
@@ -379,12 +376,12 @@ async def forget(request: Request) -> Response:
         if not isinstance(dry, bool):
             raise BadRequest("dry_run must be true or false", field="dry_run")
         res = await run_in_threadpool(
-            lambda: forget_query(memory, query, request.state.user, project=project, dry_run=dry)
+            lambda: forget_query(memory, query, caller(request), project=project, dry_run=dry)
         )
         return JSONResponse(res)
     if not isinstance(body, dict) or not isinstance(body.get("path"), str):
         raise BadRequest("path must be a string", field="path")
-    res = await run_in_threadpool(forget_page, memory, body["path"], request.state.user)
+    res = await run_in_threadpool(forget_page, memory, body["path"], caller(request))
     return JSONResponse(res)
 
 
@@ -405,7 +402,7 @@ async def edit(request: Request) -> Response:
             memory,
             str(str_field(body, "op", required=True)),
             str(str_field(body, "path", required=True)),
-            who=request.state.user or memory.owner,
+            who=caller(request),
             text=text,
             section=fields["section"],
             expected_hash=fields["hash"],
@@ -426,7 +423,7 @@ async def purge(request: Request) -> Response:
     text = body.get("text")
     if text is not None and not isinstance(text, str):
         raise BadRequest("text must be a string", field="text")
-    res = await run_in_threadpool(purge_page, memory, body["path"], request.state.user, text)
+    res = await run_in_threadpool(purge_page, memory, body["path"], caller(request), text)
     return JSONResponse(res)
 
 
@@ -444,7 +441,7 @@ async def sync(request: Request) -> Response:
     flags = {k: body.get(k, False) for k in ("after_purge", "accept_deletions", "rewrite_hub")}
     for key in [k for k, v in flags.items() if not isinstance(v, bool)]:
         raise BadRequest(f"{key} must be a boolean", field=key)
-    who = request.state.user
+    who = caller(request)
     reports = await run_in_threadpool(lambda: memory.sync.sync(remote, who=who, **flags))
     status = await run_in_threadpool(memory.sync.status)
     return JSONResponse({"reports": [r.to_json() for r in reports], "status": status})
@@ -454,7 +451,7 @@ async def unrendered(request: Request) -> Response:
     """``GET /v1/admin/unrendered``: accepted events on no page as themselves (owner and
     admins; :func:`wiki_memory.core.unrendered.list_unrendered`)."""
     memory: Memory = request.app.state.memory
-    rows = await run_in_threadpool(list_unrendered, memory, request.state.user)
+    rows = await run_in_threadpool(list_unrendered, memory, caller(request))
     return JSONResponse({"sessions": rows, "events": sum(r["events"] for r in rows)})
 
 
@@ -465,7 +462,7 @@ async def discard(request: Request) -> Response:
     body = await read_json(request, memory.settings.max_body_bytes)
     if not isinstance(body, dict) or not isinstance(body.get("session"), str):
         raise BadRequest("session must be a string", field="session")
-    res = await run_in_threadpool(discard_unrendered, memory, request.state.user, body["session"])
+    res = await run_in_threadpool(discard_unrendered, memory, caller(request), body["session"])
     return JSONResponse(res)
 
 
@@ -476,7 +473,7 @@ async def audit(request: Request) -> Response:
     lines = await run_in_threadpool(
         pins.read_audit,
         memory,
-        request.state.user,
+        caller(request),
         q.get("user") or None,
         q.get("since") or None,
         int_field(dict(q), "limit", 1000, 1, 100_000),
@@ -488,7 +485,7 @@ async def sync_conflicts(request: Request) -> Response:
     """``GET /v1/sync-conflicts``: the conflict copies the caller may see, one line each
     naming whose version is where (docs/git.md, "Conflict copies")."""
     memory: Memory = request.app.state.memory
-    res = await run_in_threadpool(syncconflicts.list_conflicts, memory, request.state.user)
+    res = await run_in_threadpool(syncconflicts.list_conflicts, memory, caller(request))
     return JSONResponse(res)
 
 
@@ -504,7 +501,7 @@ async def resolve_conflict(request: Request) -> Response:
         memory,
         body["copy"],
         str(body.get("keep", "")),
-        request.state.user,
+        caller(request),
     )
     return JSONResponse(res)
 

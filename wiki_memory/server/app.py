@@ -42,7 +42,7 @@ from wiki_memory.errors import (
 )
 from wiki_memory.harness.outbox import OutboxDrainer
 from wiki_memory.hosts import AllowedHosts, allowed_hosts
-from wiki_memory.identity import CALLER, Identity
+from wiki_memory.identity import Identity
 from wiki_memory.mcp import app as mcp_app
 from wiki_memory.server import agentfiles as agentfile_api
 from wiki_memory.server import api, looplag
@@ -144,7 +144,8 @@ class AuthMiddleware:
 
     On success the token's user is put in ``scope["state"]["user"]`` and its
     :class:`~wiki_memory.identity.Identity` (role, grants, token id, face) in
-    ``scope["state"]["identity"]`` and :data:`~wiki_memory.identity.CALLER`. The token is
+    ``scope["state"]["identity"]``: built once here, it is the caller every route hands
+    to the core (:func:`wiki_memory.server.http.caller`). The token is
     looked up at every request (the store re-reads its file when it changed), so a
     revocation binds the next request on every face, open MCP sessions and web cookies
     included.
@@ -182,7 +183,6 @@ class AuthMiddleware:
             state["user"] = None if self.enabled else self.tokens.owner_name()
             if state["user"] is not None:
                 state["identity"] = Identity(state["user"], role="owner", face=face)
-                CALLER.set(state["identity"])
             await self.app(scope, receive, send)
             return
         ident: Identity | None = None
@@ -241,7 +241,6 @@ class AuthMiddleware:
         ident = replace(ident, face=face, agent=agent, address=address)
         state["user"] = ident.user
         state["identity"] = ident
-        CALLER.set(ident)
         await self.app(scope, receive, send)
 
 
@@ -300,7 +299,7 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
             # the hooks of this data directory queue here while the server is away
             drainer = OutboxDrainer(
                 memory.settings.data_dir,
-                lambda events: memory.capture(events, memory.owner),
+                lambda events: memory.capture(events, memory.scope.local_owner),
                 memory.settings.outbox_drain_seconds,
             )
             drainer.start()

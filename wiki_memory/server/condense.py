@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 
 from wiki_memory.core.condense import condense_sessions, uncondense
 from wiki_memory.errors import BadRequest
-from wiki_memory.server.http import read_json
+from wiki_memory.server.http import caller, read_json
 
 __all__ = ["condense", "uncondense_page"]
 
@@ -38,7 +38,7 @@ async def condense(request: Request) -> Response:
     if project is not None and not isinstance(project, str):
         raise BadRequest("project must be a string", field="project")
     memory = request.app.state.memory
-    who = request.state.user
+    who = caller(request)
     res = await run_in_threadpool(
         lambda: condense_sessions(
             memory, who, older_than_days=days, dry_run=dry, project=project or None
@@ -54,5 +54,5 @@ async def uncondense_page(request: Request) -> Response:
     if not isinstance(body.get("path"), str):
         raise BadRequest("path must be a string", field="path")
     memory = request.app.state.memory
-    res = await run_in_threadpool(uncondense, memory, request.state.user, body["path"])
+    res = await run_in_threadpool(uncondense, memory, caller(request), body["path"])
     return JSONResponse(res)

@@ -1,7 +1,7 @@
 """HTTP routes for handoffs (``/v1/handoffs``) and the brief (``/v1/brief``).
 
 Thin: each route validates its JSON, calls :class:`wiki_memory.core.handoffs.HandoffService`
-or :func:`wiki_memory.core.brief.build_brief` with the token's user (``request.state.user``)
+or :func:`wiki_memory.core.brief.build_brief` with the caller the authentication middleware built (``caller(request)``)
 and the ``harness``/``session_id`` named in the body. Errors are the app's one table
 (:data:`wiki_memory.errors.TABLE`):
 
@@ -28,6 +28,7 @@ from wiki_memory.core.repos import MAX_ID
 from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.server.http import (
     body_project,
+    caller,
     int_field,
     parse_json,
     read_body,
@@ -91,14 +92,15 @@ def routes(memory: Memory) -> list[Any]:
                 kw["session_page"] = clean_rel(kw["session_page"])
             except PathRefused as exc:
                 raise PathRefused(exc.message, field="session_page") from None
-        user = request.state.user
+        user = caller(request)
         personal = str_field(body, "visibility") == "personal"
 
         def run() -> Any:
-            with write_project(
-                memory, body, user, op="handoff.create", personal=personal
-            ) as project:
-                return svc.create(user, project=project, **kw)
+            with write_project(memory, body, user, op="handoff.create", personal=personal) as (
+                project,
+                who,
+            ):
+                return svc.create(who, project=project, **kw)
 
         res = await call(run)
         return JSONResponse({"handoff": res}, 201)
@@ -107,7 +109,7 @@ def routes(memory: Memory) -> list[Any]:
         q = dict(request.query_params)
         res = await call(
             svc.list_handoffs,
-            request.state.user,
+            caller(request),
             project=q.get("project") or None,
             status=q.get("status") or None,
             limit=int_field(q, "limit", 200, 1, 5000),
@@ -115,7 +117,7 @@ def routes(memory: Memory) -> list[Any]:
         return JSONResponse({"handoffs": res})
 
     async def show(request: Request) -> Response:
-        res = await call(svc.show, request.state.user, request.path_params["hid"])
+        res = await call(svc.show, caller(request), request.path_params["hid"])
         return JSONResponse({"handoff": res})
 
     async def action(request: Request) -> Response:
@@ -124,7 +126,7 @@ def routes(memory: Memory) -> list[Any]:
         if verb not in VERBS:
             raise NotFound(f"no such action: {verb} ({', '.join(VERBS)})")
         body = await body_of(request, optional=True)
-        user = request.state.user
+        user = caller(request)
         if verb == "claim":
             res = await call(svc.claim, user, hid, **ident(body))
         elif verb == "complete":
@@ -156,7 +158,7 @@ def routes(memory: Memory) -> list[Any]:
             body = {**body, "project": placed}
         if str_field(body, "project"):
             # an explicit name: any case, one the caller may read (404 unknown_project)
-            project = await call(body_project, memory, body, request.state.user, required=True)
+            project = await call(body_project, memory, body, caller(request), required=True)
         else:
             if not (str_field(body, "cwd") or str_field(body, "session_id")):
                 str_field(body, "project", required=True)  # 400: a project, or a cwd or session
@@ -165,14 +167,14 @@ def routes(memory: Memory) -> list[Any]:
             # the server never looks at its own disk at the caller's cwd
             project = await call(
                 memory.capturer.project_of,
-                request.state.user,
+                caller(request),
                 str_field(body, "harness"),
                 str_field(body, "session_id"),
             )
         res = await call(
             build_brief,
             memory,
-            request.state.user,
+            caller(request),
             project=project,
             budget_tokens=budget,
             max_offers=offers,

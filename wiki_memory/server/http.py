@@ -13,12 +13,14 @@ from starlette.requests import Request
 
 from wiki_memory.audit import audit_result
 from wiki_memory.errors import BadJson, BadRequest, TooLarge, WikiMemoryError
+from wiki_memory.identity import Identity, of_request
 
 if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
 
 __all__ = [
     "body_project",
+    "caller",
     "write_project",
     "parse_json",
     "read_body",
@@ -26,6 +28,13 @@ __all__ = [
     "int_field",
     "str_field",
 ]
+
+
+def caller(request: Request) -> Identity:
+    """The caller of ``request``: the :class:`~wiki_memory.identity.Identity` the
+    authentication middleware built for it, the one value every route hands to the core
+    (:func:`wiki_memory.identity.of_request`; ANONYMOUS on an open path)."""
+    return of_request(request.scope)
 
 
 async def read_json(request: Request, limit: int) -> Any:
@@ -94,7 +103,7 @@ def str_field(d: Any, name: str, required: bool = False) -> str | None:
 def body_project(
     memory: Memory,
     body: Any,
-    user: Any,
+    user: Identity | None,
     *,
     required: bool,
     personal: bool = False,
@@ -120,7 +129,7 @@ def body_project(
     return found
 
 
-def no_project(memory: Memory, user: Any) -> BadRequest:
+def no_project(memory: Memory, user: Identity | None) -> BadRequest:
     """The 400 for a body that names no project where one is required."""
     return BadRequest(
         "project is required (or a cwd inside a project's repository); "
@@ -140,9 +149,10 @@ def _bool(d: Any, name: str) -> bool:
 
 @contextmanager
 def write_project(
-    memory: Memory, body: Any, user: Any, *, op: str, personal: bool = False
-) -> Iterator[str]:
-    """Around a write a request body asks for: the project it goes to, by its
+    memory: Memory, body: Any, user: Identity | None, *, op: str, personal: bool = False
+) -> Iterator[tuple[str, Identity]]:
+    """Around a write a request body asks for: the project it goes to and the caller to
+    write it as (holding the grant of a project created for it), by its
     ``project``, ``cwd``, ``repo_id`` and ``create_project``
     (:meth:`wiki_memory.core.newproject.ProjectStart.writing`: an unknown name is a 404
     ``unknown_project`` saying how to create it, unless ``create_project`` is true and
@@ -155,7 +165,7 @@ def write_project(
         repo_id=body.get("repo_id"),
         create=_bool(body, "create_project"),
         personal=personal,
-    ) as found:
+    ) as (found, who):
         if found is None:
             raise no_project(memory, user)
-        yield found
+        yield found, who

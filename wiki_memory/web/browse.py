@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from wiki_memory.errors import Gone
-from wiki_memory.identity import Identity
+from wiki_memory.identity import Identity, of_request
 from wiki_memory.states import refuse_forgotten
 from wiki_memory.web.context import html_page
 from wiki_memory.web.links import Resolver, crumbs, folder_url
@@ -87,12 +87,9 @@ class BrowseView:
         return None
 
     def _user(self, request: Request) -> Identity:
-        """The reader as the scope rule sees them (a signed-out reader never gets here;
-        an unknown one sees only shared pages)."""
-        u = getattr(request.state, "user", None)
-        who = self.memory.scope.identity("" if u is None else str(u))
-        assert who is not None
-        return who
+        """The reader as the sign-in built them (a signed-out reader never gets here;
+        a request with no caller sees only shared pages)."""
+        return of_request(request.scope)
 
     def _visible_rows(
         self,

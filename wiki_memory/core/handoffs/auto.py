@@ -319,7 +319,8 @@ def open_automatic(
     sig = session_signals(observations)
     if not sig.names:
         return
-    who = Claimant(info.user, info.harness, info.session_id)
+    # the server's own job for the session's recorded user: judged as that user is now
+    who = Claimant(info.user, info.harness, info.session_id, svc.memory.scope.named(info.user))
     now = svc.clock()
     older: list[Handoff] = []
     for r in svc._indexed(info.project or None):

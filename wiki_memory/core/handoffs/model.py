@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from wiki_memory.capture.observation import parse_ts
 from wiki_memory.errors import BadRequest, Forbidden, StateConflict
+from wiki_memory.identity import Identity
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.compiler import escape_controls
 from wiki_memory.wiki.frontmatter import dump_page
@@ -189,11 +190,19 @@ class HandoffForbidden(Forbidden):
 
 @dataclass(frozen=True)
 class Claimant:
-    """Who acts: the token's user plus the harness and session the request names."""
+    """Who acts: the token's user plus the harness and session the request names;
+    ``caller``: the :class:`~wiki_memory.identity.Identity` the door built, which the
+    scope rule judges (None: a holder read back from a page, never judged; not compared)."""
 
     user: str
     harness: str = "api"
     session: str = ""
+    caller: Identity | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, caller: Identity, harness: str | None, session: str | None) -> Claimant:
+        """The claimant ``caller`` is in ``harness`` (default ``api``) and ``session``."""
+        return cls(caller.user, harness or "api", session or "", caller)
 
     def describe(self) -> str:
         sess = f" session {self.session}" if self.session else ""

@@ -87,11 +87,11 @@ class HandoffPages:
         except (NotFound, ValueError):
             return None
 
-    def _may_see(self, path: str, meta: dict[str, Any], user: Identity | str | None) -> bool:
+    def _may_see(self, path: str, meta: dict[str, Any], user: Identity | None) -> bool:
         """The scope rule (:mod:`wiki_memory.core.scope`) for a handoff page."""
         return self.memory.scope.visible(user, path, meta)
 
-    def _load(self, hid: str, user: str | None) -> Handoff:
+    def _load(self, hid: str, user: Identity | None) -> Handoff:
         path = self.locate(hid)
         raw = self._read(path) if path else None
         h = parse_handoff(raw, path) if raw is not None and path else None
@@ -104,7 +104,7 @@ class HandoffPages:
         if raw is None:
             return None
         h = parse_handoff(raw, path)
-        if h is None or not self._may_see(path, h.meta, who.user):
+        if h is None or not self._may_see(path, h.meta, who.caller):
             return None
         return h
 

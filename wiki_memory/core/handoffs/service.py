@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from wiki_memory.capture.observation import Observation, iso, project_name
@@ -47,6 +48,7 @@ from wiki_memory.core.handoffs.states import (
 from wiki_memory.core.text import replace_section
 from wiki_memory.core.writer import WriteResult
 from wiki_memory.errors import BadRequest, Forbidden, NotFound
+from wiki_memory.identity import Identity
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 
 log = logging.getLogger("wiki_memory.core.handoffs")
@@ -117,7 +119,7 @@ class HandoffService(HandoffPages):
 
     def list_handoffs(
         self,
-        user: str | None,
+        user: Identity | None,
         *,
         project: str | None = None,
         status: str | None = None,
@@ -153,7 +155,7 @@ class HandoffService(HandoffPages):
             self.memory.writer.submit(lambda: self._persist_expired(stale))
         return out
 
-    def show(self, user: str | None, hid: str) -> dict[str, Any]:
+    def show(self, user: Identity | None, hid: str) -> dict[str, Any]:
         """One handoff with its sections and the page's markdown (``content``).
         Raises NotFound (also for a handoff the caller may not see)."""
         h = self._load(hid, user)
@@ -165,7 +167,7 @@ class HandoffService(HandoffPages):
     # -- create --------------------------------------------------------------------------
     def create(
         self,
-        user: str,
+        user: Identity,
         *,
         project: str,
         title: str,
@@ -204,7 +206,7 @@ class HandoffService(HandoffPages):
         # may only read is a 403 naming the write grant it lacks. A personal handoff is
         # written in the caller's own folder: that folder decides (a reader writes none)
         probe = (
-            f"people/{user}/handoffs/new.md"
+            f"people/{user.user}/handoffs/new.md"
             if vis == "personal"
             else f"projects/{proj}/handoffs/new.md"
         )
@@ -217,7 +219,7 @@ class HandoffService(HandoffPages):
             self.memory.audited(user, "handoff.create", f"projects/{proj}", "denied")
             raise
         exp = expiry_of(expires, expires_in_seconds, now, self.config.expires_seconds)
-        who = Claimant(user, harness or "api", session_id or "")
+        who = Claimant.of(user, harness, session_id)
         page = session_page or self._session_page_of(who)
         sections = {
             "where_we_left_off": opt_text(where_we_left_off, "where_we_left_off"),
@@ -256,19 +258,19 @@ class HandoffService(HandoffPages):
         self._note_cited(user, res.value.path, page)
         return self.to_json(res.value, full=True)
 
-    def _note_cited(self, user: str, path: str, session_page: str | None) -> None:
+    def _note_cited(self, user: Identity, path: str, session_page: str | None) -> None:
         """The pages a new handoff at ``path`` links, as ``user`` sees them, count as
         cited by ``user`` in the use record (not its session page: the server links it)."""
         links = self.memory.page_links(path, user)["links"]
         skip = {path, session_page}
         cited = [str(lk["path"]) for lk in links if lk.get("path") and lk["path"] not in skip]
-        self.memory.use.note("cited", cited, user or None)
+        self.memory.use.note("cited", cited, user.user or None)
 
     # -- transitions ---------------------------------------------------------------------
     def _transition(
         self,
         hid: str,
-        user: str,
+        user: Identity,
         decide: Callable[[Handoff, float], dict[str, Any] | None],
         message: str,
         after: Callable[[bytes], bytes] | None = None,
@@ -316,7 +318,7 @@ class HandoffService(HandoffPages):
         # grant on its project) and the transition is one line of the audit log
         try:
             self.memory.update_page(
-                path, fn, user=user, message=message, commit_now=True, who=user, op=op
+                path, fn, user=user.user, message=message, commit_now=True, who=user, op=op
             )
         except NotFound:
             raise NotFound(f"no such handoff: {hid}") from None
@@ -329,7 +331,7 @@ class HandoffService(HandoffPages):
         return self.to_json(h, full=True), changed["v"]
 
     def claim(
-        self, user: str, hid: str, *, harness: str | None = None, session_id: str | None = None
+        self, user: Identity, hid: str, *, harness: str | None = None, session_id: str | None = None
     ) -> dict[str, Any]:
         """Claim ``hid`` (a handoff id, or the offer code a brief printed) for (user,
         harness, session_id). Returns ``{handoff, repeat}``.
@@ -343,7 +345,7 @@ class HandoffService(HandoffPages):
         raises :class:`HandoffConflict` ``used``. 409 when another holds it
         (``claimed``/``offered``, naming the holder) or it is done, cancelled or expired.
         Claiming also gives back the session's other offers."""
-        who = Claimant(user, harness or "api", session_id or "")
+        who = Claimant.of(user, harness, session_id)
         if is_offer_code(hid):
             hid, who = self._redeem(user, hid)
 
@@ -351,18 +353,18 @@ class HandoffService(HandoffPages):
             return decide_claim(h, now, who, self.leases)
 
         out, changed = self._transition(
-            hid, user, decide, f"Handoff {hid} claimed by {user}", op="handoff.claim"
+            hid, user, decide, f"Handoff {hid} claimed by {user.user}", op="handoff.claim"
         )
         return {"handoff": out, "repeat": not changed}
 
-    def _redeem(self, user: str, code: str) -> tuple[str, Claimant]:
+    def _redeem(self, user: Identity, code: str) -> tuple[str, Claimant]:
         """The handoff id and the offered session an offer code stands for (``user`` must
         be the offered user); raises NotFound or HandoffConflict ``used``."""
         found = self.leases.by_code(code, self.clock())
-        if found is not None and found[1].holder.user == user:
-            return found[0], found[1].holder
+        if found is not None and found[1].holder.user == user.user:
+            return found[0], replace(found[1].holder, caller=user)
         spent = self.leases.spent(code)
-        if found is None and spent is not None and spent[1] == user:
+        if found is None and spent is not None and spent[1] == user.user:
             raise HandoffConflict(
                 "used",
                 f"this offer code was used already: handoff {spent[0]} was claimed with it"
@@ -375,7 +377,7 @@ class HandoffService(HandoffPages):
 
     def complete(
         self,
-        user: str,
+        user: Identity,
         hid: str,
         *,
         harness: str | None = None,
@@ -386,7 +388,7 @@ class HandoffService(HandoffPages):
         theirs). ``note`` becomes the ``## Outcome`` section. A repeat by the same user
         is a no-op. 409 when it is open (``not_claimed``), held by another, cancelled or
         expired. Returns ``{handoff, repeat}``."""
-        who = Claimant(user, harness or "api", session_id or "")
+        who = Claimant.of(user, harness, session_id)
         note_s = redact_obj(opt_text(note, "note"))[0] if note else ""
 
         def decide(h: Handoff, now: float) -> dict[str, Any] | None:
@@ -407,15 +409,15 @@ class HandoffService(HandoffPages):
         return {"handoff": out, "repeat": not changed}
 
     def release(
-        self, user: str, hid: str, *, harness: str | None = None, session_id: str | None = None
+        self, user: Identity, hid: str, *, harness: str | None = None, session_id: str | None = None
     ) -> dict[str, Any]:
         """Give a claimed handoff back: it is open again (claim keys cleared). Only its
         claimant's user may. 409 when nobody holds it (``not_claimed``), another holds
         it, or it is done/cancelled/expired. Returns ``{handoff, repeat}``."""
-        who = Claimant(user, harness or "api", session_id or "")
+        who = Claimant.of(user, harness, session_id)
 
         def decide(h: Handoff, now: float) -> dict[str, Any] | None:
-            return decide_release(h, now, user, self.leases)
+            return decide_release(h, now, user.user, self.leases)
 
         out, changed = self._transition(
             hid,
@@ -426,7 +428,7 @@ class HandoffService(HandoffPages):
         )
         return {"handoff": out, "repeat": not changed}
 
-    def cancel(self, user: str, hid: str, *, reason: str | None = None) -> dict[str, Any]:
+    def cancel(self, user: Identity, hid: str, *, reason: str | None = None) -> dict[str, Any]:
         """Cancel an open or offered handoff (its lease ends). Only its creator or the
         wiki's owner may (403 otherwise). A repeat by the same user is a no-op. 409 when
         it is claimed (the claimant must release it first), done or expired.
@@ -434,10 +436,10 @@ class HandoffService(HandoffPages):
         reason_s = redact_obj(opt_text(reason, "reason"))[0] if reason else ""
 
         def decide(h: Handoff, now: float) -> dict[str, Any] | None:
-            return decide_cancel(h, now, user, self.memory.owner, reason_s, self.leases)
+            return decide_cancel(h, now, user.user, self.memory.owner, reason_s, self.leases)
 
         out, changed = self._transition(
-            hid, user, decide, f"Handoff {hid} cancelled by {user}", op="handoff.cancel"
+            hid, user, decide, f"Handoff {hid} cancelled by {user.user}", op="handoff.cancel"
         )
         return {"handoff": out, "repeat": not changed}
 
@@ -472,7 +474,7 @@ class HandoffService(HandoffPages):
             r
             for r in self._indexed(project)
             # offered only to a caller who may claim it: a write grant on its project
-            if self.memory.scope.writable(who.user, r["path"], r.get("meta") or {})
+            if self.memory.scope.writable(who.caller, r["path"], r.get("meta") or {})
         ]
 
         def specific(r: dict[str, Any]) -> int:
