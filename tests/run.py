@@ -94,7 +94,8 @@ def main(argv: list[str]) -> int:
     reports = Path(tempfile.mkdtemp(prefix="wiki-memory-tests-"))
     par, ser = reports / "parallel.xml", reports / "serial.xml"
     start = time.monotonic()
-    rc1, s1, t1 = run(["-n", WORKERS, "-m", "not serial", *argv, *junit(folders, par)])
+    parallel = ["-n", WORKERS, "--dist", "loadgroup", "-m", "not serial"]
+    rc1, s1, t1 = run([*parallel, *argv, *junit(folders, par)])
     rc2, s2, t2 = run(["-m", "serial", "-p", "no:xdist", *argv, *junit(folders, ser)])
     if rc2 == NO_TESTS:
         rc2 = 0
