@@ -1,5 +1,6 @@
 """The whole suite as the README runs it: every test but the ``serial`` ones on two
-workers (``pytest -n 2 -m 'not serial'``), then the ``serial`` ones alone
+workers (``pytest -n 2 --dist loadgroup -m 'not serial'``: a file's module-scoped fixture
+stays on one worker, tests/conftest.py), then the ``serial`` ones alone
 (``pytest -m serial``: they assert time bounds, which a busy neighbour would break).
 Arguments go to both runs (``-x``, ``-k word``, a folder, ...). Exits 0 when both pass
 (a serial run that selects nothing passes) and ends with one line adding the two up.
