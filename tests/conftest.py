@@ -88,6 +88,7 @@ def shared_fixture_files(root: Path, nodeids: Iterable[str]) -> set[str]:
     return found
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown under -p no:xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if config.getvalue("dist") != "loadgroup":
         return None
