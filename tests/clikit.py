@@ -21,6 +21,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from pathlib import Path
 
 _LOCK = threading.Lock()
 
@@ -70,3 +71,13 @@ def run_in_process(args: list[str], env: dict[str, str]) -> subprocess.Completed
     return subprocess.CompletedProcess(
         ["wiki-memory", *args], int(code or 0), _read(out), _read(err)
     )
+
+
+def run_cli_here(
+    data_dir: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``support.run_cli`` in this process: ``wiki-memory --data-dir DATA_DIR ARGS...`` with
+    ``WIKI_MEMORY_HOME`` pointing at the same folder and ``env`` on top of this process's
+    environment, answered the same way (exit status, what was printed)."""
+    full = {**os.environ, "WIKI_MEMORY_HOME": str(data_dir), **(env or {})}
+    return run_in_process(["--data-dir", str(data_dir), *args], full)

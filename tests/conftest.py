@@ -4,11 +4,12 @@ share (paths, polling, the CLI, a Memory) is in ``support.py`` beside this file.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,49 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if not any(item.get_closest_marker(t) for t in TIERS[1:]):
             item.add_marker(pytest.mark.fast)
+
+
+# -- workers -----------------------------------------------------------------------------
+#
+# ``tests/run.py`` runs the parallel part with ``--dist loadgroup``, scheduled here: the
+# tests of a file that defines a fixture built once per module or class (a server, a built
+# world, a browser) go to one worker together, so that fixture is built once, not once per
+# worker; every other test is handed out on its own, as ``--dist load`` does. Files with
+# the most tests go first. (xdist's own ``loadgroup`` reads ``xdist_group`` markers into
+# node ids, which pytest 9 no longer lets it change; without ``-n`` this does nothing.)
+
+SHARED_FIXTURE = re.compile(r"""scope\s*=\s*["'](module|class)["']""")
+
+
+def shared_fixture_files(root: Path, nodeids: Iterable[str]) -> set[str]:
+    """The files (node ids up to ``::``, relative to ``root``) among ``nodeids`` whose
+    source defines a fixture with ``scope="module"`` or ``scope="class"``."""
+    found: set[str] = set()
+    for f in {n.split("::", 1)[0] for n in nodeids}:
+        try:
+            if SHARED_FIXTURE.search((root / f).read_text(encoding="utf-8")):
+                found.add(f)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown under -p no:xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        grouped: set[str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.grouped is None:
+                self.grouped = shared_fixture_files(config.rootpath, self.collection)
+            f = nodeid.split("::", 1)[0]
+            return f if f in self.grouped else nodeid
+
+    return SharedFixtureScheduling(config, log)
 
 
 class _FastGuard:

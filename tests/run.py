@@ -1,5 +1,6 @@
 """The whole suite as the README runs it: every test but the ``serial`` ones on two
-workers (``pytest -n 2 -m 'not serial'``), then the ``serial`` ones alone
+workers (``pytest -n 2 --dist loadgroup -m 'not serial'``: a file's module-scoped fixture
+stays on one worker, tests/conftest.py), then the ``serial`` ones alone
 (``pytest -m serial``: they assert time bounds, which a busy neighbour would break).
 Arguments go to both runs (``-x``, ``-k word``, a folder, ...). Exits 0 when both pass
 (a serial run that selects nothing passes) and ends with one line adding the two up.
@@ -94,7 +95,8 @@ def main(argv: list[str]) -> int:
     reports = Path(tempfile.mkdtemp(prefix="wiki-memory-tests-"))
     par, ser = reports / "parallel.xml", reports / "serial.xml"
     start = time.monotonic()
-    rc1, s1, t1 = run(["-n", WORKERS, "-m", "not serial", *argv, *junit(folders, par)])
+    parallel = ["-n", WORKERS, "--dist", "loadgroup", "-m", "not serial"]
+    rc1, s1, t1 = run([*parallel, *argv, *junit(folders, par)])
     rc2, s2, t2 = run(["-m", "serial", "-p", "no:xdist", *argv, *junit(folders, ser)])
     if rc2 == NO_TESTS:
         rc2 = 0

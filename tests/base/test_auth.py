@@ -6,12 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-from support import run_cli
+from clikit import run_cli_here as run_cli
 
 from wiki_memory.auth import TokenStore
-
-pytestmark = pytest.mark.process
 
 
 def _audit(data: Path) -> list[dict]:

@@ -288,9 +288,8 @@ def test_normalized_and_similarity():
     assert knowledge.similarity(R1, R1.replace("prod", "staging")) < knowledge.SIMILAR_AT
 
 
-@pytest.mark.process
 def test_cli_remember_supersedes_and_answers_duplicates(tmp_path):
-    from support import run_cli
+    from clikit import run_cli_here as run_cli
 
     data = tmp_path / "data"
     # a new install: the first note starts its project (an unknown name alone never does)

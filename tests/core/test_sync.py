@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from clikit import run_cli_here
 from gitkit import all_objects, holding
 from serverproc import ServerProcess
 from support import as_user, make_memory, run_cli, wait_for
@@ -492,26 +493,29 @@ def test_unreachable_remote_never_blocks_capture_or_recall(tmp_path):
 # ------------------------------------------------------------------ remotes and visibility
 
 
-@pytest.mark.process
 def test_remote_commands_refuse_passwords_and_list_and_remove(tmp_path, stop_after):
     m = make_memory(tmp_path / "d")
     stop_after(m)
     pw = "https://ana:" + "hunter" + "2@git.example.org/wiki.git"
-    r = run_cli(tmp_path / "d", "remote", "add", "origin", pw)
+    r = run_cli_here(tmp_path / "d", "remote", "add", "origin", pw)
     assert r.returncode == 2 and "password" in r.stderr
     assert pw not in (m.wiki_dir / ".git" / "config").read_text()
     token_url = "https://ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8" + "@github.com/t/w.git"
-    r = run_cli(tmp_path / "d", "remote", "add", "origin", token_url)
+    r = run_cli_here(tmp_path / "d", "remote", "add", "origin", token_url)
     assert r.returncode == 2 and "token" in r.stderr
     assert (
-        run_cli(tmp_path / "d", "remote", "add", "origin", "git@example.org:t/w.git").returncode
+        run_cli_here(
+            tmp_path / "d", "remote", "add", "origin", "git@example.org:t/w.git"
+        ).returncode
         == 0
     )
-    assert "origin\tgit@example.org:t/w.git" in run_cli(tmp_path / "d", "remote", "list").stdout
+    assert (
+        "origin\tgit@example.org:t/w.git" in run_cli_here(tmp_path / "d", "remote", "list").stdout
+    )
     config = (m.wiki_dir / ".git" / "config").read_text()
     assert "push = refs/wiki-memory/shared:refs/heads/main" in config
-    assert run_cli(tmp_path / "d", "remote", "remove", "origin").returncode == 0
-    assert run_cli(tmp_path / "d", "remote", "list").stdout == ""
+    assert run_cli_here(tmp_path / "d", "remote", "remove", "origin").returncode == 0
+    assert run_cli_here(tmp_path / "d", "remote", "list").stdout == ""
     with pytest.raises(Exception, match="no remote"):
         m.sync.sync()
 

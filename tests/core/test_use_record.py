@@ -134,9 +134,8 @@ def test_merge_takes_the_larger_count_and_a_second_merge_changes_nothing(tmp_pat
     assert got == [("n/a.md", "u", 2, 1), ("n/b.md", None, 1, 0)]
 
 
-@pytest.mark.process  # the CLI runs as a child process
 def test_export_carries_the_use_record_and_import_takes_it_once(tmp_path):
-    from support import run_cli
+    from clikit import run_cli_here as run_cli
 
     data = tmp_path / "data"
     (data / "wiki" / "notes").mkdir(parents=True)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import condensekit as ck
 import pytest
+from clikit import run_cli_here as run_cli
 from serverproc import ServerProcess
-from support import run_cli, shared_path, wait_for
+from support import shared_path, wait_for
 
 from wiki_memory.wiki.condense import timeline_span
 

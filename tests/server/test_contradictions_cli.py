@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from clikit import run_cli_here as run_cli
 from serverproc import ServerProcess
-from support import run_cli
 
 pytestmark = pytest.mark.process
 

@@ -15,8 +15,9 @@ from typing import Any
 
 import httpx
 import pytest
+from clikit import run_cli_here as run_cli
 from serverproc import ServerProcess
-from support import run_cli, wait_for
+from support import wait_for
 from teamkit import McpRaw, make_token
 
 pytestmark = pytest.mark.process

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from clikit import run_cli_here
 from markdown_it import MarkdownIt
 from serverproc import ServerProcess
 from support import shared_path
@@ -379,12 +380,9 @@ def test_round_trip_of_every_vault_page_through_a_server_write(tmp_path):
 
 
 def run_cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """``wiki-memory --data-dir DATA ARGS...`` in this process (import, reindex and doctor
+    change nothing of the process; the command's parsing and messages are the same)."""
+    return run_cli_here(data, *args)
 
 
 @pytest.mark.process
@@ -430,7 +428,7 @@ def test_import_copies_a_vault_and_never_overwrites(tmp_path):
 # --------------------------------------------------------------------------- doctor
 
 
-@pytest.mark.process
+@pytest.mark.process  # doctor asks systemctl about the service
 def test_doctor_reports_problems_and_exits_non_zero(tmp_path):
     data = tmp_path / "data"
     wiki = data / "wiki"
