@@ -294,6 +294,38 @@ def dense_synthetic(n_rows: int, n_queries: int) -> dict[str, float]:
     }
 
 
+LEFT_OUT_PAST = 50
+"""Where a first page and its heads are settled for any budget (``fusion.HEAD_POOL``): a
+match the near-duplicate rules leave out past this fused rank changes ``total``."""
+
+
+def paths(mem: Any, qs: list[str]) -> dict[str, float]:
+    """How the queries were ranked: ``whole`` (at most ``rank.FULL_RANK`` matches, every
+    one through the fusion) or ``pool`` (a pool, then the others by bm25); and, of the
+    whole ones, ``left_out``: those where the near-duplicate rules (a copy on its own
+    page, a bare heading) left out a match fused below :data:`LEFT_OUT_PAST`: an exact
+    pool would have to find it to give the same ``total`` and ``omitted``, so it would
+    have to rank that deep (docs/ranking.md, "Why every match, not an exact pool")."""
+    from wiki_memory.recall import rank
+    from wiki_memory.recall.candidate import order_key
+
+    whole = left_out = 0
+    for q in qs:
+        found = rank.ranked(mem._sources, q)
+        if not found.whole:
+            continue
+        whole += 1
+        shown = {found.key(i) for i in range(len(found))}
+        fused = sorted((c for c in found._ranker.cands.values() if c.score > 0), key=order_key)
+        keys = [
+            f"spool:{c.spool.obs_id}" if c.spool is not None else f"{c.key[0]}#{c.key[1]}"
+            for c in fused
+        ]
+        if any(k not in shown for k in keys[LEFT_OUT_PAST:]):
+            left_out += 1
+    return {"whole": whole, "pool": len(qs) - whole, "left_out": left_out}
+
+
 def measure(
     size: int, n_queries: int, plain: bool, profile: bool, dense: bool = False
 ) -> dict[str, float]:
@@ -340,6 +372,8 @@ def measure(
             mem = Memory(load_settings(data, watch=False, recall_plain=is_plain, vectors=dense))
             try:
                 hits = sum(bool(mem.recall(q).items) for q in qs)
+                if not is_plain:
+                    row.update(paths(mem, qs))
                 ms = timed(mem.recall, qs)
                 if profile and not is_plain:
                     import cProfile
@@ -436,6 +470,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['http_p95'] / r['floor_p95']:>5.1f} {r['http_p95'] / r['fair_p95']:>6.1f} "
             f"{r['rss_idle']:>8.0f} {r['rss_serving']:>7.0f} {r['rss_peak']:>6.0f} "
             f"{r['answered']:>8.0%}"
+        )
+    for r in rows:
+        print(
+            f"{r['pages']:.0f} pages: {r['whole']:.0f} queries ranked whole (every match "
+            f"through the fusion), {r['pool']:.0f} by a pool and a tail; of the whole ones, "
+            f"{r['left_out']:.0f} had a match past fused rank {LEFT_OUT_PAST} that the "
+            "near-duplicate rules left out (an exact pool could not stop above it)"
         )
     if args.vectors:
         print()
