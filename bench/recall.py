@@ -21,9 +21,12 @@ tags on some, aliases on some), then:
    ms, and the server's resident memory (``VmRSS``) idle (started, one health check) and
    serving (after every query), and its peak (``VmHWM``), in MB.
 
-Every recall uses ``budget_tokens`` 1000 (the default). The ratio columns are the
-product's p95 over the floor's p95 of the same run. ``--profile`` prints where the
-in-process time goes (cProfile, the 25 functions with the most own time). Run:
+Every recall uses ``budget_tokens`` 1000 (the default). A line after the table counts
+the queries ranked whole (at most ``rank.FULL_RANK`` matches) and by a pool, and of the
+whole ones those where the near-duplicate rules left out a match past fused rank 50
+(:func:`paths`; docs/ranking.md, "Why every match, not an exact pool"). The ratio
+columns are the product's p95 over the floor's p95 of the same run. ``--profile`` prints
+where the in-process time goes (cProfile, the 25 functions with the most own time). Run:
 
     python bench/recall.py [--sizes 1000 10000] [--queries 200] [--plain] [--profile]
 
