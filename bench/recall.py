@@ -302,30 +302,35 @@ LEFT_OUT_PAST = 50
 match the near-duplicate rules leave out past this fused rank changes ``total``."""
 
 
+def left_out_past(found: Any, rank_from: int = LEFT_OUT_PAST) -> int:
+    """How many matches the near-duplicate rules (a copy on its own page or of a page
+    already shown, a bare heading) left out of a whole ranking ``found`` (a
+    ``rank.Ranked``) at fused rank ``rank_from`` or below: an exact pool would have to
+    reach each of them to give the same ``total`` and ``omitted``."""
+    from wiki_memory.recall.candidate import order_key
+
+    shown = {found.key(i) for i in range(len(found))}
+    fused = sorted((c for c in found._ranker.cands.values() if c.score > 0), key=order_key)
+    keys = [
+        f"spool:{c.spool.obs_id}" if c.spool is not None else f"{c.key[0]}#{c.key[1]}"
+        for c in fused
+    ]
+    return sum(1 for k in keys[rank_from:] if k not in shown)
+
+
 def paths(mem: Any, qs: list[str]) -> dict[str, float]:
     """How the queries were ranked: ``whole`` (at most ``rank.FULL_RANK`` matches, every
     one through the fusion) or ``pool`` (a pool, then the others by bm25); and, of the
-    whole ones, ``left_out``: those where the near-duplicate rules (a copy on its own
-    page, a bare heading) left out a match fused below :data:`LEFT_OUT_PAST`: an exact
-    pool would have to find it to give the same ``total`` and ``omitted``, so it would
-    have to rank that deep (docs/ranking.md, "Why every match, not an exact pool")."""
+    whole ones, ``left_out``: those with a match :func:`left_out_past` counts
+    (docs/ranking.md, "Why every match, not an exact pool")."""
     from wiki_memory.recall import rank
-    from wiki_memory.recall.candidate import order_key
 
     whole = left_out = 0
     for q in qs:
         found = rank.ranked(mem._sources, q)
-        if not found.whole:
-            continue
-        whole += 1
-        shown = {found.key(i) for i in range(len(found))}
-        fused = sorted((c for c in found._ranker.cands.values() if c.score > 0), key=order_key)
-        keys = [
-            f"spool:{c.spool.obs_id}" if c.spool is not None else f"{c.key[0]}#{c.key[1]}"
-            for c in fused
-        ]
-        if any(k not in shown for k in keys[LEFT_OUT_PAST:]):
-            left_out += 1
+        if found.whole:
+            whole += 1
+            left_out += left_out_past(found) > 0
     return {"whole": whole, "pool": len(qs) - whole, "left_out": left_out}
 
 

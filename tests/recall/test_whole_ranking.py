@@ -145,7 +145,7 @@ def test_total_counts_a_near_duplicate_left_out_far_down(tmp_path: Path) -> None
         m.stop()
 
 
-def _locomo_events(conv: Any) -> list[dict[str, Any]]:
+def locomo_events(conv: Any) -> list[dict[str, Any]]:
     """One conversation as ``bench/locomo.py`` posts it, for ``Memory.capture``."""
     out: list[dict[str, Any]] = []
     for n, turns in conv.sessions.items():
@@ -182,7 +182,7 @@ def test_locomo_questions_ranked_whole_same_on_both_paths(tmp_path: Path) -> Non
     conv = locomo.load(data, 2)[1]  # conv-30, the smallest conversation
     m = make_memory(tmp_path / "data")
     try:
-        m.capture(_locomo_events(conv), "alice")
+        m.capture(locomo_events(conv), "alice")
         wait_for(
             lambda: len(m.list_pages(kind="session")) == len(conv.sessions),
             120,
