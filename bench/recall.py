@@ -21,9 +21,12 @@ tags on some, aliases on some), then:
    ms, and the server's resident memory (``VmRSS``) idle (started, one health check) and
    serving (after every query), and its peak (``VmHWM``), in MB.
 
-Every recall uses ``budget_tokens`` 1000 (the default). The ratio columns are the
-product's p95 over the floor's p95 of the same run. ``--profile`` prints where the
-in-process time goes (cProfile, the 25 functions with the most own time). Run:
+Every recall uses ``budget_tokens`` 1000 (the default). A line after the table counts
+the queries ranked whole (at most ``rank.FULL_RANK`` matches) and by a pool, and of the
+whole ones those where the near-duplicate rules left out a match past fused rank 50
+(:func:`paths`; docs/ranking.md, "Why every match, not an exact pool"). The ratio
+columns are the product's p95 over the floor's p95 of the same run. ``--profile`` prints
+where the in-process time goes (cProfile, the 25 functions with the most own time). Run:
 
     python bench/recall.py [--sizes 1000 10000] [--queries 200] [--plain] [--profile]
 
@@ -294,6 +297,43 @@ def dense_synthetic(n_rows: int, n_queries: int) -> dict[str, float]:
     }
 
 
+LEFT_OUT_PAST = 50
+"""Where a first page and its heads are settled for any budget (``fusion.HEAD_POOL``): a
+match the near-duplicate rules leave out past this fused rank changes ``total``."""
+
+
+def left_out_past(found: Any, rank_from: int = LEFT_OUT_PAST) -> int:
+    """How many matches the near-duplicate rules (a copy on its own page or of a page
+    already shown, a bare heading) left out of a whole ranking ``found`` (a
+    ``rank.Ranked``) at fused rank ``rank_from`` or below: an exact pool would have to
+    reach each of them to give the same ``total`` and ``omitted``."""
+    from wiki_memory.recall.candidate import order_key
+
+    shown = {found.key(i) for i in range(len(found))}
+    fused = sorted((c for c in found._ranker.cands.values() if c.score > 0), key=order_key)
+    keys = [
+        f"spool:{c.spool.obs_id}" if c.spool is not None else f"{c.key[0]}#{c.key[1]}"
+        for c in fused
+    ]
+    return sum(1 for k in keys[rank_from:] if k not in shown)
+
+
+def paths(mem: Any, qs: list[str]) -> dict[str, float]:
+    """How the queries were ranked: ``whole`` (at most ``rank.FULL_RANK`` matches, every
+    one through the fusion) or ``pool`` (a pool, then the others by bm25); and, of the
+    whole ones, ``left_out``: those with a match :func:`left_out_past` counts
+    (docs/ranking.md, "Why every match, not an exact pool")."""
+    from wiki_memory.recall import rank
+
+    whole = left_out = 0
+    for q in qs:
+        found = rank.ranked(mem._sources, q)
+        if found.whole:
+            whole += 1
+            left_out += left_out_past(found) > 0
+    return {"whole": whole, "pool": len(qs) - whole, "left_out": left_out}
+
+
 def measure(
     size: int, n_queries: int, plain: bool, profile: bool, dense: bool = False
 ) -> dict[str, float]:
@@ -340,6 +380,8 @@ def measure(
             mem = Memory(load_settings(data, watch=False, recall_plain=is_plain, vectors=dense))
             try:
                 hits = sum(bool(mem.recall(q).items) for q in qs)
+                if not is_plain:
+                    row.update(paths(mem, qs))
                 ms = timed(mem.recall, qs)
                 if profile and not is_plain:
                     import cProfile
@@ -436,6 +478,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['http_p95'] / r['floor_p95']:>5.1f} {r['http_p95'] / r['fair_p95']:>6.1f} "
             f"{r['rss_idle']:>8.0f} {r['rss_serving']:>7.0f} {r['rss_peak']:>6.0f} "
             f"{r['answered']:>8.0%}"
+        )
+    for r in rows:
+        print(
+            f"{r['pages']:.0f} pages: {r['whole']:.0f} queries ranked whole (every match "
+            f"through the fusion), {r['pool']:.0f} by a pool and a tail; of the whole ones, "
+            f"{r['left_out']:.0f} had a match past fused rank {LEFT_OUT_PAST} that the "
+            "near-duplicate rules left out (an exact pool could not stop above it)"
         )
     if args.vectors:
         print()

@@ -103,6 +103,12 @@ class Ranked:
     def __len__(self) -> int:
         return len(self._cands) + (len(self._tail) if self._tail is not None else 0)
 
+    @property
+    def whole(self) -> bool:
+        """Every match went through the fusion (no tail follows a pool: at most
+        ``rank.FULL_RANK`` matches, or none)."""
+        return self._tail is None
+
     def key(self, i: int) -> str:
         """The ``i``-th match's key (``path#anchor``, or a running session's observation
         id), without building its item. IndexError past the end."""
