@@ -10,7 +10,8 @@ index built without vectors is rebuilt when the server starts, and the tuning tr
 :data:`DENSE_GRID` too), ``--topics`` (the ``topic_pages`` setting on: each session's
 end compiles its conversation's topic pages; a topic item takes one rank position and
 counts as the first entry it lists, and the tables give the replies with topic items
-taken out beside them: ``wm -topics``), ``--topics-only`` (in process, only the default
+taken out beside them: ``wm -topics``; the tuning tries :data:`TOPIC_GRID` too),
+``--topics-only`` (in process, only the default
 weights' table of topic items on and taken out, no ablation or tuning).
 
 Method (see docs/benchmarks.md):
@@ -475,6 +476,14 @@ DENSE_GRID: dict[str, dict[str, float]] = {
 }
 
 
+#: tried besides :data:`GRID` when topic pages are on (``--topics``): the fusion's factor
+#: of a topic page's candidates (the shipped one is 0.5, docs/ranking.md)
+TOPIC_GRID: dict[str, dict[str, float]] = {
+    "topic 1": {"topic": 1.0},
+    "topic 0.75": {"topic": 0.75},
+}
+
+
 @dataclass
 class Hits:
     """Per question (categories 1-4): its conversation, session hit at 5, turn hit at 10."""
@@ -558,6 +567,7 @@ def tune(
     mem = Memory(load_settings(data_dir, watch=False), owner_user="owner")
     mem.start()
     grid = {**GRID, **(DENSE_GRID if mem.index.vectors_on else {})}
+    grid.update(TOPIC_GRID if mem.settings.topic_pages else {})
     ablate = (*ABLATE, "dense") if mem.index.vectors_on else ABLATE
     try:
         runs: dict[str, Hits] = {}

@@ -65,7 +65,7 @@ def test_fields_given_beside_a_recall_query_are_refused(mem) -> None:
 
 def test_weights_are_typed_and_tuning_names_are_checked() -> None:
     w = Weights()
-    assert w.fusion() == WEIGHTS and w.all_words == WEIGHTS["all-words"]
+    assert w.fusion() == {**WEIGHTS, "topic": w.topic} and w.all_words == WEIGHTS["all-words"]
     assert Weights.tuned({"all-words": 0, "cap": 0}).all_words == 0.0
     assert set(TUNABLE) >= set(WEIGHTS)
     for bad in ("all_words", "nonsense"):

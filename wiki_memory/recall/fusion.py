@@ -63,6 +63,8 @@ def fuse(
                 r = page_ranks.get(name, {}).get(c.path)
             if r is not None:
                 s += w[name] / (RRF_K + r + 1)
+        if c.hit is not None and c.hit.kind == "topic":
+            s *= w.get("topic", 1.0)  # a topic page's share (weights.Weights.topic)
         c.score = s
     return sorted(pool.cands.values(), key=order_key)
 

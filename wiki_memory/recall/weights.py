@@ -23,6 +23,10 @@ from wiki_memory.recall import (
 )
 from wiki_memory.recall.fusion import PAGE_CAP
 
+TOPIC_SHARE = 0.5
+"""A topic page's candidates' fused score is multiplied by this (docs/ranking.md, "Topic
+pages"): the share of a page that links entries rather than holding them."""
+
 SIGNALS = (
     signal_text,
     signal_allwords,
@@ -47,7 +51,8 @@ class Weights:
     timeline entry's neighbours, 0 turns it off), ``cap`` (the per-page cap of the first
     slots, :data:`~wiki_memory.recall.fusion.PAGE_CAP`; 0 turns it off), ``page_depth`` and
     ``page_ratio`` (how many of a page's best sections the ``page`` signal sums, and how
-    each weighs against the one before). A signal of weight 0 is not computed where that
+    each weighs against the one before), ``topic`` (the factor of a topic page's
+    candidates' fused score). A signal of weight 0 is not computed where that
     saves work (``when``, ``dense``)."""
 
     text: float = signal_text.WEIGHT
@@ -67,6 +72,7 @@ class Weights:
     cap: float = float(PAGE_CAP)
     page_depth: float = float(signal_page.PAGE_DEPTH)
     page_ratio: float = signal_page.PAGE_RATIO
+    topic: float = TOPIC_SHARE
 
     @classmethod
     def tuned(cls, tuning: Mapping[str, float] | None) -> Weights:
@@ -84,8 +90,10 @@ class Weights:
         return replace(cls(), **change)
 
     def fusion(self) -> dict[str, float]:
-        """Each signal's weight in the fusion, by signal name."""
-        return {m.NAME: getattr(self, m.NAME.replace("-", "_")) for m in SIGNALS}
+        """Each signal's weight in the fusion, by signal name, and ``topic`` (the factor
+        of a topic page's candidates)."""
+        out = {m.NAME: getattr(self, m.NAME.replace("-", "_")) for m in SIGNALS}
+        return {**out, "topic": self.topic}
 
 
 WEIGHTS: dict[str, float] = {m.NAME: m.WEIGHT for m in SIGNALS}
@@ -99,6 +107,7 @@ TUNABLE: tuple[str, ...] = (
     "cap",
     "page_depth",
     "page_ratio",
+    "topic",
 )
 """Names a benchmark may set through ``candidates(tuning=...)``: the fusion weights and
 the other fields of :class:`Weights`."""
