@@ -39,10 +39,10 @@ def main(argv: list[str] | None = None) -> int:
         m = make_memory(Path(tmp) / "data")
         try:
             for conv in convs:
-                m.capture(locomo_events(conv), "alice")
+                m.capture(locomo_events(conv), m.scope.named("alice"))
             n = sum(len(c.sessions) for c in convs)
             wait_for(lambda: len(m.list_pages(kind="session")) == n, 600, "pages compiled")
-            who = m.scope.identity("alice")
+            who = m.scope.named("alice")
             asked = 0
             past: list[int] = []
             for conv in convs:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import make_memory
+from support import as_user, make_memory
 
 from wiki_memory.recall import rank
 from wiki_memory.recall.weights import Weights
@@ -47,7 +47,7 @@ def end_session(mem: Any, sid: str, day: int, texts: list[str]) -> str:
             "payload": {"reason": "other"},
         }
     )
-    key = mem.capture(events, "alice")[0]["session_key"]
+    key = mem.capture(events, as_user(mem, "alice"))[0]["session_key"]
     mem.writer.flush()
     return str(mem.spool.sessions[key].state["path"])
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import REPO, make_memory, shared_path, wait_for
+from support import REPO, as_user, make_memory, shared_path, wait_for
 
 from wiki_memory.core.memory import Memory
 from wiki_memory.core.recaller import Recaller
@@ -52,7 +52,9 @@ def _walk(r: Recaller, query: str, budget: int, **kw: Any) -> list[dict[str, Any
     pages = []
     cursor = 0
     for _ in range(5000):
-        res = r.recall(query, budget_tokens=budget, cursor=cursor, user="alice", **kw).to_json()
+        res = r.recall(
+            query, budget_tokens=budget, cursor=cursor, user=r.scope.named("alice"), **kw
+        ).to_json()
         pages.append(res)
         if res["next_cursor"] is None:
             return pages
@@ -88,7 +90,7 @@ def test_bench_queries_ranked_whole_same_on_both_paths(bench_corpus) -> None:
     m, qs = bench_corpus
     walked = 0
     for q in qs:
-        found = rank.ranked(m._sources, q, who=m.scope.identity("alice"))
+        found = rank.ranked(m._sources, q, who=as_user(m, "alice"))
         assert found.whole, q  # the path this file checks
         for budget in (1000, 20_000):
             walked += len(_same_walks(m, q, budget))
@@ -132,7 +134,7 @@ def test_total_counts_a_near_duplicate_left_out_far_down(tmp_path: Path) -> None
     )
     m = make_memory(tmp_path / "data", files=files)
     try:
-        found = rank.ranked(m._sources, "zircon", who=m.scope.identity("alice"))
+        found = rank.ranked(m._sources, "zircon", who=as_user(m, "alice"))
         assert found.whole
         fused = sorted((c for c in found._ranker.cands.values() if c.score > 0), key=order_key)
         shown = {found.key(i) for i in range(len(found))}
@@ -182,7 +184,7 @@ def test_locomo_questions_ranked_whole_same_on_both_paths(tmp_path: Path) -> Non
     conv = locomo.load(data, 2)[1]  # conv-30, the smallest conversation
     m = make_memory(tmp_path / "data")
     try:
-        m.capture(locomo_events(conv), "alice")
+        m.capture(locomo_events(conv), as_user(m, "alice"))
         wait_for(
             lambda: len(m.list_pages(kind="session")) == len(conv.sessions),
             120,
@@ -192,7 +194,7 @@ def test_locomo_questions_ranked_whole_same_on_both_paths(tmp_path: Path) -> Non
         questions = [str(qa["question"]) for qa in conv.qa if int(qa["category"]) != 5]
         for q in questions[::8]:
             found = rank.ranked(
-                m._sources, q, project=conv.sample_id, now=now, who=m.scope.identity("alice")
+                m._sources, q, project=conv.sample_id, now=now, who=as_user(m, "alice")
             )
             assert found.whole, q
             _same_walks(m, q, 4000, project=conv.sample_id, now=now)
