@@ -189,3 +189,31 @@ def test_a_side_without_topic_pages_still_gets_the_union_compiled_and_one_side_a
         repo, _tree(repo, base), _tree(repo, ours), _tree(repo, base), "origin"
     )
     assert _read(repo, alone.files) == ours
+
+
+@pytest.mark.fast
+def test_a_persons_page_that_quotes_the_marker_merges_as_any_page() -> None:
+    """A page in the topics folder holding the marker line but no ``type: topic`` is a
+    person's page (a compile leaves it alone): a merge keeps its text below the marker."""
+    from dulwich.repo import MemoryRepo
+
+    from wiki_memory.core import topicmerge
+
+    repo = MemoryRepo()
+    s = {f"projects/atlas/sessions/s{d}.md": _session(d, f"I saw Melanie in Nova Scotia on day {d}.")
+         for d in range(4)}  # fmt: skip
+    readme = f"{FOLDER}/README.md"
+    text = f"---\ntitle: About topics\n---\nIntro.\n{tp.MARKER}\n\nA person's words below.\n"
+    base = {readme: text.encode(), **{k: s[k] for k in list(s)[:1]}}
+    ours = {**base, **{k: s[k] for k in list(s)[:3]}}
+    ours.update(_pages(ours))
+    theirs = {**base, "projects/atlas/sessions/s3.md": s["projects/atlas/sessions/s3.md"]}
+    theirs.update(_pages({k: v for k, v in theirs.items() if "/sessions/" in k}))
+    merged = topicmerge.merge_trees(
+        repo, _tree(repo, base), _tree(repo, ours), _tree(repo, theirs), "origin"
+    )
+    got = _read(repo, merged.files)
+    assert got[readme] == text.encode()
+    assert not merged.conflicts
+    want = _pages(s)
+    assert {p: got[p] for p in want} == want  # the compiler's pages are still recompiled

@@ -52,8 +52,12 @@ def _project(path: bytes) -> str | None:
 
 
 def _compiled(data: bytes | None) -> bool:
-    """True for a topic page's bytes that hold the marker line (the compiler's page)."""
-    return data is not None and (data.startswith(_MARK) or b"\n" + _MARK in data)
+    """True for a topic page's bytes that hold the marker line and say ``type: topic``
+    (the compiler's page, as a compile judges it: :func:`wiki_memory.wiki.topics.
+    is_topic_page`); a person's page that only quotes the marker merges as any page."""
+    if data is None or not (data.startswith(_MARK) or b"\n" + _MARK in data):
+        return False
+    return tp.is_topic_page(data)
 
 
 def recompiled_projects(repo: Repo, base: Files, ours: Files, theirs: Files) -> set[str]:

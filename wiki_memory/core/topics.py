@@ -94,7 +94,7 @@ def compile_project(
         if _write(host, rel, head, compiled, before_write):
             changed.append(rel)
     for rel, raw in _shared_pages(host.wiki_dir, folder):
-        if rel in pages or not _is_topic(rel, raw):
+        if rel in pages or not tp.is_topic_page(raw, rel):
             continue
         if tp.untouched(raw, _head_of(raw)) and _server_made(host, rel, raw):
             (host.wiki_dir / rel).unlink()
@@ -125,13 +125,6 @@ def _write(
     host.server_hashes[rel] = page_hash(written)
     host.index.upsert_page(rel, written)
     return True
-
-
-def _is_topic(rel: str, raw: bytes) -> bool:
-    from wiki_memory.wiki.page import parse_page
-
-    md: Any = parse_page(raw, rel).metadata
-    return isinstance(md, dict) and md.get("type") == "topic"
 
 
 def _head_of(raw: bytes) -> str:

@@ -474,6 +474,14 @@ def is_topic_path(path: str) -> bool:
     return len(parts) >= 4 and parts[0] == "projects" and parts[2] == "topics"
 
 
+def is_topic_page(raw: bytes, rel: str = "topic.md") -> bool:
+    """True for a page whose frontmatter says ``type: topic``: the pages the compiler
+    keeps (a compile and a sync's merge both judge a page by this, so a person's page that
+    only quotes the marker line is never rewritten)."""
+    md: Any = parse_page(raw, rel).metadata
+    return isinstance(md, dict) and md.get("type") == "topic"
+
+
 def linked_entries(links: Iterable[Mapping[str, Any]]) -> list[str]:
     """The timeline entries a topic page links, as recall anchors (``path#^tN``), in page
     order: its embeds whose fragment is a block id ``^t…`` (``links_from`` rows)."""
