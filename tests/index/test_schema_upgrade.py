@@ -3,9 +3,12 @@ place at open (a secondary index added) instead of rebuilt; older versions rebui
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import apsw
+import pytest
+from support import make_memory, run_cli
 
 from tests.index.test_index import write_page
 from wiki_memory.index.schema import SCHEMA_VERSION, upgrade_path
@@ -67,3 +70,16 @@ def test_a_version_without_an_upgrade_step_rebuilds(tmp_path: Path) -> None:
     ix = Index(db)
     assert ix.needs_rebuild and ix.count_pages() == 0
     ix.close()
+
+
+@pytest.mark.process  # doctor asks systemctl about the service
+def test_doctor_takes_a_version_14_index_as_current(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    m = make_memory(data)
+    m.stop()
+    _as_version_14(data / "index.db")
+    res = run_cli(data, "doctor", "--json")
+    report = json.loads(res.stdout)
+    assert "has schema" not in res.stdout + res.stderr, res.stdout
+    assert report["index_check"] == "ok"
+    assert "pages_supersede" in _index_names(data / "index.db")  # doctor's open upgraded it

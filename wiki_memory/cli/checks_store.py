@@ -348,6 +348,7 @@ def check_index(ctx: Context) -> None:
     runs), its schema, page diagnostics, links and unmerged server copies."""
     import apsw
 
+    from wiki_memory.index.schema import upgrade_path
     from wiki_memory.index.store import SCHEMA_VERSION, Index
 
     settings = ctx.settings
@@ -369,6 +370,8 @@ def check_index(ctx: Context) -> None:
         except apsw.Error as exc:
             ctx.error(f"index.db cannot be read: {exc}", "wiki-memory reindex")
             version = None
+        if version not in (None, SCHEMA_VERSION) and upgrade_path(version) is not None:
+            version = SCHEMA_VERSION  # brought forward in place at open (schema.UPGRADES)
         if version is not None and version != SCHEMA_VERSION:
             ctx.error(
                 f"index.db has schema {version}, this version needs {SCHEMA_VERSION}: "
