@@ -9,7 +9,10 @@ parse time.
 column 0, each key once, a value a plain text starting with a letter that YAML reads as
 text (never a bool or null word), a quoted text without escapes, a flow list of such
 words, or nothing (null). Anything else (numbers, dates, blocks, comments, anchors,
-escapes) returns None and the YAML library reads it.
+escapes) returns None and the YAML library reads it, and so does any text holding a
+character that is not printable (controls, DEL, C1 controls, NEL, non-breaking and other
+spaces than the ASCII one, surrogates, non-characters: YAML refuses or folds some of them)
+or a key longer than :data:`MAX_KEY` characters (YAML's limit for a simple key is 1024).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ _PLAIN = r"[A-Za-z][A-Za-z0-9_ ./()+&-]*"
 _LINE = re.compile(
     rf"({_KEY}):(?:[ \t]+(?:\"([^\"\\\n]*)\"|'([^'\n]*)'|\[([A-Za-z0-9_ ,.-]*)\]|({_PLAIN})))?[ \t]*"
 )
+MAX_KEY = 128
+"""Longest key read here; longer ones go to the library."""
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 #: plain words YAML 1.1 (PyYAML's resolver) reads as a bool or null, not as text
 _NOT_TEXT = frozenset(
@@ -35,6 +40,8 @@ _NOT_TEXT = frozenset(
 def simple_mapping(text: str) -> dict[str, Any] | None:
     """The mapping the YAML ``text`` holds when it is of the simple form the module
     describes (a dict of str to str, None or list of str), else None."""
+    if not text.replace("\n", "").replace("\t", " ").isprintable():
+        return None
     out: dict[str, Any] = {}
     for line in text.split("\n"):
         if not line or line.isspace():
@@ -43,7 +50,7 @@ def simple_mapping(text: str) -> dict[str, Any] | None:
         if m is None:
             return None
         key = m.group(1)
-        if key in out or key in _NOT_TEXT:
+        if key in out or key in _NOT_TEXT or len(key) > MAX_KEY:
             return None
         dq, sq, flow, plain = m.group(2, 3, 4, 5)
         if dq is not None:

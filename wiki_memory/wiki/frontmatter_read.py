@@ -261,7 +261,10 @@ def load_yaml(text: str) -> YamlResult:
     simple = simple_mapping(text)
     if simple is not None:
         return YamlResult(data=simple)
-    loader = PageLoader(text)
+    try:  # the loader's reader refuses some text as it is built (a lone surrogate)
+        loader = PageLoader(text)
+    except (yaml.YAMLError, ValueError) as e:
+        return YamlResult(ok=False, error=str(e) or type(e).__name__)
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
