@@ -218,8 +218,13 @@ def _yaml_line_text(value: str, eol: bytes, indent: int = 0) -> bytes:
 
 
 def _compose(yaml_text: str) -> tuple[Node | None, list[str | None]]:
-    """The document's node tree as written (no merge flattening) and its top-level keys."""
-    loader = PageLoader(yaml_text)
+    """The document's node tree as written (no merge flattening) and its top-level keys.
+    Raises FrontmatterError for text the YAML library refuses (its reader checks some
+    characters only here)."""
+    try:
+        loader = PageLoader(yaml_text)
+    except (yaml.YAMLError, ValueError) as e:
+        raise FrontmatterError(f"frontmatter is not valid YAML: {e}", 2) from None
     try:
         node = loader.get_single_node()
         keys: list[str | None] = []
@@ -228,6 +233,8 @@ def _compose(yaml_text: str) -> tuple[Node | None, list[str | None]]:
                 merge = k_node.tag == "tag:yaml.org,2002:merge"
                 keys.append(None if merge else loader.key_string(k_node))
         return node, keys
+    except yaml.YAMLError as e:
+        raise FrontmatterError(f"frontmatter is not valid YAML: {e}", 2) from None
     finally:
         loader.dispose()
 
