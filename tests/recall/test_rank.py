@@ -13,6 +13,7 @@ from support import as_user
 
 from wiki_memory.core.memory import Memory
 from wiki_memory.index import signals
+from wiki_memory.recall import dedup as dedup_rules
 from wiki_memory.recall import rank
 from wiki_memory.recall.filters import FilterError, Filters, parse_time
 from wiki_memory.recall.terms import analyze
@@ -297,7 +298,7 @@ def test_near_duplicate_lookup_answers_as_comparing_with_each_kept_match():
     reply would keep a copy (or drop a distinct entry) that the rule says otherwise."""
     rng = random.Random(23)
     common = frozenset(f"word{chr(97 + i)}" for i in range(20))  # no digits: no numbers
-    dedup = rank._Dedup([common] * 5)  # these words are frequent, the two below unseen
+    dedup = dedup_rules.Dedup([common] * 5)  # these words are frequent, the two below unseen
     dedup.add(0, common | {"rareone"})
     # Jaccard 20/22: a copy, though neither set's rarest word is in the other
     assert dedup.find(common | {"raretwo"}) == 0
@@ -310,11 +311,13 @@ def test_near_duplicate_lookup_answers_as_comparing_with_each_kept_match():
             for _ in range(rng.randint(0, 4)):
                 b.symmetric_difference_update({rng.choice(vocab)})
             sets.append(frozenset(b) if rng.random() < 0.8 else frozenset())
-        dedup = rank._Dedup(sets[:50])
+        dedup = dedup_rules.Dedup(sets[:50])
         kept: list[frozenset[str]] = []
         for toks in sets:
-            group = [i for i, k in enumerate(kept) if rank._numbers(k) == rank._numbers(toks)]
-            at = rank._duplicate_of(toks, [kept[i] for i in group[: rank.DEDUP_SCAN]])
+            group = [
+                i for i, k in enumerate(kept) if dedup_rules.numbers(k) == dedup_rules.numbers(toks)
+            ]
+            at = dedup_rules.duplicate_of(toks, [kept[i] for i in group[: rank.DEDUP_SCAN]])
             want = group[at] if at is not None else None
             assert dedup.find(toks) == want
             if want is None:

@@ -66,9 +66,6 @@ from wiki_memory.recall import (
 )
 from wiki_memory.recall.candidate import Cand
 from wiki_memory.recall.dedup import DEDUP_SCAN, TEXT_CACHE, clear_caches, near_duplicate
-from wiki_memory.recall.dedup import Dedup as _Dedup  # noqa: F401  (read by the tests)
-from wiki_memory.recall.dedup import duplicate_of as _duplicate_of  # noqa: F401
-from wiki_memory.recall.dedup import numbers as _numbers  # noqa: F401
 from wiki_memory.recall.filters import Filters, parse_time
 from wiki_memory.recall.fusion import HEADS, RRF_K
 from wiki_memory.recall.items import make_snippet
@@ -283,8 +280,7 @@ class Ranker:
         #: every match is asked for (:func:`ranked`): near-duplicates are grouped and follow
         #: the ranked pool, else (:func:`candidates`) they are left out
         self.every = limit >= NO_LIMIT
-        #: sections fetched per section list: the pool when a tail follows, else as many
-        #: as the caller asks for
+        #: sections fetched per list: the pool when a tail follows, else what is asked for
         self.fetch = POOL if tail else limit
         #: the plain path: every query over all matches with the scope joined in SQL
         self.plain = self.pool.plain = tail == "plain"
