@@ -18,6 +18,8 @@ import pytest
 from serverproc import ServerProcess
 from support import run_cli, wait_for
 
+from wiki_memory.core.indexcheck import PAUSE_ENV
+from wiki_memory.core.pausepoint import RESUME_ENV
 from wiki_memory.core.scanrecall import INCOMPLETE
 from wiki_memory.index.db import quick_check
 
@@ -85,7 +87,11 @@ def test_a_damaged_index_under_a_real_server_answers_incomplete_survives_kill_an
         srv.stop()
     damage(data / "index.db", 1)
 
-    srv = ServerProcess(data).start()
+    # the background rebuild waits at its start until the test lets it go on (a fast
+    # machine finished it before the first request)
+    resume = tmp_path / "resume-rebuild"
+    held = {PAUSE_ENV: "started", RESUME_ENV: str(resume)}
+    srv = ServerProcess(data, env=held).start()
     try:
         first = recall(srv, PROBES[0])
         assert first["complete"] is False, "the rebuild runs in the background"
@@ -93,14 +99,21 @@ def test_a_damaged_index_under_a_real_server_answers_incomplete_survives_kill_an
         cli = run_cli(data, "recall", PROBES[1], "--url", srv.url)
         still = recall(srv, PROBES[2])
         assert cli.returncode == 0, cli.stderr
-        print(f"the CLI ran while the rebuild did: {not still['complete']}")
-        if not still["complete"]:  # the CLI ran while the rebuild did
-            assert cli.stdout.startswith(INCOMPLETE), cli.stdout
-            assert "n0" in cli.stdout  # and listed pages
-            assert still["total"] > 0
+        assert not still["complete"]  # the rebuild is held: the CLI ran while it did
+        assert cli.stdout.startswith(INCOMPLETE), cli.stdout
+        assert "n0" in cli.stdout  # and listed pages
+        assert still["total"] > 0
         wait_for(lambda: "index.db is damaged" in srv.stderr(), timeout=30, what="logged")
         assert srv.stderr().count("index.db is damaged") == 1
-        # killed in the middle of the rebuild it started
+        # killed in the middle of the rebuild it started: let it go on until it writes
+        # its new file (or, on a fast machine, is done), then kill
+        resume.touch()
+        wait_for(
+            lambda: (data / "index.db.new").exists() or "index.db rebuilt" in srv.stderr(),
+            timeout=120,
+            interval=0.005,
+            what="the rebuild writing",
+        )
         assert srv.proc is not None
         srv.proc.send_signal(signal.SIGKILL)
         srv.proc.wait(30)

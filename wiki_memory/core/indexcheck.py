@@ -25,6 +25,7 @@ log = logging.getLogger("wiki_memory.core.memory")
 __all__ = [
     "BACKGROUND_PAGES",
     "CHECK_EVERY_SECONDS",
+    "PAUSE_ENV",
     "RETRY_SECONDS",
     "check_index",
     "prepare_index",
@@ -36,6 +37,9 @@ RETRY_SECONDS = 30.0
 #: a rebuild at start runs before the server answers below this many pages (a few
 #: seconds), in the background from this many on
 BACKGROUND_PAGES = 5000
+#: names a step at which a background rebuild waits (:mod:`wiki_memory.core.pausepoint`;
+#: the one step is ``started``), so a test holds it instead of racing its speed
+PAUSE_ENV = "WIKI_MEMORY_REBUILD_PAUSE_AT"
 #: while running, the index file is quick-checked this often: damage that makes a query
 #: miss rows without an error (a short 200) is found within this time
 CHECK_EVERY_SECONDS = 900.0
@@ -149,6 +153,9 @@ def rebuild_damaged(memory: Any, why: str) -> None:
     each time; the server keeps running."""
 
     def run() -> None:
+        from wiki_memory.core.pausepoint import pause
+
+        pause(PAUSE_ENV, "index rebuild", "started")
         while not memory._stop.is_set():
             try:
                 memory.index.reset()
