@@ -53,37 +53,29 @@ class KeySet:
         self._bytes = tuple(k.encode("ascii") for k in keywords)
         self._bac: Any = None  # the same over bytes (ASCII texts read ~1.5x as fast)
 
+    def _build(self, kind: str, keys: tuple[Any, ...]) -> Any:
+        """An automaton of the library's class ``kind`` over ``keys``, or False without
+        the library or keywords."""
+        mod = _ac_module()
+        if not (mod and self.keywords):
+            return False
+        return getattr(mod, kind)(
+            list(keys),
+            matchkind=mod.MatchKind.Standard,
+            implementation=mod.Implementation.DFA,
+        )
+
     def automaton(self) -> Any:
         """The Aho-Corasick automaton over ``keywords``, or False without the library."""
-        ac = self._ac
-        if ac is None:
-            mod = _ac_module()
-            if mod and self.keywords:
-                ac = mod.AhoCorasick(
-                    list(self.keywords),
-                    matchkind=mod.MatchKind.Standard,
-                    implementation=mod.Implementation.DFA,
-                )
-            else:
-                ac = False
-            self._ac = ac
-        return ac
+        if self._ac is None:
+            self._ac = self._build("AhoCorasick", tuple(self.keywords))
+        return self._ac
 
     def bytes_automaton(self) -> Any:
         """:meth:`automaton` for ``bytes`` texts, or False without the library."""
-        bac = self._bac
-        if bac is None:
-            mod = _ac_module()
-            if mod and self.keywords:
-                bac = mod.BytesAhoCorasick(
-                    list(self._bytes),
-                    matchkind=mod.MatchKind.Standard,
-                    implementation=mod.Implementation.DFA,
-                )
-            else:
-                bac = False
-            self._bac = bac
-        return bac
+        if self._bac is None:
+            self._bac = self._build("BytesAhoCorasick", self._bytes)
+        return self._bac
 
     def present(self, low: str | bytes, fast: bool = True) -> set[str]:
         """The keywords that occur in ``low`` (a lowercased text, or its lowercase ASCII
