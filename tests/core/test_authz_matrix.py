@@ -250,9 +250,17 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
         for viewer in VIEWERS:
             for proj in (GRANTED, UNGRANTED):
                 for purpose in ("http", "claim", "complete", "release", "cancel", "cli"):
+                    # addressed to the viewer who acts on it: another user's session-start
+                    # brief (memory_brief over MCP) must not lease it away first, which
+                    # would turn the viewer's claim into "offered" by the order of cells
+                    to = VIEWERS[viewer][0] or "any"
                     r = c.post(
                         "/v1/handoffs",
-                        json={"project": proj, "title": f"hmark{proj} {viewer} {purpose}"},
+                        json={
+                            "project": proj,
+                            "title": f"hmark{proj} {viewer} {purpose}",
+                            "to": to,
+                        },
                     )
                     assert r.status_code == 201, r.text
                     handoffs[(viewer, proj, purpose)] = r.json()["handoff"]["id"]
