@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.capture import agentfiles
-from wiki_memory.cli.common import CliError, add_command, add_flag, add_url, post_json
+from wiki_memory.cli.common import CliError, add_url, post_json
+from wiki_memory.cli.declare import add_command, add_flag
 
 __all__ = ["cmd_import", "register", "setup_offer", "write_brief"]
 
@@ -243,9 +244,5 @@ def add_write_options(b: argparse.ArgumentParser) -> None:
         help="keep the project's shared memory between markers in FILE (AGENTS.md, ...); "
         f"--budget counts the whole section (default {WRITE_BUDGET} with --write)",
     )
-    b.add_argument(
-        "--check", action="store_true", help="with --write: exit 0 when FILE is current, else 1"
-    )
-    b.add_argument(
-        "--tracked-ok", action="store_true", help="with --write: write a file git tracks too"
-    )
+    add_flag(b, "--check", "with --write: exit 0 when FILE is current, else 1")
+    add_flag(b, "--tracked-ok", "with --write: write a file git tracks too")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +14,6 @@ from wiki_memory.config import Settings, load_settings
 
 __all__ = [
     "CliError",
-    "add_command",
-    "add_flag",
     "add_url",
     "cli_settings",
     "given",
@@ -40,24 +37,6 @@ def cli_settings(args: argparse.Namespace, **extra: Any) -> Settings:
         return load_settings(data_dir, **extra)
     except ValueError as exc:
         raise CliError(f"bad configuration: {exc}") from None
-
-
-def add_command(
-    sub: Any, name: str, fn: Callable[[argparse.Namespace], int], help: str, **kw: Any
-) -> argparse.ArgumentParser:
-    """A subcommand ``name`` on ``sub`` (the ``wiki-memory`` parser's subparsers, or a
-    command's own): ``help`` is its line in the parent's list, ``kw`` argparse's other
-    parser settings (``description``, ``epilog``, ``formatter_class``); ``fn`` runs it and
-    returns the exit status. The new parser, to add its arguments to."""
-    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, **kw)
-    parser.set_defaults(fn=fn)
-    return parser
-
-
-def add_flag(parser: Any, option: str, help: str) -> None:
-    """Add the on/off ``option`` (``--dry-run``, ``--json``, ``--yes``, ...; False
-    unless given) to ``parser``, ``help`` its line in the command's help."""
-    parser.add_argument(option, action="store_true", help=help)
 
 
 def add_url(parser: Any) -> None:

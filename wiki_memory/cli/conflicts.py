@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from wiki_memory.cli.common import CliError, add_command, add_url, get_json, post_json
+from wiki_memory.cli.common import CliError, add_url, get_json, post_json
+from wiki_memory.cli.declare import add_command
 from wiki_memory.cli.remove import through_core
 
 __all__ = ["check_conflicts", "register"]

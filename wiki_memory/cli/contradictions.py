@@ -9,7 +9,8 @@ import argparse
 import json
 from typing import Any
 
-from wiki_memory.cli.common import add_command, add_flag, add_url, get_json
+from wiki_memory.cli.common import add_url, get_json
+from wiki_memory.cli.declare import add_command, add_flag
 
 __all__ = ["register"]
 

@@ -13,7 +13,8 @@ import json
 import sys
 from typing import Any
 
-from wiki_memory.cli.common import CliError, add_command, add_flag, add_url, post_json
+from wiki_memory.cli.common import CliError, add_url, post_json
+from wiki_memory.cli.declare import add_command, add_flag
 from wiki_memory.cli.remove import through_core
 
 __all__ = ["register"]

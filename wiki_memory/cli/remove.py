@@ -15,15 +15,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from wiki_memory.cli.common import (
-    CliError,
-    add_command,
-    add_flag,
-    add_url,
-    cli_settings,
-    given,
-    post_json,
-)
+from wiki_memory.cli.common import CliError, add_url, cli_settings, given, post_json
+from wiki_memory.cli.declare import add_command, add_flag
 
 __all__ = ["register"]
 
