@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from typing import Any
 
 from wiki_memory.cli.declare import add_command, add_flag
@@ -69,13 +70,13 @@ def register(sub: Any) -> None:
 
     for verb in ("install-mcp", "uninstall-mcp"):
         removing = verb == "uninstall-mcp"
-        p = sub.add_parser(
+        p = add_command(
+            sub,
             verb,
-            help=(
-                "remove our MCP server from a client's configuration"
-                if removing
-                else "add the MCP server to a client's configuration"
-            ),
+            partial(cmd_install_mcp, uninstall=True) if removing else cmd_install_mcp,
+            "remove our MCP server from a client's configuration"
+            if removing
+            else "add the MCP server to a client's configuration",
         )
         p.add_argument("--client", required=True, choices=sorted(CLIENTS))
         add_flag(p, "--apply", "write the change (default: show it)")
@@ -92,11 +93,9 @@ def register(sub: Any) -> None:
         p.add_argument("--bridge-script", help=argparse.SUPPRESS)
         if removing:
             add_flag(p, "--force", "remove our entry even if edited by hand")
-            p.set_defaults(fn=lambda a: cmd_install_mcp(a, uninstall=True))
         else:
             p.add_argument("--url", help="a team server's URL (default: the local server)")
             p.add_argument(
                 "--token-file",
                 help="for --url: a file holding your token (the token itself is never written)",
             )
-            p.set_defaults(fn=cmd_install_mcp)
