@@ -22,33 +22,13 @@ import sys
 from typing import Any
 
 from wiki_memory.cli.agentfiles import add_write_options
-from wiki_memory.cli.common import (
-    CliError,
-    add_url,
-    cli_settings,
-    given,
-    post_json,
-    request_verify,
-    server_client,
-    server_error,
-)
+from wiki_memory.cli.common import CliError, add_url, call_json, cli_settings, given, post_json
 from wiki_memory.cli.declare import add_command, add_flag
 from wiki_memory.core.quoting import inline, show
 
 
 def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
-    import httpx
-
-    url, headers = server_client(args)
-    try:
-        r = httpx.request(
-            method, url + path, json=body, headers=headers, timeout=60, verify=request_verify(args)
-        )
-    except httpx.HTTPError as exc:
-        raise CliError(f"cannot reach the server at {url}: {exc}") from None
-    if r.status_code >= 400:
-        raise server_error(r)
-    return r.json()
+    return call_json(args, method, path, 60, json=body)
 
 
 def _ident(args: argparse.Namespace) -> dict[str, str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.cli.argerrors import flag_value_hint
-from wiki_memory.cli.common import CliError, add_url, cli_settings, given, post_json
+from wiki_memory.cli.common import CliError, add_url, cli_settings, given, post_json, wiki_option
 from wiki_memory.cli.declare import add_command, add_flag
 from wiki_memory.config import DEFAULT_HOST, DEFAULT_PORT
 from wiki_memory.zones import local_zone_name
@@ -29,10 +29,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from wiki_memory.server.serving import ServeRefused, serve
 
     overrides: dict[str, Any] = {"host": args.host, "port": args.port}
-    if getattr(args, "wiki", None):
-        wiki = Path(args.wiki).expanduser().resolve()
-        if not wiki.is_dir():
-            raise CliError(f"--wiki {args.wiki}: not a folder", 2)
+    wiki = wiki_option(args)
+    if wiki is not None:
         overrides["wiki_path"] = wiki
     if args.no_auth:
         overrides["auth"] = False

@@ -23,20 +23,15 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.cli.common import CliError, cli_settings
+from wiki_memory.cli.common import CliError, cli_settings, wiki_option
 from wiki_memory.cli.declare import add_command, add_flag
 from wiki_memory.cli.doctor import doctor_report, fix, print_report
 from wiki_memory.config import Settings
 
 
 def wiki_settings(args: argparse.Namespace) -> Settings:
-    extra: dict[str, Any] = {}
-    if getattr(args, "wiki", None):
-        wiki = Path(args.wiki).expanduser().resolve()
-        if not wiki.is_dir():
-            raise CliError(f"--wiki {args.wiki}: not a folder", 2)
-        extra["wiki_path"] = wiki
-    return cli_settings(args, **extra)
+    wiki = wiki_option(args)
+    return cli_settings(args) if wiki is None else cli_settings(args, wiki_path=wiki)
 
 
 # --------------------------------------------------------------------------- import
