@@ -25,6 +25,7 @@ from typing import Any
 
 from wiki_memory.capture import agentfiles
 from wiki_memory.cli.common import CliError, add_url, post_json
+from wiki_memory.cli.declare import add_command, add_flag
 
 __all__ = ["cmd_import", "register", "setup_offer", "write_brief"]
 
@@ -222,16 +223,17 @@ def write_brief(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``import-agent-files`` to the ``wiki-memory`` parser's subparsers."""
-    p = sub.add_parser(
+    what = "CLAUDE.md, AGENTS.md, GEMINI.md, Cursor rules and Claude Code's memory"
+    p = add_command(
+        sub,
         "import-agent-files",
-        help="import CLAUDE.md, AGENTS.md, GEMINI.md, Cursor rules and Claude Code's "
-        "memory into the wiki, through the server (--dry-run: preview)",
+        cmd_import,
+        f"import {what} into the wiki, through the server (--dry-run: preview)",
     )
     p.add_argument("path", nargs="?", help="the project folder (default: the current one)")
-    p.add_argument("--dry-run", action="store_true", help="show what would be imported")
-    p.add_argument("--json", action="store_true", help="print the server's answer as JSON")
+    add_flag(p, "--dry-run", "show what would be imported")
+    add_flag(p, "--json", "print the server's answer as JSON")
     add_url(p)
-    p.set_defaults(fn=cmd_import)
 
 
 def add_write_options(b: argparse.ArgumentParser) -> None:
@@ -242,9 +244,5 @@ def add_write_options(b: argparse.ArgumentParser) -> None:
         help="keep the project's shared memory between markers in FILE (AGENTS.md, ...); "
         f"--budget counts the whole section (default {WRITE_BUDGET} with --write)",
     )
-    b.add_argument(
-        "--check", action="store_true", help="with --write: exit 0 when FILE is current, else 1"
-    )
-    b.add_argument(
-        "--tracked-ok", action="store_true", help="with --write: write a file git tracks too"
-    )
+    add_flag(b, "--check", "with --write: exit 0 when FILE is current, else 1")
+    add_flag(b, "--tracked-ok", "with --write: write a file git tracks too")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.cli.common import CliError, cli_settings
+from wiki_memory.cli.declare import add_command, add_flag
 
 __all__ = ["register"]
 
@@ -171,28 +172,25 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``backup`` and ``restore`` to the ``wiki-memory`` parser's subparsers."""
-    b = sub.add_parser(
+    b = add_command(
+        sub,
         "backup",
-        help="write the wiki (git bundle), spool, tokens, settings and audit log to one file",
+        cmd_backup,
+        "write the wiki (git bundle), spool, tokens, settings and audit log to one file",
     )
     b.add_argument("file", help="the backup file to write (mode 0600)")
-    b.add_argument(
-        "--encrypt",
-        action="store_true",
-        help=f"protect it with a passphrase (asked, or ${PASSPHRASE_ENV})",
-    )
-    b.set_defaults(fn=cmd_backup)
-    r = sub.add_parser(
+    add_flag(b, "--encrypt", f"protect it with a passphrase (asked, or ${PASSPHRASE_ENV})")
+    r = add_command(
+        sub,
         "restore",
-        help="restore a backup into an empty data directory",
+        cmd_restore,
+        "restore a backup into an empty data directory",
         description="Restore a backup into the data directory, which must be empty: name "
         "another with the option before the command, `wiki-memory --data-dir NEW_DIR "
         "restore FILE` (or WIKI_MEMORY_HOME).",
     )
     r.add_argument("file", help="the backup file")
-    r.set_defaults(fn=cmd_restore)
-    e = sub.add_parser("export", help="write every page (and handoff) as JSON Lines")
+    e = add_command(sub, "export", cmd_export, "write every page (and handoff) as JSON Lines")
     e.add_argument("file", nargs="?", help="the file to write (default: standard output)")
-    e.add_argument("--json", action="store_true", help="JSON Lines: the one format, the default")
+    add_flag(e, "--json", "JSON Lines: the one format, the default")
     e.add_argument("--wiki", metavar="PATH", help="the wiki folder (default <data-dir>/wiki)")
-    e.set_defaults(fn=cmd_export)

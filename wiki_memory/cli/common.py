@@ -15,11 +15,13 @@ from wiki_memory.config import Settings, load_settings
 __all__ = [
     "CliError",
     "add_url",
+    "call_json",
     "cli_settings",
     "given",
     "post_json",
     "server_client",
     "server_error",
+    "wiki_option",
 ]
 
 
@@ -37,6 +39,18 @@ def cli_settings(args: argparse.Namespace, **extra: Any) -> Settings:
         return load_settings(data_dir, **extra)
     except ValueError as exc:
         raise CliError(f"bad configuration: {exc}") from None
+
+
+def wiki_option(args: argparse.Namespace) -> Path | None:
+    """The folder ``--wiki PATH`` names (user expanded, resolved); None when the command
+    has no ``--wiki`` or it was not given. Raises CliError (exit 2) when it is not a
+    folder."""
+    if not getattr(args, "wiki", None):
+        return None
+    wiki = Path(args.wiki).expanduser().resolve()
+    if not wiki.is_dir():
+        raise CliError(f"--wiki {args.wiki}: not a folder", 2)
+    return wiki
 
 
 def add_url(parser: Any) -> None:
@@ -88,17 +102,21 @@ def request_verify(args: argparse.Namespace) -> Any:
 def post_json(args: argparse.Namespace, path: str, body: Any, timeout: float = 30) -> Any:
     """POST ``body`` as JSON to ``path`` of the server with the CLI's token; the JSON
     answer, or CliError."""
-    return _call_json(args, "POST", path, timeout, json=body)
+    return call_json(args, "POST", path, timeout, json=body)
 
 
 def get_json(
     args: argparse.Namespace, path: str, params: dict[str, str], timeout: float = 30
 ) -> Any:
     """GET ``path`` of the server with the CLI's token; the JSON answer, or CliError."""
-    return _call_json(args, "GET", path, timeout, params=params)
+    return call_json(args, "GET", path, timeout, params=params)
 
 
-def _call_json(args: argparse.Namespace, method: str, path: str, timeout: float, **kw: Any) -> Any:
+def call_json(args: argparse.Namespace, method: str, path: str, timeout: float, **kw: Any) -> Any:
+    """``method`` on ``path`` of the server with the CLI's token, ``kw`` as httpx takes
+    them (``json=``, ``params=``), waiting at most ``timeout`` seconds; the JSON answer.
+    Raises CliError: the server cannot be reached (exit 1), or its error answer
+    (:func:`server_error`: the exit status its ``error`` code has)."""
     import httpx
 
     url, headers = server_client(args)

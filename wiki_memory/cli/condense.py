@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from wiki_memory.cli.common import add_url, post_json
+from wiki_memory.cli.declare import add_command, add_flag
 
 __all__ = ["register"]
 
@@ -53,9 +54,11 @@ def cmd_uncondense(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``condense`` and ``uncondense`` to the ``wiki-memory`` parser's subparsers."""
-    c = sub.add_parser(
+    c = add_command(
+        sub,
         "condense",
-        help="condense cold session pages to their durable facts (owner and admins)",
+        cmd_condense,
+        "condense cold session pages to their durable facts (owner and admins)",
         description="Rewrite the timeline of every session page whose ended and updated "
         "times are older than --older-than days to its durable facts: goal, decisions, "
         "files, commands that worked, errors and how they ended, open questions. Prompts "
@@ -68,18 +71,18 @@ def register(sub: Any) -> None:
         metavar="DAYS",
         help="how old ended and updated must be (default: condense_after_days, 90)",
     )
-    c.add_argument("--dry-run", action="store_true", help="list what would change; write nothing")
+    add_flag(c, "--dry-run", "list what would change; write nothing")
     c.add_argument("--project", help="one project (default: every project)")
-    c.add_argument("--json", action="store_true", help="print the answer as JSON")
+    add_flag(c, "--json", "print the answer as JSON")
     add_url(c)
-    c.set_defaults(fn=cmd_condense)
-    u = sub.add_parser(
+    u = add_command(
+        sub,
         "uncondense",
-        help="put a condensed session page's timeline back from git history",
+        cmd_uncondense,
+        "put a condensed session page's timeline back from git history",
         description="Restore the timeline section of a condensed session page byte for "
         "byte from the commit before it was condensed; edits made elsewhere in the page "
         "are kept.",
     )
     u.add_argument("path", help="the session page (projects/<p>/sessions/<name>.md)")
     add_url(u)
-    u.set_defaults(fn=cmd_uncondense)

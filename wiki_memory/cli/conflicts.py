@@ -13,6 +13,7 @@ import argparse
 from typing import Any
 
 from wiki_memory.cli.common import CliError, add_url, get_json, post_json
+from wiki_memory.cli.declare import add_command
 from wiki_memory.cli.remove import through_core
 
 __all__ = ["check_conflicts", "register"]
@@ -84,9 +85,11 @@ def cmd_sync_conflicts(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``sync-conflicts`` to the ``wiki-memory`` parser's subparsers."""
-    s = sub.add_parser(
+    s = add_command(
+        sub,
         "sync-conflicts",
-        help="list conflict copies (sync's, and file-sync tools'), or resolve one: keep the "
+        cmd_sync_conflicts,
+        "list conflict copies (sync's, and file-sync tools'), or resolve one: keep the "
         "page or the copy's version, the copy removed, committed",
         description="Without an action: one line per conflict copy, naming whose version is "
         "where. `resolve COPY --keep page|copy`: keep one side; the copy is removed in one "
@@ -100,4 +103,3 @@ def register(sub: Any) -> None:
         help="page: keep the page as it is; copy: put the copy's version at the page's path",
     )
     add_url(s)
-    s.set_defaults(fn=cmd_sync_conflicts)

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from wiki_memory.cli.common import add_url, get_json
+from wiki_memory.cli.declare import add_command, add_flag
 
 __all__ = ["register"]
 
@@ -38,14 +39,15 @@ def cmd_contradictions(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``contradictions`` to the ``wiki-memory`` parser's subparsers."""
-    c = sub.add_parser(
+    c = add_command(
+        sub,
         "contradictions",
-        help="notes of a project that disagree (flags: both sides are kept)",
+        cmd_contradictions,
+        "notes of a project that disagree (flags: both sides are kept)",
         description="Pairs of current notes about the same subject that give incompatible "
         "values (ports, versions, dates, paths, products, negation). Nothing is hidden or "
         "decided: supersede one side, or mark the pair compatible_with.",
     )
     c.add_argument("--project", help="one project (default: every project you may read)")
-    c.add_argument("--json", action="store_true", help="print the answer as JSON")
+    add_flag(c, "--json", "print the answer as JSON")
     add_url(c)
-    c.set_defaults(fn=cmd_contradictions)

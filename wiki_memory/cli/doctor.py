@@ -45,13 +45,9 @@ class Finding:
     apply: Callable[[], str] | None = dataclasses.field(default=None, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "check": self.check,
-            "severity": self.severity,
-            "message": self.message,
-            "fix": self.fix,
-            "safe": self.safe,
-        }
+        """The finding as ``doctor --json`` shows it: check, severity, message, fix and
+        safe, in that order (``apply`` is code, not part of the report)."""
+        return {k: getattr(self, k) for k in ("check", "severity", "message", "fix", "safe")}
 
 
 class Context:

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from wiki_memory.cli.common import CliError, add_url, post_json
+from wiki_memory.cli.declare import add_command, add_flag
 from wiki_memory.cli.remove import through_core
 
 __all__ = ["register"]
@@ -71,10 +72,11 @@ def cmd_edit(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``edit`` to the ``wiki-memory`` parser's subparsers."""
-    e = sub.add_parser(
+    e = add_command(
+        sub,
         "edit",
-        help="append to a page or section, add a checklist item, replace a section, "
-        "or rename a page",
+        cmd_edit,
+        "append to a page or section, add a checklist item, replace a section, or rename a page",
         description="Edit one page precisely, through the server (one commit, your name).",
         epilog=(
             "operations:\n"
@@ -100,6 +102,5 @@ def register(sub: Any) -> None:
     e.add_argument("--hash", help="the section's hash (replace_section)")
     e.add_argument("--to", help="the new path (rename)")
     e.add_argument("--edit-id", dest="edit_id", help="a retry with the same id edits once")
-    e.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_flag(e, "--json", "print the result as JSON")
     add_url(e)
-    e.set_defaults(fn=cmd_edit)

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from wiki_memory.cli.common import add_url, post_json
+from wiki_memory.cli.declare import add_command, add_flag
 
 __all__ = ["register"]
 
@@ -28,15 +29,16 @@ def cmd_feedback(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``feedback`` to the ``wiki-memory`` parser's subparsers."""
-    c = sub.add_parser(
+    c = add_command(
+        sub,
         "feedback",
-        help="say whether a page helped (it then ranks higher, or lower, in recall)",
+        cmd_feedback,
+        "say whether a page helped (it then ranks higher, or lower, in recall)",
         description="Record your verdict on a page: helped or not_helpful. One verdict per "
         "user, page and day counts (the last); it adds to the page's strength, one signal "
         "of recall's ranking.",
     )
     c.add_argument("path", help="the page's wiki path (as recall or page listings show it)")
     c.add_argument("verdict", metavar="helped|not_helpful", help="your verdict")
-    c.add_argument("--json", action="store_true", help="print the answer as JSON")
+    add_flag(c, "--json", "print the answer as JSON")
     add_url(c)
-    c.set_defaults(fn=cmd_feedback)

@@ -22,32 +22,13 @@ import sys
 from typing import Any
 
 from wiki_memory.cli.agentfiles import add_write_options
-from wiki_memory.cli.common import (
-    CliError,
-    add_url,
-    cli_settings,
-    given,
-    post_json,
-    request_verify,
-    server_client,
-    server_error,
-)
+from wiki_memory.cli.common import CliError, add_url, call_json, cli_settings, given, post_json
+from wiki_memory.cli.declare import add_command, add_flag
 from wiki_memory.core.quoting import inline, show
 
 
 def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
-    import httpx
-
-    url, headers = server_client(args)
-    try:
-        r = httpx.request(
-            method, url + path, json=body, headers=headers, timeout=60, verify=request_verify(args)
-        )
-    except httpx.HTTPError as exc:
-        raise CliError(f"cannot reach the server at {url}: {exc}") from None
-    if r.status_code >= 400:
-        raise server_error(r)
-    return r.json()
+    return call_json(args, method, path, 60, json=body)
 
 
 def _ident(args: argparse.Namespace) -> dict[str, str]:
@@ -219,15 +200,17 @@ def register(sub: Any) -> None:
 
     def common(p: argparse.ArgumentParser) -> None:
         add_url(p)
-        p.add_argument("--json", action="store_true", help="print the raw JSON")
+        add_flag(p, "--json", "print the raw JSON")
         p.add_argument("--harness", help="harness to act as (default: cli)")
         p.add_argument(
             "--session", help="session id to act as (default: $WIKI_MEMORY_SESSION_ID or cli)"
         )
 
-    h = sub.add_parser(
+    h = add_command(
+        sub,
         "handoff",
-        help="leave, list, show, claim, complete, cancel or release handoffs",
+        cmd_handoff,
+        "leave, list, show, claim, complete, cancel or release handoffs",
         description="Claim-once handoffs (see docs/handoffs.md). Exit 3 on a conflict.",
     )
     h.add_argument(
@@ -247,19 +230,16 @@ def register(sub: Any) -> None:
     h.add_argument("--question", action="append", help="create: an open question (repeatable)")
     h.add_argument("--file", action="append", help="create: a file involved (repeatable)")
     h.add_argument("--to", help="create: any (default), a harness name or a user")
-    h.add_argument("--personal", action="store_true", help="create: seen by you alone")
-    h.add_argument(
-        "--new-project",
-        action="store_true",
-        help="create: create the project --project names when it does not exist yet",
+    add_flag(h, "--personal", "create: seen by you alone")
+    add_flag(
+        h, "--new-project", "create: create the project --project names when it does not exist yet"
     )
     h.add_argument("--expires", help="create: ISO-8601 expiry (default: 14 days)")
     h.add_argument("--note", help="complete: the outcome, written to the page")
     h.add_argument("--reason", help="cancel: why")
     common(h)
-    h.set_defaults(fn=cmd_handoff)
 
-    b = sub.add_parser("brief", help="the session-start brief of a project")
+    b = add_command(sub, "brief", cmd_brief, "the session-start brief of a project")
     b.add_argument(
         "--project", help="a project you may read (default: the one of the working directory)"
     )
@@ -269,10 +249,8 @@ def register(sub: Any) -> None:
     b.add_argument("--max-offers", type=int, default=None)
     add_write_options(b)
     common(b)
-    b.set_defaults(fn=cmd_brief)
 
     for name, what in (("pin", "pin a page (pinned: true)"), ("unpin", "unpin a page")):
-        p = sub.add_parser(name, help=f"{what}: pinned pages open every brief")
+        p = add_command(sub, name, cmd_pin, f"{what}: pinned pages open every brief")
         p.add_argument("path", help="page path inside wiki/, e.g. projects/p/notes/rules.md")
         add_url(p)
-        p.set_defaults(fn=cmd_pin)

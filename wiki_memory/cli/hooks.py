@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.cli.common import CliError
+from wiki_memory.cli.declare import add_command, add_flag
 from wiki_memory.cli.plans import show_or_apply
 
 
@@ -113,19 +114,27 @@ def cmd_recover(args: argparse.Namespace) -> int:
     return 0 if res.ok else 1
 
 
+def harness_options(p: argparse.ArgumentParser, agents: list[str], settings_help: str) -> None:
+    """Add what ``install-hooks`` and ``uninstall-hooks`` both take to ``p``: ``--agent``
+    (one of ``agents``, required), ``--apply`` and ``--settings`` (``settings_help``)."""
+    p.add_argument("--agent", required=True, choices=agents)
+    add_flag(p, "--apply", "write the file (a backup is kept)")
+    p.add_argument("--settings", help=settings_help)
+
+
 def register(sub: Any) -> None:
     """Add this module's subcommands to the ``wiki-memory`` parser's subparsers."""
     from wiki_memory.harness.hooks_install import AGENTS, ALIASES
 
     agents = list(AGENTS) + list(ALIASES)
-    i = sub.add_parser(
+    i = add_command(
+        sub,
         "install-hooks",
-        help="add the capture hook to Claude Code, Codex or Gemini CLI (prints the plan; --apply writes)",
+        cmd_install_hooks,
+        "add the capture hook to Claude Code, Codex or Gemini CLI (prints the plan; --apply writes)",
     )
-    i.add_argument("--agent", required=True, choices=agents)
-    i.add_argument("--apply", action="store_true", help="write the file (a backup is kept)")
-    i.add_argument(
-        "--settings", help="the configuration file to change (default: the harness's user file)"
+    harness_options(
+        i, agents, "the configuration file to change (default: the harness's user file)"
     )
     i.add_argument("--python", help="interpreter for the hook (default: this one, shims resolved)")
     i.add_argument("--hook-script", help="hook program (default: hooks/wiki_memory_hook.py)")
@@ -133,17 +142,16 @@ def register(sub: Any) -> None:
         "--url", help="a team server's URL to pin the hook to (default: the data directory's)"
     )
     i.add_argument("--token-file", help="the token file for --url (never the token itself)")
-    i.set_defaults(fn=cmd_install_hooks)
 
-    u = sub.add_parser(
-        "uninstall-hooks", help="remove the capture hook (prints the plan; --apply writes)"
+    u = add_command(
+        sub,
+        "uninstall-hooks",
+        cmd_uninstall_hooks,
+        "remove the capture hook (prints the plan; --apply writes)",
     )
-    u.add_argument("--agent", required=True, choices=agents)
-    u.add_argument("--apply", action="store_true", help="write the file (a backup is kept)")
-    u.add_argument("--settings", help="the configuration file to change")
-    u.set_defaults(fn=cmd_uninstall_hooks)
+    harness_options(u, agents, "the configuration file to change")
 
-    r = sub.add_parser("recover", help="send the events waiting in the hook outbox now")
+    r = add_command(sub, "recover", cmd_recover, "send the events waiting in the hook outbox now")
     r.add_argument("--url", help="server URL (default: as the hook finds it)")
     r.add_argument("--token-file", help="token file (default: as the hook finds it)")
     r.add_argument(
@@ -153,7 +161,6 @@ def register(sub: Any) -> None:
         help="seconds to wait for a background drainer to finish (default 30)",
     )
     r.add_argument("--timeout", type=float, default=10.0, help="seconds per request (default 10)")
-    r.set_defaults(fn=cmd_recover)
 
 
 __all__ = ["register", "cmd_install_hooks", "cmd_uninstall_hooks", "cmd_recover"]

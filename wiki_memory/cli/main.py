@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.cli.argerrors import flag_value_hint
-from wiki_memory.cli.common import CliError, add_url, cli_settings, given, post_json
+from wiki_memory.cli.common import CliError, add_url, cli_settings, given, post_json, wiki_option
+from wiki_memory.cli.declare import add_command, add_flag
 from wiki_memory.config import DEFAULT_HOST, DEFAULT_PORT
 from wiki_memory.zones import local_zone_name
 
@@ -28,10 +29,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from wiki_memory.server.serving import ServeRefused, serve
 
     overrides: dict[str, Any] = {"host": args.host, "port": args.port}
-    if getattr(args, "wiki", None):
-        wiki = Path(args.wiki).expanduser().resolve()
-        if not wiki.is_dir():
-            raise CliError(f"--wiki {args.wiki}: not a folder", 2)
+    wiki = wiki_option(args)
+    if wiki is not None:
         overrides["wiki_path"] = wiki
     if args.no_auth:
         overrides["auth"] = False
@@ -134,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("serve", help="run the server")
+    s = add_command(sub, "serve", cmd_serve, "run the server")
     s.add_argument(
         "--host", default=None, help=f"bind address (default {DEFAULT_HOST}; env WIKI_MEMORY_HOST)"
     )
@@ -146,22 +145,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--tls-cert", help="serve HTTPS with this certificate chain (PEM)")
     s.add_argument("--tls-key", help="the private key of --tls-cert (PEM)")
-    s.add_argument(
-        "--insecure-http",
-        action="store_true",
-        help="allow plain HTTP on a non-loopback address (a TLS proxy in front)",
+    add_flag(
+        s, "--insecure-http", "allow plain HTTP on a non-loopback address (a TLS proxy in front)"
     )
-    s.add_argument("--no-auth", action="store_true", help="no tokens (loopback only)")
+    add_flag(s, "--no-auth", "no tokens (loopback only)")
     s.add_argument(
         "--wiki",
         metavar="PATH",
         help="serve this existing vault folder (a git repository is used as it is) "
         "instead of <data-dir>/wiki; env WIKI_MEMORY_WIKI_PATH",
     )
-    s.add_argument("--open", action="store_true", help="open the web view in a browser")
-    s.set_defaults(fn=cmd_serve)
+    add_flag(s, "--open", "open the web view in a browser")
 
-    r = sub.add_parser("recall", help="recall pages for a query (from the running server)")
+    r = add_command(sub, "recall", cmd_recall, "recall pages for a query (from the running server)")
     r.add_argument("query")
     r.add_argument("--project")
     r.add_argument("--budget", type=int, default=1000, help="token budget (default 1000)")
@@ -177,19 +173,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="your time zone, whose days 'yesterday' and bare dates are (IANA name or "
         "+HH:MM; default: this machine's, from TZ or /etc/localtime)",
     )
-    r.add_argument("--json", action="store_true", help="print the raw JSON")
+    add_flag(r, "--json", "print the raw JSON")
     add_url(r)
-    r.set_defaults(fn=cmd_recall)
 
-    x = sub.add_parser("reindex", help="rebuild index.db from the files")
+    x = add_command(sub, "reindex", cmd_reindex, "rebuild index.db from the files")
     x.add_argument(
         "--wiki",
         metavar="PATH",
         help="the wiki folder (default: the one the index was built from, else <data-dir>/wiki)",
     )
-    x.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_flag(x, "--quiet", "no progress bar")
     x.add_argument("--url", help="server URL")
-    x.set_defaults(fn=cmd_reindex)
     from wiki_memory.cli import (
         agentfiles,
         carry,

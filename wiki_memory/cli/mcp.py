@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from typing import Any
 
+from wiki_memory.cli.declare import add_command, add_flag
 from wiki_memory.cli.plans import show_or_apply
 from wiki_memory.mcp.bridge import cmd_mcp
 
@@ -41,9 +43,11 @@ def cmd_install_mcp(args: argparse.Namespace, uninstall: bool = False) -> int:
 
 def register(sub: Any) -> None:
     """Add ``mcp``, ``install-mcp`` and ``uninstall-mcp`` to the ``wiki-memory`` parser."""
-    m = sub.add_parser(
+    m = add_command(
+        sub,
         "mcp",
-        help="stdio MCP bridge to the running server (for clients that spawn a process)",
+        cmd_mcp,
+        "stdio MCP bridge to the running server (for clients that spawn a process)",
         description="Forward MCP JSON-RPC between stdin/stdout and the server's /mcp "
         "endpoint. Stdout carries protocol frames only; logs go to stderr.",
     )
@@ -61,22 +65,21 @@ def register(sub: Any) -> None:
         default=8.0,
         help="seconds to wait for the server at start (default 8)",
     )
-    m.set_defaults(fn=cmd_mcp)
 
     from wiki_memory.harness.mcp_install import CLIENTS
 
     for verb in ("install-mcp", "uninstall-mcp"):
         removing = verb == "uninstall-mcp"
-        p = sub.add_parser(
+        p = add_command(
+            sub,
             verb,
-            help=(
-                "remove our MCP server from a client's configuration"
-                if removing
-                else "add the MCP server to a client's configuration"
-            ),
+            partial(cmd_install_mcp, uninstall=True) if removing else cmd_install_mcp,
+            "remove our MCP server from a client's configuration"
+            if removing
+            else "add the MCP server to a client's configuration",
         )
         p.add_argument("--client", required=True, choices=sorted(CLIENTS))
-        p.add_argument("--apply", action="store_true", help="write the change (default: show it)")
+        add_flag(p, "--apply", "write the change (default: show it)")
         p.add_argument(
             "--scope",
             choices=["user", "project"],
@@ -89,14 +92,10 @@ def register(sub: Any) -> None:
         p.add_argument("--python", help="Python interpreter for the bridge command")
         p.add_argument("--bridge-script", help=argparse.SUPPRESS)
         if removing:
-            p.add_argument(
-                "--force", action="store_true", help="remove our entry even if edited by hand"
-            )
-            p.set_defaults(fn=lambda a: cmd_install_mcp(a, uninstall=True))
+            add_flag(p, "--force", "remove our entry even if edited by hand")
         else:
             p.add_argument("--url", help="a team server's URL (default: the local server)")
             p.add_argument(
                 "--token-file",
                 help="for --url: a file holding your token (the token itself is never written)",
             )
-            p.set_defaults(fn=cmd_install_mcp)

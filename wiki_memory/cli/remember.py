@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from wiki_memory.cli.common import CliError, add_url, given, post_json
+from wiki_memory.cli.declare import add_command, add_flag
 from wiki_memory.cli.remove import through_core
 
 __all__ = ["register"]
@@ -73,20 +74,17 @@ def cmd_remember(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``remember`` to the ``wiki-memory`` parser's subparsers."""
-    r = sub.add_parser("remember", help="save a note in a project (duplicates are not re-written)")
+    r = add_command(
+        sub, "remember", cmd_remember, "save a note in a project (duplicates are not re-written)"
+    )
     r.add_argument("text", help="the note's text ('-': standard input)")
     r.add_argument("--project", help="the project (default: the working directory's repository's)")
-    r.add_argument(
-        "--new-project",
-        action="store_true",
-        help="create the project --project names when it does not exist yet",
-    )
+    add_flag(r, "--new-project", "create the project --project names when it does not exist yet")
     r.add_argument("--title", help="the note's title (default: its first line)")
     r.add_argument("--tag", action="append", help="a tag (repeatable)")
     r.add_argument(
         "--supersedes", action="append", help="a page path or title this note corrects (repeatable)"
     )
-    r.add_argument("--if-new", action="store_true", help="write nothing when a similar note exists")
-    r.add_argument("--json", action="store_true", help="print the answer as JSON")
+    add_flag(r, "--if-new", "write nothing when a similar note exists")
+    add_flag(r, "--json", "print the answer as JSON")
     add_url(r)
-    r.set_defaults(fn=cmd_remember)

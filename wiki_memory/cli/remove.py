@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from wiki_memory.cli.common import CliError, add_url, cli_settings, given, post_json
+from wiki_memory.cli.declare import add_command, add_flag
 
 __all__ = ["register"]
 
@@ -191,27 +192,23 @@ def cmd_purge(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``forget`` and ``purge`` to the ``wiki-memory`` parser's subparsers."""
-    f = sub.add_parser(
-        "forget",
-        help="forget a page (or PATH#^tN: one session entry): it leaves recall, briefs and "
-        "listings; git keeps its history",
+    leaves = "it leaves recall, briefs and listings; git keeps its history"
+    f = add_command(
+        sub, "forget", cmd_forget, f"forget a page (or PATH#^tN: one session entry): {leaves}"
     )
     f.add_argument("path", nargs="?", help="page path inside the wiki")
     f.add_argument(
         "--query", help="forget the pages recall finds for these words that hold every one"
     )
     f.add_argument("--project", help="with --query: only this project's pages")
-    f.add_argument("--dry-run", action="store_true", help="with --query: list, forget nothing")
-    f.add_argument("--yes", action="store_true", help="with --query: forget what it lists")
+    add_flag(f, "--dry-run", "with --query: list, forget nothing")
+    add_flag(f, "--yes", "with --query: forget what it lists")
     add_url(f)
-    f.set_defaults(fn=cmd_forget)
-    p = sub.add_parser(
-        "purge",
-        help="remove a page, or a text in it, from the files, all of git history, the index, "
-        "the spool and the logs (owner and admins)",
+    where = "the files, all of git history, the index, the spool and the logs"
+    p = add_command(
+        sub, "purge", cmd_purge, f"remove a page, or a text in it, from {where} (owner and admins)"
     )
     p.add_argument("path", help="page path inside the wiki")
     p.add_argument("--text", help="purge only this text from every version of the page")
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    add_flag(p, "--yes", "do not ask for confirmation")
     add_url(p)
-    p.set_defaults(fn=cmd_purge)

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from wiki_memory.cli.common import CliError, add_url, cli_settings, post_json
+from wiki_memory.cli.declare import add_command, add_flag
 from wiki_memory.cli.remove import through_core
 
 __all__ = ["check_sync", "register", "status_line"]
@@ -147,35 +148,37 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``remote`` and ``sync`` to the ``wiki-memory`` parser's subparsers."""
-    r = sub.add_parser("remote", help="git remotes the wiki syncs with (add, list, remove)")
+    r = add_command(
+        sub, "remote", cmd_remote, "git remotes the wiki syncs with (add, list, remove)"
+    )
     r.add_argument("action", choices=["add", "list", "remove"])
     r.add_argument("name", nargs="?", help="the remote's name (add, remove)")
     r.add_argument("url", nargs="?", help="the remote's URL (add): a path, ssh or https")
-    r.set_defaults(fn=cmd_remote)
-    s = sub.add_parser(
+    s = add_command(
+        sub,
         "sync",
-        help="fetch, merge and push with a git remote (all of them when no name is given)",
+        cmd_sync,
+        "fetch, merge and push with a git remote (all of them when no name is given)",
     )
     s.add_argument("name", nargs="?", help="the remote (default: every remote)")
-    s.add_argument(
+    add_flag(
+        s,
         "--after-purge",
-        action="store_true",
-        help="after a purge: replace the remote's branch with the rewritten history "
+        "after a purge: replace the remote's branch with the rewritten history "
         "(force with lease; owner and admins)",
     )
-    s.add_argument(
+    add_flag(
+        s,
         "--accept-deletions",
-        action="store_true",
-        help="apply a merge that stopped because it would delete many pages or follow a "
+        "apply a merge that stopped because it would delete many pages or follow a "
         "rewritten hub (owner and admins)",
     )
-    s.add_argument(
+    add_flag(
+        s,
         "--rewrite-hub",
-        action="store_true",
-        help="replace the remote's branch with this wiki's history projected afresh, "
+        "replace the remote's branch with this wiki's history projected afresh, "
         "announced like a purge: drops what leaked to it (doctor's hub_leaks; force with "
         "lease; owner and admins)",
     )
-    s.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    add_flag(s, "--yes", "do not ask for confirmation")
     add_url(s)
-    s.set_defaults(fn=cmd_sync)

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.cli.common import CliError, cli_settings
+from wiki_memory.cli.declare import add_command, add_flag
 from wiki_memory.cli.status import server_running
 from wiki_memory.cli.uninstall import SETUP_RECORD, Record
 from wiki_memory.config import DEFAULT_PORT, Settings
@@ -447,12 +448,14 @@ def _install(
 
 def register(sub: Any) -> None:
     """Add ``setup`` to the ``wiki-memory`` parser."""
-    s = sub.add_parser(
+    s = add_command(
+        sub,
         "setup",
-        help="one command: data directory, token, service, hooks and MCP for the harnesses "
+        cmd_setup,
+        "one command: data directory, token, service, hooks and MCP for the harnesses "
         "found, and a self-check",
     )
-    s.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    add_flag(s, "--dry-run", "print the plan, change nothing")
     s.add_argument("--port", type=int, help=f"the service's port (default {DEFAULT_PORT})")
     s.add_argument(
         "--python", help="interpreter for the service, hooks and MCP (default: this one)"
@@ -465,4 +468,3 @@ def register(sub: Any) -> None:
         choices=["user", "system", "launchd"],
         help="print the generated unit (user, system: the team server's, launchd) and exit",
     )
-    s.set_defaults(fn=cmd_setup)

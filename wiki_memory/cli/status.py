@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.cli.common import cli_settings
+from wiki_memory.cli.declare import add_command, add_flag
 from wiki_memory.config import Settings
 
 __all__ = ["STATUS_LINES", "cmd_status", "register", "register_status", "status_report"]
@@ -227,6 +228,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``status`` to the ``wiki-memory`` parser."""
-    st = sub.add_parser("status", help="is memory on: server, backlog, commits, index, service")
-    st.add_argument("--json", action="store_true", help="print the status as JSON")
-    st.set_defaults(fn=cmd_status)
+    st = add_command(
+        sub, "status", cmd_status, "is memory on: server, backlog, commits, index, service"
+    )
+    add_flag(st, "--json", "print the status as JSON")

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from wiki_memory.cli.common import CliError, add_url, cli_settings
+from wiki_memory.cli.declare import add_command, add_flag
 from wiki_memory.config import Settings
 
 
@@ -169,9 +170,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``token`` and ``audit`` to the ``wiki-memory`` parser."""
-    t = sub.add_parser(
+    t = add_command(
+        sub,
         "token",
-        help="show the owner's token; create, grant, ungrant, revoke or list others",
+        cmd_token,
+        "show the owner's token; create, grant, ungrant, revoke or list others",
         description="Users, roles and grants of a team server (docs/team-server.md).",
     )
     t.add_argument("action", nargs="?", choices=["create", "grant", "ungrant", "revoke", "list"])
@@ -183,17 +186,15 @@ def register(sub: Any) -> None:
     t.add_argument(
         "--project", action="append", help="project to grant (create: repeatable; grant: one)"
     )
-    t.add_argument("--read-only", action="store_true", help="grant read only")
+    add_flag(t, "--read-only", "grant read only")
     t.add_argument(
         "--tz",
         help="create: the user's time zone (IANA name or +HH:MM), whose days their "
         "recalls mean when a call names none (default UTC)",
     )
-    t.set_defaults(fn=cmd_token)
 
-    a = sub.add_parser("audit", help="show the audit log (owner and admins)")
+    a = add_command(sub, "audit", cmd_audit, "show the audit log (owner and admins)")
     a.add_argument("--user", help="only this user's lines")
     a.add_argument("--since", help="only lines at or after this time (ISO 8601 or epoch s)")
-    a.add_argument("--json", action="store_true", help="one JSON object per line")
+    add_flag(a, "--json", "one JSON object per line")
     add_url(a)
-    a.set_defaults(fn=cmd_audit)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.cli.common import cli_settings
+from wiki_memory.cli.declare import add_command, add_flag
 from wiki_memory.config import Settings
 from wiki_memory.plainfile import atomic_write
 
@@ -298,16 +299,15 @@ def _stop_background(settings: Settings, pid: int) -> None:
 
 def register(sub: Any) -> None:
     """Add ``uninstall`` to the ``wiki-memory`` parser."""
-    u = sub.add_parser(
+    u = add_command(
+        sub,
         "uninstall",
-        help="remove what setup added (keeps the data directory)",
-        description=(
-            "Undo what `wiki-memory setup` recorded in <data dir>/setup.json: stop and "
-            "remove the service, take our hooks and MCP entries out of each harness's "
-            "files (removing files setup created that are left empty), and remove the "
-            "folders setup made. Files you changed since are kept and named. Your pages, "
-            "their history and the token stay in the data directory."
-        ),
+        cmd_uninstall,
+        "remove what setup added (keeps the data directory)",
+        description="Undo what `wiki-memory setup` recorded in <data dir>/setup.json: stop and "
+        "remove the service, take our hooks and MCP entries out of each harness's "
+        "files (removing files setup created that are left empty), and remove the "
+        "folders setup made. Files you changed since are kept and named. Your pages, "
+        "their history and the token stay in the data directory.",
     )
-    u.add_argument("--dry-run", action="store_true", help="say what would go; change nothing")
-    u.set_defaults(fn=cmd_uninstall)
+    add_flag(u, "--dry-run", "say what would go; change nothing")

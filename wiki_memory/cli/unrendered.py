@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from wiki_memory.cli.common import add_url, get_json, post_json
+from wiki_memory.cli.declare import add_command, add_flag
 
 
 def cmd_unrendered(args: argparse.Namespace) -> int:
@@ -56,14 +57,10 @@ def cmd_unrendered(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``unrendered`` to the CLI's subcommands."""
-    u = sub.add_parser(
-        "unrendered",
-        help="list accepted events that are on no page (placeholders, a failing compile); "
-        "--discard one session's",
-    )
+    what = "accepted events that are on no page (placeholders, a failing compile)"
+    u = add_command(sub, "unrendered", cmd_unrendered, f"list {what}; --discard one session's")
     u.add_argument(
         "--discard", metavar="SESSION", help="discard this session's (its key, 8+ characters)"
     )
-    u.add_argument("--json", action="store_true", help="print the server's JSON")
+    add_flag(u, "--json", "print the server's JSON")
     add_url(u)
-    u.set_defaults(fn=cmd_unrendered)

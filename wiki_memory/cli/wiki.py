@@ -23,19 +23,15 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.cli.common import CliError, cli_settings
+from wiki_memory.cli.common import CliError, cli_settings, wiki_option
+from wiki_memory.cli.declare import add_command, add_flag
 from wiki_memory.cli.doctor import doctor_report, fix, print_report
 from wiki_memory.config import Settings
 
 
 def wiki_settings(args: argparse.Namespace) -> Settings:
-    extra: dict[str, Any] = {}
-    if getattr(args, "wiki", None):
-        wiki = Path(args.wiki).expanduser().resolve()
-        if not wiki.is_dir():
-            raise CliError(f"--wiki {args.wiki}: not a folder", 2)
-        extra["wiki_path"] = wiki
-    return cli_settings(args, **extra)
+    wiki = wiki_option(args)
+    return cli_settings(args) if wiki is None else cli_settings(args, wiki_path=wiki)
 
 
 # --------------------------------------------------------------------------- import
@@ -310,29 +306,31 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``import`` and ``doctor`` to the ``wiki-memory`` parser's subparsers."""
-    im = sub.add_parser("import", help="copy an existing vault folder into the wiki and commit it")
+    im = add_command(
+        sub, "import", cmd_import, "copy an existing vault folder into the wiki and commit it"
+    )
     im.add_argument(
         "path",
         help="the vault folder (an Obsidian vault, a git checkout, ...), or with --json the "
         "export file (- for standard input)",
     )
-    im.add_argument("--json", action="store_true", help="read a `wiki-memory export --json` file")
+    add_flag(im, "--json", "read a `wiki-memory export --json` file")
     im.add_argument("--into", default="", help="a folder of the wiki to copy it into")
     im.add_argument("--wiki", metavar="PATH", help="the wiki folder (default <data-dir>/wiki)")
-    im.set_defaults(fn=cmd_import)
 
-    dr = sub.add_parser(
+    dr = add_command(
+        sub,
         "doctor",
-        help="check the service, hooks, MCP, outbox, token, git, index and files; exit 1 on errors",
+        cmd_doctor,
+        "check the service, hooks, MCP, outbox, token, git, index and files; exit 1 on errors",
     )
     dr.add_argument("--wiki", metavar="PATH", help="the wiki folder (for `serve --wiki PATH`)")
-    dr.add_argument("--json", action="store_true", help="print the whole report as JSON")
-    dr.add_argument("--strict", action="store_true", help="warnings count as problems too")
+    add_flag(dr, "--json", "print the whole report as JSON")
+    add_flag(dr, "--strict", "warnings count as problems too")
     dr.add_argument("--limit", type=int, default=20, help="items shown per list (default 20)")
-    dr.add_argument(
+    add_flag(
+        dr,
         "--fix",
-        action="store_true",
-        help="apply the safe fixes: git lock files no process holds (over 10 minutes old), "
+        "apply the safe fixes: git lock files no process holds (over 10 minutes old), "
         "owner-only modes on the data directory and the token file",
     )
-    dr.set_defaults(fn=cmd_doctor)

@@ -154,6 +154,36 @@ STATEFUL = ToolAnnotations(
 )
 
 
+def asked_project(
+    memory: Memory,
+    user: Identity | None,
+    explicit: str | None,
+    cwd: str | None,
+    *,
+    required: bool,
+    personal: bool,
+    op: str | None,
+    missing: Callable[[], BadRequest],
+) -> str | None:
+    """The project a call of the MCP or HTTP face is about, by the core's one rule
+    (``Memory.resolve_project``): the ``explicit`` name (any case), else the one ``cwd``
+    (a working directory) lies in; None when nothing names one and it is not
+    ``required``. ``personal``: a write into ``user``'s own folder, where any clean name
+    is a label. ``op``: the call is a write of that audit operation, and a refused name is
+    also an audit line (``not_found``, ...). Raises what ``resolve_project`` raises
+    (UnknownProject listing ``user``'s projects, BadRequest for a path-like name), and
+    ``missing()`` (each face words its own) when ``required`` and nothing names one."""
+    try:
+        found = memory.resolve_project(explicit, user=user, cwd=cwd, personal=personal)
+    except WikiMemoryError as exc:
+        if op is not None:
+            memory.audited(user, op, f"projects/{explicit or ''}", audit_result(exc))
+        raise
+    if found is None and required:
+        raise missing()
+    return found
+
+
 class ToolBase:
     """One Memory and the plumbing every tool group uses (the groups subclass it)."""
 
@@ -240,19 +270,16 @@ class ToolBase:
         ``project`` when ``required`` and nothing names one. ``personal``: a write into
         the caller's own folder, where any clean name is a label. ``op``: the call is a
         write of that audit operation, and a refused name is a ``not_found`` audit line."""
-        try:
-            found = self.memory.resolve_project(
-                explicit, user=caller.identity, cwd=caller.cwd, personal=personal
-            )
-        except WikiMemoryError as exc:
-            if op is not None:
-                self.memory.audited(
-                    caller.identity, op, f"projects/{explicit or ''}", audit_result(exc)
-                )
-            raise
-        if found is None and required:
-            raise self.no_project(caller)
-        return found
+        return asked_project(
+            self.memory,
+            caller.identity,
+            explicit,
+            caller.cwd,
+            required=required,
+            personal=personal,
+            op=op,
+            missing=lambda: self.no_project(caller),
+        )
 
     @contextmanager
     def write_project(

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 
-from wiki_memory.audit import audit_result
-from wiki_memory.errors import BadJson, BadRequest, TooLarge, WikiMemoryError
+from wiki_memory.errors import BadJson, BadRequest, TooLarge
 from wiki_memory.identity import Identity, of_request
+from wiki_memory.mcp.common import asked_project
 
 if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
@@ -116,17 +116,16 @@ def body_project(
     into the caller's own folder, where any clean name is a label (``Memory.resolve_project``).
     ``op``: the body asks for a write of that audit operation; a refused name is then a
     ``not_found`` line of the audit log (a write refused before it reaches the core)."""
-    explicit = str_field(body, "project")
-    cwd = str_field(body, "cwd")
-    try:
-        found = memory.resolve_project(explicit, user=user, cwd=cwd, personal=personal)
-    except WikiMemoryError as exc:
-        if op is not None:
-            memory.audited(user, op, f"projects/{explicit or ''}", audit_result(exc))
-        raise
-    if found is None and required:
-        raise no_project(memory, user)
-    return found
+    return asked_project(
+        memory,
+        user,
+        str_field(body, "project"),
+        str_field(body, "cwd"),
+        required=required,
+        personal=personal,
+        op=op,
+        missing=lambda: no_project(memory, user),
+    )
 
 
 def no_project(memory: Memory, user: Identity | None) -> BadRequest:
