@@ -35,6 +35,7 @@ from wiki_memory.core.handoffs.auto import (
 )
 from wiki_memory.core.handoffs.model import (
     ID_RE,
+    LIST_OMITS,
     OWNED_KEYS,
     SECTIONS,
     STATES,
@@ -45,6 +46,7 @@ from wiki_memory.core.handoffs.model import (
     HandoffForbidden,
     HandoffMemory,
     Lease,
+    list_entry,
     parse_handoff,
     render_page,
     session_link,
@@ -55,6 +57,7 @@ from wiki_memory.core.handoffs.states import Leases, status_of
 
 __all__ = [
     "ID_RE",
+    "LIST_OMITS",
     "NEXT_STEP_RE",
     "OWNED_KEYS",
     "SECTIONS",
@@ -69,6 +72,7 @@ __all__ = [
     "HandoffService",
     "Lease",
     "Leases",
+    "list_entry",
     "SessionSignals",
     "next_step_lines",
     "open_automatic",

@@ -66,6 +66,12 @@ OWNED_KEYS = (
     "signals",
     "session_page",
 )
+#: keys of a handoff's JSON (:meth:`~wiki_memory.core.handoffs.service.HandoffService.to_json`)
+#: a listing of many leaves out (:func:`list_entry`): the stored state, the links to other
+#: pages and what only ``show`` returns; the listing keeps what to act on
+LIST_OMITS = frozenset(
+    {"stored_status", "session_page", "superseded_by", "sections", "metadata", "content"}
+)
 #: body sections: (JSON name, heading). The server writes them when it creates the page,
 #: and afterwards only ``## Outcome`` (on complete, when a note is given).
 SECTIONS = (
@@ -322,6 +328,16 @@ def parse_handoff(raw: bytes, path: str) -> Handoff | None:
 
 
 # --------------------------------------------------------------------------- rendering
+
+
+def list_entry(rec: dict[str, Any]) -> dict[str, Any]:
+    """A handoff as a listing of many shows it: ``rec`` (a
+    :meth:`~wiki_memory.core.handoffs.service.HandoffService.to_json` dict) without the keys
+    in :data:`LIST_OMITS`, in ``rec``'s order (``{id, path, title, project, status, user,
+    harness, session, to, visibility, created, updated, expires, claimed_by,
+    claimed_harness, claimed_session, claimed_at, done_at, auto, offered_to}``). A new
+    dict; ``rec`` is not changed."""
+    return {k: v for k, v in rec.items() if k not in LIST_OMITS}
 
 
 def bullets(value: Any) -> str:
