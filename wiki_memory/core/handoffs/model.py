@@ -23,7 +23,7 @@ from wiki_memory.errors import BadRequest, Forbidden, StateConflict
 from wiki_memory.identity import Identity
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.compiler import escape_controls
-from wiki_memory.wiki.frontmatter import dump_page
+from wiki_memory.wiki.frontmatter import HEAD_KEYS, dump_page
 from wiki_memory.wiki.page import parse_page
 
 if TYPE_CHECKING:
@@ -39,12 +39,7 @@ if TYPE_CHECKING:
 STATES = ("open", "offered", "claimed", "done", "cancelled", "expired")
 #: frontmatter keys the server owns on a handoff page (a person may edit any other)
 OWNED_KEYS = (
-    "type",
-    "id",
-    "title",
-    "created",
-    "updated",
-    "project",
+    *HEAD_KEYS,
     "status",
     "user",
     "harness",
