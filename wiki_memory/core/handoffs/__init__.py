@@ -34,6 +34,7 @@ from wiki_memory.core.handoffs.auto import (
     session_signals,
 )
 from wiki_memory.core.handoffs.model import (
+    CLAIM_KEYS,
     ID_RE,
     LIST_OMITS,
     OWNED_KEYS,
@@ -46,6 +47,7 @@ from wiki_memory.core.handoffs.model import (
     HandoffForbidden,
     HandoffMemory,
     Lease,
+    claim_fields,
     list_entry,
     parse_handoff,
     render_page,
@@ -56,6 +58,7 @@ from wiki_memory.core.handoffs.service import HandoffService
 from wiki_memory.core.handoffs.states import Leases, status_of
 
 __all__ = [
+    "CLAIM_KEYS",
     "ID_RE",
     "LIST_OMITS",
     "NEXT_STEP_RE",
@@ -72,6 +75,7 @@ __all__ = [
     "HandoffService",
     "Lease",
     "Leases",
+    "claim_fields",
     "list_entry",
     "SessionSignals",
     "next_step_lines",

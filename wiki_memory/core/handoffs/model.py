@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 #: stored states (``offered`` is never stored: it is an open handoff with a live lease)
 STATES = ("open", "offered", "claimed", "done", "cancelled", "expired")
+#: frontmatter keys of a handoff's claim: who holds it (user, harness, session) and since
+#: when; all empty while nobody holds it (:func:`claim_fields`)
+CLAIM_KEYS = ("claimed_by", "claimed_harness", "claimed_session", "claimed_at")
 #: frontmatter keys the server owns on a handoff page (a person may edit any other)
 OWNED_KEYS = (
     *HEAD_KEYS,
@@ -47,10 +50,7 @@ OWNED_KEYS = (
     "to",
     "visibility",
     "expires",
-    "claimed_by",
-    "claimed_harness",
-    "claimed_session",
-    "claimed_at",
+    *CLAIM_KEYS,
     "done_at",
     "done_by",
     "cancelled_at",
@@ -288,6 +288,15 @@ class Handoff:
             str(self.meta.get("claimed_harness") or ""),
             str(self.meta.get("claimed_session") or ""),
         )
+
+
+def claim_fields(who: Claimant | None, at: str | None = None) -> dict[str, Any]:
+    """The :data:`CLAIM_KEYS` of a handoff as frontmatter: held by ``who`` since ``at``
+    (ISO-8601 text): ``{claimed_by: user, claimed_harness, claimed_session, claimed_at}``;
+    with ``who`` None (nobody holds it), every key None. Raises nothing."""
+    if who is None:
+        return dict.fromkeys(CLAIM_KEYS)
+    return dict(zip(CLAIM_KEYS, (who.user, who.harness, who.session, at), strict=True))
 
 
 def _project_of_path(path: str) -> str | None:

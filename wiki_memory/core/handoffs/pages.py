@@ -25,6 +25,7 @@ from wiki_memory.core.handoffs.model import (
     Handoff,
     HandoffConfig,
     HandoffMemory,
+    claim_fields,
     parse_handoff,
     render_page,
 )
@@ -181,10 +182,7 @@ class HandoffPages:
             "to": to,
             "visibility": visibility,
             "expires": iso(expires),
-            "claimed_by": None,
-            "claimed_harness": None,
-            "claimed_session": None,
-            "claimed_at": None,
+            **claim_fields(None),
             "done_at": None,
         }
         if auto:
