@@ -114,15 +114,16 @@ def _dump_key(key: str, value: Any) -> str:
 
 
 HEAD_KEYS = ("type", "id", "title", "created", "updated", "project")
-"""The keys that open the frontmatter of every page the server writes (a note, a session
-page, a handoff), in this order: its kind, its id, its title, when it was created and
-last updated, and its project."""
+"""The keys that open the frontmatter of the records the server writes as pages (a note,
+a session page, a handoff), in this order: its kind, its id, its title, when it was
+created and last updated, and its project. (A topic, project or imported agent-file page
+has a frontmatter of its own.)"""
 
 
 def page_head(
     kind: str, page_id: str, title: str, created: str, updated: str, project: str | None
 ) -> dict[str, Any]:
-    """The :data:`HEAD_KEYS` of a page the server writes, as the start of its frontmatter
+    """The :data:`HEAD_KEYS` of a record the server writes as a page, as the start of its frontmatter
     dict: ``{type: kind, id: page_id, title, created, updated, project}`` (``created`` and
     ``updated``: ISO-8601 text; ``project`` None for a page of no project). The caller
     adds its own keys after these. Raises nothing."""
