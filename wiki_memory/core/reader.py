@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 
 from wiki_memory.capture.observation import observation_text
 from wiki_memory.capture.spool import Spool
@@ -22,6 +22,7 @@ from wiki_memory.core.strength import Strength
 from wiki_memory.core.userecord import UseRecord
 from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity, may_read
+from wiki_memory.index.pages import PageFilters
 from wiki_memory.index.store import Index
 from wiki_memory.index.supersede import Chains
 from wiki_memory.plainfile import page_hash
@@ -172,19 +173,15 @@ class Reader:
         return None
 
     def list_pages(
-        self,
-        project: str | None = None,
-        kind: str | None = None,
-        since: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-        user: Identity | None = None,
+        self, user: Identity | None = None, **filters: Unpack[PageFilters]
     ) -> list[dict[str, Any]]:
         """Pages from the index, newest first: ``[{path, id, title, kind, project, updated}]``.
-        Pages ``user`` may not see are left out in the SQL (they take no place in
-        ``limit``/``offset``; None: an anonymous caller). ``since``
+        ``filters``: :class:`~wiki_memory.index.pages.PageFilters` (project, kind, since,
+        limit 100, offset 0). Pages ``user`` may not see are left out in the SQL (they
+        take no place in ``limit``/``offset``; None: an anonymous caller). ``since``
         (ISO-8601, or epoch seconds as text) keeps pages updated at or after it; anything
         else raises :class:`~wiki_memory.recall.filters.FilterError` naming ``since``."""
+        since = filters.get("since")
         if since is not None:
             when = parse_time(since, "since")
             try:
@@ -193,10 +190,9 @@ class Reader:
                 pass  # an ISO string: compared as written, like the stored ones
             else:  # epoch seconds: as the ISO-8601 UTC text the index compares
                 since = datetime.fromtimestamp(when or 0.0, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+                filters["since"] = since
         who = self.scope.identity(user)
-        rows = self.index.list_pages(
-            project=project, kind=kind, since=since, limit=limit, offset=offset, who=who
-        )
+        rows = self.index.list_pages(who, **filters)
         return marked_rows(rows, self.index.chains(who))
 
     def read_page(

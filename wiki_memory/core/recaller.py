@@ -23,6 +23,7 @@ from typing import Any
 from wiki_memory import zones
 from wiki_memory.config import Settings
 from wiki_memory.core.contradictions import find_contradictions, flags_by_page
+from wiki_memory.core.fieldsjson import fields_json
 from wiki_memory.core.scanrecall import scan_recall
 from wiki_memory.core.scope import ScopeRule
 from wiki_memory.core.userecord import UseRecord
@@ -66,18 +67,8 @@ class RecallResult:
     complete: bool = True
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "items": self.items,
-            "used_tokens": self.used_tokens,
-            "budget_tokens": self.budget_tokens,
-            "omitted": self.omitted,
-            "total": self.total,
-            "cursor": self.cursor,
-            "next_cursor": self.next_cursor,
-            "needs_tokens": self.needs_tokens,
-            "changed": self.changed,
-            "complete": self.complete,
-        }
+        """Every field under its own name (:func:`~wiki_memory.core.fieldsjson.fields_json`)."""
+        return fields_json(self)
 
 
 POS_BITS = 24

@@ -30,7 +30,7 @@ from wiki_memory.core.pages import project_folder
 from wiki_memory.errors import BadRequest, Conflict
 from wiki_memory.identity import Identity
 from wiki_memory.plainfile import page_hash
-from wiki_memory.wiki.frontmatter import dump_page
+from wiki_memory.wiki.frontmatter import dump_page, page_head
 from wiki_memory.wiki.names import unique_page_path
 from wiki_memory.wiki.page import parse_page
 
@@ -177,12 +177,7 @@ def remember(
     harness = (harness or "").strip() or DEFAULT_HARNESS
     now = time.time()
     meta: dict[str, Any] = {
-        "type": "note",
-        "id": f"note_{uuid.uuid4().hex[:16]}",
-        "title": clean_title,
-        "created": iso(now),
-        "updated": iso(now),
-        "project": proj,
+        **page_head("note", f"note_{uuid.uuid4().hex[:16]}", clean_title, iso(now), iso(now), proj),
         "tags": all_tags,
         "user": name,
         "harness": harness,

@@ -42,6 +42,7 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from wiki_memory.core import syncguard as guard
+from wiki_memory.core.fieldsjson import fields_json
 from wiki_memory.core.syncmerge import CACHE, SyncMerge
 from wiki_memory.core.syncstate import STATE as _STATE
 from wiki_memory.core.syncstate import sync_lines, sync_status, utc_stamp
@@ -110,16 +111,8 @@ class SyncReport:
     notes: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "remote": self.remote,
-            "action": self.action,
-            "pushed": self.pushed,
-            "conflicts": self.conflicts,
-            "remote_gc": self.remote_gc,
-            "refused": self.refused,
-            "error": self.error,
-            "notes": self.notes,
-        }
+        """Every field under its own name (:func:`~wiki_memory.core.fieldsjson.fields_json`)."""
+        return fields_json(self)
 
 
 class SyncService:

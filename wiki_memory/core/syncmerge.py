@@ -98,24 +98,11 @@ class SyncMerge:
         follow: bool = False,
         accept: bool = False,
     ) -> WriteResult:
-        """The writer job of one merge: :meth:`_merge_job`'s result and its :attr:`notes`
-        (copy -> whose version is where) as its value."""
-        res = self._merge_job(name, theirs, seen, squash, follow, accept)
-        return WriteResult(value=(*res, dict(self.notes)))
-
-    def _merge_job(
-        self,
-        name: str,
-        theirs: ObjectID | None,
-        seen: str | None,
-        squash: bool = False,
-        follow: bool = False,
-        accept: bool = False,
-    ) -> tuple[ObjectID, str, dict[str, str], list[dict[str, str]]]:
-        """On the writer thread: merge the fetched ``theirs`` into the local branch and
-        return (what to push: the new shared projection, or ``theirs`` when the two differ
-        only where the border refused the hub's entries; the action, the conflicts, the
-        refusals new in this sync).
+        """The writer job of one merge, on the writer thread: merge the fetched ``theirs``
+        into the local branch; its value is (what to push: the new shared projection, or
+        ``theirs`` when the two differ only where the border refused the hub's entries;
+        the action, the conflicts, the refusals new in this sync, and the :attr:`notes`:
+        conflict copy -> whose version is where).
 
         What the hub sends passes :meth:`_admit` (the border) first: a refused entry
         takes the local version, or stays absent; a page's ``pinned`` never comes in, and
@@ -171,15 +158,11 @@ class SyncMerge:
                 if theirs is not None and syncrefusals.only_refused(
                     self.wiki_dir, repo, mine, theirs
                 ):
-                    return theirs, "up to date", conflicts, []
-                return (
-                    syncrefusals.keep_refused(
-                        self.wiki_dir, repo, name, self._commit, mine, theirs
-                    ),
-                    "up to date",
-                    conflicts,
-                    [],
+                    return WriteResult(value=(theirs, "up to date", conflicts, [], {}))
+                out = syncrefusals.keep_refused(
+                    self.wiki_dir, repo, name, self._commit, mine, theirs
                 )
+                return WriteResult(value=(out, "up to date", conflicts, [], {}))
             assert theirs is not None
             local_files = rp.flat_tree(repo, tree_of(repo, local))
             personal = personal_files(shared, local_files)
@@ -289,7 +272,7 @@ class SyncMerge:
         elif changed:
             self.memory.index.sync_paths(self.wiki_dir, changed)
         log.info("sync with %s: %s, %d file(s) changed", name, action, len(changed))
-        return out, action, conflicts, fresh
+        return WriteResult(value=(out, action, conflicts, fresh, dict(self.notes)))
 
     # ------------------------------------------------------------------ the border
     def _admit(

@@ -18,7 +18,7 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import apsw
 
@@ -35,6 +35,7 @@ from wiki_memory.index.schema import (
     INSERT_PAGE,
     INSERT_SECTION,
     UPDATED,
+    given_sql,
     scalar,
 )
 from wiki_memory.index.stem import DEFAULT_LANGUAGES, language
@@ -430,6 +431,20 @@ def page_meta(
     return None if row is None else _page_dict(row)
 
 
+class PageFilters(TypedDict, total=False):
+    """The filters of a page listing, as keyword arguments (each optional): ``project``
+    and ``kind`` (the page's equals it; None: any), ``since`` (ISO-8601 text compared with
+    the page's ``updated``, else ``created``, else mtime; None: any time), ``limit`` (at
+    most this many rows; default 100) and ``offset`` (rows skipped first; default 0).
+    :func:`list_pages` holds the defaults; the layers above pass these on unchanged."""
+
+    project: str | None
+    kind: str | None
+    since: str | None
+    limit: int
+    offset: int
+
+
 def list_pages(
     conn: apsw.Connection,
     project: str | None = None,
@@ -442,17 +457,11 @@ def list_pages(
     """Pages ``who`` may see, most recently updated first, as :func:`page_meta` dicts
     (:meth:`~wiki_memory.index.store.Index.list_pages`)."""
     cond, args = visible_sql("p", who)
-    where: list[str] = [cond, shown_sql("p", "list")]
-    if project is not None:
-        where.append("p.project = ?")
-        args.append(project)
-    if kind is not None:
-        where.append("p.kind = ?")
-        args.append(kind)
-    if since is not None:
-        where.append(f"{UPDATED} >= ?")
-        args.append(since)
-    args.extend([int(limit), int(offset)])
+    given, given_args = given_sql(
+        ("p.project = ?", project), ("p.kind = ?", kind), (f"{UPDATED} >= ?", since)
+    )
+    where = [cond, shown_sql("p", "list"), *given]
+    args.extend([*given_args, int(limit), int(offset)])
     sql = f"""
         SELECT p.path, p.id, p.title, p.kind, p.project, p.tags, p.aliases,
                {UPDATED} AS updated, p.created, p.hash, p.size, p.mtime, p.meta,

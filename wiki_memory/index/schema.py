@@ -327,6 +327,16 @@ def scalar(conn: apsw.Connection, sql: str) -> int:
     return int(row[0])
 
 
+def given_sql(*conds: tuple[str, Any]) -> tuple[list[str], list[Any]]:
+    """The optional filters of a query: ``conds`` are ``(sql, value)`` pairs, each ``sql``
+    a condition with one ``?`` (``"p.kind = ?"``); those whose value is not None give
+    ``(conditions, arguments)``, in order, to join with ``AND`` and bind. A value of None
+    means "not asked", never ``IS NULL``."""
+    where = [sql for sql, value in conds if value is not None]
+    args = [value for _, value in conds if value is not None]
+    return where, args
+
+
 def chunks(items: Sequence[Any], n: int = 500) -> Iterator[Sequence[Any]]:
     """``items`` in slices of at most ``n`` (SQLite bounds the ``?`` of one statement)."""
     for i in range(0, len(items), n):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 import apsw
 
@@ -27,7 +27,7 @@ from wiki_memory.errors import Unavailable
 from wiki_memory.index.db import note_failure
 from wiki_memory.index.pages import as_text
 from wiki_memory.index.query import build_match
-from wiki_memory.index.schema import BM25_WEIGHTS, UPDATED
+from wiki_memory.index.schema import BM25_WEIGHTS, UPDATED, given_sql
 from wiki_memory.index.text import index_text
 
 _BM25 = "bm25(fts, {})".format(", ".join(str(w) for w in BM25_WEIGHTS.values()))
@@ -103,6 +103,25 @@ class SpoolHit:
 # --- pages ---------------------------------------------------------------------------------
 
 
+SEARCH_LIMIT = 50
+"""How many sections a search returns when its caller names no ``limit``."""
+
+
+class SectionFilters(TypedDict, total=False):
+    """The filters of a section search, as keyword arguments (each optional; applied in
+    the SQL, before ranking and the limit): ``project`` (the section's page is in it;
+    None: any), ``kinds`` (page kinds such as ``["note", "session"]``; None: any; an empty
+    list allows none), ``exclude_dirs`` (wiki-relative folders whose pages are left out;
+    default none) and ``limit`` (at most this many sections; default
+    :data:`SEARCH_LIMIT`). :func:`search` holds the defaults; the layers above pass these
+    on unchanged."""
+
+    project: str | None
+    kinds: Sequence[str] | None
+    exclude_dirs: Sequence[str]
+    limit: int
+
+
 def search(
     conn: apsw.Connection,
     match: str,
@@ -110,18 +129,14 @@ def search(
     project: str | None = None,
     kinds: Sequence[str] | None = None,
     exclude_dirs: Sequence[str] = (),
-    limit: int = 50,
+    limit: int = SEARCH_LIMIT,
 ) -> list[SectionHit]:
     """The work of :meth:`wiki_memory.index.store.Index.search` (documented there)."""
     if not match or not match.strip() or limit <= 0:
         return []
     if kinds is not None and not kinds:
         return []
-    where = ["fts MATCH ?"]
-    args: list[Any] = [match]
-    if project is not None:
-        where.append("s.project = ?")
-        args.append(project)
+    where, args = given_sql(("fts MATCH ?", match), ("s.project = ?", project))
     if kinds is not None:
         where.append("s.kind IN ({})".format(", ".join("?" * len(kinds))))
         args.extend(kinds)
@@ -158,11 +173,8 @@ def query(
     conn: apsw.Connection,
     text: str,
     *,
-    project: str | None = None,
-    kinds: Sequence[str] | None = None,
-    exclude_dirs: Sequence[str] = (),
-    limit: int = 50,
     mode: Literal["auto", "and", "or"] = "auto",
+    **filters: Unpack[SectionFilters],
 ) -> list[SectionHit]:
     """The work of :meth:`wiki_memory.index.store.Index.query` (documented there)."""
     if mode not in ("auto", "and", "or"):
@@ -170,15 +182,15 @@ def query(
     first = build_match(text, "or" if mode == "or" else "and")
     if first is None:
         return []
-    scope: dict[str, Any] = {"project": project, "kinds": kinds, "exclude_dirs": exclude_dirs}
-    hits = search(conn, first, limit=limit, **scope)
+    limit = filters.get("limit", SEARCH_LIMIT)
+    hits = search(conn, first, **filters)
     if mode != "auto" or len(hits) >= max(1, limit // 5):
         return hits
     second = build_match(text, "or")
     if second is None or second == first:
         return hits
     seen = {(h.path, h.anchor, h.line) for h in hits}
-    for h in search(conn, second, limit=limit, **scope):
+    for h in search(conn, second, **filters):
         if len(hits) >= limit:
             break
         if (h.path, h.anchor, h.line) not in seen:
@@ -189,25 +201,32 @@ def query(
 # --- the spool -----------------------------------------------------------------------------
 
 
+class SpoolFilters(TypedDict, total=False):
+    """The filters of a spool search, as keyword arguments (each optional; applied in the
+    SQL, before ranking and the limit): ``project`` and ``user`` (the observation's equals
+    it; None: any) and ``limit`` (at most this many observations; default
+    :data:`SEARCH_LIMIT`). :func:`search_spool` holds the defaults; the layers above pass
+    these on unchanged."""
+
+    project: str | None
+    user: str | None
+    limit: int
+
+
 def search_spool(
     conn: apsw.Connection,
     match: str,
     *,
     project: str | None = None,
     user: str | None = None,
-    limit: int = 50,
+    limit: int = SEARCH_LIMIT,
 ) -> list[SpoolHit]:
     """The work of :meth:`wiki_memory.index.store.Index.search_spool` (documented there)."""
     if not match or not match.strip() or limit <= 0:
         return []
-    where = ["spool_fts MATCH ?"]
-    args: list[Any] = [match]
-    if project is not None:
-        where.append("s.project = ?")
-        args.append(project)
-    if user is not None:
-        where.append("s.user = ?")
-        args.append(user)
+    where, args = given_sql(
+        ("spool_fts MATCH ?", match), ("s.project = ?", project), ("s.user = ?", user)
+    )
     args.append(int(limit))
     sql = f"""
         SELECT s.session_key, s.obs_id, s.project, s.session_id, s.ts, s.text,
@@ -241,16 +260,14 @@ def query_spool(
     conn: apsw.Connection,
     text: str,
     *,
-    project: str | None = None,
-    user: str | None = None,
-    limit: int = 50,
     mode: Literal["and", "or"] = "and",
+    **filters: Unpack[SpoolFilters],
 ) -> list[SpoolHit]:
     """:func:`search_spool` for free text (built safely with ``build_match``)."""
     match = build_match(text, mode)
     if match is None:
         return []
-    return search_spool(conn, match, project=project, user=user, limit=limit)
+    return search_spool(conn, match, **filters)
 
 
 def add_spool_row(conn: apsw.Connection, row: Mapping[str, Any]) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import apsw
 
@@ -37,7 +37,13 @@ from wiki_memory.index import vectors as vecs
 from wiki_memory.index.db import Database
 from wiki_memory.index.files import is_indexable
 from wiki_memory.index.schema import BM25_WEIGHTS, SCHEMA_VERSION, read_wiki_root, set_meta
-from wiki_memory.index.search import SearchError, SectionHit, SpoolHit
+from wiki_memory.index.search import (
+    SearchError,
+    SectionFilters,
+    SectionHit,
+    SpoolFilters,
+    SpoolHit,
+)
 from wiki_memory.index.spoolqueue import SpoolQueue
 from wiki_memory.index.stem import DEFAULT_LANGUAGES
 
@@ -304,43 +310,27 @@ class Index:
 
     # -- search --
 
-    def search(
-        self,
-        match: str,
-        *,
-        project: str | None = None,
-        kinds: Sequence[str] | None = None,
-        exclude_dirs: Sequence[str] = (),
-        limit: int = 50,
-    ) -> list[SectionHit]:
+    def search(self, match: str, **filters: Unpack[SectionFilters]) -> list[SectionHit]:
         """Run an FTS5 ``MATCH`` expression (from :func:`~wiki_memory.index.query.build_match`).
 
-        Returns at most ``limit`` sections, best first, ranked by weighted bm25
-        (:data:`BM25_WEIGHTS`). ``project`` and ``kinds`` (page kinds, e.g.
-        ``["note", "session"]``; an empty list allows none) and ``exclude_dirs``
-        (wiki-relative directories whose pages are left out, e.g. other people's
-        ``people/<user>``) filter inside the SQL, before ranking and the limit. An empty ``match`` gives ``[]``. Raises
+        Returns at most ``limit`` sections (default 50), best first, ranked by weighted
+        bm25 (:data:`BM25_WEIGHTS`). ``filters``:
+        :class:`~wiki_memory.index.search.SectionFilters`: ``project`` and ``kinds`` (page
+        kinds, e.g. ``["note", "session"]``; an empty list allows none) and
+        ``exclude_dirs`` (wiki-relative directories whose pages are left out, e.g. other
+        people's ``people/<user>``) filter inside the SQL, before ranking and the limit;
+        an unknown filter raises TypeError. An empty ``match`` gives ``[]``. Raises
         :class:`SearchError` when SQLite fails (bad expression, I/O): an error is
         never reported as zero hits.
         """
-        return search.search(
-            self._conn(),
-            match,
-            project=project,
-            kinds=kinds,
-            exclude_dirs=exclude_dirs,
-            limit=limit,
-        )
+        return search.search(self._conn(), match, **filters)
 
     def query(
         self,
         text: str,
         *,
-        project: str | None = None,
-        kinds: Sequence[str] | None = None,
-        exclude_dirs: Sequence[str] = (),
-        limit: int = 50,
         mode: Literal["auto", "and", "or"] = "auto",
+        **filters: Unpack[SectionFilters],
     ) -> list[SectionHit]:
         """Search free text safely (see :mod:`wiki_memory.index.query`).
 
@@ -350,15 +340,7 @@ class Index:
         Text with nothing searchable (``""``, ``*``, punctuation) gives ``[]``.
         Filters as in :meth:`search`. Raises :class:`SearchError` when the engine fails.
         """
-        return search.query(
-            self._conn(),
-            text,
-            project=project,
-            kinds=kinds,
-            exclude_dirs=exclude_dirs,
-            limit=limit,
-            mode=mode,
-        )
+        return search.query(self._conn(), text, mode=mode, **filters)
 
     # -- spool --
 
@@ -395,36 +377,23 @@ class Index:
         with self._db.writing() as conn:
             return search.replace_spool(conn, rows)
 
-    def search_spool(
-        self,
-        match: str,
-        *,
-        project: str | None = None,
-        user: str | None = None,
-        limit: int = 50,
-    ) -> list[SpoolHit]:
-        """Run an FTS5 ``MATCH`` expression over the spool; filters apply before ranking.
+    def search_spool(self, match: str, **filters: Unpack[SpoolFilters]) -> list[SpoolHit]:
+        """Run an FTS5 ``MATCH`` expression over the spool; ``filters``
+        (:class:`~wiki_memory.index.search.SpoolFilters`: project, user, limit) apply
+        before ranking; an unknown filter raises TypeError.
 
-        Returns at most ``limit`` observations, best first. Raises
+        Returns at most ``limit`` observations (default 50), best first. Raises
         :class:`SearchError` when SQLite fails.
         """
         self._spool_rows.flush()
-        return search.search_spool(self._conn(), match, project=project, user=user, limit=limit)
+        return search.search_spool(self._conn(), match, **filters)
 
     def query_spool(
-        self,
-        text: str,
-        *,
-        project: str | None = None,
-        user: str | None = None,
-        limit: int = 50,
-        mode: Literal["and", "or"] = "and",
+        self, text: str, *, mode: Literal["and", "or"] = "and", **filters: Unpack[SpoolFilters]
     ) -> list[SpoolHit]:
         """:meth:`search_spool` for free text (built safely with ``build_match``)."""
         self._spool_rows.flush()
-        return search.query_spool(
-            self._conn(), text, project=project, user=user, limit=limit, mode=mode
-        )
+        return search.query_spool(self._conn(), text, mode=mode, **filters)
 
     # -- reading pages --
 
@@ -438,21 +407,16 @@ class Index:
         return pages.page_meta(self._conn(), path, who)
 
     def list_pages(
-        self,
-        project: str | None = None,
-        kind: str | None = None,
-        since: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-        who: Identity | None = None,
+        self, who: Identity | None = None, **filters: Unpack[pages.PageFilters]
     ) -> list[dict[str, Any]]:
         """Pages, most recently updated first (then by path), as :meth:`page_meta` dicts.
 
-        ``since`` is an ISO-8601 string compared with the page's ``updated`` (else
+        ``filters``: :class:`~wiki_memory.index.pages.PageFilters` (project, kind, since,
+        limit, offset). ``since`` is an ISO-8601 string compared with the page's ``updated`` (else
         ``created``, else mtime), which is returned under ``updated``. Pages ``who`` may
         not see are left out in the SQL, so they take no place in ``limit``/``offset``.
         """
-        return pages.list_pages(self._conn(), project, kind, since, limit, offset, who)
+        return pages.list_pages(self._conn(), who=who, **filters)
 
     def folder_listing(
         self, folder: str, limit: int = 500, offset: int = 0, who: Identity | None = None

@@ -16,6 +16,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from wiki_memory.core.handoffs import list_entry
 from wiki_memory.core.quoting import inline, qt
 from wiki_memory.mcp.common import (
     ADDITIVE,
@@ -80,7 +81,7 @@ class HandoffOps(ToolBase):
         return self.result(data, text)
 
     def handoff_list(self, rows: list[dict[str, Any]], reader: str | None = None) -> CallToolResult:
-        recs = [_handoff_summary(r) for r in rows]
+        recs = [list_entry(r) for r in rows]
 
         def build(sel: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
             data: HandoffsOut = {"handoffs": sel, "omitted": len(recs) - len(sel)}
@@ -99,34 +100,6 @@ class HandoffOps(ToolBase):
 
         data, text, _ = self.fit(recs, build)
         return self.result(data, text)
-
-
-_SUMMARY_KEYS = (
-    "id",
-    "path",
-    "title",
-    "project",
-    "status",
-    "user",
-    "harness",
-    "session",
-    "to",
-    "visibility",
-    "created",
-    "updated",
-    "expires",
-    "claimed_by",
-    "claimed_harness",
-    "claimed_session",
-    "claimed_at",
-    "done_at",
-    "auto",
-    "offered_to",
-)
-
-
-def _handoff_summary(rec: dict[str, Any]) -> dict[str, Any]:
-    return {k: rec[k] for k in _SUMMARY_KEYS if k in rec}
 
 
 def _left_by(rec: dict[str, Any], reader: str | None) -> str:

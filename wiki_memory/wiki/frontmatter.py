@@ -32,8 +32,10 @@ from wiki_memory.wiki.frontmatter_read import (
 )
 
 __all__ = [
+    "HEAD_KEYS",
     "FrontmatterError",
     "dump_page",
+    "page_head",
     "set_keys",
 ]
 
@@ -109,6 +111,23 @@ def _dump_key(key: str, value: Any) -> str:
         sort_keys=False,
         width=1 << 30,
     )
+
+
+HEAD_KEYS = ("type", "id", "title", "created", "updated", "project")
+"""The keys that open the frontmatter of the records the server writes as pages (a note,
+a session page, a handoff), in this order: its kind, its id, its title, when it was
+created and last updated, and its project. (A topic, project or imported agent-file page
+has a frontmatter of its own.)"""
+
+
+def page_head(
+    kind: str, page_id: str, title: str, created: str, updated: str, project: str | None
+) -> dict[str, Any]:
+    """The :data:`HEAD_KEYS` of a record the server writes as a page, as the start of its frontmatter
+    dict: ``{type: kind, id: page_id, title, created, updated, project}`` (``created`` and
+    ``updated``: ISO-8601 text; ``project`` None for a page of no project). The caller
+    adds its own keys after these. Raises nothing."""
+    return dict(zip(HEAD_KEYS, (kind, page_id, title, created, updated, project), strict=True))
 
 
 def dump_page(metadata: Mapping[str, Any], body: str) -> str:

@@ -34,7 +34,9 @@ from wiki_memory.core.handoffs.auto import (
     session_signals,
 )
 from wiki_memory.core.handoffs.model import (
+    CLAIM_KEYS,
     ID_RE,
+    LIST_OMITS,
     OWNED_KEYS,
     SECTIONS,
     STATES,
@@ -45,6 +47,8 @@ from wiki_memory.core.handoffs.model import (
     HandoffForbidden,
     HandoffMemory,
     Lease,
+    claim_fields,
+    list_entry,
     parse_handoff,
     render_page,
     session_link,
@@ -54,7 +58,9 @@ from wiki_memory.core.handoffs.service import HandoffService
 from wiki_memory.core.handoffs.states import Leases, status_of
 
 __all__ = [
+    "CLAIM_KEYS",
     "ID_RE",
+    "LIST_OMITS",
     "NEXT_STEP_RE",
     "OWNED_KEYS",
     "SECTIONS",
@@ -69,6 +75,8 @@ __all__ = [
     "HandoffService",
     "Lease",
     "Leases",
+    "claim_fields",
+    "list_entry",
     "SessionSignals",
     "next_step_lines",
     "open_automatic",

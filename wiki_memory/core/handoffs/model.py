@@ -23,7 +23,7 @@ from wiki_memory.errors import BadRequest, Forbidden, StateConflict
 from wiki_memory.identity import Identity
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.compiler import escape_controls
-from wiki_memory.wiki.frontmatter import dump_page
+from wiki_memory.wiki.frontmatter import HEAD_KEYS, dump_page
 from wiki_memory.wiki.page import parse_page
 
 if TYPE_CHECKING:
@@ -37,14 +37,12 @@ if TYPE_CHECKING:
 
 #: stored states (``offered`` is never stored: it is an open handoff with a live lease)
 STATES = ("open", "offered", "claimed", "done", "cancelled", "expired")
+#: frontmatter keys of a handoff's claim: who holds it (user, harness, session) and since
+#: when; all empty while nobody holds it (:func:`claim_fields`)
+CLAIM_KEYS = ("claimed_by", "claimed_harness", "claimed_session", "claimed_at")
 #: frontmatter keys the server owns on a handoff page (a person may edit any other)
 OWNED_KEYS = (
-    "type",
-    "id",
-    "title",
-    "created",
-    "updated",
-    "project",
+    *HEAD_KEYS,
     "status",
     "user",
     "harness",
@@ -52,10 +50,7 @@ OWNED_KEYS = (
     "to",
     "visibility",
     "expires",
-    "claimed_by",
-    "claimed_harness",
-    "claimed_session",
-    "claimed_at",
+    *CLAIM_KEYS,
     "done_at",
     "done_by",
     "cancelled_at",
@@ -65,6 +60,12 @@ OWNED_KEYS = (
     "auto",
     "signals",
     "session_page",
+)
+#: keys of a handoff's JSON (:meth:`~wiki_memory.core.handoffs.service.HandoffService.to_json`)
+#: a listing of many leaves out (:func:`list_entry`): the stored state, the links to other
+#: pages and what only ``show`` returns; the listing keeps what to act on
+LIST_OMITS = frozenset(
+    {"stored_status", "session_page", "superseded_by", "sections", "metadata", "content"}
 )
 #: body sections: (JSON name, heading). The server writes them when it creates the page,
 #: and afterwards only ``## Outcome`` (on complete, when a note is given).
@@ -289,6 +290,15 @@ class Handoff:
         )
 
 
+def claim_fields(who: Claimant | None, at: str | None = None) -> dict[str, Any]:
+    """The :data:`CLAIM_KEYS` of a handoff as frontmatter: held by ``who`` since ``at``
+    (ISO-8601 text): ``{claimed_by: user, claimed_harness, claimed_session, claimed_at}``;
+    with ``who`` None (nobody holds it), every key None. Raises nothing."""
+    if who is None:
+        return dict.fromkeys(CLAIM_KEYS)
+    return dict(zip(CLAIM_KEYS, (who.user, who.harness, who.session, at), strict=True))
+
+
 def _project_of_path(path: str) -> str | None:
     parts = path.split("/")
     return parts[1] if len(parts) >= 3 and parts[0] == "projects" else None
@@ -322,6 +332,16 @@ def parse_handoff(raw: bytes, path: str) -> Handoff | None:
 
 
 # --------------------------------------------------------------------------- rendering
+
+
+def list_entry(rec: dict[str, Any]) -> dict[str, Any]:
+    """A handoff as a listing of many shows it: ``rec`` (a
+    :meth:`~wiki_memory.core.handoffs.service.HandoffService.to_json` dict) without the keys
+    in :data:`LIST_OMITS`, in ``rec``'s order (``{id, path, title, project, status, user,
+    harness, session, to, visibility, created, updated, expires, claimed_by,
+    claimed_harness, claimed_session, claimed_at, done_at, auto, offered_to}``). A new
+    dict; ``rec`` is not changed."""
+    return {k: v for k, v in rec.items() if k not in LIST_OMITS}
 
 
 def bullets(value: Any) -> str:

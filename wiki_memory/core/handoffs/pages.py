@@ -25,6 +25,7 @@ from wiki_memory.core.handoffs.model import (
     Handoff,
     HandoffConfig,
     HandoffMemory,
+    claim_fields,
     parse_handoff,
     render_page,
 )
@@ -32,7 +33,7 @@ from wiki_memory.core.handoffs.states import Leases
 from wiki_memory.core.writer import WriteResult
 from wiki_memory.errors import BadRequest, Conflict, NotFound
 from wiki_memory.identity import Identity
-from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
+from wiki_memory.wiki.frontmatter import FrontmatterError, page_head, set_keys
 
 log = logging.getLogger("wiki_memory.core.handoffs")
 
@@ -171,13 +172,9 @@ class HandoffPages:
             if visibility == "personal"
             else f"projects/{project}/handoffs/{hid}.md"
         )
+        # project None: a session that had no project
         meta: dict[str, Any] = {
-            "type": "handoff",
-            "id": hid,
-            "title": title,
-            "created": iso(now),
-            "updated": iso(now),
-            "project": project or None,  # None: a session that had no project
+            **page_head("handoff", hid, title, iso(now), iso(now), project or None),
             "status": "open",
             "user": who.user,
             "harness": who.harness,
@@ -185,10 +182,7 @@ class HandoffPages:
             "to": to,
             "visibility": visibility,
             "expires": iso(expires),
-            "claimed_by": None,
-            "claimed_harness": None,
-            "claimed_session": None,
-            "claimed_at": None,
+            **claim_fields(None),
             "done_at": None,
         }
         if auto:

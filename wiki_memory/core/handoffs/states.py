@@ -29,6 +29,7 @@ from wiki_memory.core.handoffs.model import (
     HandoffConflict,
     HandoffForbidden,
     Lease,
+    claim_fields,
     new_offer_code,
 )
 
@@ -235,14 +236,7 @@ def decide_claim(h: Handoff, now: float, who: Claimant, leases: Leases) -> dict[
             lease.holder.to_json(),
         )
     leases.claimed(h.id, who)
-    return {
-        "status": "claimed",
-        "claimed_by": who.user,
-        "claimed_harness": who.harness,
-        "claimed_session": who.session,
-        "claimed_at": iso(now),
-        "updated": iso(now),
-    }
+    return {"status": "claimed", **claim_fields(who, iso(now)), "updated": iso(now)}
 
 
 def decide_complete(h: Handoff, now: float, who: Claimant, leases: Leases) -> dict[str, Any] | None:
@@ -287,14 +281,7 @@ def decide_release(h: Handoff, now: float, user: str, leases: Leases) -> dict[st
             "claimed",
             holder.to_json(),
         )
-    return {
-        "status": "open",
-        "claimed_by": None,
-        "claimed_harness": None,
-        "claimed_session": None,
-        "claimed_at": None,
-        "updated": iso(now),
-    }
+    return {"status": "open", **claim_fields(None), "updated": iso(now)}
 
 
 def decide_cancel(
