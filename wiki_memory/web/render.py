@@ -58,6 +58,7 @@ from wiki_memory.web.links import (
     page_url,
     tag_url,
 )
+from wiki_memory.wiki.page import BLOCK_ID_RE
 
 __all__ = [
     "RenderCache",
@@ -74,7 +75,6 @@ _SCHEME_RE = re.compile(r"^([a-z][a-z0-9+.\-]*):")
 _ALLOWED_SCHEMES = frozenset({"http", "https", "mailto"})
 _CTRL_RE = re.compile(r"[\x00-\x20\x7f]+")
 _LONE_ID_RE = re.compile(r"\^([A-Za-z0-9-]+)")
-_TRAILING_ID_RE = re.compile(r"(?:^|[ \t])\^([A-Za-z0-9-]+)[ \t]*$")
 _COMMENT_RE = re.compile(r"<!--(?:(?!-->).)*-->|%%(?:(?!%%).)*%%", re.S)
 _CALLOUT_RE = re.compile(r"\[!([^\]\s]{1,40})\]([+-]?)[ \t]*(.*)")
 _WIKILINK_INNER = re.compile(r"[^\[\]\n]+")
@@ -255,7 +255,7 @@ def _structure(state: StateCore) -> None:
                 i += 3
                 run_start = len(out)
                 continue
-            trailing = None if lone else _TRAILING_ID_RE.search(inline.content)
+            trailing = None if lone else BLOCK_ID_RE.search(inline.content)
             if lone or trailing:
                 m = lone or trailing
                 assert m is not None
@@ -285,12 +285,12 @@ def _structure(state: StateCore) -> None:
 
 def _strip_marker(inline: Token) -> None:
     """Remove the trailing `` ^id`` from an inline token's children (and content)."""
-    inline.content = _TRAILING_ID_RE.sub("", inline.content).rstrip()
+    inline.content = BLOCK_ID_RE.sub("", inline.content).rstrip()
     children = inline.children or []
     while children:
         last = children[-1]
         if last.type == "text":
-            stripped = _TRAILING_ID_RE.sub("", last.content)
+            stripped = BLOCK_ID_RE.sub("", last.content)
             if _LONE_ID_RE.fullmatch(last.content.strip()):
                 stripped = ""
             last.content = stripped.rstrip()

@@ -26,6 +26,7 @@ from wiki_memory.wiki.frontmatter_read import (
 )
 
 __all__ = [
+    "BLOCK_ID_RE",
     "Diagnostic",
     "Link",
     "ParsedPage",
@@ -138,7 +139,9 @@ _QUOTE_RE = re.compile(r"(?:[ \t]{0,3}>[ \t]?)+")
 _HEADING_RE = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*))?")
 _LIST_RE = re.compile(r"([ \t]*)([-*+]|\d{1,9}[.)])(?:[ \t]+|$)")
 _HR_RE = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*")
-_BLOCK_ID_RE = re.compile(r"(?:^|[ \t])\^([A-Za-z0-9-]+)[ \t]*$")
+#: a block id ending a line (``text ^id``), Obsidian's way to address one block; the web
+#: view strips it with the same pattern
+BLOCK_ID_RE = re.compile(r"(?:^|[ \t])\^([A-Za-z0-9-]+)[ \t]*$")
 _ANY_BLOCK_ID_RE = re.compile(r"\^[A-Za-z0-9-]+[ \t]*$", re.M)
 # A wikilink; a "!" right before it makes it an embed (checked in code: a pattern that
 # starts with the literal "[[" is searched for far faster than one starting with "!?").
@@ -534,7 +537,7 @@ def _sections(
         "^" in text
         and _ANY_BLOCK_ID_RE.search(text) is not None
         and any(
-            kinds[i] in (_TEXT, _LIST) and "^" in lines[i] and _BLOCK_ID_RE.search(lines[i])
+            kinds[i] in (_TEXT, _LIST) and "^" in lines[i] and BLOCK_ID_RE.search(lines[i])
             for i in range(start, n)
         )
     )
@@ -546,7 +549,7 @@ def _sections(
             run_start: int | None = None  # first block since the last block id
             for s, e in _blocks(lines, kinds, a, b):
                 last = e - 1
-                m = _BLOCK_ID_RE.search(lines[last]) if kinds[last] in (_TEXT, _LIST) else None
+                m = BLOCK_ID_RE.search(lines[last]) if kinds[last] in (_TEXT, _LIST) else None
                 if m is None:
                     if run_start is None:
                         run_start = s
