@@ -30,6 +30,7 @@ from wiki_memory.core.lifecycle import (
     has_content,
     unrendered_count,
 )
+from wiki_memory.core.sessionpartwrite import PartWriter
 from wiki_memory.core.text import replace_section
 from wiki_memory.core.topics import compile_guarded as compile_topics
 from wiki_memory.core.writer import Author, Writer, WriteResult
@@ -94,6 +95,7 @@ class SessionPages:
         self.backoff = Backoff(spool=host.spool)
         self.memos = MemoStore()  # what each session's last compile kept
         self.ends = EndMemo()  # whether each session's events ended it, so far
+        self.parts = PartWriter(host)  # a long session's later parts
 
     def _session_meta(self, info: SessionInfo) -> compiler.SessionMeta:
         return compiler.SessionMeta(
@@ -189,6 +191,7 @@ class SessionPages:
             previous=state.get("continues"),
             **compile_extras(state),
             memo=self.memos.get(key),
+            part_events=self.host.settings.session_part_events,
         )
         self.memos.put(key, comp.memo)
         full = self.host.wiki_dir / comp.path
@@ -222,7 +225,9 @@ class SessionPages:
         finally:
             self._render_ctx.pop(comp.path, None)
         self._remember_render(comp.path, fresh)
-        paths = [comp.path]
+        paths = [comp.path, *self.parts.write(comp.path, comp.parts)]
+        if comp.parts:
+            state["parts"] = max(p.part for p in comp.parts)
         if written is not None:
             self.host.server_hashes[comp.path] = page_hash(written)
             self.host.index.upsert_page(comp.path, written)
@@ -388,6 +393,7 @@ class SessionPages:
                     excerpt_bytes=self.host.settings.tool_output_excerpt_bytes,
                     previous=state.get("continues"),
                     **compile_extras(state),
+                    part_events=self.host.settings.session_part_events,
                 )
             except Exception:  # noqa: BLE001 - an old state the compiler cannot replay
                 log.exception("cannot render an earlier version of %s", path)
