@@ -123,13 +123,21 @@ def test_a_session_past_the_bound_gets_parts_with_every_entry_once(mem: Memory) 
     assert blocks(whole.body) == seen
 
 
-def test_each_turn_writes_the_session_page_and_the_open_part_only(mem: Memory) -> None:
-    path, _key = long_session(mem, 10)
-    closed = [part_path(path, 2), part_path(path, 3)]
-    before = {rel: (mem.wiki_dir / rel).stat().st_mtime_ns for rel in closed}
+def test_a_turn_writes_the_open_part_only_and_the_end_refreshes_the_summary(
+    mem: Memory,
+) -> None:
+    path, _key = long_session(mem, 10)  # part 4 holds events 19-24
+    closed = [path, part_path(path, 2), part_path(path, 3)]
+    before = {rel: (mem.wiki_dir / rel).read_bytes() for rel in closed}
     capture(mem, turn(11))  # events 21, 22: part 4
-    assert {rel: (mem.wiki_dir / rel).stat().st_mtime_ns for rel in closed} == before
+    assert {rel: (mem.wiki_dir / rel).read_bytes() for rel in closed} == before
     assert "parser11word" in text_of(mem, part_path(path, 4))
+    capture(mem, turn(12) + turn(13))  # events 23-26: part 5 opens (25), the page links it
+    head = text_of(mem, path)
+    assert f"[[{part_path(path, 5)[:-3]}]]" in head  # written when the part opened
+    capture(mem, turn(14) + [cc("SessionEnd", reason="exit")])
+    md = parse_metadata((mem.wiki_dir / path).read_bytes())
+    assert md["status"] == "ended" and "reply 14" in text_of(mem, path)
 
 
 def test_a_short_session_is_byte_for_byte_what_it_was() -> None:

@@ -17,7 +17,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from wiki_memory.core.text import replace_section
 from wiki_memory.index.store import Index
@@ -56,6 +56,32 @@ class PartWriter:
         self.size = size
         #: session page path -> {part path: (the part, the server's last bytes there)}
         self._last: OrderedDict[str, dict[str, tuple[Part, bytes]]] = OrderedDict()
+        #: session page path -> what its page held when written last (:meth:`page_kept`)
+        self._heads: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
+
+    def page_kept(self, comp: Any, extra: tuple[Any, ...], remerge: bool) -> bool:
+        """Whether the session page of ``comp`` (a :class:`~wiki_memory.wiki.compiler.Compiled`
+        with parts) may stay as it was written last: its timeline (the first part), its
+        parts, its title and ``extra`` (status, end) are the same, so only its summary's
+        running lines (files, commands, the last reply, ``updated``) would change. A
+        session without parts, a merge with a person's edit and the first compile after a
+        start always write the page."""
+        if not comp.parts or remerge:
+            self._heads.pop(comp.path, None)
+            return False
+        return self._heads.get(comp.path) == self._head(comp, extra)
+
+    def page_written(self, comp: Any, extra: tuple[Any, ...]) -> None:
+        """The session page of ``comp`` was written (see :meth:`page_kept`)."""
+        self._heads.pop(comp.path, None)
+        if comp.parts:
+            self._heads[comp.path] = self._head(comp, extra)
+            while len(self._heads) > 16:
+                self._heads.popitem(last=False)
+
+    @staticmethod
+    def _head(comp: Any, extra: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (comp.timeline, [p.path for p in comp.parts], comp.metadata.get("title"), extra)
 
     def forget(self, session_path: str | None = None) -> None:
         """Forget what was written (one session's parts, or all: after a purge)."""
