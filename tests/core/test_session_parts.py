@@ -21,6 +21,8 @@ from wiki_memory.capture.observation import parse_event
 from wiki_memory.core.condense import condense_sessions
 from wiki_memory.core.forget import forget_page
 from wiki_memory.core.memory import Memory
+from wiki_memory.errors import Forbidden, NotFound
+from wiki_memory.identity import Identity
 from wiki_memory.wiki.compiler import SessionMeta, compile_session
 from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.sessionmerge import merge_session
@@ -285,3 +287,29 @@ def test_the_web_view_links_every_part(tmp_path: Path) -> None:
             assert part_path(path, k) in html or part_path(path, k)[:-3] in html, k
         part = c.get(srv.url + "/page/" + part_path(path, 4)).text  # type: ignore[attr-defined]
         assert "parser10word" in part and path[:-3] in part
+
+
+class Grants:
+    """bob may read project atlas, cid sees nothing of it."""
+
+    def identity_of(self, user: str) -> Identity | None:
+        return {
+            "bob": Identity("bob", role="member", grants={"atlas": "read"}),
+            "cid": Identity("cid", role="member", grants={"other": "write"}),
+        }.get(user)
+
+
+def test_a_part_is_visible_exactly_as_its_session_page(mem: Memory) -> None:
+    path, _key = long_session(mem, 10)
+    mem.scope.directory = Grants()  # type: ignore[assignment]
+    part = part_path(path, 3)
+    bob, cid = as_user(mem, "bob"), as_user(mem, "cid")
+    assert mem.scope.read(bob, part).rel == part and mem.scope.read(bob, path).rel == path
+    got = mem.expand([f"{path}#^t17"], 2000, bob)
+    assert "parser9word" in got["items"][0]["text"]
+    for rel in (path, part):
+        with pytest.raises(NotFound):
+            mem.scope.read(cid, rel)
+    assert mem.expand([f"{path}#^t17"], 2000, cid)["missing"] == [f"{path}#^t17"]
+    with pytest.raises(Forbidden):
+        forget_page(mem, f"{path}#^t17", bob)  # may read, not write
