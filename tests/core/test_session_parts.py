@@ -137,9 +137,12 @@ def test_a_turn_writes_the_open_part_only_and_the_end_refreshes_the_summary(
     capture(mem, turn(12) + turn(13))  # events 23-26: part 5 opens (25), the page links it
     head = text_of(mem, path)
     assert f"[[{part_path(path, 5)[:-3]}]]" in head  # written when the part opened
-    capture(mem, turn(14) + [cc("SessionEnd", reason="exit")])
+    (mem.wiki_dir / path).unlink()  # a person deleted the page: the next turn writes it
+    capture(mem, turn(14))
+    assert "reply 14" in text_of(mem, path)
+    capture(mem, [cc("SessionEnd", reason="exit")])
     md = parse_metadata((mem.wiki_dir / path).read_bytes())
-    assert md["status"] == "ended" and "reply 14" in text_of(mem, path)
+    assert md["status"] == "ended"
 
 
 def test_a_short_session_is_byte_for_byte_what_it_was() -> None:

@@ -63,13 +63,15 @@ class PartWriter:
         """Whether the session page of ``comp`` (a :class:`~wiki_memory.wiki.compiler.Compiled`
         with parts) may stay as it was written last: its timeline (the first part), its
         parts, its title and ``extra`` (status, end) are the same, so only its summary's
-        running lines (files, commands, the last reply, ``updated``) would change. A
-        session without parts, a merge with a person's edit and the first compile after a
-        start always write the page."""
+        running lines (files, commands, the last reply, ``updated``) would change, and
+        the page is on disk. A session without parts, a merge with a person's edit and the
+        first compile after a start always write the page."""
         if not comp.parts or remerge:
             self._heads.pop(comp.path, None)
             return False
-        return self._heads.get(comp.path) == self._head(comp, extra)
+        if self._heads.get(comp.path) != self._head(comp, extra):
+            return False
+        return (self.host.wiki_dir / str(comp.path)).is_file()  # a deleted page: written
 
     def page_written(self, comp: Any, extra: tuple[Any, ...]) -> None:
         """The session page of ``comp`` was written (see :meth:`page_kept`)."""
