@@ -18,9 +18,12 @@ durable capture that adds a turn to a page must at least do, and flat by constru
 
 Prints per row the median and p95 ms per turn, the floor's median, the ratio to the
 floor, the ratio to the first row (the target: at turn 3,000 at most 1.2x turn 100),
-and what a page of that length weighs: its size and the median time of one parse of it
+and what the session page weighs: its size and the median time of one parse of it
 (``parse_page``; the index parsed the whole page each turn until it parsed a grown
-page by its new part, ``wiki_memory/index/pagetail.py``).
+page by its new part, ``wiki_memory/index/pagetail.py``). Past ``session_part_events``
+(600 events, turn 200 here) later entries go to part pages and the session page stops
+growing (docs/sessions.md, "Parts"); ``WIKI_MEMORY_SESSION_PART_EVENTS=0`` measures the
+single page.
 
     python bench/session_cost.py [--at 100,1000,3000] [--samples 15]
 """

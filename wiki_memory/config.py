@@ -56,6 +56,9 @@ class Settings:
     #: a session page whose ``ended`` and ``updated`` are older than this is cold
     condense_after_days: float = 90.0
     tool_output_excerpt_bytes: int = 2000
+    #: arrival numbers per part of a long session's timeline (0: one page, no parts;
+    #: docs/sessions.md, "Parts")
+    session_part_events: int = 600
     default_budget_tokens: int = 1000
     #: recall ranks every match in Python (the plain path) instead of the optimized one;
     #: both give the same replies (docs/ranking.md, "The optimized path")

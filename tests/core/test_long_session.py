@@ -13,10 +13,12 @@ import pytest
 from support import as_user
 
 from wiki_memory.capture.observation import Observation, parse_event
+from wiki_memory.config import Settings
 from wiki_memory.core.sessions import compiler_bytes
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.compiler import SessionMeta, compile_session
 from wiki_memory.wiki.pagemerge import merge_page
+from wiki_memory.wiki.sessionparts import entry_page, part_paths
 
 META = SessionMeta("abcd1234" + "0" * 16, "claude-code", "s1", "p", "ann", "/w/p", 0.0)
 PATH = "projects/p/sessions/1970-01-01-abcd1234.md"
@@ -226,6 +228,15 @@ def turn(sid: str, t: int) -> list[dict[str, Any]]:
     ]
 
 
+def whole_session(mem: Any, path: str) -> str:
+    """A session's text: its page, then each of its parts (wiki/sessionparts.py)."""
+    pages = [path, *part_paths(mem.wiki_dir, path)]
+    return "".join((mem.wiki_dir / p).read_text() for p in pages)
+
+
+PARTS = Settings().session_part_events
+
+
 @pytest.mark.slow
 def test_a_long_session_keeps_its_numbers_links_recall_and_resume(mem):
     capture_turns(mem, 1, 1197)
@@ -233,10 +244,10 @@ def test_a_long_session_keeps_its_numbers_links_recall_and_resume(mem):
         capture_turns(mem, t, t)
     info = next(i for i in mem.spool.sessions.values() if i.session_id == "long")
     path = info.state["path"]
-    text = (mem.wiki_dir / path).read_text()
+    text = whole_session(mem, path)  # the session page and its parts (sessionparts.py)
     ids = [int(i) for i in re.findall(r"^\^t(\d+)$", text, re.M)]
     assert ids == list(range(1, 3601))  # unique, increasing, every event's entry
-    # the page is what a compile of the whole spool writes
+    # the pages are what a compile of the whole spool writes
     full = compile_session(
         compiler.SessionMeta(
             info.key, info.harness, info.session_id, info.project, info.user, info.cwd, info.started
@@ -246,8 +257,11 @@ def test_a_long_session_keeps_its_numbers_links_recall_and_resume(mem):
         ended=None,
         now=0.0,
         path=path,
+        part_events=mem.settings.session_part_events,
     )
-    assert full.timeline in text
+    assert full.timeline in (mem.wiki_dir / path).read_text()
+    for part in full.parts:
+        assert part.body in (mem.wiki_dir / part.path).read_text()
     # every earlier entry is still found by its link
     wanted = [1, 2, 3, 1500, 3000, 3600]
     got = mem.expand([f"{path}#^t{n}" for n in wanted], 100_000, as_user(mem, "alice"))
@@ -258,13 +272,13 @@ def test_a_long_session_keeps_its_numbers_links_recall_and_resume(mem):
         hits = mem.recall(word(t), user=as_user(mem, "alice"))
         assert any(
             str(h.get("id", "")).endswith(f"{path}#{anchor}")
-            or (h.get("path") == path and anchor in str(h))
+            or (h.get("path") == entry_page(path, anchor, PARTS) and anchor in str(h))
             for h in hits.items
         ), hits.items[:3]
     # a resume continues the numbering
     mem.capture(cc("long", "SessionStart", source="resume"), as_user(mem, "alice"))
     capture_turns(mem, 1201, 1201)
-    text = (mem.wiki_dir / path).read_text()
+    text = whole_session(mem, path)
     ids = [int(i) for i in re.findall(r"^\^t(\d+)$", text, re.M)]
     assert ids[-4:] == [3601, 3602, 3603, 3604] and len(set(ids)) == len(ids)
     assert text.count("prompt 1200:") == 1

@@ -21,6 +21,7 @@ from wiki_memory.wiki.condense import condense_page, is_cold, restore_timeline
 from wiki_memory.wiki.frontmatter import set_keys
 from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.paths import clean_rel
+from wiki_memory.wiki.sessionparts import is_part, session_of_part
 
 #: the :class:`~wiki_memory.core.memory.Memory` these run on (which runs the scheduled
 #: run from its idle loop, so it is not imported here)
@@ -85,7 +86,7 @@ def condense_sessions(
         if ident is not None and not memory.reader.visible(path, ident):
             continue  # another user's personal session: theirs alone, admins included
         raw = read_plain(memory.wiki_dir / path)
-        if raw is None or not is_cold(parse_metadata(raw), at, limit):
+        if raw is None or not _cold(memory, path, parse_metadata(raw), at, limit):
             continue
         linked = linked_entries(memory, path)
         done = condense_page(raw, linked, at, path)
@@ -119,7 +120,7 @@ def condense_sessions(
     def change(path: str, linked: set[str]) -> Any:
         def fn(current: bytes | None) -> bytes | None:
             # decided again on the bytes the write replaces (a person's save in between)
-            if current is None or not is_cold(parse_metadata(current), at, limit):
+            if current is None or not _cold(memory, path, parse_metadata(current), at, limit):
                 return None
             done = condense_page(current, linked, at, path)
             return None if done is None else done[0]
@@ -207,3 +208,18 @@ def scheduled_run(memory: Memory, last: float, now: float) -> float:
     except Exception:  # noqa: BLE001 - the next day tries again
         log.exception("condensing cold session pages failed")
     return now
+
+
+def _cold(memory: Any, path: str, meta: dict[str, Any], at: float, limit: float) -> bool:
+    """:func:`~wiki_memory.wiki.condense.is_cold` for a page; a long session's part
+    (:mod:`wiki_memory.wiki.sessionparts`) is cold when its session page is, condensed
+    or not, and the part itself is not condensed yet."""
+    if not is_part(meta):
+        return is_cold(meta, at, limit)
+    if meta.get("condensed") or meta.get("uncondensed"):
+        return False
+    raw = read_plain(memory.wiki_dir / session_of_part(path)[0])
+    if raw is None:
+        return False
+    head = {k: v for k, v in parse_metadata(raw).items() if k != "condensed"}
+    return is_cold(head, at, limit)

@@ -24,7 +24,8 @@ from wiki_memory.states import page_state
 from wiki_memory.wiki.entryforget import parse_anchor
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_page
-from wiki_memory.wiki.paths import PathRefused
+from wiki_memory.wiki.paths import PathRefused, clean_rel
+from wiki_memory.wiki.sessionparts import part_paths
 
 if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
@@ -80,6 +81,15 @@ def forget_page(memory: Memory, path: str, who: Identity | None) -> dict[str, An
     res = memory.update_page(
         path, fn, user=user, message=f"Forget {path}", who=ident, op="forget", commit_now=True
     )
+    # a long session's parts are forgotten with it (wiki/sessionparts.py)
+    for part in part_paths(memory.wiki_dir, clean_rel(path)):
+
+        def part_fn(current: bytes | None, part: str = part) -> bytes | None:
+            return None if current is None else forget_bytes(current, part, user, now)
+
+        memory.update_page(
+            part, part_fn, user=user, message=f"Forget {part}", who=ident, op="forget"
+        )
     return {
         "path": res.paths[0] if res.paths else path,
         "state": "forgotten",

@@ -20,14 +20,17 @@ Who may: whoever may write the page (the scope rule, through
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from wiki_memory.core.scope import not_found
 from wiki_memory.core.writer import Author, WriteResult
 from wiki_memory.identity import Identity
+from wiki_memory.plainfile import read_plain
 from wiki_memory.wiki.entryforget import scrub_head, stub_entry
 from wiki_memory.wiki.git import author_email_for
 from wiki_memory.wiki.paths import clean_rel
+from wiki_memory.wiki.sessionparts import entry_pages, session_of_part
 
 if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
@@ -36,12 +39,27 @@ __all__ = ["forget_entry"]
 
 
 def _session_of(memory: Memory, rel: str) -> tuple[str | None, bool]:
-    """The spool key of the session whose page is ``rel`` (None: not in this spool),
-    and whether the server's last rendering of it can be compiled again."""
+    """The spool key of the session whose page (or one of whose parts) is ``rel`` (None:
+    not in this spool), and whether the server's last rendering of it can be compiled
+    again."""
+    rel, _ = session_of_part(rel)
     for key, info in list(memory.spool.sessions.items()):
         if info.state.get("path") == rel:
             return key, bool(info.state.get("renders"))
     return None, False
+
+
+def _holder(memory: Memory, rel: str, block: str) -> str:
+    """The page that holds entry ``block`` of the session whose page or part is ``rel``:
+    a long session's entry may be on one of its parts (:mod:`wiki_memory.wiki.sessionparts`);
+    ``rel`` itself when none holds it (the write then says there is no such entry)."""
+    line = re.compile(rb"^\^" + re.escape(block.encode()) + rb"[ \t]*\r?$", re.M)
+    parts = memory.settings.session_part_events
+    for where in entry_pages(memory.wiki_dir, rel, f"^{block}", parts):
+        raw = read_plain(memory.wiki_dir / where)
+        if raw is not None and line.search(raw):
+            return where
+    return rel
 
 
 def forget_entry(memory: Memory, path: str, block: str, who: Identity | None) -> dict[str, Any]:
@@ -53,7 +71,7 @@ def forget_entry(memory: Memory, path: str, block: str, who: Identity | None) ->
     hidden from ``who``), Forbidden (may read, may not write), PathRefused."""
     ident = None if who is None else memory.scope.identity(who)
     user = ident.user if ident is not None else memory.owner
-    rel = clean_rel(path)
+    rel = _holder(memory, clean_rel(path), block)
     message = f"Forget {rel}#^{block}"
     author = Author(user, author_email_for(user))
 

@@ -38,7 +38,7 @@ from wiki_memory.core.pausepoint import pause
 from wiki_memory.core.scope import not_found
 from wiki_memory.core.syncguard import add_tombstones
 from wiki_memory.core.writer import WriteResult
-from wiki_memory.errors import BadRequest
+from wiki_memory.errors import BadRequest, NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.index import pagetail, sectionmemo
 from wiki_memory.plainfile import atomic_write, forget_hashes, scrub_files
@@ -48,6 +48,7 @@ from wiki_memory.wiki.names import file_stem
 from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.paths import clean_rel
 from wiki_memory.wiki.purge import MARK, PurgeReport, Rewrite, purge_history
+from wiki_memory.wiki.sessionparts import part_paths
 from wiki_memory.wiki.verbatim import slugify
 
 __all__ = ["MEANING", "PENDING", "PURGE_PAUSE_ENV", "finish_pending", "purge_page"]
@@ -350,7 +351,8 @@ def purge_page(
     the copies per place: ``page_versions``, ``file_names`` (commits that held the old
     name), ``links`` (versions of other pages whose links changed), ``commit_messages``,
     ``spool_files``, ``logs`` (file -> occurrences), ``use_record`` (occurrences),
-    ``audit_lines``. Raises Forbidden (``grant: admin``) for a caller who is not the owner
+    ``audit_lines``; ``parts``: a session page's part pages, purged with it (the same
+    text, or whole) each as a page of its own. Raises Forbidden (``grant: admin``) for a caller who is not the owner
     or an admin, PathRefused for a path that names no page, BadRequest for an empty
     ``text``, NotFound when neither the working tree nor any commit holds the page (or the
     text), unless the start just finished a stopped purge of it (its answer is returned,
@@ -361,6 +363,35 @@ def purge_page(
     if text is not None and not text.strip():
         raise BadRequest("text must not be empty", field="text")
     rel, _full = memory.scope.locate(path)
+    # a long session's parts go with it (wiki/sessionparts.py): each as a page of its own
+    parts = part_paths(memory.wiki_dir, rel)
+    if not parts:
+        return _purge_one(memory, asked, rel, ident, who, text)
+    out: dict[str, Any] | None = None
+    for page in [rel, *parts]:
+        try:
+            done = _purge_one(memory, asked if page == rel else page, page, ident, who, text)
+        except NotFound:
+            continue  # a text purge: this part never held it
+        if out is None:
+            out = done
+        if page != rel:
+            out.setdefault("parts", []).append(done["path"])
+    if out is None:
+        raise not_found(asked)
+    return out
+
+
+def _purge_one(
+    memory: Any,
+    asked: str,
+    rel: str,
+    ident: Identity | None,
+    who: Identity | None,
+    text: str | None,
+) -> dict[str, Any]:
+    """:func:`purge_page` of one page ``rel`` (``asked``: the path as asked for)."""
+    del who
     meta, rewrite, values = _plan_for(memory, rel, text)
     memory.writer.flush()
 

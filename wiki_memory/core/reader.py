@@ -32,6 +32,7 @@ from wiki_memory.states import refuse_forgotten, shown
 from wiki_memory.wiki.git import CommitInfo, GitStore
 from wiki_memory.wiki.paths import PathRefused
 from wiki_memory.wiki.personal import page_owner
+from wiki_memory.wiki.sessionparts import entry_pages
 
 __all__ = ["Reader"]
 
@@ -49,6 +50,7 @@ class Reader:
         self, settings: Settings, index: Index, scope: ScopeRule, spool: Spool, git: GitStore
     ) -> None:
         self.wiki_dir = settings.wiki_dir
+        self.part_events = settings.session_part_events
         self.index = index
         self.scope = scope
         self.spool = spool
@@ -159,17 +161,20 @@ class Reader:
                             return observation_text(o)
             return None
         path, _, anchor = item_id.partition("#")
-        try:
-            page = self.scope.read(who, path)
-        except (PathRefused, NotFound):
-            return None
-        if not shown(page.meta, "recall"):  # a forgotten page: expand returns nothing of it
-            return None
-        if not anchor:
-            return page.data.decode("utf-8", errors="replace")
-        for sec in self.index.sections_of(page.rel):
-            if sec["anchor"] == anchor:
-                return str(sec["text"])
+        # a long session's entry may be on one of its parts (wiki/sessionparts.py)
+        pages = entry_pages(self.wiki_dir, path, anchor, self.part_events) if anchor else [path]
+        for where in pages:
+            try:
+                page = self.scope.read(who, where)
+            except (PathRefused, NotFound):
+                continue
+            if not shown(page.meta, "recall"):  # a forgotten page: nothing of it
+                continue
+            if not anchor:
+                return page.data.decode("utf-8", errors="replace")
+            for sec in self.index.sections_of(page.rel):
+                if sec["anchor"] == anchor:
+                    return str(sec["text"])
         return None
 
     def list_pages(

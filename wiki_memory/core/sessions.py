@@ -12,7 +12,6 @@ import stat
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,6 +29,8 @@ from wiki_memory.core.lifecycle import (
     has_content,
     unrendered_count,
 )
+from wiki_memory.core.sessionchange import SessionChange, page_stem
+from wiki_memory.core.sessionpartwrite import PartWriter
 from wiki_memory.core.text import replace_section
 from wiki_memory.core.topics import compile_guarded as compile_topics
 from wiki_memory.core.writer import Author, Writer, WriteResult
@@ -94,6 +95,7 @@ class SessionPages:
         self.backoff = Backoff(spool=host.spool)
         self.memos = MemoStore()  # what each session's last compile kept
         self.ends = EndMemo()  # whether each session's events ended it, so far
+        self.parts = PartWriter(host)  # a long session's later parts
 
     def _session_meta(self, info: SessionInfo) -> compiler.SessionMeta:
         return compiler.SessionMeta(
@@ -189,8 +191,11 @@ class SessionPages:
             previous=state.get("continues"),
             **compile_extras(state),
             memo=self.memos.get(key),
+            part_events=self.host.settings.session_part_events,
         )
         self.memos.put(key, comp.memo)
+        if self.parts.page_kept(comp, (status, ended_at), remerge):
+            return self._parts_only(key, info, state, comp, obs[prev_count:])
         full = self.host.wiki_dir / comp.path
         self._render_ctx[comp.path] = (key, state)
         fresh = compiler_bytes(comp)
@@ -222,7 +227,8 @@ class SessionPages:
         finally:
             self._render_ctx.pop(comp.path, None)
         self._remember_render(comp.path, fresh)
-        paths = [comp.path]
+        paths = [comp.path, *self.parts.write(comp.path, comp.parts)]
+        self.parts.page_written(comp, (status, ended_at))
         if written is not None:
             self.host.server_hashes[comp.path] = page_hash(written)
             self.host.index.upsert_page(comp.path, written)
@@ -235,7 +241,7 @@ class SessionPages:
             return WriteResult(
                 paths=paths,
                 author=Author(info.user, author_email_for(info.user)),
-                message=f"Merge session {_stem(comp.path)} into a hand edit",
+                message=f"Merge session {page_stem(comp.path)} into a hand edit",
                 value=comp.path,
             )
         self.host.index.delete_spool_session(key)
@@ -280,6 +286,24 @@ class SessionPages:
             events=len(new),
             ended=just_ended,
         )
+        return WriteResult(
+            paths=paths, author=author, message=change.message(), value=comp.path, change=change
+        )
+
+    def _parts_only(
+        self, key: str, info: SessionInfo, state: dict[str, Any], comp: Any, new: list[Any]
+    ) -> WriteResult:
+        """A compile of a session with parts whose page would change in its summary's
+        running lines alone: only its parts are written (docs/sessions.md, "Parts")."""
+        paths = self.parts.write(comp.path, comp.parts)
+        self.host.index.delete_spool_session(key)
+        state["compiled_count"] = int(state.get("compiled_count") or 0) + len(new)
+        state["unrendered"] = [i for i in comp.unrendered if i not in state.get("discarded", [])]
+        self.host.spool.write_state(key, state)
+        turns = sum(1 for o in new if o.kind in ("prompt", "turn"))
+        change = SessionChange(comp.path, comp.metadata["title"], info.harness, False, turns,
+                               len(new), False)  # fmt: skip
+        author = Author(info.user, author_email_for(info.user))
         return WriteResult(
             paths=paths, author=author, message=change.message(), value=comp.path, change=change
         )
@@ -388,6 +412,7 @@ class SessionPages:
                     excerpt_bytes=self.host.settings.tool_output_excerpt_bytes,
                     previous=state.get("continues"),
                     **compile_extras(state),
+                    part_events=self.host.settings.session_part_events,
                 )
             except Exception:  # noqa: BLE001 - an old state the compiler cannot replay
                 log.exception("cannot render an earlier version of %s", path)
@@ -450,46 +475,6 @@ class SessionPages:
         return copy
 
 
-@dataclass(frozen=True)
-class SessionChange:
-    """What one compile changed on a session page, for its commit message line
-    (:meth:`message`); two compiles committed together sum up (:meth:`plus`)."""
-
-    key: str  # the page's path
-    title: str
-    harness: str
-    added: bool  # the page was first written
-    turns: int  # prompts and Codex turns added
-    events: int  # observations added
-    ended: bool  # this compile ended the session
-
-    def plus(self, later: SessionChange) -> SessionChange:
-        """This change followed by ``later`` (same page), as one."""
-        return SessionChange(
-            self.key,
-            later.title,
-            later.harness,
-            self.added or later.added,
-            self.turns + later.turns,
-            self.events + later.events,
-            self.ended or later.ended,
-        )
-
-    def message(self) -> str:
-        """``Add session <page name> (<harness>)`` for a page first written, else
-        ``Session <page name>: +N turns`` (``+N events`` when no turn was added), with
-        ``, ended`` when the session ended. The page's file name, never its title: a
-        commit message names paths and counts only (a title is a first prompt)."""
-        short = _stem(self.key)
-        if self.added:
-            msg = f"Add session {short} ({self.harness})"
-        elif self.turns:
-            msg = f"Session {short}: +{self.turns} turn" + ("s" if self.turns != 1 else "")
-        else:
-            msg = f"Session {short}: +{self.events} event" + ("s" if self.events != 1 else "")
-        return msg + (", ended" if self.ended else "")
-
-
 def compiler_bytes(comp: compiler.Compiled) -> bytes:
     """A compiled session page as the server renders it on its own (no person's edits)."""
     from wiki_memory.wiki.frontmatter import dump_page
@@ -526,11 +511,6 @@ def seed_server_hashes(
         if digest in known:
             hashes[path] = digest
             authors[path] = info.user
-
-
-def _stem(rel: str) -> str:
-    """A page's file name without its folder and ``.md``."""
-    return rel.rsplit("/", 1)[-1].removesuffix(".md")
 
 
 def owners_on_disk(wiki_dir: Path, git: GitStore) -> Callable[[str], str | None]:

@@ -23,6 +23,7 @@ from wiki_memory.capture.echo import ECHO_KEY
 from wiki_memory.capture.observation import Observation, iso
 from wiki_memory.wiki.entrytime import local_iso as _local_iso
 from wiki_memory.wiki.entrytime import started_line as _started_line
+from wiki_memory.wiki.sessionparts import Part, parts_line, split_memo
 from wiki_memory.wiki.timelinememo import Rules, TimelineMemo
 from wiki_memory.wiki.verbatim import (
     clip_bytes,
@@ -104,6 +105,8 @@ class Compiled:
     unrendered: list[str] = field(default_factory=list)
     #: what the next compile of the session may start from (None: nothing kept)
     memo: TimelineMemo | None = None
+    #: the timeline's later parts (a session past ``part_events``; wiki/sessionparts.py)
+    parts: list[Part] = field(default_factory=list)
 
 
 def sessions_folder(project: str, user: str) -> str:
@@ -476,6 +479,7 @@ def compile_session(
     repeats: dict[int, str] | None = None,
     forgotten: Collection[str] = (),
     memo: TimelineMemo | None = None,
+    part_events: int = 0,
 ) -> Compiled:
     """Render a session page. ``observations`` in arrival order; times are UTC epoch seconds.
     ``previous``: the page of the session this one continues (after a ``clear``). An event
@@ -486,7 +490,8 @@ def compile_session(
     (:mod:`wiki_memory.wiki.entryforget`); their events leave the summary and title.
     ``memo``: what the last compile of this session kept (``Compiled.memo``): only the
     events after those it holds are rendered when it fits
-    (:mod:`wiki_memory.wiki.timelinememo`)."""
+    (:mod:`wiki_memory.wiki.timelinememo`). ``part_events`` (0: none): the entries of
+    later arrival numbers go to part pages (``Compiled.parts``, :mod:`.sessionparts`)."""
     repeats = repeats or {}
     gone = frozenset(forgotten)
     if memo is None or not memo.fits(meta.key, excerpt_bytes, previous, repeats, gone):
@@ -538,15 +543,21 @@ def compile_session(
         lines.append(f"- **Failed:** {_inline(name)}: {_inline(_one_line(err, 200))}")
     if last_reply:
         lines.append(f"- **Last reply:** {_inline(_one_line(last_reply, 400))}")
+    split = part_events > 0 and memo.n > part_events
+    if split:
+        timeline, parts = split_memo(memo, md, path, _escape_heading(title), part_events, ended)
+        if (line := parts_line(path, [p.part for p in parts])) is not None:
+            lines.append(line)
+    else:
+        timeline, parts = memo.timeline(), []  # escaped already, entry by entry
     summary = "\n".join(lines) if lines else "- (no prompts or tool calls yet)"
-    timeline = memo.timeline()  # escaped already, entry by entry
     head = f"# {_escape_heading(title)}\n\n## Summary\n\n{summary}\n\n## Timeline\n\n"
     # captured text may hold NUL and other control characters: shown, never raw bytes
     md = {k: escape_value(v) for k, v in md.items()}
     summary = escape_controls(summary)
     body = escape_controls(head) + timeline + "\n"
     unrendered = list(memo.unrendered)
-    return Compiled(path, md, body, summary, timeline, len(observations), unrendered, memo)
+    return Compiled(path, md, body, summary, timeline, len(observations), unrendered, memo, parts)
 
 
 def _one_line(text: str, limit: int) -> str:

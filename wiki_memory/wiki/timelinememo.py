@@ -94,6 +94,10 @@ class TimelineMemo:
     #: an entry (its ``id``) → its place in ``entries`` (places never change: entries
     #: are only added at the end)
     places: dict[int, int] = field(default_factory=dict)
+    #: a long session's parts as last rendered (:func:`.sessionparts.split_memo`)
+    parts: Any = None
+    #: places in ``rendered`` rendered again since the last split into parts
+    retouched: list[int] = field(default_factory=list)
 
     def fits(
         self,
@@ -210,6 +214,7 @@ class TimelineMemo:
             i = self.places.get(id(e))
             if i is not None and i < start:
                 self.rendered[i] = self._render(e, observations)
+                self.retouched.append(i)
 
     def _render(self, e: Any, observations: list[Observation]) -> str:
         blocks = e.blocks

@@ -23,6 +23,7 @@ from typing import Any
 
 from wiki_memory.wiki.copies import marks
 from wiki_memory.wiki.page import parse_page
+from wiki_memory.wiki.sessionparts import session_of_part
 
 MARKER = "<!-- wiki-memory: topic compiled below this line; edit above it -->"
 """The line that separates a person's part of a topic page (above) from the compiler's."""
@@ -302,7 +303,8 @@ def compile_topics(sessions: Iterable[Session], notes: Iterable[Note] = ()) -> l
         kind = kinds[key]
         if kind == "name?":
             continue  # only ever a sentence's first word: "Thanks", "Sure"
-        n_sessions = len({si for si, _ in places})
+        # a long session's parts are one session (wiki/sessionparts.py)
+        n_sessions = len({session_of_part(ordered[si].path)[0] for si, _ in places})
         if n_sessions >= 2 and len(key) >= 2:
             chosen.append((-n_sessions, _rank(kind), key))
     chosen = _maximal(chosen, where)
@@ -401,7 +403,8 @@ def render(t: Topic, sessions: list[Session], folder: str) -> str:
     first, last = sessions[seen[0]], sessions[seen[-1]]
     lines = [
         f"- **Kind:** {t.kind}",
-        f"- **Seen in:** {len(seen)} sessions, {len(t.entries)} entries",
+        f"- **Seen in:** {len({session_of_part(sessions[i].path)[0] for i in seen})} sessions,"
+        f" {len(t.entries)} entries",
         f"- **First seen:** {first.date} in [[{first.path}]]",
         f"- **Last seen:** {last.date} in [[{last.path}]]",
     ]
