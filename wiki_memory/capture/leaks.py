@@ -157,7 +157,7 @@ WHOLE_KEYWORDS = _WHOLE_KEYWORDS  # for the caller's one keyword pass (see find)
 _WHOLE_SET = frozenset(_WHOLE_KEYWORDS)
 _NEAR_KEYWORDS: tuple[str, ...] = tuple(sorted(_NEAR_RULES))
 #: the near keywords, looked for in one pass over the text near runs (see keyscan)
-_NEAR_SET = KeySet(_NEAR_KEYWORDS, 256)  # ~200 in scans cost more than one call from here
+_NEAR_SET = KeySet(_NEAR_KEYWORDS, 0)  # ~200 in scans cost more than one call
 #: how far before a run its rule's keyword may stand: a name-then-value rule's name ends
 #: at most 20 + 3 + 3 + 5 characters before its value (name tail, quotes, operator, quotes)
 _NEAR_BEFORE = max(map(len, _NEAR_KEYWORDS), default=0) + 32
