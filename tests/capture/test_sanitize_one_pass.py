@@ -19,7 +19,8 @@ from wiki_memory.capture import keyscan, sanitize
 _PARTS = [
     "token", "key", "secret", "credential", "pass", "pwd", "private", "passwd", "password",
     "tokey", "secredential", "ppass", "pprivate", "keykey", "tok", "cre", "secre", "ke", "p",
-    "k", "_", "-", ".", " ", "\n", "=", ": ", '"', "A1b2C3d4E5f6", "value", "é",
+    "k", "_", "-", ".", " ", "\n", "\t", "=", ": ", '"', "A1b2C3d4E5f6", "value", "é", "-p",
+    "-P", "-a", "-u", "--", "--user", "ser", "sshpass", "mysql", "redis-cli",
 ]  # fmt: skip
 
 
@@ -43,7 +44,13 @@ def test_word_starts_and_flags_from_the_one_pass_equal_the_regex_scans(parts: li
     plain_hits, plain_flags, plain_present = sanitize._scan_words(low, None)
     assert sorted(hits) == sorted(plain_hits)
     assert len(hits) == len(set(hits))  # each start once, as the scans give it
-    assert flags == plain_flags
+    assert flags & 7 == plain_flags & 7
+    # the password flags' cue: the scans always look; the one pass lets them look whenever
+    # a cue occurs, in any case
+    assert plain_flags & 8
+    assert bool(flags & 8) == any(
+        c in low for c in (" -p", " -a", " -u", "\t-p", "\t-a", "\t-u", "--user")
+    )
     assert plain_present is None
     assert present == sanitize._WORDS.present(low, fast=False)
 
@@ -67,3 +74,28 @@ def test_assignments_redact_alike_with_and_without_the_automaton(parts: list[str
         sanitize._CLEAN.clear()
         plain = sanitize.redact_text(text)
     assert fast == plain
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        ("sshpass -p '{v}' ssh deploy@host", "cli-password"),
+        ("\tmysql -u root -p{v} db", "cli-password"),
+        ("redis-cli -a {v} ping", "cli-password"),
+        ("curl --user admin:" + "{v} https://example.invalid/", "auth-header"),
+        ("curl -u admin:" + "{v} https://example.invalid/", "auth-header"),
+    ],
+)
+def test_password_flags_in_a_long_text_are_redacted_through_the_one_pass(
+    line: str, kind: str
+) -> None:
+    """A text long enough for the automaton: its cue lets the flag rule run (the fake
+    value is made here, so that this file holds no secret-shaped literal)."""
+    _words()
+    value = "FAKE" + "pw0000x" + "Q7"
+    text = "Ran the deploy steps below on the staging host.\n" * 3 + line.format(v=value) + "\n"
+    assert len(text) >= keyscan.AC_MIN
+    out, red = sanitize.redact_text(text)
+    assert "FAKE" not in out
+    assert kind in {r.kind for r in red}

@@ -108,3 +108,19 @@ class KeySet:
         return len(low) >= self.min_len and bool(
             self._ac if self._ac is not None else self.automaton()
         )
+
+
+def starts(text: str, needles: tuple[str, ...]) -> list[int]:
+    """Where each of ``needles`` starts in ``text`` (``str.find``, in C, case as given),
+    every occurrence, overlapping ones too: ascending (sorted when there is more than one
+    needle; a start two needles share is listed twice). The places a rule whose matches
+    all start at (or a fixed distance before) a needle is tried."""
+    out: list[int] = []
+    for nd in needles:
+        i = text.find(nd)
+        while i >= 0:
+            out.append(i)
+            i = text.find(nd, i + 1)
+    if len(needles) > 1:
+        out.sort()
+    return out

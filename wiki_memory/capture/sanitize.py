@@ -28,6 +28,8 @@ import json
 import re
 from functools import lru_cache
 
+from wiki_memory.capture.keyscan import starts as _starts
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~2.5 ms to import; the hook only needs it for mypy
     from collections.abc import Callable, Iterator, Sequence
@@ -291,17 +293,9 @@ def _anchored(
     regex = _Lazy(source)
 
     def find(text: str) -> Iterator[tuple[int, int]]:
-        low = _lower(text)
-        starts: list[int] = []
-        for nd in needles:
-            i = low.find(nd)
-            while i >= 0:
-                starts.append(i)
-                i = low.find(nd, i + 1)
+        starts = _starts(_lower(text), needles)
         if not starts:
             return
-        if len(needles) > 1:
-            starts.sort()
         grouped = "secret" in regex.rx.groupindex
         done = -1
         for i in starts:
@@ -1724,8 +1718,9 @@ _LEAKS: Any = None  # wiki_memory.capture.leaks, imported on first use (hook sta
 _FORMATS: Any = None  # wiki_memory.capture.formats, likewise
 _WORDS: Any = None  # keyscan.KeySet of both modules' whole-text keywords and cues
 #: the secret-ish words the keyword rule and a few context rules start from (see
-#: _K_WORDS_RE), each with the flag it sets (1 key, 2 secret, 4 private, 0 none): where the
-#: one-pass automaton runs, they are found in the same pass as the keywords and cues
+#: _K_WORDS_RE), each with the flag it sets (1 key, 2 secret, 4 private, 0 none), and the
+#: password flags' cues (8: what _FLAG_CUE_RE finds, in any case): where the one-pass
+#: automaton runs, they are found in the same pass as the keywords and the format cues
 _SECRET_WORDS = {
     "token": 0,
     "key": 1,
@@ -1734,8 +1729,10 @@ _SECRET_WORDS = {
     "pass": 0,
     "pwd": 0,
     "private": 4,
+    **dict.fromkeys((" -p", " -a", " -u", "\t-p", "\t-a", "\t-u", "--user"), 8),
 }
-_WORD_HITS: dict[int, int] = {}  # _WORDS' index of each secret-ish word -> its flag
+_FLAG_CUE = 8
+_WORD_HITS: dict[int, int] = {}  # _WORDS' index of each secret-ish word or cue -> its flag
 _GITLEAKS_PRIO = len(DETECTORS)  # after every rule of ours: on overlap our name wins
 
 
@@ -1756,12 +1753,14 @@ def _gitleaks() -> Any:
 def _scan_words(low: str, low_ascii: bytes | None) -> tuple[list[int], int, set[str] | None]:
     """Where the secret-ish words of :data:`_SECRET_WORDS` start in ``low`` (a lowercased
     text; unsorted, each occurrence once), their flags or-ed (1 key, 2 secret, 4
-    private), and the set of :data:`_WORDS`' keywords that occur (``None`` when not
-    looked for). ``low_ascii``: ``low``'s ASCII bytes (``?`` for any other character),
-    when the keyword automaton is to run (:meth:`keyscan.KeySet.available`): the words
-    come from its one pass with the generated rules' keywords and the format cues; else
-    three regex scans find them (the hook's way). Both give the same starts: no two of
-    the words overlap but at one start, where they differ in a later letter."""
+    private; and 8 when a password flag's cue may occur: then, and only then, the caller
+    looks for :data:`_FLAG_CUE_RE`), and the set of :data:`_WORDS`' keywords that occur
+    (``None`` when not looked for). ``low_ascii``: ``low``'s ASCII bytes (``?`` for any
+    other character), when the keyword automaton is to run
+    (:meth:`keyscan.KeySet.available`): the words come from its one pass with the
+    generated rules' keywords and the format cues; else three regex scans find them (the
+    hook's way), and flag 8 is set whatever the text. Both give the same starts: no two
+    of the words overlap but at one start, where they differ in a later letter."""
     hits: list[int] = []
     hit = hits.append
     flags = 0
@@ -1772,7 +1771,8 @@ def _scan_words(low: str, low_ascii: bytes | None) -> tuple[list[int], int, set[
         for i, s, _ in occ:
             f = words.get(i)
             if f is not None:
-                hit(s)
+                if f < _FLAG_CUE:
+                    hit(s)
                 flags |= f
         return hits, flags, {kws[i] for i, _, _ in occ}
     for m in _K_WORDS_RE.finditer(low):
@@ -1794,7 +1794,7 @@ def _scan_words(low: str, low_ascii: bytes | None) -> tuple[list[int], int, set[
         hit(i)
         if m.end() - i == 7:
             flags |= 4
-    return hits, flags, None
+    return hits, flags | _FLAG_CUE, None
 
 
 def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, int, str]]:
@@ -1863,7 +1863,8 @@ def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, i
         p = prio["auth-header"]
         for s, e in _AUTH_HEADER(text):
             add((s, e, p, "auth-header"))
-    if _FLAG_CUE_RE.search(text) is not None:  # -u, -p, -a: one scan for the three
+    # -u, -p, -a: one scan for the three, where the one pass saw a cue (in any case)
+    if flags & _FLAG_CUE and _FLAG_CUE_RE.search(text) is not None:
         for s, e, kind in _find_flag_credentials(text, low):
             add((s, e, prio[kind], kind))
     if hits:
