@@ -494,6 +494,39 @@ def _packed(items: list[str], width: int = 96) -> list[str]:
     return out
 
 
+def _shape_rows(rules: list[tuple[object, ...]]) -> list[str]:
+    """Each rule's numbers read from its parsed regex, one compact data row per rule, and
+    the four tables made from them at import (``RUN_LENGTH``, ``LEAD_RUN``, ``MAX_WIDTH``,
+    ``KEYWORD_IN_MATCH``)."""
+    rows = []
+    for rule in rules:
+        rid, source = str(rule[0]), str(rule[1])
+        kw_in = int(keyword_in_match(source, rule[2]))  # type: ignore[arg-type]
+        rows.append(
+            f"{rid} {run_length(source)} {lead_run(source)} {max_width(source)} {kw_in}"
+        )
+    return [
+        "#: per rule (id, then numbers read from its parsed regex): the longest run of letters,",
+        "#: digits and _-.+/=~ every match holds; the run characters every match starts with,",
+        "#: one after the other; the most characters a match can span (0: unbounded or over",
+        "#: 4,096); 1 when every match holds one of the rule's keywords",
+        '_SHAPES = """',
+        *rows,
+        '"""',
+        "_ROWS = [row.split() for row in _SHAPES.split(\"\\n\") if row]",
+        "#: rule id -> the longest run of letters, digits and _-.+/=~ every match holds",
+        "RUN_LENGTH = {r[0]: int(r[1]) for r in _ROWS}",
+        "#: rule id -> the run characters every match starts with, one after the other"
+        " (rules with none left out)",
+        "LEAD_RUN = {r[0]: int(r[2]) for r in _ROWS if r[2] != \"0\"}",
+        "#: rule id -> the most characters a match can span (0: unbounded or over 4,096)",
+        "MAX_WIDTH = {r[0]: int(r[3]) for r in _ROWS}",
+        "#: rules every match of which holds one of their keywords (from each parsed regex)",
+        "KEYWORD_IN_MATCH = tuple(r[0] for r in _ROWS if r[4] == \"1\")",
+        "del _ROWS",
+    ]
+
+
 def build(source: Path) -> str:
     conf = tomllib.loads((source / "gitleaks.toml").read_text(encoding="utf-8"))
     licence = (source / "LICENSE").read_text(encoding="utf-8").strip()
@@ -563,45 +596,13 @@ def build(source: Path) -> str:
     lines.append("")
     lines.append(f"GLOBAL_STOPWORDS = {glob_stop!r}")
     lines.append("")
-    lines.append("#: rule id -> the longest run of letters, digits and _-.+/=~ every match holds")
-    lines.append("RUN_LENGTH = {")
-    lines.extend(_packed([f"{rule[0]!r}: {run_length(str(rule[1]))}," for rule in rules]))
-    lines.append("}")
-    lines.append("")
-    lines.append(
-        "#: rule id -> the run characters every match starts with, one after the other"
-        " (rules with none left out)"
-    )
-    lines.append("LEAD_RUN = {")
-    leads = [(str(rule[0]), lead_run(str(rule[1]))) for rule in rules]
-    lines.extend(_packed([f"{rid!r}: {n}," for rid, n in leads if n]))
-    lines.append("}")
-    lines.append("")
-    lines.append("#: rule id -> the most characters a match can span (0: unbounded or over 4,096)")
-    lines.append("MAX_WIDTH = {")
-    lines.extend(_packed([f"{rule[0]!r}: {max_width(str(rule[1]))}," for rule in rules]))
-    lines.append("}")
+    lines.extend(_shape_rows(rules))
     lines.append("")
     lines.append("#: rule id -> the fixed texts (lowercased) one of which every match starts with")
     lines.append("STARTS = {")
     entries = [(str(rule[0]), starts(str(rule[1]))) for rule in rules]
     lines.extend(_packed([f"{rid!r}: {heads!r}," for rid, heads in entries if heads], 480))
     lines.append("}")
-    lines.append("")
-    lines.append(
-        "#: rules every match of which holds one of their keywords (from each parsed regex)"
-    )
-    lines.append("KEYWORD_IN_MATCH = (")
-    lines.extend(
-        _packed(
-            [
-                f"{rule[0]!r},"
-                for rule in rules
-                if keyword_in_match(str(rule[1]), rule[2])  # type: ignore[arg-type]
-            ]
-        )
-    )
-    lines.append(")")
     lines.append("")
     lines.append("#: rules with a path condition: applied only to text whose file path matches")
     lines.append(f"PATH_ONLY = {tuple(path_only)!r}")

@@ -26,6 +26,8 @@ from __future__ import annotations
 import re
 import sys
 
+from wiki_memory.capture.keyscan import starts as _starts
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -106,14 +108,7 @@ def _cued(rx: _Lazy, text: str, cues: tuple[str, ...], back: int) -> Iterator[re
     tried only there, in ascending order, and after a match only from its end on, as
     ``finditer`` does. A regex that starts with a look-behind or an anchor has no literal
     prefix for ``re`` to skip to, and a scan of it costs ~30 times a ``str.find``."""
-    starts: list[int] = []
-    for cue in cues:
-        i = text.find(cue)
-        while i >= 0:
-            starts.append(i)
-            i = text.find(cue, i + 1)
-    if len(cues) > 1:
-        starts.sort()
+    starts = _starts(text, cues)
     match = rx.get().match
     nxt = 0  # the first position not tried yet (and not inside a match)
     for c in starts:

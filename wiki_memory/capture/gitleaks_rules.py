@@ -266,241 +266,242 @@ GLOBAL_ALLOW_REGEXES = ('(?i)^true|false|null$', '^(?i:a+|b+|c+|d+|e+|f+|g+|h+|i
 
 GLOBAL_STOPWORDS = ('014df517-39d1-4453-b7b3-9930c563627c', 'abcdefghijklmnopqrstuvwxyz')
 
+#: per rule (id, then numbers read from its parsed regex): the longest run of letters,
+#: digits and _-.+/=~ every match holds; the run characters every match starts with,
+#: one after the other; the most characters a match can span (0: unbounded or over
+#: 4,096); 1 when every match holds one of the rule's keywords
+_SHAPES = """
+1password-secret-key 39 39 40 1
+1password-service-account-token 257 257 0 1
+adafruit-api-key 32 8 124 1
+adobe-client-id 32 5 121 1
+adobe-client-secret 36 36 38 1
+age-secret-key 74 74 74 1
+airtable-api-key 17 8 109 1
+airtable-personnal-access-token 82 82 82 0
+algolia-api-key 32 7 123 1
+alibaba-access-key-id 24 24 26 1
+alibaba-secret-key 30 7 121 1
+anthropic-admin-api-key 110 110 112 1
+anthropic-api-key 108 108 110 1
+artifactory-api-key 73 73 73 1
+artifactory-reference-token 64 64 64 1
+asana-client-id 16 5 105 1
+asana-client-secret 32 5 121 1
+atlassian-api-token 24 4 194 1
+authress-service-client-access-key 59 59 206 1
+aws-access-token 20 20 20 1
+aws-amazon-bedrock-api-key-long-lived 113 113 277 1
+aws-amazon-bedrock-api-key-short-lived 44 44 44 1
+azure-ad-client-secret 37 0 42 1
+beamer-api-token 46 6 136 1
+bitbucket-client-id 32 9 125 1
+bitbucket-client-secret 64 9 157 1
+bittrex-access-key 32 7 123 1
+bittrex-secret-key 32 7 123 1
+cisco-meraki-api-key 40 6 180 1
+clickhouse-cloud-api-secret-key 42 42 42 1
+clojars-api-token 68 68 68 1
+cloudflare-api-key 40 10 134 1
+cloudflare-global-api-key 37 10 131 1
+cloudflare-origin-ca-key 176 176 178 1
+codecov-access-token 32 7 123 1
+cohere-api-token 40 6 184 1
+coinbase-access-token 64 8 156 1
+confluent-access-token 16 9 109 1
+confluent-secret-key 64 9 157 1
+contentful-delivery-api-token 43 10 137 1
+curl-auth-header 4 4 0 1
+curl-auth-user 4 4 0 1
+databricks-api-token 36 36 40 1
+datadog-access-token 40 7 131 1
+defined-networking-api-token 85 5 174 1
+digitalocean-access-token 71 71 73 1
+digitalocean-pat 71 71 73 1
+digitalocean-refresh-token 71 71 73 1
+discord-api-token 64 7 155 1
+discord-client-id 18 7 109 1
+discord-client-secret 32 7 123 1
+doppler-api-token 49 49 49 1
+droneci-access-token 32 7 123 1
+dropbox-api-token 15 7 106 1
+dropbox-long-lived-api-token 64 7 155 1
+dropbox-short-lived-api-token 138 7 229 1
+duffel-api-token 55 55 55 1
+dynatrace-api-token 96 96 96 1
+easypost-api-token 58 58 58 1
+easypost-test-api-token 58 58 58 1
+etsy-access-token 24 4 112 1
+facebook-access-token 27 15 59 0
+facebook-page-access-token 104 104 0 1
+facebook-secret 32 8 124 1
+fastly-api-token 32 6 122 1
+finicity-api-token 32 8 124 1
+finicity-client-secret 20 8 112 1
+finnhub-access-token 20 7 111 1
+flickr-access-token 32 6 122 1
+flutterwave-encryption-key 25 25 25 1
+flutterwave-public-key 47 47 47 1
+flutterwave-secret-key 47 47 47 1
+flyio-access-token 47 47 0 1
+frameio-api-token 70 70 70 1
+freemius-secret-key 10 0 0 1
+freshbooks-access-token 64 10 158 1
+gcp-api-key 39 39 41 1
+github-app-token 40 40 40 1
+github-fine-grained-pat 93 93 93 1
+github-oauth 40 40 40 1
+github-pat 40 40 40 1
+github-refresh-token 40 40 40 1
+gitlab-cicd-job-token 28 28 32 1
+gitlab-deploy-token 25 25 25 1
+gitlab-feature-flag-client-token 27 27 27 1
+gitlab-feed-token 25 25 25 1
+gitlab-incoming-mail-token 31 31 31 1
+gitlab-kubernetes-agent-token 58 58 58 1
+gitlab-oauth-app-secret 70 70 70 1
+gitlab-pat 26 26 26 1
+gitlab-pat-routable 43 43 316 1
+gitlab-ptt 46 46 46 1
+gitlab-rrt 29 29 29 1
+gitlab-runner-authentication-token 25 25 25 1
+gitlab-runner-authentication-token-routable 45 45 318 1
+gitlab-scim-token 27 27 27 1
+gitlab-session-cookie 48 48 48 1
+gitter-access-token 40 6 130 1
+gocardless-api-token 45 10 139 1
+grafana-api-key 78 78 413 1
+grafana-cloud-api-token 36 36 409 1
+grafana-service-account-token 46 46 48 1
+harness-api-key 72 72 72 1
+hashicorp-tf-api-token 83 83 93 1
+hashicorp-tf-password 8 8 134 1
+heroku-api-key 36 6 126 1
+heroku-api-key-v2 65 65 67 1
+hubspot-api-key 36 7 127 1
+huggingface-access-token 37 37 39 1
+huggingface-organization-api-token 42 42 44 1
+infracost-api-token 36 36 38 1
+intercom-api-key 60 8 152 1
+intra42-client-secret 73 73 75 1
+jfrog-api-key 73 4 168 1
+jfrog-identity-token 64 4 159 1
+jwt 22 22 0 1
+jwt-base64 10 10 0 1
+kraken-access-token 80 6 180 1
+kubernetes-secret-yaml 6 4 0 1
+kucoin-access-token 24 6 114 1
+kucoin-secret-key 36 6 126 1
+launchdarkly-access-token 40 12 136 1
+linear-api-key 48 48 48 1
+linear-client-secret 32 6 122 1
+linkedin-client-id 14 8 107 1
+linkedin-client-secret 16 8 109 1
+lob-api-key 40 3 127 1
+lob-pub-api-key 40 3 127 1
+looker-client-id 20 6 110 1
+looker-client-secret 24 6 114 1
+mailchimp-api-key 37 9 144 1
+mailgun-private-api-token 36 7 127 1
+mailgun-pub-key 39 7 130 1
+mailgun-signing-key 50 7 141 1
+mapbox-api-token 86 6 176 1
+mattermost-access-token 26 10 120 1
+maxmind-license-key 40 40 42 1
+messagebird-api-token 25 11 121 1
+messagebird-client-id 36 11 132 1
+microsoft-teams-webhook 122 5 0 1
+netlify-access-token 40 7 137 1
+new-relic-browser-api-token 24 8 117 1
+new-relic-insert-key 37 8 130 1
+new-relic-user-api-id 64 8 157 1
+new-relic-user-api-key 32 8 125 1
+notion-api-token 50 50 52 1
+npm-access-token 40 40 42 1
+nuget-config-password 8 0 0 1
+nytimes-access-token 32 7 131 1
+octopus-deploy-api-key 30 30 32 1
+okta-access-token 42 4 180 1
+openai-api-key 51 51 169 1
+openshift-user-token 50 50 51 1
+perplexity-api-key 53 53 55 1
+plaid-api-token 51 5 144 1
+plaid-client-id 24 5 113 1
+plaid-secret-key 30 5 119 1
+planetscale-api-token 43 43 77 1
+planetscale-oauth-token 45 45 79 1
+planetscale-password 42 42 76 1
+postman-api-token 64 64 66 1
+prefect-api-token 40 40 42 1
+private-key 10 10 0 1
+privateai-api-token 32 9 176 1
+pulumi-api-token 44 44 46 1
+pypi-upload-token 70 70 1020 1
+rapidapi-access-token 50 8 142 1
+readme-api-token 75 75 77 1
+rubygems-api-token 57 57 59 1
+scalingo-api-token 54 54 56 1
+sendbird-access-id 36 8 128 1
+sendbird-access-token 40 8 132 1
+sendgrid-api-token 69 69 71 1
+sendinblue-api-token 89 89 91 1
+sentry-access-token 64 6 154 1
+sentry-org-token 96 96 479 1
+sentry-user-token 71 71 73 1
+settlemint-application-access-token 23 23 25 1
+settlemint-personal-access-token 23 23 25 1
+settlemint-service-access-token 23 23 25 1
+shippo-api-token 52 52 54 1
+shopify-access-token 38 38 38 1
+shopify-custom-access-token 38 38 38 1
+shopify-private-app-access-token 38 38 38 1
+shopify-shared-secret 38 38 38 1
+sidekiq-secret 28 28 135 1
+sidekiq-sensitive-url 10 4 52 0
+slack-app-token 12 12 0 1
+slack-bot-token 26 26 0 1
+slack-config-access-token 170 4 178 0
+slack-config-refresh-token 153 153 153 1
+slack-legacy-bot-token 32 32 46 1
+slack-legacy-token 12 12 0 1
+slack-legacy-workspace-token 13 13 55 1
+slack-user-token 66 66 81 1
+slack-webhook-url 56 0 90 0
+snyk-api-token 36 7 136 1
+sonar-api-token 40 10 139 1
+sourcegraph-access-token 40 40 63 0
+square-access-token 26 26 69 1
+squarespace-access-token 36 11 131 1
+stripe-access-token 18 18 109 1
+sumologic-access-id 14 4 152 1
+sumologic-access-token 64 4 152 1
+telegram-bot-api-token 35 6 142 1
+travisci-access-token 22 6 112 1
+twilio-api-key 34 34 34 1
+twitch-api-token 30 6 120 1
+twitter-access-secret 45 7 136 1
+twitter-access-token 36 7 157 1
+twitter-api-key 25 7 116 1
+twitter-api-secret 50 7 141 1
+twitter-bearer-token 22 7 213 1
+typeform-api-token 63 8 155 1
+vault-batch-token 142 142 306 1
+vault-service-token 26 26 126 1
+yandex-access-token 91 6 0 1
+yandex-api-key 39 6 132 1
+yandex-aws-access-token 40 6 130 1
+zendesk-secret-key 40 7 131 1
+"""
+_ROWS = [row.split() for row in _SHAPES.split("\n") if row]
 #: rule id -> the longest run of letters, digits and _-.+/=~ every match holds
-RUN_LENGTH = {
-    '1password-secret-key': 39, '1password-service-account-token': 257, 'adafruit-api-key': 32,
-    'adobe-client-id': 32, 'adobe-client-secret': 36, 'age-secret-key': 74, 'airtable-api-key': 17,
-    'airtable-personnal-access-token': 82, 'algolia-api-key': 32, 'alibaba-access-key-id': 24,
-    'alibaba-secret-key': 30, 'anthropic-admin-api-key': 110, 'anthropic-api-key': 108,
-    'artifactory-api-key': 73, 'artifactory-reference-token': 64, 'asana-client-id': 16,
-    'asana-client-secret': 32, 'atlassian-api-token': 24, 'authress-service-client-access-key': 59,
-    'aws-access-token': 20, 'aws-amazon-bedrock-api-key-long-lived': 113,
-    'aws-amazon-bedrock-api-key-short-lived': 44, 'azure-ad-client-secret': 37,
-    'beamer-api-token': 46, 'bitbucket-client-id': 32, 'bitbucket-client-secret': 64,
-    'bittrex-access-key': 32, 'bittrex-secret-key': 32, 'cisco-meraki-api-key': 40,
-    'clickhouse-cloud-api-secret-key': 42, 'clojars-api-token': 68, 'cloudflare-api-key': 40,
-    'cloudflare-global-api-key': 37, 'cloudflare-origin-ca-key': 176, 'codecov-access-token': 32,
-    'cohere-api-token': 40, 'coinbase-access-token': 64, 'confluent-access-token': 16,
-    'confluent-secret-key': 64, 'contentful-delivery-api-token': 43, 'curl-auth-header': 4,
-    'curl-auth-user': 4, 'databricks-api-token': 36, 'datadog-access-token': 40,
-    'defined-networking-api-token': 85, 'digitalocean-access-token': 71, 'digitalocean-pat': 71,
-    'digitalocean-refresh-token': 71, 'discord-api-token': 64, 'discord-client-id': 18,
-    'discord-client-secret': 32, 'doppler-api-token': 49, 'droneci-access-token': 32,
-    'dropbox-api-token': 15, 'dropbox-long-lived-api-token': 64,
-    'dropbox-short-lived-api-token': 138, 'duffel-api-token': 55, 'dynatrace-api-token': 96,
-    'easypost-api-token': 58, 'easypost-test-api-token': 58, 'etsy-access-token': 24,
-    'facebook-access-token': 27, 'facebook-page-access-token': 104, 'facebook-secret': 32,
-    'fastly-api-token': 32, 'finicity-api-token': 32, 'finicity-client-secret': 20,
-    'finnhub-access-token': 20, 'flickr-access-token': 32, 'flutterwave-encryption-key': 25,
-    'flutterwave-public-key': 47, 'flutterwave-secret-key': 47, 'flyio-access-token': 47,
-    'frameio-api-token': 70, 'freemius-secret-key': 10, 'freshbooks-access-token': 64,
-    'gcp-api-key': 39, 'github-app-token': 40, 'github-fine-grained-pat': 93, 'github-oauth': 40,
-    'github-pat': 40, 'github-refresh-token': 40, 'gitlab-cicd-job-token': 28,
-    'gitlab-deploy-token': 25, 'gitlab-feature-flag-client-token': 27, 'gitlab-feed-token': 25,
-    'gitlab-incoming-mail-token': 31, 'gitlab-kubernetes-agent-token': 58,
-    'gitlab-oauth-app-secret': 70, 'gitlab-pat': 26, 'gitlab-pat-routable': 43, 'gitlab-ptt': 46,
-    'gitlab-rrt': 29, 'gitlab-runner-authentication-token': 25,
-    'gitlab-runner-authentication-token-routable': 45, 'gitlab-scim-token': 27,
-    'gitlab-session-cookie': 48, 'gitter-access-token': 40, 'gocardless-api-token': 45,
-    'grafana-api-key': 78, 'grafana-cloud-api-token': 36, 'grafana-service-account-token': 46,
-    'harness-api-key': 72, 'hashicorp-tf-api-token': 83, 'hashicorp-tf-password': 8,
-    'heroku-api-key': 36, 'heroku-api-key-v2': 65, 'hubspot-api-key': 36,
-    'huggingface-access-token': 37, 'huggingface-organization-api-token': 42,
-    'infracost-api-token': 36, 'intercom-api-key': 60, 'intra42-client-secret': 73,
-    'jfrog-api-key': 73, 'jfrog-identity-token': 64, 'jwt': 22, 'jwt-base64': 10,
-    'kraken-access-token': 80, 'kubernetes-secret-yaml': 6, 'kucoin-access-token': 24,
-    'kucoin-secret-key': 36, 'launchdarkly-access-token': 40, 'linear-api-key': 48,
-    'linear-client-secret': 32, 'linkedin-client-id': 14, 'linkedin-client-secret': 16,
-    'lob-api-key': 40, 'lob-pub-api-key': 40, 'looker-client-id': 20, 'looker-client-secret': 24,
-    'mailchimp-api-key': 37, 'mailgun-private-api-token': 36, 'mailgun-pub-key': 39,
-    'mailgun-signing-key': 50, 'mapbox-api-token': 86, 'mattermost-access-token': 26,
-    'maxmind-license-key': 40, 'messagebird-api-token': 25, 'messagebird-client-id': 36,
-    'microsoft-teams-webhook': 122, 'netlify-access-token': 40, 'new-relic-browser-api-token': 24,
-    'new-relic-insert-key': 37, 'new-relic-user-api-id': 64, 'new-relic-user-api-key': 32,
-    'notion-api-token': 50, 'npm-access-token': 40, 'nuget-config-password': 8,
-    'nytimes-access-token': 32, 'octopus-deploy-api-key': 30, 'okta-access-token': 42,
-    'openai-api-key': 51, 'openshift-user-token': 50, 'perplexity-api-key': 53,
-    'plaid-api-token': 51, 'plaid-client-id': 24, 'plaid-secret-key': 30,
-    'planetscale-api-token': 43, 'planetscale-oauth-token': 45, 'planetscale-password': 42,
-    'postman-api-token': 64, 'prefect-api-token': 40, 'private-key': 10, 'privateai-api-token': 32,
-    'pulumi-api-token': 44, 'pypi-upload-token': 70, 'rapidapi-access-token': 50,
-    'readme-api-token': 75, 'rubygems-api-token': 57, 'scalingo-api-token': 54,
-    'sendbird-access-id': 36, 'sendbird-access-token': 40, 'sendgrid-api-token': 69,
-    'sendinblue-api-token': 89, 'sentry-access-token': 64, 'sentry-org-token': 96,
-    'sentry-user-token': 71, 'settlemint-application-access-token': 23,
-    'settlemint-personal-access-token': 23, 'settlemint-service-access-token': 23,
-    'shippo-api-token': 52, 'shopify-access-token': 38, 'shopify-custom-access-token': 38,
-    'shopify-private-app-access-token': 38, 'shopify-shared-secret': 38, 'sidekiq-secret': 28,
-    'sidekiq-sensitive-url': 10, 'slack-app-token': 12, 'slack-bot-token': 26,
-    'slack-config-access-token': 170, 'slack-config-refresh-token': 153,
-    'slack-legacy-bot-token': 32, 'slack-legacy-token': 12, 'slack-legacy-workspace-token': 13,
-    'slack-user-token': 66, 'slack-webhook-url': 56, 'snyk-api-token': 36, 'sonar-api-token': 40,
-    'sourcegraph-access-token': 40, 'square-access-token': 26, 'squarespace-access-token': 36,
-    'stripe-access-token': 18, 'sumologic-access-id': 14, 'sumologic-access-token': 64,
-    'telegram-bot-api-token': 35, 'travisci-access-token': 22, 'twilio-api-key': 34,
-    'twitch-api-token': 30, 'twitter-access-secret': 45, 'twitter-access-token': 36,
-    'twitter-api-key': 25, 'twitter-api-secret': 50, 'twitter-bearer-token': 22,
-    'typeform-api-token': 63, 'vault-batch-token': 142, 'vault-service-token': 26,
-    'yandex-access-token': 91, 'yandex-api-key': 39, 'yandex-aws-access-token': 40,
-    'zendesk-secret-key': 40,
-}
-
+RUN_LENGTH = {r[0]: int(r[1]) for r in _ROWS}
 #: rule id -> the run characters every match starts with, one after the other (rules with none left out)
-LEAD_RUN = {
-    '1password-secret-key': 39, '1password-service-account-token': 257, 'adafruit-api-key': 8,
-    'adobe-client-id': 5, 'adobe-client-secret': 36, 'age-secret-key': 74, 'airtable-api-key': 8,
-    'airtable-personnal-access-token': 82, 'algolia-api-key': 7, 'alibaba-access-key-id': 24,
-    'alibaba-secret-key': 7, 'anthropic-admin-api-key': 110, 'anthropic-api-key': 108,
-    'artifactory-api-key': 73, 'artifactory-reference-token': 64, 'asana-client-id': 5,
-    'asana-client-secret': 5, 'atlassian-api-token': 4, 'authress-service-client-access-key': 59,
-    'aws-access-token': 20, 'aws-amazon-bedrock-api-key-long-lived': 113,
-    'aws-amazon-bedrock-api-key-short-lived': 44, 'beamer-api-token': 6, 'bitbucket-client-id': 9,
-    'bitbucket-client-secret': 9, 'bittrex-access-key': 7, 'bittrex-secret-key': 7,
-    'cisco-meraki-api-key': 6, 'clickhouse-cloud-api-secret-key': 42, 'clojars-api-token': 68,
-    'cloudflare-api-key': 10, 'cloudflare-global-api-key': 10, 'cloudflare-origin-ca-key': 176,
-    'codecov-access-token': 7, 'cohere-api-token': 6, 'coinbase-access-token': 8,
-    'confluent-access-token': 9, 'confluent-secret-key': 9, 'contentful-delivery-api-token': 10,
-    'curl-auth-header': 4, 'curl-auth-user': 4, 'databricks-api-token': 36,
-    'datadog-access-token': 7, 'defined-networking-api-token': 5, 'digitalocean-access-token': 71,
-    'digitalocean-pat': 71, 'digitalocean-refresh-token': 71, 'discord-api-token': 7,
-    'discord-client-id': 7, 'discord-client-secret': 7, 'doppler-api-token': 49,
-    'droneci-access-token': 7, 'dropbox-api-token': 7, 'dropbox-long-lived-api-token': 7,
-    'dropbox-short-lived-api-token': 7, 'duffel-api-token': 55, 'dynatrace-api-token': 96,
-    'easypost-api-token': 58, 'easypost-test-api-token': 58, 'etsy-access-token': 4,
-    'facebook-access-token': 15, 'facebook-page-access-token': 104, 'facebook-secret': 8,
-    'fastly-api-token': 6, 'finicity-api-token': 8, 'finicity-client-secret': 8,
-    'finnhub-access-token': 7, 'flickr-access-token': 6, 'flutterwave-encryption-key': 25,
-    'flutterwave-public-key': 47, 'flutterwave-secret-key': 47, 'flyio-access-token': 47,
-    'frameio-api-token': 70, 'freshbooks-access-token': 10, 'gcp-api-key': 39,
-    'github-app-token': 40, 'github-fine-grained-pat': 93, 'github-oauth': 40, 'github-pat': 40,
-    'github-refresh-token': 40, 'gitlab-cicd-job-token': 28, 'gitlab-deploy-token': 25,
-    'gitlab-feature-flag-client-token': 27, 'gitlab-feed-token': 25,
-    'gitlab-incoming-mail-token': 31, 'gitlab-kubernetes-agent-token': 58,
-    'gitlab-oauth-app-secret': 70, 'gitlab-pat': 26, 'gitlab-pat-routable': 43, 'gitlab-ptt': 46,
-    'gitlab-rrt': 29, 'gitlab-runner-authentication-token': 25,
-    'gitlab-runner-authentication-token-routable': 45, 'gitlab-scim-token': 27,
-    'gitlab-session-cookie': 48, 'gitter-access-token': 6, 'gocardless-api-token': 10,
-    'grafana-api-key': 78, 'grafana-cloud-api-token': 36, 'grafana-service-account-token': 46,
-    'harness-api-key': 72, 'hashicorp-tf-api-token': 83, 'hashicorp-tf-password': 8,
-    'heroku-api-key': 6, 'heroku-api-key-v2': 65, 'hubspot-api-key': 7,
-    'huggingface-access-token': 37, 'huggingface-organization-api-token': 42,
-    'infracost-api-token': 36, 'intercom-api-key': 8, 'intra42-client-secret': 73,
-    'jfrog-api-key': 4, 'jfrog-identity-token': 4, 'jwt': 22, 'jwt-base64': 10,
-    'kraken-access-token': 6, 'kubernetes-secret-yaml': 4, 'kucoin-access-token': 6,
-    'kucoin-secret-key': 6, 'launchdarkly-access-token': 12, 'linear-api-key': 48,
-    'linear-client-secret': 6, 'linkedin-client-id': 8, 'linkedin-client-secret': 8,
-    'lob-api-key': 3, 'lob-pub-api-key': 3, 'looker-client-id': 6, 'looker-client-secret': 6,
-    'mailchimp-api-key': 9, 'mailgun-private-api-token': 7, 'mailgun-pub-key': 7,
-    'mailgun-signing-key': 7, 'mapbox-api-token': 6, 'mattermost-access-token': 10,
-    'maxmind-license-key': 40, 'messagebird-api-token': 11, 'messagebird-client-id': 11,
-    'microsoft-teams-webhook': 5, 'netlify-access-token': 7, 'new-relic-browser-api-token': 8,
-    'new-relic-insert-key': 8, 'new-relic-user-api-id': 8, 'new-relic-user-api-key': 8,
-    'notion-api-token': 50, 'npm-access-token': 40, 'nytimes-access-token': 7,
-    'octopus-deploy-api-key': 30, 'okta-access-token': 4, 'openai-api-key': 51,
-    'openshift-user-token': 50, 'perplexity-api-key': 53, 'plaid-api-token': 5,
-    'plaid-client-id': 5, 'plaid-secret-key': 5, 'planetscale-api-token': 43,
-    'planetscale-oauth-token': 45, 'planetscale-password': 42, 'postman-api-token': 64,
-    'prefect-api-token': 40, 'private-key': 10, 'privateai-api-token': 9, 'pulumi-api-token': 44,
-    'pypi-upload-token': 70, 'rapidapi-access-token': 8, 'readme-api-token': 75,
-    'rubygems-api-token': 57, 'scalingo-api-token': 54, 'sendbird-access-id': 8,
-    'sendbird-access-token': 8, 'sendgrid-api-token': 69, 'sendinblue-api-token': 89,
-    'sentry-access-token': 6, 'sentry-org-token': 96, 'sentry-user-token': 71,
-    'settlemint-application-access-token': 23, 'settlemint-personal-access-token': 23,
-    'settlemint-service-access-token': 23, 'shippo-api-token': 52, 'shopify-access-token': 38,
-    'shopify-custom-access-token': 38, 'shopify-private-app-access-token': 38,
-    'shopify-shared-secret': 38, 'sidekiq-secret': 28, 'sidekiq-sensitive-url': 4,
-    'slack-app-token': 12, 'slack-bot-token': 26, 'slack-config-access-token': 4,
-    'slack-config-refresh-token': 153, 'slack-legacy-bot-token': 32, 'slack-legacy-token': 12,
-    'slack-legacy-workspace-token': 13, 'slack-user-token': 66, 'snyk-api-token': 7,
-    'sonar-api-token': 10, 'sourcegraph-access-token': 40, 'square-access-token': 26,
-    'squarespace-access-token': 11, 'stripe-access-token': 18, 'sumologic-access-id': 4,
-    'sumologic-access-token': 4, 'telegram-bot-api-token': 6, 'travisci-access-token': 6,
-    'twilio-api-key': 34, 'twitch-api-token': 6, 'twitter-access-secret': 7,
-    'twitter-access-token': 7, 'twitter-api-key': 7, 'twitter-api-secret': 7,
-    'twitter-bearer-token': 7, 'typeform-api-token': 8, 'vault-batch-token': 142,
-    'vault-service-token': 26, 'yandex-access-token': 6, 'yandex-api-key': 6,
-    'yandex-aws-access-token': 6, 'zendesk-secret-key': 7,
-}
-
+LEAD_RUN = {r[0]: int(r[2]) for r in _ROWS if r[2] != "0"}
 #: rule id -> the most characters a match can span (0: unbounded or over 4,096)
-MAX_WIDTH = {
-    '1password-secret-key': 40, '1password-service-account-token': 0, 'adafruit-api-key': 124,
-    'adobe-client-id': 121, 'adobe-client-secret': 38, 'age-secret-key': 74,
-    'airtable-api-key': 109, 'airtable-personnal-access-token': 82, 'algolia-api-key': 123,
-    'alibaba-access-key-id': 26, 'alibaba-secret-key': 121, 'anthropic-admin-api-key': 112,
-    'anthropic-api-key': 110, 'artifactory-api-key': 73, 'artifactory-reference-token': 64,
-    'asana-client-id': 105, 'asana-client-secret': 121, 'atlassian-api-token': 194,
-    'authress-service-client-access-key': 206, 'aws-access-token': 20,
-    'aws-amazon-bedrock-api-key-long-lived': 277, 'aws-amazon-bedrock-api-key-short-lived': 44,
-    'azure-ad-client-secret': 42, 'beamer-api-token': 136, 'bitbucket-client-id': 125,
-    'bitbucket-client-secret': 157, 'bittrex-access-key': 123, 'bittrex-secret-key': 123,
-    'cisco-meraki-api-key': 180, 'clickhouse-cloud-api-secret-key': 42, 'clojars-api-token': 68,
-    'cloudflare-api-key': 134, 'cloudflare-global-api-key': 131, 'cloudflare-origin-ca-key': 178,
-    'codecov-access-token': 123, 'cohere-api-token': 184, 'coinbase-access-token': 156,
-    'confluent-access-token': 109, 'confluent-secret-key': 157,
-    'contentful-delivery-api-token': 137, 'curl-auth-header': 0, 'curl-auth-user': 0,
-    'databricks-api-token': 40, 'datadog-access-token': 131, 'defined-networking-api-token': 174,
-    'digitalocean-access-token': 73, 'digitalocean-pat': 73, 'digitalocean-refresh-token': 73,
-    'discord-api-token': 155, 'discord-client-id': 109, 'discord-client-secret': 123,
-    'doppler-api-token': 49, 'droneci-access-token': 123, 'dropbox-api-token': 106,
-    'dropbox-long-lived-api-token': 155, 'dropbox-short-lived-api-token': 229,
-    'duffel-api-token': 55, 'dynatrace-api-token': 96, 'easypost-api-token': 58,
-    'easypost-test-api-token': 58, 'etsy-access-token': 112, 'facebook-access-token': 59,
-    'facebook-page-access-token': 0, 'facebook-secret': 124, 'fastly-api-token': 122,
-    'finicity-api-token': 124, 'finicity-client-secret': 112, 'finnhub-access-token': 111,
-    'flickr-access-token': 122, 'flutterwave-encryption-key': 25, 'flutterwave-public-key': 47,
-    'flutterwave-secret-key': 47, 'flyio-access-token': 0, 'frameio-api-token': 70,
-    'freemius-secret-key': 0, 'freshbooks-access-token': 158, 'gcp-api-key': 41,
-    'github-app-token': 40, 'github-fine-grained-pat': 93, 'github-oauth': 40, 'github-pat': 40,
-    'github-refresh-token': 40, 'gitlab-cicd-job-token': 32, 'gitlab-deploy-token': 25,
-    'gitlab-feature-flag-client-token': 27, 'gitlab-feed-token': 25,
-    'gitlab-incoming-mail-token': 31, 'gitlab-kubernetes-agent-token': 58,
-    'gitlab-oauth-app-secret': 70, 'gitlab-pat': 26, 'gitlab-pat-routable': 316, 'gitlab-ptt': 46,
-    'gitlab-rrt': 29, 'gitlab-runner-authentication-token': 25,
-    'gitlab-runner-authentication-token-routable': 318, 'gitlab-scim-token': 27,
-    'gitlab-session-cookie': 48, 'gitter-access-token': 130, 'gocardless-api-token': 139,
-    'grafana-api-key': 413, 'grafana-cloud-api-token': 409, 'grafana-service-account-token': 48,
-    'harness-api-key': 72, 'hashicorp-tf-api-token': 93, 'hashicorp-tf-password': 134,
-    'heroku-api-key': 126, 'heroku-api-key-v2': 67, 'hubspot-api-key': 127,
-    'huggingface-access-token': 39, 'huggingface-organization-api-token': 44,
-    'infracost-api-token': 38, 'intercom-api-key': 152, 'intra42-client-secret': 75,
-    'jfrog-api-key': 168, 'jfrog-identity-token': 159, 'jwt': 0, 'jwt-base64': 0,
-    'kraken-access-token': 180, 'kubernetes-secret-yaml': 0, 'kucoin-access-token': 114,
-    'kucoin-secret-key': 126, 'launchdarkly-access-token': 136, 'linear-api-key': 48,
-    'linear-client-secret': 122, 'linkedin-client-id': 107, 'linkedin-client-secret': 109,
-    'lob-api-key': 127, 'lob-pub-api-key': 127, 'looker-client-id': 110,
-    'looker-client-secret': 114, 'mailchimp-api-key': 144, 'mailgun-private-api-token': 127,
-    'mailgun-pub-key': 130, 'mailgun-signing-key': 141, 'mapbox-api-token': 176,
-    'mattermost-access-token': 120, 'maxmind-license-key': 42, 'messagebird-api-token': 121,
-    'messagebird-client-id': 132, 'microsoft-teams-webhook': 0, 'netlify-access-token': 137,
-    'new-relic-browser-api-token': 117, 'new-relic-insert-key': 130, 'new-relic-user-api-id': 157,
-    'new-relic-user-api-key': 125, 'notion-api-token': 52, 'npm-access-token': 42,
-    'nuget-config-password': 0, 'nytimes-access-token': 131, 'octopus-deploy-api-key': 32,
-    'okta-access-token': 180, 'openai-api-key': 169, 'openshift-user-token': 51,
-    'perplexity-api-key': 55, 'plaid-api-token': 144, 'plaid-client-id': 113,
-    'plaid-secret-key': 119, 'planetscale-api-token': 77, 'planetscale-oauth-token': 79,
-    'planetscale-password': 76, 'postman-api-token': 66, 'prefect-api-token': 42, 'private-key': 0,
-    'privateai-api-token': 176, 'pulumi-api-token': 46, 'pypi-upload-token': 1020,
-    'rapidapi-access-token': 142, 'readme-api-token': 77, 'rubygems-api-token': 59,
-    'scalingo-api-token': 56, 'sendbird-access-id': 128, 'sendbird-access-token': 132,
-    'sendgrid-api-token': 71, 'sendinblue-api-token': 91, 'sentry-access-token': 154,
-    'sentry-org-token': 479, 'sentry-user-token': 73, 'settlemint-application-access-token': 25,
-    'settlemint-personal-access-token': 25, 'settlemint-service-access-token': 25,
-    'shippo-api-token': 54, 'shopify-access-token': 38, 'shopify-custom-access-token': 38,
-    'shopify-private-app-access-token': 38, 'shopify-shared-secret': 38, 'sidekiq-secret': 135,
-    'sidekiq-sensitive-url': 52, 'slack-app-token': 0, 'slack-bot-token': 0,
-    'slack-config-access-token': 178, 'slack-config-refresh-token': 153,
-    'slack-legacy-bot-token': 46, 'slack-legacy-token': 0, 'slack-legacy-workspace-token': 55,
-    'slack-user-token': 81, 'slack-webhook-url': 90, 'snyk-api-token': 136, 'sonar-api-token': 139,
-    'sourcegraph-access-token': 63, 'square-access-token': 69, 'squarespace-access-token': 131,
-    'stripe-access-token': 109, 'sumologic-access-id': 152, 'sumologic-access-token': 152,
-    'telegram-bot-api-token': 142, 'travisci-access-token': 112, 'twilio-api-key': 34,
-    'twitch-api-token': 120, 'twitter-access-secret': 136, 'twitter-access-token': 157,
-    'twitter-api-key': 116, 'twitter-api-secret': 141, 'twitter-bearer-token': 213,
-    'typeform-api-token': 155, 'vault-batch-token': 306, 'vault-service-token': 126,
-    'yandex-access-token': 0, 'yandex-api-key': 132, 'yandex-aws-access-token': 130,
-    'zendesk-secret-key': 131,
-}
+MAX_WIDTH = {r[0]: int(r[3]) for r in _ROWS}
+#: rules every match of which holds one of their keywords (from each parsed regex)
+KEYWORD_IN_MATCH = tuple(r[0] for r in _ROWS if r[4] == "1")
+del _ROWS
 
 #: rule id -> the fixed texts (lowercased) one of which every match starts with
 STARTS = {
@@ -516,71 +517,6 @@ STARTS = {
     'shopify-shared-secret': ('shpss_',), 'sidekiq-sensitive-url': ('http://', 'https://'), 'slack-app-token': ('xapp-',), 'slack-bot-token': ('xoxb-',), 'slack-config-access-token': ('xoxe',), 'slack-config-refresh-token': ('xoxe-',), 'slack-legacy-bot-token': ('xoxb-',), 'slack-legacy-token': ('xoxo-', 'xoxs-'), 'slack-legacy-workspace-token': ('xoxa-', 'xoxr-'), 'slack-user-token': ('xoxe-', 'xoxp-'), 'slack-webhook-url': ('hooks', 'http://hooks', 'https://hooks'),
     'square-access-token': ('eaaa', 'sq0atp-'), 'stripe-access-token': ('rk_live_', 'rk_prod_', 'rk_test_', 'sk_live_', 'sk_prod_', 'sk_test_'), 'twilio-api-key': ('sk',), 'vault-batch-token': ('hvb.',), 'vault-service-token': ('hvs.', 's.'),
 }
-
-#: rules every match of which holds one of their keywords (from each parsed regex)
-KEYWORD_IN_MATCH = (
-    '1password-secret-key', '1password-service-account-token', 'adafruit-api-key',
-    'adobe-client-id', 'adobe-client-secret', 'age-secret-key', 'airtable-api-key',
-    'algolia-api-key', 'alibaba-access-key-id', 'alibaba-secret-key', 'anthropic-admin-api-key',
-    'anthropic-api-key', 'artifactory-api-key', 'artifactory-reference-token', 'asana-client-id',
-    'asana-client-secret', 'atlassian-api-token', 'authress-service-client-access-key',
-    'aws-access-token', 'aws-amazon-bedrock-api-key-long-lived',
-    'aws-amazon-bedrock-api-key-short-lived', 'azure-ad-client-secret', 'beamer-api-token',
-    'bitbucket-client-id', 'bitbucket-client-secret', 'bittrex-access-key', 'bittrex-secret-key',
-    'cisco-meraki-api-key', 'clickhouse-cloud-api-secret-key', 'clojars-api-token',
-    'cloudflare-api-key', 'cloudflare-global-api-key', 'cloudflare-origin-ca-key',
-    'codecov-access-token', 'cohere-api-token', 'coinbase-access-token', 'confluent-access-token',
-    'confluent-secret-key', 'contentful-delivery-api-token', 'curl-auth-header', 'curl-auth-user',
-    'databricks-api-token', 'datadog-access-token', 'defined-networking-api-token',
-    'digitalocean-access-token', 'digitalocean-pat', 'digitalocean-refresh-token',
-    'discord-api-token', 'discord-client-id', 'discord-client-secret', 'doppler-api-token',
-    'droneci-access-token', 'dropbox-api-token', 'dropbox-long-lived-api-token',
-    'dropbox-short-lived-api-token', 'duffel-api-token', 'dynatrace-api-token',
-    'easypost-api-token', 'easypost-test-api-token', 'etsy-access-token',
-    'facebook-page-access-token', 'facebook-secret', 'fastly-api-token', 'finicity-api-token',
-    'finicity-client-secret', 'finnhub-access-token', 'flickr-access-token',
-    'flutterwave-encryption-key', 'flutterwave-public-key', 'flutterwave-secret-key',
-    'flyio-access-token', 'frameio-api-token', 'freemius-secret-key', 'freshbooks-access-token',
-    'gcp-api-key', 'github-app-token', 'github-fine-grained-pat', 'github-oauth', 'github-pat',
-    'github-refresh-token', 'gitlab-cicd-job-token', 'gitlab-deploy-token',
-    'gitlab-feature-flag-client-token', 'gitlab-feed-token', 'gitlab-incoming-mail-token',
-    'gitlab-kubernetes-agent-token', 'gitlab-oauth-app-secret', 'gitlab-pat', 'gitlab-pat-routable',
-    'gitlab-ptt', 'gitlab-rrt', 'gitlab-runner-authentication-token',
-    'gitlab-runner-authentication-token-routable', 'gitlab-scim-token', 'gitlab-session-cookie',
-    'gitter-access-token', 'gocardless-api-token', 'grafana-api-key', 'grafana-cloud-api-token',
-    'grafana-service-account-token', 'harness-api-key', 'hashicorp-tf-api-token',
-    'hashicorp-tf-password', 'heroku-api-key', 'heroku-api-key-v2', 'hubspot-api-key',
-    'huggingface-access-token', 'huggingface-organization-api-token', 'infracost-api-token',
-    'intercom-api-key', 'intra42-client-secret', 'jfrog-api-key', 'jfrog-identity-token', 'jwt',
-    'jwt-base64', 'kraken-access-token', 'kubernetes-secret-yaml', 'kucoin-access-token',
-    'kucoin-secret-key', 'launchdarkly-access-token', 'linear-api-key', 'linear-client-secret',
-    'linkedin-client-id', 'linkedin-client-secret', 'lob-api-key', 'lob-pub-api-key',
-    'looker-client-id', 'looker-client-secret', 'mailchimp-api-key', 'mailgun-private-api-token',
-    'mailgun-pub-key', 'mailgun-signing-key', 'mapbox-api-token', 'mattermost-access-token',
-    'maxmind-license-key', 'messagebird-api-token', 'messagebird-client-id',
-    'microsoft-teams-webhook', 'netlify-access-token', 'new-relic-browser-api-token',
-    'new-relic-insert-key', 'new-relic-user-api-id', 'new-relic-user-api-key', 'notion-api-token',
-    'npm-access-token', 'nuget-config-password', 'nytimes-access-token', 'octopus-deploy-api-key',
-    'okta-access-token', 'openai-api-key', 'openshift-user-token', 'perplexity-api-key',
-    'plaid-api-token', 'plaid-client-id', 'plaid-secret-key', 'planetscale-api-token',
-    'planetscale-oauth-token', 'planetscale-password', 'postman-api-token', 'prefect-api-token',
-    'private-key', 'privateai-api-token', 'pulumi-api-token', 'pypi-upload-token',
-    'rapidapi-access-token', 'readme-api-token', 'rubygems-api-token', 'scalingo-api-token',
-    'sendbird-access-id', 'sendbird-access-token', 'sendgrid-api-token', 'sendinblue-api-token',
-    'sentry-access-token', 'sentry-org-token', 'sentry-user-token',
-    'settlemint-application-access-token', 'settlemint-personal-access-token',
-    'settlemint-service-access-token', 'shippo-api-token', 'shopify-access-token',
-    'shopify-custom-access-token', 'shopify-private-app-access-token', 'shopify-shared-secret',
-    'sidekiq-secret', 'slack-app-token', 'slack-bot-token', 'slack-config-refresh-token',
-    'slack-legacy-bot-token', 'slack-legacy-token', 'slack-legacy-workspace-token',
-    'slack-user-token', 'snyk-api-token', 'sonar-api-token', 'square-access-token',
-    'squarespace-access-token', 'stripe-access-token', 'sumologic-access-id',
-    'sumologic-access-token', 'telegram-bot-api-token', 'travisci-access-token', 'twilio-api-key',
-    'twitch-api-token', 'twitter-access-secret', 'twitter-access-token', 'twitter-api-key',
-    'twitter-api-secret', 'twitter-bearer-token', 'typeform-api-token', 'vault-batch-token',
-    'vault-service-token', 'yandex-access-token', 'yandex-api-key', 'yandex-aws-access-token',
-    'zendesk-secret-key',
-)
 
 #: rules with a path condition: applied only to text whose file path matches
 PATH_ONLY = ('freemius-secret-key', 'hashicorp-tf-password', 'kubernetes-secret-yaml', 'nuget-config-password')

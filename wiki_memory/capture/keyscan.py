@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 #: texts at least this long use the one-pass automaton when it is available (below it,
-#: a few dozen ``in`` scans of a short text cost less than the call, and the hook's
-#: small payloads never import the library); a set of many more keywords, such as the
-#: generated rules' near keywords (about 200), sets its own lower bound
-AC_MIN = 2048
+#: a few dozen ``in`` scans of a short text cost about what the call does; the hook never
+#: imports the library); a set of many more keywords, such as the generated rules' near
+#: keywords (about 200), sets its own lower bound (0: one call costs less than 200 scans)
+AC_MIN = 64
 
 _AC_MODULE: Any = None  # None: not tried yet; False: not importable
 
@@ -96,8 +96,31 @@ class KeySet:
                 return {kws[i] for i, _, _ in ac.find_matches_as_indexes(low, overlapping=True)}
         return {k for k in self.keywords if k in low}
 
+    def occurrences(self, low: bytes) -> list[tuple[int, int, int]]:
+        """Every occurrence, overlapping ones too, of a keyword in ``low`` (lowercase ASCII
+        bytes) as ``(index into keywords, start, end)``, from the one-pass automaton
+        (call only where :meth:`available` says it is taken)."""
+        ac = self._bac if self._bac is not None else self.bytes_automaton()
+        return ac.find_matches_as_indexes(low, overlapping=True)  # type: ignore[no-any-return]
+
     def available(self, low: str | bytes) -> bool:
         """Whether :meth:`present` takes the one-pass automaton for ``low``."""
         return len(low) >= self.min_len and bool(
             self._ac if self._ac is not None else self.automaton()
         )
+
+
+def starts(text: str, needles: tuple[str, ...]) -> list[int]:
+    """Where each of ``needles`` starts in ``text`` (``str.find``, in C, case as given),
+    every occurrence, overlapping ones too: ascending (sorted when there is more than one
+    needle; a start two needles share is listed twice). The places a rule whose matches
+    all start at (or a fixed distance before) a needle is tried."""
+    out: list[int] = []
+    for nd in needles:
+        i = text.find(nd)
+        while i >= 0:
+            out.append(i)
+            i = text.find(nd, i + 1)
+    if len(needles) > 1:
+        out.sort()
+    return out

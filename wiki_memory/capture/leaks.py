@@ -22,6 +22,7 @@ from math import log2
 
 from wiki_memory.capture import gitleaks_rules as _G
 from wiki_memory.capture.keyscan import KeySet
+from wiki_memory.capture.leak_heads import fast_heads, finditer_at
 from wiki_memory.capture.leak_kinds import KINDS
 
 TYPE_CHECKING = False
@@ -72,6 +73,7 @@ class Rule:
         "path",
         "windowed",
         "_rx",
+        "_heads",
     )
 
     def __init__(self, row: tuple) -> None:  # type: ignore[type-arg]
@@ -86,12 +88,23 @@ class Rule:
         self.path: str | None = path
         self.windowed = _SEMI_GENERIC in source[:40]
         self._rx: re.Pattern[str] | None = None
+        self._heads: tuple[str, ...] | None = None
 
     @property
     def fast(self) -> str:
         """The regex run: ``source``, for a name-then-value rule without its leading
         context (worked out on first compile, not at import: the hook's start-up)."""
         return _fast_source(self.source) if self.windowed else self.source
+
+    @property
+    def heads(self) -> tuple[str, ...]:
+        """For a name-then-value rule, the names (lowercase) one of which every match of
+        :attr:`fast` starts with (see :func:`leak_heads.fast_heads`); else, or when they cannot be
+        read off, ``()``."""
+        heads = self._heads
+        if heads is None:
+            heads = self._heads = fast_heads(self.fast) if self.windowed else ()
+        return heads
 
     @property
     def rx(self) -> re.Pattern[str]:
@@ -157,7 +170,7 @@ WHOLE_KEYWORDS = _WHOLE_KEYWORDS  # for the caller's one keyword pass (see find)
 _WHOLE_SET = frozenset(_WHOLE_KEYWORDS)
 _NEAR_KEYWORDS: tuple[str, ...] = tuple(sorted(_NEAR_RULES))
 #: the near keywords, looked for in one pass over the text near runs (see keyscan)
-_NEAR_SET = KeySet(_NEAR_KEYWORDS, 256)  # ~200 in scans cost more than one call from here
+_NEAR_SET = KeySet(_NEAR_KEYWORDS, 0)  # ~200 in scans cost more than one call
 #: how far before a run its rule's keyword may stand: a name-then-value rule's name ends
 #: at most 20 + 3 + 3 + 5 characters before its value (name tail, quotes, operator, quotes)
 _NEAR_BEFORE = max(map(len, _NEAR_KEYWORDS), default=0) + 32
@@ -373,7 +386,14 @@ def _matches(
         return
     spans: list[tuple[int, int, int]]
     if rule.windowed:
-        spans = [(ws, we, we) for ws, we in _windows(low, rule.keywords, text)]
+        wins = _windows(low, rule.keywords, text)
+        named = rule.heads
+        if named:
+            for ws, we in wins:
+                for m in finditer_at(rx, text, low, named, ws, we):
+                    yield m, we
+            return
+        spans = [(ws, we, we) for ws, we in wins]
     elif runs is not None:
         spans = _run_windows(runs, _G.MAX_WIDTH[rule.id], n)
     else:

@@ -28,6 +28,8 @@ import json
 import re
 from functools import lru_cache
 
+from wiki_memory.capture.keyscan import starts as _starts
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~2.5 ms to import; the hook only needs it for mypy
     from collections.abc import Callable, Iterator, Sequence
@@ -291,17 +293,9 @@ def _anchored(
     regex = _Lazy(source)
 
     def find(text: str) -> Iterator[tuple[int, int]]:
-        low = _lower(text)
-        starts: list[int] = []
-        for nd in needles:
-            i = low.find(nd)
-            while i >= 0:
-                starts.append(i)
-                i = low.find(nd, i + 1)
+        starts = _starts(_lower(text), needles)
         if not starts:
             return
-        if len(needles) > 1:
-            starts.sort()
         grouped = "secret" in regex.rx.groupindex
         done = -1
         for i in starts:
@@ -1723,6 +1717,22 @@ del _i, _d
 _LEAKS: Any = None  # wiki_memory.capture.leaks, imported on first use (hook start-up)
 _FORMATS: Any = None  # wiki_memory.capture.formats, likewise
 _WORDS: Any = None  # keyscan.KeySet of both modules' whole-text keywords and cues
+#: the secret-ish words the keyword rule and a few context rules start from (see
+#: _K_WORDS_RE), each with the flag it sets (1 key, 2 secret, 4 private, 0 none), and the
+#: password flags' cues (8: what _FLAG_CUE_RE finds, in any case): where the one-pass
+#: automaton runs, they are found in the same pass as the keywords and the format cues
+_SECRET_WORDS = {
+    "token": 0,
+    "key": 1,
+    "secret": 2,
+    "credential": 0,
+    "pass": 0,
+    "pwd": 0,
+    "private": 4,
+    **dict.fromkeys((" -p", " -a", " -u", "\t-p", "\t-a", "\t-u", "--user"), 8),
+}
+_FLAG_CUE = 8
+_WORD_HITS: dict[int, int] = {}  # _WORDS' index of each secret-ish word or cue -> its flag
 _GITLEAKS_PRIO = len(DETECTORS)  # after every rule of ours: on overlap our name wins
 
 
@@ -1733,9 +1743,58 @@ def _gitleaks() -> Any:
         from wiki_memory.capture import formats, leaks
         from wiki_memory.capture.keyscan import KeySet
 
-        _WORDS = KeySet(tuple(sorted({*leaks.WHOLE_KEYWORDS, *formats.CUES})))
+        words = tuple(sorted({*leaks.WHOLE_KEYWORDS, *formats.CUES, *_SECRET_WORDS}))
+        _WORDS = KeySet(words)
+        _WORD_HITS.update((n, _SECRET_WORDS[w]) for n, w in enumerate(words) if w in _SECRET_WORDS)
         _LEAKS, _FORMATS = leaks, formats
     return _LEAKS
+
+
+def _scan_words(low: str, low_ascii: bytes | None) -> tuple[list[int], int, set[str] | None]:
+    """Where the secret-ish words of :data:`_SECRET_WORDS` start in ``low`` (a lowercased
+    text; unsorted, each occurrence once), their flags or-ed (1 key, 2 secret, 4
+    private; and 8 when a password flag's cue may occur: then, and only then, the caller
+    looks for :data:`_FLAG_CUE_RE`), and the set of :data:`_WORDS`' keywords that occur
+    (``None`` when not looked for). ``low_ascii``: ``low``'s ASCII bytes (``?`` for any
+    other character), when the keyword automaton is to run
+    (:meth:`keyscan.KeySet.available`): the words come from its one pass with the
+    generated rules' keywords and the format cues; else three regex scans find them (the
+    hook's way), and flag 8 is set whatever the text. Both give the same starts: no two
+    of the words overlap but at one start, where they differ in a later letter."""
+    hits: list[int] = []
+    hit = hits.append
+    flags = 0
+    if low_ascii is not None:
+        occ = _WORDS.occurrences(low_ascii)
+        kws = _WORDS.keywords
+        words = _WORD_HITS
+        for i, s, _ in occ:
+            f = words.get(i)
+            if f is not None:
+                if f < _FLAG_CUE:
+                    hit(s)
+                flags |= f
+        return hits, flags, {kws[i] for i, _, _ in occ}
+    for m in _K_WORDS_RE.finditer(low):
+        i = m.start()
+        if low[i + 2] == "y":
+            flags |= 1
+            hit(i)
+        else:
+            hit(i - 2)  # token
+    for m in _CRE_WORDS_RE.finditer(low):
+        i = m.start()
+        if low[i + 3] == "t":
+            flags |= 2
+            hit(i - 2)
+        else:
+            hit(i)  # credential
+    for m in _P_WORDS_RE.finditer(low):
+        i = m.start()
+        hit(i)
+        if m.end() - i == 7:
+            flags |= 4
+    return hits, flags | _FLAG_CUE, None
 
 
 def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, int, str]]:
@@ -1769,31 +1828,12 @@ def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, i
     if "://" in low:
         for s, e, kind in _find_urls(text):
             add((s, e, prio[kind], kind))
-    # the secret-ish words, three regex scans for seven words (see _K_WORDS_RE), shared by
-    # the detectors that start there; every other detector is called only when its cue
-    # occurs (a call costs more than a scan of a small text)
-    hits: list[int] = []
-    hit = hits.append
-    key = secret = private = False
-    for m in _K_WORDS_RE.finditer(low):
-        i = m.start()
-        if low[i + 2] == "y":
-            key = True
-            hit(i)
-        else:
-            hit(i - 2)  # token
-    for m in _CRE_WORDS_RE.finditer(low):
-        i = m.start()
-        if low[i + 3] == "t":
-            secret = True
-            hit(i - 2)
-        else:
-            hit(i)  # credential
-    for m in _P_WORDS_RE.finditer(low):
-        i = m.start()
-        hit(i)
-        if m.end() - i == 7:
-            private = True
+    # the secret-ish words (see _scan_words), shared by the detectors that start there;
+    # every other detector is called only when its cue occurs (a call costs more than a
+    # scan of a small text)
+    leaks = _LEAKS or _gitleaks()
+    hits, flags, present = _scan_words(low, raw.lower() if _WORDS.available(low) else None)
+    key, secret, private = flags & 1, flags & 2, flags & 4
     if private:
         if "private key" in low:
             p = prio["private-key"]
@@ -1823,7 +1863,8 @@ def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, i
         p = prio["auth-header"]
         for s, e in _AUTH_HEADER(text):
             add((s, e, p, "auth-header"))
-    if _FLAG_CUE_RE.search(text) is not None:  # -u, -p, -a: one scan for the three
+    # -u, -p, -a: one scan for the three, where the one pass saw a cue (in any case)
+    if flags & _FLAG_CUE and _FLAG_CUE_RE.search(text) is not None:
         for s, e, kind in _find_flag_credentials(text, low):
             add((s, e, prio[kind], kind))
     if hits:
@@ -1831,11 +1872,7 @@ def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, i
         p = prio["generic-secret"]
         for s, e in _find_assignments(text, hits):
             add((s, e, p, "generic-secret"))
-    leaks = _LEAKS or _gitleaks()
-    # one pass for the keywords of both (where keyscan can; else each looks for its own)
-    # (over the ASCII bytes, lowered: the same letters at the same places as low, and
-    # the automaton reads bytes faster than a str)
-    present = _WORDS.present(raw.lower()) if _WORDS.available(low) else None
+    # one pass for the keywords of both (where keyscan can, above; else each looks for its own)
     runs: list[tuple[int, int]] = []  # leaks' runs of secret characters, for Discord's rule
     for s, e, kind in leaks.find(text, low, path, raw, present, runs):
         add((s, e, prio.get(kind, _GITLEAKS_PRIO), kind))
