@@ -94,7 +94,7 @@ def update_changed(
     added: list[tuple[int, tuple[Any, ...]]] = []
     for ordinal in chain(range(min(k0, k1)), range(max(k0, k1), len(sections))):
         sec = sections[ordinal]
-        anchor, heading, line, h, _text, _hf, _bf, _sf, _df, day, t0, t1 = sec
+        anchor, heading, line, h, _text, _hf, _bf, _sf, _df, day, t0, t1, _dw, _dn = sec
         hit = have.pop((anchor, heading, h, day, t0, t1), None)
         if hit is None:
             added.append((ordinal, sec))
@@ -139,9 +139,10 @@ def _insert_sections(
     fts: list[tuple[Any, ...]] = []
     tf, af, gf = page_fts
     for ordinal, sec in added:
-        anchor, heading, line, h, text, hf, bf, sf, df, day, t0, t1 = sec
+        anchor, heading, line, h, text, hf, bf, sf, df, day, t0, t1, dw, dn = sec
         secs.append(
             (rowid, path, anchor, heading, ordinal, line, h, text, project, kind, day, t0, t1)
+            + (dw, dn)
         )
         fts.append((rowid, tf, af, gf, hf, bf, sf, df))
         rowid += 1

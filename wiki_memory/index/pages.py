@@ -294,9 +294,10 @@ def insert_prepared(
     for path, page_row, project, kind, (tf, af, gf), sections, plinks, pnames in preps:
         pages.append(page_row)
         for ordinal, sec in enumerate(sections):
-            anchor, heading, line, h, text, hf, bf, sf, df, day, t0, t1 = sec
+            anchor, heading, line, h, text, hf, bf, sf, df, day, t0, t1, dw, dn = sec
             secs.append(
                 (rowid, path, anchor, heading, ordinal, line, h, text, project, kind, day, t0, t1)
+                + (dw, dn)
             )
             fts.append((rowid, tf, af, gf, hf, bf, sf, df))
             rowid += 1
