@@ -34,6 +34,7 @@ __all__ = [
     "neighbours",
     "pages_named",
     "linked_pages",
+    "page_ends",
     "page_rows",
     "page_decay",
     "first_sections",
@@ -501,6 +502,20 @@ def page_rows(index: Index, paths: Iterable[str]) -> dict[str, dict[str, Any]]:
                 "start": r[6],
                 "end": r[7],
             }
+    return out
+
+
+def page_ends(index: Index, paths: Iterable[str]) -> dict[str, Any]:
+    """``path → end`` (:data:`PAGE_END` as stored: an ISO-8601 string or None) for indexed
+    pages: what the ``recent`` signal reads of every candidate page, without the JSON
+    columns :func:`page_rows` decodes."""
+    uniq = sorted(set(paths))
+    out: dict[str, Any] = {}
+    for i in range(0, len(uniq), 400):
+        chunk = uniq[i : i + 400]
+        marks = ", ".join("?" * len(chunk))
+        sql = f"SELECT p.path, {PAGE_END} FROM pages AS p WHERE p.path IN ({marks})"
+        out.update((r[0], r[1]) for r in _run(index, sql, chunk))
     return out
 
 
