@@ -129,3 +129,23 @@ def rows_from(
         fold = fold_step(fold, sec.text or "")
         out.append(row(sec, fold.day, fold.cur, stem_langs))
     return out, fold
+
+
+def table_rows(
+    rowid: int,
+    path: str,
+    ordinal: int,
+    project: Any,
+    kind: Any,
+    page_fts: tuple[str, str, str],
+    sec: Row,
+) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The ``sections`` row (``schema.INSERT_SECTION``) and the ``fts`` row
+    (``schema.INSERT_FTS``) of the section ``sec`` at ``ordinal`` in the page ``path``,
+    given its ``rowid`` and its page's ``fts`` columns (title, aliases, tags)."""
+    anchor, heading, line, h, text, hf, bf, sf, df, day, t0, t1, dw, dn = sec
+    tf, af, gf = page_fts
+    return (
+        (rowid, path, anchor, heading, ordinal, line, h, text, project, kind, day, t0, t1, dw, dn),
+        (rowid, tf, af, gf, hf, bf, sf, df),
+    )
