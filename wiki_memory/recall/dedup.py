@@ -24,10 +24,12 @@ that carry the same numbers (more than ``limit`` + ``HEADS`` of the old 50-item
 ceiling, so the first pages rank as before; linear when every match is ranked)."""
 
 TEXT_CACHE = 4096
-"""Section texts whose words, numbers and token counts are kept between recalls (each
-entry holds its text and its word set, a few KB): in process, 100 queries of the
-20,000-page bench corpus grew the resident memory by 115 MB with 20,000 entries and by
-64 MB with 4,096, at the same speed (bench/RESULTS.md, "Recall at 100,000 pages")."""
+"""Texts whose words, numbers and token counts are kept between recalls (each entry holds
+its text and its word set, a few KB): in process, 100 queries of the 20,000-page bench
+corpus grew the resident memory by 115 MB with 20,000 entries and by 64 MB with 4,096,
+at the same speed (bench/RESULTS.md, "Recall at 100,000 pages"). Sections read from the
+index bring their words (``Hit.words``), so only other texts' words (running sessions'
+observations, bare headings) and token counts fill these now."""
 
 
 def clear_caches() -> None:
