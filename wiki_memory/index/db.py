@@ -39,6 +39,7 @@ from wiki_memory.index.schema import (
     SCHEMA_VERSION,
     drop_all,
     remove_db,
+    run_step,
     upgrade_path,
 )
 from wiki_memory.index.stem import DEFAULT_LANGUAGES
@@ -158,9 +159,9 @@ class Database:
             if version == SCHEMA_VERSION:
                 return
             steps = upgrade_path(version) if version else None
-            if steps is not None:  # a secondary index added: no rebuild
-                for sql in steps:
-                    conn.execute(sql)
+            if steps is not None:  # an index or a derived column added: no rebuild
+                for step in steps:
+                    run_step(conn, step)
                 conn.pragma("user_version", SCHEMA_VERSION)
                 return
             drop_all(conn)

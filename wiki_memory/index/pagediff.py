@@ -24,6 +24,7 @@ from typing import Any
 
 import apsw
 
+from wiki_memory.index import sectionrows
 from wiki_memory.index import vectors as vec
 from wiki_memory.index.graph import Dirty
 from wiki_memory.index.schema import (
@@ -94,7 +95,7 @@ def update_changed(
     added: list[tuple[int, tuple[Any, ...]]] = []
     for ordinal in chain(range(min(k0, k1)), range(max(k0, k1), len(sections))):
         sec = sections[ordinal]
-        anchor, heading, line, h, _text, _hf, _bf, _sf, _df, day, t0, t1 = sec
+        anchor, heading, line, h, _text, _hf, _bf, _sf, _df, day, t0, t1, _dw, _dn = sec
         hit = have.pop((anchor, heading, h, day, t0, t1), None)
         if hit is None:
             added.append((ordinal, sec))
@@ -137,13 +138,10 @@ def _insert_sections(
     first = rowid = int(row[0]) + 1
     secs: list[tuple[Any, ...]] = []
     fts: list[tuple[Any, ...]] = []
-    tf, af, gf = page_fts
     for ordinal, sec in added:
-        anchor, heading, line, h, text, hf, bf, sf, df, day, t0, t1 = sec
-        secs.append(
-            (rowid, path, anchor, heading, ordinal, line, h, text, project, kind, day, t0, t1)
-        )
-        fts.append((rowid, tf, af, gf, hf, bf, sf, df))
+        srow, frow = sectionrows.table_rows(rowid, path, ordinal, project, kind, page_fts, sec)
+        secs.append(srow)
+        fts.append(frow)
         rowid += 1
     conn.executemany(INSERT_SECTION, secs)
     conn.executemany(INSERT_FTS, fts)

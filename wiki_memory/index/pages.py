@@ -292,14 +292,12 @@ def insert_prepared(
     fts: list[tuple[Any, ...]] = []
     links: list[tuple[Any, ...]] = []
     names: list[tuple[Any, ...]] = []
-    for path, page_row, project, kind, (tf, af, gf), sections, plinks, pnames in preps:
+    for path, page_row, project, kind, page_fts, sections, plinks, pnames in preps:
         pages.append(page_row)
         for ordinal, sec in enumerate(sections):
-            anchor, heading, line, h, text, hf, bf, sf, df, day, t0, t1 = sec
-            secs.append(
-                (rowid, path, anchor, heading, ordinal, line, h, text, project, kind, day, t0, t1)
-            )
-            fts.append((rowid, tf, af, gf, hf, bf, sf, df))
+            srow, frow = sectionrows.table_rows(rowid, path, ordinal, project, kind, page_fts, sec)
+            secs.append(srow)
+            fts.append(frow)
             rowid += 1
         links.extend(plinks)
         names.extend((k, path, src) for k, src in pnames)

@@ -42,18 +42,22 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 import apsw
 
+from wiki_memory.index import sectionwords
+
 #: 12: a forgotten page keeps no words, links or title; 13: an id-less page's id is its
 #: folded path (a case-only rename keeps it); 14: pages with a frontmatter ``subject``
 #: indexed (the contradiction check of each recalled note reads them); 15: the pages whose
-#: frontmatter names a supersession indexed apart (every recall reads them, see UPGRADES)
-SCHEMA_VERSION = 15
+#: frontmatter names a supersession indexed apart (every recall reads them, see UPGRADES);
+#: 16: each section's near-duplicate words and numbers stored (``words``, ``nums``:
+#: :mod:`wiki_memory.index.sectionwords`), filled in place from 15
+SCHEMA_VERSION = 16
 """Bump when the schema or what is stored in it changes: old indexes are then rebuilt."""
 
 BM25_WEIGHTS = {
@@ -108,7 +112,7 @@ INSERT_PAGE = (
 )
 INSERT_SECTION = (
     "INSERT INTO sections(rowid, path, anchor, heading, ord, line, hash, text, project, kind, "
-    "day, t0, t1) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "day, t0, t1, words, nums) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 INSERT_FTS = (
     "INSERT INTO fts(rowid, title, aliases, tags, heading, body, stems, dates) "
@@ -162,7 +166,11 @@ CREATE TABLE sections(
     day TEXT,           -- the day the section happened (YYYY-MM-DD, UTC) or NULL
                         -- (wiki_memory.index.dates.section_days)
     t0 REAL,            -- its time range, first and last instant (epoch seconds) or
-    t1 REAL             -- NULL (wiki_memory.index.dates.section_spans)
+    t1 REAL,            -- NULL (wiki_memory.index.dates.section_spans)
+    words TEXT,         -- recall's near-duplicate words of the section, distinct, in
+                        -- one fixed order, space-joined (index.sectionwords.columns)
+    nums TEXT           -- those of them that keep alike texts apart (digits, names
+                        -- of environments), sorted, space-joined
 );
 CREATE INDEX sections_path ON sections(path);
 CREATE VIRTUAL TABLE fts USING fts5(
@@ -254,19 +262,33 @@ SCHEMA_TABLES = "\n".join(st for st in _STATEMENTS if not st.startswith("CREATE 
 SCHEMA_INDEXES = "\n".join(st for st in _STATEMENTS if st.startswith("CREATE INDEX"))
 
 
-#: version -> the statements that bring an index of that version to the next one without a
-#: rebuild (what is stored is unchanged; only a secondary index is added). A version not
-#: here, or a chain that does not reach :data:`SCHEMA_VERSION`, rebuilds.
-UPGRADES: dict[int, str] = {
+#: one in-place upgrade step: SQL, or a function run on the connection (inside the
+#: opener's write transaction)
+Step = str | Callable[[apsw.Connection], None]
+
+#: version -> the step that brings an index of that version to the next one without a
+#: rebuild (what is stored stays; a secondary index or a derived column is added). A
+#: version not here, or a chain that does not reach :data:`SCHEMA_VERSION`, rebuilds.
+UPGRADES: dict[int, Step] = {
     14: "CREATE INDEX IF NOT EXISTS pages_supersede ON pages(path)"
     " WHERE instr(meta, 'supersede') > 0",
+    15: sectionwords.fill,
 }
 
 
-def upgrade_path(version: int) -> list[str] | None:
-    """The statements of :data:`UPGRADES` from ``version`` to :data:`SCHEMA_VERSION`, in
-    order; ``[]`` when it is current; None when no chain reaches it (then rebuild)."""
-    out: list[str] = []
+def run_step(conn: apsw.Connection, step: Step) -> None:
+    """Run one step of :data:`UPGRADES` on ``conn``."""
+    if isinstance(step, str):
+        conn.execute(step)
+    else:
+        step(conn)
+
+
+def upgrade_path(version: int) -> list[Step] | None:
+    """The steps of :data:`UPGRADES` from ``version`` to :data:`SCHEMA_VERSION`, in
+    order (:func:`run_step` runs one); ``[]`` when it is current; None when no chain
+    reaches it (then rebuild)."""
+    out: list[Step] = []
     while version != SCHEMA_VERSION:
         step = UPGRADES.get(version)
         if step is None:

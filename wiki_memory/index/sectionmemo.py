@@ -18,9 +18,10 @@ MAX_ENTRIES = 50_000
 MAX_CHARS = 32_000_000
 
 #: (text digest, heading, day, stemmer languages) -> (heading words, body words, stems,
-#: date words), the ``fts`` columns a section's text gives
+#: date words), the ``fts`` columns a section's text gives, and its near-duplicate words
+#: and numbers (``sections.words``, ``sections.nums``)
 Key = tuple[str, str, str | None, tuple[str, ...]]
-Derived = tuple[str, str, str, str]
+Derived = tuple[str, str, str, str, str, str]
 
 _memo: OrderedDict[Key, Derived] = OrderedDict()
 _chars = 0

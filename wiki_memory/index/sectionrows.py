@@ -14,7 +14,7 @@ from datetime import date
 from functools import partial
 from typing import Any
 
-from wiki_memory.index import sectionmemo
+from wiki_memory.index import sectionmemo, sectionwords
 from wiki_memory.index.dates import (
     Fold,
     fold_step,
@@ -29,7 +29,8 @@ from wiki_memory.plainfile import page_hash
 from wiki_memory.wiki.page import Section
 
 #: one section's row: anchor, heading, line, text digest, text, heading words, body
-#: words, stems, date words, ISO day or None, t0, t1 (epoch seconds or None)
+#: words, stems, date words, ISO day or None, t0, t1 (epoch seconds or None),
+#: near-duplicate words and numbers (:func:`wiki_memory.index.sectionwords.columns`)
 Row = tuple[Any, ...]
 
 
@@ -61,11 +62,13 @@ def _date_words(text: str, day: date | None) -> str:
 
 def _derive(
     heading: str, text: str, day: date | None, stem_langs: tuple[str, ...]
-) -> tuple[str, str, str, str]:
-    """A section's ``fts`` columns: heading words, body words, stems, date words."""
+) -> sectionmemo.Derived:
+    """A section's ``fts`` columns (heading words, body words, stems, date words) and
+    its near-duplicate words and numbers."""
     hf, hwords = index_text_words(heading)
     bf, bwords = index_text_words(text)
-    return hf, bf, stems_of_words(hwords + bwords, stem_langs), _date_words(text, day)
+    dw, dn = sectionwords.columns(text, heading)
+    return hf, bf, stems_of_words(hwords + bwords, stem_langs), _date_words(text, day), dw, dn
 
 
 def row(
@@ -80,7 +83,9 @@ def row(
     heading = sec.heading or ""
     iso = day.isoformat() if day else None
     key = (digest, heading, iso, stem_langs)
-    hf, bf, sf, df = sectionmemo.derived(key, partial(_derive, heading, text, day, stem_langs))
+    hf, bf, sf, df, dw, dn = sectionmemo.derived(
+        key, partial(_derive, heading, text, day, stem_langs)
+    )
     return (
         sec.anchor or "",
         heading,
@@ -94,6 +99,8 @@ def row(
         iso,
         span[0] if span else None,
         span[1] if span else None,
+        dw,
+        dn,
     )
 
 
@@ -122,3 +129,23 @@ def rows_from(
         fold = fold_step(fold, sec.text or "")
         out.append(row(sec, fold.day, fold.cur, stem_langs))
     return out, fold
+
+
+def table_rows(
+    rowid: int,
+    path: str,
+    ordinal: int,
+    project: Any,
+    kind: Any,
+    page_fts: tuple[str, str, str],
+    sec: Row,
+) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The ``sections`` row (``schema.INSERT_SECTION``) and the ``fts`` row
+    (``schema.INSERT_FTS``) of the section ``sec`` at ``ordinal`` in the page ``path``,
+    given its ``rowid`` and its page's ``fts`` columns (title, aliases, tags)."""
+    anchor, heading, line, h, text, hf, bf, sf, df, day, t0, t1, dw, dn = sec
+    tf, af, gf = page_fts
+    return (
+        (rowid, path, anchor, heading, ordinal, line, h, text, project, kind, day, t0, t1, dw, dn),
+        (rowid, tf, af, gf, hf, bf, sf, df),
+    )

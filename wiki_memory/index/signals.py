@@ -34,6 +34,7 @@ __all__ = [
     "neighbours",
     "pages_named",
     "linked_pages",
+    "page_ends",
     "page_rows",
     "page_decay",
     "first_sections",
@@ -164,13 +165,17 @@ class Hit(SectionHit):
     day: str | None = None  # the day the section happened (YYYY-MM-DD) or None
     rid: int = 0  # the section's rowid in this index (0: not from the index)
     span: tuple[float, float] | None = None  # its time range (epoch seconds) or None
+    #: its near-duplicate words and numbers as stored (``sections.words``/``nums``;
+    #: None when the hit was not read from the index)
+    words: str | None = field(default=None, compare=False, repr=False)
+    nums: str | None = field(default=None, compare=False, repr=False)
 
 
 HIT_COLUMNS = (
     f"s.path, s.anchor, s.heading, p.title, p.kind, p.project, {_UPDATED}, s.text, s.line, "
-    "s.ord, s.day, s.rowid, s.t0, s.t1"
+    "s.ord, s.day, s.rowid, s.t0, s.t1, s.words, s.nums"
 )
-SCORE = 14  # the column after HIT_COLUMNS
+SCORE = 16  # the column after HIT_COLUMNS
 
 
 def hit_from_row(row: Sequence[Any], score: float) -> Hit:
@@ -180,6 +185,8 @@ def hit_from_row(row: Sequence[Any], score: float) -> Hit:
         day=row[10],
         rid=int(row[11]),
         span=(float(row[12]), float(row[13])) if row[12] is not None else None,
+        words=row[14],
+        nums=row[15],
     )
 
 
@@ -495,6 +502,20 @@ def page_rows(index: Index, paths: Iterable[str]) -> dict[str, dict[str, Any]]:
                 "start": r[6],
                 "end": r[7],
             }
+    return out
+
+
+def page_ends(index: Index, paths: Iterable[str]) -> dict[str, Any]:
+    """``path → end`` (:data:`PAGE_END` as stored: an ISO-8601 string or None) for indexed
+    pages: what the ``recent`` signal reads of every candidate page, without the JSON
+    columns :func:`page_rows` decodes."""
+    uniq = sorted(set(paths))
+    out: dict[str, Any] = {}
+    for i in range(0, len(uniq), 400):
+        chunk = uniq[i : i + 400]
+        marks = ", ".join("?" * len(chunk))
+        sql = f"SELECT p.path, {PAGE_END} FROM pages AS p WHERE p.path IN ({marks})"
+        out.update((r[0], r[1]) for r in _run(index, sql, chunk))
     return out
 
 

@@ -3,16 +3,12 @@ the text compared for near-duplicates (:mod:`wiki_memory.recall.rank`)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from wiki_memory.index.sectionwords import TIMELINE_HEAD, content_text
 from wiki_memory.index.signals import Hit
 from wiki_memory.recall.filters import parse_time
-
-TIMELINE_HEAD = re.compile(r"^\*\*\d\d:\d\d:\d\d\*\*(?: \([^)\n]{1,24}\))? · [^\n]*\n?")
-"""The head line of a timeline entry (time, kind, speaker)."""
-FENCE_LINE = re.compile(r"^[ \t]*(?:~{3,}|`{3,})[^\n]*$", re.M)
 
 
 @dataclass
@@ -68,8 +64,7 @@ def content(c: Cand) -> str:
     if c.spool is not None:
         return str(c.spool.text)
     assert c.hit is not None
-    text = TIMELINE_HEAD.sub("", c.hit.text, count=1)
-    return FENCE_LINE.sub("", text) or c.hit.heading
+    return content_text(c.hit.text, c.hit.heading)
 
 
 def decayed(scores: list[float], depth: int, ratio: float) -> float:

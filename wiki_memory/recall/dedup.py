@@ -1,17 +1,22 @@
 """Near-duplicates among recall's matches: the word sets compared, the numbers and
 environment names that keep two alike texts apart, and the prefix filter that finds the
-first kept match a new one repeats (:class:`Dedup`). Caches of section texts' words and
-token counts live here (:func:`clear_caches` after a purge)."""
+first kept match a new one repeats (:class:`Dedup`). A section read from the index brings
+its words and numbers as stored (:mod:`wiki_memory.index.sectionwords`, the one place of
+that rule); caches of other texts' words and of token counts live here
+(:func:`clear_caches` after a purge)."""
 
 from __future__ import annotations
 
 import functools
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Set
+from collections.abc import Iterable, Sequence, Set
 
-from wiki_memory.recall.terms import words
+from wiki_memory.index import sectionwords
+from wiki_memory.index.sectionwords import NAMING_WORDS, numbers_key, word_order, words
 from wiki_memory.recall.tokens import count_tokens
+
+__all__ = ["NAMING_WORDS", "Dedup", "duplicate_of", "near_duplicate", "numbers", "tokens"]
 
 DEDUP_SCAN = 200
 """A match is compared for near-duplicates with at most this many earlier kept matches
@@ -19,10 +24,12 @@ that carry the same numbers (more than ``limit`` + ``HEADS`` of the old 50-item
 ceiling, so the first pages rank as before; linear when every match is ranked)."""
 
 TEXT_CACHE = 4096
-"""Section texts whose words, numbers and token counts are kept between recalls (each
-entry holds its text and its word set, a few KB): in process, 100 queries of the
-20,000-page bench corpus grew the resident memory by 115 MB with 20,000 entries and by
-64 MB with 4,096, at the same speed (bench/RESULTS.md, "Recall at 100,000 pages")."""
+"""Texts whose words, numbers and token counts are kept between recalls (each entry holds
+its text and its word set, a few KB): in process, 100 queries of the 20,000-page bench
+corpus grew the resident memory by 115 MB with 20,000 entries and by 64 MB with 4,096,
+at the same speed (bench/RESULTS.md, "Recall at 100,000 pages"). Sections read from the
+index bring their words (``Hit.words``), so only other texts' words (running sessions'
+observations, bare headings) and token counts fill these now."""
 
 
 def clear_caches() -> None:
@@ -43,44 +50,32 @@ def cached_count(text: str) -> int:
     return count_tokens(text)
 
 
-NAMING_WORDS = frozenset(
-    "prod production staging stage preprod dev development test qa uat sandbox canary "
-    "localhost".split()
-)
-"""Words that name an environment: like a number, one found on one side only keeps two
-near-identical texts apart ("never push to prod" against "never push to staging")."""
-
-
 @functools.lru_cache(maxsize=TEXT_CACHE)
 def numbers(toks: frozenset[str]) -> frozenset[str]:
     """What tells facts apart however alike their words: the words with a digit (dates,
-    counts, versions, ids) and the :data:`NAMING_WORDS`."""
-    # isalpha() (one C call) rules out most words: a letter is never a digit
-    return frozenset(
-        t for t in toks if (not t.isalpha() and any(ch.isdigit() for ch in t)) or t in NAMING_WORDS
-    )
+    counts, versions, ids) and the :data:`NAMING_WORDS` (:func:`sectionwords.numbers`)."""
+    return sectionwords.numbers(toks)
 
 
 def duplicate_of(toks: frozenset[str], seen: list[frozenset[str]]) -> int | None:
     """The index of the first word set in ``seen`` that ``toks`` nearly duplicates."""
     if not toks:
         return None
-    n = len(toks)
     nums = numbers(toks)
     for i, other in enumerate(seen):
-        if not other or numbers(other) != nums:
-            continue
-        inter = len(toks & other)
-        if inter * 5 >= 4 * (n + len(other) - inter):
-            return i
-        small = min(n, len(other))
-        if small >= 5 and inter * 10 >= 9 * small:
+        if other and numbers(other) == nums and alike(toks, other):
             return i
     return None
 
 
-DEDUP_SAMPLE = 500
-"""The first this many matches give the word counts that order :class:`Dedup`'s prefixes."""
+def alike(a: frozenset[str], b: frozenset[str]) -> bool:
+    """The word test of :func:`duplicate_of` for two non-empty sets with the same numbers:
+    Jaccard ≥ 0.8, or (both at least 5 words) the smaller 90% inside the larger."""
+    inter = len(a & b)
+    if inter * 5 >= 4 * (len(a) + len(b) - inter):
+        return True
+    small = min(len(a), len(b))
+    return small >= 5 and inter * 10 >= 9 * small
 
 
 class Dedup:
@@ -89,41 +84,53 @@ class Dedup:
     each of them: a prefix filter (Chaudhuri et al. 2006, "A primitive operator for
     similarity joins"). Both of the rule's tests need the two word sets to share at least
     8/9 of the smaller one's words (Jaccard ≥ 0.8 gives 9·shared ≥ 4·(n+m) ≥ 8·min), so
-    with every set's words in one fixed order (rarest in ``sample`` first), the smaller
-    set's first ``s - ⌊8s/9⌋ + 1`` words hold a shared word. ``find`` looks only at kept
-    sets found through those prefixes and answers exactly what comparing in turn would:
-    the earliest kept match that is a near-duplicate."""
+    with every set's words in one fixed order, the smaller set's first
+    ``s - ⌊8s/9⌋ + 1`` words hold a shared word. ``find`` looks only at kept sets found
+    through those prefixes and answers exactly what comparing in turn would: the earliest
+    kept match that is a near-duplicate. Any fixed order gives the same answers; it only
+    decides how many kept sets are looked at.
 
-    def __init__(self, sample: Iterable[frozenset[str]]) -> None:
-        #: how many sets of ``sample`` hold each word: the fixed order is by (count, word),
-        #: so unseen words come first, among themselves alphabetical
-        self._counts = Counter(itertools.chain.from_iterable(sample))
-        self._prefixes: dict[frozenset[str], list[str]] = {}
+    The order is :func:`sectionwords.word_order` (the order the index stores a section's
+    words in, so a stored list is passed as ``ordered`` and nothing is sorted), or, when
+    a ``sample`` of word sets is given, rarest in ``sample`` first (unseen words first,
+    among themselves alphabetical; then ``ordered`` is not used). ``nums``, when given,
+    is :func:`sectionwords.numbers_key` of the set's numbers (as stored)."""
+
+    def __init__(self, sample: Iterable[frozenset[str]] = ()) -> None:
+        #: how many sets of ``sample`` hold each word (None: the fixed order)
+        self._counts: Counter[str] | None = Counter(itertools.chain.from_iterable(sample))
+        if not self._counts:
+            self._counts = None
         #: numbers -> (members [(kept index, words)], word -> members holding it,
         #: prefix word -> members whose prefix holds it); members as bits of an int
         #: (bit ``pos`` for ``members[pos]``): one OR per word, no list per word
         self._groups: dict[
-            frozenset[str],
-            tuple[list[tuple[int, frozenset[str]]], dict[str, int], dict[str, int]],
+            str, tuple[list[tuple[int, frozenset[str]]], dict[str, int], dict[str, int]]
         ] = {}
 
-    def _prefix(self, toks: frozenset[str]) -> list[str]:
-        got = self._prefixes.get(toks)
-        if got is None:
-            k = len(toks) - (8 * len(toks)) // 9 + 1
+    def _prefix(self, toks: frozenset[str], ordered: Sequence[str] | None) -> Sequence[str]:
+        k = len(toks) - (8 * len(toks)) // 9 + 1
+        if self._counts is not None:
             count = self._counts.get
-            got = self._prefixes[toks] = sorted(toks, key=lambda w: (count(w, 0), w))[:k]
-        return got
+            return sorted(toks, key=lambda w: (count(w, 0), w))[:k]
+        return (ordered if ordered is not None else word_order(toks))[:k]
 
-    def find(self, toks: frozenset[str]) -> int | None:
-        """The kept index of the first kept set ``toks`` nearly duplicates, or None."""
-        group = self._groups.get(numbers(toks)) if toks else None
+    @staticmethod
+    def _key(toks: frozenset[str], nums: str | None) -> str:
+        return nums if nums is not None else numbers_key(numbers(toks))
+
+    def find(
+        self, toks: frozenset[str], ordered: Sequence[str] | None = None, nums: str | None = None
+    ) -> int | None:
+        """The kept index of the first kept set ``toks`` nearly duplicates, or None
+        (``ordered``: ``toks`` in the fixed order; ``nums``: its numbers' key)."""
+        group = self._groups.get(self._key(toks, nums)) if toks else None
         if group is None:
             return None
         members, every, prefix = group
         near = 0
         get = every.get
-        for w in self._prefix(toks):
+        for w in self._prefix(toks, ordered):
             near |= get(w, 0)
         get = prefix.get
         for w in toks:
@@ -131,14 +138,20 @@ class Dedup:
         while near:  # the members in kept order: lowest bit first
             low = near & -near
             kept_at, other = members[low.bit_length() - 1]
-            if duplicate_of(toks, [other]) is not None:
+            if alike(toks, other):  # a member is never empty and has the same numbers
                 return kept_at
             near ^= low
         return None
 
-    def add(self, kept_at: int, toks: frozenset[str]) -> None:
+    def add(
+        self,
+        kept_at: int,
+        toks: frozenset[str],
+        ordered: Sequence[str] | None = None,
+        nums: str | None = None,
+    ) -> None:
         """Keep ``toks`` (kept index ``kept_at``) for later :meth:`find` calls."""
-        group = self._groups.setdefault(numbers(toks), ([], {}, {}))
+        group = self._groups.setdefault(self._key(toks, nums), ([], {}, {}))
         members, every, prefix = group
         if len(members) >= DEDUP_SCAN:
             return
@@ -150,7 +163,7 @@ class Dedup:
         for w in toks:
             every[w] = get(w, 0) | bit
         get = prefix.get
-        for w in self._prefix(toks):
+        for w in self._prefix(toks, ordered):
             prefix[w] = get(w, 0) | bit
 
 

@@ -12,8 +12,9 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from wiki_memory.index import signals
+from wiki_memory.index.sectionwords import numbers_key, word_order
 from wiki_memory.recall.candidate import Cand, content, order_key
-from wiki_memory.recall.dedup import Dedup, tokens
+from wiki_memory.recall.dedup import Dedup, numbers, tokens
 from wiki_memory.recall.pool import Pool
 
 RRF_K = 60
@@ -25,8 +26,6 @@ TOP_SLOTS = 10
 PAGE_CAP = 3
 HEAD_POOL = 50
 """The breadth-first heads are chosen among this many candidates, whatever the limit."""
-DEDUP_SAMPLE = 500
-"""The first this many matches give the word counts that order :class:`Dedup`'s prefixes."""
 SECTION_SIGNALS = ["text", "all-words", "spool", "when", "dense"]
 PAGE_SIGNALS = ["page", "fields", "entity", "link", "recent", "strength"]
 FACTOR_SIGNALS = ("recent", "strength")
@@ -96,7 +95,7 @@ def order(pool: Pool, w: Mapping[str, float], limit: int, cap: int, every: bool)
     groups: dict[int, list[Cand]] = defaultdict(list)
     # near-duplicates share their numbers: compare within those groups only, with the
     # first DEDUP_SCAN of each (every match is ranked now: keep this linear)
-    dedup = Dedup(tokens(content(c)) for c in fused[:DEDUP_SAMPLE])
+    dedup = Dedup()
     for c in fused:
         if (
             c.hit is not None
@@ -108,8 +107,8 @@ def order(pool: Pool, w: Mapping[str, float], limit: int, cap: int, every: bool)
             )
         ):
             continue
-        toks = tokens(content(c))
-        dup = dedup.find(toks)
+        toks, ordered, nums = compared(c)
+        dup = dedup.find(toks, ordered, nums)
         if dup is not None:
             # within one page, the entry itself (a block: ``^t3``) takes the place of a
             # section repeating it (a session page's summary repeats the first prompt)
@@ -126,7 +125,7 @@ def order(pool: Pool, w: Mapping[str, float], limit: int, cap: int, every: bool)
             elif k.path != c.path:  # grouped, not dropped: it follows the ranked pool
                 groups[dup].append(c)
             continue
-        dedup.add(len(kept), toks)
+        dedup.add(len(kept), toks, ordered, nums)
         kept.append(c)
         if len(kept) >= max(limit, HEAD_POOL) + HEADS:
             break
@@ -146,6 +145,18 @@ def order(pool: Pool, w: Mapping[str, float], limit: int, cap: int, every: bool)
     live = [c for c in heads + rest if c.spool is None or c.spool.session_key in sessions]
     out = current_first(pool, cap_pages(live, cap) if cap > 0 else live)[:limit]
     return with_groups(out, kept, groups) if every and groups else out
+
+
+def compared(c: Cand) -> tuple[frozenset[str], list[str], str]:
+    """The words of ``c`` compared for near-duplicates, the same in the fixed order, and
+    their numbers' key: as the index stored them for a section read from it
+    (:mod:`wiki_memory.index.sectionwords`), else worked out from its text."""
+    h = c.hit
+    if h is not None and h.words is not None and h.nums is not None:
+        ordered = h.words.split()
+        return frozenset(ordered), ordered, h.nums
+    toks = tokens(content(c))
+    return toks, word_order(toks), numbers_key(numbers(toks))
 
 
 def with_groups(out: list[Cand], kept: list[Cand], groups: dict[int, list[Cand]]) -> list[Cand]:

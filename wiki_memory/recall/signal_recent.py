@@ -4,6 +4,8 @@ a factor that halves every :data:`RECENT_HALF_LIFE_DAYS` before the newest candi
 
 from __future__ import annotations
 
+from typing import Any
+
 from wiki_memory.index import signals
 from wiki_memory.recall.filters import parse_time
 from wiki_memory.recall.pool import Pool
@@ -23,11 +25,14 @@ def collect(pool: Pool) -> None:
     dates differ."""
     paths = sorted({c.path for c in pool.cands.values()})
     need = [p for p in paths if p not in pool.rows and p not in pool.spool_ts]
-    if need:
-        pool.rows.update(signals.page_rows(pool.index, need))
+    ends = signals.page_ends(pool.index, need) if need else {}
     when: dict[str, float] = {}
     for p in paths:
-        raw = pool.spool_ts[p] if p in pool.spool_ts else pool.rows.get(p, {}).get("end")
+        raw: Any
+        if p in pool.spool_ts:
+            raw = pool.spool_ts[p]
+        else:
+            raw = pool.rows[p].get("end") if p in pool.rows else ends.get(p)
         try:
             t = parse_time(raw, "updated")
         except ValueError:

@@ -30,22 +30,16 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from wiki_memory.index.query import MAX_TERMS, STOP_WORDS, fts_term, quote
+from wiki_memory.index.sectionwords import words
 from wiki_memory.index.stem import DEFAULT_LANGUAGES, stem_words
-from wiki_memory.index.text import fold, normalize
+from wiki_memory.index.text import fold
 
 __all__ = ["Query", "analyze", "match_forms", "matches_form", "words"]
 
-_WORD = re.compile(r"[^\W_]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _EDGE = "\"'()[]{}<>,;:!?*^+#@=/\\|`~$%&.-_"
 MAX_NGRAM = 6
 """Longest run of query words looked up as a page name."""
-
-
-def words(text: str) -> list[str]:
-    """The normalised, lowercased words of ``text`` as the index sees them (folded; CJK
-    runs as bigrams)."""
-    return [w.lower() for w in _WORD.findall(normalize(text))]
 
 
 @dataclass
