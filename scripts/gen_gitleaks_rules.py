@@ -502,9 +502,7 @@ def _shape_rows(rules: list[tuple[object, ...]]) -> list[str]:
     for rule in rules:
         rid, source = str(rule[0]), str(rule[1])
         kw_in = int(keyword_in_match(source, rule[2]))  # type: ignore[arg-type]
-        rows.append(
-            f"{rid} {run_length(source)} {lead_run(source)} {max_width(source)} {kw_in}"
-        )
+        rows.append(f"{rid} {run_length(source)} {lead_run(source)} {max_width(source)} {kw_in}")
     return [
         "#: per rule (id, then numbers read from its parsed regex): the longest run of letters,",
         "#: digits and _-.+/=~ every match holds; the run characters every match starts with,",
@@ -513,16 +511,16 @@ def _shape_rows(rules: list[tuple[object, ...]]) -> list[str]:
         '_SHAPES = """',
         *rows,
         '"""',
-        "_ROWS = [row.split() for row in _SHAPES.split(\"\\n\") if row]",
+        '_ROWS = [row.split() for row in _SHAPES.split("\\n") if row]',
         "#: rule id -> the longest run of letters, digits and _-.+/=~ every match holds",
         "RUN_LENGTH = {r[0]: int(r[1]) for r in _ROWS}",
         "#: rule id -> the run characters every match starts with, one after the other"
         " (rules with none left out)",
-        "LEAD_RUN = {r[0]: int(r[2]) for r in _ROWS if r[2] != \"0\"}",
+        'LEAD_RUN = {r[0]: int(r[2]) for r in _ROWS if r[2] != "0"}',
         "#: rule id -> the most characters a match can span (0: unbounded or over 4,096)",
         "MAX_WIDTH = {r[0]: int(r[3]) for r in _ROWS}",
         "#: rules every match of which holds one of their keywords (from each parsed regex)",
-        "KEYWORD_IN_MATCH = tuple(r[0] for r in _ROWS if r[4] == \"1\")",
+        'KEYWORD_IN_MATCH = tuple(r[0] for r in _ROWS if r[4] == "1")',
         "del _ROWS",
     ]
 
