@@ -9,6 +9,7 @@ project: docs/hooks.md).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from wiki_memory.capture.observation import project_name
@@ -22,26 +23,19 @@ from wiki_memory.identity import Identity, creation_refusal, may_read
 CREATE_HINT = "pass create_project: true (CLI: --new-project) to create it"
 
 
+@dataclass
 class ProjectAccess:
     """The projects of one memory as callers see them: ``scope`` (the access rule),
     ``spool`` (running sessions, whose project exists before its first page),
     ``projects()`` (folder names under ``wiki/projects/``) and
     ``session_visible(key, who)``."""
 
-    def __init__(
-        self,
-        scope: ScopeRule,
-        spool: Spool,
-        projects: Callable[[], list[str]],
-        session_visible: Callable[[str, Identity], bool],
-        creation: str = "members",
-    ) -> None:
-        self.scope = scope
-        #: the setting ``project_creation`` (:func:`wiki_memory.identity.creation_refusal`)
-        self.creation = creation
-        self.spool = spool
-        self.projects = projects
-        self.session_visible = session_visible
+    scope: ScopeRule
+    spool: Spool
+    projects: Callable[[], list[str]]
+    session_visible: Callable[[str, Identity], bool]
+    #: the setting ``project_creation`` (:func:`wiki_memory.identity.creation_refusal`)
+    creation: str = "members"
 
     def readable_projects(self, user: Identity | None) -> list[str]:
         """The projects ``user`` may read, sorted: folders under ``wiki/projects/`` and
