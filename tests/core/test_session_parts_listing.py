@@ -1,5 +1,5 @@
 """A long session is listed once (docs/sessions.md, "Parts"): page listings on every
-face (``Memory.list_pages``, ``GET /v1/pages`` that MCP's and the CLI's listings share,
+face (``Memory.list_pages``, which MCP's ``list_pages`` and ``GET /v1/pages`` call, and
 the web's project page and all pages) show its session page and none of its parts;
 the session page links each part, and a folder listing still shows the files. Real
 apsw, real dulwich, the app in process."""
