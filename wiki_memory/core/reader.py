@@ -185,7 +185,10 @@ class Reader:
         limit 100, offset 0). Pages ``user`` may not see are left out in the SQL (they
         take no place in ``limit``/``offset``; None: an anonymous caller). ``since``
         (ISO-8601, or epoch seconds as text) keeps pages updated at or after it; anything
-        else raises :class:`~wiki_memory.recall.filters.FilterError` naming ``since``."""
+        else raises :class:`~wiki_memory.recall.filters.FilterError` naming ``since``.
+        A long session is listed once, by its page (whose summary links its parts): its
+        part pages are left out here, the one listing every face (HTTP, MCP, CLI, web)
+        reads (docs/sessions.md, "Parts")."""
         since = filters.get("since")
         if since is not None:
             when = parse_time(since, "since")
@@ -197,7 +200,7 @@ class Reader:
                 since = datetime.fromtimestamp(when or 0.0, UTC).strftime("%Y-%m-%dT%H:%M:%S")
                 filters["since"] = since
         who = self.scope.identity(user)
-        rows = self.index.list_pages(who, **filters)
+        rows = self.index.list_pages(who, parts=False, **filters)
         return marked_rows(rows, self.index.chains(who))
 
     def read_page(

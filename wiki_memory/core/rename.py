@@ -16,6 +16,9 @@ caller: the new file, the old one removed, and every rewritten page (one commit 
 shared pages; the writer commits a personal page of the caller's apart, as it does for
 every write). A person's save of a linking page in between is kept: the rewrite runs
 again on their text.
+
+A session page's parts move with it in the same job and commit
+(:mod:`wiki_memory.core.renameparts`); a part alone is not renamed.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.core.pages import page_path_for_write
+from wiki_memory.core.renameparts import plan_part_moves, refuse_part_rename, relink_parts_line
 from wiki_memory.core.scope import not_found
 from wiki_memory.core.writer import Author, WriteResult
 from wiki_memory.errors import BadRequest, Conflict
@@ -106,7 +110,8 @@ def rename_page(
     """Move the page ``rel`` to ``new_path`` for ``ident`` (see the module); runs on the
     writer thread (called from :func:`wiki_memory.core.edits.edit_page`'s job). Returns
     the job's WriteResult (every path written, the caller as author, ``commit_now``), its
-    ``value`` ``{"op", "path", "from", "hash", "changed", "rewritten", "kept"}``. Raises NotFound,
+    ``value`` ``{"op", "path", "from", "hash", "changed", "rewritten", "kept"}`` and, for
+    a session page with parts, ``parts`` (their new paths). Raises NotFound,
     Forbidden, PathRefused/PathNotWritable (400), BadRequest, Conflict (``new_path``
     exists)."""
     scope = memory.scope
@@ -115,6 +120,7 @@ def rename_page(
     new, new_full = scope.write_check(ident, new, "page.rename")
     if new == old:
         raise BadRequest("new_path is the page's own path", field="new_path")
+    refuse_part_rename(old, new)
     if os.path.lexists(new_full):
         raise Conflict(f"{new} already exists", None)
     why = new_name_refusal(memory.settings.wiki_dir, new)
@@ -125,12 +131,23 @@ def rename_page(
         raise not_found(rel)
     scope.check_write(ident, old, current, None)
     moved = current if _stem(old) == _stem(new) else _with_alias(current, _stem(old))
+    parts = plan_part_moves(memory, ident, old, new)
+    moved = relink_parts_line(moved, old, new) if parts else moved
     moved = scope.stamp_owner(ident, new, moved)
     scope.check_write(ident, new, current, moved)  # a pinned page stays pinned: no pin change
     sources = sorted({b["src_path"] for b in memory.index.backlinks(old, ident)} - {old})
     if not replace_if_unchanged(new_full, moved, None):
         raise Conflict(f"{new} already exists", None)
     _take_away(old_full, new_full, current, old)
+    moves: list[tuple[str, str]] = []
+    for part in parts:  # each part beside the new page, written as the page is
+        if replace_if_unchanged(part.new_full, part.moved, None):
+            _take_away(part.old_full, part.new_full, part.current, part.old)
+            moves.append((part.old, part.new))
+            memory.server_hashes[part.new] = page_hash(part.moved)
+            memory.server_hashes.pop(part.old, None)
+            memory.index.upsert_page(part.new, part.moved)
+            memory.index.sync_paths(memory.wiki_dir, [part.old])
     rewritten: list[str] = []
     kept = 0
     for src in sources:
@@ -158,8 +175,8 @@ def rename_page(
     memory.server_hashes.pop(old, None)
     memory.index.upsert_page(new, moved)
     memory.index.sync_paths(memory.wiki_dir, [old])
-    memory.use.move([(old, new)])  # the page's use rows follow it
-    for p in (old, new, *rewritten):
+    memory.use.move([(old, new), *moves])  # the page's use rows follow it
+    for p in (old, new, *(x for m in moves for x in m), *rewritten):
         memory.audited(ident, "page.rename", p, "ok")
     out = {
         "op": "rename",
@@ -170,8 +187,10 @@ def rename_page(
         "rewritten": rewritten,
         "kept": kept,
     }
+    if moves:
+        out["parts"] = [new_part for _, new_part in moves]
     return WriteResult(
-        paths=[old, new, *rewritten],
+        paths=[old, new, *(x for m in moves for x in m), *rewritten],
         author=Author(ident.user, author_email_for(ident.user)),
         message=f"Rename {old} to {new} ({face})",
         value=out,

@@ -19,6 +19,7 @@ import apsw
 from wiki_memory.identity import Identity, visible_sql
 from wiki_memory.index.schema import UPDATED
 from wiki_memory.states import shown_sql
+from wiki_memory.wiki.sessionparts import not_part_sql
 
 
 def _prefix_range(prefix: str) -> tuple[str, str]:
@@ -137,7 +138,8 @@ def most_linked(
 ) -> list[dict[str, Any]]:
     """The pages of ``project`` that most visible pages link to (links from pages ``who``
     may not see are not counted, and only pages ``who`` may see are named):
-    ``[{path, title, kind, links}]``, most links first, then by path."""
+    ``[{path, title, kind, links}]``, most links first, then by path. A long session's
+    parts are not named (each is linked from its session page, which is)."""
     cond, args = visible_sql("p", who)
     scond, sargs = visible_sql("s", who)
     rows = conn.execute(
@@ -145,7 +147,7 @@ def most_linked(
             FROM links AS l JOIN pages AS p ON p.path = l.resolved_path
             JOIN pages AS s ON s.path = l.src_path
             WHERE p.project = ? AND l.src_path != p.path AND {cond} AND {scond}
-              AND {shown_sql("p", "list")}
+              AND {shown_sql("p", "list")} AND {not_part_sql("p")}
             GROUP BY p.path ORDER BY n DESC, p.path LIMIT ?""",
         (project, *args, *sargs, int(limit)),
     )

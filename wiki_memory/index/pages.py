@@ -48,6 +48,7 @@ from wiki_memory.wiki.oddnames import on_disk
 from wiki_memory.wiki.page import Diagnostic, ParsedPage, Section, parse_page
 from wiki_memory.wiki.paths import name_key
 from wiki_memory.wiki.personal import page_owner
+from wiki_memory.wiki.sessionparts import not_part_sql
 
 # --- values ----------------------------------------------------------------------------
 
@@ -451,14 +452,18 @@ def list_pages(
     limit: int = 100,
     offset: int = 0,
     who: Identity | None = None,
+    parts: bool = True,
 ) -> list[dict[str, Any]]:
     """Pages ``who`` may see, most recently updated first, as :func:`page_meta` dicts
-    (:meth:`~wiki_memory.index.store.Index.list_pages`)."""
+    (:meth:`~wiki_memory.index.store.Index.list_pages`); ``parts`` False leaves a long
+    session's part pages out (:func:`wiki_memory.wiki.sessionparts.not_part_sql`)."""
     cond, args = visible_sql("p", who)
     given, given_args = given_sql(
         ("p.project = ?", project), ("p.kind = ?", kind), (f"{UPDATED} >= ?", since)
     )
     where = [cond, shown_sql("p", "list"), *given]
+    if not parts:
+        where.append(not_part_sql("p"))
     args.extend([*given_args, int(limit), int(offset)])
     sql = f"""
         SELECT p.path, p.id, p.title, p.kind, p.project, p.tags, p.aliases,

@@ -407,16 +407,21 @@ class Index:
         return pages.page_meta(self._conn(), path, who)
 
     def list_pages(
-        self, who: Identity | None = None, **filters: Unpack[pages.PageFilters]
+        self,
+        who: Identity | None = None,
+        parts: bool = True,
+        **filters: Unpack[pages.PageFilters],
     ) -> list[dict[str, Any]]:
         """Pages, most recently updated first (then by path), as :meth:`page_meta` dicts.
 
         ``filters``: :class:`~wiki_memory.index.pages.PageFilters` (project, kind, since,
         limit, offset). ``since`` is an ISO-8601 string compared with the page's ``updated`` (else
         ``created``, else mtime), which is returned under ``updated``. Pages ``who`` may
-        not see are left out in the SQL, so they take no place in ``limit``/``offset``.
+        not see are left out in the SQL, so they take no place in ``limit``/``offset``;
+        so are a long session's parts when ``parts`` is False (the listings people and
+        agents see, :meth:`wiki_memory.core.reader.Reader.list_pages`).
         """
-        return pages.list_pages(self._conn(), who=who, **filters)
+        return pages.list_pages(self._conn(), who=who, parts=parts, **filters)
 
     def folder_listing(
         self, folder: str, limit: int = 500, offset: int = 0, who: Identity | None = None

@@ -36,6 +36,7 @@ from wiki_memory.wiki.copies import mark_bytes
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.sessionmerge import merge_session
+from wiki_memory.wiki.sessionparts import session_of_part
 
 __all__ = ["merge_page", "merge_trees"]
 
@@ -199,12 +200,14 @@ def merge_page(
     theirs: bytes,
     moved: dict[int, int] | None = None,
     stem: bytes = b"",
+    floor: int = 0,
 ) -> bytes | None:
     """The three-way merge of a page's versions (see the module); None on a true overlap
     or when a version is not UTF-8 text. ``moved`` (a session page named ``stem``,
     ``theirs`` the hub's): timeline entries merge entry by entry
     (:func:`wiki_memory.wiki.sessionmerge.merge_session`), this side's not pushed yet
-    renumbered after the last, old -> new filled into ``moved``."""
+    renumbered after the last (and after ``floor``, the session's highest number over
+    all its parts), old -> new filled into ``moved``."""
     if ours == theirs:
         return ours
     if moved is not None:
@@ -217,6 +220,7 @@ def merge_page(
             split=_split,
             merge_front=_merge_frontmatter,
             merge_lines=_merge_lines,
+            floor=floor,
         )
         if merged is not None:
             return merged
@@ -318,6 +322,7 @@ def merge_trees(repo: Repo, base: Files, ours: Files, theirs: Files, remote: str
     out: Files = {}
     conflicts: dict[str, str] = {}
     renumbered: dict[bytes, dict[int, int]] = {}  # session page stem -> old -> new
+    tops: dict[str, int] = {}  # session page path -> highest entry number of the session
     for path in sorted(set(base) | set(ours) | set(theirs)):
         b, o, t = base.get(path), ours.get(path), theirs.get(path)
         if o == t or t == b:
@@ -336,9 +341,16 @@ def merge_trees(repo: Repo, base: Files, ours: Files, theirs: Files, remote: str
                 old = _data(repo, b[1]) if b is not None else None
                 if mine is not None and other is not None:
                     moved: dict[int, int] | None = {} if b"/sessions/" in path else None
-                    merged = merge_page(old, mine, other, moved, path.rsplit(b"/", 1)[-1][:-3])
+                    family = session_of_part(path.decode("utf-8", "surrogateescape"))[0]
+                    if moved is not None and family not in tops:
+                        kept = {p: e for p, e in ours.items() if base.get(p) == theirs.get(p)}
+                        tops[family] = _session_top(repo, family, (base, theirs, kept))
+                    stem = path.rsplit(b"/", 1)[-1][:-3]
+                    floor = tops.get(family, 0)
+                    merged = merge_page(old, mine, other, moved, stem, floor)
                     if moved:
-                        renumbered[path.rsplit(b"/", 1)[-1][:-3]] = moved
+                        renumbered[stem] = moved
+                        tops[family] = max(floor, *moved.values())
             if merged is not None:
                 pick = (o[0], _store(repo, merged))
             else:
@@ -352,6 +364,25 @@ def merge_trees(repo: Repo, base: Files, ours: Files, theirs: Files, remote: str
     if renumbered:
         _follow_links(repo, out, base, ours, renumbered)
     return rp.MergeResult(out, conflicts)
+
+
+_ENTRY_ID = re.compile(rb"^\^t(\d+)r?[ \t]*\r?$", re.M)
+
+
+def _session_top(repo: Repo, family: str, trees: tuple[Files, ...]) -> int:
+    """The highest entry number (``^tN``) on any version in ``trees`` of the session page
+    ``family`` or its parts (0: none): a long session's pages share one numbering, so an
+    entry a merge numbers anew goes after this one. ``trees``: the ancestor's, the hub's,
+    and this side's pages the hub left as they were (kept with their numbers)."""
+    top = 0
+    for files in trees:
+        for p, (_, sha) in files.items():
+            rel = p.decode("utf-8", "surrogateescape")
+            if not rel.endswith(".md") or session_of_part(rel)[0] != family:
+                continue
+            data = _data(repo, sha) or b""
+            top = max([top, *(int(m) for m in _ENTRY_ID.findall(data))])
+    return top
 
 
 def _follow_links(

@@ -14,7 +14,12 @@ that is a true overlap; here it is not:
   which event it is. The merged timeline is the hub's entries in the hub's order, with
   their numbers; this side's entries the hub lacks follow the entry they follow here.
   Those not in the common ancestor (not pushed yet) are numbered after the last number of
-  the merged page; an ancestor's entry the hub dropped keeps its number when it is free.
+  the merged page, or after ``floor`` when that is higher: a long session's parts
+  (:mod:`wiki_memory.wiki.sessionparts`) share one numbering, so the tree merge passes the
+  session's highest number over all its parts and pages, and a new number is unique
+  across the whole session (it may then name another part than the one holding it; expand
+  and forget look on every part). An ancestor's entry the hub dropped keeps its number
+  when it is free.
   Links to a renumbered entry inside this page (``[[<page>#^tN]]``, ``[[#^tN]]``, a bare
   ``#^tN``) follow; ``moved`` (old -> new) lets the tree merge make this side's other
   pages follow too. Entries are a union: an entry deleted on one side only stays.
@@ -136,14 +141,19 @@ def _follow(lines: list[bytes], moved: dict[int, int], link: re.Pattern[bytes]) 
 
 
 def _timeline(
-    base: _Page | None, ours: _Page, theirs: _Page, moved: dict[int, int], stem: bytes
+    base: _Page | None,
+    ours: _Page,
+    theirs: _Page,
+    moved: dict[int, int],
+    stem: bytes,
+    floor: int = 0,
 ) -> list[_Entry]:
     """The merged entries (see the module); ``moved`` filled with this side's renumbering."""
     base_keys = {e.key for e in base.entries} if base else set()
     their_keys = {e.key for e in theirs.entries}
     merged = list(theirs.entries)
     used = {e.n for e in merged} | ({e.n for e in base.entries} if base else set())
-    last = max(used | {0})
+    last = max(used | {floor, 0})
     theirs_n = {e.key: e.n for e in theirs.entries}
     mine = [e for e in ours.entries if e.key not in their_keys]
     for e in ours.entries:  # one entry both hold, numbered differently: links follow
@@ -225,12 +235,15 @@ def merge_session(
     split: Callable[[bytes], tuple[bytes, bytes]],
     merge_front: Merger,
     merge_lines: Merger,
+    floor: int = 0,
 ) -> bytes | None:
     """Merge two versions of one session page from ``base`` (None: added on both sides),
     ``theirs`` the hub's, entry by entry (see the module). ``moved`` is filled with this
     side's renumbered entries (old -> new); ``stem`` is the page's file name without
     ``.md``; ``split``, ``merge_front`` and ``merge_lines`` are the page merge's own
-    frontmatter split and merges (:mod:`wiki_memory.wiki.pagemerge`). Returns the merged
+    frontmatter split and merges (:mod:`wiki_memory.wiki.pagemerge`); ``floor`` (>= 0)
+    the number new entries are numbered after at least (the session's highest number
+    over all its parts). Returns the merged
     bytes, or None where this does not apply or a true overlap remains."""
     try:
         for x in (base or b"", ours, theirs):
@@ -264,7 +277,7 @@ def merge_session(
     tail = merge_lines(tb, to, tt) if pb is not None else (tt if to == tt else None)
     if tail is None:
         return None
-    entries = _timeline(pb, po, pt, moved, stem)
+    entries = _timeline(pb, po, pt, moved, stem, floor)
     if not entries and not tail:
         tail = b"\n" + _EMPTY
     return front + head + b"".join(b"".join(e.lines) for e in entries) + tail

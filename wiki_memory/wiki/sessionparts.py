@@ -46,6 +46,7 @@ __all__ = [
     "entry_pages",
     "is_part",
     "is_part_path",
+    "not_part_sql",
     "part_paths",
     "part_of",
     "part_path",
@@ -152,6 +153,19 @@ def is_part(metadata: Mapping[str, Any]) -> bool:
     listings of sessions skip it)."""
     part = metadata.get("part")
     return metadata.get("type") == "session" and isinstance(part, int) and part >= 2
+
+
+def not_part_sql(alias: str) -> str:
+    """The SQL condition keeping the ``pages`` rows ``alias`` that are no session part
+    (:func:`is_part` read from the stored frontmatter, ``alias.meta``, a JSON object):
+    page listings show a long session once, by its page, whose summary links its parts.
+    No arguments."""
+    meta = f"{alias}.meta"
+    return (
+        f"NOT coalesce(json_extract({meta}, '$.type') = 'session' "
+        f"AND json_type({meta}, '$.part') = 'integer' "
+        f"AND json_extract({meta}, '$.part') >= 2, 0)"
+    )
 
 
 def split_entries(
