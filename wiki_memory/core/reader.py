@@ -16,6 +16,7 @@ from typing import Any, Unpack
 from wiki_memory.capture.observation import observation_text
 from wiki_memory.capture.spool import Spool
 from wiki_memory.config import Settings
+from wiki_memory.core.historyowners import UNREADABLE, CommitOwners
 from wiki_memory.core.scope import ScopeRule, frontmatter_of, not_found
 from wiki_memory.core.sessions import conflict_copy_path
 from wiki_memory.core.strength import Strength
@@ -31,7 +32,6 @@ from wiki_memory.recall.pack import pack
 from wiki_memory.states import refuse_forgotten, shown
 from wiki_memory.wiki.git import CommitInfo, GitStore
 from wiki_memory.wiki.paths import PathRefused
-from wiki_memory.wiki.personal import page_owner
 from wiki_memory.wiki.sessionparts import entry_pages
 
 __all__ = ["Reader"]
@@ -55,6 +55,8 @@ class Reader:
         self.scope = scope
         self.spool = spool
         self.git = git
+        #: whose each path of a listed commit was (history views; commits never change)
+        self.commit_owners = CommitOwners(git)
         #: the most links, backlinks, attachments and link diagnostics one page reply
         #: names (setting ``max_links_per_reply``); more are flagged, never sent
         self.max_links = settings.max_links_per_reply
@@ -435,13 +437,8 @@ class Reader:
     def _path_seen(self, rel: str, c: CommitInfo, who: Identity) -> bool:
         if not may_read(who, rel, {}):
             return False
-        try:
-            data = self.git.read_at(rel, c.sha)
-            if data is None and c.parents:
-                data = self.git.read_at(rel, c.parents[0])
-        except (KeyError, ValueError):
-            return False
-        return who.owns(page_owner(rel, data))
+        owner = self.commit_owners.owner(rel, c)
+        return owner != UNREADABLE and who.owns(owner)
 
     def page_version(self, path: str, sha: str, user: Identity | None) -> bytes | None:
         """The page's bytes as committed in ``sha`` (None where it did not exist then),
