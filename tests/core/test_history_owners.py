@@ -16,6 +16,7 @@ from support import as_user, make_memory
 
 from wiki_memory.auth import TokenStore
 from wiki_memory.core.memory import Memory
+from wiki_memory.core.purge import purge_page
 
 pytestmark = pytest.mark.fast
 
@@ -79,3 +80,13 @@ def test_a_commit_is_read_once_for_every_later_view(memory: Memory, monkeypatch:
         _paths(m, "bob", page)
         # each view reads the page's own versions (is it visible?), no other path again
         assert set(reads) <= {page}, sorted(set(reads) - {page})[:5]
+
+
+def test_a_purge_drops_every_kept_owner(memory: Memory) -> None:
+    m = memory
+    _paths(m, "bob", SHARED[0])
+    assert len(m.reader.commit_owners) >= len(SHARED)
+    purge_page(m, "people/bob/diary.md", None)
+    # the rewritten commits' paths (the purged one's among them) leave memory
+    assert len(m.reader.commit_owners) == 0
+    assert "people/bob/diary.md" not in {p for ps in _paths(m, "bob", SHARED[0]) for p in ps}

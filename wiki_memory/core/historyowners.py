@@ -50,3 +50,13 @@ class CommitOwners:
                 self._owners.clear()
             self._owners[key] = found
         return found
+
+    def __len__(self) -> int:
+        """How many ``(commit, path)`` owners are kept."""
+        return len(self._owners)
+
+    def forget(self, _rel: str = "") -> None:
+        """Drop every kept owner (called after a purge: the paths of the rewritten
+        commits leave memory with them)."""
+        with self._lock:
+            self._owners.clear()

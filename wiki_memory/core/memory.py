@@ -162,6 +162,7 @@ class Memory:
         #: for an admin's ``sync --after-purge``
         self.sync = SyncService(self)
         self.on_purge.append(self.sync.on_purge)
+        self.on_purge.append(self.reader.commit_owners.forget)
 
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> None:
