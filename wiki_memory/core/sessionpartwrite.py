@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Protocol
 
+from wiki_memory.core.pagehost import PageWriteHost
 from wiki_memory.core.text import replace_section
-from wiki_memory.index.store import Index
 from wiki_memory.plainfile import page_hash
 from wiki_memory.wiki.frontmatter import FrontmatterError, dump_page, set_keys
 from wiki_memory.wiki.sessionparts import Part
@@ -30,16 +28,8 @@ log = logging.getLogger("wiki_memory.core")
 __all__ = ["PartWriter", "part_bytes"]
 
 
-class Host(Protocol):
-    """What :class:`PartWriter` uses of the Memory that owns it."""
-
-    wiki_dir: Path
-    index: Index
-    server_hashes: dict[str, str]
-
-    def _cas_write(
-        self, rel: str, full: Path, fn: Callable[[bytes | None], bytes | None]
-    ) -> tuple[bytes | None, bytes | None]: ...
+class Host(PageWriteHost, Protocol):
+    """What :class:`PartWriter` uses of the Memory that owns it: the page writers' part."""
 
 
 def part_bytes(part: Part) -> bytes:

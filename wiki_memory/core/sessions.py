@@ -29,12 +29,12 @@ from wiki_memory.core.lifecycle import (
     has_content,
     unrendered_count,
 )
+from wiki_memory.core.pagehost import PageWriteHost
 from wiki_memory.core.sessionchange import SessionChange, page_stem
 from wiki_memory.core.sessionpartwrite import PartWriter
 from wiki_memory.core.text import replace_section
 from wiki_memory.core.topics import compile_guarded as compile_topics
 from wiki_memory.core.writer import Author, Writer, WriteResult
-from wiki_memory.index.store import Index
 from wiki_memory.plainfile import atomic_write, page_hash, read_plain
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.git import GitStore, author_email_for
@@ -57,22 +57,15 @@ __all__ = [
 ]
 
 
-class Host(Protocol):
+class Host(PageWriteHost, Protocol):
     """What :class:`SessionPages` uses of the Memory that owns it."""
 
     settings: Settings
     spool: Spool
-    index: Index
     git: GitStore
-    wiki_dir: Path
     owner: str
     writer: Writer
-    server_hashes: dict[str, str]
     on_session_end: list[Callable[[Any, SessionInfo, list[Observation], str], None]]
-
-    def _cas_write(
-        self, rel: str, full: Path, fn: Callable[[bytes | None], bytes | None]
-    ) -> tuple[bytes | None, bytes | None]: ...
 
     def _git_commit(self, paths: list[str], name: str, email: str, message: str) -> str | None: ...
 

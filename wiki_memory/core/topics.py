@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from wiki_memory.config import Settings
-from wiki_memory.index.store import Index
+from wiki_memory.core.pagehost import PageWriteHost
 from wiki_memory.plainfile import page_hash, read_plain
 from wiki_memory.wiki import topics as tp
 from wiki_memory.wiki.personal import page_owner
@@ -29,17 +29,10 @@ GONE = "- **Seen in:** fewer than two sessions now; nothing is linked.\n"
 """The compiled part of a topic page a person edited whose topic is no longer seen."""
 
 
-class Host(Protocol):
+class Host(PageWriteHost, Protocol):
     """What compiling topic pages uses of the Memory that owns it."""
 
     settings: Settings
-    index: Index
-    wiki_dir: Path
-    server_hashes: dict[str, str]
-
-    def _cas_write(
-        self, rel: str, full: Path, fn: Callable[[bytes | None], bytes | None]
-    ) -> tuple[bytes | None, bytes | None]: ...
 
 
 def folder_of(project: str) -> str:
