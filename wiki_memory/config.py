@@ -49,6 +49,12 @@ class Settings:
     #: how often a running server looks in its own data directory's hook outbox
     outbox_drain_seconds: float = 5.0
     commit_delay_seconds: float = 0.25
+    #: how long a commit waits for a lock another git holds before it fails (docs/git.md)
+    git_lock_wait_seconds: float = 5.0
+    #: the pause before a group whose commit failed is tried again
+    commit_retry_seconds: float = 5.0
+    #: while commits stall, the start-up recovery is tried at most this often
+    stall_recover_seconds: float = 30.0
     hand_edit_settle_seconds: float = 1.0
     spool_keep_seconds: float = 7 * 24 * 3600
     #: the scheduled (daily) run that condenses cold session pages (docs/knowledge.md)

@@ -17,6 +17,14 @@ from serverproc import ServerProcess
 from support import cli_as, committed, home_env, make_memory, wait_for
 
 ENV = {"WIKI_MEMORY_COMMIT_DELAY_SECONDS": "0.05", "WIKI_MEMORY_IDLE_CHECK_SECONDS": "1"}
+#: a commit waits 0.5 s for a lock and a failed one is tried again 0.5 s later (5 s and
+#: 5 s by default; the recovery while stalled every 3 s, 30 s by default)
+STALL_ENV = {
+    **ENV,
+    "WIKI_MEMORY_GIT_LOCK_WAIT_SECONDS": "0.5",
+    "WIKI_MEMORY_COMMIT_RETRY_SECONDS": "0.5",
+    "WIKI_MEMORY_STALL_RECOVER_SECONDS": "3",
+}
 
 
 def status(data: Path, home: Path) -> tuple[int, dict[str, Any]]:
@@ -74,12 +82,11 @@ def test_status_with_the_server_up_then_down(tmp_path: Path) -> None:
 @pytest.mark.process
 def test_status_with_commits_stalled(tmp_path: Path) -> None:
     """A stall is declared at the second failed commit in a row. The server retries what
-    failed at most every 30 s (each try waits 5 s for the lock), so the test writes
-    another page every 8 s to fail again sooner, and waits generously: under a loaded run the retry
-    alone took over 60 s."""
+    failed (here every 0.5 s, each try waiting 0.5 s for the lock; STALL_ENV), and the
+    test writes another page every 2 s to fail again sooner, and waits generously."""
     data = tmp_path / "data"
     home = tmp_path / "home"
-    with ServerProcess(data, env=ENV) as srv:
+    with ServerProcess(data, env=STALL_ENV) as srv:
         put(srv, "notes/first.md", "# first\n")
         wait_for(lambda: "notes/first.md" in committed(data / "wiki"), 30, "first commit")
         lock = data / "wiki" / ".git" / "index.lock"
@@ -92,7 +99,7 @@ def test_status_with_commits_stalled(tmp_path: Path) -> None:
         def stalled() -> bool:
             if status(data, home)[1]["commits"]["stalled"]:
                 return True
-            if time.monotonic() - writes["at"] > 8:  # after the last try's 5 s lock wait
+            if time.monotonic() - writes["at"] > 2:  # after the last try's 0.5 s lock wait
                 writes["n"] += 1
                 put(srv, f"notes/page-{writes['n']}.md", f"# page {writes['n']}\n")
                 writes["at"] = time.monotonic()

@@ -188,7 +188,9 @@ def test_commit_messages_say_what_changed(tmp_path: Path) -> None:
         "across midnight in the Europe/Berlin time zone"
     )
     data = tmp_path / "data"
-    with AppServer(data) as srv:
+    # the hooks queue in the outbox (no server listens): drained every 0.5 s, not 5 s; a
+    # prompt drained alone compiles nothing, its turn is committed at its Stop
+    with AppServer(data, outbox_drain_seconds=0.5) as srv:
         env = hook_env(tmp_path)
         cmd = installed_command("claude-code", tmp_path)
 

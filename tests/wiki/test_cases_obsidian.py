@@ -322,6 +322,10 @@ def test_c21_concurrent_puts_and_an_observation_while_git_holds_the_index_lock(t
         "WIKI_MEMORY_IDLE_SECONDS": "1",
         "WIKI_MEMORY_IDLE_CHECK_SECONDS": "0.2",
         "WIKI_MEMORY_COMMIT_DELAY_SECONDS": "0.05",
+        # a commit waits 1.5 s for another git's lock (5 s by default), a failed one is
+        # tried again 0.5 s later (5 s): the lock below outlives the wait all the same
+        "WIKI_MEMORY_GIT_LOCK_WAIT_SECONDS": "1.5",
+        "WIKI_MEMORY_COMMIT_RETRY_SECONDS": "0.5",
     }
     with ServerProcess(data, env=env) as srv:
 
@@ -424,7 +428,7 @@ def test_c21_concurrent_puts_and_an_observation_while_git_holds_the_index_lock(t
 
         # a lock that outlives the wait: the write is accepted (it is on disk), the commit
         # waits, the lock is never deleted by the server, and nothing names it to anyone
-        lock = hold_index_lock(wiki, 7)
+        lock = hold_index_lock(wiki, 3.5)
         r = httpx.put(
             f"{srv.url}/v1/pages/notes/gamma.md",
             content=b"# Gamma\n",
@@ -434,7 +438,7 @@ def test_c21_concurrent_puts_and_an_observation_while_git_holds_the_index_lock(t
         assert r.status_code in (201, 503), r.text
         if r.status_code == 503:
             assert int(r.headers["Retry-After"]) > 0
-        time.sleep(5.5)
+        time.sleep(2.0)  # past the 1.5 s lock wait
         assert (wiki / ".git" / "index.lock").exists()  # still the external process's
         assert lock.wait(10) == 0
         deadline = time.monotonic() + 30

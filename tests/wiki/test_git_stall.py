@@ -24,6 +24,10 @@ pytestmark = pytest.mark.process
 ENV = {
     "WIKI_MEMORY_COMMIT_DELAY_SECONDS": "0.05",
     "WIKI_MEMORY_IDLE_CHECK_SECONDS": "1",
+    # each try waits out the lock and the next one comes soon: the same stall, sooner
+    "WIKI_MEMORY_GIT_LOCK_WAIT_SECONDS": "0.5",
+    "WIKI_MEMORY_COMMIT_RETRY_SECONDS": "0.5",
+    "WIKI_MEMORY_STALL_RECOVER_SECONDS": "3",
 }
 
 

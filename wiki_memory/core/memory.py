@@ -94,7 +94,11 @@ class Memory:
         #: logs/audit.jsonl: every change, who made it, with which token, on which face
         self.audit = AuditLog(settings.logs_dir / "audit.jsonl")
         # the caller holds the data directory lock: locks a killed server left are ours
-        self.git = GitStore(self.wiki_dir, clear_stale_locks=True)
+        self.git = GitStore(
+            self.wiki_dir,
+            lock_wait_seconds=settings.git_lock_wait_seconds,
+            clear_stale_locks=True,
+        )
         self.spool = Spool(settings.spool_dir)
         self.index = Index(
             settings.index_path,
@@ -102,7 +106,11 @@ class Memory:
             vectors=settings.vectors,
             vectors_model=settings.vectors_model,
         )
-        self.writer = Writer(self._commit, commit_delay=settings.commit_delay_seconds)
+        self.writer = Writer(
+            self._commit,
+            commit_delay=settings.commit_delay_seconds,
+            retry_seconds=settings.commit_retry_seconds,
+        )
         self.writer.classify = self.audit.owner_of = owners_on_disk(self.wiki_dir, self.git)
         #: path → sha256 of the bytes the server last wrote or committed there
         self.server_hashes: dict[str, str] = {}
@@ -466,8 +474,10 @@ class Memory:
         last_recover = 0.0
         while not self._stop.wait(self.settings.idle_check_seconds):
             now = time.time()
-            # while commits stall, each try may wait for a lock: not more than every 30 s
-            if self._recover_due and (self.health.ok or now - last_recover >= 30):
+            # while commits stall, each try may wait for a lock: not more than every
+            # stall_recover_seconds (30 s)
+            stalled_retry = now - last_recover >= self.settings.stall_recover_seconds
+            if self._recover_due and (self.health.ok or stalled_retry):
                 self._recover_due = False
                 last_recover = now
                 self.writer.submit(self._recover_job)

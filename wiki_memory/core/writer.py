@@ -79,7 +79,8 @@ class Writer:
     ``classify(path)`` names the user a written path belongs to alone (None: shared;
     :func:`wiki_memory.wiki.personal.page_owner`), and paths of different owners go to
     different groups. A job whose paths fall into several groups gives each group a
-    line naming only that group's paths, never the job's own message.
+    line naming only that group's paths, never the job's own message. A group whose
+    commit failed is tried again ``retry_seconds`` later.
     """
 
     def __init__(
@@ -88,6 +89,7 @@ class Writer:
         commit_delay: float = 0.25,
         max_delay: float = 2.0,
         classify: Callable[[str], str | None] | None = None,
+        retry_seconds: float = 5.0,
     ) -> None:
         self._commit_fn = commit_fn
         self.classify = classify
@@ -104,7 +106,7 @@ class Writer:
         self._give_up = False
         #: consecutive failed commits, and the pause before a failed group is tried again
         self.failing = 0
-        self.retry_seconds = 5.0
+        self.retry_seconds = retry_seconds
 
     def start(self) -> None:
         self._thread.start()
