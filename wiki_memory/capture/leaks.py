@@ -449,11 +449,13 @@ def _run(
         yield s, e, rule.kind
 
 
-def _near_text(low: str, raw: bytes | None) -> tuple[bytes, list[tuple[int, int]]]:
+def near_runs(low: str, raw: bytes | None) -> tuple[bytes, list[tuple[int, int]]]:
     """The parts of ``low`` where a rule that needs a run of :data:`RUN_MIN` run
     characters can have its keyword: each such run, from :data:`_NEAR_BEFORE` characters
     before it (``\n``-joined ASCII bytes, lowercase: ``raw``'s parts lowered, which are
-    ``low``'s; empty when the text has no such run), and the runs."""
+    ``low``'s; empty when the text has no such run), and the runs (maximal,
+    ``(start, end)`` ascending). ``sanitize`` finds its provider tokens inside these runs
+    and hands both back to :func:`find`, so a text is scanned for runs once."""
     if raw is None:
         raw = low.encode("ascii", "replace")
     cls = raw.translate(_RUN_TABLE)
@@ -489,6 +491,7 @@ def find(
     raw: bytes | None = None,
     present: set[str] | None = None,
     runs_out: list[tuple[int, int]] | None = None,
+    near: tuple[bytes, list[tuple[int, int]]] | None = None,
 ) -> list[tuple[int, int, str]]:
     """Every secret the rules find in ``text`` (``low`` is its lowercase, same length):
     ``(start, end, kind)``. ``path``: the file the text is from or for, if known (rules
@@ -503,7 +506,8 @@ def find(
     would put it (see docs/sanitizer.md), so most text is scanned once, not per keyword.
     ``runs_out``: a list the text's maximal runs of at least RUN_MIN run characters,
     ``(start, end)``, are added to, for the caller's other rules (left empty for a text
-    shorter than RUN_MIN)."""
+    shorter than RUN_MIN). ``near``: :func:`near_runs` of ``low`` and ``raw``, when the
+    caller has made it (for a text at least RUN_MIN long)."""
     rules: dict[str, Rule] = {}
     if present is None:
         for k in _WHOLE_KEYWORDS:
@@ -517,11 +521,11 @@ def find(
     near_rules: dict[str, Rule] = {}
     runs: list[tuple[int, int]] = []
     if len(low) >= RUN_MIN:
-        near, runs = _near_text(low, raw)
+        near_text, runs = near if near is not None else near_runs(low, raw)
         if runs_out is not None:
             runs_out.extend(runs)
-        if near:
-            for k in sorted(_NEAR_SET.present(near)):  # _NEAR_KEYWORDS' order
+        if near_text:
+            for k in sorted(_NEAR_SET.present(near_text)):  # _NEAR_KEYWORDS' order
                 for r in _NEAR_RULES[k]:
                     if r.id not in rules:
                         near_rules[r.id] = r

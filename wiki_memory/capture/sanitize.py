@@ -1409,28 +1409,38 @@ def _match_prefix(
     return None
 
 
-def _find_provider_tokens(text: str, first: int = 0) -> Iterator[tuple[int, int, str]]:
+def _find_provider_tokens(
+    text: str, spans: list[tuple[int, int]]
+) -> Iterator[tuple[int, int, str]]:
     """``(start, end, kind)`` of every provider token: one C scan for runs of token
     characters at least :data:`_RUN_MIN` long, then a dictionary look-up of each
     run's first two characters among the prefixes (and the infix tests of
     :data:`_SHAPED` on the run), and the provider's
     own regex only where a prefix is there. A token starts a run (after a space,
     quote, ``=``, ``:``, ``/``, ... or a JSON escape such as a literal ``\\n``) or
-    follows a ``-`` or ``_`` inside one (``h-ghp_...``). ``first``: where to start
-    looking for the first run (the caller's own find of it, so the scan is not repeated)."""
+    follows a ``-`` or ``_`` inside one (``h-ghp_...``). ``spans``: the text's maximal
+    runs of ``leaks.RUN_CHARS`` (a superset of the token characters) at least
+    :data:`_RUN_MIN` long, ``(start, end)`` ascending, as ``leaks.near_runs`` finds them
+    for the generated rules: every run of token characters lies inside one, so only
+    they are searched (the text is scanned for runs once, not twice)."""
     cls = _token_map(text)
     find = cls.find
-    i = find(_RUN_NEEDLE, first)
+    nspans = len(spans)
+    nxt = 0  # the next span to search
+    i = -1
+    while i < 0 and nxt < nspans:
+        i = find(_RUN_NEEDLE, *spans[nxt])
+        nxt += 1
     if i < 0:
         return
+    span_end = spans[nxt - 1][1]
     get = _PREFIX_INDEX.get
     glued = _GLUED_RE.rx.search
     body = _BODY_RE.rx.search
-    n = len(cls)
     while i >= 0:
-        j = find(b" ", i + _RUN_MIN)
+        j = find(b" ", i + _RUN_MIN, span_end)
         if j < 0:
-            j = n
+            j = span_end
         before = text[i - 1] if i else ""
         if before == "\\" and text[i] in "nrt":
             i += 1  # a JSON-escaped line break or tab (a literal \\n) before the token
@@ -1495,7 +1505,13 @@ def _find_provider_tokens(text: str, first: int = 0) -> Iterator[tuple[int, int,
         if hit is not None:
             yield hit
             j = max(j, hit[1])
-        i = find(_RUN_NEEDLE, j)
+        # the next run: later in this span, else in the next span that ends after j
+        i = find(_RUN_NEEDLE, j, span_end) if j < span_end else -1
+        while i < 0 and nxt < nspans:
+            span_start, span_end = spans[nxt]
+            nxt += 1
+            if span_end > j:
+                i = find(_RUN_NEEDLE, span_start if span_start > j else j, span_end)
 
 
 # ---------------------------------------------------------------------------
@@ -1816,12 +1832,16 @@ def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, i
         low = raw.lower().decode("ascii")
     _ASCII = (text, raw)
     _LOWERED = (text, low)
+    leaks = _LEAKS or _gitleaks()
+    near_runs = None
     if len(text) >= _RUN_MIN:
         cls = raw.translate(_RUN_TABLE)
         _TOKEN_MAP = (text, cls)
-        first = cls.find(_RUN_NEEDLE)
-        if first >= 0:  # no run of 20 token characters, no provider token (and no call)
-            for s, e, kind in _find_provider_tokens(text, first):
+        # one scan for long runs, shared with the generated rules (see leaks.near_runs):
+        # a run of 20 token characters lies inside one of its runs
+        near_runs = leaks.near_runs(low, raw)
+        if near_runs[1]:  # no run of 20 run characters, no provider token (and no call)
+            for s, e, kind in _find_provider_tokens(text, near_runs[1]):
                 add((s, e, prio[kind], kind))
                 if kind == "aws-access-key":
                     aws_ids.append((s, e))
@@ -1831,7 +1851,6 @@ def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, i
     # the secret-ish words (see _scan_words), shared by the detectors that start there;
     # every other detector is called only when its cue occurs (a call costs more than a
     # scan of a small text)
-    leaks = _LEAKS or _gitleaks()
     hits, flags, present = _scan_words(low, raw.lower() if _WORDS.available(low) else None)
     key, secret, private = flags & 1, flags & 2, flags & 4
     if private:
@@ -1874,7 +1893,7 @@ def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, i
             add((s, e, p, "generic-secret"))
     # one pass for the keywords of both (where keyscan can, above; else each looks for its own)
     runs: list[tuple[int, int]] = []  # leaks' runs of secret characters, for Discord's rule
-    for s, e, kind in leaks.find(text, low, path, raw, present, runs):
+    for s, e, kind in leaks.find(text, low, path, raw, present, runs, near_runs):
         add((s, e, prio.get(kind, _GITLEAKS_PRIO), kind))
     for s, e, kind in _FORMATS.find(text, low, present, raw, runs):
         add((s, e, prio.get(kind, _GITLEAKS_PRIO), kind))
