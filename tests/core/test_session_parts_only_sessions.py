@@ -75,3 +75,24 @@ def test_purge_of_a_note_leaves_a_note_named_like_its_part(tmp_path: Path) -> No
         assert not r.json().get("parts"), r.json()
         assert (wiki / OTHER).exists()
         assert OWN in (wiki / OTHER).read_text(encoding="utf-8")
+
+
+@pytest.mark.fast
+def test_a_note_saying_part_two_is_listed_when_no_session_owns_it(tmp_path: Path) -> None:
+    leak = "projects/atlas/notes/leak.md"
+    fake = "projects/atlas/notes/guide.part-002.md"
+    with AppServer(tmp_path / "data") as srv:
+        head = "type: session\npart: 2\npart_of: projects/atlas/notes/guide.md\n"
+        for path in (leak, fake):
+            r = srv.client.put(
+                srv.url + "/v1/pages/" + path,
+                content=f"---\ntitle: T\n{head}---\nbody words\n".encode(),
+                headers={**srv.headers, "Content-Type": "text/markdown"},
+            )
+            assert r.status_code in (200, 201), r.text
+        put(srv, NOTE, "Guide", "the guide, a note, no session")
+        assert srv.memory is not None
+        srv.memory.writer.flush()
+        listed = {p["path"] for p in srv.get("/v1/pages", params={"limit": 500}).json()["pages"]}
+        assert leak in listed  # says part 2, but its name is no part's
+        assert fake in listed  # named and saying so, but its page is no session page
