@@ -65,3 +65,21 @@ def test_a_pulled_closed_part_keeps_the_other_replicas_entries(tmp_path: Path) -
         assert len(ids) == len(set(ids)), ids
         page = (m.wiki_dir / path).read_text(encoding="utf-8")
         assert "oneword1" in page and "twoword1" in page, page
+
+
+def test_an_entry_rendered_again_replaces_its_old_text_on_a_kept_part(tmp_path: Path) -> None:
+    from wiki_memory.core.keepentries import keep_entries
+
+    def part(body: str, extra: str = "") -> bytes:
+        return (
+            "---\ntype: session\npart: 2\npart_of: s/x.md\n---\n\n# x · part 2\n\n"
+            f"## Timeline\n\n**10:00:00** · tool\n\n{body}\n\n^t5\n{extra}"
+        ).encode()
+
+    pulled = part("call pending", "\n**10:00:01** · prompt\n\nother side\n\n^t6\n")
+    fresh = part("call done: 3 files")
+    out = keep_entries(tmp_path, "s/x.part-002.md", pulled, fresh)
+    assert out is not None
+    text = out.decode()
+    assert "call done: 3 files" in text and "call pending" not in text, text
+    assert "other side" in text and text.count("^t5\n") == 1, text

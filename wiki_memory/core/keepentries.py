@@ -24,6 +24,31 @@ from wiki_memory.wiki.sessionparts import part_paths, session_of_part
 __all__ = ["keep_entries", "session_top"]
 
 _ENTRY_ID = re.compile(rb"^\^t(\d+)r?[ \t]*\r?$", re.M)
+#: one timeline entry: its first line (the clock and the kind) to its block id line
+_ENTRY = re.compile(rb"^(\*\*[^\n]*)\n.*?^\^(t\d+r?)[ \t]*$", re.M | re.S)
+_TIMELINE = b"\n## Timeline\n"
+
+
+def _entries(data: bytes) -> dict[tuple[bytes, bytes], bytes]:
+    at = data.find(_TIMELINE)
+    if at < 0:
+        return {}
+    return {(m[2], m[1]): m[0] for m in _ENTRY.finditer(data, at)}
+
+
+def _renewed(current: bytes, fresh: bytes) -> bytes:
+    """``current`` with each entry the server rendered again (the same block id and first
+    line, the clock and the kind of one event: a tool call whose result arrived) as
+    ``fresh`` has it, so the new text replaces the old rather than standing beside it."""
+    new = _entries(fresh)
+    at = current.find(_TIMELINE)
+    if at < 0 or not new:
+        return current
+
+    def swap(m: re.Match[bytes]) -> bytes:
+        return new.get((m[2], m[1]), m[0])
+
+    return current[:at] + _ENTRY.sub(swap, current[at:])
 
 
 def session_top(wiki_dir: Path, path: str, *more: bytes) -> int:
@@ -57,5 +82,6 @@ def keep_entries(
     stem = path.rsplit("/", 1)[-1].removesuffix(".md").encode("utf-8", "surrogateescape")
     moved: dict[int, int] = {}
     floor = session_top(wiki_dir, path, current, fresh)
+    current = _renewed(current, fresh)
     old = current if base is None else base
     return merge_page(old, fresh, current, moved, stem, floor, entries_only=True)
