@@ -75,9 +75,11 @@ def forget_entry(memory: Memory, path: str, block: str, who: Identity | None) ->
     asked = clean_rel(path)
     # the scope rule on the session page decides first: a caller who may not see it
     # gets the 404 of a page that does not exist, naming only the path it sent (no part)
+    # (the server itself, None, may see every page)
     session, _ = part_owner(memory.wiki_dir, asked)
     try:
-        memory.scope.read(ident, session)
+        if ident is not None:
+            memory.scope.read(ident, session)
     except NotFound:
         raise not_found(asked) from None
     rel = _holder(memory, asked, block)
