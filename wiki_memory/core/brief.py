@@ -39,7 +39,6 @@ from wiki_memory.recall.tokens import count_tokens
 from wiki_memory.wiki.page import parse_page
 from wiki_memory.wiki.paths import PathRefused
 from wiki_memory.wiki.personal import page_owner
-from wiki_memory.wiki.sessionparts import is_part_path
 
 if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
@@ -309,12 +308,11 @@ def render(project: str | None, parts: list[Part]) -> str:
 def _sessions(memory: Memory, project: str, user: Identity | None) -> list[dict[str, Any]]:
     """Session pages for the brief's recent lines, newest first: of ``project``, or for
     ``""`` the ones with no project (``people/<user>/sessions/``, the caller's own)."""
-    # a long session's parts are no sessions of their own (wiki/sessionparts.py)
+    # a long session's parts are no sessions of their own: list_pages leaves them out
+    # (wiki/sessionparts.py, the one rule)
     if project:
-        rows = memory.list_pages(project=project, kind="session", limit=80, user=user)
-        return [r for r in rows if not is_part_path(str(r["path"]))][:50]
+        return memory.list_pages(project=project, kind="session", limit=50, user=user)
     rows = memory.list_pages(kind="session", limit=500, user=user)
-    rows = [r for r in rows if not is_part_path(str(r["path"]))]
     return [r for r in rows if not (r.get("meta") or {}).get("project")][:50]
 
 

@@ -21,7 +21,7 @@ from wiki_memory.wiki.condense import condense_page, is_cold, restore_timeline
 from wiki_memory.wiki.frontmatter import set_keys
 from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.paths import clean_rel
-from wiki_memory.wiki.sessionparts import is_part, session_of_part
+from wiki_memory.wiki.sessionparts import part_owner
 
 #: the :class:`~wiki_memory.core.memory.Memory` these run on (which runs the scheduled
 #: run from its idle loop, so it is not imported here)
@@ -214,11 +214,12 @@ def _cold(memory: Any, path: str, meta: dict[str, Any], at: float, limit: float)
     """:func:`~wiki_memory.wiki.condense.is_cold` for a page; a long session's part
     (:mod:`wiki_memory.wiki.sessionparts`) is cold when its session page is, condensed
     or not, and the part itself is not condensed yet."""
-    if not is_part(meta):
+    session, k = part_owner(memory.wiki_dir, path)
+    if k < 2:
         return is_cold(meta, at, limit)
     if meta.get("condensed") or meta.get("uncondensed"):
         return False
-    raw = read_plain(memory.wiki_dir / session_of_part(path)[0])
+    raw = read_plain(memory.wiki_dir / session)
     if raw is None:
         return False
     head = {k: v for k, v in parse_metadata(raw).items() if k != "condensed"}

@@ -25,7 +25,7 @@ from wiki_memory.wiki.entryforget import parse_anchor
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_page
 from wiki_memory.wiki.paths import PathRefused, clean_rel
-from wiki_memory.wiki.sessionparts import part_paths
+from wiki_memory.wiki.sessionparts import session_parts
 
 if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
@@ -82,7 +82,7 @@ def forget_page(memory: Memory, path: str, who: Identity | None) -> dict[str, An
         path, fn, user=user, message=f"Forget {path}", who=ident, op="forget", commit_now=True
     )
     # a long session's parts are forgotten with it (wiki/sessionparts.py)
-    for part in part_paths(memory.wiki_dir, clean_rel(path)):
+    for part in session_parts(memory.wiki_dir, clean_rel(path)):
 
         def part_fn(current: bytes | None, part: str = part) -> bytes | None:
             return None if current is None else forget_bytes(current, part, user, now)

@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from wiki_memory.core.scope import not_found
 from wiki_memory.core.writer import Author, WriteResult
+from wiki_memory.errors import NotFound
 from wiki_memory.identity import Identity
 from wiki_memory.plainfile import read_plain
 from wiki_memory.wiki.entryforget import scrub_head, stub_entry
 from wiki_memory.wiki.git import author_email_for
 from wiki_memory.wiki.paths import clean_rel
-from wiki_memory.wiki.sessionparts import entry_pages, session_of_part
+from wiki_memory.wiki.sessionparts import entry_pages, part_owner
 
 if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
@@ -42,7 +43,7 @@ def _session_of(memory: Memory, rel: str) -> tuple[str | None, bool]:
     """The spool key of the session whose page (or one of whose parts) is ``rel`` (None:
     not in this spool), and whether the server's last rendering of it can be compiled
     again."""
-    rel, _ = session_of_part(rel)
+    rel, _ = part_owner(memory.wiki_dir, rel)
     for key, info in list(memory.spool.sessions.items()):
         if info.state.get("path") == rel:
             return key, bool(info.state.get("renders"))
@@ -71,7 +72,17 @@ def forget_entry(memory: Memory, path: str, block: str, who: Identity | None) ->
     hidden from ``who``), Forbidden (may read, may not write), PathRefused."""
     ident = None if who is None else memory.scope.identity(who)
     user = ident.user if ident is not None else memory.owner
-    rel = _holder(memory, clean_rel(path), block)
+    asked = clean_rel(path)
+    # the scope rule on the session page decides first: a caller who may not see it
+    # gets the 404 of a page that does not exist, naming only the path it sent (no part)
+    # (the server itself, None, may see every page)
+    session, _ = part_owner(memory.wiki_dir, asked)
+    try:
+        if ident is not None:
+            memory.scope.read(ident, session)
+    except NotFound:
+        raise not_found(asked) from None
+    rel = _holder(memory, asked, block)
     message = f"Forget {rel}#^{block}"
     author = Author(user, author_email_for(user))
 

@@ -48,7 +48,7 @@ from wiki_memory.wiki.names import file_stem
 from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.paths import clean_rel
 from wiki_memory.wiki.purge import MARK, PurgeReport, Rewrite, purge_history
-from wiki_memory.wiki.sessionparts import part_paths
+from wiki_memory.wiki.sessionparts import session_parts
 from wiki_memory.wiki.verbatim import slugify
 
 __all__ = ["MEANING", "PENDING", "PURGE_PAUSE_ENV", "finish_pending", "purge_page"]
@@ -364,7 +364,7 @@ def purge_page(
         raise BadRequest("text must not be empty", field="text")
     rel, _full = memory.scope.locate(path)
     # a long session's parts go with it (wiki/sessionparts.py): each as a page of its own
-    parts = part_paths(memory.wiki_dir, rel)
+    parts = session_parts(memory.wiki_dir, rel)
     if not parts:
         return _purge_one(memory, asked, rel, ident, who, text)
     out: dict[str, Any] | None = None

@@ -120,7 +120,7 @@ def rename_page(
     new, new_full = scope.write_check(ident, new, "page.rename")
     if new == old:
         raise BadRequest("new_path is the page's own path", field="new_path")
-    refuse_part_rename(old, new)
+    refuse_part_rename(memory.wiki_dir, old, new)
     if os.path.lexists(new_full):
         raise Conflict(f"{new} already exists", None)
     why = new_name_refusal(memory.settings.wiki_dir, new)

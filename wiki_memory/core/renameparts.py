@@ -22,7 +22,13 @@ from wiki_memory.identity import Identity
 from wiki_memory.plainfile import read_plain
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_metadata
-from wiki_memory.wiki.sessionparts import is_part_path, part_path, part_paths, session_of_part
+from wiki_memory.wiki.sessionparts import (
+    is_part_path,
+    part_owner,
+    part_path,
+    session_of_part,
+    session_parts,
+)
 
 __all__ = ["PartMove", "plan_part_moves", "refuse_part_rename", "relink_parts_line"]
 
@@ -40,11 +46,13 @@ class PartMove:
     moved: bytes
 
 
-def refuse_part_rename(old: str, new: str) -> None:
-    """BadRequest when ``old`` is a session part (it moves with its session page) or
-    ``new`` would be named as one (``<stem>.part-002.md``)."""
-    if is_part_path(old):
-        session, k = session_of_part(old)
+def refuse_part_rename(wiki_dir: Path, old: str, new: str) -> None:
+    """BadRequest when ``old`` is a session part on disk under ``wiki_dir`` (it moves
+    with its session page; :func:`~wiki_memory.wiki.sessionparts.part_owner`: a note
+    merely named like one is renamed as any page) or ``new`` would be named as one
+    (``<stem>.part-002.md``)."""
+    session, k = part_owner(wiki_dir, old)
+    if k > 1:
         raise BadRequest(
             f"{old} is part {k} of the session page {session}; rename that page, and its "
             "parts follow it",
@@ -89,7 +97,7 @@ def plan_part_moves(memory: Any, ident: Identity, old: str, new: str) -> list[Pa
     (``[]``: it has none). Raises Forbidden/PathRefused (the scope rule, as for the page),
     Conflict (a part's new path exists), BadRequest (a part's frontmatter unusable)."""
     out: list[PartMove] = []
-    for rel in part_paths(memory.wiki_dir, old):
+    for rel in session_parts(memory.wiki_dir, old):
         k = session_of_part(rel)[1]
         dest = part_path(new, k)
         rel, old_full = memory.scope.write_check(ident, rel, "page.rename")

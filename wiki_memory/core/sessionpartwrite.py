@@ -7,8 +7,10 @@ session page and its open part, and a closed part only when one of its entries
 changed. A part that is not what the server last wrote there (a person's edit, a
 forgotten mark) keeps that change: the server's change since its last rendering is
 merged into it line by line (their lines win where both changed), or, when no
-rendering is known (after a restart), the server's ``## Timeline`` and owned keys are
-spliced into it.
+rendering is known (a part pulled from a hub that another replica wrote, or after a
+restart), merged entry by entry (:mod:`wiki_memory.core.keepentries`): every entry it
+holds stays, the server's entries it lacks are added (the server's ``## Timeline`` and
+owned keys are spliced into it only where that merge does not apply).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 from collections import OrderedDict
 from typing import Any, Protocol
 
+from wiki_memory.core.keepentries import keep_entries
 from wiki_memory.core.pagehost import PageWriteHost
 from wiki_memory.core.text import replace_section
 from wiki_memory.plainfile import page_hash
@@ -48,6 +51,8 @@ class PartWriter:
         self._last: OrderedDict[str, dict[str, tuple[Part, bytes]]] = OrderedDict()
         #: session page path -> what its page held when written last (:meth:`page_kept`)
         self._heads: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
+        #: parts last written by an entry-by-entry merge (:mod:`~wiki_memory.core.keepentries`)
+        self._kept: set[str] = set()
 
     def page_kept(self, comp: Any, extra: tuple[Any, ...], remerge: bool) -> bool:
         """Whether the session page of ``comp`` (a :class:`~wiki_memory.wiki.compiler.Compiled`
@@ -79,6 +84,7 @@ class PartWriter:
         """Forget what was written (one session's parts, or all: after a purge)."""
         if session_path is None:
             self._last.clear()
+            self._kept.clear()
         else:
             self._last.pop(session_path, None)
 
@@ -110,6 +116,12 @@ class PartWriter:
             ) -> bytes:
                 if cur is None or cur == base:
                     return fresh  # absent, or what the server last wrote there
+                if base is None or part.path in self._kept:
+                    # pulled from a hub, or after a start: every entry it holds stays
+                    kept = keep_entries(self.host.wiki_dir, part.path, cur, fresh, base)
+                    if kept is not None:
+                        self._kept.add(part.path)
+                        return kept
                 return _merge_edit(part, cur, base, fresh)
 
             _, written = self.host._cas_write(part.path, full, merged)

@@ -201,13 +201,16 @@ def merge_page(
     moved: dict[int, int] | None = None,
     stem: bytes = b"",
     floor: int = 0,
+    *,
+    entries_only: bool = False,
 ) -> bytes | None:
     """The three-way merge of a page's versions (see the module); None on a true overlap
     or when a version is not UTF-8 text. ``moved`` (a session page named ``stem``,
     ``theirs`` the hub's): timeline entries merge entry by entry
     (:func:`wiki_memory.wiki.sessionmerge.merge_session`), this side's not pushed yet
     renumbered after the last (and after ``floor``, the session's highest number over
-    all its parts), old -> new filled into ``moved``."""
+    all its parts), old -> new filled into ``moved``; ``entries_only``: None where the
+    entry-by-entry merge does not apply, instead of a line merge."""
     if ours == theirs:
         return ours
     if moved is not None:
@@ -222,7 +225,7 @@ def merge_page(
             merge_lines=_merge_lines,
             floor=floor,
         )
-        if merged is not None:
+        if merged is not None or entries_only:
             return merged
         moved.clear()
     try:

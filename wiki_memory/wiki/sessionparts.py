@@ -21,8 +21,12 @@ A part is a session page too (``type: session``, the same ``project``, ``harness
 ``session_id`` and ``user``; scope sees it exactly as its session page) with ``part``
 (its number, 2 and up) and ``part_of`` (the session page's path), a heading and a line
 linking the session page, and a ``## Timeline`` of its entries; the session page's
-summary lists its parts (:func:`parts_line`). Consumers that list sessions skip parts
-(:func:`is_part`); consumers that read entries read them on any part.
+summary lists its parts (:func:`parts_line`). A file is a part only when it says so
+(``type: session``, ``part``, ``part_of`` naming the page its name says) and that page
+is a session page (:func:`part_owner`, :func:`session_parts`, :func:`not_part_sql`):
+a note that merely is named ``<stem>.part-002.md`` beside a note ``<stem>.md`` is a
+page of its own. Consumers that list sessions skip parts; consumers that read entries
+read them on any part.
 """
 
 from __future__ import annotations
@@ -30,13 +34,15 @@ from __future__ import annotations
 import glob
 import itertools
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from wiki_memory.capture.observation import iso
+from wiki_memory.plainfile import read_plain
 from wiki_memory.wiki.entrytime import local_iso
+from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.verbatim import escape_value
 
 __all__ = [
@@ -46,8 +52,11 @@ __all__ = [
     "entry_pages",
     "is_part",
     "is_part_path",
+    "is_session_page",
     "not_part_sql",
+    "part_owner",
     "part_paths",
+    "session_parts",
     "part_of",
     "part_path",
     "parts_line",
@@ -126,6 +135,57 @@ def part_paths(wiki_dir: Path, session_path: str) -> list[str]:
     return [rel for _, rel in sorted(found)]
 
 
+def _meta(wiki_dir: Path, rel: str) -> dict[str, Any] | None:
+    try:
+        raw = read_plain(wiki_dir / rel)
+    except (OSError, ValueError):
+        return None
+    return None if raw is None else parse_metadata(raw)
+
+
+def is_session_page(metadata: Mapping[str, Any]) -> bool:
+    """Whether a page's frontmatter is a session page's own (``type: session`` and no
+    part number of 2 and up): the only kind of page that has parts."""
+    part = metadata.get("part")
+    return metadata.get("type") == "session" and not (isinstance(part, int) and part >= 2)
+
+
+def session_parts(wiki_dir: Path, session_path: str) -> list[str]:
+    """The parts of the session page ``session_path`` on disk under ``wiki_dir``, by
+    part number: the files named ``<stem>.part-NNN.md`` beside it that say they are its
+    part (:func:`is_part` with their path), and only when ``session_path`` is a session
+    page (:func:`is_session_page`). ``[]`` for any other page, a missing one, or a
+    session with no parts. The one rule purge, forget, rename, expand and condense use."""
+    if not part_paths(wiki_dir, session_path):
+        return []
+    head = _meta(wiki_dir, session_path)
+    if head is None or not is_session_page(head):
+        return []
+    out = []
+    for rel in part_paths(wiki_dir, session_path):
+        meta = _meta(wiki_dir, rel)
+        if meta is not None and is_part(meta, rel):
+            out.append(rel)
+    return out
+
+
+def part_owner(wiki_dir: Path, path: str) -> tuple[str, int]:
+    """``(session page path, part number)`` of the page ``path`` on disk under
+    ``wiki_dir``: its session page and number when it is a part by the rule of
+    :func:`session_parts` (it says it is that page's part, and that page is a session
+    page); ``(path, 1)`` for any other page or a missing one."""
+    session, k = session_of_part(path)
+    if k < 2:
+        return path, 1
+    meta = _meta(wiki_dir, path)
+    if meta is None or not is_part(meta, path):
+        return path, 1
+    head = _meta(wiki_dir, session)
+    if head is None or not is_session_page(head):
+        return path, 1
+    return session, k
+
+
 def entry_pages(wiki_dir: Path, path: str, block: str, part_events: int) -> Iterator[str]:
     """Where entry ``block`` of the session whose page or part is ``path`` may be, most
     likely first, each once: ``path`` itself, the page its number names
@@ -136,35 +196,47 @@ def entry_pages(wiki_dir: Path, path: str, block: str, part_events: int) -> Iter
     if _BLOCK_RE.match(block.removeprefix("^")) is None:
         return
     seen = {path}
-    first = [entry_page(path, block, part_events)] if part_events > 0 else []
-    session, _ = session_of_part(path)
-    for where in itertools.chain(first, [session], _lazy(lambda: part_paths(wiki_dir, session))):
-        if where not in seen:
+    session, _ = part_owner(wiki_dir, path)
+    parts = session_parts(wiki_dir, session)
+    if not parts:
+        return
+    first = [entry_page(session, block, part_events)] if part_events > 0 else []
+    for where in itertools.chain(first, [session], parts):
+        if where not in seen and (where == session or where in parts):
             seen.add(where)
             yield where
 
 
-def _lazy(make: Callable[[], list[str]]) -> Iterator[str]:
-    yield from make()
-
-
-def is_part(metadata: Mapping[str, Any]) -> bool:
-    """Whether a page's frontmatter is a session part's (not a session of its own:
-    listings of sessions skip it)."""
+def is_part(metadata: Mapping[str, Any], path: str) -> bool:
+    """Whether the page at ``path`` with frontmatter ``metadata`` says it is a session
+    part: ``type: session``, ``part`` N (2 and up) and ``part_of`` the session page
+    whose part N is named ``path`` (``<stem>.part-00N.md`` beside ``<stem>.md``). Only
+    the file's own word: :func:`part_owner` also asks its session page."""
     part = metadata.get("part")
-    return metadata.get("type") == "session" and isinstance(part, int) and part >= 2
+    if metadata.get("type") != "session" or not isinstance(part, int) or part < 2:
+        return False
+    session = metadata.get("part_of")
+    return isinstance(session, str) and session_of_part(path) == (session, part)
 
 
 def not_part_sql(alias: str) -> str:
     """The SQL condition keeping the ``pages`` rows ``alias`` that are no session part
-    (:func:`is_part` read from the stored frontmatter, ``alias.meta``, a JSON object):
-    page listings show a long session once, by its page, whose summary links its parts.
-    No arguments."""
+    (the rule of :func:`part_owner` read from the stored frontmatter, ``alias.meta``, a
+    JSON object: the row says it is part N of a page named as its path says, and that
+    page is a session page): page listings show a long session once, by its page, whose
+    summary links its parts. No arguments."""
     meta = f"{alias}.meta"
+    of = f"json_extract({meta}, '$.part_of')"
     return (
         f"NOT coalesce(json_extract({meta}, '$.type') = 'session' "
         f"AND json_type({meta}, '$.part') = 'integer' "
-        f"AND json_extract({meta}, '$.part') >= 2, 0)"
+        f"AND json_extract({meta}, '$.part') >= 2 "
+        f"AND {of} LIKE '%.md' "
+        f"AND {alias}.path = substr({of}, 1, length({of}) - 3) "
+        f"|| printf('.part-%03d.md', json_extract({meta}, '$.part')) "
+        f"AND EXISTS (SELECT 1 FROM pages AS sp_{alias} WHERE sp_{alias}.path = {of} "
+        f"AND json_extract(sp_{alias}.meta, '$.type') = 'session' "
+        f"AND coalesce(json_extract(sp_{alias}.meta, '$.part'), 1) < 2), 0)"
     )
 
 
