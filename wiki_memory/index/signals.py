@@ -21,7 +21,7 @@ import apsw
 
 from wiki_memory.identity import Identity, sees_every_shared_page, visible_sql
 from wiki_memory.index.schema import BM25_WEIGHTS
-from wiki_memory.index.search import SearchError, SectionHit, section_fields
+from wiki_memory.index.search import SearchError, SectionHit
 from wiki_memory.index.store import Index
 from wiki_memory.index.vocab import run_read as _run
 from wiki_memory.states import shown_sql
@@ -178,16 +178,42 @@ HIT_COLUMNS = (
 SCORE = 16  # the column after HIT_COLUMNS
 
 
+_new = object.__new__
+_set = object.__setattr__
+
+
 def hit_from_row(row: Sequence[Any], score: float) -> Hit:
-    return Hit(
-        **section_fields(row, score),
-        ord=int(row[9] or 0),
-        day=row[10],
-        rid=int(row[11]),
-        span=(float(row[12]), float(row[13])) if row[12] is not None else None,
-        words=row[14],
-        nums=row[15],
+    """The :class:`Hit` of a row read as :data:`HIT_COLUMNS` (NULLs as the empty text,
+    ``page`` and 0, as :func:`~wiki_memory.index.search.section_fields`), with ``score``.
+
+    Built without the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per
+    field; a recall builds some 400 of these): its attributes are set at once, in field
+    order, so it equals, hashes and prints as ``Hit(...)`` with the same values does."""
+    h = _new(Hit)
+    t0 = row[12]
+    _set(
+        h,
+        "__dict__",
+        {
+            "path": row[0],
+            "anchor": row[1] or "",
+            "heading": row[2] or "",
+            "title": row[3] or "",
+            "kind": row[4] or "page",
+            "project": row[5],
+            "updated": row[6],
+            "score": score,
+            "text": row[7] or "",
+            "line": int(row[8] or 0),
+            "ord": int(row[9] or 0),
+            "day": row[10],
+            "rid": int(row[11]),
+            "span": (float(t0), float(row[13])) if t0 is not None else None,
+            "words": row[14],
+            "nums": row[15],
+        },
     )
+    return h
 
 
 def search_sections(
