@@ -231,12 +231,15 @@ def search_sections(
     filter (``{heading body} : (...)``) limits which columns may match. The ``scope``
     conditions are applied in SQL before ``ORDER BY ... LIMIT``. ``weights`` overrides
     column weights (:data:`~wiki_memory.index.schema.BM25_WEIGHTS`). Unless ``plain``,
-    the best rows of a :attr:`Scope.wide` scope are found by FTS5 alone first
-    (:func:`_top_first`; the same list).
+    the rows of a :attr:`Scope.wide` scope are ranked by FTS5 alone first
+    (:func:`_top_first`; from :data:`FIRST_MAX` on, every match:
+    :mod:`~wiki_memory.index.everymatch`; the same list).
     """
     if not match or limit <= 0 or scope.empty:
         return []
-    if not plain and limit < FIRST_MAX and scope.wide:
+    if not plain and scope.wide:
+        if limit >= FIRST_MAX:
+            return _every(index, match, scope, limit, [(weights, ())])[0]
         got = _top_first(index, match, scope, limit, [(weights, ())])
         if got is not None:
             return got[0]
@@ -259,6 +262,18 @@ def search_sections(
     """
     rows = _run(index, sql, [match, *args, int(limit)])
     return [hit_from_row(r, float(r[SCORE])) for r in rows]
+
+
+def _every(
+    index: Index,
+    match: str,
+    scope: Scope,
+    limit: int,
+    lists: Sequence[tuple[Mapping[str, float] | None, Sequence[str]]],
+) -> list[list[Hit]]:
+    from wiki_memory.index.everymatch import every_match  # it builds on this module
+
+    return every_match(index, match, scope, limit, lists)
 
 
 FIRST_K = 2
@@ -352,12 +367,18 @@ def search_sections_both(
     title, aliases and tags weighted 0; sections that match only there are left out), and
     by the weighted bm25 of all columns. At most ``limit`` of each, best first; scope as
     in :func:`search_sections`; ``weights`` overrides column weights. Unless ``plain``,
-    the best rows of a :attr:`Scope.wide` scope are found by FTS5 alone first
-    (:func:`_top_first`; the same lists)."""
+    the rows of a :attr:`Scope.wide` scope are ranked by FTS5 alone first
+    (:func:`_top_first`; from :data:`FIRST_MAX` on, every match:
+    :mod:`~wiki_memory.index.everymatch`; the same lists)."""
     if not match or limit <= 0 or scope.empty:
         return [], []
-    if not plain and limit < FIRST_MAX and scope.wide:
-        got = _top_first(index, match, scope, limit, [(weights, SECTION_COLUMNS), (weights, ())])
+    if not plain and scope.wide:
+        lists = [(weights, SECTION_COLUMNS), (weights, ())]
+        got = (
+            _every(index, match, scope, limit, lists)
+            if limit >= FIRST_MAX
+            else _top_first(index, match, scope, limit, lists)
+        )
         if got is not None:
             return got[0], got[1]
     conds, args = scope.where("p")
