@@ -20,6 +20,7 @@ from typing import Any
 import apsw
 
 from wiki_memory.identity import Identity, sees_every_shared_page, visible_sql
+from wiki_memory.index.everymatch import every_match
 from wiki_memory.index.schema import BM25_WEIGHTS
 from wiki_memory.index.search import SearchError, SectionHit
 from wiki_memory.index.store import Index
@@ -271,9 +272,9 @@ def _every(
     limit: int,
     lists: Sequence[tuple[Mapping[str, float] | None, Sequence[str]]],
 ) -> list[list[Hit]]:
-    from wiki_memory.index.everymatch import every_match  # it builds on this module
-
-    return every_match(index, match, scope, limit, lists)
+    rankings = [(bm25_sql(w, only), bool(only)) for w, only in lists]
+    got = every_match(index, match, rankings, HIT_COLUMNS, scope.where("p"), limit)
+    return [[hit_from_row(row, score) for row, score in one] for one in got]
 
 
 FIRST_K = 2
