@@ -20,8 +20,9 @@ from typing import Any
 import apsw
 
 from wiki_memory.identity import Identity, sees_every_shared_page, visible_sql
+from wiki_memory.index.everymatch import every_match
 from wiki_memory.index.schema import BM25_WEIGHTS
-from wiki_memory.index.search import SearchError, SectionHit, section_fields
+from wiki_memory.index.search import SearchError, SectionHit
 from wiki_memory.index.store import Index
 from wiki_memory.index.vocab import run_read as _run
 from wiki_memory.states import shown_sql
@@ -178,16 +179,42 @@ HIT_COLUMNS = (
 SCORE = 16  # the column after HIT_COLUMNS
 
 
+_new = object.__new__
+_set = object.__setattr__
+
+
 def hit_from_row(row: Sequence[Any], score: float) -> Hit:
-    return Hit(
-        **section_fields(row, score),
-        ord=int(row[9] or 0),
-        day=row[10],
-        rid=int(row[11]),
-        span=(float(row[12]), float(row[13])) if row[12] is not None else None,
-        words=row[14],
-        nums=row[15],
+    """The :class:`Hit` of a row read as :data:`HIT_COLUMNS` (NULLs as the empty text,
+    ``page`` and 0, as :func:`~wiki_memory.index.search.section_fields`), with ``score``.
+
+    Built without the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per
+    field; a recall builds some 400 of these): its attributes are set at once, in field
+    order, so it equals, hashes and prints as ``Hit(...)`` with the same values does."""
+    h = _new(Hit)
+    t0 = row[12]
+    _set(
+        h,
+        "__dict__",
+        {
+            "path": row[0],
+            "anchor": row[1] or "",
+            "heading": row[2] or "",
+            "title": row[3] or "",
+            "kind": row[4] or "page",
+            "project": row[5],
+            "updated": row[6],
+            "score": score,
+            "text": row[7] or "",
+            "line": int(row[8] or 0),
+            "ord": int(row[9] or 0),
+            "day": row[10],
+            "rid": int(row[11]),
+            "span": (float(t0), float(row[13])) if t0 is not None else None,
+            "words": row[14],
+            "nums": row[15],
+        },
     )
+    return h
 
 
 def search_sections(
@@ -205,12 +232,15 @@ def search_sections(
     filter (``{heading body} : (...)``) limits which columns may match. The ``scope``
     conditions are applied in SQL before ``ORDER BY ... LIMIT``. ``weights`` overrides
     column weights (:data:`~wiki_memory.index.schema.BM25_WEIGHTS`). Unless ``plain``,
-    the best rows of a :attr:`Scope.wide` scope are found by FTS5 alone first
-    (:func:`_top_first`; the same list).
+    the rows of a :attr:`Scope.wide` scope are ranked by FTS5 alone first
+    (:func:`_top_first`; from :data:`FIRST_MAX` on, every match:
+    :mod:`~wiki_memory.index.everymatch`; the same list).
     """
     if not match or limit <= 0 or scope.empty:
         return []
-    if not plain and limit < FIRST_MAX and scope.wide:
+    if not plain and scope.wide:
+        if limit >= FIRST_MAX:
+            return _every(index, match, scope, limit, [(weights, ())])[0]
         got = _top_first(index, match, scope, limit, [(weights, ())])
         if got is not None:
             return got[0]
@@ -233,6 +263,18 @@ def search_sections(
     """
     rows = _run(index, sql, [match, *args, int(limit)])
     return [hit_from_row(r, float(r[SCORE])) for r in rows]
+
+
+def _every(
+    index: Index,
+    match: str,
+    scope: Scope,
+    limit: int,
+    lists: Sequence[tuple[Mapping[str, float] | None, Sequence[str]]],
+) -> list[list[Hit]]:
+    rankings = [(bm25_sql(w, only), bool(only)) for w, only in lists]
+    got = every_match(index, match, rankings, HIT_COLUMNS, scope.where("p"), limit)
+    return [[hit_from_row(row, score) for row, score in one] for one in got]
 
 
 FIRST_K = 2
@@ -326,12 +368,18 @@ def search_sections_both(
     title, aliases and tags weighted 0; sections that match only there are left out), and
     by the weighted bm25 of all columns. At most ``limit`` of each, best first; scope as
     in :func:`search_sections`; ``weights`` overrides column weights. Unless ``plain``,
-    the best rows of a :attr:`Scope.wide` scope are found by FTS5 alone first
-    (:func:`_top_first`; the same lists)."""
+    the rows of a :attr:`Scope.wide` scope are ranked by FTS5 alone first
+    (:func:`_top_first`; from :data:`FIRST_MAX` on, every match:
+    :mod:`~wiki_memory.index.everymatch`; the same lists)."""
     if not match or limit <= 0 or scope.empty:
         return [], []
-    if not plain and limit < FIRST_MAX and scope.wide:
-        got = _top_first(index, match, scope, limit, [(weights, SECTION_COLUMNS), (weights, ())])
+    if not plain and scope.wide:
+        lists = [(weights, SECTION_COLUMNS), (weights, ())]
+        got = (
+            _every(index, match, scope, limit, lists)
+            if limit >= FIRST_MAX
+            else _top_first(index, match, scope, limit, lists)
+        )
         if got is not None:
             return got[0], got[1]
     conds, args = scope.where("p")

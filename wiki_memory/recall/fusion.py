@@ -40,30 +40,38 @@ def fuse(
     recency = pool.recency
     strength = pool.strength
     spool_rank = pool.spool_rank
-    page_ranks = pool.page_ranks
+    # looked up once per call, not per candidate; each term is still worked out as
+    # w / (k + r + 1) and added in the same order, so scores stay bit-identical
+    sections = [(name, w[name]) for name in section_sigs]
+    recent = w["recent"] / (RRF_K + 1) if "recent" in page_sigs else None
+    strong = w["strength"] / (RRF_K + 1) if "strength" in page_sigs else None
+    ranks_of = pool.page_ranks
+    pages = [(w[name], ranks_of.get(name, {})) for name in page_sigs if name not in FACTOR_SIGNALS]
+    spool_page = w["page"] if "page" in page_sigs else None
+    topic = w.get("topic", 1.0)
     for c in pool.cands.values():
         s = 0.0
-        for name in section_sigs:
-            r = c.signals.get(name)
+        got = c.signals
+        for name, wn in sections:
+            r = got.get(name)
             if r is not None:
-                s += w[name] / (RRF_K + r + 1)
-        if "recent" in page_sigs:
-            s += w["recent"] / (RRF_K + 1) * recency.get(c.path, 0.0)
-        if "strength" in page_sigs and c.path in strength:
-            s += w["strength"] / (RRF_K + 1) * strength[c.path]
-        for name in page_sigs:
-            if name in FACTOR_SIGNALS:
-                continue
-            if c.spool is not None and name == "page":
-                r = spool_rank.get(c.path)
-            elif c.spool is not None:
-                continue
-            else:
-                r = page_ranks.get(name, {}).get(c.path)
+                s += wn / (RRF_K + r + 1)
+        path = c.path
+        if recent is not None:
+            s += recent * recency.get(path, 0.0)
+        if strong is not None and path in strength:
+            s += strong * strength[path]
+        if c.spool is None:
+            for wn, ranks in pages:
+                r = ranks.get(path)
+                if r is not None:
+                    s += wn / (RRF_K + r + 1)
+        elif spool_page is not None:
+            r = spool_rank.get(path)
             if r is not None:
-                s += w[name] / (RRF_K + r + 1)
+                s += spool_page / (RRF_K + r + 1)
         if c.hit is not None and c.hit.kind == "topic":
-            s *= w.get("topic", 1.0)  # a topic page's share (weights.Weights.topic)
+            s *= topic  # a topic page's share (weights.Weights.topic)
         c.score = s
     return sorted(pool.cands.values(), key=order_key)
 
