@@ -22,7 +22,7 @@ import apsw
 from wiki_memory.identity import Identity, sees_every_shared_page, visible_sql
 from wiki_memory.index.everymatch import every_match
 from wiki_memory.index.schema import BM25_WEIGHTS
-from wiki_memory.index.search import SearchError, SectionHit
+from wiki_memory.index.search import SearchError, SectionHit, section_fields
 from wiki_memory.index.store import Index
 from wiki_memory.index.vocab import run_read as _run
 from wiki_memory.states import shown_sql
@@ -192,28 +192,14 @@ def hit_from_row(row: Sequence[Any], score: float) -> Hit:
     order, so it equals, hashes and prints as ``Hit(...)`` with the same values does."""
     h = _new(Hit)
     t0 = row[12]
-    _set(
-        h,
-        "__dict__",
-        {
-            "path": row[0],
-            "anchor": row[1] or "",
-            "heading": row[2] or "",
-            "title": row[3] or "",
-            "kind": row[4] or "page",
-            "project": row[5],
-            "updated": row[6],
-            "score": score,
-            "text": row[7] or "",
-            "line": int(row[8] or 0),
-            "ord": int(row[9] or 0),
-            "day": row[10],
-            "rid": int(row[11]),
-            "span": (float(t0), float(row[13])) if t0 is not None else None,
-            "words": row[14],
-            "nums": row[15],
-        },
-    )
+    fields = section_fields(row, score)  # path ... line, in field order
+    fields["ord"] = int(row[9] or 0)
+    fields["day"] = row[10]
+    fields["rid"] = int(row[11])
+    fields["span"] = (float(t0), float(row[13])) if t0 is not None else None
+    fields["words"] = row[14]
+    fields["nums"] = row[15]
+    _set(h, "__dict__", fields)
     return h
 
 
