@@ -7,22 +7,14 @@ Real apsw, real dulwich, the app in process."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from appkit import AppServer
-from support import as_user
+from sessionpartkit import PER, six_turns
 
 from wiki_memory.wiki.sessionparts import part_path
 
 pytestmark = pytest.mark.fast
-
-PER = 4
-
-
-def cc(event: str, **fields: Any) -> dict[str, Any]:
-    payload = {"hook_event_name": event, "session_id": "s-long", "cwd": "/home/u/atlas", **fields}
-    return {"harness": "claude-code", "project": "atlas", "payload": payload}
 
 
 def test_forget_of_an_entry_on_a_part_tells_an_outsider_nothing(tmp_path: Path) -> None:
@@ -30,15 +22,7 @@ def test_forget_of_an_entry_on_a_part_tells_an_outsider_nothing(tmp_path: Path) 
         m = srv.memory
         assert m is not None and srv.tokens is not None
         me = srv.tokens.owner_name()
-        for n in range(1, 7):  # t1..t12: the page and parts 2, 3
-            for ev in (
-                cc("UserPromptSubmit", prompt=f"prompt {n}: look at parser{n}word"),
-                cc("Stop", last_assistant_message=f"reply {n}: fixed parser{n}word"),
-            ):
-                m.capture(ev, as_user(m, me))
-            m.writer.flush()
-        key = next(iter(m.spool.sessions))
-        path = str(m.spool.sessions[key].state["path"])
+        path = six_turns(m, me)  # t1..t12: the page and parts 2, 3
         part3 = part_path(path, 3)
         assert (m.wiki_dir / part3).exists()
         bob = {"Authorization": "Bearer " + srv.token_for("bob", projects=("beta",))}

@@ -7,22 +7,15 @@ apsw, real dulwich, the app in process."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from appkit import AppServer
+from sessionpartkit import PER, six_turns
 from support import as_user
 
 from wiki_memory.wiki.sessionparts import part_path
 
 pytestmark = pytest.mark.fast
-
-PER = 4
-
-
-def cc(event: str, **fields: Any) -> dict[str, Any]:
-    payload = {"hook_event_name": event, "session_id": "s-long", "cwd": "/home/u/atlas", **fields}
-    return {"harness": "claude-code", "project": "atlas", "payload": payload}
 
 
 def test_a_long_session_is_listed_once_by_its_page(tmp_path: Path) -> None:
@@ -30,15 +23,7 @@ def test_a_long_session_is_listed_once_by_its_page(tmp_path: Path) -> None:
         m = srv.memory
         assert m is not None and srv.tokens is not None
         me = srv.tokens.owner_name()
-        for n in range(1, 7):  # t1..t12: the page and parts 2, 3
-            for ev in (
-                cc("UserPromptSubmit", prompt=f"prompt {n}: look at parser{n}word"),
-                cc("Stop", last_assistant_message=f"reply {n}: fixed parser{n}word"),
-            ):
-                m.capture(ev, as_user(m, me))
-            m.writer.flush()
-        key = next(iter(m.spool.sessions))
-        path = str(m.spool.sessions[key].state["path"])
+        path = six_turns(m, me)  # t1..t12: the page and parts 2, 3
         parts = [part_path(path, 2), part_path(path, 3)]
         assert all((m.wiki_dir / p).exists() for p in parts)
         listed = [r["path"] for r in m.list_pages(kind="session", user=as_user(m, me))]

@@ -9,52 +9,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 from dulwich.objects import Blob, ObjectID
 from dulwich.repo import Repo
+from sessionpartkit import PATH, PER, pages, turns
 from support import as_user, make_memory
 
-from wiki_memory.capture.observation import parse_event
 from wiki_memory.core.forget import forget_page
-from wiki_memory.core.sessionpartwrite import part_bytes
-from wiki_memory.core.sessions import compiler_bytes
-from wiki_memory.wiki.compiler import SessionMeta, compile_session
 from wiki_memory.wiki.pagemerge import merge_trees
 from wiki_memory.wiki.sessionparts import part_path
 
 pytestmark = pytest.mark.fast
-
-PER = 4
-PATH = "projects/p/sessions/1970-01-01-abcd1234.md"
-META = SessionMeta("abcd1234" + "0" * 16, "claude-code", "s1", "p", "ann", "/w/p", 0.0)
-
-
-def turns(words: list[str], start: int) -> list[tuple[str, dict[str, Any], int]]:
-    out: list[tuple[str, dict[str, Any], int]] = []
-    for i, w in enumerate(words):
-        ts = start + 2 * i
-        out.append(("UserPromptSubmit", {"prompt": f"look at {w} please"}, ts))
-        out.append(("Stop", {"last_assistant_message": f"done with {w}"}, ts + 1))
-    return out
-
-
-def pages(events: list[tuple[str, dict[str, Any], int]], now: float) -> dict[str, bytes]:
-    """The session page and its parts as the compiler writes them for ``events``."""
-    obs = []
-    for n, (event, payload, ts) in enumerate(events, start=1):
-        o = parse_event(
-            {"harness": "claude-code", "event": event, "session_id": "s1", "cwd": "/w/p",
-             "ts": f"1970-01-01T00:00:{ts:02d}Z", "payload": payload},
-            "ann",
-        )  # fmt: skip
-        o.obs_id = f"o-{n}"
-        obs.append(o)
-    comp = compile_session(
-        META, obs, status="active", ended=None, now=now, created=1.0, path=PATH, part_events=PER
-    )
-    return {PATH: compiler_bytes(comp), **{p.path: part_bytes(p) for p in comp.parts}}
 
 
 def tree(repo: Repo, files: dict[str, bytes]) -> dict[bytes, tuple[int, ObjectID]]:
