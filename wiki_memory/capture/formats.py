@@ -97,9 +97,11 @@ _B64_PIPE_RE = _Lazy(
 )
 _B64_HERE_RE = _Lazy(r"base64[ \t]+(?:-d|-D|--decode)[ \t]*<<<[ \t]*[\"']?(?P<secret>" + _B64 + ")")
 _MAILGUN_RE = _Lazy(r"(?<![\w-])key-[0-9a-f]{32}(?![\w-])")
-_DISCORD_BOT_RE = _Lazy(
+#: Discord's bot token (public for the sanitizer's compiled pass, ``rulescan``)
+DISCORD_SOURCE = (
     r"(?<![\w.-])[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}(?![\w.-])"
 )
+_DISCORD_BOT_RE = _Lazy(DISCORD_SOURCE)
 
 
 def _cued(rx: _Lazy, text: str, cues: tuple[str, ...], back: int) -> Iterator[re.Match[str]]:

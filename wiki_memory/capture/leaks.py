@@ -175,6 +175,15 @@ _NEAR_SET = KeySet(_NEAR_KEYWORDS, 0)  # ~200 in scans cost more than one call
 #: at most 20 + 3 + 3 + 5 characters before its value (name tail, quotes, operator, quotes)
 _NEAR_BEFORE = max(map(len, _NEAR_KEYWORDS), default=0) + 32
 _PATH_RULES = tuple(r for r in RULES if r.path is not None)
+
+
+def near_sources() -> list[tuple[str, str]]:
+    """``(rule id, regex run)`` of every rule looked for only near runs of
+    :data:`RUN_MIN` run characters (for the compiled pass, ``rulescan``: a rule it does
+    not name for a text is left out by :func:`find`'s ``maybe``)."""
+    return list({r.id: r.fast for k in _NEAR_KEYWORDS for r in _NEAR_RULES[k]}.items())
+
+
 _LEAD = _G.LEAD_RUN
 _GLOBAL_RX: list[re.Pattern[str]] = []
 
@@ -492,6 +501,7 @@ def find(
     present: set[str] | None = None,
     runs_out: list[tuple[int, int]] | None = None,
     near: tuple[bytes, list[tuple[int, int]]] | None = None,
+    maybe: set[str] | None = None,
 ) -> list[tuple[int, int, str]]:
     """Every secret the rules find in ``text`` (``low`` is its lowercase, same length):
     ``(start, end, kind)``. ``path``: the file the text is from or for, if known (rules
@@ -507,7 +517,9 @@ def find(
     ``runs_out``: a list the text's maximal runs of at least RUN_MIN run characters,
     ``(start, end)``, are added to, for the caller's other rules (left empty for a text
     shorter than RUN_MIN). ``near``: :func:`near_runs` of ``low`` and ``raw``, when the
-    caller has made it (for a text at least RUN_MIN long)."""
+    caller has made it (for a text at least RUN_MIN long). ``maybe``: when the compiled
+    pass (``rulescan``) has run over ``text``, the ids it found can match: any other rule
+    of :func:`near_sources` cannot, and is not run."""
     rules: dict[str, Rule] = {}
     if present is None:
         for k in _WHOLE_KEYWORDS:
@@ -527,7 +539,7 @@ def find(
         if near_text:
             for k in sorted(_NEAR_SET.present(near_text)):  # _NEAR_KEYWORDS' order
                 for r in _NEAR_RULES[k]:
-                    if r.id not in rules:
+                    if r.id not in rules and (maybe is None or r.id in maybe):
                         near_rules[r.id] = r
     for r in _ALWAYS:
         rules[r.id] = r

@@ -1733,6 +1733,7 @@ del _i, _d
 _LEAKS: Any = None  # wiki_memory.capture.leaks, imported on first use (hook start-up)
 _FORMATS: Any = None  # wiki_memory.capture.formats, likewise
 _WORDS: Any = None  # keyscan.KeySet of both modules' whole-text keywords and cues
+_SCAN: Any = None  # rulescan.RuleScan (the compiled pass), or None where it is absent
 #: the secret-ish words the keyword rule and a few context rules start from (see
 #: _K_WORDS_RE), each with the flag it sets (1 key, 2 secret, 4 private, 0 none), and the
 #: password flags' cues (8: what _FLAG_CUE_RE finds, in any case): where the one-pass
@@ -1754,15 +1755,18 @@ _GITLEAKS_PRIO = len(DETECTORS)  # after every rule of ours: on overlap our name
 
 def _gitleaks() -> Any:
     """Import the generated rules and our structured-format rules (first call only)."""
-    global _LEAKS, _FORMATS, _WORDS
+    global _LEAKS, _FORMATS, _WORDS, _SCAN
     if _LEAKS is None:
-        from wiki_memory.capture import formats, leaks
+        from wiki_memory.capture import formats, leaks, rulescan
         from wiki_memory.capture.keyscan import KeySet
 
         words = tuple(sorted({*leaks.WHOLE_KEYWORDS, *formats.CUES, *_SECRET_WORDS}))
         _WORDS = KeySet(words)
         _WORD_HITS.update((n, _SECRET_WORDS[w]) for n, w in enumerate(words) if w in _SECRET_WORDS)
-        _LEAKS, _FORMATS = leaks, formats
+        # the compiled pass: our labels start with a line break, which no rule id holds
+        pats = [("\n:tokens", row[-1]) for row in (*_PROVIDERS, *_SHAPED)]
+        pats += [*leaks.near_sources(), ("\n:discord", formats.DISCORD_SOURCE)]
+        _LEAKS, _FORMATS, _SCAN = leaks, formats, rulescan.build(pats)
     return _LEAKS
 
 
@@ -1814,9 +1818,9 @@ def _scan_words(low: str, low_ascii: bytes | None) -> tuple[list[int], int, set[
 
 
 def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, int, str]]:
-    """Every built-in finding ``(start, end, priority, kind)``: one C scan for provider
-    tokens, then only the context detectors whose cue occurs in the text."""
-    global _ASCII, _LOWERED, _TOKEN_MAP
+    """Every built-in finding ``(start, end, priority, kind)``: one compiled pass (or C
+    scan) for provider tokens, then only the context detectors whose cue occurs in the text."""
+    global _ASCII, _LOWERED
     found: list[tuple[int, int, int, str]] = []
     add = found.append
     prio = _PRIO
@@ -1824,23 +1828,19 @@ def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, i
     # the ASCII copy and its lowercase (see _ascii and _lower), made here once and left in
     # their one-entry caches for the detectors below: a function call per copy costs more
     # than the copy of a short text, and most texts are short
-    if text.isascii():
-        raw = text.encode("ascii")
-        low = text.lower()
-    else:
-        raw = text.encode("ascii", "replace")
-        low = raw.lower().decode("ascii")
-    _ASCII = (text, raw)
-    _LOWERED = (text, low)
+    plain = text.isascii()
+    raw = text.encode("ascii") if plain else text.encode("ascii", "replace")
+    low = text.lower() if plain else raw.lower().decode("ascii")
+    _ASCII, _LOWERED = (text, raw), (text, low)
     leaks = _LEAKS or _gitleaks()
-    near_runs = None
+    near_runs = maybe = None
     if len(text) >= _RUN_MIN:
-        cls = raw.translate(_RUN_TABLE)
-        _TOKEN_MAP = (text, cls)
-        # one scan for long runs, shared with the generated rules (see leaks.near_runs):
-        # a run of 20 token characters lies inside one of its runs
-        near_runs = leaks.near_runs(low, raw)
-        if near_runs[1]:  # no run of 20 run characters, no provider token (and no call)
+        # which rules that need a run of 20 token characters can match at all, where the
+        # compiled pass is (rulescan); none, in most texts: no run is looked for. Else one
+        # scan for long runs, shared with the generated rules (see leaks.near_runs)
+        maybe = _SCAN.labels(text, raw) if _SCAN else None
+        near_runs = leaks.near_runs(low, raw) if maybe is None or maybe else (b"", [])
+        if near_runs[1] and (maybe is None or "\n:tokens" in maybe):
             for s, e, kind in _find_provider_tokens(text, near_runs[1]):
                 add((s, e, prio[kind], kind))
                 if kind == "aws-access-key":
@@ -1893,7 +1893,7 @@ def _builtin_spans(text: str, path: str | None = None) -> list[tuple[int, int, i
             add((s, e, p, "generic-secret"))
     # one pass for the keywords of both (where keyscan can, above; else each looks for its own)
     runs: list[tuple[int, int]] = []  # leaks' runs of secret characters, for Discord's rule
-    for s, e, kind in leaks.find(text, low, path, raw, present, runs, near_runs):
+    for s, e, kind in leaks.find(text, low, path, raw, present, runs, near_runs, maybe):
         add((s, e, prio.get(kind, _GITLEAKS_PRIO), kind))
     for s, e, kind in _FORMATS.find(text, low, present, raw, runs):
         add((s, e, prio.get(kind, _GITLEAKS_PRIO), kind))
