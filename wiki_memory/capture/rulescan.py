@@ -54,15 +54,16 @@ class RuleScan:
     """A compiled set of labelled regexes: :meth:`labels` tells which of them can match
     somewhere in a text (a superset of those Python's ``re`` would find: prefilter mode)."""
 
-    __slots__ = ("_labels", "_db", "_scratch", "_scan", "_on", "_busy")
+    __slots__ = ("patterns", "_db", "_scratch", "_scan", "_on", "_busy")
 
-    def __init__(self, hyperscan: Any, db: Any, labels: list[str]) -> None:
-        """``db``: a compiled block-mode database whose pattern ids index ``labels``."""
-        self._labels = labels
+    def __init__(self, hyperscan: Any, db: Any, patterns: Sequence[tuple[str, str]]) -> None:
+        """``db``: a compiled block-mode database whose pattern ids index ``patterns``
+        (``(label, re source)``, kept as :attr:`patterns`)."""
+        self.patterns = tuple(patterns)
+        labels = [label for label, _ in patterns]
         self._db = db
         self._scratch = hyperscan.Scratch(db)
         self._scan = db.scan
-        labels = self._labels
         self._on = lambda i, _s, _e, _f, found: found.add(labels[i])
         self._busy = hyperscan.ScratchInUseError
 
@@ -149,6 +150,6 @@ def build(patterns: Sequence[tuple[str, str]], cache: bool = True) -> RuleScan |
             db = _compile(hyperscan, sources)
             if cache:
                 _keep(hyperscan, path, db)
-        return RuleScan(hyperscan, db, [label for label, _ in patterns])
+        return RuleScan(hyperscan, db, patterns)
     except Exception:  # not installed, or a pattern the library refuses
         return None
