@@ -25,7 +25,6 @@ compiled again), which a later process loads in under a millisecond.
 from __future__ import annotations
 
 import codecs
-import hashlib
 import os
 import sys
 
@@ -96,6 +95,8 @@ def _compile(hyperscan: Any, sources: list[str]) -> Any:
 
 
 def _cache_file(hyperscan: Any, sources: list[str]) -> str:
+    import hashlib  # here, not at the top: the hook imports this module and never builds
+
     import platformdirs
 
     digest = hashlib.sha256(f"prefilter\n{hyperscan.__version__}".encode())
@@ -107,6 +108,8 @@ def _cache_file(hyperscan: Any, sources: list[str]) -> str:
 
 def _load(hyperscan: Any, path: str) -> Any:
     """The database kept at ``path``, or ``None`` (none, damaged, or another build's)."""
+    import hashlib
+
     try:
         with open(path, "rb") as f:
             blob = f.read()
@@ -119,6 +122,8 @@ def _load(hyperscan: Any, path: str) -> Any:
 
 
 def _keep(hyperscan: Any, path: str, db: Any) -> None:
+    import hashlib
+
     body = hyperscan.dumpb(db)
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
