@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from wiki_memory.capture.echo import ECHO_KEY
-from wiki_memory.capture.observation import Observation, iso
+from wiki_memory.capture.observation import Observation, SessionMeta, iso
 from wiki_memory.wiki.entrytime import local_iso as _local_iso
 from wiki_memory.wiki.entrytime import started_line as _started_line
 from wiki_memory.wiki.sessionparts import Part, parts_line, split_memo
@@ -76,19 +76,6 @@ class Entry:
         """The entry's Obsidian block id: ``t<N>`` (``t<N>r`` for the reply carried by the
         same event as a prompt, as in Codex's agent-turn-complete)."""
         return f"t{self.n}{self.suffix}"
-
-
-@dataclass
-class SessionMeta:
-    """What the page header needs about a session."""
-
-    key: str
-    harness: str
-    session_id: str
-    project: str
-    user: str
-    cwd: str | None
-    started: float
 
 
 @dataclass
