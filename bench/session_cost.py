@@ -73,11 +73,11 @@ def turn(n: int) -> list[dict[str, Any]]:
 
 def entries_text(n: int) -> bytes:
     """What the compiler writes for turn ``n`` (the floor appends the same bytes)."""
-    from wiki_memory.capture.observation import parse_event
+    from wiki_memory.capture.observation import SessionMeta, parse_event
     from wiki_memory.wiki import compiler
 
     obs = [parse_event(e, "alice") for e in turn(n)]
-    meta = compiler.SessionMeta("k" * 64, "claude-code", SID, "atlas", "alice", None, 0.0)
+    meta = SessionMeta("k" * 64, "claude-code", SID, "atlas", "alice", None, 0.0)
     comp = compiler.compile_session(meta, obs, status="active", ended=None, now=0.0)
     return comp.timeline.encode() + b"\n\n"
 

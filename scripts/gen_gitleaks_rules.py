@@ -479,50 +479,38 @@ def _allow(a: dict[str, object]) -> tuple[object, ...]:
     )
 
 
-def _packed(items: list[str], width: int = 96) -> list[str]:
-    """``items`` joined by spaces into indented lines of at most ``width`` characters."""
-    out: list[str] = []
-    line = ""
-    for item in items:
-        if line and len(line) + 1 + len(item) > width:
-            out.append("    " + line)
-            line = item
-        else:
-            line = f"{line} {item}" if line else item
-    if line:
-        out.append("    " + line)
-    return out
+def _with_shape(rule: tuple[object, ...]) -> tuple[object, ...]:
+    """``rule`` with the numbers read from its parsed regex appended: the longest run of
+    run characters every match holds, the run characters every match starts with, the
+    most characters a match can span, whether every match holds a keyword, and the fixed
+    texts one of which every match starts with."""
+    source = str(rule[1])
+    return (
+        *rule,
+        run_length(source),
+        lead_run(source),
+        max_width(source),
+        keyword_in_match(source, rule[2]),  # type: ignore[arg-type]
+        starts(source),
+    )
 
 
-def _shape_rows(rules: list[tuple[object, ...]]) -> list[str]:
-    """Each rule's numbers read from its parsed regex, one compact data row per rule, and
-    the four tables made from them at import (``RUN_LENGTH``, ``LEAD_RUN``, ``MAX_WIDTH``,
-    ``KEYWORD_IN_MATCH``)."""
-    rows = []
-    for rule in rules:
-        rid, source = str(rule[0]), str(rule[1])
-        kw_in = int(keyword_in_match(source, rule[2]))  # type: ignore[arg-type]
-        rows.append(f"{rid} {run_length(source)} {lead_run(source)} {max_width(source)} {kw_in}")
-    return [
-        "#: per rule (id, then numbers read from its parsed regex): the longest run of letters,",
-        "#: digits and _-.+/=~ every match holds; the run characters every match starts with,",
-        "#: one after the other; the most characters a match can span (0: unbounded or over",
-        "#: 4,096); 1 when every match holds one of the rule's keywords",
-        '_SHAPES = """',
-        *rows,
-        '"""',
-        '_ROWS = [row.split() for row in _SHAPES.split("\\n") if row]',
-        "#: rule id -> the longest run of letters, digits and _-.+/=~ every match holds",
-        "RUN_LENGTH = {r[0]: int(r[1]) for r in _ROWS}",
-        "#: rule id -> the run characters every match starts with, one after the other"
-        " (rules with none left out)",
-        'LEAD_RUN = {r[0]: int(r[2]) for r in _ROWS if r[2] != "0"}',
-        "#: rule id -> the most characters a match can span (0: unbounded or over 4,096)",
-        "MAX_WIDTH = {r[0]: int(r[3]) for r in _ROWS}",
-        "#: rules every match of which holds one of their keywords (from each parsed regex)",
-        'KEYWORD_IN_MATCH = tuple(r[0] for r in _ROWS if r[4] == "1")',
-        "del _ROWS",
-    ]
+#: the tables made from the rows at import, by a loop over them
+_DERIVED = [
+    "#: rule id -> the longest run of letters, digits and _-.+/=~ every match holds",
+    "RUN_LENGTH = {r[0]: r[7] for r in RULES}",
+    "#: rule id -> the run characters every match starts with, one after the other"
+    " (rules with none left out)",
+    "LEAD_RUN = {r[0]: r[8] for r in RULES if r[8]}",
+    "#: rule id -> the most characters a match can span (0: unbounded or over 4,096)",
+    "MAX_WIDTH = {r[0]: r[9] for r in RULES}",
+    "#: rules every match of which holds one of their keywords (from each parsed regex)",
+    "KEYWORD_IN_MATCH = tuple(r[0] for r in RULES if r[10])",
+    "#: rule id -> the fixed texts (lowercased) one of which every match starts with",
+    "STARTS = {r[0]: r[11] for r in RULES if r[11]}",
+    "#: rules with a path condition: applied only to text whose file path matches",
+    "PATH_ONLY = tuple(r[0] for r in RULES if r[6] is not None)",
+]
 
 
 def build(source: Path) -> str:
@@ -530,7 +518,6 @@ def build(source: Path) -> str:
     licence = (source / "LICENSE").read_text(encoding="utf-8").strip()
     rules: list[tuple[object, ...]] = []
     untranslated: list[tuple[str, str]] = []
-    path_only: list[str] = []
     for r in conf["rules"]:
         rid = r["id"]
         if rid in LEFT_OUT:
@@ -545,19 +532,16 @@ def build(source: Path) -> str:
         except Untranslatable as exc:
             untranslated.append((rid, str(exc)))
             continue
-        if path is not None:
-            path_only.append(rid)
-        rules.append(
-            (
-                rid,
-                py,
-                tuple(k.lower() for k in r.get("keywords", [])),
-                float(r.get("entropy", 0.0)),
-                int(r.get("secretGroup", 0)),
-                allows,
-                path,
-            )
+        rule = (
+            rid,
+            py,
+            tuple(k.lower() for k in r.get("keywords", [])),
+            float(r.get("entropy", 0.0)),
+            int(r.get("secretGroup", 0)),
+            allows,
+            path,
         )
+        rules.append(_with_shape(rule))
     g = conf.get("allowlist", {})
     glob_regexes = tuple(translate(x) for x in g.get("regexes", []))
     glob_stop = tuple(s.lower() for s in g.get("stopwords", []))
@@ -568,7 +552,9 @@ def build(source: Path) -> str:
         "Regenerate with ``python scripts/gen_gitleaks_rules.py`` (see docs/sanitizer.md).",
         f"Source: gitleaks.toml, {conf.get('title', '')!s}, minVersion {conf.get('minVersion')}.",
         "",
-        "Each rule: (id, regex, keywords, entropy, secret_group, allowlists, path).",
+        "Each rule: (id, regex, keywords, entropy, secret_group, allowlists, path, then the",
+        "numbers read from its parsed regex: run_length, lead_run, max_width,",
+        "keyword_in_match, starts); the tables below ``RULES`` are made from them.",
         "``regex`` is compiled with ``re.ASCII``; ``keywords`` are lowercase, one of them",
         "must occur in the lowercased text; ``entropy`` is the least Shannon entropy of the",
         "secret (0: none); ``secret_group`` 0 means the first non-empty group, else the whole",
@@ -594,16 +580,7 @@ def build(source: Path) -> str:
     lines.append("")
     lines.append(f"GLOBAL_STOPWORDS = {glob_stop!r}")
     lines.append("")
-    lines.extend(_shape_rows(rules))
-    lines.append("")
-    lines.append("#: rule id -> the fixed texts (lowercased) one of which every match starts with")
-    lines.append("STARTS = {")
-    entries = [(str(rule[0]), starts(str(rule[1]))) for rule in rules]
-    lines.extend(_packed([f"{rid!r}: {heads!r}," for rid, heads in entries if heads], 480))
-    lines.append("}")
-    lines.append("")
-    lines.append("#: rules with a path condition: applied only to text whose file path matches")
-    lines.append(f"PATH_ONLY = {tuple(path_only)!r}")
+    lines.extend(_DERIVED)
     lines.append("")
     lines.append("#: rules that could not be translated, with the reason")
     lines.append(f"UNTRANSLATED = {tuple(untranslated)!r}")

@@ -72,7 +72,7 @@ def build() -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, str], ..
     anycase: set[str] = set()
     from re import _parser  # type: ignore[attr-defined]
 
-    for rid, source, _kw, _ent, _grp, _allow, path in G.RULES:
+    for rid, source, _kw, _ent, _grp, _allow, path, *_shape in G.RULES:
         if path is not None:
             left.append((rid, "applies only to a file path, which the fallback does not know"))
             continue

@@ -8,11 +8,11 @@ from typing import Any
 
 from support import as_user
 
-from wiki_memory.capture.observation import parse_event
+from wiki_memory.capture.observation import SessionMeta, parse_event
 from wiki_memory.core.memory import Memory
 from wiki_memory.core.sessionpartwrite import part_bytes
 from wiki_memory.core.sessions import compiler_bytes
-from wiki_memory.wiki.compiler import SessionMeta, compile_session
+from wiki_memory.wiki.compiler import compile_session
 
 #: events per part in these tests
 PER = 4

@@ -22,6 +22,7 @@ from starlette.testclient import TestClient
 from support import as_user, make_memory, wait_for
 
 from wiki_memory.auth import TokenStore
+from wiki_memory.capture.observation import SessionMeta
 from wiki_memory.core.memory import Memory
 from wiki_memory.server.app import create_app
 from wiki_memory.wiki import compiler
@@ -173,7 +174,7 @@ def test_commits_never_mix_personal_and_shared_and_carry_no_titles(world):
 
 
 def test_new_session_pages_are_named_by_date_and_short_id():
-    meta = compiler.SessionMeta(
+    meta = SessionMeta(
         key="3b021981ffffeeee",
         harness="codex",
         session_id="s",

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from support import as_user
 
-from wiki_memory.capture.observation import Observation, parse_event
+from wiki_memory.capture.observation import Observation, SessionMeta, parse_event
 from wiki_memory.config import Settings
 from wiki_memory.core.sessions import compiler_bytes
 from wiki_memory.wiki import compiler
-from wiki_memory.wiki.compiler import SessionMeta, compile_session
+from wiki_memory.wiki.compiler import compile_session
 from wiki_memory.wiki.pagemerge import merge_page
 from wiki_memory.wiki.sessionparts import entry_page, part_paths
 
@@ -249,7 +249,7 @@ def test_a_long_session_keeps_its_numbers_links_recall_and_resume(mem):
     assert ids == list(range(1, 3601))  # unique, increasing, every event's entry
     # the pages are what a compile of the whole spool writes
     full = compile_session(
-        compiler.SessionMeta(
+        SessionMeta(
             info.key, info.harness, info.session_id, info.project, info.user, info.cwd, info.started
         ),
         mem.spool.observations(info.key),

@@ -17,13 +17,13 @@ import pytest
 from appkit import AppServer
 from support import as_user, make_memory
 
-from wiki_memory.capture.observation import parse_event
+from wiki_memory.capture.observation import SessionMeta, parse_event
 from wiki_memory.core.condense import condense_sessions
 from wiki_memory.core.forget import forget_page
 from wiki_memory.core.memory import Memory
 from wiki_memory.errors import Forbidden, NotFound
 from wiki_memory.identity import Identity
-from wiki_memory.wiki.compiler import SessionMeta, compile_session
+from wiki_memory.wiki.compiler import compile_session
 from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.sessionmerge import merge_session
 from wiki_memory.wiki.sessionparts import (

@@ -176,9 +176,9 @@ def test_session_entries_added_on_both_sides_keep_the_hubs_numbers_and_follow_af
 
 
 def _session_page(events, *, status="active", ended=None, now=100.0) -> bytes:
-    from wiki_memory.capture.observation import parse_event
+    from wiki_memory.capture.observation import SessionMeta, parse_event
     from wiki_memory.core.sessions import compiler_bytes
-    from wiki_memory.wiki.compiler import SessionMeta, compile_session
+    from wiki_memory.wiki.compiler import compile_session
 
     meta = SessionMeta("abcd1234" + "0" * 16, "claude-code", "s1", "p", "ann", "/w/p", 0.0)
     obs = []

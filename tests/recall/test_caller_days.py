@@ -237,8 +237,8 @@ def test_a_users_stored_zone_is_the_default(tmp_path: Path) -> None:
 
 @pytest.mark.fast
 def test_a_session_keeps_the_offset_its_events_were_sent_at() -> None:
-    from wiki_memory.capture.observation import parse_event, ts_offset
-    from wiki_memory.wiki.compiler import SessionMeta, compile_session
+    from wiki_memory.capture.observation import SessionMeta, parse_event, ts_offset
+    from wiki_memory.wiki.compiler import compile_session
 
     assert ts_offset("2026-03-15T00:20:00.000+09:00") == 540
     assert ts_offset("2026-03-07T23:50:00-08:00") == -480

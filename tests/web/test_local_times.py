@@ -13,9 +13,9 @@ import pytest
 from appkit import AppServer
 from support import as_user
 
-from wiki_memory.capture.observation import parse_event
+from wiki_memory.capture.observation import SessionMeta, parse_event
 from wiki_memory.recall.pack import compact
-from wiki_memory.wiki.compiler import SessionMeta, compile_session
+from wiki_memory.wiki.compiler import compile_session
 
 pytestmark = pytest.mark.fast
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from wiki_memory.capture.observation import parse_event
-from wiki_memory.wiki.compiler import SessionMeta, compile_session
+from wiki_memory.capture.observation import SessionMeta, parse_event
+from wiki_memory.wiki.compiler import compile_session
 from wiki_memory.wiki.page import parse_page
 
 META = SessionMeta("abcdef0123456789abcdef01", "codex", "s1", "proj", "u", "/home/u/proj", 0.0)

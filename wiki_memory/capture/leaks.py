@@ -77,7 +77,7 @@ class Rule:
     )
 
     def __init__(self, row: tuple) -> None:  # type: ignore[type-arg]
-        rid, source, keywords, entropy, group, allows, path = row
+        rid, source, keywords, entropy, group, allows, path, *_shape = row
         self.id: str = rid
         self.kind: str = KINDS.get(rid, rid)
         self.source: str = source

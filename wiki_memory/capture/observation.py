@@ -162,6 +162,23 @@ def iso(ts: float) -> str:
 
 
 @dataclass
+class SessionMeta:
+    """Who and what a session is: its spool ``key`` (:func:`session_key`), the
+    ``harness`` and its ``session_id``, the ``project`` ("" for none), the ``user``, the
+    first event's ``cwd`` and ``started`` (UTC epoch seconds). The spool's
+    :class:`~wiki_memory.capture.spool.SessionInfo` adds what it has read of the
+    session; the compiler needs only this part."""
+
+    key: str
+    harness: str
+    session_id: str
+    project: str
+    user: str
+    cwd: str | None
+    started: float
+
+
+@dataclass
 class Observation:
     """One accepted hook event, sanitized. ``ts`` is the event time (UTC epoch seconds)."""
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.capture.observation import Observation, dedup_key, session_key
+from wiki_memory.capture.observation import Observation, SessionMeta, dedup_key, session_key
 from wiki_memory.capture.spoolcache import ObservationCache
 from wiki_memory.capture.spoollines import (
     LINE_JSON,
@@ -57,19 +57,13 @@ SYNC_THREADS = 8
 
 
 @dataclass
-class SessionInfo:
+class SessionInfo(SessionMeta):
     """What the spool knows of a session, or of one part of it: a session whose events
     move to another project continues in a part of its own there (same harness session
     id, its own key and page). ``project`` "" is no project (the page is the user's
-    own, under ``people/<user>/sessions/``)."""
+    own, under ``people/<user>/sessions/``). Its :class:`SessionMeta` fields are what
+    the compiler is given."""
 
-    key: str
-    harness: str
-    session_id: str
-    project: str
-    user: str
-    cwd: str | None
-    started: float
     last_ts: float = 0.0
     last_received: float = 0.0
     count: int = 0

@@ -90,17 +90,6 @@ class SessionPages:
         self.ends = EndMemo()  # whether each session's events ended it, so far
         self.parts = PartWriter(host)  # a long session's later parts
 
-    def _session_meta(self, info: SessionInfo) -> compiler.SessionMeta:
-        return compiler.SessionMeta(
-            key=info.key,
-            harness=info.harness,
-            session_id=info.session_id,
-            project=info.project,
-            user=info.user,
-            cwd=info.cwd,
-            started=info.started,
-        )
-
     def compile_guarded(self, key: str, end: bool) -> WriteResult:
         """:meth:`compile_job`, and when it fails (a write refused, a bug), a retry after
         a back-off (:class:`~wiki_memory.core.lifecycle.Backoff`) instead of an error: the
@@ -168,12 +157,11 @@ class SessionPages:
             find_repeats(self.host.spool, info, obs, state)
         prev_count = int(info.state.get("compiled_count") or 0)
         had_page = bool(info.state.get("path"))
-        meta = self._session_meta(info)
         path = state.get("path")
         if path and not (self.host.wiki_dir / path).exists():
             path = self._find_session_page(info) or None
         comp = compiler.compile_session(
-            meta,
+            info,
             obs,
             status=status,
             ended=ended_at,
@@ -395,7 +383,7 @@ class SessionPages:
                 if obs is None:
                     obs = self.host.spool.observations(key)
                 comp = compiler.compile_session(
-                    self._session_meta(info),
+                    info,
                     obs[: int(r["count"])],
                     status=r["status"],
                     ended=r.get("ended"),

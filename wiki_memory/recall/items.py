@@ -141,16 +141,7 @@ def spool_item(
     if info is None:
         return None
     path = info.state.get("path") or compiler.page_path(
-        compiler.SessionMeta(
-            info.key,
-            info.harness,
-            info.session_id,
-            info.project,
-            info.user,
-            info.cwd,
-            info.started,
-        ),
-        sources.spool.observations(info.key)[:50],
+        info, sources.spool.observations(info.key)[:50]
     )
     anchor = f"{path}#^t{s.obs_id.rsplit('-', 1)[-1]}"
     return {

@@ -15,6 +15,7 @@ from urllib.parse import quote
 from markdown_it.common.utils import escapeHtml
 
 from wiki_memory.identity import Identity
+from wiki_memory.wiki.page import BLOCK_ID_CHARS
 
 __all__ = [
     "Resolver",
@@ -30,7 +31,7 @@ __all__ = [
     "tag_url",
 ]
 
-_BLOCK_ID_CHARS = re.compile(r"[A-Za-z0-9-]+")
+_BLOCK_ID_CHARS = re.compile(BLOCK_ID_CHARS)
 _SLUG_DROP = re.compile(r"[^\w\- ]+")
 _SLUG_SPACE = re.compile(r"[\s_]+")
 

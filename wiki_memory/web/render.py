@@ -58,7 +58,7 @@ from wiki_memory.web.links import (
     page_url,
     tag_url,
 )
-from wiki_memory.wiki.page import BLOCK_ID_RE
+from wiki_memory.wiki.page import BLOCK_ID_CHARS, BLOCK_ID_RE, WIKILINK_INNER, WIKILINK_RE
 
 __all__ = [
     "RenderCache",
@@ -74,10 +74,10 @@ MAX_MARKDOWN_BYTES = 2 * 1024 * 1024
 _SCHEME_RE = re.compile(r"^([a-z][a-z0-9+.\-]*):")
 _ALLOWED_SCHEMES = frozenset({"http", "https", "mailto"})
 _CTRL_RE = re.compile(r"[\x00-\x20\x7f]+")
-_LONE_ID_RE = re.compile(r"\^([A-Za-z0-9-]+)")
+_LONE_ID_RE = re.compile(rf"\^({BLOCK_ID_CHARS})")
 _COMMENT_RE = re.compile(r"<!--(?:(?!-->).)*-->|%%(?:(?!%%).)*%%", re.S)
 _CALLOUT_RE = re.compile(r"\[!([^\]\s]{1,40})\]([+-]?)[ \t]*(.*)")
-_WIKILINK_INNER = re.compile(r"[^\[\]\n]+")
+_WIKILINK_INNER = re.compile(WIKILINK_INNER)
 _ATTACHMENT_RE = re.compile(r"\.(?!md$)[A-Za-z0-9]{1,8}$")
 
 
@@ -538,7 +538,7 @@ def render_value(value: Any, rel: str, targets: Mapping[str, Target]) -> str:
     env: dict[str, Any] = {"rel": rel, "targets": targets}
     parts: list[str] = []
     last = 0
-    for m in re.finditer(r"(!?)\[\[([^\[\]\n]+)\]\]", text):
+    for m in WIKILINK_RE.finditer(text):
         parts.append(escape(text[last : m.start()]))
         parts.append(wikilink_html(m.group(2), bool(m.group(1)), env))
         last = m.end()

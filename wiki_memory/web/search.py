@@ -28,6 +28,7 @@ from markupsafe import Markup
 from wiki_memory.recall.terms import matches_form
 from wiki_memory.web.links import escape, fragment_for, page_url
 from wiki_memory.web.render import parse_wikilink
+from wiki_memory.wiki.page import BLOCK_ID_CHARS, WIKILINK_RE
 
 __all__ = ["ANCHORS_PER_PAGE", "Group", "group", "mark", "mark_html", "plain"]
 
@@ -39,9 +40,8 @@ _LINE_MARKS = re.compile(
     r"(?:(?<=\s)|^)(?:#{1,6}(?=\s)|>(?=\s)|[-*+](?=\s)(?:\s+\[[ xX]\])?|\d{1,3}[.)](?=\s))"
 )
 _FENCE = re.compile(r"[~`]{3,}[\w-]*")
-_BLOCK_ID = re.compile(r"(?:(?<=\s)|^)\^[A-Za-z0-9-]+(?=\s|$)")
+_BLOCK_ID = re.compile(rf"(?:(?<=\s)|^)\^{BLOCK_ID_CHARS}(?=\s|$)")
 _CALLOUT = re.compile(r"\[!([^\]\s]{1,40})\][+-]?")
-_WIKILINK = re.compile(r"!?\[\[([^\[\]\n]+)\]\]")
 _MD_LINK = re.compile(r"!?\[([^\[\]\n]*)\]\([^()\s]*(?:\([^()\s]*\))?[^()\s]*\)")
 _EMPH = re.compile(r"(\*{1,3}|_{2,3}|~~|==)(?=\S)(.+?)(?<=\S)\1")
 _LEFTOVER = re.compile(r"\*{2,}|_{2,}|~~|==|\[\[|\]\]|(?<!\w)-{3,}|^\s*tags:|`")
@@ -56,7 +56,7 @@ def plain(snippet: str) -> str:
     A snippet cut in the middle of a mark loses the leftover half too."""
     text = _SPACES.sub(" ", snippet)
     text = _FENCE.sub(" ", text)
-    text = _WIKILINK.sub(lambda m: _link_label(m.group(1)), text)
+    text = WIKILINK_RE.sub(lambda m: _link_label(m.group(2)), text)
     text = _MD_LINK.sub(lambda m: m.group(1), text)
     text = _CALLOUT.sub(lambda m: m.group(1).capitalize() + ":", text)
     text = _HRULE.sub(" ", text)

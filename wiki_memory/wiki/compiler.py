@@ -20,10 +20,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from wiki_memory.capture.echo import ECHO_KEY
-from wiki_memory.capture.observation import Observation, iso
+from wiki_memory.capture.observation import Observation, SessionMeta, iso
 from wiki_memory.wiki.entrytime import local_iso as _local_iso
 from wiki_memory.wiki.entrytime import started_line as _started_line
 from wiki_memory.wiki.sessionparts import Part, parts_line, split_memo
+from wiki_memory.wiki.timelinemarks import SHELL_TOOLS, TIMELINE_HEADING
 from wiki_memory.wiki.timelinememo import Rules, TimelineMemo
 from wiki_memory.wiki.verbatim import (
     clip_bytes,
@@ -37,7 +38,6 @@ from wiki_memory.wiki.verbatim import (
 __all__ = ["clip_bytes", "cut_words", "escape_controls", "fence", "slugify"]
 
 _PATCH_FILE_RE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.M)
-SHELL_TOOLS = {"bash", "run_shell_command", "shell", "exec_command", "local_shell"}
 
 
 def _as_text(value: Any) -> str:
@@ -76,19 +76,6 @@ class Entry:
         """The entry's Obsidian block id: ``t<N>`` (``t<N>r`` for the reply carried by the
         same event as a prompt, as in Codex's agent-turn-complete)."""
         return f"t{self.n}{self.suffix}"
-
-
-@dataclass
-class SessionMeta:
-    """What the page header needs about a session."""
-
-    key: str
-    harness: str
-    session_id: str
-    project: str
-    user: str
-    cwd: str | None
-    started: float
 
 
 @dataclass
@@ -551,7 +538,7 @@ def compile_session(
     else:
         timeline, parts = memo.timeline(), []  # escaped already, entry by entry
     summary = "\n".join(lines) if lines else "- (no prompts or tool calls yet)"
-    head = f"# {_escape_heading(title)}\n\n## Summary\n\n{summary}\n\n## Timeline\n\n"
+    head = f"# {_escape_heading(title)}\n\n## Summary\n\n{summary}\n\n{TIMELINE_HEADING}\n\n"
     # captured text may hold NUL and other control characters: shown, never raw bytes
     md = {k: escape_value(v) for k, v in md.items()}
     summary = escape_controls(summary)

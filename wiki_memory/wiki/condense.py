@@ -28,6 +28,12 @@ from typing import Any
 
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_metadata
+from wiki_memory.wiki.timelinemarks import (
+    ENTRY_LINE_RE,
+    FENCE_RUN_RE,
+    SHELL_TOOLS,
+    TIMELINE_HEADING,
+)
 
 __all__ = [
     "KEEP_RATIO",
@@ -46,9 +52,6 @@ __all__ = [
 PROMPT_CHARS = 300
 #: a page is condensed only when that leaves at most this share of its characters
 KEEP_RATIO = 0.8
-_HEADING = "## Timeline"
-_BLOCK_LINE = re.compile(r"^\^(t(\d+)r?)[ \t]*$")
-_FENCE = re.compile(r"^(~{3,}|`{3,})")
 _HEAD = re.compile(r"^\*\*[^*]+\*\*(?: \([^)]*\))? · (.*)$")
 _TOOL = re.compile(r"^tool \*\*(.+?)\*\* · (ok|failed|called)$")
 #: words that mark a sentence as a decision (a choice made or a rule set)
@@ -62,7 +65,6 @@ _ERRORISH = re.compile(
     r"(?i)\w*(?:error|exception)\b|^FAILED\b|traceback|not found|denied|refused|cannot|can't"
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
-_SHELL = {"bash", "run_shell_command", "shell", "exec_command", "local_shell"}
 
 
 @dataclass
@@ -120,7 +122,7 @@ def _fence_after(line: str, fence: str) -> str | None:
     """The open fence after ``line`` when it is a fence line (``""``: none open; the
     open one is ``fence``, and only a run as long of its character closes it), else
     None."""
-    m = _FENCE.match(line.lstrip())
+    m = FENCE_RUN_RE.match(line.lstrip())
     if not m:
         return None
     run = m.group(1)
@@ -141,7 +143,7 @@ def timeline_span(text: str) -> tuple[int, int] | None:
     for line in text.splitlines(keepends=True):
         bare = line.rstrip("\r\n")
         if start is None:
-            if bare == _HEADING:
+            if bare == TIMELINE_HEADING:
                 start = pos + len(line)
         else:
             fenced = _fence_after(bare, fence)
@@ -165,7 +167,7 @@ def entries_of(section: str) -> list[TimelineEntry]:
             fence = fenced
             cur.append(line)
             continue
-        b = _BLOCK_LINE.match(line) if not fence else None
+        b = ENTRY_LINE_RE.match(line) if not fence else None
         if b is None:
             cur.append(line)
             continue
@@ -185,7 +187,7 @@ def _entry(block: str, n: int, lines: list[str]) -> TimelineEntry:
     fence = ""
     buf: list[str] = []
     for line in body[1:]:
-        fm = _FENCE.match(line.lstrip())
+        fm = FENCE_RUN_RE.match(line.lstrip())
         if fence:
             if fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence):
                 if not line.strip()[len(fm.group(1)) :]:
@@ -240,7 +242,7 @@ def facts_of(entries: list[TimelineEntry], files: list[str]) -> Facts:
     worked: list[str] = []
     for e in tools:
         cmd = _line(e.text("input"), 160)
-        if e.kind == "tool" and e.tool.lower() in _SHELL and cmd and cmd not in worked:
+        if e.kind == "tool" and e.tool.lower() in SHELL_TOOLS and cmd and cmd not in worked:
             worked.append(cmd)
     f.commands = [_code(c) for c in worked[:25]]
     met: set[tuple[str, str]] = set()
@@ -279,7 +281,7 @@ def _ending(failed: TimelineEntry, later: list[TimelineEntry]) -> str:
             continue
         if e.text("input") == cmd:
             return f"the same call worked later ({e.block})"
-        if word and e.text("input").split()[:1] == [word] and failed.tool.lower() in _SHELL:
+        if word and e.text("input").split()[:1] == [word] and failed.tool.lower() in SHELL_TOOLS:
             return f"later {_code(_line(e.text('input'), 120))} worked ({e.block})"
     return "not resolved in this session"
 

@@ -25,9 +25,9 @@ from collections.abc import Iterable
 from wiki_memory.errors import NotFound
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_metadata
+from wiki_memory.wiki.timelinemarks import ENTRY_ID_RE, ENTRY_LINE_RE, TIMELINE_HEADING
 
 __all__ = [
-    "BLOCK_RE",
     "entry_hash",
     "is_stub",
     "parse_anchor",
@@ -37,11 +37,7 @@ __all__ = [
     "stub_text",
 ]
 
-#: a block id of a timeline entry: ``t7``, or ``t7r`` for the reply carried by prompt 7
-BLOCK_RE = re.compile(r"t\d+r?")
 _STUB = re.compile(r"^\S.* · forgotten entry `([0-9a-f]{16})`$")
-_BLOCK_LINE = re.compile(r"^\^(t\d+r?)[ \t]*$")
-_TIMELINE = "## Timeline"
 
 
 def parse_anchor(path: str) -> tuple[str, str | None]:
@@ -52,7 +48,7 @@ def parse_anchor(path: str) -> tuple[str, str | None]:
         return path, None
     rel, _, frag = path.partition("#")
     block = frag.removeprefix("^")
-    if not frag.startswith("^") or not BLOCK_RE.fullmatch(block):
+    if not frag.startswith("^") or not ENTRY_ID_RE.fullmatch(block):
         raise NotFound(f"no timeline entry {frag!r} on {rel}: name one as {rel}#^tN")
     return rel, block
 
@@ -84,13 +80,13 @@ def stub_hashes(keys: Iterable[str]) -> set[str]:
 def _entries(lines: list[str]) -> tuple[int, list[tuple[int, int, str]]]:
     """Where the timeline starts, and each entry as ``(first line, block id line, id)``
     (the first line is the one after the previous entry's block id line)."""
-    at = next((i for i, x in enumerate(lines) if x.rstrip() == _TIMELINE), None)
+    at = next((i for i, x in enumerate(lines) if x.rstrip() == TIMELINE_HEADING), None)
     if at is None:
         return len(lines), []
     out: list[tuple[int, int, str]] = []
     start = at + 1
     for i in range(at + 1, len(lines)):
-        m = _BLOCK_LINE.match(lines[i].rstrip("\r\n"))
+        m = ENTRY_LINE_RE.match(lines[i].rstrip("\r\n"))
         if m:
             out.append((start, i, m.group(1)))
             start = i + 1

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from wiki_memory.wiki.copies import icloud_original
 from wiki_memory.wiki.names import file_stem
+from wiki_memory.wiki.page import WIKILINK_RE
 
 __all__ = [
     "ATTACHMENT",
@@ -288,8 +289,6 @@ def fragment_found(fragment: str, headings: Iterable[str], block_ids: Iterable[s
 
 # --------------------------------------------------------------------------- renames
 
-_LINK_RE = re.compile(r"(!?)\[\[([^\[\]\n]+)\]\]")
-
 
 def rename_links(text: str, old_keys: Iterable[str], new_target: str, src_path: str = "") -> str:
     """Point every wikilink in ``text`` whose target key is in ``old_keys`` at ``new_target``.
@@ -319,7 +318,7 @@ def rename_links(text: str, old_keys: Iterable[str], new_target: str, src_path: 
         new_head = new_core + ("\\" if escaped else "")
         return f"{m.group(1)}[[{new_head}{sep}{rest}]]"
 
-    return _LINK_RE.sub(sub, text)
+    return WIKILINK_RE.sub(sub, text)
 
 
 def unlink(text: str, old_keys: Iterable[str], mark: str, src_path: str = "") -> str:
@@ -341,4 +340,4 @@ def unlink(text: str, old_keys: Iterable[str], mark: str, src_path: str = "") ->
             return m.group(0)
         return mark
 
-    return _LINK_RE.sub(sub, text)
+    return WIKILINK_RE.sub(sub, text)

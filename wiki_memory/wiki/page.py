@@ -26,10 +26,13 @@ from wiki_memory.wiki.frontmatter_read import (
 )
 
 __all__ = [
+    "BLOCK_ID_CHARS",
     "BLOCK_ID_RE",
     "Diagnostic",
     "Link",
     "ParsedPage",
+    "WIKILINK_INNER",
+    "WIKILINK_RE",
     "Section",
     "code_mask",
     "extract_links",
@@ -139,13 +142,21 @@ _QUOTE_RE = re.compile(r"(?:[ \t]{0,3}>[ \t]?)+")
 _HEADING_RE = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*))?")
 _LIST_RE = re.compile(r"([ \t]*)([-*+]|\d{1,9}[.)])(?:[ \t]+|$)")
 _HR_RE = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*")
+#: what a block id (Obsidian's ``^id``) is made of; every pattern of one here and in the
+#: web view is built with it
+BLOCK_ID_CHARS = r"[A-Za-z0-9-]+"
 #: a block id ending a line (``text ^id``), Obsidian's way to address one block; the web
 #: view strips it with the same pattern
-BLOCK_ID_RE = re.compile(r"(?:^|[ \t])\^([A-Za-z0-9-]+)[ \t]*$")
-_ANY_BLOCK_ID_RE = re.compile(r"\^[A-Za-z0-9-]+[ \t]*$", re.M)
-# A wikilink; a "!" right before it makes it an embed (checked in code: a pattern that
-# starts with the literal "[[" is searched for far faster than one starting with "!?").
-_WIKILINK_RE = re.compile(r"\[\[([^\[\]\n]+)\]\]")
+BLOCK_ID_RE = re.compile(rf"(?:^|[ \t])\^({BLOCK_ID_CHARS})[ \t]*$")
+_ANY_BLOCK_ID_RE = re.compile(rf"\^{BLOCK_ID_CHARS}[ \t]*$", re.M)
+#: what a wikilink holds between ``[[`` and ``]]``: no bracket, no line break
+WIKILINK_INNER = r"[^\[\]\n]+"
+#: a wikilink or an embed, for the code that rewrites, renders or strips them: group 1
+#: the ``!`` of an embed ("" for a link), group 2 what it holds
+WIKILINK_RE = re.compile(rf"(!?)\[\[({WIKILINK_INNER})\]\]")
+# The parser's own: a "!" right before it makes it an embed (checked in code: a pattern
+# that starts with the literal "[[" is searched for far faster than one starting with "!?").
+_WIKILINK_RE = re.compile(rf"\[\[({WIKILINK_INNER})\]\]")
 # A code span: a backtick run (not preceded by a backtick) closed by a run of the same
 # length, within one paragraph; bounded so that unclosed runs cost little.
 _CODE_SPAN_RE = re.compile(r"`(?<!``)(`*)(?!`)(?:[^\n]|\n(?![ \t]*\n)){1,2000}?(?<!`)`\1(?!`)")

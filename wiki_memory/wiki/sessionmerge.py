@@ -45,10 +45,11 @@ from typing import Any
 from wiki_memory.wiki.entryforget import entry_hash, is_stub, stub_hashes, stub_text
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_metadata
+from wiki_memory.wiki.timelinemarks import TIMELINE_HEADING
 
 __all__ = ["merge_session"]
 
-_HEADING = b"## Timeline"
+_HEADING = TIMELINE_HEADING.encode()
 _BLOCK = re.compile(rb"^\^t(\d+)(r?)[ \t]*(\r?\n)?$")
 #: the frontmatter keys the compiler owns that hold one value (lists merge as sets)
 _OWNED = (

@@ -43,6 +43,7 @@ from wiki_memory.capture.observation import iso
 from wiki_memory.plainfile import read_plain
 from wiki_memory.wiki.entrytime import local_iso
 from wiki_memory.wiki.page import parse_metadata
+from wiki_memory.wiki.timelinemarks import ENTRY_ID_RE
 from wiki_memory.wiki.verbatim import escape_value
 
 __all__ = [
@@ -70,7 +71,6 @@ __all__ = [
 DEFAULT_PART_EVENTS = 600
 
 _PART_RE = re.compile(r"^(?P<stem>.+)\.part-(?P<k>\d{3,})\.md$")
-_BLOCK_RE = re.compile(r"^t(\d+)r?$")
 
 
 def part_of(n: int, part_events: int = DEFAULT_PART_EVENTS) -> int:
@@ -105,7 +105,7 @@ def entry_page(path: str, block: str, part_events: int = DEFAULT_PART_EVENTS) ->
     """The page that holds entry ``block`` (``t4523``, ``t12r``, with or without ``^``)
     of the session whose page or part is ``path``; ``path`` itself when ``block`` is no
     timeline block id."""
-    m = _BLOCK_RE.match(block.removeprefix("^"))
+    m = ENTRY_ID_RE.fullmatch(block.removeprefix("^"))
     if m is None:
         return path
     session, _ = session_of_part(path)
@@ -193,7 +193,7 @@ def entry_pages(wiki_dir: Path, path: str, block: str, part_events: int) -> Iter
     split by an earlier ``part_events``; looked for only when asked for). Only ``path``
     when ``block`` is no timeline block id."""
     yield path
-    if _BLOCK_RE.match(block.removeprefix("^")) is None:
+    if ENTRY_ID_RE.fullmatch(block.removeprefix("^")) is None:
         return
     seen = {path}
     session, _ = part_owner(wiki_dir, path)

@@ -24,6 +24,13 @@ from typing import Any
 from wiki_memory.wiki.copies import marks
 from wiki_memory.wiki.page import parse_page
 from wiki_memory.wiki.sessionparts import session_of_part
+from wiki_memory.wiki.timelinemarks import (
+    ENTRY_ID_RE,
+    ENTRY_LINE_RE,
+    FENCE_RUN_RE,
+    SHELL_TOOLS,
+    TIMELINE_HEADING,
+)
 
 MARKER = "<!-- wiki-memory: topic compiled below this line; edit above it -->"
 """The line that separates a person's part of a topic page (above) from the compiler's."""
@@ -36,12 +43,10 @@ MAX_ENTRIES = 60
 RELATED = 6
 """Related topics named per page: those sharing the most entries with it."""
 
-_BLOCK = re.compile(r"^\^(t\d+r?)[ \t]*$", re.M)
 _TOOL = re.compile(r"^\*\*[\d:]+\*\* · tool \*\*([^*\n]{1,60})\*\*", re.M)
 _HEAD = re.compile(r"^\*\*[\d:]+\*\* · ([^\n]*)$", re.M)
 _PROSE_HEADS = ("prompt", "reply", "subagent reply")
 _WIKILINK = re.compile(r"!?\[\[[^\]\n]*\]\]")
-_FENCE_OPEN = re.compile(r"^(~{3,}|`{3,})")
 _FILE = re.compile(
     r"(?<![\w/.@:-])((?:[\w.-]+/)+[\w-][\w.-]*|[\w-]+\.(?:py|js|ts|tsx|jsx|go|rs|rb|java|c|h|"
     r"cpp|hpp|cs|md|json|ya?ml|toml|ini|cfg|txt|sh|sql|html|css|lock|env|xml|csv|ipynb))"
@@ -52,7 +57,6 @@ _CAP_RUN = re.compile(r"[A-Z][\w'’-]*(?:[ \t]+(?:of[ \t]+)?[A-Z][\w'’-]*){0,
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]{2,}")
 _SENT_END = re.compile(r"(?:^|[.!?:;\"“(\n]\s*|[-*>#]\s+)$")
-_SHELL = {"bash", "run_shell_command", "shell", "exec_command", "local_shell"}
 _SUBCOMMANDS = {"git", "npm", "pnpm", "yarn", "make", "docker", "cargo", "uv", "pip", "go"}
 _KINDS = ("file", "command", "error", "tool", "name", "phrase")
 
@@ -125,13 +129,13 @@ def read_session(path: str, raw: bytes) -> Session | None:
     started = when.isoformat() if hasattr(when, "isoformat") else str(when)
     date = started[:10]
     body = page.body
-    start = body.find("\n## Timeline")
+    start = body.find(f"\n{TIMELINE_HEADING}")
     if start < 0:
         return Session(path, date, [], started)
     text = body[start:]
     entries: list[tuple[str, str]] = []
     last = 0
-    for m in _BLOCK.finditer(text):
+    for m in ENTRY_LINE_RE.finditer(text):
         entries.append((m.group(1), text[last : m.start()]))
         last = m.end()
     return Session(path, date, entries, started)
@@ -162,7 +166,7 @@ def _prose(text: str) -> str:
     """An entry's text without its head line's markup (prose and fenced text kept)."""
     lines = []
     for ln in text.splitlines():
-        if _FENCE_OPEN.match(ln.strip()) or ln.startswith("**") and "** · " in ln:
+        if FENCE_RUN_RE.match(ln.strip()) or ln.startswith("**") and "** · " in ln:
             lines.append("")
             continue
         lines.append(ln)
@@ -242,7 +246,7 @@ def entry_topics(text: str) -> dict[str, tuple[str, str]]:
     tool = _TOOL.search(text)
     if tool:
         add(tool.group(1).strip(), "tool")
-        if tool.group(1).strip().lower() in _SHELL and (cmd := _command(text)):
+        if tool.group(1).strip().lower() in SHELL_TOOLS and (cmd := _command(text)):
             add(cmd, "command")
     for m in _FILE.finditer(text):
         path = m.group(1).strip(".-/")
@@ -492,6 +496,6 @@ def linked_entries(links: Iterable[Mapping[str, Any]]) -> list[str]:
     for ln in links:
         frag = str(ln.get("fragment") or "")
         target = str(ln.get("target") or "")
-        if ln.get("embed") and target and re.fullmatch(r"\^t\d+r?", frag):
+        if ln.get("embed") and target and frag[:1] == "^" and ENTRY_ID_RE.fullmatch(frag, 1):
             out.append(f"{target}#{frag}")
     return out
