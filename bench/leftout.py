@@ -51,9 +51,10 @@ def main(argv: list[str] | None = None) -> int:
                     if int(qa["category"]) == 5:
                         continue
                     asked += 1
-                    found = rank.ranked(
-                        m._sources, str(qa["question"]), project=conv.sample_id, now=now, who=who
+                    question = rank.RecallQuery(
+                        str(qa["question"]), project=conv.sample_id, now=now
                     )
+                    found = rank.ranked(m._sources, question, who=who)
                     if found.whole:
                         past.append(left_out_past(found))
         finally:

@@ -536,9 +536,8 @@ def evaluate(
                 continue
             # the first 15 matches decide S@5 and T@10 (the first 10 always fit the
             # budget); items are built only for those, as Memory.recall builds them
-            found = rank.ranked(
-                mem._sources, str(qa["question"]), project=conv.sample_id, now=now, tuning=tuning
-            )
+            question = rank.RecallQuery(str(qa["question"]), project=conv.sample_id, now=now)
+            found = rank.ranked(mem._sources, question, tuning=tuning)
             items = [found.item(i) for i in range(min(30, len(found)))]
             gold_s = {session_of(d) for d in gold}
             out.conv.append(ci)

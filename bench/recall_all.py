@@ -65,7 +65,7 @@ def main() -> int:
                     f"---\ntitle: Note {i}\n---\n\n## A\n\ncommonword {a}\n\n## B\n\n{b}\n"
                 )
             m.reindex()
-            scope = Filters.build().scope()
+            scope = Filters()
             match = analyze("commonword").any_match or ""
             floor = median_ms(
                 lambda: signals.search_sections(m.index, match, scope, NO_LIMIT), args.runs

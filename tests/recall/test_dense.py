@@ -124,13 +124,13 @@ def test_an_out_of_scope_section_never_comes_back_through_the_dense_list(tmp_pat
             assert got[0] == "projects/a/notes/weekend.md#Notes"
         # the dense list itself, scoped to project a for bob, is what a wiki without the
         # hidden pages gives
-        scope = Filters.build(project="a", who=as_user(m, "bob")).scope()
+        scope = Filters(project="a", who=as_user(m, "bob"))
         seen = [h.path for h in nearest.dense_sections(m.index, PARAPHRASE, scope, 10, 0.0)]
     finally:
         m.stop()
     m = make_memory(tmp_path / "clean", owner="olivia", files=FILES, vectors=True)
     try:
-        scope = Filters.build(project="a", who=as_user(m, "bob")).scope()
+        scope = Filters(project="a", who=as_user(m, "bob"))
         clean = [h.path for h in nearest.dense_sections(m.index, PARAPHRASE, scope, 10, 0.0)]
     finally:
         m.stop()

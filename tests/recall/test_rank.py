@@ -16,6 +16,7 @@ from wiki_memory.index import signals
 from wiki_memory.recall import dedup as dedup_rules
 from wiki_memory.recall import rank
 from wiki_memory.recall.filters import FilterError, Filters, parse_time
+from wiki_memory.recall.query import RecallQuery
 from wiki_memory.recall.terms import analyze
 
 
@@ -233,7 +234,7 @@ def test_a_page_at_the_wiki_root_is_named_by_its_file_name(wiki):
         )
     got = first(wiki, "Tasks")
     assert got["path"] == "Tasks.md" and "entity" in got["why"]
-    named = signals.pages_named(wiki.index, ["tasks"], Filters.build().scope())
+    named = signals.pages_named(wiki.index, ["tasks"], Filters())
     assert [p for _, p, _ in named] == ["Tasks.md"]
 
 
@@ -454,12 +455,12 @@ def test_filter_date_range(filtered):
 
 def test_filter_values_are_checked():
     with pytest.raises(FilterError) as e:
-        Filters.build(since="last tuesday")
+        RecallQuery("q", since="last tuesday").filters(None)
     assert e.value.field == "since"
     with pytest.raises(FilterError):
-        Filters.build(since="2025-02-01", until="2025-01-01")
+        RecallQuery("q", since="2025-02-01", until="2025-01-01").filters(None)
     with pytest.raises(FilterError):
-        Filters.build(kinds=[1, 2])
+        RecallQuery("q", kinds=[1, 2]).filters(None)
     assert parse_time("2024-05-01", "x") == 1714521600.0
     assert parse_time("2024-05-01", "x", end_of_day=True) == pytest.approx(1714607999.999999)
     assert parse_time("2024-05-01T10:30:00+02:00", "x") == 1714552200.0
@@ -506,7 +507,7 @@ def test_scope_filters_apply_to_every_signal(wiki):
     write(wiki, "projects/b/notes/Yodel notes.md", note("Yodel notes", "Alpine yodel."))
     got = paths(wiki, "xylophone tuning yodel notes", project="a")
     assert got == ["projects/a/notes/x.md"]
-    scope = Filters.build(project="a").scope()
+    scope = Filters(project="a")
     assert signals.pages_named(wiki.index, ["yodel notes"], scope) == []
 
 

@@ -204,7 +204,7 @@ def test_few_matches_are_ranked_whole(mem: Memory, monkeypatch: pytest.MonkeyPat
     for query in (COMMON, f"{COMMON} harbor", "harbor copper falcon"):
         for plain in (False, True):
             found = rank.ranked(mem._sources, query, plain=plain)
-            whole = rank._rank(mem._sources, query, rank.Filters.build(), rank.NO_LIMIT)
+            whole = rank._rank(mem._sources, query, rank.Filters(), rank.NO_LIMIT)
             assert found._tail is None
             assert len(found) == len(whole) > 0
             assert [found.item(i) for i in range(len(found))] == [
@@ -221,7 +221,7 @@ def test_the_pool_starts_past_full_rank_matches(
 
     r = rank.ranked(mem._sources, COMMON)
     assert r._tail is not None  # FULL_RANK 0 here
-    n = tail.count_own(mem.index, COMMON, rank.Filters.build().scope())
+    n = tail.count_own(mem.index, COMMON, rank.Filters())
     assert n > rank.POOL
     monkeypatch.setattr(rank, "FULL_RANK", n)
     assert rank.ranked(mem._sources, COMMON)._tail is None

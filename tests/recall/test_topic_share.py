@@ -53,7 +53,7 @@ def end_session(mem: Any, sid: str, day: int, texts: list[str]) -> str:
 
 
 def kinds(mem: Any, query: str, tuning: dict[str, float] | None = None) -> list[str]:
-    found = rank.ranked(mem._sources, query, project="atlas", tuning=tuning)
+    found = rank.ranked(mem._sources, rank.RecallQuery(query, project="atlas"), tuning=tuning)
     return [found.item(i)["kind"] for i in range(min(5, len(found)))]
 
 

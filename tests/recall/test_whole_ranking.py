@@ -193,9 +193,8 @@ def test_locomo_questions_ranked_whole_same_on_both_paths(tmp_path: Path) -> Non
         now = locomo.now_of(conv)
         questions = [str(qa["question"]) for qa in conv.qa if int(qa["category"]) != 5]
         for q in questions[::8]:
-            found = rank.ranked(
-                m._sources, q, project=conv.sample_id, now=now, who=as_user(m, "alice")
-            )
+            question = rank.RecallQuery(q, project=conv.sample_id, now=now)
+            found = rank.ranked(m._sources, question, who=as_user(m, "alice"))
             assert found.whole, q
             _same_walks(m, q, 4000, project=conv.sample_id, now=now)
     finally:

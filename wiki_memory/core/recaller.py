@@ -117,10 +117,6 @@ class _Walk:
     pages: dict[int, list[str]] = field(default_factory=dict)
 
 
-#: the largest ``budget_tokens`` recall accepts
-MAX_BUDGET_TOKENS = 2_000_000_000
-
-
 class Recaller:
     """Recall for one memory: ``sources`` (what ranking reads), ``scope`` (the one access
     rule), ``settings`` (``default_budget_tokens``) and ``audit_read(user, op, target)``,

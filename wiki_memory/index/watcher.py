@@ -39,6 +39,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import watchfiles
@@ -76,6 +77,7 @@ def watch_filter(change: watchfiles.Change, path: str) -> bool:
     return not ignored_name(parts[-1])
 
 
+@dataclass(eq=False)
 class Watcher:
     """Watches ``wiki_dir`` on a thread until :meth:`stop`, keeping ``index`` in step
     and handing settled hand edits (paths git sees changed) to ``on_hand_edits``.
@@ -88,24 +90,16 @@ class Watcher:
     (for tests and the bench).
     """
 
-    def __init__(
-        self,
-        wiki_dir: Path,
-        index: Index,
-        git: GitStore,
-        on_hand_edits: Callable[[list[str]], object],
-        settle_seconds: float,
-        step_ms: int = 20,
-        debounce_ms: int = 50,
-    ) -> None:
-        self.wiki_dir = wiki_dir
-        self.index = index
-        self.git = git
-        self.on_hand_edits = on_hand_edits
-        self.settle_seconds = settle_seconds
-        self.root = wiki_dir.resolve()
-        self.step_ms = step_ms
-        self.debounce_ms = debounce_ms
+    wiki_dir: Path
+    index: Index
+    git: GitStore
+    on_hand_edits: Callable[[list[str]], object]
+    settle_seconds: float
+    step_ms: int = 20
+    debounce_ms: int = 50
+
+    def __post_init__(self) -> None:
+        self.root = self.wiki_dir.resolve()
         self._stop = threading.Event()
         self._pending: dict[str, float] = {}  # rel path -> first seen (monotonic)
         self._last_event = 0.0

@@ -13,16 +13,14 @@ epoch seconds too (a query string cannot carry a JSON number). Anything else rai
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any
 
 from wiki_memory.errors import BadRequest
-from wiki_memory.identity import Identity
 from wiki_memory.index.signals import Scope
 
-__all__ = ["FilterError", "Filters", "parse_time"]
+__all__ = ["FilterError", "Filters", "parse_time", "str_list"]
 
 _PERIOD = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
 _EPOCH_TEXT = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
@@ -107,7 +105,10 @@ def _epoch(seconds: float, field: str) -> float:
     return seconds
 
 
-def _str_list(value: Any, field: str) -> tuple[str, ...] | None:
+def str_list(value: Any, field: str) -> tuple[str, ...] | None:
+    """A string or a list of strings as a tuple (None stays None); anything else (a
+    number, a JSON object, a list holding a non-string) raises :class:`FilterError`
+    naming ``field``."""
     if value is None:
         return None
     if isinstance(value, str):
@@ -119,64 +120,17 @@ def _str_list(value: Any, field: str) -> tuple[str, ...] | None:
 
 
 @dataclass(frozen=True)
-class Filters:
-    """What a recall may return. ``kinds``: page kinds (``session``, ``note``,
-    ``handoff``, ...; None = all; an empty list is refused); ``tags``: every one must be on the page;
-    ``since``/``until``: UTC epoch seconds bounding the time a page covers (overlap);
-    ``as_of``: UTC epoch seconds: search the wiki as it was committed then (git);
-    ``exclude_dirs``: folders left out; ``who``: the caller (the pages
-    :mod:`wiki_memory.identity` says it may see; None: the server itself)."""
+class Filters(Scope):
+    """What a recall may return: its SQL :class:`~wiki_memory.index.signals.Scope`
+    (``project``; ``kinds``: page kinds, ``session``, ``note``, ``handoff``, ...; None =
+    all; ``tags``: every one must be on the page; ``since``/``until``: UTC epoch seconds
+    bounding the time a page covers (overlap); ``exclude_dirs``: folders left out;
+    ``who``: the caller, the pages :mod:`wiki_memory.identity` says it may see; None: the
+    server itself), and ``as_of``: UTC epoch seconds: search the wiki as it was committed
+    then (git), which picks the index searched, not rows. Built from a face's raw values,
+    checked and parsed, by :meth:`wiki_memory.recall.query.RecallQuery.filters`."""
 
-    project: str | None = None
-    kinds: tuple[str, ...] | None = None
-    tags: tuple[str, ...] = ()
-    since: float | None = None
-    until: float | None = None
     as_of: float | None = None
-    exclude_dirs: tuple[str, ...] = ()
-    who: Identity | None = None
-
-    @classmethod
-    def build(
-        cls,
-        *,
-        project: str | None = None,
-        kinds: Any = None,
-        tags: Any = None,
-        since: Any = None,
-        until: Any = None,
-        as_of: Any = None,
-        exclude_dirs: Iterable[str] = (),
-        who: Identity | None = None,
-        zone: tzinfo = UTC,
-    ) -> Filters:
-        """Check and parse raw values (as they come from JSON or keyword arguments);
-        ``zone``: the caller's (:func:`parse_time`)."""
-        if project is not None and not isinstance(project, str):
-            raise FilterError("project", "expected a string")
-        k = _str_list(kinds, "kinds")
-        if k == ():
-            # an empty list would allow no kind, so match nothing: refused, never a silent []
-            raise FilterError("kinds", "names no kind: name at least one, or leave it out for all")
-        t = tuple(x.lstrip("#") for x in (_str_list(tags, "tags") or ()) if x.lstrip("#"))
-        s = parse_time(since, "since", zone=zone)
-        u = parse_time(until, "until", end_of_day=True, zone=zone)
-        if s is not None and u is not None and s > u:
-            raise FilterError("until", "is before since")
-        a = parse_time(as_of, "as_of", end_of_day=True, zone=zone)
-        return cls(project or None, k, t, s, u, a, tuple(exclude_dirs), who)
-
-    def scope(self) -> Scope:
-        """The SQL scope of these filters (``as_of`` picks the index, not rows)."""
-        return Scope(
-            project=self.project,
-            kinds=self.kinds,
-            tags=self.tags,
-            since=self.since,
-            until=self.until,
-            exclude_dirs=self.exclude_dirs,
-            who=self.who,
-        )
 
     def spool_ok(self, ts: str | None) -> bool:
         """Whether a spooled observation with ISO time ``ts`` passes the date range.

@@ -77,7 +77,7 @@ class Pool:
         self.q = q
         self.q_plain = q_plain
         self.f = f
-        self.scope = f.scope()
+        self.scope = f  # the SQL scope (its as_of picked the index, not rows)
         self.limit = limit
         self.cols = cols
         self.live = live

@@ -11,7 +11,7 @@ from typing import Any
 
 from wiki_memory import zones
 from wiki_memory.identity import Identity
-from wiki_memory.recall.filters import Filters
+from wiki_memory.recall.filters import FilterError, Filters, parse_time, str_list
 
 
 @dataclass(frozen=True)
@@ -46,20 +46,26 @@ class RecallQuery:
     exclude_dirs: Iterable[str] = ()
 
     def filters(self, who: Identity | None, zone: tzinfo | None = None) -> Filters:
-        """The filters of this query for caller ``who`` (None: the server), their periods
-        in ``zone`` (default: the zone :attr:`tz` names). Raises ``FilterError`` for a bad
-        value and ``ZoneError`` for a bad zone."""
-        return Filters.build(
-            project=self.project,
-            kinds=self.kinds,
-            tags=self.tags,
-            since=self.since,
-            until=self.until,
-            as_of=self.as_of,
-            exclude_dirs=self.exclude_dirs,
-            who=who,
-            zone=zones.zone(self.tz) if zone is None else zone,
-        )
+        """The filters of this query for caller ``who`` (None: the server), its values
+        checked and parsed (:func:`~wiki_memory.recall.filters.parse_time`), periods in
+        ``zone`` (default: the zone :attr:`tz` names). Raises ``FilterError`` naming the
+        field for a bad value (an empty ``kinds`` list too: it would match nothing) and
+        ``ZoneError`` for a bad zone."""
+        zone = zones.zone(self.tz) if zone is None else zone
+        project = self.project
+        if project is not None and not isinstance(project, str):
+            raise FilterError("project", "expected a string")
+        k = str_list(self.kinds, "kinds")
+        if k == ():
+            # an empty list would allow no kind, so match nothing: refused, never a silent []
+            raise FilterError("kinds", "names no kind: name at least one, or leave it out for all")
+        t = tuple(x.lstrip("#") for x in (str_list(self.tags, "tags") or ()) if x.lstrip("#"))
+        s = parse_time(self.since, "since", zone=zone)
+        u = parse_time(self.until, "until", end_of_day=True, zone=zone)
+        if s is not None and u is not None and s > u:
+            raise FilterError("until", "is before since")
+        a = parse_time(self.as_of, "as_of", end_of_day=True, zone=zone)
+        return Filters(project or None, k, t, s, u, tuple(self.exclude_dirs), who, a)
 
     def fingerprint_fields(self, zone: tzinfo) -> dict[str, Any]:
         """The filters a walk cursor belongs to (with the zone resolved: ``zone``)."""

@@ -39,7 +39,7 @@ match as a tail (:mod:`wiki_memory.recall.matches`).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
@@ -123,31 +123,21 @@ def candidates(
     sources: Sources,
     query: str | RecallQuery,
     *,
-    project: str | None = None,
-    kinds: list[str] | None = None,
     limit: int = 50,
-    tags: Any = None,
-    since: Any = None,
-    until: Any = None,
-    as_of: Any = None,
-    exclude_dirs: Iterable[str] = (),
     who: Identity | None = None,
-    now: Any = None,
     tuning: Mapping[str, float] | None = None,
-    tz: Any = None,
 ) -> list[dict[str, Any]]:
     """Ranked recall items for ``query``, at most ``limit``, best first.
 
     ``query`` is a :class:`~wiki_memory.recall.query.RecallQuery` (its filters, ``now``
-    and ``tz`` are described there), or its text with those as keywords. ``who``: the
-    caller (only the pages :mod:`wiki_memory.identity` lets it see; None is the server).
-    All filters act before ranking, in every signal (a hidden page never lends its links
-    or name). Raises ``FilterError`` (a ValueError naming the field) for a bad filter
-    value and ``SearchError`` when the index fails. Text with nothing searchable gives
-    ``[]``. ``tuning`` overrides weights (names in :data:`TUNABLE`); for benchmarks, not
-    faces.
+    and ``tz`` are described there), or only its text. ``who``: the caller (only the
+    pages :mod:`wiki_memory.identity` lets it see; None is the server). All filters act
+    before ranking, in every signal (a hidden page never lends its links or name). Raises
+    ``FilterError`` (a ValueError naming the field) for a bad filter value and
+    ``SearchError`` when the index fails. Text with nothing searchable gives ``[]``.
+    ``tuning`` overrides weights (names in :data:`TUNABLE`); for benchmarks, not faces.
     """
-    q = _query(query, project, kinds, tags, since, until, as_of, exclude_dirs, now, tz)
+    q = RecallQuery(query) if isinstance(query, str) else query
     zone = zones.zone(q.tz)
     f = q.filters(who, zone)
     if limit <= 0:
@@ -160,53 +150,22 @@ def ranked(
     sources: Sources,
     query: str | RecallQuery,
     *,
-    project: str | None = None,
-    kinds: list[str] | None = None,
-    tags: Any = None,
-    since: Any = None,
-    until: Any = None,
-    as_of: Any = None,
-    exclude_dirs: Iterable[str] = (),
     who: Identity | None = None,
-    now: Any = None,
     tuning: Mapping[str, float] | None = None,
     plain: bool = False,
-    tz: Any = None,
     zone: tzinfo | None = None,
 ) -> Ranked:
     """Every match of ``query`` in rank order, with no ceiling on their number (the
-    query, filters, ``tuning`` and errors of :func:`candidates`): the ranked pool
+    query, ``who``, ``tuning`` and errors of :func:`candidates`): the ranked pool
     (:data:`POOL`), then every other section holding the query's words in its own text,
     by bm25. ``plain`` reads every match into Python; otherwise the matches after the pool
     are counted in SQL and read when asked for (the same list either way, checked by
-    ``tests/recall/test_recall_fast.py``). ``zone``: the caller's zone, resolved."""
-    q = _query(query, project, kinds, tags, since, until, as_of, exclude_dirs, now, tz)
+    ``tests/recall/test_recall_fast.py``). ``zone``: the caller's zone, resolved (default:
+    the one the query's ``tz`` names)."""
+    q = RecallQuery(query) if isinstance(query, str) else query
     zone = zones.zone(q.tz) if zone is None else zone
     f = q.filters(who, zone)
     return _rank(sources, q, f, NO_LIMIT, tuning, tail="plain" if plain else "sql", zone=zone)
-
-
-def _query(query: str | RecallQuery, *given: Any) -> RecallQuery:
-    """``query`` itself, or a :class:`RecallQuery` of its text and the filters ``given``
-    (``project, kinds, tags, since, until, as_of, exclude_dirs, now, tz``). Raises
-    TypeError when both a RecallQuery and filters are given."""
-    if isinstance(query, RecallQuery):
-        if any(v not in (None, ()) for v in given):
-            raise TypeError("filters are given in the RecallQuery, not beside it")
-        return query
-    project, kinds, tags, since, until, as_of, exclude_dirs, now, tz = given
-    return RecallQuery(
-        query,
-        project=project,
-        kinds=kinds,
-        tags=tags,
-        since=since,
-        until=until,
-        as_of=as_of,
-        exclude_dirs=exclude_dirs,
-        now=now,
-        tz=tz,
-    )
 
 
 def _rank(

@@ -445,29 +445,14 @@ class HandoffMemory(Protocol):
     session's page), the writer thread, ``update_page`` (the one door for writes), and
     ``page_links`` and the use record ``use`` (pages a new handoff cites)."""
 
-    @property
-    def settings(self) -> Settings: ...
-
-    @property
-    def owner(self) -> str: ...
-
-    @property
-    def wiki_dir(self) -> Path: ...
-
-    @property
-    def scope(self) -> ScopeRule: ...
-
-    @property
-    def index(self) -> Index: ...
-
-    @property
-    def spool(self) -> Spool: ...
-
-    @property
-    def writer(self) -> Writer: ...
-
-    @property
-    def use(self) -> UseRecord: ...
+    settings: Settings
+    owner: str
+    wiki_dir: Path
+    scope: ScopeRule
+    index: Index
+    spool: Spool
+    writer: Writer
+    use: UseRecord
 
     def page_links(self, path: str, user: Any = None) -> dict[str, Any]: ...
 
