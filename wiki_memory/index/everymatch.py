@@ -51,12 +51,12 @@ def every_match(
     }
     # each section's place and columns worked out once, for every ranking
     place = {rid: _place(r) for rid, r in rows.items()}
-    cols = {rid: r[3:] for rid, r in rows.items()}
+    values = {rid: r[3:] for rid, r in rows.items()}
     found = [f for f in found if f[0] in rows]
     out: list[list[tuple[Sequence[Any], float]]] = []
     for i, (_sql, only) in enumerate(rankings, 1):
         kept = sorted((float(f[i]), place[f[0]], f[0]) for f in found if not only or f[i] < 0)
-        out.append([(cols[rid], -r) for r, _p, rid in kept[:limit]])
+        out.append([(values[rid], -r) for r, _p, rid in kept[:limit]])
     return out
 
 
