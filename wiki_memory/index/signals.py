@@ -22,6 +22,7 @@ import apsw
 from wiki_memory.identity import Identity, sees_every_shared_page, visible_sql
 from wiki_memory.index.everymatch import every_match
 from wiki_memory.index.hits import HIT_COLUMNS, SCORE, UPDATED, Hit, hit_from_row, with_score
+from wiki_memory.index.pageends import kept_ends
 from wiki_memory.index.schema import BM25_WEIGHTS
 from wiki_memory.index.search import SearchError
 from wiki_memory.index.store import Index
@@ -513,7 +514,12 @@ def page_rows(index: Index, paths: Iterable[str]) -> dict[str, dict[str, Any]]:
 def page_ends(index: Index, paths: Iterable[str]) -> dict[str, Any]:
     """``path → end`` (:data:`PAGE_END` as stored: an ISO-8601 string or None) for indexed
     pages: what the ``recent`` signal reads of every candidate page, without the JSON
-    columns :func:`page_rows` decodes."""
+    columns :func:`page_rows` decodes. Kept in memory while the database does not change
+    (:mod:`~wiki_memory.index.pageends`)."""
+    return kept_ends(index, paths, lambda need: _read_ends(index, need))
+
+
+def _read_ends(index: Index, paths: Iterable[str]) -> dict[str, Any]:
     uniq = sorted(set(paths))
     out: dict[str, Any] = {}
     for i in range(0, len(uniq), 400):
