@@ -24,9 +24,10 @@ from wiki_memory.index.store import Index
 
 __all__ = ["KEPT_MAX", "kept_ends"]
 
-KEPT_MAX = 50_000
+KEPT_MAX = 10_000
 """Past this many pages' ends kept by a connection, they are dropped and the reading
-starts again (a few MB at most)."""
+starts again: about 2 MB per connection at most (a path, its end and a dict entry are
+some 180 bytes), and a server has one connection per thread that recalls."""
 
 _KEPT: weakref.WeakKeyDictionary[apsw.Connection, tuple[tuple[int, int], dict[str, Any]]] = (
     weakref.WeakKeyDictionary()
