@@ -35,7 +35,7 @@ def every_match(
     left out), the sections whose page (``p``) meets the ``scope`` conditions and
     arguments, best first by that bm25, ties by path and page order, at most ``limit``:
     ``(row, score)`` with ``row`` the section's ``columns`` (SQL over ``s`` and ``p``)
-    and ``score`` the negated bm25."""
+    and ``score`` the negated bm25 (a section in several rankings: the same ``row``)."""
     cols = ", ".join(sql for sql, _only in rankings)
     found = run_read(index, f"SELECT rowid, {cols} FROM fts WHERE fts MATCH ?", [match])
     conds, args = scope
@@ -49,14 +49,14 @@ def every_match(
             [json.dumps([f[0] for f in found]), *args],
         )
     }
+    # each section's place and columns worked out once, for every ranking
+    place = {rid: _place(r) for rid, r in rows.items()}
+    values = {rid: r[3:] for rid, r in rows.items()}
+    found = [f for f in found if f[0] in rows]
     out: list[list[tuple[Sequence[Any], float]]] = []
     for i, (_sql, only) in enumerate(rankings, 1):
-        kept = sorted(
-            (float(f[i]), _place(rows[f[0]]), f[0])
-            for f in found
-            if f[0] in rows and (not only or f[i] < 0)
-        )
-        out.append([(rows[rid][3:], -r) for r, _p, rid in kept[:limit]])
+        kept = sorted((float(f[i]), place[f[0]], f[0]) for f in found if not only or f[i] < 0)
+        out.append([(values[rid], -r) for r, _p, rid in kept[:limit]])
     return out
 
 

@@ -21,14 +21,20 @@ import apsw
 
 from wiki_memory.identity import Identity, sees_every_shared_page, visible_sql
 from wiki_memory.index.everymatch import every_match
+from wiki_memory.index.hits import HIT_COLUMNS, SCORE, UPDATED, Hit, hit_from_row, with_score
+from wiki_memory.index.pageends import kept_ends
 from wiki_memory.index.schema import BM25_WEIGHTS
-from wiki_memory.index.search import SearchError, SectionHit, section_fields
+from wiki_memory.index.search import SearchError
 from wiki_memory.index.store import Index
 from wiki_memory.index.vocab import run_read as _run
 from wiki_memory.states import shown_sql
 
 __all__ = [
+    "HIT_COLUMNS",
+    "SCORE",
     "Hit",
+    "hit_from_row",
+    "with_score",
     "Scope",
     "search_sections",
     "search_sections_both",
@@ -54,9 +60,7 @@ def bm25_sql(weights: Mapping[str, float] | None, only: Sequence[str] = ()) -> s
     return "bm25(fts, {})".format(", ".join(repr(v) for v in vals))
 
 
-_UPDATED = "COALESCE(p.updated, p.created, strftime('%Y-%m-%dT%H:%M:%SZ', p.mtime, 'unixepoch'))"
-
-PAGE_END = f"COALESCE(json_extract(p.meta, '$.ended'), {_UPDATED})"
+PAGE_END = f"COALESCE(json_extract(p.meta, '$.ended'), {UPDATED})"
 """SQL for the end of the time a page covers: frontmatter ``ended`` (sessions), else
 ``updated``, else ``created``, else the file's mtime."""
 
@@ -157,57 +161,12 @@ def _like_prefix(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-@dataclass(frozen=True)
-class Hit(SectionHit):
-    """One section: a :class:`SectionHit` (``score`` 0 when the section was not found by
-    text) plus ``ord``, its 0-based position in its page."""
-
-    ord: int
-    day: str | None = None  # the day the section happened (YYYY-MM-DD) or None
-    rid: int = 0  # the section's rowid in this index (0: not from the index)
-    span: tuple[float, float] | None = None  # its time range (epoch seconds) or None
-    #: its near-duplicate words and numbers as stored (``sections.words``/``nums``;
-    #: None when the hit was not read from the index)
-    words: str | None = field(default=None, compare=False, repr=False)
-    nums: str | None = field(default=None, compare=False, repr=False)
-
-
-HIT_COLUMNS = (
-    f"s.path, s.anchor, s.heading, p.title, p.kind, p.project, {_UPDATED}, s.text, s.line, "
-    "s.ord, s.day, s.rowid, s.t0, s.t1, s.words, s.nums"
-)
-SCORE = 16  # the column after HIT_COLUMNS
-
-
-_new = object.__new__
-_set = object.__setattr__
-
-
-def hit_from_row(row: Sequence[Any], score: float) -> Hit:
-    """The :class:`Hit` of a row read as :data:`HIT_COLUMNS` (NULLs as the empty text,
-    ``page`` and 0, as :func:`~wiki_memory.index.search.section_fields`), with ``score``.
-
-    Built without the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per
-    field; a recall builds some 400 of these): its attributes are set at once, in field
-    order, so it equals, hashes and prints as ``Hit(...)`` with the same values does."""
-    h = _new(Hit)
-    t0 = row[12]
-    fields = section_fields(row, score)  # path ... line, in field order
-    fields["ord"] = int(row[9] or 0)
-    fields["day"] = row[10]
-    fields["rid"] = int(row[11])
-    fields["span"] = (float(t0), float(row[13])) if t0 is not None else None
-    fields["words"] = row[14]
-    fields["nums"] = row[15]
-    _set(h, "__dict__", fields)
-    return h
-
-
 def search_sections(
     index: Index,
     match: str,
     scope: Scope,
     limit: int,
+    *,
     weights: Mapping[str, float] | None = None,
     plain: bool = False,
 ) -> list[Hit]:
@@ -224,12 +183,9 @@ def search_sections(
     """
     if not match or limit <= 0 or scope.empty:
         return []
-    if not plain and scope.wide:
-        if limit >= FIRST_MAX:
-            return _every(index, match, scope, limit, [(weights, ())])[0]
-        got = _top_first(index, match, scope, limit, [(weights, ())])
-        if got is not None:
-            return got[0]
+    got = None if plain else _wide(index, match, scope, limit, [(weights, ())])
+    if got is not None:
+        return got[0]
     conds, args = scope.where("p")
     where = " AND ".join(["fts MATCH ?", *conds])
     sql = f"""
@@ -251,16 +207,41 @@ def search_sections(
     return [hit_from_row(r, float(r[SCORE])) for r in rows]
 
 
-def _every(
-    index: Index,
-    match: str,
-    scope: Scope,
-    limit: int,
-    lists: Sequence[tuple[Mapping[str, float] | None, Sequence[str]]],
-) -> list[list[Hit]]:
+Lists = Sequence[tuple[Mapping[str, float] | None, Sequence[str]]]
+"""Rankings of one match: ``(weights, only)`` (``only``: the columns that count, the
+others weigh 0 and rows scoring 0 are left out; empty: every column)."""
+
+
+def _wide(
+    index: Index, match: str, scope: Scope, limit: int, lists: Lists
+) -> list[list[Hit]] | None:
+    """The best ``limit`` sections of each of ``lists`` ranked by FTS5 alone first, when
+    ``scope`` is :attr:`Scope.wide` (:func:`_top_first`; from :data:`FIRST_MAX` on, every
+    match: :mod:`~wiki_memory.index.everymatch`); None when the full query must run."""
+    if not scope.wide:
+        return None
+    if limit >= FIRST_MAX:
+        return _every(index, match, scope, limit, lists)
+    return _top_first(index, match, scope, limit, lists)
+
+
+def _every(index: Index, match: str, scope: Scope, limit: int, lists: Lists) -> list[list[Hit]]:
     rankings = [(bm25_sql(w, only), bool(only)) for w, only in lists]
     got = every_match(index, match, rankings, HIT_COLUMNS, scope.where("p"), limit)
-    return [[hit_from_row(row, score) for row, score in one] for one in got]
+    # a section in both lists is read once: its second hit is the first's with its score
+    built: dict[int, Hit] = {}
+    out: list[list[Hit]] = []
+    for one in got:
+        hits: list[Hit] = []
+        for row, score in one:
+            h = built.get(row[11])
+            if h is None:
+                h = built[row[11]] = hit_from_row(row, score)
+            elif h.score != score:
+                h = with_score(h, score)
+            hits.append(h)
+        out.append(hits)
+    return out
 
 
 FIRST_K = 2
@@ -270,11 +251,7 @@ FIRST_MAX = 3_200
 
 
 def _top_first(
-    index: Index,
-    match: str,
-    scope: Scope,
-    limit: int,
-    lists: Sequence[tuple[Mapping[str, float] | None, Sequence[str]]],
+    index: Index, match: str, scope: Scope, limit: int, lists: Lists
 ) -> list[list[Hit]] | None:
     """The best ``limit`` sections in scope for each ``(weights, only)`` ranking of
     ``match`` (``only``: the columns that count, the others weigh 0 and rows scoring 0
@@ -359,15 +336,10 @@ def search_sections_both(
     :mod:`~wiki_memory.index.everymatch`; the same lists)."""
     if not match or limit <= 0 or scope.empty:
         return [], []
-    if not plain and scope.wide:
-        lists = [(weights, SECTION_COLUMNS), (weights, ())]
-        got = (
-            _every(index, match, scope, limit, lists)
-            if limit >= FIRST_MAX
-            else _top_first(index, match, scope, limit, lists)
-        )
-        if got is not None:
-            return got[0], got[1]
+    lists = [(weights, SECTION_COLUMNS), (weights, ())]
+    got = None if plain else _wide(index, match, scope, limit, lists)
+    if got is not None:
+        return got[0], got[1]
     conds, args = scope.where("p")
     where = " AND ".join(["fts MATCH ?", *conds])
     sql = f"""
@@ -542,7 +514,12 @@ def page_rows(index: Index, paths: Iterable[str]) -> dict[str, dict[str, Any]]:
 def page_ends(index: Index, paths: Iterable[str]) -> dict[str, Any]:
     """``path → end`` (:data:`PAGE_END` as stored: an ISO-8601 string or None) for indexed
     pages: what the ``recent`` signal reads of every candidate page, without the JSON
-    columns :func:`page_rows` decodes."""
+    columns :func:`page_rows` decodes. Kept in memory while the database does not change
+    (:mod:`~wiki_memory.index.pageends`)."""
+    return kept_ends(index, paths, lambda need: _read_ends(index, need))
+
+
+def _read_ends(index: Index, paths: Iterable[str]) -> dict[str, Any]:
     uniq = sorted(set(paths))
     out: dict[str, Any] = {}
     for i in range(0, len(uniq), 400):

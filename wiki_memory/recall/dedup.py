@@ -11,6 +11,9 @@ import functools
 import itertools
 from collections import Counter
 from collections.abc import Iterable, Sequence, Set
+from functools import reduce
+from itertools import repeat
+from operator import or_
 
 from wiki_memory.index import sectionwords
 from wiki_memory.index.sectionwords import NAMING_WORDS, numbers_key, word_order, words
@@ -101,12 +104,8 @@ class Dedup:
         self._counts: Counter[str] | None = Counter(itertools.chain.from_iterable(sample))
         if not self._counts:
             self._counts = None
-        #: numbers -> (members [(kept index, words)], word -> members holding it,
-        #: prefix word -> members whose prefix holds it); members as bits of an int
-        #: (bit ``pos`` for ``members[pos]``): one OR per word, no list per word
-        self._groups: dict[
-            str, tuple[list[tuple[int, frozenset[str]]], dict[str, int], dict[str, int]]
-        ] = {}
+        #: numbers -> its group of kept sets (:class:`_Group`)
+        self._groups: dict[str, _Group] = {}
 
     def _prefix(self, toks: frozenset[str], ordered: Sequence[str] | None) -> Sequence[str]:
         k = len(toks) - (8 * len(toks)) // 9 + 1
@@ -127,17 +126,21 @@ class Dedup:
         group = self._groups.get(self._key(toks, nums)) if toks else None
         if group is None:
             return None
-        members, every, prefix = group
-        near = 0
-        get = every.get
-        for w in self._prefix(toks, ordered):
-            near |= get(w, 0)
-        get = prefix.get
-        for w in toks:
-            near |= get(w, 0)
+        members = group.members
+        if len(members) <= SCAN_SMALL:  # a few: compared in turn
+            for kept_at, other, _pre in members:
+                if alike(toks, other):  # an empty member is alike to nothing
+                    return kept_at
+            return None
+        every, prefix = group.indexed()
+        # the members holding a word of this set's prefix, and those whose prefix holds
+        # a word of this set (the words found in C: ``keys() &`` looks up this set's):
+        # ORs of their bits
+        near = reduce(or_, map(every.get, self._prefix(toks, ordered), repeat(0)), 0)
+        near = reduce(or_, map(prefix.__getitem__, prefix.keys() & toks), near)
         while near:  # the members in kept order: lowest bit first
             low = near & -near
-            kept_at, other = members[low.bit_length() - 1]
+            kept_at, other, _pre = members[low.bit_length() - 1]
             if alike(toks, other):  # a member is never empty and has the same numbers
                 return kept_at
             near ^= low
@@ -151,20 +154,50 @@ class Dedup:
         nums: str | None = None,
     ) -> None:
         """Keep ``toks`` (kept index ``kept_at``) for later :meth:`find` calls."""
-        group = self._groups.setdefault(self._key(toks, nums), ([], {}, {}))
-        members, every, prefix = group
-        if len(members) >= DEDUP_SCAN:
-            return
-        bit = 1 << len(members)
-        members.append((kept_at, toks))
-        if not toks:
-            return  # an empty set never matches
-        get = every.get
-        for w in toks:
-            every[w] = get(w, 0) | bit
-        get = prefix.get
-        for w in self._prefix(toks, ordered):
-            prefix[w] = get(w, 0) | bit
+        key = self._key(toks, nums)
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = _Group()
+        if len(group.members) < DEDUP_SCAN:
+            group.members.append((kept_at, toks, self._prefix(toks, ordered) if toks else ()))
+
+
+SCAN_SMALL = 8
+"""A group of at most this many kept sets is compared in turn; a larger one is indexed
+(most groups of a recall hold one set: its own numbers)."""
+
+
+class _Group:
+    """The kept sets of one numbers key: ``members`` ``[(kept index, words, prefix)]`` in
+    kept order, and, once a :meth:`Dedup.find` needs them, the indexes of the prefix
+    filter (:meth:`indexed`)."""
+
+    __slots__ = ("members", "_every", "_prefix", "_done")
+
+    def __init__(self) -> None:
+        self.members: list[tuple[int, frozenset[str], Sequence[str]]] = []
+        #: word -> members holding it; prefix word -> members whose prefix holds it;
+        #: members as bits of an int (bit ``pos`` for ``members[pos]``)
+        self._every: dict[str, int] = {}
+        self._prefix: dict[str, int] = {}
+        self._done = 0  # members indexed so far
+
+    def indexed(self) -> tuple[dict[str, int], dict[str, int]]:
+        """The word and prefix indexes, every member in them."""
+        every, prefix = self._every, self._prefix
+        for pos in range(self._done, len(self.members)):
+            _kept_at, toks, pre = self.members[pos]
+            bit = 1 << pos
+            # each word's members OR this one's bit, in C (map, zip, dict.update): a
+            # set's words are distinct, so each is read before it is written
+            every.update(
+                zip(toks, map(or_, map(every.get, toks, repeat(0)), repeat(bit)), strict=True)
+            )
+            prefix.update(
+                zip(pre, map(or_, map(prefix.get, pre, repeat(0)), repeat(bit)), strict=True)
+            )
+        self._done = len(self.members)
+        return every, prefix
 
 
 def near_duplicate(a: Set[str], b: Set[str]) -> bool:

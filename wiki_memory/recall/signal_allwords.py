@@ -19,7 +19,7 @@ def collect(pool: Pool, limit: int) -> None:
     if not pool.q.all_match:
         return
     hits = signals.search_sections(
-        pool.index, pool.q.all_match, pool.scope, limit, pool.cols, plain=pool.plain
+        pool.index, pool.q.all_match, pool.scope, limit, weights=pool.cols, plain=pool.plain
     )
     pool.section_list(NAME, hits)
 
