@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 import sys
-import time
 
+import linear_timing
 import pytest
 from gitleaks_samples import PATHS, false_positives, flagged, strategy
 from hypothesis import HealthCheck, given, settings
@@ -149,68 +149,14 @@ def test_each_rules_own_false_positive_examples_are_not_flagged(rule_id: str) ->
 
 # -- linear time, per rule ------------------------------------------------------------
 
-#: issue: the 1 MiB / 16 KiB time ratio (64 for linear, 4,096 for quadratic) stays below
-LINEAR_RATIO = 256
-SMALL, LARGE = 16 * 1024, 1024 * 1024
-
-
-def adversarial(rule: leaks.Rule) -> list[str]:
-    """Units repeated to size: each keyword bare, followed by a run of the characters the
-    rule consumes, glued with no separator, with ``=``, and a long run alone."""
-    units = []
-    for k in rule.keywords[:3] or ("x",):
-        units += [k, k + "=", k + " = a", k + "_" + "a1" * 8, f"{k}:{k}."]
-    units += ["a" * 64, "A1" * 32, "0" * 64, "a-" * 16, "a.", " ="]
-    return units
-
-
-def _time(rule: leaks.Rule, text: str, tries: int = 1) -> float:
-    """The least CPU seconds of ``tries`` runs of the rule's own matcher over ``text``."""
-    low = text.lower()
-    best = float("inf")
-    for _ in range(tries):
-        t = time.process_time()
-        list(leaks._run(rule, text, low))
-        best = min(best, time.process_time() - t)
-    return best
-
-
-#: below this many seconds per MiB a rule is fast whatever the ratio
-FAST_PER_MIB = 0.05
-
-
-def worst_ratio(rule: leaks.Rule) -> tuple[float, float, str]:
-    """(ratio, seconds at 1 MiB, unit) of the rule's worst adversarial unit.
-
-    The 1 MiB run is timed once first: a unit under :data:`FAST_PER_MIB` there is fast
-    whatever the ratio and its 16 KiB run is skipped. Otherwise the 16 KiB run is the
-    best of three (the least time gives the largest, so the strictest, ratio), and only
-    a ratio at or above the bound has its 1 MiB run timed once more, the better of the
-    two kept (one slow run under a busy neighbour is not a quadratic rule)."""
-    worst = (0.0, 0.0, "")
-    for unit in adversarial(rule):
-        small = (unit * (SMALL // len(unit) + 1))[:SMALL]
-        large = (unit * (LARGE // len(unit) + 1))[:LARGE]
-        t_large = _time(rule, large)
-        if t_large < FAST_PER_MIB:
-            continue
-        t_small = max(_time(rule, small, 3), 1e-4)  # below the clock's grain: noise
-        if t_large / t_small >= LINEAR_RATIO:
-            t_large = min(t_large, _time(rule, large))
-            if t_large < FAST_PER_MIB:
-                continue
-        ratio = t_large / t_small
-        if ratio > worst[0]:
-            worst = (ratio, t_large, unit)
-    return worst
-
 
 @pytest.mark.serial
+@pytest.mark.process  # measures in worker processes, one per core (linear_timing.py)
 @pytest.mark.timeout(1800)
 def test_each_rule_runs_in_linear_time() -> None:
-    slow = {}
-    for rule in leaks.RULES:
-        ratio, secs, unit = worst_ratio(rule)
-        if ratio >= LINEAR_RATIO:
-            slow[rule.id] = (round(ratio), round(secs, 2), unit)
+    slow = {
+        rid: (round(ratio), round(secs, 2), unit)
+        for rid, (ratio, secs, unit) in linear_timing.worst_ratios().items()
+        if ratio >= linear_timing.LINEAR_RATIO
+    }
     assert slow == {}

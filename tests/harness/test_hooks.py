@@ -263,7 +263,10 @@ def test_c36_server_away_hooks_exit_0_in_time_and_deliver_once_later(
             lines = r.stderr.decode().strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("wiki-memory hook:"), r
         wait_idle(tmp_path)
-        time.sleep(3.2)  # past the back-off (shortened for the test)
+        # past the back-off (3 s for the test) the failures started, if they did: the
+        # next hook tries the network again
+        outbox = HOOKS.Outbox(str(outbox_dir(tmp_path)))
+        assert wait_until(lambda: HOOKS.in_backoff(outbox) is None, 10), HOOKS.in_backoff(outbox)
         queued = pending(tmp_path)
         assert len({e["event_id"] for e in queued}) == len(events)
         assert [(e["harness"], e["event"]) for e in queued] == [
