@@ -13,6 +13,8 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -92,6 +94,20 @@ def recall_paths(srv: ServerProcess, query: str) -> set[str]:
     return {i["path"] for i in r.json()["items"]}
 
 
+def start_together(servers: Iterable[ServerProcess]) -> None:
+    """Start the servers side by side (each start waits for its process to answer); when
+    one fails, every one is stopped and the failure raised."""
+    servers = list(servers)
+    try:
+        with ThreadPoolExecutor() as pool:
+            for f in [pool.submit(s.start) for s in servers]:
+                f.result()
+    except BaseException:
+        for s in servers:
+            s.stop()
+        raise
+
+
 def committed_clean(wiki: Path) -> bool:
     return git(wiki, "status", "--porcelain").strip() == ""
 
@@ -111,8 +127,8 @@ def test_two_servers_converge_three_rounds_and_keep_personal_pages_home(tmp_path
         (wiki / "projects" / "p" / f"private-{name}.md").write_text(
             f"---\nvisibility: personal\nuser: {owner}\n---\nPRIVATE-{owner}-fig\n"
         )
-        srv = ServerProcess(data).start()
-        servers[name] = srv
+        servers[name] = ServerProcess(data)
+    start_together(servers.values())
     a, b = servers["a"], servers["b"]
     try:
         for srv in (a, b):
@@ -618,7 +634,8 @@ def test_purge_then_sync_after_purge_through_the_cli_of_two_running_servers(tmp_
         data = tmp_path / name
         (data / "wiki" / "projects" / "p").mkdir(parents=True)
         (data / "wiki" / "projects" / "p" / "index.md").write_text("# p\n")
-        servers.append(ServerProcess(data).start())
+        servers.append(ServerProcess(data))
+    start_together(servers)
     a, b = servers
     try:
         for srv in servers:
