@@ -12,9 +12,9 @@ import stat
 import subprocess
 from pathlib import Path
 
-import httpx
 import pytest
-from serverproc import ServerProcess
+from appkit import AppServer, http
+from clikit import run_cli_here
 from support import files_of, refs_of, run_cli, wait_for
 from teamkit import make_token
 
@@ -38,7 +38,10 @@ def test_backup_restore_round_trip(tmp_path: Path) -> None:
     (data / "wiki" / "notes").mkdir(parents=True)
     (data / "wiki" / "notes" / "a.md").write_text("# A\n\nalpha page\n", encoding="utf-8")
     (data / "wiki" / "notes" / "b.md").write_bytes("# B\r\n\r\nbeta \u00e9t\u00e9\r\n".encode())
-    srv = ServerProcess(data)
+    # the servers: the app in this process (its stop runs the same shutdown as a
+    # server's); the backups in this process; the restores, which change the process's
+    # data directory, as processes
+    srv = AppServer(data)
     srv.start()
     try:
         member = make_token(data, "wes", "member", "proj")
@@ -65,11 +68,11 @@ def test_backup_restore_round_trip(tmp_path: Path) -> None:
         assert not any(b"narwhal" in t for t in before_files.values())  # still pending
 
         plain = tmp_path / "b.wmb"
-        out = run_cli(data, "backup", str(plain))
+        out = run_cli_here(data, "backup", str(plain))
         assert out.returncode == 0, out.stderr
         assert stat.S_IMODE(plain.stat().st_mode) == 0o600
         sealed = tmp_path / "b.wmb.enc"
-        out = run_cli(data, "backup", str(sealed), "--encrypt", env=PASS)
+        out = run_cli_here(data, "backup", str(sealed), "--encrypt", env=PASS)
         assert out.returncode == 0, out.stderr
         assert b"narwhal" not in sealed.read_bytes() and b"narwhal" in plain.read_bytes()
 
@@ -88,11 +91,13 @@ def test_backup_restore_round_trip(tmp_path: Path) -> None:
             assert files_of(target / "wiki") == before_files
             assert refs_of(target / "wiki") == before_refs
         target = tmp_path / "r1"
-        srv2 = ServerProcess(target)
+        srv2 = AppServer(target)
         srv2.start()
         try:
             assert srv2.token == srv.token  # the owner's token came back
-            r = httpx.get(srv2.url + "/v1/pages", headers={"Authorization": f"Bearer {member}"})
+            r = http(srv2).get(
+                srv2.url + "/v1/pages", headers={"Authorization": f"Bearer {member}"}
+            )
             assert r.status_code == 200, r.text
             # the pending observation is there, and compiled once its session ends
             assert srv2.post("/v1/observations", event("Stop")).status_code == 202

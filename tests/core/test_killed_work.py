@@ -18,11 +18,12 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
+from appkit import AppServer, http
+from clikit import run_cli_here
 from dulwich import porcelain
 from serverproc import ServerProcess
-from support import git_objects, run_cli
+from support import git_objects
 
 from wiki_memory.auth import TokenStore
 from wiki_memory.config import load_settings
@@ -110,7 +111,7 @@ def test_a_backup_killed_at_any_step_leaves_the_previous_file_and_no_temporary_f
     out_dir.mkdir()
     plain, sealed = out_dir / "b.wmb", out_dir / "b.wmb.enc"
     for target, env in ((plain, {}), (sealed, PASS)):
-        done = run_cli(data, "backup", str(target), env=env)
+        done = run_cli_here(data, "backup", str(target), env=env)
         assert done.returncode == 0, done.stderr
     before = {plain: plain.read_bytes(), sealed: sealed.read_bytes()}
     (data / "wiki" / "notes" / "new.md").write_text("# New\n\nafter the first backup\n")
@@ -160,7 +161,7 @@ def test_a_backup_killed_at_any_step_leaves_the_previous_file_and_no_temporary_f
         kill_at(["backup", str(plain)], data, {"WIKI_MEMORY_BACKUP_PAUSE_AT": "members"},
                 "backup", "members")  # fmt: skip
         assert set(theirs) < set(partials(out_dir)) and len(partials(out_dir)) == 4
-        done = run_cli(data, "backup", str(plain))
+        done = run_cli_here(data, "backup", str(plain))
         assert done.returncode == 0, done.stderr
         assert "removed 2 temporary file(s) a stopped backup left" in done.stderr
         assert partials(out_dir) == theirs
@@ -169,7 +170,7 @@ def test_a_backup_killed_at_any_step_leaves_the_previous_file_and_no_temporary_f
         running.wait(timeout=30)
         running.stderr.close()  # type: ignore[union-attr]
     verify(plain)
-    done = run_cli(data, "backup", str(sealed), "--encrypt", env=PASS)
+    done = run_cli_here(data, "backup", str(sealed), "--encrypt", env=PASS)
     assert done.returncode == 0, done.stderr
     assert partials(out_dir) == []
     assert sorted(p.name for p in out_dir.iterdir()) == ["b.wmb", "b.wmb.enc"]
@@ -195,7 +196,10 @@ def test_a_purge_killed_mid_way_is_finished_at_the_next_start(tmp_path: Path, st
         assert secret in git_objects(wiki)  # untouched so far: history not rewritten
     else:
         assert secret not in git_objects(wiki)  # rewritten whole
-    srv = ServerProcess(data)
+    # the next start: a server process after the first kill point, the app in this
+    # process (the same Memory start) after the others
+    server = ServerProcess if step == "started" else AppServer
+    srv = server(data)
     srv.start()
     try:
         # the start finished it: nothing of the page in history, the tree or the index
@@ -216,14 +220,14 @@ def test_a_purge_killed_mid_way_is_finished_at_the_next_start(tmp_path: Path, st
         assert ops[1]["removed"]["page_versions"] == ops[1]["versions"]
         assert not (data / "purge-pending.json").exists()
         # a second purge of that page answers with what was done, not "no such page"
-        r = httpx.post(srv.url + "/v1/admin/purge", json={"path": PAGE},
-                       headers=srv.headers, timeout=120)  # fmt: skip
+        r = http(srv).post(srv.url + "/v1/admin/purge", json={"path": PAGE},
+                           headers=srv.headers, timeout=120)  # fmt: skip
         assert r.status_code == 200, r.text
         assert r.json()["finished_at_start"] is True
     finally:
         srv.stop()
     # and the start after that has nothing more to do
-    srv = ServerProcess(data)
+    srv = server(data)
     srv.start()
     srv.stop()
     ops = [a for a in audit(data) if str(a["op"]).startswith("purge")]

@@ -13,6 +13,8 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -92,6 +94,20 @@ def recall_paths(srv: ServerProcess, query: str) -> set[str]:
     return {i["path"] for i in r.json()["items"]}
 
 
+def start_together(servers: Iterable[ServerProcess]) -> None:
+    """Start the servers side by side (each start waits for its process to answer); when
+    one fails, every one is stopped and the failure raised."""
+    servers = list(servers)
+    try:
+        with ThreadPoolExecutor() as pool:
+            for f in [pool.submit(s.start) for s in servers]:
+                f.result()
+    except BaseException:
+        for s in servers:
+            s.stop()
+        raise
+
+
 def committed_clean(wiki: Path) -> bool:
     return git(wiki, "status", "--porcelain").strip() == ""
 
@@ -111,19 +127,19 @@ def test_two_servers_converge_three_rounds_and_keep_personal_pages_home(tmp_path
         (wiki / "projects" / "p" / f"private-{name}.md").write_text(
             f"---\nvisibility: personal\nuser: {owner}\n---\nPRIVATE-{owner}-fig\n"
         )
-        srv = ServerProcess(data).start()
-        servers[name] = srv
+        servers[name] = ServerProcess(data)
+    start_together(servers.values())
     a, b = servers["a"], servers["b"]
     try:
         for srv in (a, b):
-            r = run_cli(srv.data_dir, "remote", "add", "origin", str(hub))
+            r = run_cli_here(srv.data_dir, "remote", "add", "origin", str(hub))
             assert r.returncode == 0, r.stderr
         shared = a.data_dir / "wiki" / "projects" / "p" / "notes" / "shared.md"
         shared.parent.mkdir(parents=True, exist_ok=True)
         shared.write_text("# shared\nfirst line\n")
         wait_for(lambda: committed_clean(a.data_dir / "wiki"))
         for srv in (a, b):
-            r = run_cli(srv.data_dir, "sync")
+            r = run_cli_here(srv.data_dir, "sync")
             assert r.returncode == 0, r.stdout + r.stderr
         wait_for(lambda: (b.data_dir / "wiki" / "projects/p/notes/shared.md").is_file())
 
@@ -155,7 +171,7 @@ def test_two_servers_converge_three_rounds_and_keep_personal_pages_home(tmp_path
             )
             during.start()
             for srv in (a, b, a):
-                r = run_cli(srv.data_dir, "sync")
+                r = run_cli_here(srv.data_dir, "sync")
                 assert r.returncode == 0, r.stdout + r.stderr
             during.join()
         # once everything is committed, one more round brings the last pages across
@@ -163,7 +179,7 @@ def test_two_servers_converge_three_rounds_and_keep_personal_pages_home(tmp_path
             wiki = srv.data_dir / "wiki"
             wait_for(lambda wiki=wiki: committed_clean(wiki), timeout=60)
         for srv in (a, b, a):
-            r = run_cli(srv.data_dir, "sync")
+            r = run_cli_here(srv.data_dir, "sync")
             assert r.returncode == 0, r.stdout + r.stderr
         for srv in (a, b):
             wiki = srv.data_dir / "wiki"
@@ -181,7 +197,7 @@ def test_two_servers_converge_three_rounds_and_keep_personal_pages_home(tmp_path
         merged = (wa / "projects/p/notes/shared.md").read_text()
         assert "edita3" in merged and "editb3" in merged  # later appends merged, no copy
         for srv in (a, b):
-            doc = run_cli(srv.data_dir, "doctor")
+            doc = run_cli_here(srv.data_dir, "doctor")
             # one line naming whose version is where, and the fix that resolves it
             assert f"version is in {copies[0]}" in doc.stdout, doc.stdout
             assert "fix: wiki-memory sync-conflicts" in doc.stdout
@@ -468,11 +484,11 @@ def test_unreachable_remote_never_blocks_capture_or_recall(tmp_path):
     (data / "wiki" / "projects" / "p" / "index.md").write_text("# p\n")
     srv = ServerProcess(data).start()
     try:
-        assert run_cli(data, "remote", "add", "origin", str(hub)).returncode == 0
-        ok = run_cli(data, "sync")
+        assert run_cli_here(data, "remote", "add", "origin", str(hub)).returncode == 0
+        ok = run_cli_here(data, "sync")
         assert ok.returncode == 0, ok.stderr
         hub.rename(tmp_path / "gone.git")  # the hub is away
-        fail = run_cli(data, "sync")
+        fail = run_cli_here(data, "sync")
         assert fail.returncode == 7, fail.stdout + fail.stderr
         t0 = time.monotonic()
         capture(srv, "away-1", "offlinecapture while the hub is away")
@@ -481,7 +497,7 @@ def test_unreachable_remote_never_blocks_capture_or_recall(tmp_path):
         status = json.loads((data / "wiki" / ".git" / "wiki-memory-sync.json").read_text())
         entry = status["remotes"]["origin"]
         assert entry["last_success"] and entry["last_error"]
-        doc = run_cli(data, "doctor")
+        doc = run_cli_here(data, "doctor")
         assert f"last success {entry['last_success']}" in doc.stdout, doc.stdout
         assert "sync failing" in doc.stdout
         brief = srv.post("/v1/brief", {"project": "p"})
@@ -618,29 +634,30 @@ def test_purge_then_sync_after_purge_through_the_cli_of_two_running_servers(tmp_
         data = tmp_path / name
         (data / "wiki" / "projects" / "p").mkdir(parents=True)
         (data / "wiki" / "projects" / "p" / "index.md").write_text("# p\n")
-        servers.append(ServerProcess(data).start())
+        servers.append(ServerProcess(data))
+    start_together(servers)
     a, b = servers
     try:
         for srv in servers:
-            assert run_cli(srv.data_dir, "remote", "add", "origin", str(hub)).returncode == 0
+            assert run_cli_here(srv.data_dir, "remote", "add", "origin", str(hub)).returncode == 0
         page = a.data_dir / "wiki" / "projects" / "p" / "notes" / "vendor.md"
         page.parent.mkdir(parents=True, exist_ok=True)
         page.write_text(f"# vendor\n{SECRET}\n")
         wait_for(lambda: committed_clean(a.data_dir / "wiki"))
         for srv in (a, b, a):
-            r = run_cli(srv.data_dir, "sync")
+            r = run_cli_here(srv.data_dir, "sync")
             assert r.returncode == 0, r.stdout + r.stderr
         wait_for(lambda: (b.data_dir / "wiki" / "projects/p/notes/vendor.md").is_file())
-        r = run_cli(a.data_dir, "purge", "projects/p/notes/vendor.md", "--yes", timeout=300)
+        r = run_cli_here(a.data_dir, "purge", "projects/p/notes/vendor.md", "--yes")
         assert r.returncode == 0, r.stderr
         assert "sync --after-purge origin" in r.stdout
-        refused = run_cli(a.data_dir, "sync")
+        refused = run_cli_here(a.data_dir, "sync")
         assert refused.returncode == 3 and "after-purge" in refused.stderr
         assert run_cli(a.data_dir, "sync", "--after-purge").returncode == 2  # needs --yes
-        forced = run_cli(a.data_dir, "sync", "--after-purge", "--yes", timeout=300)
+        forced = run_cli_here(a.data_dir, "sync", "--after-purge", "--yes")
         assert forced.returncode == 0, forced.stdout + forced.stderr
         assert "origin: forced after purge; old objects on the remote: pruned" in forced.stdout
-        followed = run_cli(b.data_dir, "sync", timeout=300)
+        followed = run_cli_here(b.data_dir, "sync")
         assert followed.returncode == 0, followed.stdout + followed.stderr
         assert "origin: followed rewrite" in followed.stdout
         wait_for(lambda: not (b.data_dir / "wiki" / "projects/p/notes/vendor.md").exists())
@@ -651,7 +668,7 @@ def test_purge_then_sync_after_purge_through_the_cli_of_two_running_servers(tmp_
             fsck_clean(repo)
         # B's recall no longer finds it; a plain sync on A works again
         assert not recall_paths(b, "PURGE-7Z1K")
-        assert run_cli(a.data_dir, "sync").returncode == 0
+        assert run_cli_here(a.data_dir, "sync").returncode == 0
     finally:
         for srv in servers:
             srv.stop()

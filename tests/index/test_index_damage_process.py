@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-import httpx
 import pytest
+from appkit import AppServer, http
+from clikit import run_cli_here as run_cli
 from serverproc import ServerProcess
-from support import run_cli, wait_for
+from support import wait_for
 
 from wiki_memory.core.indexcheck import PAUSE_ENV
 from wiki_memory.core.pausepoint import RESUME_ENV
@@ -39,8 +40,8 @@ def write_wiki(wiki: Path) -> None:
         p.write_text(f"# Note {i}\n\n{words}\n", encoding="utf-8")
 
 
-def recall(srv: ServerProcess, q: str) -> dict[str, Any]:
-    r = httpx.post(
+def recall(srv: AppServer | ServerProcess, q: str) -> dict[str, Any]:
+    r = http(srv).post(
         srv.url + "/v1/recall",
         json={"query": q, "budget_tokens": 3000},
         headers=srv.headers,
@@ -51,7 +52,7 @@ def recall(srv: ServerProcess, q: str) -> dict[str, Any]:
     return body
 
 
-def complete_answers(srv: ServerProcess) -> dict[str, tuple[int, list[str]]]:
+def complete_answers(srv: AppServer | ServerProcess) -> dict[str, tuple[int, list[str]]]:
     wait_for(lambda: recall(srv, PROBES[0])["complete"], timeout=300, what="rebuilt")
     out = {}
     for q in PROBES:
@@ -79,7 +80,9 @@ def test_a_damaged_index_under_a_real_server_answers_incomplete_survives_kill_an
 ) -> None:
     data = tmp_path / "data"
     write_wiki(data / "wiki")
-    srv = ServerProcess(data).start()
+    # the answers before and after: the app in this process; the damaged starts, the
+    # kill -9 and the start after it: server processes
+    srv = AppServer(data).start()
     try:
         before = complete_answers(srv)
         assert all(total > 0 for total, _ in before.values())
@@ -127,9 +130,9 @@ def test_a_damaged_index_under_a_real_server_answers_incomplete_survives_kill_an
     finally:
         srv.stop()
 
-    reindex = run_cli(data, "reindex", "--quiet", timeout=300)
+    reindex = run_cli(data, "reindex", "--quiet")
     assert reindex.returncode == 0, reindex.stderr
-    srv = ServerProcess(data).start()
+    srv = AppServer(data).start()
     try:
         fresh = complete_answers(srv)
     finally:
@@ -189,15 +192,15 @@ def test_the_cli_says_incomplete_while_the_index_is_rebuilt(
     try:
         wait_for(lambda: server.started, timeout=60, what="the server listens")
         url = f"http://127.0.0.1:{port}"
-        r = run_cli(data, "recall", "quokkadata", "--url", url, timeout=120)
+        r = run_cli(data, "recall", "quokkadata", "--url", url)
         assert r.returncode == 0, r.stderr
         assert r.stdout.startswith(INCOMPLETE + "\n"), r.stdout
         assert "n00.md" in r.stdout or "Note" in r.stdout
-        j = run_cli(data, "recall", "quokkadata", "--url", url, "--json", timeout=120)
+        j = run_cli(data, "recall", "quokkadata", "--url", url, "--json")
         assert json_of(j.stdout)["complete"] is False
         gate.set()
         wait_for(lambda: memory.index.damaged is None, timeout=120, what="rebuilt")
-        r = run_cli(data, "recall", "quokkadata", "--url", url, timeout=120)
+        r = run_cli(data, "recall", "quokkadata", "--url", url)
         assert r.returncode == 0 and INCOMPLETE not in r.stdout, r.stdout
     finally:
         gate.set()

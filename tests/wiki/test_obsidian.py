@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -263,13 +262,7 @@ def test_vault_served_in_place_and_indexed_whole(tmp_path, name):
             r = srv.post("/v1/recall", {"query": title, "budget_tokens": 4000})
             assert path in {i["path"] for i in r.json()["items"]}
         # doctor: healthy, and reports the two broken links as unresolved, nothing else
-        r = subprocess.run(
-            [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data), "doctor"]
-            + ["--wiki", str(vault), "--json"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        r = run_cli(data, "doctor", "--wiki", str(vault), "--json")
         assert r.returncode == 0, r.stdout + r.stderr
         rep = json.loads(r.stdout)
         assert rep["ok"] and rep["lock"]["server_running"]

@@ -16,6 +16,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 import support
+from clikit import run_cli_here
 from dulwich.repo import Repo
 from serverproc import ServerProcess
 from support import committed, quiet, wait_for
@@ -43,7 +44,8 @@ def odd_files(wiki: Path, tag: str = "") -> None:
 
 
 def run_cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return support.run_cli(data, *args, timeout=120)
+    """``wiki-memory`` in this process (doctor changes nothing of the process)."""
+    return run_cli_here(data, *args)
 
 
 def make_memory(tmp_path: Path, files: dict[str, str] | None = None) -> Memory:
@@ -127,6 +129,7 @@ def test_odd_names_at_start_and_after_a_restart(tmp_path: Path) -> None:
     (wiki / "notes").mkdir(parents=True)
     (wiki / "notes" / "plain.md").write_text("# plain\n")
     odd_files(wiki)  # before the repository exists: the first commit holds them all
+    # a server process (Starlette's TestClient decodes a path's %25 twice)
     with ServerProcess(data) as srv:
         _check_server(srv, wiki)
         got = committed(wiki)
