@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wiki_memory.capture.observation import parse_ts
+from wiki_memory.core.pagehost import PageDoor
 from wiki_memory.errors import BadRequest, Forbidden, StateConflict
 from wiki_memory.identity import Identity
 from wiki_memory.wiki import compiler
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from wiki_memory.config import Settings
     from wiki_memory.core.scope import ScopeRule
     from wiki_memory.core.userecord import UseRecord
-    from wiki_memory.core.writer import Writer, WriteResult
+    from wiki_memory.core.writer import Writer
     from wiki_memory.index.store import Index
 
 
@@ -439,10 +439,11 @@ def expiry_of(
 # --------------------------------------------------------------------------- the memory
 
 
-class HandoffMemory(Protocol):
+class HandoffMemory(PageDoor, Protocol):
     """What the handoff service uses of :class:`wiki_memory.core.memory.Memory`: its
     settings and owner, the wiki folder, the scope rule, the index, the spool (to find a
-    session's page), the writer thread, ``update_page`` (the one door for writes), and
+    session's page), the writer thread, ``update_page`` (the one door for writes,
+    :class:`~wiki_memory.core.pagehost.PageDoor`), and
     ``page_links`` and the use record ``use`` (pages a new handoff cites)."""
 
     settings: Settings
@@ -455,18 +456,6 @@ class HandoffMemory(Protocol):
     use: UseRecord
 
     def page_links(self, path: str, user: Any = None) -> dict[str, Any]: ...
-
-    def update_page(
-        self,
-        path: str,
-        fn: Callable[[bytes | None], bytes | None],
-        *,
-        user: str,
-        message: str,
-        commit_now: bool = False,
-        who: Any = None,
-        op: str = "page.write",
-    ) -> WriteResult: ...
 
     def audited(self, who: Any, op: str, target: str, result: str = "ok", **extra: Any) -> None:
         """One line of the audit log (:meth:`wiki_memory.core.memory.Memory.audited`)."""
