@@ -27,11 +27,11 @@ NAMES_AS_DATA = {
     # the commit's author of a write (the caller is the separate ``who``)
     "core/memory.py:update_page",
     "core/memory.py:write_page",
-    "core/remember.py:write_page",
+    "core/pagehost.py:update_page",
+    "core/pagehost.py:write_page",
     "core/pagewrite.py:update_pages",
     "core/knowledge.py:write_superseding",
     "core/forget.py:forget_bytes",
-    "core/handoffs/model.py:update_page",
     "core/handoffs/auto.py:_supersede_inline",
     "core/agentimport.py:_page",
     # a name stored in or looked up by a record: the use record, the edit log, the

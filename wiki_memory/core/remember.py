@@ -21,11 +21,12 @@ import time
 import unicodedata
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from wiki_memory.capture.observation import iso
 from wiki_memory.capture.sanitize import redact_text
 from wiki_memory.core import knowledge
+from wiki_memory.core.pagehost import PageDoor
 from wiki_memory.core.pages import project_folder
 from wiki_memory.errors import BadRequest, Conflict
 from wiki_memory.identity import Identity
@@ -33,9 +34,6 @@ from wiki_memory.plainfile import page_hash
 from wiki_memory.wiki.frontmatter import dump_page, page_head
 from wiki_memory.wiki.names import unique_page_path
 from wiki_memory.wiki.page import parse_page
-
-if TYPE_CHECKING:
-    from wiki_memory.core.writer import WriteResult
 
 __all__ = ["NoteWriter", "Remembered", "remember", "portable_name", "MAX_TEXT_CHARS"]
 
@@ -61,7 +59,7 @@ class WriteCheck(Protocol):
     def write_check(self, who: Identity | None, path: str, op: str = ...) -> tuple[str, Path]: ...
 
 
-class NoteWriter(Protocol):
+class NoteWriter(PageDoor, Protocol):
     """What :func:`remember` needs of the memory (``wiki_memory.core.memory.Memory``)."""
 
     @property
@@ -69,17 +67,6 @@ class NoteWriter(Protocol):
 
     @property
     def scope(self) -> WriteCheck: ...
-
-    def write_page(
-        self,
-        path: str,
-        data: bytes,
-        *,
-        user: str,
-        message: str,
-        create_only: bool = ...,
-        who: Identity | None = ...,
-    ) -> WriteResult: ...
 
 
 class Remembered(TypedDict):

@@ -172,22 +172,20 @@ def prepare(
     project = as_text(meta.get("project")) or _project_from_path(path)
     kind = as_text(meta.get("type")) or "page"
     diagnostics = [_diagnostic(d) for d in parsed.diagnostics]
-    page_row = (
+    page_row = _page_row(
         path,
-        as_text(meta.get("id")) or name_key(path),  # kept by a case-only rename
-        title,
-        kind,
-        project,
-        _json(tags),
-        _json(aliases),
-        as_text(meta.get("updated")),
-        as_text(meta.get("created")),
-        digest or page_hash(raw),
-        len(raw),
+        raw,
         mtime,
-        _json(meta),
-        _json(diagnostics),
-        personal_owner(path, meta) or page_owner(path, raw),
+        digest,
+        meta,
+        page_id=as_text(meta.get("id")) or name_key(path),  # kept by a case-only rename
+        title=title,
+        kind=kind,
+        project=project,
+        tags=tags,
+        aliases=aliases,
+        stored=meta,
+        diagnostics=diagnostics,
     )
     fts_page = (index_text(title), index_text("\n".join(aliases)), index_text(" ".join(tags)))
     page_lang = language(meta.get("lang"))
@@ -217,6 +215,47 @@ def prepare(
     return (path, page_row, project, kind, fts_page, sections, links, names)
 
 
+def _page_row(
+    path: str,
+    raw: bytes,
+    mtime: float | None,
+    digest: str | None,
+    meta: Mapping[str, Any],
+    *,
+    page_id: str,
+    title: str,
+    kind: str,
+    project: str | None,
+    stored: Mapping[str, Any],
+    tags: list[str] | None = None,
+    aliases: list[str] | None = None,
+    diagnostics: list[dict[str, Any]] | None = None,
+) -> tuple[Any, ...]:
+    """One row of the ``pages`` table, its columns in the table's order
+    (:mod:`wiki_memory.index.schema`): ``page_id``, ``title``, ``kind``, ``project`` as
+    given; ``updated`` and ``created`` come from ``meta`` (the frontmatter), the hash (``digest``,
+    else computed), size and owner from ``path`` and ``raw``; ``stored`` is the frontmatter
+    the row keeps; ``tags``, ``aliases`` and ``diagnostics`` are stored as JSON lists
+    (empty when None)."""
+    return (
+        path,
+        page_id,
+        title,
+        kind,
+        project,
+        _json(tags or []),
+        _json(aliases or []),
+        as_text(meta.get("updated")),
+        as_text(meta.get("created")),
+        digest or page_hash(raw),
+        len(raw),
+        mtime,
+        _json(stored),
+        _json(diagnostics or []),
+        personal_owner(path, meta) or page_owner(path, raw),
+    )
+
+
 #: frontmatter a forgotten page keeps in the index: who may see it and its state
 _FORGOTTEN_KEEPS = (
     "state",
@@ -240,22 +279,17 @@ def _prepare_forgotten(
     kept = {k: meta[k] for k in _FORGOTTEN_KEEPS if k in meta}
     kind = as_text(meta.get("type")) or "page"
     project = as_text(meta.get("project")) or _project_from_path(path)
-    page_row = (
+    page_row = _page_row(
         path,
-        as_text(meta.get("id")) or path,
-        stem,
-        kind,
-        project,
-        _json([]),
-        _json([]),
-        as_text(meta.get("updated")),
-        as_text(meta.get("created")),
-        digest or page_hash(raw),
-        len(raw),
+        raw,
         mtime,
-        _json(kept),
-        _json([]),
-        personal_owner(path, meta) or page_owner(path, raw),
+        digest,
+        meta,
+        page_id=as_text(meta.get("id")) or path,
+        title=stem,
+        kind=kind,
+        project=project,
+        stored=kept,
     )
     names = wl.page_name_keys(path, "", [])
     return (path, page_row, project, kind, ("", "", ""), [], [], names)

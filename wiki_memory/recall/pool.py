@@ -10,7 +10,7 @@ before ranking) and writes its ranks here: section-level ranks on the candidates
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ class Sources:
     strength: StrengthOf | None = None
 
 
+@dataclass(eq=False, repr=False)
 class Pool:
     """The candidates of one ranking and what the signals found about them.
 
@@ -59,54 +60,46 @@ class Pool:
     ``f`` the filters, whose ``scope`` every SQL signal joins; ``limit`` the items asked
     for; ``cols`` the bm25 weights of the ``stems`` and ``dates`` columns."""
 
-    def __init__(
-        self,
-        sources: Sources,
-        index: Index,
-        q: Query,
-        q_plain: Query,
-        f: Filters,
-        limit: int,
-        cols: dict[str, float],
-        *,
-        live: bool,
-        as_of_sha: str | None = None,
-    ) -> None:
-        self.sources = sources
-        self.index = index
-        self.q = q
-        self.q_plain = q_plain
-        self.f = f
-        self.scope = f  # the SQL scope (its as_of picked the index, not rows)
-        self.limit = limit
-        self.cols = cols
-        self.live = live
-        self.as_of_sha = as_of_sha
-        #: the plain path: every query over all matches with the scope joined in SQL
-        self.plain = False
-        self.cands: dict[tuple[str, str], Cand] = {}
-        #: page-level signals: name -> {path: rank}
-        self.page_ranks: dict[str, dict[str, int]] = {}
-        #: pages the query names -> how (``title`` or ``alias``)
-        self.entity_how: dict[str, str] = {}
-        #: page rows read (title, aliases, tags, end), by path
-        self.rows: dict[str, dict[str, Any]] = {}
-        #: running sessions (``spool:<key>``): rank by their best observations, newest ts
-        self.spool_rank: dict[str, int] = {}
-        self.spool_ts: dict[str, str] = {}
-        #: path -> recency factor in (0, 1]; paths named ``recent`` in ``why``
-        self.recency: dict[str, float] = {}
-        self.recent_why: set[str] = set()
-        #: path -> strength factor in (0, 1) (signal_strength); paths named ``strength``
-        self.strength: dict[str, float] = {}
-        self.strength_why: set[str] = set()
-        #: the best ``fields`` hit of each page, best page first
-        self.best_field: dict[str, Hit] = {}
-        #: which pages replaced which (wiki_memory.index.supersede), read from this index
-        #: (an ``as_of`` index gives the supersessions committed then)
-        self.chains = supersede.Chains()
-        #: successors brought in for a superseded candidate whose successor was not one
-        self.successors: set[tuple[str, str]] = set()
+    sources: Sources
+    index: Index
+    q: Query
+    q_plain: Query
+    f: Filters
+    limit: int
+    cols: dict[str, float]
+    _: KW_ONLY
+    live: bool
+    as_of_sha: str | None = None
+    #: the SQL scope every signal joins: ``f`` (its as_of picked the index, not rows)
+    scope: Filters = field(init=False)
+    #: the plain path: every query over all matches with the scope joined in SQL
+    plain: bool = field(default=False, init=False)
+    cands: dict[tuple[str, str], Cand] = field(default_factory=dict, init=False)
+    #: page-level signals: name -> {path: rank}
+    page_ranks: dict[str, dict[str, int]] = field(default_factory=dict, init=False)
+    #: pages the query names -> how (``title`` or ``alias``)
+    entity_how: dict[str, str] = field(default_factory=dict, init=False)
+    #: page rows read (title, aliases, tags, end), by path
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)
+    #: running sessions (``spool:<key>``): rank by their best observations, newest ts
+    spool_rank: dict[str, int] = field(default_factory=dict, init=False)
+    spool_ts: dict[str, str] = field(default_factory=dict, init=False)
+    #: path -> recency factor in (0, 1]; paths named ``recent`` in ``why``
+    recency: dict[str, float] = field(default_factory=dict, init=False)
+    recent_why: set[str] = field(default_factory=set, init=False)
+    #: path -> strength factor in (0, 1) (signal_strength); paths named ``strength``
+    strength: dict[str, float] = field(default_factory=dict, init=False)
+    strength_why: set[str] = field(default_factory=set, init=False)
+    #: the best ``fields`` hit of each page, best page first
+    best_field: dict[str, Hit] = field(default_factory=dict, init=False)
+    #: which pages replaced which (wiki_memory.index.supersede), read from this index
+    #: (an ``as_of`` index gives the supersessions committed then)
+    chains: supersede.Chains = field(default_factory=supersede.Chains, init=False)
+    #: successors brought in for a superseded candidate whose successor was not one
+    successors: set[tuple[str, str]] = field(default_factory=set, init=False)
+
+    def __post_init__(self) -> None:
+        self.scope = self.f
 
     def cand(self, h: Hit) -> Cand:
         """The candidate of section ``h`` (added when new)."""

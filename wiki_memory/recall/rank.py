@@ -48,22 +48,7 @@ from wiki_memory.identity import Identity
 from wiki_memory.index import signals, vocab
 from wiki_memory.index import tail as tail_rows
 from wiki_memory.index.store import Index
-from wiki_memory.recall import (
-    asof,
-    fusion,
-    items,
-    signal_allwords,
-    signal_dense,
-    signal_entity,
-    signal_fields,
-    signal_link,
-    signal_page,
-    signal_recent,
-    signal_spool,
-    signal_strength,
-    signal_text,
-    signal_when,
-)
+from wiki_memory.recall import asof, fusion, items, weights
 from wiki_memory.recall.candidate import Cand
 from wiki_memory.recall.dedup import DEDUP_SCAN, TEXT_CACHE, clear_caches, near_duplicate
 from wiki_memory.recall.filters import Filters, parse_time
@@ -291,25 +276,16 @@ class Ranker:
             self.cols,
             plain=self.plain,
         )
-        signal_text.collect(pool, body, w.context)
-        signal_allwords.collect(pool, max(OTHER_LIMIT, self.fetch))
-        signal_fields.collect(pool, fields)
-        depth, ratio = int(w.page_depth), w.page_ratio
-        signal_page.collect(pool, depth, ratio)
-        signal_entity.collect(pool)
-        if pool.live:
-            signal_spool.collect(pool, max(OTHER_LIMIT, self.limit), depth, ratio)
-        # pages found only by page-level signals get a section: their best fields hit,
-        # else their first section with text
-        pool.represent(list(pool.page_ranks[signal_entity.NAME]))
-        signal_link.collect(pool, self._strongest)
-        pool.represent(list(pool.page_ranks[signal_link.NAME]))
-        if w.dense > 0 and self.index.vectors_on:
-            signal_dense.collect(pool, self._strongest)
-        signal_recent.collect(pool)
-        if w.strength > 0:
-            signal_strength.collect(pool)
-        signal_when.collect(pool, self.wins)
+        weights.collect(
+            pool,
+            w,
+            body,
+            fields,
+            max(OTHER_LIMIT, self.fetch),
+            max(OTHER_LIMIT, self.limit),
+            self._strongest,
+            self.wins,
+        )
         return fusion.order(pool, self.fusion, self.limit, int(w.cap), self.every)
 
     def _strongest(self, n: int) -> list[str]:

@@ -1,13 +1,16 @@
-"""The weights of recall's ranking, typed: each signal's weight in the fusion (stated by
-its ``signal_*`` module), and the other numbers a benchmark may tune (docs/ranking.md
-explains how they were chosen)."""
+"""The signal set of recall's ranking, named once, and its weights, typed: the
+``signal_*`` modules (:data:`SIGNALS`), each one's weight in the fusion (stated by its
+module), the other numbers a benchmark may tune (docs/ranking.md explains how they were
+chosen), and :func:`collect`, which runs every signal over one pool in the order their
+inputs need."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 
 from wiki_memory.index.schema import BM25_WEIGHTS
+from wiki_memory.index.signals import Hit
 from wiki_memory.recall import (
     signal_allwords,
     signal_dense,
@@ -22,6 +25,8 @@ from wiki_memory.recall import (
     signal_when,
 )
 from wiki_memory.recall.fusion import PAGE_CAP
+from wiki_memory.recall.pool import Pool
+from wiki_memory.recall.when import Window
 
 TOPIC_SHARE = 0.5
 """A topic page's candidates' fused score is multiplied by this (docs/ranking.md, "Topic
@@ -111,3 +116,43 @@ TUNABLE: tuple[str, ...] = (
 )
 """Names a benchmark may set through ``candidates(tuning=...)``: the fusion weights and
 the other fields of :class:`Weights`."""
+
+
+def collect(
+    pool: Pool,
+    w: Weights,
+    text: list[Hit],
+    field_hits: list[Hit],
+    words: int,
+    spool_rows: int,
+    strongest: Callable[[int], list[str]],
+    wins: list[Window],
+) -> None:
+    """Run every signal of :data:`SIGNALS` over ``pool`` with the weights ``w``: ``text``
+    and ``field_hits`` are the two lists of
+    :func:`wiki_memory.index.signals.search_sections_both`; ``words`` the sections the
+    ``all-words`` signal ranks, ``spool_rows`` the observations of running sessions (read
+    only from a live index); ``strongest(n)`` the strongest pages so far (for ``link``
+    and ``dense``); ``wins`` the time windows the query names. A page found only by a
+    page-level signal gets a section (:meth:`Pool.represent`) before the signals that
+    rank sections of candidate pages. ``dense`` runs only with weight and vectors,
+    ``strength`` only with weight. Raises what the index's reads raise."""
+    signal_text.collect(pool, text, w.context)
+    signal_allwords.collect(pool, words)
+    signal_fields.collect(pool, field_hits)
+    depth, ratio = int(w.page_depth), w.page_ratio
+    signal_page.collect(pool, depth, ratio)
+    signal_entity.collect(pool)
+    if pool.live:
+        signal_spool.collect(pool, spool_rows, depth, ratio)
+    # pages found only by page-level signals get a section: their best fields hit,
+    # else their first section with text
+    pool.represent(list(pool.page_ranks[signal_entity.NAME]))
+    signal_link.collect(pool, strongest)
+    pool.represent(list(pool.page_ranks[signal_link.NAME]))
+    if w.dense > 0 and pool.index.vectors_on:
+        signal_dense.collect(pool, strongest)
+    signal_recent.collect(pool)
+    if w.strength > 0:
+        signal_strength.collect(pool)
+    signal_when.collect(pool, wins)

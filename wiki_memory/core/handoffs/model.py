@@ -13,14 +13,14 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wiki_memory.capture.observation import parse_ts
+from wiki_memory.core.pagehost import PageDoor
 from wiki_memory.errors import BadRequest, Forbidden, StateConflict
-from wiki_memory.identity import Identity
+from wiki_memory.identity import Identity, project_of
 from wiki_memory.wiki import compiler
 from wiki_memory.wiki.compiler import escape_controls
 from wiki_memory.wiki.frontmatter import HEAD_KEYS, dump_page
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from wiki_memory.config import Settings
     from wiki_memory.core.scope import ScopeRule
     from wiki_memory.core.userecord import UseRecord
-    from wiki_memory.core.writer import Writer, WriteResult
+    from wiki_memory.core.writer import Writer
     from wiki_memory.index.store import Index
 
 
@@ -254,18 +254,22 @@ class Handoff:
     sections: dict[str, str] = field(default_factory=dict)
     title: str = ""
 
+    def text(self, key: str, default: str = "") -> str:
+        """The frontmatter value of ``key`` as text; ``default`` when it is missing or
+        empty."""
+        return str(self.meta.get(key) or default)
+
     @property
     def stored_status(self) -> str:
-        return str(self.meta.get("status") or "open")
+        return self.text("status", "open")
 
     @property
     def project(self) -> str | None:
-        p = self.meta.get("project")
-        return str(p) if p else _project_of_path(self.path)
+        return self.text("project") or project_of(self.path)
 
     @property
     def owner(self) -> str:
-        return str(self.meta.get("user") or "")
+        return self.text("user")
 
     @property
     def expires(self) -> float | None:
@@ -275,8 +279,7 @@ class Handoff:
     @property
     def personal(self) -> bool:
         return (
-            str(self.meta.get("visibility") or "project") == "personal"
-            or _people_user(self.path) is not None
+            self.text("visibility", "project") == "personal" or _people_user(self.path) is not None
         )
 
     def holder(self) -> Claimant | None:
@@ -285,8 +288,8 @@ class Handoff:
             return None
         return Claimant(
             str(by),
-            str(self.meta.get("claimed_harness") or ""),
-            str(self.meta.get("claimed_session") or ""),
+            self.text("claimed_harness"),
+            self.text("claimed_session"),
         )
 
 
@@ -297,11 +300,6 @@ def claim_fields(who: Claimant | None, at: str | None = None) -> dict[str, Any]:
     if who is None:
         return dict.fromkeys(CLAIM_KEYS)
     return dict(zip(CLAIM_KEYS, (who.user, who.harness, who.session, at), strict=True))
-
-
-def _project_of_path(path: str) -> str | None:
-    parts = path.split("/")
-    return parts[1] if len(parts) >= 3 and parts[0] == "projects" else None
 
 
 def _people_user(path: str) -> str | None:
@@ -439,10 +437,11 @@ def expiry_of(
 # --------------------------------------------------------------------------- the memory
 
 
-class HandoffMemory(Protocol):
+class HandoffMemory(PageDoor, Protocol):
     """What the handoff service uses of :class:`wiki_memory.core.memory.Memory`: its
     settings and owner, the wiki folder, the scope rule, the index, the spool (to find a
-    session's page), the writer thread, ``update_page`` (the one door for writes), and
+    session's page), the writer thread, ``update_page`` (the one door for writes,
+    :class:`~wiki_memory.core.pagehost.PageDoor`), and
     ``page_links`` and the use record ``use`` (pages a new handoff cites)."""
 
     settings: Settings
@@ -455,18 +454,6 @@ class HandoffMemory(Protocol):
     use: UseRecord
 
     def page_links(self, path: str, user: Any = None) -> dict[str, Any]: ...
-
-    def update_page(
-        self,
-        path: str,
-        fn: Callable[[bytes | None], bytes | None],
-        *,
-        user: str,
-        message: str,
-        commit_now: bool = False,
-        who: Any = None,
-        op: str = "page.write",
-    ) -> WriteResult: ...
 
     def audited(self, who: Any, op: str, target: str, result: str = "ok", **extra: Any) -> None:
         """One line of the audit log (:meth:`wiki_memory.core.memory.Memory.audited`)."""
