@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hookkit import free_port, wait_until
 from serverproc import ServerProcess
-from support import run_cli
+from clikit import run_cli_here as run_cli
 
 pytestmark = pytest.mark.process
 
