@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from clikit import run_cli_here
 from support import run_cli
 
 from wiki_memory.errors import TABLE
@@ -17,14 +18,17 @@ from wiki_memory.errors import TABLE
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-def make_token(data: Path, user: str, role: str | None = None, *projects: str) -> str:
-    """``wiki-memory token create --user USER [--role ROLE] [--project P]...``; the token."""
+def make_token(
+    data: Path, user: str, role: str | None = None, *projects: str, here: bool = False
+) -> str:
+    """``wiki-memory token create --user USER [--role ROLE] [--project P]...``; the token.
+    ``here``: the command runs in this process (``clikit.run_cli_here``), not as one."""
     args = ["token", "create", "--user", user]
     if role:
         args += ["--role", role]
     for p in projects:
         args += ["--project", p]
-    r = run_cli(data, *args)
+    r = run_cli_here(data, *args) if here else run_cli(data, *args)
     assert r.returncode == 0, r.stderr
     return r.stdout.strip().splitlines()[0]
 
@@ -36,9 +40,12 @@ def status_word(code: int) -> str:
 
 class McpRaw:
     """A streamable-HTTP MCP session (JSON responses) opened with one bearer token.
-    ``opened`` is ``ok`` or the HTTP status word of a refused ``initialize``."""
+    ``opened`` is ``ok`` or the HTTP status word of a refused ``initialize``. ``via``:
+    what sends the requests, called like ``httpx.post`` (``appkit.http(srv)`` for an app
+    in this process); default ``httpx``, over the network."""
 
-    def __init__(self, url: str, token: str | None) -> None:
+    def __init__(self, url: str, token: str | None, via: Any = httpx) -> None:
+        self.via = via
         self.url = url + "/mcp"
         self.headers = dict(MCP_HEADERS)
         if token:
@@ -54,12 +61,12 @@ class McpRaw:
                 "clientInfo": {"name": "codex", "version": "1"},
             },
         }
-        r = httpx.post(self.url, json=init, headers=self.headers, timeout=60)
+        r = self.via.post(self.url, json=init, headers=self.headers, timeout=60)
         self.opened = status_word(r.status_code)
         if self.opened == "ok":
             self.headers["Mcp-Session-Id"] = r.headers["mcp-session-id"]
             self.headers["Mcp-Protocol-Version"] = "2025-06-18"
-            httpx.post(
+            self.via.post(
                 self.url,
                 json={"jsonrpc": "2.0", "method": "notifications/initialized"},
                 headers=self.headers,
@@ -80,7 +87,7 @@ class McpRaw:
             "method": "tools/call",
             "params": {"name": tool, "arguments": args},
         }
-        r = httpx.post(self.url, json=body, headers=self.headers, timeout=120)
+        r = self.via.post(self.url, json=body, headers=self.headers, timeout=120)
         if r.status_code != 200:
             return status_word(r.status_code), r.text
         res = r.json()

@@ -32,9 +32,10 @@ from typing import Any
 
 import httpx
 import pytest
+from clikit import run_cli_here, run_in_process
 from hookkit import run_hook
 from serverproc import ServerProcess
-from support import run_cli
+from support import wait_for
 
 from wiki_memory.auth import TokenStore
 from wiki_memory.capture.agentfiles import BEGIN, END, encode_project_path
@@ -127,7 +128,7 @@ def cli(data: Path, home: Path, *args: str, token: str | None = None) -> Any:
     env = {"HOME": str(home)}
     if token:
         env["WIKI_MEMORY_TOKEN"] = token
-    return run_cli(data, *args, env=env, timeout=120)
+    return run_cli_here(data, *args, env=env)
 
 
 def imported(data: Path, home: Path, api: Path, *extra: str, token: str | None = None) -> Any:
@@ -145,13 +146,9 @@ def recall_paths(srv: ServerProcess, word: str) -> set[str]:
 def hook_start(tmp: Path, srv: ServerProcess, home: Path, cwd: Path) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WIKI_MEMORY_", "XDG_"))}
     env["HOME"] = str(home)
-    r = subprocess.run(
-        [sys.executable, "-m", "wiki_memory.cli.main", "install-hooks", "--agent"]
-        + ["claude-code", "--apply"],
-        env={**env, "WIKI_MEMORY_HOME": str(srv.data_dir)},
-        capture_output=True,
-        text=True,
-        timeout=60,
+    r = run_in_process(
+        ["install-hooks", "--agent", "claude-code", "--apply"],
+        {**env, "WIKI_MEMORY_HOME": str(srv.data_dir)},
     )
     assert r.returncode == 0, r.stderr
     cfg = json.loads((home / ".claude" / "settings.json").read_text())
@@ -196,7 +193,9 @@ def test_import_recall_brief_and_conflict_through_the_server(tmp_path: Path) -> 
             want = f"people/{owner}/agent-files/" if own else "projects/api/agent-files/"
             assert rel.startswith(want), rel
         assert paths["CLAUDE.local.md"] == f"people/{owner}/agent-files/api/claude-local-md.md"
-        # a dry run now: every file unchanged, and not a byte of the wiki written
+        # a dry run now: every file unchanged, and not a byte of the wiki written (once
+        # the import's own writes have landed: the project's index page follows it)
+        wait_for(lambda: (data / "wiki" / "projects" / "api" / "index.md").exists(), 30)
         wiki_files = {p: p.read_bytes() for p in (data / "wiki").rglob("*.md")}
         again = imported(data, home, api, "--dry-run")
         assert {f["action"] for f in again["files"]} == {"unchanged"}
@@ -273,14 +272,11 @@ def test_brief_write_keeps_everything_outside_its_markers(tmp_path: Path) -> Non
         r = cli(data, home, "brief", "--write", str(agents), "--budget", "300")
         assert r.returncode == 0 and "memory section written" in r.stdout, r.stderr
         # plain `brief` in the repository is that project's brief, as --write's is
-        r = subprocess.run(
-            [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data), "brief"],
-            cwd=api,
-            env={**os.environ, "WIKI_MEMORY_HOME": str(data), "HOME": str(home)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        os.chdir(api)
+        try:
+            r = run_cli_here(data, "brief", env={"HOME": str(home)})
+        finally:
+            os.chdir(tmp_path)
         assert r.returncode == 0 and "Memory brief: project `api`" in r.stdout, r.stdout + r.stderr
         text = agents.read_text(encoding="utf-8")
         assert text.startswith(above) and text.endswith(below)

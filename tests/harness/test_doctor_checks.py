@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import run_in_process
 from support import cli_as, home_env, make_memory
 
 from wiki_memory.cli import doctor
@@ -35,8 +36,14 @@ def prepared(data: Path) -> Path:
     return data
 
 
+def cli_here(env: dict[str, str], *args: str) -> Any:
+    """``wiki-memory ARGS...`` in ``env``, in this process (what it reports and writes is
+    the point; one text doctor below runs as a process)."""
+    return run_in_process(list(args), env)
+
+
 def run_doctor(home: Path, data: Path, *extra: str) -> tuple[int, dict[str, Any]]:
-    r = cli_as(home_env(home), "--data-dir", str(data), "doctor", "--json", *extra)
+    r = cli_here(home_env(home), "--data-dir", str(data), "doctor", "--json", *extra)
     assert r.stdout, r.stderr
     return r.returncode, json.loads(r.stdout)
 
@@ -60,7 +67,7 @@ def world(tmp_path: Path) -> tuple[Path, Path]:
 def test_hooks_pointing_at_another_data_directory(world: tuple[Path, Path], tmp_path: Path) -> None:
     home, data = world
     other = tmp_path / "other"
-    r = cli_as(
+    r = cli_here(
         home_env(home),
         *("--data-dir", str(other), "install-hooks", "--agent", "claude-code", "--apply"),
     )
@@ -72,7 +79,7 @@ def test_hooks_pointing_at_another_data_directory(world: tuple[Path, Path], tmp_
     assert f["fix"] == f"wiki-memory --data-dir {data} install-hooks --agent claude-code --apply"
     assert not f["safe"]
     # the fix it names works
-    r = cli_as(home_env(home), *f["fix"].split()[1:])
+    r = cli_here(home_env(home), *f["fix"].split()[1:])
     assert r.returncode == 0, r.stderr
     assert run_doctor(home, data)[0] == 0
 
@@ -126,7 +133,7 @@ def test_a_stopped_service(world: tuple[Path, Path], tmp_path: Path) -> None:
         "a login script, or your container's supervisor)"
     )
     assert f["fix"] == want
-    text = cli_as(env, "--data-dir", str(data), "doctor").stdout
+    text = cli_as(env, "--data-dir", str(data), "doctor").stdout  # as a process, once
     assert f"fix: {want}" in text
     # said once: no separate service line repeats the finding
     assert text.count(str(unit)) == 1, text
@@ -155,7 +162,7 @@ def test_a_world_readable_data_directory(open_parent: Path, tmp_path: Path) -> N
     assert f["fix"] == f"chmod 700 {data}" and f["safe"]
     assert str(data) in rep["reachable_by_others"]
     # --fix applies it
-    r = cli_as(home_env(home), "--data-dir", str(data), "doctor", "--fix")
+    r = cli_here(home_env(home), "--data-dir", str(data), "doctor", "--fix")
     assert f"fixed: chmod 700 {data}" in r.stdout, r.stdout
     assert r.returncode == 0, r.stdout
     assert (data.stat().st_mode & 0o777) == 0o700
@@ -171,7 +178,7 @@ def test_a_stale_lock(world: tuple[Path, Path]) -> None:
     assert rc == 1
     f = finding(rep, "git")
     assert "index.lock" in f["message"] and f["fix"] == "wiki-memory doctor --fix" and f["safe"]
-    r = cli_as(home_env(home), "--data-dir", str(data), "doctor", "--fix")
+    r = cli_here(home_env(home), "--data-dir", str(data), "doctor", "--fix")
     assert "fixed: removed .git/index.lock" in r.stdout and r.returncode == 0, r.stdout
     assert not lock.exists()
 

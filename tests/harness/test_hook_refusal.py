@@ -12,10 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+from clikit import run_cli_here as run_cli
 from dulwich.repo import Repo
 from hookkit import hook_env, installed_command, pending, run_hook, wait_idle
 from serverproc import ServerProcess
-from support import access_lines, all_text_under, run_cli, wait_for
+from support import access_lines, all_text_under, wait_for
 from teamkit import make_token
 
 from wiki_memory.auth import TokenStore
@@ -44,8 +45,8 @@ def test_refused_capture_is_final_and_a_new_project_is_the_members(tmp_path: Pat
     note = data / "wiki" / "projects" / "atlas" / "notes" / "rates.md"
     note.parent.mkdir(parents=True)
     note.write_text("---\ntitle: Rates\n---\n# Rates\n\nATLAS-RATE-640 per day\n")
-    mo = make_token(data, "mo")  # a member with no project
-    cyd = make_token(data, "cyd", None, "atlas")
+    mo = make_token(data, "mo", here=True)  # a member with no project
+    cyd = make_token(data, "cyd", None, "atlas", here=True)
     assert (
         run_cli(
             data, "token", "grant", "--user", "cyd", "--project", "atlas", "--read-only"

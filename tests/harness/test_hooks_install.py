@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import run_in_process
 
 from wiki_memory.harness.hooks_install import (
     AGENTS,
@@ -31,15 +32,11 @@ FILES = {
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``wiki-memory ARGS...`` with HOME at ``home``, in this process (the files it writes
+    are the point; the installed hooks run as processes elsewhere)."""
     env = {k: v for k, v in os.environ.items() if k not in ("CODEX_HOME",)}
     env["HOME"] = str(home)
-    return subprocess.run(
-        [sys.executable, "-m", "wiki_memory.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    return run_in_process(list(args), env)
 
 
 def backups(path: Path) -> list[Path]:

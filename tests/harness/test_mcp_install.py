@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import run_in_process
 
 from wiki_memory.harness.mcp_install import CLIENTS
 
@@ -31,17 +30,17 @@ BASE = ["--python", PY, "--bridge-script", SCRIPT]
 
 
 def cli(home: Path, *args: str, cwd: Path | None = None, **env: str) -> Any:
+    """``wiki-memory ARGS...`` as the user of ``home`` runs it from ``cwd`` (default:
+    ``home``), in this process: what is checked is the files it writes, not its process."""
     e = {k: v for k, v in os.environ.items() if not k.startswith(("WIKI_MEMORY_", "CODEX_"))}
     e.update(HOME=str(home), XDG_DATA_HOME=str(home / ".local" / "share"), **env)
     home.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(
-        [sys.executable, "-m", "wiki_memory.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=e,
-        timeout=60,
-        cwd=cwd or home,
-    )
+    before = Path.cwd()
+    os.chdir(cwd or home)
+    try:
+        return run_in_process(list(args), e)
+    finally:
+        os.chdir(before)
 
 
 def backups(path: Path) -> list[Path]:

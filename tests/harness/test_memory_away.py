@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import run_in_process
 from hookkit import free_port, run_hook, wait_until
 from serverproc import ServerProcess
 
@@ -36,13 +37,9 @@ def harness_env(tmp: Path, **extra: str) -> dict[str, str]:
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "wiki_memory.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    """``wiki-memory ARGS...`` in ``env``, in this process (installing and diagnosing are
+    checked by what they write and say; the installed hooks run as processes)."""
+    return run_in_process(list(args), env)
 
 
 def our_command(settings: Path, event: str) -> str:

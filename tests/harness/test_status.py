@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from clikit import run_in_process
 from dulwich.repo import Repo
 from serverproc import ServerProcess
 from support import cli_as, committed, home_env, make_memory, wait_for
@@ -28,7 +29,10 @@ STALL_ENV = {
 
 
 def status(data: Path, home: Path) -> tuple[int, dict[str, Any]]:
-    r = cli_as(home_env(home), "--data-dir", str(data), "status", "--json")
+    """``wiki-memory status --json`` as ``home``'s user runs it, in this process (polled:
+    a process each look would cost a second of start-up; the text form below, once the
+    server is down, runs as a process)."""
+    r = run_in_process(["--data-dir", str(data), "status", "--json"], home_env(home))
     assert r.stdout, r.stderr
     return r.returncode, json.loads(r.stdout)
 
@@ -111,7 +115,7 @@ def test_status_with_commits_stalled(tmp_path: Path) -> None:
         assert st["server"]["running"] and st["server"]["reachable"]
         assert st["commits"]["ok"] is False and "lock" in st["commits"]["cause"]
         assert st["commits"]["since"]
-        text = cli_as(home_env(home), "--data-dir", str(data), "status").stdout
+        text = run_in_process(["--data-dir", str(data), "status"], home_env(home)).stdout
         assert "STALLED" in text
         lock.unlink()
         wait_for(lambda: not status(data, home)[1]["commits"]["stalled"], 240, "commits resume")

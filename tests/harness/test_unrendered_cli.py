@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import run_cli_here as run_cli
 from hookkit import free_port, wait_until
 from serverproc import ServerProcess
-from support import run_cli
 
 pytestmark = pytest.mark.process
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import httpx
 import pytest
+from clikit import run_cli_here as run_cli
 from hookkit import hook_env, installed_command, pending, run_hook, wait_idle
 from serverproc import ServerProcess
 from smallfs import fill, small_fs
-from support import run_cli
 
 from wiki_memory.wiki.locks import lock_files
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from appkit import AppServer, http
+from clikit import run_cli_here
 from dulwich.object_store import tree_lookup_path
 from dulwich.repo import Repo
 from serverproc import ServerProcess
@@ -505,24 +506,7 @@ def test_the_clean_claude_code_session_opens_no_handoff(srv):
 
 @pytest.mark.process
 def test_personal_handoffs_never_reach_another_token(srv):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "wiki_memory.cli.main",
-            "--data-dir",
-            str(srv.data_dir),
-            "token",
-            "create",
-            "--user",
-            "bob",
-            "--project",
-            "private",
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "WIKI_MEMORY_HOME": str(srv.data_dir)},
-    )
+    proc = run_cli_here(srv.data_dir, "token", "create", "--user", "bob", "--project", "private")
     assert proc.returncode == 0, proc.stderr
     bob = {"Authorization": f"Bearer {proc.stdout.strip()}"}
     carol = token_for(srv, "carol")
@@ -620,8 +604,8 @@ def test_brief_budgets_over_http(srv):
     assert empty["text"] == "" and empty["parts"] == []
     assert post(srv, "/v1/brief", {"project": "x", "budget_tokens": -1}).status_code == 400
     assert post(srv, "/v1/brief", {"budget_tokens": 10}).json()["field"] == "project"
-    p = cli(srv.data_dir, "brief", "--project", "budget", "--budget", "200")
-    out, err = p.communicate(timeout=60)
+    p = run_cli_here(srv.data_dir, "brief", "--project", "budget", "--budget", "200")
+    out, err = p.stdout, p.stderr
     assert p.returncode == 0 and count_tokens(out) <= 200 and "/200 tokens" in err
 
 
@@ -644,8 +628,9 @@ def test_http_errors_and_cli_exit_codes(srv):
     dora = token_for(srv, "dora")
     r = post(srv, f"/v1/handoffs/{hid}/cancel", {}, dora)
     assert r.status_code == 403
-    # CLI: create, show, claim (conflict exits 3), complete, list
-    p = cli(
+    # CLI (in this process: its messages and exit statuses are the point): create, show,
+    # claim (conflict exits 3), complete, list
+    p = run_cli_here(
         srv.data_dir,
         "handoff",
         "create",
@@ -657,21 +642,17 @@ def test_http_errors_and_cli_exit_codes(srv):
         "one",
         "--json",
     )
-    out, err = p.communicate(timeout=60)
-    assert p.returncode == 0, err
-    cid = json.loads(out)["id"]
-    p = cli(srv.data_dir, "handoff", "claim", cid, "--session", "me")
-    assert p.wait(timeout=60) == 0
-    p = cli(srv.data_dir, "handoff", "claim", cid, "--session", "other")
-    out, err = p.communicate(timeout=60)
-    assert p.returncode == 3 and "session me" in err and "Traceback" not in err
-    p = cli(srv.data_dir, "handoff", "complete", cid, "--note", "all good")
-    assert p.wait(timeout=60) == 0
-    p = cli(srv.data_dir, "handoff", "show", cid)
-    out, _ = p.communicate(timeout=60)
-    assert "done" in out and "all good" in out
-    p = cli(srv.data_dir, "handoff", "list", "--project", "errs", "--status", "done")
-    out, _ = p.communicate(timeout=60)
-    assert cid in out and hid not in out
-    p = cli(srv.data_dir, "handoff", "show", "H-9999")
-    assert p.wait(timeout=60) == 4
+    assert p.returncode == 0, p.stderr
+    cid = json.loads(p.stdout)["id"]
+    p = run_cli_here(srv.data_dir, "handoff", "claim", cid, "--session", "me")
+    assert p.returncode == 0
+    p = run_cli_here(srv.data_dir, "handoff", "claim", cid, "--session", "other")
+    assert p.returncode == 3 and "session me" in p.stderr and "Traceback" not in p.stderr
+    p = run_cli_here(srv.data_dir, "handoff", "complete", cid, "--note", "all good")
+    assert p.returncode == 0
+    p = run_cli_here(srv.data_dir, "handoff", "show", cid)
+    assert "done" in p.stdout and "all good" in p.stdout
+    p = run_cli_here(srv.data_dir, "handoff", "list", "--project", "errs", "--status", "done")
+    assert cid in p.stdout and hid not in p.stdout
+    p = run_cli_here(srv.data_dir, "handoff", "show", "H-9999")
+    assert p.returncode == 4

@@ -7,26 +7,24 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from clikit import run_cli_here as run_cli
 from serverproc import ServerProcess
-from support import run_cli
 
 pytestmark = pytest.mark.process
 
 
 def cli_in(cwd: Path, data: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``wiki-memory --data-dir DATA ARGS`` run from the folder ``cwd``."""
-    return subprocess.run(
-        [sys.executable, "-m", "wiki_memory.cli.main", "--data-dir", str(data), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        env={**os.environ, "WIKI_MEMORY_HOME": str(data)},
-    )
+    """``wiki-memory --data-dir DATA ARGS`` run from the folder ``cwd`` (in this process,
+    which is in ``cwd`` for the command)."""
+    before = Path.cwd()
+    os.chdir(cwd)
+    try:
+        return run_cli(data, *args)
+    finally:
+        os.chdir(before)
 
 
 def git_repo(folder: Path) -> str:

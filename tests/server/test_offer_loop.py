@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import run_cli_here
 from hookkit import hook_env, installed_command, run_hook
 from serverproc import ServerProcess
 from support import shared_path, wait_for
@@ -67,10 +67,12 @@ def brief_text(run: Any) -> str:
     return str(out["hookSpecificOutput"]["additionalContext"])
 
 
-def end_mid_task(harness: str, cmds: dict[str, str], env: dict[str, str], proj: Path) -> None:
+def end_mid_task(
+    harness: str, cmds: dict[str, str], env: dict[str, str], proj: Path, tag: str
+) -> None:
     """A session of ``harness`` stops with its last tool call failing (Claude Code ends
     with SessionEnd; Codex has no end event: its session ends when idle)."""
-    sid = f"first-{harness}"
+    sid = f"first-{harness}-{tag}"
     events = ["SessionStart", "UserPromptSubmit", "PreToolUse"]
     events += ["PostToolUseFailure", "SessionEnd"] if harness == "claude-code" else []
     for ev in events:
@@ -117,6 +119,50 @@ async def mcp_claim(harness: str, home: Path, data: Path, proj: Path, args: dict
         return await c.call_tool("handoff_claim", args)
 
 
+#: what the server of the loop tests is started with (a Codex session ends when idle)
+LOOP_SERVER_ENV = {"WIKI_MEMORY_IDLE_SECONDS": "2", "WIKI_MEMORY_IDLE_CHECK_SECONDS": "0.5"}
+
+
+class LoopServer:
+    """One server for the loop's harness pairs (each pair in a project and home of its
+    own); ``codes`` collects the offer codes handed out, looked for again everywhere once
+    the server has stopped and committed all it held."""
+
+    def __init__(self, srv: ServerProcess, data: Path) -> None:
+        self.srv = srv
+        self.data = data
+        self.codes: list[str] = []
+
+
+def everything_stored(data: Path, srv: ServerProcess) -> str:
+    """Every page, spool file, log, outbox file, the server's stderr and every commit."""
+    return "\n".join(
+        [
+            files_text(data / "wiki", data / "spool", data / "logs"),
+            files_text(data / "outbox") if (data / "outbox").exists() else "",
+            srv.stderr(),
+            git_objects_text(data / "wiki"),
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def loop_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    data = tmp_path_factory.mktemp("offer-loop") / "data"
+    srv = ServerProcess(data, env=LOOP_SERVER_ENV).start()
+    loop = LoopServer(srv, data)
+    try:
+        yield loop
+    finally:
+        srv.stop()
+    # stopped: every pending page is written and committed; no code reached any of it
+    everything = everything_stored(data, srv)
+    for code in loop.codes:
+        assert code not in everything and code[4:] not in everything
+    if loop.codes:
+        assert "[REDACTED:wiki-memory-offer-code]" in everything
+
+
 @pytest.mark.parametrize(
     ("first", "second", "how"),
     [
@@ -129,138 +175,138 @@ async def mcp_claim(harness: str, home: Path, data: Path, proj: Path, args: dict
     ],
 )
 def test_end_mid_task_then_the_other_harness_claims_its_offer(
-    tmp_path: Path, first: str, second: str, how: str
+    tmp_path: Path, loop_server: LoopServer, first: str, second: str, how: str
 ) -> None:
-    data = tmp_path / "data"
+    # one server for every pair: each pair has its own project, home and sessions
+    data = loop_server.data
     home = tmp_path / "home"
-    proj = tmp_path / "work" / "billing"
+    tag = f"{first}-{second}-{how}"
+    name = f"billing-{tag}"
+    proj = tmp_path / "work" / name
     (proj / ".git").mkdir(parents=True)
     # The hook's own time limits are tested against a silent and a slow server
     # (tests/harness/test_hooks.py, C36); here a machine at several times its cores'
     # load must still show the loop, so the hook may wait longer for the brief.
     env = hook_env(
         tmp_path,
+        WIKI_MEMORY_HOME=str(data),
         WIKI_MEMORY_HOOK_DEADLINE_SECONDS="12",
         WIKI_MEMORY_HOOK_SESSION_START_DEADLINE_SECONDS="12",
     )
-    server_env = {"WIKI_MEMORY_IDLE_SECONDS": "2", "WIKI_MEMORY_IDLE_CHECK_SECONDS": "0.5"}
-    with ServerProcess(data, env=server_env) as srv:
-        cmds = {
-            h: {
-                ev: installed_command(h, tmp_path, ev)
-                for ev in (
-                    ("SessionStart", TOOL_EVENT[h])
-                    if h == second
-                    else ("SessionStart", "UserPromptSubmit", "PreToolUse")
-                )
-                + (("PostToolUseFailure", "SessionEnd") if h == "claude-code" else ())
-            }
-            for h in (first, second)
-        }
-
-        # 1. the first agent stops mid-task: an automatic handoff opens
-        end_mid_task(first, cmds[first], env, proj)
-
-        def auto() -> list[dict[str, Any]]:
-            hs = srv.get("/v1/handoffs", params={"project": "billing"}).json()["handoffs"]
-            return [h for h in hs if h["auto"] and h["status"] == "open"]
-
-        (handoff,) = wait_for(auto, 60, "an automatic handoff")
-        hid = handoff["id"]
-
-        # 2. the second agent starts: its brief, as the hook hands it over, offers it
-        sid = f"second-{second}"
-        text = brief_text(
-            run_hook(cmds[second]["SessionStart"], payload(second, "SessionStart", sid, proj), env)
-        )
-        assert hid in text and "offered" in text, text
-        shell = re.search(r"run `([^`]+)`", text)
-        mcp_args = re.search(r"handoff_claim (\{[^}\n]+\})", text)
-        assert shell and mcp_args, text
-        code = json.loads(mcp_args.group(1))["id"]
-        assert code.startswith("wmo_") and code in shell.group(1)
-
-        # 3. a third session of the same project, meanwhile, is not offered it
-        third = run_hook(
-            cmds[first]["SessionStart"], payload(first, "SessionStart", "third", proj), env
-        )
-        assert hid not in brief_text(third) and code not in brief_text(third)
-
-        # 4. the claim, exactly as the brief gives it
-        if how == "shell":
-            r = subprocess.run(
-                ["sh", "-c", shell.group(1)],
-                capture_output=True,
-                text=True,
-                env=plain_env(second, home, proj),
-                cwd=proj,
-                timeout=60,
+    srv = loop_server.srv
+    cmds = {
+        h: {
+            ev: installed_command(h, tmp_path, ev)
+            for ev in (
+                ("SessionStart", TOOL_EVENT[h])
+                if h == second
+                else ("SessionStart", "UserPromptSubmit", "PreToolUse")
             )
-            assert r.returncode == 0, (r.stdout, r.stderr)
-            assert f"{hid} claimed" in r.stdout
-            output = r.stdout
-            command = shell.group(1)
-        else:
-            res = asyncio.run(mcp_claim(second, home, data, proj, json.loads(mcp_args.group(1))))
-            output = "\n".join(c.text for c in res.content if c.type == "text")
-            assert not res.is_error, output
-            command = f"handoff_claim {mcp_args.group(1)}"
-        h = srv.get(f"/v1/handoffs/{hid}").json()["handoff"]
-        assert h["status"] == "claimed"
-        assert (h["claimed_harness"], h["claimed_session"]) == (second, sid)
+            + (("PostToolUseFailure", "SessionEnd") if h == "claude-code" else ())
+        }
+        for h in (first, second)
+    }
 
-        # the agent's tool call, as its hooks capture it (the claim command and its output)
-        response: dict[str, Any] = {"stdout": output, "stderr": "", "exit_code": 0}
-        if second == "gemini-cli":
-            response = {"llmContent": output, "returnDisplay": output}
-        tool = payload(
-            second,
-            TOOL_EVENT[second],
-            sid,
-            proj,
-            tool_name="Bash" if second != "gemini-cli" else "run_shell_command",
-            tool_input={"command": command},
-            tool_response=response,
-            tool_use_id="toolu_claim",
-        )
-        assert run_hook(cmds[second][TOOL_EVENT[second]], tool, env).rc == 0
+    # 1. the first agent stops mid-task: an automatic handoff opens
+    end_mid_task(first, cmds[first], env, proj, tag)
 
-        # claim once: the code is spent, the third session still gets nothing
-        again = subprocess.run(
+    def auto() -> list[dict[str, Any]]:
+        hs = srv.get("/v1/handoffs", params={"project": name}).json()["handoffs"]
+        return [h for h in hs if h["auto"] and h["status"] == "open"]
+
+    (handoff,) = wait_for(auto, 60, "an automatic handoff")
+    hid = handoff["id"]
+
+    # 2. the second agent starts: its brief, as the hook hands it over, offers it
+    sid = f"second-{second}-{tag}"
+    text = brief_text(
+        run_hook(cmds[second]["SessionStart"], payload(second, "SessionStart", sid, proj), env)
+    )
+    assert hid in text and "offered" in text, text
+    shell = re.search(r"run `([^`]+)`", text)
+    mcp_args = re.search(r"handoff_claim (\{[^}\n]+\})", text)
+    assert shell and mcp_args, text
+    code = json.loads(mcp_args.group(1))["id"]
+    assert code.startswith("wmo_") and code in shell.group(1)
+    loop_server.codes.append(code)
+
+    # 3. a third session of the same project, meanwhile, is not offered it
+    third = run_hook(
+        cmds[first]["SessionStart"], payload(first, "SessionStart", f"third-{tag}", proj), env
+    )
+    assert hid not in brief_text(third) and code not in brief_text(third)
+
+    # 4. the claim, exactly as the brief gives it
+    if how == "shell":
+        r = subprocess.run(
             ["sh", "-c", shell.group(1)],
             capture_output=True,
             text=True,
             env=plain_env(second, home, proj),
+            cwd=proj,
             timeout=60,
         )
-        assert again.returncode == 3 and "used already" in again.stderr, again.stderr
-        third = run_hook(
-            cmds[first]["SessionStart"], payload(first, "SessionStart", "third", proj), env
-        )
-        assert hid not in brief_text(third)
-        # resumed, the second session's brief shows it held (no code needed any more)
-        resumed = brief_text(
-            run_hook(cmds[second]["SessionStart"], payload(second, "SessionStart", sid, proj), env)
-        )
-        assert hid in resumed and "holds" in resumed and code not in resumed
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        assert f"{hid} claimed" in r.stdout
+        output = r.stdout
+        command = shell.group(1)
+    else:
+        res = asyncio.run(mcp_claim(second, home, data, proj, json.loads(mcp_args.group(1))))
+        output = "\n".join(c.text for c in res.content if c.type == "text")
+        assert not res.is_error, output
+        command = f"handoff_claim {mcp_args.group(1)}"
+    h = srv.get(f"/v1/handoffs/{hid}").json()["handoff"]
+    assert h["status"] == "claimed"
+    assert (h["claimed_harness"], h["claimed_session"]) == (second, sid)
 
-        # 5. the offer code is in no page, spool file, outbox, log or commit
-        def spooled() -> bool:
-            mark = "[REDACTED:wiki-memory-offer-code]"
-            return mark in files_text(data / "spool") or mark in files_text(data / "wiki")
-
-        wait_for(spooled, 30, "the claim's tool call captured")
-        srv.post("/v1/admin/reindex", {})
-    everything = "\n".join(
-        [
-            files_text(data / "wiki", data / "spool", data / "logs"),
-            files_text(data / "outbox") if (data / "outbox").exists() else "",
-            srv.stderr(),
-            git_objects_text(data / "wiki"),
-        ]
+    # the agent's tool call, as its hooks capture it (the claim command and its output)
+    response: dict[str, Any] = {"stdout": output, "stderr": "", "exit_code": 0}
+    if second == "gemini-cli":
+        response = {"llmContent": output, "returnDisplay": output}
+    tool = payload(
+        second,
+        TOOL_EVENT[second],
+        sid,
+        proj,
+        tool_name="Bash" if second != "gemini-cli" else "run_shell_command",
+        tool_input={"command": command},
+        tool_response=response,
+        tool_use_id="toolu_claim",
     )
+    assert run_hook(cmds[second][TOOL_EVENT[second]], tool, env).rc == 0
+
+    # claim once: the code is spent, the third session still gets nothing
+    again = subprocess.run(
+        ["sh", "-c", shell.group(1)],
+        capture_output=True,
+        text=True,
+        env=plain_env(second, home, proj),
+        timeout=60,
+    )
+    assert again.returncode == 3 and "used already" in again.stderr, again.stderr
+    third = run_hook(
+        cmds[first]["SessionStart"], payload(first, "SessionStart", f"third-{tag}", proj), env
+    )
+    assert hid not in brief_text(third)
+    # resumed, the second session's brief shows it held (no code needed any more)
+    resumed = brief_text(
+        run_hook(cmds[second]["SessionStart"], payload(second, "SessionStart", sid, proj), env)
+    )
+    assert hid in resumed and "holds" in resumed and code not in resumed
+
+    # 5. the offer code is in no page, spool file, outbox, log or commit (looked for
+    # again once the server has stopped and committed everything: the fixture)
+    mark = "[REDACTED:wiki-memory-offer-code]"
+
+    def spooled() -> bool:
+        spool = [p.read_text(errors="replace") for p in (data / "spool").rglob("*") if p.is_file()]
+        mine = files_text(data / "wiki" / "projects" / name)
+        return any(mark in t and sid in t for t in spool) or mark in mine
+
+    wait_for(spooled, 30, "the claim's tool call captured")
+    srv.post("/v1/admin/reindex", {})
+    everything = everything_stored(data, srv)
     assert code not in everything
-    assert "[REDACTED:wiki-memory-offer-code]" in everything
     assert code[4:] not in everything  # not even without its prefix
 
 
@@ -316,45 +362,17 @@ def test_an_offer_code_is_bound_to_its_user_and_answers_like_a_missing_handoff(
         assert all(code not in p.read_text(errors="replace") for p in log if p.is_file())
 
 
-def test_brief_for_an_unknown_project_exits_non_zero_and_lists_projects(tmp_path: Path) -> None:
+def test_brief_for_an_unknown_project_exits_non_zero_and_lists_projects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     with ServerProcess(tmp_path / "data") as srv:
         (srv.data_dir / "wiki" / "projects" / "atlas").mkdir(parents=True)
         (srv.data_dir / "wiki" / "projects" / "borealis").mkdir(parents=True)
-        r = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "wiki_memory.cli.main",
-                "--data-dir",
-                str(srv.data_dir),
-                "brief",
-                "--project",
-                "atlsa",
-            ],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "WIKI_MEMORY_HOME": str(srv.data_dir)},
-            cwd=tmp_path,
-            timeout=60,
-        )
+        # the command in this process, from a folder that is no repository
+        r = run_cli_here(srv.data_dir, "brief", "--project", "atlsa")
         assert r.returncode == 4, (r.stdout, r.stderr)
         assert r.stdout == ""
         assert "did you mean atlas?" in r.stderr and "atlas, borealis" in r.stderr
-        ok = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "wiki_memory.cli.main",
-                "--data-dir",
-                str(srv.data_dir),
-                "brief",
-                "--project",
-                "ATLAS",
-            ],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "WIKI_MEMORY_HOME": str(srv.data_dir)},
-            cwd=tmp_path,
-            timeout=60,
-        )
+        ok = run_cli_here(srv.data_dir, "brief", "--project", "ATLAS")
         assert ok.returncode == 0, ok.stderr

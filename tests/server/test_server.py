@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 from appkit import AppServer, http
-from clikit import run_in_process
+from clikit import run_cli_here, run_in_process
 from dulwich.repo import Repo
 from serverproc import ServerProcess, free_port
 from support import access_lines, wait_for
@@ -211,19 +211,21 @@ def test_cli_recall_table_and_reindex_with_and_without_a_server(tmp_path):
         "# Kiwi deploys\n\nThe kiwi deploy runs at noon.\n"
     )
     with ServerProcess(data) as s:
-        r = cli(data, "recall", "kiwi deploy", "--budget", "500")
+        r = run_cli_here(data, "recall", "kiwi deploy", "--budget", "500")
         assert r.returncode == 0, r.stderr
         assert "Kiwi deploys" in r.stdout and "notes/kiwi.md" in r.stdout
         assert "/500 tokens" in r.stdout
-        r = cli(data, "reindex")
+        r = run_cli_here(data, "reindex")
         assert r.returncode == 0 and "by the running server" in r.stdout
         assert s.post("/v1/recall", {"query": "kiwi"}).json()["items"]
     (data / "index.db").unlink()
-    r = cli(data, "reindex", "--quiet")
+    r = run_cli_here(data, "reindex", "--quiet")
     assert r.returncode == 0 and "reindexed" in r.stdout, r.stderr
     # no server: recall says so clearly and exits non-zero (on a port nothing listens on:
     # another server on the machine's default port once answered 401 here instead)
-    r = cli(data, "recall", "kiwi", env={"WIKI_MEMORY_URL": f"http://127.0.0.1:{free_port()}"})
+    r = run_cli_here(
+        data, "recall", "kiwi", env={"WIKI_MEMORY_URL": f"http://127.0.0.1:{free_port()}"}
+    )
     assert r.returncode != 0 and "cannot reach the server" in r.stderr
 
 

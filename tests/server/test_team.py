@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from appkit import AppServer, http
 from clikit import run_cli_here as run_cli
 from serverproc import ServerProcess
 from support import wait_for
@@ -37,6 +38,31 @@ def token_id(token: str) -> str:
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+class As:
+    """Requests to an ``AppServer`` with one bearer token, called like an
+    ``httpx.Client(base_url=srv.url, headers=bearer(token))``."""
+
+    def __init__(self, srv: AppServer, token: str) -> None:
+        self.srv = srv
+        self.headers = bearer(token)
+
+    def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        kw["headers"] = {**self.headers, **kw.get("headers", {})}
+        return self.srv.client.request(method, self.srv.url + path, **kw)
+
+    def get(self, path: str, **kw: Any) -> httpx.Response:
+        return self.request("GET", path, **kw)
+
+    def post(self, path: str, **kw: Any) -> httpx.Response:
+        return self.request("POST", path, **kw)
+
+    def put(self, path: str, **kw: Any) -> httpx.Response:
+        return self.request("PUT", path, **kw)
+
+    def close(self) -> None:
+        """Nothing to close: the app's client is the ``AppServer``'s."""
 
 
 def fake_token() -> str:
@@ -146,9 +172,9 @@ def raw_request(port: int, head: bytes) -> bytes:
 def test_a_day_of_a_team_in_the_audit_log(tmp_path: Path) -> None:
     data = tmp_path / "data"
     assert run_cli(data, "token", env=ENV).returncode == 0
-    ana = make_token(data, "ana", None, "atlas")
-    ben = make_token(data, "ben", None, "borealis")
-    cal = make_token(data, "cal", "admin")
+    ana = make_token(data, "ana", None, "atlas", here=True)
+    ben = make_token(data, "ben", None, "borealis", here=True)
+    cal = make_token(data, "cal", "admin", here=True)
     ids = {u: token_id(t) for u, t in (("ana", ana), ("ben", ben), ("cal", cal))}
     with ServerProcess(data, env={**ENV, "WIKI_MEMORY_COMMIT_DELAY_SECONDS": "0.05"}) as srv:
         a = httpx.Client(base_url=srv.url, headers=bearer(ana), timeout=60)
@@ -275,11 +301,11 @@ def test_c39_per_project_grants_deny_by_default(tmp_path: Path) -> None:
     data = tmp_path / "data"
     assert run_cli(data, "token", env=ENV).returncode == 0
     t = {
-        "u-admin": make_token(data, "u-admin", "admin"),
-        "u-ana": make_token(data, "u-ana", None, "atlas"),
-        "u-ben": make_token(data, "u-ben", None, "borealis"),
-        "u-cyd": make_token(data, "u-cyd", None, "atlas"),
-        "u-dov": make_token(data, "u-dov"),
+        "u-admin": make_token(data, "u-admin", "admin", here=True),
+        "u-ana": make_token(data, "u-ana", None, "atlas", here=True),
+        "u-ben": make_token(data, "u-ben", None, "borealis", here=True),
+        "u-cyd": make_token(data, "u-cyd", None, "atlas", here=True),
+        "u-dov": make_token(data, "u-dov", here=True),
     }
     assert (
         run_cli(
@@ -287,10 +313,9 @@ def test_c39_per_project_grants_deny_by_default(tmp_path: Path) -> None:
         ).returncode
         == 0
     )
-    with ServerProcess(data, env=ENV) as srv:
-        cl = {
-            u: httpx.Client(base_url=srv.url, headers=bearer(k), timeout=60) for u, k in t.items()
-        }
+    # the app in this process: what is checked is who may see what, through every face
+    with AppServer(data, env=ENV) as srv:
+        cl = {u: As(srv, k) for u, k in t.items()}
         rates = (
             "---\ntitle: Contractor rates\n---\n"
             f"{SECRET} the contractor day rate is 640 per day; see [[borealis-plan]].\n"
@@ -326,7 +351,7 @@ def test_c39_per_project_grants_deny_by_default(tmp_path: Path) -> None:
         assert r3.text.replace("atlas", "nosuch") == c3.text
         assert keep(ben.get("/v1/pages", params={"project": "atlas"})).json()["pages"] == []
         # 5-8 over MCP
-        m = McpRaw(srv.url, t["u-ben"])
+        m = McpRaw(srv.url, t["u-ben"], via=http(srv))
         ans, text = m.call("memory_recall", {"query": SECRET})
         # the reply quotes the query ben sent; nothing else may hold it
         bodies.append(text.replace(f"'{SECRET}'", "").replace(f'"{SECRET}"', ""))
@@ -413,17 +438,18 @@ def test_c39_per_project_grants_deny_by_default(tmp_path: Path) -> None:
 def test_c41_revocation_binds_at_once(tmp_path: Path, variant: str) -> None:
     data = tmp_path / "data"
     assert run_cli(data, "token", env=ENV).returncode == 0
-    eve = make_token(data, "u-eve", None, "atlas")
+    eve = make_token(data, "u-eve", None, "atlas", here=True)
     env = {**ENV, "WIKI_MEMORY_AUDIT_READS": "1"}
     (data / "wiki" / "projects" / "atlas" / "notes").mkdir(parents=True)
     (data / "wiki" / RATES).write_text("# Rates\n\nthe day rate is 640\n")
     (data / "wiki" / "notes").mkdir()
     (data / "wiki" / "notes" / "team.md").write_text("# Team\n\nthe team rate card\n")
-    with ServerProcess(data, env=env) as srv:
-        m = McpRaw(srv.url, eve)
+    # the app in this process: the tokens change through the command, as on a server
+    with AppServer(data, env=env) as srv:
+        m = McpRaw(srv.url, eve, via=http(srv))
         ans, text = m.call("memory_recall", {"query": "rate"})
         assert ans == "ok" and RATES in text
-        web = httpx.Client(base_url=srv.url, headers=bearer(eve), timeout=60)
+        web = As(srv, eve)
         assert web.get("/search", params={"q": "rate"}).status_code == 200
         if variant == "revoke":
             r = run_cli(data, "token", "revoke", "--id", token_id(eve))
@@ -438,7 +464,7 @@ def test_c41_revocation_binds_at_once(tmp_path: Path, variant: str) -> None:
             "write": m.call("page_write", {"path": "projects/atlas/notes/e.md", "text": "# e\n"}),
         }
         web_search = web.get("/search", params={"q": "rate"}, follow_redirects=False)
-        fresh = httpx.get(srv.url + f"/v1/pages/{RATES}", headers=bearer(eve))
+        fresh = web.get(f"/v1/pages/{RATES}")
         assert time.monotonic() - t0 < 10
         if variant == "revoke":
             assert {k: v[0] for k, v in answers.items()} == dict.fromkeys(answers, "401")
@@ -447,10 +473,7 @@ def test_c41_revocation_binds_at_once(tmp_path: Path, variant: str) -> None:
             assert answers["recall"][0] == "ok" and RATES not in answers["recall"][1]
             assert answers["read"][0] == "404" and answers["write"][0] == "404"
             assert fresh.status_code == 404
-            assert (
-                httpx.get(srv.url + "/v1/pages/notes/team.md", headers=bearer(eve)).status_code
-                == 200
-            )
+            assert web.get("/v1/pages/notes/team.md").status_code == 200
         web.close()
     listing = run_cli(data, "token", "list").stdout
     assert eve not in listing
@@ -476,7 +499,7 @@ def test_c41_revocation_binds_at_once(tmp_path: Path, variant: str) -> None:
         assert ("page.write", "not_found") in [(a["op"], a["result"]) for a in after]
     assert all(a.get("token_id") in (None, token_id(eve)) for a in eve_lines)
     # a restart keeps the audit log and the revocation
-    with ServerProcess(data, env=env) as srv:
-        r = httpx.get(srv.url + f"/v1/pages/{RATES}", headers=bearer(eve))
+    with AppServer(data, env=env) as srv:
+        r = As(srv, eve).get(f"/v1/pages/{RATES}")
         assert r.status_code == (401 if variant == "revoke" else 404)
     assert len(audit_lines(data)) >= len(eve_lines)
