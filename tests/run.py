@@ -14,6 +14,7 @@ many ran and the seconds they took, summed (setup, call and teardown, as pytest'
 
 from __future__ import annotations
 
+import compileall
 import os
 import re
 import subprocess
@@ -88,6 +89,18 @@ def junit(wanted: bool, report: Path) -> list[str]:
     return [f"--junitxml={report}"] if wanted else []
 
 
+def compile_sources() -> None:
+    """Byte-compile the project's own modules (``wiki_memory``, ``hooks``, ``tests``) into
+    their ``__pycache__`` folders before the run. Every server, CLI and hook process the
+    tests start imports them, and where ``PYTHONDONTWRITEBYTECODE`` is set (it is on this
+    project's machines) each process would compile them from source again: importing the
+    CLI, the app and ``Memory`` took 1.05 s of CPU from source and 0.82 s compiled. Python
+    reads the compiled files whatever that variable says; ``compileall`` writes them
+    anyway and skips the ones already current."""
+    for folder in ("wiki_memory", "hooks", "tests"):
+        compileall.compile_dir(folder, quiet=1)
+
+
 def main(argv: list[str]) -> int:
     os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     folders = "--folders" in argv
@@ -95,6 +108,7 @@ def main(argv: list[str]) -> int:
     reports = Path(tempfile.mkdtemp(prefix="wiki-memory-tests-"))
     par, ser = reports / "parallel.xml", reports / "serial.xml"
     start = time.monotonic()
+    compile_sources()
     parallel = ["-n", WORKERS, "--dist", "loadgroup", "-m", "not serial"]
     rc1, s1, t1 = run([*parallel, *argv, *junit(folders, par)])
     rc2, s2, t2 = run(["-m", "serial", "-p", "no:xdist", *argv, *junit(folders, ser)])
