@@ -410,6 +410,7 @@ def _crawl(client: httpx.Client, start: str, limit: int = 5000) -> dict[str, int
     return seen
 
 
+@pytest.mark.timeout(1200)  # two crawls of every page: over 300 s at a load of 20
 def test_no_route_changes_anything(ws):
     before = webdata.snapshot(ws.wiki)
     c = login(ws, OWNER)
