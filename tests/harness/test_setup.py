@@ -167,7 +167,10 @@ def test_setup_dry_run_setup_again_and_uninstall(user) -> None:
     assert json.loads(left.pop(".claude.json")) == mine
     assert left == {k: v for k, v in before.items() if k != ".claude/settings.json"}
     assert not (home / ".config").exists()
-    assert sorted(p.name for p in home.iterdir()) == [
+    # the sanitizer's compiled rules, kept in the user's cache folder, are gone with it
+    cache = home / ".cache"
+    assert not (cache / "wiki-memory").exists()
+    assert sorted(p.name for p in home.iterdir() if p != cache or any(cache.iterdir())) == [
         ".claude",
         ".claude.json",
         ".codex",

@@ -94,16 +94,35 @@ def _compile(hyperscan: Any, sources: list[str]) -> Any:
     return db
 
 
+def cache_folder() -> str:
+    """The folder the compiled databases are kept in: the user's cache folder for
+    wiki-memory (``platformdirs.user_cache_dir``; ``~/.cache/wiki-memory`` on Linux)."""
+    import platformdirs
+
+    return str(platformdirs.user_cache_dir("wiki-memory", appauthor=False))
+
+
+def kept_files() -> list[str]:
+    """The compiled databases kept in :func:`cache_folder` (``rulescan-*.hsdb``), sorted;
+    ``uninstall`` removes them, as it removes every other file wiki-memory wrote outside
+    its data directory."""
+    folder = cache_folder()
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return sorted(
+        os.path.join(folder, n) for n in names if n.startswith("rulescan-") and n.endswith(".hsdb")
+    )
+
+
 def _cache_file(hyperscan: Any, sources: list[str]) -> str:
     import hashlib  # here, not at the top: the hook imports this module and never builds
-
-    import platformdirs
 
     digest = hashlib.sha256(f"prefilter\n{hyperscan.__version__}".encode())
     for source in sources:
         digest.update(b"\0" + source.encode("ascii"))
-    folder = platformdirs.user_cache_dir("wiki-memory", appauthor=False)
-    return os.path.join(folder, f"rulescan-{digest.hexdigest()[:24]}.hsdb")
+    return os.path.join(cache_folder(), f"rulescan-{digest.hexdigest()[:24]}.hsdb")
 
 
 def _load(hyperscan: Any, path: str) -> Any:

@@ -7,6 +7,7 @@ stays.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -132,6 +133,7 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     """Undo what ``setup`` recorded: the service, our hooks and MCP entries, the harness
     files it created that are left empty, the folders it made; keep files the user changed
     since, and the data directory. ``--dry-run`` says what it would do and does nothing."""
+    from wiki_memory.capture import rulescan
     from wiki_memory.harness import hooks_install as hi
     from wiki_memory.harness import mcp_install as mi
     from wiki_memory.harness import userservice
@@ -208,6 +210,15 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
                 kept.append(f"{mplan.path}: " + "; ".join(mplan.notes))
         except mi.InstallError as exc:
             kept.append(f"{client} ({exc})")
+    # the sanitizer's compiled rule databases: a cache outside the data directory
+    for cached in rulescan.kept_files():
+        if not dry:
+            with contextlib.suppress(OSError):
+                os.unlink(cached)
+        print(f"{would} {cached}")
+    if not dry:
+        with contextlib.suppress(OSError):
+            os.rmdir(rulescan.cache_folder())  # only when nothing else is in it
     if dry:
         for k in kept:
             print(f"would keep: {k}")
