@@ -351,3 +351,37 @@ def _pack_safe_store() -> None:
 
 
 _pack_safe_store()
+
+
+# -- one pack completed at a time per object store --------------------------------------
+# Two fetches into one wiki at once (``sync`` runs every remote on a thread of its own,
+# each fetch in a child process) can receive packs holding the same objects: dulwich
+# names a pack by the SHA-1 of its sorted object ids, so both move in the same
+# ``pack-<sha>.pack`` and write the same ``.idx`` through a lock file, and the second
+# failed with FileLocked ("cannot fetch from origin"). Completing a pack (a fetch's thin
+# pack, the writer's packing of loose objects) now holds an OS file lock beside the
+# store, across threads and processes; only the local move-in waits, never the network.
+
+#: the lock file completing a pack holds, in the git folder (``.git`` or a bare repo)
+PACK_LOCK = "wiki-memory-pack.flock"
+
+
+def _pack_serial_store() -> None:
+    from dulwich.object_store import DiskObjectStore
+    from filelock import FileLock
+
+    cls: Any = DiskObjectStore
+    complete = getattr(cls, "_complete_pack", None)
+    if complete is None or getattr(cls, "_wiki_memory_pack_serial", False):
+        return
+
+    def serial_complete(self: Any, *args: Any, **kwargs: Any) -> Any:
+        lock = os.path.join(os.path.dirname(os.path.abspath(self.path)), PACK_LOCK)
+        with FileLock(lock):
+            return complete(self, *args, **kwargs)
+
+    cls._complete_pack = serial_complete
+    cls._wiki_memory_pack_serial = True
+
+
+_pack_serial_store()

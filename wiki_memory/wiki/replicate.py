@@ -37,6 +37,7 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from wiki_memory.capture.sanitize import redact_text
+from wiki_memory.wiki import locks  # noqa: F401 - packs move in one at a time (PACK_LOCK)
 from wiki_memory.wiki.border import Entry
 from wiki_memory.wiki.packsize import inflated_bytes
 
