@@ -58,7 +58,7 @@ from wiki_memory.web.links import (
     page_url,
     tag_url,
 )
-from wiki_memory.wiki.page import BLOCK_ID_CHARS, BLOCK_ID_RE, WIKILINK_INNER, WIKILINK_RE
+from wiki_memory.wiki.page import BLOCK_ID_CHARS, BLOCK_ID_RE, CALLOUT, WIKILINK_INNER, WIKILINK_RE
 
 __all__ = [
     "RenderCache",
@@ -76,7 +76,7 @@ _ALLOWED_SCHEMES = frozenset({"http", "https", "mailto"})
 _CTRL_RE = re.compile(r"[\x00-\x20\x7f]+")
 _LONE_ID_RE = re.compile(rf"\^({BLOCK_ID_CHARS})")
 _COMMENT_RE = re.compile(r"<!--(?:(?!-->).)*-->|%%(?:(?!%%).)*%%", re.S)
-_CALLOUT_RE = re.compile(r"\[!([^\]\s]{1,40})\]([+-]?)[ \t]*(.*)")
+_CALLOUT_RE = re.compile(rf"{CALLOUT}[ \t]*(.*)")
 _WIKILINK_INNER = re.compile(WIKILINK_INNER)
 _ATTACHMENT_RE = re.compile(r"\.(?!md$)[A-Za-z0-9]{1,8}$")
 

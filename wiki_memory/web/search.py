@@ -28,7 +28,7 @@ from markupsafe import Markup
 from wiki_memory.recall.terms import matches_form
 from wiki_memory.web.links import escape, fragment_for, page_url
 from wiki_memory.web.render import parse_wikilink
-from wiki_memory.wiki.page import BLOCK_ID_CHARS, WIKILINK_RE
+from wiki_memory.wiki.page import BLOCK_ID_CHARS, CALLOUT, WIKILINK_RE
 
 __all__ = ["ANCHORS_PER_PAGE", "Group", "group", "mark", "mark_html", "plain"]
 
@@ -41,7 +41,7 @@ _LINE_MARKS = re.compile(
 )
 _FENCE = re.compile(r"[~`]{3,}[\w-]*")
 _BLOCK_ID = re.compile(rf"(?:(?<=\s)|^)\^{BLOCK_ID_CHARS}(?=\s|$)")
-_CALLOUT = re.compile(r"\[!([^\]\s]{1,40})\][+-]?")
+_CALLOUT = re.compile(CALLOUT)
 _MD_LINK = re.compile(r"!?\[([^\[\]\n]*)\]\([^()\s]*(?:\([^()\s]*\))?[^()\s]*\)")
 _EMPH = re.compile(r"(\*{1,3}|_{2,3}|~~|==)(?=\S)(.+?)(?<=\S)\1")
 _LEFTOVER = re.compile(r"\*{2,}|_{2,}|~~|==|\[\[|\]\]|(?<!\w)-{3,}|^\s*tags:|`")

@@ -28,6 +28,7 @@ from wiki_memory.wiki.frontmatter_read import (
 __all__ = [
     "BLOCK_ID_CHARS",
     "BLOCK_ID_RE",
+    "CALLOUT",
     "Diagnostic",
     "Link",
     "ParsedPage",
@@ -149,6 +150,10 @@ BLOCK_ID_CHARS = r"[A-Za-z0-9-]+"
 #: view strips it with the same pattern
 BLOCK_ID_RE = re.compile(rf"(?:^|[ \t])\^({BLOCK_ID_CHARS})[ \t]*$")
 _ANY_BLOCK_ID_RE = re.compile(rf"\^{BLOCK_ID_CHARS}[ \t]*$", re.M)
+#: a callout's marker (``[!note]``, ``[!tip]-``): group 1 its kind (1 to 40 characters, no
+#: space or ``]``), group 2 its fold sign (``+``, ``-`` or ""); the web view renders a quote
+#: that opens with one as a callout, and its search snippets show it as a label
+CALLOUT = r"\[!([^\]\s]{1,40})\]([+-]?)"
 #: what a wikilink holds between ``[[`` and ``]]``: no bracket, no line break
 WIKILINK_INNER = r"[^\[\]\n]+"
 #: a wikilink or an embed, for the code that rewrites, renders or strips them: group 1
