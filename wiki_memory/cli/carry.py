@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.cli.common import CliError, cli_settings
+from wiki_memory.cli.common import CliError, add_wiki, cli_settings
 from wiki_memory.cli.declare import add_command, add_flag
 
 __all__ = ["register"]
@@ -193,4 +193,4 @@ def register(sub: Any) -> None:
     e = add_command(sub, "export", cmd_export, "write every page (and handoff) as JSON Lines")
     e.add_argument("file", nargs="?", help="the file to write (default: standard output)")
     add_flag(e, "--json", "JSON Lines: the one format, the default")
-    e.add_argument("--wiki", metavar="PATH", help="the wiki folder (default <data-dir>/wiki)")
+    add_wiki(e)

@@ -15,6 +15,7 @@ from wiki_memory.config import Settings, load_settings
 __all__ = [
     "CliError",
     "add_url",
+    "add_wiki",
     "call_json",
     "cli_settings",
     "given",
@@ -51,6 +52,13 @@ def wiki_option(args: argparse.Namespace) -> Path | None:
     if not wiki.is_dir():
         raise CliError(f"--wiki {args.wiki}: not a folder", 2)
     return wiki
+
+
+def add_wiki(parser: Any, help: str = "the wiki folder (default <data-dir>/wiki)") -> None:
+    """Add ``--wiki PATH`` to a subcommand's ``parser``: a wiki folder other than
+    ``<data-dir>/wiki`` (read back by :func:`wiki_option`); ``help`` is its line in the
+    command's help."""
+    parser.add_argument("--wiki", metavar="PATH", help=help)
 
 
 def add_url(parser: Any) -> None:

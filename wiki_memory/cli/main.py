@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from wiki_memory.cli.argerrors import flag_value_hint
-from wiki_memory.cli.common import CliError, add_url, cli_settings, given, post_json, wiki_option
+from wiki_memory.cli.common import (
+    CliError,
+    add_url,
+    add_wiki,
+    cli_settings,
+    given,
+    post_json,
+    wiki_option,
+)
 from wiki_memory.cli.declare import add_command, add_flag
 from wiki_memory.config import DEFAULT_HOST, DEFAULT_PORT
 from wiki_memory.zones import local_zone_name
@@ -149,10 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
         s, "--insecure-http", "allow plain HTTP on a non-loopback address (a TLS proxy in front)"
     )
     add_flag(s, "--no-auth", "no tokens (loopback only)")
-    s.add_argument(
-        "--wiki",
-        metavar="PATH",
-        help="serve this existing vault folder (a git repository is used as it is) "
+    add_wiki(
+        s,
+        "serve this existing vault folder (a git repository is used as it is) "
         "instead of <data-dir>/wiki; env WIKI_MEMORY_WIKI_PATH",
     )
     add_flag(s, "--open", "open the web view in a browser")
@@ -177,11 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_url(r)
 
     x = add_command(sub, "reindex", cmd_reindex, "rebuild index.db from the files")
-    x.add_argument(
-        "--wiki",
-        metavar="PATH",
-        help="the wiki folder (default: the one the index was built from, else <data-dir>/wiki)",
-    )
+    add_wiki(x, "the wiki folder (default: the one the index was built from, else <data-dir>/wiki)")
     add_flag(x, "--quiet", "no progress bar")
     x.add_argument("--url", help="server URL")
     from wiki_memory.cli import (

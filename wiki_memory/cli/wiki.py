@@ -23,7 +23,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from wiki_memory.cli.common import CliError, cli_settings, wiki_option
+from wiki_memory.cli.common import CliError, add_wiki, cli_settings, wiki_option
 from wiki_memory.cli.declare import add_command, add_flag
 from wiki_memory.cli.doctor import doctor_report, fix, print_report
 from wiki_memory.config import Settings
@@ -316,7 +316,7 @@ def register(sub: Any) -> None:
     )
     add_flag(im, "--json", "read a `wiki-memory export --json` file")
     im.add_argument("--into", default="", help="a folder of the wiki to copy it into")
-    im.add_argument("--wiki", metavar="PATH", help="the wiki folder (default <data-dir>/wiki)")
+    add_wiki(im)
 
     dr = add_command(
         sub,
@@ -324,7 +324,7 @@ def register(sub: Any) -> None:
         cmd_doctor,
         "check the service, hooks, MCP, outbox, token, git, index and files; exit 1 on errors",
     )
-    dr.add_argument("--wiki", metavar="PATH", help="the wiki folder (for `serve --wiki PATH`)")
+    add_wiki(dr, "the wiki folder (for `serve --wiki PATH`)")
     add_flag(dr, "--json", "print the whole report as JSON")
     add_flag(dr, "--strict", "warnings count as problems too")
     dr.add_argument("--limit", type=int, default=20, help="items shown per list (default 20)")
