@@ -3,12 +3,16 @@ and the payload fields checked before an event is accepted."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from support import as_user
 
 from wiki_memory.capture.echo import (
     ECHO_KEY,
     memory_cli,
     memory_tool,
+    returned_ids,
     strip_echo,
     strip_injected,
 )
@@ -66,6 +70,29 @@ def test_a_memory_tool_result_becomes_a_reference() -> None:
     assert ref["ids"] == ["projects/p/notes/Port 1.md"]
     line = echo_line(ref)
     assert "`memory_recall`" in line and "`projects/p/notes/Port 1.md`" in line
+
+
+def test_a_handoff_tool_result_names_the_handoffs_it_returned(mem) -> None:
+    """The ids the handoff service really makes (``H-0001``, personal ``P-<8 hex>``) are
+    kept in the reference, so a later forget or audit can say what the agent was given."""
+    svc = mem.handoffs
+    team = svc.create(as_user(svc, "alice"), project="proj", title="Fix the billing test")
+    mine = svc.create(
+        as_user(svc, "alice"), project="proj", title="My own note", visibility="personal"
+    )
+    assert team["id"].startswith("H-") and mine["id"].startswith("P-")
+    payload = {
+        "tool_name": "mcp__wiki-memory__memory_handoff_list",
+        "tool_input": {"project": "proj"},
+        "tool_response": [
+            {"type": "text", "text": json.dumps({"handoffs": [team, mine]})},
+        ],
+    }
+    ref = strip_echo("tool_post", payload)[1]["tool_response"][ECHO_KEY]
+    assert team["id"] in ref["ids"] and mine["id"] in ref["ids"]
+    assert "Fix the billing test" not in json.dumps(ref)
+    # an id is a whole token: a longer word containing one is not an id
+    assert returned_ids("XH-0001 H-0001x P-0123456789") == []
 
 
 def test_ordinary_output_is_kept() -> None:
