@@ -239,7 +239,7 @@ def purge_shaped(repo: Repo, seen: ObjectID, ann: Announcement, stones: Tombston
 
 def _differs_by_purge(
     repo: Repo,
-    a: dict[bytes, tuple[int, ObjectID]],
+    a: rp.Files,
     twin: Commit,
     loose: bool,
     stones: Tombstones,
@@ -285,8 +285,8 @@ def _personal(repo: Repo, path: bytes, sha: ObjectID) -> bool:
 
 
 def deleted_pages(
-    mine: dict[bytes, tuple[int, ObjectID]],
-    merged: dict[bytes, tuple[int, ObjectID]],
+    mine: rp.Files,
+    merged: rp.Files,
     stones: Tombstones,
 ) -> int:
     """How many of the shared files ``mine`` the merged tree would delete (a tombstoned
@@ -303,8 +303,8 @@ def too_many(deleted: int, shared: int, fraction: float, most: int) -> bool:
 
 def tombstoned(
     repo: Repo,
-    files: dict[bytes, tuple[int, ObjectID]],
-    known: dict[bytes, tuple[int, ObjectID]],
+    files: rp.Files,
+    known: rp.Files,
     stones: Tombstones,
 ) -> set[bytes]:
     """The paths of ``files`` (a hub's flat tree) that are not exactly ``known``'s and

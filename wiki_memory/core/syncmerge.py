@@ -278,9 +278,9 @@ class SyncMerge:
     def _admit(
         self,
         repo: Repo,
-        theirs: dict[bytes, tuple[int, ObjectID]],
-        mine: dict[bytes, tuple[int, ObjectID]],
-    ) -> tuple[dict[bytes, tuple[int, ObjectID]], list[border.Refusal]]:
+        theirs: rp.Files,
+        mine: rp.Files,
+    ) -> tuple[rp.Files, list[border.Refusal]]:
         """The hub's flat tree ``theirs`` as the merge may use it, and the refusals.
 
         Every entry that is not exactly ``mine``'s (the local projection's) goes through
@@ -346,8 +346,8 @@ class SyncMerge:
 
     @staticmethod
     def _no_clash(
-        files: dict[bytes, tuple[int, ObjectID]],
-        theirs: dict[bytes, tuple[int, ObjectID]],
+        files: rp.Files,
+        theirs: rp.Files,
     ) -> list[border.Refusal]:
         """Drop (in place) every file of the merged ``files`` whose path is also a folder
         of another file (a tree cannot hold both: one side made a file where the other
@@ -384,8 +384,8 @@ class SyncMerge:
         self,
         repo: Repo,
         shared: Shared,
-        local: dict[bytes, tuple[int, ObjectID]],
-        files: dict[bytes, tuple[int, ObjectID]],
+        local: rp.Files,
+        files: rp.Files,
     ) -> None:
         """Give the pages pinned here their pin back in the merged ``files`` (in place):
         the merge saw every page without ``pinned`` (the projection strips it), so a page
@@ -419,7 +419,7 @@ class SyncMerge:
         self,
         name: str,
         refusals: list[border.Refusal],
-        theirs: dict[bytes, tuple[int, ObjectID]],
+        theirs: rp.Files,
     ) -> list[dict[str, str]]:
         """Update the refusal record (``.git/wiki-memory-refused.json``) for remote
         ``name``: its rows the hub no longer carries are dropped, the new (path, blob)
@@ -461,7 +461,7 @@ class SyncMerge:
     def _commit(
         self,
         repo: Repo,
-        files: dict[bytes, tuple[int, ObjectID]],
+        files: rp.Files,
         parents: list[ObjectID],
         message: str,
     ) -> ObjectID:
@@ -480,8 +480,8 @@ class SyncMerge:
         self,
         remote: str,
         repo: Repo,
-        old: dict[bytes, tuple[int, ObjectID]],
-        new: dict[bytes, tuple[int, ObjectID]],
+        old: rp.Files,
+        new: rp.Files,
         old_head: ObjectID,
         new_head: ObjectID,
     ) -> list[str]:

@@ -58,7 +58,7 @@ def keep_refused(
     wiki_dir: Path,
     repo: Repo,
     name: str,
-    commit: Callable[[Repo, dict[bytes, tuple[int, ObjectID]], list[ObjectID], str], ObjectID],
+    commit: Callable[[Repo, rp.Files, list[ObjectID], str], ObjectID],
     out: ObjectID,
     theirs: ObjectID | None,
 ) -> ObjectID:

@@ -25,10 +25,10 @@ from wiki_memory.wiki import topics as tp
 from wiki_memory.wiki.copies import mark_bytes
 from wiki_memory.wiki.frontmatter import FrontmatterError
 from wiki_memory.wiki.personal import page_owner
+from wiki_memory.wiki.replicate import Files
 
 __all__ = ["merge_trees", "recompiled_projects"]
 
-Files = dict[bytes, tuple[int, ObjectID]]
 _MARK = tp.MARKER.encode()
 _MODE = 0o100644
 

@@ -35,6 +35,7 @@ from wiki_memory.wiki import replicate as rp
 from wiki_memory.wiki.copies import mark_bytes
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_metadata
+from wiki_memory.wiki.replicate import Files
 from wiki_memory.wiki.sessionmerge import merge_session
 from wiki_memory.wiki.sessionparts import session_of_part
 
@@ -252,8 +253,6 @@ def merge_page(
 
 
 # --------------------------------------------------------------------------- trees
-
-Files = dict[bytes, tuple[int, ObjectID]]
 
 
 def _data(repo: Repo, sha: ObjectID) -> bytes | None:

@@ -31,7 +31,7 @@ from wiki_memory.plainfile import atomic_write
 from wiki_memory.wiki.frontmatter import FrontmatterError, set_keys
 from wiki_memory.wiki.page import parse_metadata
 from wiki_memory.wiki.personal import frontmatter_head, is_people_folder, page_owner
-from wiki_memory.wiki.replicate import flat_tree, is_ancestor
+from wiki_memory.wiki.replicate import Files, flat_tree, is_ancestor
 
 __all__ = ["Shared", "personal_files", "unpinned", "with_pin"]
 
@@ -287,9 +287,7 @@ class Shared:
         return new.id
 
 
-def personal_files(
-    shared: Shared, files: dict[bytes, tuple[int, ObjectID]]
-) -> dict[bytes, tuple[int, ObjectID]]:
+def personal_files(shared: Shared, files: Files) -> Files:
     """The entries of ``files`` that the projection leaves out (personal pages)."""
     out = {}
     for path, (mode, sha) in files.items():

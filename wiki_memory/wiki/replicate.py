@@ -402,14 +402,16 @@ class TreeTooLarge(RemoteError):
     """A hub's tree lists more than :data:`MAX_TREE_ENTRIES` entries: nothing of it is used."""
 
 
-def flat_tree(
-    repo: Repo, tree_id: ObjectID | None, limit: int | None = None
-) -> dict[bytes, tuple[int, ObjectID]]:
+#: a tree's files, flat: path -> (mode, blob id), as :func:`flat_tree` lists them
+Files = dict[bytes, tuple[int, ObjectID]]
+
+
+def flat_tree(repo: Repo, tree_id: ObjectID | None, limit: int | None = None) -> Files:
     """Every file of a tree: path -> (mode, blob id). An entry with a folder's mode whose
     object is missing or not a tree (a hub can write one) is listed as it is, with its
     folder mode, rather than walked: the border refuses it. ``limit``: TreeTooLarge once
     more than that many entries (files and folders, each path counted) were walked."""
-    out: dict[bytes, tuple[int, ObjectID]] = {}
+    out: Files = {}
     if tree_id is None:
         return out
     walked = 0
@@ -443,8 +445,8 @@ _KINDS = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
 
 def incoming_entries(
     repo: Repo,
-    files: dict[bytes, tuple[int, ObjectID]],
-    known: dict[bytes, tuple[int, ObjectID]],
+    files: Files,
+    known: Files,
     keep: dict[str, bytes] | None = None,
     keep_bytes: int = 64 * 1024 * 1024,
 ) -> list[Entry]:
@@ -489,7 +491,7 @@ def incoming_entries(
     return out
 
 
-def build_tree(repo: Repo, files: dict[bytes, tuple[int, ObjectID]]) -> ObjectID:
+def build_tree(repo: Repo, files: Files) -> ObjectID:
     """Write the tree holding exactly ``files`` (path -> (mode, blob id)); its id."""
     if not files:
         empty = Tree()
@@ -516,5 +518,5 @@ class MergeResult:
     """A merged tree: ``files`` (path -> (mode, blob id)) and ``conflicts`` (path ->
     the conflict copy's path) for files both sides changed differently."""
 
-    files: dict[bytes, tuple[int, ObjectID]]
+    files: Files
     conflicts: dict[str, str] = field(default_factory=dict)
