@@ -33,3 +33,32 @@ def holding(root: Path, value: bytes) -> list[str]:
             if value in all_objects(git_dir):
                 found.append(f"{git_dir.relative_to(root).as_posix()}: objects")
     return found
+
+
+def take_lock(lock: Path, age_seconds: float = 3600.0, timeout: float = 60.0) -> Path:
+    """Take the git lock file ``lock`` as another git does (created exclusively, retried
+    while the server holds it) and leave it behind, ``age_seconds`` old; returns it.
+
+    Writing the file instead races a commit the test has just seen in HEAD: the server
+    rewrites the index (``index.lock``) after it moves HEAD, and renaming its lock into
+    place would take the test's away with it, so no commit would ever stall (a loaded
+    machine widens that moment). Raises AssertionError when it stays taken ``timeout``
+    seconds."""
+    import os
+    import time
+
+    from support import wait_for
+
+    lock.parent.mkdir(parents=True, exist_ok=True)
+
+    def created() -> bool:
+        try:
+            os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            return False
+        return True
+
+    wait_for(created, timeout, f"{lock.name} free to take", interval=0.02)
+    t = time.time() - age_seconds
+    os.utime(lock, (t, t))
+    return lock

@@ -233,6 +233,25 @@ def start(data_dir: Path, with_vault: bool = False, env: dict[str, str] | None =
     return ws
 
 
+def start_in_process(
+    data_dir: Path, with_vault: bool = False, env: dict[str, str] | None = None
+) -> WebServer:
+    """:func:`start` with the app in this process (``appkit.AppServer``: its routes, the
+    watcher and the writer as ``serve`` runs them, no process or socket) for the tests
+    that check what the view answers; ``srv.new_client()`` gives a browser's client."""
+    from appkit import AppServer
+
+    tokens = build(data_dir, with_vault)
+    srv = AppServer(
+        data_dir,
+        env={"USER": OWNER, "WIKI_MEMORY_COMMIT_DELAY_SECONDS": "0.05", **(env or {})},
+    ).start()
+    tokens[OWNER] = srv.token
+    ws = WebServer(srv, tokens)  # type: ignore[arg-type]  # answers as a ServerProcess
+    capture_session(ws)
+    return ws
+
+
 def _payload(name: str) -> dict[str, Any]:
     return json.loads(shared_path("data", "hooks", "claude-code", f"{name}.json").read_text())
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import re
 
-import httpx
 import pytest
-from serverproc import ServerProcess
+from appkit import AppServer, http
 from support import REPO
 
 from wiki_memory import errors
@@ -21,7 +20,7 @@ from wiki_memory.wiki.paths import PathRefused
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory):
     d = tmp_path_factory.mktemp("errors") / "data"
-    s = ServerProcess(d)
+    s = AppServer(d)  # the app in this process: these are the routes' answers
     s.start()
     yield s
     s.stop()
@@ -31,36 +30,36 @@ def auth(srv) -> dict[str, str]:
     return dict(srv.headers)
 
 
-@pytest.mark.process
 def test_v1_answers_json_for_unknown_routes_and_wrong_methods(srv):
     h = auth(srv)
-    r = httpx.get(srv.url + "/v1/no-such-route", headers=h)
+    client = http(srv)
+    r = client.get(srv.url + "/v1/no-such-route", headers=h)
     assert r.status_code == 404
     assert r.headers["content-type"].startswith("application/json")
     assert r.json()["error"] == "not_found"
-    r = httpx.post(srv.url + "/v1/pages", headers=h)  # GET only
+    r = client.post(srv.url + "/v1/pages", headers=h)  # GET only
     assert r.status_code == 405
     assert r.headers["content-type"].startswith("application/json")
     assert r.json()["error"] == "method_not_allowed"
     assert "GET" in r.headers.get("allow", "")
-    r = httpx.delete(srv.url + "/v1/recall", headers=h)
+    r = client.delete(srv.url + "/v1/recall", headers=h)
     assert (r.status_code, r.json()["error"]) == (405, "method_not_allowed")
     # the web view keeps its HTML pages
-    r = httpx.get(srv.url + "/no-such-page", headers=h)
+    r = client.get(srv.url + "/no-such-page", headers=h)
     assert r.status_code == 404 and r.headers["content-type"].startswith("text/html")
-    r = httpx.post(srv.url + "/pages", headers=h)
+    r = client.post(srv.url + "/pages", headers=h)
     assert r.status_code == 405 and r.headers["content-type"].startswith("text/html")
 
 
-@pytest.mark.process
 def test_http_statuses_follow_the_table(srv):
     h = auth(srv)
+    client = http(srv)
     cases = [
-        (httpx.post(srv.url + "/v1/recall", headers=h, content=b"{"), "bad_json"),
-        (httpx.post(srv.url + "/v1/recall", headers=h, json={"budget_tokens": -1}), None),
-        (httpx.get(srv.url + "/v1/pages/a/../b.md", headers=h), None),
-        (httpx.get(srv.url + "/v1/pages/nope.md", headers=h), "not_found"),
-        (httpx.get(srv.url + "/v1/pages", headers={"Authorization": "Bearer x"}), None),
+        (client.post(srv.url + "/v1/recall", headers=h, content=b"{"), "bad_json"),
+        (client.post(srv.url + "/v1/recall", headers=h, json={"budget_tokens": -1}), None),
+        (client.get(srv.url + "/v1/pages/a/../b.md", headers=h), None),
+        (client.get(srv.url + "/v1/pages/nope.md", headers=h), "not_found"),
+        (client.get(srv.url + "/v1/pages", headers={"Authorization": "Bearer x"}), None),
     ]
     for r, code in cases:
         body = r.json()

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import httpx
 import pytest
 from clikit import run_in_process
 from dulwich.repo import Repo
+from gitkit import take_lock
 from serverproc import ServerProcess
 from support import cli_as, committed, home_env, make_memory, wait_for
 
@@ -93,10 +93,7 @@ def test_status_with_commits_stalled(tmp_path: Path) -> None:
     with ServerProcess(data, env=STALL_ENV) as srv:
         put(srv, "notes/first.md", "# first\n")
         wait_for(lambda: "notes/first.md" in committed(data / "wiki"), 30, "first commit")
-        lock = data / "wiki" / ".git" / "index.lock"
-        lock.write_bytes(b"")
-        t = time.time() - 3600
-        os.utime(lock, (t, t))
+        lock = take_lock(data / "wiki" / ".git" / "index.lock")
         put(srv, "notes/second.md", "# second\n")
         writes = {"n": 2, "at": time.monotonic()}
 

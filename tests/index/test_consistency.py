@@ -1,6 +1,8 @@
-"""Invariant 1 under a running server: after hand edits, a directory rename, a delete, a
-``git checkout`` of an older commit in ``wiki/`` and a server compile, the live index holds
-the same rows (path, section, content hash) as a fresh reindex of the files."""
+"""Invariant 1 under a running server (the app in this process, with its watcher and
+writer as ``serve`` runs them; git is a real process): after hand edits, a directory
+rename, a delete, a ``git checkout`` of an older commit in ``wiki/`` and a server compile,
+the live index holds the same rows (path, section, content hash) as a fresh reindex of
+the files."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import subprocess
 import time
 
 import pytest
-from serverproc import ServerProcess
+from appkit import AppServer
 from support import shared_path
 
 from wiki_memory.index.store import Index
@@ -52,7 +54,7 @@ def test_index_matches_fresh_reindex_after_edits_renames_checkout_and_compile(tm
     wiki = data / "wiki"
     wiki.mkdir(parents=True)
     shutil.copytree(shared_path("data", "vaults", "obsidian-tasks-demo", "vault"), wiki / "demo")
-    with ServerProcess(data, env={"WIKI_MEMORY_HAND_EDIT_SETTLE_SECONDS": "0.3"}) as srv:
+    with AppServer(data, env={"WIKI_MEMORY_HAND_EDIT_SETTLE_SECONDS": "0.3"}) as srv:
         settle_equal(data, tmp_path)
         first_head = git(wiki, "rev-parse", "HEAD").stdout.strip()
         # hand edits: change a page, add a page

@@ -14,8 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
+from clikit import run_cli_here
 from serverproc import ServerProcess
-from support import run_cli, wait_for
+from support import wait_for
 from test_knowledge_mcp import mcp, text_of
 
 pytestmark = pytest.mark.process
@@ -56,7 +57,7 @@ def test_forgotten_text_reaches_no_face_of_a_real_server(tmp_path: Any) -> None:
         assert recall.structured_content["items"] == []
         r = httpx.get(srv.url + "/v1/pages/" + path, headers=srv.headers, timeout=30)
         assert r.status_code == 410 and r.json()["error"] == "forgotten" and WORD not in r.text
-        out = run_cli(data, "recall", WORD)
+        out = run_cli_here(data, "recall", WORD)
         assert out.returncode == 0, out.stderr
         assert f"The {WORD}" not in out.stdout and path not in out.stdout
 
@@ -70,7 +71,7 @@ def test_forgotten_text_reaches_no_face_of_a_real_server(tmp_path: Any) -> None:
         rel = page.relative_to(data / "wiki").as_posix()
         text = page.read_text(encoding="utf-8")
         block = text[text.index(f"Keep the {SAID}") :].split("\n^", 1)[1].split("\n", 1)[0]
-        out = run_cli(data, "forget", f"{rel}#^{block}")
+        out = run_cli_here(data, "forget", f"{rel}#^{block}")
         assert out.returncode == 0 and f"forgot {rel}#^{block}" in out.stdout, out.stderr
         assert SAID not in page.read_text(encoding="utf-8")
         for ev in (event("And one more"), event(reply="done")):

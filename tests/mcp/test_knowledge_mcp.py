@@ -1,5 +1,6 @@
-"""Knowledge that stays true through a real server (cases C54, C56; docs/knowledge.md):
-the MCP tools over streamable HTTP with the official SDK client, each step waiting for its
+"""Knowledge that stays true through the server (cases C54, C56; docs/knowledge.md):
+the MCP tools over streamable HTTP with the official SDK client, against the app in this
+process (``mcpkit``: the process is not the point here), each step waiting for its
 commit. A port corrected twice (5432 → 6543 → 7001, each with ``supersedes``) with a
 mention of the database in between, in English, Russian and Japanese: recall gives the
 head first and the others after it, marked; the mention stays current; ``as_of`` (HTTP:
@@ -17,13 +18,15 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+from appkit import AppServer, http
+from clikit import run_cli_here
 from dulwich.repo import Repo
-from serverproc import ServerProcess
-from support import run_cli, wait_for
+from mcpkit import mcp_connect
+from support import wait_for
 
-pytestmark = pytest.mark.process
+# in process, but it waits for commits and the watcher, and steps a second at a time
+pytestmark = pytest.mark.slow
 
 #: per language: the project, the query, the mention's query, N1's title, N1..N4
 FACTS = {
@@ -68,14 +71,10 @@ PORTS = ["5432", "6543", None, "7001"]
 
 
 @asynccontextmanager
-async def mcp(srv: ServerProcess) -> AsyncIterator[Any]:
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
-    async with httpx2.AsyncClient(headers=srv.headers, timeout=120) as hc:
-        async with Client(streamable_http_client(srv.url + "/mcp", http_client=hc)) as c:
-            yield c
+async def mcp(srv: Any) -> AsyncIterator[Any]:
+    """The SDK client on ``srv``'s ``/mcp`` (an ``AppServer`` or a server process)."""
+    async with mcp_connect(srv) as c:
+        yield c
 
 
 def text_of(res: Any) -> str:
@@ -100,8 +99,8 @@ def committed_at(wiki: Path, path: str) -> int:
     return head_commit(wiki)[1]
 
 
-def http_recall(srv: ServerProcess, query: str, project: str, **kw: Any) -> list[dict[str, Any]]:
-    r = httpx.post(
+def http_recall(srv: Any, query: str, project: str, **kw: Any) -> list[dict[str, Any]]:
+    r = http(srv).post(
         srv.url + "/v1/recall",
         json={"query": query, "project": project, "budget_tokens": 4000, **kw},
         headers=srv.headers,
@@ -112,8 +111,8 @@ def http_recall(srv: ServerProcess, query: str, project: str, **kw: Any) -> list
     return items
 
 
-def login(srv: ServerProcess) -> httpx.Client:
-    c = httpx.Client(base_url=srv.url, timeout=30)
+def login(srv: AppServer) -> Any:
+    c = srv.new_client()
     r = c.get("/login")
     csrf = re.search(r'name="csrf" value="([^"]+)"', r.text).group(1)  # type: ignore[union-attr]
     r = c.post(
@@ -130,12 +129,12 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Any:
     data = tmp_path_factory.mktemp("know") / "data"
     for project in ("atlas", "atlas-ru", "atlas-ja", "broken", "dedup"):
         (data / "wiki" / "projects" / project).mkdir(parents=True)
-    s = ServerProcess(data, env={"WIKI_MEMORY_COMMIT_DELAY_SECONDS": "0.05"}).start()
+    s = AppServer(data, env={"WIKI_MEMORY_COMMIT_DELAY_SECONDS": "0.05"}).start()
     yield s
     s.stop()
 
 
-def test_C54_corrections_through_mcp_in_three_languages(srv: ServerProcess) -> None:
+def test_C54_corrections_through_mcp_in_three_languages(srv: AppServer) -> None:
     wiki = srv.data_dir / "wiki"
     paths: dict[str, list[str]] = {lang: [] for lang in FACTS}
     at: list[int] = []
@@ -188,7 +187,7 @@ def test_C54_corrections_through_mcp_in_three_languages(srv: ServerProcess) -> N
                     assert all(h["path"] in paths[lang][: step + 1] for h in hist if h["path"])
                 # the brief: every version pinned, only the head named
                 for p in (n1, n2, n4):
-                    pin = httpx.post(
+                    pin = http(srv).post(
                         srv.url + "/v1/admin/pin",
                         json={"path": p, "pinned": True},
                         headers=srv.headers,
@@ -223,7 +222,7 @@ BROKEN = {
 }
 
 
-def test_C54_broken_supersessions_by_hand_are_found_and_named(srv: ServerProcess) -> None:
+def test_C54_broken_supersessions_by_hand_are_found_and_named(srv: AppServer) -> None:
     folder = srv.data_dir / "wiki" / "projects" / "broken" / "notes"
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in BROKEN.items():
@@ -243,7 +242,7 @@ def test_C54_broken_supersessions_by_hand_are_found_and_named(srv: ServerProcess
             assert not any("superseded_by" in i for i in items)
 
     asyncio.run(main())
-    doc = run_cli(srv.data_dir, "doctor", timeout=120)
+    doc = run_cli_here(srv.data_dir, "doctor")
     assert "healthy" not in doc.stdout.splitlines()[-1], doc.stdout
     for name, why in (("p1", "missing"), ("p2", "cycle"), ("p3", "cycle"), ("p4", "forgotten")):
         line = f"projects/broken/notes/{name}.md"
@@ -253,7 +252,7 @@ def test_C54_broken_supersessions_by_hand_are_found_and_named(srv: ServerProcess
         )
 
 
-def test_C56_three_equal_remembers_keep_one_file(srv: ServerProcess) -> None:
+def test_C56_three_equal_remembers_keep_one_file(srv: AppServer) -> None:
     text = "Run `make ship` to deploy; never push to prod by hand."
 
     async def main() -> list[dict[str, Any]]:
@@ -284,7 +283,7 @@ def test_C56_three_equal_remembers_keep_one_file(srv: ServerProcess) -> None:
     notes = sorted(p.name for p in (srv.data_dir / "wiki/projects/dedup/notes").glob("*.md"))
     assert len(notes) == 2, notes
     # HTTP answers a duplicate 200 with the existing note, never a 201 with a new path
-    h = httpx.post(
+    h = http(srv).post(
         srv.url + "/v1/remember",
         json={"text": text + "  ", "project": "dedup"},
         headers=srv.headers,
@@ -293,12 +292,14 @@ def test_C56_three_equal_remembers_keep_one_file(srv: ServerProcess) -> None:
     assert h.status_code == 200 and h.json()["path"] == r1["path"] and h.json()["count"] == 4
 
 
-def test_put_page_supersedes_over_http(srv: ServerProcess) -> None:
+def test_put_page_supersedes_over_http(srv: AppServer) -> None:
     old = "projects/dedup/notes/ttl.md"
     new = "projects/dedup/notes/ttl-now.md"
-    r = httpx.put(srv.url + "/v1/pages/" + old, content=b"The TTL is 60s.\n", headers=srv.headers)
+    r = http(srv).put(
+        srv.url + "/v1/pages/" + old, content=b"The TTL is 60s.\n", headers=srv.headers
+    )
     assert r.status_code == 201, r.text
-    r = httpx.put(
+    r = http(srv).put(
         srv.url + "/v1/pages/" + new,
         json={"text": "The TTL is 300s.\n", "supersedes": "ttl"},
         headers=srv.headers,
@@ -311,7 +312,7 @@ def test_put_page_supersedes_over_http(srv: ServerProcess) -> None:
     items = http_recall(srv, "TTL", "dedup")
     assert [i["path"] for i in items][:2] == [new, old] and items[1]["superseded_by"] == new
     # a target that names nothing: 404, and nothing written
-    r = httpx.put(
+    r = http(srv).put(
         srv.url + "/v1/pages/projects/dedup/notes/ttl-3.md",
         json={"text": "x\n", "supersedes": "no such page"},
         headers=srv.headers,

@@ -1,6 +1,6 @@
-"""Precise edits against a real server with several users (docs/api.md "Precise edits"):
+"""Precise edits against the server with several users (docs/api.md "Precise edits"):
 the MCP tool ``page_edit`` over streamable HTTP with the official SDK client, and
-``POST /v1/edit``.
+``POST /v1/edit``, against the app in this process (``appkit``, ``mcpkit``).
 
 carol may write project ``alpha`` and only read project ``beta``; bob may read ``alpha``
 and write his own folder; dave may only read ``alpha``. carol renames
@@ -15,15 +15,16 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+from appkit import AppServer, http
 from dulwich.repo import Repo
-from serverproc import ServerProcess
+from mcpkit import mcp_connect
 from support import wait_for
 
 from wiki_memory.auth import TokenStore
 
-pytestmark = pytest.mark.process
+# in process; it waits for commits
+pytestmark = pytest.mark.slow
 
 TARGET = "projects/alpha/target.md"
 WRITABLE = [f"projects/alpha/l{i:02d}.md" for i in range(20)]
@@ -53,7 +54,7 @@ def seed(wiki: Path) -> None:
 def srv(tmp_path_factory: Any) -> Any:
     data = tmp_path_factory.mktemp("edits") / "data"
     seed(data / "wiki")
-    s = ServerProcess(data).start()
+    s = AppServer(data).start()
     tokens = TokenStore(data / "auth")
     s.tok = {  # type: ignore[attr-defined]
         "carol": tokens.create("carol", None, ["alpha"]),
@@ -70,14 +71,9 @@ def headers(srv: Any, user: str) -> dict[str, str]:
 
 
 def mcp_calls(srv: Any, user: str, todo: list[dict[str, Any]]) -> list[Any]:
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
     async def main() -> list[Any]:
-        async with httpx2.AsyncClient(headers=headers(srv, user), timeout=120) as hc:
-            async with Client(streamable_http_client(srv.url + "/mcp", http_client=hc)) as c:
-                return [await c.call_tool("page_edit", args) for args in todo]
+        async with mcp_connect(srv, headers(srv, user)) as c:
+            return [await c.call_tool("page_edit", args) for args in todo]
 
     return asyncio.run(main())
 
@@ -129,7 +125,7 @@ def test_rename_rewrites_only_what_the_caller_may_write(srv: Any) -> None:
     # the pages carol may not write still resolve, through the alias
     def backlinks(user: str | None) -> set[str]:
         h = headers(srv, user) if user else srv.headers
-        r = httpx.get(srv.url + "/v1/pages/projects/alpha/goal.md", headers=h, timeout=30)
+        r = http(srv).get(srv.url + "/v1/pages/projects/alpha/goal.md", headers=h, timeout=30)
         assert r.status_code == 200, r.text
         return {b["path"] for b in r.json()["backlinks"]}
 
@@ -165,14 +161,14 @@ def test_readers_get_403_and_hidden_pages_404(srv: Any) -> None:
     assert hidden.is_error and text_of(hidden) == f"not_found: no such page: {BOBS}"
     assert beta.is_error and text_of(beta).startswith("not_found:")
     assert (wiki / page).read_bytes() == before
-    r = httpx.post(
+    r = http(srv).post(
         srv.url + "/v1/edit",
         json={"op": "item", "path": page, "text": "x"},
         headers=headers(srv, "dave"),
         timeout=30,
     )
     assert r.status_code == 403 and r.json()["error"] == "forbidden", r.text
-    r = httpx.post(
+    r = http(srv).post(
         srv.url + "/v1/edit",
         json={"op": "rename", "path": BOBS, "new_path": "people/bob/x.md"},
         headers=headers(srv, "carol"),
@@ -185,8 +181,8 @@ def test_http_edit_section_with_a_stale_hash_is_412_with_the_current(srv: Any) -
     page = "projects/alpha/l07.md"
     h = headers(srv, "carol")
 
-    def post(body: dict[str, Any]) -> httpx.Response:
-        return httpx.post(srv.url + "/v1/edit", json=body, headers=h, timeout=30)
+    def post(body: dict[str, Any]) -> Any:
+        return http(srv).post(srv.url + "/v1/edit", json=body, headers=h, timeout=30)
 
     body = {"op": "replace_section", "path": page, "section": "L7", "text": "Rewritten.\n"}
     r = post(body)

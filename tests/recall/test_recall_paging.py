@@ -1,7 +1,8 @@
 """Every match reachable. Following recall cursors returns every matching item
 exactly once, over random corpora, budgets and page sizes, more than 50 matches
-included: in the core (many examples), and through a real server's ``POST /v1/recall``
-and MCP ``memory_recall`` (the official SDK client over streamable HTTP).
+included: in the core (many examples), and through the server's ``POST /v1/recall`` and
+MCP ``memory_recall`` (the official SDK client over streamable HTTP), against the app in
+this process (``appkit``, ``mcpkit``).
 
 The property, for any budget: the pages, in order, are the ranking without a gap or a
 repeat; each page fits its budget; ``omitted`` counts every match after the page; and the
@@ -19,11 +20,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+from appkit import AppServer, http
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from serverproc import ServerProcess
+from mcpkit import mcp_connect
 from support import make_memory
 
 from wiki_memory.core.memory import Memory
@@ -142,17 +143,17 @@ def test_more_than_fifty_matches_and_any_budget_up_to_two_billion(core: Memory) 
     assert small.omitted == small.total - len(small.items) > 0
 
 
-# -- HTTP and MCP, through a real server ----------------------------------------------------------
+# -- HTTP and MCP, through the app in this process ----------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    s = ServerProcess(tmp_path_factory.mktemp("paging-srv") / "data").start()
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
+    s = AppServer(tmp_path_factory.mktemp("paging-srv") / "data").start()
     yield s
     s.stop()
 
 
-def http_page(srv: ServerProcess, word: str, budget: int) -> Callable[[int], dict[str, Any]]:
+def http_page(srv: AppServer, word: str, budget: int) -> Callable[[int], dict[str, Any]]:
     def page(cursor: int) -> dict[str, Any]:
         r = srv.post(
             "/v1/recall",
@@ -165,40 +166,29 @@ def http_page(srv: ServerProcess, word: str, budget: int) -> Callable[[int], dic
     return page
 
 
-def mcp_follow(srv: ServerProcess, word: str, budget: int) -> tuple[list[Any], list[Any]]:
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
+def mcp_follow(srv: AppServer, word: str, budget: int) -> tuple[list[Any], list[Any]]:
     async def main() -> tuple[list[Any], list[Any]]:
-        async with httpx2.AsyncClient(headers=srv.headers, timeout=120) as hc:
-            t = streamable_http_client(srv.url + "/mcp", http_client=hc)
-            async with Client(t) as c:
-                items: list[Any] = []
-                pages: list[Any] = []
-                cursor = 0
-                while True:
-                    r = await c.call_tool(
-                        "memory_recall",
-                        {
-                            "query": word,
-                            "project": "prop",
-                            "budget_tokens": budget,
-                            "cursor": cursor,
-                        },
-                    )
-                    assert not r.is_error, r.content
-                    sc = r.structured_content
-                    pages.append(sc)
-                    items += sc["items"]
-                    if sc["next_cursor"] is None:
-                        return items, pages
-                    cursor = sc["next_cursor"]
+        async with mcp_connect(srv) as c:
+            items: list[Any] = []
+            pages: list[Any] = []
+            cursor = 0
+            while True:
+                r = await c.call_tool(
+                    "memory_recall",
+                    {"query": word, "project": "prop", "budget_tokens": budget, "cursor": cursor},
+                )
+                assert not r.is_error, r.content
+                sc = r.structured_content
+                pages.append(sc)
+                items += sc["items"]
+                if sc["next_cursor"] is None:
+                    return items, pages
+                cursor = sc["next_cursor"]
 
     return asyncio.run(main())
 
 
-@pytest.mark.process
+@pytest.mark.slow
 @settings(
     max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -209,7 +199,7 @@ def mcp_follow(srv: ServerProcess, word: str, budget: int) -> tuple[list[Any], l
     budget=st.integers(0, 4000),
 )
 def test_http_and_mcp_cursors_return_every_match_once(
-    srv: ServerProcess, seed, pages, size, budget
+    srv: AppServer, seed, pages, size, budget
 ) -> None:
     corpus(srv.data_dir / "wiki", "prop", "quagga", seed, pages, size)
     assert srv.post("/v1/admin/reindex", {}).status_code == 200
@@ -225,11 +215,13 @@ def test_http_and_mcp_cursors_return_every_match_once(
     assert m_items == items[: len(m_items)]
 
 
-@pytest.mark.process
-def test_http_budget_limits(srv: ServerProcess) -> None:
+@pytest.mark.slow
+def test_http_budget_limits(srv: AppServer) -> None:
     ok = srv.post("/v1/recall", {"query": "x", "budget_tokens": 2_000_000_000})
     assert ok.status_code == 200, ok.text
     over = srv.post("/v1/recall", {"query": "x", "budget_tokens": 2_000_000_001})
     assert over.status_code == 400 and over.json()["field"] == "budget_tokens"
-    neg = httpx.post(srv.url + "/v1/recall", json={"query": "x", "cursor": -1}, headers=srv.headers)
+    neg = http(srv).post(
+        srv.url + "/v1/recall", json={"query": "x", "cursor": -1}, headers=srv.headers
+    )
     assert neg.status_code == 400 and neg.json()["field"] == "cursor"

@@ -1,5 +1,7 @@
-"""The web view over a real server process, checked over HTTP: sign-in, what each user
-sees, safety of the HTML, and that reading never changes the wiki (docs/web.md).
+"""The web view, checked over HTTP against the app in this process (``appkit``; the
+process is not the point): sign-in, what each user sees, safety of the HTML, and that
+reading never changes the wiki (docs/web.md). ``wiki-memory serve --open`` is in
+test_serve_open.py.
 
 The browser tests (real headless Chromium) are in test_web_browser.py.
 """
@@ -10,28 +12,27 @@ import base64
 import html.parser
 import json
 import re
-import sys
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit
 
-import httpx
 import pytest
 import webdata
-from serverproc import ServerProcess
-from support import run_cli as cli
+from clikit import run_cli_here as cli
 from webdata import BOB_ONLY_WORD, DEPLOY, H_BOB, H_BOB_PEOPLE, H_OLIVIA, OWNER, RUNBOOK, XSS
 
 from wiki_memory.web import views as web
 
-pytestmark = pytest.mark.process
+# in process; the wiki is built with a hand edit the watcher commits (real time)
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory):
     data = tmp_path_factory.mktemp("web") / "data"
-    w = webdata.start(data, with_vault=True)
+    w = webdata.start_in_process(data, with_vault=True)
     webdata.hand_edit(
         w, RUNBOOK, "2. Revert the release tag.", "2. Revert the release tag.\n3. Post in #ops."
     )
@@ -39,9 +40,15 @@ def ws(tmp_path_factory):
     w.srv.stop()
 
 
-def login(ws, user: str, follow: bool = False) -> httpx.Client:
-    """An httpx client signed in through the form, as a browser would."""
-    c = httpx.Client(base_url=ws.url, follow_redirects=follow, timeout=30)
+def new(ws, **kw: Any) -> Any:
+    """A new client of the app with no cookies but ``kw``'s (``Client`` keywords), as
+    a fresh browser or a module-level ``get`` is."""
+    return ws.srv.new_client(**kw)
+
+
+def login(ws, user: str, follow: bool = False) -> Any:
+    """A client signed in through the form, as a browser would."""
+    c = new(ws, follow_redirects=follow)
     r = c.get("/login")
     assert r.status_code == 200
     csrf = re.search(r'name="csrf" value="([^"]+)"', r.text).group(1)
@@ -70,7 +77,7 @@ ROUTES = [
 
 def test_every_route_needs_sign_in(ws):
     for path in ROUTES:
-        r = httpx.get(ws.url + path, follow_redirects=False)
+        r = new(ws).get(ws.url + path)
         assert r.status_code == 303, (path, r.status_code)
         loc = r.headers["location"]
         assert loc.startswith("/login"), loc
@@ -81,22 +88,22 @@ def test_every_route_needs_sign_in(ws):
             json.dumps({"u": OWNER, "t": "00000000", "e": 2**40, "n": "x"}).encode()
         ).decode()
         for cookie in ("garbage", f"{forged}.AAAA", "a.b.c"):
-            r2 = httpx.get(ws.url + path, cookies={"wm_session": cookie})
+            r2 = new(ws, cookies={"wm_session": cookie}).get(ws.url + path)
             assert r2.status_code == 303, (path, cookie)
-        r3 = httpx.post(ws.url + path, data={"x": "1"})
+        r3 = new(ws).post(ws.url + path, data={"x": "1"})
         assert r3.status_code in (401, 405), (path, r3.status_code)
         assert r3.status_code != 200
-    r = httpx.get(ws.url + "/", follow_redirects=False)
+    r = new(ws).get(ws.url + "/")
     assert r.headers["location"] == "/login"
-    r = httpx.get(ws.url + "/p/demo?x=1", follow_redirects=False)
+    r = new(ws).get(ws.url + "/p/demo?x=1")
     assert r.headers["location"] == "/login?next=%2Fp%2Fdemo%3Fx%3D1"
     # the sign-in page and the static files are open
-    assert httpx.get(ws.url + "/login").status_code == 200
-    css = httpx.get(ws.url + "/static/web.css")
+    assert new(ws).get(ws.url + "/login").status_code == 200
+    css = new(ws).get(ws.url + "/static/web.css")
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
     assert "prefers-color-scheme: dark" in css.text
-    assert httpx.get(ws.url + "/static/nope.css").status_code == 404
-    assert httpx.get(ws.url + "/static/../auth/owner.token").status_code in (303, 404)
+    assert new(ws).get(ws.url + "/static/nope.css").status_code == 404
+    assert new(ws).get(ws.url + "/static/../auth/owner.token").status_code in (303, 404)
     # the API still wants its bearer token, never a cookie
     c = login(ws, OWNER)
     assert c.get("/v1/pages").status_code == 401
@@ -104,12 +111,12 @@ def test_every_route_needs_sign_in(ws):
 
 
 def test_bearer_token_also_opens_the_view(ws):
-    r = httpx.get(ws.url + "/p/demo", headers={"Authorization": f"Bearer {ws.tokens['bob']}"})
+    r = new(ws).get(ws.url + "/p/demo", headers={"Authorization": f"Bearer {ws.tokens['bob']}"})
     assert r.status_code == 200 and "Deploy Guide" in r.text
 
 
 def test_sign_in_form_and_cookie(ws):
-    c = httpx.Client(base_url=ws.url, timeout=30)
+    c = new(ws)
     r = c.get("/login?next=/p/demo")
     csrf = re.search(r'name="csrf" value="([^"]+)"', r.text).group(1)
     set_csrf = r.headers["set-cookie"]
@@ -125,7 +132,7 @@ def test_sign_in_form_and_cookie(ws):
     csrf = re.search(r'name="csrf" value="([^"]+)"', r.text).group(1)
     r = c.post("/login", data={"token": ws.tokens[OWNER]})
     assert r.status_code == 403
-    fresh = httpx.post(ws.url + "/login", data={"csrf": csrf, "token": ws.tokens[OWNER]})
+    fresh = new(ws).post(ws.url + "/login", data={"csrf": csrf, "token": ws.tokens[OWNER]})
     assert fresh.status_code == 403
     # a wrong token
     r = c.get("/login")
@@ -154,22 +161,22 @@ def test_session_cookie_signature_and_expiry(ws):
     assert oct((ws.srv.data_dir / "auth" / web.KEY_FILE).stat().st_mode & 0o777) == "0o600"
     rec = next(r for r in _token_records(ws) if r["user"] == OWNER)
     good = web.make_session_cookie(key, OWNER, rec["id"])
-    assert httpx.get(ws.url + "/", cookies={"wm_session": good}).status_code == 200
+    assert new(ws, cookies={"wm_session": good}).get(ws.url + "/").status_code == 200
     expired = web.make_session_cookie(
         key, OWNER, rec["id"], now=time.time() - web.SESSION_SECONDS - 5
     )
-    assert httpx.get(ws.url + "/", cookies={"wm_session": expired}).status_code == 303
+    assert new(ws, cookies={"wm_session": expired}).get(ws.url + "/").status_code == 303
     other_key = web.make_session_cookie(b"k" * 32, OWNER, rec["id"])
-    assert httpx.get(ws.url + "/", cookies={"wm_session": other_key}).status_code == 303
+    assert new(ws, cookies={"wm_session": other_key}).get(ws.url + "/").status_code == 303
     # the same token id for another user name is refused
     wrong_user = web.make_session_cookie(key, "bob", rec["id"])
-    assert httpx.get(ws.url + "/", cookies={"wm_session": wrong_user}).status_code == 303
+    assert new(ws, cookies={"wm_session": wrong_user}).get(ws.url + "/").status_code == 303
     # tampering with the payload breaks the signature
     payload, sig = good.split(".")
     data = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     data["u"] = "bob"
     forged = base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
-    assert httpx.get(ws.url + "/", cookies={"wm_session": f"{forged}.{sig}"}).status_code == 303
+    assert new(ws, cookies={"wm_session": f"{forged}.{sig}"}).get(ws.url + "/").status_code == 303
 
 
 def _token_records(ws):
@@ -210,7 +217,7 @@ def test_sign_out(ws):
     assert r.status_code == 303 and r.headers["location"] == "/login"
     assert 'wm_session=""' in r.headers["set-cookie"] or "Max-Age=0" in r.headers["set-cookie"]
     # the old cookie, replayed, is refused too
-    assert httpx.get(ws.url + "/", cookies={"wm_session": old}).status_code == 303
+    assert new(ws, cookies={"wm_session": old}).get(ws.url + "/").status_code == 303
 
 
 def test_security_headers_on_every_response(ws):
@@ -385,7 +392,7 @@ def _skipped(rel: str) -> bool:
     return zlib.crc32(unquote(path).encode()) % VAULT_HISTORY_ONE_IN != 0
 
 
-def _crawl(client: httpx.Client, start: str, limit: int = 5000) -> dict[str, int]:
+def _crawl(client: Any, start: str, limit: int = 5000) -> dict[str, int]:
     seen: dict[str, int] = {}
     todo = [start]
     base = str(client.base_url)
@@ -431,23 +438,6 @@ def test_no_route_changes_anything(ws):
     after = webdata.snapshot(ws.wiki)
     assert after[0] == before[0], "HEAD moved"
     assert after[1] == before[1], sorted(set(after[1].items()) ^ set(before[1].items()))[:5]
-
-
-def test_serve_open_opens_the_view(tmp_path):
-    data = tmp_path / "data"
-    opened = tmp_path / "opened.txt"
-    script = tmp_path / "browser.py"
-    script.write_text(
-        f"import sys, pathlib\npathlib.Path({str(opened)!r}).write_text(sys.argv[1])\n"
-    )
-    srv = ServerProcess(
-        data, args=["--open"], env={"BROWSER": f"{sys.executable} {script} %s", "DISPLAY": ""}
-    ).start()
-    try:
-        webdata.wait_for(opened.exists, timeout=20)
-        assert opened.read_text() == srv.url + "/"
-    finally:
-        srv.stop()
 
 
 def test_templates_ship_with_the_package():

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from gitkit import take_lock
 from serverproc import ServerProcess
 from support import committed, run_cli, wait_for
 
@@ -79,8 +80,9 @@ def test_stale_locks_stall_commits_until_doctor_fix(tmp_path: Path) -> None:
         wait_for(lambda: "notes/first.md" in committed(wiki), 30, "first commit")
         assert srv.get("/v1/health").json()["commits"] == {"ok": True}
         git_dir = wiki / ".git"
-        old(git_dir / "index.lock")
-        old(git_dir / "refs" / "heads" / "main.lock")
+        # taken as another git takes them: the first commit may still hold index.lock
+        take_lock(git_dir / "index.lock")
+        take_lock(git_dir / "refs" / "heads" / "main.lock")
         # accepted writes stay on disk
         r = put(srv, "notes/second.md", "# second\n")
         assert r.status_code == 201, r.text
