@@ -32,9 +32,9 @@ from typing import Any
 import faces
 import httpx
 import pytest
-from clikit import run_in_process
+from clikit import run_cli_here, run_in_process
 from serverproc import ServerProcess
-from support import REPO, run_cli, wait_for
+from support import REPO, wait_for
 from teamkit import McpRaw, make_token, status_word
 
 pytestmark = pytest.mark.process
@@ -211,7 +211,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
     root = tmp_path_factory.mktemp("authz")
     data = root / "data"
     env = {"USER": OWNER, "LOGNAME": OWNER}
-    assert run_cli(data, "token", env=env).returncode == 0
+    assert run_cli_here(data, "token", env=env).returncode == 0
     wiki = data / "wiki"
     for u in USERS:
         p = wiki / "people" / u / "own.md"
@@ -232,10 +232,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
             continue
         projects = [GRANTED] if grant else []
         args = [*projects]
-        tok = make_token(data, user, role, *args)
+        tok = make_token(data, user, role, *args, here=True)
         if grant == "read" and role == "member":
             assert (
-                run_cli(
+                run_cli_here(
                     data, "token", "grant", "--user", user, "--project", GRANTED, "--read-only"
                 ).returncode
                 == 0
@@ -243,7 +243,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
         tokens[viewer] = tok
     server = ServerProcess(data, env=env).start()
     tokens["owner"] = server.token
-    assert run_cli(data, "token", "revoke", "--user", "rev").returncode == 0
+    assert run_cli_here(data, "token", "revoke", "--user", "rev").returncode == 0
     own = {"Authorization": f"Bearer {server.token}"}
     handoffs: dict[tuple[str, str, str], str] = {}
     with httpx.Client(base_url=server.url, headers=own, timeout=60) as c:

@@ -44,7 +44,7 @@ def test_backup_restore_round_trip(tmp_path: Path) -> None:
     srv = AppServer(data)
     srv.start()
     try:
-        member = make_token(data, "wes", "member", "proj")
+        member = make_token(data, "wes", "member", "proj", here=True)
         # a finished session (compiled, committed) and an open one with pending events
         done = {
             **event("UserPromptSubmit", prompt="finished work on the walrus"),
@@ -126,7 +126,7 @@ def test_a_damaged_repository_is_not_backed_up(tmp_path: Path) -> None:
     pack.chmod(0o644)
     pack.write_bytes(bytes(raw))
 
-    out = run_cli(tmp_path / "data", "backup", str(tmp_path / "b.wmb"))
+    out = run_cli_here(tmp_path / "data", "backup", str(tmp_path / "b.wmb"))
     assert out.returncode != 0
     assert out.stderr.strip().count("\n") == 0, out.stderr
     assert "backup failed: the wiki's repository cannot be read whole" in out.stderr

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-from support import run_cli
+from clikit import run_cli_here as run_cli
 
 from wiki_memory.errors import TABLE
 from wiki_memory.wiki.sections import find_section, section_hash
 
-pytestmark = pytest.mark.process
+# the command runs in this process (clikit): what it does and says is the point
 
 PAGE = "projects/demo/plan.md"
 TEXT = "# Plan\n\n## Todo\n- [ ] one\n\n## Done\n"

@@ -1,5 +1,5 @@
 """Export and import in JSON (docs/operations.md): every page and handoff of a wiki
-written by a real server, exported with ``wiki-memory export --json`` and imported with
+written by the server's app, exported with ``wiki-memory export --json`` and imported with
 ``import --json`` into an empty data directory, gives the same pages byte for byte (CRLF,
 no frontmatter, bytes that are not UTF-8 included) and the same handoffs; a path that
 names no page is refused."""
@@ -9,12 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
-import pytest
-from serverproc import ServerProcess
-from support import run_cli
+from appkit import AppServer
+from clikit import run_cli_here as run_cli
 
-pytestmark = pytest.mark.process
+# the app and the commands run in this process: what they write and answer is the point
 
 
 def pages_of(wiki: Path) -> dict[str, bytes]:
@@ -25,8 +23,8 @@ def pages_of(wiki: Path) -> dict[str, bytes]:
     }
 
 
-def handoffs(srv: ServerProcess) -> list[tuple[str, str, str]]:
-    r = httpx.get(srv.url + "/v1/handoffs", params={"project": "proj"}, headers=srv.headers)
+def handoffs(srv: AppServer) -> list[tuple[str, str, str]]:
+    r = srv.get("/v1/handoffs", params={"project": "proj"})
     assert r.status_code == 200, r.text
     return sorted((h["id"], h["title"], h["status"]) for h in r.json()["handoffs"])
 
@@ -39,7 +37,7 @@ def test_export_import_round_trip(tmp_path: Path) -> None:
     (wiki / "notes" / "crlf.md").write_bytes(b"---\r\ntitle: C\r\n---\r\n# C\r\nbody\r\n")
     (wiki / "notes" / "plain.md").write_text("no frontmatter \u6771\u4eac\n", encoding="utf-8")
     (wiki / "notes" / "latin1.md").write_bytes(b"caf\xe9\n")
-    srv = ServerProcess(data)
+    srv = AppServer(data)
     srv.start()
     try:
         for title in ("first handoff", "second handoff"):
@@ -69,7 +67,7 @@ def test_export_import_round_trip(tmp_path: Path) -> None:
     out = run_cli(target, "import", "--json", str(export))
     assert out.returncode == 0, out.stderr
     assert pages_of(target / "wiki") == before
-    srv2 = ServerProcess(target)
+    srv2 = AppServer(target)
     srv2.start()
     try:
         assert handoffs(srv2) == before_handoffs

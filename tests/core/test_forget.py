@@ -10,9 +10,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from clikit import run_cli_here
 from dulwich.repo import Repo
 from serverproc import ServerProcess
-from support import as_user, make_memory, run_cli, wait_for
+from support import as_user, make_memory, wait_for
 from teamkit import McpRaw, make_token
 
 from wiki_memory.errors import Gone
@@ -142,9 +143,9 @@ def test_forget_through_every_face(tmp_path: Path) -> None:
     srv.start()
     try:
         owner = srv.token
-        wes = make_token(data, "wes", "member", "p")  # write on p
-        rob = make_token(data, "rob", "reader", "p")  # reads p
-        nia = make_token(data, "nia", "member")  # no grant
+        wes = make_token(data, "wes", "member", "p", here=True)  # write on p
+        rob = make_token(data, "rob", "reader", "p", here=True)  # reads p
+        nia = make_token(data, "nia", "member", here=True)  # no grant
         alpha = "projects/p/notes/alpha.md"
         for tok in (owner, wes, rob):
             wait_for(lambda tok=tok: alpha in recall_paths(srv, tok, "zebrafinch"), 60)
@@ -192,10 +193,10 @@ def test_forget_through_every_face(tmp_path: Path) -> None:
         assert "projects/p/notes/gamma.md" not in listed(srv, owner)
 
         # the CLI goes through the running server
-        out = run_cli(data, "forget", "projects/p/notes/delta.md")
+        out = run_cli_here(data, "forget", "projects/p/notes/delta.md")
         assert out.returncode == 0, out.stderr
         assert "projects/p/notes/delta.md" not in listed(srv, owner)
-        missing = run_cli(data, "forget", "projects/p/notes/nope.md")
+        missing = run_cli_here(data, "forget", "projects/p/notes/nope.md")
         assert missing.returncode != 0 and "no such page" in missing.stderr
 
         audit = (data / "logs" / "audit.jsonl").read_text(encoding="utf-8")
@@ -208,7 +209,7 @@ def test_forget_cli_without_a_server(tmp_path: Path) -> None:
     data = tmp_path / "data"
     m = make_memory(data, files={"notes/x.md": "# X\n\nlemurword\n"})
     m.stop()
-    out = run_cli(data, "forget", "notes/x.md")
+    out = run_cli_here(data, "forget", "notes/x.md")
     assert out.returncode == 0, out.stderr
     text = (data / "wiki" / "notes" / "x.md").read_text(encoding="utf-8")
     assert "state: forgotten" in text

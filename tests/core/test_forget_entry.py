@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import as_user, make_memory, run_cli
+from clikit import run_cli_here
+from support import as_user, make_memory
 
 from wiki_memory.core.forget import forget_page
 from wiki_memory.core.memory import Memory
@@ -154,7 +155,6 @@ def test_who_may_forget_an_entry_and_the_audit_line(mem: Memory) -> None:
     assert '"forget"' in audit and UNIQUE not in audit
 
 
-@pytest.mark.process
 def test_cli_forgets_one_entry(tmp_path: Path) -> None:
     mem = make_memory(tmp_path / "data")
     try:
@@ -162,7 +162,7 @@ def test_cli_forgets_one_entry(tmp_path: Path) -> None:
         block = block_of((mem.wiki_dir / path).read_text(encoding="utf-8"), f"Use the {UNIQUE}")
     finally:
         mem.stop()
-    out = run_cli(tmp_path / "data", "forget", f"{path}#^{block}")
+    out = run_cli_here(tmp_path / "data", "forget", f"{path}#^{block}")
     assert out.returncode == 0, out.stderr
     assert f"forgot {path}#^{block}" in out.stdout
     assert f"Use the {UNIQUE}" not in (tmp_path / "data" / "wiki" / path).read_text("utf-8")

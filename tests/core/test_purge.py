@@ -93,8 +93,8 @@ def test_purge_a_secret_from_five_versions(tmp_path: Path) -> None:
     srv.start()
     try:
         owner = srv.token
-        wes = make_token(data, "wes", "member", "p")
-        ada = make_token(data, "ada", "admin")
+        wes = make_token(data, "wes", "member", "p", here=True)
+        ada = make_token(data, "ada", "admin", here=True)
         before_page = versions(wiki, PAGE)
         before_other = versions(wiki, OTHER)
         commits_before = len(list(Repo(str(wiki)).get_walker()))

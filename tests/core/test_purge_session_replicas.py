@@ -17,9 +17,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from appkit import AppServer
+from clikit import run_cli_here
 from gitkit import all_objects, holding
 from serverproc import ServerProcess
-from support import make_memory, run_cli, wait_for
+from support import make_memory, wait_for
 
 from wiki_memory.wiki import replicate as rp
 from wiki_memory.wiki.page import parse_metadata
@@ -52,7 +54,9 @@ def clean(wiki: Path) -> bool:
     )
 
 
-def capture(srv: ServerProcess, session: str, events: list[tuple[str, dict[str, str]]]) -> None:
+def capture(
+    srv: ServerProcess | AppServer, session: str, events: list[tuple[str, dict[str, str]]]
+) -> None:
     for event, payload in events:
         r = srv.post(
             "/v1/observations",
@@ -77,7 +81,9 @@ def session_pages(wiki: Path) -> dict[str, str]:
 
 
 def cli(data: Path, *args: str) -> str:
-    r = run_cli(data, *args, timeout=300)
+    """``wiki-memory ARGS`` over ``data`` in this process (against the server running
+    over it, if any); its standard output. Fails the test on a non-zero exit."""
+    r = run_cli_here(data, *args)
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout
 
@@ -93,19 +99,20 @@ def test_a_session_purged_by_text_then_another_whole_leaves_nothing_on_replicas_
     (a_dir / "wiki/projects/p").mkdir(parents=True)
     (a_dir / "wiki/projects/p/index.md").write_text("# p\n")
     env = {"WIKI_MEMORY_SYNC_PURGE_SECRET": PURGE_KEY}
-    srv = ServerProcess(a_dir, env=env).start()
+    # the captures need the app only; the purge and syncs below go to a server process
+    first = AppServer(a_dir, env=env).start()
     try:
         cli(a_dir, "remote", "add", "origin", str(hub))
-        capture(srv, "s-kept", [("UserPromptSubmit", {"prompt": f"where is {value} kept?"}),
+        capture(first, "s-kept", [("UserPromptSubmit", {"prompt": f"where is {value} kept?"}),
                                 ("Stop", {"last_assistant_message": "in the shed"}),
                                 ("SessionEnd", {"reason": "exit"})])  # fmt: skip
-        capture(srv, "s-gone", [("UserPromptSubmit", {"prompt": f"ring {whole} at noon"}),
+        capture(first, "s-gone", [("UserPromptSubmit", {"prompt": f"ring {whole} at noon"}),
                                 ("Stop", {"last_assistant_message": "done"}),
                                 ("SessionEnd", {"reason": "exit"})])  # fmt: skip
         wiki = a_dir / "wiki"
         wait_for(lambda: len(session_pages(wiki)) == 2 and clean(wiki), 60, "two session pages")
     finally:
-        srv.stop()
+        first.stop()
     pages = session_pages(wiki)
     new_style, gone = pages["s-kept"], pages["s-gone"]
     assert value not in new_style and whole not in gone  # new pages: date and short id

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from appkit import AppServer
-from serverproc import ServerProcess
+from clikit import run_cli_here
 from support import files_of, refs_of, run_cli
 
 pytestmark = pytest.mark.process
@@ -129,9 +129,10 @@ def test_export_import_and_backup_restore_keep_everything(tmp_path: Path) -> Non
     before, before_times = visible(wiki), mtimes(wiki)
     assert before["notes/diagram.png"] == PNG and before_times["notes/bare.md"] == OLD
 
-    # A: export -> import into an empty data directory
+    # A: export -> import into an empty data directory (the commands in this process;
+    # restore below runs as a process of its own)
     export = tmp_path / "export.jsonl"
-    out = run_cli(src, "export", str(export))
+    out = run_cli_here(src, "export", str(export))
     assert out.returncode == 0, out.stderr
     head = json.loads(export.read_text(encoding="utf-8").splitlines()[0])
     pages = sum(rel.endswith(".md") for rel in before)
@@ -144,7 +145,7 @@ def test_export_import_and_backup_restore_keep_everything(tmp_path: Path) -> Non
         f"{omitted['history']} commits of history, {omitted['spool']} spool files"
     ) in out.stderr
     d1 = tmp_path / "d1"
-    out = run_cli(d1, "import", "--json", str(export))
+    out = run_cli_here(d1, "import", "--json", str(export))
     assert out.returncode == 0, out.stderr
     n = len(before)
     assert f"{n} written ({pages} pages, 1 attachments), 0 identical, 0 conflicting" in out.stdout
@@ -153,14 +154,14 @@ def test_export_import_and_backup_restore_keep_everything(tmp_path: Path) -> Non
     # again, and into the source itself: nothing written, no commit
     for target in (d1, src):
         head_before = refs_of(target / "wiki")
-        out = run_cli(target, "import", "--json", str(export))
+        out = run_cli_here(target, "import", "--json", str(export))
         assert out.returncode == 0, out.stderr
         assert f"0 written (0 pages, 0 attachments), {n} identical, 0 conflicting" in out.stdout
         assert refs_of(target / "wiki") == head_before
 
     # B: backup -> restore into an empty data directory
     plain = tmp_path / "b.wmb"
-    out = run_cli(src, "backup", str(plain))
+    out = run_cli_here(src, "backup", str(plain))
     assert out.returncode == 0, out.stderr
     d2 = tmp_path / "d2"
     out = run_cli(d2, "restore", str(plain))
@@ -183,7 +184,7 @@ def test_a_backup_holds_the_data_directory_as_it_was_when_it_began(tmp_path: Pat
     holds: every event acknowledged before it began is in it."""
     src = tmp_path / "s"
     seed(src / "wiki")
-    srv = ServerProcess(src)
+    srv = AppServer(src)  # its acknowledgement is the point, not its process
     srv.start()
     try:
         for sid in ("a-1", "b-1"):

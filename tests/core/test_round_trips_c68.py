@@ -34,6 +34,8 @@ from typing import Any
 
 import httpx
 import pytest
+from appkit import AppServer, http
+from clikit import run_cli_here
 from dulwich.repo import Repo
 from serverproc import ServerProcess
 from support import files_of, refs_of, run_cli, wait_for
@@ -137,16 +139,16 @@ def commits(wiki: Path) -> int:
         repo.close()
 
 
-def post(srv: ServerProcess, path: str, body: dict[str, Any], token: str | None = None) -> Any:
+def post(srv: Any, path: str, body: dict[str, Any], token: str | None = None) -> Any:
     headers = {"Authorization": f"Bearer {token}"} if token else srv.headers
-    r = httpx.post(srv.url + path, json=body, headers=headers, timeout=60)
+    r = http(srv).post(srv.url + path, json=body, headers=headers, timeout=60)
     assert r.is_success, (path, r.status_code, r.text)
     return r.json()
 
 
-def get(srv: ServerProcess, path: str, token: str | None = None, **params: Any) -> Any:
+def get(srv: Any, path: str, token: str | None = None, **params: Any) -> Any:
     headers = {"Authorization": f"Bearer {token}"} if token else srv.headers
-    r = httpx.get(srv.url + path, params=params, headers=headers, timeout=60)
+    r = http(srv).get(srv.url + path, params=params, headers=headers, timeout=60)
     assert r.is_success, (path, r.status_code, r.text)
     return r.json()
 
@@ -155,7 +157,7 @@ def ids(reply: dict[str, Any]) -> list[tuple[str, str]]:
     return [(i["id"], i["path"]) for i in reply["items"] if not i["id"].startswith("spool:")]
 
 
-def brief_of(srv: ServerProcess, token: str | None, session: str) -> tuple[list[Any], list[str]]:
+def brief_of(srv: Any, token: str | None, session: str) -> tuple[list[Any], list[str]]:
     """The brief of project atlas for ``session`` (harness codex): its parts (kind, path,
     title) in order, and the ids of the handoffs it offers (their codes are new each time)."""
     body = {"project": "atlas", "harness": "codex", "session_id": session}
@@ -173,8 +175,9 @@ def lasting(brief: tuple[list[Any], list[str]]) -> list[Any]:
 def answers(data: Path, users: dict[str, str] | None, as_of: float | None) -> dict[str, Any]:
     """What a server over ``data`` answers to C68's questions; ``users``: u-ana's and
     u-ben's tokens (asked too: their tokens must work and see what they saw);
-    ``as_of``: a moment to search the history at."""
-    srv = ServerProcess(data).start()
+    ``as_of``: a moment to search the history at. The app runs in this process (its
+    answers are the point); each call starts it afresh, as a restart does."""
+    srv = AppServer(data).start()
     try:
         out: dict[str, Any] = {}
         for q in QUERIES:
@@ -260,8 +263,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     src = tmp / "s"
     wiki = src / "wiki"
     seed(wiki)
-    ana = make_token(src, "u-ana", "member", "atlas", "borealis")
-    ben = make_token(src, "u-ben", "member", "atlas")
+    ana = make_token(src, "u-ana", "member", "atlas", "borealis", here=True)
+    ben = make_token(src, "u-ben", "member", "atlas", here=True)
     srv = ServerProcess(src).start()
     w: dict[str, Any] = {"tmp": tmp, "src": src, "users": {"u-ana": ana, "u-ben": ben}}
     try:
@@ -340,7 +343,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert sum(rel.endswith(".md") for rel in w["visible"]) >= 300
     # A: the export, made while S is stopped
     export = tmp / "export.jsonl"
-    out = run_cli(src, "export", str(export))
+    out = run_cli_here(src, "export", str(export))
     assert out.returncode == 0, out.stderr
     w["export"], w["export_err"], w["commits"] = export, out.stderr, commits(wiki)
     w["want"] = answers(src, w["users"], w["before_forget"])
@@ -360,7 +363,7 @@ def test_c68_export_import_keeps_every_answer(world: dict[str, Any]) -> None:
     assert om["tokens"] >= 3 and om["audit"] >= 50 and om["dot_files"] >= 1
     assert f"left out: {om['history']} commits of history" in world["export_err"]
     d1 = world["tmp"] / "d1"
-    out = run_cli(d1, "import", "--json", str(export))
+    out = run_cli_here(d1, "import", "--json", str(export))
     assert out.returncode == 0, out.stderr
     n = len(world["visible"])
     assert f"{n} written ({pages} pages, 1 attachments), 0 identical, 0 conflicting" in out.stdout
@@ -386,7 +389,7 @@ def test_c68_export_import_keeps_every_answer(world: dict[str, Any]) -> None:
     # D: again into D1, and into S itself: all identical, nothing written, no commit
     for target in (d1, world["src"]):
         before = refs_of(target / "wiki")
-        out = run_cli(target, "import", "--json", str(export))
+        out = run_cli_here(target, "import", "--json", str(export))
         assert out.returncode == 0, out.stderr
         assert f"0 written (0 pages, 0 attachments), {n} identical, 0 conflicting" in out.stdout
         assert refs_of(target / "wiki") == before

@@ -10,9 +10,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from serverproc import ServerProcess
+from appkit import AppServer
+from clikit import run_cli_here
 from support import files_of, refs_of, run_cli, shared_path
 
 pytestmark = pytest.mark.process
@@ -38,14 +38,16 @@ def mtimes(wiki: Path) -> dict[str, float]:
 
 
 def answers(data: Path, qs: list[str]) -> dict[str, Any]:
-    srv = ServerProcess(data).start()
+    """What the server over ``data`` answers: the app in this process (its answers are
+    the point, not the process)."""
+    srv = AppServer(data).start()
     try:
         out: dict[str, Any] = {}
         for q in qs:
             r = srv.post("/v1/recall", {"query": q, "now": NOW})
             assert r.status_code == 200, r.text
             out[q] = [(i["id"], i["path"]) for i in r.json()["items"]]
-        r = httpx.get(srv.url + "/v1/pages", params={"limit": 1000}, headers=srv.headers)
+        r = srv.get("/v1/pages", params={"limit": 1000})
         assert r.status_code == 200, r.text
         out["pages"] = sorted(p["path"] for p in r.json()["pages"])
         return out
@@ -64,10 +66,11 @@ def test_c68_a_real_vault_survives_both_round_trips(tmp_path: Path) -> None:
     files, times, refs = files_of(src / "wiki"), mtimes(src / "wiki"), refs_of(src / "wiki")
 
     export, backup = tmp_path / "export.jsonl", tmp_path / "b.wmb"
-    assert run_cli(src, "export", str(export)).returncode == 0
-    assert run_cli(src, "backup", str(backup)).returncode == 0
+    # export, backup and import in this process; restore as a process of its own
+    assert run_cli_here(src, "export", str(export)).returncode == 0
+    assert run_cli_here(src, "backup", str(backup)).returncode == 0
     d1, d2 = tmp_path / "d1", tmp_path / "d2"
-    out = run_cli(d1, "import", "--json", str(export))
+    out = run_cli_here(d1, "import", "--json", str(export))
     assert out.returncode == 0, out.stderr
     out = run_cli(d2, "restore", str(backup))
     assert out.returncode == 0, out.stderr

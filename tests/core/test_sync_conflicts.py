@@ -11,7 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import as_user, committed, make_memory, run_cli
+from clikit import run_cli_here
+from support import as_user, committed, make_memory
 
 from wiki_memory.cli.doctor import run_checks
 from wiki_memory.core.syncconflicts import list_conflicts, resolve_conflict
@@ -108,18 +109,18 @@ def test_the_cli_lists_and_resolves_and_refuses_what_is_no_copy(overlap):
     a, _b, _ra, _rb = overlap
     a.stop()  # the CLI opens the data directory itself
     data = a.settings.data_dir
-    out = run_cli(data, "sync-conflicts")
+    out = run_cli_here(data, "sync-conflicts")
     assert out.returncode == 0, out.stderr
     (line,) = [ln for ln in out.stdout.splitlines() if ln.startswith("conflict: ")]
     assert "keeps this replica's version" in line
-    bad = run_cli(data, "sync-conflicts", "resolve", PAGE, "--keep", "page")
+    bad = run_cli_here(data, "sync-conflicts", "resolve", PAGE, "--keep", "page")
     assert bad.returncode == 4 and "no conflict copy" in bad.stderr
     copy = line.rsplit(" is in ", 1)[1]
-    ok = run_cli(data, "sync-conflicts", "resolve", copy, "--keep", "page")
+    ok = run_cli_here(data, "sync-conflicts", "resolve", copy, "--keep", "page")
     assert ok.returncode == 0, ok.stderr
     assert b"FROM-ANA" in (a.wiki_dir / PAGE).read_bytes()
     assert copy not in committed(a.wiki_dir)
-    assert run_cli(data, "sync-conflicts").stdout.strip() == "no conflict copies"
+    assert run_cli_here(data, "sync-conflicts").stdout.strip() == "no conflict copies"
 
 
 def test_a_page_a_cloud_client_evicted_is_not_synced_as_a_deletion(tmp_path: Path, stop_after):

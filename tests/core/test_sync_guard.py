@@ -14,8 +14,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from clikit import run_cli_here
 from gitkit import all_objects
-from support import make_memory, run_cli
+from support import make_memory
 
 from wiki_memory.core.purge import purge_page
 from wiki_memory.core.syncstate import sync_lines
@@ -236,7 +237,7 @@ def test_doctor_lists_hub_commits_that_leaked_and_rewrite_hub_replaces_them(tmp_
     b.sync.sync()
     assert diary.encode() in all_objects(hub) and diary.encode() in all_objects(a.wiki_dir)
 
-    out = run_cli(tmp_path / "a", "doctor", "--json")
+    out = run_cli_here(tmp_path / "a", "doctor", "--json")
     rep = json.loads(out.stdout)
     leaks = rep["hub_leaks"]["origin"]
     assert leaks["commits"] >= 1
@@ -258,7 +259,7 @@ def test_doctor_lists_hub_commits_that_leaked_and_rewrite_hub_replaces_them(tmp_
         objects = all_objects(repo)
         assert diary.encode() not in objects and title.encode() not in objects, repo
     assert (b.wiki_dir / "projects/p/notes/later.md").is_file()
-    again = json.loads(run_cli(tmp_path / "a", "doctor", "--json").stdout)
+    again = json.loads(run_cli_here(tmp_path / "a", "doctor", "--json").stdout)
     assert again.get("hub_leaks") == {}
     assert not [f for f in again["findings"] if f["check"] == "hub_leaks"]
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import make_memory, run_cli
+from clikit import run_cli_here
+from support import make_memory
 from test_topic_pages import end_session, topics
 
 from wiki_memory.wiki import replicate as rp
@@ -103,7 +104,6 @@ def test_two_replicas_topic_parts_recompile_from_the_union_of_sessions_no_copy(
     assert status == ""
 
 
-@pytest.mark.process
 def test_reindex_indexes_topic_pages_and_never_writes_them(tmp_path: Path) -> None:
     data = tmp_path / "data"
     m = make_memory(data, topic_pages=True)
@@ -121,7 +121,7 @@ def test_reindex_indexes_topic_pages_and_never_writes_them(tmp_path: Path) -> No
         before = topics(wiki)
     finally:
         m.stop()
-    res = run_cli(data, "reindex", env={"WIKI_MEMORY_TOPIC_PAGES": "true"})
+    res = run_cli_here(data, "reindex", env={"WIKI_MEMORY_TOPIC_PAGES": "true"})
     assert res.returncode == 0, res.stderr
     assert topics(data / "wiki") == before
     again = make_memory(data, topic_pages=True)

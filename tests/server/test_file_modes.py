@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.clikit import run_cli_here
 from tests.serverproc import ServerProcess
-from tests.support import run_cli
 
 NOBODY = 65534
 
@@ -86,12 +86,12 @@ def test_nothing_under_the_data_dir_is_reachable_by_another_account(open_parent:
         if seen is not None:
             assert seen == []
         assert _modes_reach(data) == []
-        rep = json.loads(run_cli(data, "doctor", "--json").stdout)
+        rep = json.loads(run_cli_here(data, "doctor", "--json").stdout)
         assert rep["reachable_by_others"] == []
     # doctor names what is reachable, and only that: widen the data directory
     os.chmod(data, 0o755)
     os.chmod(data / "logs", 0o755)
-    rep = json.loads(run_cli(data, "doctor", "--json").stdout)
+    rep = json.loads(run_cli_here(data, "doctor", "--json").stdout)
     assert str(data / "logs") in rep["reachable_by_others"]
     assert str(data / "auth" / "tokens.json") not in rep["reachable_by_others"]
     assert not any("auth" in p for p in rep["reachable_by_others"])

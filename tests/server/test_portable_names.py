@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 from appkit import AppServer, http
+from clikit import run_cli_here
 from support import as_user
 
-from tests.support import run_cli
 from wiki_memory.core.memory import Memory
 from wiki_memory.core.remember import remember
 from wiki_memory.errors import BadPath
@@ -61,13 +61,13 @@ def test_put_refuses_every_windows_name_naming_the_rule(srv: AppServer) -> None:
     assert _put(srv, "notes/console.md").status_code == 201
 
 
-@pytest.mark.process  # runs doctor, the CLI
+@pytest.mark.process  # doctor's checks may ask the service manager
 def test_existing_reserved_name_keeps_working_and_doctor_lists_it(srv: AppServer) -> None:
     r = http(srv).get(srv.url + "/v1/pages/old/CON.md", headers=srv.headers, timeout=60)
     assert r.status_code == 200 and "from a Linux vault" in r.json()["content"]
     digest = hashlib.sha256((srv.data_dir / "wiki/old/CON.md").read_bytes()).hexdigest()
     assert _put(srv, "old/CON.md", **{"If-Match": f'"{digest}"'}).status_code == 200
-    out = run_cli(srv.data_dir, "doctor", "--json")
+    out = run_cli_here(srv.data_dir, "doctor", "--json")
     rep = json.loads(out.stdout)
     assert rep["names"]["unportable"] == ["old/CON.md"]
 
