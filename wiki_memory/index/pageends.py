@@ -22,7 +22,7 @@ import apsw
 from wiki_memory.index.search import search_failed
 from wiki_memory.index.store import Index
 
-__all__ = ["KEPT_MAX", "kept_ends"]
+__all__ = ["KEPT_MAX", "db_state", "kept_ends"]
 
 KEPT_MAX = 10_000
 """Past this many pages' ends kept by a connection, they are dropped and the reading
@@ -35,6 +35,21 @@ _KEPT: weakref.WeakKeyDictionary[apsw.Connection, tuple[tuple[int, int], dict[st
 _LOCK = threading.Lock()
 
 
+def db_state(conn: apsw.Connection) -> tuple[int, int]:
+    """The state of the database as ``conn`` sees it: ``(PRAGMA data_version, the
+    connection's total_changes)``; either moves when the database changed since (another
+    connection's commit, or this one's own write). What is kept in memory between recalls
+    is kept with it and dropped when it moved. Raises
+    :class:`~wiki_memory.index.search.SearchError` when SQLite fails."""
+    try:
+        # the pragma, not ``Connection.data_version()``: that file control reads the
+        # counter as of this connection's last read, so it misses others' commits since
+        version: Any = conn.execute("PRAGMA data_version").fetchall()[0][0]
+        return (int(version), int(conn.total_changes()))
+    except apsw.Error as exc:
+        raise search_failed(conn, exc) from exc
+
+
 def kept_ends(
     index: Index, paths: Iterable[str], read: Callable[[list[str]], dict[str, Any]]
 ) -> dict[str, Any]:
@@ -42,13 +57,7 @@ def kept_ends(
     them (the SQL of :func:`~wiki_memory.index.signals.page_ends`), reading only the
     pages whose end is not kept from the database's present state."""
     conn = index._conn()
-    try:
-        # the pragma, not ``Connection.data_version()``: that file control reads the
-        # counter as of this connection's last read, so it misses others' commits since
-        version: Any = conn.execute("PRAGMA data_version").fetchall()[0][0]
-        state = (version, conn.total_changes())
-    except apsw.Error as exc:
-        raise search_failed(conn, exc) from exc
+    state = db_state(conn)
     with _LOCK:
         got = _KEPT.get(conn)
         if got is None or got[0] != state or len(got[1]) > KEPT_MAX:

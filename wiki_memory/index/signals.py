@@ -152,9 +152,23 @@ class Scope:
                 args.extend([d + "/", d + "0"])  # '0' sorts right after '/'
         cond, vargs = visible_sql(a, self.who)
         conds.append(cond)
-        conds.append(shown_sql(a, "recall"))  # a forgotten page is not recalled
+        conds.append(shown_in_recall(a))  # a forgotten page is not recalled
         args.extend(vargs)
         return conds, args
+
+
+def shown_in_recall(alias: str) -> str:
+    """The SQL condition keeping the ``pages`` rows ``alias`` whose state recall shows
+    (:func:`wiki_memory.states.shown_sql`), with its JSON read only for the rows whose
+    frontmatter can name a state: one holding neither ``state`` nor a backslash (so no
+    escaped key either) has no ``state`` key, which that condition keeps. The same rows
+    as the condition alone, without parsing most pages' frontmatter (every match of a
+    query is tested)."""
+    shown = shown_sql(alias, "recall")
+    if shown == "1":
+        return shown
+    meta = f"{alias}.meta"
+    return f"((instr({meta}, 'state') = 0 AND instr({meta}, '\\') = 0) OR {shown})"
 
 
 def _like_prefix(text: str) -> str:

@@ -106,6 +106,10 @@ class Dedup:
             self._counts = None
         #: numbers -> its group of kept sets (:class:`_Group`)
         self._groups: dict[str, _Group] = {}
+        #: numbers -> the one kept set of a group no set was compared with yet, as
+        #: ``(kept index, its words as stored)`` (:meth:`add_stored`): split when the
+        #: group is first needed
+        self._stored: dict[str, tuple[int, str]] = {}
 
     def _prefix(self, toks: frozenset[str], ordered: Sequence[str] | None) -> Sequence[str]:
         k = len(toks) - (8 * len(toks)) // 9 + 1
@@ -123,7 +127,7 @@ class Dedup:
     ) -> int | None:
         """The kept index of the first kept set ``toks`` nearly duplicates, or None
         (``ordered``: ``toks`` in the fixed order; ``nums``: its numbers' key)."""
-        group = self._groups.get(self._key(toks, nums)) if toks else None
+        group = self._group(self._key(toks, nums)) if toks else None
         if group is None:
             return None
         members = group.members
@@ -155,11 +159,33 @@ class Dedup:
     ) -> None:
         """Keep ``toks`` (kept index ``kept_at``) for later :meth:`find` calls."""
         key = self._key(toks, nums)
-        group = self._groups.get(key)
+        group = self._group(key)
         if group is None:
             group = self._groups[key] = _Group()
         if len(group.members) < DEDUP_SCAN:
             group.members.append((kept_at, toks, self._prefix(toks, ordered) if toks else ()))
+
+    def known(self, nums: str) -> bool:
+        """Whether a set with the numbers' key ``nums`` was kept (else :meth:`find` finds
+        nothing for a set with these numbers)."""
+        return nums in self._groups or nums in self._stored
+
+    def add_stored(self, kept_at: int, words: str, nums: str) -> None:
+        """:meth:`add` of the first set of its numbers (``nums`` not :meth:`known`) as the
+        index stores it: ``words`` space-joined in the fixed order. Split only when a later
+        set with the same numbers is compared with it (most numbers are one set's own)."""
+        self._stored[nums] = (kept_at, words)
+
+    def _group(self, key: str) -> _Group | None:
+        """The group of ``key``, its stored first set split now (None: no set kept)."""
+        group = self._groups.get(key)
+        if group is None and key in self._stored:
+            kept_at, words = self._stored.pop(key)
+            ordered = words.split()
+            toks = frozenset(ordered)
+            group = self._groups[key] = _Group()
+            group.members.append((kept_at, toks, self._prefix(toks, ordered) if toks else ()))
+        return group
 
 
 SCAN_SMALL = 8

@@ -115,25 +115,31 @@ def order(pool: Pool, w: Mapping[str, float], limit: int, cap: int, every: bool)
             )
         ):
             continue
-        toks, ordered, nums = compared(c)
-        dup = dedup.find(toks, ordered, nums)
-        if dup is not None:
-            # within one page, the entry itself (a block: ``^t3``) takes the place of a
-            # section repeating it (a session page's summary repeats the first prompt)
-            k = kept[dup]
-            if (
-                k.path == c.path
-                and c.hit is not None
-                and k.hit is not None
-                and c.hit.anchor.startswith("^")
-                and not k.hit.anchor.startswith("^")
-            ):
-                c.score = k.score
-                kept[dup] = c
-            elif k.path != c.path:  # grouped, not dropped: it follows the ranked pool
-                groups[dup].append(c)
-            continue
-        dedup.add(len(kept), toks, ordered, nums)
+        h = c.hit
+        if h is not None and h.words is not None and h.nums is not None and not dedup.known(h.nums):
+            # the first of its numbers: no kept match to compare with, and its words are
+            # split only when a later match with the same numbers is compared with it
+            dedup.add_stored(len(kept), h.words, h.nums)
+        else:
+            toks, ordered, nums = compared(c)
+            dup = dedup.find(toks, ordered, nums)
+            if dup is not None:
+                # within one page, the entry itself (a block: ``^t3``) takes the place of
+                # a section repeating it (a session page's summary repeats the first prompt)
+                k = kept[dup]
+                if (
+                    k.path == c.path
+                    and c.hit is not None
+                    and k.hit is not None
+                    and c.hit.anchor.startswith("^")
+                    and not k.hit.anchor.startswith("^")
+                ):
+                    c.score = k.score
+                    kept[dup] = c
+                elif k.path != c.path:  # grouped, not dropped: it follows the ranked pool
+                    groups[dup].append(c)
+                continue
+            dedup.add(len(kept), toks, ordered, nums)
         kept.append(c)
         if len(kept) >= max(limit, HEAD_POOL) + HEADS:
             break

@@ -47,6 +47,7 @@ from wiki_memory import zones
 from wiki_memory.identity import Identity
 from wiki_memory.index import signals, vocab
 from wiki_memory.index import tail as tail_rows
+from wiki_memory.index.keptchains import kept_chains
 from wiki_memory.index.store import Index
 from wiki_memory.recall import asof, fusion, items, weights
 from wiki_memory.recall.candidate import Cand
@@ -264,7 +265,7 @@ class Ranker:
         pool, w = self.pool, self.w
         if self.scope.empty:
             return []
-        pool.chains = self.index.chains(self.f.who)
+        pool.chains = kept_chains(self.index, self.f.who)  # shared: read, never changed
         self.or_match = self._without_common().any_match or ""
         if self.pooled and self._few_matches():
             self.pooled, self.fetch = False, self.limit
