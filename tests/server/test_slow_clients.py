@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -97,40 +98,52 @@ def _stretch(srv: ServerProcess) -> float:
     return max(1.0, slowest / QUIET_RECALL)
 
 
-def _served_throughout(tmp_path: Path, source: str, promise: float) -> None:
+@pytest.fixture(scope="module")
+def half_open_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server for both half-open tests (started once: its start-up is not what they
+    measure); each test attacks it anew and measures its own stretch first."""
+    env = {"WIKI_MEMORY_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT)}
+    data = tmp_path_factory.mktemp("half-open") / "d"
+    with ServerProcess(data, env=env, fd_limit=1024) as srv:
+        yield srv
+
+
+def _served_throughout(srv: ServerProcess, source: str, promise: float) -> None:
     """A server under 2,000 half-open connections from ``source`` answers every recall
     within ``promise`` seconds (stretched by :func:`_stretch`) and stays up."""
-    env = {"WIKI_MEMORY_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT)}
-    with ServerProcess(tmp_path / "d", env=env, fd_limit=1024) as srv:
-        _recall(srv, 120.0)  # warm: the first recall loads the tokenizer
-        bound = promise * _stretch(srv)
-        attacker = _attack(srv.port, 2000, source)
-        took = []
-        try:
-            end = time.monotonic() + 4 * HEADER_TIMEOUT
-            while time.monotonic() < end:
-                took.append(_recall(srv, bound))
-                time.sleep(0.25)
-        finally:
-            stats = _stop(attacker)
-        print(f"recalls={len(took)} slowest={max(took):.3f}s bound={bound:.3f}s attacker={stats}")
-        assert max(took) <= bound
-        # the attack was real: the server kept closing the attacker's connections
-        assert stats["closed"] >= 2000 - 128
-        assert srv.proc is not None and srv.proc.poll() is None
+    _recall(srv, 120.0)  # warm: the first recall loads the tokenizer
+    bound = promise * _stretch(srv)
+    attacker = _attack(srv.port, 2000, source)
+    took = []
+    try:
+        end = time.monotonic() + 4 * HEADER_TIMEOUT
+        while time.monotonic() < end:
+            took.append(_recall(srv, bound))
+            time.sleep(0.25)
+    finally:
+        stats = _stop(attacker)
+    print(f"recalls={len(took)} slowest={max(took):.3f}s bound={bound:.3f}s attacker={stats}")
+    assert max(took) <= bound
+    # the attack was real: the server kept closing the attacker's connections
+    assert stats["closed"] >= 2000 - 128
+    assert srv.proc is not None and srv.proc.poll() is None
 
 
 @pytest.mark.serial  # asserts a time bound
 @pytest.mark.process
 @pytest.mark.skipif(not _loopback_alias_works(), reason="127.0.0.2 is not usable here")
-def test_2000_half_open_connections_from_another_address(tmp_path: Path) -> None:
-    _served_throughout(tmp_path, "127.0.0.2", 2.0)
+def test_2000_half_open_connections_from_another_address(
+    half_open_server: ServerProcess,
+) -> None:
+    _served_throughout(half_open_server, "127.0.0.2", 2.0)
 
 
 @pytest.mark.serial  # asserts a time bound
 @pytest.mark.process
-def test_half_open_connections_from_the_clients_own_address(tmp_path: Path) -> None:
-    _served_throughout(tmp_path, "127.0.0.1", HEADER_TIMEOUT + 2.0)
+def test_half_open_connections_from_the_clients_own_address(
+    half_open_server: ServerProcess,
+) -> None:
+    _served_throughout(half_open_server, "127.0.0.1", HEADER_TIMEOUT + 2.0)
 
 
 # -- slow bodies: a whole head, then a body trickled one byte every 5 s -----------------
@@ -141,12 +154,17 @@ BODY_GRACE = 2.0
 OTHERS = ",".join(f"127.0.0.{i}" for i in range(2, 10))
 
 
-def _body_server(tmp_path: Path) -> ServerProcess:
+@pytest.fixture(scope="module")
+def body_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server for both slow-body tests (started once: its start-up is not what they
+    measure); each test attacks it anew and measures its own stretch first."""
     env = {
         "WIKI_MEMORY_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT),
         "WIKI_MEMORY_BODY_GRACE_SECONDS": str(BODY_GRACE),
     }
-    return ServerProcess(tmp_path / "d", env=env, fd_limit=1024)
+    data = tmp_path_factory.mktemp("slow-bodies") / "d"
+    with ServerProcess(data, env=env, fd_limit=1024) as srv:
+        yield srv
 
 
 def _probe(srv: ServerProcess, bound: float) -> float | None:
@@ -169,67 +187,65 @@ def _probe(srv: ServerProcess, bound: float) -> float | None:
 @pytest.mark.process
 @pytest.mark.serial
 @pytest.mark.skipif(not _loopback_alias_works(), reason="127.0.0.2 is not usable here")
-def test_1000_slow_bodies_from_8_addresses(tmp_path: Path) -> None:
+def test_1000_slow_bodies_from_8_addresses(body_server: ServerProcess) -> None:
     """1,000 slow bodies (sign-in forms without a token and page uploads with one) from
     127.0.0.2-9 hold more than the total cap (768 at ``ulimit -n 1024``): from 5 s after
     the attack starts, at most 1 of 20 recalls from 127.0.0.1 is refused and every other
     one is answered within 2 s (stretched by the machine's load)."""
-    with _body_server(tmp_path) as srv:
-        _recall(srv, 120.0)
-        bound = 2.0 * _stretch(srv)
-        attacker = _attack(srv.port, 1000, OTHERS, "--body", "--token", srv.token)
-        start = time.monotonic()
-        took: list[float | None] = []
-        try:
-            time.sleep(max(0.0, start + 5.0 - time.monotonic()))
-            for _ in range(20):
-                took.append(_probe(srv, bound))
-                time.sleep(0.25)
-        finally:
-            stats = _stop(attacker)
-        answered = [t for t in took if t is not None]
-        refused = len(took) - len(answered)
-        print(
-            f"probes={len(took)} refused={refused} slowest={max(answered):.3f}s "
-            f"bound={bound:.3f}s attacker={stats}"
-        )
-        assert refused <= 1
-        assert max(answered) <= bound
-        # the attack was real: the server cut (or evicted) the slow bodies
-        assert stats["closed"] >= 1000 - 768
-        assert srv.proc is not None and srv.proc.poll() is None
+    srv = body_server
+    _recall(srv, 120.0)
+    bound = 2.0 * _stretch(srv)
+    attacker = _attack(srv.port, 1000, OTHERS, "--body", "--token", srv.token)
+    start = time.monotonic()
+    took: list[float | None] = []
+    try:
+        time.sleep(max(0.0, start + 5.0 - time.monotonic()))
+        for _ in range(20):
+            took.append(_probe(srv, bound))
+            time.sleep(0.25)
+    finally:
+        stats = _stop(attacker)
+    answered = [t for t in took if t is not None]
+    refused = len(took) - len(answered)
+    print(
+        f"probes={len(took)} refused={refused} slowest={max(answered):.3f}s "
+        f"bound={bound:.3f}s attacker={stats}"
+    )
+    assert refused <= 1
+    assert max(answered) <= bound
+    # the attack was real: the server cut (or evicted) the slow bodies
+    assert stats["closed"] >= 1000 - 768
+    assert srv.proc is not None and srv.proc.poll() is None
 
 
 @pytest.mark.slow
 @pytest.mark.process
 @pytest.mark.serial
-def test_300_slow_uploads_from_the_clients_own_address(tmp_path: Path) -> None:
+def test_300_slow_uploads_from_the_clients_own_address(body_server: ServerProcess) -> None:
     """300 authenticated slow page uploads from 127.0.0.1 (more than its per-address cap
     of 128, all of them requests in progress): after the grace, a recall from 127.0.0.1
     is answered within 2 s (stretched by the machine's load) each time."""
-    with _body_server(tmp_path) as srv:
-        _recall(srv, 120.0)
-        bound = 2.0 * _stretch(srv)
-        attacker = _attack(
-            srv.port, 300, "127.0.0.1", "--body", "--token", srv.token, "--kind", "put"
-        )
-        start = time.monotonic()
-        took: list[float | None] = []
-        refused = 0
-        try:
-            time.sleep(max(0.0, start + BODY_GRACE + 1.0 - time.monotonic()))
-            for _ in range(12):
-                first = _probe(srv, bound)
-                refused += first is None
-                took.append(first if first is not None else _recall(srv, bound))
-                time.sleep(0.25)
-        finally:
-            stats = _stop(attacker)
-        slowest = max(t for t in took if t is not None)
-        print(f"probes={len(took)} refused={refused} slowest={slowest:.3f}s attacker={stats}")
-        assert slowest <= bound
-        assert stats["closed"] >= 300 - 128
-        assert srv.proc is not None and srv.proc.poll() is None
+    srv = body_server
+    _recall(srv, 120.0)
+    bound = 2.0 * _stretch(srv)
+    attacker = _attack(srv.port, 300, "127.0.0.1", "--body", "--token", srv.token, "--kind", "put")
+    start = time.monotonic()
+    took: list[float | None] = []
+    refused = 0
+    try:
+        time.sleep(max(0.0, start + BODY_GRACE + 1.0 - time.monotonic()))
+        for _ in range(12):
+            first = _probe(srv, bound)
+            refused += first is None
+            took.append(first if first is not None else _recall(srv, bound))
+            time.sleep(0.25)
+    finally:
+        stats = _stop(attacker)
+    slowest = max(t for t in took if t is not None)
+    print(f"probes={len(took)} refused={refused} slowest={slowest:.3f}s attacker={stats}")
+    assert slowest <= bound
+    assert stats["closed"] >= 300 - 128
+    assert srv.proc is not None and srv.proc.poll() is None
 
 
 # -- slow readers: fifty clients reading a 2 MiB page one byte a second ----------------

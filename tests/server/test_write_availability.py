@@ -155,8 +155,8 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> object:
     notes = data / "wiki" / "projects" / "atlas" / "notes"
     notes.mkdir(parents=True)
     (notes / "intro.md").write_text("# atlas\n\natlas notes\n")
-    reader = make_token(data, "rita", "reader", "atlas")
-    member = make_token(data, "mo", None, "atlas")
+    reader = make_token(data, "rita", "reader", "atlas", here=True)
+    member = make_token(data, "mo", None, "atlas", here=True)
     srv = ServerProcess(data, env=ENV).start()
     try:
         yield srv, reader, member
