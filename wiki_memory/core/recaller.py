@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -38,6 +39,12 @@ from wiki_memory.recall.query import RecallQuery
 
 #: the largest ``budget_tokens`` recall accepts
 MAX_BUDGET_TOKENS = 2_000_000_000
+
+#: recalls ranked at once (the others wait their turn, holding no CPU): ranking is mostly
+#: Python, so more at once only share the interpreter's lock, and each thread that holds
+#: it makes the event loop wait its turn at every hand-over (captures and every other
+#: request are answered there); one per core keeps SQLite's own work side by side
+RECALL_THREADS = max(2, os.cpu_count() or 2)
 
 
 @dataclass
@@ -143,6 +150,8 @@ class Recaller:
         self._walks: OrderedDict[tuple[str, int, int], _Walk] = OrderedDict()
         self._walk_no = 0
         self._walks_lock = threading.Lock()
+        #: :data:`RECALL_THREADS` turns for the ranking (or the scan) of a recall
+        self.turns = threading.BoundedSemaphore(RECALL_THREADS)
 
     def recall(
         self,
@@ -235,15 +244,17 @@ class Recaller:
         index = self.sources.index
         if index.damaged is None:
             try:
-                return self._ranked(
-                    q, who, tz_name, fp, given, given_fp, walk_no, cursor, budget, user, fits
-                )
+                with self.turns:
+                    return self._ranked(
+                        q, who, tz_name, fp, given, given_fp, walk_no, cursor, budget, user, fits
+                    )
             except SearchError:
                 if index.damaged is None:
                     raise  # the engine failed: never "no results"
         # the index is being rebuilt (found damaged, or missing on a large wiki): a scan
         # of the page files, marked incomplete
-        got = scan_recall(self.scope, who, q, budget, cursor, fits, self.sources.handle)
+        with self.turns:
+            got = scan_recall(self.scope, who, q, budget, cursor, fits, self.sources.handle)
         self.audit_read(user, "recall", (q.project or "") + ":" + q.text[:200])
         if self.use is not None:
             self.use.note("recalled", [str(i["path"]) for i in got.items], who.user or None)

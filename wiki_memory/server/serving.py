@@ -16,7 +16,14 @@ from typing import Any
 from wiki_memory.config import Settings
 from wiki_memory.hosts import is_loopback
 
-__all__ = ["ServeRefused", "RedactingFormatter", "serve", "setup_logging"]
+__all__ = ["SWITCH_SECONDS", "ServeRefused", "RedactingFormatter", "serve", "setup_logging"]
+
+#: the interpreter's switch interval in the server (Python's default: 0.005 s). A thread
+#: that wants the interpreter's lock waits this long before the one holding it must let
+#: go; the event loop lets go at every system call (a socket's send, the spool's write)
+#: and, while a recall ranks in a thread, waits once more after each. At 5 ms that was
+#: most of a capture's time on the loop under a mix of captures and recalls
+SWITCH_SECONDS = 0.001
 
 
 class ServeRefused(Exception):
@@ -259,6 +266,7 @@ def serve(settings: Settings, open_browser: bool = False) -> int:
             lifespan="on",
         )
         return_big_blocks()
+        sys.setswitchinterval(SWITCH_SECONDS)
         server = GuardedServer(config)
         server.tls_handshake_timeout = settings.header_timeout_seconds
         server.on_listening = lock.mark_listening
