@@ -45,7 +45,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
@@ -58,25 +57,6 @@ import mixed as mx  # noqa: E402  (bench/mixed.py: the clients and the open loop
 import recall as base  # noqa: E402
 from _server import ServerProcess  # noqa: E402
 from recall_stages import build  # noqa: E402
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def settle(pid: int, quiet: float = 0.02, spell: float = 2.0, most: float = 120.0) -> None:
-    """Wait until ``pid`` used at most ``quiet`` of a core over ``spell`` seconds (its
-    start's own work done), at most ``most`` seconds."""
-    end = time.monotonic() + most
-    while time.monotonic() < end:
-        a = cpu_seconds(pid)
-        time.sleep(spell)
-        if cpu_seconds(pid) - a <= quiet * spell:
-            return
 
 
 async def run_load(
@@ -95,10 +75,10 @@ async def run_load(
                 await load.recall_http(qs[i])
                 await load.recall_mcp(qs[i], i)
         await asyncio.sleep(0.5)
-        c0 = cpu_seconds(srv.proc.pid)
+        c0 = mx.cpu_seconds(srv.proc.pid)
         got = await mx.open_loop(load, captures, recalls, seconds)
         await asyncio.sleep(0.3)  # the spool rows' thread writes 0.1 s after a batch
-        c1 = cpu_seconds(srv.proc.pid)
+        c1 = mx.cpu_seconds(srv.proc.pid)
     finally:
         await load.close()
     cap = got["capture"].latencies
@@ -140,7 +120,7 @@ def one(
     srv = ServerProcess(data, env=env).start(timeout=900)
     assert srv.proc is not None
     try:
-        settle(srv.proc.pid)
+        mx.settle(srv.proc.pid)
         tag = "cpu-" + uuid.uuid4().hex[:8]
         got = asyncio.run(run_load(srv, qs, tag, captures, recalls, seconds))
     finally:

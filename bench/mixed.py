@@ -43,6 +43,7 @@ import asyncio
 import functools
 import itertools
 import json
+import os
 import random
 import sys
 import tempfile
@@ -318,9 +319,35 @@ class RssSampler:
         self._t.join()
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def settle(pid: int, quiet: float = 0.02, spell: float = 2.0, most: float = 120.0) -> None:
+    """Wait until ``pid`` used at most ``quiet`` of a core over ``spell`` seconds (its
+    start's own work done), at most ``most`` seconds."""
+    end = time.monotonic() + most
+    while time.monotonic() < end:
+        a = cpu_seconds(pid)
+        time.sleep(spell)
+        if cpu_seconds(pid) - a <= quiet * spell:
+            return
+
+
 def start_server(data: Path, lag_file: Path) -> ServerProcess:
+    """A started server over ``data``, once its start's own work (the git status of
+    every page, a first pack, the spool's re-index) is done: a level measures the load,
+    not the start."""
     env = {"WIKI_MEMORY_LOOP_LAG_FILE": str(lag_file), "WIKI_MEMORY_VECTORS": "false"}
-    return ServerProcess(data, env=env).start(timeout=900)
+    srv = ServerProcess(data, env=env).start(timeout=900)
+    assert srv.proc is not None
+    settle(srv.proc.pid)
+    return srv
 
 
 def durable(data: Path, tag: str, accepted: set[str]) -> tuple[int, int, int]:
