@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
-from wiki_memory.capture import leaks
+from wiki_memory.capture import leak_gaps, leaks
 
 #: the 1 MiB / 16 KiB time ratio (64 for linear, 4,096 for quadratic) stays below
 LINEAR_RATIO = 256
@@ -27,11 +27,18 @@ FAST_PER_MIB = 0.05
 
 def adversarial(rule: leaks.Rule) -> list[str]:
     """Units repeated to size: each keyword bare, followed by a run of the characters the
-    rule consumes, glued with no separator, with ``=``, and a long run alone."""
+    rule consumes, glued with no separator, with ``=``, and a long run alone; for a rule
+    with a long gap (``leak_gaps``), its keyword with each of its tail's flags, and the
+    flags alone with a quote, a value or a whole tail."""
     units = []
     for k in rule.keywords[:3] or ("x",):
         units += [k, k + "=", k + " = a", k + "_" + "a1" * 8, f"{k}:{k}."]
     units += ["a" * 64, "A1" * 32, "0" * 64, "a-" * 16, "a.", " ="]
+    gap = leak_gaps.read_gap(rule.fast)
+    if gap is not None:  # a head and its tail's flags, the tail matched or not at each
+        for f in gap.flags:
+            units += [f"{gap.keyword} {f} ", f'{gap.keyword} {f} "', f"{gap.keyword}\n{f} '"]
+            units += [f' {f} "', f" {f} 'a:", f' {f} "Authorization: Bearer abcdefgh1"']
     return units
 
 

@@ -750,6 +750,10 @@ ALLOWED: dict[tuple[str, str], str] = {
 ALLOWED_KINDS: dict[tuple[str, str], str] = {
     ("tests/harness/test_hooks.py", "private-key"): f"a fake RSA key built in code: {_PLANTED}",
     ("tests/server/test_e2e.py", "private-key"): f"a fake RSA key built in code: {_PLANTED}",
+    ("tests/capture/test_leak_gaps.py", "auth-header"): "curl commands with a fake -H or -u"
+    f" value, which the curl rules must still find: {_PLANTED}",
+    ("tests/capture/linear_timing.py", "auth-header"): "the curl rules' adversarial units: a"
+    f" whole fake Authorization tail after -H or -u: {_PLANTED}",
     ("bench/sanitize_linear.py", "private-key"): "the linear-time bench's adversarial inputs:"
     " BEGIN and END lines as strings in code, which gitleaks' private-key rule takes with the"
     " 64 or more characters between them",

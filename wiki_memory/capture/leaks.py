@@ -22,6 +22,7 @@ from math import log2
 
 from wiki_memory.capture import gitleaks_rules as _G
 from wiki_memory.capture.keyscan import KeySet
+from wiki_memory.capture.leak_gaps import gap_starts, read_gap
 from wiki_memory.capture.leak_heads import fast_heads, finditer_at
 from wiki_memory.capture.leak_kinds import KINDS
 
@@ -378,6 +379,11 @@ def _matches(
             yield m, n
         return
     if heads and not rule.windowed:
+        gap = read_gap(rule.fast)
+        if gap is not None:  # tried only at heads with its tail in reach (leak_gaps.py)
+            for m in _cued(rx, text, low, heads, None, gap_starts(gap, text, low)):
+                yield m, n
+            return
         width = _G.MAX_WIDTH[rule.id] if runs is not None else 0
         # a rule every match of which holds a run and spans at most width characters
         # starts within width characters before a run: only those places are tried (the
