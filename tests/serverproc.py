@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import socket
@@ -12,6 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from wiki_memory.config import default_tls
+
+
+@functools.cache
+def _ca_context(ca_file: str) -> Any:
+    """An ``ssl.SSLContext`` trusting the test CA ``ca_file``, made once per file."""
+    import ssl
+
+    return ssl.create_default_context(cafile=ca_file)
 
 
 def free_port() -> int:
@@ -97,12 +108,11 @@ class ServerProcess:
 
     @property
     def verify(self) -> Any:
-        """httpx's ``verify=`` for this server: its test CA, else the default."""
+        """httpx's ``verify=`` for this server: its test CA, else the default, each a
+        context made once (loading CAs costs 15–50 ms a client: ``config.default_tls``)."""
         if self.ca_file is None:
-            return True
-        import ssl
-
-        return ssl.create_default_context(cafile=str(self.ca_file))
+            return default_tls()
+        return _ca_context(str(self.ca_file))
 
     def _limit(self) -> None:
         import resource

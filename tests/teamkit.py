@@ -13,6 +13,7 @@ import httpx
 from clikit import run_cli_here
 from support import run_cli
 
+from wiki_memory.config import default_tls
 from wiki_memory.errors import TABLE
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -38,14 +39,33 @@ def status_word(code: int) -> str:
     return "ok" if 200 <= code < 300 else str(code)
 
 
+class Network:
+    """``httpx``'s one-request calls over the network, called like ``httpx.post``, with
+    the process's one default TLS context (``config.default_tls``) unless ``verify=`` is
+    given: each call still opens its own connection, without loading CAs anew."""
+
+    @staticmethod
+    def post(url: str, **kw: Any) -> httpx.Response:
+        kw.setdefault("verify", default_tls())
+        return httpx.post(url, **kw)
+
+    @staticmethod
+    def request(method: str, url: str, **kw: Any) -> httpx.Response:
+        kw.setdefault("verify", default_tls())
+        return httpx.request(method, url, **kw)
+
+
+NETWORK = Network()
+
+
 class McpRaw:
     """A streamable-HTTP MCP session (JSON responses) opened with one bearer token.
     ``opened`` is ``ok`` or the HTTP status word of a refused ``initialize``. ``via``:
     what sends the requests, called like ``httpx.post`` (``appkit.http(srv)`` for an app
-    in this process); default ``httpx``, over the network."""
+    in this process); default :data:`NETWORK`, over the network."""
 
-    def __init__(self, url: str, token: str | None, via: Any = httpx) -> None:
-        self.via = via
+    def __init__(self, url: str, token: str | None, via: Any = None) -> None:
+        self.via = NETWORK if via is None else via
         self.url = url + "/mcp"
         self.headers = dict(MCP_HEADERS)
         if token:

@@ -6,6 +6,7 @@ Precedence: command-line flags > environment variables (``WIKI_MEMORY_*``) >
 
 from __future__ import annotations
 
+import functools
 import os
 import tomllib
 from dataclasses import dataclass, field, fields, replace
@@ -222,10 +223,10 @@ def _coerce(value: Any, like: Any) -> Any:
 
 def tls_verify(ca_file: Path | str | None) -> Any:
     """What an HTTPS client (httpx ``verify=``) should trust: an ``ssl.SSLContext``
-    trusting ``ca_file`` (PEM) besides the system's CAs, else True (the system's).
+    trusting ``ca_file`` (PEM) besides the system's CAs, else :func:`default_tls`.
     Raises ValueError when ``ca_file`` cannot be read as PEM certificates."""
     if not ca_file:
-        return True
+        return default_tls()
     import ssl
 
     ctx = ssl.create_default_context()
@@ -234,6 +235,16 @@ def tls_verify(ca_file: Path | str | None) -> Any:
     except (OSError, ssl.SSLError) as exc:
         raise ValueError(f"--ca-file {ca_file}: {exc}") from None
     return ctx
+
+
+@functools.cache
+def default_tls() -> Any:
+    """httpx's default ``ssl.SSLContext`` (certifi's CAs, or ``SSL_CERT_FILE``'s), made
+    once per process and shared by its clients: loading the CAs takes 15–50 ms, which a
+    client made per request (``httpx.get``) otherwise pays each time, TLS or not."""
+    import httpx
+
+    return httpx.create_ssl_context()
 
 
 def load_settings(data_dir: Path | None = None, **overrides: Any) -> Settings:

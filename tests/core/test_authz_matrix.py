@@ -35,7 +35,7 @@ import pytest
 from clikit import run_cli_here, run_in_process
 from serverproc import ServerProcess
 from support import REPO, wait_for
-from teamkit import McpRaw, make_token, status_word
+from teamkit import NETWORK, McpRaw, make_token, status_word
 
 pytestmark = pytest.mark.process
 
@@ -318,7 +318,7 @@ Probe = Callable[[World, str, str], str]
 
 
 def http(w: World, viewer: str, method: str, path: str, **kw: Any) -> httpx.Response:
-    return httpx.request(
+    return NETWORK.request(
         method, w.url + path, headers=w.headers(viewer), timeout=60, follow_redirects=False, **kw
     )
 
