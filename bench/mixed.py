@@ -14,9 +14,11 @@ directory (captures of earlier levels stay in it).
 - **Open loop**: each kind has its own schedule (request ``i`` at ``start + i / rate``)
   and every request is sent at its time whether or not the earlier ones have answered
   (asyncio, ``httpx.AsyncClient`` for HTTP; recalls alternate between HTTP and MCP, the
-  MCP ones over :data:`MCP_SESSIONS` client sessions). A latency is counted from the
-  request's scheduled time, so a client that falls behind shows in the figures rather
-  than hiding them; ``send lag`` is how late the client itself sent its worst request.
+  MCP ones over :data:`MCP_SESSIONS` client sessions; captures over ``bench/_rawhttp.py``'s
+  keep-alive connections, whose client CPU per request is a small fraction of httpx's). A
+  latency is counted from the request's scheduled time, so a client that falls behind
+  shows in the figures rather than hiding them; ``send lag`` is how late the client itself
+  sent its worst request, ``client`` the cores this process used meanwhile.
   Captures are one observation each (``bench/ingest.py``'s, ~0.6 KB) in
   :data:`SESSIONS` sessions; recalls use ``budget_tokens`` 1000.
 - Per level: sent and answered rates per kind, p50 / p95 / p99 ms, errors (non-2xx, MCP
@@ -61,6 +63,7 @@ print = functools.partial(print, flush=True)  # noqa: A001  (progress shows when
 sys.path.insert(0, str(HERE))
 
 import recall as base  # noqa: E402  (bench/recall.py: corpus, queries, pct)
+from _rawhttp import RawPool  # noqa: E402
 from _server import ServerProcess  # noqa: E402
 from recall_stages import build  # noqa: E402
 
@@ -74,9 +77,9 @@ DRAIN_SECONDS = 30.0
 """After the schedule ends, answers are awaited this long; the rest count as time-outs."""
 KINDS = ("capture", "recall http", "recall mcp")
 HTTP_CONNECTIONS = 64
-"""The HTTP client's connections: 48 for captures and 16 for recalls (agents that capture
-and agents that recall do not queue behind each other); a request beyond its kind's share
-waits, on its clock, for one."""
+"""HTTP connections: 48 for captures (:class:`RawPool`) and 16 for recalls (httpx; agents
+that capture and agents that recall do not queue behind each other); a request beyond its
+kind's share waits, on its clock, for one."""
 RECALL_SLOTS = 16
 MCP_CONNECTIONS = 8
 """Each MCP session's connections, likewise (all below the server's 128 per address)."""
@@ -135,8 +138,8 @@ class Load:
         self._n = itertools.count()
         self._stack: Any = None
         self.http: httpx.AsyncClient | None = None
+        self.raw: RawPool | None = None
         self.mcp: list[Any] = []
-        self.capture_slots = asyncio.Semaphore(HTTP_CONNECTIONS - RECALL_SLOTS)
         self.recall_slots = asyncio.Semaphore(RECALL_SLOTS)
         self.mcp_slots = [asyncio.Semaphore(MCP_CONNECTIONS) for _ in range(MCP_SESSIONS)]
 
@@ -154,9 +157,9 @@ class Load:
         # so the pools stay below it. A request over them waits on a semaphore (on its
         # clock), not in httpx's pool, whose assignment of queued requests takes time
         # quadratic in their number and became the bottleneck under overload.
-        limits = httpx.Limits(
-            max_connections=HTTP_CONNECTIONS, max_keepalive_connections=HTTP_CONNECTIONS
-        )
+        self.raw = RawPool(self.srv.url, self.srv.headers, HTTP_CONNECTIONS - RECALL_SLOTS)
+        self._stack.push_async_callback(self.raw.close)
+        limits = httpx.Limits(max_connections=RECALL_SLOTS, max_keepalive_connections=RECALL_SLOTS)
         self.http = await self._stack.enter_async_context(
             httpx.AsyncClient(
                 base_url=self.srv.url, headers=self.srv.headers, timeout=60, limits=limits
@@ -181,13 +184,12 @@ class Load:
                 print(f"  (an MCP client session ended with {type(e).__name__}: {e})")
 
     async def capture(self) -> bool:
-        assert self.http is not None
+        assert self.raw is not None
         obs = observation(self.tag, next(self._n))
-        async with self.capture_slots:
-            r = await self.http.post("/v1/observations", json=obs)
-        if r.status_code != 202:
-            raise RuntimeError(f"HTTP {r.status_code} {r.text[:80]}")
-        if not r.json().get("duplicate"):
+        status, reply = await self.raw.post_json("/v1/observations", obs)
+        if status != 202:
+            raise RuntimeError(f"HTTP {status} {str(reply)[:80]}")
+        if not (isinstance(reply, dict) and reply.get("duplicate")):
             self.accepted.add(obs["event_id"])
         return True
 
@@ -411,6 +413,7 @@ def print_level(
         f"peak (VmHWM) {server['hwm']:.0f} MB; event loop's longest stall "
         f"{server['max_lag_ms']:.1f} ms (mean wake-up delay {server['mean_lag_ms']:.2f} ms)"
     )
+    print(f"client (this process): {server['client']:.2f} cores while it sent and awaited")
     return out
 
 
@@ -436,7 +439,9 @@ async def level(
         if floors is None:
             floors = await solo(load, solo_n)
         with RssSampler(srv.proc.pid) as rss:
+            c0, w0 = time.process_time(), time.perf_counter()
             got = await open_loop(load, captures, recalls, seconds)
+            client = (time.process_time() - c0) / (time.perf_counter() - w0)
         hwm = base.rss_mb(srv.proc.pid)[1]
     finally:
         try:
@@ -444,7 +449,7 @@ async def level(
         finally:
             srv.stop(timeout=300)
     lag = json.loads(lag_file.read_text())
-    server = {"rss_idle": idle, "rss_max": rss.max_rss, "hwm": hwm, **lag}
+    server = {"rss_idle": idle, "rss_max": rss.max_rss, "hwm": hwm, "client": client, **lag}
     return got, server, load.accepted, floors
 
 
