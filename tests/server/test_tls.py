@@ -83,6 +83,11 @@ def test_cli_trusts_the_private_ca_only_with_ca_file(tls: tuple[ServerProcess, P
     bad = run_cli(srv.data_dir, "recall", "anything", "--url", srv.url)
     assert bad.returncode != 0
     assert "certificate" in bad.stderr.lower(), bad.stderr
+    # the scheme in capitals is HTTPS too: still checked, the token never sent unchecked
+    shout = srv.url.replace("https://", "HTTPS://", 1)
+    bad = run_cli(srv.data_dir, "recall", "anything", "--url", shout)
+    assert bad.returncode != 0
+    assert "certificate" in bad.stderr.lower(), bad.stderr
 
 
 @pytest.mark.process

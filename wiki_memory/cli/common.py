@@ -128,8 +128,10 @@ def call_json(args: argparse.Namespace, method: str, path: str, timeout: float, 
     import httpx
 
     url, headers = server_client(args)
-    # plain HTTP has no certificate to check: no CAs are loaded for it (15-50 ms a command)
-    verify = request_verify(args) if url.startswith("https://") else False
+    # plain HTTP has no certificate to check: no CAs are loaded for it (15-50 ms a command);
+    # any other scheme, in any case (``HTTPS://``), is checked (fails closed)
+    plain = url[:7].lower() == "http://"
+    verify = False if plain else request_verify(args)
     try:
         r = httpx.request(method, url + path, headers=headers, timeout=timeout, verify=verify, **kw)
     except httpx.HTTPError as exc:
