@@ -325,7 +325,7 @@ def test_generated_session_with_parallel_calls_and_edge_cases(server):
     )
     assert r.status_code == 202
     # a failure, then repeated Stops (stop_hook_active)
-    server.post(
+    r = server.post(
         "/v1/observations",
         {
             "harness": "claude-code",
@@ -342,8 +342,9 @@ def test_generated_session_with_parallel_calls_and_edge_cases(server):
             },
         },
     )
+    assert r.status_code == 202, r.text
     for k in range(3):
-        server.post(
+        r = server.post(
             "/v1/observations",
             {
                 "harness": "claude-code",
@@ -358,6 +359,7 @@ def test_generated_session_with_parallel_calls_and_edge_cases(server):
                 },
             },
         )
+        assert r.status_code == 202, r.text
     # a 2 MiB tool output is over the 1 MiB body limit: 413, nothing else affected
     big = {
         "harness": "claude-code",
@@ -378,7 +380,7 @@ def test_generated_session_with_parallel_calls_and_edge_cases(server):
     # truncated under the limit (as the hook does), it is accepted and excerpted in the page
     big["payload"]["tool_response"]["stdout"] = "y" * (900 * 1024)
     assert server.post("/v1/observations", big).status_code == 202
-    server.post(
+    r = server.post(
         "/v1/observations",
         {
             "harness": "claude-code",
@@ -390,15 +392,21 @@ def test_generated_session_with_parallel_calls_and_edge_cases(server):
             "payload": {"reason": "other"},
         },
     )
+    assert r.status_code == 202, r.text
 
     def page():
         pages = session_pages(server, "gen-proj")
         if not pages:
             return None
         p = server.get(f"/v1/pages/{pages[0]['path']}", params={"max_bytes": 4_000_000}).json()
-        return p if p["metadata"].get("status") == "ended" else None
+        if p["metadata"].get("status") != "ended":
+            return None
+        # the page can say ended before the last accepted events are on it (the 900 KiB
+        # one is captured off the event loop): wait until every one is, or time out
+        entries = [s for s in parse_page(p["content"], p["path"]).sections if s.anchor[:2] == "^t"]
+        return p if len(entries) >= 150 + 6 else None
 
-    p = wait_for(page, timeout=30)
+    p = wait_for(page, timeout=60)
     assert len(session_pages(server, "gen-proj")) == 1
     text = p["content"]
     parsed = parse_page(text, p["path"])
