@@ -752,6 +752,8 @@ ALLOWED_KINDS: dict[tuple[str, str], str] = {
     ("tests/server/test_e2e.py", "private-key"): f"a fake RSA key built in code: {_PLANTED}",
     ("tests/capture/test_leak_gaps.py", "auth-header"): "curl commands with a fake -H or -u"
     f" value, which the curl rules must still find: {_PLANTED}",
+    ("tests/capture/test_leak_gaps.py", "generic-secret"): "the secret of a fake curl -u"
+    f" tail, named on its own to check the rule finds it: {_PLANTED}",
     ("tests/capture/linear_timing.py", "auth-header"): "the curl rules' adversarial units: a"
     f" whole fake Authorization tail after -H or -u: {_PLANTED}",
     ("bench/sanitize_linear.py", "private-key"): "the linear-time bench's adversarial inputs:"

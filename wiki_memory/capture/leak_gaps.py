@@ -14,8 +14,12 @@ in reach cannot match) at a cost that follows the tails. Standard library only.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from functools import cache
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 #: a source that opens with ``\\bkeyword\\b``, then a gap of up to N characters on each of
 #: up to R + 1 lines (lazy or greedy), then a tail opening with a blank and an
@@ -54,20 +58,26 @@ def read_gap(source: str) -> Gap | None:
     return Gap(m.group(1), n + r * (2 + n), tuple(m.group(5).split("|")), m.group(4))
 
 
-def tail_starts(gap: Gap, text: str) -> list[int]:
-    """Where ``gap.tail`` matches in ``text`` (ascending, each once): each flag's
-    occurrences one character in, checked with ``tail.match`` there. A tail's values
-    stop at a blank or a quote, which every later tail opens with or holds, so the
-    checks together read the text about once."""
-    found: set[int] = set()
+def tail_spans(gap: Gap, text: str) -> list[tuple[int, int]]:
+    """Where ``gap.tail`` matches in ``text``: ``(start, end)``, ascending by start, each
+    start once: each flag's occurrences one character in, checked with ``tail.match``
+    there. A tail's value stops at a quote (a quoted one) or a blank (a bare one), which
+    every later tail opens with or holds, so the checks together read the text about once."""
+    found: dict[int, int] = {}
     match = gap.tail.match
     for flag in gap.flags:
         i = text.find(flag, 1)
         while i >= 0:
-            if match(text, i - 1) is not None:
-                found.add(i - 1)
+            m = match(text, i - 1)
+            if m is not None:
+                found[i - 1] = m.end()
             i = text.find(flag, i + 1)
-    return sorted(found)
+    return sorted(found.items())
+
+
+def tail_starts(gap: Gap, text: str) -> list[int]:
+    """The starts of :func:`tail_spans` (ascending)."""
+    return [s for s, _ in tail_spans(gap, text)]
 
 
 def gap_starts(gap: Gap, text: str, low: str) -> list[int]:
@@ -88,3 +98,73 @@ def gap_starts(gap: Gap, text: str, low: str) -> list[int]:
             out.append(i)
         i = low.find(k, i + 1)
     return out
+
+
+#: lone carriage returns (not before a newline) a gap may hold and still be matched by
+#: ``re`` as it is: ``.`` takes a ``\r`` and so does the line break ``[\r\n]{1,2}``, so
+#: ``re`` tries each way for each one, and 40 of them took seconds, 60 about a minute
+LONE_CR_MAX = 4
+
+
+def _lone_crs(text: str) -> list[int]:
+    """Where ``text`` has a ``\r`` not followed by ``\n`` (ascending)."""
+    out = []
+    i = text.find("\r")
+    while i >= 0:
+        if not text.startswith("\n", i + 1):
+            out.append(i)
+        i = text.find("\r", i + 1)
+    return out
+
+
+def _tamed(text: str, lone: list[int], tails: list[tuple[int, int]]) -> str:
+    """``text`` with each lone ``\r`` outside every tail replaced by ``\x00`` (same
+    length, so the same offsets): in a gap it can then only be a character of a line."""
+    keep: list[tuple[int, int]] = []
+    for s, e in tails:  # merged, ascending
+        if keep and s <= keep[-1][1]:
+            keep[-1] = (keep[-1][0], max(keep[-1][1], e))
+        else:
+            keep.append((s, e))
+    starts = [s for s, _ in keep]
+    chars = list(text)
+    for i in lone:
+        k = bisect_right(starts, i) - 1
+        if k < 0 or i >= keep[k][1]:
+            chars[i] = "\x00"
+    return "".join(chars)
+
+
+def gap_matches(rx: re.Pattern[str], gap: Gap, text: str, low: str) -> Iterator[re.Match[str]]:
+    """``rx.finditer(text)`` for a rule with ``gap``: ``rx`` is tried only at the heads
+    :func:`gap_starts` keeps, in order and after a match only from its end on. A head
+    whose gap to its farthest tail in reach holds more than :data:`LONE_CR_MAX` lone
+    ``\r`` is matched in a copy of the text where those are plain characters
+    (:func:`_tamed`), which ``re`` walks in time bounded by the gap's six lines: there a
+    lone ``\r`` no longer ends a line, so a match that needed it to (a line of more than
+    1,024 characters cut by lone ``\r`` only) is not found, and of several tails in reach
+    the one matched may differ. A match's offsets are the text's either way."""
+    tails = tail_spans(gap, text)
+    if not tails:
+        return
+    starts = [s for s, _ in tails]
+    lone = _lone_crs(text)
+    tamed: str | None = None
+    k, reach = gap.keyword, gap.reach
+    nxt = 0
+    i = low.find(k)
+    while i >= 0:
+        lo = i + len(k)
+        j = bisect_left(starts, lo)
+        if i >= nxt and j < len(starts) and starts[j] <= lo + reach:
+            far = starts[bisect_right(starts, lo + reach) - 1]
+            if bisect_left(lone, far) - bisect_left(lone, lo) <= LONE_CR_MAX:
+                m = rx.match(text, i)
+            else:
+                if tamed is None:
+                    tamed = _tamed(text, lone, tails)
+                m = rx.match(tamed, i)
+            if m is not None:
+                yield m
+                nxt = m.end()
+        i = low.find(k, i + 1)

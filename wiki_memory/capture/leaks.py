@@ -22,7 +22,7 @@ from math import log2
 
 from wiki_memory.capture import gitleaks_rules as _G
 from wiki_memory.capture.keyscan import KeySet
-from wiki_memory.capture.leak_gaps import gap_starts, read_gap
+from wiki_memory.capture.leak_gaps import gap_matches, read_gap
 from wiki_memory.capture.leak_heads import fast_heads, finditer_at
 from wiki_memory.capture.leak_kinds import KINDS
 
@@ -214,7 +214,7 @@ def _allowed(rule: Rule, text: str, m: re.Match[str], secret: str, path: str | N
         checks: list[bool] = []
         if regexes:
             if target == "match":
-                subject = m.group(0)
+                subject = text[m.start() : m.end()]  # m may be over a tamed copy (leak_gaps)
             elif target == "line":
                 ls = text.rfind("\n", 0, m.start()) + 1
                 le = text.find("\n", m.end())
@@ -381,7 +381,7 @@ def _matches(
     if heads and not rule.windowed:
         gap = read_gap(rule.fast)
         if gap is not None:  # tried only at heads with its tail in reach (leak_gaps.py)
-            for m in _cued(rx, text, low, heads, None, gap_starts(gap, text, low)):
+            for m in gap_matches(rx, gap, text, low):
                 yield m, n
             return
         width = _G.MAX_WIDTH[rule.id] if runs is not None else 0
