@@ -58,21 +58,26 @@ def read_gap(source: str) -> Gap | None:
     return Gap(m.group(1), n + r * (2 + n), tuple(m.group(5).split("|")), m.group(4))
 
 
-def tail_spans(gap: Gap, text: str) -> list[tuple[int, int]]:
-    """Where ``gap.tail`` matches in ``text``: ``(start, end)``, ascending by start, each
-    start once: each flag's occurrences one character in, checked with ``tail.match``
-    there. A tail's value stops at a quote (a quoted one) or a blank (a bare one), which
-    every later tail opens with or holds, so the checks together read the text about once."""
-    found: dict[int, int] = {}
+def tail_matches(gap: Gap, text: str) -> list[re.Match[str]]:
+    """Where ``gap.tail`` matches in ``text``, ascending by start, each start once: each
+    flag's occurrences one character in, checked with ``tail.match`` there. A tail's value
+    stops at a quote (a quoted one) or a blank (a bare one), which every later tail opens
+    with or holds, so the checks together read the text about once."""
+    found: dict[int, re.Match[str]] = {}
     match = gap.tail.match
     for flag in gap.flags:
         i = text.find(flag, 1)
         while i >= 0:
             m = match(text, i - 1)
             if m is not None:
-                found[i - 1] = m.end()
+                found[i - 1] = m
             i = text.find(flag, i + 1)
-    return sorted(found.items())
+    return [found[k] for k in sorted(found)]
+
+
+def tail_spans(gap: Gap, text: str) -> list[tuple[int, int]]:
+    """The spans of :func:`tail_matches`."""
+    return [m.span() for m in tail_matches(gap, text)]
 
 
 def tail_starts(gap: Gap, text: str) -> list[int]:
@@ -100,9 +105,10 @@ def gap_starts(gap: Gap, text: str, low: str) -> list[int]:
     return out
 
 
-#: lone carriage returns (not before a newline) a gap may hold and still be matched by
-#: ``re`` as it is: ``.`` takes a ``\r`` and so does the line break ``[\r\n]{1,2}``, so
-#: ``re`` tries each way for each one, and 40 of them took seconds, 60 about a minute
+#: lone carriage returns (not before a newline) that may lie within a head's reach and
+#: still leave its match to ``re``: ``.`` takes a ``\r`` and so does the line break
+#: ``[\r\n]{1,2}``, so ``re`` tries each way for each one (40 of them took seconds, 60
+#: about a minute)
 LONE_CR_MAX = 4
 
 
@@ -117,39 +123,23 @@ def _lone_crs(text: str) -> list[int]:
     return out
 
 
-def _tamed(text: str, lone: list[int], tails: list[tuple[int, int]]) -> str:
-    """``text`` with each lone ``\r`` outside every tail replaced by ``\x00`` (same
-    length, so the same offsets): in a gap it can then only be a character of a line."""
-    keep: list[tuple[int, int]] = []
-    for s, e in tails:  # merged, ascending
-        if keep and s <= keep[-1][1]:
-            keep[-1] = (keep[-1][0], max(keep[-1][1], e))
-        else:
-            keep.append((s, e))
-    starts = [s for s, _ in keep]
-    chars = list(text)
-    for i in lone:
-        k = bisect_right(starts, i) - 1
-        if k < 0 or i >= keep[k][1]:
-            chars[i] = "\x00"
-    return "".join(chars)
-
-
 def gap_matches(rx: re.Pattern[str], gap: Gap, text: str, low: str) -> Iterator[re.Match[str]]:
     """``rx.finditer(text)`` for a rule with ``gap``: ``rx`` is tried only at the heads
-    :func:`gap_starts` keeps, in order and after a match only from its end on. A head
-    whose gap to its farthest tail in reach holds more than :data:`LONE_CR_MAX` lone
-    ``\r`` is matched in a copy of the text where those are plain characters
-    (:func:`_tamed`), which ``re`` walks in time bounded by the gap's six lines: there a
-    lone ``\r`` no longer ends a line, so a match that needed it to (a line of more than
-    1,024 characters cut by lone ``\r`` only) is not found, and of several tails in reach
-    the one matched may differ. A match's offsets are the text's either way."""
-    tails = tail_spans(gap, text)
+    :func:`gap_starts` keeps, in order and after a match only from its end on.
+
+    A head with more than :data:`LONE_CR_MAX` lone ``\r`` between it and the end of its
+    reach (its gap, its tails included) is not given to ``re``: each tail that starts
+    within its reach is yielded as a match of its own (the tail's match object, whose
+    groups are the rule's: its gap has none), without checking the gap's six lines. Such a
+    text may have more redacted than ``re`` would find, never less."""
+    tails = tail_matches(gap, text)
     if not tails:
         return
-    starts = [s for s, _ in tails]
+    starts = [m.start() for m in tails]
+    ends: list[int] = []  # the farthest end of the tails so far
+    for t in tails:
+        ends.append(max(t.end(), ends[-1] if ends else 0))
     lone = _lone_crs(text)
-    tamed: str | None = None
     k, reach = gap.keyword, gap.reach
     nxt = 0
     i = low.find(k)
@@ -157,14 +147,16 @@ def gap_matches(rx: re.Pattern[str], gap: Gap, text: str, low: str) -> Iterator[
         lo = i + len(k)
         j = bisect_left(starts, lo)
         if i >= nxt and j < len(starts) and starts[j] <= lo + reach:
-            far = starts[bisect_right(starts, lo + reach) - 1]
-            if bisect_left(lone, far) - bisect_left(lone, lo) <= LONE_CR_MAX:
-                m = rx.match(text, i)
+            end = bisect_right(starts, lo + reach)
+            ahead = max(lo + reach + 1, ends[end - 1])
+            if bisect_left(lone, ahead) - bisect_left(lone, lo) <= LONE_CR_MAX:
+                hit = rx.match(text, i)
+                if hit is not None:
+                    yield hit
+                    nxt = hit.end()
             else:
-                if tamed is None:
-                    tamed = _tamed(text, lone, tails)
-                m = rx.match(tamed, i)
-            if m is not None:
-                yield m
-                nxt = m.end()
+                for t in tails[j:end]:
+                    if t.start() >= nxt:
+                        yield t
+                        nxt = t.end()
         i = low.find(k, i + 1)
