@@ -75,31 +75,22 @@ def tail_matches(gap: Gap, text: str) -> list[re.Match[str]]:
     return [found[k] for k in sorted(found)]
 
 
-def tail_spans(gap: Gap, text: str) -> list[tuple[int, int]]:
-    """The spans of :func:`tail_matches`."""
-    return [m.span() for m in tail_matches(gap, text)]
-
-
-def tail_starts(gap: Gap, text: str) -> list[int]:
-    """The starts of :func:`tail_spans` (ascending)."""
-    return [s for s, _ in tail_spans(gap, text)]
-
-
-def gap_starts(gap: Gap, text: str, low: str) -> list[int]:
+def gap_starts(gap: Gap, text: str, low: str, starts: list[int] | None = None) -> list[int]:
     """Where the rule can match: each occurrence of ``gap.keyword`` in ``low`` (ascending)
     with a tail starting from right after it to ``gap.reach`` characters further; ``[]``
     when the text has no tail at all (then nothing of ``text`` is read but the flags'
-    ``str.find``)."""
-    tails = tail_starts(gap, text)
-    if not tails:
+    ``str.find``). ``starts``: the tails' starts, when the caller has them."""
+    if starts is None:
+        starts = [m.start() for m in tail_matches(gap, text)]
+    if not starts:
         return []
     k, reach = gap.keyword, gap.reach
     out: list[int] = []
     i = low.find(k)
     while i >= 0:
         lo = i + len(k)
-        j = bisect_left(tails, lo)
-        if j < len(tails) and tails[j] <= lo + reach:
+        j = bisect_left(starts, lo)
+        if j < len(starts) and starts[j] <= lo + reach:
             out.append(i)
         i = low.find(k, i + 1)
     return out
@@ -140,23 +131,22 @@ def gap_matches(rx: re.Pattern[str], gap: Gap, text: str, low: str) -> Iterator[
     for t in tails:
         ends.append(max(t.end(), ends[-1] if ends else 0))
     lone = _lone_crs(text)
-    k, reach = gap.keyword, gap.reach
+    k, reach = len(gap.keyword), gap.reach
     nxt = 0
-    i = low.find(k)
-    while i >= 0:
-        lo = i + len(k)
+    for i in gap_starts(gap, text, low, starts):
+        if i < nxt:
+            continue
+        lo = i + k
         j = bisect_left(starts, lo)
-        if i >= nxt and j < len(starts) and starts[j] <= lo + reach:
-            end = bisect_right(starts, lo + reach)
-            ahead = max(lo + reach + 1, ends[end - 1])
-            if bisect_left(lone, ahead) - bisect_left(lone, lo) <= LONE_CR_MAX:
-                hit = rx.match(text, i)
-                if hit is not None:
-                    yield hit
-                    nxt = hit.end()
-            else:
-                for t in tails[j:end]:
-                    if t.start() >= nxt:
-                        yield t
-                        nxt = t.end()
-        i = low.find(k, i + 1)
+        end = bisect_right(starts, lo + reach)
+        ahead = max(lo + reach + 1, ends[end - 1])
+        if bisect_left(lone, ahead) - bisect_left(lone, lo) <= LONE_CR_MAX:
+            hit = rx.match(text, i)
+            if hit is not None:
+                yield hit
+                nxt = hit.end()
+        else:
+            for t in tails[j:end]:
+                if t.start() >= nxt:
+                    yield t
+                    nxt = t.end()
