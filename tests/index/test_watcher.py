@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import support
+import watchfiles.main
 from support import quiet, wait_for
 
 from wiki_memory.core.memory import Memory
@@ -60,6 +61,24 @@ TEMP_NAMES = [
     ".#daily.md",
     "#daily.md#",
 ]
+
+
+def test_a_file_written_the_moment_start_returns_is_indexed(tmp_path, stop_after, monkeypatch):
+    # start() returns once the watcher's watches are in place, not after a fixed wait
+    # (watchfiles' 1 s idle timeout, before): a hand edit made at once is seen, even where
+    # putting the watches in place is slow, as on a big tree (here: 0.5 s)
+    real = watchfiles.main.RustNotify
+
+    def slow_to_watch(*args, **kwargs):
+        time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(watchfiles.main, "RustNotify", slow_to_watch)
+    m = make_memory(tmp_path)
+    stop_after(m)
+    (m.wiki_dir / "notes").mkdir(parents=True, exist_ok=True)
+    (m.wiki_dir / "notes" / "edit.md").write_text("# Edit\n\nhand text\n")
+    wait_for(lambda: "notes/edit.md" in m.index.paths(), 10, "the hand edit indexed")
 
 
 @pytest.mark.process

@@ -77,6 +77,23 @@ def watch_filter(change: watchfiles.Change, path: str) -> bool:
     return not ignored_name(parts[-1])
 
 
+class _StopQuestion:
+    """The stop event as watchfiles is handed it: watchfiles asks ``is_set()`` every
+    ``step`` ms from inside its watch loop, which starts once its watches are in place
+    (``RustNotify`` sets them up when it is made, before the loop), so the first question
+    sets ``ready``. Before, ``ready`` waited for watchfiles' first idle timeout
+    (``rust_timeout``, 1 s), a second added to every start of the server."""
+
+    def __init__(self, stop: threading.Event, ready: threading.Event) -> None:
+        self.stop = stop
+        self.ready = ready
+
+    def is_set(self) -> bool:
+        if not self.ready.is_set():
+            self.ready.set()
+        return self.stop.is_set()
+
+
 @dataclass(eq=False)
 class Watcher:
     """Watches ``wiki_dir`` on a thread until :meth:`stop`, keeping ``index`` in step
@@ -137,7 +154,7 @@ class Watcher:
                 for changes in watchfiles.watch(
                     self.root,
                     watch_filter=watch_filter,
-                    stop_event=self._stop,
+                    stop_event=_StopQuestion(self._stop, self.ready),
                     step=self.step_ms,
                     debounce=self.debounce_ms,
                     yield_on_timeout=True,
