@@ -7,6 +7,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -17,6 +18,13 @@ import pytest
 from support import make_memory, shared_path
 
 from wiki_memory.core.memory import Memory
+
+# pytest keeps each test module with its asserts rewritten in ``__pycache__``, except where
+# writing bytecode is off (PYTHONDONTWRITEBYTECODE, set on this project's machines): then
+# every pytest process (the two workers, then the serial run) rewrote all of them again,
+# about 8 s of CPU each. This process writes them; the processes the tests start keep the
+# environment as it is.
+sys.dont_write_bytecode = False
 
 
 @pytest.fixture
