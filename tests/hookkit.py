@@ -195,7 +195,11 @@ class StubServer:
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        # serve_forever looks for shutdown() every poll_interval (0.5 s by default), which
+        # every test using a stub waited out at its end
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     def handle(self, path: str, body: Any, auth: str | None) -> tuple[int, Any]:
         with self.lock:
