@@ -8,6 +8,7 @@ the pulled files landing in replica 2's wiki and committed, as a sync leaves the
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,26 +23,48 @@ pytestmark = pytest.mark.fast
 PER = 4
 
 
-def cc(event: str, **fields: Any) -> dict[str, Any]:
+def cc(event: str, ts: int, **fields: Any) -> dict[str, Any]:
     payload = {"hook_event_name": event, "session_id": "shared-sess", "cwd": "/home/u/atlas"}
-    return {"harness": "claude-code", "project": "atlas", "payload": {**payload, **fields}}
+    return {
+        "harness": "claude-code",
+        "project": "atlas",
+        "ts": ts,
+        "payload": {**payload, **fields},
+    }
 
 
-def turns(srv: AppServer, tag: str, n: int) -> str:
+def stretches() -> tuple[int, int]:
+    """When each replica's events happen (UTC epoch seconds of the first): replica 1's
+    from a minute ago, replica 2's half a minute later, in one UTC day. An entry is one
+    event by its number, clock (to the second) and kind (docs/sessions.md, "Parts"), so
+    the two replicas' entries are told apart by their clocks, as when a session moves from
+    one machine to another; captured as fast as a test captures, the two stretches could
+    share a second."""
+    one = int(time.time()) - 60
+    if one // 86400 != (one + 40) // 86400:
+        one = (one + 40) // 86400 * 86400
+    return one, one + 30
+
+
+def turns(srv: AppServer, tag: str, n: int, start: int) -> str:
+    """``n`` turns (a prompt and a reply each) of the shared session from ``start``, one
+    event a second."""
     m = srv.memory
     assert m is not None and srv.tokens is not None
     me = as_user(m, srv.tokens.owner_name())
     for i in range(1, n + 1):
-        m.capture(cc("UserPromptSubmit", prompt=f"{tag} prompt {i}: {tag}word{i}"), me)
-        m.capture(cc("Stop", last_assistant_message=f"{tag} reply {i}: {tag}done{i}"), me)
+        at = start + 2 * (i - 1)
+        m.capture(cc("UserPromptSubmit", at, prompt=f"{tag} prompt {i}: {tag}word{i}"), me)
+        m.capture(cc("Stop", at + 1, last_assistant_message=f"{tag} reply {i}: {tag}done{i}"), me)
         m.writer.flush()
     key = next(iter(m.spool.sessions))
     return str(m.spool.sessions[key].state["path"])
 
 
 def test_a_pulled_closed_part_keeps_the_other_replicas_entries(tmp_path: Path) -> None:
+    one, two = stretches()
     with AppServer(tmp_path / "r1", session_part_events=PER) as r1:
-        path = turns(r1, "one", 5)  # t1..t10: the page, parts 2 and 3
+        path = turns(r1, "one", 5, one)  # t1..t10: the page, parts 2 and 3
         assert r1.memory is not None
         pulled = {
             rel: (r1.memory.wiki_dir / rel).read_bytes()
@@ -55,7 +78,7 @@ def test_a_pulled_closed_part_keeps_the_other_replicas_entries(tmp_path: Path) -
             (m.wiki_dir / rel).parent.mkdir(parents=True, exist_ok=True)
             (m.wiki_dir / rel).write_bytes(data)
         m.commit_hand_edits(sorted(pulled)).result()
-        assert turns(r2, "two", 4) == path  # t1..t8: its own page and part 2
+        assert turns(r2, "two", 4, two) == path  # t1..t8: its own page and part 2
         part2 = (m.wiki_dir / part_path(path, 2)).read_text(encoding="utf-8")
         for word in ("oneword3", "onedone3", "oneword4", "onedone4"):
             assert word in part2, f"replica 1's {word} left part 2"
