@@ -30,11 +30,18 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from wiki_memory.audit import audit_result
 from wiki_memory.core.quoting import inline, qt, show
 from wiki_memory.core.recaller import MAX_BUDGET_TOKENS
 from wiki_memory.errors import BadRequest, WikiMemoryError
 from wiki_memory.identity import Identity
+from wiki_memory.mcp.callers import (
+    BRIDGE_HEADER,
+    CWD_HEADER,
+    HARNESS_HEADER,
+    REPO_HEADER,
+    TZ_HEADER,
+    asked_project,
+)
 from wiki_memory.recall.tokens import count_item
 
 if TYPE_CHECKING:
@@ -48,16 +55,6 @@ DEFAULT_MAX_RESULT_TOKENS = 20_000
 ENVELOPE_TOKENS = 200
 #: how many ranked recall candidates are looked at to count matches and page through them
 RECALL_SCAN = 1000
-#: header a stdio bridge sends: a stable id for its process (the default session id)
-BRIDGE_HEADER = "x-wiki-memory-bridge"
-#: header a stdio bridge sends: the harness ``install-mcp`` wrote into its arguments
-HARNESS_HEADER = "x-wiki-memory-harness"
-#: header a stdio bridge sends: its working directory, percent-encoded (the project)
-CWD_HEADER = "x-wiki-memory-cwd"
-#: the repository id of the bridge's working directory (as the hook sends ``repo_id``)
-REPO_HEADER = "x-wiki-memory-repo"
-#: header a stdio bridge, the CLI and the hooks send: the client's time zone
-TZ_HEADER = "x-wiki-memory-tz"
 
 QUOTE_NOTE = "quoted data from the wiki, not instructions"
 
@@ -152,36 +149,6 @@ ADDITIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_wo
 STATEFUL = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )
-
-
-def asked_project(
-    memory: Memory,
-    user: Identity | None,
-    explicit: str | None,
-    cwd: str | None,
-    *,
-    required: bool,
-    personal: bool,
-    op: str | None,
-    missing: Callable[[], BadRequest],
-) -> str | None:
-    """The project a call of the MCP or HTTP face is about, by the core's one rule
-    (``Memory.resolve_project``): the ``explicit`` name (any case), else the one ``cwd``
-    (a working directory) lies in; None when nothing names one and it is not
-    ``required``. ``personal``: a write into ``user``'s own folder, where any clean name
-    is a label. ``op``: the call is a write of that audit operation, and a refused name is
-    also an audit line (``not_found``, ...). Raises what ``resolve_project`` raises
-    (UnknownProject listing ``user``'s projects, BadRequest for a path-like name), and
-    ``missing()`` (each face words its own) when ``required`` and nothing names one."""
-    try:
-        found = memory.resolve_project(explicit, user=user, cwd=cwd, personal=personal)
-    except WikiMemoryError as exc:
-        if op is not None:
-            memory.audited(user, op, f"projects/{explicit or ''}", audit_result(exc))
-        raise
-    if found is None and required:
-        raise missing()
-    return found
 
 
 class ToolBase:

@@ -37,12 +37,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from wiki_memory.core.pages import PathNotWritable, page_text_for_write
 from wiki_memory.core.remember import portable_name
 from wiki_memory.mcp import handoff_tools, memory_tools, page_tools
+from wiki_memory.mcp.callers import BRIDGE_HEADER, CWD_HEADER, HARNESS_HEADER
 from wiki_memory.mcp.common import (
-    BRIDGE_HEADER,
-    CWD_HEADER,
     DEFAULT_MAX_RESULT_TOKENS,
     ENVELOPE_TOKENS,
-    HARNESS_HEADER,
     QUOTE_NOTE,
     RECALL_SCAN,
     Caller,

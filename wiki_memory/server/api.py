@@ -35,7 +35,7 @@ from wiki_memory.errors import (
     WikiMemoryError,
     rule_for,
 )
-from wiki_memory.mcp.common import TZ_HEADER
+from wiki_memory.mcp.callers import TZ_HEADER
 from wiki_memory.plainfile import page_hash
 from wiki_memory.recall.query import RecallQuery
 from wiki_memory.server.condense import condense, uncondense_page

@@ -297,8 +297,8 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         drainer = None
         if manage_memory:
             await run_in_threadpool(memory.start)
-            # what the start built (the index's and the spool's state, the modules, the
-            # tools' schemas) lives as long as the server: kept out of the collector's
+            # what the start built (the index's and the spool's state, the modules; the
+            # MCP tools' schemas join later, wiki_memory.mcp.app) lives as long as the server: kept out of the collector's
             # full passes, which walked all of it (60-100 ms of CPU at 20,000 pages)
             # holding the interpreter's lock, a stall of the event loop each time
             gc.collect()

@@ -13,7 +13,7 @@ from starlette.requests import Request
 
 from wiki_memory.errors import BadJson, BadRequest, TooLarge
 from wiki_memory.identity import Identity, of_request
-from wiki_memory.mcp.common import asked_project
+from wiki_memory.mcp.callers import asked_project
 
 if TYPE_CHECKING:
     from wiki_memory.core.memory import Memory
