@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -79,6 +80,51 @@ def test_a_file_written_the_moment_start_returns_is_indexed(tmp_path, stop_after
     (m.wiki_dir / "notes").mkdir(parents=True, exist_ok=True)
     (m.wiki_dir / "notes" / "edit.md").write_text("# Edit\n\nhand text\n")
     wait_for(lambda: "notes/edit.md" in m.index.paths(), 10, "the hand edit indexed")
+
+
+def test_a_page_written_while_the_watch_restarts_is_indexed(tmp_path, stop_after, monkeypatch):
+    """The watch breaks (watchfiles raises: a name that is not UTF-8 does so, dropping its
+    batch) and putting new watches in place takes 0.5 s; a page written meanwhile, before
+    the new watches exist, is indexed all the same, as is one written after."""
+    real = watchfiles.main.RustNotify
+    broken = threading.Event()
+    restarting = threading.Event()
+
+    class BreaksOnce:
+        made = 0
+
+        def __init__(self, *args, **kwargs):
+            BreaksOnce.made += 1
+            self.first = BreaksOnce.made == 1
+            if BreaksOnce.made == 2:
+                restarting.set()
+                time.sleep(0.5)  # the test writes a page now
+            self.real = real(*args, **kwargs)
+
+        def __enter__(self):
+            self.real.__enter__()
+            return self
+
+        def __exit__(self, *exc):
+            return self.real.__exit__(*exc)
+
+        def watch(self, *args):
+            if self.first and broken.is_set():
+                raise RuntimeError("the watch broke")
+            return self.real.watch(*args)
+
+    monkeypatch.setattr(watchfiles.main, "RustNotify", BreaksOnce)
+    m = make_memory(tmp_path)
+    stop_after(m)
+    notes = m.wiki_dir / "notes"
+    notes.mkdir(parents=True, exist_ok=True)
+    broken.set()
+    assert restarting.wait(10), "the watch did not break"
+    (notes / "gap.md").write_text("# Gap\n\nwritten while no watch was in place\n")
+    wait_for(lambda: "notes/gap.md" in m.index.paths(), 10, "the page of the gap indexed")
+    (notes / "after.md").write_text("# After\n\nwritten once the new watch was in place\n")
+    wait_for(lambda: "notes/after.md" in m.index.paths(), 10, "the page after indexed")
+    assert_matches_scan(m, tmp_path)
 
 
 @pytest.mark.process

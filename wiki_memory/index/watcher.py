@@ -82,14 +82,29 @@ class _StopQuestion:
     ``step`` ms from inside its watch loop, which starts once its watches are in place
     (``RustNotify`` sets them up when it is made, before the loop), so the first question
     sets ``ready``. Before, ``ready`` waited for watchfiles' first idle timeout
-    (``rust_timeout``, 1 s), a second added to every start of the server."""
+    (``rust_timeout``, 1 s), a second added to every start of the server.
 
-    def __init__(self, stop: threading.Event, ready: threading.Event) -> None:
+    ``watching`` (if given) runs at that first question, before ``ready`` is set: after a
+    broken watch, the scan of the whole wiki that catches up with what changed while no
+    watch was in place. Events meanwhile wait in the new watches' queue. ``asked`` tells
+    whether the watches got that far."""
+
+    def __init__(
+        self,
+        stop: threading.Event,
+        ready: threading.Event,
+        watching: Callable[[], object] | None = None,
+    ) -> None:
         self.stop = stop
         self.ready = ready
+        self.watching = watching
+        self.asked = False
 
     def is_set(self) -> bool:
-        if not self.ready.is_set():
+        if not self.asked:
+            self.asked = True
+            if self.watching is not None:
+                self.watching()
             self.ready.set()
         return self.stop.is_set()
 
@@ -149,12 +164,14 @@ class Watcher:
         self._settle.join(timeout=5)
 
     def _run(self) -> None:
+        catch_up = False  # a watch broke: scan once the next one is in place
         while not self._stop.is_set():
+            question = _StopQuestion(self._stop, self.ready, self.rescan if catch_up else None)
             try:
                 for changes in watchfiles.watch(
                     self.root,
                     watch_filter=watch_filter,
-                    stop_event=_StopQuestion(self._stop, self.ready),
+                    stop_event=question,
                     step=self.step_ms,
                     debounce=self.debounce_ms,
                     yield_on_timeout=True,
@@ -179,7 +196,14 @@ class Watcher:
                         )
                 else:
                     log.exception("watcher failed; scanning the wiki again and restarting")
-                self.rescan()
+                # what changed from the lost batch until the next watches are in place is
+                # seen by a scan made once they are (their first question); a scan made
+                # before them would miss what changed in between
+                catch_up = True
+                if not question.asked:
+                    # these watches never came to be (and the next ones may not): scan
+                    # now too, so the index does not wait on them
+                    self.rescan()
                 self._stop.wait(0.05)
 
     def _rel(self, ap: str) -> str | None:
