@@ -298,9 +298,10 @@ def create_app(memory: Memory, tokens: TokenStore, *, manage_memory: bool = Fals
         if manage_memory:
             await run_in_threadpool(memory.start)
             # what the start built (the index's and the spool's state, the modules; the
-            # MCP tools' schemas join later, wiki_memory.mcp.app) lives as long as the server: kept out of the collector's
-            # full passes, which walked all of it (60-100 ms of CPU at 20,000 pages)
-            # holding the interpreter's lock, a stall of the event loop each time
+            # MCP tools' schemas join later, wiki_memory.mcp.app) lives as long as the
+            # server: kept out of the collector's full passes, which walked all of it
+            # (60-100 ms of CPU at 20,000 pages) holding the interpreter's lock, a stall
+            # of the event loop each time
             gc.collect()
             gc.freeze()
             # the hooks of this data directory queue here while the server is away
