@@ -127,6 +127,34 @@ def test_a_page_written_while_the_watch_restarts_is_indexed(tmp_path, stop_after
     assert_matches_scan(m, tmp_path)
 
 
+@pytest.mark.slow  # watches the tries for 3 s
+def test_watches_that_cannot_be_made_leave_the_index_current_without_spinning(
+    tmp_path, stop_after, monkeypatch
+):
+    """watchfiles cannot set up its watches at all: a page written is still indexed (by
+    the scans each try makes), the tries back off instead of scanning the whole wiki
+    twenty times a second, and stop() returns at once."""
+
+    class NeverWatches:
+        def __init__(self, *args, **kwargs):
+            raise OSError("inotify watch limit reached")
+
+    monkeypatch.setattr(watchfiles.main, "RustNotify", NeverWatches)
+    m = make_memory(tmp_path)
+    watcher = m.watcher
+    assert watcher is not None
+    (m.wiki_dir / "notes").mkdir(parents=True, exist_ok=True)
+    (m.wiki_dir / "notes" / "blind.md").write_text("# Blind\n\nno watch saw this\n")
+    wait_for(lambda: "notes/blind.md" in m.index.paths(), 15, "the page indexed by a scan")
+    before = watcher.rescans
+    time.sleep(3)
+    # 0.05 s apart, as before, is about 60 scans in 3 s; backing off, at most 4 or 5
+    assert watcher.rescans - before <= 6, watcher.rescans - before
+    t = time.monotonic()
+    watcher.stop()  # a wait between tries ends at once
+    assert not watcher.alive() and time.monotonic() - t < 2
+
+
 @pytest.mark.process
 def test_c18_editor_saves_leave_one_page_with_its_id_and_backlinks(tmp_path, stop_after):
     m = make_memory(
