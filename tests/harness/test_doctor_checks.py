@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -82,6 +83,20 @@ def test_hooks_pointing_at_another_data_directory(world: tuple[Path, Path], tmp_
     r = cli_here(home_env(home), *f["fix"].split()[1:])
     assert r.returncode == 0, r.stderr
     assert run_doctor(home, data)[0] == 0
+
+
+def test_an_mcp_face_that_cannot_be_loaded(
+    world: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server loads the MCP SDK at the first /mcp request, not at start, so a broken
+    install would show only as a 500 there: doctor names it."""
+    home, data = world
+    monkeypatch.setitem(sys.modules, "wiki_memory.mcp.tools", None)  # import raises
+    rc, rep = run_doctor(home, data)
+    assert rc == 1 and not rep["ok"]
+    f = finding(rep, "mcp")
+    assert "the MCP face cannot be loaded" in f["message"] and "/mcp" in f["message"]
+    assert f["fix"] == "pip install --force-reinstall 'mcp>=2.3,<3'"
 
 
 def test_an_outbox_backlog(world: tuple[Path, Path]) -> None:

@@ -248,9 +248,20 @@ def check_hooks(ctx: Context) -> None:
 
 
 def check_mcp(ctx: Context) -> None:
-    """Each MCP client's user-level entry of ours: its interpreter and bridge exist and it
-    names this data directory (or a team server's URL)."""
+    """The MCP face can be loaded (the server loads it at the first ``/mcp`` request, not
+    at start, so a broken install shows only here and as a 500 there), and each MCP
+    client's user-level entry of ours: its interpreter and bridge exist and it names this
+    data directory (or a team server's URL)."""
     from wiki_memory.harness import mcp_install as mi
+
+    try:
+        import wiki_memory.mcp.tools  # noqa: F401  (imports the SDK: about 0.6 s)
+    except Exception as exc:  # an ImportError, or whatever a broken package raises
+        ctx.error(
+            f"the MCP face cannot be loaded ({type(exc).__name__}: {exc}): the server "
+            "answers 500 at /mcp",
+            "pip install --force-reinstall 'mcp>=2.3,<3'",
+        )
 
     mine = str(ctx.settings.data_dir.expanduser().resolve())
     out: list[dict[str, Any]] = []
