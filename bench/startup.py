@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,8 @@ import time
 from pathlib import Path
 
 import httpx
+from _server import free_port
+from recall import rss_mb
 
 FLOOR = """
 import sys, uvicorn
@@ -50,19 +51,6 @@ INIT = {
         "clientInfo": {"name": "bench", "version": "0"},
     },
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def wait_health(url: str, proc: subprocess.Popen[bytes]) -> None:
@@ -98,7 +86,7 @@ def one(python: str | None, work: Path) -> dict[str, float]:
     )
     try:
         wait_health(url, proc)
-        out = {"start": time.perf_counter() - t0, "rss": rss_mb(proc.pid)}
+        out = {"start": time.perf_counter() - t0, "rss": rss_mb(proc.pid)[0]}
         if python is not None:
             token = (data / "auth" / "owner.token").read_text().strip()
             headers = {
@@ -111,7 +99,7 @@ def one(python: str | None, work: Path) -> dict[str, float]:
                     r = c.post(url + "/mcp", json=INIT, headers=headers)
                     out[key] = time.perf_counter() - t
                     assert r.status_code == 200, r.text
-            out["rss_mcp"] = rss_mb(proc.pid)
+            out["rss_mcp"] = rss_mb(proc.pid)[0]
         return out
     finally:
         proc.terminate()
