@@ -86,11 +86,20 @@ class Stages:
         self.times = defaultdict(float)
         self._stack = []
 
+    def recording(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` (a search taking ``(index, match, ...)``) noting each ``match`` it is
+        given in :attr:`matches` under the current query."""
+
+        @functools.wraps(fn)
+        def noted(*a: Any, **kw: Any) -> Any:
+            self.matches[self.query].append(a[1])
+            return fn(*a, **kw)
+
+        return noted
+
     def wrap(self, stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def timed(*a: Any, **kw: Any) -> Any:
-            if stage == "fts: text+fields" and len(a) > 1:
-                self.matches[self.query].append(a[1])
             self._stack.append(0.0)
             t0 = time.perf_counter()
             try:
@@ -182,7 +191,9 @@ def wrapped(stages: Stages) -> Iterator[None]:
     for stage, owner, attr in targets():
         fn = owner.__dict__.get(attr, getattr(owner, attr))
         saved.append((owner, attr, fn))
-        setattr(owner, attr, stages.wrap(stage, fn))
+        # the floor of the index's own searches reruns what this stage searched for
+        inner = stages.recording(fn) if stage == "fts: text+fields" else fn
+        setattr(owner, attr, stages.wrap(stage, inner))
     try:
         yield
     finally:
