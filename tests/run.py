@@ -2,6 +2,8 @@
 workers (``pytest -n 2 --dist loadgroup -m 'not serial'``: a file's module-scoped fixture
 stays on one worker, tests/conftest.py), then the ``serial`` ones alone
 (``pytest -m serial``: they assert time bounds, which a busy neighbour would break).
+A whole-suite run also measures the sanitizer rules' linear time in the background at the
+lowest CPU priority meanwhile (:func:`start_linear_timing`), for the test that reads it.
 Arguments go to both runs (``-x``, ``-k word``, a folder, ...). Exits 0 when both pass
 (a serial run that selects nothing passes) and ends with one line adding the two up.
 With ``--folders`` it first prints a table of the tests per folder of ``tests/``: how
@@ -17,6 +19,7 @@ from __future__ import annotations
 import compileall
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -101,6 +104,44 @@ def compile_sources() -> None:
         compileall.compile_dir(folder, quiet=1)
 
 
+#: options that leave a run's selection whole (anything else may deselect the test that
+#: reads the background measure, which then would be wasted work)
+WHOLE = re.compile(r"^-(q+|v+|x|s|r\w*|-tb=\w+|-folders|-maxfail=\d+)$")
+
+
+def start_linear_timing(argv: list[str], folder: Path) -> subprocess.Popen[bytes] | None:
+    """For a whole-suite run (``argv`` only options that select no subset), start the
+    per-rule linear-time measure of ``tests/capture/linear_timing.py`` in the background
+    at the lowest CPU priority, writing into ``folder``, and name it in this process's
+    environment for the test that reads it. It compares CPU time with CPU time, so the
+    priority changes none of its figures: it takes the cores the parallel part leaves
+    idle while its tests wait on servers, hooks and disks (about 70 s of CPU otherwise
+    taken from them). None for a run of a subset, where that test measures in place."""
+    if not all(WHOLE.match(a) for a in argv):
+        return None
+    out = folder / "linear.json"
+    proc = subprocess.Popen(
+        [sys.executable, "tests/capture/linear_timing.py", str(out)],
+        preexec_fn=lambda: os.nice(19),  # noqa: PLW1509 - this process starts no threads
+        start_new_session=True,
+    )
+    os.environ["WIKI_MEMORY_TEST_LINEAR_OUT"] = str(out)
+    os.environ["WIKI_MEMORY_TEST_LINEAR_PID"] = str(proc.pid)
+    return proc
+
+
+def stop(proc: subprocess.Popen[bytes] | None) -> None:
+    """End a background measure and its worker processes if it still runs (its test
+    failed first or was not reached)."""
+    if proc is None:
+        return
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait()
+    os.environ.pop("WIKI_MEMORY_TEST_LINEAR_OUT", None)
+    os.environ.pop("WIKI_MEMORY_TEST_LINEAR_PID", None)
+
+
 def main(argv: list[str]) -> int:
     os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     folders = "--folders" in argv
@@ -110,14 +151,18 @@ def main(argv: list[str]) -> int:
     start = time.monotonic()
     compile_sources()
     parallel = ["-n", WORKERS, "--dist", "loadgroup", "-m", "not serial"]
-    rc1, s1, t1 = run([*parallel, *argv, *junit(folders, par)])
+    background = start_linear_timing(argv, reports)
+    try:
+        rc1, s1, t1 = run([*parallel, *argv, *junit(folders, par)])
+    finally:
+        stop(background)
     rc2, s2, t2 = run(["-m", "serial", "-p", "no:xdist", *argv, *junit(folders, ser)])
     if rc2 == NO_TESTS:
         rc2 = 0
     wall = time.monotonic() - start
     if folders:
         print(folder_table([par, ser]))
-    for report in (par, ser):
+    for report in (par, ser, reports / "linear.json", reports / "linear.json.part"):
         report.unlink(missing_ok=True)
     reports.rmdir()
     print(
