@@ -4,11 +4,14 @@ rule's own false-positive examples read from its Go source (``rules/*.go``)."""
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import re
 import warnings
 from pathlib import Path
 
+from filelock import FileLock
 from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
@@ -49,12 +52,35 @@ def strategy(rule: leaks.Rule) -> st.SearchStrategy[str]:
 _FOUND: dict[tuple[str, str, int], str | None] = {}
 
 
+#: a folder the test processes of one run share (set by tests/run.py): the first process
+#: to need a sample of seed 0 searches every rule's and writes them there, the others
+#: wait for it and read them, so a run on two workers searches them once, not twice
+SHARED_ENV = "WIKI_MEMORY_TEST_SHARED_DIR"
+
+
 def sample(rule: leaks.Rule, seed: int = 0) -> str | None:
     """One text flagged by ``rule`` (None when none was found within a bounded search)."""
     key = (rule.id, rule.source, seed)
+    if key not in _FOUND and seed == 0 and os.environ.get(SHARED_ENV):
+        _FOUND.update(_shared_samples(Path(os.environ[SHARED_ENV])))
     if key not in _FOUND:
         _FOUND[key] = _search(rule, seed)
     return _FOUND[key]
+
+
+def _shared_samples(folder: Path) -> dict[tuple[str, str, int], str | None]:
+    """Every rule's sample of seed 0, searched by the first process of the run to ask
+    (under a lock on ``folder/samples.json``) and read from there by the others; the
+    search is seeded, so each process would have found the same texts."""
+    path = folder / "samples.json"
+    with FileLock(str(path) + ".lock"):
+        if not path.exists():
+            rows = [[r.id, r.source, _search(r, 0)] for r in leaks.RULES]
+            part = path.with_suffix(".part")
+            part.write_text(json.dumps(rows), encoding="utf-8")
+            part.replace(path)
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    return {(rid, source, 0): text for rid, source, text in rows}
 
 
 def _search(rule: leaks.Rule, seed: int) -> str | None:
