@@ -30,7 +30,7 @@ import pytest
 from serverproc import ServerProcess
 
 ATTACKER = Path(__file__).with_name("slowclients.py")
-HEADER_TIMEOUT = 3.0
+HEADER_TIMEOUT = 2.0
 #: Seconds a plain recall takes at most on a quiet machine (the first recall excluded).
 QUIET_RECALL = 0.2
 #: Seconds a plain recall takes on a machine too loaded to measure the contract.
