@@ -2,8 +2,8 @@
 workers (``pytest -n 2 --dist loadgroup -m 'not serial'``: a file's module-scoped fixture
 stays on one worker, tests/conftest.py), then the ``serial`` ones alone
 (``pytest -m serial``: they assert time bounds, which a busy neighbour would break).
-A whole-suite run also measures the sanitizer rules' linear time in the background at the
-lowest CPU priority meanwhile (:func:`start_linear_timing`), for the test that reads it.
+A whole-suite run also runs ``tests/capture/background.py`` beside the parallel part at
+the lowest CPU priority (:func:`start_background`), for the tests that read its results.
 Arguments go to both runs (``-x``, ``-k word``, a folder, ...). Exits 0 when both pass
 (a serial run that selects nothing passes) and ends with one line adding the two up.
 With ``--folders`` it first prints a table of the tests per folder of ``tests/``: how
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import compileall
 import os
+import random
 import re
 import shutil
 import signal
@@ -29,6 +30,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 WORKERS = os.environ.get("WIKI_MEMORY_TEST_WORKERS", "2")
+#: the names tests/capture/background.py reads its folder, process id and seed from
+BACKGROUND_DIR = "WIKI_MEMORY_TEST_BACKGROUND_DIR"
+BACKGROUND_PID = "WIKI_MEMORY_TEST_BACKGROUND_PID"
+BACKGROUND_SEED = "WIKI_MEMORY_TEST_BACKGROUND_SEED"
 NO_TESTS = 5  # pytest's exit code when nothing was selected
 SUMMARY = re.compile(r"^=*\s*(\d+ \w+.*) in ([\d.]+)s")
 
@@ -105,42 +110,43 @@ def compile_sources() -> None:
         compileall.compile_dir(folder, quiet=1)
 
 
-#: options that leave a run's selection whole (anything else may deselect the test that
-#: reads the background measure, which then would be wasted work)
+#: options that leave a run's selection whole (anything else may deselect the tests that
+#: read the background run's results, which then would be wasted work)
 WHOLE = re.compile(r"^-(q+|v+|x|s|r\w*|-tb=\w+|-folders|-maxfail=\d+)$")
 
 
-def start_linear_timing(argv: list[str], folder: Path) -> subprocess.Popen[bytes] | None:
-    """For a whole-suite run (``argv`` only options that select no subset), start the
-    per-rule linear-time measure of ``tests/capture/linear_timing.py`` in the background
-    at the lowest CPU priority, writing into ``folder``, and name it in this process's
-    environment for the test that reads it. It compares CPU time with CPU time, so the
-    priority changes none of its figures: it takes the cores the parallel part leaves
-    idle while its tests wait on servers, hooks and disks (about 70 s of CPU otherwise
-    taken from them). None for a run of a subset, where that test measures in place."""
+def start_background(argv: list[str], folder: Path) -> subprocess.Popen[bytes] | None:
+    """For a whole-suite run (``argv`` only options that select no subset), start
+    ``tests/capture/background.py`` (the rules' samples and linear-time measure for the
+    tests that read them) at the lowest CPU priority, writing into ``folder``, and name
+    it in this process's environment. Its work is CPU work whose result does not depend
+    on how fast it runs: it takes the cores the parallel part leaves idle while its tests
+    wait on servers, hooks and disks (about 85 s of CPU otherwise taken from them). None
+    for a run of a subset, where those tests compute in place."""
     if not all(WHOLE.match(a) for a in argv):
         return None
-    out = folder / "linear.json"
+    seed = random.SystemRandom().randrange(1 << 30)
     proc = subprocess.Popen(
-        [sys.executable, "tests/capture/linear_timing.py", str(out)],
+        [sys.executable, "tests/capture/background.py", str(folder), str(seed)],
         preexec_fn=lambda: os.nice(19),  # noqa: PLW1509 - this process starts no threads
         start_new_session=True,
     )
-    os.environ["WIKI_MEMORY_TEST_LINEAR_OUT"] = str(out)
-    os.environ["WIKI_MEMORY_TEST_LINEAR_PID"] = str(proc.pid)
+    os.environ[BACKGROUND_DIR] = str(folder)
+    os.environ[BACKGROUND_PID] = str(proc.pid)
+    os.environ[BACKGROUND_SEED] = str(seed)
     return proc
 
 
 def stop(proc: subprocess.Popen[bytes] | None) -> None:
-    """End a background measure and its worker processes if it still runs (its test
-    failed first or was not reached)."""
+    """End the background run and its worker processes if it still runs (a test that
+    reads it failed first or was not reached)."""
     if proc is None:
         return
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
     proc.wait()
-    os.environ.pop("WIKI_MEMORY_TEST_LINEAR_OUT", None)
-    os.environ.pop("WIKI_MEMORY_TEST_LINEAR_PID", None)
+    for name in (BACKGROUND_DIR, BACKGROUND_PID, BACKGROUND_SEED):
+        os.environ.pop(name, None)
 
 
 def main(argv: list[str]) -> int:
@@ -154,7 +160,7 @@ def main(argv: list[str]) -> int:
     parallel = ["-n", WORKERS, "--dist", "loadgroup", "-m", "not serial"]
     # what the test processes of this run share (tests/capture/gitleaks_samples.py)
     os.environ["WIKI_MEMORY_TEST_SHARED_DIR"] = str(reports)
-    background = start_linear_timing(argv, reports)
+    background = start_background(argv, reports)
     try:
         rc1, s1, t1 = run([*parallel, *argv, *junit(folders, par)])
     finally:

@@ -9,26 +9,18 @@ the units are spread over worker processes (:func:`worst_ratios`), one per core:
 measure of one unit is the same wherever it runs; only the wall time of all of them
 shrinks.
 
-Because the measure is CPU time against CPU time, it may also run in the background at the
-lowest priority while other tests run (``python tests/capture/linear_timing.py OUT``,
-started by ``tests/run.py`` for a whole-suite run): it then takes only the CPU the other
-tests leave idle while they wait on servers, hooks and disks, and the test reads its
-result (:func:`measured`)."""
+Because the measure is CPU time against CPU time, a whole-suite run makes it in the
+background at the lowest priority (``background.py``), where it takes only the CPU the
+other tests leave idle."""
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 import time
-import traceback
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
 from wiki_memory.capture import leak_gaps, leaks
-
-#: where a background run writes its result, and its process id (set by tests/run.py)
-OUT_ENV, PID_ENV = "WIKI_MEMORY_TEST_LINEAR_OUT", "WIKI_MEMORY_TEST_LINEAR_PID"
 
 #: the 1 MiB / 16 KiB time ratio (64 for linear, 4,096 for quadratic) stays below
 LINEAR_RATIO = 256
@@ -116,52 +108,3 @@ def worst_ratios(n: int | None = None) -> dict[str, tuple[float, float, str]]:
         if ratio > worst[rid][0]:
             worst[rid] = (ratio, secs, unit)
     return worst
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie, ended but not yet waited for, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def measured(poll: float = 0.5) -> dict[str, tuple[float, float, str]]:
-    """:func:`worst_ratios`, read from the background run named by :data:`OUT_ENV` and
-    :data:`PID_ENV` when there is one (waiting for it to end), else measured here.
-
-    Raises AssertionError when the background run ended without a result or with an
-    error (its traceback in the message)."""
-    out, pid = os.environ.get(OUT_ENV), os.environ.get(PID_ENV)
-    if not out or not pid:
-        return worst_ratios()
-    while not os.path.exists(out):
-        if not _alive(int(pid)):
-            time.sleep(poll)  # it may have written the file as it ended
-            if not os.path.exists(out):
-                raise AssertionError(f"the background linear-time run ({pid}) ended without {out}")
-        time.sleep(poll)
-    with open(out, encoding="utf-8") as f:
-        got = json.load(f)
-    assert "error" not in got, got.get("error")
-    return {rid: (float(r), float(s), str(u)) for rid, (r, s, u) in got["worst"].items()}
-
-
-def main(out: str) -> int:
-    """Measure :func:`worst_ratios` and write ``{"worst": {rule id: [ratio, seconds,
-    unit]}}`` to ``out`` (``{"error": traceback}`` when the measure failed), whole: the
-    file appears only when it is complete."""
-    try:
-        got: dict[str, object] = {"worst": worst_ratios()}
-    except Exception:
-        got = {"error": traceback.format_exc()}
-    tmp = out + ".part"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(got, f)
-    os.replace(tmp, out)
-    return 0 if "worst" in got else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))

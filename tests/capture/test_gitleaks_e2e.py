@@ -11,10 +11,11 @@ import random
 import string
 from pathlib import Path
 
+import background
 import httpx
 import pytest
 from dulwich.repo import Repo
-from gitleaks_samples import flagged, sample
+from gitleaks_samples import flagged
 from hookkit import hook_env, installed_command, outbox_dir, run_hook, wait_idle
 from serverproc import ServerProcess
 from support import all_text_under, git_objects
@@ -66,13 +67,13 @@ def eleven() -> list[tuple[str, str, str]]:
 
 
 def gitleaks_samples() -> list[tuple[str, str, str]]:
-    """(rule id, text, secret) for one sample per rule that gitleaks itself flags."""
+    """(rule id, text, secret) for one sample per rule that gitleaks itself flags, searched
+    with a fresh seed (in a whole-suite run, the run's, in the background: background.py);
+    path rules are covered by the unit samples with a path."""
     out = []
-    seed = random.SystemRandom().randrange(1 << 30)
-    for rule in leaks.RULES:
-        if rule.path is not None:
-            continue  # path rules: covered by the unit samples with a path
-        text = sample(rule, seed)
+    seed = background.seed()
+    for rid, text in background.result("samples", lambda: background.samples(seed)):
+        rule = leaks.BY_ID[rid]
         if text is None:
             continue
         spans = flagged(rule, text)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import sys
 
+import background
 import linear_timing
 import pytest
 from gitleaks_samples import PATHS, false_positives, flagged, strategy
@@ -152,15 +153,15 @@ def test_each_rules_own_false_positive_examples_are_not_flagged(rule_id: str) ->
 
 # not serial: it compares CPU time with CPU time in one process, which a busy neighbour
 # costs neither side of (linear_timing.py), so it runs beside the other tests; in a
-# whole-suite run tests/run.py measures it in the background at the lowest priority and
-# this test, handed out last (``late``), reads the result
+# whole-suite run measures it in the background at the lowest priority (background.py)
+# and this test, handed out last (``late``), reads the result
 @pytest.mark.process  # measures in worker processes, one per core (linear_timing.py)
 @pytest.mark.late
 @pytest.mark.timeout(1800)
 def test_each_rule_runs_in_linear_time() -> None:
     slow = {
         rid: (round(ratio), round(secs, 2), unit)
-        for rid, (ratio, secs, unit) in linear_timing.measured().items()
+        for rid, (ratio, secs, unit) in background.result("linear", background.linear).items()
         if ratio >= linear_timing.LINEAR_RATIO
     }
     assert slow == {}
