@@ -5,14 +5,18 @@ one the words worked out from the text give (items, order, groups, ``omitted``,
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import apsw
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support import as_user, make_memory
 
 from wiki_memory.core.memory import Memory
+from wiki_memory.index import sectionwords
 from wiki_memory.index.sectionwords import columns, content_text
 from wiki_memory.index.store import Index
 from wiki_memory.recall.dedup import numbers, tokens
@@ -119,3 +123,15 @@ def test_an_index_without_the_words_gains_them_in_place(tmp_path: Path) -> None:
         assert _replies(m) == before
     finally:
         m.stop()
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=200))
+@settings(max_examples=300, deadline=None)
+def test_ascii_words_split_as_the_regex_finds_them(text: str) -> None:
+    # the ASCII path (one translate and split) gives the words, in order, that the
+    # general path's regex gives: runs of letters and digits, lowercased
+    assert sectionwords.words(text) == [w.lower() for w in re.findall(r"[^\W_]+", text)]
+    fenced = f"intro\n```sh\n{text}\n```\n~~~\nx\n~~~\nend"
+    assert content_text(fenced, "h") == re.sub(
+        r"^[ \t]*(?:~{3,}|`{3,})[^\n]*$", "", fenced, flags=re.M
+    )
