@@ -139,6 +139,9 @@ class TokenStore:
         #: token id -> when a request last presented it (written every minute at most)
         self._used: dict[str, float] = {}
         self._used_flushed = 0.0
+        #: ``tokens.json``'s path as a string, for the ``stat`` every request makes
+        #: (:meth:`_refresh`; a path object built per request cost more than the call)
+        self._tokens_file = os.fspath(self.tokens_path)
 
     @property
     def owner_path(self) -> Path:
@@ -445,7 +448,7 @@ class TokenStore:
 
     def _refresh(self) -> None:
         try:
-            st = self.tokens_path.stat()
+            st = os.stat(self._tokens_file)
             stamp: Any = (st.st_mtime_ns, st.st_ino, st.st_size)
         except OSError:
             stamp = None

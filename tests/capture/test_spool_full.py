@@ -174,3 +174,26 @@ def test_a_line_glued_to_an_old_fragment_is_read(tmp_path):
     assert [o.event_id for o in again.observations(key)] == ["e1", "e2"]
     assert again.append([obs(2)])[0].duplicate
     again.close()
+
+
+def test_a_purge_that_shortens_a_file_then_a_full_disk_cuts_back_to_the_purged_file(
+    tmp_path, monkeypatch
+):
+    # the spool keeps its files' lengths in memory: a purge rewrites a file shorter in
+    # place, and a write that fails after it must cut back to the purged length, not to
+    # the length before the purge (which would leave bytes of zeros or a torn line)
+    sp = Spool(tmp_path)
+    disk = Disk(monkeypatch, sp)
+    key = sp.append([obs(1, size=300), obs(2)])[0].session_key
+    f = tmp_path / f"{key}.jsonl"
+    assert sp.scrub([b"x" * 300], b"[PURGED]") == 1
+    purged = f.read_bytes()
+    disk.room = 25
+    with pytest.raises(OSError):
+        sp.append([obs(3, size=500)])
+    assert f.read_bytes() == purged
+    disk.room = None
+    sp.append([obs(4)])
+    assert [r["event_id"] for r in lines(f)[1:]] == ["e1", "e2", "e4"]
+    assert b"x" * 300 not in f.read_bytes()
+    sp.close()

@@ -17,6 +17,7 @@ import pytest
 from starlette.testclient import TestClient
 from support import make_memory
 
+from wiki_memory.audit import escape
 from wiki_memory.auth import TokenStore
 from wiki_memory.cli.tokens import cmd_audit
 from wiki_memory.core.backup import BackupError, backup
@@ -167,3 +168,20 @@ def test_the_cli_asks_for_twelve_characters(monkeypatch):
     with pytest.raises(CliError, match="12 characters"):
         ask_passphrase(True)
     assert ask_passphrase(False) == "short"  # a restore takes what the backup was made with
+
+
+def test_a_log_value_is_kept_as_it_is_unless_it_holds_a_control_or_a_backslash():
+    # escape() returns a value with nothing to escape untouched (a method, a user name:
+    # the common case of every access line), and rewrites every control it holds
+    bidi = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
+    for o in [*range(0x3000), 0xFEFF, 0x1F600]:
+        ch = chr(o)
+        special = o < 0x20 or 0x7F <= o < 0xA0 or o in (0x2028, 0x2029) or o in bidi
+        out = escape(f"user{ch}name")
+        if ch == "\\":
+            assert out == "user\\\\name"
+        elif special:
+            assert ch not in out and "\n" not in out and out.isprintable(), (hex(o), out)
+            assert out.startswith("user\\") and out.endswith("name")
+        else:
+            assert out == f"user{ch}name", hex(o)

@@ -106,6 +106,11 @@ class Spool:
         self._torn: dict[int, int] = {}
         #: session file -> its size at its last fsync that worked
         self._good: dict[int, int] = {}
+        #: session file -> its length after the last write or cut made here, when known
+        #: (no failure since): read with ``fstat`` only when absent, so an append and a
+        #: sync cost no system call of their own to learn it (nothing else writes the
+        #: spool's files while the server holds the data directory)
+        self._size: dict[int, int] = {}
         #: sync targets a failed fsync took back: ``(after, upto, error)``, newest last
         self._failed: list[tuple[int, int, OSError]] = []
         self._written = 0
@@ -258,7 +263,8 @@ class Spool:
             try:
                 for fd, chunks in data.items():
                     undo.written.append(fd)
-                    write_all(fd, b"".join(chunks))
+                    self._size.pop(fd, None)  # unknown until the write is whole
+                    self._size[fd] = undo.sizes[fd] + write_all(fd, b"".join(chunks))
                     self._dirty.add(fd)
             except OSError as exc:
                 self._roll_back(undo)
@@ -286,7 +292,10 @@ class Spool:
             os.ftruncate(fd, torn)
             del self._torn[fd]
             self._obs.clear()
-        return os.fstat(fd).st_size
+        size = self._size.get(fd)
+        if size is None:
+            size = self._size[fd] = os.fstat(fd).st_size
+        return size
 
     def _roll_back(self, undo: Undo) -> None:
         """Undo a :meth:`write` that failed (the caller holds the lock): its files cut
@@ -294,6 +303,7 @@ class Spool:
         self._obs.clear()
         for fd in undo.written:
             size = undo.sizes[fd]
+            self._size.pop(fd, None)  # read again before the next write
             try:
                 os.ftruncate(fd, size)
             except OSError:
@@ -317,6 +327,7 @@ class Spool:
                 del self._fds[key]
                 self._dirty.discard(nfd)
                 self._good.pop(nfd, None)
+                self._size.pop(nfd, None)
                 os.close(nfd)
                 try:
                     (self.dir / f"{key}.jsonl").unlink()
@@ -410,8 +421,12 @@ class Spool:
                 upto = self._written
                 sizes = {}
                 for fd in fds:
-                    with suppress(OSError):
-                        sizes[fd] = os.fstat(fd).st_size
+                    size = self._size.get(fd)
+                    if size is not None:
+                        sizes[fd] = size
+                    else:
+                        with suppress(OSError):
+                            sizes[fd] = os.fstat(fd).st_size
             failed = self._fsync_all(fds)
             if failed:
                 err = failed[fds[0]] if fds[0] in failed else next(iter(failed.values()))
@@ -433,6 +448,7 @@ class Spool:
                 continue
             good = self._good.get(fd, 0)
             cut = read_from(self.dir / f"{key}.jsonl", good)  # the fd is write-only
+            self._size.pop(fd, None)
             try:
                 os.ftruncate(fd, good)
             except OSError:
@@ -510,6 +526,7 @@ class Spool:
         changed. Used by purge (docs/operations.md)."""
         with self._lock:
             changed = len(scrub_files(self.dir, needles, mark))
+            self._size.clear()  # the files changed length in place
             for info in self.sessions.values():
                 info.state = self.read_state(info.key)
             self._obs.clear()
@@ -534,6 +551,7 @@ class Spool:
             os.close(fd)
             self._dirty.discard(fd)
             self._good.pop(fd, None)
+            self._size.pop(fd, None)
             self._torn.pop(fd, None)
         self._obs.clear(self.dir / f"{key}.jsonl")
         for suffix in (".jsonl", ".state"):
@@ -557,6 +575,7 @@ class Spool:
                 except OSError:
                     pass
             self._fds.clear()
+            self._size.clear()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
 

@@ -65,6 +65,7 @@ __all__ = [
     "protocol_class",
     "fd_soft_limit",
     "return_big_blocks",
+    "small_reads",
     "KERNEL_BACKLOG",
 ]
 
@@ -92,6 +93,22 @@ def _networks(spec: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
 #: requests of at least this many bytes get memory of their own from the kernel
 #: (glibc's ``M_MMAP_THRESHOLD``), given back the moment it is freed
 MMAP_THRESHOLD = 128 * 1024
+#: bytes a connection's transport asks the socket (or the TLS layer) for at once: below
+#: :data:`MMAP_THRESHOLD`. asyncio asks for 256 KiB, and the buffer of each read is
+#: allocated at that size before it is cut to what came: over the threshold that was a
+#: ``mmap``, an ``mremap`` and a ``munmap`` (and a fresh page) for every request
+READ_CHUNK = MMAP_THRESHOLD // 2
+
+
+def small_reads(transport: Any) -> None:
+    """Make ``transport`` (an asyncio socket transport, or the TLS transport over one)
+    read at most :data:`READ_CHUNK` bytes at a time; a transport without asyncio's
+    ``max_size`` (another event loop's) is left as it is."""
+    readers: list[Any] = [transport, getattr(transport, "_ssl_protocol", None)]
+    for reader in readers:
+        size = getattr(reader, "max_size", None)
+        if isinstance(size, int):
+            reader.max_size = min(size, READ_CHUNK)
 
 
 def return_big_blocks() -> bool:
@@ -331,6 +348,7 @@ class GuardedProtocol(H11Protocol):
         # a small write buffer: uvicorn's flow control then waits for the client to read
         # before the app sends more, and a reader that stops is seen (pause_writing)
         transport.set_write_buffer_limits(high=self.guard.write_buffer)
+        small_reads(transport)
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
