@@ -197,3 +197,27 @@ def test_a_purge_that_shortens_a_file_then_a_full_disk_cuts_back_to_the_purged_f
     assert [r["event_id"] for r in lines(f)[1:]] == ["e1", "e2", "e4"]
     assert b"x" * 300 not in f.read_bytes()
     sp.close()
+
+
+@pytest.mark.parametrize("after", [10, 600], ids=["shorter-than-before", "longer-than-before"])
+def test_a_purge_that_shortens_a_synced_file_then_a_failed_fsync_takes_back_to_it(
+    tmp_path, monkeypatch, after
+):
+    # a failed fsync cuts a file back to its length at its last good fsync; a purge that
+    # rewrote the file shorter in place (and fsynced it) moves that length: cutting to the
+    # length before the purge would leave bytes of zeros or a torn half of the new line
+    sp = Spool(tmp_path)
+    disk = Disk(monkeypatch, sp)
+    key = sp.append([obs(1, size=300), obs(2)])[0].session_key  # written and fsynced
+    f = tmp_path / f"{key}.jsonl"
+    assert sp.scrub([b"x" * 300], b"[PURGED]") == 1
+    purged = f.read_bytes()
+    _, target = sp.write([obs(3, size=after)])
+    disk.fsync_fails = True
+    with pytest.raises(OSError):
+        sp.sync_to(target)
+    disk.fsync_fails = False
+    assert f.read_bytes() == purged
+    sp.append([obs(4)])
+    assert [r["event_id"] for r in lines(f)[1:]] == ["e1", "e2", "e4"]
+    sp.close()

@@ -525,12 +525,19 @@ class Spool:
         stay valid) and fsynced; session states are re-read. Returns how many files
         changed. Used by purge (docs/operations.md)."""
         with self._lock:
-            changed = len(scrub_files(self.dir, needles, mark))
+            changed = scrub_files(self.dir, needles, mark)
             self._size.clear()  # the files changed length in place
+            # each changed file was fsynced whole at its new length: that is where a
+            # failed fsync's take-back cuts it to now (the length before would leave
+            # zeros, or half of a line written since)
+            for key, fd in self._fds.items():
+                if f"{key}.jsonl" in changed:
+                    with suppress(OSError):  # an open descriptor: fstat does not fail
+                        self._good[fd] = os.fstat(fd).st_size
             for info in self.sessions.values():
                 info.state = self.read_state(info.key)
             self._obs.clear()
-        return changed
+        return len(changed)
 
     def drop(self, key: str) -> bool:
         """Delete session ``key``'s spool files now (purge of its page); its dedup keys
