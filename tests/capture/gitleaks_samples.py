@@ -70,9 +70,9 @@ def sample(rule: leaks.Rule, seed: int = 0) -> str | None:
 
 def _shared_samples(folder: Path) -> dict[tuple[str, str, int], str | None]:
     """Every rule's sample of seed 0, searched by the first process of the run to ask
-    (under a lock on ``folder/samples.json``) and read from there by the others; the
+    (under a lock on ``folder/seed0-samples.json``) and read from there by the others; the
     search is seeded, so each process would have found the same texts."""
-    path = folder / "samples.json"
+    path = folder / "seed0-samples.json"  # background.py's jobs write <job>.json beside it
     with FileLock(str(path) + ".lock"):
         if not path.exists():
             rows = [[r.id, r.source, _search(r, 0)] for r in leaks.RULES]
