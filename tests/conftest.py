@@ -69,16 +69,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if not any(item.get_closest_marker(t) for t in TIERS[1:]):
             item.add_marker(pytest.mark.fast)
-    # The order tests are handed out in (xdist hands single tests out in the order
-    # collected, and every worker sorts alike): files holding a test that waits or starts
-    # a process first, so that their waits meet the background run's work
-    # (tests/capture/background.py) and the run ends on short fast tests that even out
-    # the two workers' last minutes; a file's tests stay together and in order (a module
-    # fixture is built once). ``late`` tests last: they read the background run's results.
-    waiting = {item.path for item in items if not item.get_closest_marker("fast")}
-    items.sort(
-        key=lambda item: (item.get_closest_marker("late") is not None, item.path not in waiting)
-    )
+    items.sort(key=lambda item: item.get_closest_marker("late") is not None)
 
 
 # -- workers -----------------------------------------------------------------------------
