@@ -69,6 +69,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if not any(item.get_closest_marker(t) for t in TIERS[1:]):
             item.add_marker(pytest.mark.fast)
+    # ``late`` tests last, in every worker alike (xdist hands single tests out in the
+    # order collected): they read the background run's results (tests/capture/background.py)
     items.sort(key=lambda item: item.get_closest_marker("late") is not None)
 
 
