@@ -29,11 +29,12 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+# the names the background run and the tests that read it are found by, kept in one place
+sys.path.insert(0, str(Path(__file__).with_name("capture")))
+import background  # noqa: E402
+
 WORKERS = os.environ.get("WIKI_MEMORY_TEST_WORKERS", "2")
-#: the names tests/capture/background.py reads its folder, process id and seed from
-BACKGROUND_DIR = "WIKI_MEMORY_TEST_BACKGROUND_DIR"
-BACKGROUND_PID = "WIKI_MEMORY_TEST_BACKGROUND_PID"
-BACKGROUND_SEED = "WIKI_MEMORY_TEST_BACKGROUND_SEED"
+
 NO_TESTS = 5  # pytest's exit code when nothing was selected
 SUMMARY = re.compile(r"^=*\s*(\d+ \w+.*) in ([\d.]+)s")
 
@@ -131,9 +132,9 @@ def start_background(argv: list[str], folder: Path) -> subprocess.Popen[bytes] |
         preexec_fn=lambda: os.nice(19),  # noqa: PLW1509 - this process starts no threads
         start_new_session=True,
     )
-    os.environ[BACKGROUND_DIR] = str(folder)
-    os.environ[BACKGROUND_PID] = str(proc.pid)
-    os.environ[BACKGROUND_SEED] = str(seed)
+    os.environ[background.DIR_ENV] = str(folder)
+    os.environ[background.PID_ENV] = str(proc.pid)
+    os.environ[background.SEED_ENV] = str(seed)
     return proc
 
 
@@ -145,7 +146,7 @@ def stop(proc: subprocess.Popen[bytes] | None) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
     proc.wait()
-    for name in (BACKGROUND_DIR, BACKGROUND_PID, BACKGROUND_SEED):
+    for name in (background.DIR_ENV, background.PID_ENV, background.SEED_ENV):
         os.environ.pop(name, None)
 
 
@@ -159,12 +160,12 @@ def main(argv: list[str]) -> int:
     compile_sources()
     parallel = ["-n", WORKERS, "--dist", "loadgroup", "-m", "not serial"]
     # what the test processes of this run share (tests/capture/gitleaks_samples.py)
-    os.environ["WIKI_MEMORY_TEST_SHARED_DIR"] = str(reports)
-    background = start_background(argv, reports)
+    os.environ[background.SHARED_ENV] = str(reports)
+    side = start_background(argv, reports)
     try:
         rc1, s1, t1 = run([*parallel, *argv, *junit(folders, par)])
     finally:
-        stop(background)
+        stop(side)
     rc2, s2, t2 = run(["-m", "serial", "-p", "no:xdist", *argv, *junit(folders, ser)])
     if rc2 == NO_TESTS:
         rc2 = 0

@@ -32,6 +32,9 @@ from typing import Any
 DIR_ENV = "WIKI_MEMORY_TEST_BACKGROUND_DIR"
 PID_ENV = "WIKI_MEMORY_TEST_BACKGROUND_PID"
 SEED_ENV = "WIKI_MEMORY_TEST_BACKGROUND_SEED"
+#: a folder every test process of one run shares, whether or not a background run was
+#: started (``gitleaks_samples`` keeps the seed-0 samples the workers share there)
+SHARED_ENV = "WIKI_MEMORY_TEST_SHARED_DIR"
 
 
 def seed() -> int:

@@ -11,6 +11,7 @@ import re
 import warnings
 from pathlib import Path
 
+from background import SHARED_ENV
 from filelock import FileLock
 from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
@@ -52,10 +53,10 @@ def strategy(rule: leaks.Rule) -> st.SearchStrategy[str]:
 _FOUND: dict[tuple[str, str, int], str | None] = {}
 
 
-#: a folder the test processes of one run share (set by tests/run.py): the first process
-#: to need a sample of seed 0 searches every rule's and writes them there, the others
-#: wait for it and read them, so a run on two workers searches them once, not twice
-SHARED_ENV = "WIKI_MEMORY_TEST_SHARED_DIR"
+#: the folder the test processes of one run share (background.SHARED_ENV, set by
+#: tests/run.py): the first process to need a sample of seed 0 searches every rule's and
+#: writes them there, the others wait for it and read them, so a run on two workers
+#: searches them once, not twice
 
 
 def sample(rule: leaks.Rule, seed: int = 0) -> str | None:
