@@ -55,7 +55,8 @@ def stop_after() -> Iterator[Callable[[Memory], None]]:
 # Every test is in one tier (pyproject.toml, README "Tests"): ``fast`` (no subprocess, no
 # real socket, no sleep over 0.1 s), ``slow`` (in process, but waits on real time or works
 # through a big input), ``process`` (needs a process of its own or a real socket) and
-# ``serial`` (asserts a time bound, so it runs alone after the parallel part). A test marked
+# ``serial`` (asserts a time bound, so it runs after the parallel part, with only other
+# serial tests beside it: tests/run.py). A test marked
 # none of them is ``fast``, and the check below holds it to that: a ``fast`` test that
 # starts a process, opens an internet socket or sleeps longer than 0.1 s at once fails.
 

@@ -1,7 +1,9 @@
 """The whole suite as the README runs it: every test but the ``serial`` ones on two
 workers (``pytest -n 2 --dist loadgroup -m 'not serial'``: a file's module-scoped fixture
-stays on one worker, tests/conftest.py), then the ``serial`` ones alone
-(``pytest -m serial``: they assert time bounds, which a busy neighbour would break).
+stays on one worker, tests/conftest.py), then the ``serial`` ones
+on their own (``pytest -n 2 --dist loadgroup -m serial``: they assert time bounds, which
+the parallel part's load would break; each holds its bound under two busy loops, more
+load than one serial neighbour makes, so they run two at a time).
 A whole-suite run also runs ``tests/capture/background.py`` beside the parallel part at
 the lowest CPU priority (:func:`start_background`), for the tests that read its results.
 Arguments go to both runs (``-x``, ``-k word``, a folder, ...). Exits 0 when both pass
@@ -166,7 +168,9 @@ def main(argv: list[str]) -> int:
         rc1, s1, t1 = run([*parallel, *argv, *junit(folders, par)])
     finally:
         stop(side)
-    rc2, s2, t2 = run(["-m", "serial", "-p", "no:xdist", *argv, *junit(folders, ser)])
+    rc2, s2, t2 = run(
+        ["-n", WORKERS, "--dist", "loadgroup", "-m", "serial", *argv, *junit(folders, ser)]
+    )
     if rc2 == NO_TESTS:
         rc2 = 0
     wall = time.monotonic() - start

@@ -3,10 +3,13 @@ tests that read it: ``tests/run.py`` starts ``python tests/capture/background.py
 SEED`` beside its parallel part and names it in the environment (:data:`DIR_ENV`,
 :data:`PID_ENV`, :data:`SEED_ENV`).
 
-Both jobs are CPU work whose result does not depend on when or how fast it runs, so the
+Its jobs are CPU work whose result does not depend on when or how fast it runs, so the
 priority changes nothing in them; they take the cores the parallel part leaves idle while
-its tests wait on servers, hooks and disks (about 85 s of CPU the tests took before):
+its tests wait on servers, hooks and disks (about 105 s of CPU the tests took before):
 
+- ``seed0``: every rule's gitleaks sample of seed 0, which five test files read
+  (``gitleaks_samples.shared_samples``: written to ``FOLDER/seed0-samples.json`` under
+  its lock, so a worker that asks meanwhile waits for it and none searches them again);
 - ``samples``: one gitleaks sample per rule searched with the run's seed
   (``gitleaks_samples.sample``), for the end-to-end test of the rules;
 - ``linear``: each rule's linear-time measure (``linear_timing.worst_ratios``), which
@@ -53,6 +56,14 @@ def samples(run_seed: int) -> list[tuple[str, str | None]]:
     return [(r.id, sample(r, run_seed)) for r in leaks.RULES if r.path is None]
 
 
+def seed0(folder: str) -> int:
+    """Search every rule's sample of seed 0 into ``folder`` for the workers
+    (``gitleaks_samples.shared_samples``); how many were searched."""
+    from gitleaks_samples import shared_samples
+
+    return len(shared_samples(Path(folder)))
+
+
 def linear() -> dict[str, tuple[float, float, str]]:
     """``linear_timing.worst_ratios()``."""
     import linear_timing
@@ -95,6 +106,7 @@ def main(folder: str, run_seed: int) -> int:
     failed."""
     failed = 0
     jobs: list[tuple[str, Callable[[], Any]]] = [
+        ("seed0", lambda: seed0(folder)),
         ("samples", lambda: samples(run_seed)),
         ("linear", linear),
     ]

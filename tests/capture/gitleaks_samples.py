@@ -63,16 +63,18 @@ def sample(rule: leaks.Rule, seed: int = 0) -> str | None:
     """One text flagged by ``rule`` (None when none was found within a bounded search)."""
     key = (rule.id, rule.source, seed)
     if key not in _FOUND and seed == 0 and os.environ.get(SHARED_ENV):
-        _FOUND.update(_shared_samples(Path(os.environ[SHARED_ENV])))
+        _FOUND.update(shared_samples(Path(os.environ[SHARED_ENV])))
     if key not in _FOUND:
         _FOUND[key] = _search(rule, seed)
     return _FOUND[key]
 
 
-def _shared_samples(folder: Path) -> dict[tuple[str, str, int], str | None]:
+def shared_samples(folder: Path) -> dict[tuple[str, str, int], str | None]:
     """Every rule's sample of seed 0, searched by the first process of the run to ask
     (under a lock on ``folder/seed0-samples.json``) and read from there by the others; the
-    search is seeded, so each process would have found the same texts."""
+    search is seeded, so each process would have found the same texts. In a whole-suite
+    run the background run asks first (``background.py``, job ``seed0``), so the workers
+    find them searched, or wait on the lock while it searches."""
     path = folder / "seed0-samples.json"  # background.py's jobs write <job>.json beside it
     with FileLock(str(path) + ".lock"):
         if not path.exists():

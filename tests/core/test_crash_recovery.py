@@ -227,7 +227,8 @@ def test_server_starts_despite_a_foreign_index_lock_and_stops_in_bounded_time(tm
     note.write_text("# made while stopped\n")
     lock = m.wiki_dir / ".git" / "index.lock"
     lock.write_bytes(b"")
-    m2 = make_memory(data, idle_check_seconds=0.2)  # the recovery commit meets GitBusy
+    # the recovery commit meets GitBusy after waiting for the lock (5 s by default)
+    m2 = make_memory(data, idle_check_seconds=0.2, git_lock_wait_seconds=1.0)
     try:
         assert m2.started and lock.exists()
         assert m2._recover_due or m2.git.head() is not None

@@ -195,12 +195,14 @@ def test_100_hook_calls_skip_the_network_and_the_server_drains_them_when_back(
     atlas = repo(tmp_path, "atlas")
     hole = CountingHole(port) if state == "black-hole" else None
     contexts: list[str] = []
+    last_start = 0.0  # when the last SessionStart hook had returned
     try:
         for i in range(100):
             if i % 10 == 0:
                 # identical payloads within one second are one event by design (the same
-                # hook installed twice, docs/hooks.md): start each resume in a new second
-                time.sleep(1.05 - time.time() % 1)
+                # hook installed twice, docs/hooks.md): start each resume in a second
+                # after the one the last start ended in (its nine tool calls took most)
+                time.sleep(max(0.0, int(last_start) + 1.01 - time.time()))
                 payload: dict[str, Any] = {
                     "session_id": "sess-away",
                     "cwd": str(atlas),
@@ -208,6 +210,7 @@ def test_100_hook_calls_skip_the_network_and_the_server_drains_them_when_back(
                     "source": "startup" if i == 0 else "resume",
                 }
                 r = run_hook(start_cmd, payload, run_env)
+                last_start = time.time()
                 ctx = json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
                 contexts.append(ctx)
             else:

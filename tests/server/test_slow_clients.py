@@ -251,7 +251,7 @@ def test_300_slow_uploads_from_the_clients_own_address(body_server: ServerProces
 # -- slow readers: fifty clients reading a 2 MiB page one byte a second ----------------
 
 #: the write timeout these tests give the server (the default is 30 s)
-WRITE_TIMEOUT = 5.0
+WRITE_TIMEOUT = 3.0
 #: MB the server's resident memory may rise while the readers hold their replies
 RSS_RISE_MB = 64.0
 #: MB above the level before the readers that counts as "returned" (the server's
