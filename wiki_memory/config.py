@@ -52,6 +52,9 @@ class Settings:
     commit_delay_seconds: float = 0.25
     #: how long a commit waits for a lock another git holds before it fails (docs/git.md)
     git_lock_wait_seconds: float = 5.0
+    #: a rebuild of the index at start runs before the server answers on a wiki of fewer
+    #: pages than this (a few seconds), on a thread while it answers from this many on
+    rebuild_background_pages: int = 5000
     #: the pause before a group whose commit failed is tried again
     commit_retry_seconds: float = 5.0
     #: while commits stall, the start-up recovery is tried at most this often

@@ -273,9 +273,8 @@ def test_damage_made_while_running_is_found_by_the_periodic_check(
 def test_a_large_wiki_is_rebuilt_in_the_background_and_answers_incomplete_meanwhile(
     stopped: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from wiki_memory.core import indexcheck
 
-    monkeypatch.setattr(indexcheck, "BACKGROUND_PAGES", 50)  # the fixture's 200 pages
+    monkeypatch.setenv("WIKI_MEMORY_REBUILD_BACKGROUND_PAGES", "50")  # the fixture's 200 pages
     (stopped / "index.db").unlink()
     gate = __import__("threading").Event()
     real = Index.rebuild

@@ -26,7 +26,10 @@ from wiki_memory.index.db import quick_check
 
 pytestmark = pytest.mark.process
 
-PAGES = 8000  # over the 5,000 from which a rebuild at start runs in the background
+PAGES = 1500
+#: a rebuild at start runs in the background from this many pages (the setting
+#: ``rebuild_background_pages``, 5,000 by default), so these pages count as a large wiki
+LARGE = {"WIKI_MEMORY_REBUILD_BACKGROUND_PAGES": "1000"}
 WORDS = [f"kw{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(400)]
 PROBES = WORDS[::50]
 
@@ -93,7 +96,7 @@ def test_a_damaged_index_under_a_real_server_answers_incomplete_survives_kill_an
     # the background rebuild waits at its start until the test lets it go on (a fast
     # machine finished it before the first request)
     resume = tmp_path / "resume-rebuild"
-    held = {PAUSE_ENV: "started", RESUME_ENV: str(resume)}
+    held = {PAUSE_ENV: "started", RESUME_ENV: str(resume), **LARGE}
     srv = ServerProcess(data, env=held).start()
     try:
         first = recall(srv, PROBES[0])
@@ -123,7 +126,7 @@ def test_a_damaged_index_under_a_real_server_answers_incomplete_survives_kill_an
     finally:
         srv.stop()
 
-    srv = ServerProcess(data).start()  # no crash loop: it starts, and rebuilds
+    srv = ServerProcess(data, env=LARGE).start()  # no crash loop: it starts, and rebuilds
     try:
         after_kill = complete_answers(srv)
         assert not (data / "index.db.new").exists(), "the killed rebuild's file is gone"
@@ -153,7 +156,6 @@ def test_the_cli_says_incomplete_while_the_index_is_rebuilt(
 
     from wiki_memory.auth import TokenStore
     from wiki_memory.config import load_settings
-    from wiki_memory.core import indexcheck
     from wiki_memory.core.memory import Memory
     from wiki_memory.index.store import Index
     from wiki_memory.server.app import create_app
@@ -165,7 +167,7 @@ def test_the_cli_says_incomplete_while_the_index_is_rebuilt(
         p.write_text(f"# Note {i}\n\nquokkadata {WORDS[i]}\n", encoding="utf-8")
     make_memory(data).stop()
     (data / "index.db").unlink()
-    monkeypatch.setattr(indexcheck, "BACKGROUND_PAGES", 10)
+    monkeypatch.setenv("WIKI_MEMORY_REBUILD_BACKGROUND_PAGES", "10")
     gate = threading.Event()
     real = Index.rebuild
 

@@ -15,7 +15,6 @@ import pytest
 from support import as_user, make_memory, wait_for
 from test_index_damage import QUERIES, WORDS, answers, fresh, wiki_files
 
-from wiki_memory.core import indexcheck
 from wiki_memory.core.memory import Memory
 from wiki_memory.core.scanrecall import INCOMPLETE
 from wiki_memory.index.search import SearchError
@@ -43,7 +42,7 @@ def holding(files: dict[str, str], word: str) -> set[str]:
 def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """Rebuilds at start run in the background (the fixture's 200 pages count as a large
     wiki) and wait until the test sets the event."""
-    monkeypatch.setattr(indexcheck, "BACKGROUND_PAGES", 50)
+    monkeypatch.setenv("WIKI_MEMORY_REBUILD_BACKGROUND_PAGES", "50")
     gate = threading.Event()
     real = Index.rebuild
 

@@ -23,7 +23,6 @@ from wiki_memory.diskfull import is_disk_full
 log = logging.getLogger("wiki_memory.core.memory")
 
 __all__ = [
-    "BACKGROUND_PAGES",
     "CHECK_EVERY_SECONDS",
     "PAUSE_ENV",
     "RETRY_SECONDS",
@@ -34,9 +33,6 @@ __all__ = [
 
 #: a rebuild after damage that failed (a full disk) is tried again this often
 RETRY_SECONDS = 30.0
-#: a rebuild at start runs before the server answers below this many pages (a few
-#: seconds), in the background from this many on
-BACKGROUND_PAGES = 5000
 #: names a step at which a background rebuild waits (:mod:`wiki_memory.core.pausepoint`;
 #: the one step is ``started``), so a test holds it instead of racing its speed
 PAUSE_ENV = "WIKI_MEMORY_REBUILD_PAUSE_AT"
@@ -51,9 +47,9 @@ def prepare_index(memory: Any) -> None:
     while no server ran (each file's size and mtime against the index, walked on a
     thread beside the quick check), and the spool's
     rows written again; all before the server answers, except the rebuild of a wiki of
-    :data:`BACKGROUND_PAGES` or more, which runs on a thread while recall answers from a
-    scan of the files with ``complete: false`` and the index's other reads answer 503
-    (never a short 200). When the disk is too full for
+    ``settings.rebuild_background_pages`` pages or more (5,000), which runs on a thread
+    while recall answers from a scan of the files with ``complete: false`` and the
+    index's other reads answer 503 (never a short 200). When the disk is too full for
     that, the server starts anyway (no crash loop): recall scans the files as above, the
     index's other reads answer 503, and :func:`rebuild_damaged` tries again until there
     is room."""
@@ -71,8 +67,9 @@ def prepare_index(memory: Any) -> None:
         finally:
             walker.join()
         if damaged or index.needs_rebuild or not index.count_pages():
-            large = len(walked[0][0]) >= BACKGROUND_PAGES if walked else None
-            if large if large is not None else _at_least(wiki, BACKGROUND_PAGES):
+            many = memory.settings.rebuild_background_pages
+            large = len(walked[0][0]) >= many if walked else None
+            if large if large is not None else _at_least(wiki, many):
                 # a large wiki: the server answers meanwhile (capture works; recall
                 # scans the files, complete: false; the index's other reads answer 503
                 # with Retry-After until the rebuild is done)
