@@ -108,12 +108,24 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class SharedFixtureScheduling(LoadScopeScheduling):  # type: ignore[misc]
         grouped: set[str] | None = None
+        #: the serial run (``-m serial``): 21 tests of 1-20 s each. xdist hands a worker
+        #: its next test while it still has two to run, so a test could wait behind the
+        #: slow-client file's 60 s while the other worker ran out of work (serial parts
+        #: of 80-90 s against 65 s); here a worker gets its next test when it is down to
+        #: the one it runs (it must know its next test, or the end, to begin its last)
+        one_at_a_time = config.getoption("markexpr") == "serial"
 
         def _split_scope(self, nodeid: str) -> str:
             if self.grouped is None:
                 self.grouped = shared_fixture_files(config.rootpath, self.collection)
             f = nodeid.split("::", 1)[0]
             return f if f in self.grouped else nodeid
+
+        def _reschedule(self, node: Any) -> None:
+            busy = self._pending_of(self.assigned_work[node]) > 1
+            if self.one_at_a_time and busy and self.workqueue and not node.shutting_down:
+                return
+            super()._reschedule(node)
 
     return SharedFixtureScheduling(config, log)
 
