@@ -38,7 +38,7 @@ import background  # noqa: E402
 WORKERS = os.environ.get("WIKI_MEMORY_TEST_WORKERS", "2")
 
 NO_TESTS = 5  # pytest's exit code when nothing was selected
-SUMMARY = re.compile(r"^=*\s*(\d+ \w+.*) in ([\d.]+)s")
+SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+|no tests ran).*?) in ([\d.]+)s")
 
 
 def run(args: list[str]) -> tuple[int, str, float]:
